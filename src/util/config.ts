@@ -1,0 +1,215 @@
+// Settings: one table of every setting with its type and default, and the loader that layers
+// them: defaults, then a config file (`--config FILE`, JSON), then the environment
+// (`LIGHTWELL_` + dotted name upper-cased, dots as underscores), then command-line flags.
+//
+// A config file may nest (`{"security": {"native_api_token_ttl": "2h"}}`) or use dotted keys
+// (`{"security.native_api_token_ttl": "2h"}`). Unknown settings are refused, so a typo is an
+// error at start and never a silently ignored value.
+
+import { readFileSync } from 'node:fs';
+import { BadRequest } from './errors.js';
+
+type Kind = 'string' | 'int' | 'bool' | 'duration' | 'bytes' | 'rate' | 'listen';
+
+export interface Rate {
+  readonly perSecond: number;
+  readonly burst: number;
+}
+
+export interface ListenAddress {
+  readonly host: string;
+  readonly port: number;
+}
+
+interface SettingSpec {
+  readonly kind: Kind;
+  readonly fallback: string;
+  readonly help: string;
+}
+
+/** Every setting Lightwell reads. Values are written as a user would write them. */
+export const settingSpecs = {
+  data_dir: { kind: 'string', fallback: './data', help: 'data directory' },
+  public_listen: { kind: 'listen', fallback: '0.0.0.0:9000', help: 'public listener HOST:PORT' },
+  admin_listen: { kind: 'listen', fallback: '127.0.0.1:9001', help: 'admin listener HOST:PORT' },
+  gateways: { kind: 'int', fallback: '1', help: 'gateway processes started by serve' },
+  workers: { kind: 'int', fallback: '0', help: 'worker threads per gateway (0: cores + 1)' },
+  'log.level': { kind: 'string', fallback: 'info', help: 'trace|debug|info|warn|error|silent' },
+  'security.native_api_token_ttl': { kind: 'duration', fallback: '1h', help: 'bearer token lifetime' },
+  'security.max_presign_ttl': { kind: 'duration', fallback: '7d', help: 'signed URL lifetime cap' },
+  'security.token_mint_rate': { kind: 'rate', fallback: '10/s burst 20', help: 'token mints per access key' },
+  'security.trusted_proxy': { kind: 'string', fallback: '', help: 'address of a TLS-terminating proxy' },
+  'admin.rate_limit': { kind: 'rate', fallback: '50/s burst 100', help: 'admin requests per token' },
+  'notifications.allow_private_targets': { kind: 'bool', fallback: 'false', help: 'allow private webhook targets' },
+  'tls.cert_file': { kind: 'string', fallback: '', help: 'TLS certificate (PEM)' },
+  'tls.key_file': { kind: 'string', fallback: '', help: 'TLS private key (PEM)' },
+  'storage.segment_bytes_max': { kind: 'bytes', fallback: '256MiB', help: 'segment size before sealing' },
+  'storage.chunk_bytes_avg': { kind: 'bytes', fallback: '1MiB', help: 'content-defined chunk target size' },
+  'storage.compaction_live_ratio': { kind: 'string', fallback: '0.5', help: 'compact sealed segments below this live ratio' },
+  'storage.compaction_interval': { kind: 'duration', fallback: '30s', help: 'how often compaction looks for work' },
+  'storage.dead_chunk_grace': { kind: 'duration', fallback: '15m', help: 'a dead chunk stays reusable this long' },
+  'storage.retired_segment_grace': { kind: 'duration', fallback: '60s', help: 'a compacted segment is deleted after' },
+  'limits.object_bytes_max': { kind: 'bytes', fallback: '5TiB', help: 'largest single PUT body' },
+  'limits.inflight_bytes_max': { kind: 'bytes', fallback: '256MiB', help: 'body bytes buffered per gateway' },
+  'idempotency.ttl': { kind: 'duration', fallback: '24h', help: 'idempotency keys expire after' },
+  'audit.retention': { kind: 'duration', fallback: '90d', help: 'audit rows kept for' },
+  'multipart.expiry': { kind: 'duration', fallback: '7d', help: 'abandoned multipart uploads expire after' },
+} as const satisfies Record<string, SettingSpec>;
+
+export type SettingName = keyof typeof settingSpecs;
+
+export interface Settings {
+  readonly raw: Readonly<Record<SettingName, string>>;
+  string(name: SettingName): string;
+  int(name: SettingName): number;
+  bool(name: SettingName): boolean;
+  /** Milliseconds. */
+  duration(name: SettingName): number;
+  bytes(name: SettingName): number;
+  rate(name: SettingName): Rate;
+  listen(name: SettingName): ListenAddress;
+}
+
+export function isSettingName(name: string): name is SettingName {
+  return Object.hasOwn(settingSpecs, name);
+}
+
+export function envName(name: string): string {
+  return 'LIGHTWELL_' + name.toUpperCase().replaceAll('.', '_');
+}
+
+/** Layers defaults, file, environment and flags; validates every value once, up front. */
+export function loadSettings(options: {
+  flags?: Readonly<Record<string, string>>;
+  env?: NodeJS.ProcessEnv;
+  configFile?: string | undefined;
+}): Settings {
+  const raw = {} as Record<SettingName, string>;
+  for (const [name, spec] of Object.entries(settingSpecs)) raw[name as SettingName] = spec.fallback;
+  if (options.configFile) {
+    const fromFile = readConfigFile(options.configFile);
+    for (const name of Object.keys(fromFile) as SettingName[]) raw[name] = fromFile[name];
+  }
+  const env = options.env ?? {};
+  for (const name of Object.keys(settingSpecs) as SettingName[]) {
+    const value = env[envName(name)];
+    if (value !== undefined && value !== '') raw[name] = value;
+  }
+  for (const [name, value] of Object.entries(options.flags ?? {})) {
+    if (!isSettingName(name)) throw BadRequest(`unknown setting ${name}`);
+    raw[name] = value;
+  }
+  const settings = makeSettings(raw);
+  for (const name of Object.keys(settingSpecs) as SettingName[]) validate(settings, name);
+  return settings;
+}
+
+function readConfigFile(file: string): Record<SettingName, string> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (cause) {
+    throw BadRequest(`cannot read config file ${file}: ${(cause as Error).message}`);
+  }
+  const flat: Record<string, string> = {};
+  flatten(parsed, '', flat);
+  for (const name of Object.keys(flat)) {
+    if (!isSettingName(name)) throw BadRequest(`unknown setting ${name} in ${file}`);
+  }
+  return flat as Record<SettingName, string>;
+}
+
+function flatten(value: unknown, prefix: string, out: Record<string, string>): void {
+  if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
+    for (const [key, inner] of Object.entries(value)) flatten(inner, prefix ? `${prefix}.${key}` : key, out);
+    return;
+  }
+  out[prefix] = String(value);
+}
+
+function makeSettings(raw: Record<SettingName, string>): Settings {
+  return {
+    raw,
+    string: (name) => raw[name],
+    int: (name) => parseIntStrict(name, raw[name]),
+    bool: (name) => parseBool(name, raw[name]),
+    duration: (name) => parseDuration(raw[name], name),
+    bytes: (name) => parseBytes(raw[name], name),
+    rate: (name) => parseRate(raw[name], name),
+    listen: (name) => parseListen(raw[name], name),
+  };
+}
+
+function validate(settings: Settings, name: SettingName): void {
+  const kind: Kind = settingSpecs[name].kind;
+  switch (kind) {
+    case 'string': return;
+    case 'int': settings.int(name); return;
+    case 'bool': settings.bool(name); return;
+    case 'duration': settings.duration(name); return;
+    case 'bytes': settings.bytes(name); return;
+    case 'rate': settings.rate(name); return;
+    case 'listen': settings.listen(name); return;
+  }
+}
+
+function parseIntStrict(name: string, value: string): number {
+  if (!/^-?\d+$/.test(value)) throw BadRequest(`${name}: expected an integer, got ${JSON.stringify(value)}`);
+  return Number(value);
+}
+
+function parseBool(name: string, value: string): boolean {
+  if (/^(true|1|yes|on)$/i.test(value)) return true;
+  if (/^(false|0|no|off)$/i.test(value)) return false;
+  throw BadRequest(`${name}: expected true or false, got ${JSON.stringify(value)}`);
+}
+
+const durationUnitsMs: Record<string, number> = {
+  ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000,
+};
+
+/** Parses `500ms`, `90s`, `15m`, `1h30m`, `7d` (Go-style sums allowed). Returns ms. */
+export function parseDuration(value: string, name = 'duration'): number {
+  const text = value.trim();
+  const pattern = /(\d+(?:\.\d+)?)(ms|s|m|h|d|w)/gy;
+  let total = 0;
+  let matched = 0;
+  for (const match of text.matchAll(pattern)) {
+    total += Number(match[1]) * (durationUnitsMs[match[2] ?? ''] ?? Number.NaN);
+    matched += match[0].length;
+  }
+  if (text.length === 0 || matched !== text.length || !Number.isFinite(total)) {
+    throw BadRequest(`${name}: expected a duration such as 90s, 15m, 1h or 7d, got ${JSON.stringify(value)}`);
+  }
+  return Math.round(total);
+}
+
+const byteUnits: Record<string, number> = {
+  '': 1, b: 1, kb: 1e3, mb: 1e6, gb: 1e9, tb: 1e12,
+  kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3, tib: 1024 ** 4,
+};
+
+export function parseBytes(value: string, name = 'size'): number {
+  const match = /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(value);
+  const unit = byteUnits[(match?.[2] ?? '').toLowerCase()];
+  if (!match || unit === undefined) throw BadRequest(`${name}: expected a size such as 64MiB, got ${JSON.stringify(value)}`);
+  return Math.floor(Number(match[1]) * unit);
+}
+
+/** Parses `10/s`, `10/s burst 20`, `600/m`. */
+export function parseRate(value: string, name = 'rate'): Rate {
+  const match = /^\s*(\d+(?:\.\d+)?)\s*\/\s*(s|m|h)(?:\s+burst\s+(\d+))?\s*$/i.exec(value);
+  if (!match) throw BadRequest(`${name}: expected a rate such as 10/s burst 20, got ${JSON.stringify(value)}`);
+  const per = { s: 1, m: 60, h: 3600 }[(match[2] ?? 's').toLowerCase() as 's' | 'm' | 'h'];
+  const perSecond = Number(match[1]) / per;
+  const burst = match[3] === undefined ? Math.max(1, Math.ceil(perSecond)) : Number(match[3]);
+  return { perSecond, burst };
+}
+
+export function parseListen(value: string, name = 'listen'): ListenAddress {
+  const match = /^(\[[^\]]+\]|[^:]*):(\d{1,5})$/.exec(value.trim());
+  const port = Number(match?.[2]);
+  if (!match || port > 65535) throw BadRequest(`${name}: expected HOST:PORT, got ${JSON.stringify(value)}`);
+  const host = (match[1] ?? '').replace(/^\[|\]$/g, '') || '0.0.0.0';
+  return { host, port };
+}

@@ -1,0 +1,50 @@
+// Goal: the settings loader layers defaults, file, environment and flags in that order and
+// refuses malformed or unknown values with a clear message.
+import t from 'tap';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { tmpdir } from 'node:os';
+import { loadSettings, parseDuration, parseBytes, parseRate, parseListen, envName } from '../../src/util/config.js';
+
+t.test('defaults match DECISIONS.md', async (t) => {
+  const s = loadSettings({});
+  t.equal(s.string('data_dir'), './data');
+  t.same(s.listen('public_listen'), { host: '0.0.0.0', port: 9000 });
+  t.same(s.listen('admin_listen'), { host: '127.0.0.1', port: 9001 });
+  t.equal(s.duration('security.native_api_token_ttl'), 3_600_000);
+  t.equal(s.duration('security.max_presign_ttl'), 7 * 86_400_000);
+  t.same(s.rate('security.token_mint_rate'), { perSecond: 10, burst: 20 });
+  t.same(s.rate('admin.rate_limit'), { perSecond: 50, burst: 100 });
+  t.equal(s.bool('notifications.allow_private_targets'), false);
+});
+
+t.test('file, then environment, then flags', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'lw-config-'));
+  const file = join(dir, 'c.json');
+  writeFileSync(file, JSON.stringify({ security: { native_api_token_ttl: '2h', max_presign_ttl: '1d' }, 'log.level': 'warn' }));
+  const env = { [envName('security.max_presign_ttl')]: '3h', [envName('log.level')]: 'debug' };
+  const s = loadSettings({ configFile: file, env, flags: { 'log.level': 'error' } });
+  t.equal(s.duration('security.native_api_token_ttl'), 7_200_000, 'file value');
+  t.equal(s.duration('security.max_presign_ttl'), 10_800_000, 'env beats file');
+  t.equal(s.string('log.level'), 'error', 'flag beats env');
+  t.equal(envName('security.native_api_token_ttl'), 'LIGHTWELL_SECURITY_NATIVE_API_TOKEN_TTL');
+});
+
+t.test('bad values are refused', async (t) => {
+  t.throws(() => loadSettings({ flags: { 'nope.setting': '1' } }), { code: 'bad_request' });
+  t.throws(() => loadSettings({ env: { LIGHTWELL_GATEWAYS: 'two' } }), { code: 'bad_request' });
+  t.throws(() => parseDuration('10 parsecs'), { code: 'bad_request' });
+  t.throws(() => parseDuration(''), { code: 'bad_request' });
+  t.throws(() => parseListen('localhost'), { code: 'bad_request' });
+  t.throws(() => parseListen('h:70000'), { code: 'bad_request' });
+});
+
+t.test('parsers', async (t) => {
+  t.equal(parseDuration('1h30m'), 5_400_000);
+  t.equal(parseDuration('500ms'), 500);
+  t.equal(parseBytes('64MiB'), 64 * 1024 * 1024);
+  t.equal(parseBytes('5TiB'), 5 * 1024 ** 4);
+  t.same(parseRate('600/m'), { perSecond: 10, burst: 10 });
+  t.same(parseListen('[::1]:80'), { host: '::1', port: 80 });
+  t.same(parseListen(':80'), { host: '0.0.0.0', port: 80 });
+});
