@@ -69,6 +69,7 @@ export const ChecksumMismatch = defineError('checksum_mismatch', 'Checksum misma
 export const IdempotencyKeyReused = defineError('idempotency_key_reused', 'Idempotency key reused', 422);
 export const IdempotencyKeyInUse = defineError('idempotency_key_in_use', 'Idempotency key in use', 409);
 export const PayloadTooLarge = defineError('payload_too_large', 'Payload too large', 413);
+export const LengthRequired = defineError('length_required', 'Length required', 411);
 export const HeadersTooLarge = defineError('headers_too_large', 'Request headers too large', 431);
 export const RateLimited = defineError('rate_limited', 'Too many requests', 429);
 export const QuotaExceeded = defineError('quota_exceeded', 'Quota exceeded', 507);

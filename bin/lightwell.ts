@@ -1,0 +1,17 @@
+#!/usr/bin/env node
+// lightwell: the command-line tool (serve, admin-token).
+import { serve } from '../src/cli/serve.js';
+import { adminToken } from '../src/cli/admin-token.js';
+
+const [command, ...rest] = process.argv.slice(2);
+const usage = `usage: lightwell serve [--data-dir DIR] [--public-listen HOST:PORT] [--admin-listen HOST:PORT] [--gateways N] [--config FILE]
+       lightwell admin-token create --role viewer|operator|owner [--tenant ID] [--expires 30d|RFC3339] [--name TEXT] [--json]
+       lightwell admin-token list [--json]
+       lightwell admin-token revoke ID
+`;
+if (command === 'serve') await serve(rest);
+else if (command === 'admin-token') await adminToken(rest);
+else {
+  process.stderr.write(usage);
+  process.exitCode = command === undefined || command === 'help' || command === '--help' ? 0 : 2;
+}

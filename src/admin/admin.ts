@@ -1,0 +1,44 @@
+// The admin process: the admin listener (/admin/api/v1). Slower and separate by design: it reads
+// the index read-only and sends every mutation through the engine.
+
+import { IndexStore } from '../engine/index/store.js';
+import { EngineClient } from '../engine/protocol.js';
+import { dataDirPaths, RELEASE } from '../engine/data-dir.js';
+import { Router, type Route } from '../http/router.js';
+import { listen, type Handler } from '../http/server.js';
+import { openApiDocument } from '../http/openapi.js';
+import { adminRoutes } from './routes.js';
+import { componentLogger } from '../util/log.js';
+import type { Settings } from '../util/config.js';
+
+export const ADMIN_PREFIX = '/admin/api/v1';
+
+export async function startAdmin(options: { dataDir: string; settings: Settings }): Promise<{ port: number; stop(): Promise<void> }> {
+  const { settings } = options;
+  const log = componentLogger('admin');
+  const paths = dataDirPaths(options.dataDir);
+  const engine = new EngineClient(paths.socket, 30_000);
+  await engine.call('ping', {});
+  const store = IndexStore.open({ path: paths.index, readOnly: true });
+  const routes: Route<Handler>[] = adminRoutes({ store, engine, settings });
+  const text = JSON.stringify(openApiDocument({
+    title: 'Lightwell admin API', version: RELEASE, prefix: ADMIN_PREFIX, routes,
+    securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'lwadm_ admin token' } },
+  }));
+  routes.push({ method: 'GET', path: '/openapi.json', operationId: 'getOpenApi', doc: { summary: 'This OpenAPI document', auth: 'none', responses: { 200: { description: 'OpenAPI 3' } } }, handler: (exchange) => exchange.send(200, { 'Content-Type': 'application/json' }, text) });
+  const address = settings.listen('admin_listen');
+  const tls = settings.string('tls.cert_file') !== '' && settings.string('tls.key_file') !== '';
+  const listener = await listen(
+    { host: address.host, port: address.port, sharedPort: false, tls: tls ? { certFile: settings.string('tls.cert_file'), keyFile: settings.string('tls.key_file') } : undefined },
+    new Router(ADMIN_PREFIX, routes),
+    log,
+  );
+  return {
+    port: listener.port,
+    stop: async () => {
+      await listener.close();
+      engine.close();
+      await store.close();
+    },
+  };
+}

@@ -1,0 +1,104 @@
+// `lightwell admin-token create|list|revoke`: admin tokens are minted only offline, by whoever
+// can write the data directory. When the engine runs, the change goes through it (the single
+// writer); otherwise this command takes the engine lock and writes the index itself.
+
+import { dataDirPaths, prepareDataDir, engineLockOwner, acquireEngineLock, type DataDirPaths } from '../engine/data-dir.js';
+import { EngineClient } from '../engine/protocol.js';
+import { IndexStore } from '../engine/index/store.js';
+import { DB, type AdminTokenRecord, type AdminRole } from '../engine/index/schema.js';
+import * as control from '../engine/ops/control.js';
+import type { EngineContext } from '../engine/ops/context.js';
+import { newAdminToken } from '../security/access-keys.js';
+import { parseAdminExpires } from '../security/expiry.js';
+import { validateTenantId } from '../security/names.js';
+import { parseArgs, settingsFrom } from './args.js';
+import { BadRequest, isLightwellError } from '../util/errors.js';
+
+const roles: readonly AdminRole[] = ['viewer', 'operator', 'owner'];
+
+export async function adminToken(argv: readonly string[]): Promise<void> {
+  try {
+    const args = parseArgs(argv);
+    const settings = settingsFrom(args, new Set(['role', 'tenant', 'expires', 'name']));
+    const paths = dataDirPaths(settings.string('data_dir'));
+    await prepareDataDir(paths);
+    const [action, id] = args.positional;
+    if (action === 'create') await create(paths, args.options, args.flags.has('json'));
+    else if (action === 'list') await list(paths, args.flags.has('json'));
+    else if (action === 'revoke' && id) await revoke(paths, id);
+    else throw BadRequest('usage: lightwell admin-token create --role viewer|operator|owner [--tenant ID] [--expires 30d|RFC3339] [--name TEXT] [--json] | list [--json] | revoke ID');
+  } catch (error) {
+    process.stderr.write(`lightwell admin-token: ${isLightwellError(error) ? error.message : String(error)}\n`);
+    process.exitCode = 1;
+  }
+}
+
+async function create(paths: DataDirPaths, options: Map<string, string>, json: boolean): Promise<void> {
+  const role = options.get('role') as AdminRole | undefined;
+  if (!role || !roles.includes(role)) throw BadRequest('--role must be viewer, operator or owner');
+  const tenant = options.get('tenant');
+  if (tenant !== undefined) validateTenantId(tenant);
+  const expires = options.get('expires');
+  const minted = newAdminToken();
+  const record: AdminTokenRecord = { tokenId: minted.tokenId, hash: minted.hash, role, createdAt: Date.now() };
+  if (tenant !== undefined) record.tenant = tenant;
+  if (expires !== undefined) record.expiresAt = parseAdminExpires(expires, Date.now());
+  const name = options.get('name');
+  if (name !== undefined) record.name = name;
+  await withIndex(paths, async (engine) => engine.call('putAdminToken', { record }), (context) => control.putAdminToken(context, { record }));
+  const expiresAt = record.expiresAt === undefined ? null : new Date(record.expiresAt).toISOString();
+  if (json) process.stdout.write(`${JSON.stringify({ token: minted.token, tokenId: record.tokenId, role, tenant: tenant ?? null, expiresAt })}\n`);
+  else {
+    process.stdout.write(`admin token ${record.tokenId} (role ${role}${tenant ? `, tenant ${tenant}` : ''}${expiresAt ? `, expires ${expiresAt}` : ''}); it is shown only once:\n`);
+    process.stdout.write(`${minted.token}\n`);
+  }
+}
+
+async function list(paths: DataDirPaths, json: boolean): Promise<void> {
+  const tokens = await withIndex(paths, async () => readTokens(paths, true), () => readTokens(paths, false));
+  if (json) {
+    process.stdout.write(`${JSON.stringify({ tokens })}\n`);
+    return;
+  }
+  for (const token of tokens) {
+    process.stdout.write(`${token.tokenId}\t${token.role}\t${token.tenant ?? '*'}\t${token.revokedAt ? 'revoked' : 'active'}\t${token.name ?? ''}\n`);
+  }
+}
+
+function readTokens(paths: DataDirPaths, readOnly: boolean): Array<Omit<AdminTokenRecord, 'hash'>> {
+  const store = IndexStore.open({ path: paths.index, readOnly });
+  try {
+    return [...store.range<AdminTokenRecord>(DB.adminTokens, {})].map(({ value }) => {
+      const { hash: _hash, ...rest } = value;
+      return rest;
+    });
+  } finally {
+    void store.close();
+  }
+}
+
+async function revoke(paths: DataDirPaths, tokenId: string): Promise<void> {
+  await withIndex(paths, async (engine) => engine.call('revokeAdminToken', { tokenId }), (context) => control.revokeAdminToken(context, { tokenId }));
+  process.stdout.write(`revoked ${tokenId}\n`);
+}
+
+/** Through the running engine, or directly under the engine lock when none runs. */
+async function withIndex<T>(paths: DataDirPaths, viaEngine: (engine: EngineClient) => Promise<T>, offline: (context: EngineContext) => T): Promise<T> {
+  if (engineLockOwner(paths) !== undefined) {
+    const engine = new EngineClient(paths.socket, 5000);
+    try {
+      return await viaEngine(engine);
+    } finally {
+      engine.close();
+    }
+  }
+  const release = await acquireEngineLock(paths);
+  const store = IndexStore.open({ path: paths.index, readOnly: false });
+  try {
+    const context: EngineContext = { store, masterKey: Buffer.alloc(0), settings: undefined as never, now: () => Date.now() };
+    return store.transactSync(() => offline(context));
+  } finally {
+    await store.close();
+    await release();
+  }
+}

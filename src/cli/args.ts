@@ -1,0 +1,59 @@
+// Command-line parsing shared by every binary: `--flag value`, `--flag=value`, boolean flags,
+// and settings by their dotted names (`--security.native_api_token_ttl 2h`).
+
+import { isSettingName, loadSettings, type Settings } from '../util/config.js';
+import { BadRequest } from '../util/errors.js';
+
+export interface ParsedArgs {
+  readonly positional: string[];
+  readonly options: Map<string, string>;
+  readonly flags: Set<string>;
+}
+
+const booleanFlags = new Set(['json', 'help', 'quick']);
+
+/** Flag spellings of the settings a user sets most (DECISIONS.md). */
+const settingAliases: Record<string, string> = {
+  'data-dir': 'data_dir',
+  'public-listen': 'public_listen',
+  'admin-listen': 'admin_listen',
+  gateways: 'gateways',
+  workers: 'workers',
+  'log-level': 'log.level',
+};
+
+export function parseArgs(argv: readonly string[]): ParsedArgs {
+  const positional: string[] = [];
+  const options = new Map<string, string>();
+  const flags = new Set<string>();
+  for (let index = 0; index < argv.length; index += 1) {
+    const arg = argv[index] as string;
+    if (!arg.startsWith('--')) {
+      positional.push(arg);
+      continue;
+    }
+    const eq = arg.indexOf('=');
+    const name = arg.slice(2, eq < 0 ? undefined : eq);
+    if (eq >= 0) options.set(name, arg.slice(eq + 1));
+    else if (booleanFlags.has(name)) flags.add(name);
+    else {
+      const value = argv[index + 1];
+      if (value === undefined) throw BadRequest(`--${name} needs a value`);
+      options.set(name, value);
+      index += 1;
+    }
+  }
+  return { positional, options, flags };
+}
+
+/** Settings from the config file, the environment and the flags, in that order. */
+export function settingsFrom(args: ParsedArgs, known: ReadonlySet<string> = new Set()): Settings {
+  const flags: Record<string, string> = {};
+  for (const [name, value] of args.options) {
+    if (name === 'config' || known.has(name)) continue;
+    const setting = settingAliases[name] ?? name;
+    if (!isSettingName(setting)) throw BadRequest(`unknown option --${name}`);
+    flags[setting] = value;
+  }
+  return loadSettings({ flags, env: process.env, configFile: args.options.get('config') });
+}

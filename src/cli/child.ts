@@ -1,0 +1,58 @@
+// Runs one service process (engine, gateway or admin) until SIGINT/SIGTERM, and reports
+// readiness to a supervising `lightwell serve` over IPC when there is one.
+
+import { createRootLogger } from '../util/log.js';
+import { parseArgs, settingsFrom } from './args.js';
+import { startEngine } from '../engine/engine.js';
+import { startGateway } from '../gateway/gateway.js';
+import { startAdmin } from '../admin/admin.js';
+import { isLightwellError } from '../util/errors.js';
+
+export type Role = 'engine' | 'gateway' | 'admin';
+
+export interface ReadyMessage {
+  readonly ready: Role;
+  readonly port?: number;
+}
+
+export async function runChild(role: Role, argv: readonly string[]): Promise<void> {
+  let settings;
+  try {
+    settings = settingsFrom(parseArgs(argv));
+  } catch (error) {
+    fail(role, error);
+    return;
+  }
+  const log = createRootLogger({ level: settings.string('log.level'), process: role });
+  let running: { port?: number; stop(): Promise<void> };
+  try {
+    const dataDir = settings.string('data_dir');
+    if (role === 'engine') running = await startEngine({ dataDir, settings });
+    else if (role === 'gateway') running = await startGateway({ dataDir, settings });
+    else running = await startAdmin({ dataDir, settings });
+  } catch (error) {
+    fail(role, error);
+    return;
+  }
+  process.send?.({ ready: role, ...(running.port === undefined ? {} : { port: running.port }) } satisfies ReadyMessage);
+  if (!process.send) process.stdout.write(`lightwell-${role}: ready${running.port === undefined ? '' : ` on port ${running.port}`}\n`);
+  let stopping = false;
+  const stop = (signal: string): void => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'stopping');
+    running.stop().then(() => process.exit(0), (error: unknown) => {
+      log.error({ err: error }, 'unclean stop');
+      process.exit(1);
+    });
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('disconnect', () => stop('supervisor gone'));
+}
+
+function fail(role: Role, error: unknown): void {
+  const message = isLightwellError(error) ? error.message : (error as Error).stack ?? String(error);
+  process.stderr.write(`lightwell-${role}: cannot start: ${message}\n`);
+  process.exitCode = 1;
+}

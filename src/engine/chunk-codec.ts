@@ -1,0 +1,137 @@
+// The chunk codec: plaintext chunk ⇄ stored record (header + payload).
+//
+// Encode: keyed chunk id (HMAC-SHA256 under the tenant's dedup key) → LZ4 when a sample shows it
+// pays → AES-256-GCM under the tenant data key with a random 96-bit nonce, the record header's
+// first 56 bytes as additional data (so a record cannot be replayed under another chunk id,
+// tenant or length) → CRC32C of the payload and of the header.
+// Decode verifies both CRCs, authenticates and decrypts, decompresses and checks the length.
+//
+// Plaintext may arrive as several slices (a chunk that spans two body blocks); only LZ4 needs it
+// contiguous, and then it is gathered into one buffer once.
+
+import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:crypto';
+import { crc32c } from '@node-rs/crc32';
+import { compressSync, uncompressSync } from 'lz4-napi';
+import {
+  type Compression,
+  RECORD_HEADER_SIZE, writeRecordHeader, sealRecordHeader, decodeRecordHeader, recordAad, verifyPayload,
+  type RecordHeader,
+} from '../format/record-frame.js';
+import { CorruptData } from '../util/errors.js';
+
+export const KIND_CHUNK = 1;
+export const COMPRESSION_NONE = 0 as const;
+export const COMPRESSION_LZ4 = 1 as const;
+export const CIPHER_AES_256_GCM = 1;
+const TAG_BYTES = 16;
+const SAMPLE_BYTES = 64 * 1024;
+/** LZ4 is kept only when it saves at least this share of the sample. */
+const COMPRESSION_SAVING_MIN = 0.1;
+
+export interface TenantKeys {
+  readonly tenantNum: number;
+  readonly dataKey: Buffer;
+  readonly dedupKey: Buffer;
+}
+
+export function chunkIdOf(dedupKey: Buffer, slices: readonly Uint8Array[]): Buffer {
+  const hmac = createHmac('sha256', dedupKey);
+  for (const slice of slices) hmac.update(slice);
+  return hmac.digest();
+}
+
+export interface EncodedChunk {
+  readonly header: Buffer;
+  readonly payload: Buffer[];
+  readonly payloadLength: number;
+  readonly payloadChecksum: number;
+  readonly compressed: boolean;
+}
+
+export function encodeChunk(keys: TenantKeys, chunkId: Buffer, slices: readonly Uint8Array[], plainLength: number): EncodedChunk {
+  let body: readonly Uint8Array[] = slices;
+  let compression: Compression = COMPRESSION_NONE;
+  if (compressionPays(slices)) {
+    const compressed = compressSync(asBuffer(gather(slices, plainLength)));
+    if (compressed.length < plainLength * (1 - COMPRESSION_SAVING_MIN)) {
+      body = [compressed];
+      compression = COMPRESSION_LZ4;
+    }
+  }
+  const bodyLength = body.reduce((sum, slice) => sum + slice.length, 0);
+  const nonce = randomBytes(12);
+  const header = Buffer.alloc(RECORD_HEADER_SIZE);
+  writeRecordHeader(header, 0, {
+    kind: KIND_CHUNK,
+    compression,
+    cipher: CIPHER_AES_256_GCM,
+    tenantNum: keys.tenantNum,
+    plainLength,
+    payloadLength: bodyLength + TAG_BYTES,
+    chunkId,
+    nonce,
+  });
+  const cipher = createCipheriv('aes-256-gcm', keys.dataKey, nonce);
+  cipher.setAAD(recordAad(header));
+  const payload: Buffer[] = body.map((slice) => cipher.update(slice));
+  cipher.final();
+  payload.push(cipher.getAuthTag());
+  let payloadChecksum = 0;
+  for (const part of payload) payloadChecksum = crc32c(part, payloadChecksum);
+  sealRecordHeader(header, 0, payloadChecksum);
+  return { header, payload, payloadLength: bodyLength + TAG_BYTES, payloadChecksum, compressed: compression !== COMPRESSION_NONE };
+}
+
+/** Compresses the first 64 KiB; worth it only if that sample shrinks by 10% or more. */
+function compressionPays(slices: readonly Uint8Array[]): boolean {
+  const first = slices[0];
+  if (!first || first.length < 512) return false;
+  const sample = first.subarray(0, Math.min(first.length, SAMPLE_BYTES));
+  return compressSync(asBuffer(sample)).length < sample.length * (1 - COMPRESSION_SAVING_MIN);
+}
+
+function gather(slices: readonly Uint8Array[], length: number): Uint8Array {
+  if (slices.length === 1 && slices[0]) return slices[0];
+  const joined = Buffer.allocUnsafe(length);
+  let offset = 0;
+  for (const slice of slices) {
+    joined.set(slice, offset);
+    offset += slice.length;
+  }
+  return joined;
+}
+
+/** Verifies and opens a stored record; `expected` pins what the index says it must be. */
+export function decodeChunk(
+  keys: TenantKeys,
+  record: Buffer,
+  expected: { chunkId: Uint8Array; payloadChecksum: number; plainLength: number },
+): Buffer {
+  const header: RecordHeader = decodeRecordHeader(record, 0);
+  const payload = record.subarray(RECORD_HEADER_SIZE, RECORD_HEADER_SIZE + header.payloadLength);
+  verifyPayload(header, payload);
+  if (
+    header.payloadChecksum !== expected.payloadChecksum ||
+    header.plainLength !== expected.plainLength ||
+    header.tenantNum !== keys.tenantNum ||
+    !Buffer.from(header.chunkId).equals(Buffer.from(expected.chunkId))
+  ) {
+    throw CorruptData('record does not match its index entry');
+  }
+  const decipher = createDecipheriv('aes-256-gcm', keys.dataKey, header.nonce);
+  decipher.setAAD(recordAad(record.subarray(0, RECORD_HEADER_SIZE)));
+  decipher.setAuthTag(payload.subarray(payload.length - TAG_BYTES));
+  let plain: Buffer;
+  try {
+    plain = Buffer.concat([decipher.update(payload.subarray(0, payload.length - TAG_BYTES)), decipher.final()]);
+  } catch (cause) {
+    throw CorruptData('record failed authentication', {}, { cause });
+  }
+  if (header.compression === COMPRESSION_LZ4) plain = uncompressSync(plain);
+  if (plain.length !== header.plainLength) throw CorruptData('record decodes to the wrong length');
+  return plain;
+}
+
+function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}

@@ -1,0 +1,147 @@
+// The data directory: where every file lives, the FORMAT marker check, the master key, and the
+// single-engine lock.
+//
+// Layout (docs/on-disk-format.md, Inventory):
+//   FORMAT                 marker: magic, format version, creating release
+//   index/                 the LMDB environment (single writer: the engine)
+//   segments/<id>.seg      append-only segment files
+//   keys/master.key        32-byte master key, mode 0600 (or LIGHTWELL_MASTER_KEY_FILE)
+//   engine.sock            the engine's command socket (runtime only)
+//   engine.lock            pid of the engine that holds the directory (runtime only)
+
+import { mkdir, readFile, writeFile, open, unlink, rename } from 'node:fs/promises';
+import { existsSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { decodeMarker, encodeMarker, FORMAT_VERSION } from '../format/marker.js';
+import { DataDirLocked, FormatTooNew, BadRequest } from '../util/errors.js';
+
+export const RELEASE = '0.1.0';
+export const MASTER_KEY_BYTES = 32;
+
+export interface DataDirPaths {
+  readonly root: string;
+  readonly marker: string;
+  readonly index: string;
+  readonly segments: string;
+  readonly keys: string;
+  readonly masterKey: string;
+  readonly socket: string;
+  readonly lock: string;
+}
+
+export function dataDirPaths(root: string): DataDirPaths {
+  const dir = resolve(root);
+  return {
+    root: dir,
+    marker: join(dir, 'FORMAT'),
+    index: join(dir, 'index'),
+    segments: join(dir, 'segments'),
+    keys: join(dir, 'keys'),
+    masterKey: process.env['LIGHTWELL_MASTER_KEY_FILE'] ?? join(dir, 'keys', 'master.key'),
+    socket: join(dir, 'engine.sock'),
+    lock: join(dir, 'engine.lock'),
+  };
+}
+
+/**
+ * Creates the directory tree on first use, or checks the FORMAT marker of an existing one.
+ * A marker of a newer format version refuses to open (`format_too_new`); a directory with an
+ * index but no marker is not ours and is refused too.
+ */
+export async function prepareDataDir(paths: DataDirPaths): Promise<{ created: boolean }> {
+  await mkdir(paths.root, { recursive: true });
+  let created = false;
+  if (existsSync(paths.marker)) {
+    const marker = decodeMarker(await readFile(paths.marker));
+    if (marker.formatVersion > FORMAT_VERSION) {
+      throw FormatTooNew(`data directory format ${marker.formatVersion} is newer than this release supports (${FORMAT_VERSION})`);
+    }
+  } else {
+    if (existsSync(paths.index)) {
+      throw BadRequest(`${paths.root} has an index but no FORMAT marker; refusing to open it`);
+    }
+    await writeFileDurable(paths.marker, encodeMarker({ createdBy: RELEASE, createdAtMs: Date.now() }));
+    created = true;
+  }
+  await mkdir(paths.index, { recursive: true });
+  await mkdir(paths.segments, { recursive: true });
+  await mkdir(paths.keys, { recursive: true, mode: 0o700 });
+  return { created };
+}
+
+/** Reads the master key, creating it (0600) on first start unless a key file is configured. */
+export async function loadMasterKey(paths: DataDirPaths): Promise<Buffer> {
+  if (existsSync(paths.masterKey)) return checkMasterKey(await readFile(paths.masterKey), paths.masterKey);
+  if (process.env['LIGHTWELL_MASTER_KEY_FILE']) {
+    throw BadRequest(`LIGHTWELL_MASTER_KEY_FILE names ${paths.masterKey}, which does not exist`);
+  }
+  const key = randomBytes(MASTER_KEY_BYTES);
+  await writeFileDurable(paths.masterKey, key, 0o600);
+  return key;
+}
+
+/** Synchronous read for processes that start after the engine created the key. */
+export function readMasterKeySync(paths: DataDirPaths): Buffer {
+  return checkMasterKey(readFileSync(paths.masterKey), paths.masterKey);
+}
+
+function checkMasterKey(key: Buffer, file: string): Buffer {
+  if (key.length !== MASTER_KEY_BYTES) throw BadRequest(`${file} must hold exactly ${MASTER_KEY_BYTES} bytes`);
+  return key;
+}
+
+/** Write to a temporary name, fsync, rename: a reader sees the old file or the whole new one. */
+export async function writeFileDurable(file: string, data: Buffer, mode = 0o644): Promise<void> {
+  const temp = `${file}.tmp-${process.pid}`;
+  const handle = await open(temp, 'w', mode);
+  try {
+    await handle.writeFile(data);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  await rename(temp, file);
+}
+
+/**
+ * Takes the engine lock: `engine.lock` holds the owner's pid. A lock whose pid is alive refuses
+ * the start (`data_dir_locked`); a stale one (its process gone) is taken over.
+ */
+export async function acquireEngineLock(paths: DataDirPaths): Promise<() => Promise<void>> {
+  for (let attempt = 0; attempt < 3; attempt += 1) {
+    try {
+      await writeFile(paths.lock, `${process.pid}\n`, { flag: 'wx' });
+      return async () => {
+        await unlink(paths.lock).catch(() => undefined);
+      };
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      const owner = Number((await readFile(paths.lock, 'utf8').catch(() => '')).trim());
+      if (owner > 0 && owner !== process.pid && processAlive(owner)) {
+        throw DataDirLocked(`data directory ${paths.root} is in use by process ${owner}`, { pid: owner });
+      }
+      await unlink(paths.lock).catch(() => undefined);
+    }
+  }
+  throw DataDirLocked(`could not take the lock on ${paths.root}`);
+}
+
+/** The pid in the lock file when its process is alive. */
+export function engineLockOwner(paths: DataDirPaths): number | undefined {
+  try {
+    const owner = Number(readFileSync(paths.lock, 'utf8').trim());
+    return owner > 0 && processAlive(owner) ? owner : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}

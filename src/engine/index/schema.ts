@@ -1,0 +1,236 @@
+// The index schema: every LMDB database, its key layout and its record type.
+//
+// Keys are binary and ordered bytewise, so prefix listing and version order are range scans.
+// Values are `src/format/values.ts` records: a schema-version byte and a plain msgpack map.
+// docs/on-disk-format.md (Index schema) mirrors this file; a change here changes that section
+// in the same commit.
+//
+// Invariants:
+// - Object keys never contain U+0000, so `bucketId | key | 0x00 | seq` groups the versions of a
+//   key together and `bucketId | prefix | 0xFF` bounds a prefix scan (0xFF never occurs in UTF-8).
+// - Version sequence numbers are engine-wide and strictly increasing; versions of a key sort
+//   newest first because the key stores `SEQ_MAX - seq`.
+
+export const DB = {
+  meta: 'meta',
+  tenants: 'tenants',
+  accounts: 'accounts',
+  accessKeys: 'access-keys',
+  adminTokens: 'admin-tokens',
+  buckets: 'buckets',
+  objects: 'objects',
+  versions: 'versions',
+  chunks: 'chunks',
+  segments: 'segments',
+  usage: 'usage',
+} as const;
+
+export type DbName = (typeof DB)[keyof typeof DB];
+
+export const SEQ_MAX = Number.MAX_SAFE_INTEGER;
+const ZERO = Buffer.from([0]);
+
+// ---- meta -------------------------------------------------------------------------------
+
+export interface Counters {
+  nextTenantNum: number;
+  nextBucketId: number;
+  nextSegmentId: number;
+  nextSeq: number;
+}
+
+export const META_COUNTERS = Buffer.from('counters');
+
+// ---- tenants, accounts, keys, admin tokens ----------------------------------------------
+
+export type TenantState = 'active' | 'disabled' | 'deleted';
+
+export interface TenantRecord {
+  id: string;
+  num: number;
+  name?: string;
+  state: TenantState;
+  createdAt: number;
+  disabledAt?: number;
+  /** The tenant data key sealed under the master key's wrap key. */
+  wrappedKey: Buffer;
+}
+
+export interface AccountRecord {
+  id: string;
+  tenantId: string;
+  name?: string;
+  createdAt: number;
+}
+
+export type AccessKeyState = 'active' | 'revoked';
+
+export interface AccessKeyRecord {
+  accessKeyId: string;
+  tenantId: string;
+  accountId: string;
+  scopes: string;
+  externalRef?: string;
+  /** The secret sealed under the secret-seal key. */
+  sealedSecret: Buffer;
+  state: AccessKeyState;
+  createdAt: number;
+  expiresAt?: number;
+  rotatedAt?: number;
+  revokedAt?: number;
+}
+
+export type AdminRole = 'viewer' | 'operator' | 'owner';
+
+export interface AdminTokenRecord {
+  tokenId: string;
+  /** SHA-256 of the whole token, hex. The token itself is never stored. */
+  hash: string;
+  role: AdminRole;
+  tenant?: string;
+  name?: string;
+  createdAt: number;
+  expiresAt?: number;
+  revokedAt?: number;
+}
+
+export function tenantKey(tenantId: string): Buffer {
+  return Buffer.from(tenantId, 'utf8');
+}
+
+/** `tenantId | 0x00 | name`: the accounts and buckets of a tenant are one range. */
+export function tenantChildKey(tenantId: string, name: string): Buffer {
+  return Buffer.concat([Buffer.from(tenantId, 'utf8'), ZERO, Buffer.from(name, 'utf8')]);
+}
+
+export function tenantChildRange(tenantId: string): { start: Buffer; end: Buffer } {
+  const base = Buffer.from(tenantId, 'utf8');
+  return { start: Buffer.concat([base, ZERO]), end: Buffer.concat([base, Buffer.from([1])]) };
+}
+
+// ---- buckets ------------------------------------------------------------------------------
+
+export type Versioning = 'Unversioned' | 'Enabled' | 'Suspended';
+
+export interface BucketRecord {
+  id: number;
+  tenantId: string;
+  name: string;
+  createdAt: number;
+  versioning: Versioning;
+  objectLock: boolean;
+}
+
+// ---- objects and versions -----------------------------------------------------------------
+
+export interface ObjectVersionRecord {
+  key: string;
+  /** 'null' for the null version (unversioned or suspended writes), else a generated id. */
+  versionId: string;
+  seq: number;
+  lastModified: number;
+  deleteMarker?: boolean;
+  size: number;
+  etag: string;
+  contentType: string;
+  metadata: Record<string, string>;
+  /** Base64 big-endian digests by algorithm name; CRC32C is always present for objects. */
+  checksums: Record<string, string>;
+  /** Chunk references: 32-byte chunk id and u32 LE plain length each, concatenated. */
+  chunks: Buffer;
+  /** Bytes stored after compression (sum over first references of each chunk). */
+  storedBytes: number;
+  compressed: boolean;
+}
+
+export const CHUNK_REF_SIZE = 36;
+
+export function bucketKeyPrefix(bucketId: number): Buffer {
+  const key = Buffer.alloc(4);
+  key.writeUInt32BE(bucketId, 0);
+  return key;
+}
+
+export function objectKey(bucketId: number, key: string): Buffer {
+  return Buffer.concat([bucketKeyPrefix(bucketId), Buffer.from(key, 'utf8')]);
+}
+
+/** The exclusive end of every key in a bucket that starts with `prefix`. */
+export function prefixRange(bucketId: number, prefix: string): { start: Buffer; end: Buffer } {
+  const start = objectKey(bucketId, prefix);
+  return { start, end: Buffer.concat([start, Buffer.from([0xff])]) };
+}
+
+export function versionKey(bucketId: number, key: string, seq: number): Buffer {
+  const suffix = Buffer.alloc(9);
+  suffix.writeUInt8(0, 0);
+  suffix.writeBigUInt64BE(BigInt(SEQ_MAX - seq), 1);
+  return Buffer.concat([objectKey(bucketId, key), suffix]);
+}
+
+export function versionRange(bucketId: number, key: string): { start: Buffer; end: Buffer } {
+  const base = objectKey(bucketId, key);
+  return { start: Buffer.concat([base, ZERO]), end: Buffer.concat([base, Buffer.from([1])]) };
+}
+
+export function decodeObjectKey(raw: Buffer): string {
+  return raw.toString('utf8', 4);
+}
+
+// ---- chunks and segments ------------------------------------------------------------------
+
+export interface ChunkRecord {
+  segmentId: number;
+  offset: number;
+  /** Whole record length (header and payload). */
+  length: number;
+  plainLength: number;
+  payloadChecksum: number;
+  refs: number;
+  /** When refs last fell to zero (ms); dead chunks are reclaimed after a grace period. */
+  deadSince?: number;
+}
+
+export function chunkKey(tenantNum: number, chunkId: Uint8Array): Buffer {
+  const key = Buffer.alloc(36);
+  key.writeUInt32BE(tenantNum, 0);
+  key.set(chunkId, 4);
+  return key;
+}
+
+export type SegmentState = 'open' | 'sealed' | 'retired';
+
+export interface SegmentRecord {
+  id: number;
+  state: SegmentState;
+  /** The process appending to an open segment. */
+  ownerPid?: number;
+  createdAt: number;
+  /** File size once sealed. */
+  size?: number;
+  /** Bytes of records that live chunks reference. */
+  liveBytes: number;
+  sealedAt?: number;
+  retiredAt?: number;
+}
+
+export function segmentKey(segmentId: number): Buffer {
+  const key = Buffer.alloc(8);
+  key.writeBigUInt64BE(BigInt(segmentId), 0);
+  return key;
+}
+
+// ---- usage --------------------------------------------------------------------------------
+
+export interface UsageRecord {
+  tenantId: string;
+  logicalBytes: number;
+  physicalBytes: number;
+  objects: number;
+  versions: number;
+  deleteMarkers: number;
+}
+
+export function emptyUsage(tenantId: string): UsageRecord {
+  return { tenantId, logicalBytes: 0, physicalBytes: 0, objects: 0, versions: 0, deleteMarkers: 0 };
+}

@@ -1,0 +1,26 @@
+// What every engine command sees: the index (inside the command's transaction), key material,
+// the clock, and the counters helper. Commands check every precondition before their first
+// write, so a command that throws leaves nothing behind even before its child transaction is
+// rolled back.
+
+import type { IndexStore } from '../index/store.js';
+import { DB, META_COUNTERS, type Counters } from '../index/schema.js';
+import type { Settings } from '../../util/config.js';
+
+export interface EngineContext {
+  readonly store: IndexStore;
+  readonly masterKey: Buffer;
+  readonly settings: Settings;
+  now(): number;
+}
+
+const initialCounters: Counters = { nextTenantNum: 1, nextBucketId: 1, nextSegmentId: 1, nextSeq: 1 };
+
+/** Takes the next value of a counter; inside a transaction. */
+export function nextCounter(context: EngineContext, name: keyof Counters): number {
+  const counters = context.store.get<Counters>(DB.meta, META_COUNTERS) ?? { ...initialCounters };
+  const value = counters[name];
+  counters[name] = value + 1;
+  context.store.put(DB.meta, META_COUNTERS, counters);
+  return value;
+}

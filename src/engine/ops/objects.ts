@@ -1,0 +1,346 @@
+// Data-plane commands: buckets, object commits and deletes, with their chunk reference counts,
+// segment live-byte accounting and tenant usage, all in the command's transaction.
+//
+// Version rules follow S3: an Unversioned bucket keeps one version per key (the null version);
+// Enabled adds a version per write and a delete marker per unversioned delete; Suspended
+// writes and deletes replace the null version and keep the others. `objects` holds the current
+// version of each key that is not a delete marker; `versions` holds every version.
+
+import {
+  DB, tenantChildKey, objectKey, versionKey, versionRange, chunkKey, segmentKey, tenantKey, emptyUsage,
+  CHUNK_REF_SIZE,
+  type BucketRecord, type ObjectVersionRecord, type ChunkRecord, type SegmentRecord, type UsageRecord,
+  type Versioning, type TenantRecord,
+} from '../index/schema.js';
+import { nextCounter, type EngineContext } from './context.js';
+import type { IndexStore } from '../index/store.js';
+import { requireTenant } from './control.js';
+import { Conflict, NotFound, BucketNotEmpty, PreconditionFailed, Forbidden, ChunkGone, BadRequest } from '../../util/errors.js';
+import { validateBucketName } from '../../security/names.js';
+
+export function createBucket(
+  context: EngineContext,
+  args: { tenantId: string; name: string; versioning?: Versioning; objectLock?: boolean },
+): BucketRecord {
+  const tenant = requireActiveTenant(context, args.tenantId);
+  validateBucketName(args.name);
+  const key = tenantChildKey(tenant.id, args.name);
+  if (context.store.has(DB.buckets, key)) throw Conflict(`bucket ${args.name} already exists`);
+  const objectLock = args.objectLock === true;
+  const bucket: BucketRecord = {
+    id: nextCounter(context, 'nextBucketId'),
+    tenantId: tenant.id,
+    name: args.name,
+    createdAt: context.now(),
+    versioning: objectLock || args.versioning === 'Enabled' ? 'Enabled' : 'Unversioned',
+    objectLock,
+  };
+  context.store.put(DB.buckets, key, bucket);
+  return bucket;
+}
+
+export function deleteBucket(context: EngineContext, args: { tenantId: string; name: string }): void {
+  const bucket = requireBucket(context, args.tenantId, args.name);
+  const start = objectKey(bucket.id, '');
+  const end = Buffer.concat([start.subarray(0, 4), Buffer.from([0xff])]);
+  for (const _entry of context.store.range(DB.versions, { start, end, limit: 1 })) {
+    throw BucketNotEmpty(`bucket ${args.name} is not empty`);
+  }
+  context.store.remove(DB.buckets, tenantChildKey(args.tenantId, args.name));
+}
+
+export function requireActiveTenant(context: EngineContext, tenantId: string): TenantRecord {
+  const tenant = requireTenant(context, tenantId);
+  if (tenant.state !== 'active') throw Forbidden(`tenant ${tenantId} is ${tenant.state}`);
+  return tenant;
+}
+
+export function requireBucket(context: EngineContext, tenantId: string, name: string): BucketRecord {
+  const bucket = context.store.get<BucketRecord>(DB.buckets, tenantChildKey(tenantId, name));
+  if (!bucket) throw NotFound(`bucket ${name} not found`);
+  return bucket;
+}
+
+/** A chunk of a manifest; `location` is present when this request wrote the chunk's record. */
+export interface ManifestChunk {
+  id: Buffer;
+  plainLength: number;
+  location?: { segmentId: number; offset: number; length: number; payloadChecksum: number };
+}
+
+export interface PutObjectArgs {
+  tenantId: string;
+  bucket: string;
+  key: string;
+  size: number;
+  etag: string;
+  contentType: string;
+  metadata: Record<string, string>;
+  checksums: Record<string, string>;
+  compressed: boolean;
+  chunks: ManifestChunk[];
+  ifMatch?: string;
+  ifNoneMatch?: string;
+}
+
+export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVersionRecord {
+  const tenant = requireActiveTenant(context, args.tenantId);
+  const bucket = requireBucket(context, tenant.id, args.bucket);
+  const current = context.store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, args.key));
+  checkWriteConditions(current, args);
+  const usage = loadUsage(context, tenant.id);
+  const storedBytes = addChunkRefs(context, tenant.num, args.chunks, usage);
+  const seq = nextCounter(context, 'nextSeq');
+  const version: ObjectVersionRecord = {
+    key: args.key,
+    versionId: bucket.versioning === 'Enabled' ? versionIdOf(seq) : 'null',
+    seq,
+    lastModified: context.now(),
+    size: args.size,
+    etag: args.etag,
+    contentType: args.contentType,
+    metadata: args.metadata,
+    checksums: args.checksums,
+    chunks: packChunkRefs(args.chunks),
+    storedBytes,
+    compressed: args.compressed,
+  };
+  writeVersion(context, { tenant, bucket, version, usage });
+  saveUsage(context, usage);
+  return version;
+}
+
+function checkWriteConditions(current: ObjectVersionRecord | undefined, args: PutObjectArgs): void {
+  if (args.ifNoneMatch !== undefined) {
+    if (current && (args.ifNoneMatch === '*' || etagListMatches(args.ifNoneMatch, current.etag))) {
+      throw PreconditionFailed('If-None-Match: the object exists');
+    }
+  }
+  if (args.ifMatch !== undefined) {
+    if (!current || !(args.ifMatch === '*' || etagListMatches(args.ifMatch, current.etag))) {
+      throw PreconditionFailed('If-Match: the current object does not match');
+    }
+  }
+}
+
+export function etagListMatches(header: string, etag: string): boolean {
+  return header.split(',').some((part) => part.trim().replace(/^W\//, '') === etag);
+}
+
+export function versionIdOf(seq: number): string {
+  return seq.toString(16).padStart(16, '0');
+}
+
+export function seqOfVersionId(versionId: string): number | undefined {
+  return /^[0-9a-f]{16}$/.test(versionId) ? Number.parseInt(versionId, 16) : undefined;
+}
+
+/** Inserts a version, replacing the null version where the bucket's state says so. */
+function writeVersion(
+  context: EngineContext,
+  args: { tenant: TenantRecord; bucket: BucketRecord; version: ObjectVersionRecord; usage: UsageRecord },
+): void {
+  const { tenant, bucket, version, usage } = args;
+  if (version.versionId === 'null') {
+    const existing = findNullVersion(context, bucket.id, version.key);
+    if (existing) removeVersion(context, { tenant, bucket, version: existing, usage });
+  }
+  context.store.put(DB.versions, versionKey(bucket.id, version.key, version.seq), version);
+  if (version.deleteMarker) usage.deleteMarkers += 1;
+  else {
+    usage.versions += 1;
+    usage.logicalBytes += version.size;
+  }
+  refreshCurrent(context, bucket.id, version.key, usage);
+}
+
+function findNullVersion(context: EngineContext, bucketId: number, key: string): ObjectVersionRecord | undefined {
+  for (const { value } of context.store.range<ObjectVersionRecord>(DB.versions, versionRange(bucketId, key))) {
+    if (value.versionId === 'null') return value;
+  }
+  return undefined;
+}
+
+/** Makes `objects` hold the newest version of the key, or nothing when that is a marker. */
+function refreshCurrent(context: EngineContext, bucketId: number, key: string, usage: UsageRecord): void {
+  const currentKey = objectKey(bucketId, key);
+  const hadCurrent = context.store.has(DB.objects, currentKey);
+  let latest: ObjectVersionRecord | undefined;
+  for (const { value } of context.store.range<ObjectVersionRecord>(DB.versions, { ...versionRange(bucketId, key), limit: 1 })) {
+    latest = value;
+  }
+  if (latest && !latest.deleteMarker) {
+    context.store.put(DB.objects, currentKey, latest);
+    if (!hadCurrent) usage.objects += 1;
+  } else if (hadCurrent) {
+    context.store.remove(DB.objects, currentKey);
+    usage.objects -= 1;
+  }
+}
+
+function removeVersion(
+  context: EngineContext,
+  args: { tenant: TenantRecord; bucket: BucketRecord; version: ObjectVersionRecord; usage: UsageRecord },
+): void {
+  const { tenant, bucket, version, usage } = args;
+  context.store.remove(DB.versions, versionKey(bucket.id, version.key, version.seq));
+  if (version.deleteMarker) usage.deleteMarkers -= 1;
+  else {
+    usage.versions -= 1;
+    usage.logicalBytes -= version.size;
+    releaseChunkRefs(context, tenant.num, version.chunks, usage);
+  }
+}
+
+export interface DeleteObjectArgs {
+  tenantId: string;
+  bucket: string;
+  key: string;
+  versionId?: string;
+}
+
+export interface DeleteObjectResult {
+  key: string;
+  versionId?: string;
+  deleteMarker?: boolean;
+}
+
+export function deleteObject(context: EngineContext, args: DeleteObjectArgs): DeleteObjectResult {
+  const tenant = requireActiveTenant(context, args.tenantId);
+  const bucket = requireBucket(context, tenant.id, args.bucket);
+  const usage = loadUsage(context, tenant.id);
+  let result: DeleteObjectResult;
+  if (args.versionId !== undefined) {
+    const version = findVersion(context, bucket.id, args.key, args.versionId);
+    if (!version) throw NotFound(`version ${args.versionId} of ${args.key} not found`);
+    removeVersion(context, { tenant, bucket, version, usage });
+    refreshCurrent(context, bucket.id, args.key, usage);
+    result = { key: args.key, versionId: version.versionId };
+    if (version.deleteMarker) result.deleteMarker = true;
+  } else if (bucket.versioning === 'Unversioned') {
+    const version = findNullVersion(context, bucket.id, args.key);
+    if (version) {
+      removeVersion(context, { tenant, bucket, version, usage });
+      refreshCurrent(context, bucket.id, args.key, usage);
+    }
+    result = { key: args.key };
+  } else {
+    const seq = nextCounter(context, 'nextSeq');
+    const marker: ObjectVersionRecord = {
+      key: args.key,
+      versionId: bucket.versioning === 'Enabled' ? versionIdOf(seq) : 'null',
+      seq,
+      lastModified: context.now(),
+      deleteMarker: true,
+      size: 0,
+      etag: '',
+      contentType: '',
+      metadata: {},
+      checksums: {},
+      chunks: Buffer.alloc(0),
+      storedBytes: 0,
+      compressed: false,
+    };
+    writeVersion(context, { tenant, bucket, version: marker, usage });
+    result = { key: args.key, versionId: marker.versionId, deleteMarker: true };
+  }
+  saveUsage(context, usage);
+  return result;
+}
+
+export function findVersion(context: EngineContext, bucketId: number, key: string, versionId: string): ObjectVersionRecord | undefined {
+  return findVersionIn(context.store, bucketId, key, versionId);
+}
+
+/** Finds one version by id; usable on a read-only store. */
+export function findVersionIn(store: IndexStore, bucketId: number, key: string, versionId: string): ObjectVersionRecord | undefined {
+  if (versionId === 'null') {
+    for (const { value } of store.range<ObjectVersionRecord>(DB.versions, versionRange(bucketId, key))) {
+      if (value.versionId === 'null') return value;
+    }
+    return undefined;
+  }
+  const seq = seqOfVersionId(versionId);
+  if (seq === undefined) throw BadRequest(`malformed versionId ${JSON.stringify(versionId)}`);
+  return store.get<ObjectVersionRecord>(DB.versions, versionKey(bucketId, key, seq));
+}
+
+// ---- chunk references ----------------------------------------------------------------------
+
+export function packChunkRefs(chunks: readonly ManifestChunk[]): Buffer {
+  const packed = Buffer.alloc(chunks.length * CHUNK_REF_SIZE);
+  chunks.forEach((chunk, index) => {
+    if (chunk.id.length !== 32) throw BadRequest('chunk ids are 32 bytes');
+    chunk.id.copy(packed, index * CHUNK_REF_SIZE);
+    packed.writeUInt32LE(chunk.plainLength, index * CHUNK_REF_SIZE + 32);
+  });
+  return packed;
+}
+
+export function unpackChunkRefs(packed: Buffer): Array<{ id: Buffer; plainLength: number }> {
+  const refs: Array<{ id: Buffer; plainLength: number }> = [];
+  for (let offset = 0; offset + CHUNK_REF_SIZE <= packed.length; offset += CHUNK_REF_SIZE) {
+    refs.push({ id: packed.subarray(offset, offset + 32), plainLength: packed.readUInt32LE(offset + 32) });
+  }
+  return refs;
+}
+
+/** Adds one reference per manifest entry; returns the bytes newly made live. */
+function addChunkRefs(context: EngineContext, tenantNum: number, chunks: readonly ManifestChunk[], usage: UsageRecord): number {
+  let stored = 0;
+  for (const chunk of chunks) {
+    const key = chunkKey(tenantNum, chunk.id);
+    const record = context.store.get<ChunkRecord>(DB.chunks, key);
+    if (record) {
+      if (record.refs === 0) {
+        delete record.deadSince;
+        adjustSegmentLive(context, record.segmentId, record.length);
+        usage.physicalBytes += record.length;
+        stored += record.length;
+      }
+      record.refs += 1;
+      context.store.put(DB.chunks, key, record);
+      continue;
+    }
+    if (!chunk.location) throw ChunkGone('a deduplicated chunk was reclaimed before the commit; retry the upload');
+    const created: ChunkRecord = { ...chunk.location, plainLength: chunk.plainLength, refs: 1 };
+    context.store.put(DB.chunks, key, created);
+    adjustSegmentLive(context, created.segmentId, created.length);
+    usage.physicalBytes += created.length;
+    stored += created.length;
+  }
+  return stored;
+}
+
+function releaseChunkRefs(context: EngineContext, tenantNum: number, packed: Buffer, usage: UsageRecord): void {
+  for (const ref of unpackChunkRefs(packed)) {
+    const key = chunkKey(tenantNum, ref.id);
+    const record = context.store.get<ChunkRecord>(DB.chunks, key);
+    if (!record || record.refs === 0) continue;
+    record.refs -= 1;
+    if (record.refs === 0) {
+      record.deadSince = context.now();
+      adjustSegmentLive(context, record.segmentId, -record.length);
+      usage.physicalBytes -= record.length;
+    }
+    context.store.put(DB.chunks, key, record);
+  }
+}
+
+function adjustSegmentLive(context: EngineContext, segmentId: number, delta: number): void {
+  const key = segmentKey(segmentId);
+  const segment = context.store.get<SegmentRecord>(DB.segments, key);
+  if (!segment) throw ChunkGone(`segment ${segmentId} is not registered`);
+  segment.liveBytes += delta;
+  context.store.put(DB.segments, key, segment);
+}
+
+// ---- usage ---------------------------------------------------------------------------------
+
+export function loadUsage(context: EngineContext, tenantId: string): UsageRecord {
+  return context.store.get<UsageRecord>(DB.usage, tenantKey(tenantId)) ?? emptyUsage(tenantId);
+}
+
+function saveUsage(context: EngineContext, usage: UsageRecord): void {
+  context.store.put(DB.usage, tenantKey(usage.tenantId), usage);
+}

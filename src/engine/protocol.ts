@@ -1,0 +1,147 @@
+// The engine command protocol: length-prefixed msgpack frames over the engine's unix socket.
+//
+// Frame: u32 LE body length, then a msgpack body. A request is `{i: id, o: op, a: args}`; its
+// response is `{i: id, r: result}` or `{i: id, e: WireError}`. Requests are pipelined: a client
+// sends as many as it likes and matches responses by id, in any order. Errors cross the socket
+// as data and are rebuilt into typed errors with `fromWire`.
+
+import { createConnection, type Socket } from 'node:net';
+import { Packr } from 'msgpackr';
+import { EngineUnavailable, PayloadTooLarge, fromWire, type WireError } from '../util/errors.js';
+
+export const FRAME_BYTES_MAX = 64 * 1024 * 1024;
+const packr = new Packr({ useRecords: false, mapsAsObjects: true });
+
+export interface Request {
+  readonly i: number;
+  readonly o: string;
+  readonly a: unknown;
+}
+
+export interface Response {
+  readonly i: number;
+  readonly r?: unknown;
+  readonly e?: WireError;
+}
+
+export function encodeFrame(message: object): Buffer {
+  const body = packr.pack(message);
+  const frame = Buffer.allocUnsafe(4 + body.length);
+  frame.writeUInt32LE(body.length, 0);
+  body.copy(frame, 4);
+  return frame;
+}
+
+/** Splits a byte stream into decoded messages; keeps a partial frame for the next push. */
+export class FrameDecoder {
+  private pending: Buffer = Buffer.alloc(0);
+
+  push(data: Buffer): unknown[] {
+    this.pending = this.pending.length === 0 ? data : Buffer.concat([this.pending, data]);
+    const messages: unknown[] = [];
+    let offset = 0;
+    while (this.pending.length - offset >= 4) {
+      const length = this.pending.readUInt32LE(offset);
+      if (length > FRAME_BYTES_MAX) throw PayloadTooLarge(`engine frame of ${length} bytes`);
+      if (this.pending.length - offset - 4 < length) break;
+      messages.push(packr.unpack(this.pending.subarray(offset + 4, offset + 4 + length)));
+      offset += 4 + length;
+    }
+    this.pending = offset === this.pending.length ? Buffer.alloc(0) : this.pending.subarray(offset);
+    return messages;
+  }
+}
+
+interface Pending {
+  resolve(value: unknown): void;
+  reject(error: Error): void;
+}
+
+/**
+ * A pipelined client of the engine. It connects lazily, reconnects after the engine restarts,
+ * and fails the requests in flight on a lost connection with `engine_unavailable` (their
+ * outcome is unknown to the caller, so they were never acknowledged to a client).
+ */
+export class EngineClient {
+  private socket: Socket | undefined;
+  private connecting: Promise<Socket> | undefined;
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  private closed = false;
+
+  constructor(private readonly socketPath: string, private readonly connectTimeoutMs = 10_000) {}
+
+  async call<T>(op: string, args: unknown): Promise<T> {
+    const socket = this.socket ?? (await this.connect());
+    const id = this.nextId++;
+    const result = new Promise<unknown>((resolve, reject) => this.pending.set(id, { resolve, reject }));
+    socket.write(encodeFrame({ i: id, o: op, a: args }));
+    return (await result) as T;
+  }
+
+  private connect(): Promise<Socket> {
+    this.connecting ??= this.connectWithRetry().finally(() => {
+      this.connecting = undefined;
+    });
+    return this.connecting;
+  }
+
+  private async connectWithRetry(): Promise<Socket> {
+    const deadline = Date.now() + this.connectTimeoutMs;
+    for (let delayMs = 20; ; delayMs = Math.min(delayMs * 2, 500)) {
+      if (this.closed) throw EngineUnavailable('engine client closed');
+      try {
+        const socket = await this.tryConnect();
+        this.attach(socket);
+        return socket;
+      } catch (error) {
+        if (Date.now() + delayMs > deadline) {
+          throw EngineUnavailable(`engine socket ${this.socketPath} not reachable`, {}, { cause: error });
+        }
+        await new Promise((resolve) => setTimeout(resolve, delayMs));
+      }
+    }
+  }
+
+  private tryConnect(): Promise<Socket> {
+    return new Promise((resolve, reject) => {
+      const socket = createConnection(this.socketPath);
+      socket.once('connect', () => {
+        socket.off('error', reject);
+        resolve(socket);
+      });
+      socket.once('error', reject);
+    });
+  }
+
+  private attach(socket: Socket): void {
+    const decoder = new FrameDecoder();
+    socket.setNoDelay(true);
+    socket.on('data', (data: Buffer) => {
+      for (const message of decoder.push(data)) this.settle(message as Response);
+    });
+    const lost = (): void => {
+      if (this.socket === socket) this.socket = undefined;
+      const failed = [...this.pending.values()];
+      this.pending.clear();
+      for (const request of failed) request.reject(EngineUnavailable('lost the connection to the engine'));
+    };
+    socket.on('error', lost);
+    socket.on('close', lost);
+    this.socket = socket;
+  }
+
+  private settle(response: Response): void {
+    const request = this.pending.get(response.i);
+    if (!request) return;
+    this.pending.delete(response.i);
+    if (response.e) request.reject(fromWire(response.e));
+    else request.resolve(response.r);
+  }
+
+  close(): void {
+    this.closed = true;
+    this.socket?.destroy();
+    this.socket = undefined;
+  }
+}

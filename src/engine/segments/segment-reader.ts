@@ -1,0 +1,91 @@
+// The segment reader: positional reads of whole records, with a small cache of open files.
+//
+// A compacted segment is deleted after a grace period; a reader that still holds its file open
+// keeps reading the old bytes (POSIX unlink semantics), and one that finds the file gone gets
+// `not_found` with `segmentMissing` set, so that the caller re-resolves the chunk's new location
+// once. Cached handles are closed when evicted or after they sit idle.
+
+import { open, type FileHandle } from 'node:fs/promises';
+import { join } from 'node:path';
+import { segmentFileName } from '../../format/segment-header.js';
+import { NotFound, SegmentIoError } from '../../util/errors.js';
+
+const HANDLES_MAX = 64;
+const IDLE_CLOSE_MS = 30_000;
+
+interface CachedHandle {
+  handle: Promise<FileHandle>;
+  usedAt: number;
+}
+
+export class SegmentReader {
+  private readonly handles = new Map<number, CachedHandle>();
+  private readonly sweeper: NodeJS.Timeout;
+
+  constructor(private readonly segmentsDir: string) {
+    this.sweeper = setInterval(() => this.closeIdle(), IDLE_CLOSE_MS);
+    this.sweeper.unref();
+  }
+
+  async read(location: { segmentId: number; offset: number; length: number }): Promise<Buffer> {
+    const handle = await this.handleOf(location.segmentId);
+    const target = Buffer.allocUnsafe(location.length);
+    let filled = 0;
+    while (filled < location.length) {
+      const { bytesRead } = await handle.read(target, filled, location.length - filled, location.offset + filled);
+      if (bytesRead === 0) throw SegmentIoError(`segment ${location.segmentId} ends before ${location.offset + location.length}`);
+      filled += bytesRead;
+    }
+    return target;
+  }
+
+  private async handleOf(segmentId: number): Promise<FileHandle> {
+    const cached = this.handles.get(segmentId);
+    if (cached) {
+      cached.usedAt = Date.now();
+      this.handles.delete(segmentId);
+      this.handles.set(segmentId, cached);
+      return cached.handle;
+    }
+    const handle = open(join(this.segmentsDir, segmentFileName(segmentId)), 'r');
+    this.handles.set(segmentId, { handle, usedAt: Date.now() });
+    handle.catch(() => this.handles.delete(segmentId));
+    this.evict();
+    try {
+      return await handle;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
+        throw NotFound(`segment ${segmentId} is gone`, { segmentMissing: true, segmentId });
+      }
+      throw SegmentIoError(`cannot open segment ${segmentId}`, { segmentId }, { cause: error });
+    }
+  }
+
+  private evict(): void {
+    while (this.handles.size > HANDLES_MAX) {
+      const oldest = this.handles.keys().next().value as number;
+      this.drop(oldest);
+    }
+  }
+
+  private drop(segmentId: number): void {
+    const cached = this.handles.get(segmentId);
+    this.handles.delete(segmentId);
+    void cached?.handle.then((handle) => handle.close()).catch(() => undefined);
+  }
+
+  /** Forgets a segment (it was deleted); later reads reopen and find it gone. */
+  forget(segmentId: number): void {
+    this.drop(segmentId);
+  }
+
+  private closeIdle(): void {
+    const cutoff = Date.now() - IDLE_CLOSE_MS;
+    for (const [segmentId, cached] of this.handles) if (cached.usedAt < cutoff) this.drop(segmentId);
+  }
+
+  close(): void {
+    clearInterval(this.sweeper);
+    for (const segmentId of [...this.handles.keys()]) this.drop(segmentId);
+  }
+}

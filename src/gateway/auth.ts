@@ -1,0 +1,99 @@
+// Authentication and authorization of data-plane requests.
+//
+// A bearer token is verified statelessly (HMAC under the token key), then its access key is
+// looked up on every request, so revoking the key or disabling the tenant takes effect at
+// once. Scopes are checked per operation. Tenant data keys are unwrapped once and cached.
+
+import { readMasterKeySync, type DataDirPaths } from '../engine/data-dir.js';
+import type { IndexStore } from '../engine/index/store.js';
+import { DB, tenantKey, type AccessKeyRecord, type TenantRecord } from '../engine/index/schema.js';
+import { deriveKey, unwrapTenantKey, dedupKey, openSecret, PURPOSE_NATIVE_TOKEN, PURPOSE_SECRET_SEAL } from '../security/keys.js';
+import { verifyNativeToken, mintNativeToken, type MintedNativeToken } from '../security/native-token.js';
+import { parseScopes, allows, type Scope, type ScopeRequest } from '../security/scopes.js';
+import { constantTimeEqual } from '../security/access-keys.js';
+import { Unauthorized, Forbidden } from '../util/errors.js';
+import type { TenantKeyMaterial } from '../workers/protocol.js';
+
+export interface Principal {
+  readonly accessKeyId: string;
+  readonly tenant: TenantRecord;
+  readonly scope: Scope;
+}
+
+export class Authenticator {
+  private readonly masterKey: Buffer;
+  private readonly tokenKey: Buffer;
+  private readonly sealKey: Buffer;
+  private readonly scopes = new Map<string, Scope>();
+  private readonly tenantKeys = new Map<string, TenantKeyMaterial>();
+
+  constructor(paths: DataDirPaths, private readonly store: IndexStore) {
+    this.masterKey = readMasterKeySync(paths);
+    this.tokenKey = deriveKey(this.masterKey, PURPOSE_NATIVE_TOKEN);
+    this.sealKey = deriveKey(this.masterKey, PURPOSE_SECRET_SEAL);
+  }
+
+  /** Verifies `Authorization: Bearer lwtk_…` and the key and tenant behind it. */
+  authenticate(authorization: string | undefined): Principal {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
+    if (!match) throw Unauthorized('a bearer token is required (Authorization: Bearer lwtk_…)');
+    const payload = verifyNativeToken(this.tokenKey, match[1], Date.now());
+    const key = this.liveKey(payload.kid);
+    if (key.tenantId !== payload.tid) throw Unauthorized('invalid token');
+    return { accessKeyId: key.accessKeyId, tenant: this.liveTenant(key.tenantId), scope: this.scopeOf(key.scopes) };
+  }
+
+  /** Checks an access key id and secret (token mint); the same answer for every failure. */
+  verifySecret(accessKeyId: string, secretKey: string): { key: AccessKeyRecord; tenant: TenantRecord } {
+    const key = this.store.get<AccessKeyRecord>(DB.accessKeys, Buffer.from(accessKeyId));
+    let expected = '';
+    if (key) expected = openSecret(this.sealKey, key.sealedSecret, `access-key:${key.accessKeyId}`).toString();
+    const matches = constantTimeEqual(expected, secretKey);
+    if (!key || !matches) throw Unauthorized('invalid access key id or secret');
+    return { key: this.liveKey(accessKeyId), tenant: this.liveTenant(key.tenantId) };
+  }
+
+  mint(key: AccessKeyRecord, ttlMs: number): MintedNativeToken {
+    const limit = key.expiresAt === undefined ? ttlMs : Math.min(ttlMs, key.expiresAt - Date.now());
+    return mintNativeToken(this.tokenKey, { accessKeyId: key.accessKeyId, tenantId: key.tenantId, ttlMs: Math.max(1000, limit), nowMs: Date.now() });
+  }
+
+  private liveKey(accessKeyId: string): AccessKeyRecord {
+    const key = this.store.get<AccessKeyRecord>(DB.accessKeys, Buffer.from(accessKeyId));
+    if (!key || key.state !== 'active') throw Unauthorized('the access key is revoked or unknown');
+    if (key.expiresAt !== undefined && key.expiresAt <= Date.now()) throw Unauthorized('the access key has expired');
+    return key;
+  }
+
+  private liveTenant(tenantId: string): TenantRecord {
+    const tenant = this.store.get<TenantRecord>(DB.tenants, tenantKey(tenantId));
+    if (!tenant || tenant.state !== 'active') throw Unauthorized('the tenant is disabled or unknown');
+    return tenant;
+  }
+
+  private scopeOf(text: string): Scope {
+    let scope = this.scopes.get(text);
+    if (!scope) {
+      scope = parseScopes(text);
+      if (this.scopes.size > 10_000) this.scopes.clear();
+      this.scopes.set(text, scope);
+    }
+    return scope;
+  }
+
+  keysOf(tenant: TenantRecord): TenantKeyMaterial {
+    let keys = this.tenantKeys.get(tenant.id);
+    if (!keys || keys.tenantNum !== tenant.num) {
+      const dataKey = unwrapTenantKey(this.masterKey, tenant.id, Buffer.from(tenant.wrappedKey));
+      keys = { tenantNum: tenant.num, dataKey, dedupKey: dedupKey(dataKey) };
+      this.tenantKeys.set(tenant.id, keys);
+    }
+    return keys;
+  }
+}
+
+export function authorize(principal: Principal, request: ScopeRequest): void {
+  if (!allows(principal.scope, request)) {
+    throw Forbidden(`the access key may not ${request.verb}${request.bucket ? ` in bucket ${request.bucket}` : ''}`);
+  }
+}

@@ -1,0 +1,145 @@
+// The streaming GET path: the chunks that cover the requested range are read, verified and
+// decrypted by the pool a few at a time ahead of the socket, and written with uWS backpressure
+// (tryEnd + onWritable). Memory per download is bounded by the read-ahead window.
+
+import type { Piscina } from 'piscina';
+import type { Exchange } from '../http/exchange.js';
+import { statusLine } from '../http/exchange.js';
+import type { TenantKeyMaterial, ReadTask, Outcome } from '../workers/protocol.js';
+import { unpackChunkRefs } from '../engine/ops/objects.js';
+import type { ObjectVersionRecord } from '../engine/index/schema.js';
+import { InvalidRange, fromWire } from '../util/errors.js';
+
+const READ_AHEAD_CHUNKS = 3;
+
+export interface ByteRange {
+  readonly start: number;
+  /** Inclusive. */
+  readonly end: number;
+}
+
+/**
+ * Parses a single `Range: bytes=…` header against a size. Returns `undefined` for "serve the
+ * whole object" (no header, or a form we do not serve such as several ranges) and throws
+ * `invalid_range` (416) when the range cannot be satisfied.
+ */
+export function parseRange(header: string | undefined, size: number): ByteRange | undefined {
+  if (header === undefined) return undefined;
+  const match = /^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$/i.exec(header);
+  if (!match) return undefined;
+  const [, first = '', last = ''] = match;
+  if (first === '' && last === '') return undefined;
+  if (first === '') {
+    const suffix = Number(last);
+    if (suffix === 0 || size === 0) throw InvalidRange('the range is not satisfiable', { size });
+    return { start: Math.max(0, size - suffix), end: size - 1 };
+  }
+  const start = Number(first);
+  const end = last === '' ? size - 1 : Math.min(Number(last), size - 1);
+  if (start >= size || (last !== '' && Number(last) < start)) throw InvalidRange('the range is not satisfiable', { size });
+  return { start, end };
+}
+
+export async function sendObject(
+  pool: Piscina,
+  exchange: Exchange,
+  input: { keys: TenantKeyMaterial; version: ObjectVersionRecord; range: ByteRange | undefined; headers: Record<string, string> },
+): Promise<void> {
+  const { version, range } = input;
+  const start = range?.start ?? 0;
+  const end = range ? range.end + 1 : version.size;
+  const total = end - start;
+  const headers = { ...input.headers };
+  if (range) headers['Content-Range'] = `bytes ${range.start}-${range.end}/${version.size}`;
+  const status = range ? 206 : 200;
+  if (exchange.method === 'HEAD' || total === 0) {
+    exchange.send(status, { ...headers, 'Content-Length': String(total) }, Buffer.alloc(0));
+    return;
+  }
+  const pieces = coveringChunks(version, start, end);
+  const reads: Array<Promise<Buffer>> = [];
+  const readPiece = (index: number): void => {
+    const piece = pieces[index];
+    if (!piece) return;
+    const task: ReadTask = { kind: 'read', keys: input.keys, chunkId: piece.id, plainLength: piece.plainLength };
+    const read = (pool.run(task) as Promise<ArrayBuffer | Outcome<never>>).then((result) => {
+      if (result instanceof ArrayBuffer) return Buffer.from(result, piece.from, piece.to - piece.from);
+      throw fromWire((result as { error: Parameters<typeof fromWire>[0] }).error);
+    });
+    read.catch(() => undefined);
+    reads.push(read);
+  };
+  for (let index = 0; index < READ_AHEAD_CHUNKS; index += 1) readPiece(index);
+  const writer = new StreamWriter(exchange, status, headers, total);
+  for (let index = 0; index < pieces.length; index += 1) {
+    const bytes = await (reads[index] as Promise<Buffer>);
+    readPiece(index + READ_AHEAD_CHUNKS);
+    if (!exchange.open) return;
+    await writer.write(bytes);
+  }
+}
+
+interface Piece {
+  readonly id: Buffer;
+  readonly plainLength: number;
+  /** The part of the chunk's plaintext to send. */
+  readonly from: number;
+  readonly to: number;
+}
+
+function coveringChunks(version: ObjectVersionRecord, start: number, end: number): Piece[] {
+  const pieces: Piece[] = [];
+  let offset = 0;
+  for (const ref of unpackChunkRefs(version.chunks)) {
+    const chunkStart = offset;
+    const chunkEnd = offset + ref.plainLength;
+    offset = chunkEnd;
+    if (chunkEnd <= start || chunkStart >= end) continue;
+    pieces.push({ id: ref.id, plainLength: ref.plainLength, from: Math.max(start, chunkStart) - chunkStart, to: Math.min(end, chunkEnd) - chunkStart });
+  }
+  return pieces;
+}
+
+/** Writes a response body of known length piece by piece, waiting whenever the socket is full. */
+class StreamWriter {
+  private started = false;
+
+  constructor(
+    private readonly exchange: Exchange,
+    private readonly status: number,
+    private readonly headers: Record<string, string>,
+    private readonly total: number,
+  ) {}
+
+  write(bytes: Buffer): Promise<void> {
+    const { res } = this.exchange;
+    return new Promise((resolve) => {
+      let done = false;
+      let ok = false;
+      let base = 0;
+      res.cork(() => {
+        if (!this.started) {
+          this.started = true;
+          this.exchange.status = this.status;
+          res.writeStatus(statusLine(this.status));
+          res.writeHeader('X-Request-Id', this.exchange.requestId);
+          for (const [name, value] of Object.entries(this.headers)) res.writeHeader(name, value);
+        }
+        base = res.getWriteOffset();
+        [ok, done] = res.tryEnd(bytes, this.total);
+      });
+      if (done) this.exchange.done = true;
+      if (ok || done) {
+        resolve();
+        return;
+      }
+      res.onWritable((offset) => {
+        const [retryOk, retryDone] = res.tryEnd(bytes.subarray(offset - base), this.total);
+        if (retryDone) this.exchange.done = true;
+        if (retryOk || retryDone) resolve();
+        return retryOk;
+      });
+      this.exchange.onAbort(() => resolve());
+    });
+  }
+}

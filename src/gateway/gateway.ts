@@ -1,0 +1,87 @@
+// The gateway process: the public listener (data-plane API at /api/v1), its worker pool, body
+// arena and ordered-stage thread. Several gateway processes may share the public port.
+
+import { Piscina } from 'piscina';
+import { availableParallelism } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { IndexStore } from '../engine/index/store.js';
+import { EngineClient } from '../engine/protocol.js';
+import { dataDirPaths } from '../engine/data-dir.js';
+import { Router, type Route } from '../http/router.js';
+import { listen, type Handler, type Listener } from '../http/server.js';
+import { openApiDocument } from '../http/openapi.js';
+import { BodyArena } from './body-arena.js';
+import { OrderedStage } from '../workers/ordered-stage.js';
+import { Authenticator } from './auth.js';
+import { dataRoutes } from './routes.js';
+import * as docs from './route-docs.js';
+import { componentLogger } from '../util/log.js';
+import type { Settings } from '../util/config.js';
+import type { WorkerConfig } from '../workers/protocol.js';
+import { RELEASE } from '../engine/data-dir.js';
+
+export const API_PREFIX = '/api/v1';
+const BLOCK_BYTES = 1024 * 1024;
+
+export interface RunningGateway {
+  readonly port: number;
+  stop(): Promise<void>;
+}
+
+export async function startGateway(options: { dataDir: string; settings: Settings }): Promise<RunningGateway> {
+  const { settings } = options;
+  const log = componentLogger('gateway');
+  const paths = dataDirPaths(options.dataDir);
+  const engine = new EngineClient(paths.socket, 30_000);
+  await engine.call('ping', {});
+  const store = IndexStore.open({ path: paths.index, readOnly: true });
+  const blockCount = Math.max(16, Math.floor(settings.bytes('limits.inflight_bytes_max') / BLOCK_BYTES));
+  const arena = new BodyArena(BLOCK_BYTES, blockCount);
+  const threads = settings.int('workers') || availableParallelism() + 1;
+  const workerConfig: WorkerConfig = {
+    arena: arena.buffer,
+    blockBytes: BLOCK_BYTES,
+    dataDir: paths.root,
+    segmentBytesMax: settings.bytes('storage.segment_bytes_max'),
+    deadChunkGraceMs: settings.duration('storage.dead_chunk_grace'),
+    logLevel: settings.string('log.level'),
+  };
+  const pool = new Piscina({
+    filename: fileURLToPath(new URL('../workers/worker.js', import.meta.url)),
+    minThreads: threads,
+    maxThreads: threads,
+    concurrentTasksPerWorker: 8,
+    idleTimeout: Number.MAX_SAFE_INTEGER,
+    workerData: workerConfig,
+  });
+  const ordered = new OrderedStage({ arena: arena.buffer, blockBytes: BLOCK_BYTES });
+  const tls = settings.string('tls.cert_file') !== '' && settings.string('tls.key_file') !== '';
+  const routes: Route<Handler>[] = dataRoutes({
+    store, engine, pool, settings, tls,
+    auth: new Authenticator(paths, store),
+    upload: { arena, pool, ordered, chunkAvgBytes: settings.bytes('storage.chunk_bytes_avg') },
+  });
+  const openapi = openApiDocument({
+    title: 'Lightwell native data-plane API', version: RELEASE, prefix: API_PREFIX, routes,
+    securitySchemes: { bearer: { type: 'http', scheme: 'bearer' }, basic: { type: 'http', scheme: 'basic' } },
+  });
+  const openapiText = JSON.stringify(openapi);
+  routes.push({ method: 'GET', path: '/openapi.json', operationId: 'getOpenApi', doc: docs.openapi, handler: (exchange) => exchange.send(200, { 'Content-Type': 'application/json' }, openapiText) });
+  const address = settings.listen('public_listen');
+  const listener: Listener = await listen(
+    { host: address.host, port: address.port, sharedPort: true, tls: tls ? { certFile: settings.string('tls.cert_file'), keyFile: settings.string('tls.key_file') } : undefined },
+    new Router(API_PREFIX, routes),
+    log,
+  );
+  log.info({ port: listener.port }, 'gateway listening');
+  return {
+    port: listener.port,
+    stop: async () => {
+      await listener.close();
+      await pool.destroy();
+      await ordered.close();
+      engine.close();
+      await store.close();
+    },
+  };
+}

@@ -1,0 +1,355 @@
+// The native data-plane API (/api/v1): the route table that serves requests and generates the
+// OpenAPI document. Handlers parse and check everything a client controls before a body byte
+// is read, then hand the body to the upload pipeline and the manifest to the engine.
+
+import type { Piscina } from 'piscina';
+import type { Exchange } from '../http/exchange.js';
+import type { Route } from '../http/router.js';
+import type { Handler } from '../http/server.js';
+import type { IndexStore } from '../engine/index/store.js';
+import type { EngineClient } from '../engine/protocol.js';
+import { DB, tenantChildKey, tenantChildRange, objectKey, prefixRange, decodeObjectKey, type BucketRecord, type ObjectVersionRecord } from '../engine/index/schema.js';
+import { findVersionIn } from '../engine/ops/objects.js';
+import { receiveBody, type UploadServices } from './upload.js';
+import { sendObject, parseRange } from './download.js';
+import { Authenticator, authorize, type Principal } from './auth.js';
+import { parseChecksumAlg, parseChecksumHeader, CHECKSUM_HEADER_PREFIX, type ChecksumAlg } from '../engine/checksums.js';
+import { validateBucketName, validateObjectKey, validateUserMetadata } from '../security/names.js';
+import { RateLimiter } from '../security/rate-limit.js';
+import { BadRequest, NotFound, ChecksumMismatch, PayloadTooLarge, RateLimited, TlsRequired, LengthRequired } from '../util/errors.js';
+import type { Settings } from '../util/config.js';
+import * as docs from './route-docs.js';
+
+export interface GatewayServices {
+  readonly store: IndexStore;
+  readonly engine: EngineClient;
+  readonly auth: Authenticator;
+  readonly pool: Piscina;
+  readonly upload: UploadServices;
+  readonly settings: Settings;
+  readonly tls: boolean;
+}
+
+const LIST_KEYS_MAX = 1000;
+const META_PREFIX = 'x-service-meta-';
+
+export function dataRoutes(services: GatewayServices): Route<Handler>[] {
+  const { store, engine, auth, settings } = services;
+  const mintLimiter = new RateLimiter(settings.rate('security.token_mint_rate'));
+  const objectBytesMax = settings.bytes('limits.object_bytes_max');
+  const bearer = (exchange: Exchange): Principal => auth.authenticate(exchange.header('authorization'));
+  const bucketOf = (principal: Principal, name: string): BucketRecord => {
+    const bucket = store.get<BucketRecord>(DB.buckets, tenantChildKey(principal.tenant.id, name));
+    if (!bucket) throw NotFound(`bucket ${name} not found`);
+    return bucket;
+  };
+
+  return [
+    {
+      method: 'GET', path: '/healthz', operationId: 'healthz', doc: docs.healthz,
+      handler: (exchange) => exchange.sendJson(200, { status: 'ok' }),
+    },
+    {
+      method: 'POST', path: '/auth/token', operationId: 'createToken', doc: docs.createToken,
+      handler: async (exchange) => {
+        if (!services.tls && !isLoopback(exchange.remoteAddress) && exchange.remoteAddress !== settings.string('security.trusted_proxy')) {
+          throw TlsRequired('token minting requires TLS');
+        }
+        const basic = parseBasic(exchange.header('authorization'));
+        const body = basic ? undefined : ((await exchange.readJson()) as Record<string, unknown> | undefined);
+        const accessKeyId = basic?.accessKeyId ?? body?.['accessKeyId'];
+        const secretKey = basic?.secretKey ?? body?.['secretKey'];
+        if (typeof accessKeyId !== 'string' || typeof secretKey !== 'string' || accessKeyId.length > 128 || secretKey.length > 256) {
+          throw BadRequest('send accessKeyId and secretKey as HTTP Basic credentials or a JSON body');
+        }
+        const limited = mintLimiter.take(accessKeyId, Date.now());
+        if (!limited.ok) throw RateLimited('too many token requests for this access key', { retryAfterSeconds: limited.retryAfterSeconds });
+        const { key } = auth.verifySecret(accessKeyId, secretKey);
+        exchange.sendJson(200, auth.mint(key, settings.duration('security.native_api_token_ttl')));
+      },
+    },
+    {
+      method: 'GET', path: '/buckets', operationId: 'listBuckets', doc: docs.listBuckets,
+      handler: (exchange) => {
+        const principal = bearer(exchange);
+        authorize(principal, { verb: 'read' });
+        const buckets = [...store.range<BucketRecord>(DB.buckets, tenantChildRange(principal.tenant.id))].map((e) => bucketJson(e.value));
+        exchange.sendJson(200, { buckets });
+      },
+    },
+    {
+      method: 'POST', path: '/buckets', operationId: 'createBucket', doc: docs.createBucket,
+      handler: async (exchange) => {
+        const principal = bearer(exchange);
+        const body = await exchange.readJson() as Record<string, unknown> | undefined;
+        const name = body?.['name'];
+        validateBucketName(name);
+        authorize(principal, { verb: 'write', bucket: name });
+        const versioning = body?.['versioning'];
+        if (versioning !== undefined && versioning !== 'Enabled' && versioning !== 'Unversioned') throw BadRequest('versioning must be "Enabled" when given');
+        const objectLock = body?.['objectLock'];
+        if (objectLock !== undefined && typeof objectLock !== 'boolean') throw BadRequest('objectLock must be a boolean');
+        const bucket = await engine.call<BucketRecord>('createBucket', { tenantId: principal.tenant.id, name, versioning, objectLock });
+        exchange.sendJson(201, bucketJson(bucket), { Location: `/api/v1/buckets/${encodeURIComponent(name)}` });
+      },
+    },
+    {
+      method: 'GET', path: '/buckets/{bucket}', operationId: 'getBucket', doc: docs.getBucket,
+      handler: (exchange, params) => {
+        const principal = bearer(exchange);
+        authorize(principal, { verb: 'read', bucket: params['bucket'] });
+        exchange.sendJson(200, bucketJson(bucketOf(principal, params['bucket'] ?? '')));
+      },
+    },
+    {
+      method: 'DELETE', path: '/buckets/{bucket}', operationId: 'deleteBucket', doc: docs.deleteBucket,
+      handler: async (exchange, params) => {
+        const principal = bearer(exchange);
+        authorize(principal, { verb: 'delete', bucket: params['bucket'] });
+        await engine.call('deleteBucket', { tenantId: principal.tenant.id, name: params['bucket'] });
+        exchange.send(204, {});
+      },
+    },
+    {
+      method: 'GET', path: '/buckets/{bucket}/objects', operationId: 'listObjects', doc: docs.listObjects,
+      handler: (exchange, params) => {
+        const principal = bearer(exchange);
+        const prefix = exchange.query.get('prefix') ?? '';
+        authorize(principal, { verb: 'read', bucket: params['bucket'], listPrefix: prefix });
+        const bucket = bucketOf(principal, params['bucket'] ?? '');
+        exchange.sendJson(200, listObjects(store, bucket, exchange.query));
+      },
+    },
+    {
+      method: 'PUT', path: '/buckets/{bucket}/objects/{key...}', operationId: 'putObject', doc: docs.putObject,
+      handler: async (exchange, params) => {
+        const principal = bearer(exchange);
+        const bucketName = params['bucket'] ?? '';
+        const key = params['key'] ?? '';
+        validateObjectKey(key);
+        authorize(principal, { verb: 'write', bucket: bucketName, key });
+        bucketOf(principal, bucketName);
+        const contentLength = parseContentLength(exchange, objectBytesMax);
+        const expected = parseChecksumHeaders(exchange);
+        const metadata = parseMetadata(exchange);
+        const algs: ChecksumAlg[] = [...new Set<ChecksumAlg>(['CRC32C', ...expected.keys()])];
+        const body = receiveBody(services.upload, { exchange, keys: auth.keysOf(principal.tenant), contentLength, algs });
+        const received = await body;
+        for (const [alg, digest] of expected) {
+          if (received.checksums[alg] !== digest.toString('base64')) throw ChecksumMismatch(`the body does not match X-Service-Checksum-${alg}`);
+        }
+        const args: Record<string, unknown> = {
+          tenantId: principal.tenant.id, bucket: bucketName, key, size: contentLength, etag: received.etag,
+          contentType: exchange.header('content-type') ?? 'application/octet-stream', metadata,
+          checksums: received.checksums, compressed: received.compressed, chunks: received.chunks,
+        };
+        const ifMatch = exchange.header('if-match');
+        const ifNoneMatch = exchange.header('if-none-match');
+        if (ifMatch !== undefined) args['ifMatch'] = ifMatch;
+        if (ifNoneMatch !== undefined) args['ifNoneMatch'] = ifNoneMatch;
+        const version = await engine.call<ObjectVersionRecord>('putObject', args);
+        exchange.sendJson(200, objectJson(version, bucketOfVersioned(principal, bucketName, store)), { ETag: version.etag });
+      },
+    },
+    {
+      method: 'GET', path: '/buckets/{bucket}/objects/{key...}', operationId: 'getObject', doc: docs.getObject,
+      handler: (exchange, params) => readObject(exchange, params),
+    },
+    {
+      method: 'HEAD', path: '/buckets/{bucket}/objects/{key...}', operationId: 'headObject', doc: docs.headObject,
+      handler: (exchange, params) => readObject(exchange, params),
+    },
+    {
+      method: 'DELETE', path: '/buckets/{bucket}/objects/{key...}', operationId: 'deleteObject', doc: docs.deleteObject,
+      handler: async (exchange, params) => {
+        const principal = bearer(exchange);
+        const key = params['key'] ?? '';
+        validateObjectKey(key);
+        authorize(principal, { verb: 'delete', bucket: params['bucket'], key });
+        const args: Record<string, unknown> = { tenantId: principal.tenant.id, bucket: params['bucket'], key };
+        const versionId = exchange.query.get('versionId');
+        if (versionId !== null) args['versionId'] = versionId;
+        const result = await engine.call<{ versionId?: string; deleteMarker?: boolean }>('deleteObject', args);
+        const headers: Record<string, string> = {};
+        if (result.versionId !== undefined) headers['X-Service-Version-Id'] = result.versionId;
+        if (result.deleteMarker) headers['X-Service-Delete-Marker'] = 'true';
+        exchange.send(204, headers);
+      },
+    },
+  ];
+
+  async function readObject(exchange: Exchange, params: Readonly<Record<string, string>>): Promise<void> {
+    const principal = bearer(exchange);
+    const key = params['key'] ?? '';
+    validateObjectKey(key);
+    authorize(principal, { verb: 'read', bucket: params['bucket'], key });
+    const bucket = bucketOf(principal, params['bucket'] ?? '');
+    const versionId = exchange.query.get('versionId');
+    const version = versionId === null
+      ? store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, key))
+      : findVersionIn(store, bucket.id, key, versionId);
+    if (!version || version.deleteMarker) throw NotFound(`object ${key} not found`);
+    const headers = objectHeaders(version, bucket);
+    const notModified = conditionalRead(exchange, version);
+    if (notModified) {
+      exchange.send(notModified, headers);
+      return;
+    }
+    const range = parseRange(exchange.header('range'), version.size);
+    await sendObject(services.pool, exchange, { keys: auth.keysOf(principal.tenant), version, range, headers });
+  }
+}
+
+function bucketOfVersioned(principal: Principal, name: string, store: IndexStore): BucketRecord | undefined {
+  return store.get<BucketRecord>(DB.buckets, tenantChildKey(principal.tenant.id, name));
+}
+
+function isLoopback(address: string): boolean {
+  return address === '::1' || address.startsWith('127.') || address.startsWith('::ffff:127.') || address === '0000:0000:0000:0000:0000:0000:0000:0001';
+}
+
+function parseBasic(header: string | undefined): { accessKeyId: string; secretKey: string } | undefined {
+  const match = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header ?? '');
+  if (!match) return undefined;
+  const decoded = Buffer.from(match[1] ?? '', 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  if (colon < 0) throw BadRequest('malformed Basic credentials');
+  return { accessKeyId: decoded.slice(0, colon), secretKey: decoded.slice(colon + 1) };
+}
+
+function parseContentLength(exchange: Exchange, max: number): number {
+  const header = exchange.header('content-length');
+  if (header === undefined) {
+    if (exchange.header('transfer-encoding') !== undefined) throw LengthRequired('uploads need a Content-Length header');
+    return 0;
+  }
+  if (!/^\d+$/.test(header)) throw BadRequest('malformed Content-Length');
+  const length = Number(header);
+  if (length > max) throw PayloadTooLarge(`objects are limited to ${max} bytes`);
+  return length;
+}
+
+function parseChecksumHeaders(exchange: Exchange): Map<ChecksumAlg, Buffer> {
+  const expected = new Map<ChecksumAlg, Buffer>();
+  for (const [name, value] of Object.entries(exchange.headers)) {
+    if (!name.startsWith(CHECKSUM_HEADER_PREFIX)) continue;
+    const algName = name.slice(CHECKSUM_HEADER_PREFIX.length);
+    const alg = parseChecksumAlg(algName);
+    if (!alg) throw BadRequest(`unsupported checksum algorithm ${algName.toUpperCase()}; use CRC32, CRC32C, CRC64NVME, SHA1 or SHA256`);
+    expected.set(alg, parseChecksumHeader(alg, value));
+  }
+  return expected;
+}
+
+function parseMetadata(exchange: Exchange): Record<string, string> {
+  const metadata: Record<string, string> = {};
+  for (const [name, value] of Object.entries(exchange.headers)) {
+    if (name.startsWith(META_PREFIX)) metadata[name.slice(META_PREFIX.length)] = value;
+  }
+  validateUserMetadata(metadata);
+  return metadata;
+}
+
+function conditionalRead(exchange: Exchange, version: ObjectVersionRecord): number | undefined {
+  const ifNoneMatch = exchange.header('if-none-match');
+  if (ifNoneMatch !== undefined) {
+    const matches = ifNoneMatch.trim() === '*' || ifNoneMatch.split(',').some((tag) => tag.trim().replace(/^W\//, '') === version.etag);
+    return matches ? 304 : undefined;
+  }
+  const since = exchange.header('if-modified-since');
+  if (since !== undefined) {
+    const time = Date.parse(since);
+    if (!Number.isNaN(time) && Math.floor(version.lastModified / 1000) * 1000 <= time) return 304;
+  }
+  return undefined;
+}
+
+export function bucketJson(bucket: BucketRecord): Record<string, unknown> {
+  return { name: bucket.name, createdAt: new Date(bucket.createdAt).toISOString(), versioning: bucket.versioning, objectLock: bucket.objectLock };
+}
+
+export function objectJson(version: ObjectVersionRecord, bucket: BucketRecord | undefined): Record<string, unknown> {
+  const json: Record<string, unknown> = {
+    key: version.key,
+    size: version.size,
+    etag: version.etag,
+    lastModified: new Date(version.lastModified).toISOString(),
+    contentType: version.contentType,
+    checksums: version.checksums,
+    storageClass: 'STANDARD',
+    metadata: version.metadata,
+  };
+  if (bucket && bucket.versioning !== 'Unversioned') json['versionId'] = version.versionId;
+  return json;
+}
+
+function objectHeaders(version: ObjectVersionRecord, bucket: BucketRecord): Record<string, string> {
+  const headers: Record<string, string> = {
+    'Content-Type': version.contentType,
+    ETag: version.etag,
+    'Last-Modified': new Date(version.lastModified).toUTCString(),
+    'Accept-Ranges': 'bytes',
+    'X-Service-Encryption': 'AES256-GCM',
+    'X-Service-Compression': version.compressed ? 'LZ4' : 'NONE',
+    'X-Service-Storage-Class': 'STANDARD',
+    'X-Service-Content-Length': String(version.size),
+  };
+  if (bucket.versioning !== 'Unversioned') headers['X-Service-Version-Id'] = version.versionId;
+  for (const [alg, digest] of Object.entries(version.checksums)) headers[`X-Service-Checksum-${alg}`] = digest;
+  for (const [name, value] of Object.entries(version.metadata)) headers[`X-Service-Meta-${name}`] = value;
+  return headers;
+}
+
+/** Prefix listing with delimiter; the continuation token is the last key or prefix returned. */
+export function listObjects(store: IndexStore, bucket: BucketRecord, query: URLSearchParams): Record<string, unknown> {
+  const prefix = query.get('prefix') ?? '';
+  const delimiter = query.get('delimiter') ?? '';
+  const maxKeysText = query.get('maxKeys') ?? String(LIST_KEYS_MAX);
+  if (!/^\d+$/.test(maxKeysText) || Number(maxKeysText) < 1 || Number(maxKeysText) > LIST_KEYS_MAX) {
+    throw BadRequest(`maxKeys must be an integer from 1 to ${LIST_KEYS_MAX}`);
+  }
+  const maxKeys = Number(maxKeysText);
+  const token = query.get('continuationToken');
+  const after = token ? decodeToken(token) : undefined;
+  const range = prefixRange(bucket.id, prefix);
+  let start = range.start;
+  if (after !== undefined) {
+    const afterKey = objectKey(bucket.id, after);
+    const past = Buffer.concat([afterKey, Buffer.from([after.endsWith(delimiter) && delimiter ? 0xff : 0])]);
+    if (Buffer.compare(past, start) > 0) start = past;
+  }
+  const objects: Record<string, unknown>[] = [];
+  const commonPrefixes: string[] = [];
+  let last: string | undefined;
+  let truncated = false;
+  while (true) {
+    let advanced = false;
+    for (const { key: raw, value } of store.range<ObjectVersionRecord>(DB.objects, { start, end: range.end })) {
+      const key = decodeObjectKey(raw);
+      if (objects.length + commonPrefixes.length >= maxKeys) {
+        truncated = true;
+        break;
+      }
+      const cut = delimiter ? key.indexOf(delimiter, prefix.length) : -1;
+      if (cut >= 0) {
+        const common = key.slice(0, cut + delimiter.length);
+        commonPrefixes.push(common);
+        last = common;
+        start = Buffer.concat([objectKey(bucket.id, common), Buffer.from([0xff])]);
+        advanced = true;
+        break;
+      }
+      objects.push(objectJson(value, bucket));
+      last = key;
+    }
+    if (!advanced || truncated) break;
+  }
+  const result: Record<string, unknown> = { objects, commonPrefixes, isTruncated: truncated };
+  if (truncated && last !== undefined) result['nextContinuationToken'] = Buffer.from(last, 'utf8').toString('base64url');
+  return result;
+}
+
+function decodeToken(token: string): string {
+  if (!/^[A-Za-z0-9_-]{1,2000}$/.test(token)) throw BadRequest('malformed continuationToken');
+  return Buffer.from(token, 'base64url').toString('utf8');
+}

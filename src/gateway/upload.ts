@@ -1,0 +1,302 @@
+// The streaming PUT pipeline: socket → arena blocks → (ordered stage: cut points, object
+// checksums) → pool store tasks in parallel → manifest.
+//
+// Memory is bounded twice: by the arena (all uploads) and by `BLOCKS_PER_UPLOAD_MAX` (one
+// upload cannot hold the whole arena). When no block can be had, the socket is paused and the
+// bytes already delivered by uWS wait in a small overflow copy; reading resumes once a block is
+// free. A body no larger than one block is one chunk: a single store task that also computes
+// the object checksums. Nothing here commits: the caller commits the manifest after verifying
+// the checksums, so a failed or aborted upload leaves only unreferenced records (garbage).
+
+import { createHash } from 'node:crypto';
+import type { Piscina } from 'piscina';
+import type { BodyArena } from './body-arena.js';
+import type { OrderedStage, OrderedUpload } from '../workers/ordered-stage.js';
+import type { StoreTask, StoreResult, Outcome, TenantKeyMaterial, Slice } from '../workers/protocol.js';
+import type { Exchange } from '../http/exchange.js';
+import type { ManifestChunk } from '../engine/ops/objects.js';
+import { createMultiHasher, type ChecksumAlg } from '../engine/checksums.js';
+import { BadRequest, fromWire } from '../util/errors.js';
+
+const BLOCKS_PER_UPLOAD_MAX = 8;
+
+export interface UploadServices {
+  readonly arena: BodyArena;
+  readonly pool: Piscina;
+  readonly ordered: OrderedStage;
+  readonly chunkAvgBytes: number;
+}
+
+export interface ReceivedBody {
+  readonly chunks: ManifestChunk[];
+  readonly checksums: Record<string, string>;
+  readonly compressed: boolean;
+  readonly etag: string;
+}
+
+/** Starts receiving at once (uWS needs `onData` before the handler's first await). */
+export function receiveBody(
+  services: UploadServices,
+  input: { exchange: Exchange; keys: TenantKeyMaterial; contentLength: number; algs: readonly ChecksumAlg[] },
+): Promise<ReceivedBody> {
+  return new BodyReceiver(services, input).result;
+}
+
+class BodyReceiver {
+  readonly result: Promise<ReceivedBody>;
+  private resolve!: (body: ReceivedBody) => void;
+  private reject!: (error: unknown) => void;
+  private failed = false;
+  private readonly blockBytes: number;
+  private readonly single: boolean;
+  /** Arena block of each body block, in body order; -1 once released. */
+  private readonly blocks: number[] = [];
+  private readonly blockTasks: number[] = [];
+  private readonly blockOrdered: boolean[] = [];
+  private used = 0;
+  private received = 0;
+  private lastSeen = false;
+  private readonly overflow: Buffer[] = [];
+  private waitingForBlock = false;
+  private paused = false;
+  private held = 0;
+  private lastCut = 0;
+  private sentToOrdered = 0;
+  private readonly stored: Array<Promise<StoreResult>> = [];
+  private readonly ordered: OrderedUpload | undefined;
+
+  constructor(
+    private readonly services: UploadServices,
+    private readonly input: { exchange: Exchange; keys: TenantKeyMaterial; contentLength: number; algs: readonly ChecksumAlg[] },
+  ) {
+    this.result = new Promise((resolve, reject) => {
+      this.resolve = resolve;
+      this.reject = reject;
+    });
+    this.result.catch(() => undefined);
+    this.blockBytes = services.arena.blockBytes;
+    this.single = input.contentLength <= this.blockBytes;
+    if (!this.single) this.ordered = services.ordered.begin(input.algs, services.chunkAvgBytes);
+    input.exchange.onAbort(() => this.fail(BadRequest('the client went away before the body was complete')));
+    if (input.contentLength === 0) {
+      void this.finishEmpty();
+      return;
+    }
+    input.exchange.res.onData((chunk, isLast) => this.onData(chunk, isLast));
+  }
+
+  private onData(chunk: ArrayBuffer, isLast: boolean): void {
+    if (this.failed) return;
+    this.received += chunk.byteLength;
+    if (isLast) this.lastSeen = true;
+    if (this.received > this.input.contentLength) {
+      this.fail(BadRequest('the body is longer than its Content-Length'));
+      return;
+    }
+    const source = new Uint8Array(chunk);
+    if (this.overflow.length > 0 || this.waitingForBlock) this.overflow.push(Buffer.from(source));
+    else this.copyIn(source);
+    if (isLast && this.received < this.input.contentLength) {
+      this.fail(BadRequest('the body is shorter than its Content-Length'));
+      return;
+    }
+    if (this.overflow.length === 0 && !this.waitingForBlock) this.afterCopy();
+  }
+
+  /** Copies into the current block, taking new blocks as they fill; parks what does not fit. */
+  private copyIn(source: Uint8Array): void {
+    let offset = 0;
+    while (offset < source.length) {
+      if (this.blocks.length === 0 || this.used === this.blockBytes) {
+        if (this.blocks.length > 0) this.blockFilled(this.blocks.length - 1, this.blockBytes);
+        const block = this.held < BLOCKS_PER_UPLOAD_MAX ? this.services.arena.tryTake() : undefined;
+        if (block === undefined) {
+          this.overflow.push(Buffer.from(source.subarray(offset)));
+          this.waitForBlock();
+          return;
+        }
+        this.addBlock(block);
+      }
+      const count = Math.min(source.length - offset, this.blockBytes - this.used);
+      const base = (this.blocks[this.blocks.length - 1] as number) * this.blockBytes + this.used;
+      this.services.arena.bytes.set(source.subarray(offset, offset + count), base);
+      this.used += count;
+      offset += count;
+    }
+  }
+
+  private addBlock(block: number): void {
+    this.blocks.push(block);
+    this.blockTasks.push(0);
+    this.blockOrdered.push(this.single);
+    this.held += 1;
+    this.used = 0;
+  }
+
+  private waitForBlock(): void {
+    if (this.waitingForBlock) return;
+    this.waitingForBlock = true;
+    if (!this.paused) {
+      this.paused = true;
+      this.input.exchange.res.pause();
+    }
+    void this.nextBlock().then((block) => {
+      this.waitingForBlock = false;
+      if (this.failed) {
+        this.services.arena.release(block);
+        return;
+      }
+      this.addBlock(block);
+      const parked = this.overflow.splice(0);
+      for (const part of parked) {
+        if (this.waitingForBlock) this.overflow.push(part);
+        else this.copyIn(part);
+      }
+      if (!this.waitingForBlock) {
+        if (this.paused && !this.input.exchange.aborted) {
+          this.paused = false;
+          this.input.exchange.res.resume();
+        }
+        this.afterCopy();
+      }
+    });
+  }
+
+  private async nextBlock(): Promise<number> {
+    while (this.held >= BLOCKS_PER_UPLOAD_MAX && !this.failed) await new Promise((resolve) => setTimeout(resolve, 1));
+    return this.services.arena.take();
+  }
+
+  private afterCopy(): void {
+    if (!this.lastSeen || this.received !== this.input.contentLength) return;
+    if (this.single) {
+      this.storeSingle();
+      return;
+    }
+    this.blockFilled(this.blocks.length - 1, this.used);
+    void this.finishOrdered();
+  }
+
+  private blockFilled(index: number, length: number): void {
+    if (this.single || !this.ordered || index < this.sentToOrdered) return;
+    this.sentToOrdered = index + 1;
+    const block = this.blocks[index] as number;
+    void this.ordered.block(block, length).then((cuts) => {
+      this.blockOrdered[index] = true;
+      this.onCuts(cuts);
+      this.releaseDone();
+    }, (error: unknown) => this.fail(error));
+  }
+
+  private onCuts(cuts: readonly number[]): void {
+    if (this.failed) return;
+    for (const cut of cuts) {
+      if (cut <= this.lastCut) continue;
+      this.dispatch(this.lastCut, cut);
+      this.lastCut = cut;
+    }
+  }
+
+  private dispatch(start: number, end: number, objectChecksums?: readonly ChecksumAlg[]): void {
+    const slices: Slice[] = [];
+    const touched: number[] = [];
+    for (let index = Math.floor(start / this.blockBytes); index * this.blockBytes < end; index += 1) {
+      const blockStart = index * this.blockBytes;
+      slices.push([this.blocks[index] as number, Math.max(start, blockStart) - blockStart, Math.min(end, blockStart + this.blockBytes) - blockStart]);
+      touched.push(index);
+      this.blockTasks[index] = (this.blockTasks[index] ?? 0) + 1;
+    }
+    const task: StoreTask = objectChecksums
+      ? { kind: 'store', keys: this.input.keys, slices, plainLength: end - start, objectChecksums }
+      : { kind: 'store', keys: this.input.keys, slices, plainLength: end - start };
+    const stored = (this.services.pool.run(task) as Promise<Outcome<StoreResult>>).then((outcome) => {
+      if (!outcome.ok) throw fromWire(outcome.error);
+      return outcome.value;
+    });
+    this.stored.push(stored);
+    void stored.finally(() => {
+      for (const index of touched) this.blockTasks[index] = (this.blockTasks[index] ?? 1) - 1;
+      this.releaseDone();
+    }).catch((error: unknown) => this.fail(error));
+  }
+
+  private storeSingle(): void {
+    this.dispatch(0, this.received, this.input.algs);
+    void this.finish({});
+  }
+
+  private async finishOrdered(): Promise<void> {
+    try {
+      const done = await (this.ordered as OrderedUpload).end();
+      this.onCuts(done.cuts);
+      await this.finish(done.checksums);
+    } catch (error) {
+      this.fail(error);
+    }
+  }
+
+  private async finishEmpty(): Promise<void> {
+    const hasher = await createMultiHasher(this.input.algs);
+    this.ordered?.drop();
+    await this.finish(hasher.digest());
+  }
+
+  private async finish(checksums: Record<string, string>): Promise<void> {
+    try {
+      const results = await Promise.all(this.stored);
+      if (this.failed) return;
+      const chunks: ManifestChunk[] = results.map((result) => {
+        const chunk: ManifestChunk = { id: Buffer.from(result.chunkId), plainLength: result.plainLength };
+        if (result.location) chunk.location = result.location;
+        return chunk;
+      });
+      const objectChecksums = this.single && results[0]?.checksums ? { ...results[0].checksums } : checksums;
+      this.releaseAll();
+      this.resolve({ chunks, checksums: objectChecksums, compressed: results.some((r) => r.compressed), etag: etagOf(chunks, this.received) });
+    } catch (error) {
+      this.fail(error);
+    }
+  }
+
+  /** Releases body blocks that no cut, ordered step or store task can still need. */
+  private releaseDone(): void {
+    for (let index = 0; index < this.blocks.length; index += 1) {
+      const block = this.blocks[index] as number;
+      if (block < 0 || !this.blockOrdered[index] || (this.blockTasks[index] ?? 0) > 0) continue;
+      if (this.lastCut < (index + 1) * this.blockBytes && !this.single) continue;
+      if (this.single && this.stored.length === 0) continue;
+      this.blocks[index] = -1;
+      this.held -= 1;
+      this.services.arena.release(block);
+    }
+  }
+
+  private releaseAll(): void {
+    for (let index = 0; index < this.blocks.length; index += 1) {
+      const block = this.blocks[index] as number;
+      if (block >= 0 && (this.blockTasks[index] ?? 0) === 0) {
+        this.blocks[index] = -1;
+        this.held -= 1;
+        this.services.arena.release(block);
+      }
+    }
+  }
+
+  private fail(error: unknown): void {
+    if (this.failed) return;
+    this.failed = true;
+    this.ordered?.drop();
+    this.overflow.length = 0;
+    this.reject(error);
+    // Blocks still read by running tasks are released as those tasks settle.
+    void Promise.allSettled(this.stored).then(() => this.releaseAll());
+  }
+}
+
+/** The entity tag: a digest of the chunk list and length (equal content, equal tag). */
+export function etagOf(chunks: readonly ManifestChunk[], size: number): string {
+  const hash = createHash('sha256');
+  for (const chunk of chunks) hash.update(chunk.id);
+  hash.update(String(size));
+  return `"${hash.digest('hex').slice(0, 32)}"`;
+}

@@ -1,0 +1,175 @@
+// One HTTP exchange on uWebSockets.js: the request's parts copied out of uWS's stack-only
+// request object, and the only functions that write responses.
+//
+// uWS rules kept here: `onAborted` is attached before the first await; every write after the
+// first tick happens inside `res.cork()`; nothing touches `res` after an abort or after the
+// response ended. Errors map to HTTP in one place, `sendProblem`: the problem object of the
+// specs (RFC 9457 fields plus `code`, `message`, `requestId`), with `X-Request-Id` on it as on
+// every response.
+
+import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
+import { randomBytes } from 'node:crypto';
+import { BadRequest, PayloadTooLarge, isLightwellError, type LightwellError } from '../util/errors.js';
+import type { Logger } from '../util/log.js';
+
+export const JSON_BODY_BYTES_MAX = 1024 * 1024;
+
+export class Exchange {
+  readonly method: string;
+  readonly path: string;
+  readonly query: URLSearchParams;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly requestId: string;
+  readonly remoteAddress: string;
+  readonly startedAt = performance.now();
+  aborted = false;
+  done = false;
+  status = 0;
+  private readonly abortHandlers: Array<() => void> = [];
+
+  constructor(readonly res: HttpResponse, req: HttpRequest) {
+    this.method = req.getCaseSensitiveMethod().toUpperCase();
+    this.path = req.getUrl();
+    this.query = new URLSearchParams(req.getQuery() ?? '');
+    const headers: Record<string, string> = {};
+    req.forEach((name, value) => {
+      headers[name] = headers[name] === undefined ? value : `${headers[name]}, ${value}`;
+    });
+    this.headers = headers;
+    this.requestId = randomBytes(12).toString('base64url');
+    this.remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString();
+    res.onAborted(() => {
+      this.aborted = true;
+      for (const handler of this.abortHandlers) handler();
+    });
+  }
+
+  header(name: string): string | undefined {
+    return this.headers[name];
+  }
+
+  onAbort(handler: () => void): void {
+    if (this.aborted) handler();
+    else this.abortHandlers.push(handler);
+  }
+
+  get open(): boolean {
+    return !this.aborted && !this.done;
+  }
+
+  /** Writes status and headers inside a cork; `body` ends the response. */
+  send(status: number, headers: Readonly<Record<string, string>>, body?: string | Buffer): void {
+    if (!this.open) return;
+    this.done = true;
+    this.status = status;
+    this.res.cork(() => {
+      this.res.writeStatus(statusLine(status));
+      this.res.writeHeader('X-Request-Id', this.requestId);
+      for (const [name, value] of Object.entries(headers)) {
+        if (name !== 'Content-Length') this.res.writeHeader(name, value);
+      }
+      if (this.method === 'HEAD' || status === 204 || status === 304) this.res.endWithoutBody(bodyLength(headers));
+      else this.res.end(body ?? '');
+    });
+  }
+
+  sendJson(status: number, value: unknown, headers: Readonly<Record<string, string>> = {}): void {
+    this.send(status, { 'Content-Type': 'application/json', ...headers }, JSON.stringify(value));
+  }
+
+  sendProblem(error: unknown, log: Logger): void {
+    const problem = toProblem(error);
+    if (problem.status >= 500) log.error({ err: error, requestId: this.requestId }, 'request failed');
+    else log.info({ code: problem.code, status: problem.status, requestId: this.requestId, path: this.path }, 'request refused');
+    const headers: Record<string, string> = { 'Content-Type': 'application/problem+json' };
+    const retryAfter = isLightwellError(error) ? error.details['retryAfterSeconds'] : undefined;
+    if (typeof retryAfter === 'number') headers['Retry-After'] = String(Math.max(1, Math.ceil(retryAfter)));
+    if (problem.status === 405) headers['Allow'] = '';
+    const body = {
+      type: `https://lightwell.dev/problems/${problem.code}`,
+      title: problem.title,
+      status: problem.status,
+      detail: problem.message,
+      instance: this.path,
+      code: problem.code,
+      message: problem.message,
+      requestId: this.requestId,
+    };
+    if (this.method === 'HEAD') {
+      this.send(problem.status, headers);
+      return;
+    }
+    this.send(problem.status, headers, JSON.stringify(body));
+  }
+
+  /** Reads a JSON body of at most `limit` bytes; empty body → `undefined`. */
+  readJson(limit = JSON_BODY_BYTES_MAX): Promise<unknown> {
+    const declared = Number(this.header('content-length') ?? '0');
+    if (declared > limit) return Promise.reject(PayloadTooLarge(`JSON bodies are limited to ${limit} bytes`));
+    return new Promise((resolve, reject) => {
+      const parts: Buffer[] = [];
+      let length = 0;
+      this.res.onData((chunk, isLast) => {
+        length += chunk.byteLength;
+        if (length > limit) {
+          reject(PayloadTooLarge(`JSON bodies are limited to ${limit} bytes`));
+          return;
+        }
+        parts.push(Buffer.from(chunk.slice(0)));
+        if (!isLast) return;
+        const text = Buffer.concat(parts).toString('utf8');
+        if (text.trim().length === 0) {
+          resolve(undefined);
+          return;
+        }
+        try {
+          resolve(JSON.parse(text));
+        } catch {
+          reject(BadRequest('the request body is not valid JSON'));
+        }
+      });
+      this.onAbort(() => reject(BadRequest('the client went away')));
+    });
+  }
+}
+
+function bodyLength(headers: Readonly<Record<string, string>>): number | undefined {
+  const length = headers['Content-Length'];
+  return length === undefined ? undefined : Number(length);
+}
+
+interface Problem {
+  status: number;
+  code: string;
+  title: string;
+  message: string;
+}
+
+function toProblem(error: unknown): Problem {
+  if (isLightwellError(error)) {
+    const known = error as LightwellError;
+    const status = known.status;
+    // Internal conditions never leak their details to clients.
+    if (status >= 500 && known.code !== 'unavailable' && known.code !== 'quota_exceeded' && known.code !== 'not_implemented') {
+      return { status: status === 503 ? 503 : 500, code: status === 503 ? 'unavailable' : 'internal', title: 'Internal error', message: status === 503 ? 'the service is temporarily unavailable; retry' : 'internal error' };
+    }
+    return { status, code: known.code, title: titleOf(status), message: known.message };
+  }
+  return { status: 500, code: 'internal', title: 'Internal error', message: 'internal error' };
+}
+
+const reasons: Record<number, string> = {
+  200: 'OK', 201: 'Created', 204: 'No Content', 206: 'Partial Content', 304: 'Not Modified',
+  400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 405: 'Method Not Allowed',
+  409: 'Conflict', 411: 'Length Required', 412: 'Precondition Failed', 413: 'Payload Too Large',
+  416: 'Range Not Satisfiable', 422: 'Unprocessable Content', 429: 'Too Many Requests', 431: 'Request Header Fields Too Large',
+  500: 'Internal Server Error', 501: 'Not Implemented', 503: 'Service Unavailable', 507: 'Insufficient Storage',
+};
+
+export function statusLine(status: number): string {
+  return `${status} ${reasons[status] ?? 'Unknown'}`;
+}
+
+function titleOf(status: number): string {
+  return reasons[status] ?? 'Error';
+}

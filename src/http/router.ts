@@ -1,0 +1,133 @@
+// The route table: one declaration per operation serves requests and generates the OpenAPI
+// document, so the two cannot drift.
+//
+// A path pattern is a list of segments: literals, `{name}` (one segment) and a final `{key...}`
+// (the rest of the path, slashes kept). Matching works on the raw path and decodes each
+// parameter once; a literal may carry a suffix after a colon in the last segment
+// (`objects:batchDelete`).
+
+import { NotFound, MethodNotAllowed, BadRequest } from '../util/errors.js';
+
+export type Method = 'GET' | 'HEAD' | 'PUT' | 'POST' | 'DELETE' | 'OPTIONS';
+
+export interface JsonSchema {
+  readonly [field: string]: unknown;
+}
+
+export interface RouteDoc {
+  readonly summary: string;
+  readonly tags?: readonly string[];
+  /** Query parameters: name → schema. */
+  readonly query?: Readonly<Record<string, JsonSchema>>;
+  /** Request headers the operation reads: name → description. */
+  readonly headers?: Readonly<Record<string, string>>;
+  readonly requestBody?: { readonly contentType: string; readonly schema: JsonSchema; readonly required?: boolean };
+  /** Status → description and optional JSON schema (or a raw content type). */
+  readonly responses: Readonly<Record<number, { readonly description: string; readonly schema?: JsonSchema; readonly contentType?: string }>>;
+  readonly auth: 'none' | 'bearer' | 'basic-or-body' | 'signed-url';
+}
+
+export interface Route<H> {
+  readonly method: Method;
+  readonly path: string;
+  readonly operationId: string;
+  readonly doc: RouteDoc;
+  readonly handler: H;
+}
+
+interface Segment {
+  readonly literal?: string;
+  readonly param?: string;
+  readonly rest?: boolean;
+}
+
+interface CompiledRoute<H> {
+  readonly route: Route<H>;
+  readonly segments: readonly Segment[];
+}
+
+export interface Match<H> {
+  readonly route: Route<H>;
+  readonly params: Readonly<Record<string, string>>;
+}
+
+export class Router<H> {
+  private readonly compiled: CompiledRoute<H>[] = [];
+
+  constructor(readonly prefix: string, routes: readonly Route<H>[]) {
+    const seen = new Set<string>();
+    for (const route of routes) {
+      if (seen.has(route.operationId)) throw new TypeError(`duplicate operationId ${route.operationId}`);
+      seen.add(route.operationId);
+      this.compiled.push({ route, segments: compile(route.path) });
+    }
+  }
+
+  get routes(): readonly Route<H>[] {
+    return this.compiled.map((entry) => entry.route);
+  }
+
+  /** Finds the route; 404 for an unknown path, 405 for a known path with another method. */
+  match(method: string, rawPath: string): Match<H> {
+    if (!rawPath.startsWith(this.prefix)) throw NotFound(`no route for ${rawPath}`);
+    const parts = rawPath.slice(this.prefix.length).split('/').slice(1);
+    let pathMatched = false;
+    for (const entry of this.compiled) {
+      const params = matchSegments(entry.segments, parts);
+      if (!params) continue;
+      pathMatched = true;
+      if (entry.route.method === method || (method === 'HEAD' && entry.route.method === 'GET' && !this.hasHead(entry))) {
+        return { route: entry.route, params };
+      }
+    }
+    if (pathMatched) throw MethodNotAllowed(`${method} is not allowed on ${rawPath}`);
+    throw NotFound(`no route for ${method} ${rawPath}`);
+  }
+
+  private hasHead(entry: CompiledRoute<H>): boolean {
+    return this.compiled.some((other) => other.route.method === 'HEAD' && other.route.path === entry.route.path);
+  }
+}
+
+function compile(path: string): Segment[] {
+  return path.split('/').slice(1).map((part, index, all) => {
+    const rest = /^\{(\w+)\.\.\.\}$/.exec(part);
+    if (rest) {
+      if (index !== all.length - 1) throw new TypeError(`${path}: {name...} must be last`);
+      return { param: rest[1] ?? '', rest: true };
+    }
+    const param = /^\{(\w+)\}$/.exec(part);
+    if (param) return { param: param[1] ?? '' };
+    return { literal: part };
+  });
+}
+
+function matchSegments(segments: readonly Segment[], parts: readonly string[]): Record<string, string> | undefined {
+  const params: Record<string, string> = {};
+  for (let index = 0; index < segments.length; index += 1) {
+    const segment = segments[index] as Segment;
+    if (segment.rest) {
+      const rest = parts.slice(index).join('/');
+      if (rest.length === 0) return undefined;
+      params[segment.param ?? ''] = decode(rest);
+      return params;
+    }
+    const part = parts[index];
+    if (part === undefined) return undefined;
+    if (segment.literal !== undefined) {
+      if (part !== segment.literal) return undefined;
+    } else {
+      if (part.length === 0) return undefined;
+      params[segment.param ?? ''] = decode(part);
+    }
+  }
+  return parts.length === segments.length ? params : undefined;
+}
+
+function decode(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    throw BadRequest('malformed percent-encoding in the path');
+  }
+}

@@ -1,0 +1,88 @@
+// A uWebSockets.js listener that dispatches every request through a Router and turns every
+// failure into a problem object. Shared by the gateway and the admin process.
+
+import * as uWS from 'uWebSockets.js';
+import { Exchange } from './exchange.js';
+import type { Router, Match } from './router.js';
+import type { Logger } from '../util/log.js';
+import { Unavailable } from '../util/errors.js';
+
+export type Handler = (exchange: Exchange, params: Readonly<Record<string, string>>) => Promise<void> | void;
+
+export interface Listener {
+  readonly port: number;
+  /** Stops accepting; resolves when in-flight requests have finished or `graceMs` passed. */
+  close(graceMs?: number): Promise<void>;
+}
+
+export interface ListenOptions {
+  readonly host: string;
+  readonly port: number;
+  readonly tls?: { readonly certFile: string; readonly keyFile: string } | undefined;
+  /** Several processes may share the port (SO_REUSEPORT). */
+  readonly sharedPort: boolean;
+}
+
+export function listen<H extends Handler>(
+  options: ListenOptions,
+  router: Router<H>,
+  log: Logger,
+  fallback?: (exchange: Exchange) => boolean,
+): Promise<Listener> {
+  const app = options.tls
+    ? uWS.SSLApp({ cert_file_name: options.tls.certFile, key_file_name: options.tls.keyFile })
+    : uWS.App();
+  const inFlight = new Set<Exchange>();
+  let draining = false;
+  app.any('/*', (res, req) => {
+    const exchange = new Exchange(res, req);
+    if (draining) {
+      exchange.sendProblem(Unavailable('the server is shutting down'), log);
+      return;
+    }
+    if (fallback?.(exchange)) return;
+    let match: Match<H>;
+    try {
+      match = router.match(exchange.method, exchange.path);
+    } catch (error) {
+      exchange.sendProblem(error, log);
+      return;
+    }
+    inFlight.add(exchange);
+    void run(exchange, match, log).finally(() => inFlight.delete(exchange));
+  });
+  return new Promise((resolve, reject) => {
+    // The native listen(host, port, options, callback) exists; the typings omit it.
+    const flags = options.sharedPort ? 0 : (uWS as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }).LIBUS_LISTEN_EXCLUSIVE_PORT;
+    const listenWithOptions = app.listen.bind(app) as unknown as (host: string, port: number, options: number, cb: (socket: uWS.us_listen_socket | false) => void) => void;
+    listenWithOptions(options.host, options.port, flags, (socket) => {
+      if (!socket) {
+        reject(Unavailable(`cannot listen on ${options.host}:${options.port} (address in use or not available)`));
+        return;
+      }
+      resolve({
+        port: uWS.us_socket_local_port(socket),
+        close: async (graceMs = 10_000) => {
+          draining = true;
+          uWS.us_listen_socket_close(socket);
+          const deadline = Date.now() + graceMs;
+          while (inFlight.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+          app.close();
+        },
+      });
+    });
+  });
+}
+
+async function run<H extends Handler>(exchange: Exchange, match: Match<H>, log: Logger): Promise<void> {
+  try {
+    await match.route.handler(exchange, match.params);
+    if (exchange.open) throw new TypeError(`${match.route.operationId} returned without answering`);
+  } catch (error) {
+    exchange.sendProblem(error, log);
+  } finally {
+    if (!exchange.aborted) {
+      log.debug({ op: match.route.operationId, status: exchange.status, ms: Math.round(performance.now() - exchange.startedAt), requestId: exchange.requestId }, 'request');
+    }
+  }
+}

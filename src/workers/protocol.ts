@@ -1,0 +1,63 @@
+// Task and result types of the worker pool, and the shared body-block arena they point into.
+//
+// Body bytes live in one SharedArrayBuffer per gateway, cut into fixed blocks. The gateway
+// copies each uWebSockets.js chunk into a block once; tasks name byte ranges of blocks and
+// workers read them in place, so a chunk that spans two blocks needs no copy and no transfer.
+// Results cross back as plain data; errors as `WireError` (structured clone drops subclasses).
+
+import type { WireError } from '../util/errors.js';
+import type { ChecksumAlg } from '../engine/checksums.js';
+
+export interface WorkerConfig {
+  readonly arena: SharedArrayBuffer;
+  readonly blockBytes: number;
+  readonly dataDir: string;
+  readonly segmentBytesMax: number;
+  readonly deadChunkGraceMs: number;
+  readonly logLevel: string;
+}
+
+/** `[blockIndex, start, end)` within the arena. */
+export type Slice = readonly [number, number, number];
+
+export interface TenantKeyMaterial {
+  readonly tenantNum: number;
+  readonly dataKey: Uint8Array;
+  readonly dedupKey: Uint8Array;
+}
+
+export interface StoreTask {
+  readonly kind: 'store';
+  readonly keys: TenantKeyMaterial;
+  readonly slices: readonly Slice[];
+  readonly plainLength: number;
+  /** Set when this chunk is the whole body: the worker also computes the object checksums. */
+  readonly objectChecksums?: readonly ChecksumAlg[];
+}
+
+export interface ChunkLocation {
+  readonly segmentId: number;
+  readonly offset: number;
+  readonly length: number;
+  readonly payloadChecksum: number;
+}
+
+export interface StoreResult {
+  readonly chunkId: Uint8Array;
+  readonly plainLength: number;
+  /** Absent when the chunk was already stored for this tenant (deduplicated). */
+  readonly location?: ChunkLocation;
+  readonly compressed: boolean;
+  readonly checksums?: Readonly<Record<string, string>>;
+}
+
+export interface ReadTask {
+  readonly kind: 'read';
+  readonly keys: TenantKeyMaterial;
+  readonly chunkId: Uint8Array;
+  readonly plainLength: number;
+}
+
+export type Task = StoreTask | ReadTask;
+
+export type Outcome<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: WireError };
