@@ -1,0 +1,160 @@
+// Validators for every name a client or operator chooses: bucket names, object keys, tenant
+// and account ids, and user metadata.
+//
+// Invariants:
+// - Each validator accepts `unknown` and either returns or throws `bad_request` with a message
+//   that says which rule failed. No other exception escapes, whatever the input.
+// - Messages quote at most `QUOTED_CHARS_MAX` characters of the input, so a huge or hostile
+//   value is never echoed back whole.
+// - Object keys are opaque byte strings, not paths: '.', '..' and '/' have no meaning here and
+//   a key must never be joined into a filesystem path.
+//
+// Persists: nothing.
+
+import { BadRequest } from '../util/errors.js';
+
+export const BUCKET_NAME_CHARS_MIN = 3;
+export const BUCKET_NAME_CHARS_MAX = 63;
+export const OBJECT_KEY_BYTES_MAX = 1024;
+export const TENANT_ID_CHARS_MIN = 3;
+export const TENANT_ID_CHARS_MAX = 63;
+/** S3's limit: the UTF-8 bytes of all user metadata names and values together. */
+export const USER_METADATA_BYTES_MAX = 2048;
+export const QUOTED_CHARS_MAX = 64;
+
+// Reserved by S3 for its own features; refused so every Lightwell bucket name is valid on S3.
+const bucketPrefixesReserved = ['xn--', 'sthree-', 'amzn-s3-demo-'];
+const bucketSuffixesReserved = ['-s3alias', '--ol-s3', '.mrap', '--x-s3', '--table-s3'];
+
+const loneSurrogatePattern =
+  /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+const idPattern = /^[a-z0-9-]+$/;
+const metadataNamePattern = /^[a-z0-9_-]+$/;
+// HTTP field-value characters (RFC 9110 §5.5): VCHAR, obs-text (latin-1 0x80–0xFF), and space
+// or tab between them. Leading and trailing whitespace would be stripped in transit.
+const metadataValuePattern =
+  /^(?:[\x21-\x7E\x80-\xFF](?:[\x20\x09\x21-\x7E\x80-\xFF]*[\x21-\x7E\x80-\xFF])?)?$/;
+
+/** JSON-quotes at most QUOTED_CHARS_MAX characters of `text`, for error messages. */
+export function quoteForMessage(text: string): string {
+  if (text.length <= QUOTED_CHARS_MAX) return JSON.stringify(text);
+  return `${JSON.stringify(text.slice(0, QUOTED_CHARS_MAX))}…`;
+}
+
+/** S3 bucket-name rules. */
+export function validateBucketName(name: unknown): asserts name is string {
+  if (typeof name !== 'string') throw BadRequest('bucket name must be a string');
+  const quoted = quoteForMessage(name);
+  if (name.length < BUCKET_NAME_CHARS_MIN || name.length > BUCKET_NAME_CHARS_MAX) {
+    throw BadRequest(`bucket name ${quoted} must be 3 to 63 characters long`);
+  }
+  if (!/^[a-z0-9.-]+$/.test(name)) {
+    throw BadRequest(
+      `bucket name ${quoted} may contain only lowercase letters, digits, dots and hyphens`,
+    );
+  }
+  if (!/^[a-z0-9]/.test(name) || !/[a-z0-9]$/.test(name)) {
+    throw BadRequest(`bucket name ${quoted} must begin and end with a letter or digit`);
+  }
+  if (name.includes('..')) {
+    throw BadRequest(`bucket name ${quoted} must not contain two adjacent dots`);
+  }
+  if (/^\d+\.\d+\.\d+\.\d+$/.test(name)) {
+    throw BadRequest(`bucket name ${quoted} must not be formatted as an IP address`);
+  }
+  const prefix = bucketPrefixesReserved.find((reserved) => name.startsWith(reserved));
+  if (prefix !== undefined) {
+    throw BadRequest(`bucket name ${quoted} must not begin with the reserved prefix ${prefix}`);
+  }
+  const suffix = bucketSuffixesReserved.find((reserved) => name.endsWith(reserved));
+  if (suffix !== undefined) {
+    throw BadRequest(`bucket name ${quoted} must not end with the reserved suffix ${suffix}`);
+  }
+}
+
+/**
+ * Checks an object key (or, with `allowEmpty`, a key prefix): well-formed UTF-16, no U+0000,
+ * at most 1024 UTF-8 bytes. Returns the UTF-8 byte length.
+ */
+export function validateObjectKey(key: unknown, options: { allowEmpty?: boolean } = {}): number {
+  const what = options.allowEmpty === true ? 'key prefix' : 'object key';
+  if (typeof key !== 'string') throw BadRequest(`${what} must be a string`);
+  if (key.length === 0 && options.allowEmpty !== true) {
+    throw BadRequest('object key must not be empty');
+  }
+  // Checked before measuring: a lone surrogate would be counted as U+FFFD's three bytes.
+  if (loneSurrogatePattern.test(key)) {
+    throw BadRequest(`${what} must be valid Unicode (it contains a lone surrogate)`);
+  }
+  if (key.includes('\u0000')) throw BadRequest(`${what} must not contain U+0000`);
+  const bytes = Buffer.byteLength(key, 'utf8');
+  if (bytes > OBJECT_KEY_BYTES_MAX) {
+    throw BadRequest(`${what} is ${bytes} bytes of UTF-8; the limit is ${OBJECT_KEY_BYTES_MAX}`);
+  }
+  return bytes;
+}
+
+function validateId(id: unknown, what: string): asserts id is string {
+  if (typeof id !== 'string') throw BadRequest(`${what} must be a string`);
+  if (id.length < TENANT_ID_CHARS_MIN || id.length > TENANT_ID_CHARS_MAX) {
+    throw BadRequest(`${what} ${quoteForMessage(id)} must be 3 to 63 characters long`);
+  }
+  if (!idPattern.test(id)) {
+    throw BadRequest(
+      `${what} ${quoteForMessage(id)} may contain only lowercase letters, digits and hyphens`,
+    );
+  }
+}
+
+/** Tenant ids: 3–63 of a-z, 0-9 and '-' (DECISIONS.md). */
+export function validateTenantId(id: unknown): asserts id is string {
+  validateId(id, 'tenant id');
+}
+
+/** Service-account ids: the same rule as tenant ids. */
+export function validateAccountId(id: unknown): asserts id is string {
+  validateId(id, 'account id');
+}
+
+/**
+ * User metadata (`X-Service-Meta-<name>`): names are non-empty lowercase tokens of a-z, 0-9,
+ * '-' and '_' (header names are case-insensitive, so callers lower-case them first); values
+ * are HTTP field values (printable ASCII or latin-1, inner spaces and tabs allowed); names and
+ * values together are at most 2 KiB of UTF-8, as in S3. Returns that total. Takes a plain
+ * object or a Map.
+ */
+export function validateUserMetadata(map: unknown): number {
+  if (typeof map !== 'object' || map === null || Array.isArray(map)) {
+    throw BadRequest('metadata must be an object of names to string values');
+  }
+  const entries: [unknown, unknown][] =
+    map instanceof Map ? [...(map as Map<unknown, unknown>)] : Object.entries(map);
+  let bytes = 0;
+  for (const [name, value] of entries) {
+    if (typeof name !== 'string') throw BadRequest('metadata names must be strings');
+    if (name.length === 0) throw BadRequest('metadata names must not be empty');
+    bytes += Buffer.byteLength(name, 'utf8');
+    if (bytes > USER_METADATA_BYTES_MAX) break;
+    if (!metadataNamePattern.test(name)) {
+      throw BadRequest(
+        `metadata name ${quoteForMessage(name)} may contain only lowercase letters, digits, ` +
+          `'-' and '_'`,
+      );
+    }
+    if (typeof value !== 'string') {
+      throw BadRequest(`metadata value of ${quoteForMessage(name)} must be a string`);
+    }
+    bytes += Buffer.byteLength(value, 'utf8');
+    if (bytes > USER_METADATA_BYTES_MAX) break;
+    if (!metadataValuePattern.test(value)) {
+      throw BadRequest(
+        `metadata value of ${quoteForMessage(name)} must be printable ASCII or latin-1 ` +
+          'without leading or trailing whitespace',
+      );
+    }
+  }
+  if (bytes > USER_METADATA_BYTES_MAX) {
+    throw BadRequest(`metadata is over ${USER_METADATA_BYTES_MAX} bytes (names and values)`);
+  }
+  return bytes;
+}
