@@ -136,7 +136,9 @@ class StreamWriter {
       res.onWritable((offset) => {
         const [retryOk, retryDone] = res.tryEnd(bytes.subarray(offset - base), this.total);
         if (retryDone) this.exchange.done = true;
-        if (retryOk || retryDone) resolve();
+        // Continue on a later turn: a write issued from inside this callback would register
+        // its own onWritable before uWS clears this one, and the stream would stall.
+        if (retryOk || retryDone) setImmediate(resolve);
         return retryOk;
       });
       this.exchange.onAbort(() => resolve());
