@@ -8,6 +8,7 @@ import { Router, type Route } from '../http/router.js';
 import { listen, type Handler } from '../http/server.js';
 import { openApiDocument } from '../http/openapi.js';
 import { adminRoutes } from './routes.js';
+import { AuditSink } from '../http/audit.js';
 import { componentLogger } from '../util/log.js';
 import type { Settings } from '../util/config.js';
 
@@ -28,8 +29,9 @@ export async function startAdmin(options: { dataDir: string; settings: Settings 
   routes.push({ method: 'GET', path: '/openapi.json', operationId: 'getOpenApi', doc: { summary: 'This OpenAPI document', auth: 'none', responses: { 200: { description: 'OpenAPI 3' } } }, handler: (exchange) => exchange.send(200, { 'Content-Type': 'application/json' }, text) });
   const address = settings.listen('admin_listen');
   const tls = settings.string('tls.cert_file') !== '' && settings.string('tls.key_file') !== '';
+  const audit = new AuditSink(engine, componentLogger('admin.audit'));
   const listener = await listen(
-    { host: address.host, port: address.port, sharedPort: false, tls: tls ? { certFile: settings.string('tls.cert_file'), keyFile: settings.string('tls.key_file') } : undefined },
+    { host: address.host, port: address.port, sharedPort: false, audit, tls: tls ? { certFile: settings.string('tls.cert_file'), keyFile: settings.string('tls.key_file') } : undefined },
     new Router(ADMIN_PREFIX, routes),
     log,
   );
@@ -37,6 +39,7 @@ export async function startAdmin(options: { dataDir: string; settings: Settings 
     port: listener.port,
     stop: async () => {
       await listener.close();
+      await audit.close();
       engine.close();
       await store.close();
     },

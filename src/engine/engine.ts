@@ -19,6 +19,7 @@ import type { EngineContext } from './ops/context.js';
 import * as control from './ops/control.js';
 import * as objects from './ops/objects.js';
 import * as segments from './ops/segments.js';
+import * as audit from './ops/audit.js';
 import { recoverSegments } from './segments/recovery.js';
 import { Compactor } from './segments/compaction.js';
 
@@ -38,6 +39,7 @@ export const operations: Readonly<Record<string, Op>> = {
   deleteObject: objects.deleteObject,
   allocSegment: segments.allocSegment,
   sealSegment: segments.sealSegment,
+  appendAudit: audit.appendAudit,
 };
 
 export interface RunningEngine {
@@ -104,7 +106,13 @@ async function execute(request: Request, context: EngineContext, socket: Socket,
   let frame: Buffer;
   try {
     if (!op) throw MethodNotAllowed(`unknown engine command ${String(request.o)}`);
-    const result = await context.store.transact(() => op(context, request.a as never));
+    // A command may carry the audit row of the request it serves; it commits with the change.
+    const args = request.a as { audit?: audit.AuditInput } | undefined;
+    const result = await context.store.transact(() => {
+      const value = op(context, request.a as never);
+      if (args?.audit) audit.writeAudit(context, args.audit);
+      return value;
+    });
     frame = encodeFrame({ i: request.i, r: result ?? null });
   } catch (error) {
     if (!isLightwellError(error)) log.error({ err: error, op: request.o }, 'engine command failed');

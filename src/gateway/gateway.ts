@@ -19,6 +19,7 @@ import { componentLogger } from '../util/log.js';
 import type { Settings } from '../util/config.js';
 import type { WorkerConfig } from '../workers/protocol.js';
 import { RELEASE } from '../engine/data-dir.js';
+import { AuditSink } from '../http/audit.js';
 
 export const API_PREFIX = '/api/v1';
 const BLOCK_BYTES = 1024 * 1024;
@@ -68,8 +69,9 @@ export async function startGateway(options: { dataDir: string; settings: Setting
   const openapiText = JSON.stringify(openapi);
   routes.push({ method: 'GET', path: '/openapi.json', operationId: 'getOpenApi', doc: docs.openapi, handler: (exchange) => exchange.send(200, { 'Content-Type': 'application/json' }, openapiText) });
   const address = settings.listen('public_listen');
+  const audit = new AuditSink(engine, componentLogger('gateway.audit'));
   const listener: Listener = await listen(
-    { host: address.host, port: address.port, sharedPort: true, tls: tls ? { certFile: settings.string('tls.cert_file'), keyFile: settings.string('tls.key_file') } : undefined },
+    { host: address.host, port: address.port, sharedPort: true, audit, tls: tls ? { certFile: settings.string('tls.cert_file'), keyFile: settings.string('tls.key_file') } : undefined },
     new Router(API_PREFIX, routes),
     log,
   );
@@ -78,6 +80,7 @@ export async function startGateway(options: { dataDir: string; settings: Setting
     port: listener.port,
     stop: async () => {
       await listener.close();
+      await audit.close();
       await pool.destroy();
       await ordered.close();
       engine.close();

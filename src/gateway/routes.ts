@@ -11,6 +11,7 @@ import type { EngineClient } from '../engine/protocol.js';
 import { DB, tenantChildKey, tenantChildRange, objectKey, prefixRange, decodeObjectKey, type BucketRecord, type ObjectVersionRecord } from '../engine/index/schema.js';
 import { findVersionIn } from '../engine/ops/objects.js';
 import { receiveBody, type UploadServices } from './upload.js';
+import { auditRowOf } from '../http/audit.js';
 import { sendObject, parseRange } from './download.js';
 import { Authenticator, authorize, type Principal } from './auth.js';
 import { parseChecksumAlg, parseChecksumHeader, CHECKSUM_HEADER_PREFIX, type ChecksumAlg } from '../engine/checksums.js';
@@ -37,7 +38,18 @@ export function dataRoutes(services: GatewayServices): Route<Handler>[] {
   const { store, engine, auth, settings } = services;
   const mintLimiter = new RateLimiter(settings.rate('security.token_mint_rate'));
   const objectBytesMax = settings.bytes('limits.object_bytes_max');
-  const bearer = (exchange: Exchange): Principal => auth.authenticate(exchange.header('authorization'));
+  const bearer = (exchange: Exchange): Principal => {
+    const principal = auth.authenticate(exchange.header('authorization'));
+    exchange.audit.actor = principal.accessKeyId;
+    exchange.audit.tenantId = principal.tenant.id;
+    return principal;
+  };
+  /** Sends a mutation with its audit row, which then commits in the same transaction. */
+  const mutate = async <T>(exchange: Exchange, op: string, args: Record<string, unknown>, status: number): Promise<T> => {
+    const result = await engine.call<T>(op, { ...args, audit: auditRowOf(exchange, status) });
+    exchange.audit.written = true;
+    return result;
+  };
   const bucketOf = (principal: Principal, name: string): BucketRecord => {
     const bucket = store.get<BucketRecord>(DB.buckets, tenantChildKey(principal.tenant.id, name));
     if (!bucket) throw NotFound(`bucket ${name} not found`);
@@ -64,7 +76,9 @@ export function dataRoutes(services: GatewayServices): Route<Handler>[] {
         }
         const limited = mintLimiter.take(accessKeyId, Date.now());
         if (!limited.ok) throw RateLimited('too many token requests for this access key', { retryAfterSeconds: limited.retryAfterSeconds });
+        exchange.audit.actor = accessKeyId;
         const { key } = auth.verifySecret(accessKeyId, secretKey);
+        exchange.audit.tenantId = key.tenantId;
         exchange.sendJson(200, auth.mint(key, settings.duration('security.native_api_token_ttl')));
       },
     },
@@ -89,7 +103,7 @@ export function dataRoutes(services: GatewayServices): Route<Handler>[] {
         if (versioning !== undefined && versioning !== 'Enabled' && versioning !== 'Unversioned') throw BadRequest('versioning must be "Enabled" when given');
         const objectLock = body?.['objectLock'];
         if (objectLock !== undefined && typeof objectLock !== 'boolean') throw BadRequest('objectLock must be a boolean');
-        const bucket = await engine.call<BucketRecord>('createBucket', { tenantId: principal.tenant.id, name, versioning, objectLock });
+        const bucket = await mutate<BucketRecord>(exchange, 'createBucket', { tenantId: principal.tenant.id, name, versioning, objectLock }, 201);
         exchange.sendJson(201, bucketJson(bucket), { Location: `/api/v1/buckets/${encodeURIComponent(name)}` });
       },
     },
@@ -106,7 +120,7 @@ export function dataRoutes(services: GatewayServices): Route<Handler>[] {
       handler: async (exchange, params) => {
         const principal = bearer(exchange);
         authorize(principal, { verb: 'delete', bucket: params['bucket'] });
-        await engine.call('deleteBucket', { tenantId: principal.tenant.id, name: params['bucket'] });
+        await mutate(exchange, 'deleteBucket', { tenantId: principal.tenant.id, name: params['bucket'] }, 204);
         exchange.send(204, {});
       },
     },
@@ -147,7 +161,7 @@ export function dataRoutes(services: GatewayServices): Route<Handler>[] {
         const ifNoneMatch = exchange.header('if-none-match');
         if (ifMatch !== undefined) args['ifMatch'] = ifMatch;
         if (ifNoneMatch !== undefined) args['ifNoneMatch'] = ifNoneMatch;
-        const version = await engine.call<ObjectVersionRecord>('putObject', args);
+        const version = await mutate<ObjectVersionRecord>(exchange, 'putObject', args, 200);
         exchange.sendJson(200, objectJson(version, bucketOfVersioned(principal, bucketName, store)), { ETag: version.etag });
       },
     },
@@ -169,7 +183,7 @@ export function dataRoutes(services: GatewayServices): Route<Handler>[] {
         const args: Record<string, unknown> = { tenantId: principal.tenant.id, bucket: params['bucket'], key };
         const versionId = exchange.query.get('versionId');
         if (versionId !== null) args['versionId'] = versionId;
-        const result = await engine.call<{ versionId?: string; deleteMarker?: boolean }>('deleteObject', args);
+        const result = await mutate<{ versionId?: string; deleteMarker?: boolean }>(exchange, 'deleteObject', args, 204);
         const headers: Record<string, string> = {};
         if (result.versionId !== undefined) headers['X-Service-Version-Id'] = result.versionId;
         if (result.deleteMarker) headers['X-Service-Delete-Marker'] = 'true';

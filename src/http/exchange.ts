@@ -14,6 +14,18 @@ import type { Logger } from '../util/log.js';
 
 export const JSON_BODY_BYTES_MAX = 1024 * 1024;
 
+/** What the audit row of this exchange says; handlers fill it in as they learn it. */
+export interface AuditContext {
+  action: string;
+  actor?: string;
+  tenantId?: string;
+  resource?: string;
+  reason?: string;
+  dryRun?: boolean;
+  /** The row went to the engine with the mutation; the sink skips it. */
+  written?: boolean;
+}
+
 export class Exchange {
   readonly method: string;
   readonly path: string;
@@ -25,6 +37,7 @@ export class Exchange {
   aborted = false;
   done = false;
   status = 0;
+  readonly audit: AuditContext = { action: 'unrouted' };
   private readonly abortHandlers: Array<() => void> = [];
 
   constructor(readonly res: HttpResponse, req: HttpRequest) {
@@ -40,6 +53,7 @@ export class Exchange {
     this.remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString();
     res.onAborted(() => {
       this.aborted = true;
+      if (!this.done) this.status = 499;
       for (const handler of this.abortHandlers) handler();
     });
   }

@@ -6,6 +6,7 @@ import { Exchange } from './exchange.js';
 import type { Router, Match } from './router.js';
 import type { Logger } from '../util/log.js';
 import { Unavailable } from '../util/errors.js';
+import type { AuditSink } from './audit.js';
 
 export type Handler = (exchange: Exchange, params: Readonly<Record<string, string>>) => Promise<void> | void;
 
@@ -21,6 +22,8 @@ export interface ListenOptions {
   readonly tls?: { readonly certFile: string; readonly keyFile: string } | undefined;
   /** Several processes may share the port (SO_REUSEPORT). */
   readonly sharedPort: boolean;
+  /** Receives every answered exchange (one audit row per request). */
+  readonly audit?: AuditSink | undefined;
 }
 
 export function listen<H extends Handler>(
@@ -46,10 +49,15 @@ export function listen<H extends Handler>(
       match = router.match(exchange.method, exchange.path);
     } catch (error) {
       exchange.sendProblem(error, log);
+      options.audit?.record(exchange);
       return;
     }
+    exchange.audit.action = match.route.operationId;
     inFlight.add(exchange);
-    void run(exchange, match, log).finally(() => inFlight.delete(exchange));
+    void run(exchange, match, log).finally(() => {
+      inFlight.delete(exchange);
+      options.audit?.record(exchange);
+    });
   });
   return new Promise((resolve, reject) => {
     // The native listen(host, port, options, callback) exists; the typings omit it.

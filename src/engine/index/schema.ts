@@ -23,6 +23,8 @@ export const DB = {
   chunks: 'chunks',
   segments: 'segments',
   usage: 'usage',
+  audit: 'audit',
+  auditByTenant: 'audit-by-tenant',
 } as const;
 
 export type DbName = (typeof DB)[keyof typeof DB];
@@ -233,4 +235,36 @@ export interface UsageRecord {
 
 export function emptyUsage(tenantId: string): UsageRecord {
   return { tenantId, logicalBytes: 0, physicalBytes: 0, objects: 0, versions: 0, deleteMarkers: 0 };
+}
+
+// ---- audit --------------------------------------------------------------------------------
+
+export type AuditOutcome = 'allowed' | 'denied' | 'error';
+
+export interface AuditEvent {
+  id: string;
+  time: number;
+  requestId: string;
+  tenantId?: string;
+  actor: string;
+  action: string;
+  resource: string;
+  outcome: AuditOutcome;
+  status: number;
+  reason?: string;
+  remoteAddr?: string;
+  dryRun?: boolean;
+}
+
+/** `time u64 BE | sequence u64 BE`: rows sort by time; the id is the key in hex. */
+export function auditKey(time: number, sequence: number): Buffer {
+  const key = Buffer.alloc(16);
+  key.writeBigUInt64BE(BigInt(time), 0);
+  key.writeBigUInt64BE(BigInt(sequence), 8);
+  return key;
+}
+
+/** `tenantId | 0x00 | auditKey`: one tenant's rows as one range. */
+export function auditTenantKey(tenantId: string, key: Buffer): Buffer {
+  return Buffer.concat([Buffer.from(tenantId, 'utf8'), ZERO, key]);
 }

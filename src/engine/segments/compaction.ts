@@ -24,6 +24,7 @@ import { SegmentWriter } from './segment-writer.js';
 import { scanSegment } from './segment-scan.js';
 import { recoverSegments } from './recovery.js';
 import * as segmentOps from '../ops/segments.js';
+import { expireAudit } from '../ops/audit.js';
 
 export interface CompactionStats {
   segmentsCompacted: number;
@@ -87,6 +88,8 @@ export class Compactor {
     stats.chunksDropped = await this.dropDeadChunks();
     for (const segment of this.candidates()) await this.compact(segment, stats);
     stats.segmentsDeleted = await this.deleteRetired();
+    const auditCutoff = Date.now() - this.options.settings.duration('audit.retention');
+    while ((await store.transact(() => expireAudit(store, auditCutoff, 10_000))) === 10_000);
     for (const key of Object.keys(stats) as Array<keyof CompactionStats>) this.totals[key] += stats[key];
     if (stats.segmentsCompacted + stats.segmentsDeleted + stats.chunksDropped > 0) log.info(stats, 'compaction pass');
     return stats;

@@ -1,0 +1,41 @@
+// Audit rows: one per request on both planes. A mutation's row is written in the same
+// transaction as the mutation (so it is durable exactly when the change is); rows of reads and
+// refusals arrive in batches from the listeners. Rows older than `audit.retention` are removed
+// by the engine's background pass.
+
+import { DB, auditKey, auditTenantKey, type AuditEvent } from '../index/schema.js';
+import type { EngineContext } from './context.js';
+import type { IndexStore } from '../index/store.js';
+
+/** An audit row as the listeners send it: id and time are assigned here. */
+export type AuditInput = Omit<AuditEvent, 'id' | 'time'> & { time?: number };
+
+// Unique across restarts: starts from the clock in microseconds and only grows.
+let sequence = Date.now() * 1000;
+
+export function writeAudit(context: EngineContext, input: AuditInput): AuditEvent {
+  const time = input.time ?? context.now();
+  const key = auditKey(time, sequence++);
+  const event: AuditEvent = { ...input, id: key.toString('hex'), time };
+  context.store.put(DB.audit, key, event);
+  if (event.tenantId !== undefined) context.store.put(DB.auditByTenant, auditTenantKey(event.tenantId, key), event);
+  return event;
+}
+
+export function appendAudit(context: EngineContext, args: { events: AuditInput[] }): { written: number } {
+  for (const event of args.events) writeAudit(context, event);
+  return { written: args.events.length };
+}
+
+/** Deletes rows older than the cutoff; at most `limit` per call so one transaction stays small. */
+export function expireAudit(store: IndexStore, cutoffMs: number, limit: number): number {
+  const doomed: Array<{ key: Buffer; tenantId?: string }> = [];
+  for (const { key, value } of store.range<AuditEvent>(DB.audit, { end: auditKey(cutoffMs, 0), limit })) {
+    doomed.push(value.tenantId === undefined ? { key: Buffer.from(key) } : { key: Buffer.from(key), tenantId: value.tenantId });
+  }
+  for (const row of doomed) {
+    store.remove(DB.audit, row.key);
+    if (row.tenantId !== undefined) store.remove(DB.auditByTenant, auditTenantKey(row.tenantId, row.key));
+  }
+  return doomed.length;
+}
