@@ -52,6 +52,10 @@ export async function startGateway(options: { dataDir: string; settings: Setting
     minThreads: threads,
     maxThreads: threads,
     concurrentTasksPerWorker: 8,
+    // Idle workers must keep their event loop turning: lmdb-js renews read snapshots on a
+    // timer, and a worker parked in Atomics.wait would read a snapshot older than a commit
+    // that the gateway has already acknowledged.
+    atomics: 'async',
     idleTimeout: Number.MAX_SAFE_INTEGER,
     workerData: workerConfig,
   });

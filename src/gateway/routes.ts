@@ -17,9 +17,13 @@ import { Authenticator, authorize, type Principal } from './auth.js';
 import { parseChecksumAlg, parseChecksumHeader, CHECKSUM_HEADER_PREFIX, type ChecksumAlg } from '../engine/checksums.js';
 import { validateBucketName, validateObjectKey, validateUserMetadata } from '../security/names.js';
 import { RateLimiter } from '../security/rate-limit.js';
-import { BadRequest, NotFound, ChecksumMismatch, PayloadTooLarge, RateLimited, TlsRequired, LengthRequired } from '../util/errors.js';
+import { BadRequest, NotFound, ChecksumMismatch, PayloadTooLarge, RateLimited, TlsRequired, LengthRequired, errorCode } from '../util/errors.js';
+import { checkQuotaIn } from '../engine/ops/quota.js';
+import type { BeginResult } from '../engine/ops/idempotency.js';
+import { createHash } from 'node:crypto';
 import type { Settings } from '../util/config.js';
 import * as docs from './route-docs.js';
+import { objectMetaRoutes } from './routes-object-meta.js';
 
 export interface GatewayServices {
   readonly store: IndexStore;
@@ -34,11 +38,25 @@ export interface GatewayServices {
 const LIST_KEYS_MAX = 1000;
 const META_PREFIX = 'x-service-meta-';
 
+/** What every data-plane handler uses: authentication, bucket look-up, audited mutations. */
+export interface RouteKit {
+  readonly services: GatewayServices;
+  bearer(exchange: Exchange): Principal;
+  bucketOf(principal: Principal, name: string): BucketRecord;
+  mutate<T>(exchange: Exchange, op: string, args: Record<string, unknown>, status: number): Promise<T>;
+}
+
 export function dataRoutes(services: GatewayServices): Route<Handler>[] {
-  const { store, engine, auth, settings } = services;
-  const mintLimiter = new RateLimiter(settings.rate('security.token_mint_rate'));
-  const objectBytesMax = settings.bytes('limits.object_bytes_max');
+  const kit = routeKit(services);
+  return [...coreRoutes(kit), ...objectMetaRoutes(kit)];
+}
+
+function routeKit(services: GatewayServices): RouteKit {
+  const { store, engine, auth } = services;
   const bearer = (exchange: Exchange): Principal => {
+    // Read-your-writes: a snapshot renewed earlier in this event-loop turn may predate a commit
+    // that was acknowledged (by this or another gateway) before this request arrived.
+    store.refresh();
     const principal = auth.authenticate(exchange.header('authorization'));
     exchange.audit.actor = principal.accessKeyId;
     exchange.audit.tenantId = principal.tenant.id;
@@ -55,6 +73,14 @@ export function dataRoutes(services: GatewayServices): Route<Handler>[] {
     if (!bucket) throw NotFound(`bucket ${name} not found`);
     return bucket;
   };
+  return { services, bearer, bucketOf, mutate };
+}
+
+function coreRoutes(kit: RouteKit): Route<Handler>[] {
+  const { services, bearer, bucketOf, mutate } = kit;
+  const { store, auth, settings, engine } = services;
+  const mintLimiter = new RateLimiter(settings.rate('security.token_mint_rate'));
+  const objectBytesMax = settings.bytes('limits.object_bytes_max');
 
   return [
     {
@@ -146,22 +172,46 @@ export function dataRoutes(services: GatewayServices): Route<Handler>[] {
         const contentLength = parseContentLength(exchange, objectBytesMax);
         const expected = parseChecksumHeaders(exchange);
         const metadata = parseMetadata(exchange);
+        const contentType = exchange.header('content-type') ?? 'application/octet-stream';
+        checkQuotaIn(store, principal.tenant.id, contentLength, 0);
+        const idempotency = idempotencyOf(exchange, { expected, contentLength, metadata, contentType });
+        const target = { tenantId: principal.tenant.id, bucket: bucketName };
+        let replay: ObjectVersionRecord | undefined;
+        const gate = idempotency
+          ? engine.call<BeginResult>('beginIdempotent', { ...target, ...idempotency }).then((begun) => {
+            if ('replay' in begun) {
+              replay = begun.replay;
+              throw Replayed;
+            }
+          })
+          : undefined;
         const algs: ChecksumAlg[] = [...new Set<ChecksumAlg>(['CRC32C', ...expected.keys()])];
-        const body = receiveBody(services.upload, { exchange, keys: auth.keysOf(principal.tenant), contentLength, algs });
-        const received = await body;
-        for (const [alg, digest] of expected) {
-          if (received.checksums[alg] !== digest.toString('base64')) throw ChecksumMismatch(`the body does not match X-Service-Checksum-${alg}`);
+        const body = receiveBody(services.upload, { exchange, keys: auth.keysOf(principal.tenant), contentLength, algs, ...(gate ? { gate } : {}) });
+        let version: ObjectVersionRecord;
+        try {
+          const received = await body;
+          for (const [alg, digest] of expected) {
+            if (received.checksums[alg] !== digest.toString('base64')) throw ChecksumMismatch(`the body does not match X-Service-Checksum-${alg}`);
+          }
+          const args: Record<string, unknown> = {
+            ...target, key, size: contentLength, etag: received.etag, contentType, metadata,
+            checksums: received.checksums, compressed: received.compressed, chunks: received.chunks,
+          };
+          const ifMatch = exchange.header('if-match');
+          const ifNoneMatch = exchange.header('if-none-match');
+          if (ifMatch !== undefined) args['ifMatch'] = ifMatch;
+          if (ifNoneMatch !== undefined) args['ifNoneMatch'] = ifNoneMatch;
+          if (idempotency) args['idempotency'] = idempotency;
+          version = await mutate<ObjectVersionRecord>(exchange, 'putObject', args, 200);
+        } catch (error) {
+          if (error === Replayed && replay) version = replay;
+          else {
+            if (idempotency && error !== Replayed && errorCode(error) !== 'idempotency_key_in_use' && errorCode(error) !== 'idempotency_key_reused') {
+              void engine.call('abandonIdempotent', { ...target, ...idempotency }).catch(() => undefined);
+            }
+            throw error;
+          }
         }
-        const args: Record<string, unknown> = {
-          tenantId: principal.tenant.id, bucket: bucketName, key, size: contentLength, etag: received.etag,
-          contentType: exchange.header('content-type') ?? 'application/octet-stream', metadata,
-          checksums: received.checksums, compressed: received.compressed, chunks: received.chunks,
-        };
-        const ifMatch = exchange.header('if-match');
-        const ifNoneMatch = exchange.header('if-none-match');
-        if (ifMatch !== undefined) args['ifMatch'] = ifMatch;
-        if (ifNoneMatch !== undefined) args['ifNoneMatch'] = ifNoneMatch;
-        const version = await mutate<ObjectVersionRecord>(exchange, 'putObject', args, 200);
         exchange.sendJson(200, objectJson(version, bucketOfVersioned(principal, bucketName, store)), { ETag: version.etag });
       },
     },
@@ -231,6 +281,28 @@ function parseBasic(header: string | undefined): { accessKeyId: string; secretKe
   return { accessKeyId: decoded.slice(0, colon), secretKey: decoded.slice(colon + 1) };
 }
 
+/** Marks a replayed idempotent request: the body is discarded and the first result returned. */
+const Replayed = Symbol('replayed');
+const IDEMPOTENCY_KEY_CHARS_MAX = 255;
+
+function idempotencyOf(
+  exchange: Exchange,
+  bound: { expected: Map<ChecksumAlg, Buffer>; contentLength: number; metadata: Record<string, string>; contentType: string },
+): { key: string; fingerprint: string } | undefined {
+  const key = exchange.header('idempotency-key');
+  if (key === undefined) return undefined;
+  if (key.length === 0 || key.length > IDEMPOTENCY_KEY_CHARS_MAX || !/^[\x21-\x7e]+$/.test(key)) {
+    throw BadRequest(`Idempotency-Key must be 1 to ${IDEMPOTENCY_KEY_CHARS_MAX} visible ASCII characters`);
+  }
+  if (bound.expected.size === 0) {
+    throw BadRequest('Idempotency-Key requires at least one X-Service-Checksum-<alg> header (CRC32, CRC32C, CRC64NVME, SHA1 or SHA256)');
+  }
+  const checksums = [...bound.expected].map(([alg, digest]) => [alg, digest.toString('base64')]).sort();
+  const metadata = Object.entries(bound.metadata).sort();
+  const fingerprint = createHash('sha256').update(JSON.stringify([checksums, bound.contentLength, metadata])).digest('hex');
+  return { key, fingerprint };
+}
+
 function parseContentLength(exchange: Exchange, max: number): number {
   const header = exchange.header('content-length');
   if (header === undefined) {
@@ -297,7 +369,7 @@ export function objectJson(version: ObjectVersionRecord, bucket: BucketRecord | 
   return json;
 }
 
-function objectHeaders(version: ObjectVersionRecord, bucket: BucketRecord): Record<string, string> {
+export function objectHeaders(version: ObjectVersionRecord, bucket: BucketRecord): Record<string, string> {
   const headers: Record<string, string> = {
     'Content-Type': version.contentType,
     ETag: version.etag,
@@ -309,6 +381,12 @@ function objectHeaders(version: ObjectVersionRecord, bucket: BucketRecord): Reco
     'X-Service-Content-Length': String(version.size),
   };
   if (bucket.versioning !== 'Unversioned') headers['X-Service-Version-Id'] = version.versionId;
+  if (version.retention) {
+    headers['X-Service-Object-Lock-Mode'] = version.retention.mode;
+    headers['X-Service-Object-Lock-Retain-Until-Date'] = new Date(version.retention.retainUntil).toISOString();
+  }
+  if (bucket.objectLock) headers['X-Service-Object-Lock-Legal-Hold'] = version.legalHold ?? 'OFF';
+  if (version.tags) headers['X-Service-Tagging-Count'] = String(version.tags.length);
   for (const [alg, digest] of Object.entries(version.checksums)) headers[`X-Service-Checksum-${alg}`] = digest;
   for (const [name, value] of Object.entries(version.metadata)) headers[`X-Service-Meta-${name}`] = value;
   return headers;

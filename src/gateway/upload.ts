@@ -35,10 +35,19 @@ export interface ReceivedBody {
 }
 
 /** Starts receiving at once (uWS needs `onData` before the handler's first await). */
-export function receiveBody(
-  services: UploadServices,
-  input: { exchange: Exchange; keys: TenantKeyMaterial; contentLength: number; algs: readonly ChecksumAlg[] },
-): Promise<ReceivedBody> {
+export interface UploadInput {
+  readonly exchange: Exchange;
+  readonly keys: TenantKeyMaterial;
+  readonly contentLength: number;
+  readonly algs: readonly ChecksumAlg[];
+  /**
+   * Bytes wait (socket paused) until this settles; a rejection ends the upload with that error
+   * and the rest of the body is read and discarded.
+   */
+  readonly gate?: Promise<unknown>;
+}
+
+export function receiveBody(services: UploadServices, input: UploadInput): Promise<ReceivedBody> {
   return new BodyReceiver(services, input).result;
 }
 
@@ -62,12 +71,13 @@ class BodyReceiver {
   private held = 0;
   private lastCut = 0;
   private sentToOrdered = 0;
+  private finishing = false;
   private readonly stored: Array<Promise<StoreResult>> = [];
   private readonly ordered: OrderedUpload | undefined;
 
   constructor(
     private readonly services: UploadServices,
-    private readonly input: { exchange: Exchange; keys: TenantKeyMaterial; contentLength: number; algs: readonly ChecksumAlg[] },
+    private readonly input: UploadInput,
   ) {
     this.result = new Promise((resolve, reject) => {
       this.resolve = resolve;
@@ -78,8 +88,12 @@ class BodyReceiver {
     this.single = input.contentLength <= this.blockBytes;
     if (!this.single) this.ordered = services.ordered.begin(input.algs, services.chunkAvgBytes);
     input.exchange.onAbort(() => this.fail(BadRequest('the client went away before the body was complete')));
+    if (input.gate) {
+      this.waitingForBlock = true;
+      input.gate.then(() => this.resumeAfterWait(), (error: unknown) => this.fail(error));
+    }
     if (input.contentLength === 0) {
-      void this.finishEmpty();
+      void (input.gate ?? Promise.resolve()).then(() => this.finishEmpty(), () => undefined);
       return;
     }
     input.exchange.res.onData((chunk, isLast) => this.onData(chunk, isLast));
@@ -94,8 +108,10 @@ class BodyReceiver {
       return;
     }
     const source = new Uint8Array(chunk);
-    if (this.overflow.length > 0 || this.waitingForBlock) this.overflow.push(Buffer.from(source));
-    else this.copyIn(source);
+    if (this.overflow.length > 0 || this.waitingForBlock) {
+      this.overflow.push(Buffer.from(source));
+      this.pauseSocket();
+    } else this.copyIn(source);
     if (isLast && this.received < this.input.contentLength) {
       this.fail(BadRequest('the body is shorter than its Content-Length'));
       return;
@@ -136,10 +152,7 @@ class BodyReceiver {
   private waitForBlock(): void {
     if (this.waitingForBlock) return;
     this.waitingForBlock = true;
-    if (!this.paused) {
-      this.paused = true;
-      this.input.exchange.res.pause();
-    }
+    this.pauseSocket();
     void this.nextBlock().then((block) => {
       this.waitingForBlock = false;
       if (this.failed) {
@@ -147,19 +160,31 @@ class BodyReceiver {
         return;
       }
       this.addBlock(block);
-      const parked = this.overflow.splice(0);
-      for (const part of parked) {
-        if (this.waitingForBlock) this.overflow.push(part);
-        else this.copyIn(part);
-      }
-      if (!this.waitingForBlock) {
-        if (this.paused && !this.input.exchange.aborted) {
-          this.paused = false;
-          this.input.exchange.res.resume();
-        }
-        this.afterCopy();
-      }
+      this.resumeAfterWait();
     });
+  }
+
+  /** Feeds the parked bytes, then reads from the socket again. */
+  private resumeAfterWait(): void {
+    this.waitingForBlock = false;
+    if (this.failed) return;
+    const parked = this.overflow.splice(0);
+    for (const part of parked) {
+      if (this.waitingForBlock) this.overflow.push(part);
+      else this.copyIn(part);
+    }
+    if (this.waitingForBlock) return;
+    if (this.paused && !this.input.exchange.aborted) {
+      this.paused = false;
+      this.input.exchange.res.resume();
+    }
+    this.afterCopy();
+  }
+
+  private pauseSocket(): void {
+    if (this.paused || this.input.exchange.aborted) return;
+    this.paused = true;
+    this.input.exchange.res.pause();
   }
 
   private async nextBlock(): Promise<number> {
@@ -168,7 +193,8 @@ class BodyReceiver {
   }
 
   private afterCopy(): void {
-    if (!this.lastSeen || this.received !== this.input.contentLength) return;
+    if (this.finishing || !this.lastSeen || this.received !== this.input.contentLength) return;
+    this.finishing = true;
     if (this.single) {
       this.storeSingle();
       return;
@@ -287,6 +313,11 @@ class BodyReceiver {
     this.failed = true;
     this.ordered?.drop();
     this.overflow.length = 0;
+    // The rest of the body is read and discarded, so the connection stays usable.
+    if (this.paused && !this.input.exchange.aborted) {
+      this.paused = false;
+      this.input.exchange.res.resume();
+    }
     this.reject(error);
     // Blocks still read by running tasks are released as those tasks settle.
     void Promise.allSettled(this.stored).then(() => this.releaseAll());

@@ -118,6 +118,9 @@ function alreadyStored(tenantNum: number, chunkId: Buffer): boolean {
 async function read(task: ReadTask): Promise<ArrayBuffer> {
   const keys = tenantKeys(task.keys);
   const key = chunkKey(keys.tenantNum, task.chunkId);
+  // The gateway resolved the object from a snapshot at least as new as the commit that made
+  // it; this thread's snapshot must be too.
+  indexStore().refresh();
   for (let attempt = 0; ; attempt += 1) {
     const record = indexStore().get<ChunkRecord>(DB.chunks, key);
     if (!record) throw NotFound('chunk not found');

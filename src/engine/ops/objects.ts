@@ -10,8 +10,10 @@ import {
   DB, tenantChildKey, objectKey, versionKey, versionRange, chunkKey, segmentKey, tenantKey, emptyUsage,
   CHUNK_REF_SIZE,
   type BucketRecord, type ObjectVersionRecord, type ChunkRecord, type SegmentRecord, type UsageRecord,
-  type Versioning, type TenantRecord,
+  type Versioning, type TenantRecord, versionLocked,
 } from '../index/schema.js';
+import { checkQuota } from './quota.js';
+import { completeIdempotent } from './idempotency.js';
 import { nextCounter, type EngineContext } from './context.js';
 import type { IndexStore } from '../index/store.js';
 import { requireTenant } from './control.js';
@@ -81,6 +83,8 @@ export interface PutObjectArgs {
   chunks: ManifestChunk[];
   ifMatch?: string;
   ifNoneMatch?: string;
+  /** Completes the idempotency record begun by `beginIdempotent`. */
+  idempotency?: { key: string; fingerprint: string };
 }
 
 export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVersionRecord {
@@ -89,6 +93,8 @@ export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVe
   const current = context.store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, args.key));
   checkWriteConditions(current, args);
   const usage = loadUsage(context, tenant.id);
+  const replacedBytes = bucket.versioning === 'Enabled' ? 0 : findNullVersion(context, bucket.id, args.key)?.size ?? 0;
+  checkQuota(context, tenant.id, args.size - replacedBytes, current ? 0 : 1);
   const storedBytes = addChunkRefs(context, tenant.num, args.chunks, usage);
   const seq = nextCounter(context, 'nextSeq');
   const version: ObjectVersionRecord = {
@@ -107,10 +113,11 @@ export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVe
   };
   writeVersion(context, { tenant, bucket, version, usage });
   saveUsage(context, usage);
+  if (args.idempotency) completeIdempotent(context, { tenantId: tenant.id, bucket: bucket.name, ...args.idempotency, result: version });
   return version;
 }
 
-function checkWriteConditions(current: ObjectVersionRecord | undefined, args: PutObjectArgs): void {
+export function checkWriteConditions(current: ObjectVersionRecord | undefined, args: PutObjectArgs): void {
   if (args.ifNoneMatch !== undefined) {
     if (current && (args.ifNoneMatch === '*' || etagListMatches(args.ifNoneMatch, current.etag))) {
       throw PreconditionFailed('If-None-Match: the object exists');
@@ -136,13 +143,14 @@ export function seqOfVersionId(versionId: string): number | undefined {
 }
 
 /** Inserts a version, replacing the null version where the bucket's state says so. */
-function writeVersion(
+export function writeVersion(
   context: EngineContext,
   args: { tenant: TenantRecord; bucket: BucketRecord; version: ObjectVersionRecord; usage: UsageRecord },
 ): void {
   const { tenant, bucket, version, usage } = args;
   if (version.versionId === 'null') {
     const existing = findNullVersion(context, bucket.id, version.key);
+    if (existing && versionLocked(existing, context.now())) throw Forbidden(`${version.key} is under retention or legal hold`);
     if (existing) removeVersion(context, { tenant, bucket, version: existing, usage });
   }
   context.store.put(DB.versions, versionKey(bucket.id, version.key, version.seq), version);
@@ -154,7 +162,7 @@ function writeVersion(
   refreshCurrent(context, bucket.id, version.key, usage);
 }
 
-function findNullVersion(context: EngineContext, bucketId: number, key: string): ObjectVersionRecord | undefined {
+export function findNullVersion(context: EngineContext, bucketId: number, key: string): ObjectVersionRecord | undefined {
   for (const { value } of context.store.range<ObjectVersionRecord>(DB.versions, versionRange(bucketId, key))) {
     if (value.versionId === 'null') return value;
   }
@@ -162,7 +170,7 @@ function findNullVersion(context: EngineContext, bucketId: number, key: string):
 }
 
 /** Makes `objects` hold the newest version of the key, or nothing when that is a marker. */
-function refreshCurrent(context: EngineContext, bucketId: number, key: string, usage: UsageRecord): void {
+export function refreshCurrent(context: EngineContext, bucketId: number, key: string, usage: UsageRecord): void {
   const currentKey = objectKey(bucketId, key);
   const hadCurrent = context.store.has(DB.objects, currentKey);
   let latest: ObjectVersionRecord | undefined;
@@ -178,7 +186,7 @@ function refreshCurrent(context: EngineContext, bucketId: number, key: string, u
   }
 }
 
-function removeVersion(
+export function removeVersion(
   context: EngineContext,
   args: { tenant: TenantRecord; bucket: BucketRecord; version: ObjectVersionRecord; usage: UsageRecord },
 ): void {
@@ -213,12 +221,14 @@ export function deleteObject(context: EngineContext, args: DeleteObjectArgs): De
   if (args.versionId !== undefined) {
     const version = findVersion(context, bucket.id, args.key, args.versionId);
     if (!version) throw NotFound(`version ${args.versionId} of ${args.key} not found`);
+    if (versionLocked(version, context.now())) throw Forbidden(`version ${args.versionId} of ${args.key} is under retention or legal hold`);
     removeVersion(context, { tenant, bucket, version, usage });
     refreshCurrent(context, bucket.id, args.key, usage);
     result = { key: args.key, versionId: version.versionId };
     if (version.deleteMarker) result.deleteMarker = true;
   } else if (bucket.versioning === 'Unversioned') {
     const version = findNullVersion(context, bucket.id, args.key);
+    if (version && versionLocked(version, context.now())) throw Forbidden(`${args.key} is under retention or legal hold`);
     if (version) {
       removeVersion(context, { tenant, bucket, version, usage });
       refreshCurrent(context, bucket.id, args.key, usage);
@@ -286,7 +296,7 @@ export function unpackChunkRefs(packed: Buffer): Array<{ id: Buffer; plainLength
 }
 
 /** Adds one reference per manifest entry; returns the bytes newly made live. */
-function addChunkRefs(context: EngineContext, tenantNum: number, chunks: readonly ManifestChunk[], usage: UsageRecord): number {
+export function addChunkRefs(context: EngineContext, tenantNum: number, chunks: readonly ManifestChunk[], usage: UsageRecord): number {
   let stored = 0;
   for (const chunk of chunks) {
     const key = chunkKey(tenantNum, chunk.id);
@@ -312,7 +322,7 @@ function addChunkRefs(context: EngineContext, tenantNum: number, chunks: readonl
   return stored;
 }
 
-function releaseChunkRefs(context: EngineContext, tenantNum: number, packed: Buffer, usage: UsageRecord): void {
+export function releaseChunkRefs(context: EngineContext, tenantNum: number, packed: Buffer, usage: UsageRecord): void {
   for (const ref of unpackChunkRefs(packed)) {
     const key = chunkKey(tenantNum, ref.id);
     const record = context.store.get<ChunkRecord>(DB.chunks, key);
@@ -341,6 +351,6 @@ export function loadUsage(context: EngineContext, tenantId: string): UsageRecord
   return context.store.get<UsageRecord>(DB.usage, tenantKey(tenantId)) ?? emptyUsage(tenantId);
 }
 
-function saveUsage(context: EngineContext, usage: UsageRecord): void {
+export function saveUsage(context: EngineContext, usage: UsageRecord): void {
   context.store.put(DB.usage, tenantKey(usage.tenantId), usage);
 }

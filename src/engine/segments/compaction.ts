@@ -1,7 +1,7 @@
 // Garbage collection and compaction, run by the engine in the background.
 //
 // Each pass:
-// 1. Recovers segments whose writer died (recovery.ts).
+// 1. Recovers segments whose writer died (recovery.ts), never the compactor's own open one.
 // 2. Drops chunk entries that have been dead (no references) for longer than
 //    `storage.dead_chunk_grace`; until then a new upload may still revive them by dedup.
 // 3. Compacts sealed segments whose live ratio fell under `storage.compaction_live_ratio`:
@@ -11,13 +11,26 @@
 //    segment; a crash after it leaves a retired segment that the next pass deletes.
 // 4. Deletes retired segments after `storage.retired_segment_grace`, longer than any read
 //    that could still hold the old address; a read that misses re-resolves once.
+//
+// Invariants:
+// - A segment's `liveBytes` counts the records that chunk entries with references point at.
+//   Retiring subtracts only what was moved, so a commit that lands in the segment after the
+//   scan (an upload whose records were written before the seal and committed later) leaves
+//   `liveBytes` above zero. A retired segment with live bytes is never deleted: it goes back
+//   to `sealed`, and a later pass moves what it still holds.
+// - The segment's index entry is removed, in a transaction that checks the above, before its
+//   file is unlinked; from then on a commit that would point into it fails (`chunk_gone`), so
+//   no entry can point at a deleted file. A crash between the two leaves a file the index does
+//   not know, which recovery quarantines.
+// - A segment whose scan does not reach its end (damaged) is never retired: its records past
+//   the damage may be referenced. It is logged once and left for an operator.
 
 import { unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { IndexStore } from '../index/store.js';
 import { DB, chunkKey, segmentKey, type ChunkRecord, type SegmentRecord } from '../index/schema.js';
-import { segmentFileName } from '../../format/segment-header.js';
+import { segmentFileName, SEGMENT_HEADER_SIZE } from '../../format/segment-header.js';
 import type { Settings } from '../../util/config.js';
 import type { DataDirPaths } from '../data-dir.js';
 import { SegmentWriter } from './segment-writer.js';
@@ -25,6 +38,7 @@ import { scanSegment } from './segment-scan.js';
 import { recoverSegments } from './recovery.js';
 import * as segmentOps from '../ops/segments.js';
 import { expireAudit } from '../ops/audit.js';
+import { expireIdempotency } from '../ops/idempotency.js';
 
 export interface CompactionStats {
   segmentsCompacted: number;
@@ -39,6 +53,8 @@ export class Compactor {
   private running: Promise<unknown> | undefined;
   private readonly writer: SegmentWriter;
   private readonly liveRatioMin: number;
+  /** Segments found damaged: logged once, never compacted. */
+  private readonly damaged = new Set<number>();
   readonly totals: CompactionStats = { segmentsCompacted: 0, recordsMoved: 0, bytesReclaimed: 0, chunksDropped: 0, segmentsDeleted: 0 };
 
   constructor(private readonly options: { paths: DataDirPaths; store: IndexStore; settings: Settings; log: Logger }) {
@@ -83,13 +99,22 @@ export class Compactor {
   private async pass(): Promise<CompactionStats> {
     const { paths, store, log } = this.options;
     const stats: CompactionStats = { segmentsCompacted: 0, recordsMoved: 0, bytesReclaimed: 0, chunksDropped: 0, segmentsDeleted: 0 };
-    await recoverSegments({ paths, store, log });
+    await recoverSegments({ paths, store, log, includeOwn: false });
     store.refresh();
     stats.chunksDropped = await this.dropDeadChunks();
-    for (const segment of this.candidates()) await this.compact(segment, stats);
+    for (const segment of this.candidates()) {
+      try {
+        await this.compact(segment, stats);
+      } catch (error) {
+        this.damaged.add(segment.id);
+        log.error({ err: error, segmentId: segment.id }, 'cannot compact segment; leaving it alone');
+      }
+    }
     stats.segmentsDeleted = await this.deleteRetired();
     const auditCutoff = Date.now() - this.options.settings.duration('audit.retention');
     while ((await store.transact(() => expireAudit(store, auditCutoff, 10_000))) === 10_000);
+    const now = Date.now();
+    while ((await store.transact(() => expireIdempotency(store, now, 10_000))) === 10_000);
     for (const key of Object.keys(stats) as Array<keyof CompactionStats>) this.totals[key] += stats[key];
     if (stats.segmentsCompacted + stats.segmentsDeleted + stats.chunksDropped > 0) log.info(stats, 'compaction pass');
     return stats;
@@ -119,26 +144,40 @@ export class Compactor {
   private candidates(): SegmentRecord[] {
     const found: SegmentRecord[] = [];
     for (const { value } of this.options.store.range<SegmentRecord>(DB.segments, {})) {
-      if (value.state !== 'sealed' || value.size === undefined) continue;
-      if (value.liveBytes < value.size * this.liveRatioMin) found.push(value);
+      if (value.state !== 'sealed' || value.size === undefined || this.damaged.has(value.id)) continue;
+      if (value.liveBytes < value.size * this.liveRatioMin || (value.size <= SEGMENT_HEADER_SIZE && value.liveBytes === 0)) found.push(value);
     }
     return found;
   }
 
   private async compact(segment: SegmentRecord, stats: CompactionStats): Promise<void> {
-    const { store, paths } = this.options;
-    const moves: Array<{ key: Buffer; from: number; to: { segmentId: number; offset: number; length: number } }> = [];
+    const { store, paths, log } = this.options;
+    type Move = { key: Buffer; from: number; to: { segmentId: number; offset: number; length: number } };
+    const moves: Move[] = [];
     const waits: Array<Promise<void>> = [];
-    await scanSegment(join(paths.segments, segmentFileName(segment.id)), async (record) => {
-      if (!record.bytes || record.header.kind !== 1) return;
-      const key = chunkKey(record.header.tenantNum, record.header.chunkId);
-      const chunk = store.get<ChunkRecord>(DB.chunks, key);
-      if (!chunk || chunk.segmentId !== segment.id || chunk.offset !== record.offset) return;
-      const appended = await this.writer.append([record.bytes]);
-      waits.push(appended.durable());
-      moves.push({ key, from: record.offset, to: appended });
-    }, { withBytes: true });
-    await Promise.all(waits);
+    if (segment.size !== undefined && segment.size > SEGMENT_HEADER_SIZE) {
+      let scan;
+      try {
+        scan = await scanSegment(join(paths.segments, segmentFileName(segment.id)), async (record) => {
+          if (!record.bytes || record.header.kind !== 1) return;
+          const key = chunkKey(record.header.tenantNum, record.header.chunkId);
+          const chunk = store.get<ChunkRecord>(DB.chunks, key);
+          if (!chunk || chunk.segmentId !== segment.id || chunk.offset !== record.offset) return;
+          const appended = await this.writer.append([record.bytes]);
+          waits.push(appended.durable());
+          moves.push({ key, from: record.offset, to: appended });
+        }, { withBytes: true });
+      } finally {
+        // Every durable() is awaited, even when the scan failed half way.
+        await Promise.allSettled(waits);
+      }
+      if (scan.torn || scan.segmentId !== segment.id) {
+        this.damaged.add(segment.id);
+        log.error({ segmentId: segment.id, validEnd: scan.validEnd, fileSize: scan.fileSize }, 'sealed segment does not scan to its end; not compacting it');
+        return;
+      }
+      await Promise.all(waits);
+    }
     const moved = await store.transact(() => this.applyMoves(segment.id, moves));
     stats.segmentsCompacted += 1;
     stats.recordsMoved += moved;
@@ -148,19 +187,24 @@ export class Compactor {
   private applyMoves(segmentId: number, moves: ReadonlyArray<{ key: Buffer; from: number; to: { segmentId: number; offset: number; length: number } }>): number {
     const { store } = this.options;
     let moved = 0;
+    let movedLive = 0;
     for (const move of moves) {
       const chunk = store.get<ChunkRecord>(DB.chunks, move.key);
       if (!chunk || chunk.segmentId !== segmentId || chunk.offset !== move.from) continue;
       chunk.segmentId = move.to.segmentId;
       chunk.offset = move.to.offset;
       store.put(DB.chunks, move.key, chunk);
-      if (chunk.refs > 0) adjustLive(store, move.to.segmentId, chunk.length);
+      if (chunk.refs > 0) {
+        adjustLive(store, move.to.segmentId, chunk.length);
+        movedLive += chunk.length;
+      }
       moved += 1;
     }
     const old = store.get<SegmentRecord>(DB.segments, segmentKey(segmentId));
     if (old) {
       old.state = 'retired';
-      old.liveBytes = 0;
+      // What remains belongs to chunks committed into the segment after the scan.
+      old.liveBytes = Math.max(0, old.liveBytes - movedLive);
       old.retiredAt = Date.now();
       store.put(DB.segments, segmentKey(segmentId), old);
     }
@@ -168,19 +212,39 @@ export class Compactor {
   }
 
   private async deleteRetired(): Promise<number> {
-    const { store, paths, settings } = this.options;
+    const { store, paths, settings, log } = this.options;
     const cutoff = Date.now() - settings.duration('storage.retired_segment_grace');
     const expired: number[] = [];
     for (const { value } of store.range<SegmentRecord>(DB.segments, {})) {
       if (value.state === 'retired' && (value.retiredAt ?? 0) <= cutoff) expired.push(value.id);
     }
-    for (const segmentId of expired) {
+    if (expired.length === 0) return 0;
+    const { removed, revived } = await store.transact(() => {
+      const result = { removed: [] as number[], revived: [] as number[] };
+      for (const segmentId of expired) {
+        const key = segmentKey(segmentId);
+        const record = store.get<SegmentRecord>(DB.segments, key);
+        if (!record || record.state !== 'retired') continue;
+        if (record.liveBytes > 0) {
+          // Chunks were committed into it after its records were moved: compact it again.
+          record.state = 'sealed';
+          delete record.retiredAt;
+          store.put(DB.segments, key, record);
+          result.revived.push(segmentId);
+          continue;
+        }
+        store.remove(DB.segments, key);
+        result.removed.push(segmentId);
+      }
+      return result;
+    });
+    if (revived.length > 0) log.info({ segments: revived }, 'retired segments still hold live chunks; compacting them again');
+    for (const segmentId of removed) {
       await unlink(join(paths.segments, segmentFileName(segmentId))).catch((error: NodeJS.ErrnoException) => {
         if (error.code !== 'ENOENT') throw error;
       });
-      await store.transact(() => store.remove(DB.segments, segmentKey(segmentId)));
     }
-    return expired.length;
+    return removed.length;
   }
 }
 

@@ -1,0 +1,71 @@
+// Idempotency keys of object PUTs: a key is bound to a fingerprint (the client's checksum
+// headers, the content length and the user metadata) and to the result of its first successful
+// commit. A retry with the same fingerprint gets that result again without storing anything; a
+// retry with another fingerprint is refused (422 `idempotency_key_reused`); a retry while the
+// first request still runs is refused (409 `idempotency_key_in_use`). Keys expire after
+// `idempotency.ttl`; a `running` record whose request died is taken over after
+// RUNNING_STALE_MS.
+
+import { DB, idempotencyKey, type IdempotencyRecord, type ObjectVersionRecord } from '../index/schema.js';
+import type { EngineContext } from './context.js';
+import type { IndexStore } from '../index/store.js';
+import { IdempotencyKeyInUse, IdempotencyKeyReused } from '../../util/errors.js';
+
+const RUNNING_STALE_MS = 15 * 60_000;
+
+export type BeginResult = { replay: ObjectVersionRecord } | { started: true };
+
+export function beginIdempotent(
+  context: EngineContext,
+  args: { tenantId: string; bucket: string; key: string; fingerprint: string },
+): BeginResult {
+  const now = context.now();
+  const dbKey = idempotencyKey(args.tenantId, args.bucket, args.key);
+  const existing = context.store.get<IdempotencyRecord>(DB.idempotency, dbKey);
+  if (existing && existing.expiresAt > now) {
+    if (existing.fingerprint !== args.fingerprint) {
+      throw IdempotencyKeyReused('this Idempotency-Key was used with a different body or metadata');
+    }
+    if (existing.state === 'done' && existing.result) return { replay: existing.result };
+    if (now - existing.startedAt < RUNNING_STALE_MS) {
+      throw IdempotencyKeyInUse('a request with this Idempotency-Key is still running', { retryAfterSeconds: 1 });
+    }
+  }
+  const ttl = context.settings.duration('idempotency.ttl');
+  context.store.put(DB.idempotency, dbKey, { state: 'running', fingerprint: args.fingerprint, startedAt: now, expiresAt: now + ttl } satisfies IdempotencyRecord);
+  return { started: true };
+}
+
+/** Inside the commit's transaction: the key now replays this result. */
+export function completeIdempotent(
+  context: EngineContext,
+  args: { tenantId: string; bucket: string; key: string; fingerprint: string; result: ObjectVersionRecord },
+): void {
+  const now = context.now();
+  const record: IdempotencyRecord = {
+    state: 'done',
+    fingerprint: args.fingerprint,
+    startedAt: now,
+    expiresAt: now + context.settings.duration('idempotency.ttl'),
+    result: args.result,
+  };
+  context.store.put(DB.idempotency, idempotencyKey(args.tenantId, args.bucket, args.key), record);
+}
+
+/** The first request failed: free the key so that a retry can run. */
+export function abandonIdempotent(context: EngineContext, args: { tenantId: string; bucket: string; key: string; fingerprint: string }): void {
+  const dbKey = idempotencyKey(args.tenantId, args.bucket, args.key);
+  const existing = context.store.get<IdempotencyRecord>(DB.idempotency, dbKey);
+  if (existing?.state === 'running' && existing.fingerprint === args.fingerprint) context.store.remove(DB.idempotency, dbKey);
+}
+
+/** Removes expired keys, at most `limit` per call. */
+export function expireIdempotency(store: IndexStore, now: number, limit: number): number {
+  const doomed: Buffer[] = [];
+  for (const { key, value } of store.range<IdempotencyRecord>(DB.idempotency, {})) {
+    if (value.expiresAt <= now) doomed.push(Buffer.from(key));
+    if (doomed.length >= limit) break;
+  }
+  for (const key of doomed) store.remove(DB.idempotency, key);
+  return doomed.length;
+}

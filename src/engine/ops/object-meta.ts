@@ -1,0 +1,151 @@
+// Commands on bucket settings and on existing versions: versioning state, tags, retention,
+// legal hold, and server-side copy (which shares the source's chunks instead of rewriting
+// bytes).
+
+import {
+  DB, tenantChildKey, objectKey, versionKey,
+  type BucketRecord, type ObjectVersionRecord, type ObjectTag, type RetentionMode,
+} from '../index/schema.js';
+import type { EngineContext } from './context.js';
+import {
+  requireActiveTenant, requireBucket, findVersion, writeVersion, addChunkRefs, unpackChunkRefs, loadUsage,
+  saveUsage, versionIdOf, etagListMatches, checkWriteConditions,
+} from './objects.js';
+import { nextCounter } from './context.js';
+import { checkQuota } from './quota.js';
+import { BadRequest, Conflict, NotFound, Forbidden, PreconditionFailed } from '../../util/errors.js';
+
+export function setVersioning(context: EngineContext, args: { tenantId: string; bucket: string; status: string }): BucketRecord {
+  requireActiveTenant(context, args.tenantId);
+  const bucket = requireBucket(context, args.tenantId, args.bucket);
+  if (args.status !== 'Enabled' && args.status !== 'Suspended') throw BadRequest('status must be "Enabled" or "Suspended"');
+  if (bucket.objectLock && args.status === 'Suspended') throw Conflict('versioning cannot be suspended on an object-lock bucket');
+  bucket.versioning = args.status;
+  context.store.put(DB.buckets, tenantChildKey(args.tenantId, args.bucket), bucket);
+  return bucket;
+}
+
+interface VersionTarget {
+  tenantId: string;
+  bucket: string;
+  key: string;
+  versionId?: string;
+}
+
+function targetVersion(context: EngineContext, args: VersionTarget): { bucket: BucketRecord; version: ObjectVersionRecord } {
+  requireActiveTenant(context, args.tenantId);
+  const bucket = requireBucket(context, args.tenantId, args.bucket);
+  const version = args.versionId === undefined
+    ? context.store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, args.key))
+    : findVersion(context, bucket.id, args.key, args.versionId);
+  if (!version || version.deleteMarker) throw NotFound(`object ${args.key} not found`);
+  return { bucket, version };
+}
+
+/** Rewrites a version's record in place (and the current copy when it is the current one). */
+function saveVersion(context: EngineContext, bucket: BucketRecord, version: ObjectVersionRecord): void {
+  context.store.put(DB.versions, versionKey(bucket.id, version.key, version.seq), version);
+  const current = context.store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, version.key));
+  if (current && current.seq === version.seq) context.store.put(DB.objects, objectKey(bucket.id, version.key), version);
+}
+
+export function putObjectTags(context: EngineContext, args: VersionTarget & { tags: ObjectTag[] }): ObjectVersionRecord {
+  const { bucket, version } = targetVersion(context, args);
+  if (args.tags.length === 0) delete version.tags;
+  else version.tags = args.tags;
+  saveVersion(context, bucket, version);
+  return version;
+}
+
+export function putRetention(
+  context: EngineContext,
+  args: VersionTarget & { mode: RetentionMode; retainUntil: number },
+): ObjectVersionRecord {
+  const { bucket, version } = targetVersion(context, args);
+  if (!bucket.objectLock) throw BadRequest('retention needs a bucket created with objectLock');
+  if (args.mode !== 'GOVERNANCE' && args.mode !== 'COMPLIANCE') throw BadRequest('mode must be GOVERNANCE or COMPLIANCE');
+  const current = version.retention;
+  if (current && current.retainUntil > context.now()) {
+    if (args.retainUntil < current.retainUntil) throw Forbidden('retention can be extended but never shortened');
+    if (current.mode === 'COMPLIANCE' && args.mode !== 'COMPLIANCE') throw Forbidden('COMPLIANCE retention cannot be weakened');
+  }
+  version.retention = { mode: args.mode, retainUntil: args.retainUntil };
+  saveVersion(context, bucket, version);
+  return version;
+}
+
+export function putLegalHold(context: EngineContext, args: VersionTarget & { status: 'ON' | 'OFF' }): ObjectVersionRecord {
+  const { bucket, version } = targetVersion(context, args);
+  if (!bucket.objectLock) throw BadRequest('legal hold needs a bucket created with objectLock');
+  if (args.status !== 'ON' && args.status !== 'OFF') throw BadRequest('status must be ON or OFF');
+  version.legalHold = args.status;
+  saveVersion(context, bucket, version);
+  return version;
+}
+
+export interface CopyObjectArgs {
+  tenantId: string;
+  bucket: string;
+  key: string;
+  sourceBucket: string;
+  sourceKey: string;
+  sourceVersionId?: string;
+  metadataDirective: 'COPY' | 'REPLACE';
+  contentType?: string;
+  metadata?: Record<string, string>;
+  /** Source conditions (S3's x-amz-copy-source-if-*). */
+  ifMatch?: string;
+  ifNoneMatch?: string;
+  ifModifiedSince?: number;
+  ifUnmodifiedSince?: number;
+  /** Destination conditions. */
+  requireAbsent?: boolean;
+  requireMatchEtag?: string;
+}
+
+export function copyObject(context: EngineContext, args: CopyObjectArgs): ObjectVersionRecord {
+  const tenant = requireActiveTenant(context, args.tenantId);
+  const source = targetVersion(context, { tenantId: args.tenantId, bucket: args.sourceBucket, key: args.sourceKey, ...(args.sourceVersionId === undefined ? {} : { versionId: args.sourceVersionId }) }).version;
+  checkSourceConditions(source, args);
+  const bucket = requireBucket(context, tenant.id, args.bucket);
+  const current = context.store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, args.key));
+  if (args.requireAbsent && current) throw PreconditionFailed('the destination exists');
+  const destination: { ifMatch?: string } = {};
+  if (args.requireMatchEtag !== undefined) destination.ifMatch = args.requireMatchEtag;
+  checkWriteConditions(current, destination as never);
+  checkQuota(context, tenant.id, source.size, current ? 0 : 1);
+  const usage = loadUsage(context, tenant.id);
+  const storedBytes = addChunkRefs(context, tenant.num, unpackChunkRefs(source.chunks), usage);
+  const seq = nextCounter(context, 'nextSeq');
+  const replace = args.metadataDirective === 'REPLACE';
+  const version: ObjectVersionRecord = {
+    key: args.key,
+    versionId: bucket.versioning === 'Enabled' ? versionIdOf(seq) : 'null',
+    seq,
+    lastModified: context.now(),
+    size: source.size,
+    etag: source.etag,
+    contentType: replace ? args.contentType ?? 'application/octet-stream' : source.contentType,
+    metadata: replace ? args.metadata ?? {} : source.metadata,
+    checksums: source.checksums,
+    chunks: Buffer.from(source.chunks),
+    storedBytes,
+    compressed: source.compressed,
+  };
+  if (!replace && source.tags) version.tags = source.tags;
+  writeVersion(context, { tenant, bucket, version, usage });
+  saveUsage(context, usage);
+  return version;
+}
+
+function checkSourceConditions(source: ObjectVersionRecord, args: CopyObjectArgs): void {
+  const modifiedSeconds = Math.floor(source.lastModified / 1000) * 1000;
+  if (args.ifMatch !== undefined && !(args.ifMatch === '*' || etagListMatches(args.ifMatch, source.etag))) {
+    throw PreconditionFailed('copy source If-Match failed');
+  }
+  if (args.ifNoneMatch !== undefined && (args.ifNoneMatch === '*' || etagListMatches(args.ifNoneMatch, source.etag))) {
+    throw PreconditionFailed('copy source If-None-Match failed');
+  }
+  if (args.ifModifiedSince !== undefined && modifiedSeconds <= args.ifModifiedSince) throw PreconditionFailed('copy source not modified since');
+  if (args.ifUnmodifiedSince !== undefined && modifiedSeconds > args.ifUnmodifiedSince) throw PreconditionFailed('copy source modified since');
+}
