@@ -10,7 +10,7 @@ import { dataDirPaths, prepareDataDir, engineLockOwner } from '../engine/data-di
 import { parseArgs, settingsFrom } from './args.js';
 import type { ReadyMessage, Role } from './child.js';
 import type { ListenAddress, Settings } from '../util/config.js';
-import { isLightwellError } from '../util/errors.js';
+import { isLightwellError, Unavailable, DataDirLocked } from '../util/errors.js';
 
 const BACKOFF_MS_MAX = 10_000;
 
@@ -51,7 +51,7 @@ export async function serve(argv: readonly string[]): Promise<void> {
       if (stopping) return;
       if (Date.now() - entry.startedAt > 30_000) entry.backoffMs = 100;
       process.stderr.write(`lightwell: ${entry.name} exited (${signal ?? code}); restarting in ${entry.backoffMs} ms\n`);
-      reject(new Error(`${entry.name} exited during start`));
+      reject(Unavailable(`${entry.name} exited during start`));
       const delay = entry.backoffMs;
       entry.backoffMs = Math.min(entry.backoffMs * 2, BACKOFF_MS_MAX);
       setTimeout(() => {
@@ -77,7 +77,7 @@ export async function serve(argv: readonly string[]): Promise<void> {
     children.push({ role: 'admin', name: 'admin', child: undefined, backoffMs: 100, startedAt: 0 });
     await Promise.all(children.slice(1).map((entry) => start(entry)));
   } catch (error) {
-    process.stderr.write(`lightwell: cannot start: ${(error as Error).message}\n`);
+    process.stderr.write(`lightwell: cannot start: ${isLightwellError(error) ? error.message : String(error)}\n`);
     stopping = true;
     await stopAll(children);
     process.exit(1);
@@ -87,7 +87,7 @@ export async function serve(argv: readonly string[]): Promise<void> {
 async function preflight(settings: Settings): Promise<void> {
   const paths = dataDirPaths(settings.string('data_dir'));
   const owner = engineLockOwner(paths);
-  if (owner !== undefined) throw new Error(`data directory ${paths.root} is locked by running process ${owner}`);
+  if (owner !== undefined) throw DataDirLocked(`data directory ${paths.root} is locked by running process ${owner}`);
   await prepareDataDir(paths);
   await checkPortFree(settings.listen('public_listen'), 'public');
   await checkPortFree(settings.listen('admin_listen'), 'admin');
@@ -98,7 +98,7 @@ function checkPortFree(address: ListenAddress, name: string): Promise<void> {
   return new Promise((resolve, reject) => {
     const probe = createServer();
     probe.once('error', (error: NodeJS.ErrnoException) => {
-      reject(new Error(`${name} address ${address.host}:${address.port} is not available (${error.code ?? error.message})`));
+      reject(Unavailable(`${name} address ${address.host}:${address.port} is not available (${error.code ?? error.message})`));
     });
     probe.listen({ host: address.host, port: address.port, exclusive: true }, () => probe.close(() => resolve()));
   });
