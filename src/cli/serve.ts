@@ -37,7 +37,9 @@ export async function serve(argv: readonly string[]): Promise<void> {
   const announced = new Set<string>();
   const start = (entry: Supervised): Promise<void> => new Promise((resolve, reject) => {
     const script = fileURLToPath(new URL(`../../bin/lightwell-${entry.role}.js`, import.meta.url));
-    const child = fork(script, argv as string[], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    // LIGHTWELL_CHILD_NODE_ARGS passes Node flags to the children (e.g. `--cpu-prof`).
+    const execArgv = (process.env['LIGHTWELL_CHILD_NODE_ARGS'] ?? '').split(' ').filter((arg) => arg !== '');
+    const child = fork(script, argv as string[], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv });
     entry.child = child;
     entry.startedAt = Date.now();
     child.on('message', (message: ReadyMessage) => {

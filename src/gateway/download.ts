@@ -10,7 +10,7 @@ import { unpackChunkRefs } from '../engine/ops/objects.js';
 import type { ObjectVersionRecord } from '../engine/index/schema.js';
 import { InvalidRange, fromWire } from '../util/errors.js';
 
-const READ_AHEAD_CHUNKS = 3;
+const READ_AHEAD_CHUNKS = 6;
 
 export interface ByteRange {
   readonly start: number;

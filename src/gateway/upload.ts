@@ -18,7 +18,8 @@ import type { ManifestChunk } from '../engine/ops/objects.js';
 import { createMultiHasher, type ChecksumAlg } from '../engine/checksums.js';
 import { BadRequest, fromWire } from '../util/errors.js';
 
-const BLOCKS_PER_UPLOAD_MAX = 8;
+/** One upload's share of the arena: room for the largest chunk (4 MiB) several times over. */
+const BLOCKS_PER_UPLOAD_MAX = 24;
 
 export interface UploadServices {
   readonly arena: BodyArena;
@@ -72,6 +73,8 @@ class BodyReceiver {
   private lastCut = 0;
   private sentToOrdered = 0;
   private finishing = false;
+  /** Wakes `nextBlock` when this upload holds fewer blocks than its share. */
+  private ownBlockFreed: (() => void) | undefined;
   private readonly stored: Array<Promise<StoreResult>> = [];
   private readonly ordered: OrderedUpload | undefined;
 
@@ -188,7 +191,7 @@ class BodyReceiver {
   }
 
   private async nextBlock(): Promise<number> {
-    while (this.held >= BLOCKS_PER_UPLOAD_MAX && !this.failed) await new Promise((resolve) => setTimeout(resolve, 1));
+    if (this.held >= BLOCKS_PER_UPLOAD_MAX) await new Promise<void>((resolve) => (this.ownBlockFreed = resolve));
     return this.services.arena.take();
   }
 
@@ -295,6 +298,15 @@ class BodyReceiver {
       this.held -= 1;
       this.services.arena.release(block);
     }
+    this.wakeOwnWaiter();
+  }
+
+  private wakeOwnWaiter(): void {
+    if (this.ownBlockFreed && (this.held < BLOCKS_PER_UPLOAD_MAX || this.failed)) {
+      const wake = this.ownBlockFreed;
+      this.ownBlockFreed = undefined;
+      wake();
+    }
   }
 
   private releaseAll(): void {
@@ -306,11 +318,13 @@ class BodyReceiver {
         this.services.arena.release(block);
       }
     }
+    this.wakeOwnWaiter();
   }
 
   private fail(error: unknown): void {
     if (this.failed) return;
     this.failed = true;
+    this.wakeOwnWaiter();
     this.ordered?.drop();
     this.overflow.length = 0;
     // The rest of the body is read and discarded, so the connection stays usable.

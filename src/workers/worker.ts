@@ -3,8 +3,8 @@
 //
 // Each worker thread owns one open segment (SegmentWriter), its own read-only view of the
 // index (for dedup look-ups and chunk locations) and its own engine connection (to register
-// and seal segments). A store task is acknowledged only once its record is fdatasync'ed;
-// concurrent tasks of one worker share the fdatasync.
+// and seal segments). A store task ends when its record's write has completed; the engine
+// fdatasyncs the segment before committing a manifest that points at it.
 //
 // A failed assertion is a bug: it is rethrown on the next tick, which ends the thread; Piscina
 // fails its in-flight tasks and starts a replacement.
@@ -87,8 +87,9 @@ async function store(task: StoreTask): Promise<StoreResult> {
     return withChecksums({ chunkId, plainLength: task.plainLength, compressed: false }, checksums);
   }
   const encoded = encodeChunk(keys, chunkId, slices, task.plainLength);
+  // The write has completed; the engine fdatasyncs the segment before it commits a manifest
+  // that points here (group fsync across every worker and gateway).
   const appended = await segmentWriter().append([encoded.header, ...encoded.payload]);
-  await appended.durable();
   const location = {
     segmentId: appended.segmentId,
     offset: appended.offset,

@@ -6,12 +6,15 @@
 import type { IndexStore } from '../index/store.js';
 import { DB, META_COUNTERS, type Counters } from '../index/schema.js';
 import type { Settings } from '../../util/config.js';
+import type { SegmentSyncer } from '../segments/segment-syncer.js';
 
 export interface EngineContext {
   readonly store: IndexStore;
   readonly masterKey: Buffer;
   readonly settings: Settings;
   now(): number;
+  /** Makes worker-written segment data durable before a commit references it (engine only). */
+  readonly syncer?: SegmentSyncer;
 }
 
 const initialCounters: Counters = { nextTenantNum: 1, nextBucketId: 1, nextSegmentId: 1, nextSeq: 1 };

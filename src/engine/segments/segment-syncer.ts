@@ -1,0 +1,103 @@
+// Group fdatasync of segment data, done by the engine right before the commit that references
+// it.
+//
+// Workers append records with plain writes and return at once; the engine makes the bytes
+// durable before it commits the manifests that point at them. fdatasync flushes the file's
+// dirty pages whichever process wrote them (the page cache is per inode), so one engine-side
+// sync per segment covers every write that any worker of any gateway completed before it:
+// concurrent commits share one fdatasync per segment, across all gateways.
+//
+// Invariant: `sync(ids)` resolves only after an fdatasync of each segment that *started* after
+// the call, so every write completed before the call is durable.
+
+import { open, type FileHandle } from 'node:fs/promises';
+import { join } from 'node:path';
+import { segmentFileName } from '../../format/segment-header.js';
+import { SegmentIoError } from '../../util/errors.js';
+
+const HANDLES_MAX = 256;
+
+interface SyncState {
+  handle: Promise<FileHandle>;
+  /** The fdatasync in flight. */
+  running?: Promise<void> | undefined;
+  /** The next fdatasync, which starts when the running one ends; joined by later callers. */
+  next?: Promise<void> | undefined;
+}
+
+export class SegmentSyncer {
+  private readonly states = new Map<number, SyncState>();
+  syncs = 0;
+
+  constructor(private readonly segmentsDir: string) {}
+
+  async sync(segmentIds: Iterable<number>): Promise<void> {
+    await Promise.all([...new Set(segmentIds)].map((segmentId) => this.syncOne(segmentId)));
+  }
+
+  private syncOne(segmentId: number): Promise<void> {
+    const state = this.stateOf(segmentId);
+    if (!state.running) {
+      state.running = this.run(state, segmentId);
+      return state.running;
+    }
+    state.next ??= state.running.catch(() => undefined).then(() => {
+      state.next = undefined;
+      state.running = this.run(state, segmentId);
+      return state.running;
+    });
+    return state.next;
+  }
+
+  private async run(state: SyncState, segmentId: number): Promise<void> {
+    try {
+      const handle = await state.handle;
+      await handle.datasync();
+      this.syncs += 1;
+    } catch (cause) {
+      this.forget(segmentId);
+      throw SegmentIoError(`fdatasync of segment ${segmentId} failed`, { segmentId }, { cause });
+    } finally {
+      if (this.states.get(segmentId) === state && !state.next) state.running = undefined;
+    }
+  }
+
+  private stateOf(segmentId: number): SyncState {
+    let state = this.states.get(segmentId);
+    if (state) {
+      this.states.delete(segmentId);
+      this.states.set(segmentId, state);
+      return state;
+    }
+    const handle = open(join(this.segmentsDir, segmentFileName(segmentId)), 'r+');
+    handle.catch(() => undefined);
+    state = { handle };
+    this.states.set(segmentId, state);
+    this.evict();
+    return state;
+  }
+
+  private evict(): void {
+    for (const [segmentId, state] of this.states) {
+      if (this.states.size <= HANDLES_MAX) return;
+      if (state.running || state.next) continue;
+      this.forget(segmentId);
+    }
+  }
+
+  /** Closes the handle of a sealed, retired or deleted segment. */
+  forget(segmentId: number): void {
+    const state = this.states.get(segmentId);
+    if (!state) return;
+    this.states.delete(segmentId);
+    const close = (): void => {
+      void state.handle.then((handle) => handle.close()).catch(() => undefined);
+    };
+    if (state.running || state.next) void Promise.allSettled([state.running, state.next]).then(close);
+    else close();
+  }
+
+  close(): void {
+    for (const segmentId of [...this.states.keys()]) this.forget(segmentId);
+  }
+}
