@@ -40,7 +40,7 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
     const key = params['key'] ?? '';
     validateObjectKey(key);
     authorize(principal, { verb, bucket: params['bucket'], key });
-    const bucket = bucketOf(principal, params['bucket'] ?? '');
+    const bucket = bucketOf(principal, params['bucket'] ?? '', { verb, key });
     const args: Record<string, unknown> = { tenantId: principal.tenant.id, bucket: bucket.name, key };
     const versionId = exchange.query.get('versionId');
     if (versionId !== null) args['versionId'] = versionId;
@@ -66,7 +66,7 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
       handler: (exchange, params) => {
         const principal = bearer(exchange);
         authorize(principal, { verb: 'read', bucket: params['bucket'] });
-        exchange.sendJson(200, { status: bucketOf(principal, params['bucket'] ?? '').versioning });
+        exchange.sendJson(200, { status: bucketOf(principal, params['bucket'] ?? '', { verb: 'read' }).versioning });
       },
     },
     {
@@ -74,6 +74,7 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
       handler: async (exchange, params) => {
         const principal = bearer(exchange);
         authorize(principal, { verb: 'write', bucket: params['bucket'] });
+        bucketOf(principal, params['bucket'] ?? '', { verb: 'write' });
         const body = await jsonBody(exchange);
         const bucket = await mutate<BucketRecord>(exchange, 'setVersioning', { tenantId: principal.tenant.id, bucket: params['bucket'], status: body['status'] }, 200);
         exchange.sendJson(200, { status: bucket.versioning });
@@ -86,7 +87,7 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
         const principal = bearer(exchange);
         const prefix = exchange.query.get('prefix') ?? '';
         authorize(principal, { verb: 'read', bucket: params['bucket'], listPrefix: prefix });
-        exchange.sendJson(200, listVersions(store, bucketOf(principal, params['bucket'] ?? ''), exchange.query));
+        exchange.sendJson(200, listVersions(store, bucketOf(principal, params['bucket'] ?? '', { verb: 'read', listPrefix: prefix }), exchange.query));
       },
     },
     {
@@ -158,6 +159,7 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
         delete args['versionId'];
         const copy = parseCopyBody(await jsonBody(exchange));
         authorize(principal, { verb: 'read', bucket: copy['sourceBucket'] as string, key: copy['sourceKey'] as string });
+        bucketOf(principal, copy['sourceBucket'] as string, { verb: 'read', key: copy['sourceKey'] as string });
         const version = await mutate<ObjectVersionRecord>(exchange, 'copyObject', { ...args, ...copy }, 200);
         exchange.sendJson(200, objectJson(version, bucket), { ETag: version.etag });
       },
@@ -185,6 +187,7 @@ async function deleteOne(kit: RouteKit, principal: Principal, bucket: BucketReco
   try {
     validateObjectKey(entry.key);
     authorize(principal, { verb: 'delete', bucket: bucket.name, key: entry.key });
+    kit.bucketOf(principal, bucket.name, { verb: 'delete', key: entry.key });
     const result = await kit.services.engine.call<{ versionId?: string; deleteMarker?: boolean }>('deleteObject', { tenantId: principal.tenant.id, bucket: bucket.name, ...entry });
     const deleted: Record<string, unknown> = { key: entry.key };
     if (result.versionId !== undefined) deleted['versionId'] = result.versionId;

@@ -17,8 +17,10 @@ import { Authenticator, authorize, type Principal } from './auth.js';
 import { parseChecksumAlg, parseChecksumHeader, CHECKSUM_HEADER_PREFIX, type ChecksumAlg } from '../engine/checksums.js';
 import { validateBucketName, validateObjectKey, validateUserMetadata } from '../security/names.js';
 import { RateLimiter } from '../security/rate-limit.js';
-import { BadRequest, NotFound, ChecksumMismatch, PayloadTooLarge, RateLimited, TlsRequired, LengthRequired, errorCode } from '../util/errors.js';
+import { BadRequest, NotFound, Forbidden, ChecksumMismatch, PayloadTooLarge, RateLimited, TlsRequired, LengthRequired, errorCode } from '../util/errors.js';
 import { checkQuotaIn } from '../engine/ops/quota.js';
+import { policyDenies, type BucketPolicy } from '../security/bucket-policy.js';
+import type { Verb } from '../security/scopes.js';
 import type { BeginResult } from '../engine/ops/idempotency.js';
 import { createHash } from 'node:crypto';
 import type { Settings } from '../util/config.js';
@@ -42,8 +44,15 @@ const META_PREFIX = 'x-service-meta-';
 export interface RouteKit {
   readonly services: GatewayServices;
   bearer(exchange: Exchange): Principal;
-  bucketOf(principal: Principal, name: string): BucketRecord;
+  /** The bucket, refused (403) when its policy denies `access` to this principal. */
+  bucketOf(principal: Principal, name: string, access?: BucketAccess): BucketRecord;
   mutate<T>(exchange: Exchange, op: string, args: Record<string, unknown>, status: number): Promise<T>;
+}
+
+export interface BucketAccess {
+  readonly verb: Verb;
+  readonly key?: string;
+  readonly listPrefix?: string;
 }
 
 export function dataRoutes(services: GatewayServices): Route<Handler>[] {
@@ -68,9 +77,12 @@ function routeKit(services: GatewayServices): RouteKit {
     exchange.audit.written = true;
     return result;
   };
-  const bucketOf = (principal: Principal, name: string): BucketRecord => {
+  const bucketOf = (principal: Principal, name: string, access?: BucketAccess): BucketRecord => {
     const bucket = store.get<BucketRecord>(DB.buckets, tenantChildKey(principal.tenant.id, name));
     if (!bucket) throw NotFound(`bucket ${name} not found`);
+    if (access && policyDenies(bucket.policy as BucketPolicy | undefined, { accessKeyId: principal.accessKeyId, ...access })) {
+      throw Forbidden(`the policy of bucket ${name} denies ${access.verb}`);
+    }
     return bucket;
   };
   return { services, bearer, bucketOf, mutate };
@@ -138,7 +150,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
       handler: (exchange, params) => {
         const principal = bearer(exchange);
         authorize(principal, { verb: 'read', bucket: params['bucket'] });
-        exchange.sendJson(200, bucketJson(bucketOf(principal, params['bucket'] ?? '')));
+        exchange.sendJson(200, bucketJson(bucketOf(principal, params['bucket'] ?? '', { verb: 'read' })));
       },
     },
     {
@@ -146,6 +158,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
       handler: async (exchange, params) => {
         const principal = bearer(exchange);
         authorize(principal, { verb: 'delete', bucket: params['bucket'] });
+        bucketOf(principal, params['bucket'] ?? '', { verb: 'delete' });
         await mutate(exchange, 'deleteBucket', { tenantId: principal.tenant.id, name: params['bucket'] }, 204);
         exchange.send(204, {});
       },
@@ -156,7 +169,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
         const principal = bearer(exchange);
         const prefix = exchange.query.get('prefix') ?? '';
         authorize(principal, { verb: 'read', bucket: params['bucket'], listPrefix: prefix });
-        const bucket = bucketOf(principal, params['bucket'] ?? '');
+        const bucket = bucketOf(principal, params['bucket'] ?? '', { verb: 'read', listPrefix: prefix });
         exchange.sendJson(200, listObjects(store, bucket, exchange.query));
       },
     },
@@ -168,7 +181,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
         const key = params['key'] ?? '';
         validateObjectKey(key);
         authorize(principal, { verb: 'write', bucket: bucketName, key });
-        bucketOf(principal, bucketName);
+        bucketOf(principal, bucketName, { verb: 'write', key });
         const contentLength = parseContentLength(exchange, objectBytesMax);
         const expected = parseChecksumHeaders(exchange);
         const metadata = parseMetadata(exchange);
@@ -230,6 +243,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
         const key = params['key'] ?? '';
         validateObjectKey(key);
         authorize(principal, { verb: 'delete', bucket: params['bucket'], key });
+        bucketOf(principal, params['bucket'] ?? '', { verb: 'delete', key });
         const args: Record<string, unknown> = { tenantId: principal.tenant.id, bucket: params['bucket'], key };
         const versionId = exchange.query.get('versionId');
         if (versionId !== null) args['versionId'] = versionId;
@@ -247,7 +261,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
     const key = params['key'] ?? '';
     validateObjectKey(key);
     authorize(principal, { verb: 'read', bucket: params['bucket'], key });
-    const bucket = bucketOf(principal, params['bucket'] ?? '');
+    const bucket = bucketOf(principal, params['bucket'] ?? '', { verb: 'read', key });
     const versionId = exchange.query.get('versionId');
     const version = versionId === null
       ? store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, key))

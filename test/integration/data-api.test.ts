@@ -5,7 +5,9 @@
 // Method: one real service on loopback; every rule is driven through HTTP as a client would.
 import t from 'tap';
 import { createHash, randomBytes } from 'node:crypto';
+import { join } from 'node:path';
 import { Service, type DataClient } from '../helpers/service.js';
+import { EngineClient } from '../../src/engine/protocol.js';
 
 const sha256 = (body: Buffer | string): string => createHash('sha256').update(body).digest('base64');
 
@@ -192,5 +194,26 @@ t.test('data-plane API', async (t) => {
     t.equal((await scoped.put('sums', 'in/a', 'x')).status, 200);
     t.equal((await scoped.put('sums', 'out/a', 'x')).status, 403);
     t.equal((await scoped.get('sums', 'k')).status, 403);
+  });
+
+  await t.test('explicit-deny bucket policies override scopes', async (t) => {
+    await client.request('POST', '/buckets', { json: { name: 'guarded' } });
+    await client.put('guarded', 'public/a', 'a');
+    await client.put('guarded', 'secret/b', 'b');
+    const engine = new EngineClient(join(service.dataDir, 'engine.sock'));
+    t.teardown(() => engine.close());
+    const policy = { version: 1, statements: [{ effect: 'Deny', actions: ['read', 'delete'], principals: [client.accessKeyId], prefix: 'secret/' }] };
+    await engine.call('setBucketPolicy', { tenantId: 'acme', bucket: 'guarded', policy });
+    t.equal((await client.get('guarded', 'public/a')).status, 200);
+    const denied = await client.get('guarded', 'secret/b');
+    t.equal(denied.status, 403);
+    t.equal(denied.json.code, 'forbidden');
+    t.equal((await client.request('DELETE', '/buckets/guarded/objects/secret/b')).status, 403);
+    t.equal((await client.request('GET', '/buckets/guarded/objects?prefix=secret/')).status, 403, 'a listing that could reveal denied keys');
+    t.equal((await client.request('GET', '/buckets/guarded/objects?prefix=public/')).status, 200);
+    t.equal((await client.put('guarded', 'secret/c', 'c')).status, 200, 'write was not denied');
+    await t.rejects(engine.call('setBucketPolicy', { tenantId: 'acme', bucket: 'guarded', policy: { version: 1, statements: [{ effect: 'Allow', actions: ['read'], principals: ['*'] }] } }), { code: 'bad_request' });
+    await engine.call('setBucketPolicy', { tenantId: 'acme', bucket: 'guarded', policy: null });
+    t.equal((await client.get('guarded', 'secret/b')).status, 200, 'cleared');
   });
 });

@@ -13,6 +13,7 @@ import {
 } from './objects.js';
 import { nextCounter } from './context.js';
 import { checkQuota } from './quota.js';
+import { parseBucketPolicy } from '../../security/bucket-policy.js';
 import { BadRequest, Conflict, NotFound, Forbidden, PreconditionFailed } from '../../util/errors.js';
 
 export function setVersioning(context: EngineContext, args: { tenantId: string; bucket: string; status: string }): BucketRecord {
@@ -21,6 +22,15 @@ export function setVersioning(context: EngineContext, args: { tenantId: string; 
   if (args.status !== 'Enabled' && args.status !== 'Suspended') throw BadRequest('status must be "Enabled" or "Suspended"');
   if (bucket.objectLock && args.status === 'Suspended') throw Conflict('versioning cannot be suspended on an object-lock bucket');
   bucket.versioning = args.status;
+  context.store.put(DB.buckets, tenantChildKey(args.tenantId, args.bucket), bucket);
+  return bucket;
+}
+
+export function setBucketPolicy(context: EngineContext, args: { tenantId: string; bucket: string; policy: unknown }): BucketRecord {
+  requireActiveTenant(context, args.tenantId);
+  const bucket = requireBucket(context, args.tenantId, args.bucket);
+  if (args.policy === null || args.policy === undefined) delete bucket.policy;
+  else bucket.policy = parseBucketPolicy(args.policy) as NonNullable<BucketRecord['policy']>;
   context.store.put(DB.buckets, tenantChildKey(args.tenantId, args.bucket), bucket);
   return bucket;
 }
