@@ -1,15 +1,25 @@
 // The body arena: every request body byte the gateway holds lives in one SharedArrayBuffer cut
 // into fixed blocks. Its size (`limits.inflight_bytes_max`) bounds the gateway's body memory
-// under any number of uploads: an upload that cannot get a block pauses its socket and waits
-// (FIFO) until a block is released.
+// under any number of uploads.
+//
+// Progress guarantee: an upload first reserves the blocks it needs to complete one chunk of the
+// largest size (`takeMany`, all at once, FIFO). It keeps that reserve for its whole life and may
+// borrow more when blocks are free (`tryTake`), but it never waits for more than its reserve.
+// So every admitted upload can always finish its next chunk and release blocks, and uploads
+// that cannot be admitted wait with their sockets paused: no deadlock, bounded memory.
 
 import assert from 'node:assert';
+
+interface Waiter {
+  readonly count: number;
+  readonly resolve: (blocks: number[]) => void;
+}
 
 export class BodyArena {
   readonly buffer: SharedArrayBuffer;
   readonly bytes: Buffer;
   private readonly free: number[] = [];
-  private readonly waiters: Array<(block: number) => void> = [];
+  private readonly waiters: Waiter[] = [];
 
   constructor(readonly blockBytes: number, readonly blockCount: number) {
     assert(blockBytes > 0 && blockCount > 0);
@@ -22,23 +32,25 @@ export class BodyArena {
     return this.free.length;
   }
 
-  /** A block now, or `undefined` when the arena is exhausted. */
+  /** A block now, or `undefined` when none is free or admissions are waiting. */
   tryTake(): number | undefined {
     return this.waiters.length === 0 ? this.free.pop() : undefined;
   }
 
-  /** A block when one is free; waiters are served in arrival order. */
-  take(): Promise<number> {
-    const block = this.tryTake();
-    if (block !== undefined) return Promise.resolve(block);
-    return new Promise((resolve) => this.waiters.push(resolve));
+  /** `count` blocks at once, when that many are free; requests are served in arrival order. */
+  takeMany(count: number): Promise<number[]> {
+    assert(count > 0 && count <= this.blockCount, 'a reserve larger than the arena can never be met');
+    if (this.waiters.length === 0 && this.free.length >= count) return Promise.resolve(this.free.splice(-count, count));
+    return new Promise((resolve) => this.waiters.push({ count, resolve }));
   }
 
   release(block: number): void {
     assert(block >= 0 && block < this.blockCount);
-    const waiter = this.waiters.shift();
-    if (waiter) waiter(block);
-    else this.free.push(block);
+    this.free.push(block);
+    while (this.waiters.length > 0 && this.free.length >= (this.waiters[0] as Waiter).count) {
+      const waiter = this.waiters.shift() as Waiter;
+      waiter.resolve(this.free.splice(-waiter.count, waiter.count));
+    }
   }
 
   view(block: number, start: number, end: number): Buffer {

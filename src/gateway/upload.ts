@@ -18,8 +18,12 @@ import type { ManifestChunk } from '../engine/ops/objects.js';
 import { createMultiHasher, type ChecksumAlg } from '../engine/checksums.js';
 import { BadRequest, fromWire } from '../util/errors.js';
 
-/** One upload's share of the arena: room for the largest chunk (4 MiB) several times over. */
+/** The most blocks one upload holds: room for the largest chunk several times over. */
 const BLOCKS_PER_UPLOAD_MAX = 24;
+/** Blocks that hold a chunk of the largest size (4 × average) wherever it starts, plus one. */
+function reserveBlocks(chunkAvgBytes: number, blockBytes: number): number {
+  return Math.ceil((4 * chunkAvgBytes) / blockBytes) + 2;
+}
 
 export interface UploadServices {
   readonly arena: BodyArena;
@@ -70,8 +74,12 @@ class BodyReceiver {
   private waitingForBlock = false;
   private paused = false;
   private held = 0;
+  /** Blocks of this upload's reserve that it holds unused (see body-arena.ts). */
+  private readonly spare: number[] = [];
+  private reserve = 1;
   private lastCut = 0;
   private sentToOrdered = 0;
+  private finished = false;
   private finishing = false;
   /** Wakes `nextBlock` when this upload holds fewer blocks than its share. */
   private ownBlockFreed: (() => void) | undefined;
@@ -91,14 +99,18 @@ class BodyReceiver {
     this.single = input.contentLength <= this.blockBytes;
     if (!this.single) this.ordered = services.ordered.begin(input.algs, services.chunkAvgBytes);
     input.exchange.onAbort(() => this.fail(BadRequest('the client went away before the body was complete')));
-    if (input.gate) {
-      this.waitingForBlock = true;
-      input.gate.then(() => this.resumeAfterWait(), (error: unknown) => this.fail(error));
-    }
     if (input.contentLength === 0) {
-      void (input.gate ?? Promise.resolve()).then(() => this.finishEmpty(), () => undefined);
+      void (input.gate ?? Promise.resolve()).then(() => this.finishEmpty(), (error: unknown) => this.fail(error));
       return;
     }
+    // Nothing is read until the upload is admitted: its reserve is in hand and the gate passed.
+    this.reserve = this.single ? 1 : Math.min(services.arena.blockCount, reserveBlocks(services.chunkAvgBytes, this.blockBytes));
+    this.waitingForBlock = true;
+    const admitted = services.arena.takeMany(this.reserve).then((blocks) => {
+      if (this.failed) for (const block of blocks) services.arena.release(block);
+      else this.spare.push(...blocks);
+    });
+    Promise.all([admitted, input.gate]).then(() => this.resumeAfterWait(), (error: unknown) => this.fail(error));
     input.exchange.res.onData((chunk, isLast) => this.onData(chunk, isLast));
   }
 
@@ -128,7 +140,7 @@ class BodyReceiver {
     while (offset < source.length) {
       if (this.blocks.length === 0 || this.used === this.blockBytes) {
         if (this.blocks.length > 0) this.blockFilled(this.blocks.length - 1, this.blockBytes);
-        const block = this.held < BLOCKS_PER_UPLOAD_MAX ? this.services.arena.tryTake() : undefined;
+        const block = this.spare.pop() ?? (this.held < BLOCKS_PER_UPLOAD_MAX ? this.services.arena.tryTake() : undefined);
         if (block === undefined) {
           this.overflow.push(Buffer.from(source.subarray(offset)));
           this.waitForBlock();
@@ -164,7 +176,7 @@ class BodyReceiver {
       }
       this.addBlock(block);
       this.resumeAfterWait();
-    });
+    }, (error: unknown) => this.fail(error));
   }
 
   /** Feeds the parked bytes, then reads from the socket again. */
@@ -190,9 +202,21 @@ class BodyReceiver {
     this.input.exchange.res.pause();
   }
 
+  /** The next block: from the reserve, borrowed from the arena, or the next one this upload frees. */
   private async nextBlock(): Promise<number> {
-    if (this.held >= BLOCKS_PER_UPLOAD_MAX) await new Promise<void>((resolve) => (this.ownBlockFreed = resolve));
-    return this.services.arena.take();
+    for (;;) {
+      const block = this.spare.pop() ?? (this.held < BLOCKS_PER_UPLOAD_MAX ? this.services.arena.tryTake() : undefined);
+      if (block !== undefined) return block;
+      if (this.failed) throw BadRequest('the upload failed');
+      await new Promise<void>((resolve) => (this.ownBlockFreed = resolve));
+    }
+  }
+
+  /** A released block refills the reserve first; beyond it, it goes back to the arena. */
+  private giveBack(block: number): void {
+    this.held -= 1;
+    if (!this.failed && !this.finished && this.held + this.spare.length < this.reserve) this.spare.push(block);
+    else this.services.arena.release(block);
   }
 
   private afterCopy(): void {
@@ -280,6 +304,7 @@ class BodyReceiver {
         return chunk;
       });
       const objectChecksums = this.single && results[0]?.checksums ? { ...results[0].checksums } : checksums;
+      this.finished = true;
       this.releaseAll();
       this.resolve({ chunks, checksums: objectChecksums, compressed: results.some((r) => r.compressed), etag: etagOf(chunks, this.received) });
     } catch (error) {
@@ -295,14 +320,13 @@ class BodyReceiver {
       if (this.lastCut < (index + 1) * this.blockBytes && !this.single) continue;
       if (this.single && this.stored.length === 0) continue;
       this.blocks[index] = -1;
-      this.held -= 1;
-      this.services.arena.release(block);
+      this.giveBack(block);
     }
     this.wakeOwnWaiter();
   }
 
   private wakeOwnWaiter(): void {
-    if (this.ownBlockFreed && (this.held < BLOCKS_PER_UPLOAD_MAX || this.failed)) {
+    if (this.ownBlockFreed) {
       const wake = this.ownBlockFreed;
       this.ownBlockFreed = undefined;
       wake();
@@ -314,11 +338,15 @@ class BodyReceiver {
       const block = this.blocks[index] as number;
       if (block >= 0 && (this.blockTasks[index] ?? 0) === 0) {
         this.blocks[index] = -1;
-        this.held -= 1;
-        this.services.arena.release(block);
+        this.giveBack(block);
       }
     }
+    if (this.failed || this.finished) this.returnSpare();
     this.wakeOwnWaiter();
+  }
+
+  private returnSpare(): void {
+    for (const block of this.spare.splice(0)) this.services.arena.release(block);
   }
 
   private fail(error: unknown): void {
