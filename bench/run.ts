@@ -1,0 +1,317 @@
+// `npm run bench` (node dist/bench/run.js): measures this machine's limits, then Lightwell
+// through its public port, and writes results.md, results.json and chart.svg to --out
+// (default docs/benchmarks, relative to the current directory).
+//
+// Without --endpoint it starts Lightwell (dist/bin/lightwell.js beside this file) on a fresh
+// temp data directory; with --endpoint it drives a running service. --quick shrinks every
+// scenario so the whole run takes well under a minute: it is CI's smoke test, and it, like the
+// full run, fails (exit 1) only when a scenario does not complete with correct bytes or a limit
+// cannot be measured. Speed is never asserted. Exit 2 is a usage error.
+//
+// `runBench(argv)` is exported so that `lightwell bench` can call it.
+
+import { realpathSync, statfsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import { BenchError, errorMessage } from './bench-error.js';
+import { makeTemplate, SeedAllocator } from './data.js';
+import { deriveLimits, LIMIT_BUDGETS, type Limit, measureLimits } from './limits.js';
+import { machineInfo, type MachineInfo } from './machine.js';
+import { TreeMonitor } from './proc-stats.js';
+import { formatBytes, Progress, type ProgressStream } from './progress.js';
+import {
+  type BenchReport, renderMarkdown, type ScenarioReport, scenarioReport, writeReports,
+} from './report.js';
+import {
+  emptyMeasured, type Profile, runScenarioSafely, type Scenario, type ScenarioContext,
+  SCENARIO_SIZES, SCENARIOS, writtenBytesEstimate,
+} from './scenarios.js';
+import { openService, type Service, type ServiceOptions } from './service.js';
+
+const USAGE = `Usage: npm run bench -- [options]     (node dist/bench/run.js [options])
+
+  --quick                 small sizes, under a minute (CI smoke test)
+  --only NAME,NAME        run only these scenarios (see --list)
+  --list                  print the scenario names and exit
+  --out DIR               where results go (default docs/benchmarks)
+  --skip-limits           do not measure the machine's limits (no ratios)
+  --limits-only           measure the machine's limits, run no scenario
+
+  Lightwell started by the benchmark (default):
+  --lightwell-bin PATH    the lightwell CLI (default: ../bin/lightwell.js beside this file)
+  --data-parent DIR       where the temp data directory goes (default: the OS temp dir);
+                          use the disk production data would live on
+  --keep-data             keep the data directory and serve.log afterwards
+  --log-level LEVEL       the service's log level (LIGHTWELL_LOG_LEVEL)
+
+  A running Lightwell:
+  --endpoint URL          public listener, e.g. http://10.0.0.5:9000
+  --token TOKEN           a bearer token (lwtk_…), or:
+  --access-key ID --secret-key SECRET    an access key to mint tokens with, or:
+  --admin-url URL --admin-token TOKEN    admin API to create tenant "bench" and a key
+  --server-pid PID        the serve process, if local: enables server CPU and RSS columns
+  --insecure              accept any TLS certificate (https endpoints)
+`;
+
+export interface RunOptions {
+  readonly profile: Profile;
+  readonly only: readonly string[] | null;
+  readonly out: string;
+  readonly skipLimits: boolean;
+  readonly limitsOnly: boolean;
+  readonly service: ServiceOptions;
+}
+
+const ARG_OPTIONS = {
+  quick: { type: 'boolean' }, profile: { type: 'string' }, only: { type: 'string' },
+  list: { type: 'boolean' }, out: { type: 'string' }, 'skip-limits': { type: 'boolean' },
+  'limits-only': { type: 'boolean' }, 'lightwell-bin': { type: 'string' },
+  'data-parent': { type: 'string' }, 'keep-data': { type: 'boolean' },
+  'log-level': { type: 'string' }, endpoint: { type: 'string' }, token: { type: 'string' },
+  'access-key': { type: 'string' }, 'secret-key': { type: 'string' },
+  'admin-url': { type: 'string' }, 'admin-token': { type: 'string' },
+  'server-pid': { type: 'string' }, insecure: { type: 'boolean' }, help: { type: 'boolean' },
+} as const;
+
+/** Parses argv; null means help or --list was printed. Throws BenchError on a usage error. */
+export function parseRunOptions(
+  argv: readonly string[], print: (text: string) => void,
+): RunOptions | null {
+  const { values } = parseArgs({
+    args: [...argv], options: ARG_OPTIONS, strict: true, allowPositionals: false,
+  });
+  if (values.help === true) {
+    print(USAGE);
+    return null;
+  }
+  if (values.list === true) {
+    print(SCENARIOS.map((s) => `${s.name.padEnd(20)} ${s.title}`).join('\n') + '\n');
+    return null;
+  }
+  const profile = (values.profile ?? (values.quick === true ? 'quick' : 'full')) as Profile;
+  if (!(profile in SCENARIO_SIZES)) throw new BenchError('--profile must be full, quick or test');
+  const only = values.only?.split(',').map((s) => s.trim()).filter((s) => s !== '') ?? null;
+  const unknown = (only ?? []).filter((name) => !SCENARIOS.some((s) => s.name === name));
+  if (unknown.length > 0) {
+    throw new BenchError(`unknown scenario ${unknown.join(', ')}; --list shows them`);
+  }
+  const pid = values['server-pid'] === undefined ? undefined : Number(values['server-pid']);
+  if (pid !== undefined && !Number.isSafeInteger(pid)) {
+    throw new BenchError('--server-pid must be a number');
+  }
+  return {
+    profile, only, out: resolve(values.out ?? 'docs/benchmarks'),
+    skipLimits: values['skip-limits'] === true, limitsOnly: values['limits-only'] === true,
+    service: {
+      endpoint: values.endpoint, token: values.token, accessKey: values['access-key'],
+      secretKey: values['secret-key'], adminUrl: values['admin-url'],
+      adminToken: values['admin-token'], serverPid: pid, lightwellBin: values['lightwell-bin'],
+      dataParent: values['data-parent'], keepData: values['keep-data'] === true,
+      logLevel: values['log-level'], insecure: values.insecure === true,
+    },
+  };
+}
+
+/** Where a run writes: results to `out`, progress and errors to `err`. */
+export interface RunOutput {
+  out(text: string): void;
+  readonly err: ProgressStream;
+}
+
+const processOutput: RunOutput = {
+  out: (text) => process.stdout.write(text),
+  err: process.stderr,
+};
+
+/** The whole run; resolves with the exit code. */
+export async function runBench(
+  argv: readonly string[], output: RunOutput = processOutput,
+): Promise<number> {
+  let options: RunOptions | null;
+  try {
+    options = parseRunOptions(argv, (text) => output.out(text));
+  } catch (error) {
+    output.err.write(`${errorMessage(error)}\n\n${USAGE}`);
+    return 2;
+  }
+  return options === null ? 0 : execute(options, output);
+}
+
+async function execute(options: RunOptions, output: RunOutput): Promise<number> {
+  const progress = new Progress(output.err);
+  const dataParent = options.service.dataParent ?? tmpdir();
+  const machine = machineInfo(dataParent);
+  const scenarios = SCENARIOS.filter((s) => options.only?.includes(s.name) ?? true);
+  const measured = options.skipLimits
+    ? { limits: [], failures: [] }
+    : await measureAllLimits(options, progress, dataParent, machine);
+  if (!options.limitsOnly && options.service.endpoint === undefined) {
+    warnAboutDataDisk(options, machine, progress);
+  }
+  const scenarioReports = options.limitsOnly
+    ? []
+    : await runScenarios(options, scenarios, measured.limits, progress);
+  const report: BenchReport = {
+    formatVersion: 1, generatedAt: new Date().toISOString(), machine,
+    settings: settingsOf(options, scenarios), sizes: { ...SCENARIO_SIZES[options.profile] },
+    limits: measured.limits, limitFailures: measured.failures, scenarios: scenarioReports,
+    ok: measured.failures.length === 0 && scenarioReports.every((s) => s.status !== 'failed'),
+  };
+  const files = writeReports(options.out, report);
+  output.out(`${renderMarkdown(report)}\nWrote ${files.join(', ')}\n`);
+  if (!report.ok) output.err.write('benchmark FAILED: see the Failures section above\n');
+  return report.ok ? 0 : 1;
+}
+
+interface MeasuredLimits {
+  readonly limits: Limit[];
+  readonly failures: string[];
+}
+
+async function measureAllLimits(
+  options: RunOptions, progress: Progress, dataParent: string, machine: MachineInfo,
+): Promise<MeasuredLimits> {
+  progress.note(`measuring this machine's limits (${options.profile} budget)`);
+  const result = await measureLimits({
+    budget: LIMIT_BUDGETS[options.profile], tmpParent: dataParent,
+    onLimit: (limit, index, total) => {
+      const value = limit.value.toFixed(limit.value >= 100 ? 0 : 2);
+      progress.note(`  [${index + 1}/${total}] ${limit.name}: ${value} ${limit.unit}`);
+    },
+  });
+  for (const failure of result.failures) progress.note(`  limit failed: ${failure}`);
+  const derived = deriveLimits(result.limits, machine.cores);
+  return { limits: [...result.limits, ...derived], failures: result.failures };
+}
+
+/** A tmpfs makes fdatasync free and fills RAM; a small disk fails scenarios midway. */
+function warnAboutDataDisk(options: RunOptions, machine: MachineInfo, progress: Progress): void {
+  const { path, type } = machine.filesystem;
+  if (type === 'tmpfs' || type === 'ramfs') {
+    progress.note(`warning: ${path} is on ${type}: writes are not durable and use RAM; ` +
+      'pass --data-parent DIR on the disk that production data would use');
+  }
+  const needed = writtenBytesEstimate(SCENARIO_SIZES[options.profile]);
+  try {
+    const stats = statfsSync(path);
+    const free = stats.bavail * stats.bsize;
+    if (free < needed * 1.2) {
+      progress.note(`warning: ${formatBytes(free)} free in ${path}, a full pass may write up to ` +
+        `${formatBytes(needed)}; pass --data-parent DIR or --only`);
+    }
+  } catch {
+    // No statfs here: nothing to check.
+  }
+}
+
+type Settings = Record<string, string | number | boolean | null>;
+
+function settingsOf(options: RunOptions, scenarios: readonly Scenario[]): Settings {
+  const settings: Settings = {
+    profile: options.profile,
+    mode: options.service.endpoint === undefined ? 'started' : 'endpoint',
+    endpoint: options.service.endpoint ?? null,
+    scenarios: scenarios.length === SCENARIOS.length
+      ? 'all'
+      : scenarios.map((s) => s.name).join(' '),
+    logLevel: options.service.logLevel ?? 'default',
+  };
+  for (const [name, value] of Object.entries(process.env)) {
+    if (!name.startsWith('LIGHTWELL_') || /SECRET|TOKEN|PASSWORD/.test(name)) continue;
+    settings[name] = value ?? '';
+  }
+  return settings;
+}
+
+async function runScenarios(
+  options: RunOptions, scenarios: readonly Scenario[], limits: readonly Limit[], progress: Progress,
+): Promise<ScenarioReport[]> {
+  let service: Service;
+  try {
+    const endpoint = options.service.endpoint;
+    progress.note(endpoint === undefined ? 'starting Lightwell' : `connecting to ${endpoint}`);
+    service = await openService(options.service);
+  } catch (error) {
+    const reason = `service unavailable: ${errorMessage(error)}`;
+    progress.note(reason);
+    return scenarios.map((s) => scenarioReport(s, emptyMeasured({ failures: [reason] }), []));
+  }
+  const removeHandlers = installSignalHandlers(service, progress);
+  try {
+    const context = scenarioContext(options, service, progress);
+    const reports: ScenarioReport[] = [];
+    for (const scenario of scenarios) {
+      const report = scenarioReport(scenario, await runScenarioSafely(scenario, context), limits);
+      progress.note(summaryLine(report));
+      reports.push(report);
+    }
+    return reports;
+  } finally {
+    removeHandlers();
+    await service.stop();
+  }
+}
+
+function scenarioContext(
+  options: RunOptions, service: Service, progress: Progress,
+): ScenarioContext {
+  const runId = `${Date.now().toString(36)}${Math.floor(Math.random() * 1296).toString(36)}`;
+  return {
+    service, sizes: SCENARIO_SIZES[options.profile],
+    monitor: service.pid === null ? null : new TreeMonitor(service.pid),
+    templates: { random: makeTemplate('random'), text: makeTemplate('text') },
+    seeds: new SeedAllocator(), runId, datasets: new Map(), progress,
+    scratch: Buffer.allocUnsafe(1024 * 1024), buckets: new Set(),
+  };
+}
+
+function summaryLine(report: ScenarioReport): string {
+  if (report.status === 'skipped') return `${report.name}: skipped (${report.reason ?? ''})`;
+  if (report.status === 'failed') return `${report.name}: FAILED: ${report.failures.join('; ')}`;
+  const primary = report.ratios[0];
+  const ratio = primary ? `, ${primary.value.toFixed(2)} of ${primary.limit}` : '';
+  const { value, unit } = report.throughput;
+  return `${report.name}: ${value.toFixed(value >= 100 ? 0 : 1)} ${unit}, ` +
+    `p50 ${report.latencyMsP50.toFixed(1)} ms, p99 ${report.latencyMsP99.toFixed(1)} ms${ratio}`;
+}
+
+/** On SIGINT/SIGTERM: stop the service we started, then die of the same signal. */
+function installSignalHandlers(service: Service, progress: Progress): () => void {
+  const handler = (signal: NodeJS.Signals): void => {
+    remove();
+    service.kill();
+    const dataDir = service.dataDir;
+    const kept = dataDir === null ? '' : `; its data is kept in ${dirname(dataDir)}`;
+    progress.note(`\n${signal}: stopped the benchmark${kept}`);
+    process.kill(process.pid, signal);
+  };
+  const remove = (): void => {
+    process.off('SIGINT', handler);
+    process.off('SIGTERM', handler);
+  };
+  process.on('SIGINT', handler);
+  process.on('SIGTERM', handler);
+  return remove;
+}
+
+function isMain(): boolean {
+  const script = process.argv[1];
+  if (script === undefined) return false;
+  try {
+    return import.meta.url === pathToFileURL(realpathSync(script)).href;
+  } catch {
+    return false;
+  }
+}
+
+if (isMain()) {
+  runBench(process.argv.slice(2)).then((code) => {
+    process.exitCode = code;
+  }, (error: unknown) => {
+    const text = error instanceof Error ? error.stack ?? error.message : String(error);
+    process.stderr.write(`${text}\n`);
+    process.exitCode = 1;
+  });
+}

@@ -1,0 +1,172 @@
+// Goal: the whole benchmark run works end to end against a service built to the contract:
+// starting it, provisioning a key, every scenario with verified bytes, the three result files,
+// ratios to limits, server CPU and RSS; a wrong byte, a wrong listing or a missing service makes
+// it fail (exit 1), a missing multipart route only skips, bad flags exit 2.
+// Method: runBench in-process with the `test` profile (tiny sizes and limit budgets) against the
+// fake Lightwell of fixtures/, started by the harness or already running (--endpoint).
+
+import t from 'tap';
+import assert from 'node:assert/strict';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { runBench } from '../../bench/run.js';
+import type { BenchReport } from '../../bench/report.js';
+import { SCENARIOS } from '../../bench/scenarios.js';
+import { freePort } from '../../bench/service.js';
+
+const fake = fileURLToPath(new URL('./fixtures/fake-lightwell.js', import.meta.url));
+
+const tempDirs: string[] = [];
+t.teardown(() => {
+  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
+});
+
+function tempDir(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  tempDirs.push(dir);
+  return dir;
+}
+
+interface BenchRun {
+  readonly code: number;
+  readonly out: string;
+  readonly err: string;
+  readonly report: BenchReport | null;
+  readonly dir: string;
+}
+
+function readReport(dir: string): BenchReport | null {
+  try {
+    return JSON.parse(readFileSync(join(dir, 'results.json'), 'utf8')) as BenchReport;
+  } catch {
+    return null;
+  }
+}
+
+/** runBench with the test profile, output captured, `env` set for the service it starts. */
+async function bench(args: string[], env: Record<string, string> = {}): Promise<BenchRun> {
+  const dir = tempDir('lw-bench-test-');
+  let out = '';
+  let err = '';
+  const saved = { ...process.env };
+  Object.assign(process.env, env);
+  try {
+    const code = await runBench(['--profile', 'test', '--out', dir, ...args], {
+      out: (text) => {
+        out += text;
+      },
+      err: {
+        write: (text: string) => {
+          err += text;
+        },
+      },
+    });
+    return { code, out, err, report: readReport(dir), dir };
+  } finally {
+    for (const name of Object.keys(env)) delete process.env[name];
+    Object.assign(process.env, saved);
+  }
+}
+
+function firstFailure(run: BenchRun): string {
+  return run.report?.scenarios[0]?.failures[0] ?? '';
+}
+
+t.test('all scenarios and limits against a started fake service', async (t) => {
+  const run = await bench(['--lightwell-bin', fake]);
+  t.equal(run.code, 0, run.err.split('\n').filter((l) => /FAIL/.test(l)).join('\n'));
+  const report = run.report;
+  assert.ok(report !== null, 'results.json written');
+  t.equal(report.scenarios.length, SCENARIOS.length);
+  for (const scenario of report.scenarios) {
+    const bound = SCENARIOS.find((s) => s.name === scenario.name)?.bounds[0];
+    t.equal(scenario.status, 'ok', scenario.name);
+    t.ok(scenario.throughput.value > 0, `${scenario.name} throughput`);
+    t.ok(scenario.ratios.length > 0, `${scenario.name} has a ratio to ${bound}`);
+    t.ok((scenario.serverPeakRssBytes ?? 0) > 0, `${scenario.name} server RSS`);
+  }
+  t.ok(report.limits.some((l) => l.name === 'ideal-put-random'), 'derived limits');
+  t.equal(report.limits.length, 12);
+  const md = readFileSync(join(run.dir, 'results.md'), 'utf8');
+  const svg = readFileSync(join(run.dir, 'chart.svg'), 'utf8');
+  for (const scenario of SCENARIOS) {
+    t.match(md, `| ${scenario.name} | ok |`);
+    t.match(svg, `>${scenario.name}</text>`);
+  }
+  t.match(md, /Machine: .+ cores/);
+  t.match(run.err, /list-1m-keys: \d+ keys\/s/, 'progress lines on stderr');
+});
+
+t.test('a corrupted GET, a wrong listing or no multipart', async (t) => {
+  const only = (name: string): string[] =>
+    ['--lightwell-bin', fake, '--skip-limits', '--only', name];
+  const corrupt = await bench(only('get-4k-c64'), { FAKE_CORRUPT_GET: '1' });
+  t.equal(corrupt.code, 1);
+  t.match(firstFailure(corrupt), /CRC32/);
+  const list = await bench(only('list-1m-keys'), { FAKE_BAD_LIST: '1' });
+  t.equal(list.code, 1);
+  t.match(firstFailure(list), /key #5 is o\/00000006, expected o\/00000005/);
+  const multipart = await bench(only('multipart-1g-16p'), { FAKE_NO_MULTIPART: '1' });
+  t.equal(multipart.code, 0);
+  t.equal(multipart.report?.scenarios[0]?.status, 'skipped');
+});
+
+/** Starts the fake as an already running service; resolves when both listeners are ready. */
+async function runningFake(t: { teardown(fn: () => void): void }): Promise<{
+  publicUrl: string; adminUrl: string; token: string; pid: number;
+}> {
+  const dataDir = tempDir('lw-bench-fake-');
+  const [publicPort, adminPort] = [await freePort(), await freePort()];
+  const child = spawn(process.execPath, [fake, 'serve', '--data-dir', dataDir,
+    '--public-listen', `127.0.0.1:${publicPort}`, '--admin-listen', `127.0.0.1:${adminPort}`,
+  ], { stdio: ['ignore', 'pipe', 'inherit'] });
+  t.teardown(() => child.kill());
+  await new Promise<void>((resolve) => {
+    let seen = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      seen += chunk.toString();
+      const ready = seen.includes('admin listener ready') && seen.includes('public listener ready');
+      if (ready) resolve();
+    });
+  });
+  const args = [fake, 'admin-token', 'create', '--data-dir', dataDir, '--role', 'owner'];
+  const created = execFileSync(process.execPath, args, { encoding: 'utf8' });
+  assert.ok(child.pid !== undefined);
+  return {
+    publicUrl: `http://127.0.0.1:${publicPort}`, adminUrl: `http://127.0.0.1:${adminPort}`,
+    token: created.trim().split('\n').pop() ?? '', pid: child.pid,
+  };
+}
+
+t.test('a running service through --endpoint and the admin API', async (t) => {
+  const service = await runningFake(t);
+  const run = await bench([
+    '--endpoint', service.publicUrl, '--admin-url', service.adminUrl,
+    '--admin-token', service.token, '--server-pid', String(service.pid), '--skip-limits',
+    '--only', 'put-4k-c64,get-4k-c64',
+  ]);
+  t.equal(run.code, 0, run.err);
+  t.equal(run.report?.settings['mode'], 'endpoint');
+  t.ok((run.report?.scenarios[1]?.serverPeakRssBytes ?? 0) > 0, 'sampled through --server-pid');
+  const noCredentials = await bench([
+    '--endpoint', service.publicUrl, '--skip-limits', '--only', 'put-4k-c64',
+  ]);
+  t.equal(noCredentials.code, 1);
+  t.match(firstFailure(noCredentials), /needs --token/);
+});
+
+t.test('usage errors, --list, and a service that is not built', async (t) => {
+  t.equal((await bench(['--only', 'nope'])).code, 2);
+  t.equal((await bench(['--bogus'])).code, 2);
+  const list = await bench(['--list']);
+  t.equal(list.code, 0);
+  t.match(list.out, /put-64m-x1-random/);
+  const missing = await bench([
+    '--lightwell-bin', '/nonexistent/lightwell.js', '--skip-limits', '--only', 'put-4k-c64',
+  ]);
+  t.equal(missing.code, 1);
+  t.match(firstFailure(missing), /build Lightwell first/);
+});
