@@ -1,5 +1,7 @@
 // The admin process: the admin listener (/admin/api/v1). Slower and separate by design: it reads
-// the index read-only and sends every mutation through the engine.
+// the index read-only and sends every mutation through the engine, so it cannot bypass a gate of
+// the data plane, and its heavy scans (delete plans, per-bucket usage) never run on the engine's
+// writer. Routes: routes.ts; the operator guide: docs/admin-api.md.
 
 import { IndexStore } from '../engine/index/store.js';
 import { EngineClient } from '../engine/protocol.js';
@@ -9,6 +11,8 @@ import { listen, type Handler } from '../http/server.js';
 import { openApiDocument } from '../http/openapi.js';
 import { adminRoutes } from './routes.js';
 import { AuditSink } from '../http/audit.js';
+import { AdminAuth } from './auth.js';
+import type { NodeRecord } from '../engine/index/schema.js';
 import { componentLogger } from '../util/log.js';
 import type { Settings } from '../util/config.js';
 
@@ -21,13 +25,17 @@ export async function startAdmin(options: { dataDir: string; settings: Settings 
   const engine = new EngineClient(paths.socket, 30_000);
   await engine.call('ping', {});
   const store = IndexStore.open({ path: paths.index, readOnly: true });
-  const routes: Route<Handler>[] = adminRoutes({ store, engine, settings });
-  const text = JSON.stringify(openApiDocument({
+  const node = await engine.call<NodeRecord>('nodeIdentity', {});
+  const address = settings.listen('admin_listen');
+  const auth = new AdminAuth(store, settings.rate('admin.rate_limit'));
+  const hostPort = `${address.host.includes(':') ? `[${address.host}]` : address.host}:${address.port}`;
+  const routes: Route<Handler>[] = adminRoutes({ store, engine, settings, auth, node, address: hostPort });
+  let text = '';
+  routes.push({ method: 'GET', path: '/openapi.json', operationId: 'getOpenApi', doc: { summary: 'This OpenAPI document', auth: 'none', responses: { 200: { description: 'OpenAPI 3', schema: { type: 'object' } } } }, handler: (exchange) => exchange.send(200, { 'Content-Type': 'application/json' }, text) });
+  text = JSON.stringify(openApiDocument({
     title: 'Lightwell admin API', version: RELEASE, prefix: ADMIN_PREFIX, routes,
     securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'lwadm_ admin token' } },
   }));
-  routes.push({ method: 'GET', path: '/openapi.json', operationId: 'getOpenApi', doc: { summary: 'This OpenAPI document', auth: 'none', responses: { 200: { description: 'OpenAPI 3' } } }, handler: (exchange) => exchange.send(200, { 'Content-Type': 'application/json' }, text) });
-  const address = settings.listen('admin_listen');
   const tls = settings.string('tls.cert_file') !== '' && settings.string('tls.key_file') !== '';
   const audit = new AuditSink(engine, componentLogger('admin.audit'));
   const listener = await listen(

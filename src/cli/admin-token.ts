@@ -1,6 +1,13 @@
 // `lightwell admin-token create|list|revoke`: admin tokens are minted only offline, by whoever
 // can write the data directory. When the engine runs, the change goes through it (the single
 // writer); otherwise this command takes the engine lock and writes the index itself.
+//
+// Output (DECISIONS.md): `create` prints the token alone on the last line of stdout, or with
+// `--json` one object `{token, tokenId, role, tenant, expiresAt}` (tenant and expiresAt null when
+// absent). `list --json` prints `{tokens: [{tokenId, role, tenant, name, state, createdAt,
+// expiresAt, revokedAt}]}` with RFC 3339 times and state active|revoked|expired; never a hash.
+// A token is valid only until `--expires` (a duration such as 30d, or an RFC 3339 time) and
+// only for `--tenant` when given; the admin API answers 401 once it is revoked or expired.
 
 import { dataDirPaths, prepareDataDir, engineLockOwner, acquireEngineLock, type DataDirPaths } from '../engine/data-dir.js';
 import { EngineClient } from '../engine/protocol.js';
@@ -25,8 +32,8 @@ export async function adminToken(argv: readonly string[]): Promise<void> {
     const [action, id] = args.positional;
     if (action === 'create') await create(paths, args.options, args.flags.has('json'));
     else if (action === 'list') await list(paths, args.flags.has('json'));
-    else if (action === 'revoke' && id) await revoke(paths, id);
-    else throw BadRequest('usage: lightwell admin-token create --role viewer|operator|owner [--tenant ID] [--expires 30d|RFC3339] [--name TEXT] [--json] | list [--json] | revoke ID');
+    else if (action === 'revoke' && id) await revoke(paths, id, args.flags.has('json'));
+    else throw BadRequest('usage: lightwell admin-token create --role viewer|operator|owner [--tenant ID] [--expires 30d|RFC3339] [--name TEXT] [--json] | list [--json] | revoke ID [--json]');
   } catch (error) {
     process.stderr.write(`lightwell admin-token: ${isLightwellError(error) ? error.message : String(error)}\n`);
     process.exitCode = 1;
@@ -55,31 +62,67 @@ async function create(paths: DataDirPaths, options: Map<string, string>, json: b
 }
 
 async function list(paths: DataDirPaths, json: boolean): Promise<void> {
-  const tokens = await withIndex(paths, async () => readTokens(paths, true), () => readTokens(paths, false));
+  const tokens = (await withIndex(paths, async () => readTokensReadOnly(paths), (context) => readTokens(context.store))).map(tokenJson);
   if (json) {
     process.stdout.write(`${JSON.stringify({ tokens })}\n`);
     return;
   }
+  process.stdout.write('TOKEN ID\tROLE\tTENANT\tSTATE\tEXPIRES\tNAME\n');
   for (const token of tokens) {
-    process.stdout.write(`${token.tokenId}\t${token.role}\t${token.tenant ?? '*'}\t${token.revokedAt ? 'revoked' : 'active'}\t${token.name ?? ''}\n`);
+    process.stdout.write(`${token.tokenId}\t${token.role}\t${token.tenant ?? '*'}\t${token.state}\t${token.expiresAt ?? 'never'}\t${token.name ?? ''}\n`);
   }
 }
 
-function readTokens(paths: DataDirPaths, readOnly: boolean): Array<Omit<AdminTokenRecord, 'hash'>> {
-  const store = IndexStore.open({ path: paths.index, readOnly });
+const isoOrNull = (ms: number | undefined): string | null => (ms === undefined ? null : new Date(ms).toISOString());
+
+interface TokenView {
+  tokenId: string;
+  role: AdminRole;
+  tenant: string | null;
+  name: string | null;
+  state: 'active' | 'revoked' | 'expired';
+  createdAt: string | null;
+  expiresAt: string | null;
+  revokedAt: string | null;
+}
+
+function tokenJson(token: Omit<AdminTokenRecord, 'hash'>): TokenView {
+  const expired = token.expiresAt !== undefined && token.expiresAt <= Date.now();
+  return {
+    tokenId: token.tokenId,
+    role: token.role,
+    tenant: token.tenant ?? null,
+    name: token.name ?? null,
+    state: token.revokedAt !== undefined ? 'revoked' : expired ? 'expired' : 'active',
+    createdAt: isoOrNull(token.createdAt),
+    expiresAt: isoOrNull(token.expiresAt),
+    revokedAt: isoOrNull(token.revokedAt),
+  };
+}
+
+/** With the engine running: a read-only view of the index (the engine is its only writer). */
+async function readTokensReadOnly(paths: DataDirPaths): Promise<Array<Omit<AdminTokenRecord, 'hash'>>> {
+  const store = IndexStore.open({ path: paths.index, readOnly: true });
   try {
-    return [...store.range<AdminTokenRecord>(DB.adminTokens, {})].map(({ value }) => {
-      const { hash: _hash, ...rest } = value;
-      return rest;
-    });
+    return readTokens(store);
   } finally {
-    void store.close();
+    await store.close();
   }
 }
 
-async function revoke(paths: DataDirPaths, tokenId: string): Promise<void> {
-  await withIndex(paths, async (engine) => engine.call('revokeAdminToken', { tokenId }), (context) => control.revokeAdminToken(context, { tokenId }));
-  process.stdout.write(`revoked ${tokenId}\n`);
+/** Every token without its hash. Offline this runs on the store `withIndex` opened (one environment per process). */
+function readTokens(store: IndexStore): Array<Omit<AdminTokenRecord, 'hash'>> {
+  return [...store.range<AdminTokenRecord>(DB.adminTokens, {})].map(({ value }) => {
+    const { hash: _hash, ...rest } = value;
+    return rest;
+  });
+}
+
+async function revoke(paths: DataDirPaths, tokenId: string, json: boolean): Promise<void> {
+  const record = await withIndex(paths, async (engine) => engine.call<AdminTokenRecord>('revokeAdminToken', { tokenId }), (context) => control.revokeAdminToken(context, { tokenId }));
+  const { hash: _hash, ...rest } = record;
+  if (json) process.stdout.write(`${JSON.stringify(tokenJson(rest))}\n`);
+  else process.stdout.write(`revoked ${tokenId}\n`);
 }
 
 /** Through the running engine, or directly under the engine lock when none runs. */

@@ -1,0 +1,148 @@
+// Cluster routes on a single node.
+//
+// - Membership: this node is the only member, a voter and the leader. Any valid token may read
+//   it (tenant-scoped ones included).
+// - join, drain, remove, replace (owner, unscoped token): the body is validated as the cluster
+//   implementation will need it (strings, forceLost a boolean, reason required, confirm equal to
+//   the member id: `id`, or `oldId` for replace), and then the answer is 409 `conflict`: a
+//   single node has no consensus membership to change. Dry runs answer the same.
+// - rebalance (owner; a scoped token only for its own tenant): on one node there is no replica
+//   to move, so it runs the engine's checksum-verified scrub of the tenant's (or one bucket's)
+//   chunks and reports what it verified and what it found corrupt. It calls the engine's
+//   read-only `scrubTenantChunks` until done or until REBALANCE_MS_MAX has passed
+//   (`complete: false`). A dry run counts what the scrub would read.
+
+import { hostname } from 'node:os';
+import type { Route } from '../http/router.js';
+import type { Handler } from '../http/server.js';
+import type { Exchange } from '../http/exchange.js';
+import type { ScrubResult, ScrubCursor, CorruptChunk } from '../engine/ops/tenant-scrub.js';
+import { validateTenantId, validateBucketName } from '../security/names.js';
+import { BadRequest, Conflict } from '../util/errors.js';
+import {
+  type AdminServices, type Body, readBody, requiredString, optionalString, optionalBoolean, requiredReason, requireConfirm,
+  isDryRun, dryRunQuery,
+} from './request.js';
+import { membershipSchema, scrubReportSchema, problems, str } from './json.js';
+import { liveTenant } from './tenant-routes.js';
+
+/** The longest a rebalance request scrubs before it answers with `complete: false`. */
+export const REBALANCE_MS_MAX = 60_000;
+const bearer = 'bearer' as const;
+
+interface MembershipChange {
+  readonly name: 'join' | 'drain' | 'remove' | 'replace';
+  readonly operationId: string;
+  readonly summary: string;
+  readonly required: readonly string[];
+  readonly optional: readonly string[];
+  readonly confirmOf: 'id' | 'oldId';
+}
+
+const nodeFields = ['listenAddr', 'secret', 'name', 'softwareVersion', 'zone', 'site'];
+const changes: readonly MembershipChange[] = [
+  { name: 'join', operationId: 'joinConsensus', summary: 'Add a voter to the consensus membership', required: ['id', 'address', 'reason', 'confirm'], optional: nodeFields, confirmOf: 'id' },
+  { name: 'drain', operationId: 'drainConsensus', summary: 'Demote a voter before shutdown (forceLost: mark an unreachable voter lost)', required: ['id', 'reason', 'confirm'], optional: [], confirmOf: 'id' },
+  { name: 'remove', operationId: 'removeConsensus', summary: 'Remove a drained member', required: ['id', 'reason', 'confirm'], optional: [], confirmOf: 'id' },
+  { name: 'replace', operationId: 'replaceConsensus', summary: 'Add a replacement voter, then remove the old member', required: ['oldId', 'id', 'address', 'reason', 'confirm'], optional: nodeFields, confirmOf: 'oldId' },
+];
+
+function changeBodySchema(change: MembershipChange): Record<string, unknown> {
+  const properties: Record<string, unknown> = {};
+  for (const field of [...change.required, ...change.optional]) properties[field] = str;
+  properties['confirm'] = { type: 'string', description: `must equal ${change.confirmOf}` };
+  if (change.name === 'drain' || change.name === 'remove') properties['forceLost'] = { type: 'boolean' };
+  return { type: 'object', required: change.required, properties };
+}
+
+function validateChange(exchange: Exchange, change: MembershipChange, body: Body): void {
+  for (const field of change.required) {
+    if (field === 'reason') requiredReason(exchange, body);
+    else if (field !== 'confirm') requiredString(body, field);
+  }
+  for (const field of change.optional) optionalString(body, field);
+  optionalBoolean(body, 'forceLost');
+  requireConfirm(body, 'confirm', String(body[change.confirmOf]));
+}
+
+export function clusterRoutes(services: AdminServices): Route<Handler>[] {
+  const { auth, node } = services;
+  const membership = {
+    members: [{ id: node.id, name: hostname(), address: services.address, state: 'voter' }],
+    leaderId: node.id,
+  };
+  const routes: Route<Handler>[] = [{
+    method: 'GET', path: '/cluster/consensus/membership', operationId: 'getConsensusMembership',
+    doc: { summary: 'The committed consensus membership (a single node: itself, as voter and leader)', auth: bearer, responses: { 200: { description: 'membership', schema: membershipSchema }, ...problems() } },
+    handler: (exchange) => {
+      auth.authenticate(exchange, 'viewer');
+      exchange.sendJson(200, membership);
+    },
+  }];
+  for (const change of changes) {
+    routes.push({
+      method: 'POST', path: `/cluster/consensus/${change.name}`, operationId: change.operationId,
+      doc: {
+        summary: `${change.summary}. A single node answers 409 conflict (not clustered).`, auth: bearer, query: dryRunQuery,
+        requestBody: { contentType: 'application/json', schema: changeBodySchema(change) },
+        responses: { 200: { description: 'membership change committed (clustered nodes only)', schema: membershipSchema }, ...problems(400, 409) },
+      },
+      handler: async (exchange) => {
+        const caller = auth.authenticate(exchange, 'owner');
+        caller.requireGlobal();
+        const body = await readBody(exchange);
+        validateChange(exchange, change, body);
+        isDryRun(exchange);
+        throw Conflict(`this node is not clustered: it runs as a single node with no consensus membership to ${change.name}; start the service in cluster mode to change membership`);
+      },
+    });
+  }
+  routes.push(rebalanceRoute(services));
+  return routes;
+}
+
+function rebalanceRoute(services: AdminServices): Route<Handler> {
+  return {
+    method: 'POST', path: '/cluster/repair/rebalance', operationId: 'rebalanceRepair',
+    doc: {
+      summary: "Checksum-verified rebalance of a tenant's or bucket's chunks; on a single node, a scrub that reports corrupt chunks", auth: bearer, query: dryRunQuery,
+      requestBody: { contentType: 'application/json', schema: { type: 'object', required: ['tenantId', 'reason', 'confirmTenant'], properties: { tenantId: str, bucketName: str, reason: str, confirmTenant: { type: 'string', description: 'must equal tenantId' }, confirmBucket: { type: 'string', description: 'must equal bucketName when it is given' } } } },
+      responses: { 200: { description: 'completed scrub report (or the dry-run plan)', schema: scrubReportSchema }, ...problems(400, 404) },
+    },
+    handler: async (exchange) => {
+      const caller = services.auth.authenticate(exchange, 'owner');
+      const body = await readBody(exchange);
+      const tenantId = requiredString(body, 'tenantId');
+      validateTenantId(tenantId);
+      caller.requireTenant(tenantId);
+      const bucket = optionalString(body, 'bucketName');
+      if (bucket !== undefined) validateBucketName(bucket);
+      requiredReason(exchange, body);
+      requireConfirm(body, 'confirmTenant', tenantId);
+      if (bucket !== undefined) requireConfirm(body, 'confirmBucket', bucket);
+      else if (body['confirmBucket'] !== undefined) throw BadRequest('confirmBucket is only for a rebalance of one bucket (give bucketName)');
+      const dryRun = isDryRun(exchange);
+      liveTenant(services, tenantId);
+      const report = await runScrub(services, { tenantId, bucket, verify: !dryRun });
+      const target = bucket === undefined ? `tenants/${tenantId}` : `tenants/${tenantId}/buckets/${bucket}`;
+      exchange.sendJson(200, { dryRun, ...(dryRun ? {} : { applied: true }), action: 'rebalanceRepair', target, mode: 'single-node-scrub', ...report, blockers: [] });
+    },
+  };
+}
+
+async function runScrub(services: AdminServices, args: { tenantId: string; bucket: string | undefined; verify: boolean }): Promise<Record<string, unknown>> {
+  const deadline = Date.now() + REBALANCE_MS_MAX;
+  const counts = { buckets: 0, versions: 0, chunkRefs: 0, logicalBytes: 0, chunksVerified: 0, bytesVerified: 0, corruptChunks: 0 };
+  const corrupt: CorruptChunk[] = [];
+  let cursor: ScrubCursor | undefined;
+  do {
+    const request: Record<string, unknown> = { tenantId: args.tenantId, verify: args.verify };
+    if (args.bucket !== undefined) request['bucket'] = args.bucket;
+    if (cursor !== undefined) request['cursor'] = cursor;
+    const step = await services.engine.call<ScrubResult>('scrubTenantChunks', request);
+    for (const field of Object.keys(counts) as Array<keyof typeof counts>) counts[field] += step[field];
+    for (const entry of step.corrupt) if (corrupt.length < 1000) corrupt.push(entry);
+    cursor = step.cursor ?? undefined;
+  } while (cursor !== undefined && Date.now() < deadline);
+  return { complete: cursor === undefined, counts, corrupt };
+}

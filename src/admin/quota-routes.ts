@@ -1,0 +1,97 @@
+// Quotas and usage of a tenant.
+//
+// A quota is `{maxBytes?, maxObjects?}`: maxBytes limits logical bytes (every version's size,
+// noncurrent versions included), maxObjects limits current objects. The engine enforces it in
+// the commit transaction of each write (507 `quota_exceeded`); a quota set below the current
+// usage refuses new growth and removes nothing. PUT replaces the whole quota (an absent field
+// means no limit) and refuses unknown fields, so a misspelt field cannot silently lift a limit.
+//
+// Usage totals come from the engine's exact `usage` record; per-bucket numbers are counted by a
+// scan of the bucket's versions in this process (see plan.ts for the cost).
+
+import type { Route } from '../http/router.js';
+import type { Handler } from '../http/server.js';
+import { quotaOf } from '../engine/ops/quota.js';
+import type { QuotaRecord } from '../engine/index/schema.js';
+import { BadRequest } from '../util/errors.js';
+import { type AdminServices, type Body, readBody, isDryRun, mutate, dryRunAnswer, dryRunQuery } from './request.js';
+import { quotaJson, quotaSchema, usageSchema, dryRunSchema, problems } from './json.js';
+import { liveTenant } from './tenant-routes.js';
+import { usageOf, bucketsOf, bucketUsage } from './plan.js';
+
+const bearer = 'bearer' as const;
+const quotaFields = ['maxBytes', 'maxObjects'] as const;
+
+function limitOf(body: Body, field: string): number | undefined {
+  const value = body[field];
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) throw BadRequest(`${field} must be a whole number of at least 0, or null for no limit`);
+  return value;
+}
+
+export function quotaRoutes(services: AdminServices): Route<Handler>[] {
+  const { auth, store } = services;
+  return [
+    {
+      method: 'GET', path: '/tenants/{id}/quota', operationId: 'getTenantQuota',
+      doc: { summary: 'The tenant quota and current usage', auth: bearer, responses: { 200: { description: 'quota', schema: quotaSchema }, ...problems(404) } },
+      handler: (exchange, params) => {
+        auth.authenticate(exchange, 'viewer', params['id']);
+        const tenant = liveTenant(services, params['id'] ?? '');
+        exchange.sendJson(200, quotaJson(tenant.id, quotaOf(store, tenant.id), usageOf(store, tenant.id)));
+      },
+    },
+    {
+      method: 'PUT', path: '/tenants/{id}/quota', operationId: 'setTenantQuota',
+      doc: {
+        summary: 'Set the tenant quota (replaces it; an absent field means no limit)', auth: bearer, query: dryRunQuery,
+        requestBody: { contentType: 'application/json', schema: { type: 'object', additionalProperties: false, properties: { maxBytes: { type: 'integer', minimum: 0, nullable: true }, maxObjects: { type: 'integer', minimum: 0, nullable: true } } } },
+        responses: { 200: { description: 'the quota now in force with usage (or the dry-run answer)', schema: { oneOf: [quotaSchema, dryRunSchema] } }, ...problems(400, 404) },
+      },
+      handler: async (exchange, params) => {
+        auth.authenticate(exchange, 'operator', params['id']);
+        const tenant = liveTenant(services, params['id'] ?? '');
+        const body = await readBody(exchange);
+        const unknown = Object.keys(body).filter((field) => !(quotaFields as readonly string[]).includes(field));
+        if (unknown.length > 0) throw BadRequest(`unknown quota fields: ${unknown.join(', ')} (use maxBytes and maxObjects)`);
+        const dryRun = isDryRun(exchange);
+        const args = { tenantId: tenant.id, maxBytes: limitOf(body, 'maxBytes'), maxObjects: limitOf(body, 'maxObjects'), dryRun };
+        const quota = await mutate<QuotaRecord | null>(services, exchange, 'setTenantQuota', args, 200);
+        const view = quotaJson(tenant.id, quota ?? undefined, usageOf(store, tenant.id));
+        exchange.sendJson(200, dryRun ? dryRunAnswer('setTenantQuota', `tenants/${tenant.id}/quota`, view) : view);
+      },
+    },
+    {
+      method: 'DELETE', path: '/tenants/{id}/quota', operationId: 'deleteTenantQuota',
+      doc: {
+        summary: 'Clear the tenant quota (no limits)', auth: bearer, query: dryRunQuery,
+        responses: { 204: { description: 'cleared' }, 200: { description: 'dry run', schema: dryRunSchema }, ...problems(404) },
+      },
+      handler: async (exchange, params) => {
+        auth.authenticate(exchange, 'operator', params['id']);
+        const tenant = liveTenant(services, params['id'] ?? '');
+        const dryRun = isDryRun(exchange);
+        const result = await mutate<{ cleared: boolean }>(services, exchange, 'clearTenantQuota', { tenantId: tenant.id, dryRun }, dryRun ? 200 : 204);
+        if (!dryRun) {
+          exchange.send(204, {});
+          return;
+        }
+        const view = { ...quotaJson(tenant.id, undefined, usageOf(store, tenant.id)), cleared: result.cleared };
+        exchange.sendJson(200, dryRunAnswer('deleteTenantQuota', `tenants/${tenant.id}/quota`, view));
+      },
+    },
+    {
+      method: 'GET', path: '/tenants/{id}/usage', operationId: 'getTenantUsage',
+      doc: { summary: 'Storage usage: logical and physical bytes, objects, versions, delete markers, per bucket', auth: bearer, responses: { 200: { description: 'usage', schema: usageSchema }, ...problems(404) } },
+      handler: async (exchange, params) => {
+        auth.authenticate(exchange, 'viewer', params['id']);
+        const tenant = liveTenant(services, params['id'] ?? '');
+        const usage = usageOf(store, tenant.id);
+        const buckets = [];
+        for (const bucket of bucketsOf(store, tenant.id)) buckets.push(await bucketUsage(store, bucket));
+        const { logicalBytes, physicalBytes, objects, versions, deleteMarkers } = usage;
+        exchange.sendJson(200, { tenantId: tenant.id, logicalBytes, physicalBytes, objects, versions, deleteMarkers, buckets });
+      },
+    },
+  ];
+}

@@ -1,0 +1,92 @@
+// What every admin handler shares: the services, body and field parsing with clear 400s, the
+// `?dryRun=true` switch, and `mutate`, which sends a command to the engine together with the
+// request's audit row so that the row commits in the same transaction as the change.
+
+import type { Exchange } from '../http/exchange.js';
+import { auditRowOf } from '../http/audit.js';
+import type { IndexStore } from '../engine/index/store.js';
+import type { EngineClient } from '../engine/protocol.js';
+import type { NodeRecord } from '../engine/index/schema.js';
+import type { Settings } from '../util/config.js';
+import { BadRequest } from '../util/errors.js';
+import type { AdminAuth } from './auth.js';
+
+export interface AdminServices {
+  readonly store: IndexStore;
+  readonly engine: EngineClient;
+  readonly settings: Settings;
+  readonly auth: AdminAuth;
+  readonly node: NodeRecord;
+  /** HOST:PORT of the admin listener, reported as this node's address. */
+  readonly address: string;
+}
+
+/** Longest free-text field accepted (names, external references). */
+export const TEXT_CHARS_MAX = 1024;
+
+export type Body = Record<string, unknown>;
+
+/** The JSON object body; an empty body is `{}`. */
+export async function readBody(exchange: Exchange): Promise<Body> {
+  const value = await exchange.readJson();
+  if (value === undefined) return {};
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw BadRequest('the body must be a JSON object');
+  return value as Body;
+}
+
+export function optionalString(body: Body, field: string): string | undefined {
+  const value = body[field];
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'string' || value.length > TEXT_CHARS_MAX) throw BadRequest(`${field} must be a string of at most ${TEXT_CHARS_MAX} characters`);
+  return value;
+}
+
+export function requiredString(body: Body, field: string, hint = ''): string {
+  const value = optionalString(body, field);
+  if (value === undefined || value.trim().length === 0) throw BadRequest(`${field} is required${hint}`);
+  return value;
+}
+
+export function optionalBoolean(body: Body, field: string): boolean | undefined {
+  const value = body[field];
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'boolean') throw BadRequest(`${field} must be true or false`);
+  return value;
+}
+
+/** `reason` (required on disable, delete, revoke and the cluster operations); noted for audit. */
+export function requiredReason(exchange: Exchange, body: Body): string {
+  const reason = requiredString(body, 'reason', ' (say why, for the audit log)');
+  exchange.audit.reason = reason;
+  return reason;
+}
+
+/** `confirm` (or another confirmation field) must repeat `expected` exactly. */
+export function requireConfirm(body: Body, field: string, expected: string): void {
+  const value = body[field];
+  if (value !== expected) throw BadRequest(`${field} must equal ${JSON.stringify(expected)}`);
+}
+
+/** `?dryRun=true` (or `1`); anything else but `false`/`0`/absent is a 400. Marks the audit row. */
+export function isDryRun(exchange: Exchange): boolean {
+  const value = exchange.query.get('dryRun');
+  if (value === null || value === 'false' || value === '0') return false;
+  if (value !== 'true' && value !== '1' && value !== '') throw BadRequest('dryRun must be true or false');
+  exchange.audit.dryRun = true;
+  return true;
+}
+
+/** Sends a mutation with its audit row, which then commits in the same transaction. */
+export async function mutate<T>(services: AdminServices, exchange: Exchange, op: string, args: Record<string, unknown>, status: number): Promise<T> {
+  const clean = Object.fromEntries(Object.entries(args).filter(([, value]) => value !== undefined));
+  const result = await services.engine.call<T>(op, { ...clean, audit: auditRowOf(exchange, status) });
+  exchange.audit.written = true;
+  return result;
+}
+
+/** The answer of a dry run of a simple mutation. */
+export function dryRunAnswer(action: string, target: string, result: unknown): Record<string, unknown> {
+  return { dryRun: true, applied: false, action, target, blockers: [], result };
+}
+
+export const dryRunQuery = { dryRun: { type: 'boolean', description: 'return the plan and apply nothing' } } as const;
