@@ -6,7 +6,8 @@
 // usage refuses new growth and removes nothing. PUT replaces the whole quota (an absent field
 // means no limit) and refuses unknown fields, so a misspelt field cannot silently lift a limit.
 //
-// Usage totals come from the engine's exact `usage` record; per-bucket numbers are counted by a
+// Usage totals and per-bucket numbers come from the engine's exact `usage` record (a scan only
+// for buckets written before per-bucket counters existed); formerly per-bucket numbers were counted by a
 // scan of the bucket's versions in this process (see plan.ts for the cost).
 
 import type { Route } from '../http/router.js';
@@ -88,7 +89,11 @@ export function quotaRoutes(services: AdminServices): Route<Handler>[] {
         const tenant = liveTenant(services, params['id'] ?? '');
         const usage = usageOf(store, tenant.id);
         const buckets = [];
-        for (const bucket of bucketsOf(store, tenant.id)) buckets.push(await bucketUsage(store, bucket));
+        for (const bucket of bucketsOf(store, tenant.id)) {
+          // Exact counters kept by the engine; a scan only for data written before they existed.
+          const kept = usage.buckets?.[bucket.name];
+          buckets.push(kept ? { name: bucket.name, ...kept } : await bucketUsage(store, bucket));
+        }
         const { logicalBytes, physicalBytes, objects, versions, deleteMarkers } = usage;
         exchange.sendJson(200, { tenantId: tenant.id, logicalBytes, physicalBytes, objects, versions, deleteMarkers, buckets });
       },

@@ -20,8 +20,17 @@ import * as control from './ops/control.js';
 import * as objects from './ops/objects.js';
 import * as segments from './ops/segments.js';
 import * as audit from './ops/audit.js';
+import * as objectMeta from './ops/object-meta.js';
+import * as idempotency from './ops/idempotency.js';
+import * as tenantDelete from './ops/tenant-delete.js';
+import * as tenantScrub from './ops/tenant-scrub.js';
 import { recoverSegments } from './segments/recovery.js';
 import { Compactor } from './segments/compaction.js';
+import { SegmentSyncer } from './segments/segment-syncer.js';
+import * as multipart from './ops/multipart.js';
+import * as notifications from './ops/notifications.js';
+import * as cors from './ops/cors.js';
+import { Deliverer } from './delivery.js';
 
 type Op = (context: EngineContext, args: never) => unknown;
 
@@ -40,6 +49,39 @@ export const operations: Readonly<Record<string, Op>> = {
   allocSegment: segments.allocSegment,
   sealSegment: segments.sealSegment,
   appendAudit: audit.appendAudit,
+  setVersioning: objectMeta.setVersioning,
+  putObjectTags: objectMeta.putObjectTags,
+  putRetention: objectMeta.putRetention,
+  putLegalHold: objectMeta.putLegalHold,
+  copyObject: objectMeta.copyObject,
+  setBucketPolicy: objectMeta.setBucketPolicy,
+  beginIdempotent: idempotency.beginIdempotent,
+  abandonIdempotent: idempotency.abandonIdempotent,
+  disableTenant: control.disableTenant,
+  deleteTenant: tenantDelete.deleteTenant,
+  rotateAccessKey: control.rotateAccessKey,
+  revokeAccessKey: control.revokeAccessKey,
+  setTenantQuota: control.setTenantQuota,
+  clearTenantQuota: control.clearTenantQuota,
+  nodeIdentity: control.nodeIdentity,
+  createMultipartUpload: multipart.createMultipartUpload,
+  uploadPart: multipart.uploadPart,
+  completeMultipartUpload: multipart.completeMultipartUpload,
+  abortMultipartUpload: multipart.abortMultipartUpload,
+  putBucketCors: cors.putBucketCors,
+  deleteBucketCors: cors.deleteBucketCors,
+  putBucketNotifications: notifications.putBucketNotifications,
+  deleteBucketNotifications: notifications.deleteBucketNotifications,
+};
+
+type ReadOp = (context: EngineContext, args: never) => Promise<unknown>;
+
+/**
+ * Commands that only read (the index and segment files). They run outside every write
+ * transaction, may await I/O, must never write, and do a bounded amount of work per call.
+ */
+export const readOperations: Readonly<Record<string, ReadOp>> = {
+  scrubTenantChunks: tenantScrub.scrubTenantChunks,
 };
 
 export interface RunningEngine {
@@ -55,9 +97,12 @@ export async function startEngine(options: { dataDir: string; settings: Settings
   const releaseLock = await acquireEngineLock(paths);
   const masterKey = await loadMasterKey(paths);
   const store = IndexStore.open({ path: paths.index, readOnly: false });
-  const context: EngineContext = { store, masterKey, settings: options.settings, now: () => Date.now() };
+  const syncer = new SegmentSyncer(paths.segments);
+  const context: EngineContext = { store, masterKey, settings: options.settings, now: () => Date.now(), syncer };
   await recoverSegments({ paths, store, log: componentLogger('engine.recovery') });
   const compactor = new Compactor({ paths, store, settings: options.settings, log: componentLogger('engine.compaction') });
+  const purger = new tenantDelete.TenantPurger({ context, log: componentLogger('engine.tenant-purge') });
+  const deliverer = new Deliverer({ context, log: componentLogger('engine.delivery') });
   const sockets = new Set<Socket>();
   const server = createServer((socket) => serveConnection(socket, context, sockets));
   if (existsSync(paths.socket)) await unlink(paths.socket);
@@ -66,11 +111,16 @@ export async function startEngine(options: { dataDir: string; settings: Settings
     server.listen(paths.socket, () => resolve());
   });
   compactor.start();
+  purger.start();
+  deliverer.start();
   log.info({ dataDir: paths.root }, 'engine ready');
   return {
     paths,
     store,
     stop: async () => {
+      syncer.close();
+      await deliverer.stop();
+      await purger.stop();
       await compactor.stop();
       await closeServer(server, sockets);
       await store.close();
@@ -101,13 +151,34 @@ function serveConnection(socket: Socket, context: EngineContext, sockets: Set<So
   });
 }
 
+/** Segments that a manifest's newly written chunks live in. */
+function writtenSegments(chunks: unknown): number[] {
+  if (!Array.isArray(chunks)) return [];
+  const segmentIds: number[] = [];
+  for (const chunk of chunks as Array<{ location?: { segmentId?: unknown } }>) {
+    const segmentId = chunk.location?.segmentId;
+    if (typeof segmentId === 'number') segmentIds.push(segmentId);
+  }
+  return segmentIds;
+}
+
 async function execute(request: Request, context: EngineContext, socket: Socket, log: ReturnType<typeof componentLogger>): Promise<void> {
   const op = Object.hasOwn(operations, request.o) ? operations[request.o] : undefined;
+  const read = Object.hasOwn(readOperations, request.o) ? readOperations[request.o] : undefined;
   let frame: Buffer;
   try {
+    if (read) {
+      frame = encodeFrame({ i: request.i, r: (await read(context, request.a as never)) ?? null });
+      if (!socket.destroyed) socket.write(frame);
+      return;
+    }
     if (!op) throw MethodNotAllowed(`unknown engine command ${String(request.o)}`);
     // A command may carry the audit row of the request it serves; it commits with the change.
-    const args = request.a as { audit?: audit.AuditInput } | undefined;
+    const args = request.a as { audit?: audit.AuditInput; chunks?: unknown } | undefined;
+    // The bytes a manifest points at become durable before the manifest does.
+    const written = writtenSegments(args?.chunks);
+    if (written.length > 0) await context.syncer?.sync(written);
+    if (request.o === 'sealSegment') context.syncer?.forget((request.a as { segmentId: number }).segmentId);
     const result = await context.store.transact(() => {
       const value = op(context, request.a as never);
       if (args?.audit) audit.writeAudit(context, args.audit);

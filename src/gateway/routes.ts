@@ -26,6 +26,10 @@ import { createHash } from 'node:crypto';
 import type { Settings } from '../util/config.js';
 import * as docs from './route-docs.js';
 import { objectMetaRoutes } from './routes-object-meta.js';
+import { multipartRoutes } from './routes-multipart.js';
+import { signedUrlRoutes } from './routes-signed.js';
+import { corsRoutes } from './routes-cors.js';
+import { notificationRoutes } from './routes-notifications.js';
 
 export interface GatewayServices {
   readonly store: IndexStore;
@@ -57,7 +61,7 @@ export interface BucketAccess {
 
 export function dataRoutes(services: GatewayServices): Route<Handler>[] {
   const kit = routeKit(services);
-  return [...coreRoutes(kit), ...objectMetaRoutes(kit)];
+  return [...coreRoutes(kit), ...objectMetaRoutes(kit), ...multipartRoutes(kit), ...signedUrlRoutes(kit), ...corsRoutes(kit), ...notificationRoutes(kit)];
 }
 
 function routeKit(services: GatewayServices): RouteKit {
@@ -274,7 +278,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
       return;
     }
     const range = parseRange(exchange.header('range'), version.size);
-    await sendObject(services.pool, exchange, { keys: auth.keysOf(principal.tenant), version, range, headers });
+    await sendObject(services.pool, services.upload.inline, exchange, { keys: auth.keysOf(principal.tenant), version, range, headers });
   }
 }
 
@@ -299,11 +303,11 @@ function parseBasic(header: string | undefined): { accessKeyId: string; secretKe
 const Replayed = Symbol('replayed');
 const IDEMPOTENCY_KEY_CHARS_MAX = 255;
 
-function idempotencyOf(
+export function idempotencyOf(
   exchange: Exchange,
   bound: { expected: Map<ChecksumAlg, Buffer>; contentLength: number; metadata: Record<string, string>; contentType: string },
+  key = exchange.header('idempotency-key'),
 ): { key: string; fingerprint: string } | undefined {
-  const key = exchange.header('idempotency-key');
   if (key === undefined) return undefined;
   if (key.length === 0 || key.length > IDEMPOTENCY_KEY_CHARS_MAX || !/^[\x21-\x7e]+$/.test(key)) {
     throw BadRequest(`Idempotency-Key must be 1 to ${IDEMPOTENCY_KEY_CHARS_MAX} visible ASCII characters`);
@@ -317,7 +321,7 @@ function idempotencyOf(
   return { key, fingerprint };
 }
 
-function parseContentLength(exchange: Exchange, max: number): number {
+export function parseContentLength(exchange: Exchange, max: number): number {
   const header = exchange.header('content-length');
   if (header === undefined) {
     if (exchange.header('transfer-encoding') !== undefined) throw LengthRequired('uploads need a Content-Length header');
@@ -329,7 +333,7 @@ function parseContentLength(exchange: Exchange, max: number): number {
   return length;
 }
 
-function parseChecksumHeaders(exchange: Exchange): Map<ChecksumAlg, Buffer> {
+export function parseChecksumHeaders(exchange: Exchange): Map<ChecksumAlg, Buffer> {
   const expected = new Map<ChecksumAlg, Buffer>();
   for (const [name, value] of Object.entries(exchange.headers)) {
     if (!name.startsWith(CHECKSUM_HEADER_PREFIX)) continue;
@@ -341,7 +345,7 @@ function parseChecksumHeaders(exchange: Exchange): Map<ChecksumAlg, Buffer> {
   return expected;
 }
 
-function parseMetadata(exchange: Exchange): Record<string, string> {
+export function parseMetadata(exchange: Exchange): Record<string, string> {
   const metadata: Record<string, string> = {};
   for (const [name, value] of Object.entries(exchange.headers)) {
     if (name.startsWith(META_PREFIX)) metadata[name.slice(META_PREFIX.length)] = value;
@@ -350,7 +354,7 @@ function parseMetadata(exchange: Exchange): Record<string, string> {
   return metadata;
 }
 
-function conditionalRead(exchange: Exchange, version: ObjectVersionRecord): number | undefined {
+export function conditionalRead(exchange: Exchange, version: ObjectVersionRecord): number | undefined {
   const ifNoneMatch = exchange.header('if-none-match');
   if (ifNoneMatch !== undefined) {
     const matches = ifNoneMatch.trim() === '*' || ifNoneMatch.split(',').some((tag) => tag.trim().replace(/^W\//, '') === version.etag);

@@ -50,7 +50,7 @@ export const settingSpecs = {
   'storage.dead_chunk_grace': { kind: 'duration', fallback: '15m', help: 'a dead chunk stays reusable this long' },
   'storage.retired_segment_grace': { kind: 'duration', fallback: '60s', help: 'a compacted segment is deleted after' },
   'limits.object_bytes_max': { kind: 'bytes', fallback: '5TiB', help: 'largest single PUT body' },
-  'limits.inflight_bytes_max': { kind: 'bytes', fallback: '128MiB', help: 'body bytes buffered per gateway' },
+  'limits.inflight_bytes_max': { kind: 'bytes', fallback: '64MiB', help: 'body bytes buffered per gateway' },
   'idempotency.ttl': { kind: 'duration', fallback: '24h', help: 'idempotency keys expire after' },
   'audit.retention': { kind: 'duration', fallback: '90d', help: 'audit rows kept for' },
   'multipart.expiry': { kind: 'duration', fallback: '7d', help: 'abandoned multipart uploads expire after' },

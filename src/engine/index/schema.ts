@@ -25,6 +25,13 @@ export const DB = {
   usage: 'usage',
   audit: 'audit',
   auditByTenant: 'audit-by-tenant',
+  idempotency: 'idempotency',
+  quotas: 'quotas',
+  multipart: 'multipart',
+  multipartParts: 'multipart-parts',
+  notifications: 'notifications',
+  outbox: 'outbox',
+  outboxStatus: 'outbox-status',
 } as const;
 
 export type DbName = (typeof DB)[keyof typeof DB];
@@ -43,6 +50,15 @@ export interface Counters {
 
 export const META_COUNTERS = Buffer.from('counters');
 
+/** This node's identity (created once by the engine; the cluster routes report it). */
+export const META_NODE = Buffer.from('node');
+
+export interface NodeRecord {
+  /** `node-` and 16 hex digits, random, never changes. */
+  id: string;
+  createdAt: number;
+}
+
 // ---- tenants, accounts, keys, admin tokens ----------------------------------------------
 
 export type TenantState = 'active' | 'disabled' | 'deleted';
@@ -54,8 +70,24 @@ export interface TenantRecord {
   state: TenantState;
   createdAt: number;
   disabledAt?: number;
+  /** Why the tenant was disabled (the `reason` of the disable request). */
+  disableReason?: string;
   /** The tenant data key sealed under the master key's wrap key. */
   wrappedKey: Buffer;
+  /**
+   * Set in the transaction that makes the state `deleted`. While `completedAt` is absent the
+   * engine's tenant purger is still removing the tenant's contents in batches (and resumes
+   * after a restart); `blockedAt` stops it when a version turns out to be protected.
+   */
+  deletion?: TenantDeletion;
+}
+
+export interface TenantDeletion {
+  startedAt: number;
+  reason: string;
+  completedAt?: number;
+  blockedAt?: number;
+  blockedReason?: string;
 }
 
 export interface AccountRecord {
@@ -80,6 +112,8 @@ export interface AccessKeyRecord {
   expiresAt?: number;
   rotatedAt?: number;
   revokedAt?: number;
+  /** The `reason` of the revoke request (or of the tenant disable that revoked the key). */
+  revokedReason?: string;
 }
 
 export type AdminRole = 'viewer' | 'operator' | 'owner';
@@ -121,6 +155,10 @@ export interface BucketRecord {
   createdAt: number;
   versioning: Versioning;
   objectLock: boolean;
+  /** Browser CORS rules (src/security/cors.ts validates them); absent: none. */
+  cors?: CorsRuleRecord[];
+  /** Explicit denials (src/security/bucket-policy.ts). */
+  policy?: { version: 1; statements: Array<{ effect: 'Deny'; actions: string[]; principals: string[]; prefix?: string }> };
 }
 
 // ---- objects and versions -----------------------------------------------------------------
@@ -143,6 +181,21 @@ export interface ObjectVersionRecord {
   /** Bytes stored after compression (sum over first references of each chunk). */
   storedBytes: number;
   compressed: boolean;
+  tags?: ObjectTag[];
+  retention?: { mode: RetentionMode; retainUntil: number };
+  legalHold?: 'ON' | 'OFF';
+}
+
+export interface ObjectTag {
+  key: string;
+  value: string;
+}
+
+export type RetentionMode = 'GOVERNANCE' | 'COMPLIANCE';
+
+/** True while a version may not be deleted or overwritten in place. */
+export function versionLocked(version: ObjectVersionRecord, now: number): boolean {
+  return version.legalHold === 'ON' || (version.retention !== undefined && version.retention.retainUntil > now);
 }
 
 export const CHUNK_REF_SIZE = 36;
@@ -231,6 +284,15 @@ export interface UsageRecord {
   objects: number;
   versions: number;
   deleteMarkers: number;
+  /** Per bucket, by name; kept by the same transactions as the totals. */
+  buckets?: Record<string, BucketUsageRecord>;
+}
+
+export interface BucketUsageRecord {
+  logicalBytes: number;
+  objects: number;
+  versions: number;
+  deleteMarkers: number;
 }
 
 export function emptyUsage(tenantId: string): UsageRecord {
@@ -267,4 +329,179 @@ export function auditKey(time: number, sequence: number): Buffer {
 /** `tenantId | 0x00 | auditKey`: one tenant's rows as one range. */
 export function auditTenantKey(tenantId: string, key: Buffer): Buffer {
   return Buffer.concat([Buffer.from(tenantId, 'utf8'), ZERO, key]);
+}
+
+// ---- idempotency --------------------------------------------------------------------------
+
+export interface IdempotencyRecord {
+  state: 'running' | 'done';
+  /** Digest of what the key is bound to: checksum headers, content length, user metadata. */
+  fingerprint: string;
+  startedAt: number;
+  expiresAt: number;
+  /** The committed version, replayed to a retry. */
+  result?: ObjectVersionRecord;
+}
+
+/** `tenantId | 0x00 | bucket | 0x00 | idempotency key`. */
+export function idempotencyKey(tenantId: string, bucket: string, key: string): Buffer {
+  return Buffer.concat([Buffer.from(tenantId, 'utf8'), ZERO, Buffer.from(bucket, 'utf8'), ZERO, Buffer.from(key, 'utf8')]);
+}
+
+// ---- quotas -------------------------------------------------------------------------------
+
+export interface QuotaRecord {
+  tenantId: string;
+  maxBytes?: number;
+  maxObjects?: number;
+}
+
+// ---- CORS -----------------------------------------------------------------------------------
+
+/** One bucket CORS rule, as src/security/cors.ts validates it (the spec's JSON shape). */
+export interface CorsRuleRecord {
+  id?: string;
+  allowedOrigins: string[];
+  allowedMethods: string[];
+  allowedHeaders: string[];
+  exposeHeaders: string[];
+  maxAgeSeconds?: number;
+}
+
+// ---- multipart uploads --------------------------------------------------------------------
+
+/** Upload ids are 16 bytes (6 bytes of creation time in ms, 10 random), 32 hex digits as text. */
+export const UPLOAD_ID_BYTES = 16;
+
+export interface MultipartUploadRecord {
+  uploadId: string;
+  tenantId: string;
+  bucketId: number;
+  bucket: string;
+  key: string;
+  initiatedAt: number;
+  contentType: string;
+  metadata: Record<string, string>;
+}
+
+export interface MultipartPartRecord {
+  partNumber: number;
+  size: number;
+  /** The part's entity tag (the chunk-list digest of its bytes, as for objects). */
+  etag: string;
+  /** Base64 big-endian digests; CRC32C and SHA256 always, plus every checksum the client sent. */
+  checksums: Record<string, string>;
+  /** Chunk references, packed as in object versions; the part holds one reference each. */
+  chunks: Buffer;
+  storedBytes: number;
+  compressed: boolean;
+  lastModified: number;
+}
+
+/** `u32be(bucketId) | utf8(key) | 0x00 | uploadId[16]`: a bucket's uploads sort by key. */
+export function multipartUploadKey(bucketId: number, key: string, uploadId: string): Buffer {
+  return Buffer.concat([objectKey(bucketId, key), ZERO, Buffer.from(uploadId, 'hex')]);
+}
+
+/** `multipart upload key | u32be(partNumber)`: an upload's parts are one range, in order. */
+export function multipartPartKey(bucketId: number, key: string, uploadId: string, partNumber: number): Buffer {
+  const part = Buffer.alloc(4);
+  part.writeUInt32BE(partNumber, 0);
+  return Buffer.concat([multipartUploadKey(bucketId, key, uploadId), part]);
+}
+
+export function multipartPartRange(bucketId: number, key: string, uploadId: string): { start: Buffer; end: Buffer } {
+  const base = multipartUploadKey(bucketId, key, uploadId);
+  return { start: base, end: Buffer.concat([base, Buffer.from([0xff, 0xff, 0xff, 0xff, 0xff])]) };
+}
+
+// ---- event notifications ------------------------------------------------------------------
+
+export type ObjectEventType = 'object-created' | 'object-removed';
+
+export interface NotificationConfigRecord {
+  id: string;
+  type: 'webhook';
+  url: string;
+  events: ObjectEventType[];
+  prefix?: string;
+  suffix?: string;
+  /** The signing secret sealed under the secret-seal key, AAD `webhook:<tenantId>:<bucketId>:<id>`. */
+  sealedSecret: Buffer;
+  createdAt: number;
+}
+
+/** Key `u32be(bucketId)`. Outlives its bucket until the bucket's outbox has drained. */
+export interface BucketNotificationsRecord {
+  tenantId: string;
+  bucketId: number;
+  bucket: string;
+  configs: NotificationConfigRecord[];
+  updatedAt: number;
+}
+
+/** The JSON body a webhook receives (spec/DECISIONS.md). */
+export interface ObjectEventRecord {
+  id: string;
+  type: ObjectEventType;
+  time: string;
+  tenantId: string;
+  bucket: string;
+  key: string;
+  versionId?: string;
+  size?: number;
+  etag?: string;
+}
+
+/**
+ * One pending delivery: key `u32be(bucketId) | utf8(configId) | 0x00 | u64be(seq)`, so each
+ * (bucket, config) queue is one range in commit order and its first row is its head.
+ */
+export interface OutboxRecord {
+  seq: number;
+  tenantId: string;
+  bucketId: number;
+  configId: string;
+  event: ObjectEventRecord;
+  createdAt: number;
+  attempts: number;
+  nextAttemptAt: number;
+  lastAttemptAt?: number;
+  lastError?: string;
+}
+
+/** Key `u32be(bucketId)`: delivery counters of a bucket, kept by the outbox transactions. */
+export interface OutboxStatusRecord {
+  bucketId: number;
+  tenantId: string;
+  bucket: string;
+  pending: number;
+  delivered: number;
+  failedAttempts: number;
+  /** Events dropped: their config was removed, or they failed for the whole retry window. */
+  discarded: number;
+  lastError?: string;
+  lastErrorAt?: number;
+  lastDeliveredAt?: number;
+}
+
+export function outboxKey(bucketId: number, configId: string, seq: number): Buffer {
+  const suffix = Buffer.alloc(9);
+  suffix.writeUInt8(0, 0);
+  suffix.writeBigUInt64BE(BigInt(seq), 1);
+  return Buffer.concat([bucketKeyPrefix(bucketId), Buffer.from(configId, 'utf8'), suffix]);
+}
+
+/** The queue of one (bucket, config): every row of it, head first. */
+export function outboxQueueRange(bucketId: number, configId: string): { start: Buffer; end: Buffer } {
+  const base = Buffer.concat([bucketKeyPrefix(bucketId), Buffer.from(configId, 'utf8')]);
+  return { start: Buffer.concat([base, ZERO]), end: Buffer.concat([base, Buffer.from([1])]) };
+}
+
+export function decodeOutboxKey(raw: Buffer): { bucketId: number; configId: string; seq: number } {
+  return {
+    bucketId: raw.readUInt32BE(0),
+    configId: raw.toString('utf8', 4, raw.length - 9),
+    seq: Number(raw.readBigUInt64BE(raw.length - 8)),
+  };
 }

@@ -13,6 +13,7 @@ import {
 } from './objects.js';
 import { nextCounter } from './context.js';
 import { checkQuota } from './quota.js';
+import { recordObjectEvent } from './notifications.js';
 import { parseBucketPolicy } from '../../security/bucket-policy.js';
 import { BadRequest, Conflict, NotFound, Forbidden, PreconditionFailed } from '../../util/errors.js';
 
@@ -145,6 +146,7 @@ export function copyObject(context: EngineContext, args: CopyObjectArgs): Object
   if (!replace && source.tags) version.tags = source.tags;
   writeVersion(context, { tenant, bucket, version, usage });
   saveUsage(context, usage);
+  recordObjectEvent(context, bucket, 'object-created', version);
   return version;
 }
 

@@ -10,7 +10,7 @@ import {
   DB, tenantChildKey, objectKey, versionKey, versionRange, chunkKey, segmentKey, tenantKey, emptyUsage,
   CHUNK_REF_SIZE,
   type BucketRecord, type ObjectVersionRecord, type ChunkRecord, type SegmentRecord, type UsageRecord,
-  type Versioning, type TenantRecord, versionLocked,
+  type Versioning, type TenantRecord, type BucketUsageRecord, versionLocked,
 } from '../index/schema.js';
 import { checkQuota } from './quota.js';
 import { completeIdempotent } from './idempotency.js';
@@ -19,6 +19,7 @@ import type { IndexStore } from '../index/store.js';
 import { requireTenant } from './control.js';
 import { Conflict, NotFound, BucketNotEmpty, PreconditionFailed, Forbidden, ChunkGone, BadRequest } from '../../util/errors.js';
 import { validateBucketName } from '../../security/names.js';
+import { recordObjectEvent } from './notifications.js';
 
 export function createBucket(
   context: EngineContext,
@@ -48,7 +49,15 @@ export function deleteBucket(context: EngineContext, args: { tenantId: string; n
   for (const _entry of context.store.range(DB.versions, { start, end, limit: 1 })) {
     throw BucketNotEmpty(`bucket ${args.name} is not empty`);
   }
+  for (const _entry of context.store.range(DB.multipart, { start, end, limit: 1 })) {
+    throw BucketNotEmpty(`bucket ${args.name} has multipart uploads in progress; complete or abort them first`);
+  }
   context.store.remove(DB.buckets, tenantChildKey(args.tenantId, args.name));
+  const usage = loadUsage(context, args.tenantId);
+  if (usage.buckets?.[args.name]) {
+    delete usage.buckets[args.name];
+    saveUsage(context, usage);
+  }
 }
 
 export function requireActiveTenant(context: EngineContext, tenantId: string): TenantRecord {
@@ -93,8 +102,10 @@ export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVe
   const current = context.store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, args.key));
   checkWriteConditions(current, args);
   const usage = loadUsage(context, tenant.id);
-  const replacedBytes = bucket.versioning === 'Enabled' ? 0 : findNullVersion(context, bucket.id, args.key)?.size ?? 0;
-  checkQuota(context, tenant.id, args.size - replacedBytes, current ? 0 : 1);
+  // An unversioned bucket holds only null versions, so its current object is the null version.
+  const existingNull = bucket.versioning === 'Enabled' ? undefined
+    : bucket.versioning === 'Unversioned' ? current ?? null : findNullVersion(context, bucket.id, args.key) ?? null;
+  checkQuota(context, tenant.id, args.size - (existingNull?.size ?? 0), current ? 0 : 1);
   const storedBytes = addChunkRefs(context, tenant.num, args.chunks, usage);
   const seq = nextCounter(context, 'nextSeq');
   const version: ObjectVersionRecord = {
@@ -111,8 +122,9 @@ export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVe
     storedBytes,
     compressed: args.compressed,
   };
-  writeVersion(context, { tenant, bucket, version, usage });
+  writeVersion(context, { tenant, bucket, version, usage, existingNull: existingNull ?? null });
   saveUsage(context, usage);
+  recordObjectEvent(context, bucket, 'object-created', version);
   if (args.idempotency) completeIdempotent(context, { tenantId: tenant.id, bucket: bucket.name, ...args.idempotency, result: version });
   return version;
 }
@@ -145,21 +157,54 @@ export function seqOfVersionId(versionId: string): number | undefined {
 /** Inserts a version, replacing the null version where the bucket's state says so. */
 export function writeVersion(
   context: EngineContext,
-  args: { tenant: TenantRecord; bucket: BucketRecord; version: ObjectVersionRecord; usage: UsageRecord },
+  args: {
+    tenant: TenantRecord; bucket: BucketRecord; version: ObjectVersionRecord; usage: UsageRecord;
+    /** The null version this write replaces, when the caller already knows it (null: none). */
+    existingNull?: ObjectVersionRecord | null;
+  },
 ): void {
   const { tenant, bucket, version, usage } = args;
   if (version.versionId === 'null') {
-    const existing = findNullVersion(context, bucket.id, version.key);
+    const existing = args.existingNull === undefined ? findNullVersion(context, bucket.id, version.key) : args.existingNull ?? undefined;
     if (existing && versionLocked(existing, context.now())) throw Forbidden(`${version.key} is under retention or legal hold`);
     if (existing) removeVersion(context, { tenant, bucket, version: existing, usage });
   }
   context.store.put(DB.versions, versionKey(bucket.id, version.key, version.seq), version);
-  if (version.deleteMarker) usage.deleteMarkers += 1;
-  else {
+  if (version.deleteMarker) {
+    usage.deleteMarkers += 1;
+    bucketCounters(usage, bucket.name).deleteMarkers += 1;
+  } else {
     usage.versions += 1;
     usage.logicalBytes += version.size;
+    const counters = bucketCounters(usage, bucket.name);
+    counters.versions += 1;
+    counters.logicalBytes += version.size;
   }
-  refreshCurrent(context, bucket.id, version.key, usage);
+  setCurrent(context, bucket, version, usage);
+}
+
+/** A new version has the highest sequence number: it is the key's current version. */
+function setCurrent(context: EngineContext, bucket: BucketRecord, version: ObjectVersionRecord, usage: UsageRecord): void {
+  const currentKey = objectKey(bucket.id, version.key);
+  const hadCurrent = context.store.has(DB.objects, currentKey);
+  if (!version.deleteMarker) {
+    context.store.put(DB.objects, currentKey, version);
+    if (!hadCurrent) {
+      usage.objects += 1;
+      bucketCounters(usage, bucket.name).objects += 1;
+    }
+  } else if (hadCurrent) {
+    context.store.remove(DB.objects, currentKey);
+    usage.objects -= 1;
+    bucketCounters(usage, bucket.name).objects -= 1;
+  }
+}
+
+/** The per-bucket part of a tenant's usage, kept in the same transactions as the totals. */
+function bucketCounters(usage: UsageRecord, bucketName: string): BucketUsageRecord {
+  usage.buckets ??= {};
+  usage.buckets[bucketName] ??= { logicalBytes: 0, objects: 0, versions: 0, deleteMarkers: 0 };
+  return usage.buckets[bucketName];
 }
 
 export function findNullVersion(context: EngineContext, bucketId: number, key: string): ObjectVersionRecord | undefined {
@@ -170,7 +215,8 @@ export function findNullVersion(context: EngineContext, bucketId: number, key: s
 }
 
 /** Makes `objects` hold the newest version of the key, or nothing when that is a marker. */
-export function refreshCurrent(context: EngineContext, bucketId: number, key: string, usage: UsageRecord): void {
+export function refreshCurrent(context: EngineContext, bucket: BucketRecord, key: string, usage: UsageRecord): void {
+  const bucketId = bucket.id;
   const currentKey = objectKey(bucketId, key);
   const hadCurrent = context.store.has(DB.objects, currentKey);
   let latest: ObjectVersionRecord | undefined;
@@ -179,10 +225,14 @@ export function refreshCurrent(context: EngineContext, bucketId: number, key: st
   }
   if (latest && !latest.deleteMarker) {
     context.store.put(DB.objects, currentKey, latest);
-    if (!hadCurrent) usage.objects += 1;
+    if (!hadCurrent) {
+      usage.objects += 1;
+      bucketCounters(usage, bucket.name).objects += 1;
+    }
   } else if (hadCurrent) {
     context.store.remove(DB.objects, currentKey);
     usage.objects -= 1;
+    bucketCounters(usage, bucket.name).objects -= 1;
   }
 }
 
@@ -192,10 +242,15 @@ export function removeVersion(
 ): void {
   const { tenant, bucket, version, usage } = args;
   context.store.remove(DB.versions, versionKey(bucket.id, version.key, version.seq));
-  if (version.deleteMarker) usage.deleteMarkers -= 1;
-  else {
+  if (version.deleteMarker) {
+    usage.deleteMarkers -= 1;
+    bucketCounters(usage, bucket.name).deleteMarkers -= 1;
+  } else {
     usage.versions -= 1;
     usage.logicalBytes -= version.size;
+    const counters = bucketCounters(usage, bucket.name);
+    counters.versions -= 1;
+    counters.logicalBytes -= version.size;
     releaseChunkRefs(context, tenant.num, version.chunks, usage);
   }
 }
@@ -223,7 +278,7 @@ export function deleteObject(context: EngineContext, args: DeleteObjectArgs): De
     if (!version) throw NotFound(`version ${args.versionId} of ${args.key} not found`);
     if (versionLocked(version, context.now())) throw Forbidden(`version ${args.versionId} of ${args.key} is under retention or legal hold`);
     removeVersion(context, { tenant, bucket, version, usage });
-    refreshCurrent(context, bucket.id, args.key, usage);
+    refreshCurrent(context, bucket, args.key, usage);
     result = { key: args.key, versionId: version.versionId };
     if (version.deleteMarker) result.deleteMarker = true;
   } else if (bucket.versioning === 'Unversioned') {
@@ -231,7 +286,8 @@ export function deleteObject(context: EngineContext, args: DeleteObjectArgs): De
     if (version && versionLocked(version, context.now())) throw Forbidden(`${args.key} is under retention or legal hold`);
     if (version) {
       removeVersion(context, { tenant, bucket, version, usage });
-      refreshCurrent(context, bucket.id, args.key, usage);
+      refreshCurrent(context, bucket, args.key, usage);
+      recordObjectEvent(context, bucket, 'object-removed', version);
     }
     result = { key: args.key };
   } else {
@@ -255,6 +311,7 @@ export function deleteObject(context: EngineContext, args: DeleteObjectArgs): De
     result = { key: args.key, versionId: marker.versionId, deleteMarker: true };
   }
   saveUsage(context, usage);
+  if (result.versionId !== undefined) recordObjectEvent(context, bucket, 'object-removed', { key: args.key, versionId: result.versionId });
   return result;
 }
 

@@ -11,6 +11,8 @@
 //    segment; a crash after it leaves a retired segment that the next pass deletes.
 // 4. Deletes retired segments after `storage.retired_segment_grace`, longer than any read
 //    that could still hold the old address; a read that misses re-resolves once.
+// 5. Expires old audit rows and idempotency keys, and aborts multipart uploads older than
+//    `multipart.expiry` (or whose bucket is gone), releasing their parts' chunk references.
 //
 // Invariants:
 // - A segment's `liveBytes` counts the records that chunk entries with references point at.
@@ -39,6 +41,7 @@ import { recoverSegments } from './recovery.js';
 import * as segmentOps from '../ops/segments.js';
 import { expireAudit } from '../ops/audit.js';
 import { expireIdempotency } from '../ops/idempotency.js';
+import { expireMultipartUploads, MULTIPART_EXPIRE_PARTS_PER_BATCH } from '../ops/multipart.js';
 
 export interface CompactionStats {
   segmentsCompacted: number;
@@ -115,6 +118,10 @@ export class Compactor {
     while ((await store.transact(() => expireAudit(store, auditCutoff, 10_000))) === 10_000);
     const now = Date.now();
     while ((await store.transact(() => expireIdempotency(store, now, 10_000))) === 10_000);
+    // Abandoned multipart uploads (and uploads of deleted buckets) release their parts' chunks.
+    const expiry = { now, expiryMs: this.options.settings.duration('multipart.expiry'), partsMax: MULTIPART_EXPIRE_PARTS_PER_BATCH };
+    const context = { store, masterKey: Buffer.alloc(0), settings: this.options.settings, now: () => Date.now() };
+    while ((await store.transact(() => expireMultipartUploads(context, expiry))) >= expiry.partsMax);
     for (const key of Object.keys(stats) as Array<keyof CompactionStats>) this.totals[key] += stats[key];
     if (stats.segmentsCompacted + stats.segmentsDeleted + stats.chunksDropped > 0) log.info(stats, 'compaction pass');
     return stats;

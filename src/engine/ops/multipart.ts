@@ -1,0 +1,286 @@
+// Multipart uploads: create, upload part, complete, abort, and the expiry of abandoned uploads.
+//
+// Parts travel the same pipeline as object PUTs (chunked, deduplicated, encrypted, fsynced by
+// the pool); a part commit stores only its chunk manifest here and takes one reference per
+// chunk, exactly as an object version does. Complete builds the object from the parts' chunk
+// references without reading or copying a byte: the listed parts' references move to the new
+// version (no chunk entry changes), the references of parts not listed are released.
+//
+// Invariants:
+// - Every chunk a part names holds one reference for it until the part is completed into a
+//   version (the reference moves), replaced by a new upload of its number, aborted or expired
+//   (released). So usage.physicalBytes counts parts, and abandoned parts never leak: the
+//   engine's background pass aborts uploads older than `multipart.expiry` and uploads whose
+//   bucket or tenant is gone.
+// - Complete checks the list before any write: 1..MULTIPART_PARTS_MAX parts in strictly
+//   ascending order, each uploaded with the listed ETag, every part but the last at least
+//   MULTIPART_PART_BYTES_MIN; then the write conditions, the quota and the retention gate of
+//   `writeVersion`, as a PUT of the whole object would.
+// - A multipart object's ETag is S3's form `"<hex>-<parts>"`; its CRC checksums are the
+//   whole-object CRCs, combined from the parts' CRCs (CRC32C always; CRC32 and CRC64NVME when
+//   every part has them). Part SHA-256 digests stay on the parts; a SHA-256 of the whole object
+//   cannot be derived from them, so none is claimed.
+//
+// Persists: `multipart` (upload records) and `multipart-parts` (part records).
+
+import { createHash, randomBytes } from 'node:crypto';
+import {
+  DB, bucketKeyPrefix, objectKey, tenantKey, tenantChildKey, multipartUploadKey, multipartPartKey, multipartPartRange,
+  UPLOAD_ID_BYTES, emptyUsage,
+  type BucketRecord, type TenantRecord, type ObjectVersionRecord, type MultipartUploadRecord, type MultipartPartRecord, type UsageRecord,
+} from '../index/schema.js';
+import type { IndexStore } from '../index/store.js';
+import { nextCounter, type EngineContext } from './context.js';
+import {
+  requireActiveTenant, requireBucket, addChunkRefs, releaseChunkRefs, loadUsage, saveUsage, writeVersion, findNullVersion,
+  checkWriteConditions, versionIdOf, packChunkRefs, type ManifestChunk,
+} from './objects.js';
+import { checkQuota } from './quota.js';
+import { recordObjectEvent } from './notifications.js';
+import { combineChecksum, type CrcAlg } from '../checksums.js';
+import { validateObjectKey, validateUserMetadata } from '../../security/names.js';
+import { BadRequest, NotFound, PayloadTooLarge } from '../../util/errors.js';
+
+export const MULTIPART_PARTS_MAX = 10_000;
+export const MULTIPART_PART_BYTES_MIN = 5 * 1024 * 1024;
+export const MULTIPART_PART_BYTES_MAX = 5 * 1024 ** 3;
+/** Parts released per expiry transaction. */
+export const MULTIPART_EXPIRE_PARTS_PER_BATCH = 1000;
+const UPLOAD_ID_PATTERN = /^[0-9a-f]{32}$/;
+
+export function isUploadId(text: string): boolean {
+  return UPLOAD_ID_PATTERN.test(text);
+}
+
+/** 6 bytes of creation time (ms) then 10 random bytes: a key's uploads list oldest first. */
+function newUploadId(now: number): string {
+  const id = Buffer.alloc(UPLOAD_ID_BYTES);
+  id.writeUIntBE(now, 0, 6);
+  randomBytes(UPLOAD_ID_BYTES - 6).copy(id, 6);
+  return id.toString('hex');
+}
+
+interface UploadTarget {
+  tenantId: string;
+  bucket: string;
+  key: string;
+  uploadId: string;
+}
+
+function requireUpload(context: EngineContext, args: UploadTarget): { tenant: TenantRecord; bucket: BucketRecord; upload: MultipartUploadRecord } {
+  const tenant = requireActiveTenant(context, args.tenantId);
+  const bucket = requireBucket(context, tenant.id, args.bucket);
+  if (!isUploadId(args.uploadId)) throw NotFound(`upload ${args.uploadId.slice(0, 64)} not found`);
+  const upload = context.store.get<MultipartUploadRecord>(DB.multipart, multipartUploadKey(bucket.id, args.key, args.uploadId));
+  if (!upload) throw NotFound(`upload ${args.uploadId} of ${args.key} not found`);
+  return { tenant, bucket, upload };
+}
+
+/** Finds an upload on a read-only store (the gateway checks before it reads a part's body). */
+export function findUploadIn(store: IndexStore, bucketId: number, key: string, uploadId: string): MultipartUploadRecord | undefined {
+  if (!isUploadId(uploadId)) return undefined;
+  return store.get<MultipartUploadRecord>(DB.multipart, multipartUploadKey(bucketId, key, uploadId));
+}
+
+export function createMultipartUpload(
+  context: EngineContext,
+  args: { tenantId: string; bucket: string; key: string; contentType: string; metadata: Record<string, string> },
+): MultipartUploadRecord {
+  const tenant = requireActiveTenant(context, args.tenantId);
+  const bucket = requireBucket(context, tenant.id, args.bucket);
+  validateObjectKey(args.key);
+  validateUserMetadata(args.metadata);
+  const upload: MultipartUploadRecord = {
+    uploadId: newUploadId(context.now()), tenantId: tenant.id, bucketId: bucket.id, bucket: bucket.name, key: args.key,
+    initiatedAt: context.now(), contentType: args.contentType, metadata: args.metadata,
+  };
+  context.store.put(DB.multipart, multipartUploadKey(bucket.id, args.key, upload.uploadId), upload);
+  return upload;
+}
+
+export interface UploadPartArgs extends UploadTarget {
+  partNumber: number;
+  size: number;
+  etag: string;
+  checksums: Record<string, string>;
+  compressed: boolean;
+  chunks: ManifestChunk[];
+}
+
+/** A part as the API shows it (without its chunk references). */
+export type PartView = Omit<MultipartPartRecord, 'chunks' | 'storedBytes' | 'compressed'>;
+
+export function partView(part: MultipartPartRecord): PartView {
+  return { partNumber: part.partNumber, size: part.size, etag: part.etag, checksums: part.checksums, lastModified: part.lastModified };
+}
+
+export function uploadPart(context: EngineContext, args: UploadPartArgs): PartView {
+  const { tenant, bucket } = requireUpload(context, args);
+  checkPartNumber(args.partNumber);
+  if (!Number.isSafeInteger(args.size) || args.size < 0 || args.size > MULTIPART_PART_BYTES_MAX) throw BadRequest('part size out of range');
+  const usage = loadUsage(context, tenant.id);
+  const storedBytes = addChunkRefs(context, tenant.num, args.chunks, usage);
+  const key = multipartPartKey(bucket.id, args.key, args.uploadId, args.partNumber);
+  const replaced = context.store.get<MultipartPartRecord>(DB.multipartParts, key);
+  if (replaced) releaseChunkRefs(context, tenant.num, Buffer.from(replaced.chunks), usage);
+  const part: MultipartPartRecord = {
+    partNumber: args.partNumber, size: args.size, etag: args.etag, checksums: args.checksums,
+    chunks: packChunkRefs(args.chunks), storedBytes, compressed: args.compressed, lastModified: context.now(),
+  };
+  context.store.put(DB.multipartParts, key, part);
+  saveUsage(context, usage);
+  return partView(part);
+}
+
+export function checkPartNumber(partNumber: unknown): asserts partNumber is number {
+  if (!Number.isSafeInteger(partNumber) || (partNumber as number) < 1 || (partNumber as number) > MULTIPART_PARTS_MAX) {
+    throw BadRequest(`part numbers are integers from 1 to ${MULTIPART_PARTS_MAX}`);
+  }
+}
+
+export interface CompleteArgs extends UploadTarget {
+  parts: Array<{ partNumber: number; etag: string }>;
+  ifMatch?: string;
+  ifNoneMatch?: string;
+}
+
+export function completeMultipartUpload(context: EngineContext, args: CompleteArgs): ObjectVersionRecord {
+  const { tenant, bucket, upload } = requireUpload(context, args);
+  const stored = new Map<number, { key: Buffer; part: MultipartPartRecord }>();
+  for (const { key, value } of context.store.range<MultipartPartRecord>(DB.multipartParts, multipartPartRange(bucket.id, args.key, args.uploadId))) {
+    stored.set(value.partNumber, { key: Buffer.from(key), part: value });
+  }
+  const parts = checkCompleteList(args.parts, stored);
+  const size = parts.reduce((sum, part) => sum + part.size, 0);
+  const objectBytesMax = context.settings.bytes('limits.object_bytes_max');
+  if (size > objectBytesMax) throw PayloadTooLarge(`objects are limited to ${objectBytesMax} bytes`);
+  const current = context.store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, args.key));
+  const conditions: { ifMatch?: string; ifNoneMatch?: string } = {};
+  if (args.ifMatch !== undefined) conditions.ifMatch = args.ifMatch;
+  if (args.ifNoneMatch !== undefined) conditions.ifNoneMatch = args.ifNoneMatch;
+  checkWriteConditions(current, conditions as never);
+  const usage = loadUsage(context, tenant.id);
+  const replacedBytes = bucket.versioning === 'Enabled' ? 0 : findNullVersion(context, bucket.id, args.key)?.size ?? 0;
+  checkQuota(context, tenant.id, size - replacedBytes, current ? 0 : 1);
+  const seq = nextCounter(context, 'nextSeq');
+  const version: ObjectVersionRecord = {
+    key: args.key,
+    versionId: bucket.versioning === 'Enabled' ? versionIdOf(seq) : 'null',
+    seq,
+    lastModified: context.now(),
+    size,
+    etag: multipartEtag(parts),
+    contentType: upload.contentType,
+    metadata: upload.metadata,
+    checksums: combinedChecksums(parts),
+    // The listed parts' references become the version's: no chunk entry changes.
+    chunks: Buffer.concat(parts.map((part) => Buffer.from(part.chunks))),
+    storedBytes: parts.reduce((sum, part) => sum + part.storedBytes, 0),
+    compressed: parts.some((part) => part.compressed),
+  };
+  writeVersion(context, { tenant, bucket, version, usage });
+  const used = new Set(parts.map((part) => part.partNumber));
+  for (const [partNumber, entry] of stored) {
+    if (!used.has(partNumber)) releaseChunkRefs(context, tenant.num, Buffer.from(entry.part.chunks), usage);
+    context.store.remove(DB.multipartParts, entry.key);
+  }
+  context.store.remove(DB.multipart, multipartUploadKey(bucket.id, args.key, args.uploadId));
+  saveUsage(context, usage);
+  recordObjectEvent(context, bucket, 'object-created', version);
+  return version;
+}
+
+function normalEtag(etag: string): string {
+  return etag.trim().replace(/^W\//, '').replace(/^"(.*)"$/, '$1');
+}
+
+function checkCompleteList(list: unknown, stored: ReadonlyMap<number, { part: MultipartPartRecord }>): MultipartPartRecord[] {
+  if (!Array.isArray(list) || list.length === 0) throw BadRequest('parts must list at least one {partNumber, etag}');
+  if (list.length > MULTIPART_PARTS_MAX) throw BadRequest(`an upload has at most ${MULTIPART_PARTS_MAX} parts`);
+  let previous = 0;
+  return list.map((entry: unknown, index) => {
+    const { partNumber, etag } = (entry ?? {}) as { partNumber?: unknown; etag?: unknown };
+    checkPartNumber(partNumber);
+    if (typeof etag !== 'string') throw BadRequest(`parts[${index}].etag must be a string`);
+    if (partNumber <= previous) throw BadRequest('parts must be listed in strictly ascending partNumber order');
+    previous = partNumber;
+    const part = stored.get(partNumber)?.part;
+    if (!part) throw BadRequest(`part ${partNumber} was not uploaded`);
+    if (normalEtag(part.etag) !== normalEtag(etag)) throw BadRequest(`the etag of part ${partNumber} does not match the uploaded part`);
+    if (index < list.length - 1 && part.size < MULTIPART_PART_BYTES_MIN) {
+      throw BadRequest(`part ${partNumber} is ${part.size} bytes; every part but the last needs at least ${MULTIPART_PART_BYTES_MIN}`);
+    }
+    return part;
+  });
+}
+
+/** S3's form: a digest of the parts' tags, a dash and the part count. */
+export function multipartEtag(parts: readonly { etag: string }[]): string {
+  const hash = createHash('sha256');
+  for (const part of parts) hash.update(normalEtag(part.etag));
+  return `"${hash.digest('hex').slice(0, 32)}-${parts.length}"`;
+}
+
+function combinedChecksums(parts: readonly MultipartPartRecord[]): Record<string, string> {
+  const checksums: Record<string, string> = {};
+  for (const alg of ['CRC32', 'CRC32C', 'CRC64NVME'] as const satisfies readonly CrcAlg[]) {
+    if (!parts.every((part) => part.checksums[alg] !== undefined)) continue;
+    let digest: Buffer | undefined;
+    for (const part of parts) {
+      const next = Buffer.from(part.checksums[alg] as string, 'base64');
+      digest = digest === undefined ? next : combineChecksum({ alg, digestA: digest, digestB: next, lengthB: part.size });
+    }
+    if (digest) checksums[alg] = digest.toString('base64');
+  }
+  return checksums;
+}
+
+export function abortMultipartUpload(context: EngineContext, args: UploadTarget): void {
+  const { tenant, bucket } = requireUpload(context, args);
+  const usage = loadUsage(context, tenant.id);
+  for (const { key, value } of [...context.store.range<MultipartPartRecord>(DB.multipartParts, multipartPartRange(bucket.id, args.key, args.uploadId))]) {
+    releaseChunkRefs(context, tenant.num, Buffer.from(value.chunks), usage);
+    context.store.remove(DB.multipartParts, Buffer.from(key));
+  }
+  context.store.remove(DB.multipart, multipartUploadKey(bucket.id, args.key, args.uploadId));
+  saveUsage(context, usage);
+}
+
+/** True while the bucket has an upload in progress (a bucket delete refuses then). */
+export function hasMultipartUploads(store: IndexStore, bucketId: number): boolean {
+  const prefix = bucketKeyPrefix(bucketId);
+  for (const _entry of store.range(DB.multipart, { start: prefix, end: Buffer.concat([prefix, Buffer.from([0xff])]), limit: 1 })) return true;
+  return false;
+}
+
+/**
+ * The background pass: aborts uploads initiated before `now - expiryMs`, and uploads whose
+ * bucket or tenant is gone, releasing at most `partsMax` parts. Returns the parts and uploads
+ * it removed; the caller repeats while that reaches `partsMax`. Inside a transaction.
+ */
+export function expireMultipartUploads(context: EngineContext, args: { now: number; expiryMs: number; partsMax: number }): number {
+  const { store } = context;
+  let work = 0;
+  for (const { key: rawKey, value: upload } of [...store.range<MultipartUploadRecord>(DB.multipart, {})]) {
+    if (work >= args.partsMax) break;
+    const tenant = store.get<TenantRecord>(DB.tenants, tenantKey(upload.tenantId));
+    const bucket = store.get<BucketRecord>(DB.buckets, tenantChildKey(upload.tenantId, upload.bucket));
+    const orphan = !tenant || tenant.state === 'deleted' || bucket?.id !== upload.bucketId;
+    if (!orphan && upload.initiatedAt > args.now - args.expiryMs) continue;
+    // A deleted tenant's usage record is gone; its releases are not counted anywhere.
+    const usage: UsageRecord = tenant && tenant.state !== 'deleted' ? loadUsage(context, tenant.id) : emptyUsage(upload.tenantId);
+    const range = multipartPartRange(upload.bucketId, upload.key, upload.uploadId);
+    const parts = [...store.range<MultipartPartRecord>(DB.multipartParts, { ...range, limit: args.partsMax - work })];
+    for (const { key, value } of parts) {
+      if (tenant) releaseChunkRefs(context, tenant.num, Buffer.from(value.chunks), usage);
+      store.remove(DB.multipartParts, Buffer.from(key));
+    }
+    work += parts.length;
+    if (tenant && tenant.state !== 'deleted') saveUsage(context, usage);
+    if ([...store.range(DB.multipartParts, { ...range, limit: 1 })].length === 0) {
+      store.remove(DB.multipart, Buffer.from(rawKey));
+      work += 1;
+    }
+  }
+  return work;
+}

@@ -1,0 +1,276 @@
+// Signed URLs (data-api.md §4 "Signed URL rules"): `POST /sign-url` mints an `lwurl_` token
+// (src/security/signed-url.ts); `/signed/{bucket}/{key...}?token=` serves GET, PUT and the
+// browser's OPTIONS preflight with the token as the only credential.
+//
+// At every use the token is verified (HMAC under the signed-URL key, expiry), then everything
+// it stands for is checked again against the live index: the access key is active and
+// unexpired, its tenant active, its scope still grants the operation on this key, the bucket
+// policy does not deny it, and the request's method, bucket and key are the token's. A URL
+// therefore never exceeds the minting key's live scope. Failures: 401 for the token and the
+// key's state, 403 for method, resource, scope and policy.
+//
+// Upload constraints come only from the token: contentLengthMax is checked against the
+// declared Content-Length before any byte is read (and the body can never run past its
+// Content-Length: the pipeline cuts it off), contentType pins the stored type, the checksum is
+// verified like an X-Service-Checksum header, and idempotencyKey makes the upload replay-safe.
+// The token's `reason` goes on the audit row of the use, as on the mint's.
+//
+// CORS: a preflight succeeds only when the token authorizes the requested method on the
+// resource and a stored rule of the bucket matches origin, method and headers; CORS never
+// grants access by itself, and a refused preflight carries no Access-Control-* header.
+
+import type { Exchange } from '../http/exchange.js';
+import type { Route, RouteDoc, JsonSchema } from '../http/router.js';
+import type { Handler } from '../http/server.js';
+import { DB, objectKey, tenantKey, tenantChildKey, type AccessKeyRecord, type TenantRecord, type BucketRecord, type ObjectVersionRecord } from '../engine/index/schema.js';
+import { dataDirPaths, readMasterKeySync } from '../engine/data-dir.js';
+import { parseChecksumAlg, parseChecksumHeader, type ChecksumAlg } from '../engine/checksums.js';
+import { checkQuotaIn } from '../engine/ops/quota.js';
+import type { BeginResult } from '../engine/ops/idempotency.js';
+import { receiveBody } from './upload.js';
+import { sendObject, parseRange } from './download.js';
+import { authorize, type Principal } from './auth.js';
+import {
+  objectJson, objectHeaders, conditionalRead, parseContentLength, parseChecksumHeaders, parseMetadata, idempotencyOf, type RouteKit,
+} from './routes.js';
+import { objectSchema } from './route-docs.js';
+import { deriveKey, PURPOSE_SIGNED_URL } from '../security/keys.js';
+import { parseScopes, canMintSignedUrl, type Scope, type Verb } from '../security/scopes.js';
+import { policyDenies, type BucketPolicy } from '../security/bucket-policy.js';
+import { validateObjectKey } from '../security/names.js';
+import {
+  parseSignUrlRequest, clampTtlSeconds, signedUrlPayloadOf, mintSignedUrlToken, verifySignedUrlToken, checkSignedUrlCovers,
+  type SignedUrlPayload,
+} from '../security/signed-url.js';
+import { matchCorsRule, preflightHeaders, corsResponseHeaders, parseRequestHeaderList, type CorsRule } from '../security/cors.js';
+import { BadRequest, NotFound, Forbidden, Unauthorized, ChecksumMismatch, PayloadTooLarge, errorCode } from '../util/errors.js';
+
+const str = { type: 'string' } as const;
+const int = { type: 'integer' } as const;
+const SCOPE_CACHE_MAX = 10_000;
+
+const signUrlSchema: JsonSchema = {
+  type: 'object', required: ['method', 'bucket'],
+  properties: {
+    method: { type: 'string', enum: ['GET', 'PUT'] }, bucket: str, key: str, keyPrefix: { ...str, description: 'PUT only; the browser chooses the rest of the key' },
+    ttlSeconds: { ...int, description: 'clamped to security.max_presign_ttl; default 3600' }, contentType: str, contentLengthMax: int,
+    checksumAlg: { type: 'string', enum: ['CRC32', 'CRC32C', 'CRC64NVME', 'SHA1', 'SHA256'] }, checksumVal: str, idempotencyKey: str,
+    responseContentType: str, responseContentDisposition: str, reason: str,
+  },
+};
+const signedSchema: JsonSchema = {
+  type: 'object', required: ['url', 'token', 'method', 'expiresAt'],
+  properties: { url: { ...str, description: 'relative to the public listener; for a keyPrefix URL append the rest of the key to the path' }, token: str, method: str, expiresAt: { type: 'string', format: 'date-time' } },
+};
+const tokenQuery = { token: { ...str, description: 'the lwurl_ token' } };
+const signedDoc = (summary: string, responses: RouteDoc['responses'], extra: Partial<RouteDoc> = {}): RouteDoc => ({ summary, auth: 'signed-url', tags: ['signed-url'], query: tokenQuery, responses, ...extra });
+
+/** Marks a replayed idempotent upload: the body is discarded and the first result returned. */
+const Replayed = Symbol('replayed');
+
+interface SignedAccess {
+  readonly payload: SignedUrlPayload;
+  readonly principal: Principal;
+  readonly bucket: BucketRecord;
+  readonly key: string;
+}
+
+export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
+  const { services, bearer, bucketOf } = kit;
+  const { store, settings, engine, auth } = services;
+  const objectBytesMax = settings.bytes('limits.object_bytes_max');
+  const scopes = new Map<string, Scope>();
+  let signingKey: Buffer | undefined;
+  // Separate from the bearer-token key (PURPOSE_NATIVE_TOKEN); read once, on first use.
+  const urlKey = (): Buffer => (signingKey ??= deriveKey(readMasterKeySync(dataDirPaths(settings.string('data_dir'))), PURPOSE_SIGNED_URL));
+
+  const scopeOf = (text: string): Scope => {
+    let scope = scopes.get(text);
+    if (!scope) {
+      scope = parseScopes(text);
+      if (scopes.size >= SCOPE_CACHE_MAX) scopes.clear();
+      scopes.set(text, scope);
+    }
+    return scope;
+  };
+
+  /** The live key and tenant behind a verified token; 401 when either no longer is. */
+  const principalOf = (payload: SignedUrlPayload): Principal => {
+    const key = store.get<AccessKeyRecord>(DB.accessKeys, Buffer.from(payload.kid));
+    if (!key || key.state !== 'active') throw Unauthorized('the access key of this signed URL is revoked or unknown');
+    if (key.expiresAt !== undefined && key.expiresAt <= Date.now()) throw Unauthorized('the access key of this signed URL has expired');
+    if (key.tenantId !== payload.tid) throw Unauthorized('invalid token');
+    const tenant = store.get<TenantRecord>(DB.tenants, tenantKey(key.tenantId));
+    if (!tenant || tenant.state !== 'active') throw Unauthorized('the tenant is disabled or unknown');
+    return { accessKeyId: key.accessKeyId, tenant, scope: scopeOf(key.scopes) };
+  };
+
+  /** Verifies the token and re-checks everything it stands for, for `method` on this path. */
+  const access = (exchange: Exchange, params: Readonly<Record<string, string>>, method: string): SignedAccess => {
+    store.refresh();
+    const payload = verifySignedUrlToken(urlKey(), exchange.query.get('token'), Date.now());
+    exchange.audit.actor = payload.kid;
+    exchange.audit.tenantId = payload.tid;
+    if (payload.r !== undefined) exchange.audit.reason = payload.r;
+    const key = params['key'] ?? '';
+    validateObjectKey(key);
+    checkSignedUrlCovers(payload, { method, bucket: params['bucket'] ?? '', key });
+    const principal = principalOf(payload);
+    const verb: Verb = payload.m === 'GET' ? 'read' : 'write';
+    authorize(principal, { verb, bucket: payload.b, key });
+    const bucket = store.get<BucketRecord>(DB.buckets, tenantChildKey(principal.tenant.id, payload.b));
+    if (!bucket) throw NotFound(`bucket ${payload.b} not found`);
+    if (policyDenies(bucket.policy as BucketPolicy | undefined, { accessKeyId: principal.accessKeyId, verb, key })) {
+      throw Forbidden(`the policy of bucket ${payload.b} denies ${verb}`);
+    }
+    return { payload, principal, bucket, key };
+  };
+
+  /** Access-Control-* headers for an actual cross-origin response that a rule allows. */
+  const corsHeaders = (exchange: Exchange, bucket: BucketRecord, method: string): Record<string, string> => {
+    const origin = exchange.header('origin');
+    if (origin === undefined) return {};
+    const rule = matchCorsRule(bucket.cors as CorsRule[] | undefined, { origin, method, headers: [] });
+    return rule ? corsResponseHeaders(rule, origin) : {};
+  };
+
+  return [
+    {
+      method: 'POST', path: '/sign-url', operationId: 'signURL',
+      doc: { summary: 'Mint a signed URL for one GET or PUT', auth: 'bearer', tags: ['signed-url'], requestBody: { contentType: 'application/json', schema: signUrlSchema }, responses: { 200: { description: 'the signed URL', schema: signedSchema } } },
+      handler: async (exchange) => {
+        const principal = bearer(exchange);
+        const request = parseSignUrlRequest(await exchange.readJson());
+        if (request.reason !== undefined) exchange.audit.reason = request.reason;
+        let checksumAlg: ChecksumAlg | undefined;
+        if (request.checksumAlg !== undefined) {
+          checksumAlg = parseChecksumAlg(request.checksumAlg);
+          if (!checksumAlg) throw BadRequest('checksumAlg must be one of CRC32, CRC32C, CRC64NVME, SHA1, SHA256');
+          parseChecksumHeader(checksumAlg, request.checksumVal ?? '');
+        }
+        if (request.contentLengthMax !== undefined && request.contentLengthMax > objectBytesMax) {
+          throw BadRequest(`contentLengthMax may not exceed limits.object_bytes_max (${objectBytesMax})`);
+        }
+        const resource = request.key !== undefined ? { bucket: request.bucket, key: request.key } : { bucket: request.bucket, keyPrefix: request.keyPrefix ?? '' };
+        if (!canMintSignedUrl(principal.scope, request.method, resource)) {
+          throw Forbidden(`the access key may not mint a ${request.method} URL for this ${request.key !== undefined ? 'key' : 'key prefix'}`);
+        }
+        const verb: Verb = request.method === 'GET' ? 'read' : 'write';
+        bucketOf(principal, request.bucket, { verb, key: request.key ?? request.keyPrefix ?? '' });
+        const now = Date.now();
+        let ttlSeconds = clampTtlSeconds(request.ttlSeconds, settings.duration('security.max_presign_ttl'));
+        const keyRecord = store.get<AccessKeyRecord>(DB.accessKeys, Buffer.from(principal.accessKeyId));
+        // A URL never outlives the key that minted it.
+        if (keyRecord?.expiresAt !== undefined) ttlSeconds = Math.max(1, Math.min(ttlSeconds, Math.floor((keyRecord.expiresAt - now) / 1000)));
+        const payload = signedUrlPayloadOf(checksumAlg ? { ...request, checksumAlg } : request, { tenantId: principal.tenant.id, accessKeyId: principal.accessKeyId, nowMs: now, ttlSeconds });
+        const token = mintSignedUrlToken(urlKey(), payload);
+        const path = `/api/v1/signed/${encodeURIComponent(request.bucket)}/${encodeKey(request.key ?? request.keyPrefix ?? '')}`;
+        exchange.sendJson(200, { url: `${path}?token=${token}`, token, method: request.method, expiresAt: new Date(payload.exp * 1000).toISOString() });
+      },
+    },
+    {
+      method: 'GET', path: '/signed/{bucket}/{key...}', operationId: 'getSignedObject',
+      doc: signedDoc('Download with a signed URL; single Range supported', { 200: { description: 'the object', contentType: 'application/octet-stream' }, 206: { description: 'the range', contentType: 'application/octet-stream' }, 304: { description: 'not modified' } }, { headers: { Range: 'bytes=a-b, a- or -n', Origin: 'CORS: a matching bucket rule adds Access-Control-Allow-Origin' } }),
+      handler: async (exchange, params) => {
+        const { payload, principal, bucket, key } = access(exchange, params, exchange.method);
+        const version = store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, key));
+        if (!version || version.deleteMarker) throw NotFound(`object ${key} not found`);
+        const headers = { ...objectHeaders(version, bucket), ...corsHeaders(exchange, bucket, exchange.method) };
+        if (payload.rct !== undefined) headers['Content-Type'] = payload.rct;
+        if (payload.rcd !== undefined) headers['Content-Disposition'] = payload.rcd;
+        const notModified = conditionalRead(exchange, version);
+        if (notModified) {
+          exchange.send(notModified, headers);
+          return;
+        }
+        const range = parseRange(exchange.header('range'), version.size);
+        await sendObject(services.pool, services.upload.inline, exchange, { keys: auth.keysOf(principal.tenant), version, range, headers });
+      },
+    },
+    {
+      method: 'PUT', path: '/signed/{bucket}/{key...}', operationId: 'putSignedObject',
+      doc: signedDoc('Upload with a signed URL; the token\'s constraints apply', { 200: { description: 'stored durably', schema: objectSchema } }, { headers: { 'Content-Type': 'must equal the pinned contentType when the URL has one', 'X-Service-Checksum-*': 'base64 digest to verify', 'X-Service-Meta-*': 'user metadata' }, requestBody: { contentType: 'application/octet-stream', schema: { type: 'string', format: 'binary' } } }),
+      handler: (exchange, params) => putSigned(exchange, access(exchange, params, 'PUT')),
+    },
+    {
+      method: 'OPTIONS', path: '/signed/{bucket}/{key...}', operationId: 'preflightSignedObject',
+      doc: signedDoc('Browser CORS preflight for a signed URL', { 204: { description: 'allowed: Access-Control-* headers' } }, { headers: { Origin: 'required', 'Access-Control-Request-Method': 'required', 'Access-Control-Request-Headers': 'optional' } }),
+      handler: (exchange, params) => {
+        const origin = exchange.header('origin');
+        const requested = exchange.header('access-control-request-method');
+        if (origin === undefined || requested === undefined) throw BadRequest('a preflight needs Origin and Access-Control-Request-Method');
+        const { bucket } = access(exchange, params, requested.trim().toUpperCase());
+        const request = { origin, method: requested.trim().toUpperCase(), headers: parseRequestHeaderList(exchange.header('access-control-request-headers')) };
+        const rule = matchCorsRule(bucket.cors as CorsRule[] | undefined, request);
+        if (!rule) throw Forbidden('no CORS rule of this bucket allows this origin, method and headers');
+        exchange.send(204, preflightHeaders(rule, request));
+      },
+    },
+  ];
+
+  async function putSigned(exchange: Exchange, signed: SignedAccess): Promise<void> {
+    const { payload, principal, bucket, key } = signed;
+    const contentLength = parseContentLength(exchange, objectBytesMax);
+    // Refused before a byte is read; the pipeline also cuts off a body longer than declared.
+    if (payload.clm !== undefined && contentLength > payload.clm) throw PayloadTooLarge(`this signed URL accepts at most ${payload.clm} bytes`);
+    const expected = parseChecksumHeaders(exchange);
+    if (payload.ca !== undefined && payload.cv !== undefined) {
+      const alg = parseChecksumAlg(payload.ca);
+      if (!alg) throw Unauthorized('invalid token');
+      const digest = parseChecksumHeader(alg, payload.cv);
+      const sent = expected.get(alg);
+      if (sent && !sent.equals(digest)) throw BadRequest(`X-Service-Checksum-${alg} contradicts the checksum of this signed URL`);
+      expected.set(alg, digest);
+    }
+    const metadata = parseMetadata(exchange);
+    const sentType = exchange.header('content-type');
+    if (payload.ct !== undefined && sentType !== undefined && sentType !== payload.ct) throw Forbidden(`this signed URL requires Content-Type ${payload.ct}`);
+    const contentType = payload.ct ?? sentType ?? 'application/octet-stream';
+    const sentKey = exchange.header('idempotency-key');
+    if (payload.ik !== undefined && sentKey !== undefined && sentKey !== payload.ik) throw BadRequest('Idempotency-Key contradicts the idempotencyKey of this signed URL');
+    checkQuotaIn(store, principal.tenant.id, contentLength, 0);
+    const idempotency = idempotencyOf(exchange, { expected, contentLength, metadata, contentType }, payload.ik ?? sentKey);
+    const target = { tenantId: principal.tenant.id, bucket: bucket.name };
+    let replay: ObjectVersionRecord | undefined;
+    const gate = idempotency
+      ? engine.call<BeginResult>('beginIdempotent', { ...target, ...idempotency }).then((begun) => {
+        if ('replay' in begun) {
+          replay = begun.replay;
+          throw Replayed;
+        }
+      })
+      : undefined;
+    const algs = [...new Set<ChecksumAlg>(['CRC32C', ...expected.keys()])];
+    const body = receiveBody(services.upload, { exchange, keys: auth.keysOf(principal.tenant), contentLength, algs, ...(gate ? { gate } : {}) });
+    let version: ObjectVersionRecord;
+    try {
+      const received = await body;
+      for (const [alg, digest] of expected) {
+        if (received.checksums[alg] !== digest.toString('base64')) throw ChecksumMismatch(`the body does not match the ${alg} checksum`);
+      }
+      const args: Record<string, unknown> = {
+        ...target, key, size: contentLength, etag: received.etag, contentType, metadata,
+        checksums: received.checksums, compressed: received.compressed, chunks: received.chunks,
+      };
+      const ifMatch = exchange.header('if-match');
+      const ifNoneMatch = exchange.header('if-none-match');
+      if (ifMatch !== undefined) args['ifMatch'] = ifMatch;
+      if (ifNoneMatch !== undefined) args['ifNoneMatch'] = ifNoneMatch;
+      if (idempotency) args['idempotency'] = idempotency;
+      version = await kit.mutate<ObjectVersionRecord>(exchange, 'putObject', args, 200);
+    } catch (error) {
+      if (error === Replayed && replay) version = replay;
+      else {
+        if (idempotency && error !== Replayed && errorCode(error) !== 'idempotency_key_in_use' && errorCode(error) !== 'idempotency_key_reused') {
+          void engine.call('abandonIdempotent', { ...target, ...idempotency }).catch(() => undefined);
+        }
+        throw error;
+      }
+    }
+    exchange.sendJson(200, objectJson(version, bucket), { ETag: version.etag, ...corsHeaders(exchange, bucket, 'PUT') });
+  }
+}
+
+function encodeKey(key: string): string {
+  return key.split('/').map(encodeURIComponent).join('/');
+}
