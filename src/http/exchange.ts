@@ -14,6 +14,15 @@ import type { Logger } from '../util/log.js';
 
 export const JSON_BODY_BYTES_MAX = 1024 * 1024;
 
+// Request ids: a random per-process prefix and a counter, unique without a syscall per request.
+const requestIdPrefix = randomBytes(6).toString('base64url');
+let requestCounter = 0;
+
+function nextRequestId(): string {
+  requestCounter += 1;
+  return `${requestIdPrefix}${requestCounter.toString(36).padStart(6, '0')}`;
+}
+
 /** What the audit row of this exchange says; handlers fill it in as they learn it. */
 export interface AuditContext {
   action: string;
@@ -49,7 +58,7 @@ export class Exchange {
       headers[name] = headers[name] === undefined ? value : `${headers[name]}, ${value}`;
     });
     this.headers = headers;
-    this.requestId = randomBytes(12).toString('base64url');
+    this.requestId = nextRequestId();
     this.remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString();
     res.onAborted(() => {
       this.aborted = true;
@@ -82,8 +91,14 @@ export class Exchange {
       for (const [name, value] of Object.entries(headers)) {
         if (name !== 'Content-Length') this.res.writeHeader(name, value);
       }
-      if (this.method === 'HEAD' || status === 204 || status === 304) this.res.endWithoutBody(bodyLength(headers));
-      else this.res.end(body ?? '');
+      if (this.method === 'HEAD' || status === 204 || status === 304) {
+        // A 204 never has a Content-Length (RFC 9110 §8.6); a HEAD reports the GET's. uWS's
+        // endWithoutBody(undefined) writes `Content-Length: 2^63`, and endWithoutBody(n > 0)
+        // closes the connection, so the header is written here and the connection kept.
+        const length = status === 204 || this.method !== 'HEAD' ? undefined : bodyLength(headers);
+        if (length !== undefined) this.res.writeHeader('Content-Length', String(length));
+        this.res.endWithoutBody();
+      } else this.res.end(body ?? '');
     });
   }
 

@@ -37,6 +37,8 @@ export class Service {
   output = '';
   publicUrl = '';
   adminUrl = '';
+  /** The process tree as of the last launch: the supervisor, then its descendants. */
+  private tree: number[] = [];
 
   private constructor(readonly dataDir: string, readonly publicPort: number, readonly adminPort: number, private readonly options: ServiceOptions) {
     this.publicUrl = `http://127.0.0.1:${publicPort}/api/v1`;
@@ -78,23 +80,43 @@ export class Service {
       });
     });
     this.output = '';
+    this.tree = [child.pid as number, ...descendants(child.pid as number)];
   }
 
-  /** SIGKILL the whole process tree: the supervisor and every child. */
+  /**
+   * SIGKILL the whole process tree: the supervisor and every child. Every process is first
+   * stopped (SIGSTOP), so none of them sees another die (a child that lost its supervisor would
+   * otherwise begin a clean shutdown) and all die at the same instant of their work. The tree
+   * known since the launch is stopped at once, before anything slow (listing processes) runs.
+   */
   kill9(): Promise<void> {
     const child = this.child;
     if (!child || child.exitCode !== null) return Promise.resolve();
-    const pids = descendants(child.pid as number);
-    return new Promise<void>((resolveExit) => {
-      child.once('exit', () => resolveExit());
-      for (const pid of [child.pid as number, ...pids]) {
+    const signal = (pids: readonly number[], name: NodeJS.Signals): void => {
+      for (const pid of pids) {
         try {
-          process.kill(pid, 'SIGKILL');
+          process.kill(pid, name);
         } catch {
           // already gone
         }
       }
+    };
+    signal(this.tree, 'SIGSTOP');
+    // Anything started since the launch (a restarted child) is stopped too.
+    const all = [...new Set([...this.tree, child.pid as number, ...descendants(child.pid as number)])];
+    signal(all, 'SIGSTOP');
+    const pids = all.filter((pid) => pid !== child.pid);
+    return new Promise<void>((resolveExit) => {
+      child.once('exit', () => resolveExit());
+      signal(all, 'SIGKILL');
     }).then(() => waitGone(pids));
+  }
+
+  /** The pids of the running tree: the supervisor first, then its descendants. */
+  pids(): number[] {
+    const child = this.child;
+    if (!child || child.exitCode !== null) return [];
+    return [child.pid as number, ...descendants(child.pid as number)];
   }
 
   /** SIGTERM and wait for a clean exit; returns the exit code. */
@@ -200,9 +222,17 @@ function descendants(pid: number): number[] {
   return found;
 }
 
+/**
+ * Waits until the killed processes are gone, reaped included: a zombie still answers kill(0),
+ * so the next `lightwell serve` would take it for a live engine (see the report of issue 2).
+ * Zombies whose new parent never reaps them are accepted after a while.
+ */
 async function waitGone(pids: readonly number[]): Promise<void> {
-  for (let attempt = 0; attempt < 200; attempt += 1) {
-    if (pids.every((pid) => !existsSync(`/proc/${pid}`) || isZombie(pid))) return;
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    if (pids.every((pid) => !existsSync(`/proc/${pid}`))) return;
+    if (Date.now() > deadline && pids.every((pid) => !existsSync(`/proc/${pid}`) || isZombie(pid))) return;
+    if (Date.now() > deadline + 15_000) return;
     await new Promise((r) => setTimeout(r, 25));
   }
 }

@@ -7,12 +7,27 @@
 // know is not ours to trust: it is quarantined (renamed to `.orphan`) and counted, never
 // deleted. Runs at engine start and again periodically, so a gateway that died while the
 // engine kept running is recovered too.
+//
+// Invariants:
+// - A writer acknowledges a record only when every record before it in the segment is written
+//   and fsynced (segment-writer.ts), so the bytes after the last intact record were never
+//   acknowledged. As a guard, before cutting, recovery checks that no chunk entry of the index
+//   points into the bytes it would cut; if one does, the damage is not a torn tail but damage
+//   to acknowledged data: nothing is cut, the segment is sealed at its full size and counted
+//   as damaged (compaction leaves such a segment alone), and an operator must look at it.
+// - The periodic pass (`includeOwn: false`) never touches the open segments of this process:
+//   the engine's compactor appends to one of its own while the engine runs. At start
+//   (`includeOwn: true`) an open segment with this process's pid belongs to an earlier process
+//   that had the same pid, and is recovered.
+// - A file is quarantined only when the index, read after the directory listing, does not
+//   know it: a writer registers a segment (durably) before it creates the file, so a listing
+//   can never see a live segment's file before the index does.
 
 import { open, readdir, rename, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { IndexStore } from '../index/store.js';
-import { DB, segmentKey, type SegmentRecord } from '../index/schema.js';
+import { DB, segmentKey, type ChunkRecord, type SegmentRecord } from '../index/schema.js';
 import { segmentFileName, parseSegmentFileName, SEGMENT_HEADER_SIZE } from '../../format/segment-header.js';
 import { processAlive, type DataDirPaths } from '../data-dir.js';
 import { scanSegment } from './segment-scan.js';
@@ -20,21 +35,40 @@ import { scanSegment } from './segment-scan.js';
 export interface RecoveryReport {
   recovered: number;
   truncatedBytes: number;
+  /** Segments whose torn tail held bytes the index points at: sealed uncut, left alone. */
+  damaged: number;
   quarantined: number;
 }
 
-export async function recoverSegments(options: { paths: DataDirPaths; store: IndexStore; log: Logger }): Promise<RecoveryReport> {
+export async function recoverSegments(options: { paths: DataDirPaths; store: IndexStore; log: Logger; includeOwn?: boolean }): Promise<RecoveryReport> {
   const { paths, store, log } = options;
-  const report: RecoveryReport = { recovered: 0, truncatedBytes: 0, quarantined: 0 };
+  const includeOwn = options.includeOwn ?? true;
+  const report: RecoveryReport = { recovered: 0, truncatedBytes: 0, damaged: 0, quarantined: 0 };
   store.refresh();
   const open: SegmentRecord[] = [];
   for (const { value } of store.range<SegmentRecord>(DB.segments, {})) {
-    if (value.state === 'open' && !(value.ownerPid !== undefined && value.ownerPid !== process.pid && processAlive(value.ownerPid))) {
-      open.push(value);
-    }
+    if (value.state === 'open' && ownerGone(value.ownerPid, includeOwn)) open.push(value);
   }
+  const scans = new Map<number, { path: string; fileSize: number; keep: number }>();
   for (const segment of open) {
-    const size = await cutTornTail(join(paths.segments, segmentFileName(segment.id)), report);
+    const path = join(paths.segments, segmentFileName(segment.id));
+    scans.set(segment.id, { path, ...(await measure(path)) });
+  }
+  const referencedEnd = referencedEnds(store, [...scans].filter(([, scan]) => scan.keep < scan.fileSize).map(([id]) => id));
+  for (const segment of open) {
+    const scan = scans.get(segment.id) as { path: string; fileSize: number; keep: number };
+    let size = scan.keep;
+    const needed = referencedEnd.get(segment.id) ?? 0;
+    if (scan.keep < scan.fileSize) {
+      if (needed > scan.keep) {
+        log.error({ segmentId: segment.id, validEnd: scan.keep, fileSize: scan.fileSize, referencedEnd: needed }, 'segment damaged before acknowledged records; not cut');
+        report.damaged += 1;
+        size = scan.fileSize;
+      } else {
+        await cut(scan.path, scan.keep);
+        report.truncatedBytes += scan.fileSize - scan.keep;
+      }
+    }
     await store.transact(() => {
       const current = store.get<SegmentRecord>(DB.segments, segmentKey(segment.id));
       if (!current || current.state !== 'open') return;
@@ -51,31 +85,52 @@ export async function recoverSegments(options: { paths: DataDirPaths; store: Ind
   return report;
 }
 
-/** Returns the recovered size: the end of the last intact record (0 when there is no file). */
-async function cutTornTail(path: string, report: RecoveryReport): Promise<number> {
+function ownerGone(ownerPid: number | undefined, includeOwn: boolean): boolean {
+  if (ownerPid === undefined) return true;
+  if (ownerPid === process.pid) return includeOwn;
+  return !processAlive(ownerPid);
+}
+
+/** The file's size and the end of its last intact record (0 when there is no valid header). */
+async function measure(path: string): Promise<{ fileSize: number; keep: number }> {
   try {
     await stat(path);
   } catch {
-    return 0;
+    return { fileSize: 0, keep: 0 };
   }
   const scan = await scanSegment(path, () => undefined, { withBytes: false });
   const keep = scan.segmentId === undefined ? 0 : Math.max(scan.validEnd, SEGMENT_HEADER_SIZE);
-  if (keep < scan.fileSize) {
-    const handle = await open(path, 'r+');
-    try {
-      await handle.truncate(keep);
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
-    report.truncatedBytes += scan.fileSize - keep;
+  return { fileSize: scan.fileSize, keep: Math.min(keep, scan.fileSize) };
+}
+
+/** For the given segments, the end of the furthest record a chunk entry points at. */
+function referencedEnds(store: IndexStore, segmentIds: readonly number[]): Map<number, number> {
+  const ends = new Map<number, number>();
+  if (segmentIds.length === 0) return ends;
+  const wanted = new Set(segmentIds);
+  for (const { value } of store.range<ChunkRecord>(DB.chunks, {})) {
+    if (!wanted.has(value.segmentId)) continue;
+    ends.set(value.segmentId, Math.max(ends.get(value.segmentId) ?? 0, value.offset + value.length));
   }
-  return keep;
+  return ends;
+}
+
+async function cut(path: string, size: number): Promise<void> {
+  const handle = await open(path, 'r+');
+  try {
+    await handle.truncate(size);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
 }
 
 async function quarantineUnknownFiles(paths: DataDirPaths, store: IndexStore): Promise<number> {
   let quarantined = 0;
-  for (const name of await readdir(paths.segments)) {
+  const names = await readdir(paths.segments);
+  // Read the index after the listing: every file listed was registered before it was created.
+  store.refresh();
+  for (const name of names) {
     const segmentId = parseSegmentFileName(name);
     if (segmentId === undefined) continue;
     if (store.has(DB.segments, segmentKey(segmentId))) continue;

@@ -3,13 +3,21 @@
 //
 // Invariants:
 // - One writer per open segment, so offsets are assigned synchronously without locks and
-//   concurrent appends write disjoint ranges.
+//   concurrent appends write disjoint ranges. Every append is exactly one record.
 // - A segment is registered with the engine before its file exists; the file is created with
 //   its header, fsynced, and its directory entry fsynced before the first record is appended.
-// - `durable()` of an append resolves only after an fdatasync that began after the append's
-//   write completed. Concurrent appends share one fdatasync (group commit of data).
-// - A full segment is sealed: pending writes finish, a seal footer is appended, the file is
-//   fsynced, and the engine records the final size.
+// - `written()` of an append resolves only once its write *and the writes of every record
+//   before it in the segment* completed; `durable()` only after an fdatasync that began after
+//   that. Writes run concurrently and may finish out of order; recovery cuts a torn segment at
+//   its first damaged record, so a record may be acknowledged (committed after the engine's
+//   fdatasync of the segment, or after `durable()`) only when nothing before it can be damaged.
+//   Concurrent appends share one fdatasync (group commit of data).
+// - A failed write or fdatasync breaks the segment at the first record that is not known to be
+//   durable: that record and every record behind it fail (`segment_io`), the writer moves to a
+//   new segment, and the broken one is cut after its last good record and sealed there.
+// - A full segment is sealed once: pending writes finish, a seal footer is appended, the file is
+//   fsynced (which covers every record in it), and the engine records the final size. No record
+//   is appended to a segment once its seal has begun.
 
 import { open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -26,34 +34,83 @@ export interface Appended {
   readonly segmentId: number;
   readonly offset: number;
   readonly length: number;
-  /** Resolves once the record is on disk. */
+  /**
+   * Resolves once the record and every record before it in its segment are written (in the
+   * page cache, not yet synced): from then on an fdatasync of the segment, by any process,
+   * makes all of them durable, and a crash cannot leave a damaged record before this one.
+   */
+  written(): Promise<void>;
+  /** Resolves once the record, and every record before it in its segment, is on disk. */
   durable(): Promise<void>;
 }
 
 class OpenSegment {
   size = SEGMENT_HEADER_SIZE;
-  records = 0;
-  private writesStarted = 0;
-  private writesDone = 0;
+  /** The seal has begun: nothing more is appended. */
+  closing = false;
+  /** Writes issued; write n (1-based) is the segment's n-th record. */
+  private issued = 0;
+  /** Writes 1..contiguous have all completed; they end at `contiguousEnd`. */
+  private contiguous = 0;
+  private contiguousEnd = SEGMENT_HEADER_SIZE;
+  private readonly completedAhead = new Set<number>();
+  /** End offsets of the writes past the contiguous prefix (bounded by the writes in flight). */
+  private readonly ends = new Map<number, number>();
+  /** Writes 1..syncedThrough are durable; they end at `syncedEnd`. */
   private syncedThrough = 0;
+  private syncedEnd = SEGMENT_HEADER_SIZE;
   private syncing: Promise<void> | undefined;
-  private readonly inFlight = new Set<Promise<void>>();
+  private waiters: Array<() => void> = [];
+  /** The first write that is not durable and never will be; set once the segment broke. */
+  brokenAt: number | undefined;
+  private failure: unknown;
+  private readonly inFlight = new Set<Promise<unknown>>();
 
-  constructor(readonly id: number, readonly handle: FileHandle) {}
+  constructor(readonly id: number, readonly handle: FileHandle, private readonly onBroken: (segment: OpenSegment) => void) {}
 
-  write(parts: readonly Buffer[], offset: number): Promise<number> {
-    this.writesStarted += 1;
-    const written = writeAll(this.handle, parts, offset).then(() => {
-      this.writesDone += 1;
-    });
+  /** Issues the write of the next record at `offset`; resolves with its write number. */
+  write(parts: readonly Buffer[], offset: number, length: number): Promise<number> {
+    const number = ++this.issued;
+    this.ends.set(number, offset + length);
+    const written = writeAll(this.handle, parts, offset).then(
+      () => {
+        this.completedAhead.add(number);
+        while (this.completedAhead.delete(this.contiguous + 1)) {
+          this.contiguous += 1;
+          this.contiguousEnd = this.ends.get(this.contiguous) as number;
+          this.ends.delete(this.contiguous);
+        }
+        this.wake();
+        return number;
+      },
+      (error: unknown) => {
+        this.breakAt(number, error);
+        throw error;
+      },
+    );
     this.inFlight.add(written);
     void written.finally(() => this.inFlight.delete(written)).catch(() => undefined);
-    return written.then(() => this.writesDone);
+    return written;
   }
 
-  /** Resolves when an fdatasync that started after write number `mark` completed has finished. */
-  async syncThrough(mark: number): Promise<void> {
-    while (this.syncedThrough < mark) {
+  /** Resolves when records 1..number have all been written (not necessarily synced). */
+  async writtenThrough(number: number): Promise<void> {
+    for (;;) {
+      this.checkNotBroken(number);
+      if (this.contiguous >= number) return;
+      await new Promise<void>((resolve) => this.waiters.push(resolve));
+    }
+  }
+
+  /** Resolves when records 1..number are all written and covered by a completed fdatasync. */
+  async syncThrough(number: number): Promise<void> {
+    for (;;) {
+      this.checkNotBroken(number);
+      if (this.syncedThrough >= number) return;
+      if (this.contiguous < number) {
+        await this.writtenThrough(number);
+        continue;
+      }
       this.syncing ??= this.sync().finally(() => {
         this.syncing = undefined;
       });
@@ -61,10 +118,61 @@ class OpenSegment {
     }
   }
 
+  private checkNotBroken(number: number): void {
+    if (this.brokenAt !== undefined && this.brokenAt <= number) {
+      throw SegmentIoError(`segment ${this.id} failed before record ${number} was durable`, { segmentId: this.id }, { cause: this.failure });
+    }
+  }
+
   private async sync(): Promise<void> {
-    const upTo = this.writesDone;
-    await this.handle.datasync();
-    this.syncedThrough = Math.max(this.syncedThrough, upTo);
+    // A broken segment never syncs past its break: contiguous < brokenAt unless the break was
+    // an earlier fdatasync failure, which leaves nothing more to sync.
+    if (this.brokenAt !== undefined && this.contiguous >= this.brokenAt) return;
+    const upTo = this.contiguous;
+    const upToEnd = this.contiguousEnd;
+    try {
+      await this.handle.datasync();
+    } catch (error) {
+      // After a failed fdatasync the state of every unsynced page is unknown.
+      this.breakAt(this.syncedThrough + 1, error);
+      return;
+    }
+    this.markSynced(upTo, upToEnd);
+  }
+
+  /** Records 1..upTo, ending at `end`, are on disk (an fdatasync that began after they were written finished). */
+  markSynced(upTo: number, end: number): void {
+    if (upTo <= this.syncedThrough) return;
+    this.syncedThrough = upTo;
+    this.syncedEnd = end;
+  }
+
+  private breakAt(number: number, error: unknown): void {
+    const first = this.brokenAt === undefined;
+    if (first || number < (this.brokenAt as number)) this.brokenAt = number;
+    this.failure ??= error;
+    this.wake();
+    if (first) this.onBroken(this);
+  }
+
+  private wake(): void {
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const wake of waiters) wake();
+  }
+
+  /**
+   * Where the segment is sealed, and how many records stay before that point; call after
+   * `drain()`. A broken segment is cut after its last good record: after a failed write every
+   * write before it has completed (contiguous = brokenAt - 1); after a failed fdatasync only the
+   * records it had synced before are known good (syncedThrough = brokenAt - 1).
+   */
+  cutPoint(): { offset: number; records: number } {
+    if (this.brokenAt === undefined) return { offset: this.size, records: this.issued };
+    const records = this.brokenAt - 1;
+    if (records === this.syncedThrough) return { offset: this.syncedEnd, records };
+    if (records === this.contiguous) return { offset: this.contiguousEnd, records };
+    throw SegmentIoError(`segment ${this.id}: no cut point for a break at record ${this.brokenAt}`, { segmentId: this.id });
   }
 
   async drain(): Promise<void> {
@@ -77,6 +185,7 @@ async function writeAll(handle: FileHandle, parts: readonly Buffer[], position: 
   let pending = parts.filter((part) => part.length > 0);
   while (pending.length > 0) {
     const { bytesWritten } = await handle.writev(pending, offset);
+    if (bytesWritten === 0) throw SegmentIoError('writev wrote nothing', { offset });
     offset += bytesWritten;
     pending = skipWritten(pending, bytesWritten);
   }
@@ -107,26 +216,29 @@ export class SegmentWriter {
   /** Appends one record (given as parts, written contiguously). */
   async append(parts: readonly Buffer[]): Promise<Appended> {
     const length = parts.reduce((sum, part) => sum + part.length, 0);
-    let segment = this.current ?? (await this.openNext());
-    if (segment.size > SEGMENT_HEADER_SIZE && segment.size + length > this.options.segmentBytesMax) {
-      this.startSeal(segment);
-      segment = await this.openNext();
+    let segment: OpenSegment;
+    for (;;) {
+      segment = this.current ?? (await this.openNext());
+      if (segment.closing) continue;
+      if (segment.size > SEGMENT_HEADER_SIZE && segment.size + length > this.options.segmentBytesMax) {
+        this.retire(segment);
+        continue;
+      }
+      break;
     }
     const offset = segment.size;
     segment.size += length;
-    segment.records += 1;
-    let mark: number;
+    let number: number;
     try {
-      mark = await segment.write(parts, offset);
+      number = await segment.write(parts, offset, length);
     } catch (cause) {
       throw SegmentIoError(`write to segment ${segment.id} failed`, { segmentId: segment.id }, { cause });
     }
     const target = segment;
-    return { segmentId: segment.id, offset, length, durable: () => target.syncThrough(mark) };
+    return { segmentId: segment.id, offset, length, written: () => target.writtenThrough(number), durable: () => target.syncThrough(number) };
   }
 
   private openNext(): Promise<OpenSegment> {
-    this.current = undefined;
     this.opening ??= this.create().then(
       (segment) => {
         this.current = segment;
@@ -145,32 +257,48 @@ export class SegmentWriter {
     const segmentId = await this.options.registry.allocate();
     const path = join(this.options.segmentsDir, segmentFileName(segmentId));
     const handle = await open(path, 'wx', 0o644);
-    await handle.write(encodeSegmentHeader({ segmentId, createdAtMs: Date.now() }), 0, SEGMENT_HEADER_SIZE, 0);
-    await handle.datasync();
-    await syncDirectory(this.options.segmentsDir);
-    return new OpenSegment(segmentId, handle);
+    try {
+      await handle.write(encodeSegmentHeader({ segmentId, createdAtMs: Date.now() }), 0, SEGMENT_HEADER_SIZE, 0);
+      await handle.datasync();
+      await syncDirectory(this.options.segmentsDir);
+    } catch (error) {
+      await handle.close().catch(() => undefined);
+      throw SegmentIoError(`cannot create segment ${segmentId}`, { segmentId }, { cause: error });
+    }
+    return new OpenSegment(segmentId, handle, (broken) => this.retire(broken));
   }
 
-  private startSeal(segment: OpenSegment): void {
+  /** Stops appending to `segment` and seals it (once). */
+  private retire(segment: OpenSegment): void {
+    if (this.current === segment) this.current = undefined;
+    if (segment.closing) return;
+    segment.closing = true;
     const sealed = this.seal(segment).finally(() => this.sealing.delete(sealed));
     this.sealing.add(sealed);
     sealed.catch(() => undefined);
   }
 
   private async seal(segment: OpenSegment): Promise<void> {
-    await segment.drain();
-    const footer = encodeSealFooter({ recordCount: segment.records, dataEnd: segment.size, sealedAtMs: Date.now() });
-    await writeAll(segment.handle, [footer], segment.size);
-    await segment.handle.datasync();
-    await segment.handle.close();
-    await this.options.registry.seal(segment.id, segment.size + footer.length);
+    try {
+      await segment.drain();
+      const { offset, records } = segment.cutPoint();
+      if (segment.brokenAt !== undefined) await segment.handle.truncate(offset);
+      const footer = encodeSealFooter({ recordCount: records, dataEnd: offset, sealedAtMs: Date.now() });
+      await writeAll(segment.handle, [footer], offset);
+      await segment.handle.datasync();
+      // This fdatasync began after every record before the cut was written: they are durable.
+      segment.markSynced(records, offset);
+      await this.options.registry.seal(segment.id, offset + footer.length);
+    } finally {
+      // FileHandle.close waits for the operations still running on the handle.
+      await segment.handle.close();
+    }
   }
 
   /** Seals the open segment (on shutdown) and waits for every seal in progress. */
   async close(): Promise<void> {
     const segment = this.current ?? (await this.opening?.catch(() => undefined));
-    this.current = undefined;
-    if (segment) this.startSeal(segment);
+    if (segment) this.retire(segment);
     await Promise.allSettled([...this.sealing]);
   }
 }
