@@ -38,8 +38,10 @@ export async function serve(argv: readonly string[]): Promise<void> {
   const start = (entry: Supervised): Promise<void> => new Promise((resolve, reject) => {
     const script = fileURLToPath(new URL(`../../bin/lightwell-${entry.role}.js`, import.meta.url));
     // LIGHTWELL_CHILD_NODE_ARGS passes Node flags to the children (e.g. `--cpu-prof`).
-    const execArgv = (process.env['LIGHTWELL_CHILD_NODE_ARGS'] ?? '').split(' ').filter((arg) => arg !== '');
-    const child = fork(script, argv as string[], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv });
+    // A small young generation: request garbage is short-lived, and resident memory matters more
+    // than the last percent of allocation speed.
+    const execArgv = ['--max-semi-space-size=4', ...(process.env['LIGHTWELL_CHILD_NODE_ARGS'] ?? '').split(' ').filter((arg) => arg !== '')];
+    const child = fork(script, argv as string[], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv, env: childEnv() });
     entry.child = child;
     entry.startedAt = Date.now();
     child.on('message', (message: ReadyMessage) => {
@@ -84,6 +86,15 @@ export async function serve(argv: readonly string[]): Promise<void> {
     await stopAll(children);
     process.exit(1);
   }
+}
+
+/**
+ * glibc gives every thread its own malloc arena and keeps freed memory in it; with a worker pool
+ * that allocates megabyte outputs (ciphertext, LZ4) that is hundreds of MiB of retained RSS.
+ * Two arenas and an early trim keep the service's memory near what it actually holds.
+ */
+function childEnv(): NodeJS.ProcessEnv {
+  return { MALLOC_ARENA_MAX: '2', MALLOC_TRIM_THRESHOLD_: String(8 * 1024 * 1024), ...process.env };
 }
 
 async function preflight(settings: Settings): Promise<void> {

@@ -8,7 +8,9 @@ import { readMasterKeySync, type DataDirPaths } from '../engine/data-dir.js';
 import type { IndexStore } from '../engine/index/store.js';
 import { DB, tenantKey, type AccessKeyRecord, type TenantRecord } from '../engine/index/schema.js';
 import { deriveKey, unwrapTenantKey, dedupKey, openSecret, PURPOSE_NATIVE_TOKEN, PURPOSE_SECRET_SEAL } from '../security/keys.js';
-import { verifyNativeToken, mintNativeToken, type MintedNativeToken } from '../security/native-token.js';
+import { verifyNativeToken, mintNativeToken, type MintedNativeToken, type NativeTokenPayload } from '../security/native-token.js';
+
+const VERIFIED_TOKENS_MAX = 10_000;
 import { parseScopes, allows, type Scope, type ScopeRequest } from '../security/scopes.js';
 import { constantTimeEqual } from '../security/access-keys.js';
 import { Unauthorized, Forbidden } from '../util/errors.js';
@@ -26,6 +28,7 @@ export class Authenticator {
   private readonly sealKey: Buffer;
   private readonly scopes = new Map<string, Scope>();
   private readonly tenantKeys = new Map<string, TenantKeyMaterial>();
+  private readonly tokens = new Map<string, NativeTokenPayload>();
 
   constructor(paths: DataDirPaths, private readonly store: IndexStore) {
     this.masterKey = readMasterKeySync(paths);
@@ -37,10 +40,24 @@ export class Authenticator {
   authenticate(authorization: string | undefined): Principal {
     const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
     if (!match) throw Unauthorized('a bearer token is required (Authorization: Bearer lwtk_…)');
-    const payload = verifyNativeToken(this.tokenKey, match[1], Date.now());
+    const payload = this.verified(match[1] ?? '');
     const key = this.liveKey(payload.kid);
     if (key.tenantId !== payload.tid) throw Unauthorized('invalid token');
     return { accessKeyId: key.accessKeyId, tenant: this.liveTenant(key.tenantId), scope: this.scopeOf(key.scopes) };
+  }
+
+  /**
+   * A token's signature is checked once and the result cached until it expires; the key and
+   * tenant behind it are still looked up on every request (revocation takes effect at once).
+   */
+  private verified(token: string): NativeTokenPayload {
+    const now = Date.now();
+    const cached = this.tokens.get(token);
+    if (cached && cached.exp * 1000 > now) return cached;
+    const payload = verifyNativeToken(this.tokenKey, token, now);
+    if (this.tokens.size >= VERIFIED_TOKENS_MAX) this.tokens.delete(this.tokens.keys().next().value as string);
+    this.tokens.set(token, payload);
+    return payload;
   }
 
   /** Checks an access key id and secret (token mint); the same answer for every failure. */

@@ -9,6 +9,8 @@ import type { TenantKeyMaterial, ReadTask, Outcome } from '../workers/protocol.j
 import { unpackChunkRefs } from '../engine/ops/objects.js';
 import type { ObjectVersionRecord } from '../engine/index/schema.js';
 import { InvalidRange, fromWire } from '../util/errors.js';
+import { readChunk, type ChunkStoreDeps } from '../workers/chunk-store.js';
+import { INLINE_CHUNK_BYTES_MAX, tenantKeysOf } from './upload.js';
 
 const READ_AHEAD_CHUNKS = 6;
 
@@ -42,6 +44,7 @@ export function parseRange(header: string | undefined, size: number): ByteRange 
 
 export async function sendObject(
   pool: Piscina,
+  inline: ChunkStoreDeps,
   exchange: Exchange,
   input: { keys: TenantKeyMaterial; version: ObjectVersionRecord; range: ByteRange | undefined; headers: Record<string, string> },
 ): Promise<void> {
@@ -62,20 +65,30 @@ export async function sendObject(
     const piece = pieces[index];
     if (!piece) return;
     const task: ReadTask = { kind: 'read', keys: input.keys, chunkId: piece.id, plainLength: piece.plainLength };
-    const read = (pool.run(task) as Promise<ArrayBuffer | Outcome<never>>).then((result) => {
-      if (result instanceof ArrayBuffer) return Buffer.from(result, piece.from, piece.to - piece.from);
-      throw fromWire((result as { error: Parameters<typeof fromWire>[0] }).error);
-    });
+    const read = piece.plainLength <= INLINE_CHUNK_BYTES_MAX
+      ? readChunk(inline, { keys: tenantKeysOf(input.keys), chunkId: piece.id, plainLength: piece.plainLength }).then((plain) => plain.subarray(piece.from, piece.to))
+      : (pool.run(task) as Promise<ArrayBuffer | Outcome<never>>).then((result) => {
+        if (result instanceof ArrayBuffer) return Buffer.from(result, piece.from, piece.to - piece.from);
+        throw fromWire((result as { error: Parameters<typeof fromWire>[0] }).error);
+      });
     read.catch(() => undefined);
     reads.push(read);
   };
   for (let index = 0; index < READ_AHEAD_CHUNKS; index += 1) readPiece(index);
   const writer = new StreamWriter(exchange, status, headers, total);
-  for (let index = 0; index < pieces.length; index += 1) {
-    const bytes = await (reads[index] as Promise<Buffer>);
-    readPiece(index + READ_AHEAD_CHUNKS);
-    if (!exchange.open) return;
-    await writer.write(bytes);
+  try {
+    for (let index = 0; index < pieces.length; index += 1) {
+      const bytes = await (reads[index] as Promise<Buffer>);
+      readPiece(index + READ_AHEAD_CHUNKS);
+      if (!exchange.open) return;
+      await writer.write(bytes);
+    }
+  } catch (error) {
+    // The status line and part of the body are out: a problem object can no longer be sent.
+    // Cutting the connection is the one signal left; the client sees a body shorter than its
+    // Content-Length instead of waiting for bytes that never come.
+    if (writer.started && exchange.open) exchange.res.close();
+    throw error;
   }
 }
 
@@ -102,7 +115,8 @@ function coveringChunks(version: ObjectVersionRecord, start: number, end: number
 
 /** Writes a response body of known length piece by piece, waiting whenever the socket is full. */
 class StreamWriter {
-  private started = false;
+  /** The status line and headers have been written. */
+  started = false;
 
   constructor(
     private readonly exchange: Exchange,

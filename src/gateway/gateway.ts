@@ -20,6 +20,9 @@ import type { Settings } from '../util/config.js';
 import type { WorkerConfig } from '../workers/protocol.js';
 import { RELEASE } from '../engine/data-dir.js';
 import { AuditSink } from '../http/audit.js';
+import { SegmentWriter } from '../engine/segments/segment-writer.js';
+import { SegmentReader } from '../engine/segments/segment-reader.js';
+import type { ChunkStoreDeps } from '../workers/chunk-store.js';
 
 export const API_PREFIX = '/api/v1';
 const BLOCK_BYTES = 1024 * 1024;
@@ -51,20 +54,43 @@ export async function startGateway(options: { dataDir: string; settings: Setting
     filename: fileURLToPath(new URL('../workers/worker.js', import.meta.url)),
     minThreads: threads,
     maxThreads: threads,
-    concurrentTasksPerWorker: 8,
+    // Two tasks per worker overlap one task's segment write with the next one's CPU work;
+    // more only adds megabyte-sized buffers in flight.
+    concurrentTasksPerWorker: 2,
     // Idle workers must keep their event loop turning: lmdb-js renews read snapshots on a
     // timer, and a worker parked in Atomics.wait would read a snapshot older than a commit
     // that the gateway has already acknowledged.
     atomics: 'async',
     idleTimeout: Number.MAX_SAFE_INTEGER,
+    // Task buffers are short-lived and mostly external (ciphertext, LZ4 output): a small young
+    // generation collects them sooner and keeps each thread's resident memory low.
+    resourceLimits: { maxYoungGenerationSizeMb: 8 },
     workerData: workerConfig,
   });
   const ordered = new OrderedStage({ arena: arena.buffer, blockBytes: BLOCK_BYTES });
+  // The gateway thread's own segment, for the small chunks it stores itself.
+  const inlineWriter = new SegmentWriter({
+    segmentsDir: paths.segments,
+    segmentBytesMax: settings.bytes('storage.segment_bytes_max'),
+    registry: {
+      allocate: async () => (await engine.call<{ segmentId: number }>('allocSegment', { ownerPid: process.pid })).segmentId,
+      seal: async (segmentId, size) => {
+        await engine.call('sealSegment', { segmentId, size });
+      },
+    },
+  });
+  const inlineReader = new SegmentReader(paths.segments);
+  const inline: ChunkStoreDeps = {
+    index: () => store,
+    writer: () => inlineWriter,
+    reader: () => inlineReader,
+    deadChunkGraceMs: settings.duration('storage.dead_chunk_grace'),
+  };
   const tls = settings.string('tls.cert_file') !== '' && settings.string('tls.key_file') !== '';
   const routes: Route<Handler>[] = dataRoutes({
     store, engine, pool, settings, tls,
     auth: new Authenticator(paths, store),
-    upload: { arena, pool, ordered, chunkAvgBytes: settings.bytes('storage.chunk_bytes_avg') },
+    upload: { arena, pool, ordered, chunkAvgBytes: settings.bytes('storage.chunk_bytes_avg'), inline },
   });
   const openapi = openApiDocument({
     title: 'Lightwell native data-plane API', version: RELEASE, prefix: API_PREFIX, routes,
@@ -86,6 +112,8 @@ export async function startGateway(options: { dataDir: string; settings: Setting
       await listener.close();
       await audit.close();
       await pool.destroy();
+      await inlineWriter.close();
+      inlineReader.close();
       await ordered.close();
       engine.close();
       await store.close();

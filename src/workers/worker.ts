@@ -13,13 +13,12 @@ import { workerData, move } from 'piscina';
 import { join } from 'node:path';
 import { AssertionError } from 'node:assert';
 import { IndexStore } from '../engine/index/store.js';
-import { DB, chunkKey, type ChunkRecord } from '../engine/index/schema.js';
 import { EngineClient } from '../engine/protocol.js';
 import { SegmentWriter } from '../engine/segments/segment-writer.js';
 import { SegmentReader } from '../engine/segments/segment-reader.js';
-import { chunkIdOf, encodeChunk, decodeChunk, type TenantKeys } from '../engine/chunk-codec.js';
-import { createMultiHasher } from '../engine/checksums.js';
-import { toWire, NotFound, errorCode } from '../util/errors.js';
+import type { TenantKeys } from '../engine/chunk-codec.js';
+import { storeChunk, readChunk, type ChunkStoreDeps } from './chunk-store.js';
+import { toWire } from '../util/errors.js';
 import type { WorkerConfig, Task, StoreTask, StoreResult, ReadTask, Outcome, TenantKeyMaterial } from './protocol.js';
 
 const config = workerData as WorkerConfig;
@@ -75,67 +74,23 @@ export default async function run(task: Task): Promise<Outcome<StoreResult> | Ar
   }
 }
 
-async function store(task: StoreTask): Promise<StoreResult> {
-  const keys = tenantKeys(task.keys);
+const deps: ChunkStoreDeps = {
+  index: indexStore,
+  writer: segmentWriter,
+  reader: () => (reader ??= new SegmentReader(join(config.dataDir, 'segments'))),
+  deadChunkGraceMs: config.deadChunkGraceMs,
+};
+
+function store(task: StoreTask): Promise<StoreResult> {
   const slices = task.slices.map(([block, start, end]) => {
     const base = block * config.blockBytes;
     return arena.subarray(base + start, base + end);
   });
-  const checksums = task.objectChecksums ? await objectChecksums(task.objectChecksums, slices) : undefined;
-  const chunkId = chunkIdOf(keys.dedupKey, slices);
-  if (alreadyStored(keys.tenantNum, chunkId)) {
-    return withChecksums({ chunkId, plainLength: task.plainLength, compressed: false }, checksums);
-  }
-  const encoded = encodeChunk(keys, chunkId, slices, task.plainLength);
-  // The write has completed; the engine fdatasyncs the segment before it commits a manifest
-  // that points here (group fsync across every worker and gateway).
-  const appended = await segmentWriter().append([encoded.header, ...encoded.payload]);
-  const location = {
-    segmentId: appended.segmentId,
-    offset: appended.offset,
-    length: appended.length,
-    payloadChecksum: encoded.payloadChecksum,
-  };
-  return withChecksums({ chunkId, plainLength: task.plainLength, location, compressed: encoded.compressed }, checksums);
-}
-
-function withChecksums(result: StoreResult, checksums: Record<string, string> | undefined): StoreResult {
-  return checksums ? { ...result, checksums } : result;
-}
-
-async function objectChecksums(algs: StoreTask['objectChecksums'] & object, slices: readonly Buffer[]): Promise<Record<string, string>> {
-  const hasher = await createMultiHasher(algs);
-  for (const slice of slices) hasher.update(slice);
-  return hasher.digest();
-}
-
-/** A chunk this tenant already stored, live or dead for less than half the grace period. */
-function alreadyStored(tenantNum: number, chunkId: Buffer): boolean {
-  const record = indexStore().get<ChunkRecord>(DB.chunks, chunkKey(tenantNum, chunkId));
-  if (!record) return false;
-  return record.refs > 0 || Date.now() - (record.deadSince ?? 0) < config.deadChunkGraceMs / 2;
+  return storeChunk(deps, { keys: tenantKeys(task.keys), slices, plainLength: task.plainLength, objectChecksums: task.objectChecksums });
 }
 
 async function read(task: ReadTask): Promise<ArrayBuffer> {
-  const keys = tenantKeys(task.keys);
-  const key = chunkKey(keys.tenantNum, task.chunkId);
-  // The gateway resolved the object from a snapshot at least as new as the commit that made
-  // it; this thread's snapshot must be too.
-  indexStore().refresh();
-  for (let attempt = 0; ; attempt += 1) {
-    const record = indexStore().get<ChunkRecord>(DB.chunks, key);
-    if (!record) throw NotFound('chunk not found');
-    reader ??= new SegmentReader(join(config.dataDir, 'segments'));
-    try {
-      const bytes = await reader.read(record);
-      const plain = decodeChunk(keys, bytes, { chunkId: task.chunkId, payloadChecksum: record.payloadChecksum, plainLength: task.plainLength });
-      return ownArrayBuffer(plain);
-    } catch (error) {
-      // Compaction moved the chunk and deleted the old segment: look it up again, once.
-      if (attempt > 0 || errorCode(error) !== 'not_found') throw error;
-      indexStore().refresh();
-    }
-  }
+  return ownArrayBuffer(await readChunk(deps, { keys: tenantKeys(task.keys), chunkId: task.chunkId, plainLength: task.plainLength }));
 }
 
 /** The bytes in an ArrayBuffer of their own: a pooled Buffer's slab must never be transferred. */
