@@ -200,11 +200,11 @@ class BodyReceiver {
       else this.copyIn(part);
     }
     if (this.waitingForBlock) return;
-    // After the last byte there is nothing to read; resuming would re-arm uWS's idle timer and a
-    // commit slower than that timer would lose the connection.
+    // After the last byte there is nothing to read: the socket stays paused (uWS's idle timer
+    // stays off while the commit runs) and the response resumes it (Exchange.send).
     if (this.paused && !this.input.exchange.aborted && !this.lastSeen) {
       this.paused = false;
-      this.input.exchange.res.resume();
+      this.input.exchange.resumeReading();
     }
     this.afterCopy();
   }
@@ -212,7 +212,7 @@ class BodyReceiver {
   private pauseSocket(): void {
     if (this.paused || this.input.exchange.aborted) return;
     this.paused = true;
-    this.input.exchange.res.pause();
+    this.input.exchange.pauseReading();
   }
 
   /**
@@ -380,11 +380,10 @@ class BodyReceiver {
     this.ordered?.drop();
     this.overflow.length = 0;
     // The rest of the body is read and discarded, so the connection stays usable.
-    // After the last byte there is nothing to read; resuming would re-arm uWS's idle timer and a
-    // commit slower than that timer would lose the connection.
+    // The rest of the body is read and discarded; after the last byte the response resumes.
     if (this.paused && !this.input.exchange.aborted && !this.lastSeen) {
       this.paused = false;
-      this.input.exchange.res.resume();
+      this.input.exchange.resumeReading();
     }
     this.reject(error);
     // Blocks still read by running tasks are released as those tasks settle.

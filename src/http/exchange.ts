@@ -76,6 +76,24 @@ export class Exchange {
     else this.abortHandlers.push(handler);
   }
 
+  /**
+   * Reading of the request body is paused. uWS also holds back writes on a paused socket, and
+   * resuming re-arms its idle timer, so a finished body stays paused until the response.
+   */
+  private readingPaused = false;
+
+  pauseReading(): void {
+    if (this.readingPaused || this.aborted) return;
+    this.readingPaused = true;
+    this.res.pause();
+  }
+
+  resumeReading(): void {
+    if (!this.readingPaused || this.aborted) return;
+    this.readingPaused = false;
+    this.res.resume();
+  }
+
   get open(): boolean {
     return !this.aborted && !this.done;
   }
@@ -85,6 +103,7 @@ export class Exchange {
     if (!this.open) return;
     this.done = true;
     this.status = status;
+    this.resumeReading();
     this.res.cork(() => {
       this.res.writeStatus(statusLine(status));
       this.res.writeHeader('X-Request-Id', this.requestId);

@@ -180,15 +180,16 @@ export function writeVersion(
     counters.versions += 1;
     counters.logicalBytes += version.size;
   }
-  setCurrent(context, bucket, version, usage);
+  // A new version has the highest sequence number: it is the key's current version.
+  setCurrent(context, bucket, version.key, version, usage);
 }
 
-/** A new version has the highest sequence number: it is the key's current version. */
-function setCurrent(context: EngineContext, bucket: BucketRecord, version: ObjectVersionRecord, usage: UsageRecord): void {
-  const currentKey = objectKey(bucket.id, version.key);
+/** Makes `objects` hold `latest` for the key, or nothing when there is none or it is a marker. */
+function setCurrent(context: EngineContext, bucket: BucketRecord, key: string, latest: ObjectVersionRecord | undefined, usage: UsageRecord): void {
+  const currentKey = objectKey(bucket.id, key);
   const hadCurrent = context.store.has(DB.objects, currentKey);
-  if (!version.deleteMarker) {
-    context.store.put(DB.objects, currentKey, version);
+  if (latest && !latest.deleteMarker) {
+    context.store.put(DB.objects, currentKey, latest);
     if (!hadCurrent) {
       usage.objects += 1;
       bucketCounters(usage, bucket.name).objects += 1;
@@ -214,26 +215,13 @@ export function findNullVersion(context: EngineContext, bucketId: number, key: s
   return undefined;
 }
 
-/** Makes `objects` hold the newest version of the key, or nothing when that is a marker. */
+/** Makes `objects` hold the newest version of the key (after a version was removed). */
 export function refreshCurrent(context: EngineContext, bucket: BucketRecord, key: string, usage: UsageRecord): void {
-  const bucketId = bucket.id;
-  const currentKey = objectKey(bucketId, key);
-  const hadCurrent = context.store.has(DB.objects, currentKey);
   let latest: ObjectVersionRecord | undefined;
-  for (const { value } of context.store.range<ObjectVersionRecord>(DB.versions, { ...versionRange(bucketId, key), limit: 1 })) {
+  for (const { value } of context.store.range<ObjectVersionRecord>(DB.versions, { ...versionRange(bucket.id, key), limit: 1 })) {
     latest = value;
   }
-  if (latest && !latest.deleteMarker) {
-    context.store.put(DB.objects, currentKey, latest);
-    if (!hadCurrent) {
-      usage.objects += 1;
-      bucketCounters(usage, bucket.name).objects += 1;
-    }
-  } else if (hadCurrent) {
-    context.store.remove(DB.objects, currentKey);
-    usage.objects -= 1;
-    bucketCounters(usage, bucket.name).objects -= 1;
-  }
+  setCurrent(context, bucket, key, latest, usage);
 }
 
 export function removeVersion(
