@@ -163,10 +163,14 @@ function writtenSegments(chunks: unknown): number[] {
 }
 
 async function execute(request: Request, context: EngineContext, socket: Socket, log: ReturnType<typeof componentLogger>): Promise<void> {
-  const op = Object.hasOwn(operations, request.o) ? operations[request.o] : undefined;
-  const read = Object.hasOwn(readOperations, request.o) ? readOperations[request.o] : undefined;
+  if (typeof request !== 'object' || request === null || typeof request.i !== 'number') {
+    socket.destroy();
+    return;
+  }
   let frame: Buffer;
   try {
+    const op = typeof request.o === 'string' && Object.hasOwn(operations, request.o) ? operations[request.o] : undefined;
+    const read = typeof request.o === 'string' && Object.hasOwn(readOperations, request.o) ? readOperations[request.o] : undefined;
     if (read) {
       frame = encodeFrame({ i: request.i, r: (await read(context, request.a as never)) ?? null });
       if (!socket.destroyed) socket.write(frame);

@@ -118,7 +118,15 @@ export class EngineClient {
     const decoder = new FrameDecoder();
     socket.setNoDelay(true);
     socket.on('data', (data: Buffer) => {
-      for (const message of decoder.push(data)) this.settle(message as Response);
+      let messages: unknown[];
+      try {
+        messages = decoder.push(data);
+      } catch {
+        // A stream we cannot parse is not a stream we can trust: drop it (requests fail).
+        socket.destroy();
+        return;
+      }
+      for (const message of messages) this.settle(message as Response);
     });
     const lost = (): void => {
       if (this.socket === socket) this.socket = undefined;

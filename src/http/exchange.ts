@@ -132,7 +132,8 @@ export class Exchange {
     const headers: Record<string, string> = { 'Content-Type': 'application/problem+json' };
     const retryAfter = isLightwellError(error) ? error.details['retryAfterSeconds'] : undefined;
     if (typeof retryAfter === 'number') headers['Retry-After'] = String(Math.max(1, Math.ceil(retryAfter)));
-    if (problem.status === 405) headers['Allow'] = '';
+    const allow = isLightwellError(error) ? error.details['allow'] : undefined;
+    if (problem.status === 405 && typeof allow === 'string') headers['Allow'] = allow;
     const body = {
       type: `https://lightwell.dev/problems/${problem.code}`,
       title: problem.title,

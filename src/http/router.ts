@@ -71,16 +71,19 @@ export class Router<H> {
   match(method: string, rawPath: string): Match<H> {
     if (!rawPath.startsWith(this.prefix)) throw NotFound(`no route for ${rawPath}`);
     const parts = rawPath.slice(this.prefix.length).split('/').slice(1);
-    let pathMatched = false;
+    const allowed: string[] = [];
     for (const entry of this.compiled) {
       const params = matchSegments(entry.segments, parts);
       if (!params) continue;
-      pathMatched = true;
+      allowed.push(entry.route.method);
       if (entry.route.method === method || (method === 'HEAD' && entry.route.method === 'GET' && !this.hasHead(entry))) {
         return { route: entry.route, params };
       }
     }
-    if (pathMatched) throw MethodNotAllowed(`${method} is not allowed on ${rawPath}`);
+    if (allowed.length > 0) {
+      if (allowed.includes('GET') && !allowed.includes('HEAD')) allowed.push('HEAD');
+      throw MethodNotAllowed(`${method} is not allowed on ${rawPath}`, { allow: [...new Set(allowed)].join(', ') });
+    }
     throw NotFound(`no route for ${method} ${rawPath}`);
   }
 
