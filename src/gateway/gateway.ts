@@ -92,12 +92,13 @@ export async function startGateway(options: { dataDir: string; settings: Setting
     auth: new Authenticator(paths, store),
     upload: { arena, pool, ordered, chunkAvgBytes: settings.bytes('storage.chunk_bytes_avg'), inline },
   });
-  const openapi = openApiDocument({
+  // The document describes itself too, so its route is in the table it is generated from.
+  let openapiText = '';
+  routes.push({ method: 'GET', path: '/openapi.json', operationId: 'getOpenApi', doc: docs.openapi, handler: (exchange) => exchange.send(200, { 'Content-Type': 'application/json' }, openapiText) });
+  openapiText = JSON.stringify(openApiDocument({
     title: 'Lightwell native data-plane API', version: RELEASE, prefix: API_PREFIX, routes,
     securitySchemes: { bearer: { type: 'http', scheme: 'bearer' }, basic: { type: 'http', scheme: 'basic' } },
-  });
-  const openapiText = JSON.stringify(openapi);
-  routes.push({ method: 'GET', path: '/openapi.json', operationId: 'getOpenApi', doc: docs.openapi, handler: (exchange) => exchange.send(200, { 'Content-Type': 'application/json' }, openapiText) });
+  }));
   const address = settings.listen('public_listen');
   const audit = new AuditSink(engine, componentLogger('gateway.audit'));
   const listener: Listener = await listen(
