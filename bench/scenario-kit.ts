@@ -56,7 +56,7 @@ export const SCENARIO_SIZES: Readonly<Record<Profile, ScenarioSizes>> = {
   quick: {
     largeBytes: 32 * MiB, largeCountSingle: 2, largeCountMulti: 8, mediumBytes: MiB,
     mediumCount: 64, smallBytes: 4 * KiB, smallPuts: 2000, smallGets: 4000,
-    partBytes: 4 * MiB, parts: 16, listKeys: 2000, mixedOps: 400, rssClients: 16,
+    partBytes: 5 * MiB, parts: 16, listKeys: 2000, mixedOps: 400, rssClients: 16,
     rssBytes: 16 * MiB,
   },
   test: {
