@@ -26,12 +26,10 @@ import { DB, objectKey, tenantKey, tenantChildKey, type AccessKeyRecord, type Te
 import { dataDirPaths, readMasterKeySync } from '../engine/data-dir.js';
 import { parseChecksumAlg, parseChecksumHeader, type ChecksumAlg } from '../engine/checksums.js';
 import { checkQuotaIn } from '../engine/ops/quota.js';
-import type { BeginResult } from '../engine/ops/idempotency.js';
-import { receiveBody } from './upload.js';
 import { sendObject, parseRange } from './download.js';
 import { authorize, type Principal } from './auth.js';
 import {
-  objectJson, objectHeaders, conditionalRead, parseContentLength, parseChecksumHeaders, parseMetadata, idempotencyOf, type RouteKit,
+  objectJson, objectHeaders, conditionalRead, parseContentLength, parseChecksumHeaders, parseMetadata, idempotencyOf, storeObject, type RouteKit,
 } from './routes.js';
 import { objectSchema } from './route-docs.js';
 import { deriveKey, PURPOSE_SIGNED_URL } from '../security/keys.js';
@@ -43,7 +41,7 @@ import {
   type SignedUrlPayload,
 } from '../security/signed-url.js';
 import { matchCorsRule, preflightHeaders, corsResponseHeaders, parseRequestHeaderList, type CorsRule } from '../security/cors.js';
-import { BadRequest, NotFound, Forbidden, Unauthorized, ChecksumMismatch, PayloadTooLarge, errorCode } from '../util/errors.js';
+import { BadRequest, NotFound, Forbidden, Unauthorized, PayloadTooLarge } from '../util/errors.js';
 
 const str = { type: 'string' } as const;
 const int = { type: 'integer' } as const;
@@ -65,9 +63,6 @@ const signedSchema: JsonSchema = {
 const tokenQuery = { token: { ...str, description: 'the lwurl_ token' } };
 const signedDoc = (summary: string, responses: RouteDoc['responses'], extra: Partial<RouteDoc> = {}): RouteDoc => ({ summary, auth: 'signed-url', tags: ['signed-url'], query: tokenQuery, responses, ...extra });
 
-/** Marks a replayed idempotent upload: the body is discarded and the first result returned. */
-const Replayed = Symbol('replayed');
-
 interface SignedAccess {
   readonly payload: SignedUrlPayload;
   readonly principal: Principal;
@@ -77,7 +72,7 @@ interface SignedAccess {
 
 export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
   const { services, bearer, bucketOf } = kit;
-  const { store, settings, engine, auth } = services;
+  const { store, settings, auth } = services;
   const objectBytesMax = settings.bytes('limits.object_bytes_max');
   const scopes = new Map<string, Scope>();
   let signingKey: Buffer | undefined;
@@ -230,43 +225,7 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
     if (payload.ik !== undefined && sentKey !== undefined && sentKey !== payload.ik) throw BadRequest('Idempotency-Key contradicts the idempotencyKey of this signed URL');
     checkQuotaIn(store, principal.tenant.id, contentLength, 0);
     const idempotency = idempotencyOf(exchange, { expected, contentLength, metadata, contentType }, payload.ik ?? sentKey);
-    const target = { tenantId: principal.tenant.id, bucket: bucket.name };
-    let replay: ObjectVersionRecord | undefined;
-    const gate = idempotency
-      ? engine.call<BeginResult>('beginIdempotent', { ...target, ...idempotency }).then((begun) => {
-        if ('replay' in begun) {
-          replay = begun.replay;
-          throw Replayed;
-        }
-      })
-      : undefined;
-    const algs = [...new Set<ChecksumAlg>(['CRC32C', ...expected.keys()])];
-    const body = receiveBody(services.upload, { exchange, keys: auth.keysOf(principal.tenant), contentLength, algs, ...(gate ? { gate } : {}) });
-    let version: ObjectVersionRecord;
-    try {
-      const received = await body;
-      for (const [alg, digest] of expected) {
-        if (received.checksums[alg] !== digest.toString('base64')) throw ChecksumMismatch(`the body does not match the ${alg} checksum`);
-      }
-      const args: Record<string, unknown> = {
-        ...target, key, size: contentLength, etag: received.etag, contentType, metadata,
-        checksums: received.checksums, compressed: received.compressed, chunks: received.chunks,
-      };
-      const ifMatch = exchange.header('if-match');
-      const ifNoneMatch = exchange.header('if-none-match');
-      if (ifMatch !== undefined) args['ifMatch'] = ifMatch;
-      if (ifNoneMatch !== undefined) args['ifNoneMatch'] = ifNoneMatch;
-      if (idempotency) args['idempotency'] = idempotency;
-      version = await kit.mutate<ObjectVersionRecord>(exchange, 'putObject', args, 200);
-    } catch (error) {
-      if (error === Replayed && replay) version = replay;
-      else {
-        if (idempotency && error !== Replayed && errorCode(error) !== 'idempotency_key_in_use' && errorCode(error) !== 'idempotency_key_reused') {
-          void engine.call('abandonIdempotent', { ...target, ...idempotency }).catch(() => undefined);
-        }
-        throw error;
-      }
-    }
+    const version = await storeObject(kit, exchange, { principal, bucket: bucket.name, key, contentLength, expected, metadata, contentType, idempotency });
     exchange.sendJson(200, objectJson(version, bucket), { ETag: version.etag, ...corsHeaders(exchange, bucket, 'PUT') });
   }
 }

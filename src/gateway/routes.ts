@@ -94,7 +94,7 @@ function routeKit(services: GatewayServices): RouteKit {
 
 function coreRoutes(kit: RouteKit): Route<Handler>[] {
   const { services, bearer, bucketOf, mutate } = kit;
-  const { store, auth, settings, engine } = services;
+  const { store, auth, settings } = services;
   const mintLimiter = new RateLimiter(settings.rate('security.token_mint_rate'));
   const objectBytesMax = settings.bytes('limits.object_bytes_max');
 
@@ -192,43 +192,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
         const contentType = exchange.header('content-type') ?? 'application/octet-stream';
         checkQuotaIn(store, principal.tenant.id, contentLength, 0);
         const idempotency = idempotencyOf(exchange, { expected, contentLength, metadata, contentType });
-        const target = { tenantId: principal.tenant.id, bucket: bucketName };
-        let replay: ObjectVersionRecord | undefined;
-        const gate = idempotency
-          ? engine.call<BeginResult>('beginIdempotent', { ...target, ...idempotency }).then((begun) => {
-            if ('replay' in begun) {
-              replay = begun.replay;
-              throw Replayed;
-            }
-          })
-          : undefined;
-        const algs: ChecksumAlg[] = [...new Set<ChecksumAlg>(['CRC32C', ...expected.keys()])];
-        const body = receiveBody(services.upload, { exchange, keys: auth.keysOf(principal.tenant), contentLength, algs, ...(gate ? { gate } : {}) });
-        let version: ObjectVersionRecord;
-        try {
-          const received = await body;
-          for (const [alg, digest] of expected) {
-            if (received.checksums[alg] !== digest.toString('base64')) throw ChecksumMismatch(`the body does not match X-Service-Checksum-${alg}`);
-          }
-          const args: Record<string, unknown> = {
-            ...target, key, size: contentLength, etag: received.etag, contentType, metadata,
-            checksums: received.checksums, compressed: received.compressed, chunks: received.chunks,
-          };
-          const ifMatch = exchange.header('if-match');
-          const ifNoneMatch = exchange.header('if-none-match');
-          if (ifMatch !== undefined) args['ifMatch'] = ifMatch;
-          if (ifNoneMatch !== undefined) args['ifNoneMatch'] = ifNoneMatch;
-          if (idempotency) args['idempotency'] = idempotency;
-          version = await mutate<ObjectVersionRecord>(exchange, 'putObject', args, 200);
-        } catch (error) {
-          if (error === Replayed && replay) version = replay;
-          else {
-            if (idempotency && error !== Replayed && errorCode(error) !== 'idempotency_key_in_use' && errorCode(error) !== 'idempotency_key_reused') {
-              void engine.call('abandonIdempotent', { ...target, ...idempotency }).catch(() => undefined);
-            }
-            throw error;
-          }
-        }
+        const version = await storeObject(kit, exchange, { principal, bucket: bucketName, key, contentLength, expected, metadata, contentType, idempotency });
         exchange.sendJson(200, objectJson(version, bucketOfVersioned(principal, bucketName, store)), { ETag: version.etag });
       },
     },
@@ -297,6 +261,65 @@ function parseBasic(header: string | undefined): { accessKeyId: string; secretKe
   const colon = decoded.indexOf(':');
   if (colon < 0) throw BadRequest('malformed Basic credentials');
   return { accessKeyId: decoded.slice(0, colon), secretKey: decoded.slice(colon + 1) };
+}
+
+export interface StoreObjectInput {
+  readonly principal: Principal;
+  readonly bucket: string;
+  readonly key: string;
+  readonly contentLength: number;
+  readonly expected: Map<ChecksumAlg, Buffer>;
+  readonly metadata: Record<string, string>;
+  readonly contentType: string;
+  readonly idempotency: { key: string; fingerprint: string } | undefined;
+}
+
+/**
+ * The one object-write path of the bearer PUT and the signed-URL PUT: claim the idempotency key
+ * (the body waits, paused, until the claim is decided), receive and store the body, verify the
+ * client's checksums, commit the manifest with the conditions. Attaches `onData` at once, so it
+ * must be called before the handler's first await.
+ */
+export async function storeObject(kit: RouteKit, exchange: Exchange, input: StoreObjectInput): Promise<ObjectVersionRecord> {
+  const { engine, auth } = kit.services;
+  const { idempotency, expected } = input;
+  const target = { tenantId: input.principal.tenant.id, bucket: input.bucket };
+  let replay: ObjectVersionRecord | undefined;
+  const gate = idempotency
+    ? engine.call<BeginResult>('beginIdempotent', { ...target, ...idempotency }).then((begun) => {
+      if ('replay' in begun) {
+        replay = begun.replay;
+        throw Replayed;
+      }
+    })
+    : undefined;
+  const algs: ChecksumAlg[] = [...new Set<ChecksumAlg>(['CRC32C', ...expected.keys()])];
+  const body = receiveBody(kit.services.upload, {
+    exchange, keys: auth.keysOf(input.principal.tenant), contentLength: input.contentLength, algs, ...(gate ? { gate } : {}),
+  });
+  try {
+    const received = await body;
+    for (const [alg, digest] of expected) {
+      if (received.checksums[alg] !== digest.toString('base64')) throw ChecksumMismatch(`the body does not match its ${alg} checksum`);
+    }
+    const args: Record<string, unknown> = {
+      ...target, key: input.key, size: input.contentLength, etag: received.etag, contentType: input.contentType, metadata: input.metadata,
+      checksums: received.checksums, compressed: received.compressed, chunks: received.chunks,
+    };
+    const ifMatch = exchange.header('if-match');
+    const ifNoneMatch = exchange.header('if-none-match');
+    if (ifMatch !== undefined) args['ifMatch'] = ifMatch;
+    if (ifNoneMatch !== undefined) args['ifNoneMatch'] = ifNoneMatch;
+    if (idempotency) args['idempotency'] = idempotency;
+    return await kit.mutate<ObjectVersionRecord>(exchange, 'putObject', args, 200);
+  } catch (error) {
+    if (error === Replayed && replay) return replay;
+    const code = errorCode(error);
+    if (idempotency && error !== Replayed && code !== 'idempotency_key_in_use' && code !== 'idempotency_key_reused') {
+      void engine.call('abandonIdempotent', { ...target, ...idempotency }).catch(() => undefined);
+    }
+    throw error;
+  }
 }
 
 /** Marks a replayed idempotent request: the body is discarded and the first result returned. */
