@@ -253,7 +253,8 @@ export function chunkKey(tenantNum: number, chunkId: Uint8Array): Buffer {
   return key;
 }
 
-export type SegmentState = 'open' | 'sealed' | 'retired';
+/** `deleted`: its file is being removed; the record goes once the file is gone. */
+export type SegmentState = 'open' | 'sealed' | 'retired' | 'deleted';
 
 export interface SegmentRecord {
   id: number;

@@ -222,10 +222,12 @@ export class Compactor {
     const { store, paths, settings, log } = this.options;
     const cutoff = Date.now() - settings.duration('storage.retired_segment_grace');
     const expired: number[] = [];
+    const unfinished: number[] = [];
     for (const { value } of store.range<SegmentRecord>(DB.segments, {})) {
       if (value.state === 'retired' && (value.retiredAt ?? 0) <= cutoff) expired.push(value.id);
+      if (value.state === 'deleted') unfinished.push(value.id);
     }
-    if (expired.length === 0) return 0;
+    if (expired.length + unfinished.length === 0) return 0;
     const { removed, revived } = await store.transact(() => {
       const result = { removed: [] as number[], revived: [] as number[] };
       for (const segmentId of expired) {
@@ -240,17 +242,26 @@ export class Compactor {
           result.revived.push(segmentId);
           continue;
         }
-        store.remove(DB.segments, key);
+        // The record stays (state `deleted`) until the file is gone: a crash in between leaves a
+        // known file that the next pass removes, never an unknown one.
+        record.state = 'deleted';
+        store.put(DB.segments, key, record);
         result.removed.push(segmentId);
       }
       return result;
     });
     if (revived.length > 0) log.info({ segments: revived }, 'retired segments still hold live chunks; compacting them again');
-    for (const segmentId of removed) {
+    const gone = [...unfinished, ...removed];
+    for (const segmentId of gone) {
       await unlink(join(paths.segments, segmentFileName(segmentId))).catch((error: NodeJS.ErrnoException) => {
         if (error.code !== 'ENOENT') throw error;
       });
     }
+    await store.transact(() => {
+      for (const segmentId of gone) {
+        if (store.get<SegmentRecord>(DB.segments, segmentKey(segmentId))?.state === 'deleted') store.remove(DB.segments, segmentKey(segmentId));
+      }
+    });
     return removed.length;
   }
 }
