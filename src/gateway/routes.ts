@@ -447,13 +447,13 @@ export function listObjects(store: IndexStore, bucket: BucketRecord, query: URLS
   const range = prefixRange(bucket.id, prefix);
   let start = range.start;
   if (after !== undefined) {
-    const afterKey = objectKey(bucket.id, after);
-    const past = Buffer.concat([afterKey, Buffer.from([after.endsWith(delimiter) && delimiter ? 0xff : 0])]);
+    // After a common prefix, skip everything under it; after a key, resume right behind it.
+    const past = Buffer.concat([objectKey(bucket.id, after.value), Buffer.from([after.kind === 'prefix' ? 0xff : 0])]);
     if (Buffer.compare(past, start) > 0) start = past;
   }
   const objects: Record<string, unknown>[] = [];
   const commonPrefixes: string[] = [];
-  let last: string | undefined;
+  let last: ListPosition | undefined;
   let truncated = false;
   while (true) {
     let advanced = false;
@@ -467,22 +467,39 @@ export function listObjects(store: IndexStore, bucket: BucketRecord, query: URLS
       if (cut >= 0) {
         const common = key.slice(0, cut + delimiter.length);
         commonPrefixes.push(common);
-        last = common;
+        last = { kind: 'prefix', value: common };
         start = Buffer.concat([objectKey(bucket.id, common), Buffer.from([0xff])]);
         advanced = true;
         break;
       }
       objects.push(objectJson(value, bucket));
-      last = key;
+      last = { kind: 'key', value: key };
     }
     if (!advanced || truncated) break;
   }
   const result: Record<string, unknown> = { objects, commonPrefixes, isTruncated: truncated };
-  if (truncated && last !== undefined) result['nextContinuationToken'] = Buffer.from(last, 'utf8').toString('base64url');
+  if (truncated && last !== undefined) result['nextContinuationToken'] = encodeToken(last);
   return result;
 }
 
-function decodeToken(token: string): string {
-  if (!/^[A-Za-z0-9_-]{1,2000}$/.test(token)) throw BadRequest('malformed continuationToken');
-  return Buffer.from(token, 'base64url').toString('utf8');
+/**
+ * Where a listing page ended: a key, or a common prefix. A key may itself end with the
+ * delimiter, so the token says which one it is (`k` or `p`, then the UTF-8 of the value).
+ */
+interface ListPosition {
+  readonly kind: 'key' | 'prefix';
+  readonly value: string;
 }
+
+function encodeToken(position: ListPosition): string {
+  return Buffer.from(`${position.kind === 'key' ? 'k' : 'p'}${position.value}`, 'utf8').toString('base64url');
+}
+
+function decodeToken(token: string): ListPosition {
+  if (!/^[A-Za-z0-9_-]{1,2000}$/.test(token)) throw BadRequest('malformed continuationToken');
+  const text = Buffer.from(token, 'base64url').toString('utf8');
+  const kind = text[0] === 'k' ? 'key' : text[0] === 'p' ? 'prefix' : undefined;
+  if (!kind) throw BadRequest('malformed continuationToken');
+  return { kind, value: text.slice(1) };
+}
+
