@@ -17,15 +17,16 @@
 // Persists: nothing.
 
 import assert from 'node:assert/strict';
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { Unauthorized, type LightwellError } from '../util/errors.js';
+import { randomBytes } from 'node:crypto';
+import { Unauthorized } from '../util/errors.js';
+import { sealHmacToken, openHmacToken, invalidToken, HMAC_TOKEN_SIGNATURE_BYTES } from './hmac-token.js';
 
 export const NATIVE_TOKEN_PREFIX = 'lwtk_';
 export const NATIVE_TOKEN_VERSION = 1;
 /** Longer inputs are refused before any work is done. Real tokens are about 250 characters. */
 export const NATIVE_TOKEN_CHARS_MAX = 4096;
 export const NATIVE_TOKEN_JTI_BYTES = 12;
-export const NATIVE_TOKEN_SIGNATURE_BYTES = 32;
+export const NATIVE_TOKEN_SIGNATURE_BYTES = HMAC_TOKEN_SIGNATURE_BYTES;
 /** A token whose `iat` lies further in the future than this is refused (clock skew allowance). */
 export const NATIVE_TOKEN_CLOCK_SKEW_SECONDS_MAX = 300;
 
@@ -56,12 +57,6 @@ export interface MintedNativeToken {
   readonly expiresAt: string;
 }
 
-const base64urlPattern = /^[A-Za-z0-9_-]+$/;
-
-function sign(key: Buffer, payloadB64: string): Buffer {
-  return createHmac('sha256', key).update(payloadB64, 'ascii').digest();
-}
-
 export function mintNativeToken(key: Buffer, options: MintNativeTokenOptions): MintedNativeToken {
   assert.equal(key.length, 32, 'token signing key must be 32 bytes');
   assert.ok(options.accessKeyId.length > 0, 'accessKeyId must not be empty');
@@ -79,23 +74,12 @@ export function mintNativeToken(key: Buffer, options: MintNativeTokenOptions): M
     exp,
     jti: randomBytes(NATIVE_TOKEN_JTI_BYTES).toString('base64url'),
   };
-  const payloadB64 = Buffer.from(JSON.stringify(payload), 'utf8').toString('base64url');
-  const signatureB64 = sign(key, payloadB64).toString('base64url');
-  const token = `${NATIVE_TOKEN_PREFIX}${payloadB64}.${signatureB64}`;
+  const token = sealHmacToken(key, NATIVE_TOKEN_PREFIX, payload);
   assert.ok(token.length <= NATIVE_TOKEN_CHARS_MAX, 'minted token exceeds the length limit');
   return { token, expiresAt: new Date(exp * 1000).toISOString() };
 }
 
-function invalid(): LightwellError {
-  return Unauthorized('invalid token');
-}
-
-/** Decodes canonical, non-empty base64url; anything else gives undefined. */
-function decodeBase64url(text: string): Buffer | undefined {
-  if (!base64urlPattern.test(text)) return undefined;
-  const bytes = Buffer.from(text, 'base64url');
-  return bytes.toString('base64url') === text ? bytes : undefined;
-}
+const invalid = invalidToken;
 
 /**
  * Verifies a bearer token and returns its payload. Any input at all that is not a live token we
@@ -106,35 +90,14 @@ export function verifyNativeToken(key: Buffer, token: unknown, nowMs: number): N
   assert.equal(key.length, 32, 'token signing key must be 32 bytes');
   // A NaN clock would make every expiry comparison false, that is, fail open.
   assert.ok(Number.isFinite(nowMs), 'nowMs must be a finite time');
-  if (typeof token !== 'string' || token.length > NATIVE_TOKEN_CHARS_MAX) throw invalid();
-  if (!token.startsWith(NATIVE_TOKEN_PREFIX)) throw invalid();
-  const parts = token.slice(NATIVE_TOKEN_PREFIX.length).split('.');
-  if (parts.length !== 2) throw invalid();
-  const [payloadB64 = '', signatureB64 = ''] = parts;
-  const signature = decodeBase64url(signatureB64);
-  if (signature?.length !== NATIVE_TOKEN_SIGNATURE_BYTES) throw invalid();
-  if (!base64urlPattern.test(payloadB64)) throw invalid();
-  if (!timingSafeEqual(sign(key, payloadB64), signature)) throw invalid();
-  // From here on the payload is ours; a failure below means a bug or a key shared with
-  // something else, and it is still answered as an invalid token.
-  const payloadBytes = decodeBase64url(payloadB64);
-  if (payloadBytes === undefined) throw invalid();
-  const payload = parsePayload(payloadBytes);
+  const payload = parsePayload(openHmacToken(key, NATIVE_TOKEN_PREFIX, token, NATIVE_TOKEN_CHARS_MAX));
   const nowSeconds = Math.floor(nowMs / 1000);
   if (payload.iat > nowSeconds + NATIVE_TOKEN_CLOCK_SKEW_SECONDS_MAX) throw invalid();
   if (nowMs >= payload.exp * 1000) throw Unauthorized('token expired');
   return payload;
 }
 
-function parsePayload(bytes: Buffer): NativeTokenPayload {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(bytes.toString('utf8'));
-  } catch {
-    throw invalid();
-  }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw invalid();
-  const fields = parsed as Record<string, unknown>;
+function parsePayload(fields: Record<string, unknown>): NativeTokenPayload {
   const { v, kid, tid, iat, exp, jti } = fields;
   if (v !== NATIVE_TOKEN_VERSION) throw invalid();
   if (typeof kid !== 'string' || kid.length === 0) throw invalid();

@@ -23,15 +23,15 @@
 // Persists: nothing.
 
 import assert from 'node:assert/strict';
-import { createHmac, timingSafeEqual } from 'node:crypto';
-import { BadRequest, Unauthorized, Forbidden, type LightwellError } from '../util/errors.js';
+import { BadRequest, Unauthorized, Forbidden } from '../util/errors.js';
+import { sealHmacToken, openHmacToken, invalidToken, HMAC_TOKEN_SIGNATURE_BYTES } from './hmac-token.js';
 import { validateBucketName, validateObjectKey } from './names.js';
 
 export const SIGNED_URL_PREFIX = 'lwurl_';
 export const SIGNED_URL_VERSION = 1;
 /** Longer inputs are refused before any work is done (a 1024-byte key and every field fit). */
 export const SIGNED_URL_CHARS_MAX = 8192;
-export const SIGNED_URL_SIGNATURE_BYTES = 32;
+export const SIGNED_URL_SIGNATURE_BYTES = HMAC_TOKEN_SIGNATURE_BYTES;
 /** A token whose `iat` lies further in the future than this is refused (clock skew). */
 export const SIGNED_URL_CLOCK_SKEW_SECONDS_MAX = 300;
 /** Lifetime when the request names none (then clamped like any other). */
@@ -97,7 +97,6 @@ const getFields = ['responseContentType', 'responseContentDisposition'] as const
 const payloadPutFields = ['kp', 'ct', 'clm', 'ca', 'cv', 'ik'] as const;
 const payloadGetFields = ['rct', 'rcd'] as const;
 const payloadFields = new Set(['v', 'm', 'tid', 'kid', 'b', 'k', 'iat', 'exp', 'r', ...payloadPutFields, ...payloadGetFields]);
-const base64urlPattern = /^[A-Za-z0-9_-]+$/;
 /** Visible ASCII and spaces: header-safe values (no CR, LF or other controls). */
 const headerValuePattern = /^[\x20-\x7e]*$/;
 
@@ -190,28 +189,15 @@ export function signedUrlPayloadOf(
   return payload as unknown as SignedUrlPayload;
 }
 
-function sign(key: Buffer, payloadB64: string): Buffer {
-  return createHmac('sha256', key).update(payloadB64, 'ascii').digest();
-}
-
 export function mintSignedUrlToken(key: Buffer, payload: SignedUrlPayload): string {
   assert.equal(key.length, 32, 'signed-URL key must be 32 bytes');
   assert.ok(checkPayload(payload as unknown as Record<string, unknown>), 'signed-URL payload is malformed');
-  const payloadB64 = Buffer.from(JSON.stringify(payload), 'utf8').toString('base64url');
-  const token = `${SIGNED_URL_PREFIX}${payloadB64}.${sign(key, payloadB64).toString('base64url')}`;
+  const token = sealHmacToken(key, SIGNED_URL_PREFIX, payload);
   assert.ok(token.length <= SIGNED_URL_CHARS_MAX, 'minted signed-URL token exceeds the length limit');
   return token;
 }
 
-function invalid(): LightwellError {
-  return Unauthorized('invalid token');
-}
-
-function decodeBase64url(text: string): Buffer | undefined {
-  if (!base64urlPattern.test(text)) return undefined;
-  const bytes = Buffer.from(text, 'base64url');
-  return bytes.toString('base64url') === text ? bytes : undefined;
-}
+const invalid = invalidToken;
 
 /**
  * Verifies a signed-URL token and returns its payload. Any input that is not a live token we
@@ -220,24 +206,9 @@ function decodeBase64url(text: string): Buffer | undefined {
 export function verifySignedUrlToken(key: Buffer, token: unknown, nowMs: number): SignedUrlPayload {
   assert.equal(key.length, 32, 'signed-URL key must be 32 bytes');
   assert.ok(Number.isFinite(nowMs), 'nowMs must be a finite time');
-  if (typeof token !== 'string' || token.length > SIGNED_URL_CHARS_MAX || !token.startsWith(SIGNED_URL_PREFIX)) throw invalid();
-  const parts = token.slice(SIGNED_URL_PREFIX.length).split('.');
-  if (parts.length !== 2) throw invalid();
-  const [payloadB64 = '', signatureB64 = ''] = parts;
-  const signature = decodeBase64url(signatureB64);
-  if (signature?.length !== SIGNED_URL_SIGNATURE_BYTES || !base64urlPattern.test(payloadB64)) throw invalid();
-  if (!timingSafeEqual(sign(key, payloadB64), signature)) throw invalid();
-  const bytes = decodeBase64url(payloadB64);
-  if (bytes === undefined) throw invalid();
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(bytes.toString('utf8'));
-  } catch {
-    throw invalid();
-  }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw invalid();
-  if (!checkPayload(parsed as Record<string, unknown>)) throw invalid();
-  const payload = parsed as SignedUrlPayload;
+  const parsed = openHmacToken(key, SIGNED_URL_PREFIX, token, SIGNED_URL_CHARS_MAX);
+  if (!checkPayload(parsed)) throw invalid();
+  const payload = parsed as unknown as SignedUrlPayload;
   if (payload.iat > Math.floor(nowMs / 1000) + SIGNED_URL_CLOCK_SKEW_SECONDS_MAX) throw invalid();
   if (nowMs >= payload.exp * 1000) throw Unauthorized('token expired');
   return payload;
