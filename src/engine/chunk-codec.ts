@@ -51,12 +51,10 @@ export interface EncodedChunk {
 export function encodeChunk(keys: TenantKeys, chunkId: Buffer, slices: readonly Uint8Array[], plainLength: number): EncodedChunk {
   let body: readonly Uint8Array[] = slices;
   let compression: Compression = COMPRESSION_NONE;
-  if (compressionPays(slices)) {
-    const compressed = compressSync(asBuffer(gather(slices, plainLength)));
-    if (compressed.length < plainLength * (1 - COMPRESSION_SAVING_MIN)) {
-      body = [compressed];
-      compression = COMPRESSION_LZ4;
-    }
+  const compressed = compressIfItPays(slices, plainLength);
+  if (compressed) {
+    body = [compressed];
+    compression = COMPRESSION_LZ4;
   }
   const bodyLength = body.reduce((sum, slice) => sum + slice.length, 0);
   const nonce = randomBytes(12);
@@ -82,12 +80,21 @@ export function encodeChunk(keys: TenantKeys, chunkId: Buffer, slices: readonly 
   return { header, payload, payloadLength: bodyLength + TAG_BYTES, payloadChecksum, compressed: compression !== COMPRESSION_NONE };
 }
 
-/** Compresses the first 64 KiB; worth it only if that sample shrinks by 10% or more. */
-function compressionPays(slices: readonly Uint8Array[]): boolean {
+/**
+ * The LZ4 form of the chunk when it is at least 10% smaller. A chunk larger than the 64 KiB
+ * sample is compressed only when its first 64 KiB shrink by that much; a smaller chunk is its
+ * own sample, compressed once.
+ */
+function compressIfItPays(slices: readonly Uint8Array[], plainLength: number): Buffer | undefined {
   const first = slices[0];
-  if (!first || first.length < 512) return false;
-  const sample = first.subarray(0, Math.min(first.length, SAMPLE_BYTES));
-  return compressSync(asBuffer(sample)).length < sample.length * (1 - COMPRESSION_SAVING_MIN);
+  if (!first || plainLength < 512) return undefined;
+  const pays = (compressed: Buffer, length: number): boolean => compressed.length < length * (1 - COMPRESSION_SAVING_MIN);
+  if (plainLength > SAMPLE_BYTES || slices.length > 1) {
+    const sample = first.subarray(0, Math.min(first.length, SAMPLE_BYTES));
+    if (sample.length < 512 || !pays(compressSync(asBuffer(sample)), sample.length)) return undefined;
+  }
+  const compressed = compressSync(asBuffer(gather(slices, plainLength)));
+  return pays(compressed, plainLength) ? compressed : undefined;
 }
 
 function gather(slices: readonly Uint8Array[], length: number): Uint8Array {

@@ -1,17 +1,16 @@
 // The engine process: the single writer of the index.
 //
 // It owns the data directory (engine.lock), opens LMDB read-write, recovers segments left open
-// by dead writers, and serves commands on `engine.sock`. Every command runs as its own child
-// transaction inside lmdb-js's batched write transaction, so all commands that arrive in one
-// event turn share one durable commit (group commit) while each stays atomic on its own. The
-// answer to a command is sent only after its commit is on disk.
+// by dead writers, and serves commands on `engine.sock`. Commands that arrive while the previous
+// commit is being written share one durable commit (group commit, `CommandBatch`), while each
+// stays atomic on its own. The answer to a command is sent only after its commit is on disk.
 
 import { createServer, type Server, type Socket } from 'node:net';
 import { unlink } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
-import { IndexStore } from './index/store.js';
+import { IndexStore, CommandBatch } from './index/store.js';
 import { dataDirPaths, prepareDataDir, acquireEngineLock, loadMasterKey, type DataDirPaths } from './data-dir.js';
-import { FrameDecoder, encodeFrame, type Request } from './protocol.js';
+import { FrameDecoder, FrameWriter, encodeFrame, type Request } from './protocol.js';
 import { toWire, isLightwellError, MethodNotAllowed } from '../util/errors.js';
 import { componentLogger } from '../util/log.js';
 import type { Settings } from '../util/config.js';
@@ -104,7 +103,8 @@ export async function startEngine(options: { dataDir: string; settings: Settings
   const purger = new tenantDelete.TenantPurger({ context, log: componentLogger('engine.tenant-purge') });
   const deliverer = new Deliverer({ context, log: componentLogger('engine.delivery') });
   const sockets = new Set<Socket>();
-  const server = createServer((socket) => serveConnection(socket, context, sockets));
+  const batch = new CommandBatch(store);
+  const server = createServer((socket) => serveConnection(socket, { context, batch }, sockets));
   if (existsSync(paths.socket)) await unlink(paths.socket);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -131,9 +131,15 @@ export async function startEngine(options: { dataDir: string; settings: Settings
   };
 }
 
-function serveConnection(socket: Socket, context: EngineContext, sockets: Set<Socket>): void {
+interface Executor {
+  readonly context: EngineContext;
+  readonly batch: CommandBatch;
+}
+
+function serveConnection(socket: Socket, executor: Executor, sockets: Set<Socket>): void {
   const log = componentLogger('engine.commands');
   const decoder = new FrameDecoder();
+  const writer = new FrameWriter(socket);
   sockets.add(socket);
   socket.setNoDelay(true);
   socket.on('close', () => sockets.delete(socket));
@@ -147,7 +153,7 @@ function serveConnection(socket: Socket, context: EngineContext, sockets: Set<So
       socket.destroy();
       return;
     }
-    for (const request of requests) void execute(request as Request, context, socket, log);
+    for (const request of requests) void execute(request as Request, executor, socket, writer, log);
   });
 }
 
@@ -162,7 +168,10 @@ function writtenSegments(chunks: unknown): number[] {
   return segmentIds;
 }
 
-async function execute(request: Request, context: EngineContext, socket: Socket, log: ReturnType<typeof componentLogger>): Promise<void> {
+async function execute(
+  request: Request, executor: Executor, socket: Socket, writer: FrameWriter, log: ReturnType<typeof componentLogger>,
+): Promise<void> {
+  const { context } = executor;
   if (typeof request !== 'object' || request === null || typeof request.i !== 'number') {
     socket.destroy();
     return;
@@ -172,8 +181,7 @@ async function execute(request: Request, context: EngineContext, socket: Socket,
     const op = typeof request.o === 'string' && Object.hasOwn(operations, request.o) ? operations[request.o] : undefined;
     const read = typeof request.o === 'string' && Object.hasOwn(readOperations, request.o) ? readOperations[request.o] : undefined;
     if (read) {
-      frame = encodeFrame({ i: request.i, r: (await read(context, request.a as never)) ?? null });
-      if (!socket.destroyed) socket.write(frame);
+      writer.write(encodeFrame({ i: request.i, r: (await read(context, request.a as never)) ?? null }));
       return;
     }
     if (!op) throw MethodNotAllowed(`unknown engine command ${String(request.o)}`);
@@ -183,7 +191,7 @@ async function execute(request: Request, context: EngineContext, socket: Socket,
     const written = writtenSegments(args?.chunks);
     if (written.length > 0) await context.syncer?.sync(written);
     if (request.o === 'sealSegment') context.syncer?.forget((request.a as { segmentId: number }).segmentId);
-    const result = await context.store.transact(() => {
+    const result = await executor.batch.submit(() => {
       const value = op(context, request.a as never);
       if (args?.audit) audit.writeAudit(context, args.audit);
       return value;
@@ -193,7 +201,7 @@ async function execute(request: Request, context: EngineContext, socket: Socket,
     if (!isLightwellError(error)) log.error({ err: error, op: request.o }, 'engine command failed');
     frame = encodeFrame({ i: request.i, e: toWire(error) });
   }
-  if (!socket.destroyed) socket.write(frame);
+  writer.write(frame);
 }
 
 async function closeServer(server: Server, sockets: Set<Socket>): Promise<void> {

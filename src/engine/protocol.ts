@@ -32,6 +32,30 @@ export function encodeFrame(message: object): Buffer {
   return frame;
 }
 
+/**
+ * Writes frames to a socket, gathering every frame of one event-loop iteration into one write
+ * (a request or a commit group yields many frames at once; a syscall and a wake-up of the peer
+ * per frame cost more than the frames).
+ */
+export class FrameWriter {
+  private corked = false;
+
+  constructor(private readonly socket: Socket) {}
+
+  write(frame: Buffer): void {
+    if (this.socket.destroyed) return;
+    if (!this.corked) {
+      this.corked = true;
+      this.socket.cork();
+      setImmediate(() => {
+        this.corked = false;
+        this.socket.uncork();
+      });
+    }
+    this.socket.write(frame);
+  }
+}
+
 /** Splits a byte stream into decoded messages; keeps a partial frame for the next push. */
 export class FrameDecoder {
   private pending: Buffer = Buffer.alloc(0);
@@ -64,6 +88,7 @@ interface Pending {
  */
 export class EngineClient {
   private socket: Socket | undefined;
+  private writer: FrameWriter | undefined;
   private connecting: Promise<Socket> | undefined;
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
@@ -73,9 +98,11 @@ export class EngineClient {
 
   async call<T>(op: string, args: unknown): Promise<T> {
     const socket = this.socket ?? (await this.connect());
+    const writer = this.writer;
+    if (socket.destroyed || socket !== this.socket || !writer) throw EngineUnavailable('lost the connection to the engine');
     const id = this.nextId++;
     const result = new Promise<unknown>((resolve, reject) => this.pending.set(id, { resolve, reject }));
-    socket.write(encodeFrame({ i: id, o: op, a: args }));
+    writer.write(encodeFrame({ i: id, o: op, a: args }));
     return (await result) as T;
   }
 
@@ -137,6 +164,7 @@ export class EngineClient {
     socket.on('error', lost);
     socket.on('close', lost);
     this.socket = socket;
+    this.writer = new FrameWriter(socket);
   }
 
   private settle(response: Response): void {

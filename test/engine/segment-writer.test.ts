@@ -1,9 +1,11 @@
 // Goal: the segment writer's durability contract. Concurrent appends share fdatasyncs (group
 // commit of data); `written()` resolves only once the record *and every record before it in
 // the segment* were written, and `durable()` only after an fdatasync that began after that, so
-// recovery (which cuts at the first damaged record) can never cut an acknowledged record; a failed write fails the records
-// behind it and the writer moves to a fresh segment, sealing the broken one at the last good
-// record; a full segment is sealed with a footer and its size is registered.
+// recovery (which cuts at the first damaged record) can never cut an acknowledged record;
+// records appended in one event-loop iteration go out in one writev and complete or fail
+// together; a failed write fails the records behind it and the writer moves to a fresh
+// segment, sealing the broken one at the last good record; a full segment is sealed with a
+// footer and its size is registered.
 // Method: the real SegmentWriter on the real filesystem in a temporary directory. fdatasync and
 // writev are observed (counted, held at a gate, or failed with EIO) by wrapping the shared
 // FileHandle prototype for the duration of one test; files are checked with the segment scanner
@@ -20,6 +22,9 @@ import { errorCode } from '../../src/util/errors.js';
 import { tempDir, chunkRecord, RecordingRegistry, hookFileHandle, gate, settle, track } from './segment-testing.js';
 
 const MiB = 1024 * 1024;
+
+/** Lets the writer issue the records appended so far (it gathers them for one iteration). */
+const nextIteration = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 function writerIn(dir: string, segmentBytesMax = 64 * MiB): { writer: SegmentWriter; registry: RecordingRegistry } {
   const registry = new RecordingRegistry();
@@ -76,6 +81,32 @@ t.test('group fdatasync: concurrent appends share syncs', async (t) => {
   await writer.close();
 });
 
+t.test('records appended in one iteration share one writev; a failed one fails them all', async (t) => {
+  const dir = tempDir(t);
+  const { writer } = writerIn(dir);
+  await (await writer.append([chunkRecord(100)])).durable();
+  const writes: number[] = [];
+  let fail = false;
+  await hookFileHandle(t, 'writev', async (original, args) => {
+    writes.push((args[0] as Buffer[]).length);
+    if (fail) throw Object.assign(new Error('EIO: injected'), { code: 'EIO' });
+    return original();
+  });
+  const batch = Array.from({ length: 20 }, (_, index) => chunkRecord(200 + index));
+  const appended = await Promise.all(batch.map((record) => writer.append([record])));
+  t.same(writes, [20], 'twenty records, one writev');
+  await Promise.all(appended.map((entry) => entry.durable()));
+  const { list } = await records(join(dir, segmentFileName(1)));
+  t.equal(list.length, 21, 'every record of the group is in the segment');
+
+  fail = true;
+  const failed = await Promise.allSettled(Array.from({ length: 3 }, () => writer.append([chunkRecord(300)])));
+  t.same(failed.map((outcome) => outcome.status), ['rejected', 'rejected', 'rejected'], 'a failed group write fails each of its records');
+  t.equal(writes.length, 2, 'the three were one write');
+  fail = false;
+  await writer.close();
+});
+
 t.test('durable() resolves only after an fdatasync that began after the write', async (t) => {
   const dir = tempDir(t);
   const { writer } = writerIn(dir);
@@ -127,10 +158,11 @@ t.test('a record is not durable before every earlier record of its segment is wr
   const big = chunkRecord(2 * MiB);
   await hookFileHandle(t, 'writev', async (original, args) => {
     const parts = args[0] as Buffer[];
-    if (parts.reduce((sum, part) => sum + part.length, 0) === big.length) await held.promise;
+    if (parts.includes(big)) await held.promise;
     return original();
   });
   const bigAppend = track(writer.append([big]));
+  await nextIteration(); // the next record goes into a write of its own
   const small = await writer.append([chunkRecord(100)]);
   const smallWritten = track(small.written());
   const smallDurable = track(small.durable());
@@ -155,13 +187,14 @@ t.test('a failed write fails the records behind it; the writer moves on and seal
   const held = gate();
   await hookFileHandle(t, 'writev', async (original, args) => {
     const parts = args[0] as Buffer[];
-    if (parts.reduce((sum, part) => sum + part.length, 0) === badRecord.length) {
+    if (parts.includes(badRecord)) {
       await held.promise;
       throw Object.assign(new Error('EIO: injected'), { code: 'EIO' });
     }
     return original();
   });
   const bad = track(writer.append([badRecord]));
+  await nextIteration(); // the next record goes into a write of its own
   const behind = await writer.append([chunkRecord(200)]);
   const behindWritten = track(behind.written());
   const behindDurable = track(behind.durable());

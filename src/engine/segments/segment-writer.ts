@@ -44,6 +44,26 @@ export interface Appended {
   durable(): Promise<void>;
 }
 
+/** Buffers in one writev (the system's limit, IOV_MAX, is 1024). */
+const GROUP_PARTS_MAX = 512;
+/** Bytes after which a write group takes no more records. */
+const GROUP_BYTES_MAX = 8 * 1024 * 1024;
+
+/**
+ * Consecutive records written with one writev. Its records complete together, or fail together
+ * (the segment breaks at the group's first record).
+ */
+interface WriteGroup {
+  readonly first: number;
+  last: number;
+  readonly offset: number;
+  end: number;
+  readonly parts: Buffer[];
+  written: Promise<void>;
+  /** Starts the write (once the group takes no more records). */
+  readonly issue: () => void;
+}
+
 class OpenSegment {
   size = SEGMENT_HEADER_SIZE;
   /** The seal has begun: nothing more is appended. */
@@ -65,32 +85,61 @@ class OpenSegment {
   brokenAt: number | undefined;
   private failure: unknown;
   private readonly inFlight = new Set<Promise<unknown>>();
+  /** The write group still taking records, if any. */
+  private group: WriteGroup | undefined;
 
   constructor(readonly id: number, readonly handle: FileHandle, private readonly onBroken: (segment: OpenSegment) => void) {}
 
-  /** Issues the write of the next record at `offset`; resolves with its write number. */
+  /**
+   * Issues the write of the next record at `offset`; resolves with its record number. Records
+   * appended in one event-loop iteration are written together, with one writev (see
+   * WriteGroup).
+   */
   write(parts: readonly Buffer[], offset: number, length: number): Promise<number> {
     const number = ++this.issued;
     this.ends.set(number, offset + length);
-    const written = writeAll(this.handle, parts, offset).then(
+    let group = this.group;
+    if (!group || group.end !== offset || group.parts.length + parts.length > GROUP_PARTS_MAX || group.end - group.offset >= GROUP_BYTES_MAX) {
+      group = this.openGroup(number, offset);
+    }
+    for (const part of parts) if (part.length > 0) group.parts.push(part);
+    group.last = number;
+    group.end = offset + length;
+    return group.written.then(() => number);
+  }
+
+  private openGroup(first: number, offset: number): WriteGroup {
+    let issue!: () => void;
+    const start = new Promise<void>((resolve) => (issue = resolve));
+    const group: WriteGroup = { first, last: first, offset, end: offset, parts: [], written: Promise.resolve(), issue };
+    group.written = start.then(() => writeAll(this.handle, group.parts, group.offset)).then(
       () => {
-        this.completedAhead.add(number);
+        for (let number = group.first; number <= group.last; number += 1) this.completedAhead.add(number);
         while (this.completedAhead.delete(this.contiguous + 1)) {
           this.contiguous += 1;
           this.contiguousEnd = this.ends.get(this.contiguous) as number;
           this.ends.delete(this.contiguous);
         }
         this.wake();
-        return number;
       },
       (error: unknown) => {
-        this.breakAt(number, error);
+        this.breakAt(group.first, error);
         throw error;
       },
     );
+    const written = group.written;
     this.inFlight.add(written);
     void written.finally(() => this.inFlight.delete(written)).catch(() => undefined);
-    return written;
+    // The group takes records until the end of this event-loop iteration (or until it is full).
+    if (this.group) this.issueGroup(this.group);
+    this.group = group;
+    setImmediate(() => this.issueGroup(group));
+    return group;
+  }
+
+  private issueGroup(group: WriteGroup): void {
+    if (this.group === group) this.group = undefined;
+    group.issue();
   }
 
   /** Resolves when records 1..number have all been written (not necessarily synced). */
