@@ -57,7 +57,7 @@ export function encodeChunk(keys: TenantKeys, chunkId: Buffer, slices: readonly 
     compression = COMPRESSION_LZ4;
   }
   const bodyLength = body.reduce((sum, slice) => sum + slice.length, 0);
-  const nonce = randomBytes(12);
+  const nonce = nextNonce();
   const header = Buffer.alloc(RECORD_HEADER_SIZE);
   writeRecordHeader(header, 0, {
     kind: KIND_CHUNK,
@@ -78,6 +78,23 @@ export function encodeChunk(keys: TenantKeys, chunkId: Buffer, slices: readonly 
   for (const part of payload) payloadChecksum = crc32c(part, payloadChecksum);
   sealRecordHeader(header, 0, payloadChecksum);
   return { header, payload, payloadLength: bodyLength + TAG_BYTES, payloadChecksum, compressed: compression !== COMPRESSION_NONE };
+}
+
+const NONCE_BYTES = 12;
+/** Nonces drawn from the CSPRNG per call: one call per 4,096 chunks instead of one per chunk. */
+const NONCES_PER_DRAW = 4096;
+let nonces = Buffer.alloc(0);
+let nonceOffset = 0;
+
+/** A fresh random 96-bit nonce. Every draw is a new buffer, so a nonce is never handed out twice. */
+function nextNonce(): Buffer {
+  if (nonceOffset + NONCE_BYTES > nonces.length) {
+    nonces = randomBytes(NONCE_BYTES * NONCES_PER_DRAW);
+    nonceOffset = 0;
+  }
+  const nonce = nonces.subarray(nonceOffset, nonceOffset + NONCE_BYTES);
+  nonceOffset += NONCE_BYTES;
+  return nonce;
 }
 
 /**

@@ -76,14 +76,14 @@ export class Authenticator {
   }
 
   private liveKey(accessKeyId: string): AccessKeyRecord {
-    const key = this.store.get<AccessKeyRecord>(DB.accessKeys, Buffer.from(accessKeyId));
+    const key = this.store.getShared<AccessKeyRecord>(DB.accessKeys, Buffer.from(accessKeyId));
     if (!key || key.state !== 'active') throw Unauthorized('the access key is revoked or unknown');
     if (key.expiresAt !== undefined && key.expiresAt <= Date.now()) throw Unauthorized('the access key has expired');
     return key;
   }
 
   private liveTenant(tenantId: string): TenantRecord {
-    const tenant = this.store.get<TenantRecord>(DB.tenants, tenantKey(tenantId));
+    const tenant = this.store.getShared<TenantRecord>(DB.tenants, tenantKey(tenantId));
     if (!tenant || tenant.state !== 'active') throw Unauthorized('the tenant is disabled or unknown');
     return tenant;
   }

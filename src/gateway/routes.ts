@@ -82,7 +82,7 @@ function routeKit(services: GatewayServices): RouteKit {
     return result;
   };
   const bucketOf = (principal: Principal, name: string, access?: BucketAccess): BucketRecord => {
-    const bucket = store.get<BucketRecord>(DB.buckets, tenantChildKey(principal.tenant.id, name));
+    const bucket = store.getShared<BucketRecord>(DB.buckets, tenantChildKey(principal.tenant.id, name));
     if (!bucket) throw NotFound(`bucket ${name} not found`);
     if (access && policyDenies(bucket.policy as BucketPolicy | undefined, { accessKeyId: principal.accessKeyId, ...access })) {
       throw Forbidden(`the policy of bucket ${name} denies ${access.verb}`);
@@ -247,7 +247,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
 }
 
 function bucketOfVersioned(principal: Principal, name: string, store: IndexStore): BucketRecord | undefined {
-  return store.get<BucketRecord>(DB.buckets, tenantChildKey(principal.tenant.id, name));
+  return store.getShared<BucketRecord>(DB.buckets, tenantChildKey(principal.tenant.id, name));
 }
 
 function isLoopback(address: string): boolean {

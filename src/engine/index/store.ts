@@ -39,12 +39,23 @@ export interface Entry<T> {
 
 export type Settled = { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly error: unknown };
 
+/** Records kept decoded by `getShared`; the cache starts over when full. */
+const SHARED_RECORDS_MAX = 4096;
+
+function deepFreeze<T>(value: T): T {
+  if (value === null || typeof value !== 'object' || ArrayBuffer.isView(value) || Object.isFrozen(value)) return value;
+  for (const child of Object.values(value)) deepFreeze(child);
+  return Object.freeze(value);
+}
+
 const MAP_SIZE_BYTES = 1024 ** 4; // sparse; the file grows only as pages are used
 
 export class IndexStore {
   private readonly root: RootDatabase;
   private readonly dbs = new Map<DbName, Database<Buffer, Buffer>>();
   readonly readOnly: boolean;
+  /** Decoded records of `getShared`, with the bytes they were decoded from. */
+  private readonly shared = new Map<string, { raw: Buffer; value: unknown }>();
   /** Puts and removes so far; tells a batch whether a failed command wrote anything. */
   private writes = 0;
 
@@ -90,6 +101,30 @@ export class IndexStore {
   get<T>(name: DbName, key: Buffer): T | undefined {
     const raw = this.db(name).getBinary(key);
     return raw === undefined ? undefined : (decodeValue(raw).value as T);
+  }
+
+  /**
+   * Like `get`, for the records read on every request (access keys, tenants, buckets): the
+   * decoded value is kept with its bytes and handed out again, frozen, while the stored bytes
+   * are unchanged. Callers must not (and cannot) modify it.
+   */
+  getShared<T>(name: DbName, key: Buffer): T | undefined {
+    const db = this.db(name);
+    const fast = db.getBinaryFast(key);
+    const cacheKey = `${name}\0${key.toString('latin1')}`;
+    if (fast === undefined) {
+      this.shared.delete(cacheKey);
+      return undefined;
+    }
+    // lmdb-js may hand out its shared read buffer with `length` set to the value's size.
+    const raw = fast.subarray(0, fast.length);
+    const cached = this.shared.get(cacheKey);
+    if (cached && cached.raw.equals(raw)) return cached.value as T;
+    const copy = Buffer.from(raw);
+    const value = deepFreeze(decodeValue(copy).value);
+    if (this.shared.size >= SHARED_RECORDS_MAX) this.shared.clear();
+    this.shared.set(cacheKey, { raw: copy, value });
+    return value as T;
   }
 
   has(name: DbName, key: Buffer): boolean {
