@@ -37,6 +37,10 @@ export interface Entry<T> {
   readonly value: T;
 }
 
+export class EncodedRecord {
+  constructor(readonly bytes: Buffer) {}
+}
+
 export type Settled = { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly error: unknown };
 
 /** Records kept decoded by `getShared`; the cache starts over when full. */
@@ -142,10 +146,15 @@ export class IndexStore {
     }
   }
 
-  /** Only inside `transact`. */
-  put(name: DbName, key: Buffer, value: object): void {
+  /** Only inside `transact`. `value` may be encoded once beforehand, to be stored under several keys. */
+  put(name: DbName, key: Buffer, value: object | EncodedRecord): void {
     this.writes += 1;
-    this.db(name).putSync(key, encodeValue(VALUE_SCHEMA_VERSION, value));
+    this.db(name).putSync(key, value instanceof EncodedRecord ? value.bytes : encodeValue(VALUE_SCHEMA_VERSION, value));
+  }
+
+  /** A record encoded for `put`, when the same value goes under more than one key. */
+  encode(value: object): EncodedRecord {
+    return new EncodedRecord(encodeValue(VALUE_SCHEMA_VERSION, value));
   }
 
   /** Only inside `transact`. */

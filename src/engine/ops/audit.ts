@@ -17,8 +17,9 @@ export function writeAudit(context: EngineContext, input: AuditInput): AuditEven
   const time = input.time ?? context.now();
   const key = auditKey(time, sequence++);
   const event: AuditEvent = { ...input, id: key.toString('hex'), time };
-  context.store.put(DB.audit, key, event);
-  if (event.tenantId !== undefined) context.store.put(DB.auditByTenant, auditTenantKey(event.tenantId, key), event);
+  const encoded = context.store.encode(event);
+  context.store.put(DB.audit, key, encoded);
+  if (event.tenantId !== undefined) context.store.put(DB.auditByTenant, auditTenantKey(event.tenantId, key), encoded);
   return event;
 }
 

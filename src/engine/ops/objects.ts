@@ -15,7 +15,7 @@ import {
 import { checkQuota } from './quota.js';
 import { completeIdempotent } from './idempotency.js';
 import { nextCounter, type EngineContext } from './context.js';
-import type { IndexStore } from '../index/store.js';
+import type { IndexStore, EncodedRecord } from '../index/store.js';
 import { requireTenant } from './control.js';
 import { Conflict, NotFound, BucketNotEmpty, PreconditionFailed, Forbidden, ChunkGone, BadRequest } from '../../util/errors.js';
 import { validateBucketName } from '../../security/names.js';
@@ -169,7 +169,8 @@ export function writeVersion(
     if (existing && versionLocked(existing, context.now())) throw Forbidden(`${version.key} is under retention or legal hold`);
     if (existing) removeVersion(context, { tenant, bucket, version: existing, usage });
   }
-  context.store.put(DB.versions, versionKey(bucket.id, version.key, version.seq), version);
+  const encoded = context.store.encode(version);
+  context.store.put(DB.versions, versionKey(bucket.id, version.key, version.seq), encoded);
   if (version.deleteMarker) {
     usage.deleteMarkers += 1;
     bucketCounters(usage, bucket.name).deleteMarkers += 1;
@@ -181,15 +182,18 @@ export function writeVersion(
     counters.logicalBytes += version.size;
   }
   // A new version has the highest sequence number: it is the key's current version.
-  setCurrent(context, bucket, version.key, version, usage);
+  setCurrent(context, bucket, version.key, version, usage, encoded);
 }
 
 /** Makes `objects` hold `latest` for the key, or nothing when there is none or it is a marker. */
-function setCurrent(context: EngineContext, bucket: BucketRecord, key: string, latest: ObjectVersionRecord | undefined, usage: UsageRecord): void {
+function setCurrent(
+  context: EngineContext, bucket: BucketRecord, key: string, latest: ObjectVersionRecord | undefined, usage: UsageRecord,
+  encodedLatest?: EncodedRecord,
+): void {
   const currentKey = objectKey(bucket.id, key);
   const hadCurrent = context.store.has(DB.objects, currentKey);
   if (latest && !latest.deleteMarker) {
-    context.store.put(DB.objects, currentKey, latest);
+    context.store.put(DB.objects, currentKey, encodedLatest ?? latest);
     if (!hadCurrent) {
       usage.objects += 1;
       bucketCounters(usage, bucket.name).objects += 1;
