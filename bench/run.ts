@@ -1,6 +1,8 @@
-// `npm run bench` (node dist/bench/run.js): measures this machine's limits, then Lightwell
-// through its public port, and writes results.md, results.json and chart.svg to --out
-// (default docs/benchmarks, relative to the current directory).
+// `npm run bench` (node dist/bench/run.js) and `lightwell bench`: measures this machine's
+// limits, then Lightwell through its public port, and writes results.md, results.json and
+// chart.svg to --out. The default is docs/benchmarks when the current directory is a Lightwell
+// checkout (where `npm run bench` always runs) and ./lightwell-bench anywhere else; either is
+// created when missing.
 //
 // Without --endpoint it starts Lightwell (dist/bin/lightwell.js beside this file) on a fresh
 // temp data directory; with --endpoint it drives a running service. --quick shrinks every
@@ -8,11 +10,12 @@
 // full run, fails (exit 1) only when a scenario does not complete with correct bytes or a limit
 // cannot be measured. Speed is never asserted. Exit 2 is a usage error.
 //
-// `runBench(argv)` is exported so that `lightwell bench` can call it.
+// `runBench(argv)` is exported for `lightwell bench` (bin/lightwell.ts), which imports this
+// module only when that command runs.
 
-import { realpathSync, statfsSync } from 'node:fs';
+import { readFileSync, realpathSync, statfsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { BenchError, errorMessage } from './bench-error.js';
@@ -30,12 +33,14 @@ import {
 } from './scenarios.js';
 import { openService, type Service, type ServiceOptions } from './service.js';
 
-const USAGE = `Usage: npm run bench -- [options]     (node dist/bench/run.js [options])
+const USAGE = `Usage: lightwell bench [options]
+       npm run bench -- [options]     (in a Lightwell checkout: builds, then the same)
 
   --quick                 small sizes, under a minute (CI smoke test)
   --only NAME,NAME        run only these scenarios (see --list)
   --list                  print the scenario names and exit
-  --out DIR               where results go (default docs/benchmarks)
+  --out DIR               where results go, created if missing (default docs/benchmarks
+                          in a Lightwell checkout, else ./lightwell-bench)
   --skip-limits           do not measure the machine's limits (no ratios)
   --limits-only           measure the machine's limits, run no scenario
 
@@ -102,7 +107,7 @@ export function parseRunOptions(
     throw new BenchError('--server-pid must be a number');
   }
   return {
-    profile, only, out: resolve(values.out ?? 'docs/benchmarks'),
+    profile, only, out: resolve(values.out ?? defaultOutDir(process.cwd())),
     skipLimits: values['skip-limits'] === true, limitsOnly: values['limits-only'] === true,
     service: {
       endpoint: values.endpoint, token: values.token, accessKey: values['access-key'],
@@ -112,6 +117,21 @@ export function parseRunOptions(
       logLevel: values['log-level'], insecure: values.insecure === true,
     },
   };
+}
+
+/**
+ * The committed results in a Lightwell checkout (a package.json named lightwell), so that
+ * `npm run bench` regenerates them; ./lightwell-bench anywhere else, rather than a docs/ tree
+ * in somebody else's directory. Relative to `cwd`.
+ */
+export function defaultOutDir(cwd: string): string {
+  try {
+    const pkg = JSON.parse(readFileSync(join(cwd, 'package.json'), 'utf8')) as { name?: unknown };
+    if (pkg.name === 'lightwell') return join(cwd, 'docs', 'benchmarks');
+  } catch {
+    // No readable package.json: not a checkout.
+  }
+  return join(cwd, 'lightwell-bench');
 }
 
 /** Where a run writes: results to `out`, progress and errors to `err`. */

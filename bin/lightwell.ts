@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// lightwell: the command-line tool (serve, admin-token).
+// lightwell: the command-line tool (serve, admin-token, bench).
 import { serve } from '../src/cli/serve.js';
 import { adminToken } from '../src/cli/admin-token.js';
 
@@ -8,10 +8,17 @@ const usage = `usage: lightwell serve [--data-dir DIR] [--public-listen HOST:POR
        lightwell admin-token create --role viewer|operator|owner [--tenant ID] [--expires 30d|RFC3339] [--name TEXT] [--json]
        lightwell admin-token list [--json]
        lightwell admin-token revoke ID
+       lightwell bench [--quick] [--only NAME,…] [--out DIR] [--endpoint URL --token TOKEN] …
+                       (lightwell bench --help lists every flag)
 `;
 if (command === 'serve') await serve(rest);
 else if (command === 'admin-token') await adminToken(rest);
-else {
+else if (command === 'bench') {
+  // The benchmark is a client of the public port, not part of the service: it lives in bench/,
+  // outside src/, and is loaded only for this command.
+  const { runBench } = await import('../bench/run.js');
+  process.exitCode = await runBench(rest);
+} else {
   process.stderr.write(usage);
   process.exitCode = command === undefined || command === 'help' || command === '--help' ? 0 : 2;
 }

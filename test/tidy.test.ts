@@ -1,7 +1,8 @@
 // Goal: the rules that the compiler cannot check hold for every source file (STYLE.md §1, §8):
 // imports point down the layers and never sideways, only the index store imports lmdb, and no
-// code outside the error catalogue builds a bare Error.
-// Method: read src/**/*.ts as text and check each import and each `new Error(`.
+// code outside the error catalogue builds a bare Error. The service never imports the benchmark
+// (bench/, a client of the public port); the binaries reach it only through bench/run.js.
+// Method: read src/**/*.ts and bin/*.ts as text and check each import and each `new Error(`.
 import t from 'tap';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
@@ -17,7 +18,20 @@ function sources(dir: string): string[] {
   });
 }
 
-const files = sources(join(root, 'src')).map((path) => ({ path: relative(root, path), text: readFileSync(path, 'utf8') }));
+function read(dir: string): { path: string; text: string }[] {
+  return sources(join(root, dir))
+    .map((path) => ({ path: relative(root, path), text: readFileSync(path, 'utf8') }));
+}
+
+const files = read('src');
+
+/** Relative import targets, static and dynamic, as paths from the repository root. */
+function imports(file: { path: string; text: string }): { spec: string; target: string }[] {
+  return [...file.text.matchAll(/(?:from |import\()'(\.[^']+)'/g)].map((match) => {
+    const spec = match[1] ?? '';
+    return { spec, target: join(file.path, '..', spec) };
+  });
+}
 
 t.test('every source folder has a layer', async (t) => {
   for (const file of files) t.ok((file.path.split('/')[1] ?? '') in rank, file.path);
@@ -32,6 +46,26 @@ t.test('imports point down, never sideways', async (t) => {
       const targetLayer = target[1] ?? '';
       const ok = targetLayer === layer || (rank[targetLayer] ?? 99) < (rank[layer] ?? -1);
       t.ok(ok, `${file.path} imports ${match[1]} (${layer} → ${targetLayer})`);
+    }
+  }
+});
+
+t.test('the service imports only itself: never bench/, bin/ or test/', async (t) => {
+  for (const file of files) {
+    for (const { spec, target } of imports(file)) {
+      t.ok(target.startsWith('src/'), `${file.path} imports ${spec}`);
+    }
+  }
+});
+
+t.test('the binaries import src/cli/ and, for `lightwell bench`, bench/run.js', async (t) => {
+  const bins = read('bin');
+  t.ok(bins.length > 0, 'bin/ has sources');
+  for (const file of bins) {
+    for (const { spec, target } of imports(file)) {
+      const bench = file.path === 'bin/lightwell.ts' && target === 'bench/run.js';
+      const ok = target.startsWith('src/cli/') || bench;
+      t.ok(ok, `${file.path} imports ${spec}`);
     }
   }
 });

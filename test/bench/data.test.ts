@@ -108,12 +108,16 @@ t.test('histogram percentiles within one bucket (about 3%)', async (t) => {
 });
 
 t.test('process tree: children are found, CPU and RSS counted', async (t) => {
-  const busy = 'const end = Date.now() + 300; while (Date.now() < end); setTimeout(() => {}, 5000)';
-  const child = spawn(process.execPath, ['-e', busy], { stdio: 'ignore' });
+  // 300 ms of the child's own CPU, not of wall time: on a loaded machine a wall-clock busy loop
+  // gets a fraction of a core. The child says when it is done, then idles.
+  const busy = 'const s = process.cpuUsage(); ' +
+    'for (let u = process.cpuUsage(s); u.user + u.system < 300000; u = process.cpuUsage(s)); ' +
+    'process.stdout.write("done"); setTimeout(() => {}, 30000)';
+  const child = spawn(process.execPath, ['-e', busy], { stdio: ['ignore', 'pipe', 'ignore'] });
   t.teardown(() => child.kill());
   const monitor = new TreeMonitor(process.pid, 20);
   monitor.begin();
-  await new Promise((resolve) => setTimeout(resolve, 600));
+  await new Promise((resolve) => child.stdout.once('data', resolve));
   t.ok(processTree(process.pid).includes(child.pid ?? -1), 'child in the tree');
   const window = monitor.end();
   t.ok(window.cpuSeconds >= 0.2, `tree CPU ${window.cpuSeconds} s includes the busy child`);
