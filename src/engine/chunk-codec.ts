@@ -147,7 +147,9 @@ export function decodeChunk(
   decipher.setAuthTag(payload.subarray(payload.length - TAG_BYTES));
   let plain: Buffer;
   try {
-    plain = Buffer.concat([decipher.update(payload.subarray(0, payload.length - TAG_BYTES)), decipher.final()]);
+    plain = decipher.update(payload.subarray(0, payload.length - TAG_BYTES));
+    const tail = decipher.final(); // empty for GCM; checks the tag
+    if (tail.length > 0) plain = Buffer.concat([plain, tail]);
   } catch (cause) {
     throw CorruptData('record failed authentication', {}, { cause });
   }

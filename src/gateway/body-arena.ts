@@ -7,8 +7,14 @@
 // borrow more when blocks are free (`tryTake`), but it never waits for more than its reserve.
 // So every admitted upload can always finish its next chunk and release blocks, and uploads
 // that cannot be admitted wait with their sockets paused: no deadlock, bounded memory.
+//
+// Spill reserve: an upload that cannot borrow pauses its socket, but uWS still delivers what it
+// had read (about one receive buffer). `tryTake` leaves the last few blocks for those bytes
+// (`tryTakeSpill`), so they land in the arena instead of in heap copies.
 
 import assert from 'node:assert';
+
+const SPILL_RESERVE_BLOCKS_MAX = 8;
 
 interface Waiter {
   readonly count: number;
@@ -21,8 +27,12 @@ export class BodyArena {
   private readonly free: number[] = [];
   private readonly waiters: Waiter[] = [];
 
+  /** Blocks `tryTake` leaves free for bytes that arrive after a pause. */
+  readonly spillReserve: number;
+
   constructor(readonly blockBytes: number, readonly blockCount: number) {
     assert(blockBytes > 0 && blockCount > 0);
+    this.spillReserve = Math.min(SPILL_RESERVE_BLOCKS_MAX, Math.floor(blockCount / 8));
     this.buffer = new SharedArrayBuffer(blockBytes * blockCount);
     this.bytes = Buffer.from(this.buffer);
     for (let block = blockCount - 1; block >= 0; block -= 1) this.free.push(block);
@@ -32,9 +42,14 @@ export class BodyArena {
     return this.free.length;
   }
 
-  /** A block now, or `undefined` when none is free or admissions are waiting. */
+  /** A block now, or `undefined` when only the spill reserve is free or admissions are waiting. */
   tryTake(): number | undefined {
-    return this.waiters.length === 0 ? this.free.pop() : undefined;
+    return this.waiters.length === 0 && this.free.length > this.spillReserve ? this.free.pop() : undefined;
+  }
+
+  /** Any free block, for bytes that arrived after their upload paused its socket. */
+  tryTakeSpill(): number | undefined {
+    return this.free.pop();
   }
 
   /** `count` blocks at once, when that many are free; requests are served in arrival order. */

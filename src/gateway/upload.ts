@@ -2,9 +2,10 @@
 // checksums) → pool store tasks in parallel → manifest.
 //
 // Memory is bounded twice: by the arena (all uploads) and by `BLOCKS_PER_UPLOAD_MAX` (one
-// upload cannot hold the whole arena). When no block can be had, the socket is paused and the
-// bytes already delivered by uWS wait in a small overflow copy; reading resumes once a block is
-// free. A body no larger than one block is one chunk: a single store task that also computes
+// upload cannot hold the whole arena). An upload at its share pauses the socket; the bytes uWS
+// delivers until the pause takes effect go into blocks borrowed past the share, and reading
+// resumes once the upload is well under it. When the arena itself is empty, those bytes wait
+// in a small overflow copy until a block is free. A body no larger than one block is one chunk: a single store task that also computes
 // the object checksums. Nothing here commits: the caller commits the manifest after verifying
 // the checksums, so a failed or aborted upload leaves only unreferenced records (garbage).
 
@@ -26,6 +27,11 @@ export function tenantKeysOf(material: TenantKeyMaterial): TenantKeys {
 
 /** The most blocks one upload holds: room for the largest chunk several times over. */
 const BLOCKS_PER_UPLOAD_MAX = 24;
+/**
+ * A throttled upload reads again once it is this many blocks under its share, so that each
+ * pause (and the bytes uWS delivers after it) moves several blocks, not one.
+ */
+const RESUME_GAP_BLOCKS = 8;
 /** Blocks that hold a chunk of the largest size (4 × average) wherever it starts, plus one. */
 function reserveBlocks(chunkAvgBytes: number, blockBytes: number): number {
   return Math.ceil((4 * chunkAvgBytes) / blockBytes) + 2;
@@ -84,6 +90,8 @@ class BodyReceiver {
   private readonly overflow: Buffer[] = [];
   private waitingForBlock = false;
   private paused = false;
+  /** Reading is paused because the upload went past its share of blocks (see `throttle`). */
+  private throttled = false;
   private held = 0;
   /** Blocks of this upload's reserve that it holds unused (see body-arena.ts). */
   private readonly spare: number[] = [];
@@ -151,7 +159,15 @@ class BodyReceiver {
     while (offset < source.length) {
       if (this.blocks.length === 0 || this.used === this.blockBytes) {
         if (this.blocks.length > 0) this.blockFilled(this.blocks.length - 1, this.blockBytes);
-        const block = this.spare.pop() ?? (this.held < BLOCKS_PER_UPLOAD_MAX ? this.services.arena.tryTake() : undefined);
+        let block = this.spare.pop() ?? (this.held < BLOCKS_PER_UPLOAD_MAX ? this.services.arena.tryTake() : undefined);
+        if (block === undefined) {
+          // Past this upload's share, or the arena is down to its spill reserve: stop reading.
+          // What uWS delivers until the pause takes effect goes into the spill reserve while it
+          // lasts (parking it in copies cost an allocation and a second copy for half of all
+          // body bytes).
+          block = this.services.arena.tryTakeSpill();
+          if (block !== undefined) this.throttle();
+        }
         if (block === undefined) {
           this.overflow.push(Buffer.from(source.subarray(offset)));
           this.waitForBlock();
@@ -202,11 +218,29 @@ class BodyReceiver {
     if (this.waitingForBlock) return;
     // After the last byte there is nothing to read: the socket stays paused (uWS's idle timer
     // stays off while the commit runs) and the response resumes it (Exchange.send).
-    if (this.paused && !this.input.exchange.aborted && !this.lastSeen) {
+    if (this.paused && !this.throttled && !this.input.exchange.aborted && !this.lastSeen) {
       this.paused = false;
       this.input.exchange.resumeReading();
     }
     this.afterCopy();
+  }
+
+  /**
+   * Pauses reading until one of this upload's blocks is released and it holds no more than its
+   * share less `RESUME_GAP_BLOCKS`.
+   */
+  private throttle(): void {
+    this.throttled = true;
+    this.pauseSocket();
+  }
+
+  private unthrottle(): void {
+    if (!this.throttled || this.held > BLOCKS_PER_UPLOAD_MAX - RESUME_GAP_BLOCKS) return;
+    this.throttled = false;
+    if (this.paused && !this.waitingForBlock && !this.failed && !this.input.exchange.aborted && !this.lastSeen) {
+      this.paused = false;
+      this.input.exchange.resumeReading();
+    }
   }
 
   private pauseSocket(): void {
@@ -346,6 +380,7 @@ class BodyReceiver {
       this.blocks[index] = -1;
       this.giveBack(block);
     }
+    this.unthrottle();
     this.wakeOwnWaiter();
   }
 
@@ -379,8 +414,8 @@ class BodyReceiver {
     this.wakeOwnWaiter();
     this.ordered?.drop();
     this.overflow.length = 0;
-    // The rest of the body is read and discarded, so the connection stays usable.
-    // The rest of the body is read and discarded; after the last byte the response resumes.
+    // The rest of the body is read and discarded, so the connection stays usable; after the
+    // last byte the response resumes.
     if (this.paused && !this.input.exchange.aborted && !this.lastSeen) {
       this.paused = false;
       this.input.exchange.resumeReading();
