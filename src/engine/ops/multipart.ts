@@ -31,8 +31,9 @@ import {
 } from '../index/schema.js';
 import type { IndexStore } from '../index/store.js';
 import { nextCounter, type EngineContext } from './context.js';
+import { requireActiveTenant } from './control.js';
 import {
-  requireActiveTenant, requireBucket, addChunkRefs, releaseChunkRefs, loadUsage, saveUsage, writeVersion, findNullVersion,
+  requireBucket, addChunkRefs, releaseChunkRefs, loadUsage, saveUsage, writeVersion, findNullVersion,
   checkWriteConditions, versionIdOf, packChunkRefs, type ManifestChunk,
 } from './objects.js';
 import { checkQuota } from './quota.js';
