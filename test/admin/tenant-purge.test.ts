@@ -1,8 +1,9 @@
-// Goal: a tenant delete removes every bucket, version, delete marker, account, key, quota and
-// usage record of the tenant, releases every chunk reference (segment live bytes drop by exactly
-// the tenant's bytes, shared chunks included), never touches another tenant, survives a crash
-// between batches by resuming on the next start, and never removes a version under legal hold
-// or retention (fail-closed on unreadable lock fields).
+// Goal: a tenant delete removes every bucket, version, delete marker, account, key, idempotency
+// record, quota and usage record of the tenant (and no idempotency key is begun afterwards),
+// releases every chunk reference (segment live bytes drop by exactly the tenant's bytes, shared
+// chunks included), never touches another tenant, survives a crash between batches by resuming
+// on the next start, and never removes a version under legal hold or retention (fail-closed on
+// unreadable lock fields).
 // Method: the engine's commands run directly on a fresh index (no processes): build tenants with
 // versioned and unversioned buckets, shared chunks, a version with more references than one
 // batch may release, and delete markers; run one purge batch, close the index as a crash would
@@ -14,13 +15,14 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { IndexStore } from '../../src/engine/index/store.js';
 import {
-  DB, tenantKey, segmentKey, type TenantRecord, type ChunkRecord, type SegmentRecord, type UsageRecord, type ObjectVersionRecord,
+  DB, tenantKey, segmentKey, tenantChildRange, type TenantRecord, type ChunkRecord, type SegmentRecord, type UsageRecord, type ObjectVersionRecord,
 } from '../../src/engine/index/schema.js';
 import type { EngineContext } from '../../src/engine/ops/context.js';
 import * as control from '../../src/engine/ops/control.js';
 import * as objects from '../../src/engine/ops/objects.js';
 import * as segments from '../../src/engine/ops/segments.js';
 import * as multipart from '../../src/engine/ops/multipart.js';
+import * as idempotency from '../../src/engine/ops/idempotency.js';
 import {
   deleteTenant, purgeTenantBatch, versionProtection, pendingPurges, TenantPurger, PURGE_CHUNK_REFS_PER_BATCH,
 } from '../../src/engine/ops/tenant-delete.js';
@@ -63,6 +65,7 @@ async function buildTenant(store: IndexStore, tenantId: string, segmentId: numbe
     control.createTenant(context, { id: tenantId });
     objects.createBucket(context, { tenantId, name: 'versioned', versioning: 'Enabled' });
     objects.createBucket(context, { tenantId, name: 'plain' });
+    idempotency.beginIdempotent(context, { tenantId, bucket: 'plain', key: 'op-1', fingerprint: 'f' });
     for (let index = 0; index < 300; index += 1) {
       const chunks = index % 10 === 0 ? [shared, newChunk(segmentId)] : [newChunk(segmentId)];
       put(context, { tenantId, bucket: index % 2 === 0 ? 'versioned' : 'plain', key: `k/${index % 150}`, chunks });
@@ -134,6 +137,8 @@ t.test('delete: purge resumes after a crash and removes exactly the tenant', asy
   await t.rejects(store.transact(() => deleteTenant(context, { tenantId: 'doomed', reason: ' ' })), { code: 'bad_request' }, 'reason required');
   // No purger runs yet: the first batch runs by hand, then the "crash".
   await store.transact(() => deleteTenant(context, { tenantId: 'doomed', reason: 'offboarding' }));
+  const late = { tenantId: 'doomed', bucket: 'plain', key: 'op-2', fingerprint: 'f' };
+  await t.rejects(store.transact(() => idempotency.beginIdempotent(context, late)), { code: 'not_found' }, 'no idempotency key for a deleted tenant');
   const first = await store.transact(() => purgeTenantBatch(context, { tenantId: 'doomed' }));
   t.equal(first.done, false, 'one batch is not the whole purge');
   const deleted = store.get<TenantRecord>(DB.tenants, tenantKey('doomed')) as TenantRecord;
@@ -158,6 +163,8 @@ t.test('delete: purge resumes after a crash and removes exactly the tenant', asy
   t.same([...store.range(DB.buckets, { start: Buffer.from('doomed\0'), end: Buffer.from('doomed\u0001') })], [], 'buckets gone');
   t.same([...store.range(DB.accounts, { start: Buffer.from('doomed\0'), end: Buffer.from('doomed\u0001') })], [], 'accounts gone');
   t.equal([...store.range<{ tenantId: string }>(DB.accessKeys, {})].filter((e) => e.value.tenantId === 'doomed').length, 0, 'keys gone');
+  t.same([...store.range(DB.idempotency, tenantChildRange('doomed'))], [], 'idempotency records gone');
+  t.equal([...store.range(DB.idempotency, tenantChildRange('keeper'))].length, 1, 'the other tenant keeps its own');
   const uploads = [...store.range<{ tenantId: string }>(DB.multipart, {})].map((entry) => entry.value.tenantId);
   t.same(uploads, ['keeper', 'keeper'], 'multipart uploads gone (the other tenant keeps its own)');
   t.equal([...store.range(DB.multipartParts, {})].length, 6, "only the other tenant's parts remain");
