@@ -1,9 +1,10 @@
 // Goal: a tenant delete removes every bucket, version, delete marker, account, key, idempotency
 // record, quota and usage record of the tenant (and no idempotency key is begun afterwards),
 // releases every chunk reference (segment live bytes drop by exactly the tenant's bytes, shared
-// chunks included), never touches another tenant, survives a crash between batches by resuming
-// on the next start, and never removes a version under legal hold or retention (fail-closed on
-// unreadable lock fields).
+// chunks included, and usage stays exact when the multipart expiry pass runs during the purge),
+// never touches another tenant, survives a crash between batches by resuming on the next
+// start, and never removes a version under legal hold or retention (fail-closed on unreadable
+// lock fields).
 // Method: the engine's commands run directly on a fresh index (no processes): build tenants with
 // versioned and unversioned buckets, shared chunks, a version with more references than one
 // batch may release, and delete markers; run one purge batch, close the index as a crash would
@@ -205,4 +206,36 @@ t.test('delete: the purge stops at a protected version and removes nothing prote
   t.equal(tenant.state, 'deleted', 'still not active');
   t.equal([...store.range(DB.versions, {})].length, 1, 'the protected version is still there');
   t.same(pendingPurges(store), [], 'a blocked purge does not spin');
+});
+
+t.test('delete: uploads that the expiry pass aborts during a purge are counted in the usage record', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'lw-purge-'));
+  const store = IndexStore.open({ path: dir, readOnly: false });
+  t.teardown(async () => {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const context = contextOf(store);
+  const { segmentId } = await store.transact(() => segments.allocSegment(context, { ownerPid: process.pid }));
+  await store.transact(() => {
+    control.createTenant(context, { id: 'drift' });
+    objects.createBucket(context, { tenantId: 'drift', name: 'bucket' });
+    put(context, { tenantId: 'drift', bucket: 'bucket', key: 'kept', chunks: [newChunk(segmentId)] });
+    const upload = multipart.createMultipartUpload(context, { tenantId: 'drift', bucket: 'bucket', key: 'partial', contentType: 'x', metadata: {} });
+    for (const partNumber of [1, 2]) {
+      multipart.uploadPart(context, { tenantId: 'drift', bucket: 'bucket', key: 'partial', uploadId: upload.uploadId, partNumber, size: 100, etag: 'p', checksums: {}, compressed: false, chunks: [newChunk(segmentId)] });
+    }
+    control.disableTenant(context, { tenantId: 'drift', reason: 'r' });
+    deleteTenant(context, { tenantId: 'drift', reason: 'r' });
+  });
+  // The compaction pass runs between purge batches and finds the upload of a deleted tenant.
+  const expiry = { now: Date.now(), expiryMs: 86_400_000, partsMax: 1000 };
+  t.equal(await store.transact(() => multipart.expireMultipartUploads(context, expiry)), 3, 'two parts and the upload');
+  const usage = store.get<UsageRecord>(DB.usage, tenantKey('drift')) as UsageRecord;
+  t.equal(usage.physicalBytes, liveBytes(store, segmentId), 'usage still equals the live bytes: the released parts were counted');
+  while (!(await store.transact(() => purgeTenantBatch(context, { tenantId: 'drift' }))).done);
+  t.equal(liveBytes(store, segmentId), 0, 'the purge released the rest');
+  t.equal(store.get(DB.usage, tenantKey('drift')), undefined);
+  t.equal(await store.transact(() => multipart.expireMultipartUploads(context, expiry)), 0, 'nothing left to expire, no usage record made again');
+  t.equal(store.get(DB.usage, tenantKey('drift')), undefined);
 });
