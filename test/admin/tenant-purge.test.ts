@@ -1,5 +1,6 @@
 // Goal: a tenant delete removes every bucket, version, delete marker, account, key, idempotency
-// record, quota and usage record of the tenant (and no idempotency key is begun afterwards),
+// record, notification config, outbox row and delivery status (also of a bucket deleted
+// earlier), quota and usage record of the tenant (and no idempotency key is begun afterwards),
 // releases every chunk reference (segment live bytes drop by exactly the tenant's bytes, shared
 // chunks included, and usage stays exact when the multipart expiry pass runs during the purge),
 // never touches another tenant, survives a crash between batches by resuming on the next
@@ -7,8 +8,9 @@
 // lock fields).
 // Method: the engine's commands run directly on a fresh index (no processes): build tenants with
 // versioned and unversioned buckets, shared chunks, a version with more references than one
-// batch may release, and delete markers; run one purge batch, close the index as a crash would
-// leave it, reopen it and let a TenantPurger resume; then check every invariant in the index.
+// batch may release, delete markers, and more outbox rows than one batch removes; run one purge
+// batch, close the index as a crash would leave it, reopen it and let a TenantPurger resume;
+// then check every invariant in the index.
 import t from 'tap';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -16,7 +18,7 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { IndexStore } from '../../src/engine/index/store.js';
 import {
-  DB, tenantKey, segmentKey, tenantChildRange, type TenantRecord, type ChunkRecord, type SegmentRecord, type UsageRecord, type ObjectVersionRecord,
+  DB, tenantKey, segmentKey, tenantChildRange, type DbName, type TenantRecord, type ChunkRecord, type SegmentRecord, type UsageRecord, type ObjectVersionRecord,
 } from '../../src/engine/index/schema.js';
 import type { EngineContext } from '../../src/engine/ops/context.js';
 import * as control from '../../src/engine/ops/control.js';
@@ -24,8 +26,9 @@ import * as objects from '../../src/engine/ops/objects.js';
 import * as segments from '../../src/engine/ops/segments.js';
 import * as multipart from '../../src/engine/ops/multipart.js';
 import * as idempotency from '../../src/engine/ops/idempotency.js';
+import * as notifications from '../../src/engine/ops/notifications.js';
 import {
-  deleteTenant, purgeTenantBatch, versionProtection, pendingPurges, TenantPurger, PURGE_CHUNK_REFS_PER_BATCH,
+  deleteTenant, purgeTenantBatch, versionProtection, pendingPurges, TenantPurger, PURGE_CHUNK_REFS_PER_BATCH, PURGE_RECORDS_PER_BATCH,
 } from '../../src/engine/ops/tenant-delete.js';
 import { loadSettings } from '../../src/util/config.js';
 import { componentLogger } from '../../src/util/log.js';
@@ -42,6 +45,9 @@ interface Chunk {
   plainLength: number;
   location: { segmentId: number; offset: number; length: number; payloadChecksum: number };
 }
+
+/** Five webhook configs on every event: each write queues five outbox rows. */
+const HOOKS = Array.from({ length: 5 }, (_, index) => ({ id: `hook-${index}`, url: `http://93.184.216.34/${index}`, events: ['object-created', 'object-removed'] }));
 
 let nextOffset = 64;
 function newChunk(segmentId: number, length = 100): Chunk {
@@ -66,6 +72,16 @@ async function buildTenant(store: IndexStore, tenantId: string, segmentId: numbe
     control.createTenant(context, { id: tenantId });
     objects.createBucket(context, { tenantId, name: 'versioned', versioning: 'Enabled' });
     objects.createBucket(context, { tenantId, name: 'plain' });
+    // Every write below queues one outbox row per config (nothing delivers them here): more
+    // rows than one purge batch removes.
+    for (const bucket of ['versioned', 'plain', 'earlier']) {
+      if (bucket === 'earlier') objects.createBucket(context, { tenantId, name: bucket });
+      notifications.putBucketNotifications(context, { tenantId, bucket, configs: HOOKS });
+    }
+    // A bucket deleted before the tenant: its config stays until its outbox drains.
+    put(context, { tenantId, bucket: 'earlier', key: 'last', chunks: [newChunk(segmentId)] });
+    objects.deleteObject(context, { tenantId, bucket: 'earlier', key: 'last' });
+    objects.deleteBucket(context, { tenantId, name: 'earlier' });
     idempotency.beginIdempotent(context, { tenantId, bucket: 'plain', key: 'op-1', fingerprint: 'f' });
     for (let index = 0; index < 300; index += 1) {
       const chunks = index % 10 === 0 ? [shared, newChunk(segmentId)] : [newChunk(segmentId)];
@@ -83,6 +99,13 @@ async function buildTenant(store: IndexStore, tenantId: string, segmentId: numbe
     }
   });
 }
+
+/** Rows of a record family whose value names the tenant. */
+function rowsOf(store: IndexStore, db: DbName, tenantId: string): number {
+  return [...store.range<{ tenantId: string }>(db, {})].filter((entry) => entry.value.tenantId === tenantId).length;
+}
+
+const NOTIFICATION_DBS = [DB.notifications, DB.outbox, DB.outboxStatus] as const;
 
 function liveBytes(store: IndexStore, segmentId: number): number {
   return (store.get<SegmentRecord>(DB.segments, segmentKey(segmentId)) as SegmentRecord).liveBytes;
@@ -124,6 +147,10 @@ t.test('delete: purge resumes after a crash and removes exactly the tenant', asy
   const keeperChunks = chunksOf(store, keeperNum);
   const liveWithKeeper = liveBytes(store, segmentId);
   const doomed = store.get<TenantRecord>(DB.tenants, tenantKey('doomed')) as TenantRecord;
+  const keeperNotifications = NOTIFICATION_DBS.map((db) => rowsOf(store, db, 'keeper'));
+  t.same(NOTIFICATION_DBS.map((db) => rowsOf(store, db, 'doomed')), keeperNotifications, 'both tenants have the same notification state');
+  t.ok(rowsOf(store, DB.outbox, 'doomed') > PURGE_RECORDS_PER_BATCH, 'more outbox rows than one batch removes');
+  t.equal(keeperNotifications[0], 3, 'configs of two buckets and of the bucket deleted earlier');
   const doomedUsage = store.get<UsageRecord>(DB.usage, tenantKey('doomed')) as UsageRecord;
   t.equal(doomedUsage.physicalBytes, liveBefore, 'physical usage equals the live bytes the tenant added');
   t.ok(doomedUsage.deleteMarkers > 0 && doomedUsage.versions > 200, 'the tenant has markers and many versions');
@@ -166,6 +193,8 @@ t.test('delete: purge resumes after a crash and removes exactly the tenant', asy
   t.equal([...store.range<{ tenantId: string }>(DB.accessKeys, {})].filter((e) => e.value.tenantId === 'doomed').length, 0, 'keys gone');
   t.same([...store.range(DB.idempotency, tenantChildRange('doomed'))], [], 'idempotency records gone');
   t.equal([...store.range(DB.idempotency, tenantChildRange('keeper'))].length, 1, 'the other tenant keeps its own');
+  t.same(NOTIFICATION_DBS.map((db) => rowsOf(store, db, 'doomed')), [0, 0, 0], 'notification configs, outbox rows and delivery status gone, the deleted bucket\'s too');
+  t.same(NOTIFICATION_DBS.map((db) => rowsOf(store, db, 'keeper')), keeperNotifications, 'the other tenant keeps its own');
   const uploads = [...store.range<{ tenantId: string }>(DB.multipart, {})].map((entry) => entry.value.tenantId);
   t.same(uploads, ['keeper', 'keeper'], 'multipart uploads gone (the other tenant keeps its own)');
   t.equal([...store.range(DB.multipartParts, {})].length, 6, "only the other tenant's parts remain");
