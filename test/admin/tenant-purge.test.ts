@@ -1,24 +1,28 @@
-// Goal: a tenant delete removes every bucket, version, delete marker, account, key, idempotency
-// record, notification config, outbox row and delivery status (also of a bucket deleted
-// earlier), quota and usage record of the tenant (and no idempotency key is begun afterwards),
-// releases every chunk reference (segment live bytes drop by exactly the tenant's bytes, shared
-// chunks included, and usage stays exact when the multipart expiry pass runs during the purge),
-// never touches another tenant, survives a crash between batches by resuming on the next
-// start, and never removes a version under legal hold or retention (fail-closed on unreadable
-// lock fields).
+// Goal: a tenant delete removes every record of the tenant and of its buckets: buckets (with
+// their CORS rules and policy), versions (with tags and retention), delete markers, multipart
+// uploads and parts, accounts, keys, idempotency records, notification configs, outbox rows and
+// delivery status (also of a bucket deleted earlier), quota and usage; it releases every chunk
+// reference (segment live bytes drop by exactly the tenant's bytes, shared chunks included, and
+// usage stays exact when the multipart expiry pass runs during the purge), never touches
+// another tenant, survives a crash between batches by resuming on the next start, never removes
+// a version under legal hold or retention (fail-closed on unreadable lock fields), and no
+// webhook for the tenant is sent or still on its way once the purge has completed.
 // Method: the engine's commands run directly on a fresh index (no processes): build tenants with
 // versioned and unversioned buckets, shared chunks, a version with more references than one
-// batch may release, delete markers, and more outbox rows than one batch removes; run one purge
-// batch, close the index as a crash would leave it, reopen it and let a TenantPurger resume;
-// then check every invariant in the index.
+// batch may release, delete markers, unfinished uploads and more outbox rows than one batch
+// removes; run one purge batch, close the index as a crash would leave it, reopen it and let a
+// TenantPurger resume; then check every invariant in the index. Last, the real service with a
+// local webhook receiver: data and configs through the public API, a delivery left hanging and
+// others failing when the tenant is deleted through the admin API; then the receiver, and the
+// index opened read-only once the service has stopped.
 import t from 'tap';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, createHash } from 'node:crypto';
 import { IndexStore } from '../../src/engine/index/store.js';
 import {
-  DB, tenantKey, segmentKey, tenantChildRange, type DbName, type TenantRecord, type ChunkRecord, type SegmentRecord, type UsageRecord, type ObjectVersionRecord,
+  DB, tenantKey, segmentKey, tenantChildRange, bucketKeyPrefix, type DbName, type BucketRecord, type TenantRecord, type ChunkRecord, type SegmentRecord, type UsageRecord, type ObjectVersionRecord,
 } from '../../src/engine/index/schema.js';
 import type { EngineContext } from '../../src/engine/ops/context.js';
 import * as control from '../../src/engine/ops/control.js';
@@ -32,6 +36,9 @@ import {
 } from '../../src/engine/ops/tenant-delete.js';
 import { loadSettings } from '../../src/util/config.js';
 import { componentLogger } from '../../src/util/log.js';
+import { Service, type DataClient } from '../helpers/service.js';
+import { WebhookReceiver } from '../helpers/webhook-receiver.js';
+import { call, mintToken, waitFor } from './admin-testing.js';
 
 const masterKey = randomBytes(32);
 const settings = loadSettings({});
@@ -267,4 +274,136 @@ t.test('delete: uploads that the expiry pass aborts during a purge are counted i
   t.equal(store.get(DB.usage, tenantKey('drift')), undefined);
   t.equal(await store.transact(() => multipart.expireMultipartUploads(context, expiry)), 0, 'nothing left to expire, no usage record made again');
   t.equal(store.get(DB.usage, tenantKey('drift')), undefined);
+});
+
+const hookOf = (receiver: WebhookReceiver, path: string): { json: unknown } => ({
+  json: { configs: [{ id: 'hook', url: receiver.url(path), events: ['object-created', 'object-removed'] }] },
+});
+
+/**
+ * Gives the tenant a bucket `events` with CORS rules, a tagged object, an idempotent PUT and an
+ * unfinished upload; a bucket `uploads` with an unfinished upload of two parts; and webhook
+ * configs on `events` and on a bucket `earlier` (created and deleted later). Returns the
+ * statuses of every request.
+ */
+async function seedThroughApi(client: DataClient, receiver: WebhookReceiver, tenantId: string): Promise<number[]> {
+  const statuses: number[] = [];
+  const record = async (pending: Promise<{ status: number }>): Promise<any> => {
+    const response = await pending;
+    statuses.push(response.status);
+    return (response as { json?: unknown }).json;
+  };
+  for (const name of ['events', 'uploads', 'earlier']) await record(client.request('POST', '/buckets', { json: { name } }));
+  await record(client.request('PUT', '/buckets/events/cors', { json: { rules: [{ allowedOrigins: ['https://app.example.com'], allowedMethods: ['GET'] }] } }));
+  await record(client.put('events', 'tagged', 'tagged body'));
+  await record(client.request('PUT', '/buckets/events/object-tags/tagged', { json: { tags: [{ key: 'team', value: 'ingest' }] } }));
+  const body = 'idempotent body';
+  await record(client.put('events', 'once', body, { 'Idempotency-Key': 'op-1', 'X-Service-Checksum-SHA256': createHash('sha256').update(body).digest('base64') }));
+  for (const [bucket, parts] of [['uploads', 2], ['events', 1]] as const) {
+    const upload = await record(client.request('POST', `/buckets/${bucket}/multipart/partial.bin`));
+    for (let part = 1; part <= parts; part += 1) {
+      await record(client.request('PUT', `/buckets/${bucket}/multipart/${upload.uploadId}/parts/${part}/partial.bin`, { body: randomBytes(64 * 1024) }));
+    }
+  }
+  for (const bucket of ['events', 'earlier']) await record(client.request('PUT', `/buckets/${bucket}/notifications`, hookOf(receiver, `/${tenantId}/${bucket}`)));
+  return statuses;
+}
+
+/** Every record of the index that belongs to the tenant or to one of `bucketIds`. */
+function leftovers(store: IndexStore, tenantId: string, bucketIds: readonly number[]): Record<string, number> {
+  const found: Record<string, number> = {};
+  const count = (name: string, rows: number): void => {
+    if (rows > 0) found[name] = (found[name] ?? 0) + rows;
+  };
+  for (const db of [DB.buckets, DB.accounts, DB.idempotency]) count(db, [...store.range(db, tenantChildRange(tenantId))].length);
+  for (const db of [DB.usage, DB.quotas]) count(db, store.has(db, tenantKey(tenantId)) ? 1 : 0);
+  // Families keyed otherwise whose records name their tenant.
+  for (const db of [DB.accessKeys, DB.multipart, DB.notifications, DB.outbox, DB.outboxStatus]) count(`${db}.tenantId`, rowsOf(store, db, tenantId));
+  for (const bucketId of bucketIds) {
+    const prefix = bucketKeyPrefix(bucketId);
+    const range = { start: prefix, end: Buffer.concat([prefix, Buffer.from([0xff])]) };
+    for (const db of [DB.objects, DB.versions, DB.multipart, DB.multipartParts, DB.outbox]) count(db, [...store.range(db, range)].length);
+    for (const db of [DB.notifications, DB.outboxStatus]) count(db, store.has(db, prefix) ? 1 : 0);
+  }
+  return found;
+}
+
+function bucketIdsOf(store: IndexStore, tenantId: string): number[] {
+  return [...store.range<BucketRecord>(DB.buckets, tenantChildRange(tenantId))].map((entry) => entry.value.id);
+}
+
+t.test('delete through the admin API: uploads and notifications go, no webhook afterwards', async (t) => {
+  const receiver = await WebhookReceiver.start();
+  t.teardown(() => receiver.close());
+  const service = await Service.start({ env: {
+    LIGHTWELL_NOTIFICATIONS_ALLOW_PRIVATE_TARGETS: 'true',
+    LIGHTWELL_NOTIFICATIONS_RETRY_BACKOFF_MIN: '100ms',
+    LIGHTWELL_NOTIFICATIONS_RETRY_BACKOFF_MAX: '200ms',
+    // A request in flight at the delete would hold the purge this long if it were not ended.
+    LIGHTWELL_NOTIFICATIONS_DELIVERY_TIMEOUT: '60s',
+  } });
+  t.teardown(() => service.close());
+  const owner = (await mintToken(service, 'owner')).token;
+  const gone = await service.tenant('gone', 'read,write,delete,admin', owner);
+  const keeper = await service.tenant('keeper', 'read,write,delete,admin', owner);
+  for (const [client, tenantId] of [[gone, 'gone'], [keeper, 'keeper']] as const) {
+    const statuses = await seedThroughApi(client, receiver, tenantId);
+    t.ok(statuses.every((status) => status >= 200 && status < 300), `${tenantId}: data, uploads and configs through the public API`);
+  }
+  t.equal((await call(service, 'PUT', '/tenants/gone/quota', { token: owner, body: { maxBytes: 10 ** 9 } })).status, 200);
+  const watcher = IndexStore.open({ path: join(service.dataDir, 'index'), readOnly: true });
+  const goneBuckets = bucketIdsOf(watcher, 'gone');
+  await watcher.close();
+
+  // Deliveries work; then one hangs (in flight when the tenant is deleted) and others fail.
+  await gone.put('events', 'first', 'x');
+  await receiver.waitFor(() => receiver.eventsAt('/gone/events').some((event) => event['key'] === 'first'));
+  receiver.fail({ kind: 'hang' }, '/gone/events');
+  receiver.fail({ kind: 'status', status: 503 }, '/gone/earlier');
+  await gone.put('events', 'second', 'x');
+  await gone.put('events', 'third', 'x');
+  await gone.put('earlier', 'last', 'x');
+  t.equal((await gone.request('DELETE', '/buckets/earlier/objects/last')).status, 204);
+  t.equal((await gone.request('DELETE', '/buckets/earlier')).status, 204, 'a bucket deleted with events still queued');
+  await receiver.waitFor(() => receiver.hanging.length === 1 && receiver.attempts.filter((d) => d.path === '/gone/earlier').length >= 2);
+  t.ok((await call(service, 'GET', '/tenants/gone/usage', { token: owner })).json.physicalBytes > 3 * 64 * 1024, 'the parts count in usage');
+
+  t.equal((await call(service, 'POST', '/tenants/gone/disable', { token: owner, body: { reason: 'offboarding' } })).status, 200);
+  const deleted = await call(service, 'POST', '/tenants/gone/delete', { token: owner, body: { reason: 'offboarding', confirm: 'gone' } });
+  t.equal(deleted.status, 200);
+  const tenant = await waitFor('the purge', async () => {
+    const current = (await call(service, 'GET', '/tenants/gone', { token: owner })).json;
+    return current.deletion?.completedAt === undefined ? undefined : current;
+  });
+  const completedAt = Date.now();
+  t.match(tenant, { state: 'deleted', deletion: { state: 'complete' } });
+  const hanging = receiver.hanging[0];
+  t.ok(hanging?.closedAt !== undefined && hanging.closedAt <= completedAt, 'the request in flight was ended before the purge completed');
+  const attemptsAtCompletion = receiver.attempts.filter((d) => d.path.startsWith('/gone/')).length;
+
+  // The receiver recovers; the delivery loop goes on for the other tenant, and never for this one.
+  receiver.recover();
+  await keeper.put('events', 'after', 'x');
+  await receiver.waitFor(() => receiver.eventsAt('/keeper/events').some((event) => event['key'] === 'after'));
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  t.equal(receiver.attempts.filter((d) => d.path.startsWith('/gone/')).length, attemptsAtCompletion, 'no webhook for the deleted tenant after the purge');
+  t.same(receiver.hanging.map((entry) => entry.path), ['/gone/events'], 'nothing else left hanging');
+
+  await service.stop();
+  const store = IndexStore.open({ path: join(service.dataDir, 'index'), readOnly: true });
+  t.teardown(() => store.close());
+  t.equal(goneBuckets.length, 3);
+  t.same(leftovers(store, 'gone', goneBuckets), {}, 'no record of the tenant or of its buckets is left');
+  t.same(leftovers(store, 'keeper', bucketIdsOf(store, 'keeper')), {
+    buckets: 3, accounts: 1, idempotency: 1, usage: 1, 'access-keys.tenantId': 1, 'multipart.tenantId': 2, 'notifications.tenantId': 2,
+    'outbox-status.tenantId': 1, objects: 3, versions: 3, multipart: 2, 'multipart-parts': 3, notifications: 2, 'outbox-status': 1,
+  }, 'the other tenant keeps all of its own');
+  const goneNum = (store.get<TenantRecord>(DB.tenants, tenantKey('gone')) as TenantRecord).num;
+  const goneChunks = chunksOf(store, goneNum);
+  t.ok(goneChunks.length >= 4 && goneChunks.every((chunk) => chunk.refs === 0), 'every chunk reference of the tenant, parts included, was released');
+  const live = [...store.range<ChunkRecord>(DB.chunks, {})].filter((entry) => entry.value.refs > 0).reduce((sum, entry) => sum + entry.value.length, 0);
+  const segmentsLive = [...store.range<SegmentRecord>(DB.segments, {})].reduce((sum, entry) => sum + entry.value.liveBytes, 0);
+  t.equal(segmentsLive, live, 'segment live bytes are exactly the live chunks: compaction can reclaim the rest');
+  t.equal((store.get<UsageRecord>(DB.usage, tenantKey('keeper')) as UsageRecord).physicalBytes, live, "the other tenant's usage is exact");
+  t.ok([...store.range(DB.auditByTenant, tenantChildRange('gone'))].length > 0, 'audit rows stay by design');
 });

@@ -18,10 +18,12 @@
 // - A crash between batches loses nothing: the next engine start finds every tenant whose
 //   deletion has not completed and resumes it (TenantPurger.start).
 // - Webhooks: no delivery request for the tenant's events starts after the delete commits (the
-//   delivery loop discards the rows of a deleted tenant). The batches drop the outbox rows,
-//   notification configs and delivery status of every bucket the tenant has or had (one
-//   deleted earlier whose outbox had not drained included), so once `deletion.completedAt` is
-//   set none is left to send. A tenant delete emits no object-removed events.
+//   delivery loop discards the rows of a deleted tenant), and before its first batch the purge
+//   ends the requests that were already in flight and waits for them (`endDeliveries`). The
+//   batches then drop the outbox rows, notification configs and delivery status of every
+//   bucket the tenant has or had (one deleted earlier whose outbox had not drained included).
+//   So once `deletion.completedAt` is set, no webhook for the tenant is sent or on its way, and
+//   none is sent later. A tenant delete emits no object-removed events.
 //
 // Order: each bucket's multipart uploads (parts release their chunk references), then its
 // versions, then the bucket record, which carries the bucket's versioning, object lock, CORS
@@ -302,7 +304,13 @@ export class TenantPurger {
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
 
-  constructor(private readonly options: { context: EngineContext; log: Logger; pollMs?: number }) {}
+  constructor(private readonly options: {
+    context: EngineContext;
+    log: Logger;
+    pollMs?: number;
+    /** Ends the webhook requests in flight for a tenant's events and waits until they have. */
+    endDeliveries?: (tenantId: string) => Promise<void>;
+  }) {}
 
   start(): void {
     wakers.add(this.wake);
@@ -339,6 +347,12 @@ export class TenantPurger {
 
   private async purge(tenantId: string): Promise<void> {
     const { context, log } = this.options;
+    // Once a transaction after the delete has committed, the delivery loop sees the tenant
+    // deleted and starts no request for it; the requests it began before end here, so none is
+    // still on its way when the purge completes.
+    const tenant = await context.store.transact(() => context.store.get<TenantRecord>(DB.tenants, tenantKey(tenantId)));
+    if (!tenant || !purgePending(tenant)) return;
+    await this.options.endDeliveries?.(tenantId);
     const totals = { versions: 0, buckets: 0, batches: 0 };
     while (!this.stopped) {
       const batch = await context.store.transact(() => purgeTenantBatch(context, { tenantId }));
