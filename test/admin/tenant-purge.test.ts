@@ -15,7 +15,7 @@
 // local webhook receiver: data and configs through the public API, a delivery left hanging and
 // others failing when the tenant is deleted through the admin API; then the receiver, and the
 // index opened read-only once the service has stopped.
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -113,6 +113,19 @@ function rowsOf(store: IndexStore, db: DbName, tenantId: string): number {
 }
 
 const NOTIFICATION_DBS = [DB.notifications, DB.outbox, DB.outboxStatus] as const;
+
+/** A new index in a temporary directory (removed after the test) with one open segment. */
+async function freshIndex(t: Test): Promise<{ store: IndexStore; context: EngineContext; segmentId: number }> {
+  const dir = mkdtempSync(join(tmpdir(), 'lw-purge-'));
+  const store = IndexStore.open({ path: dir, readOnly: false });
+  t.teardown(async () => {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const context = contextOf(store);
+  const { segmentId } = await store.transact(() => segments.allocSegment(context, { ownerPid: process.pid }));
+  return { store, context, segmentId };
+}
 
 function liveBytes(store: IndexStore, segmentId: number): number {
   return (store.get<SegmentRecord>(DB.segments, segmentKey(segmentId)) as SegmentRecord).liveBytes;
@@ -214,14 +227,7 @@ t.test('delete: purge resumes after a crash and removes exactly the tenant', asy
 });
 
 t.test('delete: the purge stops at a protected version and removes nothing protected', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'lw-purge-'));
-  const store = IndexStore.open({ path: dir, readOnly: false });
-  t.teardown(async () => {
-    await store.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
-  const context = contextOf(store);
-  const { segmentId } = await store.transact(() => segments.allocSegment(context, { ownerPid: process.pid }));
+  const { store, context, segmentId } = await freshIndex(t);
   await store.transact(() => {
     control.createTenant(context, { id: 'held' });
     objects.createBucket(context, { tenantId: 'held', name: 'bucket', versioning: 'Enabled' });
@@ -245,14 +251,7 @@ t.test('delete: the purge stops at a protected version and removes nothing prote
 });
 
 t.test('delete: uploads that the expiry pass aborts during a purge are counted in the usage record', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'lw-purge-'));
-  const store = IndexStore.open({ path: dir, readOnly: false });
-  t.teardown(async () => {
-    await store.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
-  const context = contextOf(store);
-  const { segmentId } = await store.transact(() => segments.allocSegment(context, { ownerPid: process.pid }));
+  const { store, context, segmentId } = await freshIndex(t);
   await store.transact(() => {
     control.createTenant(context, { id: 'drift' });
     objects.createBucket(context, { tenantId: 'drift', name: 'bucket' });
