@@ -46,6 +46,12 @@ const ERROR_CHARS_MAX = 200;
 const RESPONSE_BYTES_MAX = 64 * 1024;
 const JITTER = 0.2;
 
+interface Flight {
+  promise: Promise<void>;
+  tenantId: string;
+  request?: ClientRequest;
+}
+
 export class Deliverer {
   private timer: NodeJS.Timeout | undefined;
   private timerAt = Number.POSITIVE_INFINITY;
@@ -55,7 +61,7 @@ export class Deliverer {
   private again = false;
   private lastCleanup = 0;
   private unsubscribe: (() => void) | undefined;
-  private readonly inFlight = new Map<string, { promise: Promise<void>; request?: ClientRequest }>();
+  private readonly inFlight = new Map<string, Flight>();
 
   constructor(private readonly options: { context: EngineContext; log: Logger }) {}
 
@@ -69,8 +75,16 @@ export class Deliverer {
     this.stopped = true;
     this.unsubscribe?.();
     if (this.timer) clearTimeout(this.timer);
-    for (const flight of this.inFlight.values()) flight.request?.destroy();
-    await Promise.allSettled([...this.inFlight.values()].map((flight) => flight.promise));
+    await endFlights([...this.inFlight.values()]);
+  }
+
+  /**
+   * A deleted tenant's purge calls this before its first batch: ends the requests in flight for
+   * the tenant's events and resolves once they have settled. The tenant is already deleted, so
+   * `attempt` starts no new request for it (it discards the row instead).
+   */
+  async endTenantDeliveries(tenantId: string): Promise<void> {
+    await endFlights([...this.inFlight.values()].filter((flight) => flight.tenantId === tenantId));
   }
 
   private schedule(delayMs: number): void {
@@ -125,7 +139,7 @@ export class Deliverer {
   }
 
   private begin(queue: string, key: Buffer, row: OutboxRecord): void {
-    const flight: { promise: Promise<void>; request?: ClientRequest } = { promise: Promise.resolve() };
+    const flight: Flight = { promise: Promise.resolve(), tenantId: row.tenantId };
     flight.promise = this.attempt(key, row, flight).catch((error: unknown) => {
       this.options.log.error({ err: error, queue }, 'delivery attempt failed unexpectedly');
     }).finally(() => {
@@ -240,6 +254,12 @@ export class Deliverer {
       for (const candidate of gone) forgetDeletedBucket(store, candidate);
     });
   }
+}
+
+/** Aborts each flight's request (an answer that was on its way is lost) and awaits them all. */
+async function endFlights(flights: readonly Flight[]): Promise<void> {
+  for (const flight of flights) flight.request?.destroy();
+  await Promise.allSettled(flights.map((flight) => flight.promise));
 }
 
 /** Delay before retry number `attempt` (1-based): min·2^(attempt−1), capped, ±20% jitter. */

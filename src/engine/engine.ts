@@ -100,8 +100,10 @@ export async function startEngine(options: { dataDir: string; settings: Settings
   const context: EngineContext = { store, masterKey, settings: options.settings, now: () => Date.now(), syncer };
   await recoverSegments({ paths, store, log: componentLogger('engine.recovery') });
   const compactor = new Compactor({ paths, store, settings: options.settings, log: componentLogger('engine.compaction') });
-  const purger = new tenantDelete.TenantPurger({ context, log: componentLogger('engine.tenant-purge') });
   const deliverer = new Deliverer({ context, log: componentLogger('engine.delivery') });
+  const purger = new tenantDelete.TenantPurger({
+    context, log: componentLogger('engine.tenant-purge'), endDeliveries: (tenantId) => deliverer.endTenantDeliveries(tenantId),
+  });
   const sockets = new Set<Socket>();
   const batch = new CommandBatch(store);
   const server = createServer((socket) => serveConnection(socket, { context, batch }, sockets));

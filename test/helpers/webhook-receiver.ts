@@ -1,6 +1,6 @@
 // A real webhook receiver for integration tests: an HTTP server on loopback that records every
 // delivery, checks its X-Service-Signature against the config's signing secret, and can be
-// told to fail (answer an error status, or drop the connection) and to recover.
+// told to fail (answer an error status, drop the connection, or never answer) and to recover.
 
 import { createServer, type Server, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createHmac, timingSafeEqual } from 'node:crypto';
@@ -13,13 +13,21 @@ export interface Delivery {
   readonly receivedAt: number;
 }
 
-export type FailureMode = { kind: 'status'; status: number } | { kind: 'drop' };
+export type FailureMode = { kind: 'status'; status: number } | { kind: 'drop' } | { kind: 'hang' };
+
+/** A request left unanswered ('hang'), and when the sender closed its connection. */
+export interface HangingRequest {
+  readonly path: string;
+  closedAt?: number;
+}
 
 export class WebhookReceiver {
   /** Every request, accepted or failed, in arrival order. */
   readonly attempts: Delivery[] = [];
   /** Requests answered 2xx, in arrival order. */
   readonly delivered: Delivery[] = [];
+  /** Requests never answered, in arrival order. */
+  readonly hanging: HangingRequest[] = [];
   /** Failure mode by request path; '*' applies to every path without its own. */
   private readonly failures = new Map<string, FailureMode>();
   private waiters: Array<() => void> = [];
@@ -65,6 +73,12 @@ export class WebhookReceiver {
       const failure = this.failures.get(delivery.path) ?? this.failures.get('*');
       if (failure?.kind === 'drop') {
         request.socket.destroy();
+      } else if (failure?.kind === 'hang') {
+        const hanging: HangingRequest = { path: delivery.path };
+        this.hanging.push(hanging);
+        request.socket.once('close', () => {
+          hanging.closedAt = Date.now();
+        });
       } else if (failure?.kind === 'status') {
         response.writeHead(failure.status).end('failing on purpose');
       } else {

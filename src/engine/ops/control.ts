@@ -20,7 +20,7 @@ import {
   type QuotaRecord, type NodeRecord,
 } from '../index/schema.js';
 import { nextCounter, type EngineContext } from './context.js';
-import { Conflict, NotFound, BadRequest } from '../../util/errors.js';
+import { Conflict, NotFound, BadRequest, Forbidden } from '../../util/errors.js';
 import { newTenantDataKey, wrapTenantKey, deriveKey, sealSecret, PURPOSE_SECRET_SEAL } from '../../security/keys.js';
 import { newAccessKeyId, newSecretKey } from '../../security/access-keys.js';
 import { parseScopes, formatScopes } from '../../security/scopes.js';
@@ -56,6 +56,13 @@ export function requireTenant(context: EngineContext, tenantId: string): TenantR
 export function requireEnabledTenant(context: EngineContext, tenantId: string): TenantRecord {
   const tenant = requireTenant(context, tenantId);
   if (tenant.state !== 'active') throw Conflict(`tenant ${tenantId} is ${tenant.state}`);
+  return tenant;
+}
+
+/** The tenant, which must be active: the data plane refuses a disabled tenant (403). */
+export function requireActiveTenant(context: EngineContext, tenantId: string): TenantRecord {
+  const tenant = requireTenant(context, tenantId);
+  if (tenant.state !== 'active') throw Forbidden(`tenant ${tenantId} is ${tenant.state}`);
   return tenant;
 }
 

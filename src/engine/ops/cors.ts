@@ -5,7 +5,8 @@
 
 import { DB, tenantChildKey, type BucketRecord, type CorsRuleRecord } from '../index/schema.js';
 import type { EngineContext } from './context.js';
-import { requireActiveTenant, requireBucket } from './objects.js';
+import { requireActiveTenant } from './control.js';
+import { requireBucket } from './objects.js';
 import { parseCorsConfiguration } from '../../security/cors.js';
 
 export function putBucketCors(context: EngineContext, args: { tenantId: string; bucket: string; cors: unknown }): BucketRecord {

@@ -4,10 +4,12 @@
 // retry with another fingerprint is refused (422 `idempotency_key_reused`); a retry while the
 // first request still runs is refused (409 `idempotency_key_in_use`). Keys expire after
 // `idempotency.ttl`; a `running` record whose request died is taken over after
-// RUNNING_STALE_MS.
+// RUNNING_STALE_MS. A key is begun only for an active tenant, so none is written after a
+// tenant delete has purged the tenant's keys.
 
 import { DB, idempotencyKey, type IdempotencyRecord, type ObjectVersionRecord } from '../index/schema.js';
 import type { EngineContext } from './context.js';
+import { requireActiveTenant } from './control.js';
 import type { IndexStore } from '../index/store.js';
 import { IdempotencyKeyInUse, IdempotencyKeyReused } from '../../util/errors.js';
 
@@ -19,6 +21,7 @@ export function beginIdempotent(
   context: EngineContext,
   args: { tenantId: string; bucket: string; key: string; fingerprint: string },
 ): BeginResult {
+  requireActiveTenant(context, args.tenantId);
   const now = context.now();
   const dbKey = idempotencyKey(args.tenantId, args.bucket, args.key);
   const existing = context.store.get<IdempotencyRecord>(DB.idempotency, dbKey);

@@ -31,8 +31,9 @@ import {
 } from '../index/schema.js';
 import type { IndexStore } from '../index/store.js';
 import { nextCounter, type EngineContext } from './context.js';
+import { requireActiveTenant } from './control.js';
 import {
-  requireActiveTenant, requireBucket, addChunkRefs, releaseChunkRefs, loadUsage, saveUsage, writeVersion, findNullVersion,
+  requireBucket, addChunkRefs, releaseChunkRefs, loadUsage, saveUsage, writeVersion, findNullVersion,
   checkWriteConditions, versionIdOf, packChunkRefs, type ManifestChunk,
 } from './objects.js';
 import { checkQuota } from './quota.js';
@@ -267,8 +268,11 @@ export function expireMultipartUploads(context: EngineContext, args: { now: numb
     const bucket = store.get<BucketRecord>(DB.buckets, tenantChildKey(upload.tenantId, upload.bucket));
     const orphan = !tenant || tenant.state === 'deleted' || bucket?.id !== upload.bucketId;
     if (!orphan && upload.initiatedAt > args.now - args.expiryMs) continue;
-    // A deleted tenant's usage record is gone; its releases are not counted anywhere.
-    const usage: UsageRecord = tenant && tenant.state !== 'deleted' ? loadUsage(context, tenant.id) : emptyUsage(upload.tenantId);
+    // A deleted tenant keeps its usage record until its purge completes (or while the purge is
+    // blocked); until then releases count there, so usage stays exact. Afterwards they count
+    // nowhere.
+    const counted = tenant !== undefined && (tenant.state !== 'deleted' || store.has(DB.usage, tenantKey(tenant.id)));
+    const usage: UsageRecord = counted ? loadUsage(context, tenant.id) : emptyUsage(upload.tenantId);
     const range = multipartPartRange(upload.bucketId, upload.key, upload.uploadId);
     const parts = [...store.range<MultipartPartRecord>(DB.multipartParts, { ...range, limit: args.partsMax - work })];
     for (const { key, value } of parts) {
@@ -276,7 +280,7 @@ export function expireMultipartUploads(context: EngineContext, args: { now: numb
       store.remove(DB.multipartParts, Buffer.from(key));
     }
     work += parts.length;
-    if (tenant && tenant.state !== 'deleted') saveUsage(context, usage);
+    if (counted) saveUsage(context, usage);
     if ([...store.range(DB.multipartParts, { ...range, limit: 1 })].length === 0) {
       store.remove(DB.multipart, Buffer.from(rawKey));
       work += 1;

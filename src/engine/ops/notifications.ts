@@ -17,7 +17,10 @@
 //   that adds or removes rows adjusts it.
 // - The config record is keyed by bucket id and outlives a deleted bucket until the bucket's
 //   outbox has drained (the delivery loop removes it then), so the events of the last deletes
-//   are still delivered. Events whose config id is gone are discarded and counted.
+//   are still delivered. Events whose config id is gone are discarded and counted. A tenant
+//   delete is the exception: its purge drops the rows, configs and status of every bucket of
+//   the tenant (`dropBucketNotifications`), and the delivery loop sends nothing for a deleted
+//   tenant meanwhile.
 //
 // Persists: `notifications`, `outbox`, `outbox-status` (docs/on-disk-format.md §5).
 
@@ -262,6 +265,35 @@ export function settleDelivery(store: IndexStore, args: { key: Buffer; seq: numb
     }
   }
   store.put(DB.outboxStatus, bucketKeyPrefix(row.bucketId), status);
+}
+
+/**
+ * A tenant purge (tenant-delete.ts): drops at most `limit` pending outbox rows of a bucket of
+ * a deleted tenant, counting them as discarded so that `pending` stays equal to the rows left,
+ * and once none are left removes the bucket's config and status records. `removed` counts rows
+ * and records; the caller repeats until `done`. Inside a transaction.
+ */
+export function dropBucketNotifications(store: IndexStore, args: { bucketId: number; limit: number }): { removed: number; done: boolean } {
+  const prefix = bucketKeyPrefix(args.bucketId);
+  const range = { start: prefix, end: Buffer.concat([prefix, Buffer.from([0xff])]) };
+  const rows = [...store.range(DB.outbox, { ...range, limit: args.limit })];
+  for (const { key } of rows) store.remove(DB.outbox, Buffer.from(key));
+  const status = statusOf(store, args.bucketId);
+  if (rows.length === args.limit) {
+    if (status) {
+      status.pending = Math.max(0, status.pending - rows.length);
+      status.discarded += rows.length;
+      store.put(DB.outboxStatus, prefix, status);
+    }
+    return { removed: rows.length, done: false };
+  }
+  let removed = rows.length;
+  for (const db of [DB.notifications, DB.outboxStatus] as const) {
+    if (!store.has(db, prefix)) continue;
+    store.remove(db, prefix);
+    removed += 1;
+  }
+  return { removed, done: true };
 }
 
 /**

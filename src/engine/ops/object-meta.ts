@@ -7,8 +7,9 @@ import {
   type BucketRecord, type ObjectVersionRecord, type ObjectTag, type RetentionMode,
 } from '../index/schema.js';
 import type { EngineContext } from './context.js';
+import { requireActiveTenant } from './control.js';
 import {
-  requireActiveTenant, requireBucket, findVersion, writeVersion, addChunkRefs, unpackChunkRefs, loadUsage,
+  requireBucket, findVersion, writeVersion, addChunkRefs, unpackChunkRefs, loadUsage,
   saveUsage, versionIdOf, etagListMatches, checkWriteConditions,
 } from './objects.js';
 import { nextCounter } from './context.js';

@@ -16,7 +16,7 @@ import { checkQuota } from './quota.js';
 import { completeIdempotent } from './idempotency.js';
 import { nextCounter, type EngineContext } from './context.js';
 import type { IndexStore, EncodedRecord } from '../index/store.js';
-import { requireTenant } from './control.js';
+import { requireActiveTenant } from './control.js';
 import { Conflict, NotFound, BucketNotEmpty, PreconditionFailed, Forbidden, ChunkGone, BadRequest } from '../../util/errors.js';
 import { validateBucketName } from '../../security/names.js';
 import { recordObjectEvent } from './notifications.js';
@@ -58,12 +58,6 @@ export function deleteBucket(context: EngineContext, args: { tenantId: string; n
     delete usage.buckets[args.name];
     saveUsage(context, usage);
   }
-}
-
-export function requireActiveTenant(context: EngineContext, tenantId: string): TenantRecord {
-  const tenant = requireTenant(context, tenantId);
-  if (tenant.state !== 'active') throw Forbidden(`tenant ${tenantId} is ${tenant.state}`);
-  return tenant;
 }
 
 export function requireBucket(context: EngineContext, tenantId: string, name: string): BucketRecord {

@@ -17,13 +17,25 @@
 //   in parts: the released prefix is cut from its record in the same transaction.
 // - A crash between batches loses nothing: the next engine start finds every tenant whose
 //   deletion has not completed and resumes it (TenantPurger.start).
+// - Webhooks: no delivery request for the tenant's events starts after the delete commits (the
+//   delivery loop discards the rows of a deleted tenant), and before its first batch the purge
+//   ends the requests that were already in flight and waits for them (`endDeliveries`). The
+//   batches then drop the outbox rows, notification configs and delivery status of every
+//   bucket the tenant has or had (one deleted earlier whose outbox had not drained included).
+//   So once `deletion.completedAt` is set, no webhook for the tenant is sent or on its way, and
+//   none is sent later. A tenant delete emits no object-removed events.
 //
-// Persists: TenantRecord.deletion; removes buckets, versions, objects, multipart uploads and
-// parts, accounts, access keys, idempotency records, the quota and the usage record of the
-// tenant. No object-removed notifications are emitted for a tenant delete; notification configs
-// and outbox rows of the removed buckets drain and expire as notifications.ts decides. The
-// tenant record stays as a tombstone so its id is never reused; audit rows stay until audit
-// retention removes them.
+// Order: each bucket's multipart uploads (parts release their chunk references), then its
+// versions, then the bucket record, which carries the bucket's versioning, object lock, CORS
+// rules and policy; object tags, retention and legal holds live on the versions. After the last
+// bucket: accounts, idempotency records, notification state, access keys, the quota, and last
+// the usage record (its per-bucket counters included) with `completedAt` in the same batch.
+//
+// Persists: TenantRecord.deletion; removes every record above. The tenant record stays as a
+// tombstone so its id is never reused. Kept by design: audit rows (until audit retention
+// removes them), admin tokens limited to the tenant (operator credentials, revoked with
+// `lightwell admin-token revoke`; they can still read the tombstone and the audit rows), and
+// dead chunk records, which compaction drops after `storage.dead_chunk_grace`.
 
 import {
   DB, tenantKey, tenantChildRange, bucketKeyPrefix, objectKey, versionKey, CHUNK_REF_SIZE,
@@ -34,6 +46,7 @@ import type { EngineContext } from './context.js';
 import type { IndexStore } from '../index/store.js';
 import { requireReason, revokeTenantKeys } from './control.js';
 import { loadUsage, saveUsage, removeVersion, releaseChunkRefs } from './objects.js';
+import { dropBucketNotifications } from './notifications.js';
 import { Conflict, NotFound } from '../../util/errors.js';
 import type { Logger } from '../../util/log.js';
 
@@ -235,7 +248,10 @@ function releaseVersionPart(
   context.store.put(DB.versions, versionKey(bucket.id, version.key, version.seq), version);
 }
 
-/** Removes the tenant's accounts, keys, idempotency records and quota; true when none are left. */
+/**
+ * Removes the tenant's accounts, idempotency records, notification state, keys and quota;
+ * true when none are left.
+ */
 function purgeTenantRecords(context: EngineContext, tenantId: string): boolean {
   const { store } = context;
   let left = PURGE_RECORDS_PER_BATCH;
@@ -244,6 +260,11 @@ function purgeTenantRecords(context: EngineContext, tenantId: string): boolean {
     for (const { key } of entries) store.remove(db, Buffer.from(key));
     left -= entries.length;
     if (left <= 0) return false;
+  }
+  for (const bucketId of notifiedBuckets(store, tenantId)) {
+    const { removed, done } = dropBucketNotifications(store, { bucketId, limit: left });
+    left -= removed;
+    if (!done || left <= 0) return false;
   }
   const keys: Buffer[] = [];
   for (const { key, value } of store.range<AccessKeyRecord>(DB.accessKeys, {})) {
@@ -258,6 +279,21 @@ function purgeTenantRecords(context: EngineContext, tenantId: string): boolean {
 }
 
 /**
+ * Buckets of the tenant, current or deleted earlier, that still have a notification config or
+ * delivery status. Every bucket with outbox rows has a status record (notifications.ts keeps
+ * `pending` equal to its rows), so these cover every outbox row of the tenant.
+ */
+function notifiedBuckets(store: IndexStore, tenantId: string): number[] {
+  const found = new Set<number>();
+  for (const db of [DB.notifications, DB.outboxStatus] as const) {
+    for (const { value } of store.range<{ tenantId: string; bucketId: number }>(db, {})) {
+      if (value.tenantId === tenantId) found.add(value.bucketId);
+    }
+  }
+  return [...found];
+}
+
+/**
  * The engine's background purge: on start it resumes every unfinished delete, and
  * `deleteTenant` wakes it. Batches run one after another, each in its own transaction, with
  * the event loop free in between so data-path commands interleave.
@@ -268,7 +304,13 @@ export class TenantPurger {
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
 
-  constructor(private readonly options: { context: EngineContext; log: Logger; pollMs?: number }) {}
+  constructor(private readonly options: {
+    context: EngineContext;
+    log: Logger;
+    pollMs?: number;
+    /** Ends the webhook requests in flight for a tenant's events and waits until they have. */
+    endDeliveries?: (tenantId: string) => Promise<void>;
+  }) {}
 
   start(): void {
     wakers.add(this.wake);
@@ -305,6 +347,12 @@ export class TenantPurger {
 
   private async purge(tenantId: string): Promise<void> {
     const { context, log } = this.options;
+    // Once a transaction after the delete has committed, the delivery loop sees the tenant
+    // deleted and starts no request for it; the requests it began before end here, so none is
+    // still on its way when the purge completes.
+    const tenant = await context.store.transact(() => context.store.get<TenantRecord>(DB.tenants, tenantKey(tenantId)));
+    if (!tenant || !purgePending(tenant)) return;
+    await this.options.endDeliveries?.(tenantId);
     const totals = { versions: 0, buckets: 0, batches: 0 };
     while (!this.stopped) {
       const batch = await context.store.transact(() => purgeTenantBatch(context, { tenantId }));
