@@ -226,8 +226,8 @@ class BodyReceiver {
   }
 
   /**
-   * Pauses reading until one of this upload's blocks is released and it holds no more than its
-   * share less `RESUME_GAP_BLOCKS`.
+   * Pauses reading until one of this upload's blocks is released, it holds no more than its
+   * share less `RESUME_GAP_BLOCKS`, and it can have a block without spilling.
    */
   private throttle(): void {
     this.throttled = true;
@@ -236,6 +236,11 @@ class BodyReceiver {
 
   private unthrottle(): void {
     if (!this.throttled || this.held > BLOCKS_PER_UPLOAD_MAX - RESUME_GAP_BLOCKS) return;
+    // Reading again must not run straight into an empty arena: wait for a block of its own
+    // reserve or for free blocks beyond the spill reserve (a reserve block comes back when one
+    // of the blocks it holds is released, which calls this again).
+    const { arena } = this.services;
+    if (this.spare.length === 0 && arena.available <= arena.spillReserve) return;
     this.throttled = false;
     if (this.paused && !this.waitingForBlock && !this.failed && !this.input.exchange.aborted && !this.lastSeen) {
       this.paused = false;
