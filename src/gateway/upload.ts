@@ -218,10 +218,7 @@ class BodyReceiver {
     if (this.waitingForBlock) return;
     // After the last byte there is nothing to read: the socket stays paused (uWS's idle timer
     // stays off while the commit runs) and the response resumes it (Exchange.send).
-    if (this.paused && !this.throttled && !this.input.exchange.aborted && !this.lastSeen) {
-      this.paused = false;
-      this.input.exchange.resumeReading();
-    }
+    if (!this.throttled) this.resumeSocket();
     this.afterCopy();
   }
 
@@ -242,10 +239,14 @@ class BodyReceiver {
     const { arena } = this.services;
     if (this.spare.length === 0 && arena.available <= arena.spillReserve) return;
     this.throttled = false;
-    if (this.paused && !this.waitingForBlock && !this.failed && !this.input.exchange.aborted && !this.lastSeen) {
-      this.paused = false;
-      this.input.exchange.resumeReading();
-    }
+    if (!this.waitingForBlock && !this.failed) this.resumeSocket();
+  }
+
+  /** Reads again; after the last byte the socket stays paused until the response (see above). */
+  private resumeSocket(): void {
+    if (!this.paused || this.input.exchange.aborted || this.lastSeen) return;
+    this.paused = false;
+    this.input.exchange.resumeReading();
   }
 
   private pauseSocket(): void {
@@ -421,10 +422,7 @@ class BodyReceiver {
     this.overflow.length = 0;
     // The rest of the body is read and discarded, so the connection stays usable; after the
     // last byte the response resumes.
-    if (this.paused && !this.input.exchange.aborted && !this.lastSeen) {
-      this.paused = false;
-      this.input.exchange.resumeReading();
-    }
+    this.resumeSocket();
     this.reject(error);
     // Blocks still read by running tasks are released as those tasks settle.
     void Promise.allSettled(this.stored).then(() => this.releaseAll());

@@ -59,7 +59,7 @@ interface WriteGroup {
   readonly offset: number;
   end: number;
   readonly parts: Buffer[];
-  written: Promise<void>;
+  readonly written: Promise<void>;
   /** Starts the write (once the group takes no more records). */
   readonly issue: () => void;
 }
@@ -111,8 +111,8 @@ class OpenSegment {
   private openGroup(first: number, offset: number): WriteGroup {
     let issue!: () => void;
     const start = new Promise<void>((resolve) => (issue = resolve));
-    const group: WriteGroup = { first, last: first, offset, end: offset, parts: [], written: Promise.resolve(), issue };
-    group.written = start.then(() => writeAll(this.handle, group.parts, group.offset)).then(
+    const parts: Buffer[] = [];
+    const written = start.then(() => writeAll(this.handle, parts, offset)).then(
       () => {
         for (let number = group.first; number <= group.last; number += 1) this.completedAhead.add(number);
         while (this.completedAhead.delete(this.contiguous + 1)) {
@@ -127,7 +127,7 @@ class OpenSegment {
         throw error;
       },
     );
-    const written = group.written;
+    const group: WriteGroup = { first, last: first, offset, end: offset, parts, written, issue };
     this.inFlight.add(written);
     void written.finally(() => this.inFlight.delete(written)).catch(() => undefined);
     // The group takes records until the end of this event-loop iteration (or until it is full).
