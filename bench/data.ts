@@ -37,7 +37,7 @@ const HEX_DIGITS = Buffer.from('0123456789abcdef', 'latin1');
 
 /** Fills `target` with deterministic pseudo-random bytes (xorshift32). */
 export function fillRandom(target: Buffer, seed: number): void {
-  let state = (seed >>> 0) || 0x9e3779b9;
+  let state = seed >>> 0 || 0x9e3779b9;
   const words = Math.floor(target.length / 4);
   const view = new Uint32Array(target.buffer, target.byteOffset, words);
   for (let i = 0; i < words; i++) {
@@ -70,8 +70,14 @@ export function makeTemplate(kind: DataKind, bytes: number = TEMPLATE_BYTES, see
 const LEVELS = ['info', 'info', 'info', 'debug', 'warn', 'error'];
 const SERVICES = ['ingest', 'gateway', 'billing', 'auth', 'search', 'scheduler', 'indexer'];
 const MESSAGES = [
-  'request completed', 'upstream timeout, retrying', 'cache miss', 'object stored',
-  'token refreshed', 'queue drained', 'connection reset by peer', 'slow query detected',
+  'request completed',
+  'upstream timeout, retrying',
+  'cache miss',
+  'object stored',
+  'token refreshed',
+  'queue drained',
+  'connection reset by peer',
+  'slow query detected',
 ];
 const PATHS = ['/api/v1/events', '/api/v1/metrics', '/api/v1/objects', '/healthz', '/api/v1/users'];
 const STATUSES = [200, 200, 200, 201, 204, 404, 500];
@@ -84,7 +90,7 @@ function pick<T>(items: readonly T[], random: number): T {
 
 /** JSON log lines with random ids and numbers: LZ4 ratio about 3.6 on 1 MiB blocks. */
 function makeTextTemplate(bytes: number, seed: number): Buffer {
-  let state = (seed >>> 0) || 0x9e3779b9;
+  let state = seed >>> 0 || 0x9e3779b9;
   const next = (): number => {
     state ^= state << 13;
     state ^= state >>> 17;
@@ -98,7 +104,8 @@ function makeTextTemplate(bytes: number, seed: number): Buffer {
     ms += next() % 50;
     const time = new Date(Date.UTC(2026, 10, 20) + ms).toISOString();
     const requestId = next().toString(16).padStart(8, '0') + next().toString(16).padStart(8, '0');
-    const line = `{"ts":"${time}","level":"${pick(LEVELS, next())}",` +
+    const line =
+      `{"ts":"${time}","level":"${pick(LEVELS, next())}",` +
       `"service":"${pick(SERVICES, next())}-${next() % 16}","msg":"${pick(MESSAGES, next())}",` +
       `"path":"${pick(PATHS, next())}","status":${pick(STATUSES, next())},` +
       `"bytes":${next() % 100000},"durationMs":${(next() % 100000) / 100},` +
@@ -165,7 +172,9 @@ export interface Checksums {
  * continues the checksums of preceding bytes (the parts of a multipart object).
  */
 export function planChecksums(
-  plan: BodyPlan, scratch: Buffer, initial: Checksums = { crc32: 0, crc32c: 0 },
+  plan: BodyPlan,
+  scratch: Buffer,
+  initial: Checksums = { crc32: 0, crc32c: 0 },
 ): Checksums {
   let sum = initial;
   for (let offset = 0; offset < plan.length;) {

@@ -76,8 +76,12 @@ export class ResponseParser {
   result(): ParsedResponse {
     const body = this.options.collect ? joinPieces(this.pieces, this.collected) : null;
     return {
-      status: this.status, headers: this.headers, bodyBytes: this.bodyBytes, crc32: this.crc,
-      body, keepAlive: this.keepAlive,
+      status: this.status,
+      headers: this.headers,
+      bodyBytes: this.bodyBytes,
+      crc32: this.crc,
+      body,
+      keepAlive: this.keepAlive,
     };
   }
 
@@ -93,13 +97,28 @@ export class ResponseParser {
     let position = start;
     while (position < end && this.state !== DONE) {
       switch (this.state) {
-        case HEAD: position = this.feedHead(buffer, position, end); break;
-        case BODY_LENGTH: position = this.feedLength(buffer, position, end); break;
-        case CHUNK_SIZE: position = this.feedChunkSize(buffer, position, end); break;
-        case CHUNK_DATA: position = this.feedChunkData(buffer, position, end); break;
-        case CHUNK_DATA_END: position = this.feedLine(buffer, position, end); break;
-        case TRAILER: position = this.feedLine(buffer, position, end); break;
-        case BODY_UNTIL_CLOSE: this.onBody(buffer, position, end); position = end; break;
+        case HEAD:
+          position = this.feedHead(buffer, position, end);
+          break;
+        case BODY_LENGTH:
+          position = this.feedLength(buffer, position, end);
+          break;
+        case CHUNK_SIZE:
+          position = this.feedChunkSize(buffer, position, end);
+          break;
+        case CHUNK_DATA:
+          position = this.feedChunkData(buffer, position, end);
+          break;
+        case CHUNK_DATA_END:
+          position = this.feedLine(buffer, position, end);
+          break;
+        case TRAILER:
+          position = this.feedLine(buffer, position, end);
+          break;
+        case BODY_UNTIL_CLOSE:
+          this.onBody(buffer, position, end);
+          position = end;
+          break;
       }
     }
     return position;
@@ -147,9 +166,8 @@ export class ResponseParser {
     }
     this.headers = headers;
     const connection = (headers['connection'] ?? '').toLowerCase();
-    this.keepAlive = match[1] === '1'
-      ? !connection.includes('close')
-      : connection.includes('keep-alive');
+    this.keepAlive =
+      match[1] === '1' ? !connection.includes('close') : connection.includes('keep-alive');
     this.chooseFraming(headers);
   }
 

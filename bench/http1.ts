@@ -126,7 +126,9 @@ export class Http1Connection {
     const socket = await this.connected();
     const bodyLength = spec.body ? spec.body.length : 0;
     this.parser.begin({
-      noBody: spec.method === 'HEAD', crc: spec.crc ?? false, collect: spec.collect ?? false,
+      noBody: spec.method === 'HEAD',
+      crc: spec.crc ?? false,
+      collect: spec.collect ?? false,
     });
     const started = performance.now();
     const response = new Promise<ParsedResponse>((resolve, reject) => {
@@ -247,13 +249,17 @@ export class Http1Connection {
       return;
     }
     const reason = this.closeError ? `: ${this.closeError.message}` : '';
-    pending.reject(new BenchError(`connection closed before the response ended${reason}`, {
-      cause: this.closeError,
-    }));
+    pending.reject(
+      new BenchError(`connection closed before the response ended${reason}`, {
+        cause: this.closeError,
+      }),
+    );
   }
 
   private async writeRequest(
-    socket: net.Socket, head: string, body: Buffer | BodyPlan | null,
+    socket: net.Socket,
+    head: string,
+    body: Buffer | BodyPlan | null,
   ): Promise<number> {
     if (body === null) {
       socket.write(head, 'latin1');
@@ -376,11 +382,14 @@ function releaseSlot(slot: Slot): void {
 }
 
 function renderHead(target: Target, spec: RequestSpec, bodyLength: number): string {
-  const length = spec.body || spec.method === 'PUT' || spec.method === 'POST'
-    ? `Content-Length: ${bodyLength}\r\n`
-    : '';
-  return `${spec.method} ${target.basePath}${spec.path} HTTP/1.1\r\n` +
-    `Host: ${target.hostHeader}\r\n${spec.headers ?? ''}${length}\r\n`;
+  const length =
+    spec.body || spec.method === 'PUT' || spec.method === 'POST'
+      ? `Content-Length: ${bodyLength}\r\n`
+      : '';
+  return (
+    `${spec.method} ${target.basePath}${spec.path} HTTP/1.1\r\n` +
+    `Host: ${target.hostHeader}\r\n${spec.headers ?? ''}${length}\r\n`
+  );
 }
 
 export interface JsonResponse {
@@ -391,18 +400,25 @@ export interface JsonResponse {
 }
 
 /** One control-plane call with a JSON (or empty) body on a fresh connection. */
-export async function jsonRequest(target: Target, options: {
-  method: string;
-  path: string;
-  headers?: string;
-  json?: unknown;
-}): Promise<JsonResponse> {
+export async function jsonRequest(
+  target: Target,
+  options: {
+    method: string;
+    path: string;
+    headers?: string;
+    json?: unknown;
+  },
+): Promise<JsonResponse> {
   const connection = new Http1Connection(target, { idleTimeoutMs: 60_000 });
   try {
     const body = options.json === undefined ? null : Buffer.from(JSON.stringify(options.json));
     const headers = (options.headers ?? '') + (body ? 'Content-Type: application/json\r\n' : '');
     const response = await connection.request({
-      method: options.method, path: options.path, headers, body, collect: true,
+      method: options.method,
+      path: options.path,
+      headers,
+      body,
+      collect: true,
     });
     const text = response.body ? response.body.toString('utf8') : '';
     let json: unknown = null;

@@ -25,7 +25,11 @@ import { open as openLmdb } from 'lmdb';
 import { compressSync } from 'lz4-napi';
 import { BenchError, errorMessage } from './bench-error.js';
 import {
-  makeTemplate, repeatedCrc32, SeedAllocator, SINK_SOURCE_SEED, TEMPLATE_BYTES,
+  makeTemplate,
+  repeatedCrc32,
+  SeedAllocator,
+  SINK_SOURCE_SEED,
+  TEMPLATE_BYTES,
 } from './data.js';
 import { parseTarget } from './http1.js';
 import { runLoad, type LoadResult } from './load.js';
@@ -52,15 +56,27 @@ export interface LimitBudget {
 
 export const LIMIT_BUDGETS = {
   full: {
-    cpuMs: 500, httpMs: 1500, appendMs: 1200, appendBytesMax: 2 ** 30, lmdbPuts: 100_000,
+    cpuMs: 500,
+    httpMs: 1500,
+    appendMs: 1200,
+    appendBytesMax: 2 ** 30,
+    lmdbPuts: 100_000,
     lmdbScanKeys: 100_000,
   },
   quick: {
-    cpuMs: 150, httpMs: 450, appendMs: 400, appendBytesMax: 2 ** 28, lmdbPuts: 20_000,
+    cpuMs: 150,
+    httpMs: 450,
+    appendMs: 400,
+    appendBytesMax: 2 ** 28,
+    lmdbPuts: 20_000,
     lmdbScanKeys: 15_000,
   },
   test: {
-    cpuMs: 30, httpMs: 150, appendMs: 100, appendBytesMax: 2 ** 24, lmdbPuts: 2_000,
+    cpuMs: 30,
+    httpMs: 150,
+    appendMs: 100,
+    appendBytesMax: 2 ** 24,
+    lmdbPuts: 2_000,
     lmdbScanKeys: 2_000,
   },
 } as const satisfies Record<string, LimitBudget>;
@@ -139,9 +155,13 @@ export const httpSinkPut: LimitFunction = async (context) => {
   const before = sampleProcessTree(sink.pid);
   const clientBefore = process.cpuUsage();
   const result = await runLoad({
-    target: sinkTarget(sink), connections: 4, durationMs: context.budget.httpMs,
+    target: sinkTarget(sink),
+    connections: 4,
+    durationMs: context.budget.httpMs,
     makeRequest: () => ({
-      method: 'PUT', path: '/sink', body: { template, length: OBJECT_BYTES, seed: seeds.next() },
+      method: 'PUT',
+      path: '/sink',
+      body: { template, length: OBJECT_BYTES, seed: seeds.next() },
     }),
   });
   const gigabytes = result.bytesSent / 1e9;
@@ -150,8 +170,11 @@ export const httpSinkPut: LimitFunction = async (context) => {
   assertLoadClean('http-sink-put', result);
   const cpu = before && after ? (after.cpuSeconds - before.cpuSeconds) / gigabytes : NaN;
   return {
-    name: 'http-sink-put', value: result.bytesSent / 1e6 / result.seconds, unit: 'MB/s',
-    detail: `4 connections x 64 MiB PUT, ${result.requests} requests; CPU-s/GB: ` +
+    name: 'http-sink-put',
+    value: result.bytesSent / 1e6 / result.seconds,
+    unit: 'MB/s',
+    detail:
+      `4 connections x 64 MiB PUT, ${result.requests} requests; CPU-s/GB: ` +
       `sink ${cpu.toFixed(2)}, client ${client.toFixed(2)}`,
     extra: { sinkCpuSecondsPerGB: cpu, clientCpuSecondsPerGB: client },
   };
@@ -164,16 +187,24 @@ export const httpSourceGet: LimitFunction = async (context) => {
   const expectCrc32 = repeatedCrc32(source, OBJECT_BYTES);
   const clientBefore = process.cpuUsage();
   const result = await runLoad({
-    target: sinkTarget(sink), connections: 4, durationMs: context.budget.httpMs,
+    target: sinkTarget(sink),
+    connections: 4,
+    durationMs: context.budget.httpMs,
     makeRequest: () => ({
-      method: 'GET', path: `/blob/${OBJECT_BYTES}`, expectBytes: OBJECT_BYTES, expectCrc32,
+      method: 'GET',
+      path: `/blob/${OBJECT_BYTES}`,
+      expectBytes: OBJECT_BYTES,
+      expectCrc32,
     }),
   });
   const client = clientCpuSeconds(clientBefore) / (result.bytesReceived / 1e9);
   assertLoadClean('http-source-get', result);
   return {
-    name: 'http-source-get', value: result.bytesReceived / 1e6 / result.seconds, unit: 'MB/s',
-    detail: `4 connections x 64 MiB GET with CRC32 check, ${result.requests} requests; ` +
+    name: 'http-source-get',
+    value: result.bytesReceived / 1e6 / result.seconds,
+    unit: 'MB/s',
+    detail:
+      `4 connections x 64 MiB GET with CRC32 check, ${result.requests} requests; ` +
       `client ${client.toFixed(2)} CPU-s/GB`,
     extra: { clientCpuSecondsPerGB: client },
   };
@@ -183,13 +214,18 @@ export const httpSourceGet: LimitFunction = async (context) => {
 export const httpSinkTiny: LimitFunction = async (context) => {
   const sink = await context.sink();
   const result = await runLoad({
-    target: sinkTarget(sink), connections: 64, durationMs: context.budget.httpMs,
+    target: sinkTarget(sink),
+    connections: 64,
+    durationMs: context.budget.httpMs,
     makeRequest: () => ({ method: 'GET', path: '/tiny', expectBytes: 2 }),
   });
   assertLoadClean('http-sink-tiny', result);
   return {
-    name: 'http-sink-tiny', value: result.requests / result.seconds, unit: 'req/s',
-    detail: `64 connections, ${result.requests} requests, ` +
+    name: 'http-sink-tiny',
+    value: result.requests / result.seconds,
+    unit: 'req/s',
+    detail:
+      `64 connections, ${result.requests} requests, ` +
       `p99 ${(result.latency.percentile(0.99) / 1000).toFixed(2)} ms`,
   };
 };
@@ -199,7 +235,10 @@ export const httpSinkTiny: LimitFunction = async (context) => {
  * Yields to the event loop every 32 MiB so that native outputs (lz4-napi) are freed.
  */
 async function perCoreRate(
-  name: string, budgetMs: number, inputs: readonly Buffer[], work: (input: Buffer) => number,
+  name: string,
+  budgetMs: number,
+  inputs: readonly Buffer[],
+  work: (input: Buffer) => number,
 ): Promise<Limit> {
   let check = 0;
   for (const input of inputs) check ^= work(input);
@@ -218,8 +257,11 @@ async function perCoreRate(
   }
   const seconds = (performance.now() - started) / 1000;
   return {
-    name, value: bytes / 1e9 / seconds, unit: 'GB/s',
-    detail: `one thread, 1 MiB inputs, ${Math.round(bytes / MiB)} MiB, ` +
+    name,
+    value: bytes / 1e9 / seconds,
+    unit: 'GB/s',
+    detail:
+      `one thread, 1 MiB inputs, ${Math.round(bytes / MiB)} MiB, ` +
       `check ${(check >>> 0).toString(16)}`,
   };
 }
@@ -234,8 +276,9 @@ function megabyteInputs(kind: 'random' | 'text'): Buffer[] {
 }
 
 export const sha256: LimitFunction = (context) =>
-  perCoreRate('sha256', context.budget.cpuMs, megabyteInputs('random'),
-    (input) => createHash('sha256').update(input).digest().readUInt32LE(0));
+  perCoreRate('sha256', context.budget.cpuMs, megabyteInputs('random'), (input) =>
+    createHash('sha256').update(input).digest().readUInt32LE(0),
+  );
 
 export const crc32cRate: LimitFunction = (context) =>
   perCoreRate('crc32c', context.budget.cpuMs, megabyteInputs('random'), (input) => crc32c(input));
@@ -244,8 +287,12 @@ export const lz4Compress: LimitFunction = async (context) => {
   const inputs = megabyteInputs('text');
   let compressed = 0;
   for (const input of inputs) compressed += compressSync(input).length;
-  const limit = await perCoreRate('lz4-compress', context.budget.cpuMs, inputs,
-    (input) => compressSync(input).length);
+  const limit = await perCoreRate(
+    'lz4-compress',
+    context.budget.cpuMs,
+    inputs,
+    (input) => compressSync(input).length,
+  );
   const ratio = (inputs.length * MiB) / compressed;
   const detail = `${limit.detail ?? ''}; text-like, ratio ${ratio.toFixed(2)}`;
   return { ...limit, detail, extra: { ratio } };
@@ -284,8 +331,11 @@ export const fdatasyncAppend: LimitFunction = async (context) => {
   }
   const seconds = (performance.now() - started) / 1000;
   return {
-    name: 'fdatasync-append', value: bytes / 1e6 / seconds, unit: 'MB/s',
-    detail: `1 MiB writes, fdatasync every 8 MiB, ${Math.round(bytes / MiB)} MiB ` +
+    name: 'fdatasync-append',
+    value: bytes / 1e6 / seconds,
+    unit: 'MB/s',
+    detail:
+      `1 MiB writes, fdatasync every 8 MiB, ${Math.round(bytes / MiB)} MiB ` +
       `in ${context.tmpParent}`,
   };
 };
@@ -294,9 +344,16 @@ export const fdatasyncAppend: LimitFunction = async (context) => {
 function indexValue(i: number): Record<string, unknown> {
   const hash = ((i * 2654435761) >>> 0).toString(16).padStart(8, '0');
   return {
-    v: 1, bucket: 'bench-bucket', size: 4096 + i, etag: `"${hash}0123456789abcdef0123456789"`,
-    lastModified: 1_790_000_000_000 + i, contentType: 'application/octet-stream',
-    crc32c: 'AAAAAA==', chunks: [[i, 0, 4096, 4113]], storageClass: 'STANDARD', metadata: {},
+    v: 1,
+    bucket: 'bench-bucket',
+    size: 4096 + i,
+    etag: `"${hash}0123456789abcdef0123456789"`,
+    lastModified: 1_790_000_000_000 + i,
+    contentType: 'application/octet-stream',
+    crc32c: 'AAAAAA==',
+    chunks: [[i, 0, 4096, 4113]],
+    storageClass: 'STANDARD',
+    metadata: {},
   };
 }
 
@@ -309,8 +366,13 @@ type Lmdb = ReturnType<typeof openLmdb>;
 async function withTempLmdb<T>(tmpParent: string, use: (db: Lmdb) => Promise<T>): Promise<T> {
   const dir = mkdtempSync(join(tmpParent, 'lightwell-limit-lmdb-'));
   const db = openLmdb({
-    path: join(dir, 'index'), encoding: 'msgpack', keyEncoding: 'ordered-binary',
-    compression: false, noSync: false, noMetaSync: false, overlappingSync: true,
+    path: join(dir, 'index'),
+    encoding: 'msgpack',
+    keyEncoding: 'ordered-binary',
+    compression: false,
+    noSync: false,
+    noMetaSync: false,
+    overlappingSync: true,
   });
   try {
     return await use(db);
@@ -332,7 +394,9 @@ export const lmdbGroupCommit: LimitFunction = (context) =>
     await db.flushed;
     const seconds = (performance.now() - started) / 1000;
     return {
-      name: 'lmdb-group-commit', value: count / seconds, unit: 'puts/s',
+      name: 'lmdb-group-commit',
+      value: count / seconds,
+      unit: 'puts/s',
       detail: `${count} async puts of ~200 B msgpack values, then db.flushed`,
     };
   });
@@ -352,14 +416,24 @@ export const lmdbRangeScan: LimitFunction = (context) =>
     const seconds = (performance.now() - started) / 1000;
     if (seen !== count) throw new BenchError(`lmdb-range-scan: saw ${seen} of ${count} keys`);
     return {
-      name: 'lmdb-range-scan', value: count / seconds, unit: 'keys/s',
+      name: 'lmdb-range-scan',
+      value: count / seconds,
+      unit: 'keys/s',
       detail: `${count} keys with values`,
     };
   });
 
 export const LIMIT_FUNCTIONS: readonly LimitFunction[] = [
-  httpSinkPut, httpSourceGet, httpSinkTiny, sha256, crc32cRate, lz4Compress, aes256Gcm,
-  fdatasyncAppend, lmdbGroupCommit, lmdbRangeScan,
+  httpSinkPut,
+  httpSourceGet,
+  httpSinkTiny,
+  sha256,
+  crc32cRate,
+  lz4Compress,
+  aes256Gcm,
+  fdatasyncAppend,
+  lmdbGroupCommit,
+  lmdbRangeScan,
 ];
 
 /** Measures every limit in order; the sink is started once and stopped at the end. */
@@ -370,7 +444,8 @@ export async function measureLimits(options: {
 }): Promise<{ limits: Limit[]; failures: string[] }> {
   const started: { sink: Promise<SinkHandle> | null } = { sink: null };
   const context: LimitContext = {
-    budget: options.budget, tmpParent: options.tmpParent,
+    budget: options.budget,
+    tmpParent: options.tmpParent,
     sink: () => (started.sink ??= startSink()),
   };
   const limits: Limit[] = [];
@@ -392,8 +467,9 @@ export async function measureLimits(options: {
 }
 
 function limitValue(limits: readonly Limit[], name: string): Limit | undefined {
-  return limits.find((limit) =>
-    limit.name === name && Number.isFinite(limit.value) && limit.value > 0);
+  return limits.find(
+    (limit) => limit.name === name && Number.isFinite(limit.value) && limit.value > 0,
+  );
 }
 
 /**
@@ -425,11 +501,15 @@ export function deriveLimits(limits: readonly Limit[], cores: number): Limit[] {
   const detail = `${cores} cores / sum of per-byte stage costs, capped by fdatasync-append`;
   return [
     {
-      name: 'ideal-put-random', value: random / 1e6, unit: 'MB/s',
+      name: 'ideal-put-random',
+      value: random / 1e6,
+      unit: 'MB/s',
       detail: `${detail}; HTTP (sink) + SHA-256 + CRC32C + AES`,
     },
     {
-      name: 'ideal-put-text', value: text / 1e6, unit: 'MB/s',
+      name: 'ideal-put-text',
+      value: text / 1e6,
+      unit: 'MB/s',
       detail: `${detail}; + LZ4, AES and append on 1/${ratio.toFixed(2)} of the bytes`,
     },
   ];

@@ -80,46 +80,68 @@ interface LoadState {
 export async function runLoad(options: LoadOptions): Promise<LoadResult> {
   const started = performance.now();
   const state: LoadState = {
-    next: 0, stop: false, requests: 0, failures: 0, samples: [], bytesSent: 0, bytesReceived: 0,
-    statuses: {}, latency: new Histogram(), started,
+    next: 0,
+    stop: false,
+    requests: 0,
+    failures: 0,
+    samples: [],
+    bytesSent: 0,
+    bytesReceived: 0,
+    statuses: {},
+    latency: new Histogram(),
+    started,
     deadline: options.durationMs === undefined ? Infinity : started + options.durationMs,
   };
   const connections: Http1Connection[] = [];
   for (let c = 0; c < options.connections; c++) {
-    connections.push(new Http1Connection(options.target, {
-      idleTimeoutMs: options.idleTimeoutMs ?? 120_000,
-      onBodyBytes: (bytes) => {
-        state.bytesSent += bytes;
-      },
-    }));
+    connections.push(
+      new Http1Connection(options.target, {
+        idleTimeoutMs: options.idleTimeoutMs ?? 120_000,
+        onBodyBytes: (bytes) => {
+          state.bytesSent += bytes;
+        },
+      }),
+    );
   }
   const report = (): void => options.onProgress?.(progressOf(state));
   const timer = setInterval(report, options.progressIntervalMs ?? 200);
   try {
-    await Promise.all(connections.map((connection, c) =>
-      connectionLoop(options, state, connection, c)));
+    await Promise.all(
+      connections.map((connection, c) => connectionLoop(options, state, connection, c)),
+    );
   } finally {
     clearInterval(timer);
     for (const connection of connections) connection.close();
   }
   report();
   return {
-    requests: state.requests, failures: state.failures, failureSamples: state.samples,
-    bytesSent: state.bytesSent, bytesReceived: state.bytesReceived,
-    seconds: (performance.now() - started) / 1000, latency: state.latency,
-    statuses: state.statuses, connects: connections.reduce((sum, c) => sum + c.connects, 0),
+    requests: state.requests,
+    failures: state.failures,
+    failureSamples: state.samples,
+    bytesSent: state.bytesSent,
+    bytesReceived: state.bytesReceived,
+    seconds: (performance.now() - started) / 1000,
+    latency: state.latency,
+    statuses: state.statuses,
+    connects: connections.reduce((sum, c) => sum + c.connects, 0),
   };
 }
 
 function progressOf(state: LoadState): LoadProgress {
   return {
-    requestsDone: state.requests, bytesSent: state.bytesSent, bytesReceived: state.bytesReceived,
-    failures: state.failures, elapsedSeconds: (performance.now() - state.started) / 1000,
+    requestsDone: state.requests,
+    bytesSent: state.bytesSent,
+    bytesReceived: state.bytesReceived,
+    failures: state.failures,
+    elapsedSeconds: (performance.now() - state.started) / 1000,
   };
 }
 
 async function connectionLoop(
-  options: LoadOptions, state: LoadState, connection: Http1Connection, c: number,
+  options: LoadOptions,
+  state: LoadState,
+  connection: Http1Connection,
+  c: number,
 ): Promise<void> {
   const requestsMax = options.requests ?? Infinity;
   while (!state.stop && state.next < requestsMax && performance.now() < state.deadline) {
@@ -145,7 +167,10 @@ async function connectionLoop(
 }
 
 function recordFailure(
-  options: LoadOptions, state: LoadState, request: LoadRequest, failure: string,
+  options: LoadOptions,
+  state: LoadState,
+  request: LoadRequest,
+  failure: string,
 ): void {
   state.failures += 1;
   if (state.samples.length < FAILURE_SAMPLES_MAX) {

@@ -131,7 +131,10 @@ export class TreeMonitor {
   private peakRss = 0;
   private processesMax = 0;
 
-  constructor(readonly root: number, private readonly intervalMs = 100) {}
+  constructor(
+    readonly root: number,
+    private readonly intervalMs = 100,
+  ) {}
 
   /** Starts a new window now. */
   begin(): void {

@@ -74,9 +74,8 @@ export class Progress {
     const seconds = (performance.now() - this.started) / 1000;
     const fraction = this.total > 0 ? Math.min(1, done / this.total) : 0;
     const rate = seconds > 0 ? done / seconds : 0;
-    const rateText = this.unit === 'bytes'
-      ? `${(rate / 1e6).toFixed(0)} MB/s`
-      : `${rate.toFixed(0)}/s`;
+    const rateText =
+      this.unit === 'bytes' ? `${(rate / 1e6).toFixed(0)} MB/s` : `${rate.toFixed(0)}/s`;
     return `${(fraction * 100).toFixed(0).padStart(3)}% ${rateText} ${seconds.toFixed(1)}s`;
   }
 

@@ -92,7 +92,9 @@ function perGigabyte(seconds: number | null, bytes: number): number | null {
 }
 
 export function scenarioReport(
-  scenario: Scenario, measured: Measured, limits: readonly Limit[],
+  scenario: Scenario,
+  measured: Measured,
+  limits: readonly Limit[],
 ): ScenarioReport {
   const seconds = measured.seconds;
   const rates = {
@@ -102,15 +104,22 @@ export function scenarioReport(
   const cpu = measured.window?.cpuSeconds ?? null;
   const status = statusOf(measured);
   return {
-    name: scenario.name, title: scenario.title, status,
+    name: scenario.name,
+    title: scenario.title,
+    status,
     ...(measured.skipped !== undefined ? { reason: measured.skipped } : {}),
-    objects: measured.objects, objectBytes: measured.objectBytes, concurrency: measured.concurrency,
-    operations: measured.operations, bytes: measured.bytes, seconds,
+    objects: measured.objects,
+    objectBytes: measured.objectBytes,
+    concurrency: measured.concurrency,
+    operations: measured.operations,
+    bytes: measured.bytes,
+    seconds,
     throughput: {
       value: measured.unit === 'MB/s' ? rates.bytesPerSecond / 1e6 : rates.opsPerSecond,
       unit: measured.unit,
     },
-    opsPerSecond: rates.opsPerSecond, megabytesPerSecond: rates.bytesPerSecond / 1e6,
+    opsPerSecond: rates.opsPerSecond,
+    megabytesPerSecond: rates.bytesPerSecond / 1e6,
     latencyMsP50: measured.latency.percentile(0.5) / 1000,
     latencyMsP99: measured.latency.percentile(0.99) / 1000,
     latencyMsMax: measured.latency.max / 1000,
@@ -119,7 +128,8 @@ export function scenarioReport(
     clientCpuSecondsPerGB: perGigabyte(measured.clientCpuSeconds, measured.bytes),
     serverPeakRssBytes: measured.window?.peakRssBytes ?? null,
     ratios: status === 'ok' ? ratiosOf(scenario.bounds, limits, rates) : [],
-    failures: measured.failures, notes: measured.notes,
+    failures: measured.failures,
+    notes: measured.notes,
   };
 }
 
@@ -148,16 +158,28 @@ function scenarioRow(report: ScenarioReport): string {
     const why = (report.reason ?? report.failures[0] ?? '').replace(/\s+/g, ' ');
     return `| ${report.name} | ${status} | ${why.replace(/\|/g, '/')} | | | | | | | | |`;
   }
-  const size = report.objectBytes > 0
-    ? `${report.objects} × ${formatBytes(report.objectBytes)}`
-    : `${report.objects}`;
+  const size =
+    report.objectBytes > 0
+      ? `${report.objects} × ${formatBytes(report.objectBytes)}`
+      : `${report.objects}`;
   const rss = report.serverPeakRssBytes === null ? '–' : formatBytes(report.serverPeakRssBytes);
   return [
-    '', report.name, 'ok', size, report.concurrency, throughputText(report),
-    fixed(report.latencyMsP50, 1), fixed(report.latencyMsP99, 1),
-    fixed(report.serverCpuSecondsPerGB, 2), fixed(report.clientCpuSecondsPerGB, 2), rss,
-    ratioText(report), '',
-  ].join(' | ').trim();
+    '',
+    report.name,
+    'ok',
+    size,
+    report.concurrency,
+    throughputText(report),
+    fixed(report.latencyMsP50, 1),
+    fixed(report.latencyMsP99, 1),
+    fixed(report.serverCpuSecondsPerGB, 2),
+    fixed(report.clientCpuSecondsPerGB, 2),
+    rss,
+    ratioText(report),
+    '',
+  ]
+    .join(' | ')
+    .trim();
 }
 
 const SCENARIO_HEADER = [
@@ -168,10 +190,12 @@ const SCENARIO_HEADER = [
 
 function machineLine(report: BenchReport): string {
   const m = report.machine;
-  return `Machine: ${m.cpuModel}, ${m.cores} cores, ${formatBytes(m.memoryBytes)} RAM, ${m.os}, ` +
+  return (
+    `Machine: ${m.cpuModel}, ${m.cores} cores, ${formatBytes(m.memoryBytes)} RAM, ${m.os}, ` +
     `Node ${m.node}, load average at start ${m.loadAverage.join(' / ')}. ` +
     `Lightwell ${m.lightwell}, ${m.uWebSockets}. ` +
-    `Data directory on ${m.filesystem.type} (${m.filesystem.mount}).`;
+    `Data directory on ${m.filesystem.type} (${m.filesystem.mount}).`
+  );
 }
 
 function failureLines(report: BenchReport): string[] {
@@ -194,18 +218,28 @@ function noteLines(report: BenchReport): string[] {
 export function renderMarkdown(report: BenchReport): string {
   const settings = Object.entries(report.settings).map(([k, v]) => `${k}=${String(v)}`);
   return [
-    '# Lightwell benchmark results', '',
+    '# Lightwell benchmark results',
+    '',
     `Generated ${report.generatedAt} by \`npm run bench\` (bench/run.ts); do not edit by hand.`,
-    '', machineLine(report), '', `Settings: ${settings.join(', ')}.`, '',
-    '## Scenarios', '',
+    '',
+    machineLine(report),
+    '',
+    `Settings: ${settings.join(', ')}.`,
+    '',
+    '## Scenarios',
+    '',
     ...(report.scenarios.length === 0
       ? ['No scenario ran (`--limits-only`).']
       : [...SCENARIO_HEADER, ...report.scenarios.map(scenarioRow)]),
-    '', ...noteLines(report),
-    '## Limits of this machine, measured in the same run', '',
-    '| limit | value | how |', '|---|---|---|',
+    '',
+    ...noteLines(report),
+    '## Limits of this machine, measured in the same run',
+    '',
+    '| limit | value | how |',
+    '|---|---|---|',
     ...report.limits.map((l) => `| ${l.name} | ${amount(l.value)} ${l.unit} | ${l.detail ?? ''} |`),
-    '', ...failureLines(report),
+    '',
+    ...failureLines(report),
   ].join('\n');
 }
 
@@ -240,9 +274,10 @@ export function renderSvg(report: BenchReport): string {
   const scaleMax = Math.max(1, ...rows.map((s) => s.ratios[0]?.value ?? 0)) * 1.05;
   const x = (ratio: number): number => labelWidth + (ratio / scaleMax) * barWidth;
   const m = report.machine;
-  const title = `Lightwell ${m.lightwell}: throughput as a fraction of the machine limit ` +
-    'that bounds it';
-  const subtitle = `${m.cpuModel}, ${m.cores} cores, Node ${m.node}, ` +
+  const title =
+    `Lightwell ${m.lightwell}: throughput as a fraction of the machine limit ` + 'that bounds it';
+  const subtitle =
+    `${m.cpuModel}, ${m.cores} cores, Node ${m.node}, ` +
     `${String(report.settings['profile'] ?? '')} profile, ${report.generatedAt}`;
   const one = x(1).toFixed(1);
   return [
@@ -256,7 +291,8 @@ export function renderSvg(report: BenchReport): string {
       'stroke-dasharray="4 3"/>',
     `<text x="${one}" y="${height - 10}" text-anchor="middle" fill="#e63946">` +
       '1.0 = the limit</text>',
-    '</svg>', '',
+    '</svg>',
+    '',
   ].join('\n');
 }
 

@@ -25,11 +25,21 @@ import { machineInfo, type MachineInfo } from './machine.js';
 import { TreeMonitor } from './proc-stats.js';
 import { formatBytes, Progress, type ProgressStream } from './progress.js';
 import {
-  type BenchReport, renderMarkdown, type ScenarioReport, scenarioReport, writeReports,
+  type BenchReport,
+  renderMarkdown,
+  type ScenarioReport,
+  scenarioReport,
+  writeReports,
 } from './report.js';
 import {
-  emptyMeasured, type Profile, runScenarioSafely, type Scenario, type ScenarioContext,
-  SCENARIO_SIZES, SCENARIOS, writtenBytesEstimate,
+  emptyMeasured,
+  type Profile,
+  runScenarioSafely,
+  type Scenario,
+  type ScenarioContext,
+  SCENARIO_SIZES,
+  SCENARIOS,
+  writtenBytesEstimate,
 } from './scenarios.js';
 import { openService, type Service, type ServiceOptions } from './service.js';
 
@@ -70,22 +80,38 @@ export interface RunOptions {
 }
 
 const ARG_OPTIONS = {
-  quick: { type: 'boolean' }, profile: { type: 'string' }, only: { type: 'string' },
-  list: { type: 'boolean' }, out: { type: 'string' }, 'skip-limits': { type: 'boolean' },
-  'limits-only': { type: 'boolean' }, 'lightwell-bin': { type: 'string' },
-  'data-parent': { type: 'string' }, 'keep-data': { type: 'boolean' },
-  'log-level': { type: 'string' }, endpoint: { type: 'string' }, token: { type: 'string' },
-  'access-key': { type: 'string' }, 'secret-key': { type: 'string' },
-  'admin-url': { type: 'string' }, 'admin-token': { type: 'string' },
-  'server-pid': { type: 'string' }, insecure: { type: 'boolean' }, help: { type: 'boolean' },
+  quick: { type: 'boolean' },
+  profile: { type: 'string' },
+  only: { type: 'string' },
+  list: { type: 'boolean' },
+  out: { type: 'string' },
+  'skip-limits': { type: 'boolean' },
+  'limits-only': { type: 'boolean' },
+  'lightwell-bin': { type: 'string' },
+  'data-parent': { type: 'string' },
+  'keep-data': { type: 'boolean' },
+  'log-level': { type: 'string' },
+  endpoint: { type: 'string' },
+  token: { type: 'string' },
+  'access-key': { type: 'string' },
+  'secret-key': { type: 'string' },
+  'admin-url': { type: 'string' },
+  'admin-token': { type: 'string' },
+  'server-pid': { type: 'string' },
+  insecure: { type: 'boolean' },
+  help: { type: 'boolean' },
 } as const;
 
 /** Parses argv; null means help or --list was printed. Throws BenchError on a usage error. */
 export function parseRunOptions(
-  argv: readonly string[], print: (text: string) => void,
+  argv: readonly string[],
+  print: (text: string) => void,
 ): RunOptions | null {
   const { values } = parseArgs({
-    args: [...argv], options: ARG_OPTIONS, strict: true, allowPositionals: false,
+    args: [...argv],
+    options: ARG_OPTIONS,
+    strict: true,
+    allowPositionals: false,
   });
   if (values.help === true) {
     print(USAGE);
@@ -97,7 +123,11 @@ export function parseRunOptions(
   }
   const profile = (values.profile ?? (values.quick === true ? 'quick' : 'full')) as Profile;
   if (!(profile in SCENARIO_SIZES)) throw new BenchError('--profile must be full, quick or test');
-  const only = values.only?.split(',').map((s) => s.trim()).filter((s) => s !== '') ?? null;
+  const only =
+    values.only
+      ?.split(',')
+      .map((s) => s.trim())
+      .filter((s) => s !== '') ?? null;
   const unknown = (only ?? []).filter((name) => !SCENARIOS.some((s) => s.name === name));
   if (unknown.length > 0) {
     throw new BenchError(`unknown scenario ${unknown.join(', ')}; --list shows them`);
@@ -107,14 +137,24 @@ export function parseRunOptions(
     throw new BenchError('--server-pid must be a number');
   }
   return {
-    profile, only, out: resolve(values.out ?? defaultOutDir(process.cwd())),
-    skipLimits: values['skip-limits'] === true, limitsOnly: values['limits-only'] === true,
+    profile,
+    only,
+    out: resolve(values.out ?? defaultOutDir(process.cwd())),
+    skipLimits: values['skip-limits'] === true,
+    limitsOnly: values['limits-only'] === true,
     service: {
-      endpoint: values.endpoint, token: values.token, accessKey: values['access-key'],
-      secretKey: values['secret-key'], adminUrl: values['admin-url'],
-      adminToken: values['admin-token'], serverPid: pid, lightwellBin: values['lightwell-bin'],
-      dataParent: values['data-parent'], keepData: values['keep-data'] === true,
-      logLevel: values['log-level'], insecure: values.insecure === true,
+      endpoint: values.endpoint,
+      token: values.token,
+      accessKey: values['access-key'],
+      secretKey: values['secret-key'],
+      adminUrl: values['admin-url'],
+      adminToken: values['admin-token'],
+      serverPid: pid,
+      lightwellBin: values['lightwell-bin'],
+      dataParent: values['data-parent'],
+      keepData: values['keep-data'] === true,
+      logLevel: values['log-level'],
+      insecure: values.insecure === true,
     },
   };
 }
@@ -147,7 +187,8 @@ const processOutput: RunOutput = {
 
 /** The whole run; resolves with the exit code. */
 export async function runBench(
-  argv: readonly string[], output: RunOutput = processOutput,
+  argv: readonly string[],
+  output: RunOutput = processOutput,
 ): Promise<number> {
   let options: RunOptions | null;
   try {
@@ -174,9 +215,14 @@ async function execute(options: RunOptions, output: RunOutput): Promise<number> 
     ? []
     : await runScenarios(options, scenarios, measured.limits, progress);
   const report: BenchReport = {
-    formatVersion: 1, generatedAt: new Date().toISOString(), machine,
-    settings: settingsOf(options, scenarios), sizes: { ...SCENARIO_SIZES[options.profile] },
-    limits: measured.limits, limitFailures: measured.failures, scenarios: scenarioReports,
+    formatVersion: 1,
+    generatedAt: new Date().toISOString(),
+    machine,
+    settings: settingsOf(options, scenarios),
+    sizes: { ...SCENARIO_SIZES[options.profile] },
+    limits: measured.limits,
+    limitFailures: measured.failures,
+    scenarios: scenarioReports,
     ok: measured.failures.length === 0 && scenarioReports.every((s) => s.status !== 'failed'),
   };
   const files = writeReports(options.out, report);
@@ -191,11 +237,15 @@ interface MeasuredLimits {
 }
 
 async function measureAllLimits(
-  options: RunOptions, progress: Progress, dataParent: string, machine: MachineInfo,
+  options: RunOptions,
+  progress: Progress,
+  dataParent: string,
+  machine: MachineInfo,
 ): Promise<MeasuredLimits> {
   progress.note(`measuring this machine's limits (${options.profile} budget)`);
   const result = await measureLimits({
-    budget: LIMIT_BUDGETS[options.profile], tmpParent: dataParent,
+    budget: LIMIT_BUDGETS[options.profile],
+    tmpParent: dataParent,
     onLimit: (limit, index, total) => {
       const value = limit.value.toFixed(limit.value >= 100 ? 0 : 2);
       progress.note(`  [${index + 1}/${total}] ${limit.name}: ${value} ${limit.unit}`);
@@ -210,16 +260,20 @@ async function measureAllLimits(
 function warnAboutDataDisk(options: RunOptions, machine: MachineInfo, progress: Progress): void {
   const { path, type } = machine.filesystem;
   if (type === 'tmpfs' || type === 'ramfs') {
-    progress.note(`warning: ${path} is on ${type}: writes are not durable and use RAM; ` +
-      'pass --data-parent DIR on the disk that production data would use');
+    progress.note(
+      `warning: ${path} is on ${type}: writes are not durable and use RAM; ` +
+        'pass --data-parent DIR on the disk that production data would use',
+    );
   }
   const needed = writtenBytesEstimate(SCENARIO_SIZES[options.profile]);
   try {
     const stats = statfsSync(path);
     const free = stats.bavail * stats.bsize;
     if (free < needed * 1.2) {
-      progress.note(`warning: ${formatBytes(free)} free in ${path}, a full pass may write up to ` +
-        `${formatBytes(needed)}; pass --data-parent DIR or --only`);
+      progress.note(
+        `warning: ${formatBytes(free)} free in ${path}, a full pass may write up to ` +
+          `${formatBytes(needed)}; pass --data-parent DIR or --only`,
+      );
     }
   } catch {
     // No statfs here: nothing to check.
@@ -233,9 +287,8 @@ function settingsOf(options: RunOptions, scenarios: readonly Scenario[]): Settin
     profile: options.profile,
     mode: options.service.endpoint === undefined ? 'started' : 'endpoint',
     endpoint: options.service.endpoint ?? null,
-    scenarios: scenarios.length === SCENARIOS.length
-      ? 'all'
-      : scenarios.map((s) => s.name).join(' '),
+    scenarios:
+      scenarios.length === SCENARIOS.length ? 'all' : scenarios.map((s) => s.name).join(' '),
     logLevel: options.service.logLevel ?? 'default',
   };
   for (const [name, value] of Object.entries(process.env)) {
@@ -246,7 +299,10 @@ function settingsOf(options: RunOptions, scenarios: readonly Scenario[]): Settin
 }
 
 async function runScenarios(
-  options: RunOptions, scenarios: readonly Scenario[], limits: readonly Limit[], progress: Progress,
+  options: RunOptions,
+  scenarios: readonly Scenario[],
+  limits: readonly Limit[],
+  progress: Progress,
 ): Promise<ScenarioReport[]> {
   let service: Service;
   try {
@@ -275,15 +331,22 @@ async function runScenarios(
 }
 
 function scenarioContext(
-  options: RunOptions, service: Service, progress: Progress,
+  options: RunOptions,
+  service: Service,
+  progress: Progress,
 ): ScenarioContext {
   const runId = `${Date.now().toString(36)}${Math.floor(Math.random() * 1296).toString(36)}`;
   return {
-    service, sizes: SCENARIO_SIZES[options.profile],
+    service,
+    sizes: SCENARIO_SIZES[options.profile],
     monitor: service.pid === null ? null : new TreeMonitor(service.pid),
     templates: { random: makeTemplate('random'), text: makeTemplate('text') },
-    seeds: new SeedAllocator(), runId, datasets: new Map(), progress,
-    scratch: Buffer.allocUnsafe(1024 * 1024), buckets: new Set(),
+    seeds: new SeedAllocator(),
+    runId,
+    datasets: new Map(),
+    progress,
+    scratch: Buffer.allocUnsafe(1024 * 1024),
+    buckets: new Set(),
   };
 }
 
@@ -293,8 +356,10 @@ function summaryLine(report: ScenarioReport): string {
   const primary = report.ratios[0];
   const ratio = primary ? `, ${primary.value.toFixed(2)} of ${primary.limit}` : '';
   const { value, unit } = report.throughput;
-  return `${report.name}: ${value.toFixed(value >= 100 ? 0 : 1)} ${unit}, ` +
-    `p50 ${report.latencyMsP50.toFixed(1)} ms, p99 ${report.latencyMsP99.toFixed(1)} ms${ratio}`;
+  return (
+    `${report.name}: ${value.toFixed(value >= 100 ? 0 : 1)} ${unit}, ` +
+    `p50 ${report.latencyMsP50.toFixed(1)} ms, p99 ${report.latencyMsP99.toFixed(1)} ms${ratio}`
+  );
 }
 
 /** On SIGINT/SIGTERM: stop the service we started, then die of the same signal. */
@@ -327,11 +392,14 @@ function isMain(): boolean {
 }
 
 if (isMain()) {
-  runBench(process.argv.slice(2)).then((code) => {
-    process.exitCode = code;
-  }, (error: unknown) => {
-    const text = error instanceof Error ? error.stack ?? error.message : String(error);
-    process.stderr.write(`${text}\n`);
-    process.exitCode = 1;
-  });
+  runBench(process.argv.slice(2)).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (error: unknown) => {
+      const text = error instanceof Error ? (error.stack ?? error.message) : String(error);
+      process.stderr.write(`${text}\n`);
+      process.exitCode = 1;
+    },
+  );
 }

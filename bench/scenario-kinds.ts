@@ -12,9 +12,24 @@ import { type BodyPlan, type Checksums, planChecksums } from './data.js';
 import { jsonRequest, type ResponseResult } from './http1.js';
 import { type LoadRequest, runLoad } from './load.js';
 import {
-  type Dataset, emptyMeasured, encodeKey, ensureBucket, ensureDataset, getRequest,
-  loadWithProgress, mainBucket, type Measured, measuredFromLoad, objectPath, OCTET_STREAM,
-  parseJson, putRequest, type Scenario, type ScenarioContext, timed, verifyDataset,
+  type Dataset,
+  emptyMeasured,
+  encodeKey,
+  ensureBucket,
+  ensureDataset,
+  getRequest,
+  loadWithProgress,
+  mainBucket,
+  type Measured,
+  measuredFromLoad,
+  objectPath,
+  OCTET_STREAM,
+  parseJson,
+  putRequest,
+  type Scenario,
+  type ScenarioContext,
+  timed,
+  verifyDataset,
 } from './scenario-kit.js';
 
 const LIST_PAGE_KEYS = 1000;
@@ -35,10 +50,15 @@ function multipartPath(bucket: string, rest: string): string {
 
 /** Creates an upload; null when the service has no multipart routes yet. */
 async function createUpload(
-  context: ScenarioContext, bucket: string, key: string, auth: string,
+  context: ScenarioContext,
+  bucket: string,
+  key: string,
+  auth: string,
 ): Promise<Upload | null> {
   const response = await jsonRequest(context.service.target, {
-    method: 'POST', path: multipartPath(bucket, encodeKey(key)), headers: auth,
+    method: 'POST',
+    path: multipartPath(bucket, encodeKey(key)),
+    headers: auth,
   });
   if ([404, 405, 501].includes(response.status)) return null;
   const uploadId = (response.json as { uploadId?: unknown } | null)?.uploadId;
@@ -50,13 +70,19 @@ async function createUpload(
 }
 
 function partRequest(
-  upload: Upload, plan: BodyPlan, partNumber: number, etags: string[],
+  upload: Upload,
+  plan: BodyPlan,
+  partNumber: number,
+  etags: string[],
 ): LoadRequest {
   const id = encodeURIComponent(upload.uploadId);
   const rest = `${id}/parts/${partNumber}/${encodeKey(upload.key)}`;
   return {
-    method: 'PUT', path: multipartPath(upload.bucket, rest),
-    headers: `${upload.auth}${OCTET_STREAM}`, body: plan, collect: true,
+    method: 'PUT',
+    path: multipartPath(upload.bucket, rest),
+    headers: `${upload.auth}${OCTET_STREAM}`,
+    body: plan,
+    collect: true,
     check: (response: ResponseResult) => {
       const part = parseJson(response.body) as { etag?: unknown; partNumber?: unknown } | null;
       if (typeof part?.etag !== 'string') return 'part answer has no etag';
@@ -70,11 +96,15 @@ function partRequest(
 }
 
 async function completeUpload(
-  context: ScenarioContext, upload: Upload, etags: readonly string[],
+  context: ScenarioContext,
+  upload: Upload,
+  etags: readonly string[],
 ): Promise<void> {
   const rest = `${encodeURIComponent(upload.uploadId)}/complete/${encodeKey(upload.key)}`;
   const response = await jsonRequest(context.service.target, {
-    method: 'POST', path: multipartPath(upload.bucket, rest), headers: upload.auth,
+    method: 'POST',
+    path: multipartPath(upload.bucket, rest),
+    headers: upload.auth,
     json: { parts: etags.map((etag, i) => ({ partNumber: i + 1, etag })) },
   });
   if (response.status !== 200) {
@@ -85,23 +115,32 @@ async function completeUpload(
 
 /** Reads the assembled object back and checks its length and CRC32 (untimed). */
 async function verifyAssembled(
-  context: ScenarioContext, upload: Upload, plans: readonly BodyPlan[],
+  context: ScenarioContext,
+  upload: Upload,
+  plans: readonly BodyPlan[],
 ): Promise<string[]> {
   let sum: Checksums = { crc32: 0, crc32c: 0 };
   for (const plan of plans) sum = planChecksums(plan, context.scratch, sum);
   const length = plans.reduce((total, plan) => total + plan.length, 0);
   const result = await runLoad({
-    target: context.service.target, connections: 1, requests: 1,
+    target: context.service.target,
+    connections: 1,
+    requests: 1,
     makeRequest: () => ({
-      method: 'GET', path: objectPath(upload.bucket, upload.key), headers: upload.auth,
-      expectBytes: length, expectCrc32: sum.crc32,
+      method: 'GET',
+      path: objectPath(upload.bucket, upload.key),
+      headers: upload.auth,
+      expectBytes: length,
+      expectCrc32: sum.crc32,
     }),
   });
   return [...result.failureSamples];
 }
 
 export function multipartScenario(
-  name: string, title: string, bounds: readonly string[],
+  name: string,
+  title: string,
+  bounds: readonly string[],
 ): Scenario {
   return { name, title, bounds, run: (context) => runMultipart(context, name) };
 }
@@ -127,17 +166,23 @@ async function runMultipart(context: ScenarioContext, name: string): Promise<Mea
   const total = { amount: parts * partBytes, unit: 'bytes' as const };
   const load = await timed(context, async () => {
     const result = await loadWithProgress(context, name, total, {
-      connections: parts, requests: parts,
+      connections: parts,
+      requests: parts,
       makeRequest: (i) => partRequest(upload, plans[i] as BodyPlan, i + 1, etags),
     });
     if (result.failures === 0) await completeUpload(context, upload, etags);
     return result;
   });
-  const failures = load.value.failures > 0
-    ? [...load.value.failureSamples]
-    : await verifyAssembled(context, upload, plans);
+  const failures =
+    load.value.failures > 0
+      ? [...load.value.failureSamples]
+      : await verifyAssembled(context, upload, plans);
   return measuredFromLoad(load, {
-    unit: 'MB/s', objects: 1, objectBytes: parts * partBytes, concurrency: parts, failures,
+    unit: 'MB/s',
+    objects: 1,
+    objectBytes: parts * partBytes,
+    concurrency: parts,
+    failures,
     notes: [`${parts} parts of ${partBytes} bytes`],
   });
 }
@@ -151,15 +196,20 @@ export function listKey(index: number): string {
 
 /** Writes `count` tiny objects (0..64 bytes) with 64 connections, unmeasured. */
 async function populateList(
-  context: ScenarioContext, bucket: string, count: number,
+  context: ScenarioContext,
+  bucket: string,
+  count: number,
 ): Promise<void> {
   const headers = `${await context.service.authHeader()}${OCTET_STREAM}`;
   const template = context.templates.text;
   const total = { amount: count, unit: 'ops' as const };
   const result = await loadWithProgress(context, `preparing ${count} keys`, total, {
-    connections: 64, requests: count,
+    connections: 64,
+    requests: count,
     makeRequest: (i) => ({
-      method: 'PUT', path: objectPath(bucket, listKey(i)), headers,
+      method: 'PUT',
+      path: objectPath(bucket, listKey(i)),
+      headers,
       body: { template, length: i % 65, seed: null },
     }),
   });
@@ -221,24 +271,36 @@ async function runList(context: ScenarioContext, name: string): Promise<Measured
   await populateList(context, bucket, count);
   const auth = await context.service.authHeader();
   const state: ListState = { token: null, seen: 0, done: false };
-  const base = `/api/v1/buckets/${encodeURIComponent(bucket)}/objects` +
-    `?prefix=&maxKeys=${LIST_PAGE_KEYS}`;
+  const base =
+    `/api/v1/buckets/${encodeURIComponent(bucket)}/objects` + `?prefix=&maxKeys=${LIST_PAGE_KEYS}`;
   const pageOf = (token: string | null): string =>
     token === null ? base : `${base}&continuationToken=${encodeURIComponent(token)}`;
   const total = { amount: Math.ceil(count / LIST_PAGE_KEYS), unit: 'ops' as const };
-  const load = await timed(context, () => loadWithProgress(context, name, total, {
-    connections: 1,
-    makeRequest: () => state.done ? null : {
-      method: 'GET', path: pageOf(state.token), headers: auth, collect: true,
-      check: (response) => checkPage(state, response),
-    },
-  }));
+  const load = await timed(context, () =>
+    loadWithProgress(context, name, total, {
+      connections: 1,
+      makeRequest: () =>
+        state.done
+          ? null
+          : {
+              method: 'GET',
+              path: pageOf(state.token),
+              headers: auth,
+              collect: true,
+              check: (response) => checkPage(state, response),
+            },
+    }),
+  );
   const failures = [...load.value.failureSamples];
   if (failures.length === 0 && state.seen !== count) {
     failures.push(`listed ${state.seen} keys, expected ${count}`);
   }
   const measured = measuredFromLoad(load, {
-    unit: 'keys/s', objects: count, objectBytes: 0, concurrency: 1, failures,
+    unit: 'keys/s',
+    objects: count,
+    objectBytes: 0,
+    concurrency: 1,
+    failures,
     notes: [`${load.value.requests} pages of up to ${LIST_PAGE_KEYS} keys`],
   });
   return { ...measured, operations: state.seen };
@@ -260,12 +322,16 @@ async function runMixed(context: ScenarioContext, name: string): Promise<Measure
   const auth = await context.service.authHeader();
   const serverCrcs: (string | undefined)[] = [];
   const total = { amount: ops * bytes, unit: 'bytes' as const };
-  const load = await timed(context, () => loadWithProgress(context, name, total, {
-    connections: 32, requests: ops,
-    makeRequest: (i) => i % 5 === 4
-      ? putRequest(written, Math.floor(i / 5), `${auth}${OCTET_STREAM}`, serverCrcs)
-      : getRequest(source, (i * 7919) % source.keys.length, auth),
-  }));
+  const load = await timed(context, () =>
+    loadWithProgress(context, name, total, {
+      connections: 32,
+      requests: ops,
+      makeRequest: (i) =>
+        i % 5 === 4
+          ? putRequest(written, Math.floor(i / 5), `${auth}${OCTET_STREAM}`, serverCrcs)
+          : getRequest(source, (i * 7919) % source.keys.length, auth),
+    }),
+  );
   const failures = [...load.value.failureSamples];
   const notes: string[] = [];
   if (failures.length === 0) {
@@ -274,12 +340,20 @@ async function runMixed(context: ScenarioContext, name: string): Promise<Measure
     notes.push(verified.note);
   }
   return measuredFromLoad(load, {
-    unit: 'MB/s', objects: ops, objectBytes: bytes, concurrency: 32, failures, notes,
+    unit: 'MB/s',
+    objects: ops,
+    objectBytes: bytes,
+    concurrency: 32,
+    failures,
+    notes,
   });
 }
 
 function mixedPutDataset(
-  context: ScenarioContext, bucket: string, count: number, bytes: number,
+  context: ScenarioContext,
+  bucket: string,
+  count: number,
+  bytes: number,
 ): Dataset {
   const keys: string[] = [];
   const plans: BodyPlan[] = [];

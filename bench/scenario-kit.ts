@@ -13,7 +13,11 @@
 
 import { BenchError } from './bench-error.js';
 import {
-  type BodyPlan, type DataKind, crc32cBase64, planChecksums, type SeedAllocator,
+  type BodyPlan,
+  type DataKind,
+  crc32cBase64,
+  planChecksums,
+  type SeedAllocator,
 } from './data.js';
 import { Histogram } from './histogram.js';
 import { jsonRequest, type ResponseResult } from './http1.js';
@@ -47,22 +51,52 @@ const MiB = 1024 * KiB;
 
 export const SCENARIO_SIZES: Readonly<Record<Profile, ScenarioSizes>> = {
   full: {
-    largeBytes: 64 * MiB, largeCountSingle: 16, largeCountMulti: 64, mediumBytes: MiB,
-    mediumCount: 2048, smallBytes: 4 * KiB, smallPuts: 50_000, smallGets: 100_000,
-    partBytes: 64 * MiB, parts: 16, listKeys: 1_000_000, mixedOps: 4000, rssClients: 16,
+    largeBytes: 64 * MiB,
+    largeCountSingle: 16,
+    largeCountMulti: 64,
+    mediumBytes: MiB,
+    mediumCount: 2048,
+    smallBytes: 4 * KiB,
+    smallPuts: 50_000,
+    smallGets: 100_000,
+    partBytes: 64 * MiB,
+    parts: 16,
+    listKeys: 1_000_000,
+    mixedOps: 4000,
+    rssClients: 16,
     rssBytes: 1024 * MiB,
   },
   // A smoke test: every code path, about 1.4 GiB written, under a minute on a slow service.
   quick: {
-    largeBytes: 32 * MiB, largeCountSingle: 2, largeCountMulti: 8, mediumBytes: MiB,
-    mediumCount: 64, smallBytes: 4 * KiB, smallPuts: 2000, smallGets: 4000,
-    partBytes: 5 * MiB, parts: 16, listKeys: 2000, mixedOps: 400, rssClients: 16,
+    largeBytes: 32 * MiB,
+    largeCountSingle: 2,
+    largeCountMulti: 8,
+    mediumBytes: MiB,
+    mediumCount: 64,
+    smallBytes: 4 * KiB,
+    smallPuts: 2000,
+    smallGets: 4000,
+    partBytes: 5 * MiB,
+    parts: 16,
+    listKeys: 2000,
+    mixedOps: 400,
+    rssClients: 16,
     rssBytes: 16 * MiB,
   },
   test: {
-    largeBytes: 256 * KiB + 123, largeCountSingle: 2, largeCountMulti: 8, mediumBytes: 64 * KiB,
-    mediumCount: 16, smallBytes: 4 * KiB, smallPuts: 100, smallGets: 200,
-    partBytes: 32 * KiB, parts: 16, listKeys: 2500, mixedOps: 50, rssClients: 4,
+    largeBytes: 256 * KiB + 123,
+    largeCountSingle: 2,
+    largeCountMulti: 8,
+    mediumBytes: 64 * KiB,
+    mediumCount: 16,
+    smallBytes: 4 * KiB,
+    smallPuts: 100,
+    smallGets: 200,
+    partBytes: 32 * KiB,
+    parts: 16,
+    listKeys: 2500,
+    mixedOps: 50,
+    rssClients: 4,
     rssBytes: 3 * MiB + 7,
   },
 };
@@ -72,9 +106,14 @@ export const SCENARIO_SIZES: Readonly<Record<Profile, ScenarioSizes>> = {
  * failing): three sets of 64 MiB objects, 1 MiB and mixed, 4 KiB, multipart, list, RSS.
  */
 export function writtenBytesEstimate(s: ScenarioSizes): number {
-  return s.largeBytes * (s.largeCountSingle + s.largeCountMulti) * 3 +
-    s.mediumBytes * s.mediumCount * 1.2 + s.smallBytes * s.smallPuts + s.partBytes * s.parts +
-    s.listKeys * 64 + s.rssBytes * s.rssClients;
+  return (
+    s.largeBytes * (s.largeCountSingle + s.largeCountMulti) * 3 +
+    s.mediumBytes * s.mediumCount * 1.2 +
+    s.smallBytes * s.smallPuts +
+    s.partBytes * s.parts +
+    s.listKeys * 64 +
+    s.rssBytes * s.rssClients
+  );
 }
 
 export interface Dataset {
@@ -153,19 +192,35 @@ const DATASETS: Readonly<Record<string, DatasetSpec>> = {
   'large-x1-text': { kind: 'text', bytes: large, count: single, connections: one },
   'large-x8-text': { kind: 'text', bytes: large, count: multi, connections: eight },
   'large-x1-dedup': {
-    kind: 'random', bytes: large, count: single, connections: one, dedupOf: 'large-x1-random',
+    kind: 'random',
+    bytes: large,
+    count: single,
+    connections: one,
+    dedupOf: 'large-x1-random',
   },
   'large-x8-dedup': {
-    kind: 'random', bytes: large, count: multi, connections: eight, dedupOf: 'large-x8-random',
+    kind: 'random',
+    bytes: large,
+    count: multi,
+    connections: eight,
+    dedupOf: 'large-x8-random',
   },
   medium: {
-    kind: 'random', bytes: (s) => s.mediumBytes, count: (s) => s.mediumCount, connections: () => 32,
+    kind: 'random',
+    bytes: (s) => s.mediumBytes,
+    count: (s) => s.mediumCount,
+    connections: () => 32,
   },
   small: {
-    kind: 'random', bytes: (s) => s.smallBytes, count: (s) => s.smallPuts, connections: () => 64,
+    kind: 'random',
+    bytes: (s) => s.smallBytes,
+    count: (s) => s.smallPuts,
+    connections: () => 64,
   },
   rss: {
-    kind: 'random', bytes: (s) => s.rssBytes, count: (s) => s.rssClients,
+    kind: 'random',
+    bytes: (s) => s.rssBytes,
+    count: (s) => s.rssClients,
     connections: (s) => s.rssClients,
   },
 };
@@ -190,7 +245,9 @@ export function encodeKey(key: string): string {
 export async function ensureBucket(context: ScenarioContext, bucket: string): Promise<void> {
   if (context.buckets.has(bucket)) return;
   const response = await jsonRequest(context.service.target, {
-    method: 'POST', path: '/api/v1/buckets', headers: await context.service.authHeader(),
+    method: 'POST',
+    path: '/api/v1/buckets',
+    headers: await context.service.authHeader(),
     json: { name: bucket },
   });
   if (response.status !== 201 && response.status !== 409) {
@@ -230,7 +287,8 @@ export interface Timed<T> {
 
 /** Runs `work` as a timed window: samples the service's tree and this process's CPU. */
 export async function timed<T>(
-  context: ScenarioContext, work: () => Promise<T>,
+  context: ScenarioContext,
+  work: () => Promise<T>,
 ): Promise<Timed<T>> {
   context.monitor?.begin();
   const cpuBefore = process.cpuUsage();
@@ -249,12 +307,15 @@ export type LoadSettings = Omit<Parameters<typeof runLoad>[0], 'target' | 'onPro
 
 /** Runs a load with a progress task; the total is in bytes or requests. */
 export async function loadWithProgress(
-  context: ScenarioContext, label: string, total: { amount: number; unit: ProgressUnit },
+  context: ScenarioContext,
+  label: string,
+  total: { amount: number; unit: ProgressUnit },
   settings: LoadSettings,
 ): Promise<LoadResult> {
   context.progress.begin(label, total.amount, total.unit);
   const result = await runLoad({
-    ...settings, target: context.service.target,
+    ...settings,
+    target: context.service.target,
     onProgress: (p) => {
       const done = total.unit === 'bytes' ? p.bytesSent + p.bytesReceived : p.requestsDone;
       context.progress.update(done);
@@ -296,7 +357,10 @@ export function putCheck(plan: BodyPlan, serverCrcs: ServerCrcs, index: number) 
 }
 
 export function putRequest(
-  dataset: Dataset, index: number, headers: string, serverCrcs: ServerCrcs,
+  dataset: Dataset,
+  index: number,
+  headers: string,
+  serverCrcs: ServerCrcs,
 ): LoadRequest {
   const plan = dataset.plans[index];
   const key = dataset.keys[index];
@@ -304,7 +368,11 @@ export function putRequest(
     throw new BenchError(`no object ${index} in ${dataset.name}`);
   }
   return {
-    method: 'PUT', path: objectPath(dataset.bucket, key), headers, body: plan, collect: true,
+    method: 'PUT',
+    path: objectPath(dataset.bucket, key),
+    headers,
+    body: plan,
+    collect: true,
     check: putCheck(plan, serverCrcs, index),
   };
 }
@@ -314,7 +382,9 @@ export function putRequest(
  * Returns failures, and a note of how many objects the server's CRC32C confirmed.
  */
 export async function verifyDataset(
-  context: ScenarioContext, dataset: Dataset, serverCrcs: Readonly<ServerCrcs>,
+  context: ScenarioContext,
+  dataset: Dataset,
+  serverCrcs: Readonly<ServerCrcs>,
 ): Promise<{ failures: string[]; note: string }> {
   const failures: string[] = [];
   const crc32s: number[] = [];
@@ -349,7 +419,9 @@ export interface Written {
 
 /** Writes a dataset (measured when called from a PUT scenario) and verifies it. */
 export async function writeDataset(
-  context: ScenarioContext, name: string, label: string,
+  context: ScenarioContext,
+  name: string,
+  label: string,
 ): Promise<Written> {
   const spec = datasetSpec(name);
   if (spec.dedupOf !== undefined) await ensureDataset(context, spec.dedupOf);
@@ -359,10 +431,13 @@ export async function writeDataset(
   const serverCrcs: ServerCrcs = [];
   const bytes = dataset.plans.reduce((sum, plan) => sum + plan.length, 0);
   const total = { amount: bytes, unit: 'bytes' as const };
-  const load = await timed(context, () => loadWithProgress(context, label, total, {
-    connections: spec.connections(context.sizes), requests: dataset.plans.length,
-    makeRequest: (i) => putRequest(dataset, i, headers, serverCrcs),
-  }));
+  const load = await timed(context, () =>
+    loadWithProgress(context, label, total, {
+      connections: spec.connections(context.sizes),
+      requests: dataset.plans.length,
+      makeRequest: (i) => putRequest(dataset, i, headers, serverCrcs),
+    }),
+  );
   const failures = [...load.value.failureSamples];
   const notes: string[] = [];
   if (load.value.failures === 0) {
@@ -397,9 +472,18 @@ export interface MeasuredShape {
 /** A measurement of nothing: a scenario that was skipped or failed before it measured. */
 export function emptyMeasured(extra: { failures?: readonly string[]; skipped?: string }): Measured {
   return {
-    operations: 0, bytes: 0, seconds: 0, latency: new Histogram(), unit: 'MB/s', objects: 0,
-    objectBytes: 0, concurrency: 0, failures: extra.failures ?? [], window: null,
-    clientCpuSeconds: 0, notes: [],
+    operations: 0,
+    bytes: 0,
+    seconds: 0,
+    latency: new Histogram(),
+    unit: 'MB/s',
+    objects: 0,
+    objectBytes: 0,
+    concurrency: 0,
+    failures: extra.failures ?? [],
+    window: null,
+    clientCpuSeconds: 0,
+    notes: [],
     ...(extra.skipped === undefined ? {} : { skipped: extra.skipped }),
   };
 }
@@ -407,11 +491,18 @@ export function emptyMeasured(extra: { failures?: readonly string[]; skipped?: s
 export function measuredFromLoad(load: Timed<LoadResult>, shape: MeasuredShape): Measured {
   const result = load.value;
   return {
-    operations: result.requests, bytes: result.bytesSent + result.bytesReceived,
-    seconds: result.seconds, latency: result.latency, unit: shape.unit, objects: shape.objects,
-    objectBytes: shape.objectBytes, concurrency: shape.concurrency,
-    failures: shape.failures ?? result.failureSamples, window: load.window,
-    clientCpuSeconds: load.clientCpuSeconds, notes: shape.notes ?? [],
+    operations: result.requests,
+    bytes: result.bytesSent + result.bytesReceived,
+    seconds: result.seconds,
+    latency: result.latency,
+    unit: shape.unit,
+    objects: shape.objects,
+    objectBytes: shape.objectBytes,
+    concurrency: shape.concurrency,
+    failures: shape.failures ?? result.failureSamples,
+    window: load.window,
+    clientCpuSeconds: load.clientCpuSeconds,
+    notes: shape.notes ?? [],
   };
 }
 
@@ -425,7 +516,10 @@ export function getRequest(dataset: Dataset, index: number, headers: string): Lo
     throw new BenchError(`no object ${i} in ${dataset.name}`);
   }
   return {
-    method: 'GET', path: objectPath(dataset.bucket, key), headers, expectBytes: plan.length,
+    method: 'GET',
+    path: objectPath(dataset.bucket, key),
+    headers,
+    expectBytes: plan.length,
     expectCrc32: crc,
   };
 }

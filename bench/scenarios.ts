@@ -9,14 +9,29 @@
 
 import { errorMessage } from './bench-error.js';
 import {
-  datasetSpec, emptyMeasured, ensureDataset, getRequest, loadWithProgress, type Measured,
-  measuredFromLoad, type Scenario, type ScenarioContext, type ScenarioSizes, type ThroughputUnit,
-  timed, writeDataset,
+  datasetSpec,
+  emptyMeasured,
+  ensureDataset,
+  getRequest,
+  loadWithProgress,
+  type Measured,
+  measuredFromLoad,
+  type Scenario,
+  type ScenarioContext,
+  type ScenarioSizes,
+  type ThroughputUnit,
+  timed,
+  writeDataset,
 } from './scenario-kit.js';
 import { listScenario, mixedScenario, multipartScenario } from './scenario-kinds.js';
 
 export {
-  emptyMeasured, type Measured, type Profile, type Scenario, type ScenarioContext, SCENARIO_SIZES,
+  emptyMeasured,
+  type Measured,
+  type Profile,
+  type Scenario,
+  type ScenarioContext,
+  SCENARIO_SIZES,
   writtenBytesEstimate,
 } from './scenario-kit.js';
 
@@ -28,14 +43,19 @@ interface PutOptions {
 /** PUT a dataset under measurement; verification of the bytes follows, untimed. */
 function putScenario(name: string, title: string, dataset: string, options: PutOptions): Scenario {
   return {
-    name, title, bounds: options.bounds,
+    name,
+    title,
+    bounds: options.bounds,
     run: async (context) => {
       const spec = datasetSpec(dataset);
       const written = await writeDataset(context, dataset, name);
       return measuredFromLoad(written.load, {
-        unit: options.unit ?? 'MB/s', objects: written.dataset.plans.length,
-        objectBytes: spec.bytes(context.sizes), concurrency: spec.connections(context.sizes),
-        failures: written.failures, notes: written.notes,
+        unit: options.unit ?? 'MB/s',
+        objects: written.dataset.plans.length,
+        objectBytes: spec.bytes(context.sizes),
+        concurrency: spec.connections(context.sizes),
+        failures: written.failures,
+        notes: written.notes,
       });
     },
   };
@@ -50,22 +70,33 @@ interface GetOptions {
 
 /** GET every object of a dataset (or `reads` objects, cycling), CRC32-checking every body. */
 function getScenario(
-  name: string, title: string, datasetName: string, options: GetOptions,
+  name: string,
+  title: string,
+  datasetName: string,
+  options: GetOptions,
 ): Scenario {
   return {
-    name, title, bounds: options.bounds,
+    name,
+    title,
+    bounds: options.bounds,
     run: async (context: ScenarioContext) => {
       const dataset = await ensureDataset(context, datasetName);
       const headers = await context.service.authHeader();
       const reads = options.reads?.(context.sizes) ?? dataset.keys.length;
       const objectBytes = dataset.plans[0]?.length ?? 0;
       const total = { amount: reads * objectBytes, unit: 'bytes' as const };
-      const load = await timed(context, () => loadWithProgress(context, name, total, {
-        connections: options.connections, requests: reads,
-        makeRequest: (i) => getRequest(dataset, i, headers),
-      }));
+      const load = await timed(context, () =>
+        loadWithProgress(context, name, total, {
+          connections: options.connections,
+          requests: reads,
+          makeRequest: (i) => getRequest(dataset, i, headers),
+        }),
+      );
       return measuredFromLoad(load, {
-        unit: options.unit ?? 'MB/s', objects: reads, objectBytes, concurrency: options.connections,
+        unit: options.unit ?? 'MB/s',
+        objects: reads,
+        objectBytes,
+        concurrency: options.connections,
       });
     },
   };
@@ -80,46 +111,75 @@ const GET_8 = { connections: 8, bounds: GET_BOUNDS };
 
 /** Every scenario, in run order (PUTs before the GETs that read their objects). */
 export const SCENARIOS: readonly Scenario[] = [
-  putScenario('put-64m-x1-random', '64 MiB PUT, 1 stream, incompressible',
-    'large-x1-random', PUT),
-  getScenario('get-64m-x1-random', '64 MiB GET, 1 stream, incompressible',
-    'large-x1-random', GET_1),
-  putScenario('put-64m-x8-random', '64 MiB PUT, 8 streams, incompressible',
-    'large-x8-random', PUT),
-  getScenario('get-64m-x8-random', '64 MiB GET, 8 streams, incompressible',
-    'large-x8-random', GET_8),
-  putScenario('put-64m-x1-text', '64 MiB PUT, 1 stream, text-like (LZ4 ~3.6x)',
-    'large-x1-text', PUT_TEXT),
+  putScenario('put-64m-x1-random', '64 MiB PUT, 1 stream, incompressible', 'large-x1-random', PUT),
+  getScenario(
+    'get-64m-x1-random',
+    '64 MiB GET, 1 stream, incompressible',
+    'large-x1-random',
+    GET_1,
+  ),
+  putScenario('put-64m-x8-random', '64 MiB PUT, 8 streams, incompressible', 'large-x8-random', PUT),
+  getScenario(
+    'get-64m-x8-random',
+    '64 MiB GET, 8 streams, incompressible',
+    'large-x8-random',
+    GET_8,
+  ),
+  putScenario(
+    'put-64m-x1-text',
+    '64 MiB PUT, 1 stream, text-like (LZ4 ~3.6x)',
+    'large-x1-text',
+    PUT_TEXT,
+  ),
   getScenario('get-64m-x1-text', '64 MiB GET, 1 stream, text-like', 'large-x1-text', GET_1),
-  putScenario('put-64m-x8-text', '64 MiB PUT, 8 streams, text-like (LZ4 ~3.6x)',
-    'large-x8-text', PUT_TEXT),
+  putScenario(
+    'put-64m-x8-text',
+    '64 MiB PUT, 8 streams, text-like (LZ4 ~3.6x)',
+    'large-x8-text',
+    PUT_TEXT,
+  ),
   getScenario('get-64m-x8-text', '64 MiB GET, 8 streams, text-like', 'large-x8-text', GET_8),
-  putScenario('put-64m-x1-dedup', '64 MiB PUT, 1 stream, content stored before',
-    'large-x1-dedup', DEDUP),
-  putScenario('put-64m-x8-dedup', '64 MiB PUT, 8 streams, content stored before',
-    'large-x8-dedup', DEDUP),
+  putScenario(
+    'put-64m-x1-dedup',
+    '64 MiB PUT, 1 stream, content stored before',
+    'large-x1-dedup',
+    DEDUP,
+  ),
+  putScenario(
+    'put-64m-x8-dedup',
+    '64 MiB PUT, 8 streams, content stored before',
+    'large-x8-dedup',
+    DEDUP,
+  ),
   putScenario('put-1m-c32', '1 MiB PUT, concurrency 32', 'medium', PUT),
   getScenario('get-1m-c32', '1 MiB GET, concurrency 32', 'medium', {
-    connections: 32, bounds: GET_BOUNDS,
+    connections: 32,
+    bounds: GET_BOUNDS,
   }),
   putScenario('put-4k-c64', '4 KiB PUT, concurrency 64', 'small', {
-    bounds: ['http-sink-tiny', 'lmdb-group-commit'], unit: 'ops/s',
+    bounds: ['http-sink-tiny', 'lmdb-group-commit'],
+    unit: 'ops/s',
   }),
   getScenario('get-4k-c64', '4 KiB GET, concurrency 64', 'small', {
-    connections: 64, reads: (s) => s.smallGets, unit: 'ops/s', bounds: ['http-sink-tiny'],
+    connections: 64,
+    reads: (s) => s.smallGets,
+    unit: 'ops/s',
+    bounds: ['http-sink-tiny'],
   }),
   multipartScenario('multipart-1g-16p', '1 GiB multipart upload, 16 parallel parts', PUT.bounds),
   listScenario('list-1m-keys', 'list a bucket of 1,000,000 keys, 1000 per page', [
     'lmdb-range-scan',
   ]),
   mixedScenario('mixed-80get-20put', '1 MiB objects, 80% GET / 20% PUT, concurrency 32', [
-    'http-source-get', 'http-sink-put',
+    'http-source-get',
+    'http-sink-put',
   ]),
   putScenario('rss-16x1g', '16 clients each uploading 1 GiB at once (peak RSS)', 'rss', PUT),
 ];
 
 /** Runs a scenario; an exception becomes a failed measurement instead of ending the run. */
 export function runScenarioSafely(scenario: Scenario, context: ScenarioContext): Promise<Measured> {
-  return scenario.run(context).catch((error: unknown) =>
-    emptyMeasured({ failures: [errorMessage(error)] }));
+  return scenario
+    .run(context)
+    .catch((error: unknown) => emptyMeasured({ failures: [errorMessage(error)] }));
 }

@@ -101,7 +101,12 @@ async function startService(options: ServiceOptions): Promise<Service> {
   const logFile = join(runDir, 'serve.log');
   const [publicPort, adminPort] = [await freePort(), await freePort()];
   const child = spawnServe({
-    bin, dataDir, logFile, publicPort, adminPort, logLevel: options.logLevel,
+    bin,
+    dataDir,
+    logFile,
+    publicPort,
+    adminPort,
+    logLevel: options.logLevel,
   });
   const stop = async (): Promise<void> => {
     await stopChild(child);
@@ -120,7 +125,11 @@ async function startService(options: ServiceOptions): Promise<Service> {
     const tokens = new TokenSource(target, credentials, null);
     assert.ok(child.pid !== undefined);
     return {
-      mode: 'started', target, pid: child.pid, dataDir, logFile,
+      mode: 'started',
+      target,
+      pid: child.pid,
+      dataDir,
+      logFile,
       authHeader: () => tokens.header(),
       stop: async () => {
         process.off('exit', onExit);
@@ -138,16 +147,25 @@ async function startService(options: ServiceOptions): Promise<Service> {
 }
 
 function spawnServe(options: {
-  bin: string; dataDir: string; logFile: string; publicPort: number; adminPort: number;
+  bin: string;
+  dataDir: string;
+  logFile: string;
+  publicPort: number;
+  adminPort: number;
   logLevel: string | undefined;
 }): ChildProcess {
   const log = openSync(options.logFile, 'a');
   const env = { ...process.env };
   if (options.logLevel !== undefined) env['LIGHTWELL_LOG_LEVEL'] = options.logLevel;
   const args = [
-    options.bin, 'serve', '--data-dir', options.dataDir,
-    '--public-listen', `127.0.0.1:${options.publicPort}`,
-    '--admin-listen', `127.0.0.1:${options.adminPort}`,
+    options.bin,
+    'serve',
+    '--data-dir',
+    options.dataDir,
+    '--public-listen',
+    `127.0.0.1:${options.publicPort}`,
+    '--admin-listen',
+    `127.0.0.1:${options.adminPort}`,
   ];
   try {
     // Output goes straight to a file: the harness spends no CPU on the service's logs.
@@ -216,16 +234,23 @@ export async function provisionKey(admin: Target, adminToken: string): Promise<C
   const headers = `Authorization: Bearer ${adminToken}\r\n`;
   const base = '/admin/api/v1';
   const tenant = await jsonRequest(admin, {
-    method: 'POST', path: `${base}/tenants`, headers, json: { id: TENANT_ID },
+    method: 'POST',
+    path: `${base}/tenants`,
+    headers,
+    json: { id: TENANT_ID },
   });
   expectStatus(tenant, [201, 409], 'create tenant');
   const account = await jsonRequest(admin, {
-    method: 'POST', path: `${base}/tenants/${TENANT_ID}/accounts`, headers,
+    method: 'POST',
+    path: `${base}/tenants/${TENANT_ID}/accounts`,
+    headers,
     json: { id: ACCOUNT_ID },
   });
   expectStatus(account, [201, 409], 'create account');
   const key = await jsonRequest(admin, {
-    method: 'POST', path: `${base}/tenants/${TENANT_ID}/keys`, headers,
+    method: 'POST',
+    path: `${base}/tenants/${TENANT_ID}/keys`,
+    headers,
     json: { accountId: ACCOUNT_ID, scopes: 'read,write,delete,admin' },
   });
   expectStatus(key, [201], 'create access key');
@@ -263,7 +288,9 @@ export class TokenSource {
     const pair = `${credentials.accessKeyId}:${credentials.secretKey}`;
     const basic = Buffer.from(pair).toString('base64');
     const response = await jsonRequest(this.target, {
-      method: 'POST', path: '/api/v1/auth/token', headers: `Authorization: Basic ${basic}\r\n`,
+      method: 'POST',
+      path: '/api/v1/auth/token',
+      headers: `Authorization: Basic ${basic}\r\n`,
     });
     expectStatus(response, [200], 'POST /api/v1/auth/token');
     const body = response.json as { token?: unknown; expiresAt?: unknown } | null;
@@ -291,12 +318,18 @@ async function connectService(options: ServiceOptions): Promise<Service> {
     const admin = parseTarget(options.adminUrl, options.insecure === true);
     tokens = new TokenSource(target, await provisionKey(admin, options.adminToken), null);
   } else {
-    throw new BenchError('--endpoint needs --token, or --access-key and --secret-key, ' +
-      'or --admin-url and --admin-token');
+    throw new BenchError(
+      '--endpoint needs --token, or --access-key and --secret-key, ' +
+        'or --admin-url and --admin-token',
+    );
   }
   await tokens.header();
   return {
-    mode: 'endpoint', target, pid: options.serverPid ?? null, dataDir: null, logFile: null,
+    mode: 'endpoint',
+    target,
+    pid: options.serverPid ?? null,
+    dataDir: null,
+    logFile: null,
     authHeader: () => tokens.header(),
     stop: () => Promise.resolve(),
     kill: () => undefined,

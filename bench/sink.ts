@@ -77,7 +77,11 @@ function onBlobWritable(res: uWS.HttpResponse, state: BlobState, writeOffset: nu
 function serveBlob(res: uWS.HttpResponse, req: uWS.HttpRequest): void {
   const size = Number(req.getParameter(0));
   const state: BlobState = {
-    aborted: false, offset: 0, size, pending: null, pendingWriteOffset: 0,
+    aborted: false,
+    offset: 0,
+    size,
+    pending: null,
+    pendingWriteOffset: 0,
   };
   res.onAborted(() => {
     state.aborted = true;
@@ -94,7 +98,8 @@ function serveBlob(res: uWS.HttpResponse, req: uWS.HttpRequest): void {
   pumpBlob(res, state);
 }
 
-const app = uWS.App()
+const app = uWS
+  .App()
   .put('/*', discardBody)
   .post('/*', discardBody)
   .get('/tiny', (res) => {

@@ -9,7 +9,17 @@ import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
-const rank: Record<string, number> = { util: 0, format: 1, security: 1, engine: 2, workers: 3, http: 4, gateway: 5, admin: 5, cli: 6 };
+const rank: Record<string, number> = {
+  util: 0,
+  format: 1,
+  security: 1,
+  engine: 2,
+  workers: 3,
+  http: 4,
+  gateway: 5,
+  admin: 5,
+  cli: 6,
+};
 
 function sources(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {
@@ -19,8 +29,10 @@ function sources(dir: string): string[] {
 }
 
 function read(dir: string): { path: string; text: string }[] {
-  return sources(join(root, dir))
-    .map((path) => ({ path: relative(root, path), text: readFileSync(path, 'utf8') }));
+  return sources(join(root, dir)).map((path) => ({
+    path: relative(root, path),
+    text: readFileSync(path, 'utf8'),
+  }));
 }
 
 const files = read('src');

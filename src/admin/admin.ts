@@ -18,7 +18,10 @@ import type { Settings } from '../util/config.js';
 
 export const ADMIN_PREFIX = '/admin/api/v1';
 
-export async function startAdmin(options: { dataDir: string; settings: Settings }): Promise<{ port: number; stop(): Promise<void> }> {
+export async function startAdmin(options: {
+  dataDir: string;
+  settings: Settings;
+}): Promise<{ port: number; stop(): Promise<void> }> {
   const { settings } = options;
   const log = componentLogger('admin');
   const paths = dataDirPaths(options.dataDir);
@@ -29,17 +32,49 @@ export async function startAdmin(options: { dataDir: string; settings: Settings 
   const address = settings.listen('admin_listen');
   const auth = new AdminAuth(store, settings.rate('admin.rate_limit'));
   const hostPort = `${address.host.includes(':') ? `[${address.host}]` : address.host}:${address.port}`;
-  const routes: Route<Handler>[] = adminRoutes({ store, engine, settings, auth, node, address: hostPort });
+  const routes: Route<Handler>[] = adminRoutes({
+    store,
+    engine,
+    settings,
+    auth,
+    node,
+    address: hostPort,
+  });
   let text = '';
-  routes.push({ method: 'GET', path: '/openapi.json', operationId: 'getOpenApi', doc: { summary: 'This OpenAPI document', auth: 'none', responses: { 200: { description: 'OpenAPI 3', schema: { type: 'object' } } } }, handler: (exchange) => exchange.send(200, { 'Content-Type': 'application/json' }, text) });
-  text = JSON.stringify(openApiDocument({
-    title: 'Lightwell admin API', version: RELEASE, prefix: ADMIN_PREFIX, routes,
-    securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'lwadm_ admin token' } },
-  }));
+  routes.push({
+    method: 'GET',
+    path: '/openapi.json',
+    operationId: 'getOpenApi',
+    doc: {
+      summary: 'This OpenAPI document',
+      auth: 'none',
+      responses: { 200: { description: 'OpenAPI 3', schema: { type: 'object' } } },
+    },
+    handler: (exchange) => exchange.send(200, { 'Content-Type': 'application/json' }, text),
+  });
+  text = JSON.stringify(
+    openApiDocument({
+      title: 'Lightwell admin API',
+      version: RELEASE,
+      prefix: ADMIN_PREFIX,
+      routes,
+      securitySchemes: {
+        bearer: { type: 'http', scheme: 'bearer', description: 'lwadm_ admin token' },
+      },
+    }),
+  );
   const tls = settings.string('tls.cert_file') !== '' && settings.string('tls.key_file') !== '';
   const audit = new AuditSink(engine, componentLogger('admin.audit'));
   const listener = await listen(
-    { host: address.host, port: address.port, sharedPort: false, audit, tls: tls ? { certFile: settings.string('tls.cert_file'), keyFile: settings.string('tls.key_file') } : undefined },
+    {
+      host: address.host,
+      port: address.port,
+      sharedPort: false,
+      audit,
+      tls: tls
+        ? { certFile: settings.string('tls.cert_file'), keyFile: settings.string('tls.key_file') }
+        : undefined,
+    },
     new Router(ADMIN_PREFIX, routes),
     log,
   );

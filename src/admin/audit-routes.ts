@@ -21,47 +21,90 @@ const TIME_MAX = 2 ** 53 - 1;
 
 export function auditRoutes(services: AdminServices): Route<Handler>[] {
   const { auth } = services;
-  return [{
-    method: 'GET', path: '/audit', operationId: 'queryAuditLog',
-    doc: {
-      summary: 'Audit events, newest first', auth: 'bearer',
-      query: {
-        tenant: { type: 'string', description: "one tenant's events (a tenant-scoped token always gets its own)" },
-        since: { type: 'string', description: 'a duration such as 24h, 90m or 1h30m: only events newer than that' },
-        limit: { type: 'integer', minimum: 1, maximum: AUDIT_LIMIT_MAX, default: AUDIT_LIMIT_DEFAULT, description: 'clamped to 1..1000' },
+  return [
+    {
+      method: 'GET',
+      path: '/audit',
+      operationId: 'queryAuditLog',
+      doc: {
+        summary: 'Audit events, newest first',
+        auth: 'bearer',
+        query: {
+          tenant: {
+            type: 'string',
+            description: "one tenant's events (a tenant-scoped token always gets its own)",
+          },
+          since: {
+            type: 'string',
+            description: 'a duration such as 24h, 90m or 1h30m: only events newer than that',
+          },
+          limit: {
+            type: 'integer',
+            minimum: 1,
+            maximum: AUDIT_LIMIT_MAX,
+            default: AUDIT_LIMIT_DEFAULT,
+            description: 'clamped to 1..1000',
+          },
+        },
+        responses: {
+          200: {
+            description: 'events',
+            schema: {
+              type: 'object',
+              required: ['events'],
+              properties: { events: { type: 'array', items: auditEventSchema } },
+            },
+          },
+          ...problems(400),
+        },
       },
-      responses: { 200: { description: 'events', schema: { type: 'object', required: ['events'], properties: { events: { type: 'array', items: auditEventSchema } } } }, ...problems(400) },
+      handler: (exchange) => {
+        const caller = auth.authenticate(exchange, 'viewer');
+        const asked = exchange.query.get('tenant');
+        if (asked !== null && asked !== '') validateTenantId(asked);
+        let tenant = asked === null || asked === '' ? undefined : asked;
+        if (caller.tenant !== undefined) {
+          if (tenant !== undefined && tenant !== caller.tenant)
+            throw Forbidden(`this token is limited to tenant ${caller.tenant}`);
+          tenant = caller.tenant;
+        }
+        if (tenant !== undefined) exchange.audit.tenantId = tenant;
+        const since = exchange.query.get('since');
+        const cutoff =
+          since === null || since === '' ? 0 : Date.now() - parseDuration(since, 'since');
+        const events = readEvents(services, {
+          tenant,
+          cutoff: Math.max(0, cutoff),
+          limit: limitOf(exchange.query.get('limit')),
+        });
+        exchange.sendJson(200, { events: events.map(auditEventJson) });
+      },
     },
-    handler: (exchange) => {
-      const caller = auth.authenticate(exchange, 'viewer');
-      const asked = exchange.query.get('tenant');
-      if (asked !== null && asked !== '') validateTenantId(asked);
-      let tenant = asked === null || asked === '' ? undefined : asked;
-      if (caller.tenant !== undefined) {
-        if (tenant !== undefined && tenant !== caller.tenant) throw Forbidden(`this token is limited to tenant ${caller.tenant}`);
-        tenant = caller.tenant;
-      }
-      if (tenant !== undefined) exchange.audit.tenantId = tenant;
-      const since = exchange.query.get('since');
-      const cutoff = since === null || since === '' ? 0 : Date.now() - parseDuration(since, 'since');
-      const events = readEvents(services, { tenant, cutoff: Math.max(0, cutoff), limit: limitOf(exchange.query.get('limit')) });
-      exchange.sendJson(200, { events: events.map(auditEventJson) });
-    },
-  }];
+  ];
 }
 
 function limitOf(text: string | null): number {
   if (text === null || text === '') return AUDIT_LIMIT_DEFAULT;
-  if (!/^-?\d+$/.test(text)) throw BadRequest('limit must be a whole number (it is clamped to 1..1000)');
+  if (!/^-?\d+$/.test(text))
+    throw BadRequest('limit must be a whole number (it is clamped to 1..1000)');
   return Math.min(AUDIT_LIMIT_MAX, Math.max(1, Number(text)));
 }
 
-function readEvents(services: AdminServices, query: { tenant: string | undefined; cutoff: number; limit: number }): AuditEvent[] {
+function readEvents(
+  services: AdminServices,
+  query: { tenant: string | undefined; cutoff: number; limit: number },
+): AuditEvent[] {
   const high = auditKey(TIME_MAX, 0);
   const low = auditKey(query.cutoff, 0);
-  const range = query.tenant === undefined
-    ? { start: high, end: low }
-    : { start: auditTenantKey(query.tenant, high), end: auditTenantKey(query.tenant, low) };
-  return [...services.store.range<AuditEvent>(query.tenant === undefined ? DB.audit : DB.auditByTenant, { ...range, limit: query.limit, reverse: true })]
-    .map((entry) => entry.value);
+  const range =
+    query.tenant === undefined
+      ? { start: high, end: low }
+      : { start: auditTenantKey(query.tenant, high), end: auditTenantKey(query.tenant, low) };
+  return [
+    ...services.store.range<AuditEvent>(query.tenant === undefined ? DB.audit : DB.auditByTenant, {
+      ...range,
+      limit: query.limit,
+      reverse: true,
+    }),
+  ].map((entry) => entry.value);
 }

@@ -25,7 +25,10 @@ export const ROLE_RANK: Readonly<Record<AdminRole, number>> = { viewer: 0, opera
 const TOKEN_CHARS_MAX = 256;
 
 export class Caller {
-  constructor(readonly token: AdminTokenRecord, private readonly exchange: Exchange) {}
+  constructor(
+    readonly token: AdminTokenRecord,
+    private readonly exchange: Exchange,
+  ) {}
 
   /** The tenant this token is limited to, if any. */
   get tenant(): string | undefined {
@@ -43,14 +46,18 @@ export class Caller {
 
   /** 403 for a tenant-scoped token: the operation concerns the whole service. */
   requireGlobal(): void {
-    if (this.token.tenant !== undefined) throw Forbidden('this operation needs a token that is not limited to one tenant');
+    if (this.token.tenant !== undefined)
+      throw Forbidden('this operation needs a token that is not limited to one tenant');
   }
 }
 
 export class AdminAuth {
   private readonly limiter: RateLimiter;
 
-  constructor(private readonly store: IndexStore, rate: Rate) {
+  constructor(
+    private readonly store: IndexStore,
+    rate: Rate,
+  ) {
     this.limiter = new RateLimiter(rate);
   }
 
@@ -64,16 +71,25 @@ export class AdminAuth {
     if (secret === undefined || !secret.startsWith('lwadm_')) {
       throw Unauthorized('an admin bearer token is required (Authorization: Bearer lwadm_…)');
     }
-    const token = secret.length > TOKEN_CHARS_MAX ? undefined : this.store.get<AdminTokenRecord>(DB.adminTokens, Buffer.from(hashAdminToken(secret)));
-    if (!token || token.revokedAt !== undefined) throw Unauthorized('invalid or revoked admin token');
-    if (token.expiresAt !== undefined && token.expiresAt <= Date.now()) throw Unauthorized('the admin token has expired');
+    const token =
+      secret.length > TOKEN_CHARS_MAX
+        ? undefined
+        : this.store.get<AdminTokenRecord>(DB.adminTokens, Buffer.from(hashAdminToken(secret)));
+    if (!token || token.revokedAt !== undefined)
+      throw Unauthorized('invalid or revoked admin token');
+    if (token.expiresAt !== undefined && token.expiresAt <= Date.now())
+      throw Unauthorized('the admin token has expired');
     exchange.audit.actor = `admin:${token.tokenId}`;
     if (token.tenant !== undefined) exchange.audit.tenantId = token.tenant;
     const limited = this.limiter.take(token.tokenId, Date.now());
-    if (!limited.ok) throw RateLimited('admin rate limit exceeded for this token', { retryAfterSeconds: limited.retryAfterSeconds });
+    if (!limited.ok)
+      throw RateLimited('admin rate limit exceeded for this token', {
+        retryAfterSeconds: limited.retryAfterSeconds,
+      });
     const caller = new Caller(token, exchange);
     if (tenantId !== undefined) exchange.audit.tenantId = tenantId;
-    if (ROLE_RANK[token.role] < ROLE_RANK[role]) throw Forbidden(`this operation needs the ${role} role (the token has ${token.role})`);
+    if (ROLE_RANK[token.role] < ROLE_RANK[role])
+      throw Forbidden(`this operation needs the ${role} role (the token has ${token.role})`);
     if (tenantId !== undefined) caller.requireTenant(tenantId);
     return caller;
   }

@@ -20,8 +20,16 @@ import type { ScrubResult, ScrubCursor, CorruptChunk } from '../engine/ops/tenan
 import { validateTenantId, validateBucketName } from '../security/names.js';
 import { BadRequest, Conflict } from '../util/errors.js';
 import {
-  type AdminServices, type Body, readBody, requiredString, optionalString, optionalBoolean, requiredReason, requireConfirm,
-  isDryRun, dryRunQuery,
+  type AdminServices,
+  type Body,
+  readBody,
+  requiredString,
+  optionalString,
+  optionalBoolean,
+  requiredReason,
+  requireConfirm,
+  isDryRun,
+  dryRunQuery,
 } from './request.js';
 import { membershipSchema, scrubReportSchema, problems, str } from './json.js';
 import { liveTenant } from './tenant-routes.js';
@@ -41,17 +49,46 @@ interface MembershipChange {
 
 const nodeFields = ['listenAddr', 'secret', 'name', 'softwareVersion', 'zone', 'site'];
 const changes: readonly MembershipChange[] = [
-  { name: 'join', operationId: 'joinConsensus', summary: 'Add a voter to the consensus membership', required: ['id', 'address', 'reason', 'confirm'], optional: nodeFields, confirmOf: 'id' },
-  { name: 'drain', operationId: 'drainConsensus', summary: 'Demote a voter before shutdown (forceLost: mark an unreachable voter lost)', required: ['id', 'reason', 'confirm'], optional: [], confirmOf: 'id' },
-  { name: 'remove', operationId: 'removeConsensus', summary: 'Remove a drained member', required: ['id', 'reason', 'confirm'], optional: [], confirmOf: 'id' },
-  { name: 'replace', operationId: 'replaceConsensus', summary: 'Add a replacement voter, then remove the old member', required: ['oldId', 'id', 'address', 'reason', 'confirm'], optional: nodeFields, confirmOf: 'oldId' },
+  {
+    name: 'join',
+    operationId: 'joinConsensus',
+    summary: 'Add a voter to the consensus membership',
+    required: ['id', 'address', 'reason', 'confirm'],
+    optional: nodeFields,
+    confirmOf: 'id',
+  },
+  {
+    name: 'drain',
+    operationId: 'drainConsensus',
+    summary: 'Demote a voter before shutdown (forceLost: mark an unreachable voter lost)',
+    required: ['id', 'reason', 'confirm'],
+    optional: [],
+    confirmOf: 'id',
+  },
+  {
+    name: 'remove',
+    operationId: 'removeConsensus',
+    summary: 'Remove a drained member',
+    required: ['id', 'reason', 'confirm'],
+    optional: [],
+    confirmOf: 'id',
+  },
+  {
+    name: 'replace',
+    operationId: 'replaceConsensus',
+    summary: 'Add a replacement voter, then remove the old member',
+    required: ['oldId', 'id', 'address', 'reason', 'confirm'],
+    optional: nodeFields,
+    confirmOf: 'oldId',
+  },
 ];
 
 function changeBodySchema(change: MembershipChange): Record<string, unknown> {
   const properties: Record<string, unknown> = {};
   for (const field of [...change.required, ...change.optional]) properties[field] = str;
   properties['confirm'] = { type: 'string', description: `must equal ${change.confirmOf}` };
-  if (change.name === 'drain' || change.name === 'remove') properties['forceLost'] = { type: 'boolean' };
+  if (change.name === 'drain' || change.name === 'remove')
+    properties['forceLost'] = { type: 'boolean' };
   return { type: 'object', required: change.required, properties };
 }
 
@@ -71,21 +108,39 @@ export function clusterRoutes(services: AdminServices): Route<Handler>[] {
     members: [{ id: node.id, name: hostname(), address: services.address, state: 'voter' }],
     leaderId: node.id,
   };
-  const routes: Route<Handler>[] = [{
-    method: 'GET', path: '/cluster/consensus/membership', operationId: 'getConsensusMembership',
-    doc: { summary: 'The committed consensus membership (a single node: itself, as voter and leader)', auth: bearer, responses: { 200: { description: 'membership', schema: membershipSchema }, ...problems() } },
-    handler: (exchange) => {
-      auth.authenticate(exchange, 'viewer');
-      exchange.sendJson(200, membership);
+  const routes: Route<Handler>[] = [
+    {
+      method: 'GET',
+      path: '/cluster/consensus/membership',
+      operationId: 'getConsensusMembership',
+      doc: {
+        summary: 'The committed consensus membership (a single node: itself, as voter and leader)',
+        auth: bearer,
+        responses: { 200: { description: 'membership', schema: membershipSchema }, ...problems() },
+      },
+      handler: (exchange) => {
+        auth.authenticate(exchange, 'viewer');
+        exchange.sendJson(200, membership);
+      },
     },
-  }];
+  ];
   for (const change of changes) {
     routes.push({
-      method: 'POST', path: `/cluster/consensus/${change.name}`, operationId: change.operationId,
+      method: 'POST',
+      path: `/cluster/consensus/${change.name}`,
+      operationId: change.operationId,
       doc: {
-        summary: `${change.summary}. A single node answers 409 conflict (not clustered).`, auth: bearer, query: dryRunQuery,
+        summary: `${change.summary}. A single node answers 409 conflict (not clustered).`,
+        auth: bearer,
+        query: dryRunQuery,
         requestBody: { contentType: 'application/json', schema: changeBodySchema(change) },
-        responses: { 200: { description: 'membership change committed (clustered nodes only)', schema: membershipSchema }, ...problems(400, 409) },
+        responses: {
+          200: {
+            description: 'membership change committed (clustered nodes only)',
+            schema: membershipSchema,
+          },
+          ...problems(400, 409),
+        },
       },
       handler: async (exchange) => {
         const caller = auth.authenticate(exchange, 'owner');
@@ -93,7 +148,9 @@ export function clusterRoutes(services: AdminServices): Route<Handler>[] {
         const body = await readBody(exchange);
         validateChange(exchange, change, body);
         isDryRun(exchange);
-        throw Conflict(`this node is not clustered: it runs as a single node with no consensus membership to ${change.name}; start the service in cluster mode to change membership`);
+        throw Conflict(
+          `this node is not clustered: it runs as a single node with no consensus membership to ${change.name}; start the service in cluster mode to change membership`,
+        );
       },
     });
   }
@@ -103,11 +160,38 @@ export function clusterRoutes(services: AdminServices): Route<Handler>[] {
 
 function rebalanceRoute(services: AdminServices): Route<Handler> {
   return {
-    method: 'POST', path: '/cluster/repair/rebalance', operationId: 'rebalanceRepair',
+    method: 'POST',
+    path: '/cluster/repair/rebalance',
+    operationId: 'rebalanceRepair',
     doc: {
-      summary: "Checksum-verified rebalance of a tenant's or bucket's chunks; on a single node, a scrub that reports corrupt chunks", auth: bearer, query: dryRunQuery,
-      requestBody: { contentType: 'application/json', schema: { type: 'object', required: ['tenantId', 'reason', 'confirmTenant'], properties: { tenantId: str, bucketName: str, reason: str, confirmTenant: { type: 'string', description: 'must equal tenantId' }, confirmBucket: { type: 'string', description: 'must equal bucketName when it is given' } } } },
-      responses: { 200: { description: 'completed scrub report (or the dry-run plan)', schema: scrubReportSchema }, ...problems(400, 404) },
+      summary:
+        "Checksum-verified rebalance of a tenant's or bucket's chunks; on a single node, a scrub that reports corrupt chunks",
+      auth: bearer,
+      query: dryRunQuery,
+      requestBody: {
+        contentType: 'application/json',
+        schema: {
+          type: 'object',
+          required: ['tenantId', 'reason', 'confirmTenant'],
+          properties: {
+            tenantId: str,
+            bucketName: str,
+            reason: str,
+            confirmTenant: { type: 'string', description: 'must equal tenantId' },
+            confirmBucket: {
+              type: 'string',
+              description: 'must equal bucketName when it is given',
+            },
+          },
+        },
+      },
+      responses: {
+        200: {
+          description: 'completed scrub report (or the dry-run plan)',
+          schema: scrubReportSchema,
+        },
+        ...problems(400, 404),
+      },
     },
     handler: async (exchange) => {
       const caller = services.auth.authenticate(exchange, 'owner');
@@ -120,19 +204,40 @@ function rebalanceRoute(services: AdminServices): Route<Handler> {
       requiredReason(exchange, body);
       requireConfirm(body, 'confirmTenant', tenantId);
       if (bucket !== undefined) requireConfirm(body, 'confirmBucket', bucket);
-      else if (body['confirmBucket'] !== undefined) throw BadRequest('confirmBucket is only for a rebalance of one bucket (give bucketName)');
+      else if (body['confirmBucket'] !== undefined)
+        throw BadRequest('confirmBucket is only for a rebalance of one bucket (give bucketName)');
       const dryRun = isDryRun(exchange);
       liveTenant(services, tenantId);
       const report = await runScrub(services, { tenantId, bucket, verify: !dryRun });
-      const target = bucket === undefined ? `tenants/${tenantId}` : `tenants/${tenantId}/buckets/${bucket}`;
-      exchange.sendJson(200, { dryRun, ...(dryRun ? {} : { applied: true }), action: 'rebalanceRepair', target, mode: 'single-node-scrub', ...report, blockers: [] });
+      const target =
+        bucket === undefined ? `tenants/${tenantId}` : `tenants/${tenantId}/buckets/${bucket}`;
+      exchange.sendJson(200, {
+        dryRun,
+        ...(dryRun ? {} : { applied: true }),
+        action: 'rebalanceRepair',
+        target,
+        mode: 'single-node-scrub',
+        ...report,
+        blockers: [],
+      });
     },
   };
 }
 
-async function runScrub(services: AdminServices, args: { tenantId: string; bucket: string | undefined; verify: boolean }): Promise<Record<string, unknown>> {
+async function runScrub(
+  services: AdminServices,
+  args: { tenantId: string; bucket: string | undefined; verify: boolean },
+): Promise<Record<string, unknown>> {
   const deadline = Date.now() + REBALANCE_MS_MAX;
-  const counts = { buckets: 0, versions: 0, chunkRefs: 0, logicalBytes: 0, chunksVerified: 0, bytesVerified: 0, corruptChunks: 0 };
+  const counts = {
+    buckets: 0,
+    versions: 0,
+    chunkRefs: 0,
+    logicalBytes: 0,
+    chunksVerified: 0,
+    bytesVerified: 0,
+    corruptChunks: 0,
+  };
   const corrupt: CorruptChunk[] = [];
   let cursor: ScrubCursor | undefined;
   do {
@@ -140,7 +245,8 @@ async function runScrub(services: AdminServices, args: { tenantId: string; bucke
     if (args.bucket !== undefined) request['bucket'] = args.bucket;
     if (cursor !== undefined) request['cursor'] = cursor;
     const step = await services.engine.call<ScrubResult>('scrubTenantChunks', request);
-    for (const field of Object.keys(counts) as Array<keyof typeof counts>) counts[field] += step[field];
+    for (const field of Object.keys(counts) as Array<keyof typeof counts>)
+      counts[field] += step[field];
     for (const entry of step.corrupt) if (corrupt.length < 1000) corrupt.push(entry);
     cursor = step.cursor ?? undefined;
   } while (cursor !== undefined && Date.now() < deadline);

@@ -7,10 +7,16 @@
 
 import type { JsonSchema, RouteDoc } from '../http/router.js';
 import type {
-  TenantRecord, AccountRecord, AccessKeyRecord, AuditEvent, QuotaRecord, UsageRecord,
+  TenantRecord,
+  AccountRecord,
+  AccessKeyRecord,
+  AuditEvent,
+  QuotaRecord,
+  UsageRecord,
 } from '../engine/index/schema.js';
 
-export const iso = (ms: number | undefined): string | undefined => (ms === undefined ? undefined : new Date(ms).toISOString());
+export const iso = (ms: number | undefined): string | undefined =>
+  ms === undefined ? undefined : new Date(ms).toISOString();
 
 export function dropUndefined(value: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(value).filter(([, field]) => field !== undefined));
@@ -25,17 +31,30 @@ export function tenantJson(tenant: TenantRecord): Record<string, unknown> {
     createdAt: iso(tenant.createdAt),
     disabledAt: iso(tenant.disabledAt),
     deletedAt: iso(deletion?.startedAt),
-    deletion: deletion === undefined ? undefined : dropUndefined({
-      state: deletion.completedAt !== undefined ? 'complete' : deletion.blockedAt !== undefined ? 'blocked' : 'in_progress',
-      startedAt: iso(deletion.startedAt),
-      completedAt: iso(deletion.completedAt),
-      blockedReason: deletion.blockedReason,
-    }),
+    deletion:
+      deletion === undefined
+        ? undefined
+        : dropUndefined({
+            state:
+              deletion.completedAt !== undefined
+                ? 'complete'
+                : deletion.blockedAt !== undefined
+                  ? 'blocked'
+                  : 'in_progress',
+            startedAt: iso(deletion.startedAt),
+            completedAt: iso(deletion.completedAt),
+            blockedReason: deletion.blockedReason,
+          }),
   });
 }
 
 export function accountJson(account: AccountRecord): Record<string, unknown> {
-  return dropUndefined({ id: account.id, tenantId: account.tenantId, name: account.name, createdAt: iso(account.createdAt) });
+  return dropUndefined({
+    id: account.id,
+    tenantId: account.tenantId,
+    name: account.name,
+    createdAt: iso(account.createdAt),
+  });
 }
 
 /** Key metadata; never the secret. `expired` is derived from expiresAt. */
@@ -55,7 +74,11 @@ export function keyJson(key: AccessKeyRecord, now = Date.now()): Record<string, 
   });
 }
 
-export function quotaJson(tenantId: string, quota: QuotaRecord | undefined, usage: UsageRecord): Record<string, unknown> {
+export function quotaJson(
+  tenantId: string,
+  quota: QuotaRecord | undefined,
+  usage: UsageRecord,
+): Record<string, unknown> {
   return dropUndefined({
     tenantId,
     maxBytes: quota?.maxBytes,
@@ -88,64 +111,184 @@ export const str = { type: 'string' } as const;
 const time = { type: 'string', format: 'date-time' } as const;
 const int = { type: 'integer', minimum: 0 } as const;
 const obj = (properties: Record<string, unknown>, required?: readonly string[]): JsonSchema =>
-  required === undefined ? { type: 'object', properties } : { type: 'object', required, properties };
+  required === undefined
+    ? { type: 'object', properties }
+    : { type: 'object', required, properties };
 
-export const tenantSchema = obj({
-  id: str, name: str, state: { type: 'string', enum: ['active', 'disabled', 'deleted'] }, createdAt: time,
-  disabledAt: time, deletedAt: time,
-  deletion: obj({ state: { type: 'string', enum: ['in_progress', 'complete', 'blocked'] }, startedAt: time, completedAt: time, blockedReason: str }),
-}, ['id', 'state', 'createdAt']);
-export const accountSchema = obj({ id: str, tenantId: str, name: str, createdAt: time }, ['id', 'tenantId', 'createdAt']);
-export const keySchema = obj({
-  accessKeyId: str, tenantId: str, accountId: str, scopes: str, externalRef: str,
-  state: { type: 'string', enum: ['active', 'revoked', 'expired'] }, createdAt: time, expiresAt: time, rotatedAt: time,
-  revokedAt: time, secretKey: { type: 'string', description: 'only in create and rotate responses, exactly once' },
-}, ['accessKeyId', 'tenantId', 'accountId', 'scopes', 'state', 'createdAt']);
-export const quotaSchema = obj({ tenantId: str, maxBytes: int, maxObjects: int, usedBytes: int, usedObjects: int }, ['tenantId', 'usedBytes', 'usedObjects']);
-export const usageSchema = obj({
-  tenantId: str, logicalBytes: int, physicalBytes: int, objects: int, versions: int, deleteMarkers: int,
-  buckets: { type: 'array', items: obj({ name: str, logicalBytes: int, objects: int, versions: int, deleteMarkers: int }) },
-}, ['tenantId', 'logicalBytes', 'physicalBytes', 'objects', 'versions', 'deleteMarkers', 'buckets']);
-export const auditEventSchema = obj({
-  id: str, time, requestId: str, tenantId: str, actor: str, action: str, resource: str,
-  outcome: { type: 'string', enum: ['allowed', 'denied', 'error'] }, status: { type: 'integer' }, reason: str, remoteAddr: str,
-  dryRun: { type: 'boolean', description: 'present and true for a dry run' },
-}, ['id', 'time', 'requestId', 'actor', 'action', 'resource', 'outcome', 'status']);
+export const tenantSchema = obj(
+  {
+    id: str,
+    name: str,
+    state: { type: 'string', enum: ['active', 'disabled', 'deleted'] },
+    createdAt: time,
+    disabledAt: time,
+    deletedAt: time,
+    deletion: obj({
+      state: { type: 'string', enum: ['in_progress', 'complete', 'blocked'] },
+      startedAt: time,
+      completedAt: time,
+      blockedReason: str,
+    }),
+  },
+  ['id', 'state', 'createdAt'],
+);
+export const accountSchema = obj({ id: str, tenantId: str, name: str, createdAt: time }, [
+  'id',
+  'tenantId',
+  'createdAt',
+]);
+export const keySchema = obj(
+  {
+    accessKeyId: str,
+    tenantId: str,
+    accountId: str,
+    scopes: str,
+    externalRef: str,
+    state: { type: 'string', enum: ['active', 'revoked', 'expired'] },
+    createdAt: time,
+    expiresAt: time,
+    rotatedAt: time,
+    revokedAt: time,
+    secretKey: { type: 'string', description: 'only in create and rotate responses, exactly once' },
+  },
+  ['accessKeyId', 'tenantId', 'accountId', 'scopes', 'state', 'createdAt'],
+);
+export const quotaSchema = obj(
+  { tenantId: str, maxBytes: int, maxObjects: int, usedBytes: int, usedObjects: int },
+  ['tenantId', 'usedBytes', 'usedObjects'],
+);
+export const usageSchema = obj(
+  {
+    tenantId: str,
+    logicalBytes: int,
+    physicalBytes: int,
+    objects: int,
+    versions: int,
+    deleteMarkers: int,
+    buckets: {
+      type: 'array',
+      items: obj({ name: str, logicalBytes: int, objects: int, versions: int, deleteMarkers: int }),
+    },
+  },
+  ['tenantId', 'logicalBytes', 'physicalBytes', 'objects', 'versions', 'deleteMarkers', 'buckets'],
+);
+export const auditEventSchema = obj(
+  {
+    id: str,
+    time,
+    requestId: str,
+    tenantId: str,
+    actor: str,
+    action: str,
+    resource: str,
+    outcome: { type: 'string', enum: ['allowed', 'denied', 'error'] },
+    status: { type: 'integer' },
+    reason: str,
+    remoteAddr: str,
+    dryRun: { type: 'boolean', description: 'present and true for a dry run' },
+  },
+  ['id', 'time', 'requestId', 'actor', 'action', 'resource', 'outcome', 'status'],
+);
 const countsSchema = obj({
-  buckets: int, objects: int, versions: int, deleteMarkers: int, legalHeldVersions: int, retainedVersions: int,
-  accessKeys: int, physicalBytes: int,
+  buckets: int,
+  objects: int,
+  versions: int,
+  deleteMarkers: int,
+  legalHeldVersions: int,
+  retainedVersions: int,
+  accessKeys: int,
+  physicalBytes: int,
 });
 const blockerSchema = obj({ code: str, message: str, count: int }, ['code', 'message']);
-export const tenantPlanSchema = obj({
-  dryRun: { type: 'boolean' }, applied: { type: 'boolean' }, action: str, target: str, counts: countsSchema,
-  blockers: { type: 'array', items: blockerSchema }, tenant: tenantSchema,
-}, ['dryRun', 'action', 'target', 'counts', 'blockers']);
-/** The answer of a dry run of a simple mutation: what it would produce. */
-export const dryRunSchema = obj({
-  dryRun: { type: 'boolean', enum: [true] }, applied: { type: 'boolean', enum: [false] }, action: str, target: str,
-  blockers: { type: 'array', items: blockerSchema }, result: { type: 'object', description: 'the response the real call would give, without generated ids or secrets' },
-}, ['dryRun', 'action', 'target', 'blockers']);
-export const membershipSchema = obj({
-  members: {
-    type: 'array',
-    items: obj({ id: str, name: str, address: str, state: { type: 'string', enum: ['voter', 'learner', 'draining', 'lost', 'removed'] }, zone: str, site: str }, ['id', 'name', 'address', 'state']),
+export const tenantPlanSchema = obj(
+  {
+    dryRun: { type: 'boolean' },
+    applied: { type: 'boolean' },
+    action: str,
+    target: str,
+    counts: countsSchema,
+    blockers: { type: 'array', items: blockerSchema },
+    tenant: tenantSchema,
   },
-  leaderId: str,
-}, ['members', 'leaderId']);
-export const scrubReportSchema = obj({
-  dryRun: { type: 'boolean' }, applied: { type: 'boolean' }, action: str, target: str, mode: { type: 'string', enum: ['single-node-scrub'] },
-  complete: { type: 'boolean', description: 'false when the time budget ran out before the end' },
-  counts: obj({ buckets: int, versions: int, chunkRefs: int, logicalBytes: int, chunksVerified: int, bytesVerified: int, corruptChunks: int }),
-  corrupt: {
-    type: 'array',
-    items: obj({ bucket: str, key: str, versionId: str, chunkIndex: int, chunkId: str, segmentId: int, offset: int, problem: str }),
-  },
-  blockers: { type: 'array', items: blockerSchema },
-}, ['dryRun', 'action', 'target', 'counts', 'blockers']);
-
-const problem = (description: string): { description: string; schema: JsonSchema; contentType: string } => (
-  { description, schema: { $ref: '#/components/schemas/Problem' }, contentType: 'application/problem+json' }
+  ['dryRun', 'action', 'target', 'counts', 'blockers'],
 );
+/** The answer of a dry run of a simple mutation: what it would produce. */
+export const dryRunSchema = obj(
+  {
+    dryRun: { type: 'boolean', enum: [true] },
+    applied: { type: 'boolean', enum: [false] },
+    action: str,
+    target: str,
+    blockers: { type: 'array', items: blockerSchema },
+    result: {
+      type: 'object',
+      description: 'the response the real call would give, without generated ids or secrets',
+    },
+  },
+  ['dryRun', 'action', 'target', 'blockers'],
+);
+export const membershipSchema = obj(
+  {
+    members: {
+      type: 'array',
+      items: obj(
+        {
+          id: str,
+          name: str,
+          address: str,
+          state: { type: 'string', enum: ['voter', 'learner', 'draining', 'lost', 'removed'] },
+          zone: str,
+          site: str,
+        },
+        ['id', 'name', 'address', 'state'],
+      ),
+    },
+    leaderId: str,
+  },
+  ['members', 'leaderId'],
+);
+export const scrubReportSchema = obj(
+  {
+    dryRun: { type: 'boolean' },
+    applied: { type: 'boolean' },
+    action: str,
+    target: str,
+    mode: { type: 'string', enum: ['single-node-scrub'] },
+    complete: { type: 'boolean', description: 'false when the time budget ran out before the end' },
+    counts: obj({
+      buckets: int,
+      versions: int,
+      chunkRefs: int,
+      logicalBytes: int,
+      chunksVerified: int,
+      bytesVerified: int,
+      corruptChunks: int,
+    }),
+    corrupt: {
+      type: 'array',
+      items: obj({
+        bucket: str,
+        key: str,
+        versionId: str,
+        chunkIndex: int,
+        chunkId: str,
+        segmentId: int,
+        offset: int,
+        problem: str,
+      }),
+    },
+    blockers: { type: 'array', items: blockerSchema },
+  },
+  ['dryRun', 'action', 'target', 'counts', 'blockers'],
+);
+
+const problem = (
+  description: string,
+): { description: string; schema: JsonSchema; contentType: string } => ({
+  description,
+  schema: { $ref: '#/components/schemas/Problem' },
+  contentType: 'application/problem+json',
+});
 
 /** Problem answers every authenticated operation can give, plus the ones it names. */
 export function problems(...statuses: number[]): RouteDoc['responses'] {
@@ -159,6 +302,7 @@ export function problems(...statuses: number[]): RouteDoc['responses'] {
     429: 'per-token rate limit exceeded (see Retry-After)',
   };
   const out: Record<number, ReturnType<typeof problem>> = {};
-  for (const status of [401, 403, 429, ...statuses]) out[status] = problem(known[status] ?? 'error');
+  for (const status of [401, 403, 429, ...statuses])
+    out[status] = problem(known[status] ?? 'error');
   return out;
 }

@@ -8,15 +8,36 @@
 import type { Route } from '../http/router.js';
 import type { Handler } from '../http/server.js';
 import type { Exchange } from '../http/exchange.js';
-import { DB, tenantChildRange, type AccountRecord, type AccessKeyRecord } from '../engine/index/schema.js';
+import {
+  DB,
+  tenantChildRange,
+  type AccountRecord,
+  type AccessKeyRecord,
+} from '../engine/index/schema.js';
 import { parseExpiresAt } from '../security/expiry.js';
 import { parseScopes } from '../security/scopes.js';
 import { validateAccountId } from '../security/names.js';
 import {
-  type AdminServices, type Body, readBody, requiredString, optionalString, requiredReason, isDryRun, mutate, dryRunAnswer,
+  type AdminServices,
+  type Body,
+  readBody,
+  requiredString,
+  optionalString,
+  requiredReason,
+  isDryRun,
+  mutate,
+  dryRunAnswer,
   dryRunQuery,
 } from './request.js';
-import { accountJson, keyJson, accountSchema, keySchema, dryRunSchema, problems, str } from './json.js';
+import {
+  accountJson,
+  keyJson,
+  accountSchema,
+  keySchema,
+  dryRunSchema,
+  problems,
+  str,
+} from './json.js';
 import { liveTenant } from './tenant-routes.js';
 
 const bearer = 'bearer' as const;
@@ -26,21 +47,49 @@ export function keyRoutes(services: AdminServices): Route<Handler>[] {
   const { auth, store } = services;
   return [
     {
-      method: 'GET', path: '/tenants/{id}/accounts', operationId: 'listTenantAccounts',
-      doc: { summary: 'List service accounts', auth: bearer, responses: { 200: { description: 'accounts', schema: { type: 'object', properties: { accounts: { type: 'array', items: accountSchema } } } }, ...problems(404) } },
+      method: 'GET',
+      path: '/tenants/{id}/accounts',
+      operationId: 'listTenantAccounts',
+      doc: {
+        summary: 'List service accounts',
+        auth: bearer,
+        responses: {
+          200: {
+            description: 'accounts',
+            schema: {
+              type: 'object',
+              properties: { accounts: { type: 'array', items: accountSchema } },
+            },
+          },
+          ...problems(404),
+        },
+      },
       handler: (exchange, params) => {
         auth.authenticate(exchange, 'viewer', params['id']);
         const tenant = liveTenant(services, params['id'] ?? '');
-        const accounts = [...store.range<AccountRecord>(DB.accounts, tenantChildRange(tenant.id))].map((entry) => accountJson(entry.value));
+        const accounts = [
+          ...store.range<AccountRecord>(DB.accounts, tenantChildRange(tenant.id)),
+        ].map((entry) => accountJson(entry.value));
         exchange.sendJson(200, { accounts });
       },
     },
     {
-      method: 'POST', path: '/tenants/{id}/accounts', operationId: 'createTenantAccount',
+      method: 'POST',
+      path: '/tenants/{id}/accounts',
+      operationId: 'createTenantAccount',
       doc: {
-        summary: 'Create a service account', auth: bearer, query: dryRunQuery,
-        requestBody: { contentType: 'application/json', schema: { type: 'object', required: ['id'], properties: { id: str, name: str } } },
-        responses: { 201: { description: 'created', schema: accountSchema }, 200: { description: 'dry run', schema: dryRunSchema }, ...problems(400, 404, 409) },
+        summary: 'Create a service account',
+        auth: bearer,
+        query: dryRunQuery,
+        requestBody: {
+          contentType: 'application/json',
+          schema: { type: 'object', required: ['id'], properties: { id: str, name: str } },
+        },
+        responses: {
+          201: { description: 'created', schema: accountSchema },
+          200: { description: 'dry run', schema: dryRunSchema },
+          ...problems(400, 404, 409),
+        },
       },
       handler: async (exchange, params) => {
         auth.authenticate(exchange, 'operator', params['id']);
@@ -50,19 +99,47 @@ export function keyRoutes(services: AdminServices): Route<Handler>[] {
         validateAccountId(id);
         const name = optionalString(body, 'name');
         const dryRun = isDryRun(exchange);
-        const account = await mutate<AccountRecord>(services, exchange, 'createAccount', { tenantId: tenant.id, id, name, dryRun }, dryRun ? 200 : 201);
-        if (dryRun) exchange.sendJson(200, dryRunAnswer('createTenantAccount', `tenants/${tenant.id}/accounts/${id}`, accountJson(account)));
+        const account = await mutate<AccountRecord>(
+          services,
+          exchange,
+          'createAccount',
+          { tenantId: tenant.id, id, name, dryRun },
+          dryRun ? 200 : 201,
+        );
+        if (dryRun)
+          exchange.sendJson(
+            200,
+            dryRunAnswer(
+              'createTenantAccount',
+              `tenants/${tenant.id}/accounts/${id}`,
+              accountJson(account),
+            ),
+          );
         else exchange.sendJson(201, accountJson(account));
       },
     },
     {
-      method: 'GET', path: '/tenants/{id}/keys', operationId: 'listTenantKeys',
-      doc: { summary: 'List access keys (metadata only, never a secret)', auth: bearer, responses: { 200: { description: 'keys', schema: { type: 'object', properties: { keys: { type: 'array', items: keySchema } } } }, ...problems(404) } },
+      method: 'GET',
+      path: '/tenants/{id}/keys',
+      operationId: 'listTenantKeys',
+      doc: {
+        summary: 'List access keys (metadata only, never a secret)',
+        auth: bearer,
+        responses: {
+          200: {
+            description: 'keys',
+            schema: { type: 'object', properties: { keys: { type: 'array', items: keySchema } } },
+          },
+          ...problems(404),
+        },
+      },
       handler: (exchange, params) => {
         auth.authenticate(exchange, 'viewer', params['id']);
         const tenant = liveTenant(services, params['id'] ?? '');
         const now = Date.now();
-        const keys = [...store.range<AccessKeyRecord>(DB.accessKeys, {})].map((entry) => entry.value).filter((key) => key.tenantId === tenant.id);
+        const keys = [...store.range<AccessKeyRecord>(DB.accessKeys, {})]
+          .map((entry) => entry.value)
+          .filter((key) => key.tenantId === tenant.id);
         exchange.sendJson(200, { keys: keys.map((key) => keyJson(key, now)) });
       },
     },
@@ -74,7 +151,13 @@ export function keyRoutes(services: AdminServices): Route<Handler>[] {
 
 /** `scopes` parsed here too, so a bad one is a 400 before anything else is looked at. */
 function scopesOf(body: Body, required: boolean): string | undefined {
-  const scopes = required ? requiredString(body, 'scopes', ' (for example "read,write" or "op=read:bucket=logs:prefix=2026/")') : optionalString(body, 'scopes');
+  const scopes = required
+    ? requiredString(
+        body,
+        'scopes',
+        ' (for example "read,write" or "op=read:bucket=logs:prefix=2026/")',
+      )
+    : optionalString(body, 'scopes');
   if (scopes !== undefined) parseScopes(scopes);
   return scopes;
 }
@@ -84,22 +167,41 @@ function expiresAtOf(body: Body): number | undefined {
   return value === undefined || value === null ? undefined : parseExpiresAt(value, Date.now());
 }
 
-function sendKey(exchange: Exchange, status: number, created: { key: AccessKeyRecord; secretKey: string }): void {
+function sendKey(
+  exchange: Exchange,
+  status: number,
+  created: { key: AccessKeyRecord; secretKey: string },
+): void {
   exchange.sendJson(status, { ...keyJson(created.key), secretKey: created.secretKey }, noStore);
 }
 
 const createKeyBody = {
-  type: 'object', required: ['accountId', 'scopes'],
-  properties: { accountId: str, externalRef: str, scopes: str, expiresAt: { type: 'string', description: 'RFC 3339 or YYYY-MM-DD (end of that day, UTC)' }, reason: str },
+  type: 'object',
+  required: ['accountId', 'scopes'],
+  properties: {
+    accountId: str,
+    externalRef: str,
+    scopes: str,
+    expiresAt: { type: 'string', description: 'RFC 3339 or YYYY-MM-DD (end of that day, UTC)' },
+    reason: str,
+  },
 } as const;
 
 function createKeyRoute(services: AdminServices): Route<Handler> {
   return {
-    method: 'POST', path: '/tenants/{id}/keys', operationId: 'createTenantKey',
+    method: 'POST',
+    path: '/tenants/{id}/keys',
+    operationId: 'createTenantKey',
     doc: {
-      summary: 'Create an access key; the secret is returned once', auth: bearer, query: dryRunQuery,
+      summary: 'Create an access key; the secret is returned once',
+      auth: bearer,
+      query: dryRunQuery,
       requestBody: { contentType: 'application/json', schema: createKeyBody },
-      responses: { 201: { description: 'created, with secretKey', schema: keySchema }, 200: { description: 'dry run', schema: dryRunSchema }, ...problems(400, 404, 409) },
+      responses: {
+        201: { description: 'created, with secretKey', schema: keySchema },
+        200: { description: 'dry run', schema: dryRunSchema },
+        ...problems(400, 404, 409),
+      },
     },
     handler: async (exchange, params) => {
       services.auth.authenticate(exchange, 'operator', params['id']);
@@ -113,8 +215,18 @@ function createKeyRoute(services: AdminServices): Route<Handler> {
       if (reason !== undefined) exchange.audit.reason = reason;
       const dryRun = isDryRun(exchange);
       const args = { tenantId: tenant.id, accountId, scopes, externalRef, expiresAt, dryRun };
-      const created = await mutate<{ key: AccessKeyRecord; secretKey: string }>(services, exchange, 'createAccessKey', args, dryRun ? 200 : 201);
-      if (dryRun) exchange.sendJson(200, dryRunAnswer('createTenantKey', `tenants/${tenant.id}/keys`, keyJson(created.key)));
+      const created = await mutate<{ key: AccessKeyRecord; secretKey: string }>(
+        services,
+        exchange,
+        'createAccessKey',
+        args,
+        dryRun ? 200 : 201,
+      );
+      if (dryRun)
+        exchange.sendJson(
+          200,
+          dryRunAnswer('createTenantKey', `tenants/${tenant.id}/keys`, keyJson(created.key)),
+        );
       else sendKey(exchange, 201, created);
     },
   };
@@ -122,11 +234,32 @@ function createKeyRoute(services: AdminServices): Route<Handler> {
 
 function rotateKeyRoute(services: AdminServices): Route<Handler> {
   return {
-    method: 'POST', path: '/tenants/{id}/keys/{keyId}/rotate', operationId: 'rotateTenantKey',
+    method: 'POST',
+    path: '/tenants/{id}/keys/{keyId}/rotate',
+    operationId: 'rotateTenantKey',
     doc: {
-      summary: 'Rotate a key: a new secret, returned once; the old secret stops working at once', auth: bearer, query: dryRunQuery,
-      requestBody: { contentType: 'application/json', required: false, schema: { type: 'object', properties: { scopes: { type: 'string', description: 'new scopes; unchanged when absent' }, expiresAt: { type: 'string', description: 'new expiry; unchanged when absent' }, reason: str } } },
-      responses: { 200: { description: 'rotated, with the new secretKey (or the dry-run answer)', schema: { oneOf: [keySchema, dryRunSchema] } }, ...problems(400, 404, 409) },
+      summary: 'Rotate a key: a new secret, returned once; the old secret stops working at once',
+      auth: bearer,
+      query: dryRunQuery,
+      requestBody: {
+        contentType: 'application/json',
+        required: false,
+        schema: {
+          type: 'object',
+          properties: {
+            scopes: { type: 'string', description: 'new scopes; unchanged when absent' },
+            expiresAt: { type: 'string', description: 'new expiry; unchanged when absent' },
+            reason: str,
+          },
+        },
+      },
+      responses: {
+        200: {
+          description: 'rotated, with the new secretKey (or the dry-run answer)',
+          schema: { oneOf: [keySchema, dryRunSchema] },
+        },
+        ...problems(400, 404, 409),
+      },
     },
     handler: async (exchange, params) => {
       services.auth.authenticate(exchange, 'operator', params['id']);
@@ -138,8 +271,22 @@ function rotateKeyRoute(services: AdminServices): Route<Handler> {
       if (reason !== undefined) exchange.audit.reason = reason;
       const dryRun = isDryRun(exchange);
       const args = { tenantId: tenant.id, accessKeyId: params['keyId'], scopes, expiresAt, dryRun };
-      const rotated = await mutate<{ key: AccessKeyRecord; secretKey: string }>(services, exchange, 'rotateAccessKey', args, 200);
-      if (dryRun) exchange.sendJson(200, dryRunAnswer('rotateTenantKey', `tenants/${tenant.id}/keys/${params['keyId'] ?? ''}`, keyJson(rotated.key)));
+      const rotated = await mutate<{ key: AccessKeyRecord; secretKey: string }>(
+        services,
+        exchange,
+        'rotateAccessKey',
+        args,
+        200,
+      );
+      if (dryRun)
+        exchange.sendJson(
+          200,
+          dryRunAnswer(
+            'rotateTenantKey',
+            `tenants/${tenant.id}/keys/${params['keyId'] ?? ''}`,
+            keyJson(rotated.key),
+          ),
+        );
       else sendKey(exchange, 200, rotated);
     },
   };
@@ -147,11 +294,24 @@ function rotateKeyRoute(services: AdminServices): Route<Handler> {
 
 function revokeKeyRoute(services: AdminServices): Route<Handler> {
   return {
-    method: 'POST', path: '/tenants/{id}/keys/{keyId}/revoke', operationId: 'revokeTenantKey',
+    method: 'POST',
+    path: '/tenants/{id}/keys/{keyId}/revoke',
+    operationId: 'revokeTenantKey',
     doc: {
-      summary: 'Revoke a key: it stops working at once', auth: bearer, query: dryRunQuery,
-      requestBody: { contentType: 'application/json', schema: { type: 'object', required: ['reason'], properties: { reason: str } } },
-      responses: { 200: { description: 'the revoked key (or the dry-run answer)', schema: { oneOf: [keySchema, dryRunSchema] } }, ...problems(400, 404) },
+      summary: 'Revoke a key: it stops working at once',
+      auth: bearer,
+      query: dryRunQuery,
+      requestBody: {
+        contentType: 'application/json',
+        schema: { type: 'object', required: ['reason'], properties: { reason: str } },
+      },
+      responses: {
+        200: {
+          description: 'the revoked key (or the dry-run answer)',
+          schema: { oneOf: [keySchema, dryRunSchema] },
+        },
+        ...problems(400, 404),
+      },
     },
     handler: async (exchange, params) => {
       services.auth.authenticate(exchange, 'operator', params['id']);
@@ -161,7 +321,15 @@ function revokeKeyRoute(services: AdminServices): Route<Handler> {
       const dryRun = isDryRun(exchange);
       const args = { tenantId: tenant.id, accessKeyId: params['keyId'], reason, dryRun };
       const key = await mutate<AccessKeyRecord>(services, exchange, 'revokeAccessKey', args, 200);
-      if (dryRun) exchange.sendJson(200, dryRunAnswer('revokeTenantKey', `tenants/${tenant.id}/keys/${key.accessKeyId}`, keyJson(key)));
+      if (dryRun)
+        exchange.sendJson(
+          200,
+          dryRunAnswer(
+            'revokeTenantKey',
+            `tenants/${tenant.id}/keys/${key.accessKeyId}`,
+            keyJson(key),
+          ),
+        );
       else exchange.sendJson(200, keyJson(key));
     },
   };

@@ -14,8 +14,16 @@
 
 import type { IndexStore } from '../engine/index/store.js';
 import {
-  DB, tenantKey, tenantChildRange, bucketKeyPrefix, emptyUsage,
-  type TenantRecord, type BucketRecord, type ObjectVersionRecord, type AccessKeyRecord, type UsageRecord,
+  DB,
+  tenantKey,
+  tenantChildRange,
+  bucketKeyPrefix,
+  emptyUsage,
+  type TenantRecord,
+  type BucketRecord,
+  type ObjectVersionRecord,
+  type AccessKeyRecord,
+  type UsageRecord,
 } from '../engine/index/schema.js';
 import { versionProtection } from '../engine/ops/tenant-delete.js';
 
@@ -74,41 +82,78 @@ export function usageOf(store: IndexStore, tenantId: string): UsageRecord {
 }
 
 export function bucketsOf(store: IndexStore, tenantId: string): BucketRecord[] {
-  return [...store.range<BucketRecord>(DB.buckets, tenantChildRange(tenantId))].map((entry) => entry.value);
+  return [...store.range<BucketRecord>(DB.buckets, tenantChildRange(tenantId))].map(
+    (entry) => entry.value,
+  );
 }
 
 /** The plan of disabling or deleting `tenant`, with its blockers (fail-closed on lock fields). */
-export async function tenantPlan(store: IndexStore, tenant: TenantRecord, action: TenantPlan['action'], dryRun: boolean): Promise<TenantPlan> {
+export async function tenantPlan(
+  store: IndexStore,
+  tenant: TenantRecord,
+  action: TenantPlan['action'],
+  dryRun: boolean,
+): Promise<TenantPlan> {
   const usage = usageOf(store, tenant.id);
   const buckets = bucketsOf(store, tenant.id);
   const now = Date.now();
   const counts: TenantPlanCounts = {
-    buckets: buckets.length, objects: usage.objects, versions: usage.versions, deleteMarkers: usage.deleteMarkers,
-    legalHeldVersions: 0, retainedVersions: 0, accessKeys: 0, physicalBytes: usage.physicalBytes,
+    buckets: buckets.length,
+    objects: usage.objects,
+    versions: usage.versions,
+    deleteMarkers: usage.deleteMarkers,
+    legalHeldVersions: 0,
+    retainedVersions: 0,
+    accessKeys: 0,
+    physicalBytes: usage.physicalBytes,
   };
   for (const { value } of store.range<AccessKeyRecord>(DB.accessKeys, {})) {
     if (value.tenantId !== tenant.id) continue;
     if (action === 'deleteTenant' || value.state === 'active') counts.accessKeys += 1;
   }
   for (const bucket of buckets) {
-    await scanRange<ObjectVersionRecord>(store, DB.versions, bucketRange(bucket.id), (_key, version) => {
-      const protection = versionProtection(version, now);
-      if (protection.legalHeld) counts.legalHeldVersions += 1;
-      if (protection.retained) counts.retainedVersions += 1;
-    });
+    await scanRange<ObjectVersionRecord>(
+      store,
+      DB.versions,
+      bucketRange(bucket.id),
+      (_key, version) => {
+        const protection = versionProtection(version, now);
+        if (protection.legalHeld) counts.legalHeldVersions += 1;
+        if (protection.retained) counts.retainedVersions += 1;
+      },
+    );
   }
-  return { dryRun, action, target: `tenants/${tenant.id}`, counts, blockers: action === 'deleteTenant' ? deleteBlockers(tenant, counts) : [] };
+  return {
+    dryRun,
+    action,
+    target: `tenants/${tenant.id}`,
+    counts,
+    blockers: action === 'deleteTenant' ? deleteBlockers(tenant, counts) : [],
+  };
 }
 
 function deleteBlockers(tenant: TenantRecord, counts: TenantPlanCounts): Blocker[] {
   const blockers: Blocker[] = [];
-  if (tenant.state === 'deleted') blockers.push({ code: 'already_deleted', message: `tenant ${tenant.id} is already deleted` });
-  else if (tenant.state !== 'disabled') blockers.push({ code: 'not_disabled', message: `tenant ${tenant.id} is ${tenant.state}; disable it first` });
+  if (tenant.state === 'deleted')
+    blockers.push({ code: 'already_deleted', message: `tenant ${tenant.id} is already deleted` });
+  else if (tenant.state !== 'disabled')
+    blockers.push({
+      code: 'not_disabled',
+      message: `tenant ${tenant.id} is ${tenant.state}; disable it first`,
+    });
   if (counts.retainedVersions > 0) {
-    blockers.push({ code: 'retention', message: `${counts.retainedVersions} versions are under a retention window`, count: counts.retainedVersions });
+    blockers.push({
+      code: 'retention',
+      message: `${counts.retainedVersions} versions are under a retention window`,
+      count: counts.retainedVersions,
+    });
   }
   if (counts.legalHeldVersions > 0) {
-    blockers.push({ code: 'legal_hold', message: `${counts.legalHeldVersions} versions are under legal hold`, count: counts.legalHeldVersions });
+    blockers.push({
+      code: 'legal_hold',
+      message: `${counts.legalHeldVersions} versions are under legal hold`,
+      count: counts.legalHeldVersions,
+    });
   }
   return blockers;
 }
@@ -123,19 +168,30 @@ export interface BucketUsage {
 
 /** Per-bucket usage by a scan of the bucket's versions (the engine keeps only tenant totals). */
 export async function bucketUsage(store: IndexStore, bucket: BucketRecord): Promise<BucketUsage> {
-  const usage: BucketUsage = { name: bucket.name, logicalBytes: 0, objects: 0, versions: 0, deleteMarkers: 0 };
+  const usage: BucketUsage = {
+    name: bucket.name,
+    logicalBytes: 0,
+    objects: 0,
+    versions: 0,
+    deleteMarkers: 0,
+  };
   let lastKey = '';
-  await scanRange<ObjectVersionRecord>(store, DB.versions, bucketRange(bucket.id), (_key, version) => {
-    // Versions of a key sort newest first: the first one seen is the current one.
-    const first = version.key !== lastKey;
-    lastKey = version.key;
-    if (version.deleteMarker) {
-      usage.deleteMarkers += 1;
-      return;
-    }
-    usage.versions += 1;
-    usage.logicalBytes += version.size;
-    if (first) usage.objects += 1;
-  });
+  await scanRange<ObjectVersionRecord>(
+    store,
+    DB.versions,
+    bucketRange(bucket.id),
+    (_key, version) => {
+      // Versions of a key sort newest first: the first one seen is the current one.
+      const first = version.key !== lastKey;
+      lastKey = version.key;
+      if (version.deleteMarker) {
+        usage.deleteMarkers += 1;
+        return;
+      }
+      usage.versions += 1;
+      usage.logicalBytes += version.size;
+      if (first) usage.objects += 1;
+    },
+  );
   return usage;
 }

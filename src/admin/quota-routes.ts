@@ -15,7 +15,15 @@ import type { Handler } from '../http/server.js';
 import { quotaOf } from '../engine/ops/quota.js';
 import type { QuotaRecord } from '../engine/index/schema.js';
 import { BadRequest } from '../util/errors.js';
-import { type AdminServices, type Body, readBody, isDryRun, mutate, dryRunAnswer, dryRunQuery } from './request.js';
+import {
+  type AdminServices,
+  type Body,
+  readBody,
+  isDryRun,
+  mutate,
+  dryRunAnswer,
+  dryRunQuery,
+} from './request.js';
 import { quotaJson, quotaSchema, usageSchema, dryRunSchema, problems } from './json.js';
 import { liveTenant } from './tenant-routes.js';
 import { usageOf, bucketsOf, bucketUsage } from './plan.js';
@@ -26,7 +34,8 @@ const quotaFields = ['maxBytes', 'maxObjects'] as const;
 function limitOf(body: Body, field: string): number | undefined {
   const value = body[field];
   if (value === undefined || value === null) return undefined;
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) throw BadRequest(`${field} must be a whole number of at least 0, or null for no limit`);
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0)
+    throw BadRequest(`${field} must be a whole number of at least 0, or null for no limit`);
   return value;
 }
 
@@ -34,56 +43,131 @@ export function quotaRoutes(services: AdminServices): Route<Handler>[] {
   const { auth, store } = services;
   return [
     {
-      method: 'GET', path: '/tenants/{id}/quota', operationId: 'getTenantQuota',
-      doc: { summary: 'The tenant quota and current usage', auth: bearer, responses: { 200: { description: 'quota', schema: quotaSchema }, ...problems(404) } },
+      method: 'GET',
+      path: '/tenants/{id}/quota',
+      operationId: 'getTenantQuota',
+      doc: {
+        summary: 'The tenant quota and current usage',
+        auth: bearer,
+        responses: { 200: { description: 'quota', schema: quotaSchema }, ...problems(404) },
+      },
       handler: (exchange, params) => {
         auth.authenticate(exchange, 'viewer', params['id']);
         const tenant = liveTenant(services, params['id'] ?? '');
-        exchange.sendJson(200, quotaJson(tenant.id, quotaOf(store, tenant.id), usageOf(store, tenant.id)));
+        exchange.sendJson(
+          200,
+          quotaJson(tenant.id, quotaOf(store, tenant.id), usageOf(store, tenant.id)),
+        );
       },
     },
     {
-      method: 'PUT', path: '/tenants/{id}/quota', operationId: 'setTenantQuota',
+      method: 'PUT',
+      path: '/tenants/{id}/quota',
+      operationId: 'setTenantQuota',
       doc: {
-        summary: 'Set the tenant quota (replaces it; an absent field means no limit)', auth: bearer, query: dryRunQuery,
-        requestBody: { contentType: 'application/json', schema: { type: 'object', additionalProperties: false, properties: { maxBytes: { type: 'integer', minimum: 0, nullable: true }, maxObjects: { type: 'integer', minimum: 0, nullable: true } } } },
-        responses: { 200: { description: 'the quota now in force with usage (or the dry-run answer)', schema: { oneOf: [quotaSchema, dryRunSchema] } }, ...problems(400, 404) },
+        summary: 'Set the tenant quota (replaces it; an absent field means no limit)',
+        auth: bearer,
+        query: dryRunQuery,
+        requestBody: {
+          contentType: 'application/json',
+          schema: {
+            type: 'object',
+            additionalProperties: false,
+            properties: {
+              maxBytes: { type: 'integer', minimum: 0, nullable: true },
+              maxObjects: { type: 'integer', minimum: 0, nullable: true },
+            },
+          },
+        },
+        responses: {
+          200: {
+            description: 'the quota now in force with usage (or the dry-run answer)',
+            schema: { oneOf: [quotaSchema, dryRunSchema] },
+          },
+          ...problems(400, 404),
+        },
       },
       handler: async (exchange, params) => {
         auth.authenticate(exchange, 'operator', params['id']);
         const tenant = liveTenant(services, params['id'] ?? '');
         const body = await readBody(exchange);
-        const unknown = Object.keys(body).filter((field) => !(quotaFields as readonly string[]).includes(field));
-        if (unknown.length > 0) throw BadRequest(`unknown quota fields: ${unknown.join(', ')} (use maxBytes and maxObjects)`);
+        const unknown = Object.keys(body).filter(
+          (field) => !(quotaFields as readonly string[]).includes(field),
+        );
+        if (unknown.length > 0)
+          throw BadRequest(
+            `unknown quota fields: ${unknown.join(', ')} (use maxBytes and maxObjects)`,
+          );
         const dryRun = isDryRun(exchange);
-        const args = { tenantId: tenant.id, maxBytes: limitOf(body, 'maxBytes'), maxObjects: limitOf(body, 'maxObjects'), dryRun };
-        const quota = await mutate<QuotaRecord | null>(services, exchange, 'setTenantQuota', args, 200);
+        const args = {
+          tenantId: tenant.id,
+          maxBytes: limitOf(body, 'maxBytes'),
+          maxObjects: limitOf(body, 'maxObjects'),
+          dryRun,
+        };
+        const quota = await mutate<QuotaRecord | null>(
+          services,
+          exchange,
+          'setTenantQuota',
+          args,
+          200,
+        );
         const view = quotaJson(tenant.id, quota ?? undefined, usageOf(store, tenant.id));
-        exchange.sendJson(200, dryRun ? dryRunAnswer('setTenantQuota', `tenants/${tenant.id}/quota`, view) : view);
+        exchange.sendJson(
+          200,
+          dryRun ? dryRunAnswer('setTenantQuota', `tenants/${tenant.id}/quota`, view) : view,
+        );
       },
     },
     {
-      method: 'DELETE', path: '/tenants/{id}/quota', operationId: 'deleteTenantQuota',
+      method: 'DELETE',
+      path: '/tenants/{id}/quota',
+      operationId: 'deleteTenantQuota',
       doc: {
-        summary: 'Clear the tenant quota (no limits)', auth: bearer, query: dryRunQuery,
-        responses: { 204: { description: 'cleared' }, 200: { description: 'dry run', schema: dryRunSchema }, ...problems(404) },
+        summary: 'Clear the tenant quota (no limits)',
+        auth: bearer,
+        query: dryRunQuery,
+        responses: {
+          204: { description: 'cleared' },
+          200: { description: 'dry run', schema: dryRunSchema },
+          ...problems(404),
+        },
       },
       handler: async (exchange, params) => {
         auth.authenticate(exchange, 'operator', params['id']);
         const tenant = liveTenant(services, params['id'] ?? '');
         const dryRun = isDryRun(exchange);
-        const result = await mutate<{ cleared: boolean }>(services, exchange, 'clearTenantQuota', { tenantId: tenant.id, dryRun }, dryRun ? 200 : 204);
+        const result = await mutate<{ cleared: boolean }>(
+          services,
+          exchange,
+          'clearTenantQuota',
+          { tenantId: tenant.id, dryRun },
+          dryRun ? 200 : 204,
+        );
         if (!dryRun) {
           exchange.send(204, {});
           return;
         }
-        const view = { ...quotaJson(tenant.id, undefined, usageOf(store, tenant.id)), cleared: result.cleared };
-        exchange.sendJson(200, dryRunAnswer('deleteTenantQuota', `tenants/${tenant.id}/quota`, view));
+        const view = {
+          ...quotaJson(tenant.id, undefined, usageOf(store, tenant.id)),
+          cleared: result.cleared,
+        };
+        exchange.sendJson(
+          200,
+          dryRunAnswer('deleteTenantQuota', `tenants/${tenant.id}/quota`, view),
+        );
       },
     },
     {
-      method: 'GET', path: '/tenants/{id}/usage', operationId: 'getTenantUsage',
-      doc: { summary: 'Storage usage: logical and physical bytes, objects, versions, delete markers, per bucket', auth: bearer, responses: { 200: { description: 'usage', schema: usageSchema }, ...problems(404) } },
+      method: 'GET',
+      path: '/tenants/{id}/usage',
+      operationId: 'getTenantUsage',
+      doc: {
+        summary:
+          'Storage usage: logical and physical bytes, objects, versions, delete markers, per bucket',
+        auth: bearer,
+        responses: { 200: { description: 'usage', schema: usageSchema }, ...problems(404) },
+      },
       handler: async (exchange, params) => {
         auth.authenticate(exchange, 'viewer', params['id']);
         const tenant = liveTenant(services, params['id'] ?? '');
@@ -95,7 +179,15 @@ export function quotaRoutes(services: AdminServices): Route<Handler>[] {
           buckets.push(kept ? { name: bucket.name, ...kept } : await bucketUsage(store, bucket));
         }
         const { logicalBytes, physicalBytes, objects, versions, deleteMarkers } = usage;
-        exchange.sendJson(200, { tenantId: tenant.id, logicalBytes, physicalBytes, objects, versions, deleteMarkers, buckets });
+        exchange.sendJson(200, {
+          tenantId: tenant.id,
+          logicalBytes,
+          physicalBytes,
+          objects,
+          versions,
+          deleteMarkers,
+          buckets,
+        });
       },
     },
   ];

@@ -30,20 +30,23 @@ export type Body = Record<string, unknown>;
 export async function readBody(exchange: Exchange): Promise<Body> {
   const value = await exchange.readJson();
   if (value === undefined) return {};
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw BadRequest('the body must be a JSON object');
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw BadRequest('the body must be a JSON object');
   return value as Body;
 }
 
 export function optionalString(body: Body, field: string): string | undefined {
   const value = body[field];
   if (value === undefined || value === null) return undefined;
-  if (typeof value !== 'string' || value.length > TEXT_CHARS_MAX) throw BadRequest(`${field} must be a string of at most ${TEXT_CHARS_MAX} characters`);
+  if (typeof value !== 'string' || value.length > TEXT_CHARS_MAX)
+    throw BadRequest(`${field} must be a string of at most ${TEXT_CHARS_MAX} characters`);
   return value;
 }
 
 export function requiredString(body: Body, field: string, hint = ''): string {
   const value = optionalString(body, field);
-  if (value === undefined || value.trim().length === 0) throw BadRequest(`${field} is required${hint}`);
+  if (value === undefined || value.trim().length === 0)
+    throw BadRequest(`${field} is required${hint}`);
   return value;
 }
 
@@ -71,22 +74,38 @@ export function requireConfirm(body: Body, field: string, expected: string): voi
 export function isDryRun(exchange: Exchange): boolean {
   const value = exchange.query.get('dryRun');
   if (value === null || value === 'false' || value === '0') return false;
-  if (value !== 'true' && value !== '1' && value !== '') throw BadRequest('dryRun must be true or false');
+  if (value !== 'true' && value !== '1' && value !== '')
+    throw BadRequest('dryRun must be true or false');
   exchange.audit.dryRun = true;
   return true;
 }
 
 /** Sends a mutation with its audit row, which then commits in the same transaction. */
-export async function mutate<T>(services: AdminServices, exchange: Exchange, op: string, args: Record<string, unknown>, status: number): Promise<T> {
+export async function mutate<T>(
+  services: AdminServices,
+  exchange: Exchange,
+  op: string,
+  args: Record<string, unknown>,
+  status: number,
+): Promise<T> {
   const clean = Object.fromEntries(Object.entries(args).filter(([, value]) => value !== undefined));
-  const result = await services.engine.call<T>(op, { ...clean, audit: auditRowOf(exchange, status) });
+  const result = await services.engine.call<T>(op, {
+    ...clean,
+    audit: auditRowOf(exchange, status),
+  });
   exchange.audit.written = true;
   return result;
 }
 
 /** The answer of a dry run of a simple mutation. */
-export function dryRunAnswer(action: string, target: string, result: unknown): Record<string, unknown> {
+export function dryRunAnswer(
+  action: string,
+  target: string,
+  result: unknown,
+): Record<string, unknown> {
   return { dryRun: true, applied: false, action, target, blockers: [], result };
 }
 
-export const dryRunQuery = { dryRun: { type: 'boolean', description: 'return the plan and apply nothing' } } as const;
+export const dryRunQuery = {
+  dryRun: { type: 'boolean', description: 'return the plan and apply nothing' },
+} as const;

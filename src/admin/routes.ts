@@ -20,8 +20,19 @@ export { tenantJson } from './json.js';
 export function adminRoutes(services: AdminServices): Route<Handler>[] {
   return [
     {
-      method: 'GET', path: '/healthz', operationId: 'healthz',
-      doc: { summary: 'Liveness', auth: 'none', responses: { 200: { description: 'alive', schema: { type: 'object', properties: { status: { type: 'string', enum: ['ok'] } } } } } },
+      method: 'GET',
+      path: '/healthz',
+      operationId: 'healthz',
+      doc: {
+        summary: 'Liveness',
+        auth: 'none',
+        responses: {
+          200: {
+            description: 'alive',
+            schema: { type: 'object', properties: { status: { type: 'string', enum: ['ok'] } } },
+          },
+        },
+      },
       handler: (exchange) => exchange.sendJson(200, { status: 'ok' }),
     },
     ...tenantRoutes(services),

@@ -14,8 +14,16 @@ import type { DisableTenantResult } from '../engine/ops/control.js';
 import { validateTenantId } from '../security/names.js';
 import { NotFound, Conflict, PreconditionFailed } from '../util/errors.js';
 import {
-  type AdminServices, readBody, requiredString, optionalString, requiredReason, requireConfirm, isDryRun, mutate,
-  dryRunAnswer, dryRunQuery,
+  type AdminServices,
+  readBody,
+  requiredString,
+  optionalString,
+  requiredReason,
+  requireConfirm,
+  isDryRun,
+  mutate,
+  dryRunAnswer,
+  dryRunQuery,
 } from './request.js';
 import { tenantJson, tenantSchema, tenantPlanSchema, dryRunSchema, problems, str } from './json.js';
 import { tenantPlan } from './plan.js';
@@ -40,27 +48,58 @@ export function tenantRoutes(services: AdminServices): Route<Handler>[] {
   const { auth } = services;
   return [
     {
-      method: 'GET', path: '/tenants', operationId: 'listTenants',
+      method: 'GET',
+      path: '/tenants',
+      operationId: 'listTenants',
       doc: {
-        summary: 'List tenants (a tenant-scoped token sees only its own)', auth: bearer,
+        summary: 'List tenants (a tenant-scoped token sees only its own)',
+        auth: bearer,
         query: { includeDeleted: { type: 'boolean', description: 'also list deleted tenants' } },
-        responses: { 200: { description: 'tenants', schema: { type: 'object', properties: { tenants: { type: 'array', items: tenantSchema } } } }, ...problems() },
+        responses: {
+          200: {
+            description: 'tenants',
+            schema: {
+              type: 'object',
+              properties: { tenants: { type: 'array', items: tenantSchema } },
+            },
+          },
+          ...problems(),
+        },
       },
       handler: (exchange) => {
         const caller = auth.authenticate(exchange, 'viewer');
         const withDeleted = exchange.query.get('includeDeleted') === 'true';
         const tenants = [...services.store.range<TenantRecord>(DB.tenants, {})]
           .map((entry) => entry.value)
-          .filter((tenant) => (withDeleted || tenant.state !== 'deleted') && (caller.tenant === undefined || caller.tenant === tenant.id));
+          .filter(
+            (tenant) =>
+              (withDeleted || tenant.state !== 'deleted') &&
+              (caller.tenant === undefined || caller.tenant === tenant.id),
+          );
         exchange.sendJson(200, { tenants: tenants.map(tenantJson) });
       },
     },
     {
-      method: 'POST', path: '/tenants', operationId: 'createTenant',
+      method: 'POST',
+      path: '/tenants',
+      operationId: 'createTenant',
       doc: {
-        summary: 'Create a tenant', auth: bearer, query: dryRunQuery,
-        requestBody: { contentType: 'application/json', schema: { type: 'object', required: ['id'], properties: { id: { type: 'string', pattern: '^[a-z0-9-]{3,63}$' }, name: str } } },
-        responses: { 201: { description: 'created', schema: tenantSchema }, 200: { description: 'dry run', schema: dryRunSchema }, ...problems(400, 409) },
+        summary: 'Create a tenant',
+        auth: bearer,
+        query: dryRunQuery,
+        requestBody: {
+          contentType: 'application/json',
+          schema: {
+            type: 'object',
+            required: ['id'],
+            properties: { id: { type: 'string', pattern: '^[a-z0-9-]{3,63}$' }, name: str },
+          },
+        },
+        responses: {
+          201: { description: 'created', schema: tenantSchema },
+          200: { description: 'dry run', schema: dryRunSchema },
+          ...problems(400, 409),
+        },
       },
       handler: async (exchange) => {
         const caller = auth.authenticate(exchange, 'operator');
@@ -70,16 +109,32 @@ export function tenantRoutes(services: AdminServices): Route<Handler>[] {
         caller.requireTenant(id);
         const name = optionalString(body, 'name');
         const dryRun = isDryRun(exchange);
-        const tenant = await mutate<TenantRecord>(services, exchange, 'createTenant', { id, name, dryRun }, dryRun ? 200 : 201);
-        if (dryRun) exchange.sendJson(200, dryRunAnswer('createTenant', `tenants/${id}`, tenantJson(tenant)));
-        else exchange.sendJson(201, tenantJson(tenant), { Location: `/admin/api/v1/tenants/${id}` });
+        const tenant = await mutate<TenantRecord>(
+          services,
+          exchange,
+          'createTenant',
+          { id, name, dryRun },
+          dryRun ? 200 : 201,
+        );
+        if (dryRun)
+          exchange.sendJson(200, dryRunAnswer('createTenant', `tenants/${id}`, tenantJson(tenant)));
+        else
+          exchange.sendJson(201, tenantJson(tenant), { Location: `/admin/api/v1/tenants/${id}` });
       },
     },
     {
-      method: 'GET', path: '/tenants/{id}', operationId: 'getTenant',
-      doc: { summary: 'Get a tenant (a deleted tenant shows state "deleted" and its deletion progress)', auth: bearer, responses: { 200: { description: 'tenant', schema: tenantSchema }, ...problems(404) } },
+      method: 'GET',
+      path: '/tenants/{id}',
+      operationId: 'getTenant',
+      doc: {
+        summary: 'Get a tenant (a deleted tenant shows state "deleted" and its deletion progress)',
+        auth: bearer,
+        responses: { 200: { description: 'tenant', schema: tenantSchema }, ...problems(404) },
+      },
       handler: (exchange, params) => {
-        const id = auth.authenticate(exchange, 'viewer', params['id']).requireTenant(params['id'] ?? '');
+        const id = auth
+          .authenticate(exchange, 'viewer', params['id'])
+          .requireTenant(params['id'] ?? '');
         exchange.sendJson(200, tenantJson(tenantRecord(services, id)));
       },
     },
@@ -92,40 +147,80 @@ const reasonBody = { type: 'object', required: ['reason'], properties: { reason:
 
 function disableRoute(services: AdminServices): Route<Handler> {
   return {
-    method: 'POST', path: '/tenants/{id}/disable', operationId: 'disableTenant',
+    method: 'POST',
+    path: '/tenants/{id}/disable',
+    operationId: 'disableTenant',
     doc: {
-      summary: 'Disable a tenant: its active access keys are revoked and its tokens stop working at once', auth: bearer, query: dryRunQuery,
+      summary:
+        'Disable a tenant: its active access keys are revoked and its tokens stop working at once',
+      auth: bearer,
+      query: dryRunQuery,
       requestBody: { contentType: 'application/json', schema: reasonBody },
-      responses: { 200: { description: 'the disable plan (applied unless dryRun)', schema: tenantPlanSchema }, ...problems(400, 404, 409) },
+      responses: {
+        200: { description: 'the disable plan (applied unless dryRun)', schema: tenantPlanSchema },
+        ...problems(400, 404, 409),
+      },
     },
     handler: async (exchange, params) => {
-      const id = services.auth.authenticate(exchange, 'owner', params['id']).requireTenant(params['id'] ?? '');
+      const id = services.auth
+        .authenticate(exchange, 'owner', params['id'])
+        .requireTenant(params['id'] ?? '');
       const body = await readBody(exchange);
       const reason = requiredReason(exchange, body);
       const dryRun = isDryRun(exchange);
       const tenant = tenantRecord(services, id);
       if (tenant.state === 'deleted') throw Conflict(`tenant ${id} is deleted`);
       const plan = await tenantPlan(services.store, tenant, 'disableTenant', dryRun);
-      const result = await mutate<DisableTenantResult>(services, exchange, 'disableTenant', { tenantId: id, reason, dryRun }, 200);
+      const result = await mutate<DisableTenantResult>(
+        services,
+        exchange,
+        'disableTenant',
+        { tenantId: id, reason, dryRun },
+        200,
+      );
       plan.counts.accessKeys = result.keysRevoked;
-      exchange.sendJson(200, { ...plan, ...(dryRun ? {} : { applied: true }), tenant: tenantJson(result.tenant) });
+      exchange.sendJson(200, {
+        ...plan,
+        ...(dryRun ? {} : { applied: true }),
+        tenant: tenantJson(result.tenant),
+      });
     },
   };
 }
 
 function deleteRoute(services: AdminServices): Route<Handler> {
   return {
-    method: 'POST', path: '/tenants/{id}/delete', operationId: 'deleteTenant',
+    method: 'POST',
+    path: '/tenants/{id}/delete',
+    operationId: 'deleteTenant',
     doc: {
-      summary: 'Delete a disabled tenant and everything it stores', auth: bearer, query: dryRunQuery,
-      requestBody: { contentType: 'application/json', schema: { type: 'object', required: ['reason', 'confirm'], properties: { reason: str, confirm: { type: 'string', description: 'must equal the tenant id' } } } },
+      summary: 'Delete a disabled tenant and everything it stores',
+      auth: bearer,
+      query: dryRunQuery,
+      requestBody: {
+        contentType: 'application/json',
+        schema: {
+          type: 'object',
+          required: ['reason', 'confirm'],
+          properties: {
+            reason: str,
+            confirm: { type: 'string', description: 'must equal the tenant id' },
+          },
+        },
+      },
       responses: {
-        200: { description: 'the delete plan; a dry run lists what would block the delete instead of refusing', schema: tenantPlanSchema },
+        200: {
+          description:
+            'the delete plan; a dry run lists what would block the delete instead of refusing',
+          schema: tenantPlanSchema,
+        },
         ...problems(400, 404, 409, 412),
       },
     },
     handler: async (exchange, params) => {
-      const id = services.auth.authenticate(exchange, 'owner', params['id']).requireTenant(params['id'] ?? '');
+      const id = services.auth
+        .authenticate(exchange, 'owner', params['id'])
+        .requireTenant(params['id'] ?? '');
       const body = await readBody(exchange);
       const reason = requiredReason(exchange, body);
       requireConfirm(body, 'confirm', id);
@@ -138,7 +233,13 @@ function deleteRoute(services: AdminServices): Route<Handler> {
         return;
       }
       refuseBlocked(plan.blockers);
-      const deleted = await mutate<TenantRecord>(services, exchange, 'deleteTenant', { tenantId: id, reason }, 200);
+      const deleted = await mutate<TenantRecord>(
+        services,
+        exchange,
+        'deleteTenant',
+        { tenantId: id, reason },
+        200,
+      );
       exchange.sendJson(200, { ...plan, applied: true, tenant: tenantJson(deleted) });
     },
   };
@@ -146,13 +247,18 @@ function deleteRoute(services: AdminServices): Route<Handler> {
 
 function checkDeletable(tenant: TenantRecord): void {
   if (tenant.state === 'deleted') throw Conflict(`tenant ${tenant.id} is already deleted`);
-  if (tenant.state !== 'disabled') throw Conflict(`tenant ${tenant.id} is ${tenant.state}; disable it before deleting it`);
+  if (tenant.state !== 'disabled')
+    throw Conflict(`tenant ${tenant.id} is ${tenant.state}; disable it before deleting it`);
 }
 
 function refuseBlocked(blockers: ReadonlyArray<{ code: string; message: string }>): void {
-  const conflict = blockers.find((blocker) => blocker.code === 'not_disabled' || blocker.code === 'already_deleted');
+  const conflict = blockers.find(
+    (blocker) => blocker.code === 'not_disabled' || blocker.code === 'already_deleted',
+  );
   if (conflict) throw Conflict(conflict.message);
   if (blockers.length > 0) {
-    throw PreconditionFailed(`the delete is gated by object lock: ${blockers.map((blocker) => blocker.message).join('; ')}`);
+    throw PreconditionFailed(
+      `the delete is gated by object lock: ${blockers.map((blocker) => blocker.message).join('; ')}`,
+    );
   }
 }

@@ -9,7 +9,13 @@
 // A token is valid only until `--expires` (a duration such as 30d, or an RFC 3339 time) and
 // only for `--tenant` when given; the admin API answers 401 once it is revoked or expired.
 
-import { dataDirPaths, prepareDataDir, engineLockOwner, acquireEngineLock, type DataDirPaths } from '../engine/data-dir.js';
+import {
+  dataDirPaths,
+  prepareDataDir,
+  engineLockOwner,
+  acquireEngineLock,
+  type DataDirPaths,
+} from '../engine/data-dir.js';
 import { EngineClient } from '../engine/protocol.js';
 import { IndexStore } from '../engine/index/store.js';
 import { DB, type AdminTokenRecord, type AdminRole } from '../engine/index/schema.js';
@@ -33,47 +39,80 @@ export async function adminToken(argv: readonly string[]): Promise<void> {
     if (action === 'create') await create(paths, args.options, args.flags.has('json'));
     else if (action === 'list') await list(paths, args.flags.has('json'));
     else if (action === 'revoke' && id) await revoke(paths, id, args.flags.has('json'));
-    else throw BadRequest('usage: lightwell admin-token create --role viewer|operator|owner [--tenant ID] [--expires 30d|RFC3339] [--name TEXT] [--json] | list [--json] | revoke ID [--json]');
+    else
+      throw BadRequest(
+        'usage: lightwell admin-token create --role viewer|operator|owner [--tenant ID] [--expires 30d|RFC3339] [--name TEXT] [--json] | list [--json] | revoke ID [--json]',
+      );
   } catch (error) {
-    process.stderr.write(`lightwell admin-token: ${isLightwellError(error) ? error.message : String(error)}\n`);
+    process.stderr.write(
+      `lightwell admin-token: ${isLightwellError(error) ? error.message : String(error)}\n`,
+    );
     process.exitCode = 1;
   }
 }
 
-async function create(paths: DataDirPaths, options: Map<string, string>, json: boolean): Promise<void> {
+async function create(
+  paths: DataDirPaths,
+  options: Map<string, string>,
+  json: boolean,
+): Promise<void> {
   const role = options.get('role') as AdminRole | undefined;
   if (!role || !roles.includes(role)) throw BadRequest('--role must be viewer, operator or owner');
   const tenant = options.get('tenant');
   if (tenant !== undefined) validateTenantId(tenant);
   const expires = options.get('expires');
   const minted = newAdminToken();
-  const record: AdminTokenRecord = { tokenId: minted.tokenId, hash: minted.hash, role, createdAt: Date.now() };
+  const record: AdminTokenRecord = {
+    tokenId: minted.tokenId,
+    hash: minted.hash,
+    role,
+    createdAt: Date.now(),
+  };
   if (tenant !== undefined) record.tenant = tenant;
   if (expires !== undefined) record.expiresAt = parseAdminExpires(expires, Date.now());
   const name = options.get('name');
   if (name !== undefined) record.name = name;
-  await withIndex(paths, async (engine) => engine.call('putAdminToken', { record }), (context) => control.putAdminToken(context, { record }));
-  const expiresAt = record.expiresAt === undefined ? null : new Date(record.expiresAt).toISOString();
-  if (json) process.stdout.write(`${JSON.stringify({ token: minted.token, tokenId: record.tokenId, role, tenant: tenant ?? null, expiresAt })}\n`);
+  await withIndex(
+    paths,
+    async (engine) => engine.call('putAdminToken', { record }),
+    (context) => control.putAdminToken(context, { record }),
+  );
+  const expiresAt =
+    record.expiresAt === undefined ? null : new Date(record.expiresAt).toISOString();
+  if (json)
+    process.stdout.write(
+      `${JSON.stringify({ token: minted.token, tokenId: record.tokenId, role, tenant: tenant ?? null, expiresAt })}\n`,
+    );
   else {
-    process.stdout.write(`admin token ${record.tokenId} (role ${role}${tenant ? `, tenant ${tenant}` : ''}${expiresAt ? `, expires ${expiresAt}` : ''}); it is shown only once:\n`);
+    process.stdout.write(
+      `admin token ${record.tokenId} (role ${role}${tenant ? `, tenant ${tenant}` : ''}${expiresAt ? `, expires ${expiresAt}` : ''}); it is shown only once:\n`,
+    );
     process.stdout.write(`${minted.token}\n`);
   }
 }
 
 async function list(paths: DataDirPaths, json: boolean): Promise<void> {
-  const tokens = (await withIndex(paths, async () => readTokensReadOnly(paths), (context) => readTokens(context.store))).map(tokenJson);
+  const tokens = (
+    await withIndex(
+      paths,
+      async () => readTokensReadOnly(paths),
+      (context) => readTokens(context.store),
+    )
+  ).map(tokenJson);
   if (json) {
     process.stdout.write(`${JSON.stringify({ tokens })}\n`);
     return;
   }
   process.stdout.write('TOKEN ID\tROLE\tTENANT\tSTATE\tEXPIRES\tNAME\n');
   for (const token of tokens) {
-    process.stdout.write(`${token.tokenId}\t${token.role}\t${token.tenant ?? '*'}\t${token.state}\t${token.expiresAt ?? 'never'}\t${token.name ?? ''}\n`);
+    process.stdout.write(
+      `${token.tokenId}\t${token.role}\t${token.tenant ?? '*'}\t${token.state}\t${token.expiresAt ?? 'never'}\t${token.name ?? ''}\n`,
+    );
   }
 }
 
-const isoOrNull = (ms: number | undefined): string | null => (ms === undefined ? null : new Date(ms).toISOString());
+const isoOrNull = (ms: number | undefined): string | null =>
+  ms === undefined ? null : new Date(ms).toISOString();
 
 interface TokenView {
   tokenId: string;
@@ -101,7 +140,9 @@ function tokenJson(token: Omit<AdminTokenRecord, 'hash'>): TokenView {
 }
 
 /** With the engine running: a read-only view of the index (the engine is its only writer). */
-async function readTokensReadOnly(paths: DataDirPaths): Promise<Array<Omit<AdminTokenRecord, 'hash'>>> {
+async function readTokensReadOnly(
+  paths: DataDirPaths,
+): Promise<Array<Omit<AdminTokenRecord, 'hash'>>> {
   const store = IndexStore.open({ path: paths.index, readOnly: true });
   try {
     return readTokens(store);
@@ -119,14 +160,22 @@ function readTokens(store: IndexStore): Array<Omit<AdminTokenRecord, 'hash'>> {
 }
 
 async function revoke(paths: DataDirPaths, tokenId: string, json: boolean): Promise<void> {
-  const record = await withIndex(paths, async (engine) => engine.call<AdminTokenRecord>('revokeAdminToken', { tokenId }), (context) => control.revokeAdminToken(context, { tokenId }));
+  const record = await withIndex(
+    paths,
+    async (engine) => engine.call<AdminTokenRecord>('revokeAdminToken', { tokenId }),
+    (context) => control.revokeAdminToken(context, { tokenId }),
+  );
   const { hash: _hash, ...rest } = record;
   if (json) process.stdout.write(`${JSON.stringify(tokenJson(rest))}\n`);
   else process.stdout.write(`revoked ${tokenId}\n`);
 }
 
 /** Through the running engine, or directly under the engine lock when none runs. */
-async function withIndex<T>(paths: DataDirPaths, viaEngine: (engine: EngineClient) => Promise<T>, offline: (context: EngineContext) => T): Promise<T> {
+async function withIndex<T>(
+  paths: DataDirPaths,
+  viaEngine: (engine: EngineClient) => Promise<T>,
+  offline: (context: EngineContext) => T,
+): Promise<T> {
   if (engineLockOwner(paths) !== undefined) {
     const engine = new EngineClient(paths.socket, 5000);
     try {
@@ -138,7 +187,12 @@ async function withIndex<T>(paths: DataDirPaths, viaEngine: (engine: EngineClien
   const release = await acquireEngineLock(paths);
   const store = IndexStore.open({ path: paths.index, readOnly: false });
   try {
-    const context: EngineContext = { store, masterKey: Buffer.alloc(0), settings: undefined as never, now: () => Date.now() };
+    const context: EngineContext = {
+      store,
+      masterKey: Buffer.alloc(0),
+      settings: undefined as never,
+      now: () => Date.now(),
+    };
     return store.transactSync(() => offline(context));
   } finally {
     await store.close();

@@ -34,17 +34,26 @@ export async function runChild(role: Role, argv: readonly string[]): Promise<voi
     fail(role, error);
     return;
   }
-  process.send?.({ ready: role, ...(running.port === undefined ? {} : { port: running.port }) } satisfies ReadyMessage);
-  if (!process.send) process.stdout.write(`lightwell-${role}: ready${running.port === undefined ? '' : ` on port ${running.port}`}\n`);
+  process.send?.({
+    ready: role,
+    ...(running.port === undefined ? {} : { port: running.port }),
+  } satisfies ReadyMessage);
+  if (!process.send)
+    process.stdout.write(
+      `lightwell-${role}: ready${running.port === undefined ? '' : ` on port ${running.port}`}\n`,
+    );
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'stopping');
-    running.stop().then(() => process.exit(0), (error: unknown) => {
-      log.error({ err: error }, 'unclean stop');
-      process.exit(1);
-    });
+    running.stop().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        log.error({ err: error }, 'unclean stop');
+        process.exit(1);
+      },
+    );
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
@@ -52,7 +61,9 @@ export async function runChild(role: Role, argv: readonly string[]): Promise<voi
 }
 
 function fail(role: Role, error: unknown): void {
-  const message = isLightwellError(error) ? error.message : (error as Error).stack ?? String(error);
+  const message = isLightwellError(error)
+    ? error.message
+    : ((error as Error).stack ?? String(error));
   process.stderr.write(`lightwell-${role}: cannot start: ${message}\n`);
   process.exitCode = 1;
 }

@@ -28,41 +28,57 @@ export async function serve(argv: readonly string[]): Promise<void> {
     settings = settingsFrom(parseArgs(argv));
     await preflight(settings);
   } catch (error) {
-    process.stderr.write(`lightwell: cannot start: ${isLightwellError(error) ? error.message : String(error)}\n`);
+    process.stderr.write(
+      `lightwell: cannot start: ${isLightwellError(error) ? error.message : String(error)}\n`,
+    );
     process.exitCode = 1;
     return;
   }
-  const children: Supervised[] = [{ role: 'engine', name: 'engine', child: undefined, backoffMs: 100, startedAt: 0 }];
+  const children: Supervised[] = [
+    { role: 'engine', name: 'engine', child: undefined, backoffMs: 100, startedAt: 0 },
+  ];
   let stopping = false;
   const announced = new Set<string>();
-  const start = (entry: Supervised): Promise<void> => new Promise((resolve, reject) => {
-    const script = fileURLToPath(new URL(`../../bin/lightwell-${entry.role}.js`, import.meta.url));
-    // LIGHTWELL_CHILD_NODE_ARGS passes Node flags to the children (e.g. `--cpu-prof`).
-    // A small young generation: request garbage is short-lived, and resident memory matters more
-    // than the last percent of allocation speed.
-    const execArgv = ['--max-semi-space-size=4', ...(process.env['LIGHTWELL_CHILD_NODE_ARGS'] ?? '').split(' ').filter((arg) => arg !== '')];
-    const child = fork(script, argv as string[], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv, env: childEnv() });
-    entry.child = child;
-    entry.startedAt = Date.now();
-    child.on('message', (message: ReadyMessage) => {
-      if (message.ready) {
-        announce(entry.role, settings, announced);
-        resolve();
-      }
+  const start = (entry: Supervised): Promise<void> =>
+    new Promise((resolve, reject) => {
+      const script = fileURLToPath(
+        new URL(`../../bin/lightwell-${entry.role}.js`, import.meta.url),
+      );
+      // LIGHTWELL_CHILD_NODE_ARGS passes Node flags to the children (e.g. `--cpu-prof`).
+      // A small young generation: request garbage is short-lived, and resident memory matters more
+      // than the last percent of allocation speed.
+      const execArgv = [
+        '--max-semi-space-size=4',
+        ...(process.env['LIGHTWELL_CHILD_NODE_ARGS'] ?? '').split(' ').filter((arg) => arg !== ''),
+      ];
+      const child = fork(script, argv as string[], {
+        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+        execArgv,
+        env: childEnv(),
+      });
+      entry.child = child;
+      entry.startedAt = Date.now();
+      child.on('message', (message: ReadyMessage) => {
+        if (message.ready) {
+          announce(entry.role, settings, announced);
+          resolve();
+        }
+      });
+      child.on('exit', (code, signal) => {
+        entry.child = undefined;
+        if (stopping) return;
+        if (Date.now() - entry.startedAt > 30_000) entry.backoffMs = 100;
+        process.stderr.write(
+          `lightwell: ${entry.name} exited (${signal ?? code}); restarting in ${entry.backoffMs} ms\n`,
+        );
+        reject(Unavailable(`${entry.name} exited during start`));
+        const delay = entry.backoffMs;
+        entry.backoffMs = Math.min(entry.backoffMs * 2, BACKOFF_MS_MAX);
+        setTimeout(() => {
+          if (!stopping) start(entry).catch(() => undefined);
+        }, delay);
+      });
     });
-    child.on('exit', (code, signal) => {
-      entry.child = undefined;
-      if (stopping) return;
-      if (Date.now() - entry.startedAt > 30_000) entry.backoffMs = 100;
-      process.stderr.write(`lightwell: ${entry.name} exited (${signal ?? code}); restarting in ${entry.backoffMs} ms\n`);
-      reject(Unavailable(`${entry.name} exited during start`));
-      const delay = entry.backoffMs;
-      entry.backoffMs = Math.min(entry.backoffMs * 2, BACKOFF_MS_MAX);
-      setTimeout(() => {
-        if (!stopping) start(entry).catch(() => undefined);
-      }, delay);
-    });
-  });
   const shutdown = async (signal: string): Promise<void> => {
     if (stopping) return;
     stopping = true;
@@ -76,12 +92,20 @@ export async function serve(argv: readonly string[]): Promise<void> {
   try {
     await start(children[0] as Supervised);
     for (let index = 0; index < settings.int('gateways'); index += 1) {
-      children.push({ role: 'gateway', name: `gateway-${index + 1}`, child: undefined, backoffMs: 100, startedAt: 0 });
+      children.push({
+        role: 'gateway',
+        name: `gateway-${index + 1}`,
+        child: undefined,
+        backoffMs: 100,
+        startedAt: 0,
+      });
     }
     children.push({ role: 'admin', name: 'admin', child: undefined, backoffMs: 100, startedAt: 0 });
     await Promise.all(children.slice(1).map((entry) => start(entry)));
   } catch (error) {
-    process.stderr.write(`lightwell: cannot start: ${isLightwellError(error) ? error.message : String(error)}\n`);
+    process.stderr.write(
+      `lightwell: cannot start: ${isLightwellError(error) ? error.message : String(error)}\n`,
+    );
     stopping = true;
     await stopAll(children);
     process.exit(1);
@@ -111,7 +135,8 @@ function childEnv(): NodeJS.ProcessEnv {
 async function preflight(settings: Settings): Promise<void> {
   const paths = dataDirPaths(settings.string('data_dir'));
   const owner = engineLockOwner(paths);
-  if (owner !== undefined) throw DataDirLocked(`data directory ${paths.root} is locked by running process ${owner}`);
+  if (owner !== undefined)
+    throw DataDirLocked(`data directory ${paths.root} is locked by running process ${owner}`);
   await prepareDataDir(paths);
   await checkPortFree(settings.listen('public_listen'), 'public');
   await checkPortFree(settings.listen('admin_listen'), 'admin');
@@ -122,9 +147,15 @@ function checkPortFree(address: ListenAddress, name: string): Promise<void> {
   return new Promise((resolve, reject) => {
     const probe = createServer();
     probe.once('error', (error: NodeJS.ErrnoException) => {
-      reject(Unavailable(`${name} address ${address.host}:${address.port} is not available (${error.code ?? error.message})`));
+      reject(
+        Unavailable(
+          `${name} address ${address.host}:${address.port} is not available (${error.code ?? error.message})`,
+        ),
+      );
     });
-    probe.listen({ host: address.host, port: address.port, exclusive: true }, () => probe.close(() => resolve()));
+    probe.listen({ host: address.host, port: address.port, exclusive: true }, () =>
+      probe.close(() => resolve()),
+    );
   });
 }
 
@@ -135,21 +166,28 @@ function announce(role: Role, settings: Settings, announced: Set<string>): void 
   const address = settings.listen(listener === 'public' ? 'public_listen' : 'admin_listen');
   const host = address.host.includes(':') ? `[${address.host}]` : address.host;
   const path = listener === 'public' ? '/api/v1' : '/admin/api/v1';
-  process.stdout.write(`lightwell: ${listener} listener ready on http://${host}:${address.port}${path}\n`);
+  process.stdout.write(
+    `lightwell: ${listener} listener ready on http://${host}:${address.port}${path}\n`,
+  );
 }
 
 async function stopAll(entries: readonly Supervised[]): Promise<void> {
-  await Promise.all(entries.map((entry) => new Promise<void>((resolve) => {
-    const child = entry.child;
-    if (!child || child.exitCode !== null) {
-      resolve();
-      return;
-    }
-    const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-    child.kill('SIGTERM');
-  })));
+  await Promise.all(
+    entries.map(
+      (entry) =>
+        new Promise<void>((resolve) => {
+          const child = entry.child;
+          if (!child || child.exitCode !== null) {
+            resolve();
+            return;
+          }
+          const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+          child.once('exit', () => {
+            clearTimeout(timer);
+            resolve();
+          });
+          child.kill('SIGTERM');
+        }),
+    ),
+  );
 }

@@ -14,7 +14,12 @@ import { crc32c } from '@node-rs/crc32';
 import { compressSync, uncompressSync } from 'lz4-napi';
 import {
   type Compression,
-  RECORD_HEADER_SIZE, writeRecordHeader, sealRecordHeader, decodeRecordHeader, recordAad, verifyPayload,
+  RECORD_HEADER_SIZE,
+  writeRecordHeader,
+  sealRecordHeader,
+  decodeRecordHeader,
+  recordAad,
+  verifyPayload,
   type RecordHeader,
 } from '../format/record-frame.js';
 import { CorruptData } from '../util/errors.js';
@@ -48,7 +53,12 @@ export interface EncodedChunk {
   readonly compressed: boolean;
 }
 
-export function encodeChunk(keys: TenantKeys, chunkId: Buffer, slices: readonly Uint8Array[], plainLength: number): EncodedChunk {
+export function encodeChunk(
+  keys: TenantKeys,
+  chunkId: Buffer,
+  slices: readonly Uint8Array[],
+  plainLength: number,
+): EncodedChunk {
   let body: readonly Uint8Array[] = slices;
   let compression: Compression = COMPRESSION_NONE;
   const compressed = compressIfItPays(slices, plainLength);
@@ -77,7 +87,13 @@ export function encodeChunk(keys: TenantKeys, chunkId: Buffer, slices: readonly 
   let payloadChecksum = 0;
   for (const part of payload) payloadChecksum = crc32c(part, payloadChecksum);
   sealRecordHeader(header, 0, payloadChecksum);
-  return { header, payload, payloadLength: bodyLength + TAG_BYTES, payloadChecksum, compressed: compression !== COMPRESSION_NONE };
+  return {
+    header,
+    payload,
+    payloadLength: bodyLength + TAG_BYTES,
+    payloadChecksum,
+    compressed: compression !== COMPRESSION_NONE,
+  };
 }
 
 const NONCE_BYTES = 12;
@@ -105,10 +121,12 @@ function nextNonce(): Buffer {
 function compressIfItPays(slices: readonly Uint8Array[], plainLength: number): Buffer | undefined {
   const first = slices[0];
   if (!first || plainLength < 512) return undefined;
-  const pays = (compressed: Buffer, length: number): boolean => compressed.length < length * (1 - COMPRESSION_SAVING_MIN);
+  const pays = (compressed: Buffer, length: number): boolean =>
+    compressed.length < length * (1 - COMPRESSION_SAVING_MIN);
   if (plainLength > SAMPLE_BYTES || slices.length > 1) {
     const sample = first.subarray(0, Math.min(first.length, SAMPLE_BYTES));
-    if (sample.length < 512 || !pays(compressSync(asBuffer(sample)), sample.length)) return undefined;
+    if (sample.length < 512 || !pays(compressSync(asBuffer(sample)), sample.length))
+      return undefined;
   }
   const compressed = compressSync(asBuffer(gather(slices, plainLength)));
   return pays(compressed, plainLength) ? compressed : undefined;
@@ -159,5 +177,7 @@ export function decodeChunk(
 }
 
 function asBuffer(bytes: Uint8Array): Buffer {
-  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  return Buffer.isBuffer(bytes)
+    ? bytes
+    : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }

@@ -55,13 +55,18 @@ export async function prepareDataDir(paths: DataDirPaths): Promise<{ created: bo
   if (existsSync(paths.marker)) {
     const marker = decodeMarker(await readFile(paths.marker));
     if (marker.formatVersion > FORMAT_VERSION) {
-      throw FormatTooNew(`data directory format ${marker.formatVersion} is newer than this release supports (${FORMAT_VERSION})`);
+      throw FormatTooNew(
+        `data directory format ${marker.formatVersion} is newer than this release supports (${FORMAT_VERSION})`,
+      );
     }
   } else {
     if (existsSync(paths.index)) {
       throw BadRequest(`${paths.root} has an index but no FORMAT marker; refusing to open it`);
     }
-    await writeFileDurable(paths.marker, encodeMarker({ createdBy: RELEASE, createdAtMs: Date.now() }));
+    await writeFileDurable(
+      paths.marker,
+      encodeMarker({ createdBy: RELEASE, createdAtMs: Date.now() }),
+    );
     created = true;
   }
   await mkdir(paths.index, { recursive: true });
@@ -72,7 +77,8 @@ export async function prepareDataDir(paths: DataDirPaths): Promise<{ created: bo
 
 /** Reads the master key, creating it (0600) on first start unless a key file is configured. */
 export async function loadMasterKey(paths: DataDirPaths): Promise<Buffer> {
-  if (existsSync(paths.masterKey)) return checkMasterKey(await readFile(paths.masterKey), paths.masterKey);
+  if (existsSync(paths.masterKey))
+    return checkMasterKey(await readFile(paths.masterKey), paths.masterKey);
   if (process.env['LIGHTWELL_MASTER_KEY_FILE']) {
     throw BadRequest(`LIGHTWELL_MASTER_KEY_FILE names ${paths.masterKey}, which does not exist`);
   }
@@ -87,7 +93,8 @@ export function readMasterKeySync(paths: DataDirPaths): Buffer {
 }
 
 function checkMasterKey(key: Buffer, file: string): Buffer {
-  if (key.length !== MASTER_KEY_BYTES) throw BadRequest(`${file} must hold exactly ${MASTER_KEY_BYTES} bytes`);
+  if (key.length !== MASTER_KEY_BYTES)
+    throw BadRequest(`${file} must hold exactly ${MASTER_KEY_BYTES} bytes`);
   return key;
 }
 
@@ -119,7 +126,9 @@ export async function acquireEngineLock(paths: DataDirPaths): Promise<() => Prom
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
       const owner = Number((await readFile(paths.lock, 'utf8').catch(() => '')).trim());
       if (owner > 0 && owner !== process.pid && processAlive(owner)) {
-        throw DataDirLocked(`data directory ${paths.root} is in use by process ${owner}`, { pid: owner });
+        throw DataDirLocked(`data directory ${paths.root} is in use by process ${owner}`, {
+          pid: owner,
+        });
       }
       await unlink(paths.lock).catch(() => undefined);
     }

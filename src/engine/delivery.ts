@@ -27,11 +27,26 @@ import { isIP, type LookupFunction } from 'node:net';
 import { lookup } from 'node:dns';
 import type { Logger } from 'pino';
 import {
-  DB, tenantKey, tenantChildKey, decodeOutboxKey, outboxQueueRange,
-  type BucketRecord, type OutboxRecord, type TenantRecord, type BucketNotificationsRecord, type OutboxStatusRecord,
+  DB,
+  tenantKey,
+  tenantChildKey,
+  decodeOutboxKey,
+  outboxQueueRange,
+  type BucketRecord,
+  type OutboxRecord,
+  type TenantRecord,
+  type BucketNotificationsRecord,
+  type OutboxStatusRecord,
 } from './index/schema.js';
 import type { EngineContext } from './ops/context.js';
-import { notificationsOf, openSigningSecret, settleDelivery, forgetDeletedBucket, onOutboxWrite, type DeliveryOutcome } from './ops/notifications.js';
+import {
+  notificationsOf,
+  openSigningSecret,
+  settleDelivery,
+  forgetDeletedBucket,
+  onOutboxWrite,
+  type DeliveryOutcome,
+} from './ops/notifications.js';
 import { isPrivateAddress, hostOf } from '../security/webhook-target.js';
 import { BadRequest } from '../util/errors.js';
 
@@ -117,14 +132,17 @@ export class Deliverer {
       const now = Date.now();
       let start: Buffer | undefined;
       for (;;) {
-        const head = first(store.range<OutboxRecord>(DB.outbox, start ? { start, limit: 1 } : { limit: 1 }));
+        const head = first(
+          store.range<OutboxRecord>(DB.outbox, start ? { start, limit: 1 } : { limit: 1 }),
+        );
         if (!head) break;
         const { bucketId, configId } = decodeOutboxKey(head.key);
         start = outboxQueueRange(bucketId, configId).end;
         const queue = `${bucketId}/${configId}`;
         if (this.inFlight.has(queue)) continue;
         if (head.value.nextAttemptAt > now) next = Math.min(next, head.value.nextAttemptAt);
-        else if (this.inFlight.size < DELIVERY_CONCURRENCY_MAX) this.begin(queue, Buffer.from(head.key), head.value);
+        else if (this.inFlight.size < DELIVERY_CONCURRENCY_MAX)
+          this.begin(queue, Buffer.from(head.key), head.value);
       }
       if (now - this.lastCleanup > CLEANUP_INTERVAL_MS) {
         this.lastCleanup = now;
@@ -140,17 +158,23 @@ export class Deliverer {
 
   private begin(queue: string, key: Buffer, row: OutboxRecord): void {
     const flight: Flight = { promise: Promise.resolve(), tenantId: row.tenantId };
-    flight.promise = this.attempt(key, row, flight).catch((error: unknown) => {
-      this.options.log.error({ err: error, queue }, 'delivery attempt failed unexpectedly');
-    }).finally(() => {
-      this.inFlight.delete(queue);
-      // The next head of this queue (or a slot for another queue) is due now.
-      this.schedule(0);
-    });
+    flight.promise = this.attempt(key, row, flight)
+      .catch((error: unknown) => {
+        this.options.log.error({ err: error, queue }, 'delivery attempt failed unexpectedly');
+      })
+      .finally(() => {
+        this.inFlight.delete(queue);
+        // The next head of this queue (or a slot for another queue) is due now.
+        this.schedule(0);
+      });
     this.inFlight.set(queue, flight);
   }
 
-  private async attempt(key: Buffer, row: OutboxRecord, flight: { request?: ClientRequest }): Promise<void> {
+  private async attempt(
+    key: Buffer,
+    row: OutboxRecord,
+    flight: { request?: ClientRequest },
+  ): Promise<void> {
     const { context, log } = this.options;
     const { store, settings } = context;
     const record = notificationsOf(store, row.bucketId);
@@ -165,18 +189,50 @@ export class Deliverer {
       const now = Date.now();
       if (error === undefined) outcome = { kind: 'delivered' };
       else if (now - row.createdAt >= settings.duration('notifications.retry_window')) {
-        outcome = { kind: 'discarded', error: `gave up after ${row.attempts + 1} attempts: ${error}` };
-        log.warn({ bucketId: row.bucketId, configId: row.configId, eventId: row.event.id, error }, 'webhook event discarded after the retry window');
+        outcome = {
+          kind: 'discarded',
+          error: `gave up after ${row.attempts + 1} attempts: ${error}`,
+        };
+        log.warn(
+          { bucketId: row.bucketId, configId: row.configId, eventId: row.event.id, error },
+          'webhook event discarded after the retry window',
+        );
       } else {
-        outcome = { kind: 'failed', error, retryAt: now + backoffMs(settings.duration('notifications.retry_backoff_min'), settings.duration('notifications.retry_backoff_max'), row.attempts + 1) };
-        log.debug({ bucketId: row.bucketId, configId: row.configId, eventId: row.event.id, error, attempts: row.attempts + 1 }, 'webhook delivery failed');
+        outcome = {
+          kind: 'failed',
+          error,
+          retryAt:
+            now +
+            backoffMs(
+              settings.duration('notifications.retry_backoff_min'),
+              settings.duration('notifications.retry_backoff_max'),
+              row.attempts + 1,
+            ),
+        };
+        log.debug(
+          {
+            bucketId: row.bucketId,
+            configId: row.configId,
+            eventId: row.event.id,
+            error,
+            attempts: row.attempts + 1,
+          },
+          'webhook delivery failed',
+        );
       }
     }
-    await store.transact(() => settleDelivery(store, { key, seq: row.seq, outcome, now: Date.now() }));
+    await store.transact(() =>
+      settleDelivery(store, { key, seq: row.seq, outcome, now: Date.now() }),
+    );
   }
 
   /** Sends one event; resolves with undefined on a 2xx answer, else with what went wrong. */
-  private post(record: BucketNotificationsRecord, target: string, row: OutboxRecord, flight: { request?: ClientRequest }): Promise<string | undefined> {
+  private post(
+    record: BucketNotificationsRecord,
+    target: string,
+    row: OutboxRecord,
+    flight: { request?: ClientRequest },
+  ): Promise<string | undefined> {
     const { context } = this.options;
     const allowPrivate = context.settings.bool('notifications.allow_private_targets');
     const timeoutMs = context.settings.duration('notifications.delivery_timeout');
@@ -189,7 +245,8 @@ export class Deliverer {
       return Promise.resolve('malformed url');
     }
     const host = hostOf(url);
-    if (!allowPrivate && isIP(host) !== 0 && isPrivateAddress(host)) return Promise.resolve('target address is private');
+    if (!allowPrivate && isIP(host) !== 0 && isPrivateAddress(host))
+      return Promise.resolve('target address is private');
     const body = JSON.stringify(row.event);
     const time = Math.floor(Date.now() / 1000);
     const secret = openSigningSecret(context.masterKey, record, config);
@@ -208,27 +265,31 @@ export class Deliverer {
         request.destroy();
         done(`timeout after ${timeoutMs} ms`);
       }, timeoutMs);
-      const request = send(url, {
-        method: 'POST',
-        lookup: guardedLookup(allowPrivate),
-        headers: {
-          'Content-Type': 'application/json',
-          'Content-Length': String(Buffer.byteLength(body)),
-          'User-Agent': 'lightwell-webhook/1',
-          'X-Service-Signature': `t=${time},v1=${signature}`,
+      const request = send(
+        url,
+        {
+          method: 'POST',
+          lookup: guardedLookup(allowPrivate),
+          headers: {
+            'Content-Type': 'application/json',
+            'Content-Length': String(Buffer.byteLength(body)),
+            'User-Agent': 'lightwell-webhook/1',
+            'X-Service-Signature': `t=${time},v1=${signature}`,
+          },
         },
-      }, (response) => {
-        let received = 0;
-        response.on('data', (chunk: Buffer) => {
-          received += chunk.length;
-          if (received > RESPONSE_BYTES_MAX) response.destroy();
-        });
-        response.on('error', () => undefined);
-        response.on('close', () => {
-          const status = response.statusCode ?? 0;
-          done(status >= 200 && status < 300 ? undefined : `HTTP ${status}`);
-        });
-      });
+        (response) => {
+          let received = 0;
+          response.on('data', (chunk: Buffer) => {
+            received += chunk.length;
+            if (received > RESPONSE_BYTES_MAX) response.destroy();
+          });
+          response.on('error', () => undefined);
+          response.on('close', () => {
+            const status = response.statusCode ?? 0;
+            done(status >= 200 && status < 300 ? undefined : `HTTP ${status}`);
+          });
+        },
+      );
       flight.request = request;
       request.on('error', (error: NodeJS.ErrnoException) => done(error.code ?? error.message));
       request.end(body);
@@ -240,13 +301,24 @@ export class Deliverer {
     const { store } = this.options.context;
     const candidates = new Map<number, { bucketId: number; tenantId: string; bucket: string }>();
     for (const { value } of store.range<BucketNotificationsRecord>(DB.notifications, {})) {
-      candidates.set(value.bucketId, { bucketId: value.bucketId, tenantId: value.tenantId, bucket: value.bucket });
+      candidates.set(value.bucketId, {
+        bucketId: value.bucketId,
+        tenantId: value.tenantId,
+        bucket: value.bucket,
+      });
     }
     for (const { value } of store.range<OutboxStatusRecord>(DB.outboxStatus, {})) {
-      candidates.set(value.bucketId, { bucketId: value.bucketId, tenantId: value.tenantId, bucket: value.bucket });
+      candidates.set(value.bucketId, {
+        bucketId: value.bucketId,
+        tenantId: value.tenantId,
+        bucket: value.bucket,
+      });
     }
     const gone = [...candidates.values()].filter((candidate) => {
-      const bucket = store.get<BucketRecord>(DB.buckets, tenantChildKey(candidate.tenantId, candidate.bucket));
+      const bucket = store.get<BucketRecord>(
+        DB.buckets,
+        tenantChildKey(candidate.tenantId, candidate.bucket),
+      );
       return bucket?.id !== candidate.bucketId;
     });
     if (gone.length === 0) return;
@@ -281,9 +353,12 @@ export async function checkWebhookTarget(url: URL, allowPrivate: boolean): Promi
   if (allowPrivate) return;
   const host = hostOf(url);
   const addresses = isIP(host) !== 0 ? [host] : await resolveAll(host);
-  if (addresses.length === 0) throw BadRequest(`cannot resolve the webhook host ${JSON.stringify(host.slice(0, 64))}`);
+  if (addresses.length === 0)
+    throw BadRequest(`cannot resolve the webhook host ${JSON.stringify(host.slice(0, 64))}`);
   if (addresses.some(isPrivateAddress)) {
-    throw BadRequest('webhook targets on loopback, link-local or private addresses are refused (notifications.allow_private_targets)');
+    throw BadRequest(
+      'webhook targets on loopback, link-local or private addresses are refused (notifications.allow_private_targets)',
+    );
   }
 }
 
@@ -308,14 +383,25 @@ export function guardedLookup(allowPrivate: boolean): LookupFunction {
       }
       const allowed = addresses.filter((entry) => allowPrivate || !isPrivateAddress(entry.address));
       if (allowed.length === 0) {
-        const refused: NodeJS.ErrnoException = Object.assign(new RangeError(`${hostname} resolves only to private addresses`), { code: 'EPRIVATE' });
-        (callback as (error: NodeJS.ErrnoException | null, addresses: unknown) => void)(refused, []);
+        const refused: NodeJS.ErrnoException = Object.assign(
+          new RangeError(`${hostname} resolves only to private addresses`),
+          { code: 'EPRIVATE' },
+        );
+        (callback as (error: NodeJS.ErrnoException | null, addresses: unknown) => void)(
+          refused,
+          [],
+        );
         return;
       }
-      if ((options as { all?: boolean }).all) (callback as (error: null, addresses: unknown) => void)(null, allowed);
+      if ((options as { all?: boolean }).all)
+        (callback as (error: null, addresses: unknown) => void)(null, allowed);
       else {
         const first = allowed[0] as { address: string; family: number };
-        (callback as (error: null, address: string, family: number) => void)(null, first.address, first.family);
+        (callback as (error: null, address: string, family: number) => void)(
+          null,
+          first.address,
+          first.family,
+        );
       }
     });
   };

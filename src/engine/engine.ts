@@ -9,7 +9,13 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { unlink } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { IndexStore, CommandBatch } from './index/store.js';
-import { dataDirPaths, prepareDataDir, acquireEngineLock, loadMasterKey, type DataDirPaths } from './data-dir.js';
+import {
+  dataDirPaths,
+  prepareDataDir,
+  acquireEngineLock,
+  loadMasterKey,
+  type DataDirPaths,
+} from './data-dir.js';
 import { FrameDecoder, FrameWriter, encodeFrame, type Request } from './protocol.js';
 import { toWire, isLightwellError, MethodNotAllowed } from '../util/errors.js';
 import { componentLogger } from '../util/log.js';
@@ -89,7 +95,10 @@ export interface RunningEngine {
   stop(): Promise<void>;
 }
 
-export async function startEngine(options: { dataDir: string; settings: Settings }): Promise<RunningEngine> {
+export async function startEngine(options: {
+  dataDir: string;
+  settings: Settings;
+}): Promise<RunningEngine> {
   const log = componentLogger('engine');
   const paths = dataDirPaths(options.dataDir);
   await prepareDataDir(paths);
@@ -97,12 +106,25 @@ export async function startEngine(options: { dataDir: string; settings: Settings
   const masterKey = await loadMasterKey(paths);
   const store = IndexStore.open({ path: paths.index, readOnly: false });
   const syncer = new SegmentSyncer(paths.segments);
-  const context: EngineContext = { store, masterKey, settings: options.settings, now: () => Date.now(), syncer };
+  const context: EngineContext = {
+    store,
+    masterKey,
+    settings: options.settings,
+    now: () => Date.now(),
+    syncer,
+  };
   await recoverSegments({ paths, store, log: componentLogger('engine.recovery') });
-  const compactor = new Compactor({ paths, store, settings: options.settings, log: componentLogger('engine.compaction') });
+  const compactor = new Compactor({
+    paths,
+    store,
+    settings: options.settings,
+    log: componentLogger('engine.compaction'),
+  });
   const deliverer = new Deliverer({ context, log: componentLogger('engine.delivery') });
   const purger = new tenantDelete.TenantPurger({
-    context, log: componentLogger('engine.tenant-purge'), endDeliveries: (tenantId) => deliverer.endTenantDeliveries(tenantId),
+    context,
+    log: componentLogger('engine.tenant-purge'),
+    endDeliveries: (tenantId) => deliverer.endTenantDeliveries(tenantId),
   });
   const sockets = new Set<Socket>();
   const batch = new CommandBatch(store);
@@ -171,7 +193,11 @@ function writtenSegments(chunks: unknown): number[] {
 }
 
 async function execute(
-  request: Request, executor: Executor, socket: Socket, writer: FrameWriter, log: ReturnType<typeof componentLogger>,
+  request: Request,
+  executor: Executor,
+  socket: Socket,
+  writer: FrameWriter,
+  log: ReturnType<typeof componentLogger>,
 ): Promise<void> {
   const { context } = executor;
   if (typeof request !== 'object' || request === null || typeof request.i !== 'number') {
@@ -180,10 +206,18 @@ async function execute(
   }
   let frame: Buffer;
   try {
-    const op = typeof request.o === 'string' && Object.hasOwn(operations, request.o) ? operations[request.o] : undefined;
-    const read = typeof request.o === 'string' && Object.hasOwn(readOperations, request.o) ? readOperations[request.o] : undefined;
+    const op =
+      typeof request.o === 'string' && Object.hasOwn(operations, request.o)
+        ? operations[request.o]
+        : undefined;
+    const read =
+      typeof request.o === 'string' && Object.hasOwn(readOperations, request.o)
+        ? readOperations[request.o]
+        : undefined;
     if (read) {
-      writer.write(encodeFrame({ i: request.i, r: (await read(context, request.a as never)) ?? null }));
+      writer.write(
+        encodeFrame({ i: request.i, r: (await read(context, request.a as never)) ?? null }),
+      );
       return;
     }
     if (!op) throw MethodNotAllowed(`unknown engine command ${String(request.o)}`);
@@ -192,7 +226,8 @@ async function execute(
     // The bytes a manifest points at become durable before the manifest does.
     const written = writtenSegments(args?.chunks);
     if (written.length > 0) await context.syncer?.sync(written);
-    if (request.o === 'sealSegment') context.syncer?.forget((request.a as { segmentId: number }).segmentId);
+    if (request.o === 'sealSegment')
+      context.syncer?.forget((request.a as { segmentId: number }).segmentId);
     const result = await executor.batch.submit(() => {
       const value = op(context, request.a as never);
       if (args?.audit) audit.writeAudit(context, args.audit);

@@ -94,14 +94,20 @@ export class EngineClient {
   private nextId = 1;
   private closed = false;
 
-  constructor(private readonly socketPath: string, private readonly connectTimeoutMs = 10_000) {}
+  constructor(
+    private readonly socketPath: string,
+    private readonly connectTimeoutMs = 10_000,
+  ) {}
 
   async call<T>(op: string, args: unknown): Promise<T> {
     const socket = this.socket ?? (await this.connect());
     const writer = this.writer;
-    if (socket.destroyed || socket !== this.socket || !writer) throw EngineUnavailable('lost the connection to the engine');
+    if (socket.destroyed || socket !== this.socket || !writer)
+      throw EngineUnavailable('lost the connection to the engine');
     const id = this.nextId++;
-    const result = new Promise<unknown>((resolve, reject) => this.pending.set(id, { resolve, reject }));
+    const result = new Promise<unknown>((resolve, reject) =>
+      this.pending.set(id, { resolve, reject }),
+    );
     writer.write(encodeFrame({ i: id, o: op, a: args }));
     return (await result) as T;
   }
@@ -123,7 +129,11 @@ export class EngineClient {
         return socket;
       } catch (error) {
         if (Date.now() + delayMs > deadline) {
-          throw EngineUnavailable(`engine socket ${this.socketPath} not reachable`, {}, { cause: error });
+          throw EngineUnavailable(
+            `engine socket ${this.socketPath} not reachable`,
+            {},
+            { cause: error },
+          );
         }
         await new Promise((resolve) => setTimeout(resolve, delayMs));
       }
@@ -159,7 +169,8 @@ export class EngineClient {
       if (this.socket === socket) this.socket = undefined;
       const failed = [...this.pending.values()];
       this.pending.clear();
-      for (const request of failed) request.reject(EngineUnavailable('lost the connection to the engine'));
+      for (const request of failed)
+        request.reject(EngineUnavailable('lost the connection to the engine'));
     };
     socket.on('error', lost);
     socket.on('close', lost);

@@ -7,8 +7,20 @@
 import { readMasterKeySync, type DataDirPaths } from '../engine/data-dir.js';
 import type { IndexStore } from '../engine/index/store.js';
 import { DB, tenantKey, type AccessKeyRecord, type TenantRecord } from '../engine/index/schema.js';
-import { deriveKey, unwrapTenantKey, dedupKey, openSecret, PURPOSE_NATIVE_TOKEN, PURPOSE_SECRET_SEAL } from '../security/keys.js';
-import { verifyNativeToken, mintNativeToken, type MintedNativeToken, type NativeTokenPayload } from '../security/native-token.js';
+import {
+  deriveKey,
+  unwrapTenantKey,
+  dedupKey,
+  openSecret,
+  PURPOSE_NATIVE_TOKEN,
+  PURPOSE_SECRET_SEAL,
+} from '../security/keys.js';
+import {
+  verifyNativeToken,
+  mintNativeToken,
+  type MintedNativeToken,
+  type NativeTokenPayload,
+} from '../security/native-token.js';
 
 const VERIFIED_TOKENS_MAX = 10_000;
 import { parseScopes, allows, type Scope, type ScopeRequest } from '../security/scopes.js';
@@ -30,7 +42,10 @@ export class Authenticator {
   private readonly tenantKeys = new Map<string, TenantKeyMaterial>();
   private readonly tokens = new Map<string, NativeTokenPayload>();
 
-  constructor(paths: DataDirPaths, private readonly store: IndexStore) {
+  constructor(
+    paths: DataDirPaths,
+    private readonly store: IndexStore,
+  ) {
     this.masterKey = readMasterKeySync(paths);
     this.tokenKey = deriveKey(this.masterKey, PURPOSE_NATIVE_TOKEN);
     this.sealKey = deriveKey(this.masterKey, PURPOSE_SECRET_SEAL);
@@ -43,7 +58,11 @@ export class Authenticator {
     const payload = this.verified(match[1] ?? '');
     const key = this.liveKey(payload.kid);
     if (key.tenantId !== payload.tid) throw Unauthorized('invalid token');
-    return { accessKeyId: key.accessKeyId, tenant: this.liveTenant(key.tenantId), scope: this.scopeOf(key.scopes) };
+    return {
+      accessKeyId: key.accessKeyId,
+      tenant: this.liveTenant(key.tenantId),
+      scope: this.scopeOf(key.scopes),
+    };
   }
 
   /**
@@ -55,16 +74,25 @@ export class Authenticator {
     const cached = this.tokens.get(token);
     if (cached && cached.exp * 1000 > now) return cached;
     const payload = verifyNativeToken(this.tokenKey, token, now);
-    if (this.tokens.size >= VERIFIED_TOKENS_MAX) this.tokens.delete(this.tokens.keys().next().value as string);
+    if (this.tokens.size >= VERIFIED_TOKENS_MAX)
+      this.tokens.delete(this.tokens.keys().next().value as string);
     this.tokens.set(token, payload);
     return payload;
   }
 
   /** Checks an access key id and secret (token mint); the same answer for every failure. */
-  verifySecret(accessKeyId: string, secretKey: string): { key: AccessKeyRecord; tenant: TenantRecord } {
+  verifySecret(
+    accessKeyId: string,
+    secretKey: string,
+  ): { key: AccessKeyRecord; tenant: TenantRecord } {
     const key = this.store.get<AccessKeyRecord>(DB.accessKeys, Buffer.from(accessKeyId));
     let expected = '';
-    if (key) expected = openSecret(this.sealKey, key.sealedSecret, `access-key:${key.accessKeyId}`).toString();
+    if (key)
+      expected = openSecret(
+        this.sealKey,
+        key.sealedSecret,
+        `access-key:${key.accessKeyId}`,
+      ).toString();
     const matches = constantTimeEqual(expected, secretKey);
     if (!key || !matches) throw Unauthorized('invalid access key id or secret');
     return { key: this.liveKey(accessKeyId), tenant: this.liveTenant(key.tenantId) };
@@ -72,19 +100,26 @@ export class Authenticator {
 
   mint(key: AccessKeyRecord, ttlMs: number): MintedNativeToken {
     const limit = key.expiresAt === undefined ? ttlMs : Math.min(ttlMs, key.expiresAt - Date.now());
-    return mintNativeToken(this.tokenKey, { accessKeyId: key.accessKeyId, tenantId: key.tenantId, ttlMs: Math.max(1000, limit), nowMs: Date.now() });
+    return mintNativeToken(this.tokenKey, {
+      accessKeyId: key.accessKeyId,
+      tenantId: key.tenantId,
+      ttlMs: Math.max(1000, limit),
+      nowMs: Date.now(),
+    });
   }
 
   private liveKey(accessKeyId: string): AccessKeyRecord {
     const key = this.store.getShared<AccessKeyRecord>(DB.accessKeys, Buffer.from(accessKeyId));
     if (!key || key.state !== 'active') throw Unauthorized('the access key is revoked or unknown');
-    if (key.expiresAt !== undefined && key.expiresAt <= Date.now()) throw Unauthorized('the access key has expired');
+    if (key.expiresAt !== undefined && key.expiresAt <= Date.now())
+      throw Unauthorized('the access key has expired');
     return key;
   }
 
   private liveTenant(tenantId: string): TenantRecord {
     const tenant = this.store.getShared<TenantRecord>(DB.tenants, tenantKey(tenantId));
-    if (!tenant || tenant.state !== 'active') throw Unauthorized('the tenant is disabled or unknown');
+    if (!tenant || tenant.state !== 'active')
+      throw Unauthorized('the tenant is disabled or unknown');
     return tenant;
   }
 
@@ -111,6 +146,8 @@ export class Authenticator {
 
 export function authorize(principal: Principal, request: ScopeRequest): void {
   if (!allows(principal.scope, request)) {
-    throw Forbidden(`the access key may not ${request.verb}${request.bucket ? ` in bucket ${request.bucket}` : ''}`);
+    throw Forbidden(
+      `the access key may not ${request.verb}${request.bucket ? ` in bucket ${request.bucket}` : ''}`,
+    );
   }
 }

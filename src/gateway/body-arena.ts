@@ -30,7 +30,10 @@ export class BodyArena {
   /** Blocks `tryTake` leaves free for bytes that arrive after a pause. */
   readonly spillReserve: number;
 
-  constructor(readonly blockBytes: number, readonly blockCount: number) {
+  constructor(
+    readonly blockBytes: number,
+    readonly blockCount: number,
+  ) {
     assert(blockBytes > 0 && blockCount > 0);
     this.spillReserve = Math.min(SPILL_RESERVE_BLOCKS_MAX, Math.floor(blockCount / 8));
     this.buffer = new SharedArrayBuffer(blockBytes * blockCount);
@@ -44,7 +47,9 @@ export class BodyArena {
 
   /** A block now, or `undefined` when only the spill reserve is free or admissions are waiting. */
   tryTake(): number | undefined {
-    return this.waiters.length === 0 && this.free.length > this.spillReserve ? this.free.pop() : undefined;
+    return this.waiters.length === 0 && this.free.length > this.spillReserve
+      ? this.free.pop()
+      : undefined;
   }
 
   /** Any free block, for bytes that arrived after their upload paused its socket. */
@@ -54,8 +59,12 @@ export class BodyArena {
 
   /** `count` blocks at once, when that many are free; requests are served in arrival order. */
   takeMany(count: number): Promise<number[]> {
-    assert(count > 0 && count <= this.blockCount, 'a reserve larger than the arena can never be met');
-    if (this.waiters.length === 0 && this.free.length >= count) return Promise.resolve(this.free.splice(-count, count));
+    assert(
+      count > 0 && count <= this.blockCount,
+      'a reserve larger than the arena can never be met',
+    );
+    if (this.waiters.length === 0 && this.free.length >= count)
+      return Promise.resolve(this.free.splice(-count, count));
     return new Promise((resolve) => this.waiters.push({ count, resolve }));
   }
 

@@ -38,7 +38,8 @@ export function parseRange(header: string | undefined, size: number): ByteRange 
   }
   const start = Number(first);
   const end = last === '' ? size - 1 : Math.min(Number(last), size - 1);
-  if (start >= size || (last !== '' && Number(last) < start)) throw InvalidRange('the range is not satisfiable', { size });
+  if (start >= size || (last !== '' && Number(last) < start))
+    throw InvalidRange('the range is not satisfiable', { size });
   return { start, end };
 }
 
@@ -46,7 +47,12 @@ export async function sendObject(
   pool: Piscina,
   inline: ChunkStoreDeps,
   exchange: Exchange,
-  input: { keys: TenantKeyMaterial; version: ObjectVersionRecord; range: ByteRange | undefined; headers: Record<string, string> },
+  input: {
+    keys: TenantKeyMaterial;
+    version: ObjectVersionRecord;
+    range: ByteRange | undefined;
+    headers: Record<string, string>;
+  },
 ): Promise<void> {
   const { version, range } = input;
   const start = range?.start ?? 0;
@@ -64,13 +70,24 @@ export async function sendObject(
   const readPiece = (index: number): void => {
     const piece = pieces[index];
     if (!piece) return;
-    const task: ReadTask = { kind: 'read', keys: input.keys, chunkId: piece.id, plainLength: piece.plainLength };
-    const read = piece.plainLength <= INLINE_CHUNK_BYTES_MAX
-      ? readChunk(inline, { keys: tenantKeysOf(input.keys), chunkId: piece.id, plainLength: piece.plainLength }).then((plain) => plain.subarray(piece.from, piece.to))
-      : (pool.run(task) as Promise<ArrayBuffer | Outcome<never>>).then((result) => {
-        if (result instanceof ArrayBuffer) return Buffer.from(result, piece.from, piece.to - piece.from);
-        throw fromWire((result as { error: Parameters<typeof fromWire>[0] }).error);
-      });
+    const task: ReadTask = {
+      kind: 'read',
+      keys: input.keys,
+      chunkId: piece.id,
+      plainLength: piece.plainLength,
+    };
+    const read =
+      piece.plainLength <= INLINE_CHUNK_BYTES_MAX
+        ? readChunk(inline, {
+            keys: tenantKeysOf(input.keys),
+            chunkId: piece.id,
+            plainLength: piece.plainLength,
+          }).then((plain) => plain.subarray(piece.from, piece.to))
+        : (pool.run(task) as Promise<ArrayBuffer | Outcome<never>>).then((result) => {
+            if (result instanceof ArrayBuffer)
+              return Buffer.from(result, piece.from, piece.to - piece.from);
+            throw fromWire((result as { error: Parameters<typeof fromWire>[0] }).error);
+          });
     read.catch(() => undefined);
     reads.push(read);
   };
@@ -108,7 +125,12 @@ function coveringChunks(version: ObjectVersionRecord, start: number, end: number
     const chunkEnd = offset + ref.plainLength;
     offset = chunkEnd;
     if (chunkEnd <= start || chunkStart >= end) continue;
-    pieces.push({ id: ref.id, plainLength: ref.plainLength, from: Math.max(start, chunkStart) - chunkStart, to: Math.min(end, chunkEnd) - chunkStart });
+    pieces.push({
+      id: ref.id,
+      plainLength: ref.plainLength,
+      from: Math.max(start, chunkStart) - chunkStart,
+      to: Math.min(end, chunkEnd) - chunkStart,
+    });
   }
   return pieces;
 }

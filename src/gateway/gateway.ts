@@ -32,14 +32,20 @@ export interface RunningGateway {
   stop(): Promise<void>;
 }
 
-export async function startGateway(options: { dataDir: string; settings: Settings }): Promise<RunningGateway> {
+export async function startGateway(options: {
+  dataDir: string;
+  settings: Settings;
+}): Promise<RunningGateway> {
   const { settings } = options;
   const log = componentLogger('gateway');
   const paths = dataDirPaths(options.dataDir);
   const engine = new EngineClient(paths.socket, 30_000);
   await engine.call('ping', {});
   const store = IndexStore.open({ path: paths.index, readOnly: true });
-  const blockCount = Math.max(16, Math.floor(settings.bytes('limits.inflight_bytes_max') / BLOCK_BYTES));
+  const blockCount = Math.max(
+    16,
+    Math.floor(settings.bytes('limits.inflight_bytes_max') / BLOCK_BYTES),
+  );
   const arena = new BodyArena(BLOCK_BYTES, blockCount);
   const threads = settings.int('workers') || availableParallelism() + 1;
   const workerConfig: WorkerConfig = {
@@ -73,7 +79,9 @@ export async function startGateway(options: { dataDir: string; settings: Setting
     segmentsDir: paths.segments,
     segmentBytesMax: settings.bytes('storage.segment_bytes_max'),
     registry: {
-      allocate: async () => (await engine.call<{ segmentId: number }>('allocSegment', { ownerPid: process.pid })).segmentId,
+      allocate: async () =>
+        (await engine.call<{ segmentId: number }>('allocSegment', { ownerPid: process.pid }))
+          .segmentId,
       seal: async (segmentId, size) => {
         await engine.call('sealSegment', { segmentId, size });
       },
@@ -88,21 +96,53 @@ export async function startGateway(options: { dataDir: string; settings: Setting
   };
   const tls = settings.string('tls.cert_file') !== '' && settings.string('tls.key_file') !== '';
   const routes: Route<Handler>[] = dataRoutes({
-    store, engine, pool, settings, tls,
+    store,
+    engine,
+    pool,
+    settings,
+    tls,
     auth: new Authenticator(paths, store),
-    upload: { arena, pool, ordered, chunkAvgBytes: settings.bytes('storage.chunk_bytes_avg'), inline },
+    upload: {
+      arena,
+      pool,
+      ordered,
+      chunkAvgBytes: settings.bytes('storage.chunk_bytes_avg'),
+      inline,
+    },
   });
   // The document describes itself too, so its route is in the table it is generated from.
   let openapiText = '';
-  routes.push({ method: 'GET', path: '/openapi.json', operationId: 'getOpenApi', doc: docs.openapi, handler: (exchange) => exchange.send(200, { 'Content-Type': 'application/json' }, openapiText) });
-  openapiText = JSON.stringify(openApiDocument({
-    title: 'Lightwell native data-plane API', version: RELEASE, prefix: API_PREFIX, routes,
-    securitySchemes: { bearer: { type: 'http', scheme: 'bearer' }, basic: { type: 'http', scheme: 'basic' } },
-  }));
+  routes.push({
+    method: 'GET',
+    path: '/openapi.json',
+    operationId: 'getOpenApi',
+    doc: docs.openapi,
+    handler: (exchange) => exchange.send(200, { 'Content-Type': 'application/json' }, openapiText),
+  });
+  openapiText = JSON.stringify(
+    openApiDocument({
+      title: 'Lightwell native data-plane API',
+      version: RELEASE,
+      prefix: API_PREFIX,
+      routes,
+      securitySchemes: {
+        bearer: { type: 'http', scheme: 'bearer' },
+        basic: { type: 'http', scheme: 'basic' },
+      },
+    }),
+  );
   const address = settings.listen('public_listen');
   const audit = new AuditSink(engine, componentLogger('gateway.audit'));
   const listener: Listener = await listen(
-    { host: address.host, port: address.port, sharedPort: true, audit, tls: tls ? { certFile: settings.string('tls.cert_file'), keyFile: settings.string('tls.key_file') } : undefined },
+    {
+      host: address.host,
+      port: address.port,
+      sharedPort: true,
+      audit,
+      tls: tls
+        ? { certFile: settings.string('tls.cert_file'), keyFile: settings.string('tls.key_file') }
+        : undefined,
+    },
     new Router(API_PREFIX, routes),
     log,
   );

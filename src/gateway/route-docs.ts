@@ -8,63 +8,190 @@ const bool = { type: 'boolean' } as const;
 const time = { type: 'string', format: 'date-time' } as const;
 
 export const bucketSchema: JsonSchema = {
-  type: 'object', required: ['name', 'createdAt', 'versioning', 'objectLock'],
-  properties: { name: str, createdAt: time, versioning: { type: 'string', enum: ['Unversioned', 'Enabled', 'Suspended'] }, objectLock: bool },
+  type: 'object',
+  required: ['name', 'createdAt', 'versioning', 'objectLock'],
+  properties: {
+    name: str,
+    createdAt: time,
+    versioning: { type: 'string', enum: ['Unversioned', 'Enabled', 'Suspended'] },
+    objectLock: bool,
+  },
 };
 
 export const objectSchema: JsonSchema = {
-  type: 'object', required: ['key', 'size', 'etag', 'lastModified', 'contentType', 'checksums', 'storageClass', 'metadata'],
+  type: 'object',
+  required: [
+    'key',
+    'size',
+    'etag',
+    'lastModified',
+    'contentType',
+    'checksums',
+    'storageClass',
+    'metadata',
+  ],
   properties: {
-    key: str, versionId: str, size: int, etag: str, lastModified: time, contentType: str,
-    checksums: { type: 'object', additionalProperties: str, description: 'base64 big-endian digests by algorithm (CRC32C always)' },
-    storageClass: str, metadata: { type: 'object', additionalProperties: str },
+    key: str,
+    versionId: str,
+    size: int,
+    etag: str,
+    lastModified: time,
+    contentType: str,
+    checksums: {
+      type: 'object',
+      additionalProperties: str,
+      description: 'base64 big-endian digests by algorithm (CRC32C always)',
+    },
+    storageClass: str,
+    metadata: { type: 'object', additionalProperties: str },
   },
 };
 
 const objectHeaders = {
-  'X-Service-Checksum-CRC32': 'base64 digest to verify', 'X-Service-Checksum-CRC32C': 'base64 digest to verify',
-  'X-Service-Checksum-CRC64NVME': 'base64 digest to verify', 'X-Service-Checksum-SHA1': 'base64 digest to verify',
-  'X-Service-Checksum-SHA256': 'base64 digest to verify', 'If-Match': 'write only if the current ETag matches',
-  'If-None-Match': 'write only if absent (*) or not matching', 'X-Service-Meta-*': 'user metadata',
+  'X-Service-Checksum-CRC32': 'base64 digest to verify',
+  'X-Service-Checksum-CRC32C': 'base64 digest to verify',
+  'X-Service-Checksum-CRC64NVME': 'base64 digest to verify',
+  'X-Service-Checksum-SHA1': 'base64 digest to verify',
+  'X-Service-Checksum-SHA256': 'base64 digest to verify',
+  'If-Match': 'write only if the current ETag matches',
+  'If-None-Match': 'write only if absent (*) or not matching',
+  'X-Service-Meta-*': 'user metadata',
 };
 
-export const healthz: RouteDoc = { summary: 'Liveness', auth: 'none', responses: { 200: { description: 'alive', schema: { type: 'object', properties: { status: str } } } } };
+export const healthz: RouteDoc = {
+  summary: 'Liveness',
+  auth: 'none',
+  responses: {
+    200: { description: 'alive', schema: { type: 'object', properties: { status: str } } },
+  },
+};
 
 export const createToken: RouteDoc = {
-  summary: 'Mint a native bearer token from an access key id and secret', auth: 'basic-or-body',
-  requestBody: { contentType: 'application/json', required: false, schema: { type: 'object', properties: { accessKeyId: str, secretKey: str } } },
-  responses: { 200: { description: 'token', schema: { type: 'object', required: ['token', 'expiresAt'], properties: { token: str, expiresAt: time } } } },
+  summary: 'Mint a native bearer token from an access key id and secret',
+  auth: 'basic-or-body',
+  requestBody: {
+    contentType: 'application/json',
+    required: false,
+    schema: { type: 'object', properties: { accessKeyId: str, secretKey: str } },
+  },
+  responses: {
+    200: {
+      description: 'token',
+      schema: {
+        type: 'object',
+        required: ['token', 'expiresAt'],
+        properties: { token: str, expiresAt: time },
+      },
+    },
+  },
 };
 
-export const listBuckets: RouteDoc = { summary: "List the tenant's buckets", auth: 'bearer', responses: { 200: { description: 'buckets', schema: { type: 'object', properties: { buckets: { type: 'array', items: bucketSchema } } } } } };
+export const listBuckets: RouteDoc = {
+  summary: "List the tenant's buckets",
+  auth: 'bearer',
+  responses: {
+    200: {
+      description: 'buckets',
+      schema: { type: 'object', properties: { buckets: { type: 'array', items: bucketSchema } } },
+    },
+  },
+};
 
 export const createBucket: RouteDoc = {
-  summary: 'Create a private bucket', auth: 'bearer',
-  requestBody: { contentType: 'application/json', schema: { type: 'object', required: ['name'], properties: { name: str, versioning: { type: 'string', enum: ['Enabled'] }, objectLock: bool } } },
+  summary: 'Create a private bucket',
+  auth: 'bearer',
+  requestBody: {
+    contentType: 'application/json',
+    schema: {
+      type: 'object',
+      required: ['name'],
+      properties: {
+        name: str,
+        versioning: { type: 'string', enum: ['Enabled'] },
+        objectLock: bool,
+      },
+    },
+  },
   responses: { 201: { description: 'created', schema: bucketSchema } },
 };
 
-export const getBucket: RouteDoc = { summary: 'Get a bucket', auth: 'bearer', responses: { 200: { description: 'bucket', schema: bucketSchema } } };
-export const deleteBucket: RouteDoc = { summary: 'Delete an empty bucket', auth: 'bearer', responses: { 204: { description: 'deleted' } } };
+export const getBucket: RouteDoc = {
+  summary: 'Get a bucket',
+  auth: 'bearer',
+  responses: { 200: { description: 'bucket', schema: bucketSchema } },
+};
+export const deleteBucket: RouteDoc = {
+  summary: 'Delete an empty bucket',
+  auth: 'bearer',
+  responses: { 204: { description: 'deleted' } },
+};
 
 export const listObjects: RouteDoc = {
-  summary: 'List objects by prefix', auth: 'bearer',
-  query: { prefix: str, delimiter: str, maxKeys: { type: 'integer', minimum: 1, maximum: 1000, default: 1000 }, continuationToken: str },
-  responses: { 200: { description: 'a page of objects', schema: { type: 'object', properties: { objects: { type: 'array', items: objectSchema }, commonPrefixes: { type: 'array', items: str }, isTruncated: bool, nextContinuationToken: str } } } },
+  summary: 'List objects by prefix',
+  auth: 'bearer',
+  query: {
+    prefix: str,
+    delimiter: str,
+    maxKeys: { type: 'integer', minimum: 1, maximum: 1000, default: 1000 },
+    continuationToken: str,
+  },
+  responses: {
+    200: {
+      description: 'a page of objects',
+      schema: {
+        type: 'object',
+        properties: {
+          objects: { type: 'array', items: objectSchema },
+          commonPrefixes: { type: 'array', items: str },
+          isTruncated: bool,
+          nextContinuationToken: str,
+        },
+      },
+    },
+  },
 };
 
 export const putObject: RouteDoc = {
-  summary: 'Streaming upload', auth: 'bearer', headers: objectHeaders,
-  requestBody: { contentType: 'application/octet-stream', schema: { type: 'string', format: 'binary' } },
+  summary: 'Streaming upload',
+  auth: 'bearer',
+  headers: objectHeaders,
+  requestBody: {
+    contentType: 'application/octet-stream',
+    schema: { type: 'string', format: 'binary' },
+  },
   responses: { 200: { description: 'stored durably', schema: objectSchema } },
 };
 
 export const getObject: RouteDoc = {
-  summary: 'Streaming download; single Range supported', auth: 'bearer', query: { versionId: str },
-  headers: { Range: 'bytes=a-b, a- or -n', 'If-None-Match': 'conditional read', 'If-Modified-Since': 'conditional read' },
-  responses: { 200: { description: 'the object', contentType: 'application/octet-stream' }, 206: { description: 'the range', contentType: 'application/octet-stream' }, 304: { description: 'not modified' } },
+  summary: 'Streaming download; single Range supported',
+  auth: 'bearer',
+  query: { versionId: str },
+  headers: {
+    Range: 'bytes=a-b, a- or -n',
+    'If-None-Match': 'conditional read',
+    'If-Modified-Since': 'conditional read',
+  },
+  responses: {
+    200: { description: 'the object', contentType: 'application/octet-stream' },
+    206: { description: 'the range', contentType: 'application/octet-stream' },
+    304: { description: 'not modified' },
+  },
 };
 
-export const headObject: RouteDoc = { summary: 'Object metadata as headers', auth: 'bearer', query: { versionId: str }, responses: { 200: { description: 'metadata headers' } } };
-export const deleteObject: RouteDoc = { summary: 'Delete an object (a delete marker in a versioned bucket)', auth: 'bearer', query: { versionId: str }, responses: { 204: { description: 'deleted' } } };
-export const openapi: RouteDoc = { summary: 'This OpenAPI document', auth: 'none', responses: { 200: { description: 'OpenAPI 3 document', schema: { type: 'object' } } } };
+export const headObject: RouteDoc = {
+  summary: 'Object metadata as headers',
+  auth: 'bearer',
+  query: { versionId: str },
+  responses: { 200: { description: 'metadata headers' } },
+};
+export const deleteObject: RouteDoc = {
+  summary: 'Delete an object (a delete marker in a versioned bucket)',
+  auth: 'bearer',
+  query: { versionId: str },
+  responses: { 204: { description: 'deleted' } },
+};
+export const openapi: RouteDoc = {
+  summary: 'This OpenAPI document',
+  auth: 'none',
+  responses: { 200: { description: 'OpenAPI 3 document', schema: { type: 'object' } } },
+};

@@ -15,8 +15,25 @@
 import type { Exchange } from '../http/exchange.js';
 import type { Route, RouteDoc, JsonSchema } from '../http/router.js';
 import type { Handler } from '../http/server.js';
-import { DB, objectKey, prefixRange, multipartUploadKey, multipartPartRange, type BucketRecord, type MultipartUploadRecord, type MultipartPartRecord, type ObjectVersionRecord } from '../engine/index/schema.js';
-import { findUploadIn, isUploadId, partView, MULTIPART_PARTS_MAX, MULTIPART_PART_BYTES_MAX, type PartView } from '../engine/ops/multipart.js';
+import {
+  DB,
+  objectKey,
+  prefixRange,
+  multipartUploadKey,
+  multipartPartRange,
+  type BucketRecord,
+  type MultipartUploadRecord,
+  type MultipartPartRecord,
+  type ObjectVersionRecord,
+} from '../engine/index/schema.js';
+import {
+  findUploadIn,
+  isUploadId,
+  partView,
+  MULTIPART_PARTS_MAX,
+  MULTIPART_PART_BYTES_MAX,
+  type PartView,
+} from '../engine/ops/multipart.js';
 import type { ChecksumAlg } from '../engine/checksums.js';
 import { receiveBody } from './upload.js';
 import { authorize, type Principal } from './auth.js';
@@ -32,27 +49,71 @@ const str = { type: 'string' } as const;
 const int = { type: 'integer' } as const;
 const bool = { type: 'boolean' } as const;
 const time = { type: 'string', format: 'date-time' } as const;
-const checksumsSchema: JsonSchema = { type: 'object', additionalProperties: str, description: 'persisted base64 digests by algorithm; CRC32C and SHA256 always' };
-const partSchema: JsonSchema = { type: 'object', required: ['partNumber', 'etag', 'size', 'checksums'], properties: { partNumber: int, etag: str, size: int, checksums: checksumsSchema, lastModified: time } };
-const uploadSchema: JsonSchema = { type: 'object', required: ['bucket', 'key', 'uploadId', 'initiatedAt'], properties: { bucket: str, key: str, uploadId: str, initiatedAt: time } };
-const createSchema: JsonSchema = { type: 'object', properties: { contentType: str, metadata: { type: 'object', additionalProperties: str } } };
+const checksumsSchema: JsonSchema = {
+  type: 'object',
+  additionalProperties: str,
+  description: 'persisted base64 digests by algorithm; CRC32C and SHA256 always',
+};
+const partSchema: JsonSchema = {
+  type: 'object',
+  required: ['partNumber', 'etag', 'size', 'checksums'],
+  properties: {
+    partNumber: int,
+    etag: str,
+    size: int,
+    checksums: checksumsSchema,
+    lastModified: time,
+  },
+};
+const uploadSchema: JsonSchema = {
+  type: 'object',
+  required: ['bucket', 'key', 'uploadId', 'initiatedAt'],
+  properties: { bucket: str, key: str, uploadId: str, initiatedAt: time },
+};
+const createSchema: JsonSchema = {
+  type: 'object',
+  properties: { contentType: str, metadata: { type: 'object', additionalProperties: str } },
+};
 const completeSchema: JsonSchema = {
-  type: 'object', required: ['parts'],
-  properties: { parts: { type: 'array', minItems: 1, maxItems: MULTIPART_PARTS_MAX, items: { type: 'object', required: ['partNumber', 'etag'], properties: { partNumber: int, etag: str } } } },
+  type: 'object',
+  required: ['parts'],
+  properties: {
+    parts: {
+      type: 'array',
+      minItems: 1,
+      maxItems: MULTIPART_PARTS_MAX,
+      items: {
+        type: 'object',
+        required: ['partNumber', 'etag'],
+        properties: { partNumber: int, etag: str },
+      },
+    },
+  },
 };
 const checksumHeaders = {
-  'X-Service-Checksum-CRC32': 'base64 digest to verify', 'X-Service-Checksum-CRC32C': 'base64 digest to verify',
-  'X-Service-Checksum-CRC64NVME': 'base64 digest to verify', 'X-Service-Checksum-SHA1': 'base64 digest to verify',
+  'X-Service-Checksum-CRC32': 'base64 digest to verify',
+  'X-Service-Checksum-CRC32C': 'base64 digest to verify',
+  'X-Service-Checksum-CRC64NVME': 'base64 digest to verify',
+  'X-Service-Checksum-SHA1': 'base64 digest to verify',
   'X-Service-Checksum-SHA256': 'base64 digest to verify',
 };
-const doc = (summary: string, responses: RouteDoc['responses'], extra: Partial<RouteDoc> = {}): RouteDoc => ({ summary, auth: 'bearer', tags: ['multipart'], responses, ...extra });
+const doc = (
+  summary: string,
+  responses: RouteDoc['responses'],
+  extra: Partial<RouteDoc> = {},
+): RouteDoc => ({ summary, auth: 'bearer', tags: ['multipart'], responses, ...extra });
 
 export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
   const { services, bearer, bucketOf, mutate } = kit;
   const { store, auth } = services;
 
   /** Authenticates, authorizes `verb` on the key and resolves the bucket. */
-  const target = (exchange: Exchange, params: Readonly<Record<string, string>>, verb: 'read' | 'write', key = params['key'] ?? ''): { principal: Principal; bucket: BucketRecord; key: string } => {
+  const target = (
+    exchange: Exchange,
+    params: Readonly<Record<string, string>>,
+    verb: 'read' | 'write',
+    key = params['key'] ?? '',
+  ): { principal: Principal; bucket: BucketRecord; key: string } => {
     const principal = bearer(exchange);
     validateObjectKey(key);
     authorize(principal, { verb, bucket: params['bucket'], key });
@@ -64,37 +125,99 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
     return found;
   };
 
-  const create = async (exchange: Exchange, params: Readonly<Record<string, string>>, key: string): Promise<void> => {
+  const create = async (
+    exchange: Exchange,
+    params: Readonly<Record<string, string>>,
+    key: string,
+  ): Promise<void> => {
     exchange.audit.action = 'createMultipartUpload';
     const { principal, bucket } = target(exchange, params, 'write', key);
-    const body = await exchange.readJson() as Record<string, unknown> | undefined;
-    if (body !== undefined && (typeof body !== 'object' || body === null || Array.isArray(body))) throw BadRequest('the body must be a JSON object');
-    for (const name of Object.keys(body ?? {})) if (name !== 'contentType' && name !== 'metadata') throw BadRequest(`unknown field ${JSON.stringify(name.slice(0, 64))}`);
+    const body = (await exchange.readJson()) as Record<string, unknown> | undefined;
+    if (body !== undefined && (typeof body !== 'object' || body === null || Array.isArray(body)))
+      throw BadRequest('the body must be a JSON object');
+    for (const name of Object.keys(body ?? {}))
+      if (name !== 'contentType' && name !== 'metadata')
+        throw BadRequest(`unknown field ${JSON.stringify(name.slice(0, 64))}`);
     const contentType = body?.['contentType'] ?? 'application/octet-stream';
-    if (typeof contentType !== 'string' || contentType.length === 0 || contentType.length > CONTENT_TYPE_CHARS_MAX || !/^[\x20-\x7e]+$/.test(contentType)) {
-      throw BadRequest(`contentType must be 1 to ${CONTENT_TYPE_CHARS_MAX} visible ASCII characters`);
+    if (
+      typeof contentType !== 'string' ||
+      contentType.length === 0 ||
+      contentType.length > CONTENT_TYPE_CHARS_MAX ||
+      !/^[\x20-\x7e]+$/.test(contentType)
+    ) {
+      throw BadRequest(
+        `contentType must be 1 to ${CONTENT_TYPE_CHARS_MAX} visible ASCII characters`,
+      );
     }
     const metadata = body?.['metadata'] ?? {};
     validateUserMetadata(metadata);
-    const created = await mutate<MultipartUploadRecord>(exchange, 'createMultipartUpload', { tenantId: principal.tenant.id, bucket: bucket.name, key, contentType, metadata }, 201);
-    exchange.sendJson(201, uploadJson(created), { Location: `/api/v1/buckets/${encodeURIComponent(bucket.name)}/multipart/${created.uploadId}/parts/${encodeKey(key)}` });
+    const created = await mutate<MultipartUploadRecord>(
+      exchange,
+      'createMultipartUpload',
+      { tenantId: principal.tenant.id, bucket: bucket.name, key, contentType, metadata },
+      201,
+    );
+    exchange.sendJson(201, uploadJson(created), {
+      Location: `/api/v1/buckets/${encodeURIComponent(bucket.name)}/multipart/${created.uploadId}/parts/${encodeKey(key)}`,
+    });
   };
 
   return [
     {
-      method: 'GET', path: '/buckets/{bucket}/multipart', operationId: 'listMultipartUploads',
-      doc: doc('List in-progress multipart uploads', { 200: { description: 'a page of uploads', schema: { type: 'object', properties: { uploads: { type: 'array', items: uploadSchema }, isTruncated: bool, nextKeyMarker: str, nextUploadIdMarker: str } } } }, { query: { prefix: str, keyMarker: str, uploadIdMarker: str, maxUploads: { type: 'integer', minimum: 1, maximum: LIST_PAGE_MAX } } }),
+      method: 'GET',
+      path: '/buckets/{bucket}/multipart',
+      operationId: 'listMultipartUploads',
+      doc: doc(
+        'List in-progress multipart uploads',
+        {
+          200: {
+            description: 'a page of uploads',
+            schema: {
+              type: 'object',
+              properties: {
+                uploads: { type: 'array', items: uploadSchema },
+                isTruncated: bool,
+                nextKeyMarker: str,
+                nextUploadIdMarker: str,
+              },
+            },
+          },
+        },
+        {
+          query: {
+            prefix: str,
+            keyMarker: str,
+            uploadIdMarker: str,
+            maxUploads: { type: 'integer', minimum: 1, maximum: LIST_PAGE_MAX },
+          },
+        },
+      ),
       handler: (exchange, params) => {
         const principal = bearer(exchange);
         const prefix = exchange.query.get('prefix') ?? '';
         authorize(principal, { verb: 'read', bucket: params['bucket'], listPrefix: prefix });
-        const bucket = bucketOf(principal, params['bucket'] ?? '', { verb: 'read', listPrefix: prefix });
+        const bucket = bucketOf(principal, params['bucket'] ?? '', {
+          verb: 'read',
+          listPrefix: prefix,
+        });
         exchange.sendJson(200, listUploads(bucket, exchange.query));
       },
     },
     {
-      method: 'POST', path: '/buckets/{bucket}/multipart/{uploadId}/complete/{key...}', operationId: 'completeMultipartUpload',
-      doc: doc('Complete an upload: the object is assembled from the listed parts without copying bytes', { 200: { description: 'the new object', schema: objectSchema } }, { requestBody: { contentType: 'application/json', schema: completeSchema }, headers: { 'If-Match': 'complete only if the current ETag matches', 'If-None-Match': 'complete only if absent (*)' } }),
+      method: 'POST',
+      path: '/buckets/{bucket}/multipart/{uploadId}/complete/{key...}',
+      operationId: 'completeMultipartUpload',
+      doc: doc(
+        'Complete an upload: the object is assembled from the listed parts without copying bytes',
+        { 200: { description: 'the new object', schema: objectSchema } },
+        {
+          requestBody: { contentType: 'application/json', schema: completeSchema },
+          headers: {
+            'If-Match': 'complete only if the current ETag matches',
+            'If-None-Match': 'complete only if absent (*)',
+          },
+        },
+      ),
       handler: async (exchange, params) => {
         const uploadId = params['uploadId'] ?? '';
         if (!isUploadId(uploadId)) {
@@ -103,26 +226,56 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
         }
         const { principal, bucket, key } = target(exchange, params, 'write');
         upload(bucket, key, uploadId);
-        const body = await exchange.readJson() as Record<string, unknown> | undefined;
+        const body = (await exchange.readJson()) as Record<string, unknown> | undefined;
         const parts = body?.['parts'];
-        if (!Array.isArray(parts)) throw BadRequest('the body must be {parts: [{partNumber, etag}]}');
-        const args: Record<string, unknown> = { tenantId: principal.tenant.id, bucket: bucket.name, key, uploadId, parts };
+        if (!Array.isArray(parts))
+          throw BadRequest('the body must be {parts: [{partNumber, etag}]}');
+        const args: Record<string, unknown> = {
+          tenantId: principal.tenant.id,
+          bucket: bucket.name,
+          key,
+          uploadId,
+          parts,
+        };
         const ifMatch = exchange.header('if-match');
         const ifNoneMatch = exchange.header('if-none-match');
         if (ifMatch !== undefined) args['ifMatch'] = ifMatch;
         if (ifNoneMatch !== undefined) args['ifNoneMatch'] = ifNoneMatch;
-        const version = await mutate<ObjectVersionRecord>(exchange, 'completeMultipartUpload', args, 200);
+        const version = await mutate<ObjectVersionRecord>(
+          exchange,
+          'completeMultipartUpload',
+          args,
+          200,
+        );
         exchange.sendJson(200, objectJson(version, bucket), { ETag: version.etag });
       },
     },
     {
-      method: 'POST', path: '/buckets/{bucket}/multipart/{key...}', operationId: 'createMultipartUpload',
-      doc: doc('Create a multipart upload', { 201: { description: 'the upload', schema: uploadSchema } }, { requestBody: { contentType: 'application/json', schema: createSchema, required: false } }),
+      method: 'POST',
+      path: '/buckets/{bucket}/multipart/{key...}',
+      operationId: 'createMultipartUpload',
+      doc: doc(
+        'Create a multipart upload',
+        { 201: { description: 'the upload', schema: uploadSchema } },
+        { requestBody: { contentType: 'application/json', schema: createSchema, required: false } },
+      ),
       handler: (exchange, params) => create(exchange, params, params['key'] ?? ''),
     },
     {
-      method: 'PUT', path: '/buckets/{bucket}/multipart/{uploadId}/parts/{partNumber}/{key...}', operationId: 'uploadPart',
-      doc: doc('Upload a part (1-based part number); supplied checksums are verified before the part is stored', { 200: { description: 'the part', schema: partSchema } }, { headers: checksumHeaders, requestBody: { contentType: 'application/octet-stream', schema: { type: 'string', format: 'binary' } } }),
+      method: 'PUT',
+      path: '/buckets/{bucket}/multipart/{uploadId}/parts/{partNumber}/{key...}',
+      operationId: 'uploadPart',
+      doc: doc(
+        'Upload a part (1-based part number); supplied checksums are verified before the part is stored',
+        { 200: { description: 'the part', schema: partSchema } },
+        {
+          headers: checksumHeaders,
+          requestBody: {
+            contentType: 'application/octet-stream',
+            schema: { type: 'string', format: 'binary' },
+          },
+        },
+      ),
       handler: async (exchange, params) => {
         const { principal, bucket, key } = target(exchange, params, 'write');
         const uploadId = params['uploadId'] ?? '';
@@ -131,20 +284,63 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
         const contentLength = parseContentLength(exchange, MULTIPART_PART_BYTES_MAX);
         const expected = parseChecksumHeaders(exchange);
         const algs = [...new Set<ChecksumAlg>(['CRC32C', 'SHA256', ...expected.keys()])];
-        const received = await receiveBody(services.upload, { exchange, keys: auth.keysOf(principal.tenant), contentLength, algs });
+        const received = await receiveBody(services.upload, {
+          exchange,
+          keys: auth.keysOf(principal.tenant),
+          contentLength,
+          algs,
+        });
         for (const [alg, digest] of expected) {
-          if (received.checksums[alg] !== digest.toString('base64')) throw ChecksumMismatch(`the part does not match X-Service-Checksum-${alg}`);
+          if (received.checksums[alg] !== digest.toString('base64'))
+            throw ChecksumMismatch(`the part does not match X-Service-Checksum-${alg}`);
         }
-        const part = await mutate<PartView>(exchange, 'uploadPart', {
-          tenantId: principal.tenant.id, bucket: bucket.name, key, uploadId, partNumber, size: contentLength, etag: received.etag,
-          checksums: received.checksums, compressed: received.compressed, chunks: received.chunks,
-        }, 200);
+        const part = await mutate<PartView>(
+          exchange,
+          'uploadPart',
+          {
+            tenantId: principal.tenant.id,
+            bucket: bucket.name,
+            key,
+            uploadId,
+            partNumber,
+            size: contentLength,
+            etag: received.etag,
+            checksums: received.checksums,
+            compressed: received.compressed,
+            chunks: received.chunks,
+          },
+          200,
+        );
         exchange.sendJson(200, partJson(part), { ETag: part.etag });
       },
     },
     {
-      method: 'GET', path: '/buckets/{bucket}/multipart/{uploadId}/parts/{key...}', operationId: 'listParts',
-      doc: doc('List the parts of an upload with their persisted checksums', { 200: { description: 'a page of parts', schema: { type: 'object', properties: { ...((uploadSchema['properties'] ?? {}) as object), parts: { type: 'array', items: partSchema }, isTruncated: bool, nextPartNumberMarker: int } } } }, { query: { partNumberMarker: int, maxParts: { type: 'integer', minimum: 1, maximum: LIST_PAGE_MAX } } }),
+      method: 'GET',
+      path: '/buckets/{bucket}/multipart/{uploadId}/parts/{key...}',
+      operationId: 'listParts',
+      doc: doc(
+        'List the parts of an upload with their persisted checksums',
+        {
+          200: {
+            description: 'a page of parts',
+            schema: {
+              type: 'object',
+              properties: {
+                ...((uploadSchema['properties'] ?? {}) as object),
+                parts: { type: 'array', items: partSchema },
+                isTruncated: bool,
+                nextPartNumberMarker: int,
+              },
+            },
+          },
+        },
+        {
+          query: {
+            partNumberMarker: int,
+            maxParts: { type: 'integer', minimum: 1, maximum: LIST_PAGE_MAX },
+          },
+        },
+      ),
       handler: (exchange, params) => {
         const { bucket, key } = target(exchange, params, 'read');
         const found = upload(bucket, key, params['uploadId'] ?? '');
@@ -152,13 +348,20 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
       },
     },
     {
-      method: 'DELETE', path: '/buckets/{bucket}/multipart/{uploadId}/{key...}', operationId: 'abortMultipartUpload',
+      method: 'DELETE',
+      path: '/buckets/{bucket}/multipart/{uploadId}/{key...}',
+      operationId: 'abortMultipartUpload',
       doc: doc('Abort an upload; its parts are released', { 204: { description: 'aborted' } }),
       handler: async (exchange, params) => {
         const { principal, bucket, key } = target(exchange, params, 'write');
         const uploadId = params['uploadId'] ?? '';
         upload(bucket, key, uploadId);
-        await mutate(exchange, 'abortMultipartUpload', { tenantId: principal.tenant.id, bucket: bucket.name, key, uploadId }, 204);
+        await mutate(
+          exchange,
+          'abortMultipartUpload',
+          { tenantId: principal.tenant.id, bucket: bucket.name, key, uploadId },
+          204,
+        );
         exchange.send(204, {});
       },
     },
@@ -175,14 +378,21 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
       let after: Buffer;
       if (uploadIdMarker !== null) {
         if (!isUploadId(uploadIdMarker)) throw BadRequest('malformed uploadIdMarker');
-        after = Buffer.concat([multipartUploadKey(bucket.id, keyMarker, uploadIdMarker), Buffer.from([0])]);
+        after = Buffer.concat([
+          multipartUploadKey(bucket.id, keyMarker, uploadIdMarker),
+          Buffer.from([0]),
+        ]);
       } else after = Buffer.concat([objectKey(bucket.id, keyMarker), Buffer.from([1])]);
       if (Buffer.compare(after, start) > 0) start = after;
     }
     const uploads: Record<string, unknown>[] = [];
     let truncated = false;
     let last: MultipartUploadRecord | undefined;
-    for (const { value } of store.range<MultipartUploadRecord>(DB.multipart, { start, end: range.end, limit: max + 1 })) {
+    for (const { value } of store.range<MultipartUploadRecord>(DB.multipart, {
+      start,
+      end: range.end,
+      limit: max + 1,
+    })) {
       if (uploads.length >= max) {
         truncated = true;
         break;
@@ -198,7 +408,10 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
     return result;
   }
 
-  function listParts(found: MultipartUploadRecord, query: URLSearchParams): Record<string, unknown> {
+  function listParts(
+    found: MultipartUploadRecord,
+    query: URLSearchParams,
+  ): Record<string, unknown> {
     const max = pageSize(query.get('maxParts'), 'maxParts');
     const markerText = query.get('partNumberMarker');
     const marker = markerText === null ? 0 : parsePartNumber(markerText);
@@ -208,7 +421,11 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
     const parts: Record<string, unknown>[] = [];
     let truncated = false;
     let last = 0;
-    for (const { value } of store.range<MultipartPartRecord>(DB.multipartParts, { start, end: range.end, limit: max + 1 })) {
+    for (const { value } of store.range<MultipartPartRecord>(DB.multipartParts, {
+      start,
+      end: range.end,
+      limit: max + 1,
+    })) {
       if (parts.length >= max) {
         truncated = true;
         break;
@@ -223,11 +440,22 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
 }
 
 function uploadJson(upload: MultipartUploadRecord): Record<string, unknown> {
-  return { bucket: upload.bucket, key: upload.key, uploadId: upload.uploadId, initiatedAt: new Date(upload.initiatedAt).toISOString() };
+  return {
+    bucket: upload.bucket,
+    key: upload.key,
+    uploadId: upload.uploadId,
+    initiatedAt: new Date(upload.initiatedAt).toISOString(),
+  };
 }
 
 function partJson(part: PartView): Record<string, unknown> {
-  return { partNumber: part.partNumber, etag: part.etag, size: part.size, checksums: part.checksums, lastModified: new Date(part.lastModified).toISOString() };
+  return {
+    partNumber: part.partNumber,
+    etag: part.etag,
+    size: part.size,
+    checksums: part.checksums,
+    lastModified: new Date(part.lastModified).toISOString(),
+  };
 }
 
 function parsePartNumber(text: string): number {
@@ -239,7 +467,8 @@ function parsePartNumber(text: string): number {
 
 function pageSize(text: string | null, name: string): number {
   if (text === null) return LIST_PAGE_MAX;
-  if (!/^\d+$/.test(text) || Number(text) < 1 || Number(text) > LIST_PAGE_MAX) throw BadRequest(`${name} must be an integer from 1 to ${LIST_PAGE_MAX}`);
+  if (!/^\d+$/.test(text) || Number(text) < 1 || Number(text) > LIST_PAGE_MAX)
+    throw BadRequest(`${name} must be an integer from 1 to ${LIST_PAGE_MAX}`);
   return Number(text);
 }
 

@@ -9,9 +9,24 @@
 
 import type { Route, RouteDoc, JsonSchema } from '../http/router.js';
 import type { Handler } from '../http/server.js';
-import { DB, bucketKeyPrefix, decodeOutboxKey, outboxQueueRange, type BucketRecord, type OutboxRecord } from '../engine/index/schema.js';
+import {
+  DB,
+  bucketKeyPrefix,
+  decodeOutboxKey,
+  outboxQueueRange,
+  type BucketRecord,
+  type OutboxRecord,
+} from '../engine/index/schema.js';
 import type { IndexStore } from '../engine/index/store.js';
-import { parseNotificationConfigs, notificationsOf, configView, statusOf, NOTIFICATION_EVENT_TYPES, NOTIFICATION_CONFIGS_MAX, type NotificationConfigView } from '../engine/ops/notifications.js';
+import {
+  parseNotificationConfigs,
+  notificationsOf,
+  configView,
+  statusOf,
+  NOTIFICATION_EVENT_TYPES,
+  NOTIFICATION_CONFIGS_MAX,
+  type NotificationConfigView,
+} from '../engine/ops/notifications.js';
 import { checkWebhookTarget } from '../engine/delivery.js';
 import { authorize, type Principal } from './auth.js';
 import type { RouteKit } from './routes.js';
@@ -21,68 +36,147 @@ const str = { type: 'string' } as const;
 const int = { type: 'integer' } as const;
 const time = { type: 'string', format: 'date-time' } as const;
 const configSchema: JsonSchema = {
-  type: 'object', required: ['id', 'type', 'url', 'events'],
+  type: 'object',
+  required: ['id', 'type', 'url', 'events'],
   properties: {
-    id: { ...str, description: 'generated when absent' }, type: { type: 'string', enum: ['webhook', 'sns', 'sqs', 'lambda'], default: 'webhook', description: 'only webhook is implemented (others: 501)' },
-    url: str, events: { type: 'array', items: { type: 'string', enum: [...NOTIFICATION_EVENT_TYPES] } }, prefix: str, suffix: str,
-    hasSecret: { type: 'boolean' }, signingSecret: { ...str, description: 'only in the PUT answer, once per new config id' },
+    id: { ...str, description: 'generated when absent' },
+    type: {
+      type: 'string',
+      enum: ['webhook', 'sns', 'sqs', 'lambda'],
+      default: 'webhook',
+      description: 'only webhook is implemented (others: 501)',
+    },
+    url: str,
+    events: { type: 'array', items: { type: 'string', enum: [...NOTIFICATION_EVENT_TYPES] } },
+    prefix: str,
+    suffix: str,
+    hasSecret: { type: 'boolean' },
+    signingSecret: { ...str, description: 'only in the PUT answer, once per new config id' },
   },
 };
-const configsSchema: JsonSchema = { type: 'object', required: ['configs'], properties: { configs: { type: 'array', maxItems: NOTIFICATION_CONFIGS_MAX, items: configSchema } } };
+const configsSchema: JsonSchema = {
+  type: 'object',
+  required: ['configs'],
+  properties: {
+    configs: { type: 'array', maxItems: NOTIFICATION_CONFIGS_MAX, items: configSchema },
+  },
+};
 const statusSchema: JsonSchema = {
-  type: 'object', required: ['pending', 'delivered', 'failedAttempts', 'discarded', 'targets'],
+  type: 'object',
+  required: ['pending', 'delivered', 'failedAttempts', 'discarded', 'targets'],
   properties: {
-    pending: int, delivered: int, failedAttempts: int, discarded: int, lastError: str, lastErrorAt: time, lastDeliveredAt: time,
-    targets: { type: 'array', items: { type: 'object', properties: { configId: str, headEventId: str, attempts: int, nextAttemptAt: time, lastAttemptAt: time, lastError: str } } },
+    pending: int,
+    delivered: int,
+    failedAttempts: int,
+    discarded: int,
+    lastError: str,
+    lastErrorAt: time,
+    lastDeliveredAt: time,
+    targets: {
+      type: 'array',
+      items: {
+        type: 'object',
+        properties: {
+          configId: str,
+          headEventId: str,
+          attempts: int,
+          nextAttemptAt: time,
+          lastAttemptAt: time,
+          lastError: str,
+        },
+      },
+    },
   },
 };
-const doc = (summary: string, responses: RouteDoc['responses'], extra: Partial<RouteDoc> = {}): RouteDoc => ({ summary, auth: 'bearer', tags: ['notifications'], responses, ...extra });
+const doc = (
+  summary: string,
+  responses: RouteDoc['responses'],
+  extra: Partial<RouteDoc> = {},
+): RouteDoc => ({ summary, auth: 'bearer', tags: ['notifications'], responses, ...extra });
 
 export function notificationRoutes(kit: RouteKit): Route<Handler>[] {
   const { services, bearer, bucketOf, mutate } = kit;
   const { store, settings } = services;
-  const adminBucket = (exchange: Exchange, params: Readonly<Record<string, string>>): { principal: Principal; bucket: BucketRecord } => {
+  const adminBucket = (
+    exchange: Exchange,
+    params: Readonly<Record<string, string>>,
+  ): { principal: Principal; bucket: BucketRecord } => {
     const principal = bearer(exchange);
     authorize(principal, { verb: 'admin', bucket: params['bucket'] });
     return { principal, bucket: bucketOf(principal, params['bucket'] ?? '', { verb: 'admin' }) };
   };
   return [
     {
-      method: 'GET', path: '/buckets/{bucket}/notifications', operationId: 'getBucketNotifications',
-      doc: doc('Read the notification configs (never the secrets)', { 200: { description: 'configs', schema: configsSchema } }),
+      method: 'GET',
+      path: '/buckets/{bucket}/notifications',
+      operationId: 'getBucketNotifications',
+      doc: doc('Read the notification configs (never the secrets)', {
+        200: { description: 'configs', schema: configsSchema },
+      }),
       handler: (exchange, params) => {
         const { bucket } = adminBucket(exchange, params);
-        exchange.sendJson(200, { configs: (notificationsOf(store, bucket.id)?.configs ?? []).map(configView) });
+        exchange.sendJson(200, {
+          configs: (notificationsOf(store, bucket.id)?.configs ?? []).map(configView),
+        });
       },
     },
     {
-      method: 'PUT', path: '/buckets/{bucket}/notifications', operationId: 'setBucketNotifications',
-      doc: doc('Replace the notification configs; an empty list clears them', { 200: { description: 'configs, with signingSecret for new ids', schema: configsSchema } }, { requestBody: { contentType: 'application/json', schema: configsSchema } }),
+      method: 'PUT',
+      path: '/buckets/{bucket}/notifications',
+      operationId: 'setBucketNotifications',
+      doc: doc(
+        'Replace the notification configs; an empty list clears them',
+        { 200: { description: 'configs, with signingSecret for new ids', schema: configsSchema } },
+        { requestBody: { contentType: 'application/json', schema: configsSchema } },
+      ),
       handler: async (exchange, params) => {
         const { principal, bucket } = adminBucket(exchange, params);
         const configs = parseNotificationConfigs(await exchange.readJson());
         const allowPrivate = settings.bool('notifications.allow_private_targets');
         for (const config of configs) await checkWebhookTarget(new URL(config.url), allowPrivate);
-        const stored = await mutate<{ configs: NotificationConfigView[]; secrets: Record<string, string> }>(
-          exchange, 'putBucketNotifications', { tenantId: principal.tenant.id, bucket: bucket.name, configs }, 200);
-        exchange.sendJson(200, { configs: stored.configs.map((config) => {
-          const secret = stored.secrets[config.id];
-          return secret === undefined ? config : { ...config, signingSecret: secret };
-        }) });
+        const stored = await mutate<{
+          configs: NotificationConfigView[];
+          secrets: Record<string, string>;
+        }>(
+          exchange,
+          'putBucketNotifications',
+          { tenantId: principal.tenant.id, bucket: bucket.name, configs },
+          200,
+        );
+        exchange.sendJson(200, {
+          configs: stored.configs.map((config) => {
+            const secret = stored.secrets[config.id];
+            return secret === undefined ? config : { ...config, signingSecret: secret };
+          }),
+        });
       },
     },
     {
-      method: 'DELETE', path: '/buckets/{bucket}/notifications', operationId: 'deleteBucketNotifications',
-      doc: doc('Clear the notification configs (pending events of removed configs are discarded)', { 204: { description: 'cleared' } }),
+      method: 'DELETE',
+      path: '/buckets/{bucket}/notifications',
+      operationId: 'deleteBucketNotifications',
+      doc: doc('Clear the notification configs (pending events of removed configs are discarded)', {
+        204: { description: 'cleared' },
+      }),
       handler: async (exchange, params) => {
         const { principal, bucket } = adminBucket(exchange, params);
-        await mutate(exchange, 'deleteBucketNotifications', { tenantId: principal.tenant.id, bucket: bucket.name }, 204);
+        await mutate(
+          exchange,
+          'deleteBucketNotifications',
+          { tenantId: principal.tenant.id, bucket: bucket.name },
+          204,
+        );
         exchange.send(204, {});
       },
     },
     {
-      method: 'GET', path: '/buckets/{bucket}/notifications/status', operationId: 'getBucketNotificationStatus',
-      doc: doc('Delivery state: pending events, failed attempts, last error, and the head of each target queue', { 200: { description: 'status', schema: statusSchema } }),
+      method: 'GET',
+      path: '/buckets/{bucket}/notifications/status',
+      operationId: 'getBucketNotificationStatus',
+      doc: doc(
+        'Delivery state: pending events, failed attempts, last error, and the head of each target queue',
+        { 200: { description: 'status', schema: statusSchema } },
+      ),
       handler: (exchange, params) => {
         const { bucket } = adminBucket(exchange, params);
         exchange.sendJson(200, deliveryStatus(store, bucket.id));
@@ -93,9 +187,13 @@ export function notificationRoutes(kit: RouteKit): Route<Handler>[] {
 
 function deliveryStatus(store: IndexStore, bucketId: number): Record<string, unknown> {
   const status = statusOf(store, bucketId);
-  const iso = (ms: number | undefined): string | undefined => (ms === undefined ? undefined : new Date(ms).toISOString());
+  const iso = (ms: number | undefined): string | undefined =>
+    ms === undefined ? undefined : new Date(ms).toISOString();
   const json: Record<string, unknown> = {
-    pending: status?.pending ?? 0, delivered: status?.delivered ?? 0, failedAttempts: status?.failedAttempts ?? 0, discarded: status?.discarded ?? 0,
+    pending: status?.pending ?? 0,
+    delivered: status?.delivered ?? 0,
+    failedAttempts: status?.failedAttempts ?? 0,
+    discarded: status?.discarded ?? 0,
   };
   if (status?.lastError !== undefined) json['lastError'] = status.lastError;
   if (status?.lastErrorAt !== undefined) json['lastErrorAt'] = iso(status.lastErrorAt);
@@ -106,12 +204,19 @@ function deliveryStatus(store: IndexStore, bucketId: number): Record<string, unk
   let start = prefix;
   for (;;) {
     let head: { key: Buffer; value: OutboxRecord } | undefined;
-    for (const entry of store.range<OutboxRecord>(DB.outbox, { start, end, limit: 1 })) head = entry;
+    for (const entry of store.range<OutboxRecord>(DB.outbox, { start, end, limit: 1 }))
+      head = entry;
     if (!head) break;
     const { configId } = decodeOutboxKey(head.key);
     start = outboxQueueRange(bucketId, configId).end;
-    const target: Record<string, unknown> = { configId, headEventId: head.value.event.id, attempts: head.value.attempts, nextAttemptAt: iso(head.value.nextAttemptAt) };
-    if (head.value.lastAttemptAt !== undefined) target['lastAttemptAt'] = iso(head.value.lastAttemptAt);
+    const target: Record<string, unknown> = {
+      configId,
+      headEventId: head.value.event.id,
+      attempts: head.value.attempts,
+      nextAttemptAt: iso(head.value.nextAttemptAt),
+    };
+    if (head.value.lastAttemptAt !== undefined)
+      target['lastAttemptAt'] = iso(head.value.lastAttemptAt);
     if (head.value.lastError !== undefined) target['lastError'] = head.value.lastError;
     targets.push(target);
   }

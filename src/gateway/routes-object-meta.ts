@@ -6,7 +6,16 @@ import type { Exchange } from '../http/exchange.js';
 import type { Route, RouteDoc, JsonSchema } from '../http/router.js';
 import type { Handler } from '../http/server.js';
 import type { IndexStore } from '../engine/index/store.js';
-import { DB, objectKey, prefixRange, versionRange, decodeObjectKey, type BucketRecord, type ObjectVersionRecord, type ObjectTag } from '../engine/index/schema.js';
+import {
+  DB,
+  objectKey,
+  prefixRange,
+  versionRange,
+  decodeObjectKey,
+  type BucketRecord,
+  type ObjectVersionRecord,
+  type ObjectTag,
+} from '../engine/index/schema.js';
 import { findVersionIn, seqOfVersionId } from '../engine/ops/objects.js';
 import { authorize, type Principal } from './auth.js';
 import { objectJson, type RouteKit } from './routes.js';
@@ -22,92 +31,226 @@ const VERSIONS_PAGE_MAX = 1000;
 
 const str = { type: 'string' } as const;
 const bool = { type: 'boolean' } as const;
-const tagsSchema: JsonSchema = { type: 'object', required: ['tags'], properties: { tags: { type: 'array', maxItems: TAGS_MAX, items: { type: 'object', required: ['key', 'value'], properties: { key: str, value: str } } } } };
-const retentionSchema: JsonSchema = { type: 'object', required: ['mode', 'retainUntil'], properties: { mode: { type: 'string', enum: ['GOVERNANCE', 'COMPLIANCE'] }, retainUntil: { type: 'string', format: 'date-time' } } };
-const legalHoldSchema: JsonSchema = { type: 'object', required: ['status'], properties: { status: { type: 'string', enum: ['ON', 'OFF'] } } };
-const versioningSchema: JsonSchema = { type: 'object', required: ['status'], properties: { status: { type: 'string', enum: ['Enabled', 'Suspended', 'Unversioned'] } } };
+const tagsSchema: JsonSchema = {
+  type: 'object',
+  required: ['tags'],
+  properties: {
+    tags: {
+      type: 'array',
+      maxItems: TAGS_MAX,
+      items: { type: 'object', required: ['key', 'value'], properties: { key: str, value: str } },
+    },
+  },
+};
+const retentionSchema: JsonSchema = {
+  type: 'object',
+  required: ['mode', 'retainUntil'],
+  properties: {
+    mode: { type: 'string', enum: ['GOVERNANCE', 'COMPLIANCE'] },
+    retainUntil: { type: 'string', format: 'date-time' },
+  },
+};
+const legalHoldSchema: JsonSchema = {
+  type: 'object',
+  required: ['status'],
+  properties: { status: { type: 'string', enum: ['ON', 'OFF'] } },
+};
+const versioningSchema: JsonSchema = {
+  type: 'object',
+  required: ['status'],
+  properties: { status: { type: 'string', enum: ['Enabled', 'Suspended', 'Unversioned'] } },
+};
 const versionQuery = { versionId: str };
-const doc = (summary: string, responses: RouteDoc['responses'], extra: Partial<RouteDoc> = {}): RouteDoc => ({ summary, auth: 'bearer', responses, ...extra });
-const json = (schema: JsonSchema): NonNullable<RouteDoc['requestBody']> => ({ contentType: 'application/json', schema });
+const doc = (
+  summary: string,
+  responses: RouteDoc['responses'],
+  extra: Partial<RouteDoc> = {},
+): RouteDoc => ({ summary, auth: 'bearer', responses, ...extra });
+const json = (schema: JsonSchema): NonNullable<RouteDoc['requestBody']> => ({
+  contentType: 'application/json',
+  schema,
+});
 
 export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
   const { services, bearer, bucketOf, mutate } = kit;
   const { store } = services;
 
   /** Authenticates, authorizes, and resolves the target for a `{bucket}/{key...}` route. */
-  const target = (exchange: Exchange, params: Readonly<Record<string, string>>, verb: 'read' | 'write' | 'delete'): { principal: Principal; bucket: BucketRecord; key: string; args: Record<string, unknown> } => {
+  const target = (
+    exchange: Exchange,
+    params: Readonly<Record<string, string>>,
+    verb: 'read' | 'write' | 'delete',
+  ): { principal: Principal; bucket: BucketRecord; key: string; args: Record<string, unknown> } => {
     const principal = bearer(exchange);
     const key = params['key'] ?? '';
     validateObjectKey(key);
     authorize(principal, { verb, bucket: params['bucket'], key });
     const bucket = bucketOf(principal, params['bucket'] ?? '', { verb, key });
-    const args: Record<string, unknown> = { tenantId: principal.tenant.id, bucket: bucket.name, key };
+    const args: Record<string, unknown> = {
+      tenantId: principal.tenant.id,
+      bucket: bucket.name,
+      key,
+    };
     const versionId = exchange.query.get('versionId');
     if (versionId !== null) args['versionId'] = versionId;
     return { principal, bucket, key, args };
   };
-  const readVersion = (bucket: BucketRecord, key: string, exchange: Exchange): ObjectVersionRecord => {
+  const readVersion = (
+    bucket: BucketRecord,
+    key: string,
+    exchange: Exchange,
+  ): ObjectVersionRecord => {
     const versionId = exchange.query.get('versionId');
-    const version = versionId === null
-      ? store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, key))
-      : findVersionIn(store, bucket.id, key, versionId);
+    const version =
+      versionId === null
+        ? store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, key))
+        : findVersionIn(store, bucket.id, key, versionId);
     if (!version || version.deleteMarker) throw NotFound(`object ${key} not found`);
     return version;
   };
   const jsonBody = async (exchange: Exchange): Promise<Record<string, unknown>> => {
     const body = await exchange.readJson();
-    if (typeof body !== 'object' || body === null || Array.isArray(body)) throw BadRequest('the body must be a JSON object');
+    if (typeof body !== 'object' || body === null || Array.isArray(body))
+      throw BadRequest('the body must be a JSON object');
     return body as Record<string, unknown>;
   };
 
   return [
     {
-      method: 'GET', path: '/buckets/{bucket}/versioning', operationId: 'getBucketVersioning', doc: doc('Read the versioning state', { 200: { description: 'state', schema: versioningSchema } }),
+      method: 'GET',
+      path: '/buckets/{bucket}/versioning',
+      operationId: 'getBucketVersioning',
+      doc: doc('Read the versioning state', {
+        200: { description: 'state', schema: versioningSchema },
+      }),
       handler: (exchange, params) => {
         const principal = bearer(exchange);
         authorize(principal, { verb: 'read', bucket: params['bucket'] });
-        exchange.sendJson(200, { status: bucketOf(principal, params['bucket'] ?? '', { verb: 'read' }).versioning });
+        exchange.sendJson(200, {
+          status: bucketOf(principal, params['bucket'] ?? '', { verb: 'read' }).versioning,
+        });
       },
     },
     {
-      method: 'PUT', path: '/buckets/{bucket}/versioning', operationId: 'setBucketVersioning', doc: doc('Set the versioning state (Enabled or Suspended)', { 200: { description: 'state', schema: versioningSchema } }, { requestBody: json(versioningSchema) }),
+      method: 'PUT',
+      path: '/buckets/{bucket}/versioning',
+      operationId: 'setBucketVersioning',
+      doc: doc(
+        'Set the versioning state (Enabled or Suspended)',
+        { 200: { description: 'state', schema: versioningSchema } },
+        { requestBody: json(versioningSchema) },
+      ),
       handler: async (exchange, params) => {
         const principal = bearer(exchange);
         authorize(principal, { verb: 'write', bucket: params['bucket'] });
         bucketOf(principal, params['bucket'] ?? '', { verb: 'write' });
         const body = await jsonBody(exchange);
-        const bucket = await mutate<BucketRecord>(exchange, 'setVersioning', { tenantId: principal.tenant.id, bucket: params['bucket'], status: body['status'] }, 200);
+        const bucket = await mutate<BucketRecord>(
+          exchange,
+          'setVersioning',
+          { tenantId: principal.tenant.id, bucket: params['bucket'], status: body['status'] },
+          200,
+        );
         exchange.sendJson(200, { status: bucket.versioning });
       },
     },
     {
-      method: 'GET', path: '/buckets/{bucket}/versions', operationId: 'listObjectVersions',
-      doc: doc('List versions and delete markers', { 200: { description: 'a page of versions', schema: { type: 'object', properties: { versions: { type: 'array', items: { type: 'object', properties: { key: str, versionId: str, isLatest: bool, isDeleteMarker: bool, size: { type: 'integer' }, etag: str, lastModified: str } } }, isTruncated: bool, nextKeyMarker: str, nextVersionIdMarker: str } } } }, { query: { prefix: str, keyMarker: str, versionIdMarker: str, maxKeys: { type: 'integer', minimum: 1, maximum: VERSIONS_PAGE_MAX } } }),
+      method: 'GET',
+      path: '/buckets/{bucket}/versions',
+      operationId: 'listObjectVersions',
+      doc: doc(
+        'List versions and delete markers',
+        {
+          200: {
+            description: 'a page of versions',
+            schema: {
+              type: 'object',
+              properties: {
+                versions: {
+                  type: 'array',
+                  items: {
+                    type: 'object',
+                    properties: {
+                      key: str,
+                      versionId: str,
+                      isLatest: bool,
+                      isDeleteMarker: bool,
+                      size: { type: 'integer' },
+                      etag: str,
+                      lastModified: str,
+                    },
+                  },
+                },
+                isTruncated: bool,
+                nextKeyMarker: str,
+                nextVersionIdMarker: str,
+              },
+            },
+          },
+        },
+        {
+          query: {
+            prefix: str,
+            keyMarker: str,
+            versionIdMarker: str,
+            maxKeys: { type: 'integer', minimum: 1, maximum: VERSIONS_PAGE_MAX },
+          },
+        },
+      ),
       handler: (exchange, params) => {
         const principal = bearer(exchange);
         const prefix = exchange.query.get('prefix') ?? '';
         authorize(principal, { verb: 'read', bucket: params['bucket'], listPrefix: prefix });
-        exchange.sendJson(200, listVersions(store, bucketOf(principal, params['bucket'] ?? '', { verb: 'read', listPrefix: prefix }), exchange.query));
+        exchange.sendJson(
+          200,
+          listVersions(
+            store,
+            bucketOf(principal, params['bucket'] ?? '', { verb: 'read', listPrefix: prefix }),
+            exchange.query,
+          ),
+        );
       },
     },
     {
-      method: 'GET', path: '/buckets/{bucket}/object-tags/{key...}', operationId: 'getObjectTags', doc: doc('Read the tag set', { 200: { description: 'tags', schema: tagsSchema } }, { query: versionQuery }),
+      method: 'GET',
+      path: '/buckets/{bucket}/object-tags/{key...}',
+      operationId: 'getObjectTags',
+      doc: doc(
+        'Read the tag set',
+        { 200: { description: 'tags', schema: tagsSchema } },
+        { query: versionQuery },
+      ),
       handler: (exchange, params) => {
         const { bucket, key } = target(exchange, params, 'read');
         exchange.sendJson(200, { tags: readVersion(bucket, key, exchange).tags ?? [] });
       },
     },
     {
-      method: 'PUT', path: '/buckets/{bucket}/object-tags/{key...}', operationId: 'putObjectTags', doc: doc('Replace the tag set', { 200: { description: 'tags', schema: tagsSchema } }, { query: versionQuery, requestBody: json(tagsSchema) }),
+      method: 'PUT',
+      path: '/buckets/{bucket}/object-tags/{key...}',
+      operationId: 'putObjectTags',
+      doc: doc(
+        'Replace the tag set',
+        { 200: { description: 'tags', schema: tagsSchema } },
+        { query: versionQuery, requestBody: json(tagsSchema) },
+      ),
       handler: async (exchange, params) => {
         const { args } = target(exchange, params, 'write');
         const tags = parseTags((await jsonBody(exchange))['tags']);
-        const version = await mutate<ObjectVersionRecord>(exchange, 'putObjectTags', { ...args, tags }, 200);
+        const version = await mutate<ObjectVersionRecord>(
+          exchange,
+          'putObjectTags',
+          { ...args, tags },
+          200,
+        );
         exchange.sendJson(200, { tags: version.tags ?? [] });
       },
     },
     {
-      method: 'DELETE', path: '/buckets/{bucket}/object-tags/{key...}', operationId: 'deleteObjectTags', doc: doc('Clear the tag set', { 204: { description: 'cleared' } }, { query: versionQuery }),
+      method: 'DELETE',
+      path: '/buckets/{bucket}/object-tags/{key...}',
+      operationId: 'deleteObjectTags',
+      doc: doc('Clear the tag set', { 204: { description: 'cleared' } }, { query: versionQuery }),
       handler: async (exchange, params) => {
         const { args } = target(exchange, params, 'write');
         await mutate(exchange, 'putObjectTags', { ...args, tags: [] }, 204);
@@ -115,63 +258,135 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
       },
     },
     {
-      method: 'GET', path: '/buckets/{bucket}/object-retention/{key...}', operationId: 'getObjectRetention', doc: doc('Read retention', { 200: { description: 'retention', schema: retentionSchema } }, { query: versionQuery }),
+      method: 'GET',
+      path: '/buckets/{bucket}/object-retention/{key...}',
+      operationId: 'getObjectRetention',
+      doc: doc(
+        'Read retention',
+        { 200: { description: 'retention', schema: retentionSchema } },
+        { query: versionQuery },
+      ),
       handler: (exchange, params) => {
         const { bucket, key } = target(exchange, params, 'read');
         const retention = readVersion(bucket, key, exchange).retention;
         if (!retention) throw NotFound(`${key} has no retention`);
-        exchange.sendJson(200, { mode: retention.mode, retainUntil: new Date(retention.retainUntil).toISOString() });
+        exchange.sendJson(200, {
+          mode: retention.mode,
+          retainUntil: new Date(retention.retainUntil).toISOString(),
+        });
       },
     },
     {
-      method: 'PUT', path: '/buckets/{bucket}/object-retention/{key...}', operationId: 'putObjectRetention', doc: doc('Set or extend retention (never shorten)', { 200: { description: 'retention', schema: retentionSchema } }, { query: versionQuery, requestBody: json(retentionSchema) }),
+      method: 'PUT',
+      path: '/buckets/{bucket}/object-retention/{key...}',
+      operationId: 'putObjectRetention',
+      doc: doc(
+        'Set or extend retention (never shorten)',
+        { 200: { description: 'retention', schema: retentionSchema } },
+        { query: versionQuery, requestBody: json(retentionSchema) },
+      ),
       handler: async (exchange, params) => {
         const { args } = target(exchange, params, 'write');
         const body = await jsonBody(exchange);
-        const retainUntil = typeof body['retainUntil'] === 'string' ? Date.parse(body['retainUntil']) : Number.NaN;
-        if (Number.isNaN(retainUntil)) throw BadRequest('retainUntil must be an RFC 3339 timestamp');
+        const retainUntil =
+          typeof body['retainUntil'] === 'string' ? Date.parse(body['retainUntil']) : Number.NaN;
+        if (Number.isNaN(retainUntil))
+          throw BadRequest('retainUntil must be an RFC 3339 timestamp');
         if (retainUntil <= Date.now()) throw BadRequest('retainUntil must be in the future');
-        const version = await mutate<ObjectVersionRecord>(exchange, 'putRetention', { ...args, mode: body['mode'], retainUntil }, 200);
-        exchange.sendJson(200, { mode: version.retention?.mode, retainUntil: new Date(version.retention?.retainUntil ?? 0).toISOString() });
+        const version = await mutate<ObjectVersionRecord>(
+          exchange,
+          'putRetention',
+          { ...args, mode: body['mode'], retainUntil },
+          200,
+        );
+        exchange.sendJson(200, {
+          mode: version.retention?.mode,
+          retainUntil: new Date(version.retention?.retainUntil ?? 0).toISOString(),
+        });
       },
     },
     {
-      method: 'GET', path: '/buckets/{bucket}/object-legal-hold/{key...}', operationId: 'getObjectLegalHold', doc: doc('Read legal hold', { 200: { description: 'legal hold', schema: legalHoldSchema } }, { query: versionQuery }),
+      method: 'GET',
+      path: '/buckets/{bucket}/object-legal-hold/{key...}',
+      operationId: 'getObjectLegalHold',
+      doc: doc(
+        'Read legal hold',
+        { 200: { description: 'legal hold', schema: legalHoldSchema } },
+        { query: versionQuery },
+      ),
       handler: (exchange, params) => {
         const { bucket, key } = target(exchange, params, 'read');
         exchange.sendJson(200, { status: readVersion(bucket, key, exchange).legalHold ?? 'OFF' });
       },
     },
     {
-      method: 'PUT', path: '/buckets/{bucket}/object-legal-hold/{key...}', operationId: 'putObjectLegalHold', doc: doc('Set legal hold ON or OFF', { 200: { description: 'legal hold', schema: legalHoldSchema } }, { query: versionQuery, requestBody: json(legalHoldSchema) }),
+      method: 'PUT',
+      path: '/buckets/{bucket}/object-legal-hold/{key...}',
+      operationId: 'putObjectLegalHold',
+      doc: doc(
+        'Set legal hold ON or OFF',
+        { 200: { description: 'legal hold', schema: legalHoldSchema } },
+        { query: versionQuery, requestBody: json(legalHoldSchema) },
+      ),
       handler: async (exchange, params) => {
         const { args } = target(exchange, params, 'write');
         const body = await jsonBody(exchange);
-        const version = await mutate<ObjectVersionRecord>(exchange, 'putLegalHold', { ...args, status: body['status'] }, 200);
+        const version = await mutate<ObjectVersionRecord>(
+          exchange,
+          'putLegalHold',
+          { ...args, status: body['status'] },
+          200,
+        );
         exchange.sendJson(200, { status: version.legalHold ?? 'OFF' });
       },
     },
     {
-      method: 'POST', path: '/buckets/{bucket}/object-copy/{key...}', operationId: 'copyObject',
-      doc: doc('Same-tenant server-side copy; shares the source chunks', { 200: { description: 'the new object', schema: objectSchema } }, { requestBody: json(copySchema) }),
+      method: 'POST',
+      path: '/buckets/{bucket}/object-copy/{key...}',
+      operationId: 'copyObject',
+      doc: doc(
+        'Same-tenant server-side copy; shares the source chunks',
+        { 200: { description: 'the new object', schema: objectSchema } },
+        { requestBody: json(copySchema) },
+      ),
       handler: async (exchange, params) => {
         const { principal, bucket, args } = target(exchange, params, 'write');
         delete args['versionId'];
         const copy = parseCopyBody(await jsonBody(exchange));
-        authorize(principal, { verb: 'read', bucket: copy['sourceBucket'] as string, key: copy['sourceKey'] as string });
-        bucketOf(principal, copy['sourceBucket'] as string, { verb: 'read', key: copy['sourceKey'] as string });
-        const version = await mutate<ObjectVersionRecord>(exchange, 'copyObject', { ...args, ...copy }, 200);
+        authorize(principal, {
+          verb: 'read',
+          bucket: copy['sourceBucket'] as string,
+          key: copy['sourceKey'] as string,
+        });
+        bucketOf(principal, copy['sourceBucket'] as string, {
+          verb: 'read',
+          key: copy['sourceKey'] as string,
+        });
+        const version = await mutate<ObjectVersionRecord>(
+          exchange,
+          'copyObject',
+          { ...args, ...copy },
+          200,
+        );
         exchange.sendJson(200, objectJson(version, bucket), { ETag: version.etag });
       },
     },
     {
-      method: 'POST', path: '/buckets/{bucket}/objects:batchDelete', operationId: 'batchDeleteObjects',
-      doc: doc('Delete up to 1000 keys with per-key results', { 200: { description: 'results', schema: batchResultSchema } }, { requestBody: json(batchSchema) }),
+      method: 'POST',
+      path: '/buckets/{bucket}/objects:batchDelete',
+      operationId: 'batchDeleteObjects',
+      doc: doc(
+        'Delete up to 1000 keys with per-key results',
+        { 200: { description: 'results', schema: batchResultSchema } },
+        { requestBody: json(batchSchema) },
+      ),
       handler: async (exchange, params) => {
         const principal = bearer(exchange);
         const bucket = bucketOf(principal, params['bucket'] ?? '');
         const entries = parseBatch((await jsonBody(exchange))['objects']);
-        const results = await Promise.all(entries.map((entry) => deleteOne(kit, principal, bucket, entry)));
+        const results = await Promise.all(
+          entries.map((entry) => deleteOne(kit, principal, bucket, entry)),
+        );
         exchange.sendJson(200, {
           deleted: results.filter((r) => !('code' in r)),
           errors: results.filter((r) => 'code' in r),
@@ -181,38 +396,76 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
   ];
 }
 
-async function deleteOne(kit: RouteKit, principal: Principal, bucket: BucketRecord, entry: { key: string; versionId?: string }): Promise<Record<string, unknown>> {
+async function deleteOne(
+  kit: RouteKit,
+  principal: Principal,
+  bucket: BucketRecord,
+  entry: { key: string; versionId?: string },
+): Promise<Record<string, unknown>> {
   const base: Record<string, unknown> = { key: entry.key };
   if (entry.versionId !== undefined) base['versionId'] = entry.versionId;
   try {
     validateObjectKey(entry.key);
     authorize(principal, { verb: 'delete', bucket: bucket.name, key: entry.key });
     kit.bucketOf(principal, bucket.name, { verb: 'delete', key: entry.key });
-    const result = await kit.services.engine.call<{ versionId?: string; deleteMarker?: boolean }>('deleteObject', { tenantId: principal.tenant.id, bucket: bucket.name, ...entry });
+    const result = await kit.services.engine.call<{ versionId?: string; deleteMarker?: boolean }>(
+      'deleteObject',
+      { tenantId: principal.tenant.id, bucket: bucket.name, ...entry },
+    );
     const deleted: Record<string, unknown> = { key: entry.key };
     if (result.versionId !== undefined) deleted['versionId'] = result.versionId;
     if (result.deleteMarker) deleted['deleteMarker'] = true;
     return deleted;
   } catch (error) {
     const wire = toWire(error);
-    return { ...base, code: isLightwellError(error) ? wire.code : 'internal', message: isLightwellError(error) ? wire.message : 'internal error' };
+    return {
+      ...base,
+      code: isLightwellError(error) ? wire.code : 'internal',
+      message: isLightwellError(error) ? wire.message : 'internal error',
+    };
   }
 }
 
 const copySchema: JsonSchema = {
-  type: 'object', required: ['sourceBucket', 'sourceKey'],
+  type: 'object',
+  required: ['sourceBucket', 'sourceKey'],
   properties: {
-    sourceBucket: str, sourceKey: str, sourceVersionId: str, metadataDirective: { type: 'string', enum: ['COPY', 'REPLACE'] }, contentType: str,
-    metadata: { type: 'object', additionalProperties: str }, ifMatch: str, ifNoneMatch: str, ifModifiedSince: { type: 'string', format: 'date-time' },
-    ifUnmodifiedSince: { type: 'string', format: 'date-time' }, requireAbsent: bool, requireMatchEtag: str,
+    sourceBucket: str,
+    sourceKey: str,
+    sourceVersionId: str,
+    metadataDirective: { type: 'string', enum: ['COPY', 'REPLACE'] },
+    contentType: str,
+    metadata: { type: 'object', additionalProperties: str },
+    ifMatch: str,
+    ifNoneMatch: str,
+    ifModifiedSince: { type: 'string', format: 'date-time' },
+    ifUnmodifiedSince: { type: 'string', format: 'date-time' },
+    requireAbsent: bool,
+    requireMatchEtag: str,
   },
 };
-const batchSchema: JsonSchema = { type: 'object', required: ['objects'], properties: { objects: { type: 'array', maxItems: BATCH_DELETE_KEYS_MAX, items: { type: 'object', required: ['key'], properties: { key: str, versionId: str } } } } };
+const batchSchema: JsonSchema = {
+  type: 'object',
+  required: ['objects'],
+  properties: {
+    objects: {
+      type: 'array',
+      maxItems: BATCH_DELETE_KEYS_MAX,
+      items: { type: 'object', required: ['key'], properties: { key: str, versionId: str } },
+    },
+  },
+};
 const batchResultSchema: JsonSchema = {
   type: 'object',
   properties: {
-    deleted: { type: 'array', items: { type: 'object', properties: { key: str, versionId: str, deleteMarker: bool } } },
-    errors: { type: 'array', items: { type: 'object', properties: { key: str, versionId: str, code: str, message: str } } },
+    deleted: {
+      type: 'array',
+      items: { type: 'object', properties: { key: str, versionId: str, deleteMarker: bool } },
+    },
+    errors: {
+      type: 'array',
+      items: { type: 'object', properties: { key: str, versionId: str, code: str, message: str } },
+    },
   },
 };
 
@@ -222,8 +475,10 @@ function parseTags(value: unknown): ObjectTag[] {
   const seen = new Set<string>();
   return value.map((tag: unknown) => {
     const { key, value: tagValue } = (tag ?? {}) as Record<string, unknown>;
-    if (typeof key !== 'string' || key.length === 0 || key.length > TAG_KEY_CHARS_MAX) throw BadRequest(`tag keys are 1 to ${TAG_KEY_CHARS_MAX} characters`);
-    if (typeof tagValue !== 'string' || tagValue.length > TAG_VALUE_CHARS_MAX) throw BadRequest(`tag values are at most ${TAG_VALUE_CHARS_MAX} characters`);
+    if (typeof key !== 'string' || key.length === 0 || key.length > TAG_KEY_CHARS_MAX)
+      throw BadRequest(`tag keys are 1 to ${TAG_KEY_CHARS_MAX} characters`);
+    if (typeof tagValue !== 'string' || tagValue.length > TAG_VALUE_CHARS_MAX)
+      throw BadRequest(`tag values are at most ${TAG_VALUE_CHARS_MAX} characters`);
     if (seen.has(key)) throw BadRequest(`duplicate tag key ${key}`);
     seen.add(key);
     return { key, value: tagValue };
@@ -238,15 +493,24 @@ function parseCopyBody(body: Record<string, unknown>): Record<string, unknown> {
       if (required) throw BadRequest(`${field} is required`);
       return;
     }
-    if (typeof value !== 'string' || value.length > 2048) throw BadRequest(`${field} must be a string`);
+    if (typeof value !== 'string' || value.length > 2048)
+      throw BadRequest(`${field} must be a string`);
     copy[field] = value;
   };
   text('sourceBucket', true);
   text('sourceKey', true);
   validateObjectKey(copy['sourceKey']);
-  for (const field of ['sourceVersionId', 'contentType', 'ifMatch', 'ifNoneMatch', 'requireMatchEtag']) text(field);
+  for (const field of [
+    'sourceVersionId',
+    'contentType',
+    'ifMatch',
+    'ifNoneMatch',
+    'requireMatchEtag',
+  ])
+    text(field);
   const directive = body['metadataDirective'] ?? 'COPY';
-  if (directive !== 'COPY' && directive !== 'REPLACE') throw BadRequest('metadataDirective must be COPY or REPLACE');
+  if (directive !== 'COPY' && directive !== 'REPLACE')
+    throw BadRequest('metadataDirective must be COPY or REPLACE');
   copy['metadataDirective'] = directive;
   if (body['metadata'] !== undefined) {
     validateUserMetadata(body['metadata']);
@@ -259,28 +523,40 @@ function parseCopyBody(body: Record<string, unknown>): Record<string, unknown> {
     copy[field] = time;
   }
   if (body['requireAbsent'] !== undefined) {
-    if (typeof body['requireAbsent'] !== 'boolean') throw BadRequest('requireAbsent must be a boolean');
+    if (typeof body['requireAbsent'] !== 'boolean')
+      throw BadRequest('requireAbsent must be a boolean');
     copy['requireAbsent'] = body['requireAbsent'];
   }
   return copy;
 }
 
 function parseBatch(value: unknown): Array<{ key: string; versionId?: string }> {
-  if (!Array.isArray(value) || value.length === 0) throw BadRequest('objects must be a non-empty array of {key, versionId?}');
-  if (value.length > BATCH_DELETE_KEYS_MAX) throw BadRequest(`at most ${BATCH_DELETE_KEYS_MAX} keys per batch`);
+  if (!Array.isArray(value) || value.length === 0)
+    throw BadRequest('objects must be a non-empty array of {key, versionId?}');
+  if (value.length > BATCH_DELETE_KEYS_MAX)
+    throw BadRequest(`at most ${BATCH_DELETE_KEYS_MAX} keys per batch`);
   return value.map((entry: unknown) => {
     const { key, versionId } = (entry ?? {}) as Record<string, unknown>;
     if (typeof key !== 'string') throw BadRequest('every entry needs a key');
-    if (versionId !== undefined && typeof versionId !== 'string') throw BadRequest('versionId must be a string');
+    if (versionId !== undefined && typeof versionId !== 'string')
+      throw BadRequest('versionId must be a string');
     return versionId === undefined ? { key } : { key, versionId };
   });
 }
 
 /** Versions newest first per key, keys in order; markers resume after (keyMarker, versionIdMarker). */
-export function listVersions(store: IndexStore, bucket: BucketRecord, query: URLSearchParams): Record<string, unknown> {
+export function listVersions(
+  store: IndexStore,
+  bucket: BucketRecord,
+  query: URLSearchParams,
+): Record<string, unknown> {
   const prefix = query.get('prefix') ?? '';
   const maxKeysText = query.get('maxKeys') ?? String(VERSIONS_PAGE_MAX);
-  if (!/^\d+$/.test(maxKeysText) || Number(maxKeysText) < 1 || Number(maxKeysText) > VERSIONS_PAGE_MAX) {
+  if (
+    !/^\d+$/.test(maxKeysText) ||
+    Number(maxKeysText) < 1 ||
+    Number(maxKeysText) > VERSIONS_PAGE_MAX
+  ) {
     throw BadRequest(`maxKeys must be an integer from 1 to ${VERSIONS_PAGE_MAX}`);
   }
   const maxKeys = Number(maxKeysText);
@@ -305,7 +581,10 @@ export function listVersions(store: IndexStore, bucket: BucketRecord, query: URL
   let previousKey: string | undefined = keyMarker ?? undefined;
   let truncated = false;
   let last: ObjectVersionRecord | undefined;
-  for (const { key: raw, value } of store.range<ObjectVersionRecord>(DB.versions, { start, end: range.end })) {
+  for (const { key: raw, value } of store.range<ObjectVersionRecord>(DB.versions, {
+    start,
+    end: range.end,
+  })) {
     if (versions.length >= maxKeys) {
       truncated = true;
       break;
@@ -313,7 +592,9 @@ export function listVersions(store: IndexStore, bucket: BucketRecord, query: URL
     const key = decodeObjectKey(raw.subarray(0, raw.length - 9));
     const isLatest = key !== previousKey;
     previousKey = key;
-    versions.push(versionEntry(value, isLatest && !(keyMarker === key && versionIdMarker !== null)));
+    versions.push(
+      versionEntry(value, isLatest && !(keyMarker === key && versionIdMarker !== null)),
+    );
     last = value;
   }
   const result: Record<string, unknown> = { versions, isTruncated: truncated };
@@ -338,4 +619,3 @@ function versionEntry(version: ObjectVersionRecord, isLatest: boolean): Record<s
   }
   return entry;
 }
-

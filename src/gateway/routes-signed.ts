@@ -22,14 +22,31 @@
 import type { Exchange } from '../http/exchange.js';
 import type { Route, RouteDoc, JsonSchema } from '../http/router.js';
 import type { Handler } from '../http/server.js';
-import { DB, objectKey, tenantKey, tenantChildKey, type AccessKeyRecord, type TenantRecord, type BucketRecord, type ObjectVersionRecord } from '../engine/index/schema.js';
+import {
+  DB,
+  objectKey,
+  tenantKey,
+  tenantChildKey,
+  type AccessKeyRecord,
+  type TenantRecord,
+  type BucketRecord,
+  type ObjectVersionRecord,
+} from '../engine/index/schema.js';
 import { dataDirPaths, readMasterKeySync } from '../engine/data-dir.js';
 import { parseChecksumAlg, parseChecksumHeader, type ChecksumAlg } from '../engine/checksums.js';
 import { checkQuotaIn } from '../engine/ops/quota.js';
 import { sendObject, parseRange } from './download.js';
 import { authorize, type Principal } from './auth.js';
 import {
-  objectJson, objectHeaders, conditionalRead, parseContentLength, parseChecksumHeaders, parseMetadata, idempotencyOf, storeObject, type RouteKit,
+  objectJson,
+  objectHeaders,
+  conditionalRead,
+  parseContentLength,
+  parseChecksumHeaders,
+  parseMetadata,
+  idempotencyOf,
+  storeObject,
+  type RouteKit,
 } from './routes.js';
 import { objectSchema } from './route-docs.js';
 import { deriveKey, PURPOSE_SIGNED_URL } from '../security/keys.js';
@@ -37,10 +54,21 @@ import { parseScopes, canMintSignedUrl, type Scope, type Verb } from '../securit
 import { policyDenies, type BucketPolicy } from '../security/bucket-policy.js';
 import { validateObjectKey } from '../security/names.js';
 import {
-  parseSignUrlRequest, clampTtlSeconds, signedUrlPayloadOf, mintSignedUrlToken, verifySignedUrlToken, checkSignedUrlCovers,
+  parseSignUrlRequest,
+  clampTtlSeconds,
+  signedUrlPayloadOf,
+  mintSignedUrlToken,
+  verifySignedUrlToken,
+  checkSignedUrlCovers,
   type SignedUrlPayload,
 } from '../security/signed-url.js';
-import { matchCorsRule, preflightHeaders, corsResponseHeaders, parseRequestHeaderList, type CorsRule } from '../security/cors.js';
+import {
+  matchCorsRule,
+  preflightHeaders,
+  corsResponseHeaders,
+  parseRequestHeaderList,
+  type CorsRule,
+} from '../security/cors.js';
 import { BadRequest, NotFound, Forbidden, Unauthorized, PayloadTooLarge } from '../util/errors.js';
 
 const str = { type: 'string' } as const;
@@ -48,20 +76,51 @@ const int = { type: 'integer' } as const;
 const SCOPE_CACHE_MAX = 10_000;
 
 const signUrlSchema: JsonSchema = {
-  type: 'object', required: ['method', 'bucket'],
+  type: 'object',
+  required: ['method', 'bucket'],
   properties: {
-    method: { type: 'string', enum: ['GET', 'PUT'] }, bucket: str, key: str, keyPrefix: { ...str, description: 'PUT only; the browser chooses the rest of the key' },
-    ttlSeconds: { ...int, description: 'clamped to security.max_presign_ttl; default 3600' }, contentType: str, contentLengthMax: int,
-    checksumAlg: { type: 'string', enum: ['CRC32', 'CRC32C', 'CRC64NVME', 'SHA1', 'SHA256'] }, checksumVal: str, idempotencyKey: str,
-    responseContentType: str, responseContentDisposition: str, reason: str,
+    method: { type: 'string', enum: ['GET', 'PUT'] },
+    bucket: str,
+    key: str,
+    keyPrefix: { ...str, description: 'PUT only; the browser chooses the rest of the key' },
+    ttlSeconds: { ...int, description: 'clamped to security.max_presign_ttl; default 3600' },
+    contentType: str,
+    contentLengthMax: int,
+    checksumAlg: { type: 'string', enum: ['CRC32', 'CRC32C', 'CRC64NVME', 'SHA1', 'SHA256'] },
+    checksumVal: str,
+    idempotencyKey: str,
+    responseContentType: str,
+    responseContentDisposition: str,
+    reason: str,
   },
 };
 const signedSchema: JsonSchema = {
-  type: 'object', required: ['url', 'token', 'method', 'expiresAt'],
-  properties: { url: { ...str, description: 'relative to the public listener; for a keyPrefix URL append the rest of the key to the path' }, token: str, method: str, expiresAt: { type: 'string', format: 'date-time' } },
+  type: 'object',
+  required: ['url', 'token', 'method', 'expiresAt'],
+  properties: {
+    url: {
+      ...str,
+      description:
+        'relative to the public listener; for a keyPrefix URL append the rest of the key to the path',
+    },
+    token: str,
+    method: str,
+    expiresAt: { type: 'string', format: 'date-time' },
+  },
 };
 const tokenQuery = { token: { ...str, description: 'the lwurl_ token' } };
-const signedDoc = (summary: string, responses: RouteDoc['responses'], extra: Partial<RouteDoc> = {}): RouteDoc => ({ summary, auth: 'signed-url', tags: ['signed-url'], query: tokenQuery, responses, ...extra });
+const signedDoc = (
+  summary: string,
+  responses: RouteDoc['responses'],
+  extra: Partial<RouteDoc> = {},
+): RouteDoc => ({
+  summary,
+  auth: 'signed-url',
+  tags: ['signed-url'],
+  query: tokenQuery,
+  responses,
+  ...extra,
+});
 
 interface SignedAccess {
   readonly payload: SignedUrlPayload;
@@ -77,7 +136,11 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
   const scopes = new Map<string, Scope>();
   let signingKey: Buffer | undefined;
   // Separate from the bearer-token key (PURPOSE_NATIVE_TOKEN); read once, on first use.
-  const urlKey = (): Buffer => (signingKey ??= deriveKey(readMasterKeySync(dataDirPaths(settings.string('data_dir'))), PURPOSE_SIGNED_URL));
+  const urlKey = (): Buffer =>
+    (signingKey ??= deriveKey(
+      readMasterKeySync(dataDirPaths(settings.string('data_dir'))),
+      PURPOSE_SIGNED_URL,
+    ));
 
   const scopeOf = (text: string): Scope => {
     let scope = scopes.get(text);
@@ -92,16 +155,23 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
   /** The live key and tenant behind a verified token; 401 when either no longer is. */
   const principalOf = (payload: SignedUrlPayload): Principal => {
     const key = store.get<AccessKeyRecord>(DB.accessKeys, Buffer.from(payload.kid));
-    if (!key || key.state !== 'active') throw Unauthorized('the access key of this signed URL is revoked or unknown');
-    if (key.expiresAt !== undefined && key.expiresAt <= Date.now()) throw Unauthorized('the access key of this signed URL has expired');
+    if (!key || key.state !== 'active')
+      throw Unauthorized('the access key of this signed URL is revoked or unknown');
+    if (key.expiresAt !== undefined && key.expiresAt <= Date.now())
+      throw Unauthorized('the access key of this signed URL has expired');
     if (key.tenantId !== payload.tid) throw Unauthorized('invalid token');
     const tenant = store.get<TenantRecord>(DB.tenants, tenantKey(key.tenantId));
-    if (!tenant || tenant.state !== 'active') throw Unauthorized('the tenant is disabled or unknown');
+    if (!tenant || tenant.state !== 'active')
+      throw Unauthorized('the tenant is disabled or unknown');
     return { accessKeyId: key.accessKeyId, tenant, scope: scopeOf(key.scopes) };
   };
 
   /** Verifies the token and re-checks everything it stands for, for `method` on this path. */
-  const access = (exchange: Exchange, params: Readonly<Record<string, string>>, method: string): SignedAccess => {
+  const access = (
+    exchange: Exchange,
+    params: Readonly<Record<string, string>>,
+    method: string,
+  ): SignedAccess => {
     store.refresh();
     const payload = verifySignedUrlToken(urlKey(), exchange.query.get('token'), Date.now());
     exchange.audit.actor = payload.kid;
@@ -113,26 +183,51 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
     const principal = principalOf(payload);
     const verb: Verb = payload.m === 'GET' ? 'read' : 'write';
     authorize(principal, { verb, bucket: payload.b, key });
-    const bucket = store.get<BucketRecord>(DB.buckets, tenantChildKey(principal.tenant.id, payload.b));
+    const bucket = store.get<BucketRecord>(
+      DB.buckets,
+      tenantChildKey(principal.tenant.id, payload.b),
+    );
     if (!bucket) throw NotFound(`bucket ${payload.b} not found`);
-    if (policyDenies(bucket.policy as BucketPolicy | undefined, { accessKeyId: principal.accessKeyId, verb, key })) {
+    if (
+      policyDenies(bucket.policy as BucketPolicy | undefined, {
+        accessKeyId: principal.accessKeyId,
+        verb,
+        key,
+      })
+    ) {
       throw Forbidden(`the policy of bucket ${payload.b} denies ${verb}`);
     }
     return { payload, principal, bucket, key };
   };
 
   /** Access-Control-* headers for an actual cross-origin response that a rule allows. */
-  const corsHeaders = (exchange: Exchange, bucket: BucketRecord, method: string): Record<string, string> => {
+  const corsHeaders = (
+    exchange: Exchange,
+    bucket: BucketRecord,
+    method: string,
+  ): Record<string, string> => {
     const origin = exchange.header('origin');
     if (origin === undefined) return {};
-    const rule = matchCorsRule(bucket.cors as CorsRule[] | undefined, { origin, method, headers: [] });
+    const rule = matchCorsRule(bucket.cors as CorsRule[] | undefined, {
+      origin,
+      method,
+      headers: [],
+    });
     return rule ? corsResponseHeaders(rule, origin) : {};
   };
 
   return [
     {
-      method: 'POST', path: '/sign-url', operationId: 'signURL',
-      doc: { summary: 'Mint a signed URL for one GET or PUT', auth: 'bearer', tags: ['signed-url'], requestBody: { contentType: 'application/json', schema: signUrlSchema }, responses: { 200: { description: 'the signed URL', schema: signedSchema } } },
+      method: 'POST',
+      path: '/sign-url',
+      operationId: 'signURL',
+      doc: {
+        summary: 'Mint a signed URL for one GET or PUT',
+        auth: 'bearer',
+        tags: ['signed-url'],
+        requestBody: { contentType: 'application/json', schema: signUrlSchema },
+        responses: { 200: { description: 'the signed URL', schema: signedSchema } },
+      },
       handler: async (exchange) => {
         const principal = bearer(exchange);
         const request = parseSignUrlRequest(await exchange.readJson());
@@ -140,37 +235,83 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
         let checksumAlg: ChecksumAlg | undefined;
         if (request.checksumAlg !== undefined) {
           checksumAlg = parseChecksumAlg(request.checksumAlg);
-          if (!checksumAlg) throw BadRequest('checksumAlg must be one of CRC32, CRC32C, CRC64NVME, SHA1, SHA256');
+          if (!checksumAlg)
+            throw BadRequest('checksumAlg must be one of CRC32, CRC32C, CRC64NVME, SHA1, SHA256');
           parseChecksumHeader(checksumAlg, request.checksumVal ?? '');
         }
         if (request.contentLengthMax !== undefined && request.contentLengthMax > objectBytesMax) {
-          throw BadRequest(`contentLengthMax may not exceed limits.object_bytes_max (${objectBytesMax})`);
+          throw BadRequest(
+            `contentLengthMax may not exceed limits.object_bytes_max (${objectBytesMax})`,
+          );
         }
-        const resource = request.key !== undefined ? { bucket: request.bucket, key: request.key } : { bucket: request.bucket, keyPrefix: request.keyPrefix ?? '' };
+        const resource =
+          request.key !== undefined
+            ? { bucket: request.bucket, key: request.key }
+            : { bucket: request.bucket, keyPrefix: request.keyPrefix ?? '' };
         if (!canMintSignedUrl(principal.scope, request.method, resource)) {
-          throw Forbidden(`the access key may not mint a ${request.method} URL for this ${request.key !== undefined ? 'key' : 'key prefix'}`);
+          throw Forbidden(
+            `the access key may not mint a ${request.method} URL for this ${request.key !== undefined ? 'key' : 'key prefix'}`,
+          );
         }
         const verb: Verb = request.method === 'GET' ? 'read' : 'write';
         bucketOf(principal, request.bucket, { verb, key: request.key ?? request.keyPrefix ?? '' });
         const now = Date.now();
-        let ttlSeconds = clampTtlSeconds(request.ttlSeconds, settings.duration('security.max_presign_ttl'));
-        const keyRecord = store.get<AccessKeyRecord>(DB.accessKeys, Buffer.from(principal.accessKeyId));
+        let ttlSeconds = clampTtlSeconds(
+          request.ttlSeconds,
+          settings.duration('security.max_presign_ttl'),
+        );
+        const keyRecord = store.get<AccessKeyRecord>(
+          DB.accessKeys,
+          Buffer.from(principal.accessKeyId),
+        );
         // A URL never outlives the key that minted it.
-        if (keyRecord?.expiresAt !== undefined) ttlSeconds = Math.max(1, Math.min(ttlSeconds, Math.floor((keyRecord.expiresAt - now) / 1000)));
-        const payload = signedUrlPayloadOf(checksumAlg ? { ...request, checksumAlg } : request, { tenantId: principal.tenant.id, accessKeyId: principal.accessKeyId, nowMs: now, ttlSeconds });
+        if (keyRecord?.expiresAt !== undefined)
+          ttlSeconds = Math.max(
+            1,
+            Math.min(ttlSeconds, Math.floor((keyRecord.expiresAt - now) / 1000)),
+          );
+        const payload = signedUrlPayloadOf(checksumAlg ? { ...request, checksumAlg } : request, {
+          tenantId: principal.tenant.id,
+          accessKeyId: principal.accessKeyId,
+          nowMs: now,
+          ttlSeconds,
+        });
         const token = mintSignedUrlToken(urlKey(), payload);
         const path = `/api/v1/signed/${encodeURIComponent(request.bucket)}/${encodeKey(request.key ?? request.keyPrefix ?? '')}`;
-        exchange.sendJson(200, { url: `${path}?token=${token}`, token, method: request.method, expiresAt: new Date(payload.exp * 1000).toISOString() });
+        exchange.sendJson(200, {
+          url: `${path}?token=${token}`,
+          token,
+          method: request.method,
+          expiresAt: new Date(payload.exp * 1000).toISOString(),
+        });
       },
     },
     {
-      method: 'GET', path: '/signed/{bucket}/{key...}', operationId: 'getSignedObject',
-      doc: signedDoc('Download with a signed URL; single Range supported', { 200: { description: 'the object', contentType: 'application/octet-stream' }, 206: { description: 'the range', contentType: 'application/octet-stream' }, 304: { description: 'not modified' } }, { headers: { Range: 'bytes=a-b, a- or -n', Origin: 'CORS: a matching bucket rule adds Access-Control-Allow-Origin' } }),
+      method: 'GET',
+      path: '/signed/{bucket}/{key...}',
+      operationId: 'getSignedObject',
+      doc: signedDoc(
+        'Download with a signed URL; single Range supported',
+        {
+          200: { description: 'the object', contentType: 'application/octet-stream' },
+          206: { description: 'the range', contentType: 'application/octet-stream' },
+          304: { description: 'not modified' },
+        },
+        {
+          headers: {
+            Range: 'bytes=a-b, a- or -n',
+            Origin: 'CORS: a matching bucket rule adds Access-Control-Allow-Origin',
+          },
+        },
+      ),
       handler: async (exchange, params) => {
         const { payload, principal, bucket, key } = access(exchange, params, exchange.method);
         const version = store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, key));
         if (!version || version.deleteMarker) throw NotFound(`object ${key} not found`);
-        const headers = { ...objectHeaders(version, bucket), ...corsHeaders(exchange, bucket, exchange.method) };
+        const headers = {
+          ...objectHeaders(version, bucket),
+          ...corsHeaders(exchange, bucket, exchange.method),
+        };
         if (payload.rct !== undefined) headers['Content-Type'] = payload.rct;
         if (payload.rcd !== undefined) headers['Content-Disposition'] = payload.rcd;
         const notModified = conditionalRead(exchange, version);
@@ -179,25 +320,64 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
           return;
         }
         const range = parseRange(exchange.header('range'), version.size);
-        await sendObject(services.pool, services.upload.inline, exchange, { keys: auth.keysOf(principal.tenant), version, range, headers });
+        await sendObject(services.pool, services.upload.inline, exchange, {
+          keys: auth.keysOf(principal.tenant),
+          version,
+          range,
+          headers,
+        });
       },
     },
     {
-      method: 'PUT', path: '/signed/{bucket}/{key...}', operationId: 'putSignedObject',
-      doc: signedDoc('Upload with a signed URL; the token\'s constraints apply', { 200: { description: 'stored durably', schema: objectSchema } }, { headers: { 'Content-Type': 'must equal the pinned contentType when the URL has one', 'X-Service-Checksum-*': 'base64 digest to verify', 'X-Service-Meta-*': 'user metadata' }, requestBody: { contentType: 'application/octet-stream', schema: { type: 'string', format: 'binary' } } }),
+      method: 'PUT',
+      path: '/signed/{bucket}/{key...}',
+      operationId: 'putSignedObject',
+      doc: signedDoc(
+        "Upload with a signed URL; the token's constraints apply",
+        { 200: { description: 'stored durably', schema: objectSchema } },
+        {
+          headers: {
+            'Content-Type': 'must equal the pinned contentType when the URL has one',
+            'X-Service-Checksum-*': 'base64 digest to verify',
+            'X-Service-Meta-*': 'user metadata',
+          },
+          requestBody: {
+            contentType: 'application/octet-stream',
+            schema: { type: 'string', format: 'binary' },
+          },
+        },
+      ),
       handler: (exchange, params) => putSigned(exchange, access(exchange, params, 'PUT')),
     },
     {
-      method: 'OPTIONS', path: '/signed/{bucket}/{key...}', operationId: 'preflightSignedObject',
-      doc: signedDoc('Browser CORS preflight for a signed URL', { 204: { description: 'allowed: Access-Control-* headers' } }, { headers: { Origin: 'required', 'Access-Control-Request-Method': 'required', 'Access-Control-Request-Headers': 'optional' } }),
+      method: 'OPTIONS',
+      path: '/signed/{bucket}/{key...}',
+      operationId: 'preflightSignedObject',
+      doc: signedDoc(
+        'Browser CORS preflight for a signed URL',
+        { 204: { description: 'allowed: Access-Control-* headers' } },
+        {
+          headers: {
+            Origin: 'required',
+            'Access-Control-Request-Method': 'required',
+            'Access-Control-Request-Headers': 'optional',
+          },
+        },
+      ),
       handler: (exchange, params) => {
         const origin = exchange.header('origin');
         const requested = exchange.header('access-control-request-method');
-        if (origin === undefined || requested === undefined) throw BadRequest('a preflight needs Origin and Access-Control-Request-Method');
+        if (origin === undefined || requested === undefined)
+          throw BadRequest('a preflight needs Origin and Access-Control-Request-Method');
         const { bucket } = access(exchange, params, requested.trim().toUpperCase());
-        const request = { origin, method: requested.trim().toUpperCase(), headers: parseRequestHeaderList(exchange.header('access-control-request-headers')) };
+        const request = {
+          origin,
+          method: requested.trim().toUpperCase(),
+          headers: parseRequestHeaderList(exchange.header('access-control-request-headers')),
+        };
         const rule = matchCorsRule(bucket.cors as CorsRule[] | undefined, request);
-        if (!rule) throw Forbidden('no CORS rule of this bucket allows this origin, method and headers');
+        if (!rule)
+          throw Forbidden('no CORS rule of this bucket allows this origin, method and headers');
         exchange.send(204, preflightHeaders(rule, request));
       },
     },
@@ -207,26 +387,46 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
     const { payload, principal, bucket, key } = signed;
     const contentLength = parseContentLength(exchange, objectBytesMax);
     // Refused before a byte is read; the pipeline also cuts off a body longer than declared.
-    if (payload.clm !== undefined && contentLength > payload.clm) throw PayloadTooLarge(`this signed URL accepts at most ${payload.clm} bytes`);
+    if (payload.clm !== undefined && contentLength > payload.clm)
+      throw PayloadTooLarge(`this signed URL accepts at most ${payload.clm} bytes`);
     const expected = parseChecksumHeaders(exchange);
     if (payload.ca !== undefined && payload.cv !== undefined) {
       const alg = parseChecksumAlg(payload.ca);
       if (!alg) throw Unauthorized('invalid token');
       const digest = parseChecksumHeader(alg, payload.cv);
       const sent = expected.get(alg);
-      if (sent && !sent.equals(digest)) throw BadRequest(`X-Service-Checksum-${alg} contradicts the checksum of this signed URL`);
+      if (sent && !sent.equals(digest))
+        throw BadRequest(`X-Service-Checksum-${alg} contradicts the checksum of this signed URL`);
       expected.set(alg, digest);
     }
     const metadata = parseMetadata(exchange);
     const sentType = exchange.header('content-type');
-    if (payload.ct !== undefined && sentType !== undefined && sentType !== payload.ct) throw Forbidden(`this signed URL requires Content-Type ${payload.ct}`);
+    if (payload.ct !== undefined && sentType !== undefined && sentType !== payload.ct)
+      throw Forbidden(`this signed URL requires Content-Type ${payload.ct}`);
     const contentType = payload.ct ?? sentType ?? 'application/octet-stream';
     const sentKey = exchange.header('idempotency-key');
-    if (payload.ik !== undefined && sentKey !== undefined && sentKey !== payload.ik) throw BadRequest('Idempotency-Key contradicts the idempotencyKey of this signed URL');
+    if (payload.ik !== undefined && sentKey !== undefined && sentKey !== payload.ik)
+      throw BadRequest('Idempotency-Key contradicts the idempotencyKey of this signed URL');
     checkQuotaIn(store, principal.tenant.id, contentLength, 0);
-    const idempotency = idempotencyOf(exchange, { expected, contentLength, metadata, contentType }, payload.ik ?? sentKey);
-    const version = await storeObject(kit, exchange, { principal, bucket: bucket.name, key, contentLength, expected, metadata, contentType, idempotency });
-    exchange.sendJson(200, objectJson(version, bucket), { ETag: version.etag, ...corsHeaders(exchange, bucket, 'PUT') });
+    const idempotency = idempotencyOf(
+      exchange,
+      { expected, contentLength, metadata, contentType },
+      payload.ik ?? sentKey,
+    );
+    const version = await storeObject(kit, exchange, {
+      principal,
+      bucket: bucket.name,
+      key,
+      contentLength,
+      expected,
+      metadata,
+      contentType,
+      idempotency,
+    });
+    exchange.sendJson(200, objectJson(version, bucket), {
+      ETag: version.etag,
+      ...corsHeaders(exchange, bucket, 'PUT'),
+    });
   }
 }
 

@@ -8,16 +8,40 @@ import type { Route } from '../http/router.js';
 import type { Handler } from '../http/server.js';
 import type { IndexStore } from '../engine/index/store.js';
 import type { EngineClient } from '../engine/protocol.js';
-import { DB, tenantChildKey, tenantChildRange, objectKey, prefixRange, decodeObjectKey, type BucketRecord, type ObjectVersionRecord } from '../engine/index/schema.js';
+import {
+  DB,
+  tenantChildKey,
+  tenantChildRange,
+  objectKey,
+  prefixRange,
+  decodeObjectKey,
+  type BucketRecord,
+  type ObjectVersionRecord,
+} from '../engine/index/schema.js';
 import { findVersionIn } from '../engine/ops/objects.js';
 import { receiveBody, type UploadServices } from './upload.js';
 import { auditRowOf } from '../http/audit.js';
 import { sendObject, parseRange } from './download.js';
 import { Authenticator, authorize, type Principal } from './auth.js';
-import { parseChecksumAlg, parseChecksumHeader, CHECKSUM_HEADER_PREFIX, type ChecksumAlg } from '../engine/checksums.js';
+import {
+  parseChecksumAlg,
+  parseChecksumHeader,
+  CHECKSUM_HEADER_PREFIX,
+  type ChecksumAlg,
+} from '../engine/checksums.js';
 import { validateBucketName, validateObjectKey, validateUserMetadata } from '../security/names.js';
 import { RateLimiter } from '../security/rate-limit.js';
-import { BadRequest, NotFound, Forbidden, ChecksumMismatch, PayloadTooLarge, RateLimited, TlsRequired, LengthRequired, errorCode } from '../util/errors.js';
+import {
+  BadRequest,
+  NotFound,
+  Forbidden,
+  ChecksumMismatch,
+  PayloadTooLarge,
+  RateLimited,
+  TlsRequired,
+  LengthRequired,
+  errorCode,
+} from '../util/errors.js';
 import { checkQuotaIn } from '../engine/ops/quota.js';
 import { policyDenies, type BucketPolicy } from '../security/bucket-policy.js';
 import type { Verb } from '../security/scopes.js';
@@ -50,7 +74,12 @@ export interface RouteKit {
   bearer(exchange: Exchange): Principal;
   /** The bucket, refused (403) when its policy denies `access` to this principal. */
   bucketOf(principal: Principal, name: string, access?: BucketAccess): BucketRecord;
-  mutate<T>(exchange: Exchange, op: string, args: Record<string, unknown>, status: number): Promise<T>;
+  mutate<T>(
+    exchange: Exchange,
+    op: string,
+    args: Record<string, unknown>,
+    status: number,
+  ): Promise<T>;
 }
 
 export interface BucketAccess {
@@ -61,7 +90,14 @@ export interface BucketAccess {
 
 export function dataRoutes(services: GatewayServices): Route<Handler>[] {
   const kit = routeKit(services);
-  return [...coreRoutes(kit), ...objectMetaRoutes(kit), ...multipartRoutes(kit), ...signedUrlRoutes(kit), ...corsRoutes(kit), ...notificationRoutes(kit)];
+  return [
+    ...coreRoutes(kit),
+    ...objectMetaRoutes(kit),
+    ...multipartRoutes(kit),
+    ...signedUrlRoutes(kit),
+    ...corsRoutes(kit),
+    ...notificationRoutes(kit),
+  ];
 }
 
 function routeKit(services: GatewayServices): RouteKit {
@@ -76,15 +112,29 @@ function routeKit(services: GatewayServices): RouteKit {
     return principal;
   };
   /** Sends a mutation with its audit row, which then commits in the same transaction. */
-  const mutate = async <T>(exchange: Exchange, op: string, args: Record<string, unknown>, status: number): Promise<T> => {
+  const mutate = async <T>(
+    exchange: Exchange,
+    op: string,
+    args: Record<string, unknown>,
+    status: number,
+  ): Promise<T> => {
     const result = await engine.call<T>(op, { ...args, audit: auditRowOf(exchange, status) });
     exchange.audit.written = true;
     return result;
   };
   const bucketOf = (principal: Principal, name: string, access?: BucketAccess): BucketRecord => {
-    const bucket = store.getShared<BucketRecord>(DB.buckets, tenantChildKey(principal.tenant.id, name));
+    const bucket = store.getShared<BucketRecord>(
+      DB.buckets,
+      tenantChildKey(principal.tenant.id, name),
+    );
     if (!bucket) throw NotFound(`bucket ${name} not found`);
-    if (access && policyDenies(bucket.policy as BucketPolicy | undefined, { accessKeyId: principal.accessKeyId, ...access })) {
+    if (
+      access &&
+      policyDenies(bucket.policy as BucketPolicy | undefined, {
+        accessKeyId: principal.accessKeyId,
+        ...access,
+      })
+    ) {
       throw Forbidden(`the policy of bucket ${name} denies ${access.verb}`);
     }
     return bucket;
@@ -100,24 +150,46 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
 
   return [
     {
-      method: 'GET', path: '/healthz', operationId: 'healthz', doc: docs.healthz,
+      method: 'GET',
+      path: '/healthz',
+      operationId: 'healthz',
+      doc: docs.healthz,
       handler: (exchange) => exchange.sendJson(200, { status: 'ok' }),
     },
     {
-      method: 'POST', path: '/auth/token', operationId: 'createToken', doc: docs.createToken,
+      method: 'POST',
+      path: '/auth/token',
+      operationId: 'createToken',
+      doc: docs.createToken,
       handler: async (exchange) => {
-        if (!services.tls && !isLoopback(exchange.remoteAddress) && exchange.remoteAddress !== settings.string('security.trusted_proxy')) {
+        if (
+          !services.tls &&
+          !isLoopback(exchange.remoteAddress) &&
+          exchange.remoteAddress !== settings.string('security.trusted_proxy')
+        ) {
           throw TlsRequired('token minting requires TLS');
         }
         const basic = parseBasic(exchange.header('authorization'));
-        const body = basic ? undefined : ((await exchange.readJson()) as Record<string, unknown> | undefined);
+        const body = basic
+          ? undefined
+          : ((await exchange.readJson()) as Record<string, unknown> | undefined);
         const accessKeyId = basic?.accessKeyId ?? body?.['accessKeyId'];
         const secretKey = basic?.secretKey ?? body?.['secretKey'];
-        if (typeof accessKeyId !== 'string' || typeof secretKey !== 'string' || accessKeyId.length > 128 || secretKey.length > 256) {
-          throw BadRequest('send accessKeyId and secretKey as HTTP Basic credentials or a JSON body');
+        if (
+          typeof accessKeyId !== 'string' ||
+          typeof secretKey !== 'string' ||
+          accessKeyId.length > 128 ||
+          secretKey.length > 256
+        ) {
+          throw BadRequest(
+            'send accessKeyId and secretKey as HTTP Basic credentials or a JSON body',
+          );
         }
         const limited = mintLimiter.take(accessKeyId, Date.now());
-        if (!limited.ok) throw RateLimited('too many token requests for this access key', { retryAfterSeconds: limited.retryAfterSeconds });
+        if (!limited.ok)
+          throw RateLimited('too many token requests for this access key', {
+            retryAfterSeconds: limited.retryAfterSeconds,
+          });
         exchange.audit.actor = accessKeyId;
         const { key } = auth.verifySecret(accessKeyId, secretKey);
         exchange.audit.tenantId = key.tenantId;
@@ -125,60 +197,100 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
       },
     },
     {
-      method: 'GET', path: '/buckets', operationId: 'listBuckets', doc: docs.listBuckets,
+      method: 'GET',
+      path: '/buckets',
+      operationId: 'listBuckets',
+      doc: docs.listBuckets,
       handler: (exchange) => {
         const principal = bearer(exchange);
         authorize(principal, { verb: 'read' });
-        const buckets = [...store.range<BucketRecord>(DB.buckets, tenantChildRange(principal.tenant.id))].map((e) => bucketJson(e.value));
+        const buckets = [
+          ...store.range<BucketRecord>(DB.buckets, tenantChildRange(principal.tenant.id)),
+        ].map((e) => bucketJson(e.value));
         exchange.sendJson(200, { buckets });
       },
     },
     {
-      method: 'POST', path: '/buckets', operationId: 'createBucket', doc: docs.createBucket,
+      method: 'POST',
+      path: '/buckets',
+      operationId: 'createBucket',
+      doc: docs.createBucket,
       handler: async (exchange) => {
         const principal = bearer(exchange);
-        const body = await exchange.readJson() as Record<string, unknown> | undefined;
+        const body = (await exchange.readJson()) as Record<string, unknown> | undefined;
         const name = body?.['name'];
         validateBucketName(name);
         authorize(principal, { verb: 'write', bucket: name });
         const versioning = body?.['versioning'];
-        if (versioning !== undefined && versioning !== 'Enabled' && versioning !== 'Unversioned') throw BadRequest('versioning must be "Enabled" when given');
+        if (versioning !== undefined && versioning !== 'Enabled' && versioning !== 'Unversioned')
+          throw BadRequest('versioning must be "Enabled" when given');
         const objectLock = body?.['objectLock'];
-        if (objectLock !== undefined && typeof objectLock !== 'boolean') throw BadRequest('objectLock must be a boolean');
-        const bucket = await mutate<BucketRecord>(exchange, 'createBucket', { tenantId: principal.tenant.id, name, versioning, objectLock }, 201);
-        exchange.sendJson(201, bucketJson(bucket), { Location: `/api/v1/buckets/${encodeURIComponent(name)}` });
+        if (objectLock !== undefined && typeof objectLock !== 'boolean')
+          throw BadRequest('objectLock must be a boolean');
+        const bucket = await mutate<BucketRecord>(
+          exchange,
+          'createBucket',
+          { tenantId: principal.tenant.id, name, versioning, objectLock },
+          201,
+        );
+        exchange.sendJson(201, bucketJson(bucket), {
+          Location: `/api/v1/buckets/${encodeURIComponent(name)}`,
+        });
       },
     },
     {
-      method: 'GET', path: '/buckets/{bucket}', operationId: 'getBucket', doc: docs.getBucket,
+      method: 'GET',
+      path: '/buckets/{bucket}',
+      operationId: 'getBucket',
+      doc: docs.getBucket,
       handler: (exchange, params) => {
         const principal = bearer(exchange);
         authorize(principal, { verb: 'read', bucket: params['bucket'] });
-        exchange.sendJson(200, bucketJson(bucketOf(principal, params['bucket'] ?? '', { verb: 'read' })));
+        exchange.sendJson(
+          200,
+          bucketJson(bucketOf(principal, params['bucket'] ?? '', { verb: 'read' })),
+        );
       },
     },
     {
-      method: 'DELETE', path: '/buckets/{bucket}', operationId: 'deleteBucket', doc: docs.deleteBucket,
+      method: 'DELETE',
+      path: '/buckets/{bucket}',
+      operationId: 'deleteBucket',
+      doc: docs.deleteBucket,
       handler: async (exchange, params) => {
         const principal = bearer(exchange);
         authorize(principal, { verb: 'delete', bucket: params['bucket'] });
         bucketOf(principal, params['bucket'] ?? '', { verb: 'delete' });
-        await mutate(exchange, 'deleteBucket', { tenantId: principal.tenant.id, name: params['bucket'] }, 204);
+        await mutate(
+          exchange,
+          'deleteBucket',
+          { tenantId: principal.tenant.id, name: params['bucket'] },
+          204,
+        );
         exchange.send(204, {});
       },
     },
     {
-      method: 'GET', path: '/buckets/{bucket}/objects', operationId: 'listObjects', doc: docs.listObjects,
+      method: 'GET',
+      path: '/buckets/{bucket}/objects',
+      operationId: 'listObjects',
+      doc: docs.listObjects,
       handler: (exchange, params) => {
         const principal = bearer(exchange);
         const prefix = exchange.query.get('prefix') ?? '';
         authorize(principal, { verb: 'read', bucket: params['bucket'], listPrefix: prefix });
-        const bucket = bucketOf(principal, params['bucket'] ?? '', { verb: 'read', listPrefix: prefix });
+        const bucket = bucketOf(principal, params['bucket'] ?? '', {
+          verb: 'read',
+          listPrefix: prefix,
+        });
         exchange.sendJson(200, listObjects(store, bucket, exchange.query));
       },
     },
     {
-      method: 'PUT', path: '/buckets/{bucket}/objects/{key...}', operationId: 'putObject', doc: docs.putObject,
+      method: 'PUT',
+      path: '/buckets/{bucket}/objects/{key...}',
+      operationId: 'putObject',
+      doc: docs.putObject,
       handler: async (exchange, params) => {
         const principal = bearer(exchange);
         const bucketName = params['bucket'] ?? '';
@@ -191,31 +303,67 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
         const metadata = parseMetadata(exchange);
         const contentType = exchange.header('content-type') ?? 'application/octet-stream';
         checkQuotaIn(store, principal.tenant.id, contentLength, 0);
-        const idempotency = idempotencyOf(exchange, { expected, contentLength, metadata, contentType });
-        const version = await storeObject(kit, exchange, { principal, bucket: bucketName, key, contentLength, expected, metadata, contentType, idempotency });
-        exchange.sendJson(200, objectJson(version, bucketOfVersioned(principal, bucketName, store)), { ETag: version.etag });
+        const idempotency = idempotencyOf(exchange, {
+          expected,
+          contentLength,
+          metadata,
+          contentType,
+        });
+        const version = await storeObject(kit, exchange, {
+          principal,
+          bucket: bucketName,
+          key,
+          contentLength,
+          expected,
+          metadata,
+          contentType,
+          idempotency,
+        });
+        exchange.sendJson(
+          200,
+          objectJson(version, bucketOfVersioned(principal, bucketName, store)),
+          { ETag: version.etag },
+        );
       },
     },
     {
-      method: 'GET', path: '/buckets/{bucket}/objects/{key...}', operationId: 'getObject', doc: docs.getObject,
+      method: 'GET',
+      path: '/buckets/{bucket}/objects/{key...}',
+      operationId: 'getObject',
+      doc: docs.getObject,
       handler: (exchange, params) => readObject(exchange, params),
     },
     {
-      method: 'HEAD', path: '/buckets/{bucket}/objects/{key...}', operationId: 'headObject', doc: docs.headObject,
+      method: 'HEAD',
+      path: '/buckets/{bucket}/objects/{key...}',
+      operationId: 'headObject',
+      doc: docs.headObject,
       handler: (exchange, params) => readObject(exchange, params),
     },
     {
-      method: 'DELETE', path: '/buckets/{bucket}/objects/{key...}', operationId: 'deleteObject', doc: docs.deleteObject,
+      method: 'DELETE',
+      path: '/buckets/{bucket}/objects/{key...}',
+      operationId: 'deleteObject',
+      doc: docs.deleteObject,
       handler: async (exchange, params) => {
         const principal = bearer(exchange);
         const key = params['key'] ?? '';
         validateObjectKey(key);
         authorize(principal, { verb: 'delete', bucket: params['bucket'], key });
         bucketOf(principal, params['bucket'] ?? '', { verb: 'delete', key });
-        const args: Record<string, unknown> = { tenantId: principal.tenant.id, bucket: params['bucket'], key };
+        const args: Record<string, unknown> = {
+          tenantId: principal.tenant.id,
+          bucket: params['bucket'],
+          key,
+        };
         const versionId = exchange.query.get('versionId');
         if (versionId !== null) args['versionId'] = versionId;
-        const result = await mutate<{ versionId?: string; deleteMarker?: boolean }>(exchange, 'deleteObject', args, 204);
+        const result = await mutate<{ versionId?: string; deleteMarker?: boolean }>(
+          exchange,
+          'deleteObject',
+          args,
+          204,
+        );
         const headers: Record<string, string> = {};
         if (result.versionId !== undefined) headers['X-Service-Version-Id'] = result.versionId;
         if (result.deleteMarker) headers['X-Service-Delete-Marker'] = 'true';
@@ -224,16 +372,20 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
     },
   ];
 
-  async function readObject(exchange: Exchange, params: Readonly<Record<string, string>>): Promise<void> {
+  async function readObject(
+    exchange: Exchange,
+    params: Readonly<Record<string, string>>,
+  ): Promise<void> {
     const principal = bearer(exchange);
     const key = params['key'] ?? '';
     validateObjectKey(key);
     authorize(principal, { verb: 'read', bucket: params['bucket'], key });
     const bucket = bucketOf(principal, params['bucket'] ?? '', { verb: 'read', key });
     const versionId = exchange.query.get('versionId');
-    const version = versionId === null
-      ? store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, key))
-      : findVersionIn(store, bucket.id, key, versionId);
+    const version =
+      versionId === null
+        ? store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, key))
+        : findVersionIn(store, bucket.id, key, versionId);
     if (!version || version.deleteMarker) throw NotFound(`object ${key} not found`);
     const headers = objectHeaders(version, bucket);
     const notModified = conditionalRead(exchange, version);
@@ -242,19 +394,35 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
       return;
     }
     const range = parseRange(exchange.header('range'), version.size);
-    await sendObject(services.pool, services.upload.inline, exchange, { keys: auth.keysOf(principal.tenant), version, range, headers });
+    await sendObject(services.pool, services.upload.inline, exchange, {
+      keys: auth.keysOf(principal.tenant),
+      version,
+      range,
+      headers,
+    });
   }
 }
 
-function bucketOfVersioned(principal: Principal, name: string, store: IndexStore): BucketRecord | undefined {
+function bucketOfVersioned(
+  principal: Principal,
+  name: string,
+  store: IndexStore,
+): BucketRecord | undefined {
   return store.getShared<BucketRecord>(DB.buckets, tenantChildKey(principal.tenant.id, name));
 }
 
 function isLoopback(address: string): boolean {
-  return address === '::1' || address.startsWith('127.') || address.startsWith('::ffff:127.') || address === '0000:0000:0000:0000:0000:0000:0000:0001';
+  return (
+    address === '::1' ||
+    address.startsWith('127.') ||
+    address.startsWith('::ffff:127.') ||
+    address === '0000:0000:0000:0000:0000:0000:0000:0001'
+  );
 }
 
-function parseBasic(header: string | undefined): { accessKeyId: string; secretKey: string } | undefined {
+function parseBasic(
+  header: string | undefined,
+): { accessKeyId: string; secretKey: string } | undefined {
   const match = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header ?? '');
   if (!match) return undefined;
   const decoded = Buffer.from(match[1] ?? '', 'base64').toString('utf8');
@@ -280,31 +448,47 @@ export interface StoreObjectInput {
  * client's checksums, commit the manifest with the conditions. Attaches `onData` at once, so it
  * must be called before the handler's first await.
  */
-export async function storeObject(kit: RouteKit, exchange: Exchange, input: StoreObjectInput): Promise<ObjectVersionRecord> {
+export async function storeObject(
+  kit: RouteKit,
+  exchange: Exchange,
+  input: StoreObjectInput,
+): Promise<ObjectVersionRecord> {
   const { engine, auth } = kit.services;
   const { idempotency, expected } = input;
   const target = { tenantId: input.principal.tenant.id, bucket: input.bucket };
   let replay: ObjectVersionRecord | undefined;
   const gate = idempotency
     ? engine.call<BeginResult>('beginIdempotent', { ...target, ...idempotency }).then((begun) => {
-      if ('replay' in begun) {
-        replay = begun.replay;
-        throw Replayed;
-      }
-    })
+        if ('replay' in begun) {
+          replay = begun.replay;
+          throw Replayed;
+        }
+      })
     : undefined;
   const algs: ChecksumAlg[] = [...new Set<ChecksumAlg>(['CRC32C', ...expected.keys()])];
   const body = receiveBody(kit.services.upload, {
-    exchange, keys: auth.keysOf(input.principal.tenant), contentLength: input.contentLength, algs, ...(gate ? { gate } : {}),
+    exchange,
+    keys: auth.keysOf(input.principal.tenant),
+    contentLength: input.contentLength,
+    algs,
+    ...(gate ? { gate } : {}),
   });
   try {
     const received = await body;
     for (const [alg, digest] of expected) {
-      if (received.checksums[alg] !== digest.toString('base64')) throw ChecksumMismatch(`the body does not match its ${alg} checksum`);
+      if (received.checksums[alg] !== digest.toString('base64'))
+        throw ChecksumMismatch(`the body does not match its ${alg} checksum`);
     }
     const args: Record<string, unknown> = {
-      ...target, key: input.key, size: input.contentLength, etag: received.etag, contentType: input.contentType, metadata: input.metadata,
-      checksums: received.checksums, compressed: received.compressed, chunks: received.chunks,
+      ...target,
+      key: input.key,
+      size: input.contentLength,
+      etag: received.etag,
+      contentType: input.contentType,
+      metadata: input.metadata,
+      checksums: received.checksums,
+      compressed: received.compressed,
+      chunks: received.chunks,
     };
     const ifMatch = exchange.header('if-match');
     const ifNoneMatch = exchange.header('if-none-match');
@@ -315,7 +499,12 @@ export async function storeObject(kit: RouteKit, exchange: Exchange, input: Stor
   } catch (error) {
     if (error === Replayed && replay) return replay;
     const code = errorCode(error);
-    if (idempotency && error !== Replayed && code !== 'idempotency_key_in_use' && code !== 'idempotency_key_reused') {
+    if (
+      idempotency &&
+      error !== Replayed &&
+      code !== 'idempotency_key_in_use' &&
+      code !== 'idempotency_key_reused'
+    ) {
       void engine.call('abandonIdempotent', { ...target, ...idempotency }).catch(() => undefined);
     }
     throw error;
@@ -328,26 +517,40 @@ const IDEMPOTENCY_KEY_CHARS_MAX = 255;
 
 export function idempotencyOf(
   exchange: Exchange,
-  bound: { expected: Map<ChecksumAlg, Buffer>; contentLength: number; metadata: Record<string, string>; contentType: string },
+  bound: {
+    expected: Map<ChecksumAlg, Buffer>;
+    contentLength: number;
+    metadata: Record<string, string>;
+    contentType: string;
+  },
   key = exchange.header('idempotency-key'),
 ): { key: string; fingerprint: string } | undefined {
   if (key === undefined) return undefined;
   if (key.length === 0 || key.length > IDEMPOTENCY_KEY_CHARS_MAX || !/^[\x21-\x7e]+$/.test(key)) {
-    throw BadRequest(`Idempotency-Key must be 1 to ${IDEMPOTENCY_KEY_CHARS_MAX} visible ASCII characters`);
+    throw BadRequest(
+      `Idempotency-Key must be 1 to ${IDEMPOTENCY_KEY_CHARS_MAX} visible ASCII characters`,
+    );
   }
   if (bound.expected.size === 0) {
-    throw BadRequest('Idempotency-Key requires at least one X-Service-Checksum-<alg> header (CRC32, CRC32C, CRC64NVME, SHA1 or SHA256)');
+    throw BadRequest(
+      'Idempotency-Key requires at least one X-Service-Checksum-<alg> header (CRC32, CRC32C, CRC64NVME, SHA1 or SHA256)',
+    );
   }
-  const checksums = [...bound.expected].map(([alg, digest]) => [alg, digest.toString('base64')]).sort();
+  const checksums = [...bound.expected]
+    .map(([alg, digest]) => [alg, digest.toString('base64')])
+    .sort();
   const metadata = Object.entries(bound.metadata).sort();
-  const fingerprint = createHash('sha256').update(JSON.stringify([checksums, bound.contentLength, metadata])).digest('hex');
+  const fingerprint = createHash('sha256')
+    .update(JSON.stringify([checksums, bound.contentLength, metadata]))
+    .digest('hex');
   return { key, fingerprint };
 }
 
 export function parseContentLength(exchange: Exchange, max: number): number {
   const header = exchange.header('content-length');
   if (header === undefined) {
-    if (exchange.header('transfer-encoding') !== undefined) throw LengthRequired('uploads need a Content-Length header');
+    if (exchange.header('transfer-encoding') !== undefined)
+      throw LengthRequired('uploads need a Content-Length header');
     return 0;
   }
   if (!/^\d+$/.test(header)) throw BadRequest('malformed Content-Length');
@@ -362,7 +565,10 @@ export function parseChecksumHeaders(exchange: Exchange): Map<ChecksumAlg, Buffe
     if (!name.startsWith(CHECKSUM_HEADER_PREFIX)) continue;
     const algName = name.slice(CHECKSUM_HEADER_PREFIX.length);
     const alg = parseChecksumAlg(algName);
-    if (!alg) throw BadRequest(`unsupported checksum algorithm ${algName.toUpperCase()}; use CRC32, CRC32C, CRC64NVME, SHA1 or SHA256`);
+    if (!alg)
+      throw BadRequest(
+        `unsupported checksum algorithm ${algName.toUpperCase()}; use CRC32, CRC32C, CRC64NVME, SHA1 or SHA256`,
+      );
     expected.set(alg, parseChecksumHeader(alg, value));
   }
   return expected;
@@ -377,10 +583,15 @@ export function parseMetadata(exchange: Exchange): Record<string, string> {
   return metadata;
 }
 
-export function conditionalRead(exchange: Exchange, version: ObjectVersionRecord): number | undefined {
+export function conditionalRead(
+  exchange: Exchange,
+  version: ObjectVersionRecord,
+): number | undefined {
   const ifNoneMatch = exchange.header('if-none-match');
   if (ifNoneMatch !== undefined) {
-    const matches = ifNoneMatch.trim() === '*' || ifNoneMatch.split(',').some((tag) => tag.trim().replace(/^W\//, '') === version.etag);
+    const matches =
+      ifNoneMatch.trim() === '*' ||
+      ifNoneMatch.split(',').some((tag) => tag.trim().replace(/^W\//, '') === version.etag);
     return matches ? 304 : undefined;
   }
   const since = exchange.header('if-modified-since');
@@ -392,10 +603,18 @@ export function conditionalRead(exchange: Exchange, version: ObjectVersionRecord
 }
 
 export function bucketJson(bucket: BucketRecord): Record<string, unknown> {
-  return { name: bucket.name, createdAt: new Date(bucket.createdAt).toISOString(), versioning: bucket.versioning, objectLock: bucket.objectLock };
+  return {
+    name: bucket.name,
+    createdAt: new Date(bucket.createdAt).toISOString(),
+    versioning: bucket.versioning,
+    objectLock: bucket.objectLock,
+  };
 }
 
-export function objectJson(version: ObjectVersionRecord, bucket: BucketRecord | undefined): Record<string, unknown> {
+export function objectJson(
+  version: ObjectVersionRecord,
+  bucket: BucketRecord | undefined,
+): Record<string, unknown> {
   const json: Record<string, unknown> = {
     key: version.key,
     size: version.size,
@@ -410,7 +629,10 @@ export function objectJson(version: ObjectVersionRecord, bucket: BucketRecord | 
   return json;
 }
 
-export function objectHeaders(version: ObjectVersionRecord, bucket: BucketRecord): Record<string, string> {
+export function objectHeaders(
+  version: ObjectVersionRecord,
+  bucket: BucketRecord,
+): Record<string, string> {
   const headers: Record<string, string> = {
     'Content-Type': version.contentType,
     ETag: version.etag,
@@ -424,21 +646,33 @@ export function objectHeaders(version: ObjectVersionRecord, bucket: BucketRecord
   if (bucket.versioning !== 'Unversioned') headers['X-Service-Version-Id'] = version.versionId;
   if (version.retention) {
     headers['X-Service-Object-Lock-Mode'] = version.retention.mode;
-    headers['X-Service-Object-Lock-Retain-Until-Date'] = new Date(version.retention.retainUntil).toISOString();
+    headers['X-Service-Object-Lock-Retain-Until-Date'] = new Date(
+      version.retention.retainUntil,
+    ).toISOString();
   }
   if (bucket.objectLock) headers['X-Service-Object-Lock-Legal-Hold'] = version.legalHold ?? 'OFF';
   if (version.tags) headers['X-Service-Tagging-Count'] = String(version.tags.length);
-  for (const [alg, digest] of Object.entries(version.checksums)) headers[`X-Service-Checksum-${alg}`] = digest;
-  for (const [name, value] of Object.entries(version.metadata)) headers[`X-Service-Meta-${name}`] = value;
+  for (const [alg, digest] of Object.entries(version.checksums))
+    headers[`X-Service-Checksum-${alg}`] = digest;
+  for (const [name, value] of Object.entries(version.metadata))
+    headers[`X-Service-Meta-${name}`] = value;
   return headers;
 }
 
 /** Prefix listing with delimiter; the continuation token is the last key or prefix returned. */
-export function listObjects(store: IndexStore, bucket: BucketRecord, query: URLSearchParams): Record<string, unknown> {
+export function listObjects(
+  store: IndexStore,
+  bucket: BucketRecord,
+  query: URLSearchParams,
+): Record<string, unknown> {
   const prefix = query.get('prefix') ?? '';
   const delimiter = query.get('delimiter') ?? '';
   const maxKeysText = query.get('maxKeys') ?? String(LIST_KEYS_MAX);
-  if (!/^\d+$/.test(maxKeysText) || Number(maxKeysText) < 1 || Number(maxKeysText) > LIST_KEYS_MAX) {
+  if (
+    !/^\d+$/.test(maxKeysText) ||
+    Number(maxKeysText) < 1 ||
+    Number(maxKeysText) > LIST_KEYS_MAX
+  ) {
     throw BadRequest(`maxKeys must be an integer from 1 to ${LIST_KEYS_MAX}`);
   }
   const maxKeys = Number(maxKeysText);
@@ -448,7 +682,10 @@ export function listObjects(store: IndexStore, bucket: BucketRecord, query: URLS
   let start = range.start;
   if (after !== undefined) {
     // After a common prefix, skip everything under it; after a key, resume right behind it.
-    const past = Buffer.concat([objectKey(bucket.id, after.value), Buffer.from([after.kind === 'prefix' ? 0xff : 0])]);
+    const past = Buffer.concat([
+      objectKey(bucket.id, after.value),
+      Buffer.from([after.kind === 'prefix' ? 0xff : 0]),
+    ]);
     if (Buffer.compare(past, start) > 0) start = past;
   }
   const objects: Record<string, unknown>[] = [];
@@ -457,7 +694,10 @@ export function listObjects(store: IndexStore, bucket: BucketRecord, query: URLS
   let truncated = false;
   while (true) {
     let advanced = false;
-    for (const { key: raw, value } of store.range<ObjectVersionRecord>(DB.objects, { start, end: range.end })) {
+    for (const { key: raw, value } of store.range<ObjectVersionRecord>(DB.objects, {
+      start,
+      end: range.end,
+    })) {
       const key = decodeObjectKey(raw);
       if (objects.length + commonPrefixes.length >= maxKeys) {
         truncated = true;
@@ -492,7 +732,9 @@ interface ListPosition {
 }
 
 function encodeToken(position: ListPosition): string {
-  return Buffer.from(`${position.kind === 'key' ? 'k' : 'p'}${position.value}`, 'utf8').toString('base64url');
+  return Buffer.from(`${position.kind === 'key' ? 'k' : 'p'}${position.value}`, 'utf8').toString(
+    'base64url',
+  );
 }
 
 function decodeToken(token: string): ListPosition {
@@ -502,4 +744,3 @@ function decodeToken(token: string): ListPosition {
   if (!kind) throw BadRequest('malformed continuationToken');
   return { kind, value: text.slice(1) };
 }
-

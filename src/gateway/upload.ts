@@ -13,7 +13,13 @@ import { createHash } from 'node:crypto';
 import type { Piscina } from 'piscina';
 import type { BodyArena } from './body-arena.js';
 import type { OrderedStage, OrderedUpload } from '../workers/ordered-stage.js';
-import type { StoreTask, StoreResult, Outcome, TenantKeyMaterial, Slice } from '../workers/protocol.js';
+import type {
+  StoreTask,
+  StoreResult,
+  Outcome,
+  TenantKeyMaterial,
+  Slice,
+} from '../workers/protocol.js';
 import type { Exchange } from '../http/exchange.js';
 import type { ManifestChunk } from '../engine/ops/objects.js';
 import { createMultiHasher, type ChecksumAlg } from '../engine/checksums.js';
@@ -22,7 +28,11 @@ import { storeChunk, type ChunkStoreDeps } from '../workers/chunk-store.js';
 import type { TenantKeys } from '../engine/chunk-codec.js';
 
 export function tenantKeysOf(material: TenantKeyMaterial): TenantKeys {
-  return { tenantNum: material.tenantNum, dataKey: Buffer.from(material.dataKey), dedupKey: Buffer.from(material.dedupKey) };
+  return {
+    tenantNum: material.tenantNum,
+    dataKey: Buffer.from(material.dataKey),
+    dedupKey: Buffer.from(material.dedupKey),
+  };
 }
 
 /** The most blocks one upload holds: room for the largest chunk several times over. */
@@ -117,19 +127,29 @@ class BodyReceiver {
     this.blockBytes = services.arena.blockBytes;
     this.single = input.contentLength <= this.blockBytes;
     if (!this.single) this.ordered = services.ordered.begin(input.algs, services.chunkAvgBytes);
-    input.exchange.onAbort(() => this.fail(BadRequest('the client went away before the body was complete')));
+    input.exchange.onAbort(() =>
+      this.fail(BadRequest('the client went away before the body was complete')),
+    );
     if (input.contentLength === 0) {
-      void (input.gate ?? Promise.resolve()).then(() => this.finishEmpty(), (error: unknown) => this.fail(error));
+      void (input.gate ?? Promise.resolve()).then(
+        () => this.finishEmpty(),
+        (error: unknown) => this.fail(error),
+      );
       return;
     }
     // Nothing is read until the upload is admitted: its reserve is in hand and the gate passed.
-    this.reserve = this.single ? 1 : Math.min(services.arena.blockCount, reserveBlocks(services.chunkAvgBytes, this.blockBytes));
+    this.reserve = this.single
+      ? 1
+      : Math.min(services.arena.blockCount, reserveBlocks(services.chunkAvgBytes, this.blockBytes));
     this.waitingForBlock = true;
     const admitted = services.arena.takeMany(this.reserve).then((blocks) => {
       if (this.failed) for (const block of blocks) services.arena.release(block);
       else this.spare.push(...blocks);
     });
-    Promise.all([admitted, input.gate]).then(() => this.resumeAfterWait(), (error: unknown) => this.fail(error));
+    Promise.all([admitted, input.gate]).then(
+      () => this.resumeAfterWait(),
+      (error: unknown) => this.fail(error),
+    );
     input.exchange.res.onData((chunk, isLast) => this.onData(chunk, isLast));
   }
 
@@ -159,7 +179,9 @@ class BodyReceiver {
     while (offset < source.length) {
       if (this.blocks.length === 0 || this.used === this.blockBytes) {
         if (this.blocks.length > 0) this.blockFilled(this.blocks.length - 1, this.blockBytes);
-        let block = this.spare.pop() ?? (this.held < BLOCKS_PER_UPLOAD_MAX ? this.services.arena.tryTake() : undefined);
+        let block =
+          this.spare.pop() ??
+          (this.held < BLOCKS_PER_UPLOAD_MAX ? this.services.arena.tryTake() : undefined);
         if (block === undefined) {
           // Past this upload's share, or the arena is down to its spill reserve: stop reading.
           // What uWS delivers until the pause takes effect goes into the spill reserve while it
@@ -195,15 +217,18 @@ class BodyReceiver {
     if (this.waitingForBlock) return;
     this.waitingForBlock = true;
     this.pauseSocket();
-    void this.nextBlock().then((block) => {
-      this.waitingForBlock = false;
-      if (this.failed) {
-        this.services.arena.release(block);
-        return;
-      }
-      this.addBlock(block);
-      this.resumeAfterWait();
-    }, (error: unknown) => this.fail(error));
+    void this.nextBlock().then(
+      (block) => {
+        this.waitingForBlock = false;
+        if (this.failed) {
+          this.services.arena.release(block);
+          return;
+        }
+        this.addBlock(block);
+        this.resumeAfterWait();
+      },
+      (error: unknown) => this.fail(error),
+    );
   }
 
   /** Feeds the parked bytes, then reads from the socket again. */
@@ -262,7 +287,9 @@ class BodyReceiver {
    */
   private async nextBlock(): Promise<number> {
     for (;;) {
-      const block = this.spare.pop() ?? (this.held < BLOCKS_PER_UPLOAD_MAX ? this.services.arena.tryTake() : undefined);
+      const block =
+        this.spare.pop() ??
+        (this.held < BLOCKS_PER_UPLOAD_MAX ? this.services.arena.tryTake() : undefined);
       if (block !== undefined) return block;
       if (this.failed) throw BadRequest('the upload failed');
       await new Promise<void>((resolve) => (this.ownBlockFreed = resolve));
@@ -272,7 +299,8 @@ class BodyReceiver {
   /** A released block refills the reserve first; beyond it, it goes back to the arena. */
   private giveBack(block: number): void {
     this.held -= 1;
-    if (!this.failed && !this.finished && this.held + this.spare.length < this.reserve) this.spare.push(block);
+    if (!this.failed && !this.finished && this.held + this.spare.length < this.reserve)
+      this.spare.push(block);
     else this.services.arena.release(block);
   }
 
@@ -291,11 +319,14 @@ class BodyReceiver {
     if (this.single || !this.ordered || index < this.sentToOrdered) return;
     this.sentToOrdered = index + 1;
     const block = this.blocks[index] as number;
-    void this.ordered.block(block, length).then((cuts) => {
-      this.blockOrdered[index] = true;
-      this.onCuts(cuts);
-      this.releaseDone();
-    }, (error: unknown) => this.fail(error));
+    void this.ordered.block(block, length).then(
+      (cuts) => {
+        this.blockOrdered[index] = true;
+        this.onCuts(cuts);
+        this.releaseDone();
+      },
+      (error: unknown) => this.fail(error),
+    );
   }
 
   private onCuts(cuts: readonly number[]): void {
@@ -310,31 +341,42 @@ class BodyReceiver {
   private dispatch(start: number, end: number, objectChecksums?: readonly ChecksumAlg[]): void {
     const slices: Slice[] = [];
     const touched: number[] = [];
-    for (let index = Math.floor(start / this.blockBytes); index * this.blockBytes < end; index += 1) {
+    for (
+      let index = Math.floor(start / this.blockBytes);
+      index * this.blockBytes < end;
+      index += 1
+    ) {
       const blockStart = index * this.blockBytes;
-      slices.push([this.blocks[index] as number, Math.max(start, blockStart) - blockStart, Math.min(end, blockStart + this.blockBytes) - blockStart]);
+      slices.push([
+        this.blocks[index] as number,
+        Math.max(start, blockStart) - blockStart,
+        Math.min(end, blockStart + this.blockBytes) - blockStart,
+      ]);
       touched.push(index);
       this.blockTasks[index] = (this.blockTasks[index] ?? 0) + 1;
     }
     const task: StoreTask = objectChecksums
       ? { kind: 'store', keys: this.input.keys, slices, plainLength: end - start, objectChecksums }
       : { kind: 'store', keys: this.input.keys, slices, plainLength: end - start };
-    const stored = end - start <= INLINE_CHUNK_BYTES_MAX
-      ? storeChunk(this.services.inline, {
-        keys: tenantKeysOf(this.input.keys),
-        slices: slices.map(([block, from, to]) => this.services.arena.view(block, from, to)),
-        plainLength: end - start,
-        objectChecksums,
-      })
-      : (this.services.pool.run(task) as Promise<Outcome<StoreResult>>).then((outcome) => {
-        if (!outcome.ok) throw fromWire(outcome.error);
-        return outcome.value;
-      });
+    const stored =
+      end - start <= INLINE_CHUNK_BYTES_MAX
+        ? storeChunk(this.services.inline, {
+            keys: tenantKeysOf(this.input.keys),
+            slices: slices.map(([block, from, to]) => this.services.arena.view(block, from, to)),
+            plainLength: end - start,
+            objectChecksums,
+          })
+        : (this.services.pool.run(task) as Promise<Outcome<StoreResult>>).then((outcome) => {
+            if (!outcome.ok) throw fromWire(outcome.error);
+            return outcome.value;
+          });
     this.stored.push(stored);
-    void stored.finally(() => {
-      for (const index of touched) this.blockTasks[index] = (this.blockTasks[index] ?? 1) - 1;
-      this.releaseDone();
-    }).catch((error: unknown) => this.fail(error));
+    void stored
+      .finally(() => {
+        for (const index of touched) this.blockTasks[index] = (this.blockTasks[index] ?? 1) - 1;
+        this.releaseDone();
+      })
+      .catch((error: unknown) => this.fail(error));
   }
 
   private storeSingle(): void {
@@ -363,14 +405,23 @@ class BodyReceiver {
       const results = await Promise.all(this.stored);
       if (this.failed) return;
       const chunks: ManifestChunk[] = results.map((result) => {
-        const chunk: ManifestChunk = { id: Buffer.from(result.chunkId), plainLength: result.plainLength };
+        const chunk: ManifestChunk = {
+          id: Buffer.from(result.chunkId),
+          plainLength: result.plainLength,
+        };
         if (result.location) chunk.location = result.location;
         return chunk;
       });
-      const objectChecksums = this.single && results[0]?.checksums ? { ...results[0].checksums } : checksums;
+      const objectChecksums =
+        this.single && results[0]?.checksums ? { ...results[0].checksums } : checksums;
       this.finished = true;
       this.releaseAll();
-      this.resolve({ chunks, checksums: objectChecksums, compressed: results.some((r) => r.compressed), etag: etagOf(chunks, this.received) });
+      this.resolve({
+        chunks,
+        checksums: objectChecksums,
+        compressed: results.some((r) => r.compressed),
+        etag: etagOf(chunks, this.received),
+      });
     } catch (error) {
       this.fail(error);
     }

@@ -44,7 +44,10 @@ export class AuditSink {
   private flushing: Promise<void> | undefined;
   private readonly timer: NodeJS.Timeout;
 
-  constructor(private readonly engine: EngineClient, private readonly log: Logger) {
+  constructor(
+    private readonly engine: EngineClient,
+    private readonly log: Logger,
+  ) {
     this.timer = setInterval(() => void this.flush(), FLUSH_INTERVAL_MS);
     this.timer.unref();
   }
@@ -62,19 +65,25 @@ export class AuditSink {
   flush(): Promise<void> {
     if (this.flushing || this.buffer.length === 0) return this.flushing ?? Promise.resolve();
     const events = this.buffer.splice(0, BATCH_ROWS_MAX * 4);
-    this.flushing = this.engine.call('appendAudit', { events }).then(
-      () => {
-        if (this.dropped > 0) {
-          this.log.warn({ dropped: this.dropped }, 'audit rows dropped while the engine was unreachable');
-          this.dropped = 0;
-        }
-      },
-      () => {
-        this.buffer = events.concat(this.buffer).slice(-BUFFER_ROWS_MAX);
-      },
-    ).finally(() => {
-      this.flushing = undefined;
-    });
+    this.flushing = this.engine
+      .call('appendAudit', { events })
+      .then(
+        () => {
+          if (this.dropped > 0) {
+            this.log.warn(
+              { dropped: this.dropped },
+              'audit rows dropped while the engine was unreachable',
+            );
+            this.dropped = 0;
+          }
+        },
+        () => {
+          this.buffer = events.concat(this.buffer).slice(-BUFFER_ROWS_MAX);
+        },
+      )
+      .finally(() => {
+        this.flushing = undefined;
+      });
     return this.flushing;
   }
 

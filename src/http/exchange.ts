@@ -9,7 +9,12 @@
 
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { randomBytes } from 'node:crypto';
-import { BadRequest, PayloadTooLarge, isLightwellError, type LightwellError } from '../util/errors.js';
+import {
+  BadRequest,
+  PayloadTooLarge,
+  isLightwellError,
+  type LightwellError,
+} from '../util/errors.js';
 import type { Logger } from '../util/log.js';
 
 export const JSON_BODY_BYTES_MAX = 1024 * 1024;
@@ -49,7 +54,10 @@ export class Exchange {
   readonly audit: AuditContext = { action: 'unrouted' };
   private readonly abortHandlers: Array<() => void> = [];
 
-  constructor(readonly res: HttpResponse, req: HttpRequest) {
+  constructor(
+    readonly res: HttpResponse,
+    req: HttpRequest,
+  ) {
     this.method = req.getCaseSensitiveMethod().toUpperCase();
     this.path = req.getUrl();
     this.query = new URLSearchParams(req.getQuery() ?? '');
@@ -127,11 +135,17 @@ export class Exchange {
 
   sendProblem(error: unknown, log: Logger): void {
     const problem = toProblem(error);
-    if (problem.status >= 500) log.error({ err: error, requestId: this.requestId }, 'request failed');
-    else log.info({ code: problem.code, status: problem.status, requestId: this.requestId, path: this.path }, 'request refused');
+    if (problem.status >= 500)
+      log.error({ err: error, requestId: this.requestId }, 'request failed');
+    else
+      log.info(
+        { code: problem.code, status: problem.status, requestId: this.requestId, path: this.path },
+        'request refused',
+      );
     const headers: Record<string, string> = { 'Content-Type': 'application/problem+json' };
     const retryAfter = isLightwellError(error) ? error.details['retryAfterSeconds'] : undefined;
-    if (typeof retryAfter === 'number') headers['Retry-After'] = String(Math.max(1, Math.ceil(retryAfter)));
+    if (typeof retryAfter === 'number')
+      headers['Retry-After'] = String(Math.max(1, Math.ceil(retryAfter)));
     const allow = isLightwellError(error) ? error.details['allow'] : undefined;
     if (problem.status === 405 && typeof allow === 'string') headers['Allow'] = allow;
     const body = {
@@ -154,7 +168,8 @@ export class Exchange {
   /** Reads a JSON body of at most `limit` bytes; empty body → `undefined`. */
   readJson(limit = JSON_BODY_BYTES_MAX): Promise<unknown> {
     const declared = Number(this.header('content-length') ?? '0');
-    if (declared > limit) return Promise.reject(PayloadTooLarge(`JSON bodies are limited to ${limit} bytes`));
+    if (declared > limit)
+      return Promise.reject(PayloadTooLarge(`JSON bodies are limited to ${limit} bytes`));
     return new Promise((resolve, reject) => {
       const parts: Buffer[] = [];
       let length = 0;
@@ -199,8 +214,19 @@ function toProblem(error: unknown): Problem {
     const known = error as LightwellError;
     const status = known.status;
     // Internal conditions never leak their details to clients.
-    if (status >= 500 && known.code !== 'unavailable' && known.code !== 'quota_exceeded' && known.code !== 'not_implemented') {
-      return { status: status === 503 ? 503 : 500, code: status === 503 ? 'unavailable' : 'internal', title: 'Internal error', message: status === 503 ? 'the service is temporarily unavailable; retry' : 'internal error' };
+    if (
+      status >= 500 &&
+      known.code !== 'unavailable' &&
+      known.code !== 'quota_exceeded' &&
+      known.code !== 'not_implemented'
+    ) {
+      return {
+        status: status === 503 ? 503 : 500,
+        code: status === 503 ? 'unavailable' : 'internal',
+        title: 'Internal error',
+        message:
+          status === 503 ? 'the service is temporarily unavailable; retry' : 'internal error',
+      };
     }
     return { status, code: known.code, title: titleOf(status), message: known.message };
   }
@@ -208,11 +234,28 @@ function toProblem(error: unknown): Problem {
 }
 
 const reasons: Record<number, string> = {
-  200: 'OK', 201: 'Created', 204: 'No Content', 206: 'Partial Content', 304: 'Not Modified',
-  400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 405: 'Method Not Allowed',
-  409: 'Conflict', 411: 'Length Required', 412: 'Precondition Failed', 413: 'Payload Too Large',
-  416: 'Range Not Satisfiable', 422: 'Unprocessable Content', 429: 'Too Many Requests', 431: 'Request Header Fields Too Large',
-  500: 'Internal Server Error', 501: 'Not Implemented', 503: 'Service Unavailable', 507: 'Insufficient Storage',
+  200: 'OK',
+  201: 'Created',
+  204: 'No Content',
+  206: 'Partial Content',
+  304: 'Not Modified',
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  405: 'Method Not Allowed',
+  409: 'Conflict',
+  411: 'Length Required',
+  412: 'Precondition Failed',
+  413: 'Payload Too Large',
+  416: 'Range Not Satisfiable',
+  422: 'Unprocessable Content',
+  429: 'Too Many Requests',
+  431: 'Request Header Fields Too Large',
+  500: 'Internal Server Error',
+  501: 'Not Implemented',
+  503: 'Service Unavailable',
+  507: 'Insufficient Storage',
 };
 
 export function statusLine(status: number): string {

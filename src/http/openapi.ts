@@ -45,20 +45,43 @@ function operation(route: Route<unknown>, path: string): Record<string, unknown>
   for (const match of path.matchAll(/\{(\w+)\}/g)) {
     parameters.push({ name: match[1], in: 'path', required: true, schema: { type: 'string' } });
   }
-  for (const [name, schema] of Object.entries(doc.query ?? {})) parameters.push({ name, in: 'query', required: false, schema });
-  for (const [name, description] of Object.entries(doc.headers ?? {})) parameters.push({ name, in: 'header', required: false, description, schema: { type: 'string' } });
+  for (const [name, schema] of Object.entries(doc.query ?? {}))
+    parameters.push({ name, in: 'query', required: false, schema });
+  for (const [name, description] of Object.entries(doc.headers ?? {}))
+    parameters.push({
+      name,
+      in: 'header',
+      required: false,
+      description,
+      schema: { type: 'string' },
+    });
   const responses: Record<string, unknown> = {};
   for (const [status, response] of Object.entries(doc.responses)) {
     const content = response.schema
       ? { [response.contentType ?? 'application/json']: { schema: response.schema } }
-      : response.contentType ? { [response.contentType]: { schema: { type: 'string', format: 'binary' } } } : undefined;
-    responses[status] = content ? { description: response.description, content } : { description: response.description };
+      : response.contentType
+        ? { [response.contentType]: { schema: { type: 'string', format: 'binary' } } }
+        : undefined;
+    responses[status] = content
+      ? { description: response.description, content }
+      : { description: response.description };
   }
-  responses['default'] = { description: 'problem', content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } } };
-  const op: Record<string, unknown> = { operationId: route.operationId, summary: doc.summary, parameters, responses };
+  responses['default'] = {
+    description: 'problem',
+    content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
+  };
+  const op: Record<string, unknown> = {
+    operationId: route.operationId,
+    summary: doc.summary,
+    parameters,
+    responses,
+  };
   if (doc.tags) op['tags'] = doc.tags;
   if (doc.requestBody) {
-    op['requestBody'] = { required: doc.requestBody.required ?? true, content: { [doc.requestBody.contentType]: { schema: doc.requestBody.schema } } };
+    op['requestBody'] = {
+      required: doc.requestBody.required ?? true,
+      content: { [doc.requestBody.contentType]: { schema: doc.requestBody.schema } },
+    };
   }
   if (doc.auth === 'none') op['security'] = [];
   else if (doc.auth === 'basic-or-body') op['security'] = [{ basic: [] }, {}];

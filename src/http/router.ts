@@ -21,9 +21,18 @@ export interface RouteDoc {
   readonly query?: Readonly<Record<string, JsonSchema>>;
   /** Request headers the operation reads: name → description. */
   readonly headers?: Readonly<Record<string, string>>;
-  readonly requestBody?: { readonly contentType: string; readonly schema: JsonSchema; readonly required?: boolean };
+  readonly requestBody?: {
+    readonly contentType: string;
+    readonly schema: JsonSchema;
+    readonly required?: boolean;
+  };
   /** Status → description and optional JSON schema (or a raw content type). */
-  readonly responses: Readonly<Record<number, { readonly description: string; readonly schema?: JsonSchema; readonly contentType?: string }>>;
+  readonly responses: Readonly<
+    Record<
+      number,
+      { readonly description: string; readonly schema?: JsonSchema; readonly contentType?: string }
+    >
+  >;
   readonly auth: 'none' | 'bearer' | 'basic-or-body' | 'signed-url';
 }
 
@@ -54,10 +63,14 @@ export interface Match<H> {
 export class Router<H> {
   private readonly compiled: CompiledRoute<H>[] = [];
 
-  constructor(readonly prefix: string, routes: readonly Route<H>[]) {
+  constructor(
+    readonly prefix: string,
+    routes: readonly Route<H>[],
+  ) {
     const seen = new Set<string>();
     for (const route of routes) {
-      if (seen.has(route.operationId)) throw new TypeError(`duplicate operationId ${route.operationId}`);
+      if (seen.has(route.operationId))
+        throw new TypeError(`duplicate operationId ${route.operationId}`);
       seen.add(route.operationId);
       this.compiled.push({ route, segments: compile(route.path) });
     }
@@ -76,36 +89,49 @@ export class Router<H> {
       const params = matchSegments(entry.segments, parts);
       if (!params) continue;
       allowed.push(entry.route.method);
-      if (entry.route.method === method || (method === 'HEAD' && entry.route.method === 'GET' && !this.hasHead(entry))) {
+      if (
+        entry.route.method === method ||
+        (method === 'HEAD' && entry.route.method === 'GET' && !this.hasHead(entry))
+      ) {
         return { route: entry.route, params };
       }
     }
     if (allowed.length > 0) {
       if (allowed.includes('GET') && !allowed.includes('HEAD')) allowed.push('HEAD');
-      throw MethodNotAllowed(`${method} is not allowed on ${rawPath}`, { allow: [...new Set(allowed)].join(', ') });
+      throw MethodNotAllowed(`${method} is not allowed on ${rawPath}`, {
+        allow: [...new Set(allowed)].join(', '),
+      });
     }
     throw NotFound(`no route for ${method} ${rawPath}`);
   }
 
   private hasHead(entry: CompiledRoute<H>): boolean {
-    return this.compiled.some((other) => other.route.method === 'HEAD' && other.route.path === entry.route.path);
+    return this.compiled.some(
+      (other) => other.route.method === 'HEAD' && other.route.path === entry.route.path,
+    );
   }
 }
 
 function compile(path: string): Segment[] {
-  return path.split('/').slice(1).map((part, index, all) => {
-    const rest = /^\{(\w+)\.\.\.\}$/.exec(part);
-    if (rest) {
-      if (index !== all.length - 1) throw new TypeError(`${path}: {name...} must be last`);
-      return { param: rest[1] ?? '', rest: true };
-    }
-    const param = /^\{(\w+)\}$/.exec(part);
-    if (param) return { param: param[1] ?? '' };
-    return { literal: part };
-  });
+  return path
+    .split('/')
+    .slice(1)
+    .map((part, index, all) => {
+      const rest = /^\{(\w+)\.\.\.\}$/.exec(part);
+      if (rest) {
+        if (index !== all.length - 1) throw new TypeError(`${path}: {name...} must be last`);
+        return { param: rest[1] ?? '', rest: true };
+      }
+      const param = /^\{(\w+)\}$/.exec(part);
+      if (param) return { param: param[1] ?? '' };
+      return { literal: part };
+    });
 }
 
-function matchSegments(segments: readonly Segment[], parts: readonly string[]): Record<string, string> | undefined {
+function matchSegments(
+  segments: readonly Segment[],
+  parts: readonly string[],
+): Record<string, string> | undefined {
   const params: Record<string, string> = {};
   for (let index = 0; index < segments.length; index += 1) {
     const segment = segments[index] as Segment;

@@ -8,7 +8,10 @@ import type { Logger } from '../util/log.js';
 import { Unavailable } from '../util/errors.js';
 import type { AuditSink } from './audit.js';
 
-export type Handler = (exchange: Exchange, params: Readonly<Record<string, string>>) => Promise<void> | void;
+export type Handler = (
+  exchange: Exchange,
+  params: Readonly<Record<string, string>>,
+) => Promise<void> | void;
 
 export interface Listener {
   readonly port: number;
@@ -61,11 +64,22 @@ export function listen<H extends Handler>(
   });
   return new Promise((resolve, reject) => {
     // The native listen(host, port, options, callback) exists; the typings omit it.
-    const flags = options.sharedPort ? 0 : (uWS as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }).LIBUS_LISTEN_EXCLUSIVE_PORT;
-    const listenWithOptions = app.listen.bind(app) as unknown as (host: string, port: number, options: number, cb: (socket: uWS.us_listen_socket | false) => void) => void;
+    const flags = options.sharedPort
+      ? 0
+      : (uWS as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }).LIBUS_LISTEN_EXCLUSIVE_PORT;
+    const listenWithOptions = app.listen.bind(app) as unknown as (
+      host: string,
+      port: number,
+      options: number,
+      cb: (socket: uWS.us_listen_socket | false) => void,
+    ) => void;
     listenWithOptions(options.host, options.port, flags, (socket) => {
       if (!socket) {
-        reject(Unavailable(`cannot listen on ${options.host}:${options.port} (address in use or not available)`));
+        reject(
+          Unavailable(
+            `cannot listen on ${options.host}:${options.port} (address in use or not available)`,
+          ),
+        );
         return;
       }
       resolve({
@@ -74,7 +88,8 @@ export function listen<H extends Handler>(
           draining = true;
           uWS.us_listen_socket_close(socket);
           const deadline = Date.now() + graceMs;
-          while (inFlight.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+          while (inFlight.size > 0 && Date.now() < deadline)
+            await new Promise((r) => setTimeout(r, 25));
           app.close();
         },
       });
@@ -82,7 +97,11 @@ export function listen<H extends Handler>(
   });
 }
 
-async function run<H extends Handler>(exchange: Exchange, match: Match<H>, log: Logger): Promise<void> {
+async function run<H extends Handler>(
+  exchange: Exchange,
+  match: Match<H>,
+  log: Logger,
+): Promise<void> {
   try {
     await match.route.handler(exchange, match.params);
     if (exchange.open) throw new TypeError(`${match.route.operationId} returned without answering`);
@@ -90,7 +109,15 @@ async function run<H extends Handler>(exchange: Exchange, match: Match<H>, log: 
     exchange.sendProblem(error, log);
   } finally {
     if (!exchange.aborted) {
-      log.debug({ op: match.route.operationId, status: exchange.status, ms: Math.round(performance.now() - exchange.startedAt), requestId: exchange.requestId }, 'request');
+      log.debug(
+        {
+          op: match.route.operationId,
+          status: exchange.status,
+          ms: Math.round(performance.now() - exchange.startedAt),
+          requestId: exchange.requestId,
+        },
+        'request',
+      );
     }
   }
 }

@@ -37,29 +37,50 @@ export function parseBucketPolicy(value: unknown): BucketPolicy {
 function parseStatement(value: unknown, index: number): PolicyStatement {
   const statement = (value ?? {}) as Record<string, unknown>;
   const where = `statements[${index}]`;
-  if (statement['effect'] !== 'Deny') throw BadRequest(`${where}.effect must be "Deny" (policies only deny)`);
+  if (statement['effect'] !== 'Deny')
+    throw BadRequest(`${where}.effect must be "Deny" (policies only deny)`);
   const actions = statement['actions'];
-  if (!Array.isArray(actions) || actions.length === 0 || !actions.every((a) => a === '*' || (VERBS as readonly unknown[]).includes(a))) {
+  if (
+    !Array.isArray(actions) ||
+    actions.length === 0 ||
+    !actions.every((a) => a === '*' || (VERBS as readonly unknown[]).includes(a))
+  ) {
     throw BadRequest(`${where}.actions must list read, write, delete, admin or *`);
   }
   const principals = statement['principals'];
-  if (!Array.isArray(principals) || principals.length === 0 || principals.length > POLICY_PRINCIPALS_MAX || !principals.every((p) => typeof p === 'string' && p.length > 0 && p.length <= 128)) {
+  if (
+    !Array.isArray(principals) ||
+    principals.length === 0 ||
+    principals.length > POLICY_PRINCIPALS_MAX ||
+    !principals.every((p) => typeof p === 'string' && p.length > 0 && p.length <= 128)
+  ) {
     throw BadRequest(`${where}.principals must list access key ids or *`);
   }
   const prefix = statement['prefix'];
-  if (prefix !== undefined && (typeof prefix !== 'string' || prefix.length > 1024)) throw BadRequest(`${where}.prefix must be a string`);
-  const parsed: PolicyStatement = { effect: 'Deny', actions: actions as PolicyStatement['actions'], principals: principals as string[] };
+  if (prefix !== undefined && (typeof prefix !== 'string' || prefix.length > 1024))
+    throw BadRequest(`${where}.prefix must be a string`);
+  const parsed: PolicyStatement = {
+    effect: 'Deny',
+    actions: actions as PolicyStatement['actions'],
+    principals: principals as string[],
+  };
   return prefix === undefined ? parsed : { ...parsed, prefix };
 }
 
 /** True when a statement denies this request. */
 export function policyDenies(
   policy: BucketPolicy | undefined,
-  request: { accessKeyId: string; verb: Verb; key?: string | undefined; listPrefix?: string | undefined },
+  request: {
+    accessKeyId: string;
+    verb: Verb;
+    key?: string | undefined;
+    listPrefix?: string | undefined;
+  },
 ): boolean {
   if (!policy) return false;
   return policy.statements.some((statement) => {
-    if (!statement.principals.includes('*') && !statement.principals.includes(request.accessKeyId)) return false;
+    if (!statement.principals.includes('*') && !statement.principals.includes(request.accessKeyId))
+      return false;
     if (!statement.actions.includes('*') && !statement.actions.includes(request.verb)) return false;
     if (statement.prefix === undefined || statement.prefix === '') return true;
     if (request.key !== undefined) return request.key.startsWith(statement.prefix);

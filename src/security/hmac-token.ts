@@ -32,13 +32,20 @@ export function sealHmacToken(key: Buffer, prefix: string, payload: object): str
 }
 
 /** The payload object of a token we sealed under `key`; `invalid token` for anything else. */
-export function openHmacToken(key: Buffer, prefix: string, token: unknown, charsMax: number): Record<string, unknown> {
-  if (typeof token !== 'string' || token.length > charsMax || !token.startsWith(prefix)) throw invalidToken();
+export function openHmacToken(
+  key: Buffer,
+  prefix: string,
+  token: unknown,
+  charsMax: number,
+): Record<string, unknown> {
+  if (typeof token !== 'string' || token.length > charsMax || !token.startsWith(prefix))
+    throw invalidToken();
   const parts = token.slice(prefix.length).split('.');
   if (parts.length !== 2) throw invalidToken();
   const [payloadB64 = '', signatureB64 = ''] = parts;
   const signature = decodeBase64url(signatureB64);
-  if (signature?.length !== HMAC_TOKEN_SIGNATURE_BYTES || !base64urlPattern.test(payloadB64)) throw invalidToken();
+  if (signature?.length !== HMAC_TOKEN_SIGNATURE_BYTES || !base64urlPattern.test(payloadB64))
+    throw invalidToken();
   if (!timingSafeEqual(sign(key, payloadB64), signature)) throw invalidToken();
   // From here on the payload is ours; a failure below means a bug or a key shared with
   // something else, and it is still answered as an invalid token.

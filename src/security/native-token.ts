@@ -19,7 +19,12 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { Unauthorized } from '../util/errors.js';
-import { sealHmacToken, openHmacToken, invalidToken, HMAC_TOKEN_SIGNATURE_BYTES } from './hmac-token.js';
+import {
+  sealHmacToken,
+  openHmacToken,
+  invalidToken,
+  HMAC_TOKEN_SIGNATURE_BYTES,
+} from './hmac-token.js';
 
 export const NATIVE_TOKEN_PREFIX = 'lwtk_';
 export const NATIVE_TOKEN_VERSION = 1;
@@ -90,7 +95,9 @@ export function verifyNativeToken(key: Buffer, token: unknown, nowMs: number): N
   assert.equal(key.length, 32, 'token signing key must be 32 bytes');
   // A NaN clock would make every expiry comparison false, that is, fail open.
   assert.ok(Number.isFinite(nowMs), 'nowMs must be a finite time');
-  const payload = parsePayload(openHmacToken(key, NATIVE_TOKEN_PREFIX, token, NATIVE_TOKEN_CHARS_MAX));
+  const payload = parsePayload(
+    openHmacToken(key, NATIVE_TOKEN_PREFIX, token, NATIVE_TOKEN_CHARS_MAX),
+  );
   const nowSeconds = Math.floor(nowMs / 1000);
   if (payload.iat > nowSeconds + NATIVE_TOKEN_CLOCK_SKEW_SECONDS_MAX) throw invalid();
   if (nowMs >= payload.exp * 1000) throw Unauthorized('token expired');

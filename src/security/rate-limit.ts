@@ -33,8 +33,7 @@ export interface RateLimiterOptions {
 }
 
 export type RateLimitResult =
-  | { readonly ok: true }
-  | { readonly ok: false; readonly retryAfterSeconds: number };
+  { readonly ok: true } | { readonly ok: false; readonly retryAfterSeconds: number };
 
 interface Bucket {
   tokens: number;

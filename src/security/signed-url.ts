@@ -24,7 +24,12 @@
 
 import assert from 'node:assert/strict';
 import { BadRequest, Unauthorized, Forbidden } from '../util/errors.js';
-import { sealHmacToken, openHmacToken, invalidToken, HMAC_TOKEN_SIGNATURE_BYTES } from './hmac-token.js';
+import {
+  sealHmacToken,
+  openHmacToken,
+  invalidToken,
+  HMAC_TOKEN_SIGNATURE_BYTES,
+} from './hmac-token.js';
 import { validateBucketName, validateObjectKey } from './names.js';
 
 export const SIGNED_URL_PREFIX = 'lwurl_';
@@ -92,32 +97,65 @@ export interface SignUrlRequest {
 }
 
 const bothFields = ['method', 'bucket', 'key', 'ttlSeconds', 'reason'] as const;
-const putFields = ['keyPrefix', 'contentType', 'contentLengthMax', 'checksumAlg', 'checksumVal', 'idempotencyKey'] as const;
+const putFields = [
+  'keyPrefix',
+  'contentType',
+  'contentLengthMax',
+  'checksumAlg',
+  'checksumVal',
+  'idempotencyKey',
+] as const;
 const getFields = ['responseContentType', 'responseContentDisposition'] as const;
 const payloadPutFields = ['kp', 'ct', 'clm', 'ca', 'cv', 'ik'] as const;
 const payloadGetFields = ['rct', 'rcd'] as const;
-const payloadFields = new Set(['v', 'm', 'tid', 'kid', 'b', 'k', 'iat', 'exp', 'r', ...payloadPutFields, ...payloadGetFields]);
+const payloadFields = new Set([
+  'v',
+  'm',
+  'tid',
+  'kid',
+  'b',
+  'k',
+  'iat',
+  'exp',
+  'r',
+  ...payloadPutFields,
+  ...payloadGetFields,
+]);
 /** Visible ASCII and spaces: header-safe values (no CR, LF or other controls). */
 const headerValuePattern = /^[\x20-\x7e]*$/;
 
 /** Validates a sign-url request body; every failure is `bad_request` naming the field. */
 export function parseSignUrlRequest(body: unknown): SignUrlRequest {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw BadRequest('the body must be a JSON object');
+  if (typeof body !== 'object' || body === null || Array.isArray(body))
+    throw BadRequest('the body must be a JSON object');
   const fields = body as Record<string, unknown>;
   const method = fields['method'];
-  if (method !== 'GET' && method !== 'PUT') throw BadRequest('method must be "GET" (download) or "PUT" (upload)');
+  if (method !== 'GET' && method !== 'PUT')
+    throw BadRequest('method must be "GET" (download) or "PUT" (upload)');
   const allowed = new Set<string>([...bothFields, ...(method === 'PUT' ? putFields : getFields)]);
   for (const name of Object.keys(fields)) {
     if (allowed.has(name)) continue;
-    const other = method === 'PUT' ? (getFields as readonly string[]).includes(name) : (putFields as readonly string[]).includes(name);
-    throw BadRequest(other ? `${name} does not apply to a ${method} URL` : `unknown field ${JSON.stringify(name.slice(0, 64))}`);
+    const other =
+      method === 'PUT'
+        ? (getFields as readonly string[]).includes(name)
+        : (putFields as readonly string[]).includes(name);
+    throw BadRequest(
+      other
+        ? `${name} does not apply to a ${method} URL`
+        : `unknown field ${JSON.stringify(name.slice(0, 64))}`,
+    );
   }
   validateBucketName(fields['bucket']);
-  const request: { -readonly [K in keyof SignUrlRequest]: SignUrlRequest[K] } = { method, bucket: fields['bucket'] };
+  const request: { -readonly [K in keyof SignUrlRequest]: SignUrlRequest[K] } = {
+    method,
+    bucket: fields['bucket'],
+  };
   const key = fields['key'];
   const keyPrefix = fields['keyPrefix'];
   if ((key === undefined) === (keyPrefix === undefined)) {
-    throw BadRequest(method === 'PUT' ? 'give exactly one of key and keyPrefix' : 'key is required');
+    throw BadRequest(
+      method === 'PUT' ? 'give exactly one of key and keyPrefix' : 'key is required',
+    );
   }
   if (key !== undefined) {
     validateObjectKey(key);
@@ -128,18 +166,37 @@ export function parseSignUrlRequest(body: unknown): SignUrlRequest {
   }
   const ttl = fields['ttlSeconds'];
   if (ttl !== undefined) {
-    if (!Number.isSafeInteger(ttl) || (ttl as number) < 1) throw BadRequest('ttlSeconds must be a positive integer');
+    if (!Number.isSafeInteger(ttl) || (ttl as number) < 1)
+      throw BadRequest('ttlSeconds must be a positive integer');
     request.ttlSeconds = ttl as number;
   }
-  const text = (name: keyof SignUrlRequest & string, max = SIGNED_URL_FIELD_CHARS_MAX): string | undefined => {
+  const text = (
+    name: keyof SignUrlRequest & string,
+    max = SIGNED_URL_FIELD_CHARS_MAX,
+  ): string | undefined => {
     const value = fields[name];
     if (value === undefined) return undefined;
-    if (typeof value !== 'string' || value.length === 0 || value.length > max || !headerValuePattern.test(value)) {
+    if (
+      typeof value !== 'string' ||
+      value.length === 0 ||
+      value.length > max ||
+      !headerValuePattern.test(value)
+    ) {
       throw BadRequest(`${name} must be 1 to ${max} visible ASCII characters`);
     }
     return value;
   };
-  const assign = (name: 'contentType' | 'checksumAlg' | 'checksumVal' | 'responseContentType' | 'responseContentDisposition' | 'reason' | 'idempotencyKey', max?: number): void => {
+  const assign = (
+    name:
+      | 'contentType'
+      | 'checksumAlg'
+      | 'checksumVal'
+      | 'responseContentType'
+      | 'responseContentDisposition'
+      | 'reason'
+      | 'idempotencyKey',
+    max?: number,
+  ): void => {
     const value = text(name, max);
     if (value !== undefined) request[name] = value;
   };
@@ -158,7 +215,8 @@ export function parseSignUrlRequest(body: unknown): SignUrlRequest {
   }
   const lengthMax = fields['contentLengthMax'];
   if (lengthMax !== undefined) {
-    if (!Number.isSafeInteger(lengthMax) || (lengthMax as number) < 0) throw BadRequest('contentLengthMax must be a non-negative integer');
+    if (!Number.isSafeInteger(lengthMax) || (lengthMax as number) < 0)
+      throw BadRequest('contentLengthMax must be a non-negative integer');
     request.contentLengthMax = lengthMax as number;
   }
   return request;
@@ -177,13 +235,25 @@ export function signedUrlPayloadOf(
 ): SignedUrlPayload {
   const iat = Math.floor(minted.nowMs / 1000);
   const payload: Record<string, unknown> = {
-    v: SIGNED_URL_VERSION, m: request.method, tid: minted.tenantId, kid: minted.accessKeyId, b: request.bucket,
-    iat, exp: iat + minted.ttlSeconds,
+    v: SIGNED_URL_VERSION,
+    m: request.method,
+    tid: minted.tenantId,
+    kid: minted.accessKeyId,
+    b: request.bucket,
+    iat,
+    exp: iat + minted.ttlSeconds,
   };
   const optional: Array<[string, unknown]> = [
-    ['k', request.key], ['kp', request.keyPrefix], ['ct', request.contentType], ['clm', request.contentLengthMax],
-    ['ca', request.checksumAlg], ['cv', request.checksumVal], ['ik', request.idempotencyKey],
-    ['rct', request.responseContentType], ['rcd', request.responseContentDisposition], ['r', request.reason],
+    ['k', request.key],
+    ['kp', request.keyPrefix],
+    ['ct', request.contentType],
+    ['clm', request.contentLengthMax],
+    ['ca', request.checksumAlg],
+    ['cv', request.checksumVal],
+    ['ik', request.idempotencyKey],
+    ['rct', request.responseContentType],
+    ['rcd', request.responseContentDisposition],
+    ['r', request.reason],
   ];
   for (const [name, value] of optional) if (value !== undefined) payload[name] = value;
   return payload as unknown as SignedUrlPayload;
@@ -191,9 +261,15 @@ export function signedUrlPayloadOf(
 
 export function mintSignedUrlToken(key: Buffer, payload: SignedUrlPayload): string {
   assert.equal(key.length, 32, 'signed-URL key must be 32 bytes');
-  assert.ok(checkPayload(payload as unknown as Record<string, unknown>), 'signed-URL payload is malformed');
+  assert.ok(
+    checkPayload(payload as unknown as Record<string, unknown>),
+    'signed-URL payload is malformed',
+  );
   const token = sealHmacToken(key, SIGNED_URL_PREFIX, payload);
-  assert.ok(token.length <= SIGNED_URL_CHARS_MAX, 'minted signed-URL token exceeds the length limit');
+  assert.ok(
+    token.length <= SIGNED_URL_CHARS_MAX,
+    'minted signed-URL token exceeds the length limit',
+  );
   return token;
 }
 
@@ -220,7 +296,13 @@ function checkPayload(fields: Record<string, unknown>): boolean {
   const { v, m, tid, kid, b, k, kp, iat, exp } = fields;
   if (v !== SIGNED_URL_VERSION || (m !== 'GET' && m !== 'PUT')) return false;
   if (!nonEmpty(tid) || !nonEmpty(kid) || !nonEmpty(b)) return false;
-  if (!Number.isSafeInteger(iat) || !Number.isSafeInteger(exp) || (iat as number) < 0 || (exp as number) <= (iat as number)) return false;
+  if (
+    !Number.isSafeInteger(iat) ||
+    !Number.isSafeInteger(exp) ||
+    (iat as number) < 0 ||
+    (exp as number) <= (iat as number)
+  )
+    return false;
   if ((k === undefined) === (kp === undefined)) return false;
   if (k !== undefined && !nonEmpty(k)) return false;
   if (kp !== undefined && typeof kp !== 'string') return false;
@@ -241,10 +323,17 @@ function nonEmpty(value: unknown): value is string {
  * Throws `forbidden` unless the token names this request: its method (a GET URL also serves
  * HEAD), its bucket, and its key (exactly, or for a keyPrefix URL any key starting with it).
  */
-export function checkSignedUrlCovers(payload: SignedUrlPayload, request: { method: string; bucket: string; key: string }): void {
+export function checkSignedUrlCovers(
+  payload: SignedUrlPayload,
+  request: { method: string; bucket: string; key: string },
+): void {
   const method = request.method === 'HEAD' ? 'GET' : request.method;
-  if (method !== payload.m) throw Forbidden(`this signed URL is for ${payload.m}, not ${request.method}`);
+  if (method !== payload.m)
+    throw Forbidden(`this signed URL is for ${payload.m}, not ${request.method}`);
   if (request.bucket !== payload.b) throw Forbidden('this signed URL is for another bucket');
-  const covered = payload.k !== undefined ? request.key === payload.k : request.key.startsWith(payload.kp ?? '\u0000');
+  const covered =
+    payload.k !== undefined
+      ? request.key === payload.k
+      : request.key.startsWith(payload.kp ?? '\u0000');
   if (!covered) throw Forbidden('this signed URL is for another key');
 }

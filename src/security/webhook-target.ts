@@ -21,14 +21,37 @@ export const WEBHOOK_URL_CHARS_MAX = 2048;
 
 const special = new BlockList();
 for (const [network, prefix] of [
-  ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16],
-  ['172.16.0.0', 12], ['192.0.0.0', 24], ['192.0.2.0', 24], ['192.88.99.0', 24], ['192.168.0.0', 16],
-  ['198.18.0.0', 15], ['198.51.100.0', 24], ['203.0.113.0', 24], ['224.0.0.0', 4], ['240.0.0.0', 4],
-] as const) special.addSubnet(network, prefix, 'ipv4');
+  ['0.0.0.0', 8],
+  ['10.0.0.0', 8],
+  ['100.64.0.0', 10],
+  ['127.0.0.0', 8],
+  ['169.254.0.0', 16],
+  ['172.16.0.0', 12],
+  ['192.0.0.0', 24],
+  ['192.0.2.0', 24],
+  ['192.88.99.0', 24],
+  ['192.168.0.0', 16],
+  ['198.18.0.0', 15],
+  ['198.51.100.0', 24],
+  ['203.0.113.0', 24],
+  ['224.0.0.0', 4],
+  ['240.0.0.0', 4],
+] as const)
+  special.addSubnet(network, prefix, 'ipv4');
 for (const [network, prefix] of [
-  ['::', 128], ['::1', 128], ['64:ff9b::', 96], ['64:ff9b:1::', 48], ['100::', 64], ['2001::', 23],
-  ['2001:db8::', 32], ['fc00::', 7], ['fe80::', 10], ['fec0::', 10], ['ff00::', 8],
-] as const) special.addSubnet(network, prefix, 'ipv6');
+  ['::', 128],
+  ['::1', 128],
+  ['64:ff9b::', 96],
+  ['64:ff9b:1::', 48],
+  ['100::', 64],
+  ['2001::', 23],
+  ['2001:db8::', 32],
+  ['fc00::', 7],
+  ['fe80::', 10],
+  ['fec0::', 10],
+  ['ff00::', 8],
+] as const)
+  special.addSubnet(network, prefix, 'ipv6');
 
 /** True for an address a webhook may not reach unless private targets are allowed. */
 export function isPrivateAddress(address: string): boolean {
@@ -40,7 +63,9 @@ export function isPrivateAddress(address: string): boolean {
 /** Parses and checks the shape of a webhook URL; `bad_request` names what is wrong. */
 export function parseWebhookUrl(value: unknown): URL {
   if (typeof value !== 'string' || value.length === 0 || value.length > WEBHOOK_URL_CHARS_MAX) {
-    throw BadRequest(`url must be an absolute http(s) URL of at most ${WEBHOOK_URL_CHARS_MAX} characters`);
+    throw BadRequest(
+      `url must be an absolute http(s) URL of at most ${WEBHOOK_URL_CHARS_MAX} characters`,
+    );
   }
   let url: URL;
   try {
@@ -48,8 +73,10 @@ export function parseWebhookUrl(value: unknown): URL {
   } catch {
     throw BadRequest('url is not a valid absolute URL');
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw BadRequest('url must use http or https');
-  if (url.username !== '' || url.password !== '') throw BadRequest('url must not carry credentials');
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw BadRequest('url must use http or https');
+  if (url.username !== '' || url.password !== '')
+    throw BadRequest('url must not carry credentials');
   if (url.hostname === '') throw BadRequest('url needs a host');
   return url;
 }

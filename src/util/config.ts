@@ -35,29 +35,97 @@ export const settingSpecs = {
   gateways: { kind: 'int', fallback: '1', help: 'gateway processes started by serve' },
   workers: { kind: 'int', fallback: '0', help: 'worker threads per gateway (0: cores + 1)' },
   'log.level': { kind: 'string', fallback: 'info', help: 'trace|debug|info|warn|error|silent' },
-  'security.native_api_token_ttl': { kind: 'duration', fallback: '1h', help: 'bearer token lifetime' },
+  'security.native_api_token_ttl': {
+    kind: 'duration',
+    fallback: '1h',
+    help: 'bearer token lifetime',
+  },
   'security.max_presign_ttl': { kind: 'duration', fallback: '7d', help: 'signed URL lifetime cap' },
-  'security.token_mint_rate': { kind: 'rate', fallback: '10/s burst 20', help: 'token mints per access key' },
-  'security.trusted_proxy': { kind: 'string', fallback: '', help: 'address of a TLS-terminating proxy' },
-  'admin.rate_limit': { kind: 'rate', fallback: '50/s burst 100', help: 'admin requests per token' },
-  'notifications.allow_private_targets': { kind: 'bool', fallback: 'false', help: 'allow private webhook targets' },
+  'security.token_mint_rate': {
+    kind: 'rate',
+    fallback: '10/s burst 20',
+    help: 'token mints per access key',
+  },
+  'security.trusted_proxy': {
+    kind: 'string',
+    fallback: '',
+    help: 'address of a TLS-terminating proxy',
+  },
+  'admin.rate_limit': {
+    kind: 'rate',
+    fallback: '50/s burst 100',
+    help: 'admin requests per token',
+  },
+  'notifications.allow_private_targets': {
+    kind: 'bool',
+    fallback: 'false',
+    help: 'allow private webhook targets',
+  },
   'tls.cert_file': { kind: 'string', fallback: '', help: 'TLS certificate (PEM)' },
   'tls.key_file': { kind: 'string', fallback: '', help: 'TLS private key (PEM)' },
-  'storage.segment_bytes_max': { kind: 'bytes', fallback: '256MiB', help: 'segment size before sealing' },
-  'storage.chunk_bytes_avg': { kind: 'bytes', fallback: '1MiB', help: 'content-defined chunk target size' },
-  'storage.compaction_live_ratio': { kind: 'string', fallback: '0.5', help: 'compact sealed segments below this live ratio' },
-  'storage.compaction_interval': { kind: 'duration', fallback: '30s', help: 'how often compaction looks for work' },
-  'storage.dead_chunk_grace': { kind: 'duration', fallback: '15m', help: 'a dead chunk stays reusable this long' },
-  'storage.retired_segment_grace': { kind: 'duration', fallback: '60s', help: 'a compacted segment is deleted after' },
+  'storage.segment_bytes_max': {
+    kind: 'bytes',
+    fallback: '256MiB',
+    help: 'segment size before sealing',
+  },
+  'storage.chunk_bytes_avg': {
+    kind: 'bytes',
+    fallback: '1MiB',
+    help: 'content-defined chunk target size',
+  },
+  'storage.compaction_live_ratio': {
+    kind: 'string',
+    fallback: '0.5',
+    help: 'compact sealed segments below this live ratio',
+  },
+  'storage.compaction_interval': {
+    kind: 'duration',
+    fallback: '30s',
+    help: 'how often compaction looks for work',
+  },
+  'storage.dead_chunk_grace': {
+    kind: 'duration',
+    fallback: '15m',
+    help: 'a dead chunk stays reusable this long',
+  },
+  'storage.retired_segment_grace': {
+    kind: 'duration',
+    fallback: '60s',
+    help: 'a compacted segment is deleted after',
+  },
   'limits.object_bytes_max': { kind: 'bytes', fallback: '5TiB', help: 'largest single PUT body' },
-  'limits.inflight_bytes_max': { kind: 'bytes', fallback: '64MiB', help: 'body bytes buffered per gateway' },
+  'limits.inflight_bytes_max': {
+    kind: 'bytes',
+    fallback: '64MiB',
+    help: 'body bytes buffered per gateway',
+  },
   'idempotency.ttl': { kind: 'duration', fallback: '24h', help: 'idempotency keys expire after' },
   'audit.retention': { kind: 'duration', fallback: '90d', help: 'audit rows kept for' },
-  'multipart.expiry': { kind: 'duration', fallback: '7d', help: 'abandoned multipart uploads expire after' },
-  'notifications.retry_backoff_min': { kind: 'duration', fallback: '1s', help: 'first webhook retry delay (doubles per attempt)' },
-  'notifications.retry_backoff_max': { kind: 'duration', fallback: '1h', help: 'longest webhook retry delay' },
-  'notifications.retry_window': { kind: 'duration', fallback: '24h', help: 'a failing webhook event is retried this long, then dropped' },
-  'notifications.delivery_timeout': { kind: 'duration', fallback: '10s', help: 'one webhook delivery attempt may take this long' },
+  'multipart.expiry': {
+    kind: 'duration',
+    fallback: '7d',
+    help: 'abandoned multipart uploads expire after',
+  },
+  'notifications.retry_backoff_min': {
+    kind: 'duration',
+    fallback: '1s',
+    help: 'first webhook retry delay (doubles per attempt)',
+  },
+  'notifications.retry_backoff_max': {
+    kind: 'duration',
+    fallback: '1h',
+    help: 'longest webhook retry delay',
+  },
+  'notifications.retry_window': {
+    kind: 'duration',
+    fallback: '24h',
+    help: 'a failing webhook event is retried this long, then dropped',
+  },
+  'notifications.delivery_timeout': {
+    kind: 'duration',
+    fallback: '10s',
+    help: 'one webhook delivery attempt may take this long',
+  },
 } as const satisfies Record<string, SettingSpec>;
 
 export type SettingName = keyof typeof settingSpecs;
@@ -125,7 +193,8 @@ function readConfigFile(file: string): Record<SettingName, string> {
 
 function flatten(value: unknown, prefix: string, out: Record<string, string>): void {
   if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
-    for (const [key, inner] of Object.entries(value)) flatten(inner, prefix ? `${prefix}.${key}` : key, out);
+    for (const [key, inner] of Object.entries(value))
+      flatten(inner, prefix ? `${prefix}.${key}` : key, out);
     return;
   }
   out[prefix] = String(value);
@@ -147,18 +216,32 @@ function makeSettings(raw: Record<SettingName, string>): Settings {
 function validate(settings: Settings, name: SettingName): void {
   const kind: Kind = settingSpecs[name].kind;
   switch (kind) {
-    case 'string': return;
-    case 'int': settings.int(name); return;
-    case 'bool': settings.bool(name); return;
-    case 'duration': settings.duration(name); return;
-    case 'bytes': settings.bytes(name); return;
-    case 'rate': settings.rate(name); return;
-    case 'listen': settings.listen(name); return;
+    case 'string':
+      return;
+    case 'int':
+      settings.int(name);
+      return;
+    case 'bool':
+      settings.bool(name);
+      return;
+    case 'duration':
+      settings.duration(name);
+      return;
+    case 'bytes':
+      settings.bytes(name);
+      return;
+    case 'rate':
+      settings.rate(name);
+      return;
+    case 'listen':
+      settings.listen(name);
+      return;
   }
 }
 
 function parseIntStrict(name: string, value: string): number {
-  if (!/^-?\d+$/.test(value)) throw BadRequest(`${name}: expected an integer, got ${JSON.stringify(value)}`);
+  if (!/^-?\d+$/.test(value))
+    throw BadRequest(`${name}: expected an integer, got ${JSON.stringify(value)}`);
   return Number(value);
 }
 
@@ -169,7 +252,12 @@ function parseBool(name: string, value: string): boolean {
 }
 
 const durationUnitsMs: Record<string, number> = {
-  ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000,
+  ms: 1,
+  s: 1000,
+  m: 60_000,
+  h: 3_600_000,
+  d: 86_400_000,
+  w: 604_800_000,
 };
 
 /** Parses `500ms`, `90s`, `15m`, `1h30m`, `7d` (Go-style sums allowed). Returns ms. */
@@ -183,27 +271,41 @@ export function parseDuration(value: string, name = 'duration'): number {
     matched += match[0].length;
   }
   if (text.length === 0 || matched !== text.length || !Number.isFinite(total)) {
-    throw BadRequest(`${name}: expected a duration such as 90s, 15m, 1h or 7d, got ${JSON.stringify(value)}`);
+    throw BadRequest(
+      `${name}: expected a duration such as 90s, 15m, 1h or 7d, got ${JSON.stringify(value)}`,
+    );
   }
   return Math.round(total);
 }
 
 const byteUnits: Record<string, number> = {
-  '': 1, b: 1, kb: 1e3, mb: 1e6, gb: 1e9, tb: 1e12,
-  kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3, tib: 1024 ** 4,
+  '': 1,
+  b: 1,
+  kb: 1e3,
+  mb: 1e6,
+  gb: 1e9,
+  tb: 1e12,
+  kib: 1024,
+  mib: 1024 ** 2,
+  gib: 1024 ** 3,
+  tib: 1024 ** 4,
 };
 
 export function parseBytes(value: string, name = 'size'): number {
   const match = /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(value);
   const unit = byteUnits[(match?.[2] ?? '').toLowerCase()];
-  if (!match || unit === undefined) throw BadRequest(`${name}: expected a size such as 64MiB, got ${JSON.stringify(value)}`);
+  if (!match || unit === undefined)
+    throw BadRequest(`${name}: expected a size such as 64MiB, got ${JSON.stringify(value)}`);
   return Math.floor(Number(match[1]) * unit);
 }
 
 /** Parses `10/s`, `10/s burst 20`, `600/m`. */
 export function parseRate(value: string, name = 'rate'): Rate {
   const match = /^\s*(\d+(?:\.\d+)?)\s*\/\s*(s|m|h)(?:\s+burst\s+(\d+))?\s*$/i.exec(value);
-  if (!match) throw BadRequest(`${name}: expected a rate such as 10/s burst 20, got ${JSON.stringify(value)}`);
+  if (!match)
+    throw BadRequest(
+      `${name}: expected a rate such as 10/s burst 20, got ${JSON.stringify(value)}`,
+    );
   const per = { s: 1, m: 60, h: 3600 }[(match[2] ?? 's').toLowerCase() as 's' | 'm' | 'h'];
   const perSecond = Number(match[1]) / per;
   const burst = match[3] === undefined ? Math.max(1, Math.ceil(perSecond)) : Number(match[3]);
@@ -213,7 +315,8 @@ export function parseRate(value: string, name = 'rate'): Rate {
 export function parseListen(value: string, name = 'listen'): ListenAddress {
   const match = /^(\[[^\]]+\]|[^:]*):(\d{1,5})$/.exec(value.trim());
   const port = Number(match?.[2]);
-  if (!match || port > 65535) throw BadRequest(`${name}: expected HOST:PORT, got ${JSON.stringify(value)}`);
+  if (!match || port > 65535)
+    throw BadRequest(`${name}: expected HOST:PORT, got ${JSON.stringify(value)}`);
   const host = (match[1] ?? '').replace(/^\[|\]$/g, '') || '0.0.0.0';
   return { host, port };
 }

@@ -40,7 +40,11 @@ export interface ErrorSpec {
 const catalogue = new Map<string, ErrorSpec>();
 
 export function defineError(code: string, title: string, status: number): ErrorSpec {
-  if (catalogue.has(code)) throw new LightwellError({ code: 'internal', title, status: 500 }, `duplicate error code ${code}`);
+  if (catalogue.has(code))
+    throw new LightwellError(
+      { code: 'internal', title, status: 500 },
+      `duplicate error code ${code}`,
+    );
   const spec = Object.assign(
     (message?: string, details?: ErrorDetails, options?: { cause?: unknown }) =>
       new LightwellError({ code, title, status }, message, details, options),
@@ -66,8 +70,16 @@ export const BucketNotEmpty = defineError('bucket_not_empty', 'Bucket not empty'
 export const PreconditionFailed = defineError('precondition_failed', 'Precondition failed', 412);
 export const InvalidRange = defineError('invalid_range', 'Range not satisfiable', 416);
 export const ChecksumMismatch = defineError('checksum_mismatch', 'Checksum mismatch', 400);
-export const IdempotencyKeyReused = defineError('idempotency_key_reused', 'Idempotency key reused', 422);
-export const IdempotencyKeyInUse = defineError('idempotency_key_in_use', 'Idempotency key in use', 409);
+export const IdempotencyKeyReused = defineError(
+  'idempotency_key_reused',
+  'Idempotency key reused',
+  422,
+);
+export const IdempotencyKeyInUse = defineError(
+  'idempotency_key_in_use',
+  'Idempotency key in use',
+  409,
+);
 export const PayloadTooLarge = defineError('payload_too_large', 'Payload too large', 413);
 export const LengthRequired = defineError('length_required', 'Length required', 411);
 export const HeadersTooLarge = defineError('headers_too_large', 'Request headers too large', 431);
@@ -80,7 +92,11 @@ export const Unavailable = defineError('unavailable', 'Service unavailable', 503
 
 // Operating errors of the storage layers. They reach clients as 500 or 503.
 export const FormatError = defineError('format_error', 'Malformed persisted data', 500);
-export const FormatTooNew = defineError('format_too_new', 'Data format newer than this release', 500);
+export const FormatTooNew = defineError(
+  'format_too_new',
+  'Data format newer than this release',
+  500,
+);
 export const CorruptData = defineError('corrupt_data', 'Stored data failed verification', 500);
 export const SegmentIoError = defineError('segment_io', 'Segment I/O failed', 500);
 export const EngineUnavailable = defineError('engine_unavailable', 'Engine not reachable', 503);

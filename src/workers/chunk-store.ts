@@ -26,10 +26,17 @@ export interface ChunkStoreDeps {
 
 export async function storeChunk(
   deps: ChunkStoreDeps,
-  input: { keys: TenantKeys; slices: readonly Buffer[]; plainLength: number; objectChecksums?: readonly ChecksumAlg[] | undefined },
+  input: {
+    keys: TenantKeys;
+    slices: readonly Buffer[];
+    plainLength: number;
+    objectChecksums?: readonly ChecksumAlg[] | undefined;
+  },
 ): Promise<StoreResult> {
   const { keys, slices, plainLength } = input;
-  const checksums = input.objectChecksums ? await objectChecksums(input.objectChecksums, slices) : undefined;
+  const checksums = input.objectChecksums
+    ? await objectChecksums(input.objectChecksums, slices)
+    : undefined;
   const chunkId = chunkIdOf(keys.dedupKey, slices);
   if (alreadyStored(deps, keys.tenantNum, chunkId)) {
     return withChecksums({ chunkId, plainLength, compressed: false }, checksums);
@@ -40,15 +47,29 @@ export async function storeChunk(
   // at its first damaged record, and an earlier write still in flight at a crash would take
   // this (acknowledged) record with it.
   await appended.written();
-  const location = { segmentId: appended.segmentId, offset: appended.offset, length: appended.length, payloadChecksum: encoded.payloadChecksum };
-  return withChecksums({ chunkId, plainLength, location, compressed: encoded.compressed }, checksums);
+  const location = {
+    segmentId: appended.segmentId,
+    offset: appended.offset,
+    length: appended.length,
+    payloadChecksum: encoded.payloadChecksum,
+  };
+  return withChecksums(
+    { chunkId, plainLength, location, compressed: encoded.compressed },
+    checksums,
+  );
 }
 
-function withChecksums(result: StoreResult, checksums: Record<string, string> | undefined): StoreResult {
+function withChecksums(
+  result: StoreResult,
+  checksums: Record<string, string> | undefined,
+): StoreResult {
   return checksums ? { ...result, checksums } : result;
 }
 
-async function objectChecksums(algs: readonly ChecksumAlg[], slices: readonly Buffer[]): Promise<Record<string, string>> {
+async function objectChecksums(
+  algs: readonly ChecksumAlg[],
+  slices: readonly Buffer[],
+): Promise<Record<string, string>> {
   const hasher = await createMultiHasher(algs);
   for (const slice of slices) hasher.update(slice);
   return hasher.digest();
@@ -61,7 +82,10 @@ function alreadyStored(deps: ChunkStoreDeps, tenantNum: number, chunkId: Buffer)
   return record.refs > 0 || Date.now() - (record.deadSince ?? 0) < deps.deadChunkGraceMs / 2;
 }
 
-export async function readChunk(deps: ChunkStoreDeps, input: { keys: TenantKeys; chunkId: Uint8Array; plainLength: number }): Promise<Buffer> {
+export async function readChunk(
+  deps: ChunkStoreDeps,
+  input: { keys: TenantKeys; chunkId: Uint8Array; plainLength: number },
+): Promise<Buffer> {
   const key = chunkKey(input.keys.tenantNum, input.chunkId);
   // The gateway resolved the object from a snapshot at least as new as the commit that made
   // it; this thread's snapshot must be too.
@@ -71,7 +95,11 @@ export async function readChunk(deps: ChunkStoreDeps, input: { keys: TenantKeys;
     if (!record) throw NotFound('chunk not found');
     try {
       const bytes = await deps.reader().read(record);
-      return decodeChunk(input.keys, bytes, { chunkId: input.chunkId, payloadChecksum: record.payloadChecksum, plainLength: input.plainLength });
+      return decodeChunk(input.keys, bytes, {
+        chunkId: input.chunkId,
+        payloadChecksum: record.payloadChecksum,
+        plainLength: input.plainLength,
+      });
     } catch (error) {
       // Compaction moved the chunk and deleted the old segment: look it up again, once.
       if (attempt > 0 || errorCode(error) !== 'not_found') throw error;

@@ -29,7 +29,11 @@ interface UploadState {
   tail: Promise<void>;
 }
 
-if (!isMainThread && parentPort && (workerData as { orderedStage?: boolean } | undefined)?.orderedStage) {
+if (
+  !isMainThread &&
+  parentPort &&
+  (workerData as { orderedStage?: boolean } | undefined)?.orderedStage
+) {
   const port = parentPort;
   const { arena, blockBytes } = workerData as { arena: SharedArrayBuffer; blockBytes: number };
   const bytes = Buffer.from(arena);
@@ -37,7 +41,11 @@ if (!isMainThread && parentPort && (workerData as { orderedStage?: boolean } | u
   port.on('message', (command: Command) => {
     if (command.op === 'begin') {
       const hasher = createMultiHasher(command.algs);
-      uploads.set(command.id, { chunker: new Chunker({ avgBytes: command.avgBytes }), hasher, tail: hasher.then(() => undefined) });
+      uploads.set(command.id, {
+        chunker: new Chunker({ avgBytes: command.avgBytes }),
+        hasher,
+        tail: hasher.then(() => undefined),
+      });
       return;
     }
     const state = uploads.get(command.id);
@@ -46,20 +54,29 @@ if (!isMainThread && parentPort && (workerData as { orderedStage?: boolean } | u
       uploads.delete(command.id);
       return;
     }
-    state.tail = state.tail.then(async () => {
-      const hasher = await state.hasher;
-      if (command.op === 'block') {
-        const view = bytes.subarray(command.block * blockBytes, command.block * blockBytes + command.length);
-        hasher.update(view);
-        port.postMessage({ id: command.id, cuts: state.chunker.push(view) } satisfies Reply);
-      } else {
+    state.tail = state.tail
+      .then(async () => {
+        const hasher = await state.hasher;
+        if (command.op === 'block') {
+          const view = bytes.subarray(
+            command.block * blockBytes,
+            command.block * blockBytes + command.length,
+          );
+          hasher.update(view);
+          port.postMessage({ id: command.id, cuts: state.chunker.push(view) } satisfies Reply);
+        } else {
+          uploads.delete(command.id);
+          port.postMessage({
+            id: command.id,
+            cuts: state.chunker.finish(),
+            checksums: hasher.digest(),
+          } satisfies Reply);
+        }
+      })
+      .catch((error: unknown) => {
         uploads.delete(command.id);
-        port.postMessage({ id: command.id, cuts: state.chunker.finish(), checksums: hasher.digest() } satisfies Reply);
-      }
-    }).catch((error: unknown) => {
-      uploads.delete(command.id);
-      port.postMessage({ id: command.id, error: toWire(error) } satisfies Reply);
-    });
+        port.postMessage({ id: command.id, error: toWire(error) } satisfies Reply);
+      });
   });
 }
 
@@ -81,7 +98,9 @@ export class OrderedStage {
     this.worker = new Worker(new URL(import.meta.url), {
       workerData: { orderedStage: true, arena: options.arena, blockBytes: options.blockBytes },
     });
-    this.worker.on('message', (reply: Reply) => this.waiting.get(reply.id)?.shift()?.resolve(reply));
+    this.worker.on('message', (reply: Reply) =>
+      this.waiting.get(reply.id)?.shift()?.resolve(reply),
+    );
     this.worker.unref();
   }
 
@@ -89,7 +108,8 @@ export class OrderedStage {
     const id = this.nextId++;
     this.waiting.set(id, []);
     this.worker.postMessage({ op: 'begin', id, algs: [...algs], avgBytes } satisfies Command);
-    const expect = (): Promise<Reply> => new Promise((resolve) => this.waiting.get(id)?.push({ resolve }));
+    const expect = (): Promise<Reply> =>
+      new Promise((resolve) => this.waiting.get(id)?.push({ resolve }));
     const settle = (reply: Reply): Exclude<Reply, { error: WireError }> => {
       if ('error' in reply) throw fromWire(reply.error);
       return reply;

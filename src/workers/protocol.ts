@@ -60,4 +60,5 @@ export interface ReadTask {
 
 export type Task = StoreTask | ReadTask;
 
-export type Outcome<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: WireError };
+export type Outcome<T> =
+  { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: WireError };

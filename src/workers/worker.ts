@@ -19,7 +19,15 @@ import { SegmentReader } from '../engine/segments/segment-reader.js';
 import type { TenantKeys } from '../engine/chunk-codec.js';
 import { storeChunk, readChunk, type ChunkStoreDeps } from './chunk-store.js';
 import { toWire } from '../util/errors.js';
-import type { WorkerConfig, Task, StoreTask, StoreResult, ReadTask, Outcome, TenantKeyMaterial } from './protocol.js';
+import type {
+  WorkerConfig,
+  Task,
+  StoreTask,
+  StoreResult,
+  ReadTask,
+  Outcome,
+  TenantKeyMaterial,
+} from './protocol.js';
 
 const config = workerData as WorkerConfig;
 const arena = Buffer.from(config.arena);
@@ -43,7 +51,12 @@ function segmentWriter(): SegmentWriter {
     segmentsDir: join(config.dataDir, 'segments'),
     segmentBytesMax: config.segmentBytesMax,
     registry: {
-      allocate: async () => (await engineClient().call<{ segmentId: number }>('allocSegment', { ownerPid: process.pid })).segmentId,
+      allocate: async () =>
+        (
+          await engineClient().call<{ segmentId: number }>('allocSegment', {
+            ownerPid: process.pid,
+          })
+        ).segmentId,
       seal: async (segmentId, size) => {
         await engineClient().call('sealSegment', { segmentId, size });
       },
@@ -55,8 +68,16 @@ function segmentWriter(): SegmentWriter {
 function tenantKeys(material: TenantKeyMaterial): TenantKeys {
   return {
     tenantNum: material.tenantNum,
-    dataKey: Buffer.from(material.dataKey.buffer, material.dataKey.byteOffset, material.dataKey.byteLength),
-    dedupKey: Buffer.from(material.dedupKey.buffer, material.dedupKey.byteOffset, material.dedupKey.byteLength),
+    dataKey: Buffer.from(
+      material.dataKey.buffer,
+      material.dataKey.byteOffset,
+      material.dataKey.byteLength,
+    ),
+    dedupKey: Buffer.from(
+      material.dedupKey.buffer,
+      material.dedupKey.byteOffset,
+      material.dedupKey.byteLength,
+    ),
   };
 }
 
@@ -65,11 +86,16 @@ function tenantKeys(material: TenantKeyMaterial): TenantKeys {
 export default async function run(task: Task): Promise<Outcome<StoreResult> | ArrayBuffer> {
   try {
     switch (task.kind) {
-      case 'store': return { ok: true, value: await store(task) };
-      case 'read': return move(await read(task)) as ArrayBuffer;
+      case 'store':
+        return { ok: true, value: await store(task) };
+      case 'read':
+        return move(await read(task)) as ArrayBuffer;
     }
   } catch (error) {
-    if (error instanceof AssertionError) process.nextTick(() => { throw error; });
+    if (error instanceof AssertionError)
+      process.nextTick(() => {
+        throw error;
+      });
     return { ok: false, error: toWire(error) };
   }
 }
@@ -86,16 +112,31 @@ function store(task: StoreTask): Promise<StoreResult> {
     const base = block * config.blockBytes;
     return arena.subarray(base + start, base + end);
   });
-  return storeChunk(deps, { keys: tenantKeys(task.keys), slices, plainLength: task.plainLength, objectChecksums: task.objectChecksums });
+  return storeChunk(deps, {
+    keys: tenantKeys(task.keys),
+    slices,
+    plainLength: task.plainLength,
+    objectChecksums: task.objectChecksums,
+  });
 }
 
 async function read(task: ReadTask): Promise<ArrayBuffer> {
-  return ownArrayBuffer(await readChunk(deps, { keys: tenantKeys(task.keys), chunkId: task.chunkId, plainLength: task.plainLength }));
+  return ownArrayBuffer(
+    await readChunk(deps, {
+      keys: tenantKeys(task.keys),
+      chunkId: task.chunkId,
+      plainLength: task.plainLength,
+    }),
+  );
 }
 
 /** The bytes in an ArrayBuffer of their own: a pooled Buffer's slab must never be transferred. */
 function ownArrayBuffer(bytes: Buffer): ArrayBuffer {
-  if (bytes.byteOffset === 0 && bytes.buffer.byteLength === bytes.length && !(bytes.buffer instanceof SharedArrayBuffer)) {
+  if (
+    bytes.byteOffset === 0 &&
+    bytes.buffer.byteLength === bytes.length &&
+    !(bytes.buffer instanceof SharedArrayBuffer)
+  ) {
     return bytes.buffer;
   }
   const own = new ArrayBuffer(bytes.length);

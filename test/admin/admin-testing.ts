@@ -14,7 +14,12 @@ export interface Answer {
 }
 
 /** One admin request; `token` undefined sends no Authorization header. */
-export async function call(service: Service, method: string, path: string, options: { token?: string; body?: unknown; raw?: string } = {}): Promise<Answer> {
+export async function call(
+  service: Service,
+  method: string,
+  path: string,
+  options: { token?: string; body?: unknown; raw?: string } = {},
+): Promise<Answer> {
   const headers: Record<string, string> = { 'Content-Type': 'application/json' };
   if (options.token !== undefined) headers['Authorization'] = `Bearer ${options.token}`;
   const init: RequestInit = { method, headers };
@@ -41,16 +46,42 @@ export interface MintedToken {
 }
 
 /** `lightwell admin-token create … --json` (several may run at once). */
-export async function mintToken(service: Service, role: 'viewer' | 'operator' | 'owner', extra: readonly string[] = []): Promise<MintedToken> {
-  const { stdout } = await execFileAsync(process.execPath, [CLI, 'admin-token', 'create', '--data-dir', service.dataDir, '--role', role, '--json', ...extra], { encoding: 'utf8' });
+export async function mintToken(
+  service: Service,
+  role: 'viewer' | 'operator' | 'owner',
+  extra: readonly string[] = [],
+): Promise<MintedToken> {
+  const { stdout } = await execFileAsync(
+    process.execPath,
+    [
+      CLI,
+      'admin-token',
+      'create',
+      '--data-dir',
+      service.dataDir,
+      '--role',
+      role,
+      '--json',
+      ...extra,
+    ],
+    { encoding: 'utf8' },
+  );
   return JSON.parse(stdout.trim().split('\n').pop() ?? '{}') as MintedToken;
 }
 
 export function cli(service: Service, args: readonly string[]): string {
-  return execFileSync(process.execPath, [CLI, 'admin-token', ...args, '--data-dir', service.dataDir], { encoding: 'utf8' });
+  return execFileSync(
+    process.execPath,
+    [CLI, 'admin-token', ...args, '--data-dir', service.dataDir],
+    { encoding: 'utf8' },
+  );
 }
 
-export async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  probe: () => Promise<T | undefined>,
+  timeoutMs = 15_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();
@@ -61,29 +92,60 @@ export async function waitFor<T>(what: string, probe: () => Promise<T | undefine
 }
 
 /** Audit events visible to `token` that carry `requestId` (rows of reads arrive in batches). */
-export async function auditRowOf(service: Service, token: string, requestId: string, query = 'limit=1000'): Promise<any> {
+export async function auditRowOf(
+  service: Service,
+  token: string,
+  requestId: string,
+  query = 'limit=1000',
+): Promise<any> {
   return waitFor(`audit row ${requestId}`, async () => {
     const answer = await call(service, 'GET', `/audit?${query}`, { token });
-    return (answer.json?.events as Array<{ requestId: string }> | undefined)?.find((event) => event.requestId === requestId);
+    return (answer.json?.events as Array<{ requestId: string }> | undefined)?.find(
+      (event) => event.requestId === requestId,
+    );
   });
 }
 
 /** Mints a data-plane bearer token for an access key; the status when it fails. */
-export async function mintBearer(service: Service, accessKeyId: string, secretKey: string): Promise<{ status: number; token?: string }> {
+export async function mintBearer(
+  service: Service,
+  accessKeyId: string,
+  secretKey: string,
+): Promise<{ status: number; token?: string }> {
   const basic = Buffer.from(`${accessKeyId}:${secretKey}`).toString('base64');
-  const response = await fetch(`${service.publicUrl}/auth/token`, { method: 'POST', headers: { Authorization: `Basic ${basic}` } });
+  const response = await fetch(`${service.publicUrl}/auth/token`, {
+    method: 'POST',
+    headers: { Authorization: `Basic ${basic}` },
+  });
   const json = (await response.json()) as { token?: string };
-  return json.token === undefined ? { status: response.status } : { status: response.status, token: json.token };
+  return json.token === undefined
+    ? { status: response.status }
+    : { status: response.status, token: json.token };
 }
 
-export async function dataRequest(service: Service, token: string, method: string, path: string, body?: string | Uint8Array, json?: unknown): Promise<{ status: number; json: any }> {
+export async function dataRequest(
+  service: Service,
+  token: string,
+  method: string,
+  path: string,
+  body?: string | Uint8Array,
+  json?: unknown,
+): Promise<{ status: number; json: any }> {
   const headers: Record<string, string> = { Authorization: `Bearer ${token}` };
   let payload: string | Uint8Array | undefined = body;
   if (json !== undefined) {
     headers['Content-Type'] = 'application/json';
     payload = JSON.stringify(json);
   }
-  const response = await fetch(service.publicUrl + path, { method, headers, ...(payload === undefined ? {} : { body: payload as string }) });
+  const response = await fetch(service.publicUrl + path, {
+    method,
+    headers,
+    ...(payload === undefined ? {} : { body: payload as string }),
+  });
   const text = await response.text();
-  return { status: response.status, json: text && response.headers.get('content-type')?.includes('json') ? JSON.parse(text) : undefined };
+  return {
+    status: response.status,
+    json:
+      text && response.headers.get('content-type')?.includes('json') ? JSON.parse(text) : undefined,
+  };
 }

@@ -12,7 +12,17 @@ import { join } from 'node:path';
 import { Service } from '../helpers/service.js';
 import { call, mintToken } from './admin-testing.js';
 import { IndexStore } from '../../src/engine/index/store.js';
-import { DB, tenantKey, tenantChildKey, objectKey, chunkKey, type TenantRecord, type BucketRecord, type ObjectVersionRecord, type ChunkRecord } from '../../src/engine/index/schema.js';
+import {
+  DB,
+  tenantKey,
+  tenantChildKey,
+  objectKey,
+  chunkKey,
+  type TenantRecord,
+  type BucketRecord,
+  type ObjectVersionRecord,
+  type ChunkRecord,
+} from '../../src/engine/index/schema.js';
 import { unpackChunkRefs } from '../../src/engine/ops/objects.js';
 import { segmentFileName } from '../../src/format/segment-header.js';
 import { RECORD_HEADER_SIZE } from '../../src/format/record-frame.js';
@@ -22,95 +32,218 @@ const bodies: Record<string, Record<string, unknown>> = {
   join: joinBody,
   drain: { id: 'node-2', reason: 'maintenance', confirm: 'node-2', forceLost: false },
   remove: { id: 'node-2', reason: 'gone', confirm: 'node-2' },
-  replace: { oldId: 'node-2', id: 'node-3', address: '10.0.0.3:9002', reason: 'disk died', confirm: 'node-2' },
+  replace: {
+    oldId: 'node-2',
+    id: 'node-3',
+    address: '10.0.0.3:9002',
+    reason: 'disk died',
+    confirm: 'node-2',
+  },
 };
 
 t.test('cluster routes on one node', async (t) => {
   const service = await Service.start();
   t.teardown(() => service.close());
-  const [owner, operator, viewer] = await Promise.all([mintToken(service, 'owner'), mintToken(service, 'operator'), mintToken(service, 'viewer')]);
+  const [owner, operator, viewer] = await Promise.all([
+    mintToken(service, 'owner'),
+    mintToken(service, 'operator'),
+    mintToken(service, 'viewer'),
+  ]);
 
   await t.test('membership', async (t) => {
-    const answer = await call(service, 'GET', '/cluster/consensus/membership', { token: viewer.token });
+    const answer = await call(service, 'GET', '/cluster/consensus/membership', {
+      token: viewer.token,
+    });
     t.equal(answer.status, 200);
     t.equal(answer.json.members.length, 1);
     const [member] = answer.json.members;
-    t.match(member, { id: /^node-[0-9a-f]{16}$/, name: String, address: `127.0.0.1:${service.adminPort}`, state: 'voter' });
+    t.match(member, {
+      id: /^node-[0-9a-f]{16}$/,
+      name: String,
+      address: `127.0.0.1:${service.adminPort}`,
+      state: 'voter',
+    });
     t.equal(answer.json.leaderId, member.id, 'the only voter leads');
   });
 
   await t.test('membership changes: validated, then 409 not clustered', async (t) => {
     for (const [name, body] of Object.entries(bodies)) {
       const path = `/cluster/consensus/${name}`;
-      t.equal((await call(service, 'POST', path, { token: operator.token, body })).status, 403, `${name} needs owner`);
+      t.equal(
+        (await call(service, 'POST', path, { token: operator.token, body })).status,
+        403,
+        `${name} needs owner`,
+      );
       let answer = await call(service, 'POST', path, { token: owner.token, body });
       t.equal(answer.status, 409, name);
       t.equal(answer.json.code, 'conflict');
       t.match(answer.json.message, /not clustered/);
-      t.equal((await call(service, 'POST', `${path}?dryRun=true`, { token: owner.token, body })).status, 409, `${name} dry run`);
+      t.equal(
+        (await call(service, 'POST', `${path}?dryRun=true`, { token: owner.token, body })).status,
+        409,
+        `${name} dry run`,
+      );
       for (const field of Object.keys(body).filter((key) => key !== 'forceLost')) {
         const { [field]: _dropped, ...rest } = body;
         answer = await call(service, 'POST', path, { token: owner.token, body: rest });
         t.equal(answer.status, 400, `${name} without ${field}`);
       }
-      answer = await call(service, 'POST', path, { token: owner.token, body: { ...body, confirm: 'someone-else' } });
+      answer = await call(service, 'POST', path, {
+        token: owner.token,
+        body: { ...body, confirm: 'someone-else' },
+      });
       t.equal(answer.status, 400, `${name} with a wrong confirm`);
     }
-    t.equal((await call(service, 'POST', '/cluster/consensus/drain', { token: owner.token, body: { ...bodies['drain'], forceLost: 'yes' } })).status, 400, 'forceLost is a boolean');
-    t.equal((await call(service, 'POST', '/cluster/consensus/join', { token: owner.token, body: { ...joinBody, zone: 7 } })).status, 400, 'zone is a string');
+    t.equal(
+      (
+        await call(service, 'POST', '/cluster/consensus/drain', {
+          token: owner.token,
+          body: { ...bodies['drain'], forceLost: 'yes' },
+        })
+      ).status,
+      400,
+      'forceLost is a boolean',
+    );
+    t.equal(
+      (
+        await call(service, 'POST', '/cluster/consensus/join', {
+          token: owner.token,
+          body: { ...joinBody, zone: 7 },
+        })
+      ).status,
+      400,
+      'zone is a string',
+    );
   });
 
   const client = await service.tenant('acme', 'read,write,delete,admin', owner.token);
   t.equal((await client.request('POST', '/buckets', { json: { name: 'logs' } })).status, 201);
   t.equal((await client.request('POST', '/buckets', { json: { name: 'media' } })).status, 201);
-  for (let index = 0; index < 5; index += 1) t.equal((await client.put('logs', `log-${index}`, `line ${index}\n`.repeat(100))).status, 200);
+  for (let index = 0; index < 5; index += 1)
+    t.equal((await client.put('logs', `log-${index}`, `line ${index}\n`.repeat(100))).status, 200);
   t.equal((await client.put('media', 'clip', Buffer.alloc(50_000, 7))).status, 200);
-  const rebalance = (body: Record<string, unknown>, query = ''): ReturnType<typeof call> => call(service, 'POST', `/cluster/repair/rebalance${query}`, { token: owner.token, body });
+  const rebalance = (body: Record<string, unknown>, query = ''): ReturnType<typeof call> =>
+    call(service, 'POST', `/cluster/repair/rebalance${query}`, { token: owner.token, body });
   const whole = { tenantId: 'acme', reason: 'scrub', confirmTenant: 'acme' };
 
   await t.test('rebalance: validation and dry run', async (t) => {
-    t.equal((await call(service, 'POST', '/cluster/repair/rebalance', { token: operator.token, body: whole })).status, 403, 'needs owner');
+    t.equal(
+      (
+        await call(service, 'POST', '/cluster/repair/rebalance', {
+          token: operator.token,
+          body: whole,
+        })
+      ).status,
+      403,
+      'needs owner',
+    );
     t.equal((await rebalance({ ...whole, reason: undefined })).status, 400, 'reason required');
-    t.equal((await rebalance({ ...whole, confirmTenant: 'acm' })).status, 400, 'confirmTenant must equal tenantId');
-    t.equal((await rebalance({ ...whole, bucketName: 'logs' })).status, 400, 'confirmBucket must equal bucketName');
-    t.equal((await rebalance({ ...whole, confirmBucket: 'logs' })).status, 400, 'confirmBucket without bucketName');
-    t.equal((await rebalance({ tenantId: 'nobody', reason: 'r', confirmTenant: 'nobody' })).status, 404);
+    t.equal(
+      (await rebalance({ ...whole, confirmTenant: 'acm' })).status,
+      400,
+      'confirmTenant must equal tenantId',
+    );
+    t.equal(
+      (await rebalance({ ...whole, bucketName: 'logs' })).status,
+      400,
+      'confirmBucket must equal bucketName',
+    );
+    t.equal(
+      (await rebalance({ ...whole, confirmBucket: 'logs' })).status,
+      400,
+      'confirmBucket without bucketName',
+    );
+    t.equal(
+      (await rebalance({ tenantId: 'nobody', reason: 'r', confirmTenant: 'nobody' })).status,
+      404,
+    );
     t.equal((await rebalance({ ...whole, bucketName: 'none', confirmBucket: 'none' })).status, 404);
     const answer = await rebalance(whole, '?dryRun=true');
     t.equal(answer.status, 200);
-    t.match(answer.json, { dryRun: true, action: 'rebalanceRepair', target: 'tenants/acme', mode: 'single-node-scrub', complete: true, blockers: [], counts: { buckets: 2, versions: 6, chunksVerified: 0, bytesVerified: 0 }, corrupt: [] });
+    t.match(answer.json, {
+      dryRun: true,
+      action: 'rebalanceRepair',
+      target: 'tenants/acme',
+      mode: 'single-node-scrub',
+      complete: true,
+      blockers: [],
+      counts: { buckets: 2, versions: 6, chunksVerified: 0, bytesVerified: 0 },
+      corrupt: [],
+    });
     t.ok(answer.json.counts.chunkRefs >= 6);
   });
 
   await t.test('rebalance: verifies every chunk and reports the corrupt ones', async (t) => {
     let answer = await rebalance(whole);
     t.equal(answer.status, 200);
-    t.match(answer.json, { dryRun: false, applied: true, complete: true, counts: { buckets: 2, versions: 6, corruptChunks: 0 }, corrupt: [] });
-    t.ok(answer.json.counts.chunksVerified >= 6 && answer.json.counts.bytesVerified > 0, 'chunks were read and verified');
+    t.match(answer.json, {
+      dryRun: false,
+      applied: true,
+      complete: true,
+      counts: { buckets: 2, versions: 6, corruptChunks: 0 },
+      corrupt: [],
+    });
+    t.ok(
+      answer.json.counts.chunksVerified >= 6 && answer.json.counts.bytesVerified > 0,
+      'chunks were read and verified',
+    );
 
-    const damaged = await damage(service.dataDir, [['logs', 'log-3', RECORD_HEADER_SIZE + 2], ['media', 'clip', 20]]);
+    const damaged = await damage(service.dataDir, [
+      ['logs', 'log-3', RECORD_HEADER_SIZE + 2],
+      ['media', 'clip', 20],
+    ]);
     answer = await rebalance(whole);
     t.equal(answer.json.counts.corruptChunks, 2);
     t.match(answer.json.corrupt, [
-      { bucket: 'logs', key: 'log-3', chunkIndex: 0, chunkId: damaged[0], problem: 'payload_checksum_mismatch', segmentId: Number, offset: Number },
-      { bucket: 'media', key: 'clip', chunkIndex: 0, chunkId: damaged[1], problem: 'record_header_corrupt' },
+      {
+        bucket: 'logs',
+        key: 'log-3',
+        chunkIndex: 0,
+        chunkId: damaged[0],
+        problem: 'payload_checksum_mismatch',
+        segmentId: Number,
+        offset: Number,
+      },
+      {
+        bucket: 'media',
+        key: 'clip',
+        chunkIndex: 0,
+        chunkId: damaged[1],
+        problem: 'record_header_corrupt',
+      },
     ]);
     answer = await rebalance({ ...whole, bucketName: 'logs', confirmBucket: 'logs' });
-    t.match(answer.json, { target: 'tenants/acme/buckets/logs', counts: { buckets: 1, versions: 5, corruptChunks: 1 }, corrupt: [{ key: 'log-3' }] });
+    t.match(answer.json, {
+      target: 'tenants/acme/buckets/logs',
+      counts: { buckets: 1, versions: 5, corruptChunks: 1 },
+      corrupt: [{ key: 'log-3' }],
+    });
   });
 });
 
 /** Flips one byte of the first chunk record of each (bucket, key) at `at`; returns chunk ids. */
-async function damage(dataDir: string, targets: ReadonlyArray<[string, string, number]>): Promise<string[]> {
+async function damage(
+  dataDir: string,
+  targets: ReadonlyArray<[string, string, number]>,
+): Promise<string[]> {
   const store = IndexStore.open({ path: join(dataDir, 'index'), readOnly: true });
   try {
     const tenant = store.get<TenantRecord>(DB.tenants, tenantKey('acme')) as TenantRecord;
     const ids: string[] = [];
     for (const [bucketName, key, at] of targets) {
-      const bucket = store.get<BucketRecord>(DB.buckets, tenantChildKey('acme', bucketName)) as BucketRecord;
-      const version = store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, key)) as ObjectVersionRecord;
+      const bucket = store.get<BucketRecord>(
+        DB.buckets,
+        tenantChildKey('acme', bucketName),
+      ) as BucketRecord;
+      const version = store.get<ObjectVersionRecord>(
+        DB.objects,
+        objectKey(bucket.id, key),
+      ) as ObjectVersionRecord;
       const [ref] = unpackChunkRefs(Buffer.from(version.chunks));
-      const chunk = store.get<ChunkRecord>(DB.chunks, chunkKey(tenant.num, (ref as { id: Buffer }).id)) as ChunkRecord;
+      const chunk = store.get<ChunkRecord>(
+        DB.chunks,
+        chunkKey(tenant.num, (ref as { id: Buffer }).id),
+      ) as ChunkRecord;
       const file = await open(join(dataDir, 'segments', segmentFileName(chunk.segmentId)), 'r+');
       const byte = Buffer.alloc(1);
       await file.read(byte, 0, 1, chunk.offset + at);

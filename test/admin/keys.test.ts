@@ -13,26 +13,87 @@ t.test('accounts and keys', async (t) => {
   t.teardown(() => service.close());
   const operator = (await mintToken(service, 'operator')).token;
   const viewer = (await mintToken(service, 'viewer')).token;
-  t.equal((await call(service, 'POST', '/tenants', { token: operator, body: { id: 'acme' } })).status, 201);
+  t.equal(
+    (await call(service, 'POST', '/tenants', { token: operator, body: { id: 'acme' } })).status,
+    201,
+  );
 
   await t.test('service accounts', async (t) => {
-    let answer = await call(service, 'POST', '/tenants/acme/accounts', { token: operator, body: { id: 'ingest', name: 'Ingest pipeline' } });
+    let answer = await call(service, 'POST', '/tenants/acme/accounts', {
+      token: operator,
+      body: { id: 'ingest', name: 'Ingest pipeline' },
+    });
     t.equal(answer.status, 201);
-    t.match(answer.json, { id: 'ingest', tenantId: 'acme', name: 'Ingest pipeline', createdAt: String });
-    t.equal((await call(service, 'POST', '/tenants/acme/accounts', { token: operator, body: { id: 'ingest' } })).status, 409);
-    t.equal((await call(service, 'POST', '/tenants/acme/accounts', { token: operator, body: {} })).status, 400);
-    t.equal((await call(service, 'POST', '/tenants/acme/accounts', { token: operator, body: { id: 'Bad Id!' } })).status, 400);
-    t.equal((await call(service, 'POST', '/tenants/nobody/accounts', { token: operator, body: { id: 'x1' } })).status, 404);
-    answer = await call(service, 'POST', '/tenants/acme/accounts?dryRun=true', { token: operator, body: { id: 'later' } });
+    t.match(answer.json, {
+      id: 'ingest',
+      tenantId: 'acme',
+      name: 'Ingest pipeline',
+      createdAt: String,
+    });
+    t.equal(
+      (
+        await call(service, 'POST', '/tenants/acme/accounts', {
+          token: operator,
+          body: { id: 'ingest' },
+        })
+      ).status,
+      409,
+    );
+    t.equal(
+      (await call(service, 'POST', '/tenants/acme/accounts', { token: operator, body: {} })).status,
+      400,
+    );
+    t.equal(
+      (
+        await call(service, 'POST', '/tenants/acme/accounts', {
+          token: operator,
+          body: { id: 'Bad Id!' },
+        })
+      ).status,
+      400,
+    );
+    t.equal(
+      (
+        await call(service, 'POST', '/tenants/nobody/accounts', {
+          token: operator,
+          body: { id: 'x1' },
+        })
+      ).status,
+      404,
+    );
+    answer = await call(service, 'POST', '/tenants/acme/accounts?dryRun=true', {
+      token: operator,
+      body: { id: 'later' },
+    });
     t.match(answer.json, { dryRun: true, result: { id: 'later' } });
     answer = await call(service, 'GET', '/tenants/acme/accounts', { token: viewer });
-    t.same(answer.json.accounts.map((account: { id: string }) => account.id), ['ingest'], 'the dry run created nothing');
+    t.same(
+      answer.json.accounts.map((account: { id: string }) => account.id),
+      ['ingest'],
+      'the dry run created nothing',
+    );
   });
 
   await t.test('create: the secret once, validation of scopes and expiry', async (t) => {
-    let answer = await call(service, 'POST', '/tenants/acme/keys', { token: operator, body: { accountId: 'ingest', scopes: 'write,read', externalRef: 'ticket-7', reason: 'pipeline' } });
+    let answer = await call(service, 'POST', '/tenants/acme/keys', {
+      token: operator,
+      body: {
+        accountId: 'ingest',
+        scopes: 'write,read',
+        externalRef: 'ticket-7',
+        reason: 'pipeline',
+      },
+    });
     t.equal(answer.status, 201);
-    t.match(answer.json, { accessKeyId: /^LW[A-Z2-7]{18}$/, secretKey: /^[A-Za-z0-9_-]{40}$/, tenantId: 'acme', accountId: 'ingest', scopes: 'read,write', externalRef: 'ticket-7', state: 'active' });
+    t.match(answer.json, {
+      accessKeyId: /^LW[A-Z2-7]{18}$/,
+      secretKey: /^[A-Za-z0-9_-]{40}$/,
+      tenantId: 'acme',
+      accountId: 'ingest',
+      scopes: 'read,write',
+      externalRef: 'ticket-7',
+      state: 'active',
+    });
     t.equal(answer.headers.get('cache-control'), 'no-store');
     const { accessKeyId, secretKey } = answer.json as { accessKeyId: string; secretKey: string };
     answer = await call(service, 'GET', '/tenants/acme/keys', { token: viewer });
@@ -41,83 +102,240 @@ t.test('accounts and keys', async (t) => {
     t.notOk(JSON.stringify(answer.json).includes(secretKey));
     t.equal((await mintBearer(service, accessKeyId, secretKey)).status, 200, 'the key works');
 
-    answer = await call(service, 'POST', '/tenants/acme/keys', { token: operator, body: { accountId: 'ingest', scopes: 'op=read:bucket=logs:prefix=2026/,op=write:bucket=*' } });
+    answer = await call(service, 'POST', '/tenants/acme/keys', {
+      token: operator,
+      body: { accountId: 'ingest', scopes: 'op=read:bucket=logs:prefix=2026/,op=write:bucket=*' },
+    });
     t.equal(answer.status, 201, 'resource scopes');
     t.match(answer.json.scopes, /op=read:bucket=logs:prefix=2026\//);
-    const bad: Array<[unknown, RegExp]> = [['read,fly', /fly/], ['read,,write', /./], ['op=read:bucket=BAD', /./], ['read,op=write:bucket=*', /./], ['', /scopes is required/]];
+    const bad: Array<[unknown, RegExp]> = [
+      ['read,fly', /fly/],
+      ['read,,write', /./],
+      ['op=read:bucket=BAD', /./],
+      ['read,op=write:bucket=*', /./],
+      ['', /scopes is required/],
+    ];
     for (const [scopes, message] of bad) {
-      answer = await call(service, 'POST', '/tenants/acme/keys', { token: operator, body: { accountId: 'ingest', scopes } });
+      answer = await call(service, 'POST', '/tenants/acme/keys', {
+        token: operator,
+        body: { accountId: 'ingest', scopes },
+      });
       t.equal(answer.status, 400, `scopes ${JSON.stringify(scopes)}`);
       t.match(answer.json.message, message);
     }
-    t.equal((await call(service, 'POST', '/tenants/acme/keys', { token: operator, body: { accountId: 'nobody', scopes: 'read' } })).status, 404, 'unknown account');
+    t.equal(
+      (
+        await call(service, 'POST', '/tenants/acme/keys', {
+          token: operator,
+          body: { accountId: 'nobody', scopes: 'read' },
+        })
+      ).status,
+      404,
+      'unknown account',
+    );
     for (const expiresAt of ['2099-12-31', '2099-12-31T10:00:00Z', '2099-12-31T10:00:00.5+02:00']) {
-      answer = await call(service, 'POST', '/tenants/acme/keys', { token: operator, body: { accountId: 'ingest', scopes: 'read', expiresAt } });
+      answer = await call(service, 'POST', '/tenants/acme/keys', {
+        token: operator,
+        body: { accountId: 'ingest', scopes: 'read', expiresAt },
+      });
       t.equal(answer.status, 201, `expiresAt ${expiresAt}`);
     }
     t.equal(answer.json.expiresAt, '2099-12-31T08:00:00.500Z', 'offsets are honoured');
-    answer = await call(service, 'POST', '/tenants/acme/keys', { token: operator, body: { accountId: 'ingest', scopes: 'read', expiresAt: '2099-12-31' } });
-    t.equal(answer.json.expiresAt, '2099-12-31T23:59:59.999Z', 'a date means the end of that day, UTC');
+    answer = await call(service, 'POST', '/tenants/acme/keys', {
+      token: operator,
+      body: { accountId: 'ingest', scopes: 'read', expiresAt: '2099-12-31' },
+    });
+    t.equal(
+      answer.json.expiresAt,
+      '2099-12-31T23:59:59.999Z',
+      'a date means the end of that day, UTC',
+    );
     for (const expiresAt of ['2020-01-01', 'tomorrow', '2099-02-30', 12345, '2099-12-31 10:00']) {
-      answer = await call(service, 'POST', '/tenants/acme/keys', { token: operator, body: { accountId: 'ingest', scopes: 'read', expiresAt } });
+      answer = await call(service, 'POST', '/tenants/acme/keys', {
+        token: operator,
+        body: { accountId: 'ingest', scopes: 'read', expiresAt },
+      });
       t.equal(answer.status, 400, `expiresAt ${JSON.stringify(expiresAt)}`);
     }
-    const before = (await call(service, 'GET', '/tenants/acme/keys', { token: viewer })).json.keys.length;
-    answer = await call(service, 'POST', '/tenants/acme/keys?dryRun=true', { token: operator, body: { accountId: 'ingest', scopes: 'read' } });
+    const before = (await call(service, 'GET', '/tenants/acme/keys', { token: viewer })).json.keys
+      .length;
+    answer = await call(service, 'POST', '/tenants/acme/keys?dryRun=true', {
+      token: operator,
+      body: { accountId: 'ingest', scopes: 'read' },
+    });
     t.match(answer.json, { dryRun: true, result: { scopes: 'read', state: 'active' } });
     t.notOk('secretKey' in answer.json.result, 'a dry run makes no secret');
-    t.equal((await call(service, 'GET', '/tenants/acme/keys', { token: viewer })).json.keys.length, before, 'a dry run creates no key');
+    t.equal(
+      (await call(service, 'GET', '/tenants/acme/keys', { token: viewer })).json.keys.length,
+      before,
+      'a dry run creates no key',
+    );
   });
 
   await t.test('rotate: a new secret once; the old one stops at once', async (t) => {
-    const created = (await call(service, 'POST', '/tenants/acme/keys', { token: operator, body: { accountId: 'ingest', scopes: 'read' } })).json;
+    const created = (
+      await call(service, 'POST', '/tenants/acme/keys', {
+        token: operator,
+        body: { accountId: 'ingest', scopes: 'read' },
+      })
+    ).json;
     const path = `/tenants/acme/keys/${created.accessKeyId}/rotate`;
-    let answer = await call(service, 'POST', `${path}?dryRun=true`, { token: operator, body: { scopes: 'read,write' } });
+    let answer = await call(service, 'POST', `${path}?dryRun=true`, {
+      token: operator,
+      body: { scopes: 'read,write' },
+    });
     t.match(answer.json, { dryRun: true, result: { scopes: 'read,write', rotatedAt: String } });
-    t.equal((await mintBearer(service, created.accessKeyId, created.secretKey)).status, 200, 'a dry run keeps the old secret');
-    answer = await call(service, 'POST', path, { token: operator, body: { scopes: 'read,write', reason: 'leaked' } });
+    t.equal(
+      (await mintBearer(service, created.accessKeyId, created.secretKey)).status,
+      200,
+      'a dry run keeps the old secret',
+    );
+    answer = await call(service, 'POST', path, {
+      token: operator,
+      body: { scopes: 'read,write', reason: 'leaked' },
+    });
     t.equal(answer.status, 200);
-    t.match(answer.json, { accessKeyId: created.accessKeyId, scopes: 'read,write', state: 'active', rotatedAt: String, secretKey: /^[A-Za-z0-9_-]{40}$/ });
+    t.match(answer.json, {
+      accessKeyId: created.accessKeyId,
+      scopes: 'read,write',
+      state: 'active',
+      rotatedAt: String,
+      secretKey: /^[A-Za-z0-9_-]{40}$/,
+    });
     t.not(answer.json.secretKey, created.secretKey);
-    t.equal((await mintBearer(service, created.accessKeyId, created.secretKey)).status, 401, 'the old secret stops at once');
-    t.equal((await mintBearer(service, created.accessKeyId, answer.json.secretKey)).status, 200, 'the new secret works');
-    t.equal((await call(service, 'POST', path, { token: operator, body: { scopes: 'nope' } })).status, 400);
-    t.equal((await call(service, 'POST', '/tenants/acme/keys/LWAAAAAAAAAAAAAAAAAA/rotate', { token: operator, body: {} })).status, 404);
+    t.equal(
+      (await mintBearer(service, created.accessKeyId, created.secretKey)).status,
+      401,
+      'the old secret stops at once',
+    );
+    t.equal(
+      (await mintBearer(service, created.accessKeyId, answer.json.secretKey)).status,
+      200,
+      'the new secret works',
+    );
+    t.equal(
+      (await call(service, 'POST', path, { token: operator, body: { scopes: 'nope' } })).status,
+      400,
+    );
+    t.equal(
+      (
+        await call(service, 'POST', '/tenants/acme/keys/LWAAAAAAAAAAAAAAAAAA/rotate', {
+          token: operator,
+          body: {},
+        })
+      ).status,
+      404,
+    );
   });
 
   await t.test('revoke: reason required; tokens stop at once; idempotent', async (t) => {
-    const created = (await call(service, 'POST', '/tenants/acme/keys', { token: operator, body: { accountId: 'ingest', scopes: 'read' } })).json;
+    const created = (
+      await call(service, 'POST', '/tenants/acme/keys', {
+        token: operator,
+        body: { accountId: 'ingest', scopes: 'read' },
+      })
+    ).json;
     const bearer = await mintBearer(service, created.accessKeyId, created.secretKey);
     t.equal((await dataRequest(service, bearer.token ?? '', 'GET', '/buckets')).status, 200);
     const path = `/tenants/acme/keys/${created.accessKeyId}/revoke`;
-    t.equal((await call(service, 'POST', path, { token: operator, body: {} })).status, 400, 'reason required');
-    let answer = await call(service, 'POST', `${path}?dryRun=true`, { token: operator, body: { reason: 'offboarding' } });
+    t.equal(
+      (await call(service, 'POST', path, { token: operator, body: {} })).status,
+      400,
+      'reason required',
+    );
+    let answer = await call(service, 'POST', `${path}?dryRun=true`, {
+      token: operator,
+      body: { reason: 'offboarding' },
+    });
     t.match(answer.json, { dryRun: true, result: { state: 'revoked' } });
-    t.equal((await dataRequest(service, bearer.token ?? '', 'GET', '/buckets')).status, 200, 'a dry run revokes nothing');
-    answer = await call(service, 'POST', path, { token: operator, body: { reason: 'offboarding' } });
+    t.equal(
+      (await dataRequest(service, bearer.token ?? '', 'GET', '/buckets')).status,
+      200,
+      'a dry run revokes nothing',
+    );
+    answer = await call(service, 'POST', path, {
+      token: operator,
+      body: { reason: 'offboarding' },
+    });
     t.equal(answer.status, 200);
     t.match(answer.json, { accessKeyId: created.accessKeyId, state: 'revoked', revokedAt: String });
     t.notOk('secretKey' in answer.json);
-    t.equal((await dataRequest(service, bearer.token ?? '', 'GET', '/buckets')).status, 401, 'outstanding tokens stop at once');
+    t.equal(
+      (await dataRequest(service, bearer.token ?? '', 'GET', '/buckets')).status,
+      401,
+      'outstanding tokens stop at once',
+    );
     t.equal((await mintBearer(service, created.accessKeyId, created.secretKey)).status, 401);
-    t.equal((await call(service, 'POST', path, { token: operator, body: { reason: 'again' } })).json.revokedAt, answer.json.revokedAt, 'revoking again changes nothing');
-    t.equal((await call(service, 'POST', `/tenants/acme/keys/${created.accessKeyId}/rotate`, { token: operator, body: {} })).status, 409, 'a revoked key cannot be rotated');
+    t.equal(
+      (await call(service, 'POST', path, { token: operator, body: { reason: 'again' } })).json
+        .revokedAt,
+      answer.json.revokedAt,
+      'revoking again changes nothing',
+    );
+    t.equal(
+      (
+        await call(service, 'POST', `/tenants/acme/keys/${created.accessKeyId}/rotate`, {
+          token: operator,
+          body: {},
+        })
+      ).status,
+      409,
+      'a revoked key cannot be rotated',
+    );
     await call(service, 'POST', '/tenants', { token: operator, body: { id: 'other' } });
-    t.equal((await call(service, 'POST', `/tenants/other/keys/${created.accessKeyId}/revoke`, { token: operator, body: { reason: 'x' } })).status, 404, "another tenant's key is not found under this tenant");
+    t.equal(
+      (
+        await call(service, 'POST', `/tenants/other/keys/${created.accessKeyId}/revoke`, {
+          token: operator,
+          body: { reason: 'x' },
+        })
+      ).status,
+      404,
+      "another tenant's key is not found under this tenant",
+    );
   });
 
   await t.test('expiry is enforced', async (t) => {
     const expiresAt = new Date(Date.now() + 1500).toISOString();
-    const created = (await call(service, 'POST', '/tenants/acme/keys', { token: operator, body: { accountId: 'ingest', scopes: 'read', expiresAt } })).json;
+    const created = (
+      await call(service, 'POST', '/tenants/acme/keys', {
+        token: operator,
+        body: { accountId: 'ingest', scopes: 'read', expiresAt },
+      })
+    ).json;
     t.equal(created.expiresAt, expiresAt);
     t.equal((await mintBearer(service, created.accessKeyId, created.secretKey)).status, 200);
     await new Promise((resolve) => setTimeout(resolve, Date.parse(expiresAt) - Date.now() + 50));
-    t.equal((await mintBearer(service, created.accessKeyId, created.secretKey)).status, 401, 'an expired key mints nothing');
-    const listed = (await call(service, 'GET', '/tenants/acme/keys', { token: viewer })).json.keys.find((key: { accessKeyId: string }) => key.accessKeyId === created.accessKeyId);
+    t.equal(
+      (await mintBearer(service, created.accessKeyId, created.secretKey)).status,
+      401,
+      'an expired key mints nothing',
+    );
+    const listed = (
+      await call(service, 'GET', '/tenants/acme/keys', { token: viewer })
+    ).json.keys.find((key: { accessKeyId: string }) => key.accessKeyId === created.accessKeyId);
     t.equal(listed.state, 'expired');
-    t.equal((await call(service, 'POST', `/tenants/acme/keys/${created.accessKeyId}/rotate`, { token: operator, body: {} })).status, 409, 'rotating an expired key needs a new expiresAt');
-    const renewed = await call(service, 'POST', `/tenants/acme/keys/${created.accessKeyId}/rotate`, { token: operator, body: { expiresAt: '2099-01-01' } });
+    t.equal(
+      (
+        await call(service, 'POST', `/tenants/acme/keys/${created.accessKeyId}/rotate`, {
+          token: operator,
+          body: {},
+        })
+      ).status,
+      409,
+      'rotating an expired key needs a new expiresAt',
+    );
+    const renewed = await call(
+      service,
+      'POST',
+      `/tenants/acme/keys/${created.accessKeyId}/rotate`,
+      { token: operator, body: { expiresAt: '2099-01-01' } },
+    );
     t.equal(renewed.status, 200);
-    t.equal((await mintBearer(service, created.accessKeyId, renewed.json.secretKey)).status, 200, 'a rotation with a new expiry revives it');
+    t.equal(
+      (await mintBearer(service, created.accessKeyId, renewed.json.secretKey)).status,
+      200,
+      'a rotation with a new expiry revives it',
+    );
   });
 });

@@ -14,7 +14,10 @@ t.test('quotas, usage and audit', async (t) => {
   const service = await Service.start();
   t.teardown(() => service.close());
   const [owner, operator, viewer, scoped] = await Promise.all([
-    mintToken(service, 'owner'), mintToken(service, 'operator'), mintToken(service, 'viewer'), mintToken(service, 'viewer', ['--tenant', 'acme']),
+    mintToken(service, 'owner'),
+    mintToken(service, 'operator'),
+    mintToken(service, 'viewer'),
+    mintToken(service, 'viewer', ['--tenant', 'acme']),
   ]);
   const client = await service.tenant('acme', 'read,write,delete,admin', owner.token);
   await service.tenant('other', 'read,write', owner.token);
@@ -22,92 +25,233 @@ t.test('quotas, usage and audit', async (t) => {
   await t.test('quota: read, set, clear, validate, dry run, enforcement', async (t) => {
     let answer = await call(service, 'GET', '/tenants/acme/quota', { token: viewer.token });
     t.same(answer.json, { tenantId: 'acme', usedBytes: 0, usedObjects: 0 }, 'no limits at first');
-    answer = await call(service, 'PUT', '/tenants/acme/quota?dryRun=true', { token: operator.token, body: { maxBytes: 10 } });
+    answer = await call(service, 'PUT', '/tenants/acme/quota?dryRun=true', {
+      token: operator.token,
+      body: { maxBytes: 10 },
+    });
     t.match(answer.json, { dryRun: true, result: { maxBytes: 10 } });
-    t.notOk('maxBytes' in (await call(service, 'GET', '/tenants/acme/quota', { token: viewer.token })).json, 'a dry run sets nothing');
-    for (const body of [{ maxBytes: -1 }, { maxBytes: 1.5 }, { maxObjects: '10' }, { maxbytes: 10 }]) {
-      t.equal((await call(service, 'PUT', '/tenants/acme/quota', { token: operator.token, body })).status, 400, JSON.stringify(body));
+    t.notOk(
+      'maxBytes' in
+        (await call(service, 'GET', '/tenants/acme/quota', { token: viewer.token })).json,
+      'a dry run sets nothing',
+    );
+    for (const body of [
+      { maxBytes: -1 },
+      { maxBytes: 1.5 },
+      { maxObjects: '10' },
+      { maxbytes: 10 },
+    ]) {
+      t.equal(
+        (await call(service, 'PUT', '/tenants/acme/quota', { token: operator.token, body })).status,
+        400,
+        JSON.stringify(body),
+      );
     }
-    answer = await call(service, 'PUT', '/tenants/acme/quota', { token: operator.token, body: { maxBytes: 1000, maxObjects: 2 } });
+    answer = await call(service, 'PUT', '/tenants/acme/quota', {
+      token: operator.token,
+      body: { maxBytes: 1000, maxObjects: 2 },
+    });
     t.equal(answer.status, 200);
-    t.same(answer.json, { tenantId: 'acme', maxBytes: 1000, maxObjects: 2, usedBytes: 0, usedObjects: 0 });
+    t.same(answer.json, {
+      tenantId: 'acme',
+      maxBytes: 1000,
+      maxObjects: 2,
+      usedBytes: 0,
+      usedObjects: 0,
+    });
     t.equal((await client.request('POST', '/buckets', { json: { name: 'data' } })).status, 201);
     t.equal((await client.put('data', 'one', Buffer.alloc(600))).status, 200);
     let response = await client.put('data', 'two', Buffer.alloc(600));
     t.equal(response.status, 507, 'a write past maxBytes is refused');
     t.equal(response.json.code, 'quota_exceeded');
     t.equal((await client.put('data', 'two', Buffer.alloc(100))).status, 200);
-    t.equal((await client.put('data', 'three', Buffer.alloc(1))).status, 507, 'a write past maxObjects is refused');
+    t.equal(
+      (await client.put('data', 'three', Buffer.alloc(1))).status,
+      507,
+      'a write past maxObjects is refused',
+    );
     answer = await call(service, 'GET', '/tenants/acme/quota', { token: viewer.token });
-    t.same(answer.json, { tenantId: 'acme', maxBytes: 1000, maxObjects: 2, usedBytes: 700, usedObjects: 2 });
-    answer = await call(service, 'DELETE', '/tenants/acme/quota?dryRun=true', { token: operator.token });
+    t.same(answer.json, {
+      tenantId: 'acme',
+      maxBytes: 1000,
+      maxObjects: 2,
+      usedBytes: 700,
+      usedObjects: 2,
+    });
+    answer = await call(service, 'DELETE', '/tenants/acme/quota?dryRun=true', {
+      token: operator.token,
+    });
     t.match(answer.json, { dryRun: true, result: { cleared: true } });
-    t.equal((await call(service, 'GET', '/tenants/acme/quota', { token: viewer.token })).json.maxBytes, 1000, 'a dry run clears nothing');
+    t.equal(
+      (await call(service, 'GET', '/tenants/acme/quota', { token: viewer.token })).json.maxBytes,
+      1000,
+      'a dry run clears nothing',
+    );
     answer = await call(service, 'DELETE', '/tenants/acme/quota', { token: operator.token });
     t.equal(answer.status, 204);
-    t.same((await call(service, 'GET', '/tenants/acme/quota', { token: viewer.token })).json, { tenantId: 'acme', usedBytes: 700, usedObjects: 2 });
+    t.same((await call(service, 'GET', '/tenants/acme/quota', { token: viewer.token })).json, {
+      tenantId: 'acme',
+      usedBytes: 700,
+      usedObjects: 2,
+    });
     response = await client.put('data', 'three', Buffer.alloc(600));
     t.equal(response.status, 200, 'no limit once cleared');
   });
 
   await t.test('usage: totals and per bucket', async (t) => {
-    t.equal((await client.request('POST', '/buckets', { json: { name: 'history', versioning: 'Enabled' } })).status, 201);
-    for (const body of ['12345', '1234567890']) t.equal((await client.put('history', 'doc', body)).status, 200);
+    t.equal(
+      (
+        await client.request('POST', '/buckets', {
+          json: { name: 'history', versioning: 'Enabled' },
+        })
+      ).status,
+      201,
+    );
+    for (const body of ['12345', '1234567890'])
+      t.equal((await client.put('history', 'doc', body)).status, 200);
     t.equal((await client.put('history', 'gone', 'xyz')).status, 200);
     t.equal((await client.request('DELETE', '/buckets/history/objects/gone')).status, 204);
     const answer = await call(service, 'GET', '/tenants/acme/usage', { token: viewer.token });
     t.equal(answer.status, 200);
-    t.match(answer.json, { tenantId: 'acme', logicalBytes: 700 + 600 + 5 + 10 + 3, objects: 4, versions: 6, deleteMarkers: 1 });
+    t.match(answer.json, {
+      tenantId: 'acme',
+      logicalBytes: 700 + 600 + 5 + 10 + 3,
+      objects: 4,
+      versions: 6,
+      deleteMarkers: 1,
+    });
     t.ok(answer.json.physicalBytes > 0, 'physical bytes after dedup and compression');
-    t.ok(answer.json.physicalBytes < answer.json.logicalBytes, 'zero-filled bodies deduplicate and compress');
-    const byName = Object.fromEntries(answer.json.buckets.map((bucket: { name: string }) => [bucket.name, bucket]));
+    t.ok(
+      answer.json.physicalBytes < answer.json.logicalBytes,
+      'zero-filled bodies deduplicate and compress',
+    );
+    const byName = Object.fromEntries(
+      answer.json.buckets.map((bucket: { name: string }) => [bucket.name, bucket]),
+    );
     t.match(byName['data'], { name: 'data', logicalBytes: 1300, objects: 3, versions: 3 });
-    t.match(byName['history'], { name: 'history', logicalBytes: 18, objects: 1, versions: 3, deleteMarkers: 1 });
+    t.match(byName['history'], {
+      name: 'history',
+      logicalBytes: 18,
+      objects: 1,
+      versions: 3,
+      deleteMarkers: 1,
+    });
   });
 
   await t.test('audit: order, limit, since, tenant, scope, request ids, both planes', async (t) => {
-    const created = await call(service, 'POST', '/tenants', { token: owner.token, body: { id: 'fresh' } });
+    const created = await call(service, 'POST', '/tenants', {
+      token: owner.token,
+      body: { id: 'fresh' },
+    });
     // A mutation's row commits with the mutation: visible at once, no batching delay.
     let answer = await call(service, 'GET', '/audit?tenant=fresh', { token: viewer.token });
-    t.match(answer.json.events[0], { requestId: created.headers.get('x-request-id'), action: 'createTenant', tenantId: 'fresh', outcome: 'allowed', status: 201, actor: `admin:${owner.tokenId}` });
+    t.match(answer.json.events[0], {
+      requestId: created.headers.get('x-request-id'),
+      action: 'createTenant',
+      tenantId: 'fresh',
+      outcome: 'allowed',
+      status: 201,
+      actor: `admin:${owner.tokenId}`,
+    });
     const read = await client.request('GET', '/buckets');
     const dataRow = await waitFor('the data-plane row', async () => {
-      const events = (await call(service, 'GET', '/audit?tenant=acme&limit=1000', { token: viewer.token })).json.events as Array<{ requestId: string }>;
+      const events = (
+        await call(service, 'GET', '/audit?tenant=acme&limit=1000', { token: viewer.token })
+      ).json.events as Array<{ requestId: string }>;
       return events.find((event) => event.requestId === read.headers.get('x-request-id'));
     });
-    t.match(dataRow, { action: 'listBuckets', tenantId: 'acme', actor: client.accessKeyId, outcome: 'allowed', status: 200, time: /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/ });
+    t.match(dataRow, {
+      action: 'listBuckets',
+      tenantId: 'acme',
+      actor: client.accessKeyId,
+      outcome: 'allowed',
+      status: 200,
+      time: /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/,
+    });
 
     answer = await call(service, 'GET', '/audit', { token: viewer.token });
     const events = answer.json.events as Array<{ time: string; id: string }>;
     t.ok(events.length > 10 && events.length <= 100);
-    t.ok(events.every((event, index) => index === 0 || event.time <= (events[index - 1] as { time: string }).time), 'newest first');
-    t.equal((await call(service, 'GET', '/audit?limit=0', { token: viewer.token })).json.events.length, 1, 'limit clamped up to 1');
-    t.equal((await call(service, 'GET', '/audit?limit=-5', { token: viewer.token })).json.events.length, 1);
-    t.equal((await call(service, 'GET', '/audit?limit=3', { token: viewer.token })).json.events.length, 3);
+    t.ok(
+      events.every(
+        (event, index) => index === 0 || event.time <= (events[index - 1] as { time: string }).time,
+      ),
+      'newest first',
+    );
+    t.equal(
+      (await call(service, 'GET', '/audit?limit=0', { token: viewer.token })).json.events.length,
+      1,
+      'limit clamped up to 1',
+    );
+    t.equal(
+      (await call(service, 'GET', '/audit?limit=-5', { token: viewer.token })).json.events.length,
+      1,
+    );
+    t.equal(
+      (await call(service, 'GET', '/audit?limit=3', { token: viewer.token })).json.events.length,
+      3,
+    );
     // More than 1000 rows: unauthenticated health checks are audited too.
     for (let round = 0; round < 55; round += 1) {
-      await Promise.all(Array.from({ length: 20 }, () => fetch(`${service.adminUrl}/healthz`).then((response) => response.text())));
+      await Promise.all(
+        Array.from({ length: 20 }, () =>
+          fetch(`${service.adminUrl}/healthz`).then((response) => response.text()),
+        ),
+      );
     }
     const many = await waitFor('1000 rows', async () => {
-      const count = (await call(service, 'GET', '/audit?limit=5000', { token: viewer.token })).json.events.length as number;
+      const count = (await call(service, 'GET', '/audit?limit=5000', { token: viewer.token })).json
+        .events.length as number;
       return count >= 1000 ? count : undefined;
     });
     t.equal(many, 1000, 'limit clamped down to 1000');
-    t.equal((await call(service, 'GET', '/audit', { token: viewer.token })).json.events.length, 100, 'default limit 100');
+    t.equal(
+      (await call(service, 'GET', '/audit', { token: viewer.token })).json.events.length,
+      100,
+      'default limit 100',
+    );
     t.equal((await call(service, 'GET', '/audit?limit=ten', { token: viewer.token })).status, 400);
-    t.equal((await call(service, 'GET', '/audit?since=yesterday', { token: viewer.token })).status, 400);
-    t.equal((await call(service, 'GET', '/audit?tenant=NOT%20A%20TENANT', { token: viewer.token })).status, 400);
-    t.ok((await call(service, 'GET', '/audit?since=1h', { token: viewer.token })).json.events.length > 0);
+    t.equal(
+      (await call(service, 'GET', '/audit?since=yesterday', { token: viewer.token })).status,
+      400,
+    );
+    t.equal(
+      (await call(service, 'GET', '/audit?tenant=NOT%20A%20TENANT', { token: viewer.token }))
+        .status,
+      400,
+    );
+    t.ok(
+      (await call(service, 'GET', '/audit?since=1h', { token: viewer.token })).json.events.length >
+        0,
+    );
     await new Promise((resolve) => setTimeout(resolve, 300));
-    const recent = (await call(service, 'GET', '/audit?since=200ms&limit=1000', { token: viewer.token })).json.events as Array<{ time: string }>;
-    t.ok(recent.every((event) => Date.parse(event.time) >= Date.now() - 2000), 'since keeps only recent events');
+    const recent = (
+      await call(service, 'GET', '/audit?since=200ms&limit=1000', { token: viewer.token })
+    ).json.events as Array<{ time: string }>;
+    t.ok(
+      recent.every((event) => Date.parse(event.time) >= Date.now() - 2000),
+      'since keeps only recent events',
+    );
     t.ok(recent.length < many, 'since drops older events');
 
-    const other = (await call(service, 'GET', '/audit?tenant=other&limit=1000', { token: viewer.token })).json.events as Array<{ tenantId: string }>;
+    const other = (
+      await call(service, 'GET', '/audit?tenant=other&limit=1000', { token: viewer.token })
+    ).json.events as Array<{ tenantId: string }>;
     t.ok(other.length > 0 && other.every((event) => event.tenantId === 'other'), 'tenant filter');
-    const forced = (await call(service, 'GET', '/audit?limit=1000', { token: scoped.token })).json.events as Array<{ tenantId: string }>;
-    t.ok(forced.length > 0 && forced.every((event) => event.tenantId === 'acme'), 'a scoped token sees only its tenant');
-    t.equal((await call(service, 'GET', '/audit?tenant=acme', { token: scoped.token })).status, 200);
-    t.equal((await call(service, 'GET', '/audit?tenant=other', { token: scoped.token })).status, 403, 'explicit other tenant: 403');
+    const forced = (await call(service, 'GET', '/audit?limit=1000', { token: scoped.token })).json
+      .events as Array<{ tenantId: string }>;
+    t.ok(
+      forced.length > 0 && forced.every((event) => event.tenantId === 'acme'),
+      'a scoped token sees only its tenant',
+    );
+    t.equal(
+      (await call(service, 'GET', '/audit?tenant=acme', { token: scoped.token })).status,
+      200,
+    );
+    t.equal(
+      (await call(service, 'GET', '/audit?tenant=other', { token: scoped.token })).status,
+      403,
+      'explicit other tenant: 403',
+    );
   });
 });

@@ -10,7 +10,10 @@ import { call, mintToken, auditRowOf } from './admin-testing.js';
 t.test('per-token admin rate limit', async (t) => {
   const service = await Service.start({ args: ['--admin.rate_limit', '2/s burst 4'] });
   t.teardown(() => service.close());
-  const [busy, calm] = await Promise.all([mintToken(service, 'viewer'), mintToken(service, 'owner')]);
+  const [busy, calm] = await Promise.all([
+    mintToken(service, 'viewer'),
+    mintToken(service, 'owner'),
+  ]);
   const statuses: number[] = [];
   let limited: Awaited<ReturnType<typeof call>> | undefined;
   for (let index = 0; index < 8; index += 1) {
@@ -26,11 +29,19 @@ t.test('per-token admin rate limit', async (t) => {
   t.equal(limited?.headers.get('content-type'), 'application/problem+json');
 
   for (let index = 0; index < 4; index += 1) {
-    t.equal((await call(service, 'GET', '/tenants', { token: calm.token })).status, 200, "another token's requests are unaffected");
+    t.equal(
+      (await call(service, 'GET', '/tenants', { token: calm.token })).status,
+      200,
+      "another token's requests are unaffected",
+    );
   }
   const row = await auditRowOf(service, calm.token, limited?.headers.get('x-request-id') ?? '');
   t.match(row, { outcome: 'denied', status: 429, actor: `admin:${busy.tokenId}` });
 
   await new Promise((resolve) => setTimeout(resolve, retryAfter * 1000 + 100));
-  t.equal((await call(service, 'GET', '/tenants', { token: busy.token })).status, 200, 'works again after Retry-After');
+  t.equal(
+    (await call(service, 'GET', '/tenants', { token: busy.token })).status,
+    200,
+    'works again after Retry-After',
+  );
 });

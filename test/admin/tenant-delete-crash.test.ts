@@ -14,7 +14,14 @@ import { join } from 'node:path';
 import { Service } from '../helpers/service.js';
 import { call, mintToken, waitFor } from './admin-testing.js';
 import { IndexStore } from '../../src/engine/index/store.js';
-import { DB, tenantKey, tenantChildRange, type TenantRecord, type BucketRecord, type ChunkRecord } from '../../src/engine/index/schema.js';
+import {
+  DB,
+  tenantKey,
+  tenantChildRange,
+  type TenantRecord,
+  type BucketRecord,
+  type ChunkRecord,
+} from '../../src/engine/index/schema.js';
 
 const OBJECTS = 500;
 
@@ -26,21 +33,46 @@ t.test('a tenant delete killed midway resumes after restart', async (t) => {
   t.teardown(() => service.close());
   const owner = (await mintToken(service, 'owner')).token;
   const client = await service.tenant('bulk', 'read,write', owner);
-  for (const name of ['alpha-bucket', 'beta-bucket']) t.equal((await client.request('POST', '/buckets', { json: { name } })).status, 201);
+  for (const name of ['alpha-bucket', 'beta-bucket'])
+    t.equal((await client.request('POST', '/buckets', { json: { name } })).status, 201);
   let failures = 0;
   for (let start = 0; start < OBJECTS; start += 50) {
     const batch = Array.from({ length: 50 }, (_, offset) => start + offset);
-    const statuses = await Promise.all(batch.map((index) => client.put(index % 2 === 0 ? 'alpha-bucket' : 'beta-bucket', `obj-${index}`, `object number ${index}`).then((r) => r.status)));
+    const statuses = await Promise.all(
+      batch.map((index) =>
+        client
+          .put(
+            index % 2 === 0 ? 'alpha-bucket' : 'beta-bucket',
+            `obj-${index}`,
+            `object number ${index}`,
+          )
+          .then((r) => r.status),
+      ),
+    );
     failures += statuses.filter((status) => status !== 200).length;
   }
   t.equal(failures, 0, `${OBJECTS} objects written`);
   mark('written');
-  t.equal((await call(service, 'GET', '/tenants/bulk/usage', { token: owner })).json.objects, OBJECTS);
-  t.equal((await call(service, 'POST', '/tenants/bulk/disable', { token: owner, body: { reason: 'crash test' } })).status, 200);
+  t.equal(
+    (await call(service, 'GET', '/tenants/bulk/usage', { token: owner })).json.objects,
+    OBJECTS,
+  );
+  t.equal(
+    (
+      await call(service, 'POST', '/tenants/bulk/disable', {
+        token: owner,
+        body: { reason: 'crash test' },
+      })
+    ).status,
+    200,
+  );
 
   const pids = processTree(service.child?.pid as number);
   const watcher = IndexStore.open({ path: join(service.dataDir, 'index'), readOnly: true });
-  const answer = await call(service, 'POST', '/tenants/bulk/delete', { token: owner, body: { reason: 'crash test', confirm: 'bulk' } });
+  const answer = await call(service, 'POST', '/tenants/bulk/delete', {
+    token: owner,
+    body: { reason: 'crash test', confirm: 'bulk' },
+  });
   // Kill as soon as the first purge batch has committed (the watcher sees fewer versions).
   for (let polls = 0; polls < 10_000; polls += 1) {
     watcher.refresh();
@@ -51,24 +83,41 @@ t.test('a tenant delete killed midway resumes after restart', async (t) => {
   for (const pid of pids) killHard(pid);
   await watcher.close();
   t.equal(answer.status, 200, 'the delete was acknowledged');
-  t.match(answer.json, { applied: true, counts: { objects: OBJECTS, versions: OBJECTS, buckets: 2 }, tenant: { state: 'deleted' } });
-  await waitFor('the processes to exit', async () => (pids.every((pid) => !alive(pid)) ? true : undefined));
+  t.match(answer.json, {
+    applied: true,
+    counts: { objects: OBJECTS, versions: OBJECTS, buckets: 2 },
+    tenant: { state: 'deleted' },
+  });
+  await waitFor('the processes to exit', async () =>
+    pids.every((pid) => !alive(pid)) ? true : undefined,
+  );
 
   const atCrash = await inspect(service.dataDir);
   t.equal(atCrash.tenant.state, 'deleted', 'after the crash the tenant is deleted, never active');
   t.equal(atCrash.tenant.deletion?.completedAt, undefined, 'the kill interrupted the purge');
-  t.ok(atCrash.versions > 0 && atCrash.versions < OBJECTS, `the purge was midway (${atCrash.versions} versions left)`);
+  t.ok(
+    atCrash.versions > 0 && atCrash.versions < OBJECTS,
+    `the purge was midway (${atCrash.versions} versions left)`,
+  );
 
   mark('inspected');
   await service.launch();
   mark('restarted');
-  const tenant = await waitFor('the resumed purge', async () => {
-    const current = (await call(service, 'GET', '/tenants/bulk', { token: owner })).json;
-    t.not(current.state, 'active');
-    return current.deletion?.state === 'complete' ? current : undefined;
-  }, 30_000);
+  const tenant = await waitFor(
+    'the resumed purge',
+    async () => {
+      const current = (await call(service, 'GET', '/tenants/bulk', { token: owner })).json;
+      t.not(current.state, 'active');
+      return current.deletion?.state === 'complete' ? current : undefined;
+    },
+    30_000,
+  );
   t.match(tenant, { id: 'bulk', state: 'deleted', deletion: { state: 'complete' } });
-  t.notOk((await call(service, 'GET', '/tenants', { token: owner })).json.tenants.some((entry: { id: string }) => entry.id === 'bulk'));
+  t.notOk(
+    (await call(service, 'GET', '/tenants', { token: owner })).json.tenants.some(
+      (entry: { id: string }) => entry.id === 'bulk',
+    ),
+  );
   t.equal((await call(service, 'GET', '/tenants/bulk/usage', { token: owner })).status, 404);
   mark('purged');
   await service.stop();
@@ -76,7 +125,10 @@ t.test('a tenant delete killed midway resumes after restart', async (t) => {
   t.equal(after.versions, 0, 'no version left');
   t.equal(after.buckets, 0, 'no bucket left');
   t.equal(after.usage, undefined, 'no usage record left');
-  t.ok(after.chunks > 0 && after.liveChunks === 0, 'every chunk reference released; compaction reclaims the bytes');
+  t.ok(
+    after.chunks > 0 && after.liveChunks === 0,
+    'every chunk reference released; compaction reclaims the bytes',
+  );
 });
 
 function versionsLeft(store: IndexStore): number {
@@ -84,7 +136,9 @@ function versionsLeft(store: IndexStore): number {
   for (const { value: bucket } of store.range<BucketRecord>(DB.buckets, tenantChildRange('bulk'))) {
     const start = Buffer.alloc(4);
     start.writeUInt32BE(bucket.id, 0);
-    versions += [...store.range(DB.versions, { start, end: Buffer.concat([start, Buffer.from([0xff])]) })].length;
+    versions += [
+      ...store.range(DB.versions, { start, end: Buffer.concat([start, Buffer.from([0xff])]) }),
+    ].length;
   }
   return versions;
 }
@@ -109,8 +163,17 @@ async function inspect(dataDir: string): Promise<Snapshot> {
     start.writeUInt32BE(tenant.num, 0);
     const end = Buffer.alloc(4);
     end.writeUInt32BE(tenant.num + 1, 0);
-    const chunks = [...store.range<ChunkRecord>(DB.chunks, { start, end })].map((entry) => entry.value);
-    return { tenant, buckets: buckets.length, versions, usage: store.get(DB.usage, tenantKey('bulk')), chunks: chunks.length, liveChunks: chunks.filter((chunk) => chunk.refs > 0).length };
+    const chunks = [...store.range<ChunkRecord>(DB.chunks, { start, end })].map(
+      (entry) => entry.value,
+    );
+    return {
+      tenant,
+      buckets: buckets.length,
+      versions,
+      usage: store.get(DB.usage, tenantKey('bulk')),
+      chunks: chunks.length,
+      liveChunks: chunks.filter((chunk) => chunk.refs > 0).length,
+    };
   } finally {
     await store.close();
   }
@@ -121,11 +184,14 @@ function processTree(root: number): number[] {
   for (let index = 0; index < found.length; index += 1) {
     let children = '';
     try {
-      children = execFileSync('ps', ['-o', 'pid=', '--ppid', String(found[index])], { encoding: 'utf8' });
+      children = execFileSync('ps', ['-o', 'pid=', '--ppid', String(found[index])], {
+        encoding: 'utf8',
+      });
     } catch {
       continue;
     }
-    for (const line of children.split('\n')) if (Number(line.trim()) > 0) found.push(Number(line.trim()));
+    for (const line of children.split('\n'))
+      if (Number(line.trim()) > 0) found.push(Number(line.trim()));
   }
   return found;
 }
@@ -141,7 +207,9 @@ function killHard(pid: number): void {
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return !execFileSync('ps', ['-o', 'stat=', '-p', String(pid)], { encoding: 'utf8' }).trim().startsWith('Z');
+    return !execFileSync('ps', ['-o', 'stat=', '-p', String(pid)], { encoding: 'utf8' })
+      .trim()
+      .startsWith('Z');
   } catch {
     return false;
   }

@@ -17,128 +17,356 @@ t.test('tenant lifecycle', async (t) => {
   const operator = (await mintToken(service, 'operator')).token;
 
   await t.test('create, list, get', async (t) => {
-    let answer = await call(service, 'POST', '/tenants', { token: operator, body: { id: 'acme', name: 'Acme Corp' } });
+    let answer = await call(service, 'POST', '/tenants', {
+      token: operator,
+      body: { id: 'acme', name: 'Acme Corp' },
+    });
     t.equal(answer.status, 201);
-    t.match(answer.json, { id: 'acme', name: 'Acme Corp', state: 'active', createdAt: /^\d{4}-\d\d-\d\dT/ });
-    t.equal((await call(service, 'POST', '/tenants', { token: operator, body: { id: 'acme' } })).json.code, 'conflict');
+    t.match(answer.json, {
+      id: 'acme',
+      name: 'Acme Corp',
+      state: 'active',
+      createdAt: /^\d{4}-\d\d-\d\dT/,
+    });
+    t.equal(
+      (await call(service, 'POST', '/tenants', { token: operator, body: { id: 'acme' } })).json
+        .code,
+      'conflict',
+    );
     for (const id of ['ab', 'Upper', 'a_b', 'x'.repeat(64)]) {
-      t.equal((await call(service, 'POST', '/tenants', { token: operator, body: { id } })).status, 400, `bad id ${id}`);
+      t.equal(
+        (await call(service, 'POST', '/tenants', { token: operator, body: { id } })).status,
+        400,
+        `bad id ${id}`,
+      );
     }
-    t.equal((await call(service, 'POST', '/tenants', { token: operator, raw: '{not json' })).status, 400, 'malformed JSON');
-    answer = await call(service, 'POST', '/tenants?dryRun=true', { token: operator, body: { id: 'ghost' } });
+    t.equal(
+      (await call(service, 'POST', '/tenants', { token: operator, raw: '{not json' })).status,
+      400,
+      'malformed JSON',
+    );
+    answer = await call(service, 'POST', '/tenants?dryRun=true', {
+      token: operator,
+      body: { id: 'ghost' },
+    });
     t.equal(answer.status, 200);
-    t.match(answer.json, { dryRun: true, applied: false, action: 'createTenant', target: 'tenants/ghost', blockers: [], result: { id: 'ghost', state: 'active' } });
-    t.equal((await call(service, 'GET', '/tenants/ghost', { token: owner })).status, 404, 'a dry run creates nothing');
+    t.match(answer.json, {
+      dryRun: true,
+      applied: false,
+      action: 'createTenant',
+      target: 'tenants/ghost',
+      blockers: [],
+      result: { id: 'ghost', state: 'active' },
+    });
+    t.equal(
+      (await call(service, 'GET', '/tenants/ghost', { token: owner })).status,
+      404,
+      'a dry run creates nothing',
+    );
     const row = await auditRowOf(service, owner, answer.headers.get('x-request-id') ?? '');
-    t.match(row, { action: 'createTenant', dryRun: true, outcome: 'allowed', tenantId: 'ghost' }, 'the audit row says dry run');
-    t.equal((await call(service, 'POST', '/tenants?dryRun=true', { token: operator, body: { id: 'acme' } })).status, 409, 'a dry run checks as the real call does');
+    t.match(
+      row,
+      { action: 'createTenant', dryRun: true, outcome: 'allowed', tenantId: 'ghost' },
+      'the audit row says dry run',
+    );
+    t.equal(
+      (
+        await call(service, 'POST', '/tenants?dryRun=true', {
+          token: operator,
+          body: { id: 'acme' },
+        })
+      ).status,
+      409,
+      'a dry run checks as the real call does',
+    );
     answer = await call(service, 'GET', '/tenants/acme', { token: owner });
     t.match(answer.json, { id: 'acme', state: 'active' });
     answer = await call(service, 'GET', '/tenants', { token: owner });
-    t.same(answer.json.tenants.map((tenant: { id: string }) => tenant.id), ['acme']);
+    t.same(
+      answer.json.tenants.map((tenant: { id: string }) => tenant.id),
+      ['acme'],
+    );
   });
 
   const client = await service.tenant('acme', 'read,write,delete,admin', owner);
-  t.same(await seed(client), [201, 201, 200, 200, 200, 200, 200, 200, 204], 'data written through the public API');
+  t.same(
+    await seed(client),
+    [201, 201, 200, 200, 200, 200, 200, 200, 204],
+    'data written through the public API',
+  );
 
   await t.test('disable: reason, dry run, then keys revoked and tokens stop at once', async (t) => {
-    t.equal((await call(service, 'POST', '/tenants/acme/disable', { token: owner, body: {} })).status, 400, 'reason required');
-    t.equal((await call(service, 'POST', '/tenants/acme/disable', { token: owner, body: { reason: '   ' } })).status, 400, 'a blank reason');
-    let answer = await call(service, 'POST', '/tenants/acme/disable?dryRun=true', { token: owner, body: { reason: 'unpaid' } });
+    t.equal(
+      (await call(service, 'POST', '/tenants/acme/disable', { token: owner, body: {} })).status,
+      400,
+      'reason required',
+    );
+    t.equal(
+      (
+        await call(service, 'POST', '/tenants/acme/disable', {
+          token: owner,
+          body: { reason: '   ' },
+        })
+      ).status,
+      400,
+      'a blank reason',
+    );
+    let answer = await call(service, 'POST', '/tenants/acme/disable?dryRun=true', {
+      token: owner,
+      body: { reason: 'unpaid' },
+    });
     t.equal(answer.status, 200);
     t.match(answer.json, {
-      dryRun: true, action: 'disableTenant', target: 'tenants/acme', blockers: [],
-      counts: { buckets: 2, objects: 4, versions: 6, deleteMarkers: 1, legalHeldVersions: 0, retainedVersions: 0, accessKeys: 1, physicalBytes: Number },
+      dryRun: true,
+      action: 'disableTenant',
+      target: 'tenants/acme',
+      blockers: [],
+      counts: {
+        buckets: 2,
+        objects: 4,
+        versions: 6,
+        deleteMarkers: 1,
+        legalHeldVersions: 0,
+        retainedVersions: 0,
+        accessKeys: 1,
+        physicalBytes: Number,
+      },
     });
     t.ok(answer.json.counts.physicalBytes > 0);
     t.notOk(answer.json.applied);
-    t.equal((await call(service, 'GET', '/tenants/acme', { token: owner })).json.state, 'active', 'the dry run disabled nothing');
+    t.equal(
+      (await call(service, 'GET', '/tenants/acme', { token: owner })).json.state,
+      'active',
+      'the dry run disabled nothing',
+    );
     t.equal((await client.request('GET', '/buckets')).status, 200, 'the bearer token still works');
-    t.match(await auditRowOf(service, owner, answer.headers.get('x-request-id') ?? ''), { action: 'disableTenant', dryRun: true, reason: 'unpaid' });
+    t.match(await auditRowOf(service, owner, answer.headers.get('x-request-id') ?? ''), {
+      action: 'disableTenant',
+      dryRun: true,
+      reason: 'unpaid',
+    });
 
-    answer = await call(service, 'POST', '/tenants/acme/disable', { token: owner, body: { reason: 'unpaid' } });
+    answer = await call(service, 'POST', '/tenants/acme/disable', {
+      token: owner,
+      body: { reason: 'unpaid' },
+    });
     t.equal(answer.status, 200);
-    t.match(answer.json, { dryRun: false, applied: true, counts: { accessKeys: 1 }, tenant: { id: 'acme', state: 'disabled', disabledAt: String } });
-    t.equal((await client.request('GET', '/buckets')).status, 401, 'the bearer token stops at once');
-    t.equal((await mintBearer(service, client.accessKeyId, client.secretKey)).status, 401, 'the secret no longer mints tokens');
+    t.match(answer.json, {
+      dryRun: false,
+      applied: true,
+      counts: { accessKeys: 1 },
+      tenant: { id: 'acme', state: 'disabled', disabledAt: String },
+    });
+    t.equal(
+      (await client.request('GET', '/buckets')).status,
+      401,
+      'the bearer token stops at once',
+    );
+    t.equal(
+      (await mintBearer(service, client.accessKeyId, client.secretKey)).status,
+      401,
+      'the secret no longer mints tokens',
+    );
     const keys = (await call(service, 'GET', '/tenants/acme/keys', { token: owner })).json.keys;
     t.match(keys, [{ accessKeyId: client.accessKeyId, state: 'revoked', revokedAt: String }]);
-    t.equal((await call(service, 'POST', '/tenants/acme/keys', { token: owner, body: { accountId: 'app', scopes: 'read' } })).status, 409, 'no new keys for a disabled tenant');
-    answer = await call(service, 'POST', '/tenants/acme/disable', { token: owner, body: { reason: 'again' } });
-    t.match(answer.json, { applied: true, counts: { accessKeys: 0 }, tenant: { state: 'disabled' } }, 'disabling twice changes nothing');
+    t.equal(
+      (
+        await call(service, 'POST', '/tenants/acme/keys', {
+          token: owner,
+          body: { accountId: 'app', scopes: 'read' },
+        })
+      ).status,
+      409,
+      'no new keys for a disabled tenant',
+    );
+    answer = await call(service, 'POST', '/tenants/acme/disable', {
+      token: owner,
+      body: { reason: 'again' },
+    });
+    t.match(
+      answer.json,
+      { applied: true, counts: { accessKeys: 0 }, tenant: { state: 'disabled' } },
+      'disabling twice changes nothing',
+    );
   });
 
   await t.test('delete: validation, state, object lock, dry run', async (t) => {
     await call(service, 'POST', '/tenants', { token: owner, body: { id: 'busy' } });
-    let answer = await call(service, 'POST', '/tenants/acme/delete', { token: owner, body: { confirm: 'acme' } });
+    let answer = await call(service, 'POST', '/tenants/acme/delete', {
+      token: owner,
+      body: { confirm: 'acme' },
+    });
     t.equal(answer.status, 400, 'reason required');
-    answer = await call(service, 'POST', '/tenants/acme/delete', { token: owner, body: { reason: 'closing' } });
+    answer = await call(service, 'POST', '/tenants/acme/delete', {
+      token: owner,
+      body: { reason: 'closing' },
+    });
     t.equal(answer.status, 400, 'confirm required');
-    answer = await call(service, 'POST', '/tenants/acme/delete', { token: owner, body: { reason: 'closing', confirm: 'ACME' } });
+    answer = await call(service, 'POST', '/tenants/acme/delete', {
+      token: owner,
+      body: { reason: 'closing', confirm: 'ACME' },
+    });
     t.equal(answer.status, 400, 'confirm must equal the id exactly');
     t.match(answer.json.message, /confirm/);
-    answer = await call(service, 'POST', '/tenants/busy/delete', { token: owner, body: { reason: 'closing', confirm: 'busy' } });
+    answer = await call(service, 'POST', '/tenants/busy/delete', {
+      token: owner,
+      body: { reason: 'closing', confirm: 'busy' },
+    });
     t.equal(answer.status, 409, 'an active tenant cannot be deleted');
-    answer = await call(service, 'POST', '/tenants/busy/delete?dryRun=true', { token: owner, body: { reason: 'closing', confirm: 'busy' } });
-    t.match(answer.json, { dryRun: true, blockers: [{ code: 'not_disabled' }] }, 'a dry run lists the blocker instead');
-    answer = await call(service, 'POST', '/tenants/ghost/delete', { token: owner, body: { reason: 'closing', confirm: 'ghost' } });
+    answer = await call(service, 'POST', '/tenants/busy/delete?dryRun=true', {
+      token: owner,
+      body: { reason: 'closing', confirm: 'busy' },
+    });
+    t.match(
+      answer.json,
+      { dryRun: true, blockers: [{ code: 'not_disabled' }] },
+      'a dry run lists the blocker instead',
+    );
+    answer = await call(service, 'POST', '/tenants/ghost/delete', {
+      token: owner,
+      body: { reason: 'closing', confirm: 'ghost' },
+    });
     t.equal(answer.status, 404);
 
-    answer = await call(service, 'POST', '/tenants/acme/delete?dryRun=true', { token: owner, body: { reason: 'closing', confirm: 'acme' } });
+    answer = await call(service, 'POST', '/tenants/acme/delete?dryRun=true', {
+      token: owner,
+      body: { reason: 'closing', confirm: 'acme' },
+    });
     t.equal(answer.status, 200);
-    t.match(answer.json, { dryRun: true, action: 'deleteTenant', blockers: [], counts: { buckets: 2, objects: 4, versions: 6, deleteMarkers: 1, accessKeys: 1 } });
-    t.equal((await call(service, 'GET', '/tenants/acme', { token: owner })).json.state, 'disabled', 'the dry run deleted nothing');
+    t.match(answer.json, {
+      dryRun: true,
+      action: 'deleteTenant',
+      blockers: [],
+      counts: { buckets: 2, objects: 4, versions: 6, deleteMarkers: 1, accessKeys: 1 },
+    });
+    t.equal(
+      (await call(service, 'GET', '/tenants/acme', { token: owner })).json.state,
+      'disabled',
+      'the dry run deleted nothing',
+    );
     t.equal((await call(service, 'GET', '/tenants/acme/usage', { token: owner })).json.objects, 4);
   });
 
   await t.test('delete: 412 while a version is under legal hold or retention', async (t) => {
     const locked = await service.tenant('vault', 'read,write,delete,admin', owner);
-    t.equal((await locked.request('POST', '/buckets', { json: { name: 'evidence', objectLock: true } })).status, 201);
+    t.equal(
+      (await locked.request('POST', '/buckets', { json: { name: 'evidence', objectLock: true } }))
+        .status,
+      201,
+    );
     t.equal((await locked.put('evidence', 'held.txt', 'held')).status, 200);
     t.equal((await locked.put('evidence', 'kept.txt', 'kept')).status, 200);
-    let response = await locked.request('PUT', '/buckets/evidence/object-legal-hold/held.txt', { json: { status: 'ON' } });
+    let response = await locked.request('PUT', '/buckets/evidence/object-legal-hold/held.txt', {
+      json: { status: 'ON' },
+    });
     t.equal(response.status, 200, 'legal hold set through the data plane');
     const until = new Date(Date.now() + 86_400_000).toISOString();
-    response = await locked.request('PUT', '/buckets/evidence/object-retention/kept.txt', { json: { mode: 'GOVERNANCE', retainUntil: until } });
+    response = await locked.request('PUT', '/buckets/evidence/object-retention/kept.txt', {
+      json: { mode: 'GOVERNANCE', retainUntil: until },
+    });
     t.equal(response.status, 200, 'retention set through the data plane');
-    await call(service, 'POST', '/tenants/vault/disable', { token: owner, body: { reason: 'closing' } });
-    let answer = await call(service, 'POST', '/tenants/vault/delete?dryRun=true', { token: owner, body: { reason: 'closing', confirm: 'vault' } });
-    t.match(answer.json, { counts: { legalHeldVersions: 1, retainedVersions: 1 }, blockers: [{ code: 'retention', count: 1 }, { code: 'legal_hold', count: 1 }] });
-    answer = await call(service, 'POST', '/tenants/vault/delete', { token: owner, body: { reason: 'closing', confirm: 'vault' } });
+    await call(service, 'POST', '/tenants/vault/disable', {
+      token: owner,
+      body: { reason: 'closing' },
+    });
+    let answer = await call(service, 'POST', '/tenants/vault/delete?dryRun=true', {
+      token: owner,
+      body: { reason: 'closing', confirm: 'vault' },
+    });
+    t.match(answer.json, {
+      counts: { legalHeldVersions: 1, retainedVersions: 1 },
+      blockers: [
+        { code: 'retention', count: 1 },
+        { code: 'legal_hold', count: 1 },
+      ],
+    });
+    answer = await call(service, 'POST', '/tenants/vault/delete', {
+      token: owner,
+      body: { reason: 'closing', confirm: 'vault' },
+    });
     t.equal(answer.status, 412);
     t.equal(answer.json.code, 'precondition_failed');
-    t.equal((await call(service, 'GET', '/tenants/vault', { token: owner })).json.state, 'disabled', 'nothing was deleted');
+    t.equal(
+      (await call(service, 'GET', '/tenants/vault', { token: owner })).json.state,
+      'disabled',
+      'nothing was deleted',
+    );
   });
 
-  await t.test('delete applies the plan; the tenant shows as deleted and its resources are gone', async (t) => {
-    let answer = await call(service, 'POST', '/tenants/acme/delete', { token: owner, body: { reason: 'closing', confirm: 'acme' } });
-    t.equal(answer.status, 200);
-    t.match(answer.json, { dryRun: false, applied: true, action: 'deleteTenant', blockers: [], counts: { buckets: 2, versions: 6 }, tenant: { id: 'acme', state: 'deleted', deletedAt: String } });
-    t.match(await auditRowOf(service, owner, answer.headers.get('x-request-id') ?? '', 'tenant=acme&limit=1000'), { action: 'deleteTenant', reason: 'closing', status: 200 });
-    const tenant = await waitFor('the purge', async () => {
-      const current = (await call(service, 'GET', '/tenants/acme', { token: owner })).json;
-      return current.deletion?.state === 'complete' ? current : undefined;
-    });
-    t.match(tenant, { state: 'deleted', deletion: { state: 'complete', completedAt: String } });
-    t.notOk((await call(service, 'GET', '/tenants', { token: owner })).json.tenants.some((entry: { id: string }) => entry.id === 'acme'), 'not listed');
-    t.ok((await call(service, 'GET', '/tenants?includeDeleted=true', { token: owner })).json.tenants.some((entry: { id: string }) => entry.id === 'acme'), 'listed on request');
-    for (const path of ['/tenants/acme/keys', '/tenants/acme/accounts', '/tenants/acme/usage', '/tenants/acme/quota']) {
-      t.equal((await call(service, 'GET', path, { token: owner })).status, 404, path);
-    }
-    t.equal((await call(service, 'POST', '/tenants', { token: owner, body: { id: 'acme' } })).status, 409, 'a deleted id is never reused');
-    answer = await call(service, 'POST', '/tenants/acme/delete', { token: owner, body: { reason: 'again', confirm: 'acme' } });
-    t.equal(answer.status, 409, 'deleting twice');
-    t.equal((await mintBearer(service, client.accessKeyId, client.secretKey)).status, 401);
-  });
+  await t.test(
+    'delete applies the plan; the tenant shows as deleted and its resources are gone',
+    async (t) => {
+      let answer = await call(service, 'POST', '/tenants/acme/delete', {
+        token: owner,
+        body: { reason: 'closing', confirm: 'acme' },
+      });
+      t.equal(answer.status, 200);
+      t.match(answer.json, {
+        dryRun: false,
+        applied: true,
+        action: 'deleteTenant',
+        blockers: [],
+        counts: { buckets: 2, versions: 6 },
+        tenant: { id: 'acme', state: 'deleted', deletedAt: String },
+      });
+      t.match(
+        await auditRowOf(
+          service,
+          owner,
+          answer.headers.get('x-request-id') ?? '',
+          'tenant=acme&limit=1000',
+        ),
+        { action: 'deleteTenant', reason: 'closing', status: 200 },
+      );
+      const tenant = await waitFor('the purge', async () => {
+        const current = (await call(service, 'GET', '/tenants/acme', { token: owner })).json;
+        return current.deletion?.state === 'complete' ? current : undefined;
+      });
+      t.match(tenant, { state: 'deleted', deletion: { state: 'complete', completedAt: String } });
+      t.notOk(
+        (await call(service, 'GET', '/tenants', { token: owner })).json.tenants.some(
+          (entry: { id: string }) => entry.id === 'acme',
+        ),
+        'not listed',
+      );
+      t.ok(
+        (
+          await call(service, 'GET', '/tenants?includeDeleted=true', { token: owner })
+        ).json.tenants.some((entry: { id: string }) => entry.id === 'acme'),
+        'listed on request',
+      );
+      for (const path of [
+        '/tenants/acme/keys',
+        '/tenants/acme/accounts',
+        '/tenants/acme/usage',
+        '/tenants/acme/quota',
+      ]) {
+        t.equal((await call(service, 'GET', path, { token: owner })).status, 404, path);
+      }
+      t.equal(
+        (await call(service, 'POST', '/tenants', { token: owner, body: { id: 'acme' } })).status,
+        409,
+        'a deleted id is never reused',
+      );
+      answer = await call(service, 'POST', '/tenants/acme/delete', {
+        token: owner,
+        body: { reason: 'again', confirm: 'acme' },
+      });
+      t.equal(answer.status, 409, 'deleting twice');
+      t.equal((await mintBearer(service, client.accessKeyId, client.secretKey)).status, 401);
+    },
+  );
 });
 
 /** Two buckets: 3 objects in an unversioned one; 2 keys with 3 versions and a marker in another. */
 async function seed(client: DataClient): Promise<number[]> {
   const statuses = [
     (await client.request('POST', '/buckets', { json: { name: 'logs' } })).status,
-    (await client.request('POST', '/buckets', { json: { name: 'history', versioning: 'Enabled' } })).status,
+    (await client.request('POST', '/buckets', { json: { name: 'history', versioning: 'Enabled' } }))
+      .status,
   ];
-  for (const key of ['a', 'b', 'c']) statuses.push((await client.put('logs', key, `body of ${key}`)).status);
+  for (const key of ['a', 'b', 'c'])
+    statuses.push((await client.put('logs', key, `body of ${key}`)).status);
   for (const body of ['v1', 'v2']) statuses.push((await client.put('history', 'doc', body)).status);
   statuses.push((await client.put('history', 'gone', 'v1')).status);
   statuses.push((await client.request('DELETE', '/buckets/history/objects/gone')).status);

@@ -38,7 +38,9 @@ interface CliRun {
 function lightwell(args: string[], cwd: string, env: Record<string, string> = {}): Promise<CliRun> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [cliPath, ...args], {
-      cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'],
+      cwd,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';
     let stderr = '';
@@ -79,7 +81,10 @@ t.test('a run from a directory that is not a checkout writes ./lightwell-bench',
   const dir = join(cwd, 'lightwell-bench');
   const report = JSON.parse(readFileSync(join(dir, 'results.json'), 'utf8')) as BenchReport;
   const statuses = report.scenarios.map((s) => [s.name, s.status]);
-  t.same(statuses, [['put-4k-c64', 'ok'], ['get-4k-c64', 'ok']]);
+  t.same(statuses, [
+    ['put-4k-c64', 'ok'],
+    ['get-4k-c64', 'ok'],
+  ]);
   t.match(readFileSync(join(dir, 'results.md'), 'utf8'), '| put-4k-c64 | ok |');
   t.match(run.stdout, `Wrote ${join(dir, 'results.json')}`);
 });

@@ -10,7 +10,12 @@ import { spawn } from 'node:child_process';
 import { crc32, crc32c } from '@node-rs/crc32';
 import { compressSync } from 'lz4-napi';
 import {
-  crc32cBase64, fillSlice, makeTemplate, planChecksums, repeatedCrc32, SeedAllocator,
+  crc32cBase64,
+  fillSlice,
+  makeTemplate,
+  planChecksums,
+  repeatedCrc32,
+  SeedAllocator,
   STAMP_STRIDE_BYTES,
 } from '../../bench/data.js';
 import { bucketIndex, bucketUpper, Histogram } from '../../bench/histogram.js';
@@ -23,14 +28,19 @@ t.test('a plan gives the same bytes whatever the slice size', async (t) => {
   const sum = planChecksums(plan, Buffer.alloc(MiB));
   t.same(planChecksums(plan, Buffer.alloc(4099)), sum, 'odd slices that split stamps');
   const short = { ...plan, length: 100_003 };
-  t.same(planChecksums(short, Buffer.alloc(3)), planChecksums(short, Buffer.alloc(MiB)),
-    '3-byte slices');
+  t.same(
+    planChecksums(short, Buffer.alloc(3)),
+    planChecksums(short, Buffer.alloc(MiB)),
+    '3-byte slices',
+  );
   const whole = Buffer.alloc(plan.length);
   t.equal(fillSlice(plan, 0, whole), plan.length);
   t.same({ crc32: crc32(whole), crc32c: crc32c(whole) }, sum, 'one slice');
   const unstamped = { ...plan, seed: null };
-  t.equal(planChecksums(unstamped, Buffer.alloc(MiB)).crc32,
-    repeatedCrc32(plan.template, plan.length));
+  t.equal(
+    planChecksums(unstamped, Buffer.alloc(MiB)).crc32,
+    repeatedCrc32(plan.template, plan.length),
+  );
   const first = { ...plan, length: 5 * MiB + 1 };
   const second = { ...plan, length: 3 * MiB, seed: 7 };
   const both = Buffer.alloc(first.length + second.length);
@@ -52,8 +62,11 @@ t.test('stamps make every 4 KiB block unique across seeds and offsets', async (t
       blocks.add(`${crc32c(block)} ${block.toString('latin1', 0, 20)}`);
     }
   }
-  t.equal(blocks.size, (2 * length) / STAMP_STRIDE_BYTES,
-    'no block repeats although the template does');
+  t.equal(
+    blocks.size,
+    (2 * length) / STAMP_STRIDE_BYTES,
+    'no block repeats although the template does',
+  );
   const again = Buffer.alloc(4096);
   fillSlice({ template, length, seed: 2 }, 4096, again);
   t.equal(again.toString('latin1', 0, 20), '00000000000200000001', 'stamp: seed, block index');
@@ -87,7 +100,11 @@ t.test('histogram percentiles within one bucket (about 3%)', async (t) => {
   const histogram = new Histogram();
   for (let v = 1; v <= 100_000; v++) histogram.record(v);
   t.equal(histogram.count, 100_000);
-  for (const [q, exact] of [[0.5, 50_000], [0.99, 99_000], [1, 100_000]] as const) {
+  for (const [q, exact] of [
+    [0.5, 50_000],
+    [0.99, 99_000],
+    [1, 100_000],
+  ] as const) {
     const value = histogram.percentile(q);
     t.ok(value >= exact && value <= exact * 1.032, `p${q * 100} = ${value}, exact ${exact}`);
   }
@@ -110,7 +127,8 @@ t.test('histogram percentiles within one bucket (about 3%)', async (t) => {
 t.test('process tree: children are found, CPU and RSS counted', async (t) => {
   // 300 ms of the child's own CPU, not of wall time: on a loaded machine a wall-clock busy loop
   // gets a fraction of a core. The child says when it is done, then idles.
-  const busy = 'const s = process.cpuUsage(); ' +
+  const busy =
+    'const s = process.cpuUsage(); ' +
     'for (let u = process.cpuUsage(s); u.user + u.system < 300000; u = process.cpuUsage(s)); ' +
     'process.stdout.write("done"); setTimeout(() => {}, 30000)';
   const child = spawn(process.execPath, ['-e', busy], { stdio: ['ignore', 'pipe', 'ignore'] });

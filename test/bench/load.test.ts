@@ -10,7 +10,11 @@ import assert from 'node:assert/strict';
 import { createServer, type Server, type Socket } from 'node:net';
 import { crc32 } from '@node-rs/crc32';
 import {
-  makeTemplate, planChecksums, repeatedCrc32, SINK_SOURCE_SEED, TEMPLATE_BYTES,
+  makeTemplate,
+  planChecksums,
+  repeatedCrc32,
+  SINK_SOURCE_SEED,
+  TEMPLATE_BYTES,
 } from '../../bench/data.js';
 import { Http1Connection, parseTarget, type Target } from '../../bench/http1.js';
 import { ResponseParser } from '../../bench/http1-parser.js';
@@ -144,8 +148,10 @@ async function scriptedServer(t: Teardown, script: Script): Promise<Scripted> {
 
 function contentLengthResponse(body: Buffer, extra = ''): Buffer {
   return Buffer.concat([
-    Buffer.from('HTTP/1.1 200 OK\r\nX-Test: yes\r\n' +
-      `Content-Length: ${body.length}\r\n${extra}\r\n`, 'latin1'),
+    Buffer.from(
+      'HTTP/1.1 200 OK\r\nX-Test: yes\r\n' + `Content-Length: ${body.length}\r\n${extra}\r\n`,
+      'latin1',
+    ),
     body,
   ]);
 }
@@ -165,7 +171,8 @@ const payload = makeTemplate('random', 4096, 99).subarray(0, 3001);
 
 t.test('parser: a response fed one byte at a time', async (t) => {
   const wire = Buffer.concat([
-    Buffer.from('HTTP/1.1 100 Continue\r\n\r\n', 'latin1'), chunkedResponse(payload, 700),
+    Buffer.from('HTTP/1.1 100 Continue\r\n\r\n', 'latin1'),
+    chunkedResponse(payload, 700),
   ]);
   const parser = new ResponseParser();
   parser.begin({ noBody: false, crc: true, collect: true });
@@ -191,7 +198,8 @@ t.test('parser: bad input is an error, not a hang', async (t) => {
 
 t.test('Content-Length response dripped 5 bytes per packet; keep-alive reuse', async (t) => {
   const { target, seen } = await scriptedServer(t, {
-    respond: () => contentLengthResponse(payload), pieceBytes: 5,
+    respond: () => contentLengthResponse(payload),
+    pieceBytes: 5,
   });
   const connection = new Http1Connection(target);
   t.teardown(() => connection.close());
@@ -210,12 +218,16 @@ t.test('Content-Length response dripped 5 bytes per packet; keep-alive reuse', a
 
 t.test('chunked response with extensions and trailers, dripped 3 bytes per packet', async (t) => {
   const { target } = await scriptedServer(t, {
-    respond: () => chunkedResponse(payload, 1000), pieceBytes: 3,
+    respond: () => chunkedResponse(payload, 1000),
+    pieceBytes: 3,
   });
   const connection = new Http1Connection(target);
   t.teardown(() => connection.close());
   const response = await connection.request({
-    method: 'GET', path: '/c', crc: true, collect: true,
+    method: 'GET',
+    path: '/c',
+    crc: true,
+    collect: true,
   });
   t.equal(response.bodyBytes, payload.length);
   t.equal(response.crc32, crc32(payload));
@@ -242,7 +254,8 @@ t.test('no-body, close-delimited and Connection: close responses', async (t) => 
   t.equal(connection.connects, 2, 'reconnected after Connection: close');
 
   const untilClose = await scriptedServer(t, {
-    respond: () => Buffer.concat([Buffer.from('HTTP/1.1 200 OK\r\n\r\n'), payload]), close: true,
+    respond: () => Buffer.concat([Buffer.from('HTTP/1.1 200 OK\r\n\r\n'), payload]),
+    close: true,
   });
   const second = new Http1Connection(untilClose.target);
   const response = await second.request({ method: 'GET', path: '/eof', crc: true });
@@ -257,17 +270,30 @@ t.test('planned bodies arrive byte-exact, also when the server stops reading', a
   const template = makeTemplate('text');
   for (const pauseMs of [0, 300]) {
     const { target } = await scriptedServer(t, {
-      respond: echo, pieceBytes: 64, ...(pauseMs ? { pauseMs } : {}),
+      respond: echo,
+      pieceBytes: 64,
+      ...(pauseMs ? { pauseMs } : {}),
     });
     const connection = new Http1Connection(target);
-    for (const [seed, length] of [[1, 24 * MiB + 17], [2, 4096], [null, 70_000], [3, 0]] as const) {
+    for (const [seed, length] of [
+      [1, 24 * MiB + 17],
+      [2, 4096],
+      [null, 70_000],
+      [3, 0],
+    ] as const) {
       const plan = { template, length, seed };
       const response = await connection.request({
-        method: 'PUT', path: '/p', body: plan, collect: true,
+        method: 'PUT',
+        path: '/p',
+        body: plan,
+        collect: true,
       });
       const expected = `${length} ${planChecksums(plan, Buffer.alloc(MiB)).crc32}`;
-      t.equal(response.body?.toString(), expected,
-        `pause ${pauseMs} ms, seed ${seed}, ${length} bytes`);
+      t.equal(
+        response.body?.toString(),
+        expected,
+        `pause ${pauseMs} ms, seed ${seed}, ${length} bytes`,
+      );
       t.equal(response.bodySent, length);
     }
     t.equal(connection.connects, 1);
@@ -280,8 +306,10 @@ t.test('planned bodies arrive byte-exact, also when the server stops reading', a
 
 t.test('an early answer stops the body; the next request reconnects', async (t) => {
   const { target } = await scriptedServer(t, {
-    respond: () => Buffer.from('HTTP/1.1 413 Payload Too Large\r\nContent-Length: 4\r\n' +
-      'Connection: close\r\n\r\nbig!'),
+    respond: () =>
+      Buffer.from(
+        'HTTP/1.1 413 Payload Too Large\r\nContent-Length: 4\r\n' + 'Connection: close\r\n\r\nbig!',
+      ),
     early: true,
   });
   const connection = new Http1Connection(target);
@@ -301,12 +329,16 @@ t.test('close mid-response and trailing garbage are failures', async (t) => {
     close: true,
   });
   const connection = new Http1Connection(cut.target);
-  await t.rejects(connection.request({ method: 'GET', path: '/cut' }),
-    /closed before the response ended/);
+  await t.rejects(
+    connection.request({ method: 'GET', path: '/cut' }),
+    /closed before the response ended/,
+  );
   const garbage = Buffer.from('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA');
   const sameRead = await scriptedServer(t, { respond: () => garbage, pieceBytes: garbage.length });
   const result = await runLoad({
-    target: sameRead.target, connections: 1, requests: 1,
+    target: sameRead.target,
+    connections: 1,
+    requests: 1,
     makeRequest: () => ({ method: 'GET', path: '/' }),
   });
   t.equal(result.failures, 1, 'bytes after the response in the same read fail the request');
@@ -328,7 +360,9 @@ t.test('uWS sink: PUT discarded, GET verified, load generator counts', async (t)
   const connection = new Http1Connection(target);
   t.teardown(() => connection.close());
   const put = await connection.request({
-    method: 'PUT', path: '/x', collect: true,
+    method: 'PUT',
+    path: '/x',
+    collect: true,
     body: { template: makeTemplate('random'), length: 5 * MiB + 3, seed: 42 },
   });
   t.equal(put.status, 200);
@@ -342,7 +376,10 @@ t.test('uWS sink: PUT discarded, GET verified, load generator counts', async (t)
 
   const progress: number[] = [];
   const load = await runLoad({
-    target, connections: 8, requests: 300, progressIntervalMs: 5,
+    target,
+    connections: 8,
+    requests: 300,
+    progressIntervalMs: 5,
     makeRequest: () => ({ method: 'GET', path: '/tiny', expectBytes: 2 }),
     onProgress: (p) => progress.push(p.requestsDone),
   });
@@ -353,7 +390,9 @@ t.test('uWS sink: PUT discarded, GET verified, load generator counts', async (t)
   t.equal(progress[progress.length - 1], 300, 'final progress report');
 
   const wrong = await runLoad({
-    target, connections: 2, requests: 4,
+    target,
+    connections: 2,
+    requests: 4,
     makeRequest: () => ({ method: 'GET', path: '/blob/1000', expectCrc32: 1 }),
   });
   t.equal(wrong.failures, 4);

@@ -77,7 +77,14 @@ function firstFailure(run: BenchRun): string {
 
 t.test('all scenarios and limits against a started fake service', async (t) => {
   const run = await bench(['--lightwell-bin', fake]);
-  t.equal(run.code, 0, run.err.split('\n').filter((l) => /FAIL/.test(l)).join('\n'));
+  t.equal(
+    run.code,
+    0,
+    run.err
+      .split('\n')
+      .filter((l) => /FAIL/.test(l))
+      .join('\n'),
+  );
   const report = run.report;
   assert.ok(report !== null, 'results.json written');
   t.equal(report.scenarios.length, SCENARIOS.length);
@@ -88,7 +95,10 @@ t.test('all scenarios and limits against a started fake service', async (t) => {
     t.ok(scenario.ratios.length > 0, `${scenario.name} has a ratio to ${bound}`);
     t.ok((scenario.serverPeakRssBytes ?? 0) > 0, `${scenario.name} server RSS`);
   }
-  t.ok(report.limits.some((l) => l.name === 'ideal-put-random'), 'derived limits');
+  t.ok(
+    report.limits.some((l) => l.name === 'ideal-put-random'),
+    'derived limits',
+  );
   t.equal(report.limits.length, 12);
   const md = readFileSync(join(run.dir, 'results.md'), 'utf8');
   const svg = readFileSync(join(run.dir, 'chart.svg'), 'utf8');
@@ -101,8 +111,13 @@ t.test('all scenarios and limits against a started fake service', async (t) => {
 });
 
 t.test('a corrupted GET, a wrong listing or no multipart', async (t) => {
-  const only = (name: string): string[] =>
-    ['--lightwell-bin', fake, '--skip-limits', '--only', name];
+  const only = (name: string): string[] => [
+    '--lightwell-bin',
+    fake,
+    '--skip-limits',
+    '--only',
+    name,
+  ];
   const corrupt = await bench(only('get-4k-c64'), { FAKE_CORRUPT_GET: '1' });
   t.equal(corrupt.code, 1);
   t.match(firstFailure(corrupt), /CRC32/);
@@ -116,13 +131,27 @@ t.test('a corrupted GET, a wrong listing or no multipart', async (t) => {
 
 /** Starts the fake as an already running service; resolves when both listeners are ready. */
 async function runningFake(t: { teardown(fn: () => void): void }): Promise<{
-  publicUrl: string; adminUrl: string; token: string; pid: number;
+  publicUrl: string;
+  adminUrl: string;
+  token: string;
+  pid: number;
 }> {
   const dataDir = tempDir('lw-bench-fake-');
   const [publicPort, adminPort] = [await freePort(), await freePort()];
-  const child = spawn(process.execPath, [fake, 'serve', '--data-dir', dataDir,
-    '--public-listen', `127.0.0.1:${publicPort}`, '--admin-listen', `127.0.0.1:${adminPort}`,
-  ], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(
+    process.execPath,
+    [
+      fake,
+      'serve',
+      '--data-dir',
+      dataDir,
+      '--public-listen',
+      `127.0.0.1:${publicPort}`,
+      '--admin-listen',
+      `127.0.0.1:${adminPort}`,
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
   t.teardown(() => child.kill());
   await new Promise<void>((resolve) => {
     let seen = '';
@@ -136,23 +165,37 @@ async function runningFake(t: { teardown(fn: () => void): void }): Promise<{
   const created = execFileSync(process.execPath, args, { encoding: 'utf8' });
   assert.ok(child.pid !== undefined);
   return {
-    publicUrl: `http://127.0.0.1:${publicPort}`, adminUrl: `http://127.0.0.1:${adminPort}`,
-    token: created.trim().split('\n').pop() ?? '', pid: child.pid,
+    publicUrl: `http://127.0.0.1:${publicPort}`,
+    adminUrl: `http://127.0.0.1:${adminPort}`,
+    token: created.trim().split('\n').pop() ?? '',
+    pid: child.pid,
   };
 }
 
 t.test('a running service through --endpoint and the admin API', async (t) => {
   const service = await runningFake(t);
   const run = await bench([
-    '--endpoint', service.publicUrl, '--admin-url', service.adminUrl,
-    '--admin-token', service.token, '--server-pid', String(service.pid), '--skip-limits',
-    '--only', 'put-4k-c64,get-4k-c64',
+    '--endpoint',
+    service.publicUrl,
+    '--admin-url',
+    service.adminUrl,
+    '--admin-token',
+    service.token,
+    '--server-pid',
+    String(service.pid),
+    '--skip-limits',
+    '--only',
+    'put-4k-c64,get-4k-c64',
   ]);
   t.equal(run.code, 0, run.err);
   t.equal(run.report?.settings['mode'], 'endpoint');
   t.ok((run.report?.scenarios[1]?.serverPeakRssBytes ?? 0) > 0, 'sampled through --server-pid');
   const noCredentials = await bench([
-    '--endpoint', service.publicUrl, '--skip-limits', '--only', 'put-4k-c64',
+    '--endpoint',
+    service.publicUrl,
+    '--skip-limits',
+    '--only',
+    'put-4k-c64',
   ]);
   t.equal(noCredentials.code, 1);
   t.match(firstFailure(noCredentials), /needs --token/);
@@ -165,7 +208,11 @@ t.test('usage errors, --list, and a service that is not built', async (t) => {
   t.equal(list.code, 0);
   t.match(list.out, /put-64m-x1-random/);
   const missing = await bench([
-    '--lightwell-bin', '/nonexistent/lightwell.js', '--skip-limits', '--only', 'put-4k-c64',
+    '--lightwell-bin',
+    '/nonexistent/lightwell.js',
+    '--skip-limits',
+    '--only',
+    'put-4k-c64',
   ]);
   t.equal(missing.code, 1);
   t.match(firstFailure(missing), /build Lightwell first/);

@@ -17,7 +17,16 @@ import { createHash, randomBytes, randomInt } from 'node:crypto';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { IndexStore } from '../../src/engine/index/store.js';
-import { DB, segmentKey, chunkKey, type SegmentRecord, type ChunkRecord, type ObjectVersionRecord, type BucketRecord, type TenantRecord } from '../../src/engine/index/schema.js';
+import {
+  DB,
+  segmentKey,
+  chunkKey,
+  type SegmentRecord,
+  type ChunkRecord,
+  type ObjectVersionRecord,
+  type BucketRecord,
+  type TenantRecord,
+} from '../../src/engine/index/schema.js';
 import { unpackChunkRefs } from '../../src/engine/ops/objects.js';
 import { scanSegment } from '../../src/engine/segments/segment-scan.js';
 import { parseSegmentFileName, segmentFileName } from '../../src/format/segment-header.js';
@@ -37,36 +46,62 @@ export interface HttpResult {
 export class HttpClient {
   private readonly agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 
-  constructor(readonly baseUrl: string, readonly token: string) {}
+  constructor(
+    readonly baseUrl: string,
+    readonly token: string,
+  ) {}
 
-  request(method: string, path: string, options: { body?: Buffer; headers?: Record<string, string> } = {}): Promise<HttpResult> {
+  request(
+    method: string,
+    path: string,
+    options: { body?: Buffer; headers?: Record<string, string> } = {},
+  ): Promise<HttpResult> {
     const url = new URL(this.baseUrl + path);
-    const headers: Record<string, string> = { Authorization: `Bearer ${this.token}`, ...options.headers };
+    const headers: Record<string, string> = {
+      Authorization: `Bearer ${this.token}`,
+      ...options.headers,
+    };
     if (options.body) headers['Content-Length'] = String(options.body.length);
     else if (method === 'PUT' || method === 'POST') headers['Content-Length'] = '0';
     return new Promise((resolve, reject) => {
-      const request = http.request({ host: url.hostname, port: url.port, path: url.pathname + url.search, method, headers, agent: this.agent, timeout: 60_000 }, (response) => {
-        const parts: Buffer[] = [];
-        response.on('data', (part: Buffer) => parts.push(part));
-        response.on('end', () => {
-          const body = Buffer.concat(parts);
-          const length = response.headers['content-length'];
-          if (method !== 'HEAD' && length !== undefined && Number(length) !== body.length) {
-            reject(new Error(`truncated response: ${body.length} of ${length} bytes`));
-            return;
-          }
-          resolve({ status: response.statusCode ?? 0, headers: response.headers, body });
-        });
-        response.on('error', reject);
-        response.on('aborted', () => reject(new Error('response aborted')));
-      });
+      const request = http.request(
+        {
+          host: url.hostname,
+          port: url.port,
+          path: url.pathname + url.search,
+          method,
+          headers,
+          agent: this.agent,
+          timeout: 60_000,
+        },
+        (response) => {
+          const parts: Buffer[] = [];
+          response.on('data', (part: Buffer) => parts.push(part));
+          response.on('end', () => {
+            const body = Buffer.concat(parts);
+            const length = response.headers['content-length'];
+            if (method !== 'HEAD' && length !== undefined && Number(length) !== body.length) {
+              reject(new Error(`truncated response: ${body.length} of ${length} bytes`));
+              return;
+            }
+            resolve({ status: response.statusCode ?? 0, headers: response.headers, body });
+          });
+          response.on('error', reject);
+          response.on('aborted', () => reject(new Error('response aborted')));
+        },
+      );
       request.on('error', reject);
       request.on('timeout', () => request.destroy(new Error('timeout')));
       request.end(options.body);
     });
   }
 
-  put(bucket: string, key: string, body: Buffer, headers: Record<string, string> = {}): Promise<HttpResult> {
+  put(
+    bucket: string,
+    key: string,
+    body: Buffer,
+    headers: Record<string, string> = {},
+  ): Promise<HttpResult> {
     return this.request('PUT', `/buckets/${bucket}/objects/${encodeKey(key)}`, { body, headers });
   }
 
@@ -89,7 +124,18 @@ export function sha256(bytes: Buffer): string {
 
 /** Text-like bytes that LZ4 shrinks a lot, different on every call. */
 export function compressible(size: number): Buffer {
-  const words = ['object', 'store', 'segment', 'chunk', 'tenant', 'bucket', 'record', 'durable', 'ingest', 'commit'];
+  const words = [
+    'object',
+    'store',
+    'segment',
+    'chunk',
+    'tenant',
+    'bucket',
+    'record',
+    'durable',
+    'ingest',
+    'commit',
+  ];
   const lines: string[] = [];
   let length = 0;
   let line = randomInt(1_000_000);
@@ -101,7 +147,8 @@ export function compressible(size: number): Buffer {
   return Buffer.from(lines.join('')).subarray(0, size);
 }
 
-export type BodyKind = 'empty' | 'small' | 'medium' | 'large-random' | 'large-compressible' | 'shared';
+export type BodyKind =
+  'empty' | 'small' | 'medium' | 'large-random' | 'large-compressible' | 'shared';
 
 export interface Body {
   readonly kind: BodyKind;
@@ -113,8 +160,16 @@ export interface Body {
 export class Bodies {
   readonly shared: Body[];
 
-  constructor(private readonly weights: Readonly<Record<BodyKind, number>>, private readonly sizes: { mediumBytes: number; largeMin: number; largeMax: number }) {
-    this.shared = [randomBytes(3 * MiB + 17), compressible(MiB + 5), randomBytes(100 * KiB), randomBytes(2 * MiB)].map((bytes) => ({ kind: 'shared', bytes, sha: sha256(bytes) }));
+  constructor(
+    private readonly weights: Readonly<Record<BodyKind, number>>,
+    private readonly sizes: { mediumBytes: number; largeMin: number; largeMax: number },
+  ) {
+    this.shared = [
+      randomBytes(3 * MiB + 17),
+      compressible(MiB + 5),
+      randomBytes(100 * KiB),
+      randomBytes(2 * MiB),
+    ].map((bytes) => ({ kind: 'shared', bytes, sha: sha256(bytes) }));
   }
 
   next(): Body {
@@ -130,11 +185,16 @@ export class Bodies {
     }
     if (kind === 'shared') return this.shared[randomInt(this.shared.length)] as Body;
     const { mediumBytes, largeMin, largeMax } = this.sizes;
-    const bytes = kind === 'empty' ? Buffer.alloc(0)
-      : kind === 'small' ? randomBytes(1 + randomInt(4096))
-      : kind === 'medium' ? randomBytes(mediumBytes - 2048 + randomInt(4096))
-      : kind === 'large-random' ? randomBytes(largeMin + randomInt(largeMax - largeMin))
-      : compressible(largeMin + randomInt(largeMax - largeMin));
+    const bytes =
+      kind === 'empty'
+        ? Buffer.alloc(0)
+        : kind === 'small'
+          ? randomBytes(1 + randomInt(4096))
+          : kind === 'medium'
+            ? randomBytes(mediumBytes - 2048 + randomInt(4096))
+            : kind === 'large-random'
+              ? randomBytes(largeMin + randomInt(largeMax - largeMin))
+              : compressible(largeMin + randomInt(largeMax - largeMin));
     return { kind, bytes, sha: sha256(bytes) };
   }
 
@@ -168,7 +228,14 @@ export interface IngestStats {
 export class Ledger {
   private readonly truth = new Map<string, State>();
   private ops = new Map<string, Op[]>();
-  readonly stats: IngestStats = { puts: 0, putBytes: 0, deletes: 0, refused: 0, unknown: 0, statuses: {} };
+  readonly stats: IngestStats = {
+    puts: 0,
+    putBytes: 0,
+    deletes: 0,
+    refused: 0,
+    unknown: 0,
+    statuses: {},
+  };
   /** Keys whose unknown operation turned out applied / not applied, over all verifications. */
   unknownApplied = 0;
   unknownNotApplied = 0;
@@ -211,7 +278,9 @@ export class Ledger {
     list.forEach((op, index) => {
       if (op.outcome === 'ok') lastOk = index;
     });
-    const states: State[] = [lastOk >= 0 ? (list[lastOk] as Op).result : (this.truth.get(key) ?? null)];
+    const states: State[] = [
+      lastOk >= 0 ? (list[lastOk] as Op).result : (this.truth.get(key) ?? null),
+    ];
     for (const op of list.slice(lastOk + 1)) {
       if (op.outcome === 'unknown' || op.outcome === 'pending') states.push(op.result);
     }
@@ -270,12 +339,24 @@ export function startIngest(options: {
       try {
         if (Math.random() < options.deleteShare) {
           const op = options.ledger.begin(key, 'delete', null);
-          const status = await options.client().delete(options.bucket, key).then((r) => r.status, () => undefined);
+          const status = await options
+            .client()
+            .delete(options.bucket, key)
+            .then(
+              (r) => r.status,
+              () => undefined,
+            );
           options.ledger.finish(op, status);
         } else {
           const body = options.bodies.next();
           const op = options.ledger.begin(key, 'put', { sha: body.sha, size: body.bytes.length });
-          const status = await options.client().put(options.bucket, key, body.bytes).then((r) => r.status, () => undefined);
+          const status = await options
+            .client()
+            .put(options.bucket, key, body.bytes)
+            .then(
+              (r) => r.status,
+              () => undefined,
+            );
           options.ledger.finish(op, status, body.bytes.length);
         }
       } finally {
@@ -300,7 +381,12 @@ export interface VerifyResult {
 }
 
 /** GETs every key of the ledger and checks it against its candidates; settles the ledger. */
-export async function verifyAll(client: HttpClient, bucket: string, ledger: Ledger, bodies: Bodies): Promise<VerifyResult> {
+export async function verifyAll(
+  client: HttpClient,
+  bucket: string,
+  ledger: Ledger,
+  bodies: Bodies,
+): Promise<VerifyResult> {
   const result: VerifyResult = { keys: 0, present: 0, bytes: 0, failures: [] };
   const keys = ledger.keys();
   const check = async (key: string): Promise<void> => {
@@ -314,14 +400,19 @@ export async function verifyAll(client: HttpClient, bucket: string, ledger: Ledg
     }
     let observed: State;
     if (response.status === 404) observed = null;
-    else if (response.status === 200) observed = { sha: sha256(response.body), size: response.body.length };
+    else if (response.status === 200)
+      observed = { sha: sha256(response.body), size: response.body.length };
     else {
-      result.failures.push(`${key}: GET answered ${response.status} ${response.body.toString().slice(0, 200)}`);
+      result.failures.push(
+        `${key}: GET answered ${response.status} ${response.body.toString().slice(0, 200)}`,
+      );
       return;
     }
     result.keys += 1;
     if (!candidates.some((candidate) => sameState(candidate, observed))) {
-      result.failures.push(`${key}: holds ${describe(observed)}, expected one of ${candidates.map(describe).join(', ')}`);
+      result.failures.push(
+        `${key}: holds ${describe(observed)}, expected one of ${candidates.map(describe).join(', ')}`,
+      );
       return;
     }
     if (observed) {
@@ -332,15 +423,20 @@ export async function verifyAll(client: HttpClient, bucket: string, ledger: Ledg
       if (whole && whole.length > 10) {
         const start = randomInt(whole.length - 5);
         const end = Math.min(whole.length - 1, start + randomInt(600 * KiB));
-        const ranged = await client.get(bucket, key, { Range: `bytes=${start}-${end}` }).catch((error: Error) => ({ status: -1, body: Buffer.from(error.message), headers: {} }));
+        const ranged = await client
+          .get(bucket, key, { Range: `bytes=${start}-${end}` })
+          .catch((error: Error) => ({ status: -1, body: Buffer.from(error.message), headers: {} }));
         if (ranged.status !== 206 || !ranged.body.equals(whole.subarray(start, end + 1))) {
-          result.failures.push(`${key}: Range bytes=${start}-${end} answered ${ranged.status} with wrong bytes`);
+          result.failures.push(
+            `${key}: Range bytes=${start}-${end} answered ${ranged.status} with wrong bytes`,
+          );
         }
       }
     }
     ledger.settle(key, observed);
   };
-  for (let index = 0; index < keys.length; index += 8) await Promise.all(keys.slice(index, index + 8).map(check));
+  for (let index = 0; index < keys.length; index += 8)
+    await Promise.all(keys.slice(index, index + 8).map(check));
   return result;
 }
 
@@ -386,12 +482,22 @@ export async function segmentStates(dataDir: string): Promise<SegmentState[]> {
 }
 
 /** Open segments of dead owners, and how many bytes of torn tail each holds (scanned now). */
-export async function tornTails(dataDir: string): Promise<Array<{ id: number; fileSize: number; validEnd: number }>> {
+export async function tornTails(
+  dataDir: string,
+): Promise<Array<{ id: number; fileSize: number; validEnd: number }>> {
   const found: Array<{ id: number; fileSize: number; validEnd: number }> = [];
   for (const segment of await segmentStates(dataDir)) {
     if (segment.state !== 'open' || segment.fileSize === undefined) continue;
-    const scan = await scanSegment(join(dataDir, 'segments', segmentFileName(segment.id)), () => undefined, { withBytes: false });
-    found.push({ id: segment.id, fileSize: scan.fileSize, validEnd: scan.segmentId === undefined ? 0 : scan.validEnd });
+    const scan = await scanSegment(
+      join(dataDir, 'segments', segmentFileName(segment.id)),
+      () => undefined,
+      { withBytes: false },
+    );
+    found.push({
+      id: segment.id,
+      fileSize: scan.fileSize,
+      validEnd: scan.segmentId === undefined ? 0 : scan.validEnd,
+    });
   }
   return found;
 }
@@ -432,13 +538,17 @@ export async function segmentFiles(dataDir: string): Promise<SegmentFiles> {
  * - a segment's `liveBytes` is the sum of the lengths of the live chunks in it.
  * Returns the violations (empty when all hold). The service must be idle.
  */
-export async function indexInvariants(dataDir: string): Promise<{ violations: string[]; chunks: number; liveChunks: number; versions: number }> {
+export async function indexInvariants(
+  dataDir: string,
+): Promise<{ violations: string[]; chunks: number; liveChunks: number; versions: number }> {
   return withIndex(dataDir, (store) => {
     const violations: string[] = [];
     const tenantNums = new Map<string, number>();
-    for (const { value } of store.range<TenantRecord>(DB.tenants, {})) tenantNums.set(value.id, value.num);
+    for (const { value } of store.range<TenantRecord>(DB.tenants, {}))
+      tenantNums.set(value.id, value.num);
     const bucketTenant = new Map<number, number>();
-    for (const { value } of store.range<BucketRecord>(DB.buckets, {})) bucketTenant.set(value.id, tenantNums.get(value.tenantId) ?? -1);
+    for (const { value } of store.range<BucketRecord>(DB.buckets, {}))
+      bucketTenant.set(value.id, tenantNums.get(value.tenantId) ?? -1);
     const expected = new Map<string, number>();
     let versions = 0;
     for (const { key, value } of store.range<ObjectVersionRecord>(DB.versions, {})) {
@@ -451,7 +561,8 @@ export async function indexInvariants(dataDir: string): Promise<{ violations: st
       }
     }
     const segments = new Map<number, SegmentRecord>();
-    for (const { value } of store.range<SegmentRecord>(DB.segments, {})) segments.set(value.id, value);
+    for (const { value } of store.range<SegmentRecord>(DB.segments, {}))
+      segments.set(value.id, value);
     const live = new Map<number, number>();
     let chunks = 0;
     let liveChunks = 0;
@@ -460,30 +571,49 @@ export async function indexInvariants(dataDir: string): Promise<{ violations: st
       const id = Buffer.from(key).toString('hex');
       const wanted = expected.get(id) ?? 0;
       expected.delete(id);
-      if (value.refs !== wanted) violations.push(`chunk ${id.slice(0, 16)}…: refs ${value.refs}, referenced ${wanted} times`);
+      if (value.refs !== wanted)
+        violations.push(
+          `chunk ${id.slice(0, 16)}…: refs ${value.refs}, referenced ${wanted} times`,
+        );
       if (value.refs > 0) {
         liveChunks += 1;
         live.set(value.segmentId, (live.get(value.segmentId) ?? 0) + value.length);
         const segment = segments.get(value.segmentId);
-        if (!segment) violations.push(`chunk ${id.slice(0, 16)}…: live in unregistered segment ${value.segmentId}`);
-        else if (segment.state === 'retired') violations.push(`chunk ${id.slice(0, 16)}…: live in retired segment ${value.segmentId}`);
+        if (!segment)
+          violations.push(
+            `chunk ${id.slice(0, 16)}…: live in unregistered segment ${value.segmentId}`,
+          );
+        else if (segment.state === 'retired')
+          violations.push(`chunk ${id.slice(0, 16)}…: live in retired segment ${value.segmentId}`);
       }
     }
-    for (const [id, count] of expected) violations.push(`chunk ${id.slice(0, 16)}… referenced ${count} times has no entry`);
+    for (const [id, count] of expected)
+      violations.push(`chunk ${id.slice(0, 16)}… referenced ${count} times has no entry`);
     for (const segment of segments.values()) {
       if (segment.state === 'retired') continue;
       const sum = live.get(segment.id) ?? 0;
-      if (segment.liveBytes !== sum) violations.push(`segment ${segment.id} (${segment.state}): liveBytes ${segment.liveBytes}, live chunks ${sum}`);
+      if (segment.liveBytes !== sum)
+        violations.push(
+          `segment ${segment.id} (${segment.state}): liveBytes ${segment.liveBytes}, live chunks ${sum}`,
+        );
     }
     return { violations, chunks, liveChunks, versions };
   });
 }
 
 /** The chunk entries of a key's current version (to see deduplication). */
-export async function chunkEntriesOf(dataDir: string, tenantId: string, bucketName: string, key: string): Promise<Array<ChunkRecord & { id: string }>> {
+export async function chunkEntriesOf(
+  dataDir: string,
+  tenantId: string,
+  bucketName: string,
+  key: string,
+): Promise<Array<ChunkRecord & { id: string }>> {
   return withIndex(dataDir, (store) => {
     const tenant = store.get<TenantRecord>(DB.tenants, Buffer.from(tenantId));
-    const bucket = store.get<BucketRecord>(DB.buckets, Buffer.concat([Buffer.from(tenantId), Buffer.from([0]), Buffer.from(bucketName)]));
+    const bucket = store.get<BucketRecord>(
+      DB.buckets,
+      Buffer.concat([Buffer.from(tenantId), Buffer.from([0]), Buffer.from(bucketName)]),
+    );
     if (!tenant || !bucket) return [];
     const objectKey = Buffer.concat([Buffer.alloc(4), Buffer.from(key)]);
     objectKey.writeUInt32BE(bucket.id, 0);
@@ -505,7 +635,11 @@ export function sleep(ms: number): Promise<void> {
 }
 
 /** Polls `probe` until it returns true or `timeoutMs` passes; returns whether it did. */
-export async function eventually(probe: () => Promise<boolean>, timeoutMs: number, everyMs = 100): Promise<boolean> {
+export async function eventually(
+  probe: () => Promise<boolean>,
+  timeoutMs: number,
+  everyMs = 100,
+): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (await probe()) return true;

@@ -17,7 +17,18 @@ import t from 'tap';
 import { randomInt } from 'node:crypto';
 import { Service } from '../helpers/service.js';
 import {
-  HttpClient, Ledger, Bodies, startIngest, verifyAll, tornTails, segmentStates, segmentFiles, indexInvariants, sleep, MiB, KiB,
+  HttpClient,
+  Ledger,
+  Bodies,
+  startIngest,
+  verifyAll,
+  tornTails,
+  segmentStates,
+  segmentFiles,
+  indexInvariants,
+  sleep,
+  MiB,
+  KiB,
 } from './crash-kit.js';
 import { scanSegment } from '../../src/engine/segments/segment-scan.js';
 import { segmentFileName } from '../../src/format/segment-header.js';
@@ -27,83 +38,145 @@ const ROUNDS = 3;
 const LANES = 12;
 const BUCKET = 'ingest';
 
-t.test('acknowledged writes survive SIGKILL of the whole service in the middle of ingest', async (t) => {
-  const service = await Service.start({
-    gateways: 2,
-    args: ['--storage.segment_bytes_max', '8MiB', '--storage.compaction_interval', '500ms', '--storage.retired_segment_grace', '2s', '--log-level', 'info'],
-  });
-  t.teardown(() => service.close());
-  const tenant = await service.tenant('crash-ingest');
-  t.equal((await tenant.request('POST', '/buckets', { json: { name: BUCKET } })).status, 201);
-  const keys = Array.from({ length: 48 }, (_, index) => `obj/${String(index).padStart(3, '0')}`);
-  const ledger = new Ledger();
-  const bodies = new Bodies(
-    { empty: 1, small: 6, medium: 5, 'large-random': 2, 'large-compressible': 2, shared: 3 },
-    { mediumBytes: 100 * KiB, largeMin: 2 * MiB, largeMax: 5 * MiB },
-  );
-  const totals = { killedAtMs: [] as number[], tornSegments: 0, tornBytes: 0, deadOpenSegments: 0, verifiedKeys: 0, verifiedBytes: 0 };
+t.test(
+  'acknowledged writes survive SIGKILL of the whole service in the middle of ingest',
+  async (t) => {
+    const service = await Service.start({
+      gateways: 2,
+      args: [
+        '--storage.segment_bytes_max',
+        '8MiB',
+        '--storage.compaction_interval',
+        '500ms',
+        '--storage.retired_segment_grace',
+        '2s',
+        '--log-level',
+        'info',
+      ],
+    });
+    t.teardown(() => service.close());
+    const tenant = await service.tenant('crash-ingest');
+    t.equal((await tenant.request('POST', '/buckets', { json: { name: BUCKET } })).status, 201);
+    const keys = Array.from({ length: 48 }, (_, index) => `obj/${String(index).padStart(3, '0')}`);
+    const ledger = new Ledger();
+    const bodies = new Bodies(
+      { empty: 1, small: 6, medium: 5, 'large-random': 2, 'large-compressible': 2, shared: 3 },
+      { mediumBytes: 100 * KiB, largeMin: 2 * MiB, largeMax: 5 * MiB },
+    );
+    const totals = {
+      killedAtMs: [] as number[],
+      tornSegments: 0,
+      tornBytes: 0,
+      deadOpenSegments: 0,
+      verifiedKeys: 0,
+      verifiedBytes: 0,
+    };
 
-  for (let round = 1; round <= ROUNDS; round += 1) {
-    const client = new HttpClient(service.publicUrl, tenant.token);
-    const ingest = startIngest({ client: () => client, bucket: BUCKET, keys, lanes: LANES, bodies, ledger, deleteShare: 0.15 });
-    const killAfter = 700 + randomInt(2800);
-    await sleep(killAfter);
-    // kill9 stops and kills the whole tree before it returns its promise; the lanes stop after.
-    const killed = service.kill9();
-    const stopped = ingest.stop();
-    await killed;
-    client.destroy();
-    await stopped;
-    totals.killedAtMs.push(killAfter);
+    for (let round = 1; round <= ROUNDS; round += 1) {
+      const client = new HttpClient(service.publicUrl, tenant.token);
+      const ingest = startIngest({
+        client: () => client,
+        bucket: BUCKET,
+        keys,
+        lanes: LANES,
+        bodies,
+        ledger,
+        deleteShare: 0.15,
+      });
+      const killAfter = 700 + randomInt(2800);
+      await sleep(killAfter);
+      // kill9 stops and kills the whole tree before it returns its promise; the lanes stop after.
+      const killed = service.kill9();
+      const stopped = ingest.stop();
+      await killed;
+      client.destroy();
+      await stopped;
+      totals.killedAtMs.push(killAfter);
 
-    // What the crash left: open segments whose writers are dead, some with torn tails.
-    const tails = await tornTails(service.dataDir);
-    const torn = tails.filter((tail) => tail.validEnd < tail.fileSize);
-    totals.deadOpenSegments += tails.length;
-    totals.tornSegments += torn.length;
-    totals.tornBytes += torn.reduce((sum, tail) => sum + tail.fileSize - tail.validEnd, 0);
+      // What the crash left: open segments whose writers are dead, some with torn tails.
+      const tails = await tornTails(service.dataDir);
+      const torn = tails.filter((tail) => tail.validEnd < tail.fileSize);
+      totals.deadOpenSegments += tails.length;
+      totals.tornSegments += torn.length;
+      totals.tornBytes += torn.reduce((sum, tail) => sum + tail.fileSize - tail.validEnd, 0);
 
-    const restartAt = Date.now();
-    await service.launch();
-    const verifyAt = Date.now();
-    const reader = new HttpClient(service.publicUrl, tenant.token);
-    const verified = await verifyAll(reader, BUCKET, ledger, bodies);
-    reader.destroy();
-    t.same(verified.failures, [], `round ${round}: every key holds an allowed state (${verified.keys} keys, ${verified.present} present, ${(verified.bytes / MiB).toFixed(1)} MiB)`);
-    t.comment(`round ${round}: restart ${verifyAt - restartAt} ms, verify ${Date.now() - verifyAt} ms`);
-    totals.verifiedKeys += verified.keys;
-    totals.verifiedBytes += verified.bytes;
+      const restartAt = Date.now();
+      await service.launch();
+      const verifyAt = Date.now();
+      const reader = new HttpClient(service.publicUrl, tenant.token);
+      const verified = await verifyAll(reader, BUCKET, ledger, bodies);
+      reader.destroy();
+      t.same(
+        verified.failures,
+        [],
+        `round ${round}: every key holds an allowed state (${verified.keys} keys, ${verified.present} present, ${(verified.bytes / MiB).toFixed(1)} MiB)`,
+      );
+      t.comment(
+        `round ${round}: restart ${verifyAt - restartAt} ms, verify ${Date.now() - verifyAt} ms`,
+      );
+      totals.verifiedKeys += verified.keys;
+      totals.verifiedBytes += verified.bytes;
 
-    await sleep(1200); // at least one compaction pass (with its recovery step)
-    const states = await segmentStates(service.dataDir);
-    const deadOpen = states.filter((segment) => segment.state === 'open' && !segment.ownerAlive);
-    t.same(deadOpen.map((segment) => segment.id), [], `round ${round}: no open segment of a dead writer remains`);
-    for (const tail of tails) {
-      const now = states.find((segment) => segment.id === tail.id);
-      if (!now || now.state === 'retired') continue; // compacted away meanwhile
-      if (now.size !== tail.validEnd || now.fileSize !== tail.validEnd) {
-        t.fail(`round ${round}: segment ${tail.id} was ${tail.fileSize} bytes, intact to ${tail.validEnd}; now sealed at ${now.size}, file ${now.fileSize}`);
+      await sleep(1200); // at least one compaction pass (with its recovery step)
+      const states = await segmentStates(service.dataDir);
+      const deadOpen = states.filter((segment) => segment.state === 'open' && !segment.ownerAlive);
+      t.same(
+        deadOpen.map((segment) => segment.id),
+        [],
+        `round ${round}: no open segment of a dead writer remains`,
+      );
+      for (const tail of tails) {
+        const now = states.find((segment) => segment.id === tail.id);
+        if (!now || now.state === 'retired') continue; // compacted away meanwhile
+        if (now.size !== tail.validEnd || now.fileSize !== tail.validEnd) {
+          t.fail(
+            `round ${round}: segment ${tail.id} was ${tail.fileSize} bytes, intact to ${tail.validEnd}; now sealed at ${now.size}, file ${now.fileSize}`,
+          );
+        }
       }
+      let sealedChecked = 0;
+      for (const segment of states.filter((entry) => entry.state === 'sealed')) {
+        const scan = await scanSegment(
+          join(service.dataDir, 'segments', segmentFileName(segment.id)),
+          () => undefined,
+          { withBytes: false },
+        ).catch(() => undefined);
+        if (!scan || scan.torn || scan.fileSize !== segment.size)
+          t.fail(
+            `round ${round}: sealed segment ${segment.id} (size ${segment.size}) scans ${scan ? `to ${scan.validEnd} of ${scan.fileSize}` : 'not at all'}`,
+          );
+        sealedChecked += 1;
+      }
+      t.pass(
+        `round ${round}: ${tails.length} open segments of dead writers (${torn.length} torn) recovered; ${sealedChecked} sealed segments scan clean`,
+      );
+      const files = await segmentFiles(service.dataDir);
+      t.same(files.unknown, [], `round ${round}: every segment file is known to the index`);
+      t.same(files.orphans, [], `round ${round}: nothing quarantined`);
+      if (files.orphans.length > 0)
+        t.comment(
+          service.output
+            .split('\n')
+            .filter((line) => /recover|quarantin|compaction|retired/.test(line))
+            .join('\n'),
+        );
+      const invariants = await indexInvariants(service.dataDir);
+      t.same(
+        invariants.violations,
+        [],
+        `round ${round}: reference counts and live bytes are exact (${invariants.liveChunks} live of ${invariants.chunks} chunks)`,
+      );
+      ledger.nextLifetime();
     }
-    let sealedChecked = 0;
-    for (const segment of states.filter((entry) => entry.state === 'sealed')) {
-      const scan = await scanSegment(join(service.dataDir, 'segments', segmentFileName(segment.id)), () => undefined, { withBytes: false }).catch(() => undefined);
-      if (!scan || scan.torn || scan.fileSize !== segment.size) t.fail(`round ${round}: sealed segment ${segment.id} (size ${segment.size}) scans ${scan ? `to ${scan.validEnd} of ${scan.fileSize}` : 'not at all'}`);
-      sealedChecked += 1;
-    }
-    t.pass(`round ${round}: ${tails.length} open segments of dead writers (${torn.length} torn) recovered; ${sealedChecked} sealed segments scan clean`);
-    const files = await segmentFiles(service.dataDir);
-    t.same(files.unknown, [], `round ${round}: every segment file is known to the index`);
-    t.same(files.orphans, [], `round ${round}: nothing quarantined`);
-    if (files.orphans.length > 0) t.comment(service.output.split('\n').filter((line) => /recover|quarantin|compaction|retired/.test(line)).join('\n'));
-    const invariants = await indexInvariants(service.dataDir);
-    t.same(invariants.violations, [], `round ${round}: reference counts and live bytes are exact (${invariants.liveChunks} live of ${invariants.chunks} chunks)`);
-    ledger.nextLifetime();
-  }
-  const { stats } = ledger;
-  t.comment(`rounds ${ROUNDS}, killed after ${totals.killedAtMs.join('/')} ms of ingest`);
-  t.comment(`acknowledged: ${stats.puts} PUTs (${(stats.putBytes / MiB).toFixed(1)} MiB), ${stats.deletes} DELETEs; refused ${stats.refused}; unknown ${stats.unknown} (found applied ${ledger.unknownApplied}, not applied ${ledger.unknownNotApplied}); statuses ${JSON.stringify(stats.statuses)}`);
-  t.comment(`dead writers' open segments at kill: ${totals.deadOpenSegments}, torn: ${totals.tornSegments} (${totals.tornBytes} bytes cut); verified ${totals.verifiedKeys} key reads, ${(totals.verifiedBytes / MiB).toFixed(1)} MiB`);
-  t.ok(stats.puts > 50, 'the rounds acknowledged a real amount of writes');
-  t.ok(stats.unknown > 0, 'and the kills landed in the middle of requests');
-});
+    const { stats } = ledger;
+    t.comment(`rounds ${ROUNDS}, killed after ${totals.killedAtMs.join('/')} ms of ingest`);
+    t.comment(
+      `acknowledged: ${stats.puts} PUTs (${(stats.putBytes / MiB).toFixed(1)} MiB), ${stats.deletes} DELETEs; refused ${stats.refused}; unknown ${stats.unknown} (found applied ${ledger.unknownApplied}, not applied ${ledger.unknownNotApplied}); statuses ${JSON.stringify(stats.statuses)}`,
+    );
+    t.comment(
+      `dead writers' open segments at kill: ${totals.deadOpenSegments}, torn: ${totals.tornSegments} (${totals.tornBytes} bytes cut); verified ${totals.verifiedKeys} key reads, ${(totals.verifiedBytes / MiB).toFixed(1)} MiB`,
+    );
+    t.ok(stats.puts > 50, 'the rounds acknowledged a real amount of writes');
+    t.ok(stats.unknown > 0, 'and the kills landed in the middle of requests');
+  },
+);

@@ -172,7 +172,10 @@ t.test('low-entropy data is cut at max', async (t) => {
   const zeros = new Uint8Array(100_000);
   const cuts = [...chunker.push(zeros), ...chunker.finish()];
   const lengths = chunkLengths(cuts);
-  t.ok(lengths.slice(0, -1).every((l) => l === chunker.maxBytes), 'all full chunks are max');
+  t.ok(
+    lengths.slice(0, -1).every((l) => l === chunker.maxBytes),
+    'all full chunks are max',
+  );
   t.equal(cuts.at(-1), zeros.length);
 });
 

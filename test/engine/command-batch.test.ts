@@ -42,32 +42,41 @@ t.test('a command that fails before writing fails alone; the others commit', asy
     batch.submit(failFirst('refused')),
     batch.submit(writeThen(store, 'c')),
   ]);
-  t.same(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled']);
+  t.same(
+    results.map((r) => r.status),
+    ['fulfilled', 'rejected', 'fulfilled'],
+  );
   t.equal((results[0] as PromiseFulfilledResult<string>).value, 'a');
   t.equal(errorCode((results[1] as PromiseRejectedResult).reason), 'conflict');
   t.same(store.get(DB.meta, key('a')), { name: 'a' });
   t.same(store.get(DB.meta, key('c')), { name: 'c' });
 });
 
-t.test('a command that fails after writing leaves nothing; the rest of its batch commits', async (t) => {
-  const { store } = openStore(t);
-  const batch = new CommandBatch(store);
-  let runsOfA = 0;
-  const results = await Promise.allSettled([
-    batch.submit(() => {
-      runsOfA += 1;
-      return writeThen(store, 'a')();
-    }),
-    batch.submit(writeThen(store, 'torn', 'failed half-way')),
-    batch.submit(writeThen(store, 'c')),
-  ]);
-  t.same(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled']);
-  t.equal(errorCode((results[1] as PromiseRejectedResult).reason), 'conflict');
-  t.equal(store.get(DB.meta, key('torn')), undefined, 'the failed command wrote nothing');
-  t.same(store.get(DB.meta, key('a')), { name: 'a' });
-  t.same(store.get(DB.meta, key('c')), { name: 'c' });
-  t.equal(runsOfA, 2, 'the batch was rolled back and its commands ran again one by one');
-});
+t.test(
+  'a command that fails after writing leaves nothing; the rest of its batch commits',
+  async (t) => {
+    const { store } = openStore(t);
+    const batch = new CommandBatch(store);
+    let runsOfA = 0;
+    const results = await Promise.allSettled([
+      batch.submit(() => {
+        runsOfA += 1;
+        return writeThen(store, 'a')();
+      }),
+      batch.submit(writeThen(store, 'torn', 'failed half-way')),
+      batch.submit(writeThen(store, 'c')),
+    ]);
+    t.same(
+      results.map((r) => r.status),
+      ['fulfilled', 'rejected', 'fulfilled'],
+    );
+    t.equal(errorCode((results[1] as PromiseRejectedResult).reason), 'conflict');
+    t.equal(store.get(DB.meta, key('torn')), undefined, 'the failed command wrote nothing');
+    t.same(store.get(DB.meta, key('a')), { name: 'a' });
+    t.same(store.get(DB.meta, key('c')), { name: 'c' });
+    t.equal(runsOfA, 2, 'the batch was rolled back and its commands ran again one by one');
+  },
+);
 
 t.test('a command submitted while a batch commits runs after that batch', async (t) => {
   const { store } = openStore(t);
@@ -97,8 +106,11 @@ t.test('a command submitted while a batch commits runs after that batch', async 
 t.test('a resolved command is durable and visible to a read-only store', async (t) => {
   const { store, dir } = openStore(t);
   const batch = new CommandBatch(store);
-  await Promise.all(Array.from({ length: 50 }, (_, index) => batch.submit(writeThen(store, `k${index}`))));
+  await Promise.all(
+    Array.from({ length: 50 }, (_, index) => batch.submit(writeThen(store, `k${index}`))),
+  );
   const reader = IndexStore.open({ path: dir, readOnly: true });
   t.teardown(() => reader.close());
-  for (let index = 0; index < 50; index += 1) t.same(reader.get(DB.meta, key(`k${index}`)), { name: `k${index}` });
+  for (let index = 0; index < 50; index += 1)
+    t.same(reader.get(DB.meta, key(`k${index}`)), { name: `k${index}` });
 });

@@ -17,19 +17,36 @@ import { readFileSync, existsSync, writeFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { IndexStore } from '../../src/engine/index/store.js';
-import { DB, segmentKey, chunkKey, type SegmentRecord, type ChunkRecord } from '../../src/engine/index/schema.js';
+import {
+  DB,
+  segmentKey,
+  chunkKey,
+  type SegmentRecord,
+  type ChunkRecord,
+} from '../../src/engine/index/schema.js';
 import { dataDirPaths, prepareDataDir, type DataDirPaths } from '../../src/engine/data-dir.js';
 import { allocSegment, sealSegment } from '../../src/engine/ops/segments.js';
 import { Compactor } from '../../src/engine/segments/compaction.js';
 import { SegmentWriter } from '../../src/engine/segments/segment-writer.js';
 import { scanSegment } from '../../src/engine/segments/segment-scan.js';
-import { encodeSegmentHeader, segmentFileName, SEGMENT_HEADER_SIZE } from '../../src/format/segment-header.js';
+import {
+  encodeSegmentHeader,
+  segmentFileName,
+  SEGMENT_HEADER_SIZE,
+} from '../../src/format/segment-header.js';
 import { RECORD_HEADER_SIZE } from '../../src/format/record-frame.js';
 import { decodeSealFooter, SEAL_RECORD_SIZE } from '../../src/format/seal-footer.js';
 import { loadSettings } from '../../src/util/config.js';
 import { componentLogger } from '../../src/util/log.js';
 import type { EngineContext } from '../../src/engine/ops/context.js';
-import { tempDir, chunkRecord, deadPid, hookFileHandle, settle, type TapLike } from './segment-testing.js';
+import {
+  tempDir,
+  chunkRecord,
+  deadPid,
+  hookFileHandle,
+  settle,
+  type TapLike,
+} from './segment-testing.js';
 
 const log = componentLogger('test.compaction');
 const TENANT = 7;
@@ -54,7 +71,12 @@ async function fixture(t: TapLike, flags: Record<string, string> = {}): Promise<
       ...flags,
     },
   });
-  const context: EngineContext = { store, masterKey: Buffer.alloc(32), settings, now: () => Date.now() };
+  const context: EngineContext = {
+    store,
+    masterKey: Buffer.alloc(32),
+    settings,
+    now: () => Date.now(),
+  };
   const compactor = new Compactor({ paths, store, settings, log });
   t.teardown(async () => {
     await compactor.stop();
@@ -72,12 +94,17 @@ interface Written {
 }
 
 /** Writes records into one sealed segment as a gateway worker (a live pid) would. */
-async function writeSealed(fx: Fixture, records: readonly Buffer[], ownerPid = process.ppid): Promise<{ segmentId: number; written: Written[] }> {
+async function writeSealed(
+  fx: Fixture,
+  records: readonly Buffer[],
+  ownerPid = process.ppid,
+): Promise<{ segmentId: number; written: Written[] }> {
   const writer = new SegmentWriter({
     segmentsDir: fx.paths.segments,
     segmentBytesMax: 64 * 1024 * 1024,
     registry: {
-      allocate: async () => (await fx.store.transact(() => allocSegment(fx.context, { ownerPid }))).segmentId,
+      allocate: async () =>
+        (await fx.store.transact(() => allocSegment(fx.context, { ownerPid }))).segmentId,
       seal: async (segmentId, size) => {
         await fx.store.transact(() => sealSegment(fx.context, { segmentId, size }));
       },
@@ -88,7 +115,13 @@ async function writeSealed(fx: Fixture, records: readonly Buffer[], ownerPid = p
     const appended = await writer.append([record]);
     await appended.durable();
     const id = Buffer.from(record.subarray(24, 56));
-    written.push({ id, key: chunkKey(TENANT, id), record, segmentId: appended.segmentId, offset: appended.offset });
+    written.push({
+      id,
+      key: chunkKey(TENANT, id),
+      record,
+      segmentId: appended.segmentId,
+      offset: appended.offset,
+    });
   }
   await writer.close();
   return { segmentId: written[0]?.segmentId as number, written };
@@ -103,8 +136,12 @@ function commitChunk(fx: Fixture, chunk: Written, refs = 1): void {
   const { store } = fx;
   const existing = store.get<ChunkRecord>(DB.chunks, chunk.key);
   const entry: ChunkRecord = existing ?? {
-    segmentId: chunk.segmentId, offset: chunk.offset, length: chunk.record.length,
-    plainLength: chunk.record.length - RECORD_HEADER_SIZE, payloadChecksum: chunk.record.readUInt32LE(72), refs: 0,
+    segmentId: chunk.segmentId,
+    offset: chunk.offset,
+    length: chunk.record.length,
+    plainLength: chunk.record.length - RECORD_HEADER_SIZE,
+    payloadChecksum: chunk.record.readUInt32LE(72),
+    refs: 0,
   };
   if (entry.refs === 0 && refs > 0) addLive(fx, entry.segmentId, entry.length);
   entry.refs += refs;
@@ -115,8 +152,13 @@ function commitChunk(fx: Fixture, chunk: Written, refs = 1): void {
 /** A chunk entry whose last reference is gone. */
 function deadChunk(fx: Fixture, chunk: Written, deadSince: number): void {
   fx.store.put(DB.chunks, chunk.key, {
-    segmentId: chunk.segmentId, offset: chunk.offset, length: chunk.record.length,
-    plainLength: chunk.record.length - RECORD_HEADER_SIZE, payloadChecksum: chunk.record.readUInt32LE(72), refs: 0, deadSince,
+    segmentId: chunk.segmentId,
+    offset: chunk.offset,
+    length: chunk.record.length,
+    plainLength: chunk.record.length - RECORD_HEADER_SIZE,
+    payloadChecksum: chunk.record.readUInt32LE(72),
+    refs: 0,
+    deadSince,
   } satisfies ChunkRecord);
 }
 
@@ -145,51 +187,73 @@ function bytesAt(fx: Fixture, entry: ChunkRecord | undefined): Buffer | undefine
   return readFileSync(path).subarray(entry.offset, entry.offset + entry.length);
 }
 
-t.test('live records move verbatim; the old segment is retired, then deleted after its grace', async (t) => {
-  const fx = await fixture(t);
-  const [a, b, c, d] = [record(3000), record(2000), record(5000), record(1000)];
-  const { segmentId: old, written } = await writeSealed(fx, [a as Buffer, b as Buffer, c as Buffer, d as Buffer]);
-  const [wa, wb, wc] = written as [Written, Written, Written, Written];
-  await fx.store.transact(() => {
-    commitChunk(fx, wa);
-    deadChunk(fx, wb, Date.now() - 1000);
-    commitChunk(fx, wc, 2);
-  });
-  const before = segment(fx, old);
-  t.equal(before?.liveBytes, wa.record.length + wc.record.length);
+t.test(
+  'live records move verbatim; the old segment is retired, then deleted after its grace',
+  async (t) => {
+    const fx = await fixture(t);
+    const [a, b, c, d] = [record(3000), record(2000), record(5000), record(1000)];
+    const { segmentId: old, written } = await writeSealed(fx, [
+      a as Buffer,
+      b as Buffer,
+      c as Buffer,
+      d as Buffer,
+    ]);
+    const [wa, wb, wc] = written as [Written, Written, Written, Written];
+    await fx.store.transact(() => {
+      commitChunk(fx, wa);
+      deadChunk(fx, wb, Date.now() - 1000);
+      commitChunk(fx, wc, 2);
+    });
+    const before = segment(fx, old);
+    t.equal(before?.liveBytes, wa.record.length + wc.record.length);
 
-  const stats = await fx.compactor.runOnce();
-  t.match(stats, { chunksDropped: 1, segmentsCompacted: 1, recordsMoved: 2, segmentsDeleted: 0 });
-  const movedA = chunk(fx, wa);
-  const movedC = chunk(fx, wc);
-  t.not(movedA?.segmentId, old, 'the live chunk moved');
-  t.equal(movedA?.segmentId, movedC?.segmentId, 'both into the compactor\'s segment');
-  t.ok(bytesAt(fx, movedA)?.equals(wa.record), 'record A copied byte for byte');
-  t.ok(bytesAt(fx, movedC)?.equals(wc.record), 'record C copied byte for byte');
-  t.equal(movedC?.refs, 2, 'reference counts unchanged');
-  t.equal(chunk(fx, wb), undefined, 'the dead chunk was dropped');
-  const target = movedA?.segmentId as number;
-  t.match(segment(fx, target), { state: 'open', ownerPid: process.pid, liveBytes: wa.record.length + wc.record.length });
-  t.match(segment(fx, old), { state: 'retired', liveBytes: 0 });
-  t.ok(existsSync(join(fx.paths.segments, segmentFileName(old))), 'a retired segment stays for its grace');
+    const stats = await fx.compactor.runOnce();
+    t.match(stats, { chunksDropped: 1, segmentsCompacted: 1, recordsMoved: 2, segmentsDeleted: 0 });
+    const movedA = chunk(fx, wa);
+    const movedC = chunk(fx, wc);
+    t.not(movedA?.segmentId, old, 'the live chunk moved');
+    t.equal(movedA?.segmentId, movedC?.segmentId, "both into the compactor's segment");
+    t.ok(bytesAt(fx, movedA)?.equals(wa.record), 'record A copied byte for byte');
+    t.ok(bytesAt(fx, movedC)?.equals(wc.record), 'record C copied byte for byte');
+    t.equal(movedC?.refs, 2, 'reference counts unchanged');
+    t.equal(chunk(fx, wb), undefined, 'the dead chunk was dropped');
+    const target = movedA?.segmentId as number;
+    t.match(segment(fx, target), {
+      state: 'open',
+      ownerPid: process.pid,
+      liveBytes: wa.record.length + wc.record.length,
+    });
+    t.match(segment(fx, old), { state: 'retired', liveBytes: 0 });
+    t.ok(
+      existsSync(join(fx.paths.segments, segmentFileName(old))),
+      'a retired segment stays for its grace',
+    );
 
-  const early = await fx.compactor.runOnce();
-  t.equal(early.segmentsDeleted, 0, 'not deleted within the grace');
-  t.equal(segment(fx, target)?.state, 'open', 'the compactor\'s own open segment is not "recovered" by its own pass');
-  await settle(350);
-  const late = await fx.compactor.runOnce();
-  t.equal(late.segmentsDeleted, 1);
-  t.notOk(existsSync(join(fx.paths.segments, segmentFileName(old))), 'the file is deleted');
-  t.equal(segment(fx, old), undefined, 'and its index entry');
-  t.ok(bytesAt(fx, chunk(fx, wa))?.equals(wa.record), 'A still reads back');
+    const early = await fx.compactor.runOnce();
+    t.equal(early.segmentsDeleted, 0, 'not deleted within the grace');
+    t.equal(
+      segment(fx, target)?.state,
+      'open',
+      'the compactor\'s own open segment is not "recovered" by its own pass',
+    );
+    await settle(350);
+    const late = await fx.compactor.runOnce();
+    t.equal(late.segmentsDeleted, 1);
+    t.notOk(existsSync(join(fx.paths.segments, segmentFileName(old))), 'the file is deleted');
+    t.equal(segment(fx, old), undefined, 'and its index entry');
+    t.ok(bytesAt(fx, chunk(fx, wa))?.equals(wa.record), 'A still reads back');
 
-  await fx.compactor.stop();
-  const sealed = segment(fx, target);
-  t.equal(sealed?.state, 'sealed', 'stop seals the compactor\'s segment');
-  const path = join(fx.paths.segments, segmentFileName(target));
-  t.equal(statSync(path).size, sealed?.size);
-  t.equal(decodeSealFooter(readFileSync(path), (sealed?.size as number) - SEAL_RECORD_SIZE).recordCount, 2);
-});
+    await fx.compactor.stop();
+    const sealed = segment(fx, target);
+    t.equal(sealed?.state, 'sealed', "stop seals the compactor's segment");
+    const path = join(fx.paths.segments, segmentFileName(target));
+    t.equal(statSync(path).size, sealed?.size);
+    t.equal(
+      decodeSealFooter(readFileSync(path), (sealed?.size as number) - SEAL_RECORD_SIZE).recordCount,
+      2,
+    );
+  },
+);
 
 t.test('the compactor keeps appending to its own open segment across passes', async (t) => {
   const fx = await fixture(t);
@@ -202,66 +266,96 @@ t.test('the compactor keeps appending to its own open segment across passes', as
     await fx.compactor.runOnce();
     const moved = chunk(fx, written[0] as Written);
     targets.add(moved?.segmentId as number);
-    t.equal(segment(fx, moved?.segmentId as number)?.state, 'open', `round ${round}: the target is still open`);
+    t.equal(
+      segment(fx, moved?.segmentId as number)?.state,
+      'open',
+      `round ${round}: the target is still open`,
+    );
   }
   t.equal(targets.size, 1, 'one open segment took every move');
   const target = [...targets][0] as number;
-  const scan = await scanSegment(join(fx.paths.segments, segmentFileName(target)), () => undefined, { withBytes: false });
+  const scan = await scanSegment(
+    join(fx.paths.segments, segmentFileName(target)),
+    () => undefined,
+    { withBytes: false },
+  );
   t.notOk(scan.torn);
   for (const written of all.filter((_, index) => index % 3 === 0)) {
     t.ok(bytesAt(fx, chunk(fx, written))?.equals(written.record), 'moved record reads back');
   }
 });
 
-t.test('a chunk revived, and a chunk committed, while the segment is compacted are not lost', async (t) => {
-  const fx = await fixture(t, { 'storage.dead_chunk_grace': '1h' });
-  // E and F come first: the scan has passed them when the compactor starts writing (at A).
-  const { segmentId: old, written } = await writeSealed(fx, [record(1500), record(1500), record(4000), record(3000), record(6000)]);
-  const [we, wf, wa, wb, wc] = written as [Written, Written, Written, Written, Written];
-  await fx.store.transact(() => {
-    commitChunk(fx, wa);
-    deadChunk(fx, wb, Date.now() - 1000);
-    commitChunk(fx, wc);
-  });
-  let armed = true;
-  await hookFileHandle(t, 'datasync', async (original) => {
-    if (armed) {
-      armed = false;
-      await fx.store.transact(() => {
-        commitChunk(fx, wb); // revived by a deduplicated upload
-        commitChunk(fx, we); // an upload whose record was written before the seal commits now
-        commitChunk(fx, wf);
-      });
-    }
-    return original();
-  });
-  const stats = await fx.compactor.runOnce();
-  t.notOk(armed, 'the commits happened in the middle of the pass');
-  t.equal(stats.segmentsCompacted, 1);
-  const target = chunk(fx, wa)?.segmentId as number;
-  t.not(target, old);
-  t.match(chunk(fx, wb), { segmentId: target, refs: 1 }, 'the revived chunk moved with the others');
-  t.ok(bytesAt(fx, chunk(fx, wb))?.equals(wb.record));
-  t.match(chunk(fx, we), { segmentId: old }, 'the late chunk still points at the old segment');
-  t.equal(segment(fx, target)?.liveBytes, wa.record.length + wb.record.length + wc.record.length, 'live bytes moved with the chunks');
-  t.match(segment(fx, old), { state: 'retired', liveBytes: we.record.length + wf.record.length }, 'the retired segment still counts the late chunks');
+t.test(
+  'a chunk revived, and a chunk committed, while the segment is compacted are not lost',
+  async (t) => {
+    const fx = await fixture(t, { 'storage.dead_chunk_grace': '1h' });
+    // E and F come first: the scan has passed them when the compactor starts writing (at A).
+    const { segmentId: old, written } = await writeSealed(fx, [
+      record(1500),
+      record(1500),
+      record(4000),
+      record(3000),
+      record(6000),
+    ]);
+    const [we, wf, wa, wb, wc] = written as [Written, Written, Written, Written, Written];
+    await fx.store.transact(() => {
+      commitChunk(fx, wa);
+      deadChunk(fx, wb, Date.now() - 1000);
+      commitChunk(fx, wc);
+    });
+    let armed = true;
+    await hookFileHandle(t, 'datasync', async (original) => {
+      if (armed) {
+        armed = false;
+        await fx.store.transact(() => {
+          commitChunk(fx, wb); // revived by a deduplicated upload
+          commitChunk(fx, we); // an upload whose record was written before the seal commits now
+          commitChunk(fx, wf);
+        });
+      }
+      return original();
+    });
+    const stats = await fx.compactor.runOnce();
+    t.notOk(armed, 'the commits happened in the middle of the pass');
+    t.equal(stats.segmentsCompacted, 1);
+    const target = chunk(fx, wa)?.segmentId as number;
+    t.not(target, old);
+    t.match(
+      chunk(fx, wb),
+      { segmentId: target, refs: 1 },
+      'the revived chunk moved with the others',
+    );
+    t.ok(bytesAt(fx, chunk(fx, wb))?.equals(wb.record));
+    t.match(chunk(fx, we), { segmentId: old }, 'the late chunk still points at the old segment');
+    t.equal(
+      segment(fx, target)?.liveBytes,
+      wa.record.length + wb.record.length + wc.record.length,
+      'live bytes moved with the chunks',
+    );
+    t.match(
+      segment(fx, old),
+      { state: 'retired', liveBytes: we.record.length + wf.record.length },
+      'the retired segment still counts the late chunks',
+    );
 
-  await settle(350);
-  const next = await fx.compactor.runOnce();
-  t.equal(next.segmentsDeleted, 0, 'a retired segment with live chunks is not deleted');
-  t.ok(existsSync(join(fx.paths.segments, segmentFileName(old))));
-  t.equal(segment(fx, old)?.state, 'sealed', 'it goes back to sealed');
-  t.ok(bytesAt(fx, chunk(fx, we))?.equals(we.record), 'the late chunk reads back');
+    await settle(350);
+    const next = await fx.compactor.runOnce();
+    t.equal(next.segmentsDeleted, 0, 'a retired segment with live chunks is not deleted');
+    t.ok(existsSync(join(fx.paths.segments, segmentFileName(old))));
+    t.equal(segment(fx, old)?.state, 'sealed', 'it goes back to sealed');
+    t.ok(bytesAt(fx, chunk(fx, we))?.equals(we.record), 'the late chunk reads back');
 
-  const again = await fx.compactor.runOnce();
-  t.equal(again.recordsMoved, 2, 'the next pass moves the late chunks');
-  t.match(chunk(fx, we), { segmentId: target });
-  t.match(chunk(fx, wf), { segmentId: target });
-  await settle(350);
-  const last = await fx.compactor.runOnce();
-  t.equal(last.segmentsDeleted, 1, 'now the old segment goes');
-  for (const entry of [wa, wb, wc, we, wf]) t.ok(bytesAt(fx, chunk(fx, entry))?.equals(entry.record), 'every chunk reads back');
-});
+    const again = await fx.compactor.runOnce();
+    t.equal(again.recordsMoved, 2, 'the next pass moves the late chunks');
+    t.match(chunk(fx, we), { segmentId: target });
+    t.match(chunk(fx, wf), { segmentId: target });
+    await settle(350);
+    const last = await fx.compactor.runOnce();
+    t.equal(last.segmentsDeleted, 1, 'now the old segment goes');
+    for (const entry of [wa, wb, wc, we, wf])
+      t.ok(bytesAt(fx, chunk(fx, entry))?.equals(entry.record), 'every chunk reads back');
+  },
+);
 
 t.test('what a crash in the middle of compaction leaves behind is cleaned up', async (t) => {
   const fx = await fixture(t);
@@ -271,37 +365,71 @@ t.test('what a crash in the middle of compaction leaves behind is cleaned up', a
   // A dead engine had copied A into its own segment (plus a torn tail), then died before the
   // index moved: the copy is garbage.
   const deadEngine = deadPid();
-  const copyId = (await fx.store.transact(() => allocSegment(fx.context, { ownerPid: deadEngine }))).segmentId;
-  writeFileSync(join(fx.paths.segments, segmentFileName(copyId)), Buffer.concat([
-    encodeSegmentHeader({ segmentId: copyId, createdAtMs: Date.now() }), wa.record, wa.record.subarray(0, 100),
-  ]));
+  const copyId = (await fx.store.transact(() => allocSegment(fx.context, { ownerPid: deadEngine })))
+    .segmentId;
+  writeFileSync(
+    join(fx.paths.segments, segmentFileName(copyId)),
+    Buffer.concat([
+      encodeSegmentHeader({ segmentId: copyId, createdAtMs: Date.now() }),
+      wa.record,
+      wa.record.subarray(0, 100),
+    ]),
+  );
   // A segment whose index entry was removed when the engine died before unlinking its file.
   const leftover = 999;
-  writeFileSync(join(fx.paths.segments, segmentFileName(leftover)), Buffer.concat([encodeSegmentHeader({ segmentId: leftover, createdAtMs: Date.now() }), record(100)]));
+  writeFileSync(
+    join(fx.paths.segments, segmentFileName(leftover)),
+    Buffer.concat([
+      encodeSegmentHeader({ segmentId: leftover, createdAtMs: Date.now() }),
+      record(100),
+    ]),
+  );
   // A retired segment whose file is already gone.
-  const gone = (await fx.store.transact(() => allocSegment(fx.context, { ownerPid: deadEngine }))).segmentId;
+  const gone = (await fx.store.transact(() => allocSegment(fx.context, { ownerPid: deadEngine })))
+    .segmentId;
   await fx.store.transact(() => {
     const entry = fx.store.get<SegmentRecord>(DB.segments, segmentKey(gone)) as SegmentRecord;
-    fx.store.put(DB.segments, segmentKey(gone), { ...entry, state: 'retired', size: 5000, retiredAt: Date.now() - 10_000, ownerPid: undefined });
+    fx.store.put(DB.segments, segmentKey(gone), {
+      ...entry,
+      state: 'retired',
+      size: 5000,
+      retiredAt: Date.now() - 10_000,
+      ownerPid: undefined,
+    });
   });
 
   const stats = await fx.compactor.runOnce();
-  t.match(segment(fx, copyId), { state: 'retired' }, 'the dead engine\'s copy was recovered, then compacted away (nothing live)');
+  t.match(
+    segment(fx, copyId),
+    { state: 'retired' },
+    "the dead engine's copy was recovered, then compacted away (nothing live)",
+  );
   t.equal(stats.segmentsDeleted, 1, 'the retired segment without a file is removed');
   t.equal(segment(fx, gone), undefined);
-  t.ok(existsSync(join(fx.paths.segments, `${segmentFileName(leftover)}.orphan`)), 'an unknown file is quarantined, not deleted');
+  t.ok(
+    existsSync(join(fx.paths.segments, `${segmentFileName(leftover)}.orphan`)),
+    'an unknown file is quarantined, not deleted',
+  );
   const moved = chunk(fx, wa);
   t.not(moved?.segmentId, old);
   t.ok(bytesAt(fx, moved)?.equals(wa.record), 'the live chunk reads back from its new place');
   await settle(350);
   await fx.compactor.runOnce();
-  t.notOk(existsSync(join(fx.paths.segments, segmentFileName(copyId))), 'the garbage copy is deleted');
+  t.notOk(
+    existsSync(join(fx.paths.segments, segmentFileName(copyId))),
+    'the garbage copy is deleted',
+  );
   t.notOk(existsSync(join(fx.paths.segments, segmentFileName(old))));
 });
 
 t.test('a damaged segment is never retired', async (t) => {
   const fx = await fixture(t);
-  const { segmentId: old, written } = await writeSealed(fx, [record(3000), record(3000), record(3000), record(3000)]);
+  const { segmentId: old, written } = await writeSealed(fx, [
+    record(3000),
+    record(3000),
+    record(3000),
+    record(3000),
+  ]);
   const [wa, wb, wc] = written as [Written, Written, Written, Written];
   await fx.store.transact(() => {
     commitChunk(fx, wa);
@@ -309,12 +437,17 @@ t.test('a damaged segment is never retired', async (t) => {
   });
   const path = join(fx.paths.segments, segmentFileName(old));
   const bytes = readFileSync(path);
-  bytes[wb.offset + RECORD_HEADER_SIZE + 10] = (bytes[wb.offset + RECORD_HEADER_SIZE + 10] as number) ^ 0x40;
+  bytes[wb.offset + RECORD_HEADER_SIZE + 10] =
+    (bytes[wb.offset + RECORD_HEADER_SIZE + 10] as number) ^ 0x40;
   writeFileSync(path, bytes);
   const stats = await fx.compactor.runOnce();
   t.equal(stats.segmentsCompacted, 0);
   t.equal(segment(fx, old)?.state, 'sealed', 'left sealed');
-  t.match(chunk(fx, wc), { segmentId: old }, 'the chunk behind the damage still points at its record');
+  t.match(
+    chunk(fx, wc),
+    { segmentId: old },
+    'the chunk behind the damage still points at its record',
+  );
   t.ok(bytesAt(fx, chunk(fx, wc))?.equals(wc.record), 'which is intact');
   await fx.compactor.runOnce();
   t.ok(existsSync(path), 'the file stays');
@@ -323,13 +456,21 @@ t.test('a damaged segment is never retired', async (t) => {
 t.test('empty segments left by recovery are reclaimed', async (t) => {
   const fx = await fixture(t);
   const deadOwner = deadPid();
-  const headerOnly = (await fx.store.transact(() => allocSegment(fx.context, { ownerPid: deadOwner }))).segmentId;
-  writeFileSync(join(fx.paths.segments, segmentFileName(headerOnly)), encodeSegmentHeader({ segmentId: headerOnly, createdAtMs: Date.now() }));
-  const noFile = (await fx.store.transact(() => allocSegment(fx.context, { ownerPid: deadOwner }))).segmentId;
-  const torn = (await fx.store.transact(() => allocSegment(fx.context, { ownerPid: deadOwner }))).segmentId;
+  const headerOnly = (
+    await fx.store.transact(() => allocSegment(fx.context, { ownerPid: deadOwner }))
+  ).segmentId;
+  writeFileSync(
+    join(fx.paths.segments, segmentFileName(headerOnly)),
+    encodeSegmentHeader({ segmentId: headerOnly, createdAtMs: Date.now() }),
+  );
+  const noFile = (await fx.store.transact(() => allocSegment(fx.context, { ownerPid: deadOwner })))
+    .segmentId;
+  const torn = (await fx.store.transact(() => allocSegment(fx.context, { ownerPid: deadOwner })))
+    .segmentId;
   writeFileSync(join(fx.paths.segments, segmentFileName(torn)), randomBytes(40));
   await fx.compactor.runOnce();
-  for (const id of [headerOnly, noFile, torn]) t.equal(segment(fx, id)?.state, 'retired', `segment ${id} retired`);
+  for (const id of [headerOnly, noFile, torn])
+    t.equal(segment(fx, id)?.state, 'retired', `segment ${id} retired`);
   await settle(350);
   await fx.compactor.runOnce();
   for (const id of [headerOnly, noFile, torn]) {

@@ -18,20 +18,36 @@ t.test('getShared follows commits and hands out frozen values', async (t) => {
     await writer.close();
   });
   const key = Buffer.from('tenant-a');
-  await writer.transact(() => writer.put(DB.tenants, key, { id: 'a', state: 'active', tags: ['x'] }));
+  await writer.transact(() =>
+    writer.put(DB.tenants, key, { id: 'a', state: 'active', tags: ['x'] }),
+  );
   reader.refresh();
   const first = reader.getShared<{ id: string; state: string; tags: string[] }>(DB.tenants, key);
   t.same(first, { id: 'a', state: 'active', tags: ['x'] });
   t.ok(Object.isFrozen(first) && Object.isFrozen(first?.tags), 'frozen, nested values too');
-  t.throws(() => {
-    (first as { state: string }).state = 'changed';
-  }, TypeError, 'a caller cannot modify the shared value');
+  t.throws(
+    () => {
+      (first as { state: string }).state = 'changed';
+    },
+    TypeError,
+    'a caller cannot modify the shared value',
+  );
   t.equal(reader.getShared(DB.tenants, key), first, 'unchanged bytes: the same decoded value');
-  t.equal(reader.getShared(DB.buckets, key), undefined, 'another database, same key: its own answer');
+  t.equal(
+    reader.getShared(DB.buckets, key),
+    undefined,
+    'another database, same key: its own answer',
+  );
 
-  await writer.transact(() => writer.put(DB.tenants, key, { id: 'a', state: 'disabled', tags: ['x'] }));
+  await writer.transact(() =>
+    writer.put(DB.tenants, key, { id: 'a', state: 'disabled', tags: ['x'] }),
+  );
   reader.refresh();
-  t.same(reader.getShared(DB.tenants, key), { id: 'a', state: 'disabled', tags: ['x'] }, 'a new commit is seen');
+  t.same(
+    reader.getShared(DB.tenants, key),
+    { id: 'a', state: 'disabled', tags: ['x'] },
+    'a new commit is seen',
+  );
 
   await writer.transact(() => writer.remove(DB.tenants, key));
   reader.refresh();

@@ -8,16 +8,33 @@
 // exited, their files written with valid records and then damaged byte by byte; then
 // recoverSegments runs and the files and index entries are checked.
 import t from 'tap';
-import { writeFileSync, readFileSync, statSync, existsSync, readdirSync, appendFileSync } from 'node:fs';
+import {
+  writeFileSync,
+  readFileSync,
+  statSync,
+  existsSync,
+  readdirSync,
+  appendFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { IndexStore } from '../../src/engine/index/store.js';
-import { DB, segmentKey, chunkKey, type SegmentRecord, type ChunkRecord } from '../../src/engine/index/schema.js';
+import {
+  DB,
+  segmentKey,
+  chunkKey,
+  type SegmentRecord,
+  type ChunkRecord,
+} from '../../src/engine/index/schema.js';
 import { dataDirPaths, prepareDataDir, type DataDirPaths } from '../../src/engine/data-dir.js';
 import { allocSegment } from '../../src/engine/ops/segments.js';
 import { recoverSegments } from '../../src/engine/segments/recovery.js';
 import { scanSegment } from '../../src/engine/segments/segment-scan.js';
-import { encodeSegmentHeader, segmentFileName, SEGMENT_HEADER_SIZE } from '../../src/format/segment-header.js';
+import {
+  encodeSegmentHeader,
+  segmentFileName,
+  SEGMENT_HEADER_SIZE,
+} from '../../src/format/segment-header.js';
 import { encodeSealFooter } from '../../src/format/seal-footer.js';
 import { RECORD_HEADER_SIZE } from '../../src/format/record-frame.js';
 import { loadSettings } from '../../src/util/config.js';
@@ -38,7 +55,12 @@ async function fixture(t: TapLike): Promise<Fixture> {
   await prepareDataDir(paths);
   const store = IndexStore.open({ path: paths.index, readOnly: false });
   t.teardown(() => store.close());
-  const context: EngineContext = { store, masterKey: Buffer.alloc(32), settings: loadSettings({}), now: () => Date.now() };
+  const context: EngineContext = {
+    store,
+    masterKey: Buffer.alloc(32),
+    settings: loadSettings({}),
+    now: () => Date.now(),
+  };
   return { paths, store, context };
 }
 
@@ -58,7 +80,10 @@ function writeSegment(path: string, segmentId: number, records: readonly Buffer[
     offset += record.length;
     ends.push(offset);
   }
-  writeFileSync(path, Buffer.concat([encodeSegmentHeader({ segmentId, createdAtMs: Date.now() }), ...records]));
+  writeFileSync(
+    path,
+    Buffer.concat([encodeSegmentHeader({ segmentId, createdAtMs: Date.now() }), ...records]),
+  );
   return ends;
 }
 
@@ -73,7 +98,8 @@ t.test('torn tails of every shape are cut at the last intact record', async (t) 
   const shapes: Array<{ name: string; build: (path: string, id: number) => number }> = [
     {
       name: 'clean end: nothing to cut',
-      build: (path, id) => writeSegment(path, id, [chunkRecord(500), chunkRecord(700)]).at(-1) as number,
+      build: (path, id) =>
+        writeSegment(path, id, [chunkRecord(500), chunkRecord(700)]).at(-1) as number,
     },
     {
       name: 'header only',
@@ -119,7 +145,12 @@ t.test('torn tails of every shape are cut at the last intact record', async (t) 
       build: (path, id) => {
         const bad = chunkRecord(1000);
         bad[10] = (bad[10] as number) ^ 0xff; // header checksum fails
-        return writeSegment(path, id, [chunkRecord(400), bad, chunkRecord(300), chunkRecord(300)])[0] as number;
+        return writeSegment(path, id, [
+          chunkRecord(400),
+          bad,
+          chunkRecord(300),
+          chunkRecord(300),
+        ])[0] as number;
       },
     },
     {
@@ -134,14 +165,23 @@ t.test('torn tails of every shape are cut at the last intact record', async (t) 
       name: 'a torn seal footer',
       build: (path, id) => {
         const keep = writeSegment(path, id, [chunkRecord(400)]).at(-1) as number;
-        appendFileSync(path, encodeSealFooter({ recordCount: 1, dataEnd: keep, sealedAtMs: Date.now() }).subarray(0, 100));
+        appendFileSync(
+          path,
+          encodeSealFooter({ recordCount: 1, dataEnd: keep, sealedAtMs: Date.now() }).subarray(
+            0,
+            100,
+          ),
+        );
         return keep;
       },
     },
     {
       name: 'a partial segment header',
       build: (path, id) => {
-        writeFileSync(path, encodeSegmentHeader({ segmentId: id, createdAtMs: Date.now() }).subarray(0, 20));
+        writeFileSync(
+          path,
+          encodeSegmentHeader({ segmentId: id, createdAtMs: Date.now() }).subarray(0, 20),
+        );
         return 0;
       },
     },
@@ -161,7 +201,11 @@ t.test('torn tails of every shape are cut at the last intact record', async (t) 
   t.equal(report.recovered, shapes.length, 'every open segment of the dead writer was recovered');
   t.equal(report.quarantined, 0);
   t.equal(report.damaged, 0);
-  t.equal(report.truncatedBytes, cases.reduce((sum, entry) => sum + entry.before - entry.keep, 0), 'the report counts the bytes cut');
+  t.equal(
+    report.truncatedBytes,
+    cases.reduce((sum, entry) => sum + entry.before - entry.keep, 0),
+    'the report counts the bytes cut',
+  );
   for (const entry of cases) {
     const path = segmentPath(fx, entry.id);
     const record = segmentRecord(fx, entry.id);
@@ -179,7 +223,11 @@ t.test('torn tails of every shape are cut at the last intact record', async (t) 
     }
   }
   const again = await recoverSegments({ paths: fx.paths, store: fx.store, log });
-  t.same(again, { recovered: 0, truncatedBytes: 0, damaged: 0, quarantined: 0 }, 'recovery is idempotent');
+  t.same(
+    again,
+    { recovered: 0, truncatedBytes: 0, damaged: 0, quarantined: 0 },
+    'recovery is idempotent',
+  );
 });
 
 t.test('live writers are left alone; this process only at start', async (t) => {
@@ -194,11 +242,15 @@ t.test('live writers are left alone; this process only at start', async (t) => {
   let report = await recoverSegments({ paths: fx.paths, store: fx.store, log, includeOwn: false });
   t.equal(report.recovered, 0, 'the periodic pass touches no open segment of a live process');
   t.equal(segmentRecord(fx, live)?.state, 'open');
-  t.equal(segmentRecord(fx, own)?.state, 'open', 'the compactor\'s own open segment stays open');
+  t.equal(segmentRecord(fx, own)?.state, 'open', "the compactor's own open segment stays open");
   t.equal(statSync(segmentPath(fx, own)).size, SEGMENT_HEADER_SIZE + 180 + 100, 'and uncut');
 
   report = await recoverSegments({ paths: fx.paths, store: fx.store, log });
-  t.equal(report.recovered, 1, 'at start, an open segment with this pid belongs to an earlier process');
+  t.equal(
+    report.recovered,
+    1,
+    'at start, an open segment with this pid belongs to an earlier process',
+  );
   t.equal(segmentRecord(fx, own)?.state, 'sealed');
   t.equal(segmentRecord(fx, live)?.state, 'open', 'a live writer is never recovered');
   t.equal(statSync(segmentPath(fx, live)).size, SEGMENT_HEADER_SIZE + 180 + 100);
@@ -211,18 +263,30 @@ t.test('a tail that an index entry points into is not cut', async (t) => {
   const ends = writeSegment(segmentPath(fx, id), id, records);
   // Damage the middle record; the last one is intact and referenced.
   const bytes = readFileSync(segmentPath(fx, id));
-  bytes[(ends[0] as number) + RECORD_HEADER_SIZE + 5] = (bytes[(ends[0] as number) + RECORD_HEADER_SIZE + 5] as number) ^ 1;
+  bytes[(ends[0] as number) + RECORD_HEADER_SIZE + 5] =
+    (bytes[(ends[0] as number) + RECORD_HEADER_SIZE + 5] as number) ^ 1;
   writeFileSync(segmentPath(fx, id), bytes);
   const chunkId = randomBytes(32);
-  await fx.store.transact(() => fx.store.put(DB.chunks, chunkKey(1, chunkId), {
-    segmentId: id, offset: ends[1] as number, length: (records[2] as Buffer).length, plainLength: 400, payloadChecksum: 0, refs: 1,
-  } satisfies ChunkRecord));
+  await fx.store.transact(() =>
+    fx.store.put(DB.chunks, chunkKey(1, chunkId), {
+      segmentId: id,
+      offset: ends[1] as number,
+      length: (records[2] as Buffer).length,
+      plainLength: 400,
+      payloadChecksum: 0,
+      refs: 1,
+    } satisfies ChunkRecord),
+  );
   const report = await recoverSegments({ paths: fx.paths, store: fx.store, log });
   t.equal(report.damaged, 1, 'counted as damaged');
   t.equal(report.truncatedBytes, 0, 'nothing cut');
   t.equal(statSync(segmentPath(fx, id)).size, bytes.length, 'the file is whole');
   t.same(readFileSync(segmentPath(fx, id)), bytes, 'byte for byte');
-  t.match(segmentRecord(fx, id), { state: 'sealed', size: bytes.length }, 'sealed at its full size, for an operator to look at');
+  t.match(
+    segmentRecord(fx, id),
+    { state: 'sealed', size: bytes.length },
+    'sealed at its full size, for an operator to look at',
+  );
 });
 
 t.test('unknown segment files are quarantined as .orphan, never deleted', async (t) => {
@@ -241,5 +305,8 @@ t.test('unknown segment files are quarantined as .orphan, never deleted', async 
   t.ok(existsSync(segmentPath(fx, known)), 'known segments stay');
   const again = await recoverSegments({ paths: fx.paths, store: fx.store, log });
   t.equal(again.quarantined, 0, 'an .orphan is not quarantined twice');
-  t.same(readdirSync(fx.paths.segments).sort(), [segmentFileName(known), `${segmentFileName(4242)}.orphan`, 'notes.txt'].sort());
+  t.same(
+    readdirSync(fx.paths.segments).sort(),
+    [segmentFileName(known), `${segmentFileName(4242)}.orphan`, 'notes.txt'].sort(),
+  );
 });

@@ -10,10 +10,22 @@ import t from 'tap';
 import { SegmentSyncer } from '../../src/engine/segments/segment-syncer.js';
 import { SegmentWriter } from '../../src/engine/segments/segment-writer.js';
 import { errorCode } from '../../src/util/errors.js';
-import { tempDir, chunkRecord, RecordingRegistry, hookFileHandle, gate, settle, track } from './segment-testing.js';
+import {
+  tempDir,
+  chunkRecord,
+  RecordingRegistry,
+  hookFileHandle,
+  gate,
+  settle,
+  track,
+} from './segment-testing.js';
 
 async function twoSegments(dir: string): Promise<number[]> {
-  const writer = new SegmentWriter({ segmentsDir: dir, registry: new RecordingRegistry(), segmentBytesMax: 64 + 2 * 1080 });
+  const writer = new SegmentWriter({
+    segmentsDir: dir,
+    registry: new RecordingRegistry(),
+    segmentBytesMax: 64 + 2 * 1080,
+  });
   const ids = new Set<number>();
   for (let index = 0; index < 3; index += 1) {
     const appended = await writer.append([chunkRecord(1000)]);
@@ -26,7 +38,7 @@ async function twoSegments(dir: string): Promise<number[]> {
 
 t.test('concurrent calls share fdatasyncs; a segment named twice is synced once', async (t) => {
   const dir = tempDir(t);
-  const [first, second] = await twoSegments(dir) as [number, number];
+  const [first, second] = (await twoSegments(dir)) as [number, number];
   const syncer = new SegmentSyncer(dir);
   t.teardown(() => syncer.close());
   let syncs = 0;
@@ -38,14 +50,16 @@ t.test('concurrent calls share fdatasyncs; a segment named twice is synced once'
   await syncer.sync([first, first, first]);
   t.equal(syncs, 1, 'one fdatasync for a segment named three times');
   syncs = 0;
-  await Promise.all(Array.from({ length: 100 }, (_, index) => syncer.sync(index % 2 ? [first] : [first, second])));
+  await Promise.all(
+    Array.from({ length: 100 }, (_, index) => syncer.sync(index % 2 ? [first] : [first, second])),
+  );
   t.ok(syncs <= 4, `100 concurrent calls over two segments shared ${syncs} fdatasyncs`);
   t.ok(syncs >= 2, 'each segment was synced');
 });
 
 t.test('a call made while an fdatasync runs waits for the next one', async (t) => {
   const dir = tempDir(t);
-  const [segment] = await twoSegments(dir) as [number];
+  const [segment] = (await twoSegments(dir)) as [number];
   const syncer = new SegmentSyncer(dir);
   t.teardown(() => syncer.close());
   const gates: Array<ReturnType<typeof gate>> = [];
@@ -78,7 +92,7 @@ t.test('a call made while an fdatasync runs waits for the next one', async (t) =
 
 t.test('a failed fdatasync fails its callers; the next call starts afresh', async (t) => {
   const dir = tempDir(t);
-  const [segment] = await twoSegments(dir) as [number];
+  const [segment] = (await twoSegments(dir)) as [number];
   const syncer = new SegmentSyncer(dir);
   t.teardown(() => syncer.close());
   let fail = true;

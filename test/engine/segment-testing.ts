@@ -14,7 +14,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
-import { encodeRecord, RECORD_KIND_CHUNK, COMPRESSION_NONE, CIPHER_NONE } from '../../src/format/record-frame.js';
+import {
+  encodeRecord,
+  RECORD_KIND_CHUNK,
+  COMPRESSION_NONE,
+  CIPHER_NONE,
+} from '../../src/format/record-frame.js';
 import type { SegmentRegistry } from '../../src/engine/segments/segment-writer.js';
 
 export interface TapLike {
@@ -28,7 +33,10 @@ export function tempDir(t: TapLike, prefix = 'lw-seg-'): string {
 }
 
 /** A valid, unencrypted chunk record of `payloadBytes` random payload bytes. */
-export function chunkRecord(payloadBytes: number, options: { tenantNum?: number; chunkId?: Buffer; payload?: Buffer } = {}): Buffer {
+export function chunkRecord(
+  payloadBytes: number,
+  options: { tenantNum?: number; chunkId?: Buffer; payload?: Buffer } = {},
+): Buffer {
   const payload = options.payload ?? randomBytes(payloadBytes);
   return encodeRecord(
     {
@@ -79,7 +87,11 @@ async function fileHandleProto(): Promise<FileHandleProto> {
 export async function hookFileHandle(
   t: TapLike,
   method: 'datasync' | 'writev' | 'write' | 'sync' | 'truncate',
-  around: (original: () => Promise<unknown>, args: unknown[], handle: FileHandle) => Promise<unknown>,
+  around: (
+    original: () => Promise<unknown>,
+    args: unknown[],
+    handle: FileHandle,
+  ) => Promise<unknown>,
 ): Promise<void> {
   const target = await fileHandleProto();
   const original = target[method] as (...args: unknown[]) => Promise<unknown>;
@@ -107,13 +119,25 @@ export function settle(ms = 30): Promise<void> {
 
 /** A pid that belonged to a process that has exited (so `processAlive` is false). */
 export function deadPid(): number {
-  const child = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' });
+  const child = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], {
+    encoding: 'utf8',
+  });
   return Number(child.stdout);
 }
 
 /** Settles a promise-tracking flag: true once the promise resolved or rejected. */
-export function track<T>(promise: Promise<T>): { settled: boolean; ok: boolean | undefined; error: unknown; promise: Promise<T> } {
-  const state = { settled: false, ok: undefined as boolean | undefined, error: undefined as unknown, promise };
+export function track<T>(promise: Promise<T>): {
+  settled: boolean;
+  ok: boolean | undefined;
+  error: unknown;
+  promise: Promise<T>;
+} {
+  const state = {
+    settled: false,
+    ok: undefined as boolean | undefined,
+    error: undefined as unknown,
+    promise,
+  };
   promise.then(
     () => {
       state.settled = true;

@@ -16,26 +16,47 @@ import { join } from 'node:path';
 import { SegmentWriter, type Appended } from '../../src/engine/segments/segment-writer.js';
 import { scanSegment, type ScannedRecord } from '../../src/engine/segments/segment-scan.js';
 import { decodeSealFooter, SEAL_RECORD_SIZE } from '../../src/format/seal-footer.js';
-import { decodeSegmentHeader, segmentFileName, SEGMENT_HEADER_SIZE } from '../../src/format/segment-header.js';
+import {
+  decodeSegmentHeader,
+  segmentFileName,
+  SEGMENT_HEADER_SIZE,
+} from '../../src/format/segment-header.js';
 import { RECORD_KIND_CHUNK, RECORD_KIND_SEAL } from '../../src/format/record-frame.js';
 import { errorCode } from '../../src/util/errors.js';
-import { tempDir, chunkRecord, RecordingRegistry, hookFileHandle, gate, settle, track } from './segment-testing.js';
+import {
+  tempDir,
+  chunkRecord,
+  RecordingRegistry,
+  hookFileHandle,
+  gate,
+  settle,
+  track,
+} from './segment-testing.js';
 
 const MiB = 1024 * 1024;
 
 /** Lets the writer issue the records appended so far (it gathers them for one iteration). */
 const nextIteration = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
-function writerIn(dir: string, segmentBytesMax = 64 * MiB): { writer: SegmentWriter; registry: RecordingRegistry } {
+function writerIn(
+  dir: string,
+  segmentBytesMax = 64 * MiB,
+): { writer: SegmentWriter; registry: RecordingRegistry } {
   const registry = new RecordingRegistry();
   return { writer: new SegmentWriter({ segmentsDir: dir, registry, segmentBytesMax }), registry };
 }
 
-async function records(path: string): Promise<{ list: ScannedRecord[]; torn: boolean; validEnd: number; fileSize: number }> {
+async function records(
+  path: string,
+): Promise<{ list: ScannedRecord[]; torn: boolean; validEnd: number; fileSize: number }> {
   const list: ScannedRecord[] = [];
-  const scan = await scanSegment(path, (record) => {
-    list.push(record);
-  }, { withBytes: true });
+  const scan = await scanSegment(
+    path,
+    (record) => {
+      list.push(record);
+    },
+    { withBytes: true },
+  );
   return { list, torn: scan.torn, validEnd: scan.validEnd, fileSize: scan.fileSize };
 }
 
@@ -50,7 +71,10 @@ t.test('a new segment starts with its header, and records land where append says
   t.equal(appended.length, record.length);
   const bytes = readFileSync(join(dir, segmentFileName(1)));
   t.equal(decodeSegmentHeader(bytes).segmentId, 1, 'the header names the segment');
-  t.ok(bytes.subarray(appended.offset, appended.offset + appended.length).equals(record), 'the record bytes, parts joined');
+  t.ok(
+    bytes.subarray(appended.offset, appended.offset + appended.length).equals(record),
+    'the record bytes, parts joined',
+  );
   await writer.close();
 });
 
@@ -71,41 +95,56 @@ t.test('group fdatasync: concurrent appends share syncs', async (t) => {
   t.ok(syncs >= 1, `at least one fdatasync (${syncs})`);
   t.ok(syncs <= 10, `${count} concurrent appends shared ${syncs} fdatasyncs`);
   const offsets = appended.map((entry) => entry.offset);
-  t.same([...offsets].sort((a, b) => a - b), offsets, 'offsets are assigned in call order');
+  t.same(
+    [...offsets].sort((a, b) => a - b),
+    offsets,
+    'offsets are assigned in call order',
+  );
   const { list, torn } = await records(join(dir, segmentFileName(1)));
   t.notOk(torn);
   t.equal(list.length, count + 1);
   const byOffset = new Map(list.map((record) => [record.offset, record.bytes]));
-  const intact = appended.filter((entry, index) => byOffset.get(entry.offset)?.equals(sent[index] as Buffer)).length;
+  const intact = appended.filter((entry, index) =>
+    byOffset.get(entry.offset)?.equals(sent[index] as Buffer),
+  ).length;
   t.equal(intact, count, 'every record intact at its offset');
   await writer.close();
 });
 
-t.test('records appended in one iteration share one writev; a failed one fails them all', async (t) => {
-  const dir = tempDir(t);
-  const { writer } = writerIn(dir);
-  await (await writer.append([chunkRecord(100)])).durable();
-  const writes: number[] = [];
-  let fail = false;
-  await hookFileHandle(t, 'writev', async (original, args) => {
-    writes.push((args[0] as Buffer[]).length);
-    if (fail) throw Object.assign(new Error('EIO: injected'), { code: 'EIO' });
-    return original();
-  });
-  const batch = Array.from({ length: 20 }, (_, index) => chunkRecord(200 + index));
-  const appended = await Promise.all(batch.map((record) => writer.append([record])));
-  t.same(writes, [20], 'twenty records, one writev');
-  await Promise.all(appended.map((entry) => entry.durable()));
-  const { list } = await records(join(dir, segmentFileName(1)));
-  t.equal(list.length, 21, 'every record of the group is in the segment');
+t.test(
+  'records appended in one iteration share one writev; a failed one fails them all',
+  async (t) => {
+    const dir = tempDir(t);
+    const { writer } = writerIn(dir);
+    await (await writer.append([chunkRecord(100)])).durable();
+    const writes: number[] = [];
+    let fail = false;
+    await hookFileHandle(t, 'writev', async (original, args) => {
+      writes.push((args[0] as Buffer[]).length);
+      if (fail) throw Object.assign(new Error('EIO: injected'), { code: 'EIO' });
+      return original();
+    });
+    const batch = Array.from({ length: 20 }, (_, index) => chunkRecord(200 + index));
+    const appended = await Promise.all(batch.map((record) => writer.append([record])));
+    t.same(writes, [20], 'twenty records, one writev');
+    await Promise.all(appended.map((entry) => entry.durable()));
+    const { list } = await records(join(dir, segmentFileName(1)));
+    t.equal(list.length, 21, 'every record of the group is in the segment');
 
-  fail = true;
-  const failed = await Promise.allSettled(Array.from({ length: 3 }, () => writer.append([chunkRecord(300)])));
-  t.same(failed.map((outcome) => outcome.status), ['rejected', 'rejected', 'rejected'], 'a failed group write fails each of its records');
-  t.equal(writes.length, 2, 'the three were one write');
-  fail = false;
-  await writer.close();
-});
+    fail = true;
+    const failed = await Promise.allSettled(
+      Array.from({ length: 3 }, () => writer.append([chunkRecord(300)])),
+    );
+    t.same(
+      failed.map((outcome) => outcome.status),
+      ['rejected', 'rejected', 'rejected'],
+      'a failed group write fails each of its records',
+    );
+    t.equal(writes.length, 2, 'the three were one write');
+    fail = false;
+    await writer.close();
+  },
+);
 
 t.test('durable() resolves only after an fdatasync that began after the write', async (t) => {
   const dir = tempDir(t);
@@ -147,83 +186,98 @@ t.test('durable() resolves only after an fdatasync that began after the write', 
   await writer.close();
 });
 
-t.test('a record is not durable before every earlier record of its segment is written', async (t) => {
-  // Recovery cuts a torn segment at its first damaged record. If a small record written after a
-  // large one could be acknowledged while the large one is still being written, a crash would
-  // leave the acknowledged record behind the cut, and recovery would delete it.
-  const dir = tempDir(t);
-  const { writer } = writerIn(dir);
-  await (await writer.append([chunkRecord(100)])).durable();
-  const held = gate();
-  const big = chunkRecord(2 * MiB);
-  await hookFileHandle(t, 'writev', async (original, args) => {
-    const parts = args[0] as Buffer[];
-    if (parts.includes(big)) await held.promise;
-    return original();
-  });
-  const bigAppend = track(writer.append([big]));
-  await nextIteration(); // the next record goes into a write of its own
-  const small = await writer.append([chunkRecord(100)]);
-  const smallWritten = track(small.written());
-  const smallDurable = track(small.durable());
-  await settle(100);
-  t.notOk(bigAppend.settled, 'the large write is held');
-  t.notOk(smallWritten.settled, 'the small record, behind the held one, does not count as written (the engine would sync and commit it)');
-  t.notOk(smallDurable.settled, 'nor as durable');
-  held.open();
-  await (await bigAppend.promise).durable();
-  await smallWritten.promise;
-  await smallDurable.promise;
-  t.pass('both written and durable once the earlier write completed');
-  await writer.close();
-});
+t.test(
+  'a record is not durable before every earlier record of its segment is written',
+  async (t) => {
+    // Recovery cuts a torn segment at its first damaged record. If a small record written after a
+    // large one could be acknowledged while the large one is still being written, a crash would
+    // leave the acknowledged record behind the cut, and recovery would delete it.
+    const dir = tempDir(t);
+    const { writer } = writerIn(dir);
+    await (await writer.append([chunkRecord(100)])).durable();
+    const held = gate();
+    const big = chunkRecord(2 * MiB);
+    await hookFileHandle(t, 'writev', async (original, args) => {
+      const parts = args[0] as Buffer[];
+      if (parts.includes(big)) await held.promise;
+      return original();
+    });
+    const bigAppend = track(writer.append([big]));
+    await nextIteration(); // the next record goes into a write of its own
+    const small = await writer.append([chunkRecord(100)]);
+    const smallWritten = track(small.written());
+    const smallDurable = track(small.durable());
+    await settle(100);
+    t.notOk(bigAppend.settled, 'the large write is held');
+    t.notOk(
+      smallWritten.settled,
+      'the small record, behind the held one, does not count as written (the engine would sync and commit it)',
+    );
+    t.notOk(smallDurable.settled, 'nor as durable');
+    held.open();
+    await (await bigAppend.promise).durable();
+    await smallWritten.promise;
+    await smallDurable.promise;
+    t.pass('both written and durable once the earlier write completed');
+    await writer.close();
+  },
+);
 
-t.test('a failed write fails the records behind it; the writer moves on and seals the broken segment at the last good record', async (t) => {
-  const dir = tempDir(t);
-  const { writer, registry } = writerIn(dir);
-  const good = await writer.append([chunkRecord(300)]);
-  await good.durable();
-  const badRecord = chunkRecord(5000);
-  const held = gate();
-  await hookFileHandle(t, 'writev', async (original, args) => {
-    const parts = args[0] as Buffer[];
-    if (parts.includes(badRecord)) {
-      await held.promise;
-      throw Object.assign(new Error('EIO: injected'), { code: 'EIO' });
-    }
-    return original();
-  });
-  const bad = track(writer.append([badRecord]));
-  await nextIteration(); // the next record goes into a write of its own
-  const behind = await writer.append([chunkRecord(200)]);
-  const behindWritten = track(behind.written());
-  const behindDurable = track(behind.durable());
-  held.open();
-  await bad.promise.catch(() => undefined);
-  t.equal(errorCode(bad.error), 'segment_io', 'the failed write rejects with segment_io');
-  await behindDurable.promise.catch(() => undefined);
-  t.equal(behindDurable.ok, false, 'a record behind the hole is never acknowledged');
-  t.equal(errorCode(behindDurable.error), 'segment_io');
-  await behindWritten.promise.catch(() => undefined);
-  t.equal(errorCode(behindWritten.error), 'segment_io', 'nor reported as written');
+t.test(
+  'a failed write fails the records behind it; the writer moves on and seals the broken segment at the last good record',
+  async (t) => {
+    const dir = tempDir(t);
+    const { writer, registry } = writerIn(dir);
+    const good = await writer.append([chunkRecord(300)]);
+    await good.durable();
+    const badRecord = chunkRecord(5000);
+    const held = gate();
+    await hookFileHandle(t, 'writev', async (original, args) => {
+      const parts = args[0] as Buffer[];
+      if (parts.includes(badRecord)) {
+        await held.promise;
+        throw Object.assign(new Error('EIO: injected'), { code: 'EIO' });
+      }
+      return original();
+    });
+    const bad = track(writer.append([badRecord]));
+    await nextIteration(); // the next record goes into a write of its own
+    const behind = await writer.append([chunkRecord(200)]);
+    const behindWritten = track(behind.written());
+    const behindDurable = track(behind.durable());
+    held.open();
+    await bad.promise.catch(() => undefined);
+    t.equal(errorCode(bad.error), 'segment_io', 'the failed write rejects with segment_io');
+    await behindDurable.promise.catch(() => undefined);
+    t.equal(behindDurable.ok, false, 'a record behind the hole is never acknowledged');
+    t.equal(errorCode(behindDurable.error), 'segment_io');
+    await behindWritten.promise.catch(() => undefined);
+    t.equal(errorCode(behindWritten.error), 'segment_io', 'nor reported as written');
 
-  const after = await writer.append([chunkRecord(400)]);
-  await after.durable();
-  t.not(after.segmentId, good.segmentId, 'the next append goes to a new segment');
-  await settle(50);
-  const sealed = registry.sealed.find((entry) => entry.segmentId === good.segmentId);
-  t.ok(sealed, 'the broken segment was sealed');
-  const path = join(dir, segmentFileName(good.segmentId));
-  const cut = good.offset + good.length;
-  t.equal(sealed?.size, cut + SEAL_RECORD_SIZE, 'sealed right after the last good record');
-  t.equal(statSync(path).size, cut + SEAL_RECORD_SIZE, 'the file was cut there');
-  const footer = decodeSealFooter(readFileSync(path), cut);
-  t.same({ recordCount: footer.recordCount, dataEnd: footer.dataEnd }, { recordCount: 1, dataEnd: cut });
-  const { list, torn } = await records(path);
-  t.notOk(torn);
-  t.same(list.map((record) => record.header.kind), [RECORD_KIND_CHUNK, RECORD_KIND_SEAL]);
-  await writer.close();
-});
+    const after = await writer.append([chunkRecord(400)]);
+    await after.durable();
+    t.not(after.segmentId, good.segmentId, 'the next append goes to a new segment');
+    await settle(50);
+    const sealed = registry.sealed.find((entry) => entry.segmentId === good.segmentId);
+    t.ok(sealed, 'the broken segment was sealed');
+    const path = join(dir, segmentFileName(good.segmentId));
+    const cut = good.offset + good.length;
+    t.equal(sealed?.size, cut + SEAL_RECORD_SIZE, 'sealed right after the last good record');
+    t.equal(statSync(path).size, cut + SEAL_RECORD_SIZE, 'the file was cut there');
+    const footer = decodeSealFooter(readFileSync(path), cut);
+    t.same(
+      { recordCount: footer.recordCount, dataEnd: footer.dataEnd },
+      { recordCount: 1, dataEnd: cut },
+    );
+    const { list, torn } = await records(path);
+    t.notOk(torn);
+    t.same(
+      list.map((record) => record.header.kind),
+      [RECORD_KIND_CHUNK, RECORD_KIND_SEAL],
+    );
+    await writer.close();
+  },
+);
 
 t.test('a failed fdatasync fails every record it should have covered', async (t) => {
   const dir = tempDir(t);
@@ -245,7 +299,11 @@ t.test('a failed fdatasync fails every record it should have covered', async (t)
   t.not(after.segmentId, good.segmentId, 'the writer left the segment whose fsync failed');
   await settle(50);
   const cut = good.offset + good.length;
-  t.same(registry.sealed.find((entry) => entry.segmentId === good.segmentId), { segmentId: good.segmentId, size: cut + SEAL_RECORD_SIZE }, 'sealed after the last record known durable');
+  t.same(
+    registry.sealed.find((entry) => entry.segmentId === good.segmentId),
+    { segmentId: good.segmentId, size: cut + SEAL_RECORD_SIZE },
+    'sealed after the last record known durable',
+  );
   await writer.close();
 });
 
@@ -254,11 +312,20 @@ t.test('sealing writes a footer and registers the size', async (t) => {
   const recordBytes = 80 + 1000;
   const { writer, registry } = writerIn(dir, SEGMENT_HEADER_SIZE + 3 * recordBytes + 10);
   const appended: Appended[] = [];
-  for (let index = 0; index < 7; index += 1) appended.push(await writer.append([chunkRecord(1000)]));
+  for (let index = 0; index < 7; index += 1)
+    appended.push(await writer.append([chunkRecord(1000)]));
   await Promise.all(appended.map((entry) => entry.durable()));
-  t.same(appended.map((entry) => entry.segmentId), [1, 1, 1, 2, 2, 2, 3], 'three records per segment');
+  t.same(
+    appended.map((entry) => entry.segmentId),
+    [1, 1, 1, 2, 2, 2, 3],
+    'three records per segment',
+  );
   await writer.close();
-  t.same(registry.sealed.map((entry) => entry.segmentId).sort(), [1, 2, 3], 'every segment sealed, the open one on close');
+  t.same(
+    registry.sealed.map((entry) => entry.segmentId).sort(),
+    [1, 2, 3],
+    'every segment sealed, the open one on close',
+  );
   for (const { segmentId, size } of registry.sealed) {
     const path = join(dir, segmentFileName(segmentId));
     t.equal(statSync(path).size, size, `segment ${segmentId}: registered size is the file size`);
@@ -268,7 +335,10 @@ t.test('sealing writes a footer and registers the size', async (t) => {
     t.equal(footer.dataEnd, size - SEAL_RECORD_SIZE);
     const { list, torn } = await records(path);
     t.notOk(torn, 'a sealed segment scans clean to its end');
-    t.equal(list.filter((record) => record.header.kind === RECORD_KIND_CHUNK).length, expected.length);
+    t.equal(
+      list.filter((record) => record.header.kind === RECORD_KIND_CHUNK).length,
+      expected.length,
+    );
     t.equal(list.at(-1)?.header.kind, RECORD_KIND_SEAL, 'the footer is the last record');
   }
 });
@@ -278,20 +348,34 @@ t.test('appends that waited for a new segment never write into one being sealed'
   const dir = tempDir(t);
   const recordBytes = 80 + 4000;
   const { writer, registry } = writerIn(dir, SEGMENT_HEADER_SIZE + 2 * recordBytes);
-  const appended = await Promise.all(Array.from({ length: 9 }, () => writer.append([chunkRecord(4000)])));
+  const appended = await Promise.all(
+    Array.from({ length: 9 }, () => writer.append([chunkRecord(4000)])),
+  );
   await Promise.all(appended.map((entry) => entry.durable()));
   await writer.close();
   const perSegment = new Map<number, number>();
-  for (const entry of appended) perSegment.set(entry.segmentId, (perSegment.get(entry.segmentId) ?? 0) + 1);
-  t.ok([...perSegment.values()].every((count) => count <= 2), 'no segment holds more than fits');
-  t.equal(new Set(registry.sealed.map((entry) => entry.segmentId)).size, registry.sealed.length, 'each segment sealed once');
+  for (const entry of appended)
+    perSegment.set(entry.segmentId, (perSegment.get(entry.segmentId) ?? 0) + 1);
+  t.ok(
+    [...perSegment.values()].every((count) => count <= 2),
+    'no segment holds more than fits',
+  );
+  t.equal(
+    new Set(registry.sealed.map((entry) => entry.segmentId)).size,
+    registry.sealed.length,
+    'each segment sealed once',
+  );
   for (const { segmentId, size } of registry.sealed) {
     const path = join(dir, segmentFileName(segmentId));
     const { list, torn } = await records(path);
     t.notOk(torn, `segment ${segmentId} scans clean`);
     t.equal(statSync(path).size, size);
     const footer = decodeSealFooter(readFileSync(path), size - SEAL_RECORD_SIZE);
-    t.equal(footer.recordCount, perSegment.get(segmentId) ?? 0, `segment ${segmentId}: footer counts its records`);
+    t.equal(
+      footer.recordCount,
+      perSegment.get(segmentId) ?? 0,
+      `segment ${segmentId}: footer counts its records`,
+    );
     t.equal(list.length, (perSegment.get(segmentId) ?? 0) + 1);
   }
 });

@@ -52,7 +52,10 @@ function parseLayouts(markdown: string): Layout[] {
     assert.equal(lines[index + 1], TABLE_HEADER, `layout ${module}: table header`);
     const rows: Row[] = [];
     for (let i = index + 3; i < lines.length && (lines[i] ?? '').startsWith('|'); i++) {
-      const cells = (lines[i] ?? '').split('|').slice(1, -1).map((cell) => cell.trim());
+      const cells = (lines[i] ?? '')
+        .split('|')
+        .slice(1, -1)
+        .map((cell) => cell.trim());
       const [offset = '', size = '', type = '', field = ''] = cells;
       rows.push({
         offset: Number(offset),

@@ -43,7 +43,10 @@ t.test('every single-bit flip is rejected', async (t) => {
   fc.assert(
     fc.property(fieldsArbitrary, fc.nat({ max: MARKER_SIZE * 8 - 1 }), (fields, bit) => {
       const flipped = flipBit(encodeMarker(fields), bit);
-      assert.notEqual(formatOutcome(() => decodeMarker(flipped)), 'ok');
+      assert.notEqual(
+        formatOutcome(() => decodeMarker(flipped)),
+        'ok',
+      );
     }),
   );
   t.pass('property holds');

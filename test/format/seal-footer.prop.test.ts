@@ -53,7 +53,10 @@ t.test('every single-bit flip is rejected', async (t) => {
   fc.assert(
     fc.property(footerArbitrary, fc.nat({ max: SEAL_RECORD_SIZE * 8 - 1 }), (footer, bit) => {
       const flipped = flipBit(encodeSealFooter(footer), bit);
-      assert.notEqual(formatOutcome(() => decodeSealFooter(flipped, 0)), 'ok');
+      assert.notEqual(
+        formatOutcome(() => decodeSealFooter(flipped, 0)),
+        'ok',
+      );
     }),
   );
   t.pass('property holds');

@@ -45,7 +45,10 @@ t.test('every single-bit flip is rejected', async (t) => {
   fc.assert(
     fc.property(fieldsArbitrary, fc.nat({ max: SEGMENT_HEADER_SIZE * 8 - 1 }), (fields, bit) => {
       const flipped = flipBit(encodeSegmentHeader(fields), bit);
-      assert.notEqual(formatOutcome(() => decodeSegmentHeader(flipped)), 'ok');
+      assert.notEqual(
+        formatOutcome(() => decodeSegmentHeader(flipped)),
+        'ok',
+      );
     }),
   );
   t.pass('property holds');

@@ -22,13 +22,11 @@ const leaf = fc.oneof(
   fc.constant(null),
   fc.uint8Array({ maxLength: 20 }).map((bytes) => Buffer.from(bytes)),
 );
-const tree = fc.letrec<{ node: unknown; map: Record<string, unknown>; list: unknown[] }>(
-  (tie) => ({
-    node: fc.oneof({ depthSize: 'small' }, leaf, tie('list'), tie('map')),
-    list: fc.array(tie('node'), { maxLength: 4 }),
-    map: fc.dictionary(key, tie('node'), { maxKeys: 5, noNullPrototype: true }),
-  }),
-);
+const tree = fc.letrec<{ node: unknown; map: Record<string, unknown>; list: unknown[] }>((tie) => ({
+  node: fc.oneof({ depthSize: 'small' }, leaf, tie('list'), tie('map')),
+  list: fc.array(tie('node'), { maxLength: 4 }),
+  map: fc.dictionary(key, tie('node'), { maxKeys: 5, noNullPrototype: true }),
+}));
 
 t.test('decode(encode(x)) equals x, and re-encoding gives the same bytes', async (t) => {
   fc.assert(

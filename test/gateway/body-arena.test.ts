@@ -14,7 +14,8 @@ t.test('tryTake leaves the spill reserve; tryTakeSpill takes it', async (t) => {
   t.equal(taken.length, 56, 'all but the reserve');
   t.equal(new Set(taken).size, 56, 'distinct blocks');
   const spill: number[] = [];
-  for (let block = arena.tryTakeSpill(); block !== undefined; block = arena.tryTakeSpill()) spill.push(block);
+  for (let block = arena.tryTakeSpill(); block !== undefined; block = arena.tryTakeSpill())
+    spill.push(block);
   t.equal(spill.length, 8, 'the reserve goes to spills');
   t.equal(arena.available, 0);
   for (const block of [...taken, ...spill]) arena.release(block);

@@ -9,7 +9,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { IndexStore } from '../../src/engine/index/store.js';
-import { DB, objectKey, type BucketRecord, type ObjectVersionRecord } from '../../src/engine/index/schema.js';
+import {
+  DB,
+  objectKey,
+  type BucketRecord,
+  type ObjectVersionRecord,
+} from '../../src/engine/index/schema.js';
 import { listObjects } from '../../src/gateway/routes.js';
 import { parseRange } from '../../src/gateway/download.js';
 
@@ -22,7 +27,20 @@ t.teardown(async () => {
 let nextBucket = 1;
 
 function version(key: string): ObjectVersionRecord {
-  return { key, versionId: 'null', seq: 1, lastModified: 0, size: 0, etag: '""', contentType: 'x', metadata: {}, checksums: {}, chunks: Buffer.alloc(0), storedBytes: 0, compressed: false };
+  return {
+    key,
+    versionId: 'null',
+    seq: 1,
+    lastModified: 0,
+    size: 0,
+    etag: '""',
+    contentType: 'x',
+    metadata: {},
+    checksums: {},
+    chunks: Buffer.alloc(0),
+    storedBytes: 0,
+    compressed: false,
+  };
 }
 
 function insert(bucket: BucketRecord, keys: readonly string[]): void {
@@ -34,94 +52,172 @@ function insert(bucket: BucketRecord, keys: readonly string[]): void {
 const keyArb = fc.stringMatching(/^[a-c/]{1,6}$/);
 
 t.test('pages visit every key once, in order, while writers insert', async (t) => {
-  await fc.assert(fc.asyncProperty(
-    fc.uniqueArray(keyArb, { minLength: 0, maxLength: 40 }),
-    fc.array(fc.array(keyArb, { maxLength: 3 }), { maxLength: 10 }),
-    fc.integer({ min: 1, max: 7 }),
-    async (initial, inserts, maxKeys) => {
-      const bucket: BucketRecord = { id: nextBucket++, tenantId: 't', name: 'b', createdAt: 0, versioning: 'Unversioned', objectLock: false };
-      insert(bucket, initial);
-      const seen: string[] = [];
-      let token: string | undefined;
-      for (let page = 0; page < 1000; page += 1) {
-        const query = new URLSearchParams({ maxKeys: String(maxKeys), ...(token ? { continuationToken: token } : {}) });
-        const result = listObjects(store, bucket, query) as { objects: Array<{ key: string }>; nextContinuationToken?: string; isTruncated: boolean };
-        seen.push(...result.objects.map((o) => o.key));
-        if (!result.isTruncated) break;
-        token = result.nextContinuationToken;
-        insert(bucket, inserts[page] ?? []);
-      }
-      const sorted = [...seen].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
-      t.same(seen, sorted, 'in key order');
-      t.equal(new Set(seen).size, seen.length, 'no key twice');
-      for (const key of initial) t.ok(seen.includes(key), `initial key ${key} visited`);
-    },
-  ), { numRuns: 60 });
+  await fc.assert(
+    fc.asyncProperty(
+      fc.uniqueArray(keyArb, { minLength: 0, maxLength: 40 }),
+      fc.array(fc.array(keyArb, { maxLength: 3 }), { maxLength: 10 }),
+      fc.integer({ min: 1, max: 7 }),
+      async (initial, inserts, maxKeys) => {
+        const bucket: BucketRecord = {
+          id: nextBucket++,
+          tenantId: 't',
+          name: 'b',
+          createdAt: 0,
+          versioning: 'Unversioned',
+          objectLock: false,
+        };
+        insert(bucket, initial);
+        const seen: string[] = [];
+        let token: string | undefined;
+        for (let page = 0; page < 1000; page += 1) {
+          const query = new URLSearchParams({
+            maxKeys: String(maxKeys),
+            ...(token ? { continuationToken: token } : {}),
+          });
+          const result = listObjects(store, bucket, query) as {
+            objects: Array<{ key: string }>;
+            nextContinuationToken?: string;
+            isTruncated: boolean;
+          };
+          seen.push(...result.objects.map((o) => o.key));
+          if (!result.isTruncated) break;
+          token = result.nextContinuationToken;
+          insert(bucket, inserts[page] ?? []);
+        }
+        const sorted = [...seen].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+        t.same(seen, sorted, 'in key order');
+        t.equal(new Set(seen).size, seen.length, 'no key twice');
+        for (const key of initial) t.ok(seen.includes(key), `initial key ${key} visited`);
+      },
+    ),
+    { numRuns: 60 },
+  );
 });
 
 t.test('delimiter: keys and common prefixes partition the listing', async (t) => {
-  await fc.assert(fc.asyncProperty(
-    fc.uniqueArray(keyArb, { minLength: 1, maxLength: 40 }),
-    fc.constantFrom('', 'a', 'b/'),
-    fc.integer({ min: 1, max: 5 }),
-    async (keys, prefix, maxKeys) => {
-      const bucket: BucketRecord = { id: nextBucket++, tenantId: 't', name: 'b', createdAt: 0, versioning: 'Unversioned', objectLock: false };
-      insert(bucket, keys);
-      const objects: string[] = [];
-      const prefixes: string[] = [];
-      let token: string | undefined;
-      for (let page = 0; page < 1000; page += 1) {
-        const query = new URLSearchParams({ prefix, delimiter: '/', maxKeys: String(maxKeys), ...(token ? { continuationToken: token } : {}) });
-        const result = listObjects(store, bucket, query) as { objects: Array<{ key: string }>; commonPrefixes: string[]; nextContinuationToken?: string; isTruncated: boolean };
-        objects.push(...result.objects.map((o) => o.key));
-        prefixes.push(...result.commonPrefixes);
-        if (!result.isTruncated) break;
-        token = result.nextContinuationToken;
-      }
-      const expectedObjects = keys.filter((k) => k.startsWith(prefix) && !k.slice(prefix.length).includes('/'));
-      const expectedPrefixes = [...new Set(keys.filter((k) => k.startsWith(prefix) && k.slice(prefix.length).includes('/'))
-        .map((k) => k.slice(0, prefix.length + k.slice(prefix.length).indexOf('/') + 1)))];
-      const byBytes = (a: string, b: string): number => Buffer.compare(Buffer.from(a), Buffer.from(b));
-      t.same(objects, expectedObjects.sort(byBytes));
-      t.same(prefixes, expectedPrefixes.sort(byBytes));
-    },
-  ), { numRuns: 60 });
+  await fc.assert(
+    fc.asyncProperty(
+      fc.uniqueArray(keyArb, { minLength: 1, maxLength: 40 }),
+      fc.constantFrom('', 'a', 'b/'),
+      fc.integer({ min: 1, max: 5 }),
+      async (keys, prefix, maxKeys) => {
+        const bucket: BucketRecord = {
+          id: nextBucket++,
+          tenantId: 't',
+          name: 'b',
+          createdAt: 0,
+          versioning: 'Unversioned',
+          objectLock: false,
+        };
+        insert(bucket, keys);
+        const objects: string[] = [];
+        const prefixes: string[] = [];
+        let token: string | undefined;
+        for (let page = 0; page < 1000; page += 1) {
+          const query = new URLSearchParams({
+            prefix,
+            delimiter: '/',
+            maxKeys: String(maxKeys),
+            ...(token ? { continuationToken: token } : {}),
+          });
+          const result = listObjects(store, bucket, query) as {
+            objects: Array<{ key: string }>;
+            commonPrefixes: string[];
+            nextContinuationToken?: string;
+            isTruncated: boolean;
+          };
+          objects.push(...result.objects.map((o) => o.key));
+          prefixes.push(...result.commonPrefixes);
+          if (!result.isTruncated) break;
+          token = result.nextContinuationToken;
+        }
+        const expectedObjects = keys.filter(
+          (k) => k.startsWith(prefix) && !k.slice(prefix.length).includes('/'),
+        );
+        const expectedPrefixes = [
+          ...new Set(
+            keys
+              .filter((k) => k.startsWith(prefix) && k.slice(prefix.length).includes('/'))
+              .map((k) => k.slice(0, prefix.length + k.slice(prefix.length).indexOf('/') + 1)),
+          ),
+        ];
+        const byBytes = (a: string, b: string): number =>
+          Buffer.compare(Buffer.from(a), Buffer.from(b));
+        t.same(objects, expectedObjects.sort(byBytes));
+        t.same(prefixes, expectedPrefixes.sort(byBytes));
+      },
+    ),
+    { numRuns: 60 },
+  );
 });
 
 t.test('a key that ends with the delimiter can end a page (regression)', async (t) => {
   // Found by the delimiter property: the token after key "b/" was taken for the common prefix
   // "b/", and "b/b" was skipped.
-  const bucket: BucketRecord = { id: nextBucket++, tenantId: 't', name: 'b', createdAt: 0, versioning: 'Unversioned', objectLock: false };
+  const bucket: BucketRecord = {
+    id: nextBucket++,
+    tenantId: 't',
+    name: 'b',
+    createdAt: 0,
+    versioning: 'Unversioned',
+    objectLock: false,
+  };
   insert(bucket, ['b/', 'b/b', 'b/c/d']);
-  const first = listObjects(store, bucket, new URLSearchParams({ prefix: 'b/', delimiter: '/', maxKeys: '1' })) as { objects: Array<{ key: string }>; nextContinuationToken: string };
-  t.same(first.objects.map((o) => o.key), ['b/']);
-  const rest = listObjects(store, bucket, new URLSearchParams({ prefix: 'b/', delimiter: '/', maxKeys: '10', continuationToken: first.nextContinuationToken })) as { objects: Array<{ key: string }>; commonPrefixes: string[] };
-  t.same(rest.objects.map((o) => o.key), ['b/b']);
+  const first = listObjects(
+    store,
+    bucket,
+    new URLSearchParams({ prefix: 'b/', delimiter: '/', maxKeys: '1' }),
+  ) as { objects: Array<{ key: string }>; nextContinuationToken: string };
+  t.same(
+    first.objects.map((o) => o.key),
+    ['b/'],
+  );
+  const rest = listObjects(
+    store,
+    bucket,
+    new URLSearchParams({
+      prefix: 'b/',
+      delimiter: '/',
+      maxKeys: '10',
+      continuationToken: first.nextContinuationToken,
+    }),
+  ) as { objects: Array<{ key: string }>; commonPrefixes: string[] };
+  t.same(
+    rest.objects.map((o) => o.key),
+    ['b/b'],
+  );
   t.same(rest.commonPrefixes, ['b/c/']);
 });
 
 t.test('range arithmetic matches the reference model', async (t) => {
-  fc.assert(fc.property(
-    fc.integer({ min: 0, max: 1000 }),
-    fc.option(fc.integer({ min: 0, max: 1200 }), { nil: undefined }),
-    fc.option(fc.integer({ min: 0, max: 1200 }), { nil: undefined }),
-    (size, first, last) => {
-      const header = `bytes=${first ?? ''}-${last ?? ''}`;
-      let expected: { start: number; end: number } | 'whole' | 'unsatisfiable';
-      if (first === undefined && last === undefined) expected = 'whole';
-      else if (first === undefined) expected = last === 0 || size === 0 ? 'unsatisfiable' : { start: Math.max(0, size - (last as number)), end: size - 1 };
-      else if (first >= size || (last !== undefined && last < first)) expected = 'unsatisfiable';
-      else expected = { start: first, end: Math.min(last ?? size - 1, size - 1) };
-      let actual: typeof expected;
-      try {
-        actual = parseRange(header, size) ?? 'whole';
-      } catch (error) {
-        if ((error as { code?: string }).code !== 'invalid_range') throw error;
-        actual = 'unsatisfiable';
-      }
-      t.same(actual, expected, `${header} of ${size}`);
-    },
-  ), { numRuns: 300 });
+  fc.assert(
+    fc.property(
+      fc.integer({ min: 0, max: 1000 }),
+      fc.option(fc.integer({ min: 0, max: 1200 }), { nil: undefined }),
+      fc.option(fc.integer({ min: 0, max: 1200 }), { nil: undefined }),
+      (size, first, last) => {
+        const header = `bytes=${first ?? ''}-${last ?? ''}`;
+        let expected: { start: number; end: number } | 'whole' | 'unsatisfiable';
+        if (first === undefined && last === undefined) expected = 'whole';
+        else if (first === undefined)
+          expected =
+            last === 0 || size === 0
+              ? 'unsatisfiable'
+              : { start: Math.max(0, size - (last as number)), end: size - 1 };
+        else if (first >= size || (last !== undefined && last < first)) expected = 'unsatisfiable';
+        else expected = { start: first, end: Math.min(last ?? size - 1, size - 1) };
+        let actual: typeof expected;
+        try {
+          actual = parseRange(header, size) ?? 'whole';
+        } catch (error) {
+          if ((error as { code?: string }).code !== 'invalid_range') throw error;
+          actual = 'unsatisfiable';
+        }
+        t.same(actual, expected, `${header} of ${size}`);
+      },
+    ),
+    { numRuns: 300 },
+  );
   t.equal(parseRange(undefined, 10), undefined);
   t.equal(parseRange('bytes=1-2,4-5', 10), undefined, 'several ranges: the whole object');
   t.equal(parseRange('items=1-2', 10), undefined);

@@ -40,7 +40,12 @@ export class Service {
   /** The process tree as of the last launch: the supervisor, then its descendants. */
   private tree: number[] = [];
 
-  private constructor(readonly dataDir: string, readonly publicPort: number, readonly adminPort: number, private readonly options: ServiceOptions) {
+  private constructor(
+    readonly dataDir: string,
+    readonly publicPort: number,
+    readonly adminPort: number,
+    private readonly options: ServiceOptions,
+  ) {
     this.publicUrl = `http://127.0.0.1:${publicPort}/api/v1`;
     this.adminUrl = `http://127.0.0.1:${adminPort}/admin/api/v1`;
   }
@@ -55,17 +60,36 @@ export class Service {
   /** Starts (or restarts) `lightwell serve`; resolves when both listeners are ready. */
   async launch(): Promise<void> {
     const args = [
-      CLI, 'serve', '--data-dir', this.dataDir,
-      '--public-listen', `127.0.0.1:${this.publicPort}`, '--admin-listen', `127.0.0.1:${this.adminPort}`,
-      '--gateways', String(this.options.gateways ?? 1), '--log-level', 'warn', ...(this.options.args ?? []),
+      CLI,
+      'serve',
+      '--data-dir',
+      this.dataDir,
+      '--public-listen',
+      `127.0.0.1:${this.publicPort}`,
+      '--admin-listen',
+      `127.0.0.1:${this.adminPort}`,
+      '--gateways',
+      String(this.options.gateways ?? 1),
+      '--log-level',
+      'warn',
+      ...(this.options.args ?? []),
     ];
-    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...this.options.env } });
+    const child = spawn(process.execPath, args, {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, ...this.options.env },
+    });
     this.child = child;
     await new Promise<void>((resolveReady, reject) => {
-      const timer = setTimeout(() => reject(new Error(`service did not start:\n${this.output}`)), 30_000);
+      const timer = setTimeout(
+        () => reject(new Error(`service did not start:\n${this.output}`)),
+        30_000,
+      );
       const onData = (data: Buffer): void => {
         this.output += data.toString();
-        if (this.output.includes('public listener ready') && this.output.includes('admin listener ready')) {
+        if (
+          this.output.includes('public listener ready') &&
+          this.output.includes('admin listener ready')
+        ) {
           clearTimeout(timer);
           resolveReady();
         }
@@ -103,7 +127,9 @@ export class Service {
     };
     signal(this.tree, 'SIGSTOP');
     // Anything started since the launch (a restarted child) is stopped too.
-    const all = [...new Set([...this.tree, child.pid as number, ...descendants(child.pid as number)])];
+    const all = [
+      ...new Set([...this.tree, child.pid as number, ...descendants(child.pid as number)]),
+    ];
     signal(all, 'SIGSTOP');
     const pids = all.filter((pid) => pid !== child.pid);
     return new Promise<void>((resolveExit) => {
@@ -135,28 +161,61 @@ export class Service {
   }
 
   /** `lightwell admin-token create`; returns the token. */
-  adminToken(role: 'viewer' | 'operator' | 'owner' = 'owner', extra: readonly string[] = []): string {
-    const out = execFileSync(process.execPath, [CLI, 'admin-token', 'create', '--data-dir', this.dataDir, '--role', role, ...extra], { encoding: 'utf8' });
+  adminToken(
+    role: 'viewer' | 'operator' | 'owner' = 'owner',
+    extra: readonly string[] = [],
+  ): string {
+    const out = execFileSync(
+      process.execPath,
+      [CLI, 'admin-token', 'create', '--data-dir', this.dataDir, '--role', role, ...extra],
+      { encoding: 'utf8' },
+    );
     return out.trim().split('\n').pop() ?? '';
   }
 
-  async admin(method: string, path: string, token: string, body?: unknown): Promise<{ status: number; json: any; headers: Headers }> {
-    const init: RequestInit = { method, headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' } };
+  async admin(
+    method: string,
+    path: string,
+    token: string,
+    body?: unknown,
+  ): Promise<{ status: number; json: any; headers: Headers }> {
+    const init: RequestInit = {
+      method,
+      headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
+    };
     if (body !== undefined) init.body = JSON.stringify(body);
     const response = await fetch(this.adminUrl + path, init);
     const text = await response.text();
-    return { status: response.status, json: text ? JSON.parse(text) : undefined, headers: response.headers };
+    return {
+      status: response.status,
+      json: text ? JSON.parse(text) : undefined,
+      headers: response.headers,
+    };
   }
 
   /** Creates a tenant, an account and a key with `scopes`; returns a data-plane client. */
-  async tenant(id: string, scopes = 'read,write,delete,admin', ownerToken = this.adminToken()): Promise<DataClient> {
+  async tenant(
+    id: string,
+    scopes = 'read,write,delete,admin',
+    ownerToken = this.adminToken(),
+  ): Promise<DataClient> {
     let response = await this.admin('POST', '/tenants', ownerToken, { id });
-    if (response.status !== 201 && response.status !== 409) throw new Error(`tenant: ${response.status} ${JSON.stringify(response.json)}`);
+    if (response.status !== 201 && response.status !== 409)
+      throw new Error(`tenant: ${response.status} ${JSON.stringify(response.json)}`);
     response = await this.admin('POST', `/tenants/${id}/accounts`, ownerToken, { id: 'app' });
-    if (response.status !== 201 && response.status !== 409) throw new Error(`account: ${response.status}`);
-    response = await this.admin('POST', `/tenants/${id}/keys`, ownerToken, { accountId: 'app', scopes });
-    if (response.status !== 201) throw new Error(`key: ${response.status} ${JSON.stringify(response.json)}`);
-    const client = new DataClient(this.publicUrl, response.json.accessKeyId, response.json.secretKey);
+    if (response.status !== 201 && response.status !== 409)
+      throw new Error(`account: ${response.status}`);
+    response = await this.admin('POST', `/tenants/${id}/keys`, ownerToken, {
+      accountId: 'app',
+      scopes,
+    });
+    if (response.status !== 201)
+      throw new Error(`key: ${response.status} ${JSON.stringify(response.json)}`);
+    const client = new DataClient(
+      this.publicUrl,
+      response.json.accessKeyId,
+      response.json.secretKey,
+    );
     await client.login();
     return client;
   }
@@ -165,34 +224,63 @@ export class Service {
 export class DataClient {
   token = '';
 
-  constructor(readonly baseUrl: string, readonly accessKeyId: string, readonly secretKey: string) {}
+  constructor(
+    readonly baseUrl: string,
+    readonly accessKeyId: string,
+    readonly secretKey: string,
+  ) {}
 
   async login(): Promise<void> {
     const basic = Buffer.from(`${this.accessKeyId}:${this.secretKey}`).toString('base64');
-    const response = await fetch(`${this.baseUrl}/auth/token`, { method: 'POST', headers: { Authorization: `Basic ${basic}` } });
-    if (response.status !== 200) throw new Error(`login: ${response.status} ${await response.text()}`);
+    const response = await fetch(`${this.baseUrl}/auth/token`, {
+      method: 'POST',
+      headers: { Authorization: `Basic ${basic}` },
+    });
+    if (response.status !== 200)
+      throw new Error(`login: ${response.status} ${await response.text()}`);
     this.token = ((await response.json()) as { token: string }).token;
   }
 
-  async request(method: string, path: string, options: { body?: string | Uint8Array; headers?: Record<string, string>; json?: unknown } = {}): Promise<{ status: number; headers: Headers; bytes: Buffer; json: any }> {
-    const headers: Record<string, string> = { Authorization: `Bearer ${this.token}`, ...options.headers };
+  async request(
+    method: string,
+    path: string,
+    options: { body?: string | Uint8Array; headers?: Record<string, string>; json?: unknown } = {},
+  ): Promise<{ status: number; headers: Headers; bytes: Buffer; json: any }> {
+    const headers: Record<string, string> = {
+      Authorization: `Bearer ${this.token}`,
+      ...options.headers,
+    };
     let body: string | Uint8Array | undefined;
     if (options.json !== undefined) {
       headers['Content-Type'] = 'application/json';
       body = JSON.stringify(options.json);
     } else if (options.body !== undefined) body = options.body;
-    const response = await fetch(this.baseUrl + path, { method, headers, ...(body === undefined ? {} : { body: body as string }) } as RequestInit);
+    const response = await fetch(this.baseUrl + path, {
+      method,
+      headers,
+      ...(body === undefined ? {} : { body: body as string }),
+    } as RequestInit);
     const bytes = Buffer.from(await response.arrayBuffer());
     const type = response.headers.get('content-type') ?? '';
-    const json = type.includes('json') && bytes.length > 0 ? JSON.parse(bytes.toString()) : undefined;
+    const json =
+      type.includes('json') && bytes.length > 0 ? JSON.parse(bytes.toString()) : undefined;
     return { status: response.status, headers: response.headers, bytes, json };
   }
 
-  put(bucket: string, key: string, body: string | Uint8Array, headers: Record<string, string> = {}): ReturnType<DataClient['request']> {
+  put(
+    bucket: string,
+    key: string,
+    body: string | Uint8Array,
+    headers: Record<string, string> = {},
+  ): ReturnType<DataClient['request']> {
     return this.request('PUT', `/buckets/${bucket}/objects/${encodeKey(key)}`, { body, headers });
   }
 
-  get(bucket: string, key: string, headers: Record<string, string> = {}): ReturnType<DataClient['request']> {
+  get(
+    bucket: string,
+    key: string,
+    headers: Record<string, string> = {},
+  ): ReturnType<DataClient['request']> {
     return this.request('GET', `/buckets/${bucket}/objects/${encodeKey(key)}`, { headers });
   }
 }
@@ -231,7 +319,8 @@ async function waitGone(pids: readonly number[]): Promise<void> {
   const deadline = Date.now() + 15_000;
   for (;;) {
     if (pids.every((pid) => !existsSync(`/proc/${pid}`))) return;
-    if (Date.now() > deadline && pids.every((pid) => !existsSync(`/proc/${pid}`) || isZombie(pid))) return;
+    if (Date.now() > deadline && pids.every((pid) => !existsSync(`/proc/${pid}`) || isZombie(pid)))
+      return;
     if (Date.now() > deadline + 15_000) return;
     await new Promise((r) => setTimeout(r, 25));
   }
@@ -239,7 +328,9 @@ async function waitGone(pids: readonly number[]): Promise<void> {
 
 function isZombie(pid: number): boolean {
   try {
-    return execFileSync('ps', ['-o', 'stat=', '-p', String(pid)], { encoding: 'utf8' }).trim().startsWith('Z');
+    return execFileSync('ps', ['-o', 'stat=', '-p', String(pid)], { encoding: 'utf8' })
+      .trim()
+      .startsWith('Z');
   } catch {
     return true;
   }

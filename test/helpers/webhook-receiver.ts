@@ -32,14 +32,20 @@ export class WebhookReceiver {
   private readonly failures = new Map<string, FailureMode>();
   private waiters: Array<() => void> = [];
 
-  private constructor(private readonly server: Server, readonly port: number) {}
+  private constructor(
+    private readonly server: Server,
+    readonly port: number,
+  ) {}
 
   static async start(): Promise<WebhookReceiver> {
     let receiver: WebhookReceiver | undefined;
     const server = createServer((request, response) => receiver?.handle(request, response));
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
     const address = server.address();
-    receiver = new WebhookReceiver(server, typeof address === 'object' && address ? address.port : 0);
+    receiver = new WebhookReceiver(
+      server,
+      typeof address === 'object' && address ? address.port : 0,
+    );
     return receiver;
   }
 
@@ -68,7 +74,13 @@ export class WebhookReceiver {
       } catch {
         // recorded with an empty event; the test will see it
       }
-      const delivery: Delivery = { path: request.url ?? '', body, event, signature: String(request.headers['x-service-signature'] ?? ''), receivedAt: Date.now() };
+      const delivery: Delivery = {
+        path: request.url ?? '',
+        body,
+        event,
+        signature: String(request.headers['x-service-signature'] ?? ''),
+        receivedAt: Date.now(),
+      };
       this.attempts.push(delivery);
       const failure = this.failures.get(delivery.path) ?? this.failures.get('*');
       if (failure?.kind === 'drop') {
@@ -93,7 +105,10 @@ export class WebhookReceiver {
   async waitFor(predicate: () => boolean, timeoutMs = 20_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     while (!predicate()) {
-      if (Date.now() > deadline) throw new RangeError(`webhook receiver: condition not met in ${timeoutMs} ms (${this.delivered.length} delivered, ${this.attempts.length} attempts)`);
+      if (Date.now() > deadline)
+        throw new RangeError(
+          `webhook receiver: condition not met in ${timeoutMs} ms (${this.delivered.length} delivered, ${this.attempts.length} attempts)`,
+        );
       await new Promise<void>((resolve) => {
         this.waiters.push(resolve);
         setTimeout(resolve, 200);
@@ -104,11 +119,14 @@ export class WebhookReceiver {
   /** Events delivered to `path`, in arrival order, deduplicated by id (at-least-once). */
   eventsAt(path: string): Array<Record<string, unknown>> {
     const seen = new Set<unknown>();
-    return this.delivered.filter((delivery) => delivery.path === path).map((delivery) => delivery.event).filter((event) => {
-      if (seen.has(event['id'])) return false;
-      seen.add(event['id']);
-      return true;
-    });
+    return this.delivered
+      .filter((delivery) => delivery.path === path)
+      .map((delivery) => delivery.event)
+      .filter((event) => {
+        if (seen.has(event['id'])) return false;
+        seen.add(event['id']);
+        return true;
+      });
   }
 
   close(): Promise<void> {

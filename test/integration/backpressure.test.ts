@@ -20,11 +20,20 @@ t.test('uploads wait for admission instead of deadlocking', async (t) => {
     ...bodies.map((body, i) => client.put('pressure', `big-${i}`, body)),
     ...small.map((body, i) => client.put('pressure', `small-${i}`, body)),
   ]);
-  t.same(results.map((r) => r.status), results.map(() => 200), 'every upload succeeded');
+  t.same(
+    results.map((r) => r.status),
+    results.map(() => 200),
+    'every upload succeeded',
+  );
   t.comment(`30 uploads (120 MiB) through a 40 MiB arena in ${Date.now() - started} ms`);
   for (const [i, body] of bodies.entries()) {
     const read = await client.get('pressure', `big-${i}`);
-    t.equal(createHash('sha256').update(read.bytes).digest('hex'), createHash('sha256').update(body).digest('hex'), `big-${i}`);
+    t.equal(
+      createHash('sha256').update(read.bytes).digest('hex'),
+      createHash('sha256').update(body).digest('hex'),
+      `big-${i}`,
+    );
   }
-  for (const [i, body] of small.entries()) t.same((await client.get('pressure', `small-${i}`)).bytes, body);
+  for (const [i, body] of small.entries())
+    t.same((await client.get('pressure', `small-${i}`)).bytes, body);
 });

@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { Service, type DataClient } from '../helpers/service.js';
 import { EngineClient } from '../../src/engine/protocol.js';
 
-const sha256 = (body: Buffer | string): string => createHash('sha256').update(body).digest('base64');
+const sha256 = (body: Buffer | string): string =>
+  createHash('sha256').update(body).digest('base64');
 
 t.test('data-plane API', async (t) => {
   const service = await Service.start();
@@ -18,15 +19,27 @@ t.test('data-plane API', async (t) => {
 
   await t.test('versioning: Unversioned → Enabled ↔ Suspended with null versions', async (t) => {
     t.equal((await client.request('POST', '/buckets', { json: { name: 'ver' } })).status, 201);
-    t.same((await client.request('GET', '/buckets/ver/versioning')).json, { status: 'Unversioned' });
+    t.same((await client.request('GET', '/buckets/ver/versioning')).json, {
+      status: 'Unversioned',
+    });
     await client.put('ver', 'k', 'null-1');
-    t.equal((await client.request('PUT', '/buckets/ver/versioning', { json: { status: 'Enabled' } })).status, 200);
+    t.equal(
+      (await client.request('PUT', '/buckets/ver/versioning', { json: { status: 'Enabled' } }))
+        .status,
+      200,
+    );
     const v1 = (await client.put('ver', 'k', 'v1')).json.versionId;
     const v2 = (await client.put('ver', 'k', 'v2')).json.versionId;
     t.not(v1, v2);
     t.equal((await client.get('ver', 'k')).bytes.toString(), 'v2');
-    t.equal((await client.request('GET', `/buckets/ver/objects/k?versionId=${v1}`)).bytes.toString(), 'v1');
-    t.equal((await client.request('GET', '/buckets/ver/objects/k?versionId=null')).bytes.toString(), 'null-1');
+    t.equal(
+      (await client.request('GET', `/buckets/ver/objects/k?versionId=${v1}`)).bytes.toString(),
+      'v1',
+    );
+    t.equal(
+      (await client.request('GET', '/buckets/ver/objects/k?versionId=null')).bytes.toString(),
+      'null-1',
+    );
     const del = await client.request('DELETE', '/buckets/ver/objects/k');
     t.equal(del.status, 204);
     t.equal(del.headers.get('x-service-delete-marker'), 'true');
@@ -34,22 +47,45 @@ t.test('data-plane API', async (t) => {
     const versions = (await client.request('GET', '/buckets/ver/versions')).json.versions;
     t.equal(versions.length, 4);
     t.match(versions[0], { key: 'k', isLatest: true, isDeleteMarker: true });
-    t.same(versions.map((v: { isLatest: boolean }) => v.isLatest), [true, false, false, false]);
+    t.same(
+      versions.map((v: { isLatest: boolean }) => v.isLatest),
+      [true, false, false, false],
+    );
     // Paging with markers visits each version once.
     const page1 = (await client.request('GET', '/buckets/ver/versions?maxKeys=2')).json;
     t.equal(page1.isTruncated, true);
-    const page2 = (await client.request('GET', `/buckets/ver/versions?maxKeys=2&keyMarker=${page1.nextKeyMarker}&versionIdMarker=${page1.nextVersionIdMarker}`)).json;
-    t.same([...page1.versions, ...page2.versions].map((v: { versionId: string }) => v.versionId), versions.map((v: { versionId: string }) => v.versionId));
+    const page2 = (
+      await client.request(
+        'GET',
+        `/buckets/ver/versions?maxKeys=2&keyMarker=${page1.nextKeyMarker}&versionIdMarker=${page1.nextVersionIdMarker}`,
+      )
+    ).json;
+    t.same(
+      [...page1.versions, ...page2.versions].map((v: { versionId: string }) => v.versionId),
+      versions.map((v: { versionId: string }) => v.versionId),
+    );
     // Removing the marker by id brings v2 back.
-    t.equal((await client.request('DELETE', `/buckets/ver/objects/k?versionId=${versions[0].versionId}`)).status, 204);
+    t.equal(
+      (await client.request('DELETE', `/buckets/ver/objects/k?versionId=${versions[0].versionId}`))
+        .status,
+      204,
+    );
     t.equal((await client.get('ver', 'k')).bytes.toString(), 'v2');
     // Suspended writes replace the null version and keep the others.
     await client.request('PUT', '/buckets/ver/versioning', { json: { status: 'Suspended' } });
     t.equal((await client.put('ver', 'k', 'null-2')).status, 200);
     const after = (await client.request('GET', '/buckets/ver/versions')).json.versions;
-    t.same(after.map((v: { versionId: string }) => v.versionId).filter((id: string) => id === 'null').length, 1);
+    t.same(
+      after.map((v: { versionId: string }) => v.versionId).filter((id: string) => id === 'null')
+        .length,
+      1,
+    );
     t.equal(after.length, 3);
-    t.equal((await client.request('PUT', '/buckets/ver/versioning', { json: { status: 'Sometimes' } })).status, 400);
+    t.equal(
+      (await client.request('PUT', '/buckets/ver/versioning', { json: { status: 'Sometimes' } }))
+        .status,
+      400,
+    );
     t.equal((await client.request('DELETE', '/buckets/ver')).json.code, 'bucket_not_empty');
   });
 
@@ -57,78 +93,190 @@ t.test('data-plane API', async (t) => {
     await client.request('POST', '/buckets', { json: { name: 'tagged' } });
     await client.put('tagged', 'o', 'x');
     t.same((await client.request('GET', '/buckets/tagged/object-tags/o')).json, { tags: [] });
-    const tags = [{ key: 'team', value: 'ingest' }, { key: 'tier', value: 'hot' }];
-    t.equal((await client.request('PUT', '/buckets/tagged/object-tags/o', { json: { tags } })).status, 200);
+    const tags = [
+      { key: 'team', value: 'ingest' },
+      { key: 'tier', value: 'hot' },
+    ];
+    t.equal(
+      (await client.request('PUT', '/buckets/tagged/object-tags/o', { json: { tags } })).status,
+      200,
+    );
     t.same((await client.request('GET', '/buckets/tagged/object-tags/o')).json, { tags });
     const tooMany = Array.from({ length: 11 }, (_, i) => ({ key: `k${i}`, value: 'v' }));
-    t.equal((await client.request('PUT', '/buckets/tagged/object-tags/o', { json: { tags: tooMany } })).status, 400);
-    t.equal((await client.request('PUT', '/buckets/tagged/object-tags/o', { json: { tags: [{ key: 'x'.repeat(129), value: '' }] } })).status, 400);
+    t.equal(
+      (await client.request('PUT', '/buckets/tagged/object-tags/o', { json: { tags: tooMany } }))
+        .status,
+      400,
+    );
+    t.equal(
+      (
+        await client.request('PUT', '/buckets/tagged/object-tags/o', {
+          json: { tags: [{ key: 'x'.repeat(129), value: '' }] },
+        })
+      ).status,
+      400,
+    );
     t.equal((await client.request('DELETE', '/buckets/tagged/object-tags/o')).status, 204);
     t.same((await client.request('GET', '/buckets/tagged/object-tags/o')).json, { tags: [] });
     t.equal((await client.request('GET', '/buckets/tagged/object-tags/missing')).status, 404);
   });
 
   await t.test('object lock: retention extends only, legal hold, deletes gated', async (t) => {
-    const created = await client.request('POST', '/buckets', { json: { name: 'locked', objectLock: true } });
-    t.match(created.json, { versioning: 'Enabled', objectLock: true }, 'object lock implies versioning');
+    const created = await client.request('POST', '/buckets', {
+      json: { name: 'locked', objectLock: true },
+    });
+    t.match(
+      created.json,
+      { versioning: 'Enabled', objectLock: true },
+      'object lock implies versioning',
+    );
     const versionId = (await client.put('locked', 'doc', 'keep me')).json.versionId;
     const until = new Date(Date.now() + 3_600_000).toISOString();
-    let response = await client.request('PUT', '/buckets/locked/object-retention/doc', { json: { mode: 'COMPLIANCE', retainUntil: until } });
+    let response = await client.request('PUT', '/buckets/locked/object-retention/doc', {
+      json: { mode: 'COMPLIANCE', retainUntil: until },
+    });
     t.equal(response.status, 200);
-    t.same((await client.request('GET', '/buckets/locked/object-retention/doc')).json, { mode: 'COMPLIANCE', retainUntil: until });
+    t.same((await client.request('GET', '/buckets/locked/object-retention/doc')).json, {
+      mode: 'COMPLIANCE',
+      retainUntil: until,
+    });
     const shorter = new Date(Date.now() + 60_000).toISOString();
-    response = await client.request('PUT', '/buckets/locked/object-retention/doc', { json: { mode: 'COMPLIANCE', retainUntil: shorter } });
+    response = await client.request('PUT', '/buckets/locked/object-retention/doc', {
+      json: { mode: 'COMPLIANCE', retainUntil: shorter },
+    });
     t.equal(response.status, 403, 'retention can never be shortened');
-    t.same((await client.request('GET', '/buckets/locked/object-retention/doc')).json.retainUntil, until, 'unchanged');
+    t.same(
+      (await client.request('GET', '/buckets/locked/object-retention/doc')).json.retainUntil,
+      until,
+      'unchanged',
+    );
     response = await client.request('DELETE', `/buckets/locked/objects/doc?versionId=${versionId}`);
     t.equal(response.status, 403, 'a retained version cannot be deleted');
-    t.equal((await client.request('DELETE', '/buckets/locked/objects/doc')).status, 204, 'a delete marker is allowed');
-    t.equal((await client.request('GET', `/buckets/locked/objects/doc?versionId=${versionId}`)).bytes.toString(), 'keep me');
+    t.equal(
+      (await client.request('DELETE', '/buckets/locked/objects/doc')).status,
+      204,
+      'a delete marker is allowed',
+    );
+    t.equal(
+      (
+        await client.request('GET', `/buckets/locked/objects/doc?versionId=${versionId}`)
+      ).bytes.toString(),
+      'keep me',
+    );
 
     const held = (await client.put('locked', 'held', 'x')).json.versionId;
-    t.same((await client.request('GET', '/buckets/locked/object-legal-hold/held')).json, { status: 'OFF' });
-    t.equal((await client.request('PUT', '/buckets/locked/object-legal-hold/held', { json: { status: 'ON' } })).status, 200);
+    t.same((await client.request('GET', '/buckets/locked/object-legal-hold/held')).json, {
+      status: 'OFF',
+    });
+    t.equal(
+      (
+        await client.request('PUT', '/buckets/locked/object-legal-hold/held', {
+          json: { status: 'ON' },
+        })
+      ).status,
+      200,
+    );
     response = await client.request('HEAD', '/buckets/locked/objects/held');
     t.equal(response.headers.get('x-service-object-lock-legal-hold'), 'ON');
-    t.equal((await client.request('DELETE', `/buckets/locked/objects/held?versionId=${held}`)).status, 403);
-    await client.request('PUT', '/buckets/locked/object-legal-hold/held', { json: { status: 'OFF' } });
-    t.equal((await client.request('DELETE', `/buckets/locked/objects/held?versionId=${held}`)).status, 204);
-    t.equal((await client.request('PUT', '/buckets/locked/versioning', { json: { status: 'Suspended' } })).status, 409);
+    t.equal(
+      (await client.request('DELETE', `/buckets/locked/objects/held?versionId=${held}`)).status,
+      403,
+    );
+    await client.request('PUT', '/buckets/locked/object-legal-hold/held', {
+      json: { status: 'OFF' },
+    });
+    t.equal(
+      (await client.request('DELETE', `/buckets/locked/objects/held?versionId=${held}`)).status,
+      204,
+    );
+    t.equal(
+      (await client.request('PUT', '/buckets/locked/versioning', { json: { status: 'Suspended' } }))
+        .status,
+      409,
+    );
     await client.request('POST', '/buckets', { json: { name: 'plain' } });
     await client.put('plain', 'p', 'x');
-    t.equal((await client.request('PUT', '/buckets/plain/object-legal-hold/p', { json: { status: 'ON' } })).status, 400);
+    t.equal(
+      (
+        await client.request('PUT', '/buckets/plain/object-legal-hold/p', {
+          json: { status: 'ON' },
+        })
+      ).status,
+      400,
+    );
   });
 
   await t.test('copy shares chunks and honours preconditions', async (t) => {
     await client.request('POST', '/buckets', { json: { name: 'copies' } });
     const body = randomBytes(3 * 1024 * 1024);
-    const source = (await client.put('copies', 'src', body, { 'Content-Type': 'application/x-src', 'X-Service-Meta-A': '1' })).json;
-    let response = await client.request('POST', '/buckets/copies/object-copy/dst', { json: { sourceBucket: 'copies', sourceKey: 'src' } });
+    const source = (
+      await client.put('copies', 'src', body, {
+        'Content-Type': 'application/x-src',
+        'X-Service-Meta-A': '1',
+      })
+    ).json;
+    let response = await client.request('POST', '/buckets/copies/object-copy/dst', {
+      json: { sourceBucket: 'copies', sourceKey: 'src' },
+    });
     t.equal(response.status, 200);
-    t.match(response.json, { key: 'dst', size: body.length, etag: source.etag, contentType: 'application/x-src', metadata: { a: '1' } });
+    t.match(response.json, {
+      key: 'dst',
+      size: body.length,
+      etag: source.etag,
+      contentType: 'application/x-src',
+      metadata: { a: '1' },
+    });
     t.ok((await client.get('copies', 'dst')).bytes.equals(body));
-    response = await client.request('POST', '/buckets/copies/object-copy/dst2', { json: { sourceBucket: 'copies', sourceKey: 'src', metadataDirective: 'REPLACE', contentType: 'text/plain', metadata: { b: '2' } } });
+    response = await client.request('POST', '/buckets/copies/object-copy/dst2', {
+      json: {
+        sourceBucket: 'copies',
+        sourceKey: 'src',
+        metadataDirective: 'REPLACE',
+        contentType: 'text/plain',
+        metadata: { b: '2' },
+      },
+    });
     t.match(response.json, { contentType: 'text/plain', metadata: { b: '2' } });
-    response = await client.request('POST', '/buckets/copies/object-copy/dst', { json: { sourceBucket: 'copies', sourceKey: 'src', requireAbsent: true } });
+    response = await client.request('POST', '/buckets/copies/object-copy/dst', {
+      json: { sourceBucket: 'copies', sourceKey: 'src', requireAbsent: true },
+    });
     t.equal(response.status, 412);
-    response = await client.request('POST', '/buckets/copies/object-copy/dst3', { json: { sourceBucket: 'copies', sourceKey: 'src', ifMatch: '"nope"' } });
+    response = await client.request('POST', '/buckets/copies/object-copy/dst3', {
+      json: { sourceBucket: 'copies', sourceKey: 'src', ifMatch: '"nope"' },
+    });
     t.equal(response.status, 412);
     t.equal(response.json.code, 'precondition_failed');
-    response = await client.request('POST', '/buckets/copies/object-copy/dst3', { json: { sourceBucket: 'copies', sourceKey: 'missing' } });
+    response = await client.request('POST', '/buckets/copies/object-copy/dst3', {
+      json: { sourceBucket: 'copies', sourceKey: 'missing' },
+    });
     t.equal(response.status, 404);
   });
 
   await t.test('batch delete reports per key', async (t) => {
     await client.request('POST', '/buckets', { json: { name: 'batch' } });
     for (const key of ['a', 'b', 'c']) await client.put('batch', key, key);
-    const response = await client.request('POST', '/buckets/batch/objects:batchDelete', { json: { objects: [{ key: 'a' }, { key: 'b' }, { key: 'x'.repeat(1100) }] } });
+    const response = await client.request('POST', '/buckets/batch/objects:batchDelete', {
+      json: { objects: [{ key: 'a' }, { key: 'b' }, { key: 'x'.repeat(1100) }] },
+    });
     t.equal(response.status, 200);
-    t.same(response.json.deleted.map((d: { key: string }) => d.key), ['a', 'b']);
+    t.same(
+      response.json.deleted.map((d: { key: string }) => d.key),
+      ['a', 'b'],
+    );
     t.equal(response.json.errors.length, 1);
     t.equal(response.json.errors[0].code, 'bad_request');
-    t.same((await client.request('GET', '/buckets/batch/objects')).json.objects.map((o: { key: string }) => o.key), ['c']);
+    t.same(
+      (await client.request('GET', '/buckets/batch/objects')).json.objects.map(
+        (o: { key: string }) => o.key,
+      ),
+      ['c'],
+    );
     const tooMany = { objects: Array.from({ length: 1001 }, (_, i) => ({ key: `k${i}` })) };
-    t.equal((await client.request('POST', '/buckets/batch/objects:batchDelete', { json: tooMany })).status, 400);
+    t.equal(
+      (await client.request('POST', '/buckets/batch/objects:batchDelete', { json: tooMany }))
+        .status,
+      400,
+    );
   });
 
   await t.test('idempotency keys', async (t) => {
@@ -143,54 +291,98 @@ t.test('data-plane API', async (t) => {
     const replay = await client.put('idem', 'k', body, headers);
     t.equal(replay.status, 200);
     t.same(replay.json, first.json, 'a replay returns the original result');
-    t.equal((await client.get('idem', 'k')).bytes.toString(), 'overwritten meanwhile', 'and stores nothing');
+    t.equal(
+      (await client.get('idem', 'k')).bytes.toString(),
+      'overwritten meanwhile',
+      'and stores nothing',
+    );
     const other = Buffer.from('payload-2');
-    response = await client.put('idem', 'k', other, { 'Idempotency-Key': 'op-1', 'X-Service-Checksum-SHA256': sha256(other) });
+    response = await client.put('idem', 'k', other, {
+      'Idempotency-Key': 'op-1',
+      'X-Service-Checksum-SHA256': sha256(other),
+    });
     t.equal(response.status, 422);
     t.equal(response.json.code, 'idempotency_key_reused');
-    response = await client.put('idem', 'k2', other, { 'Idempotency-Key': 'op-2', 'X-Service-Checksum-SHA256': sha256(body) });
+    response = await client.put('idem', 'k2', other, {
+      'Idempotency-Key': 'op-2',
+      'X-Service-Checksum-SHA256': sha256(body),
+    });
     t.equal(response.status, 400, 'a wrong digest fails');
     t.equal(response.json.code, 'checksum_mismatch');
-    response = await client.put('idem', 'k2', other, { 'Idempotency-Key': 'op-2', 'X-Service-Checksum-SHA256': sha256(other) });
+    response = await client.put('idem', 'k2', other, {
+      'Idempotency-Key': 'op-2',
+      'X-Service-Checksum-SHA256': sha256(other),
+    });
     t.equal(response.status, 200, 'a failed first attempt frees the key');
   });
 
   await t.test('conditional writes: exactly one If-None-Match: * writer wins', async (t) => {
     await client.request('POST', '/buckets', { json: { name: 'race' } });
-    const results = await Promise.all(Array.from({ length: 16 }, (_, i) => client.put('race', 'once', `writer-${i}`, { 'If-None-Match': '*' })));
+    const results = await Promise.all(
+      Array.from({ length: 16 }, (_, i) =>
+        client.put('race', 'once', `writer-${i}`, { 'If-None-Match': '*' }),
+      ),
+    );
     t.equal(results.filter((r) => r.status === 200).length, 1);
     t.equal(results.filter((r) => r.status === 412).length, 15);
     const current = await client.get('race', 'once');
     const etag = current.headers.get('etag') as string;
     t.equal((await client.put('race', 'once', 'next', { 'If-Match': '"other"' })).status, 412);
     t.equal((await client.put('race', 'once', 'next', { 'If-Match': etag })).status, 200);
-    t.equal((await client.get('race', 'once', { 'If-None-Match': (await client.get('race', 'once')).headers.get('etag') as string })).status, 304);
+    t.equal(
+      (
+        await client.get('race', 'once', {
+          'If-None-Match': (await client.get('race', 'once')).headers.get('etag') as string,
+        })
+      ).status,
+      304,
+    );
   });
 
-  await t.test('checksums: every algorithm verified, malformed and unsupported refused', async (t) => {
-    await client.request('POST', '/buckets', { json: { name: 'sums' } });
-    const body = Buffer.from('123456789');
-    const response = await client.put('sums', 'k', body, {
-      'X-Service-Checksum-CRC32': Buffer.from('cbf43926', 'hex').toString('base64'),
-      'X-Service-Checksum-CRC32C': Buffer.from('e3069283', 'hex').toString('base64'),
-      'X-Service-Checksum-CRC64NVME': Buffer.from('ae8b14860a799888', 'hex').toString('base64'),
-      'X-Service-Checksum-SHA1': createHash('sha1').update(body).digest('base64'),
-      'X-Service-Checksum-SHA256': sha256(body),
-    });
-    t.equal(response.status, 200, JSON.stringify(response.json));
-    const head = await client.request('HEAD', '/buckets/sums/objects/k');
-    t.equal(head.headers.get('x-service-checksum-crc64nvme'), Buffer.from('ae8b14860a799888', 'hex').toString('base64'));
-    t.equal((await client.put('sums', 'bad', body, { 'X-Service-Checksum-CRC32C': 'AAAAAA==' })).json.code, 'checksum_mismatch');
-    t.equal((await client.put('sums', 'bad', body, { 'X-Service-Checksum-CRC32C': 'not base64!' })).status, 400);
-    t.equal((await client.put('sums', 'bad', body, { 'X-Service-Checksum-MD5': 'AAAAAA==' })).status, 400);
-    t.equal((await client.get('sums', 'bad')).status, 404, 'nothing was committed');
-  });
+  await t.test(
+    'checksums: every algorithm verified, malformed and unsupported refused',
+    async (t) => {
+      await client.request('POST', '/buckets', { json: { name: 'sums' } });
+      const body = Buffer.from('123456789');
+      const response = await client.put('sums', 'k', body, {
+        'X-Service-Checksum-CRC32': Buffer.from('cbf43926', 'hex').toString('base64'),
+        'X-Service-Checksum-CRC32C': Buffer.from('e3069283', 'hex').toString('base64'),
+        'X-Service-Checksum-CRC64NVME': Buffer.from('ae8b14860a799888', 'hex').toString('base64'),
+        'X-Service-Checksum-SHA1': createHash('sha1').update(body).digest('base64'),
+        'X-Service-Checksum-SHA256': sha256(body),
+      });
+      t.equal(response.status, 200, JSON.stringify(response.json));
+      const head = await client.request('HEAD', '/buckets/sums/objects/k');
+      t.equal(
+        head.headers.get('x-service-checksum-crc64nvme'),
+        Buffer.from('ae8b14860a799888', 'hex').toString('base64'),
+      );
+      t.equal(
+        (await client.put('sums', 'bad', body, { 'X-Service-Checksum-CRC32C': 'AAAAAA==' })).json
+          .code,
+        'checksum_mismatch',
+      );
+      t.equal(
+        (await client.put('sums', 'bad', body, { 'X-Service-Checksum-CRC32C': 'not base64!' }))
+          .status,
+        400,
+      );
+      t.equal(
+        (await client.put('sums', 'bad', body, { 'X-Service-Checksum-MD5': 'AAAAAA==' })).status,
+        400,
+      );
+      t.equal((await client.get('sums', 'bad')).status, 404, 'nothing was committed');
+    },
+  );
 
   await t.test('scopes: a read-only key cannot write', async (t) => {
     const reader: DataClient = await service.tenant('acme', 'read');
     t.equal((await reader.put('sums', 'nope', 'x')).status, 403);
     t.equal((await reader.get('sums', 'k')).status, 200);
-    const scoped = await service.tenant('acme', 'op=write:bucket=sums:prefix=in/,op=read:bucket=sums:prefix=in/');
+    const scoped = await service.tenant(
+      'acme',
+      'op=write:bucket=sums:prefix=in/,op=read:bucket=sums:prefix=in/',
+    );
     t.equal((await scoped.put('sums', 'in/a', 'x')).status, 200);
     t.equal((await scoped.put('sums', 'out/a', 'x')).status, 403);
     t.equal((await scoped.get('sums', 'k')).status, 403);
@@ -202,17 +394,41 @@ t.test('data-plane API', async (t) => {
     await client.put('guarded', 'secret/b', 'b');
     const engine = new EngineClient(join(service.dataDir, 'engine.sock'));
     t.teardown(() => engine.close());
-    const policy = { version: 1, statements: [{ effect: 'Deny', actions: ['read', 'delete'], principals: [client.accessKeyId], prefix: 'secret/' }] };
+    const policy = {
+      version: 1,
+      statements: [
+        {
+          effect: 'Deny',
+          actions: ['read', 'delete'],
+          principals: [client.accessKeyId],
+          prefix: 'secret/',
+        },
+      ],
+    };
     await engine.call('setBucketPolicy', { tenantId: 'acme', bucket: 'guarded', policy });
     t.equal((await client.get('guarded', 'public/a')).status, 200);
     const denied = await client.get('guarded', 'secret/b');
     t.equal(denied.status, 403);
     t.equal(denied.json.code, 'forbidden');
     t.equal((await client.request('DELETE', '/buckets/guarded/objects/secret/b')).status, 403);
-    t.equal((await client.request('GET', '/buckets/guarded/objects?prefix=secret/')).status, 403, 'a listing that could reveal denied keys');
+    t.equal(
+      (await client.request('GET', '/buckets/guarded/objects?prefix=secret/')).status,
+      403,
+      'a listing that could reveal denied keys',
+    );
     t.equal((await client.request('GET', '/buckets/guarded/objects?prefix=public/')).status, 200);
     t.equal((await client.put('guarded', 'secret/c', 'c')).status, 200, 'write was not denied');
-    await t.rejects(engine.call('setBucketPolicy', { tenantId: 'acme', bucket: 'guarded', policy: { version: 1, statements: [{ effect: 'Allow', actions: ['read'], principals: ['*'] }] } }), { code: 'bad_request' });
+    await t.rejects(
+      engine.call('setBucketPolicy', {
+        tenantId: 'acme',
+        bucket: 'guarded',
+        policy: {
+          version: 1,
+          statements: [{ effect: 'Allow', actions: ['read'], principals: ['*'] }],
+        },
+      }),
+      { code: 'bad_request' },
+    );
     await engine.call('setBucketPolicy', { tenantId: 'acme', bucket: 'guarded', policy: null });
     t.equal((await client.get('guarded', 'secret/b')).status, 200, 'cleared');
   });

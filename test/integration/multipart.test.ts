@@ -27,14 +27,36 @@ async function physicalBytes(service: Service, admin: string, tenant: string): P
   return usage.json.physicalBytes as number;
 }
 
-async function createUpload(client: DataClient, bucket: string, key: string, body?: unknown): Promise<string> {
-  const response = await client.request('POST', `/buckets/${bucket}/multipart/${key}`, body === undefined ? {} : { json: body });
-  if (response.status !== 201) throw new RangeError(`create: ${response.status} ${JSON.stringify(response.json)}`);
+async function createUpload(
+  client: DataClient,
+  bucket: string,
+  key: string,
+  body?: unknown,
+): Promise<string> {
+  const response = await client.request(
+    'POST',
+    `/buckets/${bucket}/multipart/${key}`,
+    body === undefined ? {} : { json: body },
+  );
+  if (response.status !== 201)
+    throw new RangeError(`create: ${response.status} ${JSON.stringify(response.json)}`);
   return response.json.uploadId as string;
 }
 
-function putPart(client: DataClient, bucket: string, key: string, uploadId: string, partNumber: number, body: Buffer, headers: Record<string, string> = {}): ReturnType<DataClient['request']> {
-  return client.request('PUT', `/buckets/${bucket}/multipart/${uploadId}/parts/${partNumber}/${key}`, { body, headers });
+function putPart(
+  client: DataClient,
+  bucket: string,
+  key: string,
+  uploadId: string,
+  partNumber: number,
+  body: Buffer,
+  headers: Record<string, string> = {},
+): ReturnType<DataClient['request']> {
+  return client.request(
+    'PUT',
+    `/buckets/${bucket}/multipart/${uploadId}/parts/${partNumber}/${key}`,
+    { body, headers },
+  );
 }
 
 t.test('multipart uploads', async (t) => {
@@ -44,84 +66,183 @@ t.test('multipart uploads', async (t) => {
   const client = await service.tenant('acme', undefined, admin);
   t.equal((await client.request('POST', '/buckets', { json: { name: 'mpu' } })).status, 201);
 
-  await t.test('parts are verified, listed with SHA-256, and completed without copying', async (t) => {
-    const key = 'dir/obj.bin';
-    const uploadId = await createUpload(client, 'mpu', key, { contentType: 'application/x-demo', metadata: { origin: 'test' } });
-    t.match(uploadId, /^[0-9a-f]{32}$/);
-    const parts = [randomBytes(5 * MiB), randomBytes(5 * MiB), randomBytes(100 * 1024)];
-    let response = await putPart(client, 'mpu', key, uploadId, 1, parts[0]!, { 'X-Service-Checksum-SHA256': sha256(parts[0]!) });
-    t.equal(response.status, 200);
-    t.match(response.json, { partNumber: 1, size: 5 * MiB, checksums: { SHA256: sha256(parts[0]!), CRC32C: crc32cOf(parts[0]!) } });
-    const etags = [response.json.etag as string];
+  await t.test(
+    'parts are verified, listed with SHA-256, and completed without copying',
+    async (t) => {
+      const key = 'dir/obj.bin';
+      const uploadId = await createUpload(client, 'mpu', key, {
+        contentType: 'application/x-demo',
+        metadata: { origin: 'test' },
+      });
+      t.match(uploadId, /^[0-9a-f]{32}$/);
+      const parts = [randomBytes(5 * MiB), randomBytes(5 * MiB), randomBytes(100 * 1024)];
+      let response = await putPart(client, 'mpu', key, uploadId, 1, parts[0]!, {
+        'X-Service-Checksum-SHA256': sha256(parts[0]!),
+      });
+      t.equal(response.status, 200);
+      t.match(response.json, {
+        partNumber: 1,
+        size: 5 * MiB,
+        checksums: { SHA256: sha256(parts[0]!), CRC32C: crc32cOf(parts[0]!) },
+      });
+      const etags = [response.json.etag as string];
 
-    response = await putPart(client, 'mpu', key, uploadId, 2, parts[1]!, { 'X-Service-Checksum-SHA256': sha256(parts[0]!) });
-    t.equal(response.status, 400, 'a mismatched checksum');
-    t.equal(response.json.code, 'checksum_mismatch');
-    response = await putPart(client, 'mpu', key, uploadId, 2, parts[1]!, { 'X-Service-Checksum-CRC32C': 'not base64!' });
-    t.equal(response.status, 400, 'a malformed checksum');
-    response = await putPart(client, 'mpu', key, uploadId, 2, parts[1]!, { 'X-Service-Checksum-MD5': 'AAAAAAAAAAAAAAAAAAAAAA==' });
-    t.equal(response.status, 400, 'an unsupported algorithm');
-    let listed = await client.request('GET', `/buckets/mpu/multipart/${uploadId}/parts/${key}`);
-    t.same(listed.json.parts.map((part: { partNumber: number }) => part.partNumber), [1], 'refused parts were never created');
-    t.equal((await putPart(client, 'mpu', key, uploadId, 0, parts[1]!)).status, 400, 'part 0');
-    t.equal((await putPart(client, 'mpu', key, uploadId, 10_001, parts[1]!)).status, 400, 'part 10001');
+      response = await putPart(client, 'mpu', key, uploadId, 2, parts[1]!, {
+        'X-Service-Checksum-SHA256': sha256(parts[0]!),
+      });
+      t.equal(response.status, 400, 'a mismatched checksum');
+      t.equal(response.json.code, 'checksum_mismatch');
+      response = await putPart(client, 'mpu', key, uploadId, 2, parts[1]!, {
+        'X-Service-Checksum-CRC32C': 'not base64!',
+      });
+      t.equal(response.status, 400, 'a malformed checksum');
+      response = await putPart(client, 'mpu', key, uploadId, 2, parts[1]!, {
+        'X-Service-Checksum-MD5': 'AAAAAAAAAAAAAAAAAAAAAA==',
+      });
+      t.equal(response.status, 400, 'an unsupported algorithm');
+      let listed = await client.request('GET', `/buckets/mpu/multipart/${uploadId}/parts/${key}`);
+      t.same(
+        listed.json.parts.map((part: { partNumber: number }) => part.partNumber),
+        [1],
+        'refused parts were never created',
+      );
+      t.equal((await putPart(client, 'mpu', key, uploadId, 0, parts[1]!)).status, 400, 'part 0');
+      t.equal(
+        (await putPart(client, 'mpu', key, uploadId, 10_001, parts[1]!)).status,
+        400,
+        'part 10001',
+      );
 
-    const [second, third] = await Promise.all([
-      putPart(client, 'mpu', key, uploadId, 2, parts[1]!),
-      putPart(client, 'mpu', key, uploadId, 3, parts[2]!, { 'X-Service-Checksum-CRC32': 'AAAAAA==' }),
-    ]);
-    t.equal(second.status, 200);
-    t.equal(third.status, 400, 'a wrong CRC32 refuses the last part');
-    etags.push(second.json.etag as string);
-    response = await putPart(client, 'mpu', key, uploadId, 3, parts[2]!);
-    etags.push(response.json.etag as string);
+      const [second, third] = await Promise.all([
+        putPart(client, 'mpu', key, uploadId, 2, parts[1]!),
+        putPart(client, 'mpu', key, uploadId, 3, parts[2]!, {
+          'X-Service-Checksum-CRC32': 'AAAAAA==',
+        }),
+      ]);
+      t.equal(second.status, 200);
+      t.equal(third.status, 400, 'a wrong CRC32 refuses the last part');
+      etags.push(second.json.etag as string);
+      response = await putPart(client, 'mpu', key, uploadId, 3, parts[2]!);
+      etags.push(response.json.etag as string);
 
-    listed = await client.request('GET', `/buckets/mpu/multipart/${uploadId}/parts/${key}?maxParts=2`);
-    t.equal(listed.json.isTruncated, true);
-    t.equal(listed.json.nextPartNumberMarker, 2);
-    const rest = await client.request('GET', `/buckets/mpu/multipart/${uploadId}/parts/${key}?partNumberMarker=2`);
-    const all = [...listed.json.parts, ...rest.json.parts];
-    t.same(all.map((part: { partNumber: number }) => part.partNumber), [1, 2, 3]);
-    t.same(all.map((part: { checksums: { SHA256: string } }) => part.checksums.SHA256), parts.map((part) => sha256(part)), 'SHA-256 of every part is kept');
-    const uploads = await client.request('GET', '/buckets/mpu/multipart?prefix=dir/');
-    t.same(uploads.json.uploads.map((upload: { uploadId: string }) => upload.uploadId), [uploadId]);
+      listed = await client.request(
+        'GET',
+        `/buckets/mpu/multipart/${uploadId}/parts/${key}?maxParts=2`,
+      );
+      t.equal(listed.json.isTruncated, true);
+      t.equal(listed.json.nextPartNumberMarker, 2);
+      const rest = await client.request(
+        'GET',
+        `/buckets/mpu/multipart/${uploadId}/parts/${key}?partNumberMarker=2`,
+      );
+      const all = [...listed.json.parts, ...rest.json.parts];
+      t.same(
+        all.map((part: { partNumber: number }) => part.partNumber),
+        [1, 2, 3],
+      );
+      t.same(
+        all.map((part: { checksums: { SHA256: string } }) => part.checksums.SHA256),
+        parts.map((part) => sha256(part)),
+        'SHA-256 of every part is kept',
+      );
+      const uploads = await client.request('GET', '/buckets/mpu/multipart?prefix=dir/');
+      t.same(
+        uploads.json.uploads.map((upload: { uploadId: string }) => upload.uploadId),
+        [uploadId],
+      );
 
-    const complete = (list: unknown): ReturnType<DataClient['request']> => client.request('POST', `/buckets/mpu/multipart/${uploadId}/complete/${key}`, { json: { parts: list } });
-    const listOf = (numbers: number[]): Array<{ partNumber: number; etag: string }> => numbers.map((n) => ({ partNumber: n, etag: etags[n - 1]! }));
-    t.equal((await complete([])).status, 400, 'an empty list');
-    t.equal((await complete(listOf([2, 1, 3]))).status, 400, 'descending numbers');
-    t.equal((await complete(listOf([1, 1, 3]))).status, 400, 'a repeated number');
-    t.equal((await complete([{ partNumber: 1, etag: etags[1] }, ...listOf([2, 3])])).status, 400, 'a wrong etag');
-    t.equal((await complete([...listOf([1, 2, 3]), { partNumber: 4, etag: etags[0] }])).status, 400, 'a part never uploaded');
-    t.equal((await client.request('DELETE', '/buckets/mpu')).json.code, 'bucket_not_empty', 'no bucket delete while an upload is in progress');
+      const complete = (list: unknown): ReturnType<DataClient['request']> =>
+        client.request('POST', `/buckets/mpu/multipart/${uploadId}/complete/${key}`, {
+          json: { parts: list },
+        });
+      const listOf = (numbers: number[]): Array<{ partNumber: number; etag: string }> =>
+        numbers.map((n) => ({ partNumber: n, etag: etags[n - 1]! }));
+      t.equal((await complete([])).status, 400, 'an empty list');
+      t.equal((await complete(listOf([2, 1, 3]))).status, 400, 'descending numbers');
+      t.equal((await complete(listOf([1, 1, 3]))).status, 400, 'a repeated number');
+      t.equal(
+        (await complete([{ partNumber: 1, etag: etags[1] }, ...listOf([2, 3])])).status,
+        400,
+        'a wrong etag',
+      );
+      t.equal(
+        (await complete([...listOf([1, 2, 3]), { partNumber: 4, etag: etags[0] }])).status,
+        400,
+        'a part never uploaded',
+      );
+      t.equal(
+        (await client.request('DELETE', '/buckets/mpu')).json.code,
+        'bucket_not_empty',
+        'no bucket delete while an upload is in progress',
+      );
 
-    const before = await physicalBytes(service, admin, 'acme');
-    response = await complete(listOf([1, 2, 3]).map((part) => ({ ...part, etag: part.etag.replaceAll('"', '') })));
-    t.equal(response.status, 200, 'unquoted etags match too');
-    t.match(response.json.etag, /^"[0-9a-f]{32}-3"$/, 'S3-style multipart ETag');
-    const whole = Buffer.concat(parts);
-    t.match(response.json, { key, size: whole.length, contentType: 'application/x-demo', metadata: { origin: 'test' }, checksums: { CRC32C: crc32cOf(whole) } });
-    t.equal(await physicalBytes(service, admin, 'acme'), before, 'complete moves chunk references: no byte is written or copied');
-    const read = await client.get('mpu', key);
-    t.ok(read.bytes.equals(whole), 'the object is the parts in order');
-    t.equal(read.headers.get('x-service-checksum-crc32c'), crc32cOf(whole));
-    const ranged = await client.get('mpu', key, { Range: `bytes=${5 * MiB - 10}-${5 * MiB + 9}` });
-    t.ok(ranged.bytes.equals(whole.subarray(5 * MiB - 10, 5 * MiB + 10)), 'a range across a part boundary');
-    t.equal((await client.request('GET', `/buckets/mpu/multipart/${uploadId}/parts/${key}`)).status, 404, 'the upload is gone');
-    t.equal((await putPart(client, 'mpu', key, uploadId, 4, parts[2]!)).status, 404);
-  });
+      const before = await physicalBytes(service, admin, 'acme');
+      response = await complete(
+        listOf([1, 2, 3]).map((part) => ({ ...part, etag: part.etag.replaceAll('"', '') })),
+      );
+      t.equal(response.status, 200, 'unquoted etags match too');
+      t.match(response.json.etag, /^"[0-9a-f]{32}-3"$/, 'S3-style multipart ETag');
+      const whole = Buffer.concat(parts);
+      t.match(response.json, {
+        key,
+        size: whole.length,
+        contentType: 'application/x-demo',
+        metadata: { origin: 'test' },
+        checksums: { CRC32C: crc32cOf(whole) },
+      });
+      t.equal(
+        await physicalBytes(service, admin, 'acme'),
+        before,
+        'complete moves chunk references: no byte is written or copied',
+      );
+      const read = await client.get('mpu', key);
+      t.ok(read.bytes.equals(whole), 'the object is the parts in order');
+      t.equal(read.headers.get('x-service-checksum-crc32c'), crc32cOf(whole));
+      const ranged = await client.get('mpu', key, {
+        Range: `bytes=${5 * MiB - 10}-${5 * MiB + 9}`,
+      });
+      t.ok(
+        ranged.bytes.equals(whole.subarray(5 * MiB - 10, 5 * MiB + 10)),
+        'a range across a part boundary',
+      );
+      t.equal(
+        (await client.request('GET', `/buckets/mpu/multipart/${uploadId}/parts/${key}`)).status,
+        404,
+        'the upload is gone',
+      );
+      t.equal((await putPart(client, 'mpu', key, uploadId, 4, parts[2]!)).status, 404);
+    },
+  );
 
   await t.test('small parts, abort, unused parts released', async (t) => {
     const small = await createUpload(client, 'mpu', 'small');
     const a = randomBytes(100 * 1024);
     const first = (await putPart(client, 'mpu', 'small', small, 1, a)).json.etag as string;
     const second = (await putPart(client, 'mpu', 'small', small, 2, a)).json.etag as string;
-    const response = await client.request('POST', `/buckets/mpu/multipart/${small}/complete/small`, { json: { parts: [{ partNumber: 1, etag: first }, { partNumber: 2, etag: second }] } });
+    const response = await client.request(
+      'POST',
+      `/buckets/mpu/multipart/${small}/complete/small`,
+      {
+        json: {
+          parts: [
+            { partNumber: 1, etag: first },
+            { partNumber: 2, etag: second },
+          ],
+        },
+      },
+    );
     t.equal(response.status, 400, 'a part under 5 MiB that is not the last');
     t.match(response.json.message, /5242880/);
     t.equal((await client.request('DELETE', `/buckets/mpu/multipart/${small}/small`)).status, 204);
-    t.equal((await client.request('DELETE', `/buckets/mpu/multipart/${small}/small`)).status, 404, 'aborted once');
-    t.equal((await client.request('GET', '/buckets/mpu/multipart?prefix=small')).json.uploads.length, 0);
+    t.equal(
+      (await client.request('DELETE', `/buckets/mpu/multipart/${small}/small`)).status,
+      404,
+      'aborted once',
+    );
+    t.equal(
+      (await client.request('GET', '/buckets/mpu/multipart?prefix=small')).json.uploads.length,
+      0,
+    );
 
     const base = await physicalBytes(service, admin, 'acme');
     const partial = await createUpload(client, 'mpu', 'partial');
@@ -133,24 +254,51 @@ t.test('multipart uploads', async (t) => {
     const e3 = (await putPart(client, 'mpu', 'partial', partial, 3, last)).json.etag as string;
     const held = await physicalBytes(service, admin, 'acme');
     t.ok(held - base >= big.length + unused.length + last.length, 'parts hold their bytes');
-    t.equal((await client.request('POST', `/buckets/mpu/multipart/${partial}/complete/partial`, { json: { parts: [{ partNumber: 1, etag: e1 }, { partNumber: 3, etag: e3 }] } })).status, 200);
+    t.equal(
+      (
+        await client.request('POST', `/buckets/mpu/multipart/${partial}/complete/partial`, {
+          json: {
+            parts: [
+              { partNumber: 1, etag: e1 },
+              { partNumber: 3, etag: e3 },
+            ],
+          },
+        })
+      ).status,
+      200,
+    );
     const after = await physicalBytes(service, admin, 'acme');
     t.ok(held - after >= unused.length, 'the part left out is released at complete');
     t.ok((await client.get('mpu', 'partial')).bytes.equals(Buffer.concat([big, last])));
   });
 
   await t.test('quota applies at complete; versioned buckets get a version id', async (t) => {
-    t.equal((await client.request('POST', '/buckets', { json: { name: 'mpv', versioning: 'Enabled' } })).status, 201);
+    t.equal(
+      (await client.request('POST', '/buckets', { json: { name: 'mpv', versioning: 'Enabled' } }))
+        .status,
+      201,
+    );
     const uploadId = await createUpload(client, 'mpv', 'q');
     const body = randomBytes(2 * MiB);
     const etag = (await putPart(client, 'mpv', 'q', uploadId, 1, body)).json.etag as string;
-    const used = (await service.admin('GET', '/tenants/acme/usage', admin)).json.logicalBytes as number;
-    t.equal((await service.admin('PUT', '/tenants/acme/quota', admin, { maxBytes: used + MiB })).status, 200);
-    const complete = (): ReturnType<DataClient['request']> => client.request('POST', `/buckets/mpv/multipart/${uploadId}/complete/q`, { json: { parts: [{ partNumber: 1, etag }] } });
+    const used = (await service.admin('GET', '/tenants/acme/usage', admin)).json
+      .logicalBytes as number;
+    t.equal(
+      (await service.admin('PUT', '/tenants/acme/quota', admin, { maxBytes: used + MiB })).status,
+      200,
+    );
+    const complete = (): ReturnType<DataClient['request']> =>
+      client.request('POST', `/buckets/mpv/multipart/${uploadId}/complete/q`, {
+        json: { parts: [{ partNumber: 1, etag }] },
+      });
     let response = await complete();
     t.equal(response.status, 507);
     t.equal(response.json.code, 'quota_exceeded');
-    t.equal((await client.request('GET', `/buckets/mpv/multipart/${uploadId}/parts/q`)).status, 200, 'the upload survives a refused complete');
+    t.equal(
+      (await client.request('GET', `/buckets/mpv/multipart/${uploadId}/parts/q`)).status,
+      200,
+      'the upload survives a refused complete',
+    );
     t.equal((await service.admin('DELETE', '/tenants/acme/quota', admin)).status, 204);
     response = await complete();
     t.equal(response.status, 200);
@@ -159,32 +307,53 @@ t.test('multipart uploads', async (t) => {
   });
 
   await t.test('a key shaped like <not an id>/complete/… is created, not completed', async (t) => {
-    const response = await client.request('POST', '/buckets/mpu/multipart/reports/complete/2024.csv');
+    const response = await client.request(
+      'POST',
+      '/buckets/mpu/multipart/reports/complete/2024.csv',
+    );
     t.equal(response.status, 201);
     t.equal(response.json.key, 'reports/complete/2024.csv');
-    t.equal((await client.request('DELETE', `/buckets/mpu/multipart/${response.json.uploadId}/reports/complete/2024.csv`)).status, 204);
+    t.equal(
+      (
+        await client.request(
+          'DELETE',
+          `/buckets/mpu/multipart/${response.json.uploadId}/reports/complete/2024.csv`,
+        )
+      ).status,
+      204,
+    );
   });
 
   await t.test('the bucket can be deleted once uploads and objects are gone', async (t) => {
-    for (const key of ['dir/obj.bin', 'partial']) await client.request('DELETE', `/buckets/mpu/objects/${key}`);
+    for (const key of ['dir/obj.bin', 'partial'])
+      await client.request('DELETE', `/buckets/mpu/objects/${key}`);
     t.equal((await client.request('DELETE', '/buckets/mpu')).status, 204);
   });
 });
 
 t.test('abandoned uploads expire and release their bytes', async (t) => {
-  const service = await Service.start({ env: { LIGHTWELL_MULTIPART_EXPIRY: '2s', LIGHTWELL_STORAGE_COMPACTION_INTERVAL: '1s' } });
+  const service = await Service.start({
+    env: { LIGHTWELL_MULTIPART_EXPIRY: '2s', LIGHTWELL_STORAGE_COMPACTION_INTERVAL: '1s' },
+  });
   t.teardown(() => service.close());
   const admin = service.adminToken();
   const client = await service.tenant('old', undefined, admin);
   await client.request('POST', '/buckets', { json: { name: 'stale' } });
   const uploadId = await createUpload(client, 'stale', 'forgotten');
   t.equal((await putPart(client, 'stale', 'forgotten', uploadId, 1, randomBytes(MiB))).status, 200);
-  t.ok(await physicalBytes(service, admin, 'old') >= MiB, 'the part holds its bytes');
+  t.ok((await physicalBytes(service, admin, 'old')) >= MiB, 'the part holds its bytes');
   const deadline = Date.now() + 20_000;
-  while ((await client.request('GET', '/buckets/stale/multipart')).json.uploads.length > 0 && Date.now() < deadline) {
+  while (
+    (await client.request('GET', '/buckets/stale/multipart')).json.uploads.length > 0 &&
+    Date.now() < deadline
+  ) {
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
-  t.equal((await client.request('GET', '/buckets/stale/multipart')).json.uploads.length, 0, 'the background pass aborted it');
+  t.equal(
+    (await client.request('GET', '/buckets/stale/multipart')).json.uploads.length,
+    0,
+    'the background pass aborted it',
+  );
   t.equal(await physicalBytes(service, admin, 'old'), 0, 'its chunk references were released');
   t.equal((await putPart(client, 'stale', 'forgotten', uploadId, 2, randomBytes(10))).status, 404);
   t.equal((await client.request('DELETE', '/buckets/stale')).status, 204);

@@ -11,65 +11,152 @@ import { Service } from '../helpers/service.js';
 const docsDir = fileURLToPath(new URL('../../../docs/openapi/', import.meta.url));
 
 const dataEndpoints = [
-  'GET /healthz', 'GET /openapi.json', 'POST /auth/token', 'POST /sign-url',
-  'GET /signed/{bucket}/{key}', 'PUT /signed/{bucket}/{key}', 'OPTIONS /signed/{bucket}/{key}',
-  'GET /buckets', 'POST /buckets', 'GET /buckets/{bucket}', 'DELETE /buckets/{bucket}',
-  'GET /buckets/{bucket}/versioning', 'PUT /buckets/{bucket}/versioning',
-  'GET /buckets/{bucket}/cors', 'PUT /buckets/{bucket}/cors', 'DELETE /buckets/{bucket}/cors',
-  'GET /buckets/{bucket}/notifications', 'PUT /buckets/{bucket}/notifications', 'DELETE /buckets/{bucket}/notifications',
-  'PUT /buckets/{bucket}/objects/{key}', 'GET /buckets/{bucket}/objects/{key}', 'HEAD /buckets/{bucket}/objects/{key}',
-  'DELETE /buckets/{bucket}/objects/{key}', 'GET /buckets/{bucket}/objects', 'POST /buckets/{bucket}/objects:batchDelete',
-  'POST /buckets/{bucket}/object-copy/{key}', 'GET /buckets/{bucket}/versions',
-  'GET /buckets/{bucket}/object-tags/{key}', 'PUT /buckets/{bucket}/object-tags/{key}', 'DELETE /buckets/{bucket}/object-tags/{key}',
-  'GET /buckets/{bucket}/object-retention/{key}', 'PUT /buckets/{bucket}/object-retention/{key}',
-  'GET /buckets/{bucket}/object-legal-hold/{key}', 'PUT /buckets/{bucket}/object-legal-hold/{key}',
-  'POST /buckets/{bucket}/multipart/{key}', 'PUT /buckets/{bucket}/multipart/{uploadId}/parts/{partNumber}/{key}',
-  'GET /buckets/{bucket}/multipart/{uploadId}/parts/{key}', 'POST /buckets/{bucket}/multipart/{uploadId}/complete/{key}',
-  'DELETE /buckets/{bucket}/multipart/{uploadId}/{key}', 'GET /buckets/{bucket}/multipart',
+  'GET /healthz',
+  'GET /openapi.json',
+  'POST /auth/token',
+  'POST /sign-url',
+  'GET /signed/{bucket}/{key}',
+  'PUT /signed/{bucket}/{key}',
+  'OPTIONS /signed/{bucket}/{key}',
+  'GET /buckets',
+  'POST /buckets',
+  'GET /buckets/{bucket}',
+  'DELETE /buckets/{bucket}',
+  'GET /buckets/{bucket}/versioning',
+  'PUT /buckets/{bucket}/versioning',
+  'GET /buckets/{bucket}/cors',
+  'PUT /buckets/{bucket}/cors',
+  'DELETE /buckets/{bucket}/cors',
+  'GET /buckets/{bucket}/notifications',
+  'PUT /buckets/{bucket}/notifications',
+  'DELETE /buckets/{bucket}/notifications',
+  'PUT /buckets/{bucket}/objects/{key}',
+  'GET /buckets/{bucket}/objects/{key}',
+  'HEAD /buckets/{bucket}/objects/{key}',
+  'DELETE /buckets/{bucket}/objects/{key}',
+  'GET /buckets/{bucket}/objects',
+  'POST /buckets/{bucket}/objects:batchDelete',
+  'POST /buckets/{bucket}/object-copy/{key}',
+  'GET /buckets/{bucket}/versions',
+  'GET /buckets/{bucket}/object-tags/{key}',
+  'PUT /buckets/{bucket}/object-tags/{key}',
+  'DELETE /buckets/{bucket}/object-tags/{key}',
+  'GET /buckets/{bucket}/object-retention/{key}',
+  'PUT /buckets/{bucket}/object-retention/{key}',
+  'GET /buckets/{bucket}/object-legal-hold/{key}',
+  'PUT /buckets/{bucket}/object-legal-hold/{key}',
+  'POST /buckets/{bucket}/multipart/{key}',
+  'PUT /buckets/{bucket}/multipart/{uploadId}/parts/{partNumber}/{key}',
+  'GET /buckets/{bucket}/multipart/{uploadId}/parts/{key}',
+  'POST /buckets/{bucket}/multipart/{uploadId}/complete/{key}',
+  'DELETE /buckets/{bucket}/multipart/{uploadId}/{key}',
+  'GET /buckets/{bucket}/multipart',
 ];
 
 const adminEndpoints = [
-  'GET /healthz', 'GET /openapi.json', 'GET /tenants', 'POST /tenants', 'GET /tenants/{id}',
-  'POST /tenants/{id}/disable', 'POST /tenants/{id}/delete', 'GET /tenants/{id}/accounts', 'POST /tenants/{id}/accounts',
-  'GET /tenants/{id}/keys', 'POST /tenants/{id}/keys', 'POST /tenants/{id}/keys/{keyId}/rotate', 'POST /tenants/{id}/keys/{keyId}/revoke',
-  'GET /tenants/{id}/quota', 'PUT /tenants/{id}/quota', 'DELETE /tenants/{id}/quota', 'GET /tenants/{id}/usage', 'GET /audit',
-  'GET /cluster/consensus/membership', 'POST /cluster/consensus/join', 'POST /cluster/consensus/drain',
-  'POST /cluster/consensus/remove', 'POST /cluster/consensus/replace', 'POST /cluster/repair/rebalance',
+  'GET /healthz',
+  'GET /openapi.json',
+  'GET /tenants',
+  'POST /tenants',
+  'GET /tenants/{id}',
+  'POST /tenants/{id}/disable',
+  'POST /tenants/{id}/delete',
+  'GET /tenants/{id}/accounts',
+  'POST /tenants/{id}/accounts',
+  'GET /tenants/{id}/keys',
+  'POST /tenants/{id}/keys',
+  'POST /tenants/{id}/keys/{keyId}/rotate',
+  'POST /tenants/{id}/keys/{keyId}/revoke',
+  'GET /tenants/{id}/quota',
+  'PUT /tenants/{id}/quota',
+  'DELETE /tenants/{id}/quota',
+  'GET /tenants/{id}/usage',
+  'GET /audit',
+  'GET /cluster/consensus/membership',
+  'POST /cluster/consensus/join',
+  'POST /cluster/consensus/drain',
+  'POST /cluster/consensus/remove',
+  'POST /cluster/consensus/replace',
+  'POST /cluster/repair/rebalance',
 ];
 
-type OpenApi = { openapi: string; paths: Record<string, Record<string, { operationId: string; responses: Record<string, unknown> }>> };
+type OpenApi = {
+  openapi: string;
+  paths: Record<
+    string,
+    Record<string, { operationId: string; responses: Record<string, unknown> }>
+  >;
+};
 
-function operations(doc: OpenApi, prefix: string): Map<string, { operationId: string; responses: Record<string, unknown> }> {
+function operations(
+  doc: OpenApi,
+  prefix: string,
+): Map<string, { operationId: string; responses: Record<string, unknown> }> {
   const found = new Map<string, { operationId: string; responses: Record<string, unknown> }>();
   for (const [path, methods] of Object.entries(doc.paths)) {
-    for (const [method, operation] of Object.entries(methods)) found.set(`${method.toUpperCase()} ${path.slice(prefix.length)}`, operation);
+    for (const [method, operation] of Object.entries(methods))
+      found.set(`${method.toUpperCase()} ${path.slice(prefix.length)}`, operation);
   }
   return found;
 }
 
-function check(t: Test, doc: OpenApi, prefix: string, endpoints: readonly string[], ids: readonly string[], file: string): void {
+function check(
+  t: Test,
+  doc: OpenApi,
+  prefix: string,
+  endpoints: readonly string[],
+  ids: readonly string[],
+  file: string,
+): void {
   t.match(doc.openapi, /^3\./, 'OpenAPI 3');
   const found = operations(doc, prefix);
   for (const endpoint of endpoints) t.ok(found.has(endpoint), `${file}: ${endpoint} is documented`);
   const operationIds = [...found.values()].map((operation) => operation.operationId);
   t.equal(new Set(operationIds).size, operationIds.length, `${file}: operationIds are unique`);
   for (const id of ids) t.ok(operationIds.includes(id), `${file}: operationId ${id}`);
-  for (const [endpoint, operation] of found) t.ok(operation.responses['default'], `${file}: ${endpoint} documents the problem object`);
+  for (const [endpoint, operation] of found)
+    t.ok(operation.responses['default'], `${file}: ${endpoint} documents the problem object`);
   const text = `${JSON.stringify(doc, null, 2)}\n`;
   if (process.env['LIGHTWELL_UPDATE_OPENAPI'] === '1') {
     mkdirSync(docsDir, { recursive: true });
     writeFileSync(docsDir + file, text);
   }
-  t.equal(readFileSync(docsDir + file, 'utf8'), text, `docs/openapi/${file} matches the served document`);
+  t.equal(
+    readFileSync(docsDir + file, 'utf8'),
+    text,
+    `docs/openapi/${file} matches the served document`,
+  );
 }
 
 t.test('served OpenAPI documents are the contract', async (t) => {
   const service = await Service.start();
   t.teardown(() => service.close());
   const data = (await (await fetch(`${service.publicUrl}/openapi.json`)).json()) as OpenApi;
-  check(t, data, '/api/v1', dataEndpoints, ['putObject', 'listObjects', 'signURL', 'setBucketNotifications'], 'data-api.json');
+  check(
+    t,
+    data,
+    '/api/v1',
+    dataEndpoints,
+    ['putObject', 'listObjects', 'signURL', 'setBucketNotifications'],
+    'data-api.json',
+  );
   const admin = (await (await fetch(`${service.adminUrl}/openapi.json`)).json()) as OpenApi;
-  check(t, admin, '/admin/api/v1', adminEndpoints, ['listTenants', 'createTenantKey', 'queryAuditLog'], 'admin-api.json');
-  t.equal((await fetch(`${service.publicUrl.replace('/api/v1', '/admin/api/v1')}/tenants`)).status, 404, 'the public listener never serves the admin API');
-  t.equal((await fetch(`${service.adminUrl.replace('/admin/api/v1', '/api/v1')}/buckets`)).status, 404, 'the admin listener never serves the data plane');
+  check(
+    t,
+    admin,
+    '/admin/api/v1',
+    adminEndpoints,
+    ['listTenants', 'createTenantKey', 'queryAuditLog'],
+    'admin-api.json',
+  );
+  t.equal(
+    (await fetch(`${service.publicUrl.replace('/api/v1', '/admin/api/v1')}/tenants`)).status,
+    404,
+    'the public listener never serves the admin API',
+  );
+  t.equal(
+    (await fetch(`${service.adminUrl.replace('/admin/api/v1', '/api/v1')}/buckets`)).status,
+    404,
+    'the admin listener never serves the data plane',
+  );
 });

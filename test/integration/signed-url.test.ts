@@ -15,7 +15,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import { Service, type DataClient } from '../helpers/service.js';
 
-const sha256 = (body: Buffer | string): string => createHash('sha256').update(body).digest('base64');
+const sha256 = (body: Buffer | string): string =>
+  createHash('sha256').update(body).digest('base64');
 
 t.test('signed URLs and CORS preflight', async (t) => {
   const service = await Service.start({ env: { LIGHTWELL_SECURITY_MAX_PRESIGN_TTL: '1h' } });
@@ -23,19 +24,40 @@ t.test('signed URLs and CORS preflight', async (t) => {
   const admin = service.adminToken();
   const client = await service.tenant('acme', undefined, admin);
   const reader = await service.tenant('acme', 'read', admin);
-  const scoped = await service.tenant('acme', 'op=read:bucket=site,op=write:bucket=site:prefix=uploads/', admin);
+  const scoped = await service.tenant(
+    'acme',
+    'op=read:bucket=site,op=write:bucket=site:prefix=uploads/',
+    admin,
+  );
   const origin = service.publicUrl.replace(/\/api\/v1$/, '');
-  const browser = (path: string, init: RequestInit = {}): Promise<Response> => fetch(origin + path, init);
-  const sign = (body: Record<string, unknown>, as: DataClient = client): ReturnType<DataClient['request']> => as.request('POST', '/sign-url', { json: body });
+  const browser = (path: string, init: RequestInit = {}): Promise<Response> =>
+    fetch(origin + path, init);
+  const sign = (
+    body: Record<string, unknown>,
+    as: DataClient = client,
+  ): ReturnType<DataClient['request']> => as.request('POST', '/sign-url', { json: body });
   t.equal((await client.request('POST', '/buckets', { json: { name: 'site' } })).status, 201);
   const page = Buffer.from('<h1>hello</h1>');
   await client.put('site', 'pages/index.html', page, { 'Content-Type': 'text/html' });
 
   await t.test('GET: mint, download, overrides, tampering, wrong method or resource', async (t) => {
-    const minted = await sign({ method: 'GET', bucket: 'site', key: 'pages/index.html', responseContentDisposition: 'attachment; filename="i.html"', responseContentType: 'application/octet-stream' });
+    const minted = await sign({
+      method: 'GET',
+      bucket: 'site',
+      key: 'pages/index.html',
+      responseContentDisposition: 'attachment; filename="i.html"',
+      responseContentType: 'application/octet-stream',
+    });
     t.equal(minted.status, 200);
-    t.match(minted.json, { method: 'GET', token: /^lwurl_/, url: /^\/api\/v1\/signed\/site\/pages\/index\.html\?token=lwurl_/ });
-    t.ok(Math.abs(Date.parse(minted.json.expiresAt) - Date.now() - 3_600_000) < 5000, 'default lifetime 1h');
+    t.match(minted.json, {
+      method: 'GET',
+      token: /^lwurl_/,
+      url: /^\/api\/v1\/signed\/site\/pages\/index\.html\?token=lwurl_/,
+    });
+    t.ok(
+      Math.abs(Date.parse(minted.json.expiresAt) - Date.now() - 3_600_000) < 5000,
+      'default lifetime 1h',
+    );
     let response = await browser(minted.json.url);
     t.equal(response.status, 200);
     t.ok(Buffer.from(await response.arrayBuffer()).equals(page));
@@ -44,38 +66,114 @@ t.test('signed URLs and CORS preflight', async (t) => {
     response = await browser(minted.json.url, { headers: { Range: 'bytes=4-8' } });
     t.equal(response.status, 206);
     t.equal(await response.text(), 'hello');
-    t.equal((await browser(minted.json.url, { method: 'HEAD' })).status, 200, 'a GET URL serves HEAD');
+    t.equal(
+      (await browser(minted.json.url, { method: 'HEAD' })).status,
+      200,
+      'a GET URL serves HEAD',
+    );
 
     const token = minted.json.token as string;
     const dot = token.indexOf('.');
-    const flip = (text: string, at: number): string => text.slice(0, at) + (text[at] === 'A' ? 'B' : 'A') + text.slice(at + 1);
-    t.equal((await browser(`/api/v1/signed/site/pages/index.html?token=${flip(token, token.length - 3)}`)).status, 401, 'a tampered signature');
-    t.equal((await browser(`/api/v1/signed/site/pages/index.html?token=${flip(token, dot - 5)}`)).status, 401, 'a tampered payload');
+    const flip = (text: string, at: number): string =>
+      text.slice(0, at) + (text[at] === 'A' ? 'B' : 'A') + text.slice(at + 1);
+    t.equal(
+      (await browser(`/api/v1/signed/site/pages/index.html?token=${flip(token, token.length - 3)}`))
+        .status,
+      401,
+      'a tampered signature',
+    );
+    t.equal(
+      (await browser(`/api/v1/signed/site/pages/index.html?token=${flip(token, dot - 5)}`)).status,
+      401,
+      'a tampered payload',
+    );
     t.equal((await browser('/api/v1/signed/site/pages/index.html')).status, 401, 'no token');
-    t.equal((await browser(`/api/v1/signed/site/pages/index.html?token=${client.token}`)).status, 401, 'a bearer token is no URL token');
-    t.equal((await fetch(`${service.publicUrl}/buckets`, { headers: { Authorization: `Bearer ${token}` } })).status, 401, 'a URL token is no bearer token');
-    t.equal((await browser(`/api/v1/signed/site/pages/other.html?token=${token}`)).status, 403, 'another key');
-    t.equal((await browser(`/api/v1/signed/site/pages/index.html?token=${token}`, { method: 'PUT', body: 'x' })).status, 403, 'another method');
+    t.equal(
+      (await browser(`/api/v1/signed/site/pages/index.html?token=${client.token}`)).status,
+      401,
+      'a bearer token is no URL token',
+    );
+    t.equal(
+      (
+        await fetch(`${service.publicUrl}/buckets`, {
+          headers: { Authorization: `Bearer ${token}` },
+        })
+      ).status,
+      401,
+      'a URL token is no bearer token',
+    );
+    t.equal(
+      (await browser(`/api/v1/signed/site/pages/other.html?token=${token}`)).status,
+      403,
+      'another key',
+    );
+    t.equal(
+      (
+        await browser(`/api/v1/signed/site/pages/index.html?token=${token}`, {
+          method: 'PUT',
+          body: 'x',
+        })
+      ).status,
+      403,
+      'another method',
+    );
     await client.request('POST', '/buckets', { json: { name: 'other' } });
-    t.equal((await browser(`/api/v1/signed/other/pages/index.html?token=${token}`)).status, 403, 'another bucket');
+    t.equal(
+      (await browser(`/api/v1/signed/other/pages/index.html?token=${token}`)).status,
+      403,
+      'another bucket',
+    );
   });
 
   await t.test('minting: scope, other-method fields, ttl clamp, expiry', async (t) => {
-    t.equal((await sign({ method: 'PUT', bucket: 'site', key: 'x' }, reader)).status, 403, 'a read-only key cannot mint PUT');
-    t.equal((await sign({ method: 'GET', bucket: 'site', key: 'pages/index.html' }, reader)).status, 200, 'but can mint GET');
-    t.equal((await sign({ method: 'PUT', bucket: 'site', key: 'pages/x' }, scoped)).status, 403, 'outside the write prefix');
-    t.equal((await sign({ method: 'PUT', bucket: 'site', keyPrefix: 'up' }, scoped)).status, 403, 'a prefix wider than the scope');
-    t.equal((await sign({ method: 'PUT', bucket: 'site', keyPrefix: 'uploads/' }, scoped)).status, 200);
+    t.equal(
+      (await sign({ method: 'PUT', bucket: 'site', key: 'x' }, reader)).status,
+      403,
+      'a read-only key cannot mint PUT',
+    );
+    t.equal(
+      (await sign({ method: 'GET', bucket: 'site', key: 'pages/index.html' }, reader)).status,
+      200,
+      'but can mint GET',
+    );
+    t.equal(
+      (await sign({ method: 'PUT', bucket: 'site', key: 'pages/x' }, scoped)).status,
+      403,
+      'outside the write prefix',
+    );
+    t.equal(
+      (await sign({ method: 'PUT', bucket: 'site', keyPrefix: 'up' }, scoped)).status,
+      403,
+      'a prefix wider than the scope',
+    );
+    t.equal(
+      (await sign({ method: 'PUT', bucket: 'site', keyPrefix: 'uploads/' }, scoped)).status,
+      200,
+    );
     for (const body of [
       { method: 'GET', bucket: 'site', key: 'a', contentType: 'text/plain' },
       { method: 'GET', bucket: 'site', keyPrefix: 'a' },
       { method: 'PUT', bucket: 'site', key: 'a', responseContentDisposition: 'inline' },
       { method: 'PUT', bucket: 'site', key: 'a', checksumAlg: 'MD5', checksumVal: 'AAAA' },
-    ]) t.equal((await sign(body)).status, 400, JSON.stringify(body));
+    ])
+      t.equal((await sign(body)).status, 400, JSON.stringify(body));
     t.equal((await sign({ method: 'GET', bucket: 'nope', key: 'a' })).status, 404);
-    const long = await sign({ method: 'GET', bucket: 'site', key: 'pages/index.html', ttlSeconds: 30 * 86_400 });
-    t.ok(Date.parse(long.json.expiresAt) - Date.now() <= 3_600_000 + 2000, 'ttl clamped to security.max_presign_ttl');
-    const short = await sign({ method: 'GET', bucket: 'site', key: 'pages/index.html', ttlSeconds: 1 });
+    const long = await sign({
+      method: 'GET',
+      bucket: 'site',
+      key: 'pages/index.html',
+      ttlSeconds: 30 * 86_400,
+    });
+    t.ok(
+      Date.parse(long.json.expiresAt) - Date.now() <= 3_600_000 + 2000,
+      'ttl clamped to security.max_presign_ttl',
+    );
+    const short = await sign({
+      method: 'GET',
+      bucket: 'site',
+      key: 'pages/index.html',
+      ttlSeconds: 1,
+    });
     await new Promise((resolve) => setTimeout(resolve, 2100));
     const expired = await browser(short.json.url);
     t.equal(expired.status, 401, 'expired');
@@ -83,15 +181,23 @@ t.test('signed URLs and CORS preflight', async (t) => {
 
   await t.test('revoking the minting key invalidates its URLs', async (t) => {
     const doomed = await service.tenant('acme', 'read', admin);
-    const url = (await sign({ method: 'GET', bucket: 'site', key: 'pages/index.html' }, doomed)).json.url as string;
+    const url = (await sign({ method: 'GET', bucket: 'site', key: 'pages/index.html' }, doomed))
+      .json.url as string;
     t.equal((await browser(url)).status, 200);
-    const revoked = await service.admin('POST', `/tenants/acme/keys/${doomed.accessKeyId}/revoke`, admin, { reason: 'test' });
+    const revoked = await service.admin(
+      'POST',
+      `/tenants/acme/keys/${doomed.accessKeyId}/revoke`,
+      admin,
+      { reason: 'test' },
+    );
     t.equal(revoked.status, 200);
     t.equal((await browser(url)).status, 401);
   });
 
   await t.test('PUT constraints: length, type, checksum, idempotency, key prefix', async (t) => {
-    const limited = (await sign({ method: 'PUT', bucket: 'site', key: 'limited.bin', contentLengthMax: 1000 })).json.url as string;
+    const limited = (
+      await sign({ method: 'PUT', bucket: 'site', key: 'limited.bin', contentLengthMax: 1000 })
+    ).json.url as string;
     let response = await browser(limited, { method: 'PUT', body: randomBytes(1001) });
     t.equal(response.status, 413, 'over contentLengthMax');
     t.equal((await client.get('site', 'limited.bin')).status, 404, 'nothing was stored');
@@ -104,17 +210,47 @@ t.test('signed URLs and CORS preflight', async (t) => {
       request.write(randomBytes(600));
       request.end(randomBytes(600));
     });
-    t.equal(status, 411, 'a body without Content-Length is refused: nothing streams past the declared limit');
+    t.equal(
+      status,
+      411,
+      'a body without Content-Length is refused: nothing streams past the declared limit',
+    );
     t.equal((await client.get('site', 'limited.bin')).status, 404, 'still nothing');
-    t.equal((await browser(limited, { method: 'PUT', body: randomBytes(1000) })).status, 200, 'exactly the limit');
+    t.equal(
+      (await browser(limited, { method: 'PUT', body: randomBytes(1000) })).status,
+      200,
+      'exactly the limit',
+    );
 
-    const typed = (await sign({ method: 'PUT', bucket: 'site', key: 'typed.txt', contentType: 'text/plain' })).json.url as string;
-    t.equal((await browser(typed, { method: 'PUT', body: 'x', headers: { 'Content-Type': 'text/html' } })).status, 403, 'another Content-Type');
-    t.equal((await browser(typed, { method: 'PUT', body: new Uint8Array(Buffer.from('x')) })).status, 200);
-    t.equal((await client.request('HEAD', '/buckets/site/objects/typed.txt')).headers.get('content-type'), 'text/plain', 'the pinned type is stored');
+    const typed = (
+      await sign({ method: 'PUT', bucket: 'site', key: 'typed.txt', contentType: 'text/plain' })
+    ).json.url as string;
+    t.equal(
+      (await browser(typed, { method: 'PUT', body: 'x', headers: { 'Content-Type': 'text/html' } }))
+        .status,
+      403,
+      'another Content-Type',
+    );
+    t.equal(
+      (await browser(typed, { method: 'PUT', body: new Uint8Array(Buffer.from('x')) })).status,
+      200,
+    );
+    t.equal(
+      (await client.request('HEAD', '/buckets/site/objects/typed.txt')).headers.get('content-type'),
+      'text/plain',
+      'the pinned type is stored',
+    );
 
     const body = Buffer.from('checked body');
-    const checked = (await sign({ method: 'PUT', bucket: 'site', key: 'checked', checksumAlg: 'SHA256', checksumVal: sha256(body) })).json.url as string;
+    const checked = (
+      await sign({
+        method: 'PUT',
+        bucket: 'site',
+        key: 'checked',
+        checksumAlg: 'SHA256',
+        checksumVal: sha256(body),
+      })
+    ).json.url as string;
     response = await browser(checked, { method: 'PUT', body: 'another body' });
     t.equal(response.status, 400);
     t.equal(((await response.json()) as { code: string }).code, 'checksum_mismatch');
@@ -122,62 +258,169 @@ t.test('signed URLs and CORS preflight', async (t) => {
     t.equal((await browser(checked, { method: 'PUT', body })).status, 200);
 
     await client.request('PUT', '/buckets/site/versioning', { json: { status: 'Enabled' } });
-    const idem = (await sign({ method: 'PUT', bucket: 'site', key: 'once', idempotencyKey: 'form-7', checksumAlg: 'SHA256', checksumVal: sha256('payload') })).json.url as string;
-    const first = await (await browser(idem, { method: 'PUT', body: 'payload' })).json() as { versionId: string };
-    const again = await (await browser(idem, { method: 'PUT', body: 'payload' })).json() as { versionId: string };
+    const idem = (
+      await sign({
+        method: 'PUT',
+        bucket: 'site',
+        key: 'once',
+        idempotencyKey: 'form-7',
+        checksumAlg: 'SHA256',
+        checksumVal: sha256('payload'),
+      })
+    ).json.url as string;
+    const first = (await (await browser(idem, { method: 'PUT', body: 'payload' })).json()) as {
+      versionId: string;
+    };
+    const again = (await (await browser(idem, { method: 'PUT', body: 'payload' })).json()) as {
+      versionId: string;
+    };
     t.equal(again.versionId, first.versionId, 'a retry replays the first result');
-    const versions = (await client.request('GET', '/buckets/site/versions?prefix=once')).json.versions;
+    const versions = (await client.request('GET', '/buckets/site/versions?prefix=once')).json
+      .versions;
     t.equal(versions.length, 1, 'stored once');
 
-    const form = (await sign({ method: 'PUT', bucket: 'site', keyPrefix: 'uploads/', reason: 'avatar form' }, scoped)).json.url as string;
+    const form = (
+      await sign(
+        { method: 'PUT', bucket: 'site', keyPrefix: 'uploads/', reason: 'avatar form' },
+        scoped,
+      )
+    ).json.url as string;
     const [path, query] = form.split('?');
-    t.equal((await browser(`${path}avatar-42.png?${query}`, { method: 'PUT', body: 'png' })).status, 200, 'the browser chose the suffix');
+    t.equal(
+      (await browser(`${path}avatar-42.png?${query}`, { method: 'PUT', body: 'png' })).status,
+      200,
+      'the browser chose the suffix',
+    );
     t.equal((await client.get('site', 'uploads/avatar-42.png')).bytes.toString(), 'png');
-    t.equal((await browser(`/api/v1/signed/site/pages/evil.html?${query}`, { method: 'PUT', body: 'x' })).status, 403, 'outside the prefix');
+    t.equal(
+      (await browser(`/api/v1/signed/site/pages/evil.html?${query}`, { method: 'PUT', body: 'x' }))
+        .status,
+      403,
+      'outside the prefix',
+    );
   });
 
   await t.test('the reason is on the mint and use audit rows', async (t) => {
-    const minted = await sign({ method: 'GET', bucket: 'site', key: 'pages/index.html', reason: 'invoice-42' });
+    const minted = await sign({
+      method: 'GET',
+      bucket: 'site',
+      key: 'pages/index.html',
+      reason: 'invoice-42',
+    });
     t.equal((await browser(minted.json.url)).status, 200);
     let events: Array<{ action: string; reason?: string; actor: string }> = [];
     for (let i = 0; i < 50; i += 1) {
       events = (await service.admin('GET', '/audit?tenant=acme&limit=200', admin)).json.events;
-      if (events.some((event) => event.action === 'getSignedObject' && event.reason === 'invoice-42')) break;
+      if (
+        events.some((event) => event.action === 'getSignedObject' && event.reason === 'invoice-42')
+      )
+        break;
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
-    t.ok(events.some((event) => event.action === 'signURL' && event.reason === 'invoice-42' && event.actor === client.accessKeyId), 'mint row');
-    t.ok(events.some((event) => event.action === 'getSignedObject' && event.reason === 'invoice-42' && event.actor === client.accessKeyId), 'use row');
-    t.ok(events.some((event) => event.action === 'putSignedObject' && event.reason === 'avatar form'), 'the upload row (committed with the upload)');
+    t.ok(
+      events.some(
+        (event) =>
+          event.action === 'signURL' &&
+          event.reason === 'invoice-42' &&
+          event.actor === client.accessKeyId,
+      ),
+      'mint row',
+    );
+    t.ok(
+      events.some(
+        (event) =>
+          event.action === 'getSignedObject' &&
+          event.reason === 'invoice-42' &&
+          event.actor === client.accessKeyId,
+      ),
+      'use row',
+    );
+    t.ok(
+      events.some((event) => event.action === 'putSignedObject' && event.reason === 'avatar form'),
+      'the upload row (committed with the upload)',
+    );
   });
 
   await t.test('CORS rules and browser preflight', async (t) => {
-    const rules = { rules: [{ id: 'app', allowedOrigins: ['https://*.example.com'], allowedMethods: ['GET', 'PUT'], allowedHeaders: ['content-type', 'x-service-checksum-*'], exposeHeaders: ['ETag'], maxAgeSeconds: 300 }] };
+    const rules = {
+      rules: [
+        {
+          id: 'app',
+          allowedOrigins: ['https://*.example.com'],
+          allowedMethods: ['GET', 'PUT'],
+          allowedHeaders: ['content-type', 'x-service-checksum-*'],
+          exposeHeaders: ['ETag'],
+          maxAgeSeconds: 300,
+        },
+      ],
+    };
     t.equal((await client.request('GET', '/buckets/site/cors')).json.rules.length, 0, 'none yet');
-    const put = (await sign({ method: 'PUT', bucket: 'site', key: 'cors/upload.txt' })).json.url as string;
-    const preflight = (url: string, headers: Record<string, string>): Promise<Response> => browser(url, { method: 'OPTIONS', headers });
-    const browserHeaders = { Origin: 'https://app.example.com', 'Access-Control-Request-Method': 'PUT', 'Access-Control-Request-Headers': 'content-type,x-service-checksum-sha256' };
+    const put = (await sign({ method: 'PUT', bucket: 'site', key: 'cors/upload.txt' })).json
+      .url as string;
+    const preflight = (url: string, headers: Record<string, string>): Promise<Response> =>
+      browser(url, { method: 'OPTIONS', headers });
+    const browserHeaders = {
+      Origin: 'https://app.example.com',
+      'Access-Control-Request-Method': 'PUT',
+      'Access-Control-Request-Headers': 'content-type,x-service-checksum-sha256',
+    };
     let response = await preflight(put, browserHeaders);
     t.equal(response.status, 403, 'no rules: no CORS');
     t.equal(response.headers.get('access-control-allow-origin'), null);
 
-    t.equal((await reader.request('PUT', '/buckets/site/cors', { json: rules })).status, 403, 'CORS needs an admin-scoped key');
-    t.equal((await client.request('PUT', '/buckets/site/cors', { json: { rules: [{ allowedOrigins: ['*'], allowedMethods: ['PATCH'] }] } })).status, 400);
-    t.equal((await client.request('PUT', '/buckets/site/cors', { json: { rules: [{ allowedOrigins: ['https://*.*.com'], allowedMethods: ['GET'] }] } })).status, 400);
+    t.equal(
+      (await reader.request('PUT', '/buckets/site/cors', { json: rules })).status,
+      403,
+      'CORS needs an admin-scoped key',
+    );
+    t.equal(
+      (
+        await client.request('PUT', '/buckets/site/cors', {
+          json: { rules: [{ allowedOrigins: ['*'], allowedMethods: ['PATCH'] }] },
+        })
+      ).status,
+      400,
+    );
+    t.equal(
+      (
+        await client.request('PUT', '/buckets/site/cors', {
+          json: { rules: [{ allowedOrigins: ['https://*.*.com'], allowedMethods: ['GET'] }] },
+        })
+      ).status,
+      400,
+    );
     t.equal((await client.request('PUT', '/buckets/site/cors', { json: rules })).status, 200);
-    t.same((await reader.request('GET', '/buckets/site/cors')).json.rules[0].allowedOrigins, ['https://*.example.com']);
+    t.same((await reader.request('GET', '/buckets/site/cors')).json.rules[0].allowedOrigins, [
+      'https://*.example.com',
+    ]);
 
     response = await preflight(put, browserHeaders);
     t.equal(response.status, 204);
     t.equal(response.headers.get('access-control-allow-origin'), 'https://app.example.com');
     t.match(response.headers.get('access-control-allow-methods'), /PUT/);
-    t.equal(response.headers.get('access-control-allow-headers'), 'content-type, x-service-checksum-sha256');
+    t.equal(
+      response.headers.get('access-control-allow-headers'),
+      'content-type, x-service-checksum-sha256',
+    );
     t.equal(response.headers.get('access-control-max-age'), '300');
 
     for (const [why, url, headers] of [
       ['an origin no rule allows', put, { ...browserHeaders, Origin: 'https://evil.test' }],
-      ['a header no rule allows', put, { ...browserHeaders, 'Access-Control-Request-Headers': 'authorization' }],
-      ['a method the token does not authorize', put, { ...browserHeaders, 'Access-Control-Request-Method': 'GET' }],
-      ['a resource the token does not cover', put.replace('upload.txt', 'other.txt'), browserHeaders],
+      [
+        'a header no rule allows',
+        put,
+        { ...browserHeaders, 'Access-Control-Request-Headers': 'authorization' },
+      ],
+      [
+        'a method the token does not authorize',
+        put,
+        { ...browserHeaders, 'Access-Control-Request-Method': 'GET' },
+      ],
+      [
+        'a resource the token does not cover',
+        put.replace('upload.txt', 'other.txt'),
+        browserHeaders,
+      ],
     ] as const) {
       response = await preflight(url, headers);
       t.equal(response.status, 403, why);
@@ -186,13 +429,26 @@ t.test('signed URLs and CORS preflight', async (t) => {
     response = await preflight(put.replace(/.{4}$/, 'AAAA'), browserHeaders);
     t.equal(response.status, 401, 'a tampered token: CORS never grants access');
     t.equal(response.headers.get('access-control-allow-origin'), null);
-    t.equal((await preflight(put, { Origin: 'https://app.example.com' })).status, 400, 'not a preflight');
+    t.equal(
+      (await preflight(put, { Origin: 'https://app.example.com' })).status,
+      400,
+      'not a preflight',
+    );
 
-    response = await browser(put, { method: 'PUT', body: 'from the browser', headers: { Origin: 'https://app.example.com', 'Content-Type': 'text/plain' } });
+    response = await browser(put, {
+      method: 'PUT',
+      body: 'from the browser',
+      headers: { Origin: 'https://app.example.com', 'Content-Type': 'text/plain' },
+    });
     t.equal(response.status, 200);
-    t.equal(response.headers.get('access-control-allow-origin'), 'https://app.example.com', 'the actual response carries CORS too');
+    t.equal(
+      response.headers.get('access-control-allow-origin'),
+      'https://app.example.com',
+      'the actual response carries CORS too',
+    );
     t.equal(response.headers.get('access-control-expose-headers'), 'ETag');
-    const get = (await sign({ method: 'GET', bucket: 'site', key: 'cors/upload.txt' })).json.url as string;
+    const get = (await sign({ method: 'GET', bucket: 'site', key: 'cors/upload.txt' })).json
+      .url as string;
     response = await browser(get, { headers: { Origin: 'https://evil.test' } });
     t.equal(response.status, 200, 'CORS never takes access away from a valid token either');
     t.equal(response.headers.get('access-control-allow-origin'), null);

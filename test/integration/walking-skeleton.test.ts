@@ -16,9 +16,17 @@ t.test('walking skeleton through engine, gateway and admin', async (t) => {
   t.ok(response.headers.get('x-request-id'), 'every response carries X-Request-Id');
 
   const small = Buffer.from('hello, lightwell\n');
-  response = await client.put('logs', 'dir/hello.txt', small, { 'Content-Type': 'text/plain', 'X-Service-Meta-Origin': 'test' });
+  response = await client.put('logs', 'dir/hello.txt', small, {
+    'Content-Type': 'text/plain',
+    'X-Service-Meta-Origin': 'test',
+  });
   t.equal(response.status, 200);
-  t.match(response.json, { key: 'dir/hello.txt', size: small.length, contentType: 'text/plain', metadata: { origin: 'test' } });
+  t.match(response.json, {
+    key: 'dir/hello.txt',
+    size: small.length,
+    contentType: 'text/plain',
+    metadata: { origin: 'test' },
+  });
   t.ok(response.json.checksums.CRC32C, 'a CRC32C is always stored');
 
   response = await client.get('logs', 'dir/hello.txt');
@@ -53,7 +61,10 @@ t.test('walking skeleton through engine, gateway and admin', async (t) => {
 
   response = await client.request('GET', '/buckets/logs/objects?delimiter=/');
   t.same(response.json.commonPrefixes, ['dir/']);
-  t.same(response.json.objects.map((o: { key: string }) => o.key), ['big.bin']);
+  t.same(
+    response.json.objects.map((o: { key: string }) => o.key),
+    ['big.bin'],
+  );
 
   response = await client.request('DELETE', '/buckets/logs/objects/big.bin');
   t.equal(response.status, 204);

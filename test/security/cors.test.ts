@@ -4,10 +4,23 @@
 // only when origin, method and every requested header match one rule.
 // Method: direct calls; errors are matched on their code.
 import t from 'tap';
-import { parseCorsConfiguration, matchCorsRule, preflightHeaders, corsResponseHeaders, parseRequestHeaderList, wildcardMatches } from '../../src/security/cors.js';
+import {
+  parseCorsConfiguration,
+  matchCorsRule,
+  preflightHeaders,
+  corsResponseHeaders,
+  parseRequestHeaderList,
+  wildcardMatches,
+} from '../../src/security/cors.js';
 import { errorCode } from '../../src/util/errors.js';
 
-const rule = { allowedOrigins: ['https://*.example.com', 'http://localhost:3000'], allowedMethods: ['GET', 'PUT'], allowedHeaders: ['Content-Type', 'x-service-*'], exposeHeaders: ['ETag'], maxAgeSeconds: 600 };
+const rule = {
+  allowedOrigins: ['https://*.example.com', 'http://localhost:3000'],
+  allowedMethods: ['GET', 'PUT'],
+  allowedHeaders: ['Content-Type', 'x-service-*'],
+  exposeHeaders: ['ETag'],
+  maxAgeSeconds: 600,
+};
 
 function codeOf(run: () => unknown): string | undefined {
   try {
@@ -19,9 +32,17 @@ function codeOf(run: () => unknown): string | undefined {
 }
 
 t.test('valid configurations are normalised', async (t) => {
-  const parsed = parseCorsConfiguration({ rules: [rule, { id: 'any', allowedOrigins: ['*'], allowedMethods: ['HEAD', 'POST', 'DELETE'] }] });
+  const parsed = parseCorsConfiguration({
+    rules: [rule, { id: 'any', allowedOrigins: ['*'], allowedMethods: ['HEAD', 'POST', 'DELETE'] }],
+  });
   t.equal(parsed.rules.length, 2);
-  t.same(parsed.rules[1], { id: 'any', allowedOrigins: ['*'], allowedMethods: ['HEAD', 'POST', 'DELETE'], allowedHeaders: [], exposeHeaders: [] });
+  t.same(parsed.rules[1], {
+    id: 'any',
+    allowedOrigins: ['*'],
+    allowedMethods: ['HEAD', 'POST', 'DELETE'],
+    allowedHeaders: [],
+    exposeHeaders: [],
+  });
   t.same(parsed.rules[0], rule);
 });
 
@@ -33,7 +54,10 @@ t.test('invalid configurations are bad_request', async (t) => {
     [{ rules: [{ ...rule, allowedMethods: ['PATCH'] }] }, 'PATCH'],
     [{ rules: [{ ...rule, allowedMethods: ['get'] }] }, 'lower-case method'],
     [{ rules: [{ ...rule, allowedMethods: [] }] }, 'no methods'],
-    [{ rules: [{ ...rule, allowedOrigins: ['https://*.*.example.com'] }] }, 'two wildcards in an origin'],
+    [
+      { rules: [{ ...rule, allowedOrigins: ['https://*.*.example.com'] }] },
+      'two wildcards in an origin',
+    ],
     [{ rules: [{ ...rule, allowedOrigins: [] }] }, 'no origins'],
     [{ rules: [{ ...rule, allowedOrigins: ['https://a.com\r\nX: y'] }] }, 'control characters'],
     [{ rules: [{ ...rule, allowedHeaders: ['x-*-*'] }] }, 'two wildcards in a header'],
@@ -41,11 +65,24 @@ t.test('invalid configurations are bad_request', async (t) => {
     [{ rules: [{ ...rule, maxAgeSeconds: -1 }] }, 'negative max age'],
     [{ rules: [{ ...rule, maxAgeSeconds: 1.5 }] }, 'fractional max age'],
     [{ rules: [{ ...rule, other: true }] }, 'unknown rule field'],
-    [{ rules: [{ ...rule, id: 'a' }, { ...rule, id: 'a' }] }, 'duplicate ids'],
+    [
+      {
+        rules: [
+          { ...rule, id: 'a' },
+          { ...rule, id: 'a' },
+        ],
+      },
+      'duplicate ids',
+    ],
     [{ rules: Array.from({ length: 101 }, () => rule) }, 'too many rules'],
     [{ rules: [{ ...rule, allowedMethods: ['GET', 'GET'] }] }, 'a method twice'],
   ];
-  for (const [value, why] of bad) t.equal(codeOf(() => parseCorsConfiguration(value)), 'bad_request', why);
+  for (const [value, why] of bad)
+    t.equal(
+      codeOf(() => parseCorsConfiguration(value)),
+      'bad_request',
+      why,
+    );
 });
 
 t.test('wildcards match any run of characters, once', async (t) => {
@@ -59,7 +96,11 @@ t.test('wildcards match any run of characters, once', async (t) => {
 
 t.test('matching needs origin, method and every requested header', async (t) => {
   const { rules } = parseCorsConfiguration({ rules: [rule] });
-  const ok = { origin: 'https://app.example.com', method: 'PUT', headers: parseRequestHeaderList('Content-Type, X-Service-Checksum-SHA256') };
+  const ok = {
+    origin: 'https://app.example.com',
+    method: 'PUT',
+    headers: parseRequestHeaderList('Content-Type, X-Service-Checksum-SHA256'),
+  };
   const matched = matchCorsRule(rules, ok);
   t.ok(matched);
   t.notOk(matchCorsRule(rules, { ...ok, origin: 'https://evil.com' }), 'origin');
@@ -74,5 +115,9 @@ t.test('matching needs origin, method and every requested header', async (t) => 
     'Access-Control-Expose-Headers': 'ETag',
     Vary: 'Origin, Access-Control-Request-Method, Access-Control-Request-Headers',
   });
-  t.same(corsResponseHeaders(matched!, 'https://app.example.com'), { 'Access-Control-Allow-Origin': 'https://app.example.com', Vary: 'Origin', 'Access-Control-Expose-Headers': 'ETag' });
+  t.same(corsResponseHeaders(matched!, 'https://app.example.com'), {
+    'Access-Control-Allow-Origin': 'https://app.example.com',
+    Vary: 'Origin',
+    'Access-Control-Expose-Headers': 'ETag',
+  });
 });

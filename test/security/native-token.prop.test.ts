@@ -63,10 +63,10 @@ t.test('inserting or deleting characters makes it invalid', async (t) => {
 
 t.test('arbitrary strings and values give only the documented errors', async (t) => {
   fc.assert(fc.property(fc.anything(), refusedAsDocumented), { seed, numRuns: 500 });
-  fc.assert(
-    fc.property(fc.string({ unit: 'binary', maxLength: 300 }), refusedAsDocumented),
-    { seed, numRuns: 1000 },
-  );
+  fc.assert(fc.property(fc.string({ unit: 'binary', maxLength: 300 }), refusedAsDocumented), {
+    seed,
+    numRuns: 1000,
+  });
   const b64 = fc.stringMatching(/^[A-Za-z0-9_-]{0,80}$/);
   fc.assert(
     fc.property(b64, b64, (a, b) => refusedAsDocumented(`lwtk_${a}.${b}`)),

@@ -12,7 +12,10 @@ t.comment(`fast-check seed ${seed} (replay with FC_SEED=${seed})`);
 
 class ReferenceLimiter {
   private readonly state = new Map<string, { tokens: number; atMs: number }>();
-  constructor(private readonly perSecond: number, private readonly burst: number) {}
+  constructor(
+    private readonly perSecond: number,
+    private readonly burst: number,
+  ) {}
 
   take(key: string, nowMs: number): boolean {
     const bucket = this.state.get(key) ?? { tokens: this.burst, atMs: nowMs };

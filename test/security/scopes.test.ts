@@ -36,29 +36,45 @@ t.test('resource entries parse, with optional and verbatim prefixes', async (t) 
     kind: 'resources',
     entries: [{ verb: 'write', bucket: '*', prefix: '' }],
   });
-  t.same(parseScopes('op=write:bucket=bk1:prefix='), {
-    kind: 'resources',
-    entries: [{ verb: 'write', bucket: 'bk1', prefix: '' }],
-  }, 'empty prefix means any key');
-  t.same(parseScopes('op=read:bucket=bk1:prefix=a:b c '), {
-    kind: 'resources',
-    entries: [{ verb: 'read', bucket: 'bk1', prefix: 'a:b c ' }],
-  }, 'the prefix is the rest of the item, colons and spaces included');
-  t.same(parseScopes('op=read:bucket=bk1 , op=delete:bucket=bk0'), {
-    kind: 'resources',
-    entries: [
-      { verb: 'delete', bucket: 'bk0', prefix: '' },
-      { verb: 'read', bucket: 'bk1', prefix: '' },
-    ],
-  }, 'whitespace around prefix-less items is ignored; entries sorted by bucket');
+  t.same(
+    parseScopes('op=write:bucket=bk1:prefix='),
+    {
+      kind: 'resources',
+      entries: [{ verb: 'write', bucket: 'bk1', prefix: '' }],
+    },
+    'empty prefix means any key',
+  );
+  t.same(
+    parseScopes('op=read:bucket=bk1:prefix=a:b c '),
+    {
+      kind: 'resources',
+      entries: [{ verb: 'read', bucket: 'bk1', prefix: 'a:b c ' }],
+    },
+    'the prefix is the rest of the item, colons and spaces included',
+  );
+  t.same(
+    parseScopes('op=read:bucket=bk1 , op=delete:bucket=bk0'),
+    {
+      kind: 'resources',
+      entries: [
+        { verb: 'delete', bucket: 'bk0', prefix: '' },
+        { verb: 'read', bucket: 'bk1', prefix: '' },
+      ],
+    },
+    'whitespace around prefix-less items is ignored; entries sorted by bucket',
+  );
   const repeated = 'op=admin:bucket=bkt:prefix=x,op=read:bucket=bkt:prefix=x';
-  t.same(parseScopes(`${repeated},op=read:bucket=bkt:prefix=x`), {
-    kind: 'resources',
-    entries: [
-      { verb: 'read', bucket: 'bkt', prefix: 'x' },
-      { verb: 'admin', bucket: 'bkt', prefix: 'x' },
-    ],
-  }, 'duplicates dropped; verbs ordered within a resource');
+  t.same(
+    parseScopes(`${repeated},op=read:bucket=bkt:prefix=x`),
+    {
+      kind: 'resources',
+      entries: [
+        { verb: 'read', bucket: 'bkt', prefix: 'x' },
+        { verb: 'admin', bucket: 'bkt', prefix: 'x' },
+      ],
+    },
+    'duplicates dropped; verbs ordered within a resource',
+  );
 });
 
 t.test('formatScopes writes the canonical text', async (t) => {
@@ -185,7 +201,7 @@ t.test('entries without a prefix, wildcard buckets and admin entries', async (t)
   t.notOk(decide(admin, { verb: 'admin', bucket: 'bk1' }), 'not bucket-level under a prefix');
 });
 
-t.test('canMintSignedUrl needs the method\'s verb on the resource', async (t) => {
+t.test("canMintSignedUrl needs the method's verb on the resource", async (t) => {
   const readOnly = parseScopes('read');
   const readWrite = parseScopes('read,write');
   t.ok(canMintSignedUrl(readOnly, 'GET'));

@@ -7,8 +7,15 @@ import t from 'tap';
 import { createHmac } from 'node:crypto';
 import { deriveKey, PURPOSE_SIGNED_URL, PURPOSE_NATIVE_TOKEN } from '../../src/security/keys.js';
 import {
-  parseSignUrlRequest, clampTtlSeconds, signedUrlPayloadOf, mintSignedUrlToken, verifySignedUrlToken, checkSignedUrlCovers,
-  SIGNED_URL_PREFIX, SIGNED_URL_TTL_SECONDS_DEFAULT, type SignedUrlPayload,
+  parseSignUrlRequest,
+  clampTtlSeconds,
+  signedUrlPayloadOf,
+  mintSignedUrlToken,
+  verifySignedUrlToken,
+  checkSignedUrlCovers,
+  SIGNED_URL_PREFIX,
+  SIGNED_URL_TTL_SECONDS_DEFAULT,
+  type SignedUrlPayload,
 } from '../../src/security/signed-url.js';
 import { verifyNativeToken } from '../../src/security/native-token.js';
 import { errorCode } from '../../src/util/errors.js';
@@ -28,15 +35,51 @@ function codeOf(run: () => unknown): string | undefined {
 }
 
 t.test('request validation: method fields, key or prefix, types', async (t) => {
-  const put = parseSignUrlRequest({ method: 'PUT', bucket: 'photos', keyPrefix: 'u/', contentType: 'image/png', contentLengthMax: 10, checksumAlg: 'SHA256', checksumVal: 'x', idempotencyKey: 'k1', reason: 'upload form', ttlSeconds: 60 });
-  t.match(put, { method: 'PUT', bucket: 'photos', keyPrefix: 'u/', contentType: 'image/png', contentLengthMax: 10, idempotencyKey: 'k1', reason: 'upload form', ttlSeconds: 60 });
-  const get = parseSignUrlRequest({ method: 'GET', bucket: 'photos', key: 'a.png', responseContentType: 'image/png', responseContentDisposition: 'attachment; filename="a.png"' });
-  t.match(get, { method: 'GET', key: 'a.png', responseContentDisposition: 'attachment; filename="a.png"' });
+  const put = parseSignUrlRequest({
+    method: 'PUT',
+    bucket: 'photos',
+    keyPrefix: 'u/',
+    contentType: 'image/png',
+    contentLengthMax: 10,
+    checksumAlg: 'SHA256',
+    checksumVal: 'x',
+    idempotencyKey: 'k1',
+    reason: 'upload form',
+    ttlSeconds: 60,
+  });
+  t.match(put, {
+    method: 'PUT',
+    bucket: 'photos',
+    keyPrefix: 'u/',
+    contentType: 'image/png',
+    contentLengthMax: 10,
+    idempotencyKey: 'k1',
+    reason: 'upload form',
+    ttlSeconds: 60,
+  });
+  const get = parseSignUrlRequest({
+    method: 'GET',
+    bucket: 'photos',
+    key: 'a.png',
+    responseContentType: 'image/png',
+    responseContentDisposition: 'attachment; filename="a.png"',
+  });
+  t.match(get, {
+    method: 'GET',
+    key: 'a.png',
+    responseContentDisposition: 'attachment; filename="a.png"',
+  });
   for (const [body, why] of [
     [{ method: 'GET', bucket: 'photos', key: 'a', contentType: 'x' }, 'a PUT field on a GET'],
     [{ method: 'GET', bucket: 'photos', keyPrefix: 'a' }, 'keyPrefix on a GET'],
-    [{ method: 'GET', bucket: 'photos', key: 'a', contentLengthMax: 1 }, 'contentLengthMax on a GET'],
-    [{ method: 'PUT', bucket: 'photos', key: 'a', responseContentType: 'x' }, 'a GET field on a PUT'],
+    [
+      { method: 'GET', bucket: 'photos', key: 'a', contentLengthMax: 1 },
+      'contentLengthMax on a GET',
+    ],
+    [
+      { method: 'PUT', bucket: 'photos', key: 'a', responseContentType: 'x' },
+      'a GET field on a PUT',
+    ],
     [{ method: 'PUT', bucket: 'photos', key: 'a', keyPrefix: 'a' }, 'both key and keyPrefix'],
     [{ method: 'PUT', bucket: 'photos' }, 'neither key nor keyPrefix'],
     [{ method: 'DELETE', bucket: 'photos', key: 'a' }, 'another method'],
@@ -46,11 +89,18 @@ t.test('request validation: method fields, key or prefix, types', async (t) => {
     [{ method: 'PUT', bucket: 'photos', key: 'a', checksumAlg: 'SHA256' }, 'alg without value'],
     [{ method: 'PUT', bucket: 'photos', key: 'a', contentLengthMax: -1 }, 'negative length'],
     [{ method: 'GET', bucket: 'photos', key: 'a', reason: 'x'.repeat(257) }, 'a long reason'],
-    [{ method: 'GET', bucket: 'photos', key: 'a', responseContentType: 'a\r\nb' }, 'a header-splitting override'],
+    [
+      { method: 'GET', bucket: 'photos', key: 'a', responseContentType: 'a\r\nb' },
+      'a header-splitting override',
+    ],
     [{ method: 'GET', bucket: 'photos', key: 'a', surprise: 1 }, 'an unknown field'],
     [[], 'an array'],
   ] as const) {
-    t.equal(codeOf(() => parseSignUrlRequest(body)), 'bad_request', why);
+    t.equal(
+      codeOf(() => parseSignUrlRequest(body)),
+      'bad_request',
+      why,
+    );
   }
 });
 
@@ -62,24 +112,86 @@ t.test('ttl: default, then clamped to the maximum', async (t) => {
 });
 
 t.test('mint and verify round trip every constraint', async (t) => {
-  const request = parseSignUrlRequest({ method: 'PUT', bucket: 'photos', key: 'a/b.png', contentType: 'image/png', contentLengthMax: 100, checksumAlg: 'SHA256', checksumVal: 'abc=', idempotencyKey: 'idem', reason: 'why' });
+  const request = parseSignUrlRequest({
+    method: 'PUT',
+    bucket: 'photos',
+    key: 'a/b.png',
+    contentType: 'image/png',
+    contentLengthMax: 100,
+    checksumAlg: 'SHA256',
+    checksumVal: 'abc=',
+    idempotencyKey: 'idem',
+    reason: 'why',
+  });
   const payload = signedUrlPayloadOf(request, minted);
   const token = mintSignedUrlToken(key, payload);
   t.ok(token.startsWith(SIGNED_URL_PREFIX));
   t.same(verifySignedUrlToken(key, token, nowMs + 1000), payload);
-  t.match(payload, { v: 1, m: 'PUT', tid: 'acme', kid: 'LWKEY', b: 'photos', k: 'a/b.png', ct: 'image/png', clm: 100, ca: 'SHA256', cv: 'abc=', ik: 'idem', r: 'why', exp: payload.iat + 600 });
+  t.match(payload, {
+    v: 1,
+    m: 'PUT',
+    tid: 'acme',
+    kid: 'LWKEY',
+    b: 'photos',
+    k: 'a/b.png',
+    ct: 'image/png',
+    clm: 100,
+    ca: 'SHA256',
+    cv: 'abc=',
+    ik: 'idem',
+    r: 'why',
+    exp: payload.iat + 600,
+  });
 });
 
 t.test('expired, foreign-key, bearer-key and malformed tokens are unauthorized', async (t) => {
-  const token = mintSignedUrlToken(key, signedUrlPayloadOf(parseSignUrlRequest({ method: 'GET', bucket: 'photos', key: 'a' }), minted));
-  t.equal(codeOf(() => verifySignedUrlToken(key, token, nowMs + 600_000)), 'unauthorized', 'expired at exp');
-  t.equal(codeOf(() => verifySignedUrlToken(key, token, nowMs + 599_000)), undefined, 'valid just before');
-  t.equal(codeOf(() => verifySignedUrlToken(deriveKey(Buffer.alloc(32, 8), PURPOSE_SIGNED_URL), token, nowMs)), 'unauthorized', 'another deployment');
+  const token = mintSignedUrlToken(
+    key,
+    signedUrlPayloadOf(parseSignUrlRequest({ method: 'GET', bucket: 'photos', key: 'a' }), minted),
+  );
+  t.equal(
+    codeOf(() => verifySignedUrlToken(key, token, nowMs + 600_000)),
+    'unauthorized',
+    'expired at exp',
+  );
+  t.equal(
+    codeOf(() => verifySignedUrlToken(key, token, nowMs + 599_000)),
+    undefined,
+    'valid just before',
+  );
+  t.equal(
+    codeOf(() =>
+      verifySignedUrlToken(deriveKey(Buffer.alloc(32, 8), PURPOSE_SIGNED_URL), token, nowMs),
+    ),
+    'unauthorized',
+    'another deployment',
+  );
   const bearerKey = deriveKey(master, PURPOSE_NATIVE_TOKEN);
-  t.equal(codeOf(() => verifySignedUrlToken(bearerKey, token, nowMs)), 'unauthorized', 'the bearer key does not verify URL tokens');
-  t.equal(codeOf(() => verifyNativeToken(bearerKey, token.replace(SIGNED_URL_PREFIX, 'lwtk_'), nowMs)), 'unauthorized', 'a URL token is no bearer token');
-  for (const bad of [undefined, 12, '', 'lwurl_', 'lwurl_a.b.c', `${token}x`, token.replace('lwurl_', 'lwtk_'), 'x'.repeat(10_000)]) {
-    t.equal(codeOf(() => verifySignedUrlToken(key, bad, nowMs)), 'unauthorized', String(bad).slice(0, 20));
+  t.equal(
+    codeOf(() => verifySignedUrlToken(bearerKey, token, nowMs)),
+    'unauthorized',
+    'the bearer key does not verify URL tokens',
+  );
+  t.equal(
+    codeOf(() => verifyNativeToken(bearerKey, token.replace(SIGNED_URL_PREFIX, 'lwtk_'), nowMs)),
+    'unauthorized',
+    'a URL token is no bearer token',
+  );
+  for (const bad of [
+    undefined,
+    12,
+    '',
+    'lwurl_',
+    'lwurl_a.b.c',
+    `${token}x`,
+    token.replace('lwurl_', 'lwtk_'),
+    'x'.repeat(10_000),
+  ]) {
+    t.equal(
+      codeOf(() => verifySignedUrlToken(key, bad, nowMs)),
+      'unauthorized',
+      String(bad).slice(0, 20),
+    );
   }
 });
 
@@ -88,24 +200,98 @@ t.test('a correctly signed payload with fields of the other method is refused', 
     const b64 = Buffer.from(JSON.stringify(payload)).toString('base64url');
     return `${SIGNED_URL_PREFIX}${b64}.${createHmac('sha256', key).update(b64).digest('base64url')}`;
   };
-  const base = { v: 1, tid: 'acme', kid: 'LWKEY', b: 'photos', iat: nowMs / 1000, exp: nowMs / 1000 + 60 };
-  t.equal(codeOf(() => verifySignedUrlToken(key, forged({ ...base, m: 'GET', k: 'a' }), nowMs)), undefined, 'control');
-  t.equal(codeOf(() => verifySignedUrlToken(key, forged({ ...base, m: 'GET', k: 'a', clm: 5 }), nowMs)), 'unauthorized');
-  t.equal(codeOf(() => verifySignedUrlToken(key, forged({ ...base, m: 'GET', kp: 'a' }), nowMs)), 'unauthorized');
-  t.equal(codeOf(() => verifySignedUrlToken(key, forged({ ...base, m: 'PUT', k: 'a', rct: 'x' }), nowMs)), 'unauthorized');
-  t.equal(codeOf(() => verifySignedUrlToken(key, forged({ ...base, m: 'PUT', k: 'a', extra: 1 }), nowMs)), 'unauthorized');
-  t.equal(codeOf(() => verifySignedUrlToken(key, forged({ ...base, m: 'PUT', k: 'a', kp: 'a' }), nowMs)), 'unauthorized');
+  const base = {
+    v: 1,
+    tid: 'acme',
+    kid: 'LWKEY',
+    b: 'photos',
+    iat: nowMs / 1000,
+    exp: nowMs / 1000 + 60,
+  };
+  t.equal(
+    codeOf(() => verifySignedUrlToken(key, forged({ ...base, m: 'GET', k: 'a' }), nowMs)),
+    undefined,
+    'control',
+  );
+  t.equal(
+    codeOf(() => verifySignedUrlToken(key, forged({ ...base, m: 'GET', k: 'a', clm: 5 }), nowMs)),
+    'unauthorized',
+  );
+  t.equal(
+    codeOf(() => verifySignedUrlToken(key, forged({ ...base, m: 'GET', kp: 'a' }), nowMs)),
+    'unauthorized',
+  );
+  t.equal(
+    codeOf(() => verifySignedUrlToken(key, forged({ ...base, m: 'PUT', k: 'a', rct: 'x' }), nowMs)),
+    'unauthorized',
+  );
+  t.equal(
+    codeOf(() => verifySignedUrlToken(key, forged({ ...base, m: 'PUT', k: 'a', extra: 1 }), nowMs)),
+    'unauthorized',
+  );
+  t.equal(
+    codeOf(() => verifySignedUrlToken(key, forged({ ...base, m: 'PUT', k: 'a', kp: 'a' }), nowMs)),
+    'unauthorized',
+  );
 });
 
 t.test('covers exactly the method, bucket and key or prefix', async (t) => {
-  const exact = { v: 1, m: 'GET', tid: 'acme', kid: 'K', b: 'photos', k: 'a/b', iat: 1, exp: 2 } as SignedUrlPayload;
-  t.equal(codeOf(() => checkSignedUrlCovers(exact, { method: 'GET', bucket: 'photos', key: 'a/b' })), undefined);
-  t.equal(codeOf(() => checkSignedUrlCovers(exact, { method: 'HEAD', bucket: 'photos', key: 'a/b' })), undefined, 'a GET URL serves HEAD');
-  t.equal(codeOf(() => checkSignedUrlCovers(exact, { method: 'PUT', bucket: 'photos', key: 'a/b' })), 'forbidden', 'wrong method');
-  t.equal(codeOf(() => checkSignedUrlCovers(exact, { method: 'GET', bucket: 'other', key: 'a/b' })), 'forbidden', 'wrong bucket');
-  t.equal(codeOf(() => checkSignedUrlCovers(exact, { method: 'GET', bucket: 'photos', key: 'a/b/c' })), 'forbidden', 'wrong key');
-  const prefix = { v: 1, m: 'PUT', tid: 'acme', kid: 'K', b: 'photos', kp: 'in/', iat: 1, exp: 2 } as SignedUrlPayload;
-  t.equal(codeOf(() => checkSignedUrlCovers(prefix, { method: 'PUT', bucket: 'photos', key: 'in/anything.jpg' })), undefined);
-  t.equal(codeOf(() => checkSignedUrlCovers(prefix, { method: 'PUT', bucket: 'photos', key: 'out/x' })), 'forbidden');
-  t.equal(codeOf(() => checkSignedUrlCovers(prefix, { method: 'GET', bucket: 'photos', key: 'in/x' })), 'forbidden');
+  const exact = {
+    v: 1,
+    m: 'GET',
+    tid: 'acme',
+    kid: 'K',
+    b: 'photos',
+    k: 'a/b',
+    iat: 1,
+    exp: 2,
+  } as SignedUrlPayload;
+  t.equal(
+    codeOf(() => checkSignedUrlCovers(exact, { method: 'GET', bucket: 'photos', key: 'a/b' })),
+    undefined,
+  );
+  t.equal(
+    codeOf(() => checkSignedUrlCovers(exact, { method: 'HEAD', bucket: 'photos', key: 'a/b' })),
+    undefined,
+    'a GET URL serves HEAD',
+  );
+  t.equal(
+    codeOf(() => checkSignedUrlCovers(exact, { method: 'PUT', bucket: 'photos', key: 'a/b' })),
+    'forbidden',
+    'wrong method',
+  );
+  t.equal(
+    codeOf(() => checkSignedUrlCovers(exact, { method: 'GET', bucket: 'other', key: 'a/b' })),
+    'forbidden',
+    'wrong bucket',
+  );
+  t.equal(
+    codeOf(() => checkSignedUrlCovers(exact, { method: 'GET', bucket: 'photos', key: 'a/b/c' })),
+    'forbidden',
+    'wrong key',
+  );
+  const prefix = {
+    v: 1,
+    m: 'PUT',
+    tid: 'acme',
+    kid: 'K',
+    b: 'photos',
+    kp: 'in/',
+    iat: 1,
+    exp: 2,
+  } as SignedUrlPayload;
+  t.equal(
+    codeOf(() =>
+      checkSignedUrlCovers(prefix, { method: 'PUT', bucket: 'photos', key: 'in/anything.jpg' }),
+    ),
+    undefined,
+  );
+  t.equal(
+    codeOf(() => checkSignedUrlCovers(prefix, { method: 'PUT', bucket: 'photos', key: 'out/x' })),
+    'forbidden',
+  );
+  t.equal(
+    codeOf(() => checkSignedUrlCovers(prefix, { method: 'GET', bucket: 'photos', key: 'in/x' })),
+    'forbidden',
+  );
 });

@@ -4,7 +4,14 @@ import t from 'tap';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
-import { loadSettings, parseDuration, parseBytes, parseRate, parseListen, envName } from '../../src/util/config.js';
+import {
+  loadSettings,
+  parseDuration,
+  parseBytes,
+  parseRate,
+  parseListen,
+  envName,
+} from '../../src/util/config.js';
 
 t.test('defaults match DECISIONS.md', async (t) => {
   const s = loadSettings({});
@@ -21,7 +28,13 @@ t.test('defaults match DECISIONS.md', async (t) => {
 t.test('file, then environment, then flags', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'lw-config-'));
   const file = join(dir, 'c.json');
-  writeFileSync(file, JSON.stringify({ security: { native_api_token_ttl: '2h', max_presign_ttl: '1d' }, 'log.level': 'warn' }));
+  writeFileSync(
+    file,
+    JSON.stringify({
+      security: { native_api_token_ttl: '2h', max_presign_ttl: '1d' },
+      'log.level': 'warn',
+    }),
+  );
   const env = { [envName('security.max_presign_ttl')]: '3h', [envName('log.level')]: 'debug' };
   const s = loadSettings({ configFile: file, env, flags: { 'log.level': 'error' } });
   t.equal(s.duration('security.native_api_token_ttl'), 7_200_000, 'file value');

@@ -5,7 +5,10 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { errorCatalogue } from '../../src/util/errors.js';
 
-const doc = readFileSync(fileURLToPath(new URL('../../../docs/errors.md', import.meta.url)), 'utf8');
+const doc = readFileSync(
+  fileURLToPath(new URL('../../../docs/errors.md', import.meta.url)),
+  'utf8',
+);
 const rows = new Map<string, number>();
 for (const line of doc.split('\n')) {
   const match = /^\| ([a-z_]+) \| (\d{3}) \|/.exec(line);

@@ -91,7 +91,10 @@ async function combineCost(name: string, lengthOf: (n: number) => number): Promi
     for (let n = 0; n < combineCalls; n++) crc = crc64nvmeCombine(crc, BigInt(n), lengthOf(n));
     return String(crc);
   });
-  for (const [alg, ns] of [['crc32cCombine', crc32cNs], ['crc64nvmeCombine', crc64Ns]] as const) {
+  for (const [alg, ns] of [
+    ['crc32cCombine', crc32cNs],
+    ['crc64nvmeCombine', crc64Ns],
+  ] as const) {
     const perCall = (ns / combineCalls).toFixed(0);
     const label = `${alg} ${name}`.padEnd(30);
     console.log(`${'combine'.padEnd(12)} ${label} ${perCall.padStart(7)} ns/call`);

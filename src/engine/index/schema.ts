@@ -158,7 +158,10 @@ export interface BucketRecord {
   /** Browser CORS rules (src/security/cors.ts validates them); absent: none. */
   cors?: CorsRuleRecord[];
   /** Explicit denials (src/security/bucket-policy.ts). */
-  policy?: { version: 1; statements: Array<{ effect: 'Deny'; actions: string[]; principals: string[]; prefix?: string }> };
+  policy?: {
+    version: 1;
+    statements: Array<{ effect: 'Deny'; actions: string[]; principals: string[]; prefix?: string }>;
+  };
 }
 
 // ---- objects and versions -----------------------------------------------------------------
@@ -195,7 +198,10 @@ export type RetentionMode = 'GOVERNANCE' | 'COMPLIANCE';
 
 /** True while a version may not be deleted or overwritten in place. */
 export function versionLocked(version: ObjectVersionRecord, now: number): boolean {
-  return version.legalHold === 'ON' || (version.retention !== undefined && version.retention.retainUntil > now);
+  return (
+    version.legalHold === 'ON' ||
+    (version.retention !== undefined && version.retention.retainUntil > now)
+  );
 }
 
 export const CHUNK_REF_SIZE = 36;
@@ -346,7 +352,13 @@ export interface IdempotencyRecord {
 
 /** `tenantId | 0x00 | bucket | 0x00 | idempotency key`. */
 export function idempotencyKey(tenantId: string, bucket: string, key: string): Buffer {
-  return Buffer.concat([Buffer.from(tenantId, 'utf8'), ZERO, Buffer.from(bucket, 'utf8'), ZERO, Buffer.from(key, 'utf8')]);
+  return Buffer.concat([
+    Buffer.from(tenantId, 'utf8'),
+    ZERO,
+    Buffer.from(bucket, 'utf8'),
+    ZERO,
+    Buffer.from(key, 'utf8'),
+  ]);
 }
 
 // ---- quotas -------------------------------------------------------------------------------
@@ -405,13 +417,22 @@ export function multipartUploadKey(bucketId: number, key: string, uploadId: stri
 }
 
 /** `multipart upload key | u32be(partNumber)`: an upload's parts are one range, in order. */
-export function multipartPartKey(bucketId: number, key: string, uploadId: string, partNumber: number): Buffer {
+export function multipartPartKey(
+  bucketId: number,
+  key: string,
+  uploadId: string,
+  partNumber: number,
+): Buffer {
   const part = Buffer.alloc(4);
   part.writeUInt32BE(partNumber, 0);
   return Buffer.concat([multipartUploadKey(bucketId, key, uploadId), part]);
 }
 
-export function multipartPartRange(bucketId: number, key: string, uploadId: string): { start: Buffer; end: Buffer } {
+export function multipartPartRange(
+  bucketId: number,
+  key: string,
+  uploadId: string,
+): { start: Buffer; end: Buffer } {
   const base = multipartUploadKey(bucketId, key, uploadId);
   return { start: base, end: Buffer.concat([base, Buffer.from([0xff, 0xff, 0xff, 0xff, 0xff])]) };
 }
@@ -494,7 +515,10 @@ export function outboxKey(bucketId: number, configId: string, seq: number): Buff
 }
 
 /** The queue of one (bucket, config): every row of it, head first. */
-export function outboxQueueRange(bucketId: number, configId: string): { start: Buffer; end: Buffer } {
+export function outboxQueueRange(
+  bucketId: number,
+  configId: string,
+): { start: Buffer; end: Buffer } {
   const base = Buffer.concat([bucketKeyPrefix(bucketId), Buffer.from(configId, 'utf8')]);
   return { start: Buffer.concat([base, ZERO]), end: Buffer.concat([base, Buffer.from([1])]) };
 }

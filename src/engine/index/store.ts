@@ -41,13 +41,20 @@ export class EncodedRecord {
   constructor(readonly bytes: Buffer) {}
 }
 
-export type Settled = { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly error: unknown };
+export type Settled =
+  { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly error: unknown };
 
 /** Records kept decoded by `getShared`; the cache starts over when full. */
 const SHARED_RECORDS_MAX = 4096;
 
 function deepFreeze<T>(value: T): T {
-  if (value === null || typeof value !== 'object' || ArrayBuffer.isView(value) || Object.isFrozen(value)) return value;
+  if (
+    value === null ||
+    typeof value !== 'object' ||
+    ArrayBuffer.isView(value) ||
+    Object.isFrozen(value)
+  )
+    return value;
   for (const child of Object.values(value)) deepFreeze(child);
   return Object.freeze(value);
 }
@@ -84,14 +91,17 @@ export class IndexStore {
     });
     const store = new IndexStore(root, options.readOnly);
     for (const name of Object.values(DB)) {
-      store.dbs.set(name, root.openDB<Buffer, Buffer>({
+      store.dbs.set(
         name,
-        keyEncoding: 'binary',
-        encoding: 'binary',
-        useVersions: false,
-        cache: false,
-        compression: false,
-      }));
+        root.openDB<Buffer, Buffer>({
+          name,
+          keyEncoding: 'binary',
+          encoding: 'binary',
+          useVersions: false,
+          cache: false,
+          compression: false,
+        }),
+      );
     }
     return store;
   }
@@ -149,7 +159,10 @@ export class IndexStore {
   /** Only inside `transact`. `value` may be encoded once beforehand, to be stored under several keys. */
   put(name: DbName, key: Buffer, value: object | EncodedRecord): void {
     this.writes += 1;
-    this.db(name).putSync(key, value instanceof EncodedRecord ? value.bytes : encodeValue(VALUE_SCHEMA_VERSION, value));
+    this.db(name).putSync(
+      key,
+      value instanceof EncodedRecord ? value.bytes : encodeValue(VALUE_SCHEMA_VERSION, value),
+    );
   }
 
   /** A record encoded for `put`, when the same value goes under more than one key. */
@@ -174,19 +187,21 @@ export class IndexStore {
    * written: the caller then runs each command in its own transaction.
    */
   transactAll(applies: () => ReadonlyArray<() => unknown>): Promise<Settled[] | undefined> {
-    return this.root.childTransaction(() => {
-      const settled: Settled[] = [];
-      for (const apply of applies()) {
-        const before = this.writes;
-        try {
-          settled.push({ ok: true, value: apply() });
-        } catch (error) {
-          if (this.writes !== before) return ABORT;
-          settled.push({ ok: false, error });
+    return this.root
+      .childTransaction(() => {
+        const settled: Settled[] = [];
+        for (const apply of applies()) {
+          const before = this.writes;
+          try {
+            settled.push({ ok: true, value: apply() });
+          } catch (error) {
+            if (this.writes !== before) return ABORT;
+            settled.push({ ok: false, error });
+          }
         }
-      }
-      return settled;
-    }).then((result) => (result === ABORT ? undefined : (result as Settled[])));
+        return settled;
+      })
+      .then((result) => (result === ABORT ? undefined : (result as Settled[])));
   }
 
   /** A synchronous durable transaction, for offline tools that run without the engine. */
@@ -238,7 +253,8 @@ export class CommandBatch {
       return;
     }
     if (settled === undefined) {
-      for (const command of batch) this.store.transact(command.apply).then(command.resolve, command.reject);
+      for (const command of batch)
+        this.store.transact(command.apply).then(command.resolve, command.reject);
       return;
     }
     settled.forEach((outcome, index) => {

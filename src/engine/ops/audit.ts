@@ -19,11 +19,15 @@ export function writeAudit(context: EngineContext, input: AuditInput): AuditEven
   const event: AuditEvent = { ...input, id: key.toString('hex'), time };
   const encoded = context.store.encode(event);
   context.store.put(DB.audit, key, encoded);
-  if (event.tenantId !== undefined) context.store.put(DB.auditByTenant, auditTenantKey(event.tenantId, key), encoded);
+  if (event.tenantId !== undefined)
+    context.store.put(DB.auditByTenant, auditTenantKey(event.tenantId, key), encoded);
   return event;
 }
 
-export function appendAudit(context: EngineContext, args: { events: AuditInput[] }): { written: number } {
+export function appendAudit(
+  context: EngineContext,
+  args: { events: AuditInput[] },
+): { written: number } {
   for (const event of args.events) writeAudit(context, event);
   return { written: args.events.length };
 }
@@ -31,12 +35,20 @@ export function appendAudit(context: EngineContext, args: { events: AuditInput[]
 /** Deletes rows older than the cutoff; at most `limit` per call so one transaction stays small. */
 export function expireAudit(store: IndexStore, cutoffMs: number, limit: number): number {
   const doomed: Array<{ key: Buffer; tenantId?: string }> = [];
-  for (const { key, value } of store.range<AuditEvent>(DB.audit, { end: auditKey(cutoffMs, 0), limit })) {
-    doomed.push(value.tenantId === undefined ? { key: Buffer.from(key) } : { key: Buffer.from(key), tenantId: value.tenantId });
+  for (const { key, value } of store.range<AuditEvent>(DB.audit, {
+    end: auditKey(cutoffMs, 0),
+    limit,
+  })) {
+    doomed.push(
+      value.tenantId === undefined
+        ? { key: Buffer.from(key) }
+        : { key: Buffer.from(key), tenantId: value.tenantId },
+    );
   }
   for (const row of doomed) {
     store.remove(DB.audit, row.key);
-    if (row.tenantId !== undefined) store.remove(DB.auditByTenant, auditTenantKey(row.tenantId, row.key));
+    if (row.tenantId !== undefined)
+      store.remove(DB.auditByTenant, auditTenantKey(row.tenantId, row.key));
   }
   return doomed.length;
 }

@@ -17,7 +17,12 @@ export interface EngineContext {
   readonly syncer?: SegmentSyncer;
 }
 
-const initialCounters: Counters = { nextTenantNum: 1, nextBucketId: 1, nextSegmentId: 1, nextSeq: 1 };
+const initialCounters: Counters = {
+  nextTenantNum: 1,
+  nextBucketId: 1,
+  nextSegmentId: 1,
+  nextSeq: 1,
+};
 
 /** Takes the next value of a counter; inside a transaction. */
 export function nextCounter(context: EngineContext, name: keyof Counters): number {

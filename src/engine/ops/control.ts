@@ -15,13 +15,27 @@
 
 import { randomBytes } from 'node:crypto';
 import {
-  DB, META_NODE, tenantKey, tenantChildKey,
-  type TenantRecord, type AccountRecord, type AccessKeyRecord, type AdminTokenRecord, type AdminRole,
-  type QuotaRecord, type NodeRecord,
+  DB,
+  META_NODE,
+  tenantKey,
+  tenantChildKey,
+  type TenantRecord,
+  type AccountRecord,
+  type AccessKeyRecord,
+  type AdminTokenRecord,
+  type AdminRole,
+  type QuotaRecord,
+  type NodeRecord,
 } from '../index/schema.js';
 import { nextCounter, type EngineContext } from './context.js';
 import { Conflict, NotFound, BadRequest, Forbidden } from '../../util/errors.js';
-import { newTenantDataKey, wrapTenantKey, deriveKey, sealSecret, PURPOSE_SECRET_SEAL } from '../../security/keys.js';
+import {
+  newTenantDataKey,
+  wrapTenantKey,
+  deriveKey,
+  sealSecret,
+  PURPOSE_SECRET_SEAL,
+} from '../../security/keys.js';
 import { newAccessKeyId, newSecretKey } from '../../security/access-keys.js';
 import { parseScopes, formatScopes } from '../../security/scopes.js';
 import { validateTenantId, validateAccountId } from '../../security/names.js';
@@ -29,16 +43,22 @@ import { validateTenantId, validateAccountId } from '../../security/names.js';
 /** Longest `reason` kept on a record; longer reasons are refused. */
 export const REASON_CHARS_MAX = 1024;
 
-export function createTenant(context: EngineContext, args: { id: string; name?: string; dryRun?: boolean }): TenantRecord {
+export function createTenant(
+  context: EngineContext,
+  args: { id: string; name?: string; dryRun?: boolean },
+): TenantRecord {
   validateTenantId(args.id);
-  if (context.store.has(DB.tenants, tenantKey(args.id))) throw Conflict(`tenant ${args.id} already exists`);
+  if (context.store.has(DB.tenants, tenantKey(args.id)))
+    throw Conflict(`tenant ${args.id} already exists`);
   const dryRun = args.dryRun === true;
   const tenant: TenantRecord = {
     id: args.id,
     num: dryRun ? 0 : nextCounter(context, 'nextTenantNum'),
     state: 'active',
     createdAt: context.now(),
-    wrappedKey: dryRun ? Buffer.alloc(0) : wrapTenantKey(context.masterKey, args.id, newTenantDataKey()),
+    wrappedKey: dryRun
+      ? Buffer.alloc(0)
+      : wrapTenantKey(context.masterKey, args.id, newTenantDataKey()),
   };
   if (args.name !== undefined) tenant.name = args.name;
   if (!dryRun) context.store.put(DB.tenants, tenantKey(args.id), tenant);
@@ -67,8 +87,10 @@ export function requireActiveTenant(context: EngineContext, tenantId: string): T
 }
 
 export function requireReason(reason: unknown): string {
-  if (typeof reason !== 'string' || reason.trim().length === 0) throw BadRequest('reason is required');
-  if (reason.length > REASON_CHARS_MAX) throw BadRequest(`reason is limited to ${REASON_CHARS_MAX} characters`);
+  if (typeof reason !== 'string' || reason.trim().length === 0)
+    throw BadRequest('reason is required');
+  if (reason.length > REASON_CHARS_MAX)
+    throw BadRequest(`reason is limited to ${REASON_CHARS_MAX} characters`);
   return reason;
 }
 
@@ -95,13 +117,17 @@ export interface CreateAccessKeyArgs {
   dryRun?: boolean;
 }
 
-export function createAccessKey(context: EngineContext, args: CreateAccessKeyArgs): { key: AccessKeyRecord; secretKey: string } {
+export function createAccessKey(
+  context: EngineContext,
+  args: CreateAccessKeyArgs,
+): { key: AccessKeyRecord; secretKey: string } {
   requireEnabledTenant(context, args.tenantId);
   if (!context.store.has(DB.accounts, tenantChildKey(args.tenantId, args.accountId))) {
     throw NotFound(`account ${args.accountId} not found`);
   }
   const scopes = formatScopes(parseScopes(args.scopes));
-  if (args.expiresAt !== undefined && args.expiresAt <= context.now()) throw BadRequest('expiresAt is in the past');
+  if (args.expiresAt !== undefined && args.expiresAt <= context.now())
+    throw BadRequest('expiresAt is in the past');
   const dryRun = args.dryRun === true;
   const accessKeyId = dryRun ? '' : newAccessKeyId();
   const secretKey = dryRun ? '' : newSecretKey();
@@ -110,7 +136,9 @@ export function createAccessKey(context: EngineContext, args: CreateAccessKeyArg
     tenantId: args.tenantId,
     accountId: args.accountId,
     scopes,
-    sealedSecret: dryRun ? Buffer.alloc(0) : sealAccessSecret(context.masterKey, accessKeyId, secretKey),
+    sealedSecret: dryRun
+      ? Buffer.alloc(0)
+      : sealAccessSecret(context.masterKey, accessKeyId, secretKey),
     state: 'active',
     createdAt: context.now(),
   };
@@ -120,12 +148,24 @@ export function createAccessKey(context: EngineContext, args: CreateAccessKeyArg
   return { key, secretKey };
 }
 
-export function sealAccessSecret(masterKey: Buffer, accessKeyId: string, secretKey: string): Buffer {
-  return sealSecret(deriveKey(masterKey, PURPOSE_SECRET_SEAL), Buffer.from(secretKey), `access-key:${accessKeyId}`);
+export function sealAccessSecret(
+  masterKey: Buffer,
+  accessKeyId: string,
+  secretKey: string,
+): Buffer {
+  return sealSecret(
+    deriveKey(masterKey, PURPOSE_SECRET_SEAL),
+    Buffer.from(secretKey),
+    `access-key:${accessKeyId}`,
+  );
 }
 
 /** The key, which must belong to the tenant (another tenant's key is simply not found). */
-function requireTenantKey(context: EngineContext, tenantId: string, accessKeyId: string): AccessKeyRecord {
+function requireTenantKey(
+  context: EngineContext,
+  tenantId: string,
+  accessKeyId: string,
+): AccessKeyRecord {
   const key = context.store.get<AccessKeyRecord>(DB.accessKeys, Buffer.from(accessKeyId, 'utf8'));
   if (!key || key.tenantId !== tenantId) throw NotFound(`access key ${accessKeyId} not found`);
   return key;
@@ -143,12 +183,17 @@ export interface RotateAccessKeyArgs {
  * A new secret for an active key. The old secret stops working at once: the gateway opens the
  * sealed secret of the key record on every token mint. Scopes and expiry change only when given.
  */
-export function rotateAccessKey(context: EngineContext, args: RotateAccessKeyArgs): { key: AccessKeyRecord; secretKey: string } {
+export function rotateAccessKey(
+  context: EngineContext,
+  args: RotateAccessKeyArgs,
+): { key: AccessKeyRecord; secretKey: string } {
   requireEnabledTenant(context, args.tenantId);
   const key = requireTenantKey(context, args.tenantId, args.accessKeyId);
   const now = context.now();
-  if (key.state !== 'active') throw Conflict(`access key ${args.accessKeyId} is revoked; create a new key`);
-  if (args.expiresAt !== undefined && args.expiresAt <= now) throw BadRequest('expiresAt is in the past');
+  if (key.state !== 'active')
+    throw Conflict(`access key ${args.accessKeyId} is revoked; create a new key`);
+  if (args.expiresAt !== undefined && args.expiresAt <= now)
+    throw BadRequest('expiresAt is in the past');
   if (args.expiresAt === undefined && key.expiresAt !== undefined && key.expiresAt <= now) {
     throw Conflict(`access key ${args.accessKeyId} has expired; give a new expiresAt to rotate it`);
   }
@@ -174,21 +219,29 @@ export function revokeAccessKey(
   key.state = 'revoked';
   key.revokedAt = context.now();
   key.revokedReason = reason;
-  if (args.dryRun !== true) context.store.put(DB.accessKeys, Buffer.from(key.accessKeyId, 'utf8'), key);
+  if (args.dryRun !== true)
+    context.store.put(DB.accessKeys, Buffer.from(key.accessKeyId, 'utf8'), key);
   return key;
 }
 
 /** The tenant's keys that are still active (revoked ones excluded, expired ones included). */
-export function activeKeysOf(context: EngineContext, tenantId: string): Array<{ key: Buffer; value: AccessKeyRecord }> {
+export function activeKeysOf(
+  context: EngineContext,
+  tenantId: string,
+): Array<{ key: Buffer; value: AccessKeyRecord }> {
   const found: Array<{ key: Buffer; value: AccessKeyRecord }> = [];
   for (const entry of context.store.range<AccessKeyRecord>(DB.accessKeys, {})) {
-    if (entry.value.tenantId === tenantId && entry.value.state === 'active') found.push({ key: Buffer.from(entry.key), value: entry.value });
+    if (entry.value.tenantId === tenantId && entry.value.state === 'active')
+      found.push({ key: Buffer.from(entry.key), value: entry.value });
   }
   return found;
 }
 
 /** Revokes every active key of the tenant in the current transaction; returns how many. */
-export function revokeTenantKeys(context: EngineContext, args: { tenantId: string; reason: string; dryRun: boolean }): number {
+export function revokeTenantKeys(
+  context: EngineContext,
+  args: { tenantId: string; reason: string; dryRun: boolean },
+): number {
   const keys = activeKeysOf(context, args.tenantId);
   if (args.dryRun) return keys.length;
   for (const { key, value } of keys) {
@@ -211,11 +264,18 @@ export interface DisableTenantResult {
  * URLs stop working at once because the gateway checks key and tenant state on every request.
  * Disabling a disabled tenant changes nothing else (idempotent).
  */
-export function disableTenant(context: EngineContext, args: { tenantId: string; reason: string; dryRun?: boolean }): DisableTenantResult {
+export function disableTenant(
+  context: EngineContext,
+  args: { tenantId: string; reason: string; dryRun?: boolean },
+): DisableTenantResult {
   const reason = requireReason(args.reason);
   const tenant = requireTenant(context, args.tenantId);
   const dryRun = args.dryRun === true;
-  const keysRevoked = revokeTenantKeys(context, { tenantId: tenant.id, reason: `tenant disabled: ${reason}`, dryRun });
+  const keysRevoked = revokeTenantKeys(context, {
+    tenantId: tenant.id,
+    reason: `tenant disabled: ${reason}`,
+    dryRun,
+  });
   if (tenant.state === 'active') {
     tenant.state = 'disabled';
     tenant.disabledAt = context.now();
@@ -233,8 +293,12 @@ export function setTenantQuota(
   args: { tenantId: string; maxBytes?: number; maxObjects?: number; dryRun?: boolean },
 ): QuotaRecord | undefined {
   requireTenant(context, args.tenantId);
-  for (const [field, value] of [['maxBytes', args.maxBytes], ['maxObjects', args.maxObjects]] as const) {
-    if (value !== undefined && !(Number.isSafeInteger(value) && value >= 0)) throw BadRequest(`${field} must be a whole number of at least 0`);
+  for (const [field, value] of [
+    ['maxBytes', args.maxBytes],
+    ['maxObjects', args.maxObjects],
+  ] as const) {
+    if (value !== undefined && !(Number.isSafeInteger(value) && value >= 0))
+      throw BadRequest(`${field} must be a whole number of at least 0`);
   }
   const quota: QuotaRecord = { tenantId: args.tenantId };
   if (args.maxBytes !== undefined) quota.maxBytes = args.maxBytes;
@@ -247,7 +311,10 @@ export function setTenantQuota(
   return empty ? undefined : quota;
 }
 
-export function clearTenantQuota(context: EngineContext, args: { tenantId: string; dryRun?: boolean }): { cleared: boolean } {
+export function clearTenantQuota(
+  context: EngineContext,
+  args: { tenantId: string; dryRun?: boolean },
+): { cleared: boolean } {
   requireTenant(context, args.tenantId);
   const cleared = context.store.has(DB.quotas, tenantKey(args.tenantId));
   if (cleared && args.dryRun !== true) context.store.remove(DB.quotas, tenantKey(args.tenantId));
@@ -256,9 +323,13 @@ export function clearTenantQuota(context: EngineContext, args: { tenantId: strin
 
 // ---- admin tokens ------------------------------------------------------------------------
 
-export function putAdminToken(context: EngineContext, args: { record: AdminTokenRecord }): AdminTokenRecord {
+export function putAdminToken(
+  context: EngineContext,
+  args: { record: AdminTokenRecord },
+): AdminTokenRecord {
   const roles: AdminRole[] = ['viewer', 'operator', 'owner'];
-  if (!roles.includes(args.record.role)) throw BadRequest(`unknown role ${String(args.record.role)}`);
+  if (!roles.includes(args.record.role))
+    throw BadRequest(`unknown role ${String(args.record.role)}`);
   if (args.record.tenant !== undefined) requireTenantOrPending(context, args.record.tenant);
   context.store.put(DB.adminTokens, Buffer.from(args.record.hash), args.record);
   return args.record;
@@ -269,7 +340,10 @@ function requireTenantOrPending(_context: EngineContext, tenantId: string): void
   validateTenantId(tenantId);
 }
 
-export function revokeAdminToken(context: EngineContext, args: { tokenId: string }): AdminTokenRecord {
+export function revokeAdminToken(
+  context: EngineContext,
+  args: { tokenId: string },
+): AdminTokenRecord {
   for (const { key, value } of context.store.range<AdminTokenRecord>(DB.adminTokens, {})) {
     if (value.tokenId !== args.tokenId) continue;
     if (value.revokedAt === undefined) {
@@ -287,7 +361,10 @@ export function revokeAdminToken(context: EngineContext, args: { tokenId: string
 export function nodeIdentity(context: EngineContext): NodeRecord {
   const existing = context.store.get<NodeRecord>(DB.meta, META_NODE);
   if (existing) return existing;
-  const node: NodeRecord = { id: `node-${randomBytes(8).toString('hex')}`, createdAt: context.now() };
+  const node: NodeRecord = {
+    id: `node-${randomBytes(8).toString('hex')}`,
+    createdAt: context.now(),
+  };
   context.store.put(DB.meta, META_NODE, node);
   return node;
 }

@@ -9,13 +9,18 @@ import { requireActiveTenant } from './control.js';
 import { requireBucket } from './objects.js';
 import { parseCorsConfiguration } from '../../security/cors.js';
 
-export function putBucketCors(context: EngineContext, args: { tenantId: string; bucket: string; cors: unknown }): BucketRecord {
+export function putBucketCors(
+  context: EngineContext,
+  args: { tenantId: string; bucket: string; cors: unknown },
+): BucketRecord {
   requireActiveTenant(context, args.tenantId);
   const bucket = requireBucket(context, args.tenantId, args.bucket);
   bucket.cors = parseCorsConfiguration(args.cors).rules.map((rule) => {
     const record: CorsRuleRecord = {
-      allowedOrigins: [...rule.allowedOrigins], allowedMethods: [...rule.allowedMethods],
-      allowedHeaders: [...rule.allowedHeaders], exposeHeaders: [...rule.exposeHeaders],
+      allowedOrigins: [...rule.allowedOrigins],
+      allowedMethods: [...rule.allowedMethods],
+      allowedHeaders: [...rule.allowedHeaders],
+      exposeHeaders: [...rule.exposeHeaders],
     };
     if (rule.id !== undefined) record.id = rule.id;
     if (rule.maxAgeSeconds !== undefined) record.maxAgeSeconds = rule.maxAgeSeconds;
@@ -25,7 +30,10 @@ export function putBucketCors(context: EngineContext, args: { tenantId: string; 
   return bucket;
 }
 
-export function deleteBucketCors(context: EngineContext, args: { tenantId: string; bucket: string }): void {
+export function deleteBucketCors(
+  context: EngineContext,
+  args: { tenantId: string; bucket: string },
+): void {
   requireActiveTenant(context, args.tenantId);
   const bucket = requireBucket(context, args.tenantId, args.bucket);
   if (bucket.cors === undefined) return;

@@ -7,7 +7,12 @@
 // RUNNING_STALE_MS. A key is begun only for an active tenant, so none is written after a
 // tenant delete has purged the tenant's keys.
 
-import { DB, idempotencyKey, type IdempotencyRecord, type ObjectVersionRecord } from '../index/schema.js';
+import {
+  DB,
+  idempotencyKey,
+  type IdempotencyRecord,
+  type ObjectVersionRecord,
+} from '../index/schema.js';
 import type { EngineContext } from './context.js';
 import { requireActiveTenant } from './control.js';
 import type { IndexStore } from '../index/store.js';
@@ -31,18 +36,31 @@ export function beginIdempotent(
     }
     if (existing.state === 'done' && existing.result) return { replay: existing.result };
     if (now - existing.startedAt < RUNNING_STALE_MS) {
-      throw IdempotencyKeyInUse('a request with this Idempotency-Key is still running', { retryAfterSeconds: 1 });
+      throw IdempotencyKeyInUse('a request with this Idempotency-Key is still running', {
+        retryAfterSeconds: 1,
+      });
     }
   }
   const ttl = context.settings.duration('idempotency.ttl');
-  context.store.put(DB.idempotency, dbKey, { state: 'running', fingerprint: args.fingerprint, startedAt: now, expiresAt: now + ttl } satisfies IdempotencyRecord);
+  context.store.put(DB.idempotency, dbKey, {
+    state: 'running',
+    fingerprint: args.fingerprint,
+    startedAt: now,
+    expiresAt: now + ttl,
+  } satisfies IdempotencyRecord);
   return { started: true };
 }
 
 /** Inside the commit's transaction: the key now replays this result. */
 export function completeIdempotent(
   context: EngineContext,
-  args: { tenantId: string; bucket: string; key: string; fingerprint: string; result: ObjectVersionRecord },
+  args: {
+    tenantId: string;
+    bucket: string;
+    key: string;
+    fingerprint: string;
+    result: ObjectVersionRecord;
+  },
 ): void {
   const now = context.now();
   const record: IdempotencyRecord = {
@@ -56,10 +74,14 @@ export function completeIdempotent(
 }
 
 /** The first request failed: free the key so that a retry can run. */
-export function abandonIdempotent(context: EngineContext, args: { tenantId: string; bucket: string; key: string; fingerprint: string }): void {
+export function abandonIdempotent(
+  context: EngineContext,
+  args: { tenantId: string; bucket: string; key: string; fingerprint: string },
+): void {
   const dbKey = idempotencyKey(args.tenantId, args.bucket, args.key);
   const existing = context.store.get<IdempotencyRecord>(DB.idempotency, dbKey);
-  if (existing?.state === 'running' && existing.fingerprint === args.fingerprint) context.store.remove(DB.idempotency, dbKey);
+  if (existing?.state === 'running' && existing.fingerprint === args.fingerprint)
+    context.store.remove(DB.idempotency, dbKey);
 }
 
 /** Removes expired keys, at most `limit` per call. */

@@ -25,16 +25,38 @@
 
 import { createHash, randomBytes } from 'node:crypto';
 import {
-  DB, bucketKeyPrefix, objectKey, tenantKey, tenantChildKey, multipartUploadKey, multipartPartKey, multipartPartRange,
-  UPLOAD_ID_BYTES, emptyUsage,
-  type BucketRecord, type TenantRecord, type ObjectVersionRecord, type MultipartUploadRecord, type MultipartPartRecord, type UsageRecord,
+  DB,
+  bucketKeyPrefix,
+  objectKey,
+  tenantKey,
+  tenantChildKey,
+  multipartUploadKey,
+  multipartPartKey,
+  multipartPartRange,
+  UPLOAD_ID_BYTES,
+  emptyUsage,
+  type BucketRecord,
+  type TenantRecord,
+  type ObjectVersionRecord,
+  type MultipartUploadRecord,
+  type MultipartPartRecord,
+  type UsageRecord,
 } from '../index/schema.js';
 import type { IndexStore } from '../index/store.js';
 import { nextCounter, type EngineContext } from './context.js';
 import { requireActiveTenant } from './control.js';
 import {
-  requireBucket, addChunkRefs, releaseChunkRefs, loadUsage, saveUsage, writeVersion, findNullVersion,
-  checkWriteConditions, versionIdOf, packChunkRefs, type ManifestChunk,
+  requireBucket,
+  addChunkRefs,
+  releaseChunkRefs,
+  loadUsage,
+  saveUsage,
+  writeVersion,
+  findNullVersion,
+  checkWriteConditions,
+  versionIdOf,
+  packChunkRefs,
+  type ManifestChunk,
 } from './objects.js';
 import { checkQuota } from './quota.js';
 import { recordObjectEvent } from './notifications.js';
@@ -68,32 +90,58 @@ interface UploadTarget {
   uploadId: string;
 }
 
-function requireUpload(context: EngineContext, args: UploadTarget): { tenant: TenantRecord; bucket: BucketRecord; upload: MultipartUploadRecord } {
+function requireUpload(
+  context: EngineContext,
+  args: UploadTarget,
+): { tenant: TenantRecord; bucket: BucketRecord; upload: MultipartUploadRecord } {
   const tenant = requireActiveTenant(context, args.tenantId);
   const bucket = requireBucket(context, tenant.id, args.bucket);
   if (!isUploadId(args.uploadId)) throw NotFound(`upload ${args.uploadId.slice(0, 64)} not found`);
-  const upload = context.store.get<MultipartUploadRecord>(DB.multipart, multipartUploadKey(bucket.id, args.key, args.uploadId));
+  const upload = context.store.get<MultipartUploadRecord>(
+    DB.multipart,
+    multipartUploadKey(bucket.id, args.key, args.uploadId),
+  );
   if (!upload) throw NotFound(`upload ${args.uploadId} of ${args.key} not found`);
   return { tenant, bucket, upload };
 }
 
 /** Finds an upload on a read-only store (the gateway checks before it reads a part's body). */
-export function findUploadIn(store: IndexStore, bucketId: number, key: string, uploadId: string): MultipartUploadRecord | undefined {
+export function findUploadIn(
+  store: IndexStore,
+  bucketId: number,
+  key: string,
+  uploadId: string,
+): MultipartUploadRecord | undefined {
   if (!isUploadId(uploadId)) return undefined;
-  return store.get<MultipartUploadRecord>(DB.multipart, multipartUploadKey(bucketId, key, uploadId));
+  return store.get<MultipartUploadRecord>(
+    DB.multipart,
+    multipartUploadKey(bucketId, key, uploadId),
+  );
 }
 
 export function createMultipartUpload(
   context: EngineContext,
-  args: { tenantId: string; bucket: string; key: string; contentType: string; metadata: Record<string, string> },
+  args: {
+    tenantId: string;
+    bucket: string;
+    key: string;
+    contentType: string;
+    metadata: Record<string, string>;
+  },
 ): MultipartUploadRecord {
   const tenant = requireActiveTenant(context, args.tenantId);
   const bucket = requireBucket(context, tenant.id, args.bucket);
   validateObjectKey(args.key);
   validateUserMetadata(args.metadata);
   const upload: MultipartUploadRecord = {
-    uploadId: newUploadId(context.now()), tenantId: tenant.id, bucketId: bucket.id, bucket: bucket.name, key: args.key,
-    initiatedAt: context.now(), contentType: args.contentType, metadata: args.metadata,
+    uploadId: newUploadId(context.now()),
+    tenantId: tenant.id,
+    bucketId: bucket.id,
+    bucket: bucket.name,
+    key: args.key,
+    initiatedAt: context.now(),
+    contentType: args.contentType,
+    metadata: args.metadata,
   };
   context.store.put(DB.multipart, multipartUploadKey(bucket.id, args.key, upload.uploadId), upload);
   return upload;
@@ -112,21 +160,34 @@ export interface UploadPartArgs extends UploadTarget {
 export type PartView = Omit<MultipartPartRecord, 'chunks' | 'storedBytes' | 'compressed'>;
 
 export function partView(part: MultipartPartRecord): PartView {
-  return { partNumber: part.partNumber, size: part.size, etag: part.etag, checksums: part.checksums, lastModified: part.lastModified };
+  return {
+    partNumber: part.partNumber,
+    size: part.size,
+    etag: part.etag,
+    checksums: part.checksums,
+    lastModified: part.lastModified,
+  };
 }
 
 export function uploadPart(context: EngineContext, args: UploadPartArgs): PartView {
   const { tenant, bucket } = requireUpload(context, args);
   checkPartNumber(args.partNumber);
-  if (!Number.isSafeInteger(args.size) || args.size < 0 || args.size > MULTIPART_PART_BYTES_MAX) throw BadRequest('part size out of range');
+  if (!Number.isSafeInteger(args.size) || args.size < 0 || args.size > MULTIPART_PART_BYTES_MAX)
+    throw BadRequest('part size out of range');
   const usage = loadUsage(context, tenant.id);
   const storedBytes = addChunkRefs(context, tenant.num, args.chunks, usage);
   const key = multipartPartKey(bucket.id, args.key, args.uploadId, args.partNumber);
   const replaced = context.store.get<MultipartPartRecord>(DB.multipartParts, key);
   if (replaced) releaseChunkRefs(context, tenant.num, Buffer.from(replaced.chunks), usage);
   const part: MultipartPartRecord = {
-    partNumber: args.partNumber, size: args.size, etag: args.etag, checksums: args.checksums,
-    chunks: packChunkRefs(args.chunks), storedBytes, compressed: args.compressed, lastModified: context.now(),
+    partNumber: args.partNumber,
+    size: args.size,
+    etag: args.etag,
+    checksums: args.checksums,
+    chunks: packChunkRefs(args.chunks),
+    storedBytes,
+    compressed: args.compressed,
+    lastModified: context.now(),
   };
   context.store.put(DB.multipartParts, key, part);
   saveUsage(context, usage);
@@ -134,7 +195,11 @@ export function uploadPart(context: EngineContext, args: UploadPartArgs): PartVi
 }
 
 export function checkPartNumber(partNumber: unknown): asserts partNumber is number {
-  if (!Number.isSafeInteger(partNumber) || (partNumber as number) < 1 || (partNumber as number) > MULTIPART_PARTS_MAX) {
+  if (
+    !Number.isSafeInteger(partNumber) ||
+    (partNumber as number) < 1 ||
+    (partNumber as number) > MULTIPART_PARTS_MAX
+  ) {
     throw BadRequest(`part numbers are integers from 1 to ${MULTIPART_PARTS_MAX}`);
   }
 }
@@ -145,23 +210,36 @@ export interface CompleteArgs extends UploadTarget {
   ifNoneMatch?: string;
 }
 
-export function completeMultipartUpload(context: EngineContext, args: CompleteArgs): ObjectVersionRecord {
+export function completeMultipartUpload(
+  context: EngineContext,
+  args: CompleteArgs,
+): ObjectVersionRecord {
   const { tenant, bucket, upload } = requireUpload(context, args);
   const stored = new Map<number, { key: Buffer; part: MultipartPartRecord }>();
-  for (const { key, value } of context.store.range<MultipartPartRecord>(DB.multipartParts, multipartPartRange(bucket.id, args.key, args.uploadId))) {
+  for (const { key, value } of context.store.range<MultipartPartRecord>(
+    DB.multipartParts,
+    multipartPartRange(bucket.id, args.key, args.uploadId),
+  )) {
     stored.set(value.partNumber, { key: Buffer.from(key), part: value });
   }
   const parts = checkCompleteList(args.parts, stored);
   const size = parts.reduce((sum, part) => sum + part.size, 0);
   const objectBytesMax = context.settings.bytes('limits.object_bytes_max');
-  if (size > objectBytesMax) throw PayloadTooLarge(`objects are limited to ${objectBytesMax} bytes`);
-  const current = context.store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, args.key));
+  if (size > objectBytesMax)
+    throw PayloadTooLarge(`objects are limited to ${objectBytesMax} bytes`);
+  const current = context.store.get<ObjectVersionRecord>(
+    DB.objects,
+    objectKey(bucket.id, args.key),
+  );
   const conditions: { ifMatch?: string; ifNoneMatch?: string } = {};
   if (args.ifMatch !== undefined) conditions.ifMatch = args.ifMatch;
   if (args.ifNoneMatch !== undefined) conditions.ifNoneMatch = args.ifNoneMatch;
   checkWriteConditions(current, conditions as never);
   const usage = loadUsage(context, tenant.id);
-  const replacedBytes = bucket.versioning === 'Enabled' ? 0 : findNullVersion(context, bucket.id, args.key)?.size ?? 0;
+  const replacedBytes =
+    bucket.versioning === 'Enabled'
+      ? 0
+      : (findNullVersion(context, bucket.id, args.key)?.size ?? 0);
   checkQuota(context, tenant.id, size - replacedBytes, current ? 0 : 1);
   const seq = nextCounter(context, 'nextSeq');
   const version: ObjectVersionRecord = {
@@ -182,7 +260,8 @@ export function completeMultipartUpload(context: EngineContext, args: CompleteAr
   writeVersion(context, { tenant, bucket, version, usage });
   const used = new Set(parts.map((part) => part.partNumber));
   for (const [partNumber, entry] of stored) {
-    if (!used.has(partNumber)) releaseChunkRefs(context, tenant.num, Buffer.from(entry.part.chunks), usage);
+    if (!used.has(partNumber))
+      releaseChunkRefs(context, tenant.num, Buffer.from(entry.part.chunks), usage);
     context.store.remove(DB.multipartParts, entry.key);
   }
   context.store.remove(DB.multipart, multipartUploadKey(bucket.id, args.key, args.uploadId));
@@ -192,24 +271,36 @@ export function completeMultipartUpload(context: EngineContext, args: CompleteAr
 }
 
 function normalEtag(etag: string): string {
-  return etag.trim().replace(/^W\//, '').replace(/^"(.*)"$/, '$1');
+  return etag
+    .trim()
+    .replace(/^W\//, '')
+    .replace(/^"(.*)"$/, '$1');
 }
 
-function checkCompleteList(list: unknown, stored: ReadonlyMap<number, { part: MultipartPartRecord }>): MultipartPartRecord[] {
-  if (!Array.isArray(list) || list.length === 0) throw BadRequest('parts must list at least one {partNumber, etag}');
-  if (list.length > MULTIPART_PARTS_MAX) throw BadRequest(`an upload has at most ${MULTIPART_PARTS_MAX} parts`);
+function checkCompleteList(
+  list: unknown,
+  stored: ReadonlyMap<number, { part: MultipartPartRecord }>,
+): MultipartPartRecord[] {
+  if (!Array.isArray(list) || list.length === 0)
+    throw BadRequest('parts must list at least one {partNumber, etag}');
+  if (list.length > MULTIPART_PARTS_MAX)
+    throw BadRequest(`an upload has at most ${MULTIPART_PARTS_MAX} parts`);
   let previous = 0;
   return list.map((entry: unknown, index) => {
     const { partNumber, etag } = (entry ?? {}) as { partNumber?: unknown; etag?: unknown };
     checkPartNumber(partNumber);
     if (typeof etag !== 'string') throw BadRequest(`parts[${index}].etag must be a string`);
-    if (partNumber <= previous) throw BadRequest('parts must be listed in strictly ascending partNumber order');
+    if (partNumber <= previous)
+      throw BadRequest('parts must be listed in strictly ascending partNumber order');
     previous = partNumber;
     const part = stored.get(partNumber)?.part;
     if (!part) throw BadRequest(`part ${partNumber} was not uploaded`);
-    if (normalEtag(part.etag) !== normalEtag(etag)) throw BadRequest(`the etag of part ${partNumber} does not match the uploaded part`);
+    if (normalEtag(part.etag) !== normalEtag(etag))
+      throw BadRequest(`the etag of part ${partNumber} does not match the uploaded part`);
     if (index < list.length - 1 && part.size < MULTIPART_PART_BYTES_MIN) {
-      throw BadRequest(`part ${partNumber} is ${part.size} bytes; every part but the last needs at least ${MULTIPART_PART_BYTES_MIN}`);
+      throw BadRequest(
+        `part ${partNumber} is ${part.size} bytes; every part but the last needs at least ${MULTIPART_PART_BYTES_MIN}`,
+      );
     }
     return part;
   });
@@ -229,7 +320,10 @@ function combinedChecksums(parts: readonly MultipartPartRecord[]): Record<string
     let digest: Buffer | undefined;
     for (const part of parts) {
       const next = Buffer.from(part.checksums[alg] as string, 'base64');
-      digest = digest === undefined ? next : combineChecksum({ alg, digestA: digest, digestB: next, lengthB: part.size });
+      digest =
+        digest === undefined
+          ? next
+          : combineChecksum({ alg, digestA: digest, digestB: next, lengthB: part.size });
     }
     if (digest) checksums[alg] = digest.toString('base64');
   }
@@ -239,7 +333,12 @@ function combinedChecksums(parts: readonly MultipartPartRecord[]): Record<string
 export function abortMultipartUpload(context: EngineContext, args: UploadTarget): void {
   const { tenant, bucket } = requireUpload(context, args);
   const usage = loadUsage(context, tenant.id);
-  for (const { key, value } of [...context.store.range<MultipartPartRecord>(DB.multipartParts, multipartPartRange(bucket.id, args.key, args.uploadId))]) {
+  for (const { key, value } of [
+    ...context.store.range<MultipartPartRecord>(
+      DB.multipartParts,
+      multipartPartRange(bucket.id, args.key, args.uploadId),
+    ),
+  ]) {
     releaseChunkRefs(context, tenant.num, Buffer.from(value.chunks), usage);
     context.store.remove(DB.multipartParts, Buffer.from(key));
   }
@@ -250,7 +349,12 @@ export function abortMultipartUpload(context: EngineContext, args: UploadTarget)
 /** True while the bucket has an upload in progress (a bucket delete refuses then). */
 export function hasMultipartUploads(store: IndexStore, bucketId: number): boolean {
   const prefix = bucketKeyPrefix(bucketId);
-  for (const _entry of store.range(DB.multipart, { start: prefix, end: Buffer.concat([prefix, Buffer.from([0xff])]), limit: 1 })) return true;
+  for (const _entry of store.range(DB.multipart, {
+    start: prefix,
+    end: Buffer.concat([prefix, Buffer.from([0xff])]),
+    limit: 1,
+  }))
+    return true;
   return false;
 }
 
@@ -259,22 +363,39 @@ export function hasMultipartUploads(store: IndexStore, bucketId: number): boolea
  * bucket or tenant is gone, releasing at most `partsMax` parts. Returns the parts and uploads
  * it removed; the caller repeats while that reaches `partsMax`. Inside a transaction.
  */
-export function expireMultipartUploads(context: EngineContext, args: { now: number; expiryMs: number; partsMax: number }): number {
+export function expireMultipartUploads(
+  context: EngineContext,
+  args: { now: number; expiryMs: number; partsMax: number },
+): number {
   const { store } = context;
   let work = 0;
-  for (const { key: rawKey, value: upload } of [...store.range<MultipartUploadRecord>(DB.multipart, {})]) {
+  for (const { key: rawKey, value: upload } of [
+    ...store.range<MultipartUploadRecord>(DB.multipart, {}),
+  ]) {
     if (work >= args.partsMax) break;
     const tenant = store.get<TenantRecord>(DB.tenants, tenantKey(upload.tenantId));
-    const bucket = store.get<BucketRecord>(DB.buckets, tenantChildKey(upload.tenantId, upload.bucket));
+    const bucket = store.get<BucketRecord>(
+      DB.buckets,
+      tenantChildKey(upload.tenantId, upload.bucket),
+    );
     const orphan = !tenant || tenant.state === 'deleted' || bucket?.id !== upload.bucketId;
     if (!orphan && upload.initiatedAt > args.now - args.expiryMs) continue;
     // A deleted tenant keeps its usage record until its purge completes (or while the purge is
     // blocked); until then releases count there, so usage stays exact. Afterwards they count
     // nowhere.
-    const counted = tenant !== undefined && (tenant.state !== 'deleted' || store.has(DB.usage, tenantKey(tenant.id)));
-    const usage: UsageRecord = counted ? loadUsage(context, tenant.id) : emptyUsage(upload.tenantId);
+    const counted =
+      tenant !== undefined &&
+      (tenant.state !== 'deleted' || store.has(DB.usage, tenantKey(tenant.id)));
+    const usage: UsageRecord = counted
+      ? loadUsage(context, tenant.id)
+      : emptyUsage(upload.tenantId);
     const range = multipartPartRange(upload.bucketId, upload.key, upload.uploadId);
-    const parts = [...store.range<MultipartPartRecord>(DB.multipartParts, { ...range, limit: args.partsMax - work })];
+    const parts = [
+      ...store.range<MultipartPartRecord>(DB.multipartParts, {
+        ...range,
+        limit: args.partsMax - work,
+      }),
+    ];
     for (const { key, value } of parts) {
       if (tenant) releaseChunkRefs(context, tenant.num, Buffer.from(value.chunks), usage);
       store.remove(DB.multipartParts, Buffer.from(key));

@@ -26,9 +26,19 @@
 
 import { randomBytes } from 'node:crypto';
 import {
-  DB, bucketKeyPrefix, tenantChildKey, tenantKey, outboxKey,
-  type BucketRecord, type TenantRecord, type BucketNotificationsRecord, type NotificationConfigRecord,
-  type ObjectEventType, type ObjectEventRecord, type OutboxRecord, type OutboxStatusRecord,
+  DB,
+  bucketKeyPrefix,
+  tenantChildKey,
+  tenantKey,
+  outboxKey,
+  type BucketRecord,
+  type TenantRecord,
+  type BucketNotificationsRecord,
+  type NotificationConfigRecord,
+  type ObjectEventType,
+  type ObjectEventRecord,
+  type OutboxRecord,
+  type OutboxStatusRecord,
 } from '../index/schema.js';
 import type { IndexStore } from '../index/store.js';
 import { nextCounter, type EngineContext } from './context.js';
@@ -39,11 +49,23 @@ import { BadRequest, NotFound, NotImplemented, Forbidden } from '../../util/erro
 export const NOTIFICATION_CONFIGS_MAX = 100;
 export const NOTIFICATION_ID_CHARS_MAX = 64;
 export const NOTIFICATION_FILTER_CHARS_MAX = 1024;
-export const NOTIFICATION_EVENT_TYPES: readonly ObjectEventType[] = ['object-created', 'object-removed'];
+export const NOTIFICATION_EVENT_TYPES: readonly ObjectEventType[] = [
+  'object-created',
+  'object-removed',
+];
 export const SIGNING_SECRET_PREFIX = 'whsec_';
 const SIGNING_SECRET_BYTES = 32;
 const UNSUPPORTED_TARGETS = ['sns', 'sqs', 'lambda'];
-const configFields = new Set(['id', 'type', 'url', 'events', 'prefix', 'suffix', 'hasSecret', 'signingSecret']);
+const configFields = new Set([
+  'id',
+  'type',
+  'url',
+  'events',
+  'prefix',
+  'suffix',
+  'hasSecret',
+  'signingSecret',
+]);
 
 /** A validated config as a client sends it. */
 export interface NotificationConfigInput {
@@ -65,43 +87,69 @@ export interface NotificationConfigView extends NotificationConfigInput {
  * a config without an id gets a generated one (`cfg-` and 12 hex digits).
  */
 export function parseNotificationConfigs(body: unknown): NotificationConfigInput[] {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw BadRequest('the body must be {configs: [...]}');
+  if (typeof body !== 'object' || body === null || Array.isArray(body))
+    throw BadRequest('the body must be {configs: [...]}');
   const fields = body as Record<string, unknown>;
-  for (const name of Object.keys(fields)) if (name !== 'configs') throw BadRequest(`unknown field ${JSON.stringify(name.slice(0, 64))}`);
+  for (const name of Object.keys(fields))
+    if (name !== 'configs') throw BadRequest(`unknown field ${JSON.stringify(name.slice(0, 64))}`);
   const configs = fields['configs'];
   if (!Array.isArray(configs) || configs.length > NOTIFICATION_CONFIGS_MAX) {
-    throw BadRequest(`configs must be an array of at most ${NOTIFICATION_CONFIGS_MAX} configs (empty clears)`);
+    throw BadRequest(
+      `configs must be an array of at most ${NOTIFICATION_CONFIGS_MAX} configs (empty clears)`,
+    );
   }
   for (const config of configs as unknown[]) {
     const type = (config as { type?: unknown } | null)?.type;
-    if (typeof type === 'string' && UNSUPPORTED_TARGETS.includes(type)) throw NotImplemented(`${type} targets are not supported; use a webhook`);
+    if (typeof type === 'string' && UNSUPPORTED_TARGETS.includes(type))
+      throw NotImplemented(`${type} targets are not supported; use a webhook`);
   }
   const parsed = configs.map((config: unknown, index) => parseConfig(config, `configs[${index}]`));
-  if (new Set(parsed.map((config) => config.id)).size !== parsed.length) throw BadRequest('config ids must be unique');
+  if (new Set(parsed.map((config) => config.id)).size !== parsed.length)
+    throw BadRequest('config ids must be unique');
   return parsed;
 }
 
 function parseConfig(value: unknown, where: string): NotificationConfigInput {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw BadRequest(`${where} must be an object`);
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw BadRequest(`${where} must be an object`);
   const fields = value as Record<string, unknown>;
-  for (const name of Object.keys(fields)) if (!configFields.has(name)) throw BadRequest(`${where}: unknown field ${JSON.stringify(name.slice(0, 64))}`);
+  for (const name of Object.keys(fields))
+    if (!configFields.has(name))
+      throw BadRequest(`${where}: unknown field ${JSON.stringify(name.slice(0, 64))}`);
   const type = fields['type'] ?? 'webhook';
-  if (type !== 'webhook') throw BadRequest(`${where}.type must be webhook (sns, sqs and lambda are not implemented)`);
+  if (type !== 'webhook')
+    throw BadRequest(`${where}.type must be webhook (sns, sqs and lambda are not implemented)`);
   const id = fields['id'] ?? `cfg-${randomBytes(6).toString('hex')}`;
-  if (typeof id !== 'string' || !new RegExp(`^[A-Za-z0-9._-]{1,${NOTIFICATION_ID_CHARS_MAX}}$`).test(id)) {
+  if (
+    typeof id !== 'string' ||
+    !new RegExp(`^[A-Za-z0-9._-]{1,${NOTIFICATION_ID_CHARS_MAX}}$`).test(id)
+  ) {
     throw BadRequest(`${where}.id must be 1 to ${NOTIFICATION_ID_CHARS_MAX} of A-Z a-z 0-9 . _ -`);
   }
   const url = parseWebhookUrl(fields['url']).href;
   const events = fields['events'];
-  if (!Array.isArray(events) || events.length === 0 || !events.every((event) => (NOTIFICATION_EVENT_TYPES as readonly unknown[]).includes(event))) {
-    throw BadRequest(`${where}.events must list one or more of ${NOTIFICATION_EVENT_TYPES.join(', ')}`);
+  if (
+    !Array.isArray(events) ||
+    events.length === 0 ||
+    !events.every((event) => (NOTIFICATION_EVENT_TYPES as readonly unknown[]).includes(event))
+  ) {
+    throw BadRequest(
+      `${where}.events must list one or more of ${NOTIFICATION_EVENT_TYPES.join(', ')}`,
+    );
   }
-  const config: NotificationConfigInput = { id, type: 'webhook', url, events: [...new Set(events as ObjectEventType[])] };
+  const config: NotificationConfigInput = {
+    id,
+    type: 'webhook',
+    url,
+    events: [...new Set(events as ObjectEventType[])],
+  };
   for (const name of ['prefix', 'suffix'] as const) {
     const filter = fields[name];
     if (filter === undefined || filter === '') continue;
     if (typeof filter !== 'string' || filter.length > NOTIFICATION_FILTER_CHARS_MAX) {
-      throw BadRequest(`${where}.${name} must be a string of at most ${NOTIFICATION_FILTER_CHARS_MAX} characters`);
+      throw BadRequest(
+        `${where}.${name} must be a string of at most ${NOTIFICATION_FILTER_CHARS_MAX} characters`,
+      );
     }
     config[name] = filter;
   }
@@ -109,7 +157,13 @@ function parseConfig(value: unknown, where: string): NotificationConfigInput {
 }
 
 export function configView(config: NotificationConfigRecord): NotificationConfigView {
-  const view: NotificationConfigView = { id: config.id, type: config.type, url: config.url, events: config.events, hasSecret: config.sealedSecret.length > 0 };
+  const view: NotificationConfigView = {
+    id: config.id,
+    type: config.type,
+    url: config.url,
+    events: config.events,
+    hasSecret: config.sealedSecret.length > 0,
+  };
   if (config.prefix !== undefined) view.prefix = config.prefix;
   if (config.suffix !== undefined) view.suffix = config.suffix;
   return view;
@@ -128,7 +182,10 @@ function secretAad(tenantId: string, bucketId: number, configId: string): string
   return `webhook:${tenantId}:${bucketId}:${configId}`;
 }
 
-export function notificationsOf(store: IndexStore, bucketId: number): BucketNotificationsRecord | undefined {
+export function notificationsOf(
+  store: IndexStore,
+  bucketId: number,
+): BucketNotificationsRecord | undefined {
   return store.get<BucketNotificationsRecord>(DB.notifications, bucketKeyPrefix(bucketId));
 }
 
@@ -156,21 +213,46 @@ export function putBucketNotifications(
     if (kept) return { ...input, sealedSecret: kept.sealedSecret, createdAt: kept.createdAt };
     const secret = `${SIGNING_SECRET_PREFIX}${randomBytes(SIGNING_SECRET_BYTES).toString('base64url')}`;
     secrets[input.id] = secret;
-    return { ...input, sealedSecret: sealSecret(sealKey, Buffer.from(secret), secretAad(bucket.tenantId, bucket.id, input.id)), createdAt: now };
+    return {
+      ...input,
+      sealedSecret: sealSecret(
+        sealKey,
+        Buffer.from(secret),
+        secretAad(bucket.tenantId, bucket.id, input.id),
+      ),
+      createdAt: now,
+    };
   });
-  const record: BucketNotificationsRecord = { tenantId: bucket.tenantId, bucketId: bucket.id, bucket: bucket.name, configs, updatedAt: now };
+  const record: BucketNotificationsRecord = {
+    tenantId: bucket.tenantId,
+    bucketId: bucket.id,
+    bucket: bucket.name,
+    configs,
+    updatedAt: now,
+  };
   context.store.put(DB.notifications, dbKey, record);
   return { configs: configs.map(configView), secrets };
 }
 
-export function deleteBucketNotifications(context: EngineContext, args: { tenantId: string; bucket: string }): void {
+export function deleteBucketNotifications(
+  context: EngineContext,
+  args: { tenantId: string; bucket: string },
+): void {
   const bucket = activeBucket(context, args.tenantId, args.bucket);
   context.store.remove(DB.notifications, bucketKeyPrefix(bucket.id));
 }
 
 /** Opens a config's signing secret (the delivery loop signs with it). */
-export function openSigningSecret(masterKey: Buffer, record: BucketNotificationsRecord, config: NotificationConfigRecord): Buffer {
-  return openSecret(deriveKey(masterKey, PURPOSE_SECRET_SEAL), Buffer.from(config.sealedSecret), secretAad(record.tenantId, record.bucketId, config.id));
+export function openSigningSecret(
+  masterKey: Buffer,
+  record: BucketNotificationsRecord,
+  config: NotificationConfigRecord,
+): Buffer {
+  return openSecret(
+    deriveKey(masterKey, PURPOSE_SECRET_SEAL),
+    Buffer.from(config.sealedSecret),
+    secretAad(record.tenantId, record.bucketId, config.id),
+  );
 }
 
 const wakers = new Set<() => void>();
@@ -195,25 +277,50 @@ export interface EventSubject {
  * subscribes to `type` and whose prefix and suffix match the key. Costs one read when the
  * bucket has no configs.
  */
-export function recordObjectEvent(context: EngineContext, bucket: BucketRecord, type: ObjectEventType, subject: EventSubject): void {
+export function recordObjectEvent(
+  context: EngineContext,
+  bucket: BucketRecord,
+  type: ObjectEventType,
+  subject: EventSubject,
+): void {
   const record = notificationsOf(context.store, bucket.id);
   if (!record) return;
-  const matching = record.configs.filter((config) => config.events.includes(type)
-    && subject.key.startsWith(config.prefix ?? '') && subject.key.endsWith(config.suffix ?? ''));
+  const matching = record.configs.filter(
+    (config) =>
+      config.events.includes(type) &&
+      subject.key.startsWith(config.prefix ?? '') &&
+      subject.key.endsWith(config.suffix ?? ''),
+  );
   if (matching.length === 0) return;
   const seq = nextCounter(context, 'nextSeq');
   const now = context.now();
   const event: ObjectEventRecord = {
-    id: seq.toString(16).padStart(16, '0'), type, time: new Date(now).toISOString(), tenantId: bucket.tenantId, bucket: bucket.name, key: subject.key,
+    id: seq.toString(16).padStart(16, '0'),
+    type,
+    time: new Date(now).toISOString(),
+    tenantId: bucket.tenantId,
+    bucket: bucket.name,
+    key: subject.key,
   };
-  if (bucket.versioning !== 'Unversioned' && subject.versionId !== undefined) event.versionId = subject.versionId;
+  if (bucket.versioning !== 'Unversioned' && subject.versionId !== undefined)
+    event.versionId = subject.versionId;
   if (type === 'object-created' && subject.size !== undefined) event.size = subject.size;
   if (type === 'object-created' && subject.etag) event.etag = subject.etag;
   for (const config of matching) {
-    const row: OutboxRecord = { seq, tenantId: bucket.tenantId, bucketId: bucket.id, configId: config.id, event, createdAt: now, attempts: 0, nextAttemptAt: now };
+    const row: OutboxRecord = {
+      seq,
+      tenantId: bucket.tenantId,
+      bucketId: bucket.id,
+      configId: config.id,
+      event,
+      createdAt: now,
+      attempts: 0,
+      nextAttemptAt: now,
+    };
     context.store.put(DB.outbox, outboxKey(bucket.id, config.id, seq), row);
   }
-  const status = statusOf(context.store, bucket.id) ?? emptyStatus(bucket.id, bucket.tenantId, bucket.name);
+  const status =
+    statusOf(context.store, bucket.id) ?? emptyStatus(bucket.id, bucket.tenantId, bucket.name);
   status.pending += matching.length;
   context.store.put(DB.outboxStatus, bucketKeyPrefix(bucket.id), status);
   for (const wake of wakers) wake();
@@ -236,10 +343,14 @@ export type DeliveryOutcome =
  * Settles the head of a queue after an attempt. A row that changed meanwhile (there is no
  * such writer today) is left alone. Inside a transaction.
  */
-export function settleDelivery(store: IndexStore, args: { key: Buffer; seq: number; outcome: DeliveryOutcome; now: number }): void {
+export function settleDelivery(
+  store: IndexStore,
+  args: { key: Buffer; seq: number; outcome: DeliveryOutcome; now: number },
+): void {
   const row = store.get<OutboxRecord>(DB.outbox, args.key);
   if (!row || row.seq !== args.seq) return;
-  const status = statusOf(store, row.bucketId) ?? emptyStatus(row.bucketId, row.tenantId, row.event.bucket);
+  const status =
+    statusOf(store, row.bucketId) ?? emptyStatus(row.bucketId, row.tenantId, row.event.bucket);
   const { outcome } = args;
   if (outcome.kind === 'failed') {
     row.attempts += 1;
@@ -273,7 +384,10 @@ export function settleDelivery(store: IndexStore, args: { key: Buffer; seq: numb
  * and once none are left removes the bucket's config and status records. `removed` counts rows
  * and records; the caller repeats until `done`. Inside a transaction.
  */
-export function dropBucketNotifications(store: IndexStore, args: { bucketId: number; limit: number }): { removed: number; done: boolean } {
+export function dropBucketNotifications(
+  store: IndexStore,
+  args: { bucketId: number; limit: number },
+): { removed: number; done: boolean } {
   const prefix = bucketKeyPrefix(args.bucketId);
   const range = { start: prefix, end: Buffer.concat([prefix, Buffer.from([0xff])]) };
   const rows = [...store.range(DB.outbox, { ...range, limit: args.limit })];
@@ -300,11 +414,19 @@ export function dropBucketNotifications(store: IndexStore, args: { bucketId: num
  * Removes the config and status records of a bucket that no longer exists once its outbox
  * has drained. Returns whether it did. Inside a transaction.
  */
-export function forgetDeletedBucket(store: IndexStore, args: { bucketId: number; tenantId: string; bucket: string }): boolean {
+export function forgetDeletedBucket(
+  store: IndexStore,
+  args: { bucketId: number; tenantId: string; bucket: string },
+): boolean {
   const bucket = store.get<BucketRecord>(DB.buckets, tenantChildKey(args.tenantId, args.bucket));
   if (bucket?.id === args.bucketId) return false;
   const prefix = bucketKeyPrefix(args.bucketId);
-  for (const _row of store.range(DB.outbox, { start: prefix, end: Buffer.concat([prefix, Buffer.from([0xff])]), limit: 1 })) return false;
+  for (const _row of store.range(DB.outbox, {
+    start: prefix,
+    end: Buffer.concat([prefix, Buffer.from([0xff])]),
+    limit: 1,
+  }))
+    return false;
   store.remove(DB.notifications, prefix);
   store.remove(DB.outboxStatus, prefix);
   return true;

@@ -3,32 +3,60 @@
 // bytes).
 
 import {
-  DB, tenantChildKey, objectKey, versionKey,
-  type BucketRecord, type ObjectVersionRecord, type ObjectTag, type RetentionMode,
+  DB,
+  tenantChildKey,
+  objectKey,
+  versionKey,
+  type BucketRecord,
+  type ObjectVersionRecord,
+  type ObjectTag,
+  type RetentionMode,
 } from '../index/schema.js';
 import type { EngineContext } from './context.js';
 import { requireActiveTenant } from './control.js';
 import {
-  requireBucket, findVersion, writeVersion, addChunkRefs, unpackChunkRefs, loadUsage,
-  saveUsage, versionIdOf, etagListMatches, checkWriteConditions,
+  requireBucket,
+  findVersion,
+  writeVersion,
+  addChunkRefs,
+  unpackChunkRefs,
+  loadUsage,
+  saveUsage,
+  versionIdOf,
+  etagListMatches,
+  checkWriteConditions,
 } from './objects.js';
 import { nextCounter } from './context.js';
 import { checkQuota } from './quota.js';
 import { recordObjectEvent } from './notifications.js';
 import { parseBucketPolicy } from '../../security/bucket-policy.js';
-import { BadRequest, Conflict, NotFound, Forbidden, PreconditionFailed } from '../../util/errors.js';
+import {
+  BadRequest,
+  Conflict,
+  NotFound,
+  Forbidden,
+  PreconditionFailed,
+} from '../../util/errors.js';
 
-export function setVersioning(context: EngineContext, args: { tenantId: string; bucket: string; status: string }): BucketRecord {
+export function setVersioning(
+  context: EngineContext,
+  args: { tenantId: string; bucket: string; status: string },
+): BucketRecord {
   requireActiveTenant(context, args.tenantId);
   const bucket = requireBucket(context, args.tenantId, args.bucket);
-  if (args.status !== 'Enabled' && args.status !== 'Suspended') throw BadRequest('status must be "Enabled" or "Suspended"');
-  if (bucket.objectLock && args.status === 'Suspended') throw Conflict('versioning cannot be suspended on an object-lock bucket');
+  if (args.status !== 'Enabled' && args.status !== 'Suspended')
+    throw BadRequest('status must be "Enabled" or "Suspended"');
+  if (bucket.objectLock && args.status === 'Suspended')
+    throw Conflict('versioning cannot be suspended on an object-lock bucket');
   bucket.versioning = args.status;
   context.store.put(DB.buckets, tenantChildKey(args.tenantId, args.bucket), bucket);
   return bucket;
 }
 
-export function setBucketPolicy(context: EngineContext, args: { tenantId: string; bucket: string; policy: unknown }): BucketRecord {
+export function setBucketPolicy(
+  context: EngineContext,
+  args: { tenantId: string; bucket: string; policy: unknown },
+): BucketRecord {
   requireActiveTenant(context, args.tenantId);
   const bucket = requireBucket(context, args.tenantId, args.bucket);
   if (args.policy === null || args.policy === undefined) delete bucket.policy;
@@ -44,24 +72,39 @@ interface VersionTarget {
   versionId?: string;
 }
 
-function targetVersion(context: EngineContext, args: VersionTarget): { bucket: BucketRecord; version: ObjectVersionRecord } {
+function targetVersion(
+  context: EngineContext,
+  args: VersionTarget,
+): { bucket: BucketRecord; version: ObjectVersionRecord } {
   requireActiveTenant(context, args.tenantId);
   const bucket = requireBucket(context, args.tenantId, args.bucket);
-  const version = args.versionId === undefined
-    ? context.store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, args.key))
-    : findVersion(context, bucket.id, args.key, args.versionId);
+  const version =
+    args.versionId === undefined
+      ? context.store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, args.key))
+      : findVersion(context, bucket.id, args.key, args.versionId);
   if (!version || version.deleteMarker) throw NotFound(`object ${args.key} not found`);
   return { bucket, version };
 }
 
 /** Rewrites a version's record in place (and the current copy when it is the current one). */
-function saveVersion(context: EngineContext, bucket: BucketRecord, version: ObjectVersionRecord): void {
+function saveVersion(
+  context: EngineContext,
+  bucket: BucketRecord,
+  version: ObjectVersionRecord,
+): void {
   context.store.put(DB.versions, versionKey(bucket.id, version.key, version.seq), version);
-  const current = context.store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, version.key));
-  if (current && current.seq === version.seq) context.store.put(DB.objects, objectKey(bucket.id, version.key), version);
+  const current = context.store.get<ObjectVersionRecord>(
+    DB.objects,
+    objectKey(bucket.id, version.key),
+  );
+  if (current && current.seq === version.seq)
+    context.store.put(DB.objects, objectKey(bucket.id, version.key), version);
 }
 
-export function putObjectTags(context: EngineContext, args: VersionTarget & { tags: ObjectTag[] }): ObjectVersionRecord {
+export function putObjectTags(
+  context: EngineContext,
+  args: VersionTarget & { tags: ObjectTag[] },
+): ObjectVersionRecord {
   const { bucket, version } = targetVersion(context, args);
   if (args.tags.length === 0) delete version.tags;
   else version.tags = args.tags;
@@ -75,18 +118,24 @@ export function putRetention(
 ): ObjectVersionRecord {
   const { bucket, version } = targetVersion(context, args);
   if (!bucket.objectLock) throw BadRequest('retention needs a bucket created with objectLock');
-  if (args.mode !== 'GOVERNANCE' && args.mode !== 'COMPLIANCE') throw BadRequest('mode must be GOVERNANCE or COMPLIANCE');
+  if (args.mode !== 'GOVERNANCE' && args.mode !== 'COMPLIANCE')
+    throw BadRequest('mode must be GOVERNANCE or COMPLIANCE');
   const current = version.retention;
   if (current && current.retainUntil > context.now()) {
-    if (args.retainUntil < current.retainUntil) throw Forbidden('retention can be extended but never shortened');
-    if (current.mode === 'COMPLIANCE' && args.mode !== 'COMPLIANCE') throw Forbidden('COMPLIANCE retention cannot be weakened');
+    if (args.retainUntil < current.retainUntil)
+      throw Forbidden('retention can be extended but never shortened');
+    if (current.mode === 'COMPLIANCE' && args.mode !== 'COMPLIANCE')
+      throw Forbidden('COMPLIANCE retention cannot be weakened');
   }
   version.retention = { mode: args.mode, retainUntil: args.retainUntil };
   saveVersion(context, bucket, version);
   return version;
 }
 
-export function putLegalHold(context: EngineContext, args: VersionTarget & { status: 'ON' | 'OFF' }): ObjectVersionRecord {
+export function putLegalHold(
+  context: EngineContext,
+  args: VersionTarget & { status: 'ON' | 'OFF' },
+): ObjectVersionRecord {
   const { bucket, version } = targetVersion(context, args);
   if (!bucket.objectLock) throw BadRequest('legal hold needs a bucket created with objectLock');
   if (args.status !== 'ON' && args.status !== 'OFF') throw BadRequest('status must be ON or OFF');
@@ -117,10 +166,18 @@ export interface CopyObjectArgs {
 
 export function copyObject(context: EngineContext, args: CopyObjectArgs): ObjectVersionRecord {
   const tenant = requireActiveTenant(context, args.tenantId);
-  const source = targetVersion(context, { tenantId: args.tenantId, bucket: args.sourceBucket, key: args.sourceKey, ...(args.sourceVersionId === undefined ? {} : { versionId: args.sourceVersionId }) }).version;
+  const source = targetVersion(context, {
+    tenantId: args.tenantId,
+    bucket: args.sourceBucket,
+    key: args.sourceKey,
+    ...(args.sourceVersionId === undefined ? {} : { versionId: args.sourceVersionId }),
+  }).version;
   checkSourceConditions(source, args);
   const bucket = requireBucket(context, tenant.id, args.bucket);
-  const current = context.store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, args.key));
+  const current = context.store.get<ObjectVersionRecord>(
+    DB.objects,
+    objectKey(bucket.id, args.key),
+  );
   if (args.requireAbsent && current) throw PreconditionFailed('the destination exists');
   const destination: { ifMatch?: string } = {};
   if (args.requireMatchEtag !== undefined) destination.ifMatch = args.requireMatchEtag;
@@ -137,8 +194,8 @@ export function copyObject(context: EngineContext, args: CopyObjectArgs): Object
     lastModified: context.now(),
     size: source.size,
     etag: source.etag,
-    contentType: replace ? args.contentType ?? 'application/octet-stream' : source.contentType,
-    metadata: replace ? args.metadata ?? {} : source.metadata,
+    contentType: replace ? (args.contentType ?? 'application/octet-stream') : source.contentType,
+    metadata: replace ? (args.metadata ?? {}) : source.metadata,
     checksums: source.checksums,
     chunks: Buffer.from(source.chunks),
     storedBytes,
@@ -153,12 +210,20 @@ export function copyObject(context: EngineContext, args: CopyObjectArgs): Object
 
 function checkSourceConditions(source: ObjectVersionRecord, args: CopyObjectArgs): void {
   const modifiedSeconds = Math.floor(source.lastModified / 1000) * 1000;
-  if (args.ifMatch !== undefined && !(args.ifMatch === '*' || etagListMatches(args.ifMatch, source.etag))) {
+  if (
+    args.ifMatch !== undefined &&
+    !(args.ifMatch === '*' || etagListMatches(args.ifMatch, source.etag))
+  ) {
     throw PreconditionFailed('copy source If-Match failed');
   }
-  if (args.ifNoneMatch !== undefined && (args.ifNoneMatch === '*' || etagListMatches(args.ifNoneMatch, source.etag))) {
+  if (
+    args.ifNoneMatch !== undefined &&
+    (args.ifNoneMatch === '*' || etagListMatches(args.ifNoneMatch, source.etag))
+  ) {
     throw PreconditionFailed('copy source If-None-Match failed');
   }
-  if (args.ifModifiedSince !== undefined && modifiedSeconds <= args.ifModifiedSince) throw PreconditionFailed('copy source not modified since');
-  if (args.ifUnmodifiedSince !== undefined && modifiedSeconds > args.ifUnmodifiedSince) throw PreconditionFailed('copy source modified since');
+  if (args.ifModifiedSince !== undefined && modifiedSeconds <= args.ifModifiedSince)
+    throw PreconditionFailed('copy source not modified since');
+  if (args.ifUnmodifiedSince !== undefined && modifiedSeconds > args.ifUnmodifiedSince)
+    throw PreconditionFailed('copy source modified since');
 }

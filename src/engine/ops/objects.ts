@@ -7,17 +7,40 @@
 // version of each key that is not a delete marker; `versions` holds every version.
 
 import {
-  DB, tenantChildKey, objectKey, versionKey, versionRange, chunkKey, segmentKey, tenantKey, emptyUsage,
+  DB,
+  tenantChildKey,
+  objectKey,
+  versionKey,
+  versionRange,
+  chunkKey,
+  segmentKey,
+  tenantKey,
+  emptyUsage,
   CHUNK_REF_SIZE,
-  type BucketRecord, type ObjectVersionRecord, type ChunkRecord, type SegmentRecord, type UsageRecord,
-  type Versioning, type TenantRecord, type BucketUsageRecord, versionLocked,
+  type BucketRecord,
+  type ObjectVersionRecord,
+  type ChunkRecord,
+  type SegmentRecord,
+  type UsageRecord,
+  type Versioning,
+  type TenantRecord,
+  type BucketUsageRecord,
+  versionLocked,
 } from '../index/schema.js';
 import { checkQuota } from './quota.js';
 import { completeIdempotent } from './idempotency.js';
 import { nextCounter, type EngineContext } from './context.js';
 import type { IndexStore, EncodedRecord } from '../index/store.js';
 import { requireActiveTenant } from './control.js';
-import { Conflict, NotFound, BucketNotEmpty, PreconditionFailed, Forbidden, ChunkGone, BadRequest } from '../../util/errors.js';
+import {
+  Conflict,
+  NotFound,
+  BucketNotEmpty,
+  PreconditionFailed,
+  Forbidden,
+  ChunkGone,
+  BadRequest,
+} from '../../util/errors.js';
 import { validateBucketName } from '../../security/names.js';
 import { recordObjectEvent } from './notifications.js';
 
@@ -42,7 +65,10 @@ export function createBucket(
   return bucket;
 }
 
-export function deleteBucket(context: EngineContext, args: { tenantId: string; name: string }): void {
+export function deleteBucket(
+  context: EngineContext,
+  args: { tenantId: string; name: string },
+): void {
   const bucket = requireBucket(context, args.tenantId, args.name);
   const start = objectKey(bucket.id, '');
   const end = Buffer.concat([start.subarray(0, 4), Buffer.from([0xff])]);
@@ -50,7 +76,9 @@ export function deleteBucket(context: EngineContext, args: { tenantId: string; n
     throw BucketNotEmpty(`bucket ${args.name} is not empty`);
   }
   for (const _entry of context.store.range(DB.multipart, { start, end, limit: 1 })) {
-    throw BucketNotEmpty(`bucket ${args.name} has multipart uploads in progress; complete or abort them first`);
+    throw BucketNotEmpty(
+      `bucket ${args.name} has multipart uploads in progress; complete or abort them first`,
+    );
   }
   context.store.remove(DB.buckets, tenantChildKey(args.tenantId, args.name));
   const usage = loadUsage(context, args.tenantId);
@@ -60,7 +88,11 @@ export function deleteBucket(context: EngineContext, args: { tenantId: string; n
   }
 }
 
-export function requireBucket(context: EngineContext, tenantId: string, name: string): BucketRecord {
+export function requireBucket(
+  context: EngineContext,
+  tenantId: string,
+  name: string,
+): BucketRecord {
   const bucket = context.store.get<BucketRecord>(DB.buckets, tenantChildKey(tenantId, name));
   if (!bucket) throw NotFound(`bucket ${name} not found`);
   return bucket;
@@ -93,12 +125,19 @@ export interface PutObjectArgs {
 export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVersionRecord {
   const tenant = requireActiveTenant(context, args.tenantId);
   const bucket = requireBucket(context, tenant.id, args.bucket);
-  const current = context.store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, args.key));
+  const current = context.store.get<ObjectVersionRecord>(
+    DB.objects,
+    objectKey(bucket.id, args.key),
+  );
   checkWriteConditions(current, args);
   const usage = loadUsage(context, tenant.id);
   // An unversioned bucket holds only null versions, so its current object is the null version.
-  const existingNull = bucket.versioning === 'Enabled' ? undefined
-    : bucket.versioning === 'Unversioned' ? current ?? null : findNullVersion(context, bucket.id, args.key) ?? null;
+  const existingNull =
+    bucket.versioning === 'Enabled'
+      ? undefined
+      : bucket.versioning === 'Unversioned'
+        ? (current ?? null)
+        : (findNullVersion(context, bucket.id, args.key) ?? null);
   checkQuota(context, tenant.id, args.size - (existingNull?.size ?? 0), current ? 0 : 1);
   const storedBytes = addChunkRefs(context, tenant.num, args.chunks, usage);
   const seq = nextCounter(context, 'nextSeq');
@@ -119,11 +158,20 @@ export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVe
   writeVersion(context, { tenant, bucket, version, usage, existingNull: existingNull ?? null });
   saveUsage(context, usage);
   recordObjectEvent(context, bucket, 'object-created', version);
-  if (args.idempotency) completeIdempotent(context, { tenantId: tenant.id, bucket: bucket.name, ...args.idempotency, result: version });
+  if (args.idempotency)
+    completeIdempotent(context, {
+      tenantId: tenant.id,
+      bucket: bucket.name,
+      ...args.idempotency,
+      result: version,
+    });
   return version;
 }
 
-export function checkWriteConditions(current: ObjectVersionRecord | undefined, args: PutObjectArgs): void {
+export function checkWriteConditions(
+  current: ObjectVersionRecord | undefined,
+  args: PutObjectArgs,
+): void {
   if (args.ifNoneMatch !== undefined) {
     if (current && (args.ifNoneMatch === '*' || etagListMatches(args.ifNoneMatch, current.etag))) {
       throw PreconditionFailed('If-None-Match: the object exists');
@@ -152,15 +200,22 @@ export function seqOfVersionId(versionId: string): number | undefined {
 export function writeVersion(
   context: EngineContext,
   args: {
-    tenant: TenantRecord; bucket: BucketRecord; version: ObjectVersionRecord; usage: UsageRecord;
+    tenant: TenantRecord;
+    bucket: BucketRecord;
+    version: ObjectVersionRecord;
+    usage: UsageRecord;
     /** The null version this write replaces, when the caller already knows it (null: none). */
     existingNull?: ObjectVersionRecord | null;
   },
 ): void {
   const { tenant, bucket, version, usage } = args;
   if (version.versionId === 'null') {
-    const existing = args.existingNull === undefined ? findNullVersion(context, bucket.id, version.key) : args.existingNull ?? undefined;
-    if (existing && versionLocked(existing, context.now())) throw Forbidden(`${version.key} is under retention or legal hold`);
+    const existing =
+      args.existingNull === undefined
+        ? findNullVersion(context, bucket.id, version.key)
+        : (args.existingNull ?? undefined);
+    if (existing && versionLocked(existing, context.now()))
+      throw Forbidden(`${version.key} is under retention or legal hold`);
     if (existing) removeVersion(context, { tenant, bucket, version: existing, usage });
   }
   const encoded = context.store.encode(version);
@@ -181,7 +236,11 @@ export function writeVersion(
 
 /** Makes `objects` hold `latest` for the key, or nothing when there is none or it is a marker. */
 function setCurrent(
-  context: EngineContext, bucket: BucketRecord, key: string, latest: ObjectVersionRecord | undefined, usage: UsageRecord,
+  context: EngineContext,
+  bucket: BucketRecord,
+  key: string,
+  latest: ObjectVersionRecord | undefined,
+  usage: UsageRecord,
   encodedLatest?: EncodedRecord,
 ): void {
   const currentKey = objectKey(bucket.id, key);
@@ -206,17 +265,32 @@ function bucketCounters(usage: UsageRecord, bucketName: string): BucketUsageReco
   return usage.buckets[bucketName];
 }
 
-export function findNullVersion(context: EngineContext, bucketId: number, key: string): ObjectVersionRecord | undefined {
-  for (const { value } of context.store.range<ObjectVersionRecord>(DB.versions, versionRange(bucketId, key))) {
+export function findNullVersion(
+  context: EngineContext,
+  bucketId: number,
+  key: string,
+): ObjectVersionRecord | undefined {
+  for (const { value } of context.store.range<ObjectVersionRecord>(
+    DB.versions,
+    versionRange(bucketId, key),
+  )) {
     if (value.versionId === 'null') return value;
   }
   return undefined;
 }
 
 /** Makes `objects` hold the newest version of the key (after a version was removed). */
-export function refreshCurrent(context: EngineContext, bucket: BucketRecord, key: string, usage: UsageRecord): void {
+export function refreshCurrent(
+  context: EngineContext,
+  bucket: BucketRecord,
+  key: string,
+  usage: UsageRecord,
+): void {
   let latest: ObjectVersionRecord | undefined;
-  for (const { value } of context.store.range<ObjectVersionRecord>(DB.versions, { ...versionRange(bucket.id, key), limit: 1 })) {
+  for (const { value } of context.store.range<ObjectVersionRecord>(DB.versions, {
+    ...versionRange(bucket.id, key),
+    limit: 1,
+  })) {
     latest = value;
   }
   setCurrent(context, bucket, key, latest, usage);
@@ -224,7 +298,12 @@ export function refreshCurrent(context: EngineContext, bucket: BucketRecord, key
 
 export function removeVersion(
   context: EngineContext,
-  args: { tenant: TenantRecord; bucket: BucketRecord; version: ObjectVersionRecord; usage: UsageRecord },
+  args: {
+    tenant: TenantRecord;
+    bucket: BucketRecord;
+    version: ObjectVersionRecord;
+    usage: UsageRecord;
+  },
 ): void {
   const { tenant, bucket, version, usage } = args;
   context.store.remove(DB.versions, versionKey(bucket.id, version.key, version.seq));
@@ -262,14 +341,16 @@ export function deleteObject(context: EngineContext, args: DeleteObjectArgs): De
   if (args.versionId !== undefined) {
     const version = findVersion(context, bucket.id, args.key, args.versionId);
     if (!version) throw NotFound(`version ${args.versionId} of ${args.key} not found`);
-    if (versionLocked(version, context.now())) throw Forbidden(`version ${args.versionId} of ${args.key} is under retention or legal hold`);
+    if (versionLocked(version, context.now()))
+      throw Forbidden(`version ${args.versionId} of ${args.key} is under retention or legal hold`);
     removeVersion(context, { tenant, bucket, version, usage });
     refreshCurrent(context, bucket, args.key, usage);
     result = { key: args.key, versionId: version.versionId };
     if (version.deleteMarker) result.deleteMarker = true;
   } else if (bucket.versioning === 'Unversioned') {
     const version = findNullVersion(context, bucket.id, args.key);
-    if (version && versionLocked(version, context.now())) throw Forbidden(`${args.key} is under retention or legal hold`);
+    if (version && versionLocked(version, context.now()))
+      throw Forbidden(`${args.key} is under retention or legal hold`);
     if (version) {
       removeVersion(context, { tenant, bucket, version, usage });
       refreshCurrent(context, bucket, args.key, usage);
@@ -297,18 +378,35 @@ export function deleteObject(context: EngineContext, args: DeleteObjectArgs): De
     result = { key: args.key, versionId: marker.versionId, deleteMarker: true };
   }
   saveUsage(context, usage);
-  if (result.versionId !== undefined) recordObjectEvent(context, bucket, 'object-removed', { key: args.key, versionId: result.versionId });
+  if (result.versionId !== undefined)
+    recordObjectEvent(context, bucket, 'object-removed', {
+      key: args.key,
+      versionId: result.versionId,
+    });
   return result;
 }
 
-export function findVersion(context: EngineContext, bucketId: number, key: string, versionId: string): ObjectVersionRecord | undefined {
+export function findVersion(
+  context: EngineContext,
+  bucketId: number,
+  key: string,
+  versionId: string,
+): ObjectVersionRecord | undefined {
   return findVersionIn(context.store, bucketId, key, versionId);
 }
 
 /** Finds one version by id; usable on a read-only store. */
-export function findVersionIn(store: IndexStore, bucketId: number, key: string, versionId: string): ObjectVersionRecord | undefined {
+export function findVersionIn(
+  store: IndexStore,
+  bucketId: number,
+  key: string,
+  versionId: string,
+): ObjectVersionRecord | undefined {
   if (versionId === 'null') {
-    for (const { value } of store.range<ObjectVersionRecord>(DB.versions, versionRange(bucketId, key))) {
+    for (const { value } of store.range<ObjectVersionRecord>(
+      DB.versions,
+      versionRange(bucketId, key),
+    )) {
       if (value.versionId === 'null') return value;
     }
     return undefined;
@@ -333,13 +431,21 @@ export function packChunkRefs(chunks: readonly ManifestChunk[]): Buffer {
 export function unpackChunkRefs(packed: Buffer): Array<{ id: Buffer; plainLength: number }> {
   const refs: Array<{ id: Buffer; plainLength: number }> = [];
   for (let offset = 0; offset + CHUNK_REF_SIZE <= packed.length; offset += CHUNK_REF_SIZE) {
-    refs.push({ id: packed.subarray(offset, offset + 32), plainLength: packed.readUInt32LE(offset + 32) });
+    refs.push({
+      id: packed.subarray(offset, offset + 32),
+      plainLength: packed.readUInt32LE(offset + 32),
+    });
   }
   return refs;
 }
 
 /** Adds one reference per manifest entry; returns the bytes newly made live. */
-export function addChunkRefs(context: EngineContext, tenantNum: number, chunks: readonly ManifestChunk[], usage: UsageRecord): number {
+export function addChunkRefs(
+  context: EngineContext,
+  tenantNum: number,
+  chunks: readonly ManifestChunk[],
+  usage: UsageRecord,
+): number {
   let stored = 0;
   for (const chunk of chunks) {
     const key = chunkKey(tenantNum, chunk.id);
@@ -355,7 +461,8 @@ export function addChunkRefs(context: EngineContext, tenantNum: number, chunks: 
       context.store.put(DB.chunks, key, record);
       continue;
     }
-    if (!chunk.location) throw ChunkGone('a deduplicated chunk was reclaimed before the commit; retry the upload');
+    if (!chunk.location)
+      throw ChunkGone('a deduplicated chunk was reclaimed before the commit; retry the upload');
     const created: ChunkRecord = { ...chunk.location, plainLength: chunk.plainLength, refs: 1 };
     context.store.put(DB.chunks, key, created);
     adjustSegmentLive(context, created.segmentId, created.length);
@@ -365,7 +472,12 @@ export function addChunkRefs(context: EngineContext, tenantNum: number, chunks: 
   return stored;
 }
 
-export function releaseChunkRefs(context: EngineContext, tenantNum: number, packed: Buffer, usage: UsageRecord): void {
+export function releaseChunkRefs(
+  context: EngineContext,
+  tenantNum: number,
+  packed: Buffer,
+  usage: UsageRecord,
+): void {
   for (const ref of unpackChunkRefs(packed)) {
     const key = chunkKey(tenantNum, ref.id);
     const record = context.store.get<ChunkRecord>(DB.chunks, key);

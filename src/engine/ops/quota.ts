@@ -12,18 +12,42 @@ export function quotaOf(store: IndexStore, tenantId: string): QuotaRecord | unde
 }
 
 /** Throws `quota_exceeded` (507) when adding would pass a limit; shrinking always passes. */
-export function checkQuota(context: EngineContext, tenantId: string, addBytes: number, addObjects: number): void {
+export function checkQuota(
+  context: EngineContext,
+  tenantId: string,
+  addBytes: number,
+  addObjects: number,
+): void {
   checkQuotaIn(context.store, tenantId, addBytes, addObjects);
 }
 
-export function checkQuotaIn(store: IndexStore, tenantId: string, addBytes: number, addObjects: number): void {
+export function checkQuotaIn(
+  store: IndexStore,
+  tenantId: string,
+  addBytes: number,
+  addObjects: number,
+): void {
   const quota = quotaOf(store, tenantId);
   if (!quota) return;
   const usage = store.get<UsageRecord>(DB.usage, tenantKey(tenantId)) ?? emptyUsage(tenantId);
-  if (quota.maxBytes !== undefined && addBytes > 0 && usage.logicalBytes + addBytes > quota.maxBytes) {
-    throw QuotaExceeded(`the tenant's storage quota of ${quota.maxBytes} bytes would be exceeded`, { maxBytes: quota.maxBytes, usedBytes: usage.logicalBytes });
+  if (
+    quota.maxBytes !== undefined &&
+    addBytes > 0 &&
+    usage.logicalBytes + addBytes > quota.maxBytes
+  ) {
+    throw QuotaExceeded(`the tenant's storage quota of ${quota.maxBytes} bytes would be exceeded`, {
+      maxBytes: quota.maxBytes,
+      usedBytes: usage.logicalBytes,
+    });
   }
-  if (quota.maxObjects !== undefined && addObjects > 0 && usage.objects + addObjects > quota.maxObjects) {
-    throw QuotaExceeded(`the tenant's quota of ${quota.maxObjects} objects would be exceeded`, { maxObjects: quota.maxObjects, usedObjects: usage.objects });
+  if (
+    quota.maxObjects !== undefined &&
+    addObjects > 0 &&
+    usage.objects + addObjects > quota.maxObjects
+  ) {
+    throw QuotaExceeded(`the tenant's quota of ${quota.maxObjects} objects would be exceeded`, {
+      maxObjects: quota.maxObjects,
+      usedObjects: usage.objects,
+    });
   }
 }

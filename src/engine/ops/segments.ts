@@ -8,7 +8,10 @@ import { DB, segmentKey, type SegmentRecord } from '../index/schema.js';
 import { nextCounter, type EngineContext } from './context.js';
 import { NotFound } from '../../util/errors.js';
 
-export function allocSegment(context: EngineContext, args: { ownerPid: number }): { segmentId: number } {
+export function allocSegment(
+  context: EngineContext,
+  args: { ownerPid: number },
+): { segmentId: number } {
   const segmentId = nextCounter(context, 'nextSegmentId');
   const record: SegmentRecord = {
     id: segmentId,
@@ -21,7 +24,10 @@ export function allocSegment(context: EngineContext, args: { ownerPid: number })
   return { segmentId };
 }
 
-export function sealSegment(context: EngineContext, args: { segmentId: number; size: number }): SegmentRecord {
+export function sealSegment(
+  context: EngineContext,
+  args: { segmentId: number; size: number },
+): SegmentRecord {
   const key = segmentKey(args.segmentId);
   const record = context.store.get<SegmentRecord>(DB.segments, key);
   if (!record) throw NotFound(`segment ${args.segmentId} not found`);

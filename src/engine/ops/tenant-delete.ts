@@ -38,8 +38,18 @@
 // dead chunk records, which compaction drops after `storage.dead_chunk_grace`.
 
 import {
-  DB, tenantKey, tenantChildRange, bucketKeyPrefix, objectKey, versionKey, CHUNK_REF_SIZE,
-  type TenantRecord, type BucketRecord, type ObjectVersionRecord, type AccessKeyRecord, type UsageRecord,
+  DB,
+  tenantKey,
+  tenantChildRange,
+  bucketKeyPrefix,
+  objectKey,
+  versionKey,
+  CHUNK_REF_SIZE,
+  type TenantRecord,
+  type BucketRecord,
+  type ObjectVersionRecord,
+  type AccessKeyRecord,
+  type UsageRecord,
   type MultipartPartRecord,
 } from '../index/schema.js';
 import type { EngineContext } from './context.js';
@@ -75,8 +85,16 @@ export function versionProtection(version: ObjectVersionRecord, now: number): Ve
   let retained = false;
   const retention = record.retention;
   if (retention !== undefined && retention !== null) {
-    const until = typeof retention === 'object' ? (retention as { retainUntil?: unknown }).retainUntil : retention;
-    const ms = typeof until === 'number' ? until : typeof until === 'string' ? Date.parse(until) : Number.NaN;
+    const until =
+      typeof retention === 'object'
+        ? (retention as { retainUntil?: unknown }).retainUntil
+        : retention;
+    const ms =
+      typeof until === 'number'
+        ? until
+        : typeof until === 'string'
+          ? Date.parse(until)
+          : Number.NaN;
     retained = !Number.isFinite(ms) || ms > now;
   }
   return { legalHeld, retained };
@@ -84,13 +102,18 @@ export function versionProtection(version: ObjectVersionRecord, now: number): Ve
 
 /** A tenant whose delete committed and whose purge has not finished (nor stopped). */
 export function purgePending(tenant: TenantRecord): boolean {
-  return tenant.state === 'deleted' && tenant.deletion !== undefined && tenant.deletion.completedAt === undefined
-    && tenant.deletion.blockedAt === undefined;
+  return (
+    tenant.state === 'deleted' &&
+    tenant.deletion !== undefined &&
+    tenant.deletion.completedAt === undefined &&
+    tenant.deletion.blockedAt === undefined
+  );
 }
 
 export function pendingPurges(store: IndexStore): string[] {
   const found: string[] = [];
-  for (const { value } of store.range<TenantRecord>(DB.tenants, {})) if (purgePending(value)) found.push(value.id);
+  for (const { value } of store.range<TenantRecord>(DB.tenants, {}))
+    if (purgePending(value)) found.push(value.id);
   return found;
 }
 
@@ -100,13 +123,21 @@ const wakers = new Set<(tenantId: string) => void>();
  * Makes a disabled tenant `deleted` and starts its purge. The admin process has already checked
  * (on the frozen, disabled tenant) that no version is protected; the purge checks again.
  */
-export function deleteTenant(context: EngineContext, args: { tenantId: string; reason: string }): TenantRecord {
+export function deleteTenant(
+  context: EngineContext,
+  args: { tenantId: string; reason: string },
+): TenantRecord {
   const reason = requireReason(args.reason);
   const tenant = context.store.get<TenantRecord>(DB.tenants, tenantKey(args.tenantId));
   if (!tenant) throw NotFound(`tenant ${args.tenantId} not found`);
   if (tenant.state === 'deleted') throw Conflict(`tenant ${args.tenantId} is already deleted`);
-  if (tenant.state !== 'disabled') throw Conflict(`tenant ${args.tenantId} must be disabled before it is deleted`);
-  revokeTenantKeys(context, { tenantId: tenant.id, reason: `tenant deleted: ${reason}`, dryRun: false });
+  if (tenant.state !== 'disabled')
+    throw Conflict(`tenant ${args.tenantId} must be disabled before it is deleted`);
+  revokeTenantKeys(context, {
+    tenantId: tenant.id,
+    reason: `tenant deleted: ${reason}`,
+    dryRun: false,
+  });
   tenant.state = 'deleted';
   tenant.deletion = { startedAt: context.now(), reason };
   context.store.put(DB.tenants, tenantKey(tenant.id), tenant);
@@ -132,18 +163,32 @@ interface Budget {
 }
 
 /** One bounded step of a tenant's purge; call again until `done` or `blocked`. */
-export function purgeTenantBatch(context: EngineContext, args: { tenantId: string }): PurgeBatchResult {
-  const result: PurgeBatchResult = { done: true, blocked: false, versionsRemoved: 0, bucketsRemoved: 0 };
+export function purgeTenantBatch(
+  context: EngineContext,
+  args: { tenantId: string },
+): PurgeBatchResult {
+  const result: PurgeBatchResult = {
+    done: true,
+    blocked: false,
+    versionsRemoved: 0,
+    bucketsRemoved: 0,
+  };
   const tenant = context.store.get<TenantRecord>(DB.tenants, tenantKey(args.tenantId));
   if (!tenant || !purgePending(tenant)) return result;
   const usage = loadUsage(context, tenant.id);
   const budget: Budget = { versions: PURGE_VERSIONS_PER_BATCH, refs: PURGE_CHUNK_REFS_PER_BATCH };
-  const buckets = [...context.store.range<BucketRecord>(DB.buckets, { ...tenantChildRange(tenant.id), limit: 64 })];
+  const buckets = [
+    ...context.store.range<BucketRecord>(DB.buckets, { ...tenantChildRange(tenant.id), limit: 64 }),
+  ];
   for (const { key, value: bucket } of buckets) {
     const outcome = purgeBucket(context, { tenant, bucket, usage, budget, result });
     if (outcome === 'blocked') {
       saveUsage(context, usage);
-      blockPurge(context, tenant, `bucket ${bucket.name} holds a version under retention or legal hold`);
+      blockPurge(
+        context,
+        tenant,
+        `bucket ${bucket.name} holds a version under retention or legal hold`,
+      );
       return { ...result, done: false, blocked: true };
     }
     if (outcome === 'more') {
@@ -154,9 +199,13 @@ export function purgeTenantBatch(context: EngineContext, args: { tenantId: strin
     result.bucketsRemoved += 1;
   }
   saveUsage(context, usage);
-  if (buckets.length > 0 || !purgeTenantRecords(context, tenant.id)) return { ...result, done: false };
+  if (buckets.length > 0 || !purgeTenantRecords(context, tenant.id))
+    return { ...result, done: false };
   context.store.remove(DB.usage, tenantKey(tenant.id));
-  tenant.deletion = { ...(tenant.deletion ?? { startedAt: context.now(), reason: '' }), completedAt: context.now() };
+  tenant.deletion = {
+    ...(tenant.deletion ?? { startedAt: context.now(), reason: '' }),
+    completedAt: context.now(),
+  };
   context.store.put(DB.tenants, tenantKey(tenant.id), tenant);
   return result;
 }
@@ -170,7 +219,13 @@ function blockPurge(context: EngineContext, tenant: TenantRecord, reason: string
 /** Removes versions of one bucket within the budget: 'empty' when none are left. */
 function purgeBucket(
   context: EngineContext,
-  args: { tenant: TenantRecord; bucket: BucketRecord; usage: UsageRecord; budget: Budget; result: PurgeBatchResult },
+  args: {
+    tenant: TenantRecord;
+    bucket: BucketRecord;
+    usage: UsageRecord;
+    budget: Budget;
+    result: PurgeBatchResult;
+  },
 ): 'empty' | 'more' | 'blocked' {
   const { tenant, bucket, usage, budget, result } = args;
   const start = bucketKeyPrefix(bucket.id);
@@ -202,7 +257,9 @@ function purgeBucket(
   }
   if (page.length === limit) return 'more';
   // No versions left; `objects` only ever copies a version, but leave nothing behind.
-  const strays = [...context.store.range(DB.objects, { start, end, limit: PURGE_RECORDS_PER_BATCH })];
+  const strays = [
+    ...context.store.range(DB.objects, { start, end, limit: PURGE_RECORDS_PER_BATCH }),
+  ];
   for (const { key } of strays) context.store.remove(DB.objects, Buffer.from(key));
   return strays.length === PURGE_RECORDS_PER_BATCH ? 'more' : 'empty';
 }
@@ -238,7 +295,13 @@ function purgeBucketUploads(
 /** Releases the first `refs` chunk references of a large version and cuts them from its record. */
 function releaseVersionPart(
   context: EngineContext,
-  args: { tenant: TenantRecord; bucket: BucketRecord; version: ObjectVersionRecord; usage: UsageRecord; refs: number },
+  args: {
+    tenant: TenantRecord;
+    bucket: BucketRecord;
+    version: ObjectVersionRecord;
+    usage: UsageRecord;
+    refs: number;
+  },
 ): void {
   const { tenant, bucket, version, usage, refs } = args;
   const cut = refs * CHUNK_REF_SIZE;
@@ -304,13 +367,15 @@ export class TenantPurger {
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
 
-  constructor(private readonly options: {
-    context: EngineContext;
-    log: Logger;
-    pollMs?: number;
-    /** Ends the webhook requests in flight for a tenant's events and waits until they have. */
-    endDeliveries?: (tenantId: string) => Promise<void>;
-  }) {}
+  constructor(
+    private readonly options: {
+      context: EngineContext;
+      log: Logger;
+      pollMs?: number;
+      /** Ends the webhook requests in flight for a tenant's events and waits until they have. */
+      endDeliveries?: (tenantId: string) => Promise<void>;
+    },
+  ) {}
 
   start(): void {
     wakers.add(this.wake);
@@ -350,7 +415,9 @@ export class TenantPurger {
     // Once a transaction after the delete has committed, the delivery loop sees the tenant
     // deleted and starts no request for it; the requests it began before end here, so none is
     // still on its way when the purge completes.
-    const tenant = await context.store.transact(() => context.store.get<TenantRecord>(DB.tenants, tenantKey(tenantId)));
+    const tenant = await context.store.transact(() =>
+      context.store.get<TenantRecord>(DB.tenants, tenantKey(tenantId)),
+    );
     if (!tenant || !purgePending(tenant)) return;
     await this.options.endDeliveries?.(tenantId);
     const totals = { versions: 0, buckets: 0, batches: 0 };
@@ -359,7 +426,11 @@ export class TenantPurger {
       totals.versions += batch.versionsRemoved;
       totals.buckets += batch.bucketsRemoved;
       totals.batches += 1;
-      if (batch.blocked) log.error({ tenantId }, 'tenant delete stopped: a version is under retention or legal hold');
+      if (batch.blocked)
+        log.error(
+          { tenantId },
+          'tenant delete stopped: a version is under retention or legal hold',
+        );
       if (batch.done || batch.blocked) break;
       await new Promise((resolve) => setImmediate(resolve));
     }

@@ -16,8 +16,14 @@
 // Persists: nothing.
 
 import {
-  DB, tenantChildKey, tenantChildRange, bucketKeyPrefix, chunkKey,
-  type BucketRecord, type ObjectVersionRecord, type ChunkRecord,
+  DB,
+  tenantChildKey,
+  tenantChildRange,
+  bucketKeyPrefix,
+  chunkKey,
+  type BucketRecord,
+  type ObjectVersionRecord,
+  type ChunkRecord,
 } from '../index/schema.js';
 import type { EngineContext } from './context.js';
 import type { IndexStore } from '../index/store.js';
@@ -25,7 +31,12 @@ import { requireTenant } from './control.js';
 import { unpackChunkRefs } from './objects.js';
 import { dataDirPaths } from '../data-dir.js';
 import { SegmentReader } from '../segments/segment-reader.js';
-import { decodeRecordHeader, verifyPayload, RECORD_HEADER_SIZE, RECORD_KIND_CHUNK } from '../../format/record-frame.js';
+import {
+  decodeRecordHeader,
+  verifyPayload,
+  RECORD_HEADER_SIZE,
+  RECORD_KIND_CHUNK,
+} from '../../format/record-frame.js';
 import { NotFound, errorCode } from '../../util/errors.js';
 
 /** Chunk references looked at per call. */
@@ -80,21 +91,48 @@ export function scrubTargets(store: IndexStore, tenantId: string, bucket?: strin
     if (!record) throw NotFound(`bucket ${bucket} not found`);
     return [record];
   }
-  return [...store.range<BucketRecord>(DB.buckets, tenantChildRange(tenantId))].map((e) => e.value).sort((a, b) => a.id - b.id);
+  return [...store.range<BucketRecord>(DB.buckets, tenantChildRange(tenantId))]
+    .map((e) => e.value)
+    .sort((a, b) => a.id - b.id);
 }
 
-export async function scrubTenantChunks(context: EngineContext, args: ScrubArgs): Promise<ScrubResult> {
+export async function scrubTenantChunks(
+  context: EngineContext,
+  args: ScrubArgs,
+): Promise<ScrubResult> {
   const tenant = requireTenant(context, args.tenantId);
   const buckets = scrubTargets(context.store, tenant.id, args.bucket);
-  const result: ScrubResult = { buckets: 0, versions: 0, chunkRefs: 0, logicalBytes: 0, chunksVerified: 0, bytesVerified: 0, corruptChunks: 0, corrupt: [] };
-  const reader = args.verify ? new SegmentReader(dataDirPaths(context.settings.string('data_dir')).segments) : undefined;
-  const state: WalkState = { context, tenantNum: tenant.num, result, reader, seen: new Set(), refsLeft: SCRUB_REFS_PER_CALL };
+  const result: ScrubResult = {
+    buckets: 0,
+    versions: 0,
+    chunkRefs: 0,
+    logicalBytes: 0,
+    chunksVerified: 0,
+    bytesVerified: 0,
+    corruptChunks: 0,
+    corrupt: [],
+  };
+  const reader = args.verify
+    ? new SegmentReader(dataDirPaths(context.settings.string('data_dir')).segments)
+    : undefined;
+  const state: WalkState = {
+    context,
+    tenantNum: tenant.num,
+    result,
+    reader,
+    seen: new Set(),
+    refsLeft: SCRUB_REFS_PER_CALL,
+  };
   try {
-    const cursorKey = args.cursor === undefined ? undefined : Buffer.from(args.cursor.versionKey, 'hex');
+    const cursorKey =
+      args.cursor === undefined ? undefined : Buffer.from(args.cursor.versionKey, 'hex');
     const cursorBucket = cursorKey?.readUInt32BE(0);
     for (const bucket of buckets) {
       if (cursorBucket !== undefined && bucket.id < cursorBucket) continue;
-      const resume = cursorBucket === bucket.id && args.cursor ? { key: cursorKey as Buffer, ref: args.cursor.ref } : undefined;
+      const resume =
+        cursorBucket === bucket.id && args.cursor
+          ? { key: cursorKey as Buffer, ref: args.cursor.ref }
+          : undefined;
       if (!resume) result.buckets += 1;
       const cursor = await walkBucket(state, bucket, resume);
       if (cursor) return { ...result, cursor };
@@ -114,15 +152,30 @@ interface WalkState {
   refsLeft: number;
 }
 
-async function walkBucket(state: WalkState, bucket: BucketRecord, resume?: { key: Buffer; ref: number }): Promise<ScrubCursor | undefined> {
+async function walkBucket(
+  state: WalkState,
+  bucket: BucketRecord,
+  resume?: { key: Buffer; ref: number },
+): Promise<ScrubCursor | undefined> {
   const prefix = bucketKeyPrefix(bucket.id);
   const end = Buffer.concat([prefix, Buffer.from([0xff])]);
   let start = resume?.key ?? prefix;
   for (;;) {
-    const page = [...state.context.store.range<ObjectVersionRecord>(DB.versions, { start, end, limit: VERSIONS_PER_PAGE })];
+    const page = [
+      ...state.context.store.range<ObjectVersionRecord>(DB.versions, {
+        start,
+        end,
+        limit: VERSIONS_PER_PAGE,
+      }),
+    ];
     for (const { key, value: version } of page) {
       const resumed = resume !== undefined && key.equals(resume.key);
-      const next = await walkVersion(state, { bucket, version, from: resumed ? resume.ref : 0, resumed });
+      const next = await walkVersion(state, {
+        bucket,
+        version,
+        from: resumed ? resume.ref : 0,
+        resumed,
+      });
       if (next !== undefined) return { versionKey: Buffer.from(key).toString('hex'), ref: next };
     }
     if (page.length < VERSIONS_PER_PAGE) return undefined;
@@ -154,7 +207,14 @@ async function walkVersion(
     if (problem === undefined) continue;
     result.corruptChunks += 1;
     if (result.corrupt.length < SCRUB_CORRUPT_LISTED_MAX) {
-      result.corrupt.push({ bucket: bucket.name, key: version.key, versionId: version.versionId, chunkIndex: index, chunkId: id, ...problem });
+      result.corrupt.push({
+        bucket: bucket.name,
+        key: version.key,
+        versionId: version.versionId,
+        chunkIndex: index,
+        chunkId: id,
+        ...problem,
+      });
     }
   }
   return undefined;
@@ -179,7 +239,10 @@ async function verifyChunk(state: WalkState, id: Buffer): Promise<Problem | unde
     try {
       bytes = await (reader as SegmentReader).read(chunk);
     } catch (error) {
-      problem = { problem: errorCode(error) === 'not_found' ? 'segment_missing' : 'segment_unreadable', ...where };
+      problem = {
+        problem: errorCode(error) === 'not_found' ? 'segment_missing' : 'segment_unreadable',
+        ...where,
+      };
       continue;
     }
     state.result.chunksVerified += 1;
@@ -192,7 +255,11 @@ async function verifyChunk(state: WalkState, id: Buffer): Promise<Problem | unde
 }
 
 /** The first check a stored record fails, or undefined. */
-export function checkRecord(bytes: Buffer, chunk: ChunkRecord, expected: { tenantNum: number; id: Buffer }): string | undefined {
+export function checkRecord(
+  bytes: Buffer,
+  chunk: ChunkRecord,
+  expected: { tenantNum: number; id: Buffer },
+): string | undefined {
   let header;
   try {
     header = decodeRecordHeader(bytes, 0);
@@ -201,7 +268,8 @@ export function checkRecord(bytes: Buffer, chunk: ChunkRecord, expected: { tenan
   }
   if (header.kind !== RECORD_KIND_CHUNK) return 'not_a_chunk_record';
   if (header.recordLength !== chunk.length) return 'record_length_mismatch';
-  if (header.tenantNum !== expected.tenantNum || !header.chunkId.equals(expected.id)) return 'misdirected_record';
+  if (header.tenantNum !== expected.tenantNum || !header.chunkId.equals(expected.id))
+    return 'misdirected_record';
   if (header.payloadChecksum !== chunk.payloadChecksum) return 'index_checksum_mismatch';
   try {
     verifyPayload(header, bytes.subarray(RECORD_HEADER_SIZE));

@@ -58,9 +58,22 @@ export class Compactor {
   private readonly liveRatioMin: number;
   /** Segments found damaged: logged once, never compacted. */
   private readonly damaged = new Set<number>();
-  readonly totals: CompactionStats = { segmentsCompacted: 0, recordsMoved: 0, bytesReclaimed: 0, chunksDropped: 0, segmentsDeleted: 0 };
+  readonly totals: CompactionStats = {
+    segmentsCompacted: 0,
+    recordsMoved: 0,
+    bytesReclaimed: 0,
+    chunksDropped: 0,
+    segmentsDeleted: 0,
+  };
 
-  constructor(private readonly options: { paths: DataDirPaths; store: IndexStore; settings: Settings; log: Logger }) {
+  constructor(
+    private readonly options: {
+      paths: DataDirPaths;
+      store: IndexStore;
+      settings: Settings;
+      log: Logger;
+    },
+  ) {
     const { store, settings } = options;
     this.liveRatioMin = Number(settings.string('storage.compaction_live_ratio'));
     const context = { store, masterKey: Buffer.alloc(0), settings, now: () => Date.now() };
@@ -68,7 +81,9 @@ export class Compactor {
       segmentsDir: options.paths.segments,
       segmentBytesMax: settings.bytes('storage.segment_bytes_max'),
       registry: {
-        allocate: async () => (await store.transact(() => segmentOps.allocSegment(context, { ownerPid: process.pid }))).segmentId,
+        allocate: async () =>
+          (await store.transact(() => segmentOps.allocSegment(context, { ownerPid: process.pid })))
+            .segmentId,
         seal: async (segmentId, size) => {
           await store.transact(() => segmentOps.sealSegment(context, { segmentId, size }));
         },
@@ -95,13 +110,25 @@ export class Compactor {
     })) as Promise<CompactionStats>;
     return pass.catch((error: unknown) => {
       this.options.log.error({ err: error }, 'compaction pass failed');
-      return { segmentsCompacted: 0, recordsMoved: 0, bytesReclaimed: 0, chunksDropped: 0, segmentsDeleted: 0 };
+      return {
+        segmentsCompacted: 0,
+        recordsMoved: 0,
+        bytesReclaimed: 0,
+        chunksDropped: 0,
+        segmentsDeleted: 0,
+      };
     });
   }
 
   private async pass(): Promise<CompactionStats> {
     const { paths, store, log } = this.options;
-    const stats: CompactionStats = { segmentsCompacted: 0, recordsMoved: 0, bytesReclaimed: 0, chunksDropped: 0, segmentsDeleted: 0 };
+    const stats: CompactionStats = {
+      segmentsCompacted: 0,
+      recordsMoved: 0,
+      bytesReclaimed: 0,
+      chunksDropped: 0,
+      segmentsDeleted: 0,
+    };
     await recoverSegments({ paths, store, log, includeOwn: false });
     store.refresh();
     stats.chunksDropped = await this.dropDeadChunks();
@@ -110,7 +137,10 @@ export class Compactor {
         await this.compact(segment, stats);
       } catch (error) {
         this.damaged.add(segment.id);
-        log.error({ err: error, segmentId: segment.id }, 'cannot compact segment; leaving it alone');
+        log.error(
+          { err: error, segmentId: segment.id },
+          'cannot compact segment; leaving it alone',
+        );
       }
     }
     stats.segmentsDeleted = await this.deleteRetired();
@@ -119,11 +149,24 @@ export class Compactor {
     const now = Date.now();
     while ((await store.transact(() => expireIdempotency(store, now, 10_000))) === 10_000);
     // Abandoned multipart uploads (and uploads of deleted buckets) release their parts' chunks.
-    const expiry = { now, expiryMs: this.options.settings.duration('multipart.expiry'), partsMax: MULTIPART_EXPIRE_PARTS_PER_BATCH };
-    const context = { store, masterKey: Buffer.alloc(0), settings: this.options.settings, now: () => Date.now() };
-    while ((await store.transact(() => expireMultipartUploads(context, expiry))) >= expiry.partsMax);
-    for (const key of Object.keys(stats) as Array<keyof CompactionStats>) this.totals[key] += stats[key];
-    if (stats.segmentsCompacted + stats.segmentsDeleted + stats.chunksDropped > 0) log.info(stats, 'compaction pass');
+    const expiry = {
+      now,
+      expiryMs: this.options.settings.duration('multipart.expiry'),
+      partsMax: MULTIPART_EXPIRE_PARTS_PER_BATCH,
+    };
+    const context = {
+      store,
+      masterKey: Buffer.alloc(0),
+      settings: this.options.settings,
+      now: () => Date.now(),
+    };
+    while (
+      (await store.transact(() => expireMultipartUploads(context, expiry))) >= expiry.partsMax
+    );
+    for (const key of Object.keys(stats) as Array<keyof CompactionStats>)
+      this.totals[key] += stats[key];
+    if (stats.segmentsCompacted + stats.segmentsDeleted + stats.chunksDropped > 0)
+      log.info(stats, 'compaction pass');
     return stats;
   }
 
@@ -151,36 +194,52 @@ export class Compactor {
   private candidates(): SegmentRecord[] {
     const found: SegmentRecord[] = [];
     for (const { value } of this.options.store.range<SegmentRecord>(DB.segments, {})) {
-      if (value.state !== 'sealed' || value.size === undefined || this.damaged.has(value.id)) continue;
-      if (value.liveBytes < value.size * this.liveRatioMin || (value.size <= SEGMENT_HEADER_SIZE && value.liveBytes === 0)) found.push(value);
+      if (value.state !== 'sealed' || value.size === undefined || this.damaged.has(value.id))
+        continue;
+      if (
+        value.liveBytes < value.size * this.liveRatioMin ||
+        (value.size <= SEGMENT_HEADER_SIZE && value.liveBytes === 0)
+      )
+        found.push(value);
     }
     return found;
   }
 
   private async compact(segment: SegmentRecord, stats: CompactionStats): Promise<void> {
     const { store, paths, log } = this.options;
-    type Move = { key: Buffer; from: number; to: { segmentId: number; offset: number; length: number } };
+    type Move = {
+      key: Buffer;
+      from: number;
+      to: { segmentId: number; offset: number; length: number };
+    };
     const moves: Move[] = [];
     const waits: Array<Promise<void>> = [];
     if (segment.size !== undefined && segment.size > SEGMENT_HEADER_SIZE) {
       let scan;
       try {
-        scan = await scanSegment(join(paths.segments, segmentFileName(segment.id)), async (record) => {
-          if (!record.bytes || record.header.kind !== 1) return;
-          const key = chunkKey(record.header.tenantNum, record.header.chunkId);
-          const chunk = store.get<ChunkRecord>(DB.chunks, key);
-          if (!chunk || chunk.segmentId !== segment.id || chunk.offset !== record.offset) return;
-          const appended = await this.writer.append([record.bytes]);
-          waits.push(appended.durable());
-          moves.push({ key, from: record.offset, to: appended });
-        }, { withBytes: true });
+        scan = await scanSegment(
+          join(paths.segments, segmentFileName(segment.id)),
+          async (record) => {
+            if (!record.bytes || record.header.kind !== 1) return;
+            const key = chunkKey(record.header.tenantNum, record.header.chunkId);
+            const chunk = store.get<ChunkRecord>(DB.chunks, key);
+            if (!chunk || chunk.segmentId !== segment.id || chunk.offset !== record.offset) return;
+            const appended = await this.writer.append([record.bytes]);
+            waits.push(appended.durable());
+            moves.push({ key, from: record.offset, to: appended });
+          },
+          { withBytes: true },
+        );
       } finally {
         // Every durable() is awaited, even when the scan failed half way.
         await Promise.allSettled(waits);
       }
       if (scan.torn || scan.segmentId !== segment.id) {
         this.damaged.add(segment.id);
-        log.error({ segmentId: segment.id, validEnd: scan.validEnd, fileSize: scan.fileSize }, 'sealed segment does not scan to its end; not compacting it');
+        log.error(
+          { segmentId: segment.id, validEnd: scan.validEnd, fileSize: scan.fileSize },
+          'sealed segment does not scan to its end; not compacting it',
+        );
         return;
       }
       await Promise.all(waits);
@@ -191,7 +250,14 @@ export class Compactor {
     stats.bytesReclaimed += (segment.size ?? 0) - segment.liveBytes;
   }
 
-  private applyMoves(segmentId: number, moves: ReadonlyArray<{ key: Buffer; from: number; to: { segmentId: number; offset: number; length: number } }>): number {
+  private applyMoves(
+    segmentId: number,
+    moves: ReadonlyArray<{
+      key: Buffer;
+      from: number;
+      to: { segmentId: number; offset: number; length: number };
+    }>,
+  ): number {
     const { store } = this.options;
     let moved = 0;
     let movedLive = 0;
@@ -250,16 +316,23 @@ export class Compactor {
       }
       return result;
     });
-    if (revived.length > 0) log.info({ segments: revived }, 'retired segments still hold live chunks; compacting them again');
+    if (revived.length > 0)
+      log.info(
+        { segments: revived },
+        'retired segments still hold live chunks; compacting them again',
+      );
     const gone = [...unfinished, ...removed];
     for (const segmentId of gone) {
-      await unlink(join(paths.segments, segmentFileName(segmentId))).catch((error: NodeJS.ErrnoException) => {
-        if (error.code !== 'ENOENT') throw error;
-      });
+      await unlink(join(paths.segments, segmentFileName(segmentId))).catch(
+        (error: NodeJS.ErrnoException) => {
+          if (error.code !== 'ENOENT') throw error;
+        },
+      );
     }
     await store.transact(() => {
       for (const segmentId of gone) {
-        if (store.get<SegmentRecord>(DB.segments, segmentKey(segmentId))?.state === 'deleted') store.remove(DB.segments, segmentKey(segmentId));
+        if (store.get<SegmentRecord>(DB.segments, segmentKey(segmentId))?.state === 'deleted')
+          store.remove(DB.segments, segmentKey(segmentId));
       }
     });
     return removed.length;

@@ -28,7 +28,11 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { IndexStore } from '../index/store.js';
 import { DB, segmentKey, type ChunkRecord, type SegmentRecord } from '../index/schema.js';
-import { segmentFileName, parseSegmentFileName, SEGMENT_HEADER_SIZE } from '../../format/segment-header.js';
+import {
+  segmentFileName,
+  parseSegmentFileName,
+  SEGMENT_HEADER_SIZE,
+} from '../../format/segment-header.js';
 import { processAlive, type DataDirPaths } from '../data-dir.js';
 import { scanSegment } from './segment-scan.js';
 
@@ -40,7 +44,12 @@ export interface RecoveryReport {
   quarantined: number;
 }
 
-export async function recoverSegments(options: { paths: DataDirPaths; store: IndexStore; log: Logger; includeOwn?: boolean }): Promise<RecoveryReport> {
+export async function recoverSegments(options: {
+  paths: DataDirPaths;
+  store: IndexStore;
+  log: Logger;
+  includeOwn?: boolean;
+}): Promise<RecoveryReport> {
   const { paths, store, log } = options;
   const includeOwn = options.includeOwn ?? true;
   const report: RecoveryReport = { recovered: 0, truncatedBytes: 0, damaged: 0, quarantined: 0 };
@@ -54,14 +63,25 @@ export async function recoverSegments(options: { paths: DataDirPaths; store: Ind
     const path = join(paths.segments, segmentFileName(segment.id));
     scans.set(segment.id, { path, ...(await measure(path)) });
   }
-  const referencedEnd = referencedEnds(store, [...scans].filter(([, scan]) => scan.keep < scan.fileSize).map(([id]) => id));
+  const referencedEnd = referencedEnds(
+    store,
+    [...scans].filter(([, scan]) => scan.keep < scan.fileSize).map(([id]) => id),
+  );
   for (const segment of open) {
     const scan = scans.get(segment.id) as { path: string; fileSize: number; keep: number };
     let size = scan.keep;
     const needed = referencedEnd.get(segment.id) ?? 0;
     if (scan.keep < scan.fileSize) {
       if (needed > scan.keep) {
-        log.error({ segmentId: segment.id, validEnd: scan.keep, fileSize: scan.fileSize, referencedEnd: needed }, 'segment damaged before acknowledged records; not cut');
+        log.error(
+          {
+            segmentId: segment.id,
+            validEnd: scan.keep,
+            fileSize: scan.fileSize,
+            referencedEnd: needed,
+          },
+          'segment damaged before acknowledged records; not cut',
+        );
         report.damaged += 1;
         size = scan.fileSize;
       } else {
@@ -110,7 +130,10 @@ function referencedEnds(store: IndexStore, segmentIds: readonly number[]): Map<n
   const wanted = new Set(segmentIds);
   for (const { value } of store.range<ChunkRecord>(DB.chunks, {})) {
     if (!wanted.has(value.segmentId)) continue;
-    ends.set(value.segmentId, Math.max(ends.get(value.segmentId) ?? 0, value.offset + value.length));
+    ends.set(
+      value.segmentId,
+      Math.max(ends.get(value.segmentId) ?? 0, value.offset + value.length),
+    );
   }
   return ends;
 }

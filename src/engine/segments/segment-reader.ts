@@ -41,8 +41,17 @@ export class SegmentReader {
       while (filled < location.length) {
         // fs.read with a callback: the promise API costs several times more per call. The fd
         // stays valid: a dropped handle is closed only after its last reader.
-        const bytesRead = await readAt(handle.fd, target, filled, location.length - filled, location.offset + filled);
-        if (bytesRead === 0) throw SegmentIoError(`segment ${location.segmentId} ends before ${location.offset + location.length}`);
+        const bytesRead = await readAt(
+          handle.fd,
+          target,
+          filled,
+          location.length - filled,
+          location.offset + filled,
+        );
+        if (bytesRead === 0)
+          throw SegmentIoError(
+            `segment ${location.segmentId} ends before ${location.offset + location.length}`,
+          );
         filled += bytesRead;
       }
       return target;
@@ -103,7 +112,8 @@ export class SegmentReader {
 
   private closeIdle(): void {
     const cutoff = Date.now() - IDLE_CLOSE_MS;
-    for (const [segmentId, cached] of this.handles) if (cached.usedAt < cutoff) this.drop(segmentId);
+    for (const [segmentId, cached] of this.handles)
+      if (cached.usedAt < cutoff) this.drop(segmentId);
   }
 
   close(): void {
@@ -112,9 +122,17 @@ export class SegmentReader {
   }
 }
 
-function readAt(fd: number, target: Buffer, offset: number, length: number, position: number): Promise<number> {
+function readAt(
+  fd: number,
+  target: Buffer,
+  offset: number,
+  length: number,
+  position: number,
+): Promise<number> {
   return new Promise((resolve, reject) => {
-    readCallback(fd, target, offset, length, position, (error, bytesRead) => (error ? reject(error) : resolve(bytesRead)));
+    readCallback(fd, target, offset, length, position, (error, bytesRead) =>
+      error ? reject(error) : resolve(bytesRead),
+    );
   });
 }
 

@@ -2,7 +2,12 @@
 // the torn tail) and of compaction (find the records that are still live).
 
 import { open } from 'node:fs/promises';
-import { decodeRecordHeader, verifyPayload, RECORD_HEADER_SIZE, type RecordHeader } from '../../format/record-frame.js';
+import {
+  decodeRecordHeader,
+  verifyPayload,
+  RECORD_HEADER_SIZE,
+  type RecordHeader,
+} from '../../format/record-frame.js';
 import { decodeSegmentHeader, SEGMENT_HEADER_SIZE } from '../../format/segment-header.js';
 import { isLightwellError } from '../../util/errors.js';
 

@@ -41,11 +41,13 @@ export class SegmentSyncer {
       state.running = this.run(state, segmentId);
       return state.running;
     }
-    state.next ??= state.running.catch(() => undefined).then(() => {
-      state.next = undefined;
-      state.running = this.run(state, segmentId);
-      return state.running;
-    });
+    state.next ??= state.running
+      .catch(() => undefined)
+      .then(() => {
+        state.next = undefined;
+        state.running = this.run(state, segmentId);
+        return state.running;
+      });
     return state.next;
   }
 
@@ -93,7 +95,8 @@ export class SegmentSyncer {
     const close = (): void => {
       void state.handle.then((handle) => handle.close()).catch(() => undefined);
     };
-    if (state.running || state.next) void Promise.allSettled([state.running, state.next]).then(close);
+    if (state.running || state.next)
+      void Promise.allSettled([state.running, state.next]).then(close);
     else close();
   }
 

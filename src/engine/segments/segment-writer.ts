@@ -21,7 +21,11 @@
 
 import { open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
-import { encodeSegmentHeader, segmentFileName, SEGMENT_HEADER_SIZE } from '../../format/segment-header.js';
+import {
+  encodeSegmentHeader,
+  segmentFileName,
+  SEGMENT_HEADER_SIZE,
+} from '../../format/segment-header.js';
 import { encodeSealFooter } from '../../format/seal-footer.js';
 import { SegmentIoError } from '../../util/errors.js';
 
@@ -88,7 +92,11 @@ class OpenSegment {
   /** The write group still taking records, if any. */
   private group: WriteGroup | undefined;
 
-  constructor(readonly id: number, readonly handle: FileHandle, private readonly onBroken: (segment: OpenSegment) => void) {}
+  constructor(
+    readonly id: number,
+    readonly handle: FileHandle,
+    private readonly onBroken: (segment: OpenSegment) => void,
+  ) {}
 
   /**
    * Issues the write of the next record at `offset`; resolves with its record number. Records
@@ -99,7 +107,12 @@ class OpenSegment {
     const number = ++this.issued;
     this.ends.set(number, offset + length);
     let group = this.group;
-    if (!group || group.end !== offset || group.parts.length + parts.length > GROUP_PARTS_MAX || group.end - group.offset >= GROUP_BYTES_MAX) {
+    if (
+      !group ||
+      group.end !== offset ||
+      group.parts.length + parts.length > GROUP_PARTS_MAX ||
+      group.end - group.offset >= GROUP_BYTES_MAX
+    ) {
       group = this.openGroup(number, offset);
     }
     for (const part of parts) if (part.length > 0) group.parts.push(part);
@@ -112,21 +125,24 @@ class OpenSegment {
     let issue!: () => void;
     const start = new Promise<void>((resolve) => (issue = resolve));
     const parts: Buffer[] = [];
-    const written = start.then(() => writeAll(this.handle, parts, offset)).then(
-      () => {
-        for (let number = group.first; number <= group.last; number += 1) this.completedAhead.add(number);
-        while (this.completedAhead.delete(this.contiguous + 1)) {
-          this.contiguous += 1;
-          this.contiguousEnd = this.ends.get(this.contiguous) as number;
-          this.ends.delete(this.contiguous);
-        }
-        this.wake();
-      },
-      (error: unknown) => {
-        this.breakAt(group.first, error);
-        throw error;
-      },
-    );
+    const written = start
+      .then(() => writeAll(this.handle, parts, offset))
+      .then(
+        () => {
+          for (let number = group.first; number <= group.last; number += 1)
+            this.completedAhead.add(number);
+          while (this.completedAhead.delete(this.contiguous + 1)) {
+            this.contiguous += 1;
+            this.contiguousEnd = this.ends.get(this.contiguous) as number;
+            this.ends.delete(this.contiguous);
+          }
+          this.wake();
+        },
+        (error: unknown) => {
+          this.breakAt(group.first, error);
+          throw error;
+        },
+      );
     const group: WriteGroup = { first, last: first, offset, end: offset, parts, written, issue };
     this.inFlight.add(written);
     void written.finally(() => this.inFlight.delete(written)).catch(() => undefined);
@@ -169,7 +185,11 @@ class OpenSegment {
 
   private checkNotBroken(number: number): void {
     if (this.brokenAt !== undefined && this.brokenAt <= number) {
-      throw SegmentIoError(`segment ${this.id} failed before record ${number} was durable`, { segmentId: this.id }, { cause: this.failure });
+      throw SegmentIoError(
+        `segment ${this.id} failed before record ${number} was durable`,
+        { segmentId: this.id },
+        { cause: this.failure },
+      );
     }
   }
 
@@ -221,7 +241,10 @@ class OpenSegment {
     const records = this.brokenAt - 1;
     if (records === this.syncedThrough) return { offset: this.syncedEnd, records };
     if (records === this.contiguous) return { offset: this.contiguousEnd, records };
-    throw SegmentIoError(`segment ${this.id}: no cut point for a break at record ${this.brokenAt}`, { segmentId: this.id });
+    throw SegmentIoError(
+      `segment ${this.id}: no cut point for a break at record ${this.brokenAt}`,
+      { segmentId: this.id },
+    );
   }
 
   async drain(): Promise<void> {
@@ -229,7 +252,11 @@ class OpenSegment {
   }
 }
 
-async function writeAll(handle: FileHandle, parts: readonly Buffer[], position: number): Promise<void> {
+async function writeAll(
+  handle: FileHandle,
+  parts: readonly Buffer[],
+  position: number,
+): Promise<void> {
   let offset = position;
   let pending = parts.filter((part) => part.length > 0);
   while (pending.length > 0) {
@@ -259,7 +286,11 @@ export class SegmentWriter {
   private readonly sealing = new Set<Promise<void>>();
 
   constructor(
-    private readonly options: { segmentsDir: string; registry: SegmentRegistry; segmentBytesMax: number },
+    private readonly options: {
+      segmentsDir: string;
+      registry: SegmentRegistry;
+      segmentBytesMax: number;
+    },
   ) {}
 
   /** Appends one record (given as parts, written contiguously). */
@@ -269,7 +300,10 @@ export class SegmentWriter {
     for (;;) {
       segment = this.current ?? (await this.openNext());
       if (segment.closing) continue;
-      if (segment.size > SEGMENT_HEADER_SIZE && segment.size + length > this.options.segmentBytesMax) {
+      if (
+        segment.size > SEGMENT_HEADER_SIZE &&
+        segment.size + length > this.options.segmentBytesMax
+      ) {
         this.retire(segment);
         continue;
       }
@@ -281,10 +315,20 @@ export class SegmentWriter {
     try {
       number = await segment.write(parts, offset, length);
     } catch (cause) {
-      throw SegmentIoError(`write to segment ${segment.id} failed`, { segmentId: segment.id }, { cause });
+      throw SegmentIoError(
+        `write to segment ${segment.id} failed`,
+        { segmentId: segment.id },
+        { cause },
+      );
     }
     const target = segment;
-    return { segmentId: segment.id, offset, length, written: () => target.writtenThrough(number), durable: () => target.syncThrough(number) };
+    return {
+      segmentId: segment.id,
+      offset,
+      length,
+      written: () => target.writtenThrough(number),
+      durable: () => target.syncThrough(number),
+    };
   }
 
   private openNext(): Promise<OpenSegment> {
@@ -307,7 +351,12 @@ export class SegmentWriter {
     const path = join(this.options.segmentsDir, segmentFileName(segmentId));
     const handle = await open(path, 'wx', 0o644);
     try {
-      await handle.write(encodeSegmentHeader({ segmentId, createdAtMs: Date.now() }), 0, SEGMENT_HEADER_SIZE, 0);
+      await handle.write(
+        encodeSegmentHeader({ segmentId, createdAtMs: Date.now() }),
+        0,
+        SEGMENT_HEADER_SIZE,
+        0,
+      );
       await handle.datasync();
       await syncDirectory(this.options.segmentsDir);
     } catch (error) {
@@ -332,7 +381,11 @@ export class SegmentWriter {
       await segment.drain();
       const { offset, records } = segment.cutPoint();
       if (segment.brokenAt !== undefined) await segment.handle.truncate(offset);
-      const footer = encodeSealFooter({ recordCount: records, dataEnd: offset, sealedAtMs: Date.now() });
+      const footer = encodeSealFooter({
+        recordCount: records,
+        dataEnd: offset,
+        sealedAtMs: Date.now(),
+      });
       await writeAll(segment.handle, [footer], offset);
       await segment.handle.datasync();
       // This fdatasync began after every record before the cut was written: they are durable.
