@@ -11,11 +11,12 @@ import { Router, type Route } from '../http/router.js';
 import { listen, type Handler, type Listener } from '../http/server.js';
 import { openApiDocument } from '../http/openapi.js';
 import { BodyArena } from './body-arena.js';
+import { reserveBlocks, UploadStats } from './upload.js';
 import { OrderedStage } from '../workers/ordered-stage.js';
 import { Authenticator } from './auth.js';
 import { dataRoutes } from './routes.js';
 import * as docs from './route-docs.js';
-import { componentLogger } from '../util/log.js';
+import { componentLogger, type Logger } from '../util/log.js';
 import type { Settings } from '../util/config.js';
 import type { WorkerConfig } from '../workers/protocol.js';
 import { RELEASE } from '../engine/data-dir.js';
@@ -42,8 +43,10 @@ export async function startGateway(options: {
   const engine = new EngineClient(paths.socket, 30_000);
   await engine.call('ping', {});
   const store = IndexStore.open({ path: paths.index, readOnly: true });
+  const chunkAvgBytes = settings.bytes('storage.chunk_bytes_avg');
+  // The arena holds at least the reserve of one upload of any size, so every upload can run.
   const blockCount = Math.max(
-    16,
+    reserveBlocks(Number.MAX_SAFE_INTEGER, chunkAvgBytes, BLOCK_BYTES),
     Math.floor(settings.bytes('limits.inflight_bytes_max') / BLOCK_BYTES),
   );
   const arena = new BodyArena(BLOCK_BYTES, blockCount);
@@ -74,6 +77,8 @@ export async function startGateway(options: {
     workerData: workerConfig,
   });
   const ordered = new OrderedStage({ arena: arena.buffer, blockBytes: BLOCK_BYTES });
+  const uploadStats = new UploadStats();
+  const statsTimer = logUploadStats(uploadStats, componentLogger('gateway.upload'));
   // The gateway thread's own segment, for the small chunks it stores itself.
   const inlineWriter = new SegmentWriter({
     segmentsDir: paths.segments,
@@ -106,8 +111,9 @@ export async function startGateway(options: {
       arena,
       pool,
       ordered,
-      chunkAvgBytes: settings.bytes('storage.chunk_bytes_avg'),
+      chunkAvgBytes,
       inline,
+      stats: uploadStats,
     },
   });
   // The document describes itself too, so its route is in the table it is generated from.
@@ -150,6 +156,7 @@ export async function startGateway(options: {
   return {
     port: listener.port,
     stop: async () => {
+      clearInterval(statsTimer);
       await listener.close();
       await audit.close();
       await pool.destroy();
@@ -160,4 +167,19 @@ export async function startGateway(options: {
       await store.close();
     },
   };
+}
+
+const UPLOAD_STATS_INTERVAL_MS = 10_000;
+
+/** Logs the upload counters at debug level every interval in which they changed. */
+function logUploadStats(stats: UploadStats, log: Logger): NodeJS.Timeout {
+  let last = '';
+  const timer = setInterval(() => {
+    const text = JSON.stringify(stats);
+    if (text === last) return;
+    last = text;
+    log.debug({ ...stats }, 'upload counters');
+  }, UPLOAD_STATS_INTERVAL_MS);
+  timer.unref();
+  return timer;
 }

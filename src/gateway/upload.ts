@@ -2,12 +2,15 @@
 // checksums) → pool store tasks in parallel → manifest.
 //
 // Memory is bounded twice: by the arena (all uploads) and by `BLOCKS_PER_UPLOAD_MAX` (one
-// upload cannot hold the whole arena). An upload at its share pauses the socket; the bytes uWS
-// delivers until the pause takes effect go into blocks borrowed past the share, and reading
-// resumes once the upload is well under it. When the arena itself is empty, those bytes wait
-// in a small overflow copy until a block is free. A body no larger than one block is one chunk: a single store task that also computes
-// the object checksums. Nothing here commits: the caller commits the manifest after verifying
-// the checksums, so a failed or aborted upload leaves only unreferenced records (garbage).
+// upload cannot hold the whole arena). An upload is admitted with a reserve of blocks (see
+// `reserveBlocks`) and borrows more while the arena has free blocks and no upload waits for
+// admission. When it can only take blocks from the last `PAUSE_SLACK_BLOCKS` of its reserve it
+// pauses its socket: uWebSockets.js goes on delivering what the kernel had buffered, and those
+// bytes land in the slack. Only what exceeds the slack waits in heap copies (`UploadStats`
+// counts them). A body no larger than one block is one chunk: a single store task that also
+// computes the object checksums. Nothing here commits: the caller commits the manifest after
+// verifying the checksums, so a failed or aborted upload leaves only unreferenced records
+// (garbage).
 
 import { createHash } from 'node:crypto';
 import type { Piscina } from 'piscina';
@@ -35,16 +38,48 @@ export function tenantKeysOf(material: TenantKeyMaterial): TenantKeys {
   };
 }
 
-/** The most blocks one upload holds: room for the largest chunk several times over. */
+/** The most blocks one upload owns: those holding its bytes plus its unused reserve. */
 const BLOCKS_PER_UPLOAD_MAX = 24;
 /**
- * A throttled upload reads again once it is this many blocks under its share, so that each
- * pause (and the bytes uWS delivers after it) moves several blocks, not one.
+ * Reserve blocks an upload keeps unused for the bytes uWebSockets.js delivers after `pause()`:
+ * it reads on until the socket's receive buffer is empty (measured on loopback: 2 MiB on
+ * average, up to 7.5 MiB; the kernel's `net.ipv4.tcp_rmem` maximum bounds it).
  */
-const RESUME_GAP_BLOCKS = 8;
-/** Blocks that hold a chunk of the largest size (4 × average) wherever it starts, plus one. */
-function reserveBlocks(chunkAvgBytes: number, blockBytes: number): number {
-  return Math.ceil((4 * chunkAvgBytes) / blockBytes) + 2;
+const PAUSE_SLACK_BLOCKS = 4;
+/**
+ * A paused upload reads again once it can take this many blocks beyond its slack, so that each
+ * pause moves several blocks, not one.
+ */
+const RESUME_GAP_BLOCKS = 6;
+
+/**
+ * The blocks an upload is admitted with and keeps for its whole life: a chunk of the largest
+ * size (4 × average) wherever it starts, the pause slack and the resume gap; never more than
+ * the body needs. With all of it free again except the blocks of an unfinished chunk, a paused
+ * upload can always resume.
+ */
+export function reserveBlocks(
+  contentLength: number,
+  chunkAvgBytes: number,
+  blockBytes: number,
+): number {
+  const chunkBlocks = Math.ceil((4 * chunkAvgBytes) / blockBytes) + 2;
+  const bodyBlocks = Math.max(1, Math.ceil(contentLength / blockBytes));
+  return Math.min(bodyBlocks, chunkBlocks + PAUSE_SLACK_BLOCKS + RESUME_GAP_BLOCKS);
+}
+
+/** Counters over all uploads of a gateway (logged at debug level). */
+export class UploadStats {
+  uploads = 0;
+  bodyBytes = 0;
+  /** Uploads that waited for their reserve (socket paused before the first byte). */
+  admissionWaits = 0;
+  pauses = 0;
+  /** Body bytes parked in heap copies: before admission, or beyond an upload's slack. */
+  parkedBytes = 0;
+  /** Bytes parked now, and the most at any time. */
+  parkedNow = 0;
+  parkedPeak = 0;
 }
 
 export interface UploadServices {
@@ -54,6 +89,7 @@ export interface UploadServices {
   readonly chunkAvgBytes: number;
   /** Stores chunks on the gateway's own thread (small ones, see INLINE_CHUNK_BYTES_MAX). */
   readonly inline: ChunkStoreDeps;
+  readonly stats: UploadStats;
 }
 
 /** Chunks up to this size are stored without the pool: the hand-off costs more than the work. */
@@ -97,7 +133,9 @@ class BodyReceiver {
   private used = 0;
   private received = 0;
   private lastSeen = false;
-  private readonly overflow: Buffer[] = [];
+  /** Bytes that have no block yet, in body order (see `park`). */
+  private readonly overflow: Uint8Array[] = [];
+  private parkedLength = 0;
   private waitingForBlock = false;
   private paused = false;
   /** Reading is paused because the upload went past its share of blocks (see `throttle`). */
@@ -137,23 +175,38 @@ class BodyReceiver {
       );
       return;
     }
-    // Nothing is read until the upload is admitted: its reserve is in hand and the gate passed.
     this.reserve = this.single
       ? 1
-      : Math.min(services.arena.blockCount, reserveBlocks(services.chunkAvgBytes, this.blockBytes));
-    this.waitingForBlock = true;
-    const admitted = services.arena.takeMany(this.reserve).then((blocks) => {
-      if (this.failed) for (const block of blocks) services.arena.release(block);
-      else this.spare.push(...blocks);
-    });
-    Promise.all([admitted, input.gate]).then(
-      () => this.resumeAfterWait(),
-      (error: unknown) => this.fail(error),
-    );
+      : reserveBlocks(input.contentLength, services.chunkAvgBytes, this.blockBytes);
+    services.stats.uploads += 1;
+    services.stats.bodyBytes += input.contentLength;
+    const reserve = input.gate ? undefined : services.arena.tryTakeMany(this.reserve);
+    if (reserve) this.spare.push(...reserve);
+    else this.awaitAdmission(input.gate);
     input.exchange.res.onData((chunk, isLast) => this.onData(chunk, isLast));
   }
 
+  /**
+   * Nothing is read until the reserve is in hand and the gate passed: the first delivery pauses
+   * the socket and is parked. (Pausing here would not hold: uWS arms its idle timer when the
+   * handler returns, and a socket that stays paused then times out.)
+   */
+  private awaitAdmission(gate: Promise<unknown> | undefined): void {
+    const { arena, stats } = this.services;
+    stats.admissionWaits += 1;
+    this.waitingForBlock = true;
+    const admitted = arena.takeMany(this.reserve).then((blocks) => {
+      if (this.failed) for (const block of blocks) arena.release(block);
+      else this.spare.push(...blocks);
+    });
+    Promise.all([admitted, gate]).then(
+      () => this.resumeAfterWait(),
+      (error: unknown) => this.fail(error),
+    );
+  }
+
   private onData(chunk: ArrayBuffer, isLast: boolean): void {
+    if (this.paused) this.input.exchange.keepPaused();
     if (this.failed) return;
     this.received += chunk.byteLength;
     if (isLast) this.lastSeen = true;
@@ -163,9 +216,9 @@ class BodyReceiver {
     }
     const source = new Uint8Array(chunk);
     if (this.overflow.length > 0 || this.waitingForBlock) {
-      this.overflow.push(Buffer.from(source));
+      this.park(source, true);
       this.pauseSocket();
-    } else this.copyIn(source);
+    } else this.copyIn(source, true);
     if (isLast && this.received < this.input.contentLength) {
       this.fail(BadRequest('the body is shorter than its Content-Length'));
       return;
@@ -173,25 +226,18 @@ class BodyReceiver {
     if (this.overflow.length === 0 && !this.waitingForBlock) this.afterCopy();
   }
 
-  /** Copies into the current block, taking new blocks as they fill; parks what does not fit. */
-  private copyIn(source: Uint8Array): void {
+  /**
+   * Copies into the current block, taking new blocks as they fill; parks what does not fit
+   * (copied if `source` is uWS's buffer, which is gone when `onData` returns).
+   */
+  private copyIn(source: Uint8Array, fromSocket: boolean): void {
     let offset = 0;
     while (offset < source.length) {
       if (this.blocks.length === 0 || this.used === this.blockBytes) {
         if (this.blocks.length > 0) this.blockFilled(this.blocks.length - 1, this.blockBytes);
-        let block =
-          this.spare.pop() ??
-          (this.held < BLOCKS_PER_UPLOAD_MAX ? this.services.arena.tryTake() : undefined);
+        const block = this.takeBlock();
         if (block === undefined) {
-          // Past this upload's share, or the arena is down to its spill reserve: stop reading.
-          // What uWS delivers until the pause takes effect goes into the spill reserve while it
-          // lasts (parking it in copies cost an allocation and a second copy for half of all
-          // body bytes).
-          block = this.services.arena.tryTakeSpill();
-          if (block !== undefined) this.throttle();
-        }
-        if (block === undefined) {
-          this.overflow.push(Buffer.from(source.subarray(offset)));
+          this.park(source.subarray(offset), fromSocket);
           this.waitForBlock();
           return;
         }
@@ -203,6 +249,43 @@ class BodyReceiver {
       this.used += count;
       offset += count;
     }
+  }
+
+  /**
+   * Borrows from the arena while this upload may, else takes from its reserve; once only the
+   * slack is left (and the rest of the body does not fit in it), reading pauses.
+   */
+  private takeBlock(): number | undefined {
+    // Bytes delivered after a pause take free blocks past the share: they are already here.
+    const mayBorrow = this.owned < BLOCKS_PER_UPLOAD_MAX || this.throttled;
+    const borrowed = mayBorrow ? this.services.arena.tryTake() : undefined;
+    if (borrowed !== undefined) return borrowed;
+    const block = this.spare.pop();
+    const beyond = this.input.contentLength - (this.blocks.length + 1) * this.blockBytes;
+    if (this.spare.length <= PAUSE_SLACK_BLOCKS && beyond > this.spare.length * this.blockBytes)
+      this.throttle();
+    return block;
+  }
+
+  /** Blocks this upload holds bytes in, plus its unused reserve. */
+  private get owned(): number {
+    return this.held + this.spare.length;
+  }
+
+  /** Keeps bytes that have no block yet; `resumeAfterWait` feeds them in order. */
+  private park(bytes: Uint8Array, copy: boolean): void {
+    const { stats } = this.services;
+    this.overflow.push(copy ? Buffer.from(bytes) : bytes);
+    this.parkedLength += bytes.length;
+    if (copy) stats.parkedBytes += bytes.length;
+    stats.parkedNow += bytes.length;
+    stats.parkedPeak = Math.max(stats.parkedPeak, stats.parkedNow);
+  }
+
+  private unpark(): Uint8Array[] {
+    this.services.stats.parkedNow -= this.parkedLength;
+    this.parkedLength = 0;
+    return this.overflow.splice(0);
   }
 
   private addBlock(block: number): void {
@@ -235,10 +318,9 @@ class BodyReceiver {
   private resumeAfterWait(): void {
     this.waitingForBlock = false;
     if (this.failed) return;
-    const parked = this.overflow.splice(0);
-    for (const part of parked) {
-      if (this.waitingForBlock) this.overflow.push(part);
-      else this.copyIn(part);
+    for (const part of this.unpark()) {
+      if (this.waitingForBlock) this.park(part, false);
+      else this.copyIn(part, false);
     }
     if (this.waitingForBlock) return;
     // After the last byte there is nothing to read: the socket stays paused (uWS's idle timer
@@ -247,22 +329,21 @@ class BodyReceiver {
     this.afterCopy();
   }
 
-  /**
-   * Pauses reading until one of this upload's blocks is released, it holds no more than its
-   * share less `RESUME_GAP_BLOCKS`, and it can have a block without spilling.
-   */
+  /** Pauses reading until this upload can take `RESUME_GAP_BLOCKS` beyond its slack. */
   private throttle(): void {
+    if (!this.throttled) this.services.stats.pauses += 1;
     this.throttled = true;
     this.pauseSocket();
   }
 
   private unthrottle(): void {
-    if (!this.throttled || this.held > BLOCKS_PER_UPLOAD_MAX - RESUME_GAP_BLOCKS) return;
-    // Reading again must not run straight into an empty arena: wait for a block of its own
-    // reserve or for free blocks beyond the spill reserve (a reserve block comes back when one
-    // of the blocks it holds is released, which calls this again).
+    if (!this.throttled) return;
     const { arena } = this.services;
-    if (this.spare.length === 0 && arena.available <= arena.spillReserve) return;
+    const borrowable = arena.waiting
+      ? 0
+      : Math.min(arena.available, BLOCKS_PER_UPLOAD_MAX - this.owned);
+    if (this.spare.length - PAUSE_SLACK_BLOCKS + Math.max(0, borrowable) < RESUME_GAP_BLOCKS)
+      return;
     this.throttled = false;
     if (!this.waitingForBlock && !this.failed) this.resumeSocket();
   }
@@ -281,15 +362,14 @@ class BodyReceiver {
   }
 
   /**
-   * The next block: from the reserve, borrowed from the arena, or the next one this upload frees.
-   * Note that uWebSockets.js keeps delivering what the kernel already buffered after `pause()`
-   * (measured: 2.5–4 MiB per pause on loopback); those bytes wait in the overflow.
+   * The next block for parked bytes: from the reserve, borrowed from the arena, or the next one
+   * this upload frees.
    */
   private async nextBlock(): Promise<number> {
     for (;;) {
       const block =
         this.spare.pop() ??
-        (this.held < BLOCKS_PER_UPLOAD_MAX ? this.services.arena.tryTake() : undefined);
+        (this.owned < BLOCKS_PER_UPLOAD_MAX ? this.services.arena.tryTake() : undefined);
       if (block !== undefined) return block;
       if (this.failed) throw BadRequest('the upload failed');
       await new Promise<void>((resolve) => (this.ownBlockFreed = resolve));
@@ -470,7 +550,7 @@ class BodyReceiver {
     this.failed = true;
     this.wakeOwnWaiter();
     this.ordered?.drop();
-    this.overflow.length = 0;
+    this.unpark();
     // The rest of the body is read and discarded, so the connection stays usable; after the
     // last byte the response resumes.
     this.resumeSocket();

@@ -96,6 +96,15 @@ export class Exchange {
     this.res.pause();
   }
 
+  /**
+   * uWS re-arms its 10 s idle timer for every 160 KB it delivers, also on a paused socket (it
+   * goes on reading until the receive buffer is empty), so a socket paused for longer would time
+   * out. Pausing again stops the timer; call this for every delivery while paused.
+   */
+  keepPaused(): void {
+    if (this.readingPaused && !this.aborted) this.res.pause();
+  }
+
   resumeReading(): void {
     if (!this.readingPaused || this.aborted) return;
     this.readingPaused = false;

@@ -1,42 +1,57 @@
-// Goal: the body arena's block accounting. `tryTake` never hands out the spill reserve (the
-// last blocks, kept for bytes that arrive after an upload paused its socket) and never jumps
-// ahead of a waiting admission; `tryTakeSpill` hands out any free block; `takeMany` admits in
-// arrival order once enough blocks are free; small arenas keep no reserve.
-// Method: a real BodyArena with small blocks.
+// Goal: the body arena's block accounting and the upload reserve. `tryTake` and `tryTakeMany`
+// hand out free blocks but never jump ahead of a waiting admission; `takeMany` admits in arrival
+// order once enough blocks are free; a reserve larger than the arena is refused. An upload's
+// reserve covers a chunk of the largest size plus its pause slack and resume gap, and never
+// more blocks than its body needs.
+// Method: a real BodyArena with small blocks; `reserveBlocks` with the gateway's 1 MiB blocks.
 import t from 'tap';
 import { BodyArena } from '../../src/gateway/body-arena.js';
+import { reserveBlocks } from '../../src/gateway/upload.js';
 
-t.test('tryTake leaves the spill reserve; tryTakeSpill takes it', async (t) => {
+const MiB = 1024 * 1024;
+
+t.test('tryTake hands out every free block once', async (t) => {
   const arena = new BodyArena(1024, 64);
-  t.equal(arena.spillReserve, 8);
   const taken: number[] = [];
   for (let block = arena.tryTake(); block !== undefined; block = arena.tryTake()) taken.push(block);
-  t.equal(taken.length, 56, 'all but the reserve');
-  t.equal(new Set(taken).size, 56, 'distinct blocks');
-  const spill: number[] = [];
-  for (let block = arena.tryTakeSpill(); block !== undefined; block = arena.tryTakeSpill())
-    spill.push(block);
-  t.equal(spill.length, 8, 'the reserve goes to spills');
+  t.equal(taken.length, 64);
+  t.equal(new Set(taken).size, 64, 'distinct blocks');
   t.equal(arena.available, 0);
-  for (const block of [...taken, ...spill]) arena.release(block);
+  for (const block of taken) arena.release(block);
   t.equal(arena.available, 64);
 });
 
-t.test('admissions are served in order and tryTake does not jump the queue', async (t) => {
+t.test('admissions are served in order and nothing jumps the queue', async (t) => {
   const arena = new BodyArena(1024, 16);
-  t.equal(arena.spillReserve, 2);
   const held = await arena.takeMany(14);
+  t.equal(arena.tryTakeMany(4), undefined, 'only two are free');
   const order: string[] = [];
   const first = arena.takeMany(4).then((blocks) => order.push(`first:${blocks.length}`));
   const second = arena.takeMany(2).then((blocks) => order.push(`second:${blocks.length}`));
+  t.ok(arena.waiting);
   t.equal(arena.tryTake(), undefined, 'admissions are waiting');
+  t.equal(arena.tryTakeMany(1), undefined, 'admissions are waiting');
   for (const block of held.splice(0, 4)) arena.release(block);
   await Promise.all([first, second]);
   t.same(order, ['first:4', 'second:2']);
+  t.notOk(arena.waiting);
+  t.equal(arena.available, 0);
 });
 
-t.test('a small arena keeps no spill reserve', async (t) => {
-  const arena = new BodyArena(1024, 4);
-  t.equal(arena.spillReserve, 0);
-  t.not(arena.tryTake(), undefined);
+t.test('tryTakeMany takes all or nothing', async (t) => {
+  const arena = new BodyArena(1024, 8);
+  t.equal(arena.tryTakeMany(6)?.length, 6);
+  t.equal(arena.tryTakeMany(3), undefined);
+  t.equal(arena.available, 2, 'a refused request takes nothing');
+  t.throws(() => arena.tryTakeMany(9), /larger than the arena/);
+});
+
+t.test('an upload reserve: a largest chunk, the pause slack and the resume gap', async (t) => {
+  // 1 MiB average chunks cut at up to 4 MiB: 6 blocks wherever a chunk starts, 4 of slack and
+  // 6 to resume with.
+  t.equal(reserveBlocks(1024 * MiB, MiB, MiB), 16);
+  t.equal(reserveBlocks(Number.MAX_SAFE_INTEGER, 2 * MiB, MiB), 20, 'larger chunks, more blocks');
+  t.equal(reserveBlocks(3 * MiB, MiB, MiB), 3, 'never more than the body needs');
+  t.equal(reserveBlocks(3 * MiB + 1, MiB, MiB), 4);
+  t.equal(reserveBlocks(1, MiB, MiB), 1);
 });

@@ -1,11 +1,14 @@
-// Goal: bounded body memory never deadlocks. With an arena far smaller than the bytes in
+// Goal: bounded body memory never deadlocks, and waiting for it never drops a connection. With an arena far smaller than the bytes in
 // flight, many concurrent uploads of low-entropy bodies (which cut at the maximum chunk size, so
 // a chunk spans the most blocks) all complete and read back exactly, and small uploads keep
 // working alongside them.
 // Method: a service with `limits.inflight_bytes_max` of 40 MiB (two large uploads admitted at a
-// time), 10 concurrent 12 MiB uploads plus small ones, then read everything back.
+// time), 10 concurrent 12 MiB uploads plus small ones, then read everything back. Then, with
+// one upload's reserve of arena, a slow upload holds it for 16 s while another waits paused.
 import t from 'tap';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import { request } from 'node:http';
+import { setTimeout as delay } from 'node:timers/promises';
 import { Service } from '../helpers/service.js';
 
 t.test('uploads wait for admission instead of deadlocking', async (t) => {
@@ -37,3 +40,57 @@ t.test('uploads wait for admission instead of deadlocking', async (t) => {
   for (const [i, body] of small.entries())
     t.same((await client.get('pressure', `small-${i}`)).bytes, body);
 });
+
+// uWS re-arms its 10 s idle timer whenever it delivers bytes, also after the socket was paused;
+// an upload that then waits paused for longer than that must not be dropped.
+t.test('an upload waiting paused for admission outlives the idle timeout', async (t) => {
+  // 16 MiB of arena is one upload's reserve: the slow upload holds it all while it trickles in.
+  const service = await Service.start({ args: ['--limits.inflight_bytes_max', '16MiB'] });
+  t.teardown(() => service.close());
+  const client = await service.tenant('acme');
+  await client.request('POST', '/buckets', { json: { name: 'waiting' } });
+  const slowBody = randomBytes(32 * MiB);
+  const slow = slowPut(`${client.baseUrl}/buckets/waiting/objects/slow`, client.token, slowBody, {
+    sliceBytes: MiB,
+    intervalMs: 500,
+  });
+  await delay(1_000);
+  const waitingBody = randomBytes(4 * MiB);
+  const started = Date.now();
+  const waiting = await client.put('waiting', 'waiting', waitingBody);
+  const waitedMs = Date.now() - started;
+  t.equal(waiting.status, 200, `the waiting upload succeeded after ${waitedMs} ms`);
+  t.ok(waitedMs > 10_000, 'it waited longer than the idle timeout');
+  t.equal(await slow, 200, 'the slow upload succeeded');
+  t.same((await client.get('waiting', 'waiting')).bytes, waitingBody);
+  t.same((await client.get('waiting', 'slow')).bytes, slowBody);
+});
+
+const MiB = 1024 * 1024;
+
+/** A PUT whose body arrives `sliceBytes` every `intervalMs`; resolves to the status. */
+function slowPut(
+  url: string,
+  token: string,
+  body: Buffer,
+  pace: { sliceBytes: number; intervalMs: number },
+): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const headers = { Authorization: `Bearer ${token}`, 'Content-Length': String(body.length) };
+    const req = request(url, { method: 'PUT', headers }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.on('error', reject);
+    let offset = 0;
+    const writeSlice = (): void => {
+      req.write(body.subarray(offset, offset + pace.sliceBytes));
+      offset += pace.sliceBytes;
+      if (offset < body.length) return;
+      clearInterval(timer);
+      req.end();
+    };
+    const timer = setInterval(writeSlice, pace.intervalMs);
+    writeSlice();
+  });
+}
