@@ -5,7 +5,10 @@
 // /proc/<pid>/stat for its parent). CPU is utime + stime of each live process plus cutime +
 // cstime, which hold the time of children that already exited and were reaped, so a restarted
 // child's time is not lost and no time is counted twice. RSS is the sum of VmRSS over the tree;
-// its peak is the largest sum seen by a sampler running every `intervalMs`.
+// its peak is the largest sum seen by a sampler running every `intervalMs`. That sum counts a
+// page shared by several processes (the LMDB index that engine, gateways and admin all map)
+// once per process, so the tree's PSS (each shared page divided among the processes that map
+// it, from /proc/<pid>/smaps_rollup) is sampled too: it is the memory the service really uses.
 
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -14,11 +17,14 @@ export interface TreeSample {
   readonly processes: number;
   readonly cpuSeconds: number;
   readonly rssBytes: number;
+  /** Null where the kernel has no smaps_rollup. */
+  readonly pssBytes: number | null;
 }
 
 export interface TreeWindow {
   readonly cpuSeconds: number;
   readonly peakRssBytes: number;
+  readonly peakPssBytes: number | null;
   readonly processesMax: number;
 }
 
@@ -57,6 +63,12 @@ function readRssBytes(pid: number): number {
   const text = readText(`/proc/${pid}/status`);
   const match = text === null ? null : /^VmRSS:\s+(\d+)\s+kB/m.exec(text);
   return match ? Number(match[1]) * 1024 : 0;
+}
+
+function readPssBytes(pid: number): number | null {
+  const text = readText(`/proc/${pid}/smaps_rollup`);
+  const match = text === null ? null : /^Pss:\s+(\d+)\s+kB/m.exec(text);
+  return match ? Number(match[1]) * 1024 : null;
 }
 
 function childrenOf(pid: number): number[] | null {
@@ -112,15 +124,18 @@ export function sampleProcessTree(root: number): TreeSample | null {
   if (readStat(root) === null) return null;
   let ticks = 0;
   let rssBytes = 0;
+  let pssBytes: number | null = 0;
   let processes = 0;
   for (const pid of processTree(root)) {
     const stat = readStat(pid);
     if (stat === null) continue;
     ticks += stat.ticks;
     rssBytes += readRssBytes(pid);
+    const pss = readPssBytes(pid);
+    pssBytes = pss === null || pssBytes === null ? null : pssBytes + pss;
     processes += 1;
   }
-  return { processes, cpuSeconds: ticks / ticksPerSecond(), rssBytes };
+  return { processes, cpuSeconds: ticks / ticksPerSecond(), rssBytes, pssBytes };
 }
 
 /** Samples a tree periodically and reports CPU seconds and peak RSS over a window. */
@@ -129,6 +144,7 @@ export class TreeMonitor {
   private startCpu = 0;
   private lastCpu = 0;
   private peakRss = 0;
+  private peakPss: number | null = 0;
   private processesMax = 0;
 
   constructor(
@@ -143,6 +159,7 @@ export class TreeMonitor {
     this.startCpu = sample?.cpuSeconds ?? 0;
     this.lastCpu = this.startCpu;
     this.peakRss = sample?.rssBytes ?? 0;
+    this.peakPss = sample ? sample.pssBytes : 0;
     this.processesMax = sample?.processes ?? 0;
     this.timer = setInterval(() => this.sample(), this.intervalMs);
     this.timer.unref();
@@ -155,6 +172,7 @@ export class TreeMonitor {
     return {
       cpuSeconds: Math.max(0, this.lastCpu - this.startCpu),
       peakRssBytes: this.peakRss,
+      peakPssBytes: this.peakPss,
       processesMax: this.processesMax,
     };
   }
@@ -165,6 +183,10 @@ export class TreeMonitor {
     // A restarted child loses its own time from the tree until it is reaped: never go back.
     this.lastCpu = Math.max(this.lastCpu, sample.cpuSeconds);
     this.peakRss = Math.max(this.peakRss, sample.rssBytes);
+    this.peakPss =
+      this.peakPss === null || sample.pssBytes === null
+        ? null
+        : Math.max(this.peakPss, sample.pssBytes);
     this.processesMax = Math.max(this.processesMax, sample.processes);
   }
 

@@ -39,6 +39,8 @@ export interface ScenarioReport {
   /** CPU of the benchmark process itself: it shares the machine with the service. */
   readonly clientCpuSecondsPerGB: number | null;
   readonly serverPeakRssBytes: number | null;
+  /** Shared pages (the LMDB index mapped by every process) divided among their processes. */
+  readonly serverPeakPssBytes: number | null;
   /** Primary limit first. */
   readonly ratios: readonly Ratio[];
   readonly failures: readonly string[];
@@ -127,6 +129,7 @@ export function scenarioReport(
     serverCpuSecondsPerGB: perGigabyte(cpu, measured.bytes),
     clientCpuSecondsPerGB: perGigabyte(measured.clientCpuSeconds, measured.bytes),
     serverPeakRssBytes: measured.window?.peakRssBytes ?? null,
+    serverPeakPssBytes: measured.window?.peakPssBytes ?? null,
     ratios: status === 'ok' ? ratiosOf(scenario.bounds, limits, rates) : [],
     failures: measured.failures,
     notes: measured.notes,
@@ -162,7 +165,11 @@ function scenarioRow(report: ScenarioReport): string {
     report.objectBytes > 0
       ? `${report.objects} × ${formatBytes(report.objectBytes)}`
       : `${report.objects}`;
-  const rss = report.serverPeakRssBytes === null ? '–' : formatBytes(report.serverPeakRssBytes);
+  const rss =
+    report.serverPeakRssBytes === null
+      ? '–'
+      : `${formatBytes(report.serverPeakRssBytes)}` +
+        (report.serverPeakPssBytes === null ? '' : ` (${formatBytes(report.serverPeakPssBytes)})`);
   return [
     '',
     report.name,
@@ -184,7 +191,7 @@ function scenarioRow(report: ScenarioReport): string {
 
 const SCENARIO_HEADER = [
   '| scenario | status | objects | conc. | throughput | p50 ms | p99 ms | server CPU-s/GB ' +
-    '| client CPU-s/GB | server peak RSS | ratio to limit |',
+    '| client CPU-s/GB | server peak RSS (PSS) | ratio to limit |',
   '|---|---|---|---|---|---|---|---|---|---|---|',
 ];
 

@@ -140,6 +140,13 @@ t.test('process tree: children are found, CPU and RSS counted', async (t) => {
   const window = monitor.end();
   t.ok(window.cpuSeconds >= 0.2, `tree CPU ${window.cpuSeconds} s includes the busy child`);
   t.ok(window.peakRssBytes > 10 * MiB, `peak RSS ${window.peakRssBytes}`);
+  // PSS counts shared pages in part, so it lies between the private memory and the RSS sum.
+  t.ok(
+    window.peakPssBytes !== null &&
+      window.peakPssBytes > 10 * MiB &&
+      window.peakPssBytes <= window.peakRssBytes,
+    `peak PSS ${window.peakPssBytes}`,
+  );
   t.ok(window.processesMax >= 2);
   t.equal(sampleProcessTree(2 ** 22 + 12345), null, 'a missing root gives null');
 });
