@@ -103,14 +103,15 @@ export const SCENARIO_SIZES: Readonly<Record<Profile, ScenarioSizes>> = {
 
 /**
  * Bytes a full pass may write to the service's disk at worst (no compression, deduplication
- * failing): three sets of 64 MiB objects, 1 MiB and mixed, 4 KiB, multipart, list, RSS.
+ * failing): three sets of 64 MiB objects, 1 MiB and mixed, 4 KiB, multipart and the same
+ * object as one PUT, list, RSS.
  */
 export function writtenBytesEstimate(s: ScenarioSizes): number {
   return (
     s.largeBytes * (s.largeCountSingle + s.largeCountMulti) * 3 +
     s.mediumBytes * s.mediumCount * 1.2 +
     s.smallBytes * s.smallPuts +
-    s.partBytes * s.parts +
+    s.partBytes * s.parts * 2 +
     s.listKeys * 64 +
     s.rssBytes * s.rssClients
   );
@@ -216,6 +217,13 @@ const DATASETS: Readonly<Record<string, DatasetSpec>> = {
     bytes: (s) => s.smallBytes,
     count: (s) => s.smallPuts,
     connections: () => 64,
+  },
+  // The multipart scenario's object as one PUT: the speed its parallel parts must match.
+  whole: {
+    kind: 'random',
+    bytes: (s) => s.partBytes * s.parts,
+    count: () => 1,
+    connections: () => 1,
   },
   rss: {
     kind: 'random',

@@ -166,6 +166,12 @@ export const SCENARIOS: readonly Scenario[] = [
     unit: 'ops/s',
     bounds: ['http-sink-tiny'],
   }),
+  putScenario(
+    'put-1g-x1-random',
+    '1 GiB PUT, single stream (the multipart object whole)',
+    'whole',
+    PUT,
+  ),
   multipartScenario('multipart-1g-16p', '1 GiB multipart upload, 16 parallel parts', PUT.bounds),
   listScenario('list-1m-keys', 'list a bucket of 1,000,000 keys, 1000 per page', [
     'lmdb-range-scan',
