@@ -3,7 +3,7 @@
 // 64 MiB objects (1 and 8 streams, incompressible and text-like, PUT and GET, and the same
 // content written again), 1 MiB at concurrency 32, 4 KiB at concurrency 64, a 1 GiB multipart
 // upload in 16 parallel parts, listing a bucket of 1,000,000 keys, a mixed 80/20 GET/PUT load, and
-// 16 clients uploading 1 GiB each at once for peak RSS. Sizes shrink with --quick (see
+// 64 clients uploading 1 GiB each at once for peak RSS. Sizes shrink with --quick (see
 // SCENARIO_SIZES). Each scenario reports throughput, p50/p99 latency, server CPU-seconds per GB
 // and peak RSS, and names the limits that bound it: the first is the ratio's denominator.
 
@@ -180,7 +180,7 @@ export const SCENARIOS: readonly Scenario[] = [
     'http-source-get',
     'http-sink-put',
   ]),
-  putScenario('rss-16x1g', '16 clients each uploading 1 GiB at once (peak RSS)', 'rss', PUT),
+  putScenario('rss-64x1g', '64 clients each uploading 1 GiB at once (peak RSS)', 'rss', PUT),
 ];
 
 /** Runs a scenario; an exception becomes a failed measurement instead of ending the run. */

@@ -66,7 +66,9 @@ export async function sendObject(
     return;
   }
   const pieces = coveringChunks(version, start, end);
-  const reads: Array<Promise<Buffer>> = [];
+  // Pieces read ahead of the socket, by index; each is dropped once written, so a download
+  // holds at most READ_AHEAD_CHUNKS pieces, whatever the object's size.
+  const reads: Array<Promise<Buffer> | undefined> = [];
   const readPiece = (index: number): void => {
     const piece = pieces[index];
     if (!piece) return;
@@ -96,6 +98,7 @@ export async function sendObject(
   try {
     for (let index = 0; index < pieces.length; index += 1) {
       const bytes = await (reads[index] as Promise<Buffer>);
+      reads[index] = undefined;
       readPiece(index + READ_AHEAD_CHUNKS);
       if (!exchange.open) return;
       await writer.write(bytes);
@@ -139,13 +142,19 @@ function coveringChunks(version: ObjectVersionRecord, start: number, end: number
 class StreamWriter {
   /** The status line and headers have been written. */
   started = false;
+  /** Settles the write that waits for the socket to drain. */
+  private drained: (() => void) | undefined;
 
   constructor(
     private readonly exchange: Exchange,
     private readonly status: number,
     private readonly headers: Record<string, string>,
     private readonly total: number,
-  ) {}
+  ) {
+    // One abort handler for the whole response: one per waiting write would keep every piece
+    // that ever waited referenced until the connection closes.
+    exchange.onAbort(() => this.drained?.());
+  }
 
   write(bytes: Buffer): Promise<void> {
     const { res } = this.exchange;
@@ -169,15 +178,18 @@ class StreamWriter {
         resolve();
         return;
       }
+      this.drained = resolve;
       res.onWritable((offset) => {
         const [retryOk, retryDone] = res.tryEnd(bytes.subarray(offset - base), this.total);
         if (retryDone) this.exchange.done = true;
-        // Continue on a later turn: a write issued from inside this callback would register
-        // its own onWritable before uWS clears this one, and the stream would stall.
-        if (retryOk || retryDone) setImmediate(resolve);
+        if (retryOk || retryDone) {
+          this.drained = undefined;
+          // Continue on a later turn: a write issued from inside this callback would register
+          // its own onWritable before uWS clears this one, and the stream would stall.
+          setImmediate(resolve);
+        }
         return retryOk;
       });
-      this.exchange.onAbort(() => resolve());
     });
   }
 }

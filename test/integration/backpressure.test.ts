@@ -1,13 +1,17 @@
-// Goal: bounded body memory never deadlocks, and waiting for it never drops a connection. With an arena far smaller than the bytes in
+// Goal: bounded body memory never deadlocks, and waiting for it never drops a connection; a
+// slow download holds only its read-ahead. With an arena far smaller than the bytes in
 // flight, many concurrent uploads of low-entropy bodies (which cut at the maximum chunk size, so
 // a chunk spans the most blocks) all complete and read back exactly, and small uploads keep
 // working alongside them.
 // Method: a service with `limits.inflight_bytes_max` of 40 MiB (two large uploads admitted at a
 // time), 10 concurrent 12 MiB uploads plus small ones, then read everything back. Then, with
 // one upload's reserve of arena, a slow upload holds it for 16 s while another waits paused.
+// Last, a 256 MiB object read by a client that rests every 4 MiB, with the gateway's private
+// resident memory sampled from /proc.
 import t from 'tap';
 import { createHash, randomBytes } from 'node:crypto';
 import { request } from 'node:http';
+import { readFileSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
 import { Service } from '../helpers/service.js';
 
@@ -92,5 +96,59 @@ function slowPut(
     };
     const timer = setInterval(writeSlice, pace.intervalMs);
     writeSlice();
+  });
+}
+
+// A download holds only the pieces it reads ahead of the socket: a slow reader of a large
+// object must not make the gateway hold the object.
+t.test('a slow download of a large object keeps the gateway small', async (t) => {
+  const service = await Service.start();
+  t.teardown(() => service.close());
+  const client = await service.tenant('acme');
+  await client.request('POST', '/buckets', { json: { name: 'reads' } });
+  const body = randomBytes(256 * MiB);
+  t.equal((await client.put('reads', 'large', body)).status, 200);
+  const gateway = service.pids().find((pid) => commandOf(pid).includes('lightwell-gateway'));
+  if (gateway === undefined) throw new Error('no gateway process');
+  const before = anonymousBytes(gateway);
+  let peak = before;
+  const sampler = setInterval(() => (peak = Math.max(peak, anonymousBytes(gateway))), 50);
+  const read = await slowGet(`${client.baseUrl}/buckets/reads/objects/large`, client.token);
+  clearInterval(sampler);
+  t.equal(read.status, 200);
+  t.ok(read.digest === createHash('sha256').update(body).digest('hex'), 'the bytes are right');
+  const grewMiB = Math.round((peak - before) / MiB);
+  t.ok(grewMiB < 96, `the gateway grew by ${grewMiB} MiB while a 256 MiB object streamed`);
+});
+
+function commandOf(pid: number): string {
+  return readFileSync(`/proc/${pid}/cmdline`, 'latin1');
+}
+
+/** Private (anonymous) resident bytes of a process. */
+function anonymousBytes(pid: number): number {
+  const match = /^RssAnon:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'latin1'));
+  return Number(match?.[1] ?? 0) * 1024;
+}
+
+/** A GET that reads its body 4 MiB at a time with pauses, so the server waits on the socket. */
+function slowGet(url: string, token: string): Promise<{ status: number; digest: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { headers: { Authorization: `Bearer ${token}` } }, (res) => {
+      const hash = createHash('sha256');
+      let sinceRest = 0;
+      res.on('data', (data: Buffer) => {
+        hash.update(data);
+        sinceRest += data.length;
+        if (sinceRest < 4 * MiB) return;
+        sinceRest = 0;
+        res.pause();
+        setTimeout(() => res.resume(), 20);
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, digest: hash.digest('hex') }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end();
   });
 }
