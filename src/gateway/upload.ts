@@ -80,6 +80,10 @@ export class UploadStats {
   /** Bytes parked now, and the most at any time. */
   parkedNow = 0;
   parkedPeak = 0;
+  /** Of `parkedBytes`, those that arrived before the upload was admitted. */
+  parkedWaiting = 0;
+  /** The most bytes one upload had parked at once. */
+  parkedUploadPeak = 0;
 }
 
 export interface UploadServices {
@@ -278,8 +282,10 @@ class BodyReceiver {
     this.overflow.push(copy ? Buffer.from(bytes) : bytes);
     this.parkedLength += bytes.length;
     if (copy) stats.parkedBytes += bytes.length;
+    if (copy && this.spare.length + this.held === 0) stats.parkedWaiting += bytes.length;
     stats.parkedNow += bytes.length;
     stats.parkedPeak = Math.max(stats.parkedPeak, stats.parkedNow);
+    stats.parkedUploadPeak = Math.max(stats.parkedUploadPeak, this.parkedLength);
   }
 
   private unpark(): Uint8Array[] {
