@@ -6,7 +6,9 @@ import type { Piscina } from 'piscina';
 import type { Exchange } from '../http/exchange.js';
 import type { Route } from '../http/router.js';
 import type { Handler } from '../http/server.js';
-import type { IndexStore } from '../engine/index/store.js';
+import type { IndexStore, RawEntry } from '../engine/index/store.js';
+import { decodeValue } from '../format/values.js';
+import { JsonWriter, writeVersionJson } from './list-json.js';
 import type { EngineClient } from '../engine/protocol.js';
 import {
   DB,
@@ -14,7 +16,6 @@ import {
   tenantChildRange,
   objectKey,
   prefixRange,
-  decodeObjectKey,
   type BucketRecord,
   type ObjectVersionRecord,
 } from '../engine/index/schema.js';
@@ -283,7 +284,11 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
           verb: 'read',
           listPrefix: prefix,
         });
-        exchange.sendJson(200, listObjects(store, bucket, exchange.query));
+        exchange.send(
+          200,
+          { 'Content-Type': 'application/json' },
+          listObjects(store, bucket, exchange.query),
+        );
       },
     },
     {
@@ -659,12 +664,36 @@ export function objectHeaders(
   return headers;
 }
 
-/** Prefix listing with delimiter; the continuation token is the last key or prefix returned. */
+/**
+ * Prefix listing with delimiter; the continuation token is the last key or prefix returned.
+ * Returns the page as JSON bytes, `{objects, commonPrefixes, isTruncated,
+ * nextContinuationToken?}`, each object as `objectJson` gives it. The bytes are a view of a
+ * buffer that the next listing overwrites: send or copy them before listing again.
+ */
 export function listObjects(
   store: IndexStore,
   bucket: BucketRecord,
   query: URLSearchParams,
-): Record<string, unknown> {
+): Buffer {
+  const page = new ListingPage(bucket, parseListQuery(bucket, query));
+  while (true) {
+    page.advanced = false;
+    store.scanRaw(DB.objects, { start: page.start, end: page.end }, page.visit);
+    if (!page.advanced || page.truncated) break;
+  }
+  return page.finish();
+}
+
+interface ListQuery {
+  readonly prefix: string;
+  readonly delimiter: string;
+  readonly maxKeys: number;
+  /** Where the page starts in the index: the prefix, or just past the token's position. */
+  readonly start: Buffer;
+  readonly end: Buffer;
+}
+
+function parseListQuery(bucket: BucketRecord, query: URLSearchParams): ListQuery {
   const prefix = query.get('prefix') ?? '';
   const delimiter = query.get('delimiter') ?? '';
   const maxKeysText = query.get('maxKeys') ?? String(LIST_KEYS_MAX);
@@ -675,7 +704,6 @@ export function listObjects(
   ) {
     throw BadRequest(`maxKeys must be an integer from 1 to ${LIST_KEYS_MAX}`);
   }
-  const maxKeys = Number(maxKeysText);
   const token = query.get('continuationToken');
   const after = token ? decodeToken(token) : undefined;
   const range = prefixRange(bucket.id, prefix);
@@ -688,38 +716,99 @@ export function listObjects(
     ]);
     if (Buffer.compare(past, start) > 0) start = past;
   }
-  const objects: Record<string, unknown>[] = [];
-  const commonPrefixes: string[] = [];
-  let last: ListPosition | undefined;
-  let truncated = false;
-  while (true) {
-    let advanced = false;
-    for (const { key: raw, value } of store.range<ObjectVersionRecord>(DB.objects, {
-      start,
-      end: range.end,
-    })) {
-      const key = decodeObjectKey(raw);
-      if (objects.length + commonPrefixes.length >= maxKeys) {
-        truncated = true;
-        break;
-      }
-      const cut = delimiter ? key.indexOf(delimiter, prefix.length) : -1;
+  return { prefix, delimiter, maxKeys: Number(maxKeysText), start, end: range.end };
+}
+
+/** The page buffer of every listing (they run one at a time, synchronously). */
+const listPageBytes = new JsonWriter(256 * 1024);
+/** The index key of the last object listed, copied out of LMDB's buffer for the token. */
+let listLastKey = Buffer.alloc(1024);
+
+/**
+ * One listing page being written: objects straight into `listPageBytes` as the scan visits
+ * them, common prefixes collected (they come after the objects in the JSON).
+ */
+class ListingPage {
+  start: Buffer;
+  readonly end: Buffer;
+  /** The last scan stopped at a common prefix and moved `start` past it. */
+  advanced = false;
+  truncated = false;
+  private objects = 0;
+  private readonly commonPrefixes: string[] = [];
+  /** Set when the page's last entry so far is a common prefix, else undefined. */
+  private lastPrefix: string | undefined;
+  private lastKeyLength = 0;
+  private readonly versioned: boolean;
+
+  constructor(
+    private readonly bucket: BucketRecord,
+    private readonly query: ListQuery,
+  ) {
+    this.start = query.start;
+    this.end = query.end;
+    this.versioned = bucket.versioning !== 'Unversioned';
+    listPageBytes.reset();
+    listPageBytes.ascii('{"objects":[');
+  }
+
+  readonly visit = (entry: RawEntry): boolean => {
+    const { delimiter, prefix } = this.query;
+    if (this.objects + this.commonPrefixes.length >= this.query.maxKeys) {
+      this.truncated = true;
+      return false;
+    }
+    if (delimiter) {
+      const key = entry.keyBytes.toString('utf8', entry.keyStart + 4, entry.keyEnd);
+      const cut = key.indexOf(delimiter, prefix.length);
       if (cut >= 0) {
         const common = key.slice(0, cut + delimiter.length);
-        commonPrefixes.push(common);
-        last = { kind: 'prefix', value: common };
-        start = Buffer.concat([objectKey(bucket.id, common), Buffer.from([0xff])]);
-        advanced = true;
-        break;
+        this.commonPrefixes.push(common);
+        this.lastPrefix = common;
+        this.start = Buffer.concat([objectKey(this.bucket.id, common), Buffer.from([0xff])]);
+        this.advanced = true;
+        return false;
       }
-      objects.push(objectJson(value, bucket));
-      last = { kind: 'key', value: key };
     }
-    if (!advanced || truncated) break;
+    this.addObject(entry);
+    return true;
+  };
+
+  private addObject(entry: RawEntry): void {
+    const page = listPageBytes;
+    if (this.objects > 0) page.byte(0x2c); // ,
+    if (!writeVersionJson(page, entry.valueBytes, entry.valueLength, this.versioned)) {
+      // A record the in-place writer declines: decoded whole, as every record once was.
+      const record = decodeValue(entry.valueBytes.subarray(0, entry.valueLength)).value;
+      page.utf8(JSON.stringify(objectJson(record as unknown as ObjectVersionRecord, this.bucket)));
+    }
+    this.objects += 1;
+    const length = entry.keyEnd - entry.keyStart;
+    if (length > listLastKey.length) listLastKey = Buffer.alloc(length);
+    // A loop: Buffer#copy costs more than these few bytes.
+    const keyBytes = entry.keyBytes;
+    for (let i = 0, from = entry.keyStart; i < length; i++, from++)
+      listLastKey[i] = keyBytes[from] as number;
+    this.lastKeyLength = length;
+    this.lastPrefix = undefined;
   }
-  const result: Record<string, unknown> = { objects, commonPrefixes, isTruncated: truncated };
-  if (truncated && last !== undefined) result['nextContinuationToken'] = encodeToken(last);
-  return result;
+
+  finish(): Buffer {
+    const page = listPageBytes;
+    page.ascii('],"commonPrefixes":');
+    page.utf8(JSON.stringify(this.commonPrefixes));
+    page.ascii(this.truncated ? ',"isTruncated":true' : ',"isTruncated":false');
+    // A truncated page has at least one entry (maxKeys is at least 1).
+    if (this.truncated) {
+      const last: ListPosition =
+        this.lastPrefix !== undefined
+          ? { kind: 'prefix', value: this.lastPrefix }
+          : { kind: 'key', value: listLastKey.toString('utf8', 4, this.lastKeyLength) };
+      page.ascii(`,"nextContinuationToken":"${encodeToken(last)}"`);
+    }
+    page.byte(0x7d); // }
+    return page.view();
+  }
 }
 
 /**

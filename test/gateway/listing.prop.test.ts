@@ -1,8 +1,10 @@
 // Goal: pagination visits every key exactly once, in order, while writers add keys between
-// pages; with a delimiter, keys and common prefixes partition the listing. Range arithmetic
-// matches a reference model for every header form.
+// pages; with a delimiter, keys and common prefixes partition the listing. The page bytes are
+// those of the listing that decoded every record and built its JSON with JSON.stringify.
+// Range arithmetic matches a reference model for every header form.
 // Method: fast-check over random key sets, page sizes, delimiters and interleaved inserts, on a
-// real LMDB environment in a temp directory, through the same listObjects the gateway serves.
+// real LMDB environment in a temp directory, through the same listObjects the gateway serves;
+// the former listing is kept below as the reference.
 import t from 'tap';
 import fc from 'fast-check';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -12,10 +14,12 @@ import { IndexStore } from '../../src/engine/index/store.js';
 import {
   DB,
   objectKey,
+  prefixRange,
+  decodeObjectKey,
   type BucketRecord,
   type ObjectVersionRecord,
 } from '../../src/engine/index/schema.js';
-import { listObjects } from '../../src/gateway/routes.js';
+import { listObjects, objectJson } from '../../src/gateway/routes.js';
 import { parseRange } from '../../src/gateway/download.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'lw-list-'));
@@ -49,6 +53,11 @@ function insert(bucket: BucketRecord, keys: readonly string[]): void {
   });
 }
 
+/** listObjects answers JSON bytes in a reused buffer: parse them before listing again. */
+function list(bucket: BucketRecord, query: URLSearchParams): unknown {
+  return JSON.parse(listObjects(store, bucket, query).toString('utf8'));
+}
+
 const keyArb = fc.stringMatching(/^[a-c/]{1,6}$/);
 
 t.test('pages visit every key once, in order, while writers insert', async (t) => {
@@ -74,7 +83,7 @@ t.test('pages visit every key once, in order, while writers insert', async (t) =
             maxKeys: String(maxKeys),
             ...(token ? { continuationToken: token } : {}),
           });
-          const result = listObjects(store, bucket, query) as {
+          const result = list(bucket, query) as {
             objects: Array<{ key: string }>;
             nextContinuationToken?: string;
             isTruncated: boolean;
@@ -120,7 +129,7 @@ t.test('delimiter: keys and common prefixes partition the listing', async (t) =>
             maxKeys: String(maxKeys),
             ...(token ? { continuationToken: token } : {}),
           });
-          const result = listObjects(store, bucket, query) as {
+          const result = list(bucket, query) as {
             objects: Array<{ key: string }>;
             commonPrefixes: string[];
             nextContinuationToken?: string;
@@ -163,8 +172,7 @@ t.test('a key that ends with the delimiter can end a page (regression)', async (
     objectLock: false,
   };
   insert(bucket, ['b/', 'b/b', 'b/c/d']);
-  const first = listObjects(
-    store,
+  const first = list(
     bucket,
     new URLSearchParams({ prefix: 'b/', delimiter: '/', maxKeys: '1' }),
   ) as { objects: Array<{ key: string }>; nextContinuationToken: string };
@@ -172,8 +180,7 @@ t.test('a key that ends with the delimiter can end a page (regression)', async (
     first.objects.map((o) => o.key),
     ['b/'],
   );
-  const rest = listObjects(
-    store,
+  const rest = list(
     bucket,
     new URLSearchParams({
       prefix: 'b/',
@@ -187,6 +194,144 @@ t.test('a key that ends with the delimiter can end a page (regression)', async (
     ['b/b'],
   );
   t.same(rest.commonPrefixes, ['b/c/']);
+});
+
+/** The listing as it was before pages were written in place: the reference for the bytes. */
+function referencePage(store: IndexStore, bucket: BucketRecord, query: URLSearchParams): string {
+  const prefix = query.get('prefix') ?? '';
+  const delimiter = query.get('delimiter') ?? '';
+  const maxKeys = Number(query.get('maxKeys') ?? '1000');
+  const token = query.get('continuationToken');
+  const text = token ? Buffer.from(token, 'base64url').toString('utf8') : undefined;
+  const range = prefixRange(bucket.id, prefix);
+  let start = range.start;
+  if (text !== undefined) {
+    const past = Buffer.concat([
+      objectKey(bucket.id, text.slice(1)),
+      Buffer.from([text[0] === 'p' ? 0xff : 0]),
+    ]);
+    if (Buffer.compare(past, start) > 0) start = past;
+  }
+  const objects: Record<string, unknown>[] = [];
+  const commonPrefixes: string[] = [];
+  let last: string | undefined;
+  let truncated = false;
+  while (true) {
+    let advanced = false;
+    for (const { key: raw, value } of store.range<ObjectVersionRecord>(DB.objects, {
+      start,
+      end: range.end,
+    })) {
+      const key = decodeObjectKey(raw);
+      if (objects.length + commonPrefixes.length >= maxKeys) {
+        truncated = true;
+        break;
+      }
+      const cut = delimiter ? key.indexOf(delimiter, prefix.length) : -1;
+      if (cut >= 0) {
+        const common = key.slice(0, cut + delimiter.length);
+        commonPrefixes.push(common);
+        last = `p${common}`;
+        start = Buffer.concat([objectKey(bucket.id, common), Buffer.from([0xff])]);
+        advanced = true;
+        break;
+      }
+      objects.push(objectJson(value, bucket));
+      last = `k${key}`;
+    }
+    if (!advanced || truncated) break;
+  }
+  const result: Record<string, unknown> = { objects, commonPrefixes, isTruncated: truncated };
+  if (truncated && last !== undefined)
+    result['nextContinuationToken'] = Buffer.from(last, 'utf8').toString('base64url');
+  return JSON.stringify(result);
+}
+
+/** Records of every kind the listing may meet, some of them declined by the in-place writer. */
+function variedVersion(key: string, kind: number): ObjectVersionRecord {
+  const base = { ...version(key), lastModified: 1_700_000_000_000 + kind * 1_234_567 };
+  switch (kind % 6) {
+    case 0:
+      return base;
+    case 1:
+      return {
+        ...base,
+        versionId: (kind + 16).toString(16).padStart(16, '0'),
+        size: 2 ** 40 + kind,
+        etag: '"0123456789abcdef0123456789abcdef"',
+        checksums: { CRC32C: 'AAAAAA==', SHA256: 'n4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg=' },
+        metadata: { owner: 'caf\u00e9', 'x-y_z': 'a "quoted" value' },
+      };
+    case 2:
+      return { ...base, metadata: { '1': 'digit names come first in JavaScript', b: 'c' } };
+    case 3:
+      return {
+        ...base,
+        tags: [{ key: 'k', value: 'v' }],
+        retention: { mode: 'GOVERNANCE', retainUntil: base.lastModified + 1 },
+        legalHold: 'ON',
+      };
+    case 4:
+      return { ...base, versionId: 'null', contentType: 'text/plain; charset=\u00fc\n' };
+    default:
+      return { ...base, lastModified: 253402300800000 + kind };
+  }
+}
+
+t.test('page bytes equal the listing that built objects and stringified them', async (t) => {
+  const keyAlphabet = fc.constantFrom('a', 'b', '/', '\u00e9', '"', '\\', '\u{1f600}', 'ab');
+  const variedKey = fc
+    .array(keyAlphabet, { minLength: 1, maxLength: 5 })
+    .map((parts) => parts.join(''));
+  await fc.assert(
+    fc.asyncProperty(
+      fc.uniqueArray(variedKey, { minLength: 0, maxLength: 30 }),
+      fc.constantFrom('Unversioned', 'Enabled', 'Suspended'),
+      fc.constantFrom('', 'a', 'b/', '\u00e9'),
+      fc.constantFrom('', '/', '\u00e9', 'ab', '"'),
+      fc.integer({ min: 1, max: 7 }),
+      fc.array(fc.array(variedKey, { maxLength: 3 }), { maxLength: 10 }),
+      async (keys, versioning, prefix, delimiter, maxKeys, inserts) => {
+        const bucket: BucketRecord = {
+          id: nextBucket++,
+          tenantId: 't',
+          name: 'b',
+          createdAt: 0,
+          versioning,
+          objectLock: false,
+        };
+        const put = (batch: readonly string[]): void =>
+          store.transactSync(() => {
+            for (const key of batch) {
+              const kind = Buffer.from(key).reduce((sum, byte) => sum + byte, 0);
+              store.put(DB.objects, objectKey(bucket.id, key), variedVersion(key, kind));
+            }
+          });
+        put(keys);
+        let token: string | undefined;
+        for (let page = 0; page < 1000; page += 1) {
+          const query = new URLSearchParams({
+            prefix,
+            delimiter,
+            maxKeys: String(maxKeys),
+            ...(token ? { continuationToken: token } : {}),
+          });
+          const expected = referencePage(store, bucket, query);
+          const actual = listObjects(store, bucket, query).toString('utf8');
+          if (actual !== expected) {
+            t.equal(actual, expected, `page ${page} of ${JSON.stringify(keys)}`);
+            return;
+          }
+          const parsed = JSON.parse(actual) as { nextContinuationToken?: string };
+          if (parsed.nextContinuationToken === undefined) break;
+          token = parsed.nextContinuationToken;
+          put(inserts[page] ?? []);
+        }
+      },
+    ),
+    { numRuns: 150 },
+  );
+  t.pass('every page agreed');
 });
 
 t.test('range arithmetic matches the reference model', async (t) => {

@@ -20,6 +20,10 @@
 // Options that fix the on-disk format are passed explicitly here and documented in
 // docs/on-disk-format.md: binary keys, binary values (our own versioned msgpack records), no
 // lmdb-js versions, no shared structures.
+//
+// Listings scan through a second handle of each database (`scanRaw`) that hands out views of
+// lmdb-js's shared read buffers instead of a copy of every key and value; it reads the same
+// raw key bytes and never writes.
 
 import { open, ABORT, type RootDatabase, type Database } from 'lmdb';
 import { decodeValue, encodeValue, VALUE_SCHEMA_VERSION } from '../../format/values.js';
@@ -35,6 +39,20 @@ export interface RangeOptions {
 export interface Entry<T> {
   readonly key: Buffer;
   readonly value: T;
+}
+
+/**
+ * One entry of `scanRaw`, seen in place: the key is `keyBytes[keyStart, keyEnd)`, the value
+ * `valueBytes[0, valueLength)`. Both buffers are LMDB's shared read buffers: they hold this
+ * entry only until the visit returns (the next read overwrites them), and may be longer than
+ * the entry. The object itself is reused for every entry.
+ */
+export interface RawEntry {
+  keyBytes: Buffer;
+  keyStart: number;
+  keyEnd: number;
+  valueBytes: Buffer;
+  valueLength: number;
 }
 
 export class EncodedRecord {
@@ -60,10 +78,21 @@ function deepFreeze<T>(value: T): T {
 }
 
 const MAP_SIZE_BYTES = 1024 ** 4; // sparse; the file grows only as pages are used
+/** The lowest key (LMDB keys are never empty). */
+const RANGE_LOW = Buffer.from([0]);
 
 export class IndexStore {
   private readonly root: RootDatabase;
   private readonly dbs = new Map<DbName, Database<Buffer, Buffer>>();
+  /** Read-only handles of the same databases for `scanRaw`, which fill `rawEntry` in place. */
+  private readonly rawDbs = new Map<DbName, Database<RawEntry, Buffer>>();
+  private readonly rawEntry: RawEntry = {
+    keyBytes: Buffer.alloc(0),
+    keyStart: 0,
+    keyEnd: 0,
+    valueBytes: Buffer.alloc(0),
+    valueLength: 0,
+  };
   readonly readOnly: boolean;
   /** Decoded records of `getShared`, with the bytes they were decoded from. */
   private readonly shared = new Map<string, { raw: Buffer; value: unknown }>();
@@ -102,8 +131,55 @@ export class IndexStore {
           compression: false,
         }),
       );
+      store.rawDbs.set(name, store.openRawDb(name));
     }
     return store;
+  }
+
+  /**
+   * A second handle of database `name` whose key and value "codecs" only note where lmdb-js's
+   * shared read buffers hold the entry (lmdb-js's documented `keyEncoder` and `encoder`
+   * interfaces; `needsStableBuffer` unset lets it pass the shared buffer instead of a copy).
+   * Keys stay the plain bytes that `keyEncoding: 'binary'` reads and writes, so the format is
+   * the same; this handle never writes.
+   */
+  private openRawDb(name: DbName): Database<RawEntry, Buffer> {
+    const entry = this.rawEntry;
+    const options = {
+      name,
+      encoding: 'binary',
+      useVersions: false,
+      cache: false,
+      compression: false,
+      keyEncoder: {
+        writeKey: (key: unknown, target: Uint8Array, start: number): number => {
+          // Only range bounds come here: a scan runs to its end or stops within one call, so
+          // lmdb-js never repositions a cursor from a key that readKey returned.
+          if (!(key instanceof Uint8Array)) throw new TypeError('raw scans take byte keys');
+          target.set(key, start);
+          return start + key.length;
+        },
+        readKey: (bytes: Buffer, start: number, end: number): RawEntry => {
+          entry.keyBytes = bytes;
+          entry.keyStart = start;
+          entry.keyEnd = end;
+          return entry;
+        },
+      },
+      encoder: {
+        encode: (): never => {
+          throw new TypeError(`the raw handle of ${name} is read-only`);
+        },
+        decode: (bytes: Uint8Array, length: number): RawEntry => {
+          entry.valueBytes = Buffer.isBuffer(bytes)
+            ? bytes
+            : Buffer.from(bytes.buffer, bytes.byteOffset, length);
+          entry.valueLength = length;
+          return entry;
+        },
+      },
+    } as const;
+    return this.root.openDB<RawEntry, Buffer>(options);
   }
 
   private db(name: DbName): Database<Buffer, Buffer> {
@@ -153,6 +229,31 @@ export class IndexStore {
     if (options.reverse) query.reverse = true;
     for (const { key, value } of this.db(name).getRange(query)) {
       yield { key: key as Buffer, value: decodeValue(value as Buffer).value as T };
+    }
+  }
+
+  /**
+   * Visits the entries of a range in key order without copying or decoding them, until `visit`
+   * returns false. The entry is valid only during its visit (see `RawEntry`), and `visit` must
+   * not read the index itself. Listing a bucket reads its records this way (about 1 µs per
+   * entry less than `range`, which copies key and value).
+   */
+  scanRaw(name: DbName, options: RangeOptions, visit: (entry: RawEntry) => boolean): void {
+    const db = this.rawDbs.get(name);
+    if (!db) throw new TypeError(`unknown database ${name}`);
+    const query: { start?: Buffer; end?: Buffer; limit?: number; reverse?: boolean } = {};
+    if (options.start) query.start = options.start;
+    if (options.end) query.end = options.end;
+    if (options.limit !== undefined) query.limit = options.limit;
+    if (options.reverse) query.reverse = true;
+    // An open low bound: lmdb-js would take 0x05 for a handle with a keyEncoder (the first key
+    // of its ordered-binary encoding); `keyEncoding: 'binary'` takes 0x00.
+    if (options.reverse ? !options.end : !options.start) {
+      if (options.reverse) query.end = RANGE_LOW;
+      else query.start = RANGE_LOW;
+    }
+    for (const { value } of db.getRange(query)) {
+      if (!visit(value)) break;
     }
   }
 
