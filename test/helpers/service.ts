@@ -13,6 +13,8 @@ const here = dirname(fileURLToPath(import.meta.url));
 /** The compiled CLI: dist/bin/lightwell.js (this file runs from dist/test/helpers). */
 export const CLI = resolve(here, '../../bin/lightwell.js');
 
+const PORT_ATTEMPTS = 3;
+
 export async function freePort(): Promise<number> {
   return new Promise((resolvePort, reject) => {
     const server = createServer();
@@ -52,9 +54,17 @@ export class Service {
 
   static async start(options: ServiceOptions = {}): Promise<Service> {
     const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'lw-test-'));
-    const service = new Service(dataDir, await freePort(), await freePort(), options);
-    await service.launch();
-    return service;
+    // A port found free can be taken by another test process before the service binds it:
+    // start again on new ports when that happens.
+    for (let attempt = 1; ; attempt += 1) {
+      const service = new Service(dataDir, await freePort(), await freePort(), options);
+      try {
+        await service.launch();
+        return service;
+      } catch (error) {
+        if (attempt === PORT_ATTEMPTS || !String(error).includes('EADDRINUSE')) throw error;
+      }
+    }
   }
 
   /** Starts (or restarts) `lightwell serve`; resolves when both listeners are ready. */
