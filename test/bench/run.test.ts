@@ -66,6 +66,7 @@ async function bench(args: string[], env: Record<string, string> = {}): Promise<
     });
     return { code, out, err, report: readReport(dir), dir };
   } finally {
+    // eslint-disable-next-line @typescript-eslint/no-dynamic-delete -- how a variable is unset
     for (const name of Object.keys(env)) delete process.env[name];
     Object.assign(process.env, saved);
   }

@@ -249,7 +249,7 @@ t.test('the real engine: pipelining, typed errors, and reconnecting after a rest
   t.teardown(() => client.close());
 
   const pings = await Promise.all(
-    Array.from({ length: 500 }, () => client.call<{ ok: boolean }>('ping', {})),
+    Array.from({ length: 500 }, () => client.call<{ ok: unknown }>('ping', {})),
   );
   t.ok(
     pings.every((pong) => pong.ok === true),
