@@ -19,7 +19,18 @@ export default defineConfig(
       'n/prefer-node-protocol': 'error',
       'n/no-process-exit': 'error',
       // Limits, sizes and counts go into messages as numbers; their formatting is well defined.
-      '@typescript-eslint/restrict-template-expressions': ['error', { allowNumber: true }],
+      // The other options repeat strictTypeChecked's, which naming any option would reset.
+      '@typescript-eslint/restrict-template-expressions': [
+        'error',
+        {
+          allowAny: false,
+          allowBoolean: false,
+          allowNever: false,
+          allowNullish: false,
+          allowNumber: true,
+          allowRegExp: false,
+        },
+      ],
       // `() => this.fail(error)` callbacks and `return send(res, …)` in void functions are
       // idioms here; neither uses the void value.
       '@typescript-eslint/no-confusing-void-expression': [

@@ -70,7 +70,7 @@ export async function serve(argv: readonly string[], exit: (code: number) => nev
         if (stopping) return;
         if (Date.now() - entry.startedAt > 30_000) entry.backoffMs = 100;
         process.stderr.write(
-          `lightwell: ${entry.name} exited (${signal ?? code}); restarting in ${entry.backoffMs} ms\n`,
+          `lightwell: ${entry.name} exited (${String(signal ?? code)}); restarting in ${entry.backoffMs} ms\n`,
         );
         reject(Unavailable(`${entry.name} exited during start`));
         const delay = entry.backoffMs;

@@ -140,7 +140,7 @@ export function compressible(size: number): Buffer {
   let length = 0;
   let line = randomInt(1_000_000);
   while (length < size) {
-    const text = `${line++} ${words[line % 10]} ${words[(line * 7) % 10]} level=info value=${line % 97}\n`;
+    const text = `${line++} ${words[line % 10]!} ${words[(line * 7) % 10]!} level=info value=${line % 97}\n`;
     lines.push(text);
     length += text.length;
   }

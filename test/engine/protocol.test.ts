@@ -303,7 +303,9 @@ t.test('nothing a peer sends on the socket takes the engine down', async (t) => 
     child.stdout.on('data', (data: Buffer) => {
       if (data.toString().includes('ready')) resolveReady();
     });
-    child.once('exit', (code) => reject(new Error(`engine exited with ${code}: ${stderr}`)));
+    child.once('exit', (code) =>
+      reject(new Error(`engine exited with ${String(code)}: ${stderr}`)),
+    );
   });
   const socketPath = join(dataDir, 'engine.sock');
   const send = (bytes: Buffer): Promise<void> =>

@@ -119,7 +119,7 @@ export class Service {
       });
       child.once('exit', (code) => {
         clearTimeout(timer);
-        reject(new Error(`service exited with ${code} during start:\n${this.output}`));
+        reject(new Error(`service exited with ${String(code)} during start:\n${this.output}`));
       });
     });
     this.output = '';

@@ -140,6 +140,6 @@ export class WebhookReceiver {
 export function signatureValid(secret: string, delivery: Delivery): boolean {
   const match = /^t=(\d+),v1=([0-9a-f]{64})$/.exec(delivery.signature);
   if (!match) return false;
-  const expected = createHmac('sha256', secret).update(`${match[1]}.${delivery.body}`).digest();
+  const expected = createHmac('sha256', secret).update(`${match[1]!}.${delivery.body}`).digest();
   return timingSafeEqual(expected, Buffer.from(match[2] ?? '', 'hex'));
 }

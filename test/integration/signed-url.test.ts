@@ -300,7 +300,7 @@ t.test('signed URLs and CORS preflight', async (t) => {
         scoped,
       ),
     );
-    const [path, query] = form.split('?');
+    const [path = '', query = ''] = form.split('?');
     t.equal(
       (await browser(`${path}avatar-42.png?${query}`, { method: 'PUT', body: 'png' })).status,
       200,
