@@ -680,6 +680,7 @@ export function listObjects(
   while (true) {
     page.advanced = false;
     store.scanRaw(DB.objects, { start: page.start, end: page.end }, page.visit);
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- page.visit sets it
     if (!page.advanced || page.truncated) break;
   }
   return page.finish();
