@@ -168,7 +168,7 @@ function scenarioRow(report: ScenarioReport): string {
   const rss =
     report.serverPeakRssBytes === null
       ? '–'
-      : `${formatBytes(report.serverPeakRssBytes)}` +
+      : formatBytes(report.serverPeakRssBytes) +
         (report.serverPeakPssBytes === null ? '' : ` (${formatBytes(report.serverPeakPssBytes)})`);
   return [
     '',

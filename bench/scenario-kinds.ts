@@ -87,7 +87,7 @@ function partRequest(
       const part = parseJson(response.body) as { etag?: unknown; partNumber?: unknown } | null;
       if (typeof part?.etag !== 'string') return 'part answer has no etag';
       if (part.partNumber !== undefined && part.partNumber !== partNumber) {
-        return `part answer is for part ${String(part.partNumber)}`;
+        return `part answer is for part ${JSON.stringify(part.partNumber)}`;
       }
       etags[partNumber - 1] = part.etag;
       return null;

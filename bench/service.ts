@@ -192,7 +192,9 @@ async function waitReady(child: ChildProcess, logFile: string, timeoutMs: number
     if (log.includes('public listener ready') && log.includes('admin listener ready')) return;
     if (child.exitCode !== null || child.signalCode !== null) {
       const status = child.exitCode ?? child.signalCode;
-      throw new BenchError(`lightwell serve exited (${status}) before it was ready:\n${tail(log)}`);
+      throw new BenchError(
+        `lightwell serve exited (${String(status)}) before it was ready:\n${tail(log)}`,
+      );
     }
     if (Date.now() > deadline) {
       throw new BenchError(`lightwell serve not ready after ${timeoutMs} ms:\n${tail(log)}`);

@@ -71,6 +71,7 @@ function onBlobWritable(res: uWS.HttpResponse, state: BlobState, writeOffset: nu
   state.pending = null;
   state.offset += piece.length;
   pumpBlob(res, state);
+  // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- pumpBlob may set it
   return state.pending === null;
 }
 

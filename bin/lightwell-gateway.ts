@@ -5,4 +5,4 @@
 process.env['UWS_HTTP_MAX_HEADERS_SIZE'] ??= '16384';
 const { runChild } = await import('../src/cli/child.js');
 
-await runChild('gateway', process.argv.slice(2));
+await runChild('gateway', process.argv.slice(2), (code) => process.exit(code));

@@ -11,7 +11,7 @@ const usage = `usage: lightwell serve [--data-dir DIR] [--public-listen HOST:POR
        lightwell bench [--quick] [--only NAME,…] [--out DIR] [--endpoint URL --token TOKEN] …
                        (lightwell bench --help lists every flag)
 `;
-if (command === 'serve') await serve(rest);
+if (command === 'serve') await serve(rest, (code) => process.exit(code));
 else if (command === 'admin-token') await adminToken(rest);
 else if (command === 'bench') {
   // The benchmark is a client of the public port, not part of the service: it lives in bench/,

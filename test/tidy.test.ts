@@ -57,7 +57,7 @@ t.test('imports point down, never sideways', async (t) => {
       if (target[0] !== 'src') continue;
       const targetLayer = target[1] ?? '';
       const ok = targetLayer === layer || (rank[targetLayer] ?? 99) < (rank[layer] ?? -1);
-      t.ok(ok, `${file.path} imports ${match[1]} (${layer} → ${targetLayer})`);
+      t.ok(ok, `${file.path} imports ${match[1]!} (${layer} → ${targetLayer})`);
     }
   }
 });

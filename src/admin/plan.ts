@@ -56,6 +56,7 @@ export interface TenantPlan {
 }
 
 /** Visits every entry of a range in pages, yielding the event loop between pages. */
+// eslint-disable-next-line @typescript-eslint/no-unnecessary-type-parameters -- the record type
 export async function scanRange<T>(
   store: IndexStore,
   db: Parameters<IndexStore['range']>[0],

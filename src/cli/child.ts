@@ -15,7 +15,12 @@ export interface ReadyMessage {
   readonly port?: number;
 }
 
-export async function runChild(role: Role, argv: readonly string[]): Promise<void> {
+/** `exit` ends the process once it has stopped; bin/ supplies it (process.exit). */
+export async function runChild(
+  role: Role,
+  argv: readonly string[],
+  exit: (code: number) => never,
+): Promise<void> {
   let settings;
   try {
     settings = settingsFrom(parseArgs(argv));
@@ -48,10 +53,10 @@ export async function runChild(role: Role, argv: readonly string[]): Promise<voi
     stopping = true;
     log.info({ signal }, 'stopping');
     running.stop().then(
-      () => process.exit(0),
+      () => exit(0),
       (error: unknown) => {
         log.error({ err: error }, 'unclean stop');
-        process.exit(1);
+        exit(1);
       },
     );
   };

@@ -22,7 +22,8 @@ interface Supervised {
   startedAt: number;
 }
 
-export async function serve(argv: readonly string[]): Promise<void> {
+/** `exit` ends the process once everything has stopped; bin/ supplies it (process.exit). */
+export async function serve(argv: readonly string[], exit: (code: number) => never): Promise<void> {
   let settings: Settings;
   try {
     settings = settingsFrom(parseArgs(argv));
@@ -58,7 +59,7 @@ export async function serve(argv: readonly string[]): Promise<void> {
       });
       entry.child = child;
       entry.startedAt = Date.now();
-      child.on('message', (message: ReadyMessage) => {
+      child.on('message', (message: Partial<ReadyMessage>) => {
         if (message.ready) {
           announce(entry.role, settings, announced);
           resolve();
@@ -69,7 +70,7 @@ export async function serve(argv: readonly string[]): Promise<void> {
         if (stopping) return;
         if (Date.now() - entry.startedAt > 30_000) entry.backoffMs = 100;
         process.stderr.write(
-          `lightwell: ${entry.name} exited (${signal ?? code}); restarting in ${entry.backoffMs} ms\n`,
+          `lightwell: ${entry.name} exited (${String(signal ?? code)}); restarting in ${entry.backoffMs} ms\n`,
         );
         reject(Unavailable(`${entry.name} exited during start`));
         const delay = entry.backoffMs;
@@ -85,7 +86,7 @@ export async function serve(argv: readonly string[]): Promise<void> {
     process.stderr.write(`lightwell: ${signal}: stopping\n`);
     await stopAll(children.filter((entry) => entry.role !== 'engine'));
     await stopAll(children.filter((entry) => entry.role === 'engine'));
-    process.exit(0);
+    exit(0);
   };
   process.on('SIGINT', () => void shutdown('SIGINT'));
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
@@ -108,7 +109,7 @@ export async function serve(argv: readonly string[]): Promise<void> {
     );
     stopping = true;
     await stopAll(children);
-    process.exit(1);
+    exit(1);
   }
 }
 

@@ -307,7 +307,7 @@ function crcCombine32(
     let n = lengthB;
     let k = 3;
     while (n > 0) {
-      if (n % 2 === 1) operator = multModP32(x2n[k]!, operator, poly);
+      if (n % 2 === 1) operator = multModP32(x2n[k] ?? 0, operator, poly);
       n = Math.floor(n / 2);
       k++;
     }
@@ -396,7 +396,9 @@ export function crc64nvmeCombine(crcA: bigint, crcB: bigint, lengthB: number): b
     let k = 3;
     while (n > 0) {
       if (n % 2 === 1) {
-        multModP64(CRC64NVME_X2N[2 * k]!, CRC64NVME_X2N[2 * k + 1]!, operatorHi, operatorLo);
+        const xHi = CRC64NVME_X2N[2 * k] ?? 0;
+        const xLo = CRC64NVME_X2N[2 * k + 1] ?? 0;
+        multModP64(xHi, xLo, operatorHi, operatorLo);
         operatorHi = product64Hi;
         operatorLo = product64Lo;
       }

@@ -152,6 +152,7 @@ export class Deliverer {
       this.options.log.error({ err: error }, 'delivery scan failed');
     } finally {
       this.scanning = false;
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- set while awaiting
       this.schedule(this.again ? 0 : Math.max(0, next - Date.now()));
     }
   }

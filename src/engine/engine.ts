@@ -177,7 +177,7 @@ function serveConnection(socket: Socket, executor: Executor, sockets: Set<Socket
       socket.destroy();
       return;
     }
-    for (const request of requests) void execute(request as Request, executor, socket, writer, log);
+    for (const request of requests) void execute(request, executor, socket, writer, log);
   });
 }
 
@@ -192,15 +192,24 @@ function writtenSegments(chunks: unknown): number[] {
   return segmentIds;
 }
 
+/** A decoded frame with a request id; the command name and arguments are checked where used. */
+type Incoming = Omit<Request, 'o'> & { readonly o: unknown };
+
+function hasRequestId(frame: unknown): frame is Incoming {
+  return (
+    typeof frame === 'object' && frame !== null && typeof (frame as { i?: unknown }).i === 'number'
+  );
+}
+
 async function execute(
-  request: Request,
+  request: unknown,
   executor: Executor,
   socket: Socket,
   writer: FrameWriter,
   log: ReturnType<typeof componentLogger>,
 ): Promise<void> {
   const { context } = executor;
-  if (typeof request !== 'object' || request === null || typeof request.i !== 'number') {
+  if (!hasRequestId(request)) {
     socket.destroy();
     return;
   }

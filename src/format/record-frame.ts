@@ -306,8 +306,18 @@ function readRecordHeader(source: Buffer, offset: number): RecordHeader | string
   return recordFieldsProblem(header) ?? header;
 }
 
+/**
+ * The fields as the rules read them: the codes are plain numbers, because the writer asserts
+ * what its callers' types promise and the reader checks what the bytes say.
+ */
+type RecordFieldsUnchecked = Omit<RecordFields, 'kind' | 'compression' | 'cipher'> & {
+  readonly kind: number;
+  readonly compression: number;
+  readonly cipher: number;
+};
+
 /** The rules a header's fields obey, shared by writer (asserted) and reader (FormatError). */
-function recordFieldsProblem(fields: RecordFields): string | undefined {
+function recordFieldsProblem(fields: RecordFieldsUnchecked): string | undefined {
   if (fields.kind !== RECORD_KIND_CHUNK && fields.kind !== RECORD_KIND_SEAL) {
     return `unknown kind ${String(fields.kind)}`;
   }

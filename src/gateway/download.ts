@@ -159,8 +159,7 @@ class StreamWriter {
   write(bytes: Buffer): Promise<void> {
     const { res } = this.exchange;
     return new Promise((resolve) => {
-      let done = false;
-      let ok = false;
+      let ended: [ok: boolean, done: boolean] = [false, false];
       let base = 0;
       res.cork(() => {
         if (!this.started) {
@@ -171,8 +170,9 @@ class StreamWriter {
           for (const [name, value] of Object.entries(this.headers)) res.writeHeader(name, value);
         }
         base = res.getWriteOffset();
-        [ok, done] = res.tryEnd(bytes, this.total);
+        ended = res.tryEnd(bytes, this.total);
       });
+      const [ok, done] = ended;
       if (done) this.exchange.done = true;
       if (ok || done) {
         resolve();

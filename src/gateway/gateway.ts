@@ -178,7 +178,7 @@ function logUploadStats(stats: UploadStats, log: Logger): NodeJS.Timeout {
     const text = JSON.stringify(stats);
     if (text === last) return;
     last = text;
-    log.debug({ ...stats }, 'upload counters');
+    log.debug(stats, 'upload counters');
   }, UPLOAD_STATS_INTERVAL_MS);
   timer.unref();
   return timer;

@@ -132,9 +132,10 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
   ): Promise<void> => {
     exchange.audit.action = 'createMultipartUpload';
     const { principal, bucket } = target(exchange, params, 'write', key);
-    const body = (await exchange.readJson()) as Record<string, unknown> | undefined;
-    if (body !== undefined && (typeof body !== 'object' || body === null || Array.isArray(body)))
+    const raw = await exchange.readJson();
+    if (raw !== undefined && (typeof raw !== 'object' || raw === null || Array.isArray(raw)))
       throw BadRequest('the body must be a JSON object');
+    const body = raw as Record<string, unknown> | undefined;
     for (const name of Object.keys(body ?? {}))
       if (name !== 'contentType' && name !== 'metadata')
         throw BadRequest(`unknown field ${JSON.stringify(name.slice(0, 64))}`);
@@ -326,7 +327,7 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
             schema: {
               type: 'object',
               properties: {
-                ...((uploadSchema['properties'] ?? {}) as object),
+                ...(uploadSchema['properties'] ?? {}),
                 parts: { type: 'array', items: partSchema },
                 isTruncated: bool,
                 nextPartNumberMarker: int,

@@ -72,15 +72,15 @@ const META_PREFIX = 'x-service-meta-';
 /** What every data-plane handler uses: authentication, bucket look-up, audited mutations. */
 export interface RouteKit {
   readonly services: GatewayServices;
-  bearer(exchange: Exchange): Principal;
+  readonly bearer: (exchange: Exchange) => Principal;
   /** The bucket, refused (403) when its policy denies `access` to this principal. */
-  bucketOf(principal: Principal, name: string, access?: BucketAccess): BucketRecord;
-  mutate<T>(
+  readonly bucketOf: (principal: Principal, name: string, access?: BucketAccess) => BucketRecord;
+  readonly mutate: <T>(
     exchange: Exchange,
     op: string,
     args: Record<string, unknown>,
     status: number,
-  ): Promise<T>;
+  ) => Promise<T>;
 }
 
 export interface BucketAccess {
@@ -466,6 +466,7 @@ export async function storeObject(
     ? engine.call<BeginResult>('beginIdempotent', { ...target, ...idempotency }).then((begun) => {
         if ('replay' in begun) {
           replay = begun.replay;
+          // eslint-disable-next-line @typescript-eslint/only-throw-error -- sentinel, caught below
           throw Replayed;
         }
       })
@@ -679,6 +680,7 @@ export function listObjects(
   while (true) {
     page.advanced = false;
     store.scanRaw(DB.objects, { start: page.start, end: page.end }, page.visit);
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- page.visit sets it
     if (!page.advanced || page.truncated) break;
   }
   return page.finish();

@@ -325,9 +325,11 @@ class BodyReceiver {
     this.waitingForBlock = false;
     if (this.failed) return;
     for (const part of this.unpark()) {
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- copyIn may set it
       if (this.waitingForBlock) this.park(part, false);
       else this.copyIn(part, false);
     }
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- as above
     if (this.waitingForBlock) return;
     // After the last byte there is nothing to read: the socket stays paused (uWS's idle timer
     // stays off while the commit runs) and the response resumes it (Exchange.send).

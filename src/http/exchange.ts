@@ -9,12 +9,7 @@
 
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { randomBytes } from 'node:crypto';
-import {
-  BadRequest,
-  PayloadTooLarge,
-  isLightwellError,
-  type LightwellError,
-} from '../util/errors.js';
+import { BadRequest, PayloadTooLarge, isLightwellError } from '../util/errors.js';
 import type { Logger } from '../util/log.js';
 
 export const JSON_BODY_BYTES_MAX = 1024 * 1024;
@@ -60,7 +55,8 @@ export class Exchange {
   ) {
     this.method = req.getCaseSensitiveMethod().toUpperCase();
     this.path = req.getUrl();
-    this.query = new URLSearchParams(req.getQuery() ?? '');
+    // uWS answers undefined when the URL has no `?`, although its typings say string.
+    this.query = new URLSearchParams((req.getQuery() as string | undefined) ?? '');
     const headers: Record<string, string> = {};
     req.forEach((name, value) => {
       headers[name] = headers[name] === undefined ? value : `${headers[name]}, ${value}`;
@@ -220,7 +216,7 @@ interface Problem {
 
 function toProblem(error: unknown): Problem {
   if (isLightwellError(error)) {
-    const known = error as LightwellError;
+    const known = error;
     const status = known.status;
     // Internal conditions never leak their details to clients.
     if (

@@ -29,7 +29,7 @@ export function openApiDocument(options: {
   for (const route of options.routes) {
     const path = options.prefix + route.path.replace(/\{(\w+)\.\.\.\}/g, '{$1}');
     paths[path] ??= {};
-    (paths[path] as Record<string, unknown>)[route.method.toLowerCase()] = operation(route, path);
+    paths[path][route.method.toLowerCase()] = operation(route, path);
   }
   return {
     openapi: '3.0.3',

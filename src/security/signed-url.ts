@@ -171,7 +171,7 @@ export function parseSignUrlRequest(body: unknown): SignUrlRequest {
     request.ttlSeconds = ttl as number;
   }
   const text = (
-    name: keyof SignUrlRequest & string,
+    name: keyof SignUrlRequest,
     max = SIGNED_URL_FIELD_CHARS_MAX,
   ): string | undefined => {
     const value = fields[name];

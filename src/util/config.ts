@@ -188,7 +188,7 @@ function readConfigFile(file: string): Record<SettingName, string> {
   for (const name of Object.keys(flat)) {
     if (!isSettingName(name)) throw BadRequest(`unknown setting ${name} in ${file}`);
   }
-  return flat as Record<SettingName, string>;
+  return flat;
 }
 
 function flatten(value: unknown, prefix: string, out: Record<string, string>): void {

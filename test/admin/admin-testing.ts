@@ -9,8 +9,27 @@ const execFileAsync = promisify(execFile);
 
 export interface Answer {
   status: number;
-  json: any;
+  /** The parsed body (the text when it is not JSON); a test states the shape it reads. */
+  json: unknown;
   headers: Headers;
+}
+
+/** The fields of a tenant answer that tests read; t.match checks the rest. */
+export interface TenantAnswer {
+  id: string;
+  state: string;
+  deletion?: { state: string; completedAt?: string };
+}
+
+/** `GET /tenants`. */
+export interface TenantList {
+  tenants: TenantAnswer[];
+}
+
+/** The fields of a usage answer that tests read. */
+export interface UsageAnswer {
+  objects: number;
+  physicalBytes: number;
 }
 
 /** One admin request; `token` undefined sends no Authorization header. */
@@ -97,12 +116,11 @@ export async function auditRowOf(
   token: string,
   requestId: string,
   query = 'limit=1000',
-): Promise<any> {
+): Promise<{ requestId: string }> {
   return waitFor(`audit row ${requestId}`, async () => {
     const answer = await call(service, 'GET', `/audit?${query}`, { token });
-    return (answer.json?.events as Array<{ requestId: string }> | undefined)?.find(
-      (event) => event.requestId === requestId,
-    );
+    const page = answer.json as { events?: Array<{ requestId: string }> } | undefined;
+    return page?.events?.find((event) => event.requestId === requestId);
   });
 }
 
@@ -130,7 +148,7 @@ export async function dataRequest(
   path: string,
   body?: string | Uint8Array,
   json?: unknown,
-): Promise<{ status: number; json: any }> {
+): Promise<{ status: number; json: unknown }> {
   const headers: Record<string, string> = { Authorization: `Bearer ${token}` };
   let payload: string | Uint8Array | undefined = body;
   if (json !== undefined) {

@@ -7,7 +7,7 @@
 // Method: the real service on loopback (`lightwell serve`), tokens minted with the CLI, plain
 // fetch against every route of the table for every role and scope.
 import t from 'tap';
-import { Service } from '../helpers/service.js';
+import { Service, type Problem } from '../helpers/service.js';
 import { call, mintToken, cli, auditRowOf } from './admin-testing.js';
 
 interface RouteCase {
@@ -232,7 +232,7 @@ t.test('admin tokens, roles and scopes', async (t) => {
     );
     const expired = await call(service, 'GET', '/tenants', { token: brief.token });
     t.equal(expired.status, 401, 'expired');
-    t.match(expired.json.message, /expired/);
+    t.match((expired.json as Problem).message, /expired/);
     const listed = JSON.parse(cli(service, ['list', '--json'])) as {
       tokens: Array<Record<string, unknown>>;
     };
@@ -259,7 +259,7 @@ t.test('admin tokens, roles and scopes', async (t) => {
         const answer = await call(service, route.method, path, { token: tokens[role], body: {} });
         if (rank[role] < rank[route.role]) {
           t.equal(answer.status, 403, `${role} on ${route.operationId}`);
-          t.equal(answer.json.code, 'forbidden');
+          t.equal((answer.json as Problem).code, 'forbidden');
         } else {
           t.notOk(
             [401, 403, 429].includes(answer.status),
@@ -289,13 +289,13 @@ t.test('admin tokens, roles and scopes', async (t) => {
       }
       let answer = await call(service, 'GET', '/tenants', { token: scoped.token });
       t.same(
-        answer.json.tenants.map((tenant: { id: string }) => tenant.id),
+        (answer.json as { tenants: Array<{ id: string }> }).tenants.map((tenant) => tenant.id),
         ['alpha'],
         'a scoped token lists only its tenant',
       );
       answer = await call(service, 'GET', '/tenants', { token: owner.token });
       t.same(
-        answer.json.tenants.map((tenant: { id: string }) => tenant.id),
+        (answer.json as { tenants: Array<{ id: string }> }).tenants.map((tenant) => tenant.id),
         ['alpha', 'beta'],
         'a global token lists all',
       );

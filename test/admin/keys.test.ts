@@ -8,6 +8,16 @@ import t from 'tap';
 import { Service } from '../helpers/service.js';
 import { call, mintToken, mintBearer, dataRequest } from './admin-testing.js';
 
+/** The fields of a key answer these tests read; t.match checks the rest. */
+interface Key {
+  accessKeyId: string;
+  secretKey: string;
+  scopes: string;
+  state: string;
+  expiresAt?: string;
+  revokedAt?: string;
+}
+
 t.test('accounts and keys', async (t) => {
   const service = await Service.start();
   t.teardown(() => service.close());
@@ -68,7 +78,7 @@ t.test('accounts and keys', async (t) => {
     t.match(answer.json, { dryRun: true, result: { id: 'later' } });
     answer = await call(service, 'GET', '/tenants/acme/accounts', { token: viewer });
     t.same(
-      answer.json.accounts.map((account: { id: string }) => account.id),
+      (answer.json as { accounts: Array<{ id: string }> }).accounts.map((account) => account.id),
       ['ingest'],
       'the dry run created nothing',
     );
@@ -97,8 +107,9 @@ t.test('accounts and keys', async (t) => {
     t.equal(answer.headers.get('cache-control'), 'no-store');
     const { accessKeyId, secretKey } = answer.json as { accessKeyId: string; secretKey: string };
     answer = await call(service, 'GET', '/tenants/acme/keys', { token: viewer });
-    t.equal(answer.json.keys.length, 1);
-    t.notOk('secretKey' in answer.json.keys[0], 'a list never shows a secret');
+    const { keys } = answer.json as { keys: Key[] };
+    t.equal(keys.length, 1);
+    t.notOk('secretKey' in keys[0]!, 'a list never shows a secret');
     t.notOk(JSON.stringify(answer.json).includes(secretKey));
     t.equal((await mintBearer(service, accessKeyId, secretKey)).status, 200, 'the key works');
 
@@ -107,7 +118,7 @@ t.test('accounts and keys', async (t) => {
       body: { accountId: 'ingest', scopes: 'op=read:bucket=logs:prefix=2026/,op=write:bucket=*' },
     });
     t.equal(answer.status, 201, 'resource scopes');
-    t.match(answer.json.scopes, /op=read:bucket=logs:prefix=2026\//);
+    t.match((answer.json as Key).scopes, /op=read:bucket=logs:prefix=2026\//);
     const bad: Array<[unknown, RegExp]> = [
       ['read,fly', /fly/],
       ['read,,write', /./],
@@ -121,7 +132,7 @@ t.test('accounts and keys', async (t) => {
         body: { accountId: 'ingest', scopes },
       });
       t.equal(answer.status, 400, `scopes ${JSON.stringify(scopes)}`);
-      t.match(answer.json.message, message);
+      t.match((answer.json as { message: string }).message, message);
     }
     t.equal(
       (
@@ -140,13 +151,13 @@ t.test('accounts and keys', async (t) => {
       });
       t.equal(answer.status, 201, `expiresAt ${expiresAt}`);
     }
-    t.equal(answer.json.expiresAt, '2099-12-31T08:00:00.500Z', 'offsets are honoured');
+    t.equal((answer.json as Key).expiresAt, '2099-12-31T08:00:00.500Z', 'offsets are honoured');
     answer = await call(service, 'POST', '/tenants/acme/keys', {
       token: operator,
       body: { accountId: 'ingest', scopes: 'read', expiresAt: '2099-12-31' },
     });
     t.equal(
-      answer.json.expiresAt,
+      (answer.json as Key).expiresAt,
       '2099-12-31T23:59:59.999Z',
       'a date means the end of that day, UTC',
     );
@@ -157,19 +168,20 @@ t.test('accounts and keys', async (t) => {
       });
       t.equal(answer.status, 400, `expiresAt ${JSON.stringify(expiresAt)}`);
     }
-    const before = (await call(service, 'GET', '/tenants/acme/keys', { token: viewer })).json.keys
-      .length;
+    const keyCount = async (): Promise<number> =>
+      (
+        (await call(service, 'GET', '/tenants/acme/keys', { token: viewer })).json as {
+          keys: Key[];
+        }
+      ).keys.length;
+    const before = await keyCount();
     answer = await call(service, 'POST', '/tenants/acme/keys?dryRun=true', {
       token: operator,
       body: { accountId: 'ingest', scopes: 'read' },
     });
     t.match(answer.json, { dryRun: true, result: { scopes: 'read', state: 'active' } });
-    t.notOk('secretKey' in answer.json.result, 'a dry run makes no secret');
-    t.equal(
-      (await call(service, 'GET', '/tenants/acme/keys', { token: viewer })).json.keys.length,
-      before,
-      'a dry run creates no key',
-    );
+    t.notOk('secretKey' in (answer.json as { result: object }).result, 'a dry run makes no secret');
+    t.equal(await keyCount(), before, 'a dry run creates no key');
   });
 
   await t.test('rotate: a new secret once; the old one stops at once', async (t) => {
@@ -178,7 +190,7 @@ t.test('accounts and keys', async (t) => {
         token: operator,
         body: { accountId: 'ingest', scopes: 'read' },
       })
-    ).json;
+    ).json as Key;
     const path = `/tenants/acme/keys/${created.accessKeyId}/rotate`;
     let answer = await call(service, 'POST', `${path}?dryRun=true`, {
       token: operator,
@@ -202,14 +214,15 @@ t.test('accounts and keys', async (t) => {
       rotatedAt: String,
       secretKey: /^[A-Za-z0-9_-]{40}$/,
     });
-    t.not(answer.json.secretKey, created.secretKey);
+    const rotated = answer.json as Key;
+    t.not(rotated.secretKey, created.secretKey);
     t.equal(
       (await mintBearer(service, created.accessKeyId, created.secretKey)).status,
       401,
       'the old secret stops at once',
     );
     t.equal(
-      (await mintBearer(service, created.accessKeyId, answer.json.secretKey)).status,
+      (await mintBearer(service, created.accessKeyId, rotated.secretKey)).status,
       200,
       'the new secret works',
     );
@@ -234,7 +247,7 @@ t.test('accounts and keys', async (t) => {
         token: operator,
         body: { accountId: 'ingest', scopes: 'read' },
       })
-    ).json;
+    ).json as Key;
     const bearer = await mintBearer(service, created.accessKeyId, created.secretKey);
     t.equal((await dataRequest(service, bearer.token ?? '', 'GET', '/buckets')).status, 200);
     const path = `/tenants/acme/keys/${created.accessKeyId}/revoke`;
@@ -259,17 +272,17 @@ t.test('accounts and keys', async (t) => {
     });
     t.equal(answer.status, 200);
     t.match(answer.json, { accessKeyId: created.accessKeyId, state: 'revoked', revokedAt: String });
-    t.notOk('secretKey' in answer.json);
+    t.notOk('secretKey' in (answer.json as Key));
     t.equal(
       (await dataRequest(service, bearer.token ?? '', 'GET', '/buckets')).status,
       401,
       'outstanding tokens stop at once',
     );
     t.equal((await mintBearer(service, created.accessKeyId, created.secretKey)).status, 401);
+    const again = await call(service, 'POST', path, { token: operator, body: { reason: 'again' } });
     t.equal(
-      (await call(service, 'POST', path, { token: operator, body: { reason: 'again' } })).json
-        .revokedAt,
-      answer.json.revokedAt,
+      (again.json as Key).revokedAt,
+      (answer.json as Key).revokedAt,
       'revoking again changes nothing',
     );
     t.equal(
@@ -302,7 +315,7 @@ t.test('accounts and keys', async (t) => {
         token: operator,
         body: { accountId: 'ingest', scopes: 'read', expiresAt },
       })
-    ).json;
+    ).json as Key;
     t.equal(created.expiresAt, expiresAt);
     t.equal((await mintBearer(service, created.accessKeyId, created.secretKey)).status, 200);
     await new Promise((resolve) => setTimeout(resolve, Date.parse(expiresAt) - Date.now() + 50));
@@ -312,9 +325,9 @@ t.test('accounts and keys', async (t) => {
       'an expired key mints nothing',
     );
     const listed = (
-      await call(service, 'GET', '/tenants/acme/keys', { token: viewer })
-    ).json.keys.find((key: { accessKeyId: string }) => key.accessKeyId === created.accessKeyId);
-    t.equal(listed.state, 'expired');
+      (await call(service, 'GET', '/tenants/acme/keys', { token: viewer })).json as { keys: Key[] }
+    ).keys.find((key) => key.accessKeyId === created.accessKeyId);
+    t.equal(listed?.state, 'expired');
     t.equal(
       (
         await call(service, 'POST', `/tenants/acme/keys/${created.accessKeyId}/rotate`, {
@@ -333,7 +346,7 @@ t.test('accounts and keys', async (t) => {
     );
     t.equal(renewed.status, 200);
     t.equal(
-      (await mintBearer(service, created.accessKeyId, renewed.json.secretKey)).status,
+      (await mintBearer(service, created.accessKeyId, (renewed.json as Key).secretKey)).status,
       200,
       'a rotation with a new expiry revives it',
     );

@@ -7,8 +7,13 @@
 // Method: the real service on loopback; objects written through the public API; the admin API
 // read back and compared with what was written.
 import t from 'tap';
-import { Service } from '../helpers/service.js';
-import { call, mintToken, waitFor } from './admin-testing.js';
+import { Service, type Problem } from '../helpers/service.js';
+import { call, mintToken, waitFor, type UsageAnswer } from './admin-testing.js';
+
+/** The fields of an audit page that these tests read; t.match checks the rest. */
+interface AuditPage {
+  events: Array<{ id: string; requestId: string; time: string; tenantId: string }>;
+}
 
 t.test('quotas, usage and audit', async (t) => {
   const service = await Service.start();
@@ -32,7 +37,8 @@ t.test('quotas, usage and audit', async (t) => {
     t.match(answer.json, { dryRun: true, result: { maxBytes: 10 } });
     t.notOk(
       'maxBytes' in
-        (await call(service, 'GET', '/tenants/acme/quota', { token: viewer.token })).json,
+        ((await call(service, 'GET', '/tenants/acme/quota', { token: viewer.token }))
+          .json as object),
       'a dry run sets nothing',
     );
     for (const body of [
@@ -63,7 +69,7 @@ t.test('quotas, usage and audit', async (t) => {
     t.equal((await client.put('data', 'one', Buffer.alloc(600))).status, 200);
     let response = await client.put('data', 'two', Buffer.alloc(600));
     t.equal(response.status, 507, 'a write past maxBytes is refused');
-    t.equal(response.json.code, 'quota_exceeded');
+    t.equal((response.json as Problem).code, 'quota_exceeded');
     t.equal((await client.put('data', 'two', Buffer.alloc(100))).status, 200);
     t.equal(
       (await client.put('data', 'three', Buffer.alloc(1))).status,
@@ -83,7 +89,11 @@ t.test('quotas, usage and audit', async (t) => {
     });
     t.match(answer.json, { dryRun: true, result: { cleared: true } });
     t.equal(
-      (await call(service, 'GET', '/tenants/acme/quota', { token: viewer.token })).json.maxBytes,
+      (
+        (await call(service, 'GET', '/tenants/acme/quota', { token: viewer.token })).json as {
+          maxBytes?: number;
+        }
+      ).maxBytes,
       1000,
       'a dry run clears nothing',
     );
@@ -120,14 +130,13 @@ t.test('quotas, usage and audit', async (t) => {
       versions: 6,
       deleteMarkers: 1,
     });
-    t.ok(answer.json.physicalBytes > 0, 'physical bytes after dedup and compression');
-    t.ok(
-      answer.json.physicalBytes < answer.json.logicalBytes,
-      'zero-filled bodies deduplicate and compress',
-    );
-    const byName = Object.fromEntries(
-      answer.json.buckets.map((bucket: { name: string }) => [bucket.name, bucket]),
-    );
+    const usage = answer.json as UsageAnswer & {
+      logicalBytes: number;
+      buckets: Array<{ name: string }>;
+    };
+    t.ok(usage.physicalBytes > 0, 'physical bytes after dedup and compression');
+    t.ok(usage.physicalBytes < usage.logicalBytes, 'zero-filled bodies deduplicate and compress');
+    const byName = Object.fromEntries(usage.buckets.map((bucket) => [bucket.name, bucket]));
     t.match(byName['data'], { name: 'data', logicalBytes: 1300, objects: 3, versions: 3 });
     t.match(byName['history'], {
       name: 'history',
@@ -145,7 +154,7 @@ t.test('quotas, usage and audit', async (t) => {
     });
     // A mutation's row commits with the mutation: visible at once, no batching delay.
     let answer = await call(service, 'GET', '/audit?tenant=fresh', { token: viewer.token });
-    t.match(answer.json.events[0], {
+    t.match((answer.json as AuditPage).events[0], {
       requestId: created.headers.get('x-request-id'),
       action: 'createTenant',
       tenantId: 'fresh',
@@ -155,9 +164,9 @@ t.test('quotas, usage and audit', async (t) => {
     });
     const read = await client.request('GET', '/buckets');
     const dataRow = await waitFor('the data-plane row', async () => {
-      const events = (
+      const { events } = (
         await call(service, 'GET', '/audit?tenant=acme&limit=1000', { token: viewer.token })
-      ).json.events as Array<{ requestId: string }>;
+      ).json as AuditPage;
       return events.find((event) => event.requestId === read.headers.get('x-request-id'));
     });
     t.match(dataRow, {
@@ -170,7 +179,7 @@ t.test('quotas, usage and audit', async (t) => {
     });
 
     answer = await call(service, 'GET', '/audit', { token: viewer.token });
-    const events = answer.json.events as Array<{ time: string; id: string }>;
+    const { events } = answer.json as AuditPage;
     t.ok(events.length > 10 && events.length <= 100);
     t.ok(
       events.every(
@@ -179,16 +188,19 @@ t.test('quotas, usage and audit', async (t) => {
       'newest first',
     );
     t.equal(
-      (await call(service, 'GET', '/audit?limit=0', { token: viewer.token })).json.events.length,
+      ((await call(service, 'GET', '/audit?limit=0', { token: viewer.token })).json as AuditPage)
+        .events.length,
       1,
       'limit clamped up to 1',
     );
     t.equal(
-      (await call(service, 'GET', '/audit?limit=-5', { token: viewer.token })).json.events.length,
+      ((await call(service, 'GET', '/audit?limit=-5', { token: viewer.token })).json as AuditPage)
+        .events.length,
       1,
     );
     t.equal(
-      (await call(service, 'GET', '/audit?limit=3', { token: viewer.token })).json.events.length,
+      ((await call(service, 'GET', '/audit?limit=3', { token: viewer.token })).json as AuditPage)
+        .events.length,
       3,
     );
     // More than 1000 rows: unauthenticated health checks are audited too.
@@ -200,13 +212,15 @@ t.test('quotas, usage and audit', async (t) => {
       );
     }
     const many = await waitFor('1000 rows', async () => {
-      const count = (await call(service, 'GET', '/audit?limit=5000', { token: viewer.token })).json
-        .events.length as number;
+      const count = (
+        (await call(service, 'GET', '/audit?limit=5000', { token: viewer.token })).json as AuditPage
+      ).events.length;
       return count >= 1000 ? count : undefined;
     });
     t.equal(many, 1000, 'limit clamped down to 1000');
     t.equal(
-      (await call(service, 'GET', '/audit', { token: viewer.token })).json.events.length,
+      ((await call(service, 'GET', '/audit', { token: viewer.token })).json as AuditPage).events
+        .length,
       100,
       'default limit 100',
     );
@@ -221,13 +235,14 @@ t.test('quotas, usage and audit', async (t) => {
       400,
     );
     t.ok(
-      (await call(service, 'GET', '/audit?since=1h', { token: viewer.token })).json.events.length >
-        0,
+      ((await call(service, 'GET', '/audit?since=1h', { token: viewer.token })).json as AuditPage)
+        .events.length > 0,
     );
     await new Promise((resolve) => setTimeout(resolve, 300));
     const recent = (
-      await call(service, 'GET', '/audit?since=200ms&limit=1000', { token: viewer.token })
-    ).json.events as Array<{ time: string }>;
+      (await call(service, 'GET', '/audit?since=200ms&limit=1000', { token: viewer.token }))
+        .json as AuditPage
+    ).events;
     t.ok(
       recent.every((event) => Date.parse(event.time) >= Date.now() - 2000),
       'since keeps only recent events',
@@ -235,11 +250,13 @@ t.test('quotas, usage and audit', async (t) => {
     t.ok(recent.length < many, 'since drops older events');
 
     const other = (
-      await call(service, 'GET', '/audit?tenant=other&limit=1000', { token: viewer.token })
-    ).json.events as Array<{ tenantId: string }>;
+      (await call(service, 'GET', '/audit?tenant=other&limit=1000', { token: viewer.token }))
+        .json as AuditPage
+    ).events;
     t.ok(other.length > 0 && other.every((event) => event.tenantId === 'other'), 'tenant filter');
-    const forced = (await call(service, 'GET', '/audit?limit=1000', { token: scoped.token })).json
-      .events as Array<{ tenantId: string }>;
+    const forced = (
+      (await call(service, 'GET', '/audit?limit=1000', { token: scoped.token })).json as AuditPage
+    ).events;
     t.ok(
       forced.length > 0 && forced.every((event) => event.tenantId === 'acme'),
       'a scoped token sees only its tenant',

@@ -4,7 +4,7 @@
 // Method: the real service with a small limit (2/s burst 4); bursts of requests from two
 // tokens.
 import t from 'tap';
-import { Service } from '../helpers/service.js';
+import { Service, type Problem } from '../helpers/service.js';
 import { call, mintToken, auditRowOf } from './admin-testing.js';
 
 t.test('per-token admin rate limit', async (t) => {
@@ -23,7 +23,7 @@ t.test('per-token admin rate limit', async (t) => {
   }
   t.same(statuses.slice(0, 4), [200, 200, 200, 200], 'the burst passes');
   t.ok(statuses.slice(4).includes(429), 'then 429');
-  t.equal(limited?.json.code, 'rate_limited');
+  t.equal((limited?.json as Problem | undefined)?.code, 'rate_limited');
   const retryAfter = Number(limited?.headers.get('retry-after'));
   t.ok(Number.isInteger(retryAfter) && retryAfter >= 1, `Retry-After: ${retryAfter}`);
   t.equal(limited?.headers.get('content-type'), 'application/problem+json');

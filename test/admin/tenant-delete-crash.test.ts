@@ -12,7 +12,14 @@ import t from 'tap';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { Service } from '../helpers/service.js';
-import { call, mintToken, waitFor } from './admin-testing.js';
+import {
+  call,
+  mintToken,
+  waitFor,
+  type TenantAnswer,
+  type TenantList,
+  type UsageAnswer,
+} from './admin-testing.js';
 import { IndexStore } from '../../src/engine/index/store.js';
 import {
   DB,
@@ -27,7 +34,7 @@ const OBJECTS = 500;
 
 t.test('a tenant delete killed midway resumes after restart', async (t) => {
   const began = Date.now();
-  const mark = (what: string): void => void t.comment(`${what} at ${Date.now() - began} ms`);
+  const mark = (what: string): void => t.comment(`${what} at ${Date.now() - began} ms`);
   const service = await Service.start();
   mark('started');
   t.teardown(() => service.close());
@@ -54,7 +61,8 @@ t.test('a tenant delete killed midway resumes after restart', async (t) => {
   t.equal(failures, 0, `${OBJECTS} objects written`);
   mark('written');
   t.equal(
-    (await call(service, 'GET', '/tenants/bulk/usage', { token: owner })).json.objects,
+    ((await call(service, 'GET', '/tenants/bulk/usage', { token: owner })).json as UsageAnswer)
+      .objects,
     OBJECTS,
   );
   t.equal(
@@ -106,7 +114,8 @@ t.test('a tenant delete killed midway resumes after restart', async (t) => {
   const tenant = await waitFor(
     'the resumed purge',
     async () => {
-      const current = (await call(service, 'GET', '/tenants/bulk', { token: owner })).json;
+      const current = (await call(service, 'GET', '/tenants/bulk', { token: owner }))
+        .json as TenantAnswer;
       t.not(current.state, 'active');
       return current.deletion?.state === 'complete' ? current : undefined;
     },
@@ -114,8 +123,8 @@ t.test('a tenant delete killed midway resumes after restart', async (t) => {
   );
   t.match(tenant, { id: 'bulk', state: 'deleted', deletion: { state: 'complete' } });
   t.notOk(
-    (await call(service, 'GET', '/tenants', { token: owner })).json.tenants.some(
-      (entry: { id: string }) => entry.id === 'bulk',
+    ((await call(service, 'GET', '/tenants', { token: owner })).json as TenantList).tenants.some(
+      (entry) => entry.id === 'bulk',
     ),
   );
   t.equal((await call(service, 'GET', '/tenants/bulk/usage', { token: owner })).status, 404);

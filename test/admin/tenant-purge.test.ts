@@ -55,7 +55,7 @@ import { loadSettings } from '../../src/util/config.js';
 import { componentLogger } from '../../src/util/log.js';
 import { Service, type DataClient } from '../helpers/service.js';
 import { WebhookReceiver } from '../helpers/webhook-receiver.js';
-import { call, mintToken, waitFor } from './admin-testing.js';
+import { call, mintToken, waitFor, type TenantAnswer, type UsageAnswer } from './admin-testing.js';
 
 const masterKey = randomBytes(32);
 const settings = loadSettings({});
@@ -247,8 +247,7 @@ t.test(
       { legalHeld: false, retained: false },
       'a window that has ended protects nothing',
     );
-    const odd = (fields: Record<string, unknown>): ObjectVersionRecord =>
-      ({ ...base, ...fields }) as unknown as ObjectVersionRecord;
+    const odd = (fields: Record<string, unknown>): ObjectVersionRecord => ({ ...base, ...fields });
     t.same(
       versionProtection(odd({ retention: { mode: 'GOVERNANCE' } }), now).retained,
       true,
@@ -541,7 +540,7 @@ async function seedThroughApi(
   tenantId: string,
 ): Promise<number[]> {
   const statuses: number[] = [];
-  const record = async (pending: Promise<{ status: number }>): Promise<any> => {
+  const record = async (pending: Promise<{ status: number }>): Promise<unknown> => {
     const response = await pending;
     statuses.push(response.status);
     return (response as { json?: unknown }).json;
@@ -570,7 +569,9 @@ async function seedThroughApi(
     ['uploads', 2],
     ['events', 1],
   ] as const) {
-    const upload = await record(client.request('POST', `/buckets/${bucket}/multipart/partial.bin`));
+    const upload = (await record(
+      client.request('POST', `/buckets/${bucket}/multipart/partial.bin`),
+    )) as { uploadId: string };
     for (let part = 1; part <= parts; part += 1) {
       await record(
         client.request(
@@ -687,7 +688,8 @@ t.test(
         receiver.attempts.filter((d) => d.path === '/gone/earlier').length >= 2,
     );
     t.ok(
-      (await call(service, 'GET', '/tenants/gone/usage', { token: owner })).json.physicalBytes >
+      ((await call(service, 'GET', '/tenants/gone/usage', { token: owner })).json as UsageAnswer)
+        .physicalBytes >
         3 * 64 * 1024,
       'the parts count in usage',
     );
@@ -707,7 +709,8 @@ t.test(
     });
     t.equal(deleted.status, 200);
     const tenant = await waitFor('the purge', async () => {
-      const current = (await call(service, 'GET', '/tenants/gone', { token: owner })).json;
+      const current = (await call(service, 'GET', '/tenants/gone', { token: owner }))
+        .json as TenantAnswer;
       return current.deletion?.completedAt === undefined ? undefined : current;
     });
     const completedAt = Date.now();

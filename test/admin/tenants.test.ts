@@ -7,8 +7,17 @@
 // Method: the real service on loopback; data written through the public API (buckets, objects,
 // versions, delete markers, object lock); then the admin API, checked against both listeners.
 import t from 'tap';
-import { Service, type DataClient } from '../helpers/service.js';
-import { call, mintToken, waitFor, auditRowOf, mintBearer } from './admin-testing.js';
+import { Service, type DataClient, type Problem } from '../helpers/service.js';
+import {
+  call,
+  mintToken,
+  waitFor,
+  auditRowOf,
+  mintBearer,
+  type TenantAnswer,
+  type TenantList,
+  type UsageAnswer,
+} from './admin-testing.js';
 
 t.test('tenant lifecycle', async (t) => {
   const service = await Service.start();
@@ -29,8 +38,10 @@ t.test('tenant lifecycle', async (t) => {
       createdAt: /^\d{4}-\d\d-\d\dT/,
     });
     t.equal(
-      (await call(service, 'POST', '/tenants', { token: operator, body: { id: 'acme' } })).json
-        .code,
+      (
+        (await call(service, 'POST', '/tenants', { token: operator, body: { id: 'acme' } }))
+          .json as Problem
+      ).code,
       'conflict',
     );
     for (const id of ['ab', 'Upper', 'a_b', 'x'.repeat(64)]) {
@@ -83,7 +94,7 @@ t.test('tenant lifecycle', async (t) => {
     t.match(answer.json, { id: 'acme', state: 'active' });
     answer = await call(service, 'GET', '/tenants', { token: owner });
     t.same(
-      answer.json.tenants.map((tenant: { id: string }) => tenant.id),
+      (answer.json as TenantList).tenants.map((tenant) => tenant.id),
       ['acme'],
     );
   });
@@ -132,10 +143,11 @@ t.test('tenant lifecycle', async (t) => {
         physicalBytes: Number,
       },
     });
-    t.ok(answer.json.counts.physicalBytes > 0);
-    t.notOk(answer.json.applied);
+    const plan = answer.json as { counts: { physicalBytes: number }; applied: boolean };
+    t.ok(plan.counts.physicalBytes > 0);
+    t.notOk(plan.applied);
     t.equal(
-      (await call(service, 'GET', '/tenants/acme', { token: owner })).json.state,
+      ((await call(service, 'GET', '/tenants/acme', { token: owner })).json as TenantAnswer).state,
       'active',
       'the dry run disabled nothing',
     );
@@ -167,7 +179,11 @@ t.test('tenant lifecycle', async (t) => {
       401,
       'the secret no longer mints tokens',
     );
-    const keys = (await call(service, 'GET', '/tenants/acme/keys', { token: owner })).json.keys;
+    const keys = (
+      (await call(service, 'GET', '/tenants/acme/keys', { token: owner })).json as {
+        keys: unknown;
+      }
+    ).keys;
     t.match(keys, [{ accessKeyId: client.accessKeyId, state: 'revoked', revokedAt: String }]);
     t.equal(
       (
@@ -207,7 +223,7 @@ t.test('tenant lifecycle', async (t) => {
       body: { reason: 'closing', confirm: 'ACME' },
     });
     t.equal(answer.status, 400, 'confirm must equal the id exactly');
-    t.match(answer.json.message, /confirm/);
+    t.match((answer.json as Problem).message, /confirm/);
     answer = await call(service, 'POST', '/tenants/busy/delete', {
       token: owner,
       body: { reason: 'closing', confirm: 'busy' },
@@ -240,11 +256,15 @@ t.test('tenant lifecycle', async (t) => {
       counts: { buckets: 2, objects: 4, versions: 6, deleteMarkers: 1, accessKeys: 1 },
     });
     t.equal(
-      (await call(service, 'GET', '/tenants/acme', { token: owner })).json.state,
+      ((await call(service, 'GET', '/tenants/acme', { token: owner })).json as TenantAnswer).state,
       'disabled',
       'the dry run deleted nothing',
     );
-    t.equal((await call(service, 'GET', '/tenants/acme/usage', { token: owner })).json.objects, 4);
+    t.equal(
+      ((await call(service, 'GET', '/tenants/acme/usage', { token: owner })).json as UsageAnswer)
+        .objects,
+      4,
+    );
   });
 
   await t.test('delete: 412 while a version is under legal hold or retention', async (t) => {
@@ -285,9 +305,9 @@ t.test('tenant lifecycle', async (t) => {
       body: { reason: 'closing', confirm: 'vault' },
     });
     t.equal(answer.status, 412);
-    t.equal(answer.json.code, 'precondition_failed');
+    t.equal((answer.json as Problem).code, 'precondition_failed');
     t.equal(
-      (await call(service, 'GET', '/tenants/vault', { token: owner })).json.state,
+      ((await call(service, 'GET', '/tenants/vault', { token: owner })).json as TenantAnswer).state,
       'disabled',
       'nothing was deleted',
     );
@@ -319,20 +339,22 @@ t.test('tenant lifecycle', async (t) => {
         { action: 'deleteTenant', reason: 'closing', status: 200 },
       );
       const tenant = await waitFor('the purge', async () => {
-        const current = (await call(service, 'GET', '/tenants/acme', { token: owner })).json;
+        const current = (await call(service, 'GET', '/tenants/acme', { token: owner }))
+          .json as TenantAnswer;
         return current.deletion?.state === 'complete' ? current : undefined;
       });
       t.match(tenant, { state: 'deleted', deletion: { state: 'complete', completedAt: String } });
       t.notOk(
-        (await call(service, 'GET', '/tenants', { token: owner })).json.tenants.some(
-          (entry: { id: string }) => entry.id === 'acme',
-        ),
+        (
+          (await call(service, 'GET', '/tenants', { token: owner })).json as TenantList
+        ).tenants.some((entry) => entry.id === 'acme'),
         'not listed',
       );
       t.ok(
         (
-          await call(service, 'GET', '/tenants?includeDeleted=true', { token: owner })
-        ).json.tenants.some((entry: { id: string }) => entry.id === 'acme'),
+          (await call(service, 'GET', '/tenants?includeDeleted=true', { token: owner }))
+            .json as TenantList
+        ).tenants.some((entry) => entry.id === 'acme'),
         'listed on request',
       );
       for (const path of [

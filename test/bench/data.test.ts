@@ -145,7 +145,7 @@ t.test('process tree: children are found, CPU and RSS counted', async (t) => {
     window.peakPssBytes !== null &&
       window.peakPssBytes > 10 * MiB &&
       window.peakPssBytes <= window.peakRssBytes,
-    `peak PSS ${window.peakPssBytes}`,
+    `peak PSS ${String(window.peakPssBytes)}`,
   );
   t.ok(window.processesMax >= 2);
   t.equal(sampleProcessTree(2 ** 22 + 12345), null, 'a missing root gives null');

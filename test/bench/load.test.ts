@@ -292,7 +292,7 @@ t.test('planned bodies arrive byte-exact, also when the server stops reading', a
       t.equal(
         response.body?.toString(),
         expected,
-        `pause ${pauseMs} ms, seed ${seed}, ${length} bytes`,
+        `pause ${pauseMs} ms, seed ${String(seed)}, ${length} bytes`,
       );
       t.equal(response.bodySent, length);
     }

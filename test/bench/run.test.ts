@@ -66,6 +66,7 @@ async function bench(args: string[], env: Record<string, string> = {}): Promise<
     });
     return { code, out, err, report: readReport(dir), dir };
   } finally {
+    // eslint-disable-next-line @typescript-eslint/no-dynamic-delete -- how a variable is unset
     for (const name of Object.keys(env)) delete process.env[name];
     Object.assign(process.env, saved);
   }
@@ -92,7 +93,7 @@ t.test('all scenarios and limits against a started fake service', async (t) => {
     const bound = SCENARIOS.find((s) => s.name === scenario.name)?.bounds[0];
     t.equal(scenario.status, 'ok', scenario.name);
     t.ok(scenario.throughput.value > 0, `${scenario.name} throughput`);
-    t.ok(scenario.ratios.length > 0, `${scenario.name} has a ratio to ${bound}`);
+    t.ok(scenario.ratios.length > 0, `${scenario.name} has a ratio to ${String(bound)}`);
     t.ok((scenario.serverPeakRssBytes ?? 0) > 0, `${scenario.name} server RSS`);
   }
   t.ok(

@@ -150,7 +150,7 @@ t.test(
       t.same(
         verified.failures,
         [],
-        `round ${round} (killed ${seen.at(-1)}): every key holds an allowed state (${verified.keys} keys, ${verified.present} present, ${(verified.bytes / MiB).toFixed(1)} MiB)`,
+        `round ${round} (killed ${String(seen.at(-1))}): every key holds an allowed state (${verified.keys} keys, ${verified.present} present, ${(verified.bytes / MiB).toFixed(1)} MiB)`,
       );
 
       const cleaned = await eventually(async () => {

@@ -140,7 +140,7 @@ export function compressible(size: number): Buffer {
   let length = 0;
   let line = randomInt(1_000_000);
   while (length < size) {
-    const text = `${line++} ${words[line % 10]} ${words[(line * 7) % 10]} level=info value=${line % 97}\n`;
+    const text = `${line++} ${words[line % 10]!} ${words[(line * 7) % 10]!} level=info value=${line % 97}\n`;
     lines.push(text);
     length += text.length;
   }
@@ -425,7 +425,11 @@ export async function verifyAll(
         const end = Math.min(whole.length - 1, start + randomInt(600 * KiB));
         const ranged = await client
           .get(bucket, key, { Range: `bytes=${start}-${end}` })
-          .catch((error: Error) => ({ status: -1, body: Buffer.from(error.message), headers: {} }));
+          .catch((error: unknown) => ({
+            status: -1,
+            body: Buffer.from((error as Error).message),
+            headers: {},
+          }));
         if (ranged.status !== 206 || !ranged.body.equals(whole.subarray(start, end + 1))) {
           result.failures.push(
             `${key}: Range bytes=${start}-${end} answered ${ranged.status} with wrong bytes`,

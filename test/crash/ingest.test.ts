@@ -130,7 +130,7 @@ t.test(
         if (!now || now.state === 'retired') continue; // compacted away meanwhile
         if (now.size !== tail.validEnd || now.fileSize !== tail.validEnd) {
           t.fail(
-            `round ${round}: segment ${tail.id} was ${tail.fileSize} bytes, intact to ${tail.validEnd}; now sealed at ${now.size}, file ${now.fileSize}`,
+            `round ${round}: segment ${tail.id} was ${String(tail.fileSize)} bytes, intact to ${String(tail.validEnd)}; now sealed at ${String(now.size)}, file ${String(now.fileSize)}`,
           );
         }
       }
@@ -143,7 +143,7 @@ t.test(
         ).catch(() => undefined);
         if (!scan || scan.torn || scan.fileSize !== segment.size)
           t.fail(
-            `round ${round}: sealed segment ${segment.id} (size ${segment.size}) scans ${scan ? `to ${scan.validEnd} of ${scan.fileSize}` : 'not at all'}`,
+            `round ${round}: sealed segment ${segment.id} (size ${String(segment.size)}) scans ${scan ? `to ${String(scan.validEnd)} of ${scan.fileSize}` : 'not at all'}`,
           );
         sealedChecked += 1;
       }

@@ -222,7 +222,7 @@ t.test('CRC combine is associative for lengths up to 2^53', async (t) => {
   // x in the tables, far beyond lengths that could be hashed in a test.
   const length = fc.oneof(fc.nat(4096), fc.maxSafeNat());
   const u32 = fc.nat({ max: 0xffffffff });
-  await fc.assert(
+  fc.assert(
     fc.property(u32, u32, u32, length, length, (a, b, c, lengthB, lengthC) => {
       fc.pre(lengthB + lengthC <= Number.MAX_SAFE_INTEGER);
       for (const combine of [crc32Combine, crc32cCombine]) {
@@ -233,7 +233,7 @@ t.test('CRC combine is associative for lengths up to 2^53', async (t) => {
     { numRuns: 300 },
   );
   const u64 = fc.bigInt({ min: 0n, max: (1n << 64n) - 1n });
-  await fc.assert(
+  fc.assert(
     fc.property(u64, u64, u64, length, length, (a, b, c, lengthB, lengthC) => {
       fc.pre(lengthB + lengthC <= Number.MAX_SAFE_INTEGER);
       const left = crc64nvmeCombine(crc64nvmeCombine(a, b, lengthB), c, lengthC);

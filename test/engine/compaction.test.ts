@@ -192,12 +192,7 @@ t.test(
   async (t) => {
     const fx = await fixture(t);
     const [a, b, c, d] = [record(3000), record(2000), record(5000), record(1000)];
-    const { segmentId: old, written } = await writeSealed(fx, [
-      a as Buffer,
-      b as Buffer,
-      c as Buffer,
-      d as Buffer,
-    ]);
+    const { segmentId: old, written } = await writeSealed(fx, [a, b, c, d]);
     const [wa, wb, wc] = written as [Written, Written, Written, Written];
     await fx.store.transact(() => {
       commitChunk(fx, wa);

@@ -249,7 +249,7 @@ t.test('the real engine: pipelining, typed errors, and reconnecting after a rest
   t.teardown(() => client.close());
 
   const pings = await Promise.all(
-    Array.from({ length: 500 }, () => client.call<{ ok: boolean }>('ping', {})),
+    Array.from({ length: 500 }, () => client.call<{ ok: unknown }>('ping', {})),
   );
   t.ok(
     pings.every((pong) => pong.ok === true),
@@ -303,7 +303,9 @@ t.test('nothing a peer sends on the socket takes the engine down', async (t) => 
     child.stdout.on('data', (data: Buffer) => {
       if (data.toString().includes('ready')) resolveReady();
     });
-    child.once('exit', (code) => reject(new Error(`engine exited with ${code}: ${stderr}`)));
+    child.once('exit', (code) =>
+      reject(new Error(`engine exited with ${String(code)}: ${stderr}`)),
+    );
   });
   const socketPath = join(dataDir, 'engine.sock');
   const send = (bytes: Buffer): Promise<void> =>

@@ -141,7 +141,7 @@ function loose(value: unknown, pick: Pick): number[] {
     const items = value.flatMap((item) => loose(item, pick));
     return [...looseHeader(value.length, 0x90, 0xdc, pick), ...items];
   }
-  const entries = value instanceof Entries ? value.entries : Object.entries(value as object);
+  const entries = value instanceof Entries ? value.entries : Object.entries(value);
   const body = entries.flatMap(([name, item]) => [
     ...looseString(name, pick),
     ...loose(item, pick),
@@ -282,7 +282,7 @@ const fieldEntry = (field: FieldName): fc.Arbitrary<FieldEntry | undefined> =>
 /** Entries of a record, in a random order. */
 const recordEntries: fc.Arbitrary<FieldEntry[]> = fc
   .tuple(
-    fc.tuple(...fieldNames.map(fieldEntry)) as fc.Arbitrary<Array<FieldEntry | undefined>>,
+    fc.tuple<Array<FieldEntry | undefined>>(...fieldNames.map(fieldEntry)),
     fc.array(fc.nat(), { minLength: fieldNames.length, maxLength: fieldNames.length }),
   )
   .map(([entries, order]) =>

@@ -27,6 +27,25 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/** The fields of an `application/problem+json` answer that tests read. */
+export interface Problem {
+  code: string;
+  message: string;
+}
+
+/** The fields of an object answer (PUT, copy, complete) that tests read. */
+export interface ObjectAnswer {
+  key: string;
+  versionId: string;
+  etag: string;
+  size: number;
+}
+
+/** The fields of an objects listing page that tests read. */
+export interface ObjectsPage {
+  objects: Array<{ key: string }>;
+}
+
 export interface ServiceOptions {
   readonly dataDir?: string;
   readonly gateways?: number;
@@ -104,13 +123,13 @@ export class Service {
           resolveReady();
         }
       };
-      child.stdout?.on('data', onData);
-      child.stderr?.on('data', (data: Buffer) => {
+      child.stdout.on('data', onData);
+      child.stderr.on('data', (data: Buffer) => {
         this.output += data.toString();
       });
       child.once('exit', (code) => {
         clearTimeout(timer);
-        reject(new Error(`service exited with ${code} during start:\n${this.output}`));
+        reject(new Error(`service exited with ${String(code)} during start:\n${this.output}`));
       });
     });
     this.output = '';
@@ -188,7 +207,7 @@ export class Service {
     path: string,
     token: string,
     body?: unknown,
-  ): Promise<{ status: number; json: any; headers: Headers }> {
+  ): Promise<{ status: number; json: unknown; headers: Headers }> {
     const init: RequestInit = {
       method,
       headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
@@ -221,11 +240,8 @@ export class Service {
     });
     if (response.status !== 201)
       throw new Error(`key: ${response.status} ${JSON.stringify(response.json)}`);
-    const client = new DataClient(
-      this.publicUrl,
-      response.json.accessKeyId,
-      response.json.secretKey,
-    );
+    const key = response.json as { accessKeyId: string; secretKey: string };
+    const client = new DataClient(this.publicUrl, key.accessKeyId, key.secretKey);
     await client.login();
     return client;
   }
@@ -255,7 +271,7 @@ export class DataClient {
     method: string,
     path: string,
     options: { body?: string | Uint8Array; headers?: Record<string, string>; json?: unknown } = {},
-  ): Promise<{ status: number; headers: Headers; bytes: Buffer; json: any }> {
+  ): Promise<{ status: number; headers: Headers; bytes: Buffer; json: unknown }> {
     const headers: Record<string, string> = {
       Authorization: `Bearer ${this.token}`,
       ...options.headers,
@@ -269,10 +285,10 @@ export class DataClient {
       method,
       headers,
       ...(body === undefined ? {} : { body: body as string }),
-    } as RequestInit);
+    });
     const bytes = Buffer.from(await response.arrayBuffer());
     const type = response.headers.get('content-type') ?? '';
-    const json =
+    const json: unknown =
       type.includes('json') && bytes.length > 0 ? JSON.parse(bytes.toString()) : undefined;
     return { status: response.status, headers: response.headers, bytes, json };
   }

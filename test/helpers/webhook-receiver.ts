@@ -38,15 +38,16 @@ export class WebhookReceiver {
   ) {}
 
   static async start(): Promise<WebhookReceiver> {
-    let receiver: WebhookReceiver | undefined;
-    const server = createServer((request, response) => receiver?.handle(request, response));
+    // Set once listening; a request that arrives before then is left unanswered.
+    const receiver: { current?: WebhookReceiver } = {};
+    const server = createServer((request, response) => receiver.current?.handle(request, response));
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
     const address = server.address();
-    receiver = new WebhookReceiver(
+    receiver.current = new WebhookReceiver(
       server,
       typeof address === 'object' && address ? address.port : 0,
     );
-    return receiver;
+    return receiver.current;
   }
 
   url(path = '/hook'): string {
@@ -139,6 +140,6 @@ export class WebhookReceiver {
 export function signatureValid(secret: string, delivery: Delivery): boolean {
   const match = /^t=(\d+),v1=([0-9a-f]{64})$/.exec(delivery.signature);
   if (!match) return false;
-  const expected = createHmac('sha256', secret).update(`${match[1]}.${delivery.body}`).digest();
+  const expected = createHmac('sha256', secret).update(`${match[1]!}.${delivery.body}`).digest();
   return timingSafeEqual(expected, Buffer.from(match[2] ?? '', 'hex'));
 }

@@ -16,7 +16,7 @@ import { connect, type Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Service, type DataClient } from '../helpers/service.js';
+import { Service, type DataClient, type ObjectsPage } from '../helpers/service.js';
 import { HttpClient, chunkEntriesOf } from '../crash/crash-kit.js';
 import { segmentFileName } from '../../src/format/segment-header.js';
 
@@ -61,7 +61,7 @@ function raw(
       closed = true;
       if (options.then !== 'destroy') finish();
     });
-    socket.on('connect', async () => {
+    const writeParts = async (): Promise<void> => {
       for (const part of parts) {
         if (socket.destroyed) break;
         socket.write(part);
@@ -74,7 +74,8 @@ function raw(
       }
       if (options.then === 'end') socket.end();
       setTimeout(finish, options.waitMs ?? 1000);
-    });
+    };
+    socket.on('connect', () => void writeParts());
   });
 }
 
@@ -87,7 +88,7 @@ function head(method: string, path: string, headers: Record<string, string | num
 /** Checks the problem object of a response. */
 function expectProblem(
   t: Asserts,
-  response: { status: number; headers: Headers; json: any },
+  response: { status: number; headers: Headers; json: unknown },
   status: number,
   code?: string,
 ): void {
@@ -172,7 +173,7 @@ t.test('bad input', async (t) => {
     t.comment(`300 aborted uploads in ${Date.now() - started} ms`);
     await fresh();
     const listed = await client.request('GET', `/buckets/${BUCKET}/objects?prefix=aborted/`);
-    t.same(listed.json.objects, [], 'none of the 300 was committed');
+    t.same((listed.json as ObjectsPage).objects, [], 'none of the 300 was committed');
     const body = randomBytes(5 * MiB + 3);
     // A leaked arena block shows as an upload that waits forever for memory: give it 20 s.
     const put = await fetch(`${service.publicUrl}/buckets/${BUCKET}/objects/after/one`, {
@@ -182,7 +183,7 @@ t.test('bad input', async (t) => {
       signal: AbortSignal.timeout(20_000),
     }).then(
       (response) => response.status,
-      (error: Error) => `no answer in 20 s (${error.name}): the arena leaked`,
+      (error: unknown) => `no answer in 20 s (${(error as Error).name}): the arena leaked`,
     );
     t.equal(put, 200, 'a normal 5 MiB upload still works');
     t.ok((await client.get(BUCKET, 'after/one')).bytes.equals(body), 'and reads back');
@@ -257,7 +258,10 @@ t.test('bad input', async (t) => {
       );
     else t.equal(stored.status, 404, 'nothing committed');
     const listed = await client.request('GET', `/buckets/${BUCKET}/objects?prefix=len/`);
-    t.ok(listed.json.objects.length <= 1, 'the extra bytes did not become another object');
+    t.ok(
+      (listed.json as ObjectsPage).objects.length <= 1,
+      'the extra bytes did not become another object',
+    );
 
     // Longer, in a separate packet after the declared body.
     const later = await raw(
@@ -346,7 +350,7 @@ t.test('bad input', async (t) => {
     const base = service.publicUrl;
     const json = async (
       response: Response,
-    ): Promise<{ status: number; headers: Headers; json: any }> => {
+    ): Promise<{ status: number; headers: Headers; json: unknown }> => {
       const text = await response.text();
       return {
         status: response.status,
@@ -595,7 +599,7 @@ t.test('bad input', async (t) => {
     t.teardown(() => http.destroy());
     const whole = await http.get(BUCKET, 'damaged/one').then(
       (response) => `${response.status} with ${response.body.length} bytes`,
-      (error: Error) => `cut: ${error.message}`,
+      (error: unknown) => `cut: ${(error as Error).message}`,
     );
     t.comment(`GET of an object with a damaged chunk: ${whole}`);
     t.ok(

@@ -6,7 +6,16 @@
 import t from 'tap';
 import { createHash, randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { Service, type DataClient } from '../helpers/service.js';
+import { Service, type DataClient, type ObjectAnswer, type Problem } from '../helpers/service.js';
+
+/** The fields of a versions page that these tests read. */
+interface VersionsPage {
+  versions: Array<{ key: string; versionId: string; isLatest: boolean }>;
+  isTruncated: boolean;
+  /** Set when the page is truncated. */
+  nextKeyMarker: string;
+  nextVersionIdMarker: string;
+}
 import { EngineClient } from '../../src/engine/protocol.js';
 
 const sha256 = (body: Buffer | string): string =>
@@ -28,8 +37,8 @@ t.test('data-plane API', async (t) => {
         .status,
       200,
     );
-    const v1 = (await client.put('ver', 'k', 'v1')).json.versionId;
-    const v2 = (await client.put('ver', 'k', 'v2')).json.versionId;
+    const v1 = ((await client.put('ver', 'k', 'v1')).json as ObjectAnswer).versionId;
+    const v2 = ((await client.put('ver', 'k', 'v2')).json as ObjectAnswer).versionId;
     t.not(v1, v2);
     t.equal((await client.get('ver', 'k')).bytes.toString(), 'v2');
     t.equal(
@@ -44,29 +53,31 @@ t.test('data-plane API', async (t) => {
     t.equal(del.status, 204);
     t.equal(del.headers.get('x-service-delete-marker'), 'true');
     t.equal((await client.get('ver', 'k')).status, 404, 'a delete marker hides the key');
-    const versions = (await client.request('GET', '/buckets/ver/versions')).json.versions;
+    const { versions } = (await client.request('GET', '/buckets/ver/versions'))
+      .json as VersionsPage;
     t.equal(versions.length, 4);
     t.match(versions[0], { key: 'k', isLatest: true, isDeleteMarker: true });
     t.same(
-      versions.map((v: { isLatest: boolean }) => v.isLatest),
+      versions.map((v) => v.isLatest),
       [true, false, false, false],
     );
     // Paging with markers visits each version once.
-    const page1 = (await client.request('GET', '/buckets/ver/versions?maxKeys=2')).json;
+    const page1 = (await client.request('GET', '/buckets/ver/versions?maxKeys=2'))
+      .json as VersionsPage;
     t.equal(page1.isTruncated, true);
     const page2 = (
       await client.request(
         'GET',
         `/buckets/ver/versions?maxKeys=2&keyMarker=${page1.nextKeyMarker}&versionIdMarker=${page1.nextVersionIdMarker}`,
       )
-    ).json;
+    ).json as VersionsPage;
     t.same(
-      [...page1.versions, ...page2.versions].map((v: { versionId: string }) => v.versionId),
-      versions.map((v: { versionId: string }) => v.versionId),
+      [...page1.versions, ...page2.versions].map((v) => v.versionId),
+      versions.map((v) => v.versionId),
     );
     // Removing the marker by id brings v2 back.
     t.equal(
-      (await client.request('DELETE', `/buckets/ver/objects/k?versionId=${versions[0].versionId}`))
+      (await client.request('DELETE', `/buckets/ver/objects/k?versionId=${versions[0]!.versionId}`))
         .status,
       204,
     );
@@ -74,7 +85,8 @@ t.test('data-plane API', async (t) => {
     // Suspended writes replace the null version and keep the others.
     await client.request('PUT', '/buckets/ver/versioning', { json: { status: 'Suspended' } });
     t.equal((await client.put('ver', 'k', 'null-2')).status, 200);
-    const after = (await client.request('GET', '/buckets/ver/versions')).json.versions;
+    const after = ((await client.request('GET', '/buckets/ver/versions')).json as VersionsPage)
+      .versions;
     t.same(
       after.map((v: { versionId: string }) => v.versionId).filter((id: string) => id === 'null')
         .length,
@@ -86,7 +98,10 @@ t.test('data-plane API', async (t) => {
         .status,
       400,
     );
-    t.equal((await client.request('DELETE', '/buckets/ver')).json.code, 'bucket_not_empty');
+    t.equal(
+      ((await client.request('DELETE', '/buckets/ver')).json as Problem).code,
+      'bucket_not_empty',
+    );
   });
 
   await t.test('tags', async (t) => {
@@ -130,7 +145,8 @@ t.test('data-plane API', async (t) => {
       { versioning: 'Enabled', objectLock: true },
       'object lock implies versioning',
     );
-    const versionId = (await client.put('locked', 'doc', 'keep me')).json.versionId;
+    const versionId = ((await client.put('locked', 'doc', 'keep me')).json as ObjectAnswer)
+      .versionId;
     const until = new Date(Date.now() + 3_600_000).toISOString();
     let response = await client.request('PUT', '/buckets/locked/object-retention/doc', {
       json: { mode: 'COMPLIANCE', retainUntil: until },
@@ -146,7 +162,11 @@ t.test('data-plane API', async (t) => {
     });
     t.equal(response.status, 403, 'retention can never be shortened');
     t.same(
-      (await client.request('GET', '/buckets/locked/object-retention/doc')).json.retainUntil,
+      (
+        (await client.request('GET', '/buckets/locked/object-retention/doc')).json as {
+          retainUntil: string;
+        }
+      ).retainUntil,
       until,
       'unchanged',
     );
@@ -164,7 +184,7 @@ t.test('data-plane API', async (t) => {
       'keep me',
     );
 
-    const held = (await client.put('locked', 'held', 'x')).json.versionId;
+    const held = ((await client.put('locked', 'held', 'x')).json as ObjectAnswer).versionId;
     t.same((await client.request('GET', '/buckets/locked/object-legal-hold/held')).json, {
       status: 'OFF',
     });
@@ -214,7 +234,7 @@ t.test('data-plane API', async (t) => {
         'Content-Type': 'application/x-src',
         'X-Service-Meta-A': '1',
       })
-    ).json;
+    ).json as ObjectAnswer;
     let response = await client.request('POST', '/buckets/copies/object-copy/dst', {
       json: { sourceBucket: 'copies', sourceKey: 'src' },
     });
@@ -245,7 +265,7 @@ t.test('data-plane API', async (t) => {
       json: { sourceBucket: 'copies', sourceKey: 'src', ifMatch: '"nope"' },
     });
     t.equal(response.status, 412);
-    t.equal(response.json.code, 'precondition_failed');
+    t.equal((response.json as Problem).code, 'precondition_failed');
     response = await client.request('POST', '/buckets/copies/object-copy/dst3', {
       json: { sourceBucket: 'copies', sourceKey: 'missing' },
     });
@@ -259,16 +279,19 @@ t.test('data-plane API', async (t) => {
       json: { objects: [{ key: 'a' }, { key: 'b' }, { key: 'x'.repeat(1100) }] },
     });
     t.equal(response.status, 200);
+    const outcome = response.json as { deleted: Array<{ key: string }>; errors: Problem[] };
     t.same(
-      response.json.deleted.map((d: { key: string }) => d.key),
+      outcome.deleted.map((d) => d.key),
       ['a', 'b'],
     );
-    t.equal(response.json.errors.length, 1);
-    t.equal(response.json.errors[0].code, 'bad_request');
+    t.equal(outcome.errors.length, 1);
+    t.equal(outcome.errors[0]?.code, 'bad_request');
     t.same(
-      (await client.request('GET', '/buckets/batch/objects')).json.objects.map(
-        (o: { key: string }) => o.key,
-      ),
+      (
+        (await client.request('GET', '/buckets/batch/objects')).json as {
+          objects: Array<{ key: string }>;
+        }
+      ).objects.map((o) => o.key),
       ['c'],
     );
     const tooMany = { objects: Array.from({ length: 1001 }, (_, i) => ({ key: `k${i}` })) };
@@ -302,13 +325,13 @@ t.test('data-plane API', async (t) => {
       'X-Service-Checksum-SHA256': sha256(other),
     });
     t.equal(response.status, 422);
-    t.equal(response.json.code, 'idempotency_key_reused');
+    t.equal((response.json as Problem).code, 'idempotency_key_reused');
     response = await client.put('idem', 'k2', other, {
       'Idempotency-Key': 'op-2',
       'X-Service-Checksum-SHA256': sha256(body),
     });
     t.equal(response.status, 400, 'a wrong digest fails');
-    t.equal(response.json.code, 'checksum_mismatch');
+    t.equal((response.json as Problem).code, 'checksum_mismatch');
     response = await client.put('idem', 'k2', other, {
       'Idempotency-Key': 'op-2',
       'X-Service-Checksum-SHA256': sha256(other),
@@ -358,8 +381,10 @@ t.test('data-plane API', async (t) => {
         Buffer.from('ae8b14860a799888', 'hex').toString('base64'),
       );
       t.equal(
-        (await client.put('sums', 'bad', body, { 'X-Service-Checksum-CRC32C': 'AAAAAA==' })).json
-          .code,
+        (
+          (await client.put('sums', 'bad', body, { 'X-Service-Checksum-CRC32C': 'AAAAAA==' }))
+            .json as Problem
+        ).code,
         'checksum_mismatch',
       );
       t.equal(
@@ -409,7 +434,7 @@ t.test('data-plane API', async (t) => {
     t.equal((await client.get('guarded', 'public/a')).status, 200);
     const denied = await client.get('guarded', 'secret/b');
     t.equal(denied.status, 403);
-    t.equal(denied.json.code, 'forbidden');
+    t.equal((denied.json as Problem).code, 'forbidden');
     t.equal((await client.request('DELETE', '/buckets/guarded/objects/secret/b')).status, 403);
     t.equal(
       (await client.request('GET', '/buckets/guarded/objects?prefix=secret/')).status,

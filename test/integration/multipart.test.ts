@@ -12,7 +12,7 @@
 import t from 'tap';
 import { createHash, randomBytes } from 'node:crypto';
 import { crc32c } from '@node-rs/crc32';
-import { Service, type DataClient } from '../helpers/service.js';
+import { Service, type DataClient, type ObjectAnswer, type Problem } from '../helpers/service.js';
 
 const MiB = 1024 * 1024;
 const sha256 = (body: Buffer): string => createHash('sha256').update(body).digest('base64');
@@ -22,9 +22,24 @@ const crc32cOf = (body: Buffer): string => {
   return digest.toString('base64');
 };
 
+/** The fields of a parts page that these tests read; t.match checks the rest. */
+interface PartsPage {
+  parts: Array<{ partNumber: number; checksums: { SHA256: string } }>;
+  isTruncated: boolean;
+  nextPartNumberMarker?: number;
+}
+
+/** `GET /buckets/{b}/multipart`. */
+interface UploadsPage {
+  uploads: Array<{ uploadId: string }>;
+}
+
+const etagOf = (answer: { json: unknown }): string => (answer.json as ObjectAnswer).etag;
+const codeOf = (answer: { json: unknown }): string => (answer.json as Problem).code;
+
 async function physicalBytes(service: Service, admin: string, tenant: string): Promise<number> {
   const usage = await service.admin('GET', `/tenants/${tenant}/usage`, admin);
-  return usage.json.physicalBytes as number;
+  return (usage.json as { physicalBytes: number }).physicalBytes;
 }
 
 async function createUpload(
@@ -40,7 +55,7 @@ async function createUpload(
   );
   if (response.status !== 201)
     throw new RangeError(`create: ${response.status} ${JSON.stringify(response.json)}`);
-  return response.json.uploadId as string;
+  return (response.json as { uploadId: string }).uploadId;
 }
 
 function putPart(
@@ -85,13 +100,13 @@ t.test('multipart uploads', async (t) => {
         size: 5 * MiB,
         checksums: { SHA256: sha256(parts[0]!), CRC32C: crc32cOf(parts[0]!) },
       });
-      const etags = [response.json.etag as string];
+      const etags = [etagOf(response)];
 
       response = await putPart(client, 'mpu', key, uploadId, 2, parts[1]!, {
         'X-Service-Checksum-SHA256': sha256(parts[0]!),
       });
       t.equal(response.status, 400, 'a mismatched checksum');
-      t.equal(response.json.code, 'checksum_mismatch');
+      t.equal(codeOf(response), 'checksum_mismatch');
       response = await putPart(client, 'mpu', key, uploadId, 2, parts[1]!, {
         'X-Service-Checksum-CRC32C': 'not base64!',
       });
@@ -102,7 +117,7 @@ t.test('multipart uploads', async (t) => {
       t.equal(response.status, 400, 'an unsupported algorithm');
       let listed = await client.request('GET', `/buckets/mpu/multipart/${uploadId}/parts/${key}`);
       t.same(
-        listed.json.parts.map((part: { partNumber: number }) => part.partNumber),
+        (listed.json as PartsPage).parts.map((part) => part.partNumber),
         [1],
         'refused parts were never created',
       );
@@ -121,33 +136,33 @@ t.test('multipart uploads', async (t) => {
       ]);
       t.equal(second.status, 200);
       t.equal(third.status, 400, 'a wrong CRC32 refuses the last part');
-      etags.push(second.json.etag as string);
+      etags.push(etagOf(second));
       response = await putPart(client, 'mpu', key, uploadId, 3, parts[2]!);
-      etags.push(response.json.etag as string);
+      etags.push(etagOf(response));
 
       listed = await client.request(
         'GET',
         `/buckets/mpu/multipart/${uploadId}/parts/${key}?maxParts=2`,
       );
-      t.equal(listed.json.isTruncated, true);
-      t.equal(listed.json.nextPartNumberMarker, 2);
+      t.equal((listed.json as PartsPage).isTruncated, true);
+      t.equal((listed.json as PartsPage).nextPartNumberMarker, 2);
       const rest = await client.request(
         'GET',
         `/buckets/mpu/multipart/${uploadId}/parts/${key}?partNumberMarker=2`,
       );
-      const all = [...listed.json.parts, ...rest.json.parts];
+      const all = [...(listed.json as PartsPage).parts, ...(rest.json as PartsPage).parts];
       t.same(
-        all.map((part: { partNumber: number }) => part.partNumber),
+        all.map((part) => part.partNumber),
         [1, 2, 3],
       );
       t.same(
-        all.map((part: { checksums: { SHA256: string } }) => part.checksums.SHA256),
+        all.map((part) => part.checksums.SHA256),
         parts.map((part) => sha256(part)),
         'SHA-256 of every part is kept',
       );
       const uploads = await client.request('GET', '/buckets/mpu/multipart?prefix=dir/');
       t.same(
-        uploads.json.uploads.map((upload: { uploadId: string }) => upload.uploadId),
+        (uploads.json as UploadsPage).uploads.map((upload) => upload.uploadId),
         [uploadId],
       );
 
@@ -171,7 +186,7 @@ t.test('multipart uploads', async (t) => {
         'a part never uploaded',
       );
       t.equal(
-        (await client.request('DELETE', '/buckets/mpu')).json.code,
+        codeOf(await client.request('DELETE', '/buckets/mpu')),
         'bucket_not_empty',
         'no bucket delete while an upload is in progress',
       );
@@ -181,7 +196,7 @@ t.test('multipart uploads', async (t) => {
         listOf([1, 2, 3]).map((part) => ({ ...part, etag: part.etag.replaceAll('"', '') })),
       );
       t.equal(response.status, 200, 'unquoted etags match too');
-      t.match(response.json.etag, /^"[0-9a-f]{32}-3"$/, 'S3-style multipart ETag');
+      t.match(etagOf(response), /^"[0-9a-f]{32}-3"$/, 'S3-style multipart ETag');
       const whole = Buffer.concat(parts);
       t.match(response.json, {
         key,
@@ -217,8 +232,8 @@ t.test('multipart uploads', async (t) => {
   await t.test('small parts, abort, unused parts released', async (t) => {
     const small = await createUpload(client, 'mpu', 'small');
     const a = randomBytes(100 * 1024);
-    const first = (await putPart(client, 'mpu', 'small', small, 1, a)).json.etag as string;
-    const second = (await putPart(client, 'mpu', 'small', small, 2, a)).json.etag as string;
+    const first = etagOf(await putPart(client, 'mpu', 'small', small, 1, a));
+    const second = etagOf(await putPart(client, 'mpu', 'small', small, 2, a));
     const response = await client.request(
       'POST',
       `/buckets/mpu/multipart/${small}/complete/small`,
@@ -232,7 +247,7 @@ t.test('multipart uploads', async (t) => {
       },
     );
     t.equal(response.status, 400, 'a part under 5 MiB that is not the last');
-    t.match(response.json.message, /5242880/);
+    t.match((response.json as Problem).message, /5242880/);
     t.equal((await client.request('DELETE', `/buckets/mpu/multipart/${small}/small`)).status, 204);
     t.equal(
       (await client.request('DELETE', `/buckets/mpu/multipart/${small}/small`)).status,
@@ -240,7 +255,8 @@ t.test('multipart uploads', async (t) => {
       'aborted once',
     );
     t.equal(
-      (await client.request('GET', '/buckets/mpu/multipart?prefix=small')).json.uploads.length,
+      ((await client.request('GET', '/buckets/mpu/multipart?prefix=small')).json as UploadsPage)
+        .uploads.length,
       0,
     );
 
@@ -249,9 +265,9 @@ t.test('multipart uploads', async (t) => {
     const big = randomBytes(5 * MiB);
     const unused = randomBytes(512 * 1024);
     const last = randomBytes(1000);
-    const e1 = (await putPart(client, 'mpu', 'partial', partial, 1, big)).json.etag as string;
+    const e1 = etagOf(await putPart(client, 'mpu', 'partial', partial, 1, big));
     await putPart(client, 'mpu', 'partial', partial, 2, unused);
-    const e3 = (await putPart(client, 'mpu', 'partial', partial, 3, last)).json.etag as string;
+    const e3 = etagOf(await putPart(client, 'mpu', 'partial', partial, 3, last));
     const held = await physicalBytes(service, admin, 'acme');
     t.ok(held - base >= big.length + unused.length + last.length, 'parts hold their bytes');
     t.equal(
@@ -280,9 +296,10 @@ t.test('multipart uploads', async (t) => {
     );
     const uploadId = await createUpload(client, 'mpv', 'q');
     const body = randomBytes(2 * MiB);
-    const etag = (await putPart(client, 'mpv', 'q', uploadId, 1, body)).json.etag as string;
-    const used = (await service.admin('GET', '/tenants/acme/usage', admin)).json
-      .logicalBytes as number;
+    const etag = etagOf(await putPart(client, 'mpv', 'q', uploadId, 1, body));
+    const used = (
+      (await service.admin('GET', '/tenants/acme/usage', admin)).json as { logicalBytes: number }
+    ).logicalBytes;
     t.equal(
       (await service.admin('PUT', '/tenants/acme/quota', admin, { maxBytes: used + MiB })).status,
       200,
@@ -293,7 +310,7 @@ t.test('multipart uploads', async (t) => {
       });
     let response = await complete();
     t.equal(response.status, 507);
-    t.equal(response.json.code, 'quota_exceeded');
+    t.equal(codeOf(response), 'quota_exceeded');
     t.equal(
       (await client.request('GET', `/buckets/mpv/multipart/${uploadId}/parts/q`)).status,
       200,
@@ -302,7 +319,7 @@ t.test('multipart uploads', async (t) => {
     t.equal((await service.admin('DELETE', '/tenants/acme/quota', admin)).status, 204);
     response = await complete();
     t.equal(response.status, 200);
-    t.match(response.json.versionId, /^[0-9a-f]{16}$/);
+    t.match((response.json as ObjectAnswer).versionId, /^[0-9a-f]{16}$/);
     t.ok((await client.get('mpv', 'q')).bytes.equals(body));
   });
 
@@ -312,12 +329,13 @@ t.test('multipart uploads', async (t) => {
       '/buckets/mpu/multipart/reports/complete/2024.csv',
     );
     t.equal(response.status, 201);
-    t.equal(response.json.key, 'reports/complete/2024.csv');
+    const created = response.json as { key: string; uploadId: string };
+    t.equal(created.key, 'reports/complete/2024.csv');
     t.equal(
       (
         await client.request(
           'DELETE',
-          `/buckets/mpu/multipart/${response.json.uploadId}/reports/complete/2024.csv`,
+          `/buckets/mpu/multipart/${created.uploadId}/reports/complete/2024.csv`,
         )
       ).status,
       204,
@@ -344,13 +362,14 @@ t.test('abandoned uploads expire and release their bytes', async (t) => {
   t.ok((await physicalBytes(service, admin, 'old')) >= MiB, 'the part holds its bytes');
   const deadline = Date.now() + 20_000;
   while (
-    (await client.request('GET', '/buckets/stale/multipart')).json.uploads.length > 0 &&
+    ((await client.request('GET', '/buckets/stale/multipart')).json as UploadsPage).uploads.length >
+      0 &&
     Date.now() < deadline
   ) {
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
   t.equal(
-    (await client.request('GET', '/buckets/stale/multipart')).json.uploads.length,
+    ((await client.request('GET', '/buckets/stale/multipart')).json as UploadsPage).uploads.length,
     0,
     'the background pass aborted it',
   );

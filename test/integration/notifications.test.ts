@@ -10,8 +10,21 @@
 // receiver, which fails and recovers on command, can stand in for the customer's endpoint.
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
-import { Service, type DataClient } from '../helpers/service.js';
+import { Service, type DataClient, type ObjectAnswer, type Problem } from '../helpers/service.js';
 import { WebhookReceiver, signatureValid, type Delivery } from '../helpers/webhook-receiver.js';
+
+/** A bucket's notification configs as the API answers them; t.match checks the rest. */
+interface Configs {
+  configs: Array<{ id: string; hasSecret?: boolean; signingSecret?: string }>;
+}
+
+/** `GET /buckets/{b}/notifications/status`: the fields these tests read. */
+interface DeliveryStatus {
+  pending: number;
+  failedAttempts: number;
+  lastError?: string;
+  targets: unknown;
+}
 
 const configs = (list: unknown[]): { json: { configs: unknown[] } } => ({
   json: { configs: list },
@@ -36,7 +49,7 @@ t.test('notification configs: validation and server-side request forgery', async
   for (const type of ['sns', 'sqs', 'lambda']) {
     const response = await put([{ ...hook, type }]);
     t.equal(response.status, 501, type);
-    t.equal(response.json.code, 'not_implemented');
+    t.equal((response.json as Problem).code, 'not_implemented');
   }
   for (const url of [
     'http://127.0.0.1:9/x',
@@ -62,7 +75,7 @@ t.test('notification configs: validation and server-side request forgery', async
   t.equal((await put([hook, hook])).status, 400, 'duplicate ids');
   const stored = await put([hook]);
   t.equal(stored.status, 200, 'a public address is accepted');
-  t.match(stored.json.configs[0], {
+  t.match((stored.json as Configs).configs[0], {
     id: 'h',
     type: 'webhook',
     hasSecret: true,
@@ -90,13 +103,13 @@ t.test('webhook delivery', async (t) => {
     await client.request('POST', '/buckets', { json: { name } });
   const secrets = new Map<string, string>();
   const keysAt = (path: string): unknown[] => receiver.eventsAt(path).map((event) => event['key']);
-  const status = async (bucket: string): Promise<Record<string, any>> =>
-    (await client.request('GET', `/buckets/${bucket}/notifications/status`)).json;
+  const status = async (bucket: string): Promise<DeliveryStatus> =>
+    (await client.request('GET', `/buckets/${bucket}/notifications/status`)).json as DeliveryStatus;
   /** The receiver sees a request before the engine commits its outcome: poll the status. */
   const statusWhen = async (
     bucket: string,
-    ready: (state: Record<string, any>) => boolean,
-  ): Promise<Record<string, any>> => {
+    ready: (state: DeliveryStatus) => boolean,
+  ): Promise<DeliveryStatus> => {
     const deadline = Date.now() + 10_000;
     let state = await status(bucket);
     while (!ready(state) && Date.now() < deadline) {
@@ -126,17 +139,14 @@ t.test('webhook delivery', async (t) => {
       ]),
     );
     t.equal(response.status, 200);
-    for (const config of response.json.configs) {
+    for (const config of (response.json as Configs).configs) {
       t.match(config.signingSecret, /^whsec_[A-Za-z0-9_-]{43}$/);
-      secrets.set(config.id, config.signingSecret);
+      secrets.set(config.id, config.signingSecret ?? '');
     }
-    const listed = (await client.request('GET', '/buckets/alpha/notifications')).json.configs;
+    const listed = ((await client.request('GET', '/buckets/alpha/notifications')).json as Configs)
+      .configs;
     t.same(
-      listed.map((config: Record<string, unknown>) => [
-        config['id'],
-        config['hasSecret'],
-        'signingSecret' in config,
-      ]),
+      listed.map((config) => [config.id, config.hasSecret, 'signingSecret' in config]),
       [
         ['all', true, false],
         ['logs', true, false],
@@ -151,23 +161,19 @@ t.test('webhook delivery', async (t) => {
       ]),
     );
     t.same(
-      response.json.configs.map((config: Record<string, unknown>) => 'signingSecret' in config),
+      (response.json as Configs).configs.map((config) => 'signingSecret' in config),
       [false, false, true],
       'same ids keep their secret; a new id gets one',
     );
     response = await client.request('PUT', '/buckets/alpha/notifications', configs(listed));
-    t.equal(response.json.configs.length, 2);
+    t.equal((response.json as Configs).configs.length, 2);
     t.equal((await reader.request('GET', '/buckets/alpha/notifications')).status, 403);
-    t.equal(
-      (
-        await client.request(
-          'PUT',
-          '/buckets/beta/notifications',
-          configs([{ id: 'b', url: receiver.url('/beta'), events: ['object-created'] }]),
-        )
-      ).json.configs[0].id,
-      'b',
+    const beta = await client.request(
+      'PUT',
+      '/buckets/beta/notifications',
+      configs([{ id: 'b', url: receiver.url('/beta'), events: ['object-created'] }]),
     );
+    t.equal((beta.json as Configs).configs[0]?.id, 'b');
   });
 
   await t.test('events: signed, filtered, in commit order', async (t) => {
@@ -178,13 +184,17 @@ t.test('webhook delivery', async (t) => {
       json: { sourceBucket: 'alpha', sourceKey: 'a.bin' },
     });
     await client.request('DELETE', '/buckets/alpha/objects/a.bin');
-    const upload = (await client.request('POST', '/buckets/alpha/multipart/multi.bin')).json
-      .uploadId;
-    const etag = (
-      await client.request('PUT', `/buckets/alpha/multipart/${upload}/parts/1/multi.bin`, {
-        body: randomBytes(1000),
-      })
-    ).json.etag;
+    const upload = (
+      (await client.request('POST', '/buckets/alpha/multipart/multi.bin')).json as {
+        uploadId: string;
+      }
+    ).uploadId;
+    const part = await client.request(
+      'PUT',
+      `/buckets/alpha/multipart/${upload}/parts/1/multi.bin`,
+      { body: randomBytes(1000) },
+    );
+    const etag = (part.json as ObjectAnswer).etag;
     await client.request('POST', `/buckets/alpha/multipart/${upload}/complete/multi.bin`, {
       json: { parts: [{ partNumber: 1, etag }] },
     });
@@ -279,8 +289,8 @@ t.test('webhook delivery', async (t) => {
         'delivered in commit order after recovery',
       );
       const current = (
-        await client.request('GET', '/buckets/alpha/notifications')
-      ).json.configs.filter((config: { id: string }) => config.id !== 'logs');
+        (await client.request('GET', '/buckets/alpha/notifications')).json as Configs
+      ).configs.filter((config) => config.id !== 'logs');
       await client.request('PUT', '/buckets/alpha/notifications', configs(current));
       receiver.recover('/logs');
       t.match(

@@ -3,7 +3,12 @@
 // Method: `lightwell serve` on loopback with a fresh data directory; plain fetch.
 import t from 'tap';
 import { randomBytes, createHash } from 'node:crypto';
-import { Service } from '../helpers/service.js';
+import { Service, type ObjectsPage, type Problem } from '../helpers/service.js';
+
+/** The checksums a PUT answer reports. */
+interface Stored {
+  checksums: { CRC32C?: string; SHA256?: string };
+}
 
 t.test('walking skeleton through engine, gateway and admin', async (t) => {
   const service = await Service.start();
@@ -27,7 +32,7 @@ t.test('walking skeleton through engine, gateway and admin', async (t) => {
     contentType: 'text/plain',
     metadata: { origin: 'test' },
   });
-  t.ok(response.json.checksums.CRC32C, 'a CRC32C is always stored');
+  t.ok((response.json as Stored).checksums.CRC32C, 'a CRC32C is always stored');
 
   response = await client.get('logs', 'dir/hello.txt');
   t.equal(response.status, 200);
@@ -40,7 +45,7 @@ t.test('walking skeleton through engine, gateway and admin', async (t) => {
   const sha = createHash('sha256').update(big).digest('base64');
   response = await client.put('logs', 'big.bin', big, { 'X-Service-Checksum-SHA256': sha });
   t.equal(response.status, 200, JSON.stringify(response.json));
-  t.equal(response.json.checksums.SHA256, sha);
+  t.equal((response.json as Stored).checksums.SHA256, sha);
   response = await client.get('logs', 'big.bin');
   t.equal(response.status, 200);
   t.ok(response.bytes.equals(big), 'large object reads back byte-exact');
@@ -53,16 +58,17 @@ t.test('walking skeleton through engine, gateway and admin', async (t) => {
   t.ok(response.bytes.equals(big.subarray(big.length - 10)), 'suffix range');
   response = await client.get('logs', 'big.bin', { Range: `bytes=${big.length}-` });
   t.equal(response.status, 416);
-  t.equal(response.json.code, 'invalid_range');
+  t.equal((response.json as Problem).code, 'invalid_range');
 
   response = await client.request('HEAD', '/buckets/logs/objects/big.bin');
   t.equal(response.status, 200);
   t.equal(response.headers.get('content-length'), String(big.length));
 
   response = await client.request('GET', '/buckets/logs/objects?delimiter=/');
-  t.same(response.json.commonPrefixes, ['dir/']);
+  const page = response.json as ObjectsPage & { commonPrefixes: string[] };
+  t.same(page.commonPrefixes, ['dir/']);
   t.same(
-    response.json.objects.map((o: { key: string }) => o.key),
+    page.objects.map((o) => o.key),
     ['big.bin'],
   );
 
@@ -70,6 +76,6 @@ t.test('walking skeleton through engine, gateway and admin', async (t) => {
   t.equal(response.status, 204);
   response = await client.get('logs', 'big.bin');
   t.equal(response.status, 404);
-  t.equal(response.json.code, 'not_found');
+  t.equal((response.json as Problem).code, 'not_found');
   t.equal(response.headers.get('content-type'), 'application/problem+json');
 });

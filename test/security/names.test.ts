@@ -76,7 +76,11 @@ t.test('object keys: refused', async (t) => {
     ['é'.repeat(513), /1026 bytes/],
   ];
   for (const [key, message] of cases) {
-    t.throws(() => validateObjectKey(key), badRequest(message), JSON.stringify(key)?.slice(0, 20));
+    t.throws(
+      () => validateObjectKey(key),
+      badRequest(message),
+      (JSON.stringify(key) as string | undefined)?.slice(0, 20) ?? 'undefined',
+    );
   }
   t.throws(
     () => validateObjectKey('\uD800', { allowEmpty: true }),

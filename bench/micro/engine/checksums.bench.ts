@@ -101,6 +101,6 @@ async function combineCost(name: string, lengthOf: (n: number) => number): Promi
   }
 }
 
-await combineCost('new length', (n) => combineLengths[n & 63]!);
+await combineCost('new length', (n) => combineLengths[n & 63] ?? 0);
 await combineCost('same length', () => blockBytes);
 console.log(`result hash ${results.digest('hex').slice(0, 16)}`);

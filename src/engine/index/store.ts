@@ -188,6 +188,8 @@ export class IndexStore {
     return db;
   }
 
+  /* eslint-disable @typescript-eslint/no-unnecessary-type-parameters -- T is the record type of
+     the database `name`, which only the caller knows */
   get<T>(name: DbName, key: Buffer): T | undefined {
     const raw = this.db(name).getBinary(key);
     return raw === undefined ? undefined : (decodeValue(raw).value as T);
@@ -216,6 +218,7 @@ export class IndexStore {
     this.shared.set(cacheKey, { raw: copy, value });
     return value as T;
   }
+  /* eslint-enable @typescript-eslint/no-unnecessary-type-parameters */
 
   has(name: DbName, key: Buffer): boolean {
     return this.db(name).getBinary(key) !== undefined;
@@ -228,7 +231,7 @@ export class IndexStore {
     if (options.limit !== undefined) query.limit = options.limit;
     if (options.reverse) query.reverse = true;
     for (const { key, value } of this.db(name).getRange(query)) {
-      yield { key: key as Buffer, value: decodeValue(value as Buffer).value as T };
+      yield { key, value: decodeValue(value).value as T };
     }
   }
 
@@ -279,7 +282,7 @@ export class IndexStore {
 
   /** Runs `apply` atomically in the next group commit; resolves once durable. */
   transact<T>(apply: () => T): Promise<T> {
-    return this.root.childTransaction(apply) as Promise<T>;
+    return this.root.childTransaction(apply);
   }
 
   /**

@@ -328,8 +328,7 @@ export function putAdminToken(
   args: { record: AdminTokenRecord },
 ): AdminTokenRecord {
   const roles: AdminRole[] = ['viewer', 'operator', 'owner'];
-  if (!roles.includes(args.record.role))
-    throw BadRequest(`unknown role ${String(args.record.role)}`);
+  if (!roles.includes(args.record.role)) throw BadRequest(`unknown role ${args.record.role}`);
   if (args.record.tenant !== undefined) requireTenantOrPending(context, args.record.tenant);
   context.store.put(DB.adminTokens, Buffer.from(args.record.hash), args.record);
   return args.record;

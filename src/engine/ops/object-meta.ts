@@ -10,7 +10,6 @@ import {
   type BucketRecord,
   type ObjectVersionRecord,
   type ObjectTag,
-  type RetentionMode,
 } from '../index/schema.js';
 import type { EngineContext } from './context.js';
 import { requireActiveTenant } from './control.js';
@@ -114,7 +113,7 @@ export function putObjectTags(
 
 export function putRetention(
   context: EngineContext,
-  args: VersionTarget & { mode: RetentionMode; retainUntil: number },
+  args: VersionTarget & { mode: unknown; retainUntil: number },
 ): ObjectVersionRecord {
   const { bucket, version } = targetVersion(context, args);
   if (!bucket.objectLock) throw BadRequest('retention needs a bucket created with objectLock');
@@ -134,7 +133,7 @@ export function putRetention(
 
 export function putLegalHold(
   context: EngineContext,
-  args: VersionTarget & { status: 'ON' | 'OFF' },
+  args: VersionTarget & { status: unknown },
 ): ObjectVersionRecord {
   const { bucket, version } = targetVersion(context, args);
   if (!bucket.objectLock) throw BadRequest('legal hold needs a bucket created with objectLock');

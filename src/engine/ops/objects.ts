@@ -83,7 +83,8 @@ export function deleteBucket(
   context.store.remove(DB.buckets, tenantChildKey(args.tenantId, args.name));
   const usage = loadUsage(context, args.tenantId);
   if (usage.buckets?.[args.name]) {
-    delete usage.buckets[args.name];
+    const { [args.name]: _deleted, ...others } = usage.buckets;
+    usage.buckets = others;
     saveUsage(context, usage);
   }
 }

@@ -323,11 +323,9 @@ export class Compactor {
       );
     const gone = [...unfinished, ...removed];
     for (const segmentId of gone) {
-      await unlink(join(paths.segments, segmentFileName(segmentId))).catch(
-        (error: NodeJS.ErrnoException) => {
-          if (error.code !== 'ENOENT') throw error;
-        },
-      );
+      await unlink(join(paths.segments, segmentFileName(segmentId))).catch((error: unknown) => {
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+      });
     }
     await store.transact(() => {
       for (const segmentId of gone) {
