@@ -5,9 +5,10 @@
 // upload cannot hold the whole arena). An upload is admitted with a reserve of blocks (see
 // `reserveBlocks`) and borrows more while the arena has free blocks and no upload waits for
 // admission. When it can only take blocks from the last `PAUSE_SLACK_BLOCKS` of its reserve it
-// pauses its socket: uWebSockets.js goes on delivering what the kernel had buffered, and those
-// bytes land in the slack. Only what exceeds the slack waits in heap copies (`UploadStats`
-// counts them). A body no larger than one block is one chunk: a single store task that also
+// pauses its socket. uWebSockets.js goes on reading until a read comes back short (at least
+// what the kernel had buffered; with a fast sender on the same machine, far more: see
+// docs/architecture.md). Those bytes land in the slack, then in free blocks; the rest waits in
+// heap copies (`UploadStats` counts them). A body no larger than one block is one chunk: a single store task that also
 // computes the object checksums. Nothing here commits: the caller commits the manifest after
 // verifying the checksums, so a failed or aborted upload leaves only unreferenced records
 // (garbage).
