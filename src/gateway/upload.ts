@@ -188,7 +188,7 @@ class BodyReceiver {
     const reserve = input.gate ? undefined : services.arena.tryTakeMany(this.reserve);
     if (reserve) this.spare.push(...reserve);
     else this.awaitAdmission(input.gate);
-    input.exchange.res.onData((chunk, isLast) => this.onData(chunk, isLast));
+    input.exchange.onBody((chunk, isLast) => this.onData(chunk, isLast));
   }
 
   /**
@@ -211,7 +211,6 @@ class BodyReceiver {
   }
 
   private onData(chunk: ArrayBuffer, isLast: boolean): void {
-    if (this.paused) this.input.exchange.keepPaused();
     if (this.failed) return;
     this.received += chunk.byteLength;
     if (isLast) this.lastSeen = true;

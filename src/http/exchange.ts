@@ -101,6 +101,17 @@ export class Exchange {
     if (this.readingPaused && !this.aborted) this.res.pause();
   }
 
+  /**
+   * Streams the request body to `handler` (attach before the handler's first await), keeping a
+   * paused socket paused through what uWS delivers after `pauseReading` (see `keepPaused`).
+   */
+  onBody(handler: (chunk: ArrayBuffer, isLast: boolean) => void): void {
+    this.res.onData((chunk, isLast) => {
+      this.keepPaused();
+      handler(chunk, isLast);
+    });
+  }
+
   resumeReading(): void {
     if (!this.readingPaused || this.aborted) return;
     this.readingPaused = false;
