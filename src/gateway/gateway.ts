@@ -145,6 +145,7 @@ export async function startGateway(options: {
       port: address.port,
       sharedPort: true,
       audit,
+      receiveBufferBytes: settings.bytes('limits.socket_receive_bytes'),
       tls: tls
         ? { certFile: settings.string('tls.cert_file'), keyFile: settings.string('tls.key_file') }
         : undefined,

@@ -5,10 +5,11 @@
 // upload cannot hold the whole arena). An upload is admitted with a reserve of blocks (see
 // `reserveBlocks`) and borrows more while the arena has free blocks and no upload waits for
 // admission. When it can only take blocks from the last `PAUSE_SLACK_BLOCKS` of its reserve it
-// pauses its socket. uWebSockets.js goes on reading until a read comes back short (at least
-// what the kernel had buffered; with a fast sender on the same machine, far more: see
-// docs/architecture.md). Those bytes land in the slack, then in free blocks; the rest waits in
-// heap copies (`UploadStats` counts them). A body no larger than one block is one chunk: a single store task that also
+// pauses its socket. uWebSockets.js goes on reading until a read comes back short: with the
+// gateway's capped receive buffer (`limits.socket_receive_bytes`) that is the rest of one read,
+// without it up to what the kernel had buffered or far more (docs/architecture.md). Those
+// bytes land in the slack, then in free blocks; the rest waits in heap copies (`UploadStats`
+// counts them). A body no larger than one block is one chunk: a single store task that also
 // computes the object checksums. Nothing here commits: the caller commits the manifest after
 // verifying the checksums, so a failed or aborted upload leaves only unreferenced records
 // (garbage).
@@ -43,8 +44,9 @@ export function tenantKeysOf(material: TenantKeyMaterial): TenantKeys {
 const BLOCKS_PER_UPLOAD_MAX = 24;
 /**
  * Reserve blocks an upload keeps unused for the bytes uWebSockets.js delivers after `pause()`:
- * it reads on until the socket's receive buffer is empty (measured on loopback: 2 MiB on
- * average, up to 7.5 MiB; the kernel's `net.ipv4.tcp_rmem` maximum bounds it).
+ * under 512 KiB with the capped receive buffer; with the kernel's autotuning, up to the receive
+ * queue (measured on loopback: 2 MiB on average, up to 7.5 MiB, and more from a sender on the
+ * same machine).
  */
 const PAUSE_SLACK_BLOCKS = 4;
 /**

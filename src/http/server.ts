@@ -7,6 +7,7 @@ import type { Router, Match } from './router.js';
 import type { Logger } from '../util/log.js';
 import { Unavailable } from '../util/errors.js';
 import type { AuditSink } from './audit.js';
+import { setReceiveBuffer } from './receive-buffer.js';
 
 export type Handler = (
   exchange: Exchange,
@@ -27,6 +28,11 @@ export interface ListenOptions {
   readonly sharedPort: boolean;
   /** Receives every answered exchange (one audit row per request). */
   readonly audit?: AuditSink | undefined;
+  /**
+   * SO_RCVBUF of every accepted connection (`setReceiveBuffer`); 0 or undefined keeps the
+   * kernel's autotuning.
+   */
+  readonly receiveBufferBytes?: number | undefined;
 }
 
 export function listen<H extends Handler>(
@@ -82,8 +88,10 @@ export function listen<H extends Handler>(
         );
         return;
       }
+      const port = uWS.us_socket_local_port(socket);
+      if (options.receiveBufferBytes) capReceiveBuffer(port, options.receiveBufferBytes, log);
       resolve({
-        port: uWS.us_socket_local_port(socket),
+        port,
         close: async (graceMs = 10_000) => {
           draining = true;
           uWS.us_listen_socket_close(socket);
@@ -95,6 +103,13 @@ export function listen<H extends Handler>(
       });
     });
   });
+}
+
+function capReceiveBuffer(port: number, bytes: number, log: Logger): void {
+  const result = setReceiveBuffer(port, bytes);
+  if (result.set)
+    log.info({ port, requested: bytes, kernel: result.kernelBytes }, 'receive buffer set');
+  else log.warn({ port, reason: result.reason }, 'receive buffer left to the kernel');
 }
 
 async function run<H extends Handler>(

@@ -99,6 +99,11 @@ export const settingSpecs = {
     fallback: '64MiB',
     help: 'body bytes buffered per gateway',
   },
+  'limits.socket_receive_bytes': {
+    kind: 'bytes',
+    fallback: '256KiB',
+    help: 'TCP receive buffer per public connection (0: kernel autotuning)',
+  },
   'idempotency.ttl': { kind: 'duration', fallback: '24h', help: 'idempotency keys expire after' },
   'audit.retention': { kind: 'duration', fallback: '90d', help: 'audit rows kept for' },
   'multipart.expiry': {

@@ -56,6 +56,8 @@ export interface ServiceOptions {
 export class Service {
   child: ChildProcess | undefined;
   output = '';
+  /** What the service printed while it started (logs at the chosen `--log-level`). */
+  startOutput = '';
   publicUrl = '';
   adminUrl = '';
   /** The process tree as of the last launch: the supervisor, then its descendants. */
@@ -132,6 +134,7 @@ export class Service {
         reject(new Error(`service exited with ${String(code)} during start:\n${this.output}`));
       });
     });
+    this.startOutput = this.output;
     this.output = '';
     this.tree = [child.pid as number, ...descendants(child.pid as number)];
   }

@@ -6,7 +6,7 @@
 // Method: a service with `limits.inflight_bytes_max` of 40 MiB (two large uploads admitted at a
 // time), 10 concurrent 12 MiB uploads plus small ones, then read everything back. Then, with
 // one upload's reserve of arena, a slow upload holds it for 16 s while another waits paused.
-// Last, a 256 MiB object read by a client that rests every 4 MiB, with the gateway's private
+// Then the gateway's receive buffer setting, from its start-up log. Last, a 256 MiB object read by a client that rests every 4 MiB, with the gateway's private
 // resident memory sampled from /proc.
 import t from 'tap';
 import { createHash, randomBytes } from 'node:crypto';
@@ -101,6 +101,19 @@ function slowPut(
 
 // A download holds only the pieces it reads ahead of the socket: a slow reader of a large
 // object must not make the gateway hold the object.
+t.test('the gateway caps the receive buffer of its connections', async (t) => {
+  // Why the cap: test/http/receive-buffer.test.ts; this checks that the setting reaches it.
+  const service = await Service.start({
+    args: ['--log-level', 'info', '--limits.socket_receive_bytes', '128KiB'],
+  });
+  t.teardown(() => service.stop());
+  const line = service.startOutput
+    .split('\n')
+    .find((text) => text.includes('"msg":"receive buffer set"'));
+  t.ok(line, 'the gateway logged the receive buffer it set');
+  t.match(JSON.parse(line ?? '{}'), { port: service.publicPort, requested: 131072, kernel: 262144 });
+});
+
 t.test('a slow download of a large object keeps the gateway small', async (t) => {
   const service = await Service.start();
   t.teardown(() => service.close());
