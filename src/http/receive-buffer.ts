@@ -10,57 +10,25 @@
 //
 // How: uWS offers no socket options, so the listening socket is found among this process's file
 // descriptors (Linux: `/proc/self/fd`, a listening stream socket bound to the port) and given
-// SO_RCVBUF through libc (koffi). Connections accepted from it inherit the value. Elsewhere, or
-// when libc cannot be reached, the kernel's autotuning stays and the caller is told so.
+// SO_RCVBUF through libc. Connections accepted from it inherit the value. Elsewhere, or when
+// libc cannot be reached, the kernel's autotuning stays and the caller is told so.
 import { readdirSync, readlinkSync } from 'node:fs';
-import koffi from 'koffi';
-
-const SOL_SOCKET = 1;
-const SO_TYPE = 3;
-const SO_RCVBUF = 8;
-const SO_ACCEPTCONN = 30;
-const SOCK_STREAM = 1;
-const AF_INET = 2;
-const AF_INET6 = 10;
-
-interface Libc {
-  getsockopt(fd: number, level: number, name: number, value: number[], length: number[]): number;
-  setsockopt(fd: number, level: number, name: number, value: number[], length: number): number;
-  getsockname(fd: number, address: Buffer, length: number[]): number;
-}
-
-let libc: Libc | undefined | null = null;
-
-function loadLibc(): Libc | undefined {
-  if (libc !== null) return libc;
-  try {
-    const process = koffi.load(null);
-    libc = {
-      getsockopt: process.func(
-        'int getsockopt(int fd, int level, int name, _Out_ int *value, _Inout_ uint32_t *length)',
-      ) as Libc['getsockopt'],
-      setsockopt: process.func(
-        'int setsockopt(int fd, int level, int name, _In_ int *value, uint32_t length)',
-      ) as Libc['setsockopt'],
-      getsockname: process.func(
-        'int getsockname(int fd, _Out_ uint8_t *address, _Inout_ uint32_t *length)',
-      ) as Libc['getsockname'],
-    };
-  } catch {
-    libc = undefined;
-  }
-  return libc;
-}
-
-function intOption(c: Libc, fd: number, name: number): number | undefined {
-  const value = [0];
-  return c.getsockopt(fd, SOL_SOCKET, name, value, [4]) === 0 ? value[0] : undefined;
-}
+import {
+  AF_INET,
+  AF_INET6,
+  libc,
+  SO_ACCEPTCONN,
+  SO_RCVBUF,
+  SO_TYPE,
+  SOCK_STREAM,
+  SOL_SOCKET,
+  type Libc,
+} from '../util/libc.js';
 
 /** The port a TCP socket is bound to, or undefined for any other kind of descriptor. */
 function boundPort(c: Libc, fd: number): number | undefined {
   const address = Buffer.alloc(128);
-  if (c.getsockname(fd, address, [address.length]) !== 0) return undefined;
+  if (!c.socketName(fd, address)) return undefined;
   const family = address.readUInt16LE(0);
   return family === AF_INET || family === AF_INET6 ? address.readUInt16BE(2) : undefined;
 }
@@ -77,8 +45,8 @@ function listeningSockets(c: Libc, port: number): number[] {
     }
     if (!target.startsWith('socket:')) continue;
     const fd = Number(name);
-    if (intOption(c, fd, SO_ACCEPTCONN) !== 1 || intOption(c, fd, SO_TYPE) !== SOCK_STREAM)
-      continue;
+    if (c.intOption(fd, SOL_SOCKET, SO_ACCEPTCONN) !== 1) continue;
+    if (c.intOption(fd, SOL_SOCKET, SO_TYPE) !== SOCK_STREAM) continue;
     if (boundPort(c, fd) === port) found.push(fd);
   }
   return found;
@@ -94,23 +62,22 @@ export type ReceiveBufferResult =
  * bookkeeping; `kernelBytes` is what it reports back. Synchronous: it runs once, at start.
  */
 export function setReceiveBuffer(port: number, bytes: number): ReceiveBufferResult {
-  if (process.platform !== 'linux') return { set: false, reason: 'not Linux' };
-  const c = loadLibc();
-  if (!c) return { set: false, reason: 'libc functions not available' };
+  const c = libc();
+  if (!c) return { set: false, reason: 'libc functions not available on this platform' };
   const sockets = listeningSockets(c, port);
   if (sockets.length === 0) return { set: false, reason: `no listening socket on port ${port}` };
   let kernelBytes = 0;
   for (const fd of sockets) {
-    if (c.setsockopt(fd, SOL_SOCKET, SO_RCVBUF, [bytes], 4) !== 0)
+    if (!c.setIntOption(fd, SOL_SOCKET, SO_RCVBUF, bytes))
       return { set: false, reason: `setsockopt(SO_RCVBUF) failed on descriptor ${fd}` };
-    kernelBytes = intOption(c, fd, SO_RCVBUF) ?? 0;
+    kernelBytes = c.intOption(fd, SOL_SOCKET, SO_RCVBUF) ?? 0;
   }
   return { set: true, sockets: sockets.length, kernelBytes };
 }
 
-/** SO_RCVBUF of a connected or listening socket, by descriptor (for tests). */
+/** SO_RCVBUF of this process's listening sockets on `port` (for tests). */
 export function receiveBufferOf(port: number): number[] {
-  const c = loadLibc();
-  if (!c || process.platform !== 'linux') return [];
-  return listeningSockets(c, port).map((fd) => intOption(c, fd, SO_RCVBUF) ?? 0);
+  const c = libc();
+  if (!c) return [];
+  return listeningSockets(c, port).map((fd) => c.intOption(fd, SOL_SOCKET, SO_RCVBUF) ?? 0);
 }

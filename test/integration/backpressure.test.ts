@@ -111,7 +111,11 @@ t.test('the gateway caps the receive buffer of its connections', async (t) => {
     .split('\n')
     .find((text) => text.includes('"msg":"receive buffer set"'));
   t.ok(line, 'the gateway logged the receive buffer it set');
-  t.match(JSON.parse(line ?? '{}'), { port: service.publicPort, requested: 131072, kernel: 262144 });
+  t.match(JSON.parse(line ?? '{}'), {
+    port: service.publicPort,
+    requested: 131072,
+    kernel: 262144,
+  });
 });
 
 t.test('a slow download of a large object keeps the gateway small', async (t) => {

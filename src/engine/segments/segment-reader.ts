@@ -10,6 +10,7 @@ import { read as readCallback } from 'node:fs';
 import { join } from 'node:path';
 import { segmentFileName } from '../../format/segment-header.js';
 import { NotFound, SegmentIoError } from '../../util/errors.js';
+import { libc } from '../../util/libc.js';
 
 const HANDLES_MAX = 64;
 const IDLE_CLOSE_MS = 30_000;
@@ -37,7 +38,10 @@ export class SegmentReader {
     try {
       const handle = await this.opened(cached, location.segmentId);
       const target = Buffer.allocUnsafe(location.length);
-      let filled = 0;
+      // What the page cache holds is copied at once (RWF_NOWAIT never waits for the disk): a
+      // trip through libuv's thread pool costs more than the copy for a small record. The rest,
+      // or all of it when nothing is cached, is read asynchronously.
+      let filled = libc()?.readCached(handle.fd, target, location.offset) ?? 0;
       while (filled < location.length) {
         // fs.read with a callback: the promise API costs several times more per call. The fd
         // stays valid: a dropped handle is closed only after its last reader.

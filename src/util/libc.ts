@@ -1,0 +1,101 @@
+// The few libc calls Node does not offer, through koffi (a foreign-function interface with
+// prebuilt binaries): socket options on descriptors that uWebSockets.js owns, and positional
+// reads that never wait for the disk. The only module that touches koffi.
+//
+// Every function here is optional: where libc cannot be reached (koffi has no binary for the
+// platform, or a symbol is missing) `libc()` answers undefined and callers keep their portable
+// path.
+import koffi from 'koffi';
+
+export const SOL_SOCKET = 1;
+export const SO_TYPE = 3;
+export const SO_RCVBUF = 8;
+export const SO_ACCEPTCONN = 30;
+export const SOCK_STREAM = 1;
+export const AF_INET = 2;
+export const AF_INET6 = 10;
+const RWF_NOWAIT = 8;
+/** preadv2's answers when the kernel or file system cannot honour RWF_NOWAIT at all. */
+const NOWAIT_UNSUPPORTED = new Set([22 /* EINVAL */, 38 /* ENOSYS */, 95 /* EOPNOTSUPP */]);
+
+export interface Libc {
+  /** getsockopt for an int option; undefined when it fails. */
+  intOption(fd: number, level: number, name: number): number | undefined;
+  /** setsockopt for an int option; false when it fails. */
+  setIntOption(fd: number, level: number, name: number, value: number): boolean;
+  /** getsockname into `address`; false when it fails (not a socket). */
+  socketName(fd: number, address: Buffer): boolean;
+  /**
+   * preadv2 with RWF_NOWAIT: copies what the page cache already holds of the range and never
+   * waits for the disk. Answers the bytes read (0 at the end of the file), or undefined when
+   * nothing could be read without waiting (or the kernel does not support the flag).
+   */
+  readCached(fd: number, target: Uint8Array, position: number): number | undefined;
+}
+
+interface Raw {
+  getsockopt(fd: number, level: number, name: number, value: number[], length: number[]): number;
+  setsockopt(fd: number, level: number, name: number, value: number[], length: number): number;
+  getsockname(fd: number, address: Buffer, length: number[]): number;
+  preadv2(
+    fd: number,
+    iov: { base: Uint8Array; len: number }[],
+    count: number,
+    offset: number,
+    flags: number,
+  ): number;
+}
+
+let loaded: Libc | undefined | null = null;
+
+/** The libc functions, loaded on first use; undefined where they cannot be reached. */
+export function libc(): Libc | undefined {
+  if (loaded === null) loaded = process.platform === 'linux' ? load() : undefined;
+  return loaded;
+}
+
+function load(): Libc | undefined {
+  let raw: Raw;
+  try {
+    const self = koffi.load(null);
+    koffi.struct('lw_iovec', { base: 'void *', len: 'size_t' });
+    raw = {
+      getsockopt: self.func(
+        'int getsockopt(int fd, int level, int name, _Out_ int *value, _Inout_ uint32_t *length)',
+      ) as Raw['getsockopt'],
+      setsockopt: self.func(
+        'int setsockopt(int fd, int level, int name, _In_ int *value, uint32_t length)',
+      ) as Raw['setsockopt'],
+      getsockname: self.func(
+        'int getsockname(int fd, _Out_ uint8_t *address, _Inout_ uint32_t *length)',
+      ) as Raw['getsockname'],
+      preadv2: self.func(
+        'intptr_t preadv2(int fd, const lw_iovec *iov, int count, int64_t offset, int flags)',
+      ) as Raw['preadv2'],
+    };
+  } catch {
+    return undefined;
+  }
+  let nowaitWorks = true;
+  return {
+    intOption(fd, level, name) {
+      const value = [0];
+      return raw.getsockopt(fd, level, name, value, [4]) === 0 ? value[0] : undefined;
+    },
+    setIntOption(fd, level, name, value) {
+      return raw.setsockopt(fd, level, name, [value], 4) === 0;
+    },
+    socketName(fd, address) {
+      return raw.getsockname(fd, address, [address.length]) === 0;
+    },
+    readCached(fd, target, position) {
+      if (!nowaitWorks) return undefined;
+      const read = raw.preadv2(fd, [{ base: target, len: target.length }], 1, position, RWF_NOWAIT);
+      if (read >= 0) return read;
+      // EAGAIN: the range is not cached; any other error is the asynchronous read's to report.
+      // An old kernel or a file system without RWF_NOWAIT: stop trying.
+      if (NOWAIT_UNSUPPORTED.has(koffi.errno())) nowaitWorks = false;
+      return undefined;
+    },
+  };
+}

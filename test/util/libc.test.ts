@@ -1,0 +1,59 @@
+// Goal: the libc calls behave as their callers rely on: `readCached` copies exactly the bytes
+// of the range that the page cache holds and answers 0 at the end of a file; the socket-option
+// calls read and write an int option and name a socket's address.
+// Method: a file written just before (so its pages are cached) read at several offsets and
+// lengths against `readFileSync`; a listening node:net server's descriptor found by its port.
+import t from 'tap';
+import { mkdtempSync, openSync, closeSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { libc, SOL_SOCKET, SO_RCVBUF, SO_TYPE, SOCK_STREAM } from '../../src/util/libc.js';
+import { receiveBufferOf, setReceiveBuffer } from '../../src/http/receive-buffer.js';
+
+const c = libc();
+
+t.test('libc is reachable on Linux', async (t) => {
+  if (process.platform === 'linux') t.ok(c, 'loaded');
+  else t.equal(c, undefined, 'not on this platform');
+});
+
+t.test('readCached copies the cached range', { skip: !c }, async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'lw-libc-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const path = join(dir, 'data');
+  const bytes = randomBytes(300_000);
+  writeFileSync(path, bytes);
+  const fd = openSync(path, 'r');
+  t.teardown(() => closeSync(fd));
+  const onDisk = readFileSync(path);
+  for (const [position, length] of [
+    [0, 4096],
+    [12_345, 70_000],
+    [299_000, 1000],
+  ] as const) {
+    const target = Buffer.alloc(length);
+    t.equal(c?.readCached(fd, target, position), length, `${length} bytes at ${position}`);
+    t.ok(target.equals(onDisk.subarray(position, position + length)), 'the same bytes');
+  }
+  const tail = Buffer.alloc(4096);
+  t.equal(c?.readCached(fd, tail, 299_000), 1000, 'a read past the end is short');
+  t.equal(c?.readCached(fd, tail, 300_000), 0, 'at the end: 0');
+});
+
+t.test('socket options on a listening socket', { skip: !c }, async (t) => {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => server.close());
+  const port = (server.address() as { port: number }).port;
+  const result = setReceiveBuffer(port, 96 * 1024);
+  t.match(result, { set: true, sockets: 1, kernelBytes: 192 * 1024 });
+  t.same(receiveBufferOf(port), [192 * 1024], 'read back through getsockopt');
+  // The descriptor itself, through the raw calls.
+  const fd = (server as unknown as { _handle: { fd: number } })._handle.fd;
+  t.equal(c?.intOption(fd, SOL_SOCKET, SO_TYPE), SOCK_STREAM, 'a stream socket');
+  t.equal(c?.intOption(fd, SOL_SOCKET, SO_RCVBUF), 192 * 1024);
+  t.equal(c?.intOption(-1, SOL_SOCKET, SO_TYPE), undefined, 'a bad descriptor: undefined');
+  t.notOk(c?.setIntOption(-1, SOL_SOCKET, SO_RCVBUF, 1), 'and false');
+});
