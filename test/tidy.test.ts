@@ -1,6 +1,6 @@
 // Goal: the rules that the compiler cannot check hold for every source file (STYLE.md §1, §8):
-// imports point down the layers and never sideways, only the index store imports lmdb, and no
-// code outside the error catalogue builds a bare Error. The service never imports the benchmark
+// imports point down the layers and never sideways, only the index store imports lmdb, only
+// the libc module imports koffi, and no code outside the error catalogue builds a bare Error. The service never imports the benchmark
 // (bench/, a client of the public port); the binaries reach it only through bench/run.js.
 // Method: read src/**/*.ts and bin/*.ts as text and check each import and each `new Error(`.
 import t from 'tap';
@@ -85,6 +85,12 @@ t.test('the binaries import src/cli/ and, for `lightwell bench`, bench/run.js', 
 t.test('only the index store imports lmdb', async (t) => {
   for (const file of files) {
     if (/from 'lmdb'/.test(file.text)) t.equal(file.path, 'src/engine/index/store.ts');
+  }
+});
+
+t.test('only the libc module imports koffi', async (t) => {
+  for (const file of files) {
+    if (/from 'koffi'/.test(file.text)) t.equal(file.path, 'src/util/libc.ts');
   }
 });
 
