@@ -9,6 +9,10 @@
 // page shared by several processes (the LMDB index that engine, gateways and admin all map)
 // once per process, so the tree's PSS (each shared page divided among the processes that map
 // it, from /proc/<pid>/smaps_rollup) is sampled too: it is the memory the service really uses.
+// Reading smaps_rollup makes the kernel walk every mapping of the process (about 5 ms for a
+// Lightwell process with its LMDB map; at 10 samples a second over four processes that was a
+// fifth of a core taken from the service under test), so PSS is sampled once a second and at
+// the window's ends, while CPU and RSS keep the short interval.
 
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -119,8 +123,8 @@ function scanParents(): Map<number, number[]> {
   return byParent;
 }
 
-/** One sample of the tree; null when the root process no longer exists. */
-export function sampleProcessTree(root: number): TreeSample | null {
+/** One sample of the tree (PSS only when asked); null when the root process no longer exists. */
+export function sampleProcessTree(root: number, withPss = true): TreeSample | null {
   if (readStat(root) === null) return null;
   let ticks = 0;
   let rssBytes = 0;
@@ -131,12 +135,21 @@ export function sampleProcessTree(root: number): TreeSample | null {
     if (stat === null) continue;
     ticks += stat.ticks;
     rssBytes += readRssBytes(pid);
-    const pss = readPssBytes(pid);
-    pssBytes = pss === null || pssBytes === null ? null : pssBytes + pss;
+    if (withPss) {
+      const pss = readPssBytes(pid);
+      pssBytes = pss === null || pssBytes === null ? null : pssBytes + pss;
+    }
     processes += 1;
   }
-  return { processes, cpuSeconds: ticks / ticksPerSecond(), rssBytes, pssBytes };
+  return {
+    processes,
+    cpuSeconds: ticks / ticksPerSecond(),
+    rssBytes,
+    pssBytes: withPss ? pssBytes : null,
+  };
 }
+
+const PSS_INTERVAL_MS = 1000;
 
 /** Samples a tree periodically and reports CPU seconds and peak RSS over a window. */
 export class TreeMonitor {
@@ -146,6 +159,7 @@ export class TreeMonitor {
   private peakRss = 0;
   private peakPss: number | null = 0;
   private processesMax = 0;
+  private pssSampledAt = 0;
 
   constructor(
     readonly root: number,
@@ -161,6 +175,7 @@ export class TreeMonitor {
     this.peakRss = sample?.rssBytes ?? 0;
     this.peakPss = sample ? sample.pssBytes : 0;
     this.processesMax = sample?.processes ?? 0;
+    this.pssSampledAt = performance.now();
     this.timer = setInterval(() => this.sample(), this.intervalMs);
     this.timer.unref();
   }
@@ -168,7 +183,7 @@ export class TreeMonitor {
   /** Ends the window and returns what it saw. */
   end(): TreeWindow {
     this.stopTimer();
-    this.sample();
+    this.sample(true);
     return {
       cpuSeconds: Math.max(0, this.lastCpu - this.startCpu),
       peakRssBytes: this.peakRss,
@@ -177,16 +192,20 @@ export class TreeMonitor {
     };
   }
 
-  private sample(): void {
-    const sample = sampleProcessTree(this.root);
+  private sample(forcePss = false): void {
+    const now = performance.now();
+    const withPss = forcePss || now - this.pssSampledAt >= PSS_INTERVAL_MS;
+    if (withPss) this.pssSampledAt = now;
+    const sample = sampleProcessTree(this.root, withPss);
     if (sample === null) return;
     // A restarted child loses its own time from the tree until it is reaped: never go back.
     this.lastCpu = Math.max(this.lastCpu, sample.cpuSeconds);
     this.peakRss = Math.max(this.peakRss, sample.rssBytes);
-    this.peakPss =
-      this.peakPss === null || sample.pssBytes === null
-        ? null
-        : Math.max(this.peakPss, sample.pssBytes);
+    if (withPss)
+      this.peakPss =
+        this.peakPss === null || sample.pssBytes === null
+          ? null
+          : Math.max(this.peakPss, sample.pssBytes);
     this.processesMax = Math.max(this.processesMax, sample.processes);
   }
 

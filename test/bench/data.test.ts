@@ -148,5 +148,6 @@ t.test('process tree: children are found, CPU and RSS counted', async (t) => {
     `peak PSS ${String(window.peakPssBytes)}`,
   );
   t.ok(window.processesMax >= 2);
+  t.equal(sampleProcessTree(process.pid, false)?.pssBytes, null, 'PSS only when asked');
   t.equal(sampleProcessTree(2 ** 22 + 12345), null, 'a missing root gives null');
 });
