@@ -92,7 +92,7 @@ export async function startGateway(options: {
       },
     },
   });
-  const inlineReader = new SegmentReader(paths.segments);
+  const inlineReader = new SegmentReader(paths.segments, { cachedFirst: true });
   const inline: ChunkStoreDeps = {
     index: () => store,
     writer: () => inlineWriter,

@@ -4,8 +4,9 @@
 // its 512 KiB buffer, so a paused upload whose sender keeps the kernel's receive queue full (any
 // sender on the same machine, or a fast one across a network with the queue autotuned up to
 // `net.ipv4.tcp_rmem`'s maximum) is delivered megabytes more after it asked to stop. With a
-// receive buffer under 512 KiB, no read after a pause comes back full, and one pause delivers at
-// most one buffer. The price is a fixed TCP window: one connection moves at most about the
+// receive buffer under 512 KiB a read after a pause does not in practice come back full (the
+// kernel may hand one read what arrives while it copies, within the window it had advertised),
+// and one pause delivers at most about one buffer. The price is a fixed TCP window: one connection moves at most about the
 // buffer per round trip (256 KiB in 1 ms is 262 MB/s; in 20 ms, 13 MB/s).
 //
 // How: uWS offers no socket options, so the listening socket is found among this process's file
@@ -33,7 +34,7 @@ function boundPort(c: Libc, fd: number): number | undefined {
   return family === AF_INET || family === AF_INET6 ? address.readUInt16BE(2) : undefined;
 }
 
-/** Descriptors of this process's listening TCP sockets bound to `port`. */
+/** Descriptors of this process's listening TCP sockets bound to `port` (throws without /proc). */
 function listeningSockets(c: Libc, port: number): number[] {
   const found: number[] = [];
   for (const name of readdirSync('/proc/self/fd')) {
@@ -45,11 +46,17 @@ function listeningSockets(c: Libc, port: number): number[] {
     }
     if (!target.startsWith('socket:')) continue;
     const fd = Number(name);
-    if (c.intOption(fd, SOL_SOCKET, SO_ACCEPTCONN) !== 1) continue;
-    if (c.intOption(fd, SOL_SOCKET, SO_TYPE) !== SOCK_STREAM) continue;
-    if (boundPort(c, fd) === port) found.push(fd);
+    if (isListeningOn(c, fd, port)) found.push(fd);
   }
   return found;
+}
+
+function isListeningOn(c: Libc, fd: number, port: number): boolean {
+  return (
+    c.intOption(fd, SOL_SOCKET, SO_ACCEPTCONN) === 1 &&
+    c.intOption(fd, SOL_SOCKET, SO_TYPE) === SOCK_STREAM &&
+    boundPort(c, fd) === port
+  );
 }
 
 export type ReceiveBufferResult =
@@ -59,16 +66,23 @@ export type ReceiveBufferResult =
 /**
  * Sets SO_RCVBUF to `bytes` on this process's listening sockets on `port`, before it accepts
  * connections (call it from the listen callback). The kernel doubles the value for its own
- * bookkeeping; `kernelBytes` is what it reports back. Synchronous: it runs once, at start.
+ * bookkeeping, after capping it at `net.core.rmem_max` (212,992 bytes on a stock kernel);
+ * `kernelBytes` is what it reports back. Synchronous: it runs once, at start.
  */
 export function setReceiveBuffer(port: number, bytes: number): ReceiveBufferResult {
   const c = libc();
   if (!c) return { set: false, reason: 'libc functions not available on this platform' };
-  const sockets = listeningSockets(c, port);
+  let sockets: number[];
+  try {
+    sockets = listeningSockets(c, port);
+  } catch (error) {
+    return { set: false, reason: `cannot list /proc/self/fd: ${String(error)}` };
+  }
   if (sockets.length === 0) return { set: false, reason: `no listening socket on port ${port}` };
   let kernelBytes = 0;
   for (const fd of sockets) {
-    if (!c.setIntOption(fd, SOL_SOCKET, SO_RCVBUF, bytes))
+    // Checked again next to the write: the descriptor must still be that socket.
+    if (!isListeningOn(c, fd, port) || !c.setIntOption(fd, SOL_SOCKET, SO_RCVBUF, bytes))
       return { set: false, reason: `setsockopt(SO_RCVBUF) failed on descriptor ${fd}` };
     kernelBytes = c.intOption(fd, SOL_SOCKET, SO_RCVBUF) ?? 0;
   }

@@ -107,9 +107,15 @@ export function listen<H extends Handler>(
 
 function capReceiveBuffer(port: number, bytes: number, log: Logger): void {
   const result = setReceiveBuffer(port, bytes);
-  if (result.set)
-    log.info({ port, requested: bytes, kernel: result.kernelBytes }, 'receive buffer set');
-  else log.warn({ port, reason: result.reason }, 'receive buffer left to the kernel');
+  if (!result.set) {
+    log.warn({ port, reason: result.reason }, 'receive buffer left to the kernel');
+    return;
+  }
+  const fields = { port, requested: bytes, kernel: result.kernelBytes };
+  // The kernel caps the value at net.core.rmem_max before doubling it.
+  if (result.kernelBytes < 2 * bytes)
+    log.warn(fields, 'receive buffer capped by the kernel (net.core.rmem_max)');
+  else log.info(fields, 'receive buffer set');
 }
 
 async function run<H extends Handler>(

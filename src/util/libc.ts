@@ -2,10 +2,14 @@
 // prebuilt binaries): socket options on descriptors that uWebSockets.js owns, and positional
 // reads that never wait for the disk. The only module that touches koffi.
 //
-// Every function here is optional: where libc cannot be reached (koffi has no binary for the
-// platform, or a symbol is missing) `libc()` answers undefined and callers keep their portable
-// path.
-import koffi from 'koffi';
+// Every function here is optional: where libc cannot be reached (not Linux, koffi has no binary
+// for the platform, or a symbol is missing) `libc()` answers undefined and callers keep their
+// portable path. koffi is therefore loaded on first use, where its failure can be caught, not
+// imported: a static import that failed would stop the process from starting at all.
+import { createRequire } from 'node:module';
+import type * as KoffiModule from 'koffi';
+
+type Koffi = typeof KoffiModule;
 
 export const SOL_SOCKET = 1;
 export const SO_TYPE = 3;
@@ -28,69 +32,89 @@ export interface Libc {
   /**
    * preadv2 with RWF_NOWAIT: copies what the page cache already holds of the range and never
    * waits for the disk. Answers the bytes read (0 at the end of the file), or undefined when
-   * nothing could be read without waiting (or the kernel does not support the flag).
+   * nothing could be read without waiting (or the kernel does not support the flag). Absent
+   * where preadv2 is missing or takes a 32-bit offset.
    */
-  readCached(fd: number, target: Uint8Array, position: number): number | undefined;
+  readonly readCached?: (fd: number, target: Uint8Array, position: number) => number | undefined;
 }
 
-interface Raw {
-  getsockopt(fd: number, level: number, name: number, value: number[], length: number[]): number;
-  setsockopt(fd: number, level: number, name: number, value: number[], length: number): number;
-  getsockname(fd: number, address: Buffer, length: number[]): number;
-  preadv2(
-    fd: number,
-    iov: { base: Uint8Array; len: number }[],
-    count: number,
-    offset: number,
-    flags: number,
-  ): number;
+interface Library {
+  func(definition: string): unknown;
 }
 
 let loaded: Libc | undefined | null = null;
 
 /** The libc functions, loaded on first use; undefined where they cannot be reached. */
 export function libc(): Libc | undefined {
-  if (loaded === null) loaded = process.platform === 'linux' ? load() : undefined;
+  if (loaded === null) {
+    loaded =
+      process.platform === 'linux'
+        ? loadLibc(() => createRequire(import.meta.url)('koffi') as Koffi)
+        : undefined;
+  }
   return loaded;
 }
 
-function load(): Libc | undefined {
-  let raw: Raw;
+/** Binds the functions through the koffi that `requireKoffi` answers; undefined if it throws. */
+export function loadLibc(requireKoffi: () => Koffi): Libc | undefined {
+  let koffi: Koffi;
+  let self: Library;
+  let getsockopt: (fd: number, level: number, name: number, v: number[], l: number[]) => number;
+  let setsockopt: (fd: number, level: number, name: number, v: number[], l: number) => number;
+  let getsockname: (fd: number, address: Buffer, length: number[]) => number;
   try {
-    const self = koffi.load(null);
-    koffi.struct('lw_iovec', { base: 'void *', len: 'size_t' });
-    raw = {
-      getsockopt: self.func(
-        'int getsockopt(int fd, int level, int name, _Out_ int *value, _Inout_ uint32_t *length)',
-      ) as Raw['getsockopt'],
-      setsockopt: self.func(
-        'int setsockopt(int fd, int level, int name, _In_ int *value, uint32_t length)',
-      ) as Raw['setsockopt'],
-      getsockname: self.func(
-        'int getsockname(int fd, _Out_ uint8_t *address, _Inout_ uint32_t *length)',
-      ) as Raw['getsockname'],
-      preadv2: self.func(
-        'intptr_t preadv2(int fd, const lw_iovec *iov, int count, int64_t offset, int flags)',
-      ) as Raw['preadv2'],
-    };
+    koffi = requireKoffi();
+    self = koffi.load(null);
+    getsockopt = self.func(
+      'int getsockopt(int fd, int level, int name, _Out_ int *value, _Inout_ uint32_t *length)',
+    ) as typeof getsockopt;
+    setsockopt = self.func(
+      'int setsockopt(int fd, int level, int name, _In_ int *value, uint32_t length)',
+    ) as typeof setsockopt;
+    getsockname = self.func(
+      'int getsockname(int fd, _Out_ uint8_t *address, _Inout_ uint32_t *length)',
+    ) as typeof getsockname;
   } catch {
     return undefined;
   }
-  let nowaitWorks = true;
   return {
     intOption(fd, level, name) {
       const value = [0];
-      return raw.getsockopt(fd, level, name, value, [4]) === 0 ? value[0] : undefined;
+      return getsockopt(fd, level, name, value, [4]) === 0 ? value[0] : undefined;
     },
     setIntOption(fd, level, name, value) {
-      return raw.setsockopt(fd, level, name, [value], 4) === 0;
+      return setsockopt(fd, level, name, [value], 4) === 0;
     },
     socketName(fd, address) {
-      return raw.getsockname(fd, address, [address.length]) === 0;
+      return getsockname(fd, address, [address.length]) === 0;
     },
+    ...bindReadCached(koffi, self),
+  };
+}
+
+/** `readCached`, on 64-bit Linux where preadv2 exists (its offset is 64-bit there). */
+function bindReadCached(koffi: Koffi, self: Library): Pick<Libc, 'readCached'> {
+  if (!['x64', 'arm64', 'ppc64', 'riscv64', 'loong64', 's390x'].includes(process.arch)) return {};
+  let preadv2: (
+    fd: number,
+    iov: { base: Uint8Array; len: number }[],
+    count: number,
+    offset: number,
+    flags: number,
+  ) => number;
+  try {
+    koffi.struct('lw_iovec', { base: 'void *', len: 'size_t' });
+    preadv2 = self.func(
+      'intptr_t preadv2(int fd, const lw_iovec *iov, int count, int64_t offset, int flags)',
+    ) as typeof preadv2;
+  } catch {
+    return {};
+  }
+  let nowaitWorks = true;
+  return {
     readCached(fd, target, position) {
       if (!nowaitWorks) return undefined;
-      const read = raw.preadv2(fd, [{ base: target, len: target.length }], 1, position, RWF_NOWAIT);
+      const read = preadv2(fd, [{ base: target, len: target.length }], 1, position, RWF_NOWAIT);
       if (read >= 0) return read;
       // EAGAIN: the range is not cached; any other error is the asynchronous read's to report.
       // An old kernel or a file system without RWF_NOWAIT: stop trying.

@@ -103,7 +103,8 @@ export default async function run(task: Task): Promise<Outcome<StoreResult> | Ar
 const deps: ChunkStoreDeps = {
   index: indexStore,
   writer: segmentWriter,
-  reader: () => (reader ??= new SegmentReader(join(config.dataDir, 'segments'))),
+  reader: () =>
+    (reader ??= new SegmentReader(join(config.dataDir, 'segments'), { cachedFirst: true })),
   deadChunkGraceMs: config.deadChunkGraceMs,
 };
 

@@ -1,6 +1,8 @@
 // Goal: a listener whose receive buffer is capped gets its connections' bytes after `pause()`
 // one read at a time: uWebSockets.js stops reading a paused socket at the first short read, so
-// with a buffer under its 512 KiB read size a pause is followed by at most the rest of one read.
+// with a buffer under its 512 KiB read size a pause is followed by at most the rest of one read
+// (in practice: a read is not strictly bounded by the buffer, but by what the kernel holds and
+// receives while it copies, within the window it advertised).
 // Method: real uWS listeners on loopback, capped with `setReceiveBuffer` and not; a raw client
 // writes 192 MiB as fast as the socket takes it, the handler pauses every 8 MiB for 20 ms and
 // counts what arrives while it is paused. Only the capped listener's numbers are asserted; the

@@ -6,8 +6,9 @@
 // Method: a service with `limits.inflight_bytes_max` of 40 MiB (two large uploads admitted at a
 // time), 10 concurrent 12 MiB uploads plus small ones, then read everything back. Then, with
 // one upload's reserve of arena, a slow upload holds it for 16 s while another waits paused.
-// Then the gateway's receive buffer setting, from its start-up log. Last, a 256 MiB object read by a client that rests every 4 MiB, with the gateway's private
-// resident memory sampled from /proc.
+// Then the gateway's receive buffer setting, from its start-up log. Last, a 256 MiB object
+// read by a client that rests every 4 MiB, with the gateway's private resident memory sampled
+// from /proc.
 import t from 'tap';
 import { createHash, randomBytes } from 'node:crypto';
 import { request } from 'node:http';
@@ -99,14 +100,12 @@ function slowPut(
   });
 }
 
-// A download holds only the pieces it reads ahead of the socket: a slow reader of a large
-// object must not make the gateway hold the object.
 t.test('the gateway caps the receive buffer of its connections', async (t) => {
   // Why the cap: test/http/receive-buffer.test.ts; this checks that the setting reaches it.
   const service = await Service.start({
     args: ['--log-level', 'info', '--limits.socket_receive_bytes', '128KiB'],
   });
-  t.teardown(() => service.stop());
+  t.teardown(() => service.close());
   const line = service.startOutput
     .split('\n')
     .find((text) => text.includes('"msg":"receive buffer set"'));
@@ -118,6 +117,8 @@ t.test('the gateway caps the receive buffer of its connections', async (t) => {
   });
 });
 
+// A download holds only the pieces it reads ahead of the socket: a slow reader of a large
+// object must not make the gateway hold the object.
 t.test('a slow download of a large object keeps the gateway small', async (t) => {
   const service = await Service.start();
   t.teardown(() => service.close());

@@ -1,15 +1,24 @@
 // Goal: the libc calls behave as their callers rely on: `readCached` copies exactly the bytes
 // of the range that the page cache holds and answers 0 at the end of a file; the socket-option
-// calls read and write an int option and name a socket's address.
+// calls read and write an int option and name a socket's address; without koffi there is simply
+// no libc.
 // Method: a file written just before (so its pages are cached) read at several offsets and
-// lengths against `readFileSync`; a listening node:net server's descriptor found by its port.
+// lengths, also into a pooled Buffer, against `readFileSync`; a listening node:net server's
+// descriptor found by its port; `loadLibc` given a koffi loader that throws.
 import t from 'tap';
 import { mkdtempSync, openSync, closeSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { libc, SOL_SOCKET, SO_RCVBUF, SO_TYPE, SOCK_STREAM } from '../../src/util/libc.js';
+import {
+  libc,
+  loadLibc,
+  SOL_SOCKET,
+  SO_RCVBUF,
+  SO_TYPE,
+  SOCK_STREAM,
+} from '../../src/util/libc.js';
 import { receiveBufferOf, setReceiveBuffer } from '../../src/http/receive-buffer.js';
 
 const c = libc();
@@ -19,7 +28,16 @@ t.test('libc is reachable on Linux', async (t) => {
   else t.equal(c, undefined, 'not on this platform');
 });
 
-t.test('readCached copies the cached range', { skip: !c }, async (t) => {
+t.test('without koffi there is no libc, and no exception', async (t) => {
+  t.equal(
+    loadLibc(() => {
+      throw new TypeError('Cannot find the native Koffi module');
+    }),
+    undefined,
+  );
+});
+
+t.test('readCached copies the cached range', { skip: !c?.readCached }, async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'lw-libc-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const path = join(dir, 'data');
@@ -34,12 +52,16 @@ t.test('readCached copies the cached range', { skip: !c }, async (t) => {
     [299_000, 1000],
   ] as const) {
     const target = Buffer.alloc(length);
-    t.equal(c?.readCached(fd, target, position), length, `${length} bytes at ${position}`);
+    t.equal(c?.readCached?.(fd, target, position), length, `${length} bytes at ${position}`);
     t.ok(target.equals(onDisk.subarray(position, position + length)), 'the same bytes');
   }
+  // A small Buffer.allocUnsafe is a view into Node's shared pool, at a non-zero offset.
+  const pooled = Buffer.allocUnsafe(100);
+  t.equal(c?.readCached?.(fd, pooled, 777), 100, 'into a pooled buffer');
+  t.ok(pooled.equals(onDisk.subarray(777, 877)), 'at its own offset');
   const tail = Buffer.alloc(4096);
-  t.equal(c?.readCached(fd, tail, 299_000), 1000, 'a read past the end is short');
-  t.equal(c?.readCached(fd, tail, 300_000), 0, 'at the end: 0');
+  t.equal(c?.readCached?.(fd, tail, 299_000), 1000, 'a read past the end is short');
+  t.equal(c?.readCached?.(fd, tail, 300_000), 0, 'at the end: 0');
 });
 
 t.test('socket options on a listening socket', { skip: !c }, async (t) => {

@@ -1,5 +1,13 @@
 // The segment reader: positional reads of whole records, with a small cache of open files.
 //
+// A reader made with `cachedFirst` copies what the page cache already holds of a record at once
+// (preadv2 with RWF_NOWAIT, which never waits for the disk) and reads only the rest through
+// libuv's thread pool: for a small record the trip through the pool costs more than the copy.
+// A loop of cached reads would never give its event loop a turn (an awaited read that is already
+// complete continues at once), so at most CACHED_BYTES_PER_TURN are copied per turn of the loop;
+// later reads in the same turn go through the pool, which yields. The gateway's inline reader and
+// the pool workers use it; the engine's scrub, a long loop of reads, does not.
+//
 // A compacted segment is deleted after a grace period; a reader that still holds its file open
 // keeps reading the old bytes (POSIX unlink semantics), and one that finds the file gone gets
 // `not_found` with `segmentMissing` set, so that the caller re-resolves the chunk's new location
@@ -10,9 +18,10 @@ import { read as readCallback } from 'node:fs';
 import { join } from 'node:path';
 import { segmentFileName } from '../../format/segment-header.js';
 import { NotFound, SegmentIoError } from '../../util/errors.js';
-import { libc } from '../../util/libc.js';
+import { libc, type Libc } from '../../util/libc.js';
 
 const HANDLES_MAX = 64;
+const CACHED_BYTES_PER_TURN = 1024 * 1024;
 const IDLE_CLOSE_MS = 30_000;
 
 interface CachedHandle {
@@ -23,11 +32,25 @@ interface CachedHandle {
   dropped: boolean;
 }
 
+export interface SegmentReaderOptions {
+  /** Copy what the page cache holds before reading asynchronously (see the header). */
+  readonly cachedFirst?: boolean;
+  /** The cached read; libc's by default (tests pass their own). */
+  readonly readCached?: Libc['readCached'] | undefined;
+}
+
 export class SegmentReader {
   private readonly handles = new Map<number, CachedHandle>();
   private readonly sweeper: NodeJS.Timeout;
+  private readonly readCached: Libc['readCached'] | undefined;
+  /** Bytes copied from the page cache in this turn of the event loop. */
+  private cachedThisTurn = 0;
 
-  constructor(private readonly segmentsDir: string) {
+  constructor(
+    private readonly segmentsDir: string,
+    options: SegmentReaderOptions = {},
+  ) {
+    this.readCached = options.cachedFirst ? (options.readCached ?? libc()?.readCached) : undefined;
     this.sweeper = setInterval(() => this.closeIdle(), IDLE_CLOSE_MS);
     this.sweeper.unref();
   }
@@ -38,10 +61,12 @@ export class SegmentReader {
     try {
       const handle = await this.opened(cached, location.segmentId);
       const target = Buffer.allocUnsafe(location.length);
-      // What the page cache holds is copied at once (RWF_NOWAIT never waits for the disk): a
-      // trip through libuv's thread pool costs more than the copy for a small record. The rest,
-      // or all of it when nothing is cached, is read asynchronously.
-      let filled = libc()?.readCached(handle.fd, target, location.offset) ?? 0;
+      let filled = 0;
+      if (this.readCached && this.cachedThisTurn < CACHED_BYTES_PER_TURN) {
+        filled = this.readCached(handle.fd, target, location.offset) ?? 0;
+        if (this.cachedThisTurn === 0) setImmediate(() => (this.cachedThisTurn = 0));
+        this.cachedThisTurn += Math.max(filled, 1);
+      }
       while (filled < location.length) {
         // fs.read with a callback: the promise API costs several times more per call. The fd
         // stays valid: a dropped handle is closed only after its last reader.

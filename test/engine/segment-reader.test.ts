@@ -1,0 +1,116 @@
+// Goal: a segment reader answers a record's exact bytes whichever way they arrive: all from the
+// page cache, part from it and the rest read asynchronously, or none from it; and a reader with
+// `cachedFirst` copies at most 1 MiB per turn of the event loop, so a loop of reads still lets
+// the loop run.
+// Method: a segment file of random bytes and a reader whose cached read is a fake that copies a
+// chosen share of the range (or nothing) and counts its calls; the same reads with libc's real
+// `readCached` where it exists.
+import t, { type Test } from 'tap';
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { SegmentReader } from '../../src/engine/segments/segment-reader.js';
+import { segmentFileName } from '../../src/format/segment-header.js';
+import { libc } from '../../src/util/libc.js';
+
+const SEGMENT_ID = 7;
+
+function segmentDir(t: Test, bytes: Buffer): string {
+  const dir = mkdtempSync(join(tmpdir(), 'lw-reader-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, segmentFileName(SEGMENT_ID)), bytes);
+  return dir;
+}
+
+/** A cached read that copies `share` of each range (0: a miss), counting its calls. */
+function fakeCache(bytes: Buffer, share: number) {
+  const fake = {
+    calls: 0,
+    readCached(_fd: number, target: Uint8Array, position: number): number | undefined {
+      fake.calls += 1;
+      const length = Math.floor(target.length * share);
+      if (length === 0) return undefined;
+      target.set(bytes.subarray(position, position + length));
+      return length;
+    },
+  };
+  return fake;
+}
+
+const ranges = [
+  { offset: 0, length: 4096 },
+  { offset: 12_345, length: 70_001 },
+  { offset: 500_000, length: 1 },
+];
+
+for (const share of [1, 0.5, 0]) {
+  t.test(`records read back exactly when the cache holds ${share * 100}% of them`, async (t) => {
+    const bytes = randomBytes(600_000);
+    const fake = fakeCache(bytes, share);
+    const reader = new SegmentReader(segmentDir(t, bytes), {
+      cachedFirst: true,
+      readCached: (fd, target, position) => fake.readCached(fd, target, position),
+    });
+    t.teardown(() => reader.close());
+    for (const range of ranges) {
+      const read = await reader.read({ segmentId: SEGMENT_ID, ...range });
+      t.ok(
+        read.equals(bytes.subarray(range.offset, range.offset + range.length)),
+        `${range.length} B`,
+      );
+    }
+    t.equal(fake.calls, ranges.length, 'one cached attempt per read');
+  });
+}
+
+t.test('at most 1 MiB is copied from the cache per turn of the event loop', async (t) => {
+  const bytes = randomBytes(4 * 1024 * 1024);
+  const fake = fakeCache(bytes, 1);
+  const reader = new SegmentReader(segmentDir(t, bytes), {
+    cachedFirst: true,
+    readCached: (fd, target, position) => fake.readCached(fd, target, position),
+  });
+  t.teardown(() => reader.close());
+  await reader.read({ segmentId: SEGMENT_ID, offset: 0, length: 1 }); // opens the file
+  await new Promise((resolve) => setImmediate(resolve));
+  fake.calls = 0;
+  // Twelve 256 KiB reads started in one turn: the first four fill the turn's 1 MiB.
+  const reads = Array.from({ length: 12 }, (_, i) =>
+    reader.read({ segmentId: SEGMENT_ID, offset: i * 262_144, length: 262_144 }),
+  );
+  const results = await Promise.all(reads);
+  t.equal(fake.calls, 4, 'four cached copies, the other eight through the thread pool');
+  results.forEach((read, i) =>
+    t.ok(read.equals(bytes.subarray(i * 262_144, (i + 1) * 262_144)), `read ${i}`),
+  );
+  await new Promise((resolve) => setImmediate(resolve));
+  await reader.read({ segmentId: SEGMENT_ID, offset: 0, length: 10 });
+  t.equal(fake.calls, 5, 'the next turn copies from the cache again');
+});
+
+t.test('a reader without cachedFirst never tries the cache', async (t) => {
+  const bytes = randomBytes(10_000);
+  const fake = fakeCache(bytes, 1);
+  const reader = new SegmentReader(segmentDir(t, bytes), {
+    readCached: (fd, target, position) => fake.readCached(fd, target, position),
+  });
+  t.teardown(() => reader.close());
+  const read = await reader.read({ segmentId: SEGMENT_ID, offset: 100, length: 5000 });
+  t.ok(read.equals(bytes.subarray(100, 5100)));
+  t.equal(fake.calls, 0);
+});
+
+t.test('with libc: the same bytes', { skip: !libc()?.readCached }, async (t) => {
+  const bytes = randomBytes(300_000);
+  const reader = new SegmentReader(segmentDir(t, bytes), { cachedFirst: true });
+  t.teardown(() => reader.close());
+  for (const range of ranges.filter((r) => r.offset + r.length <= bytes.length)) {
+    const read = await reader.read({ segmentId: SEGMENT_ID, ...range });
+    t.ok(read.equals(bytes.subarray(range.offset, range.offset + range.length)));
+  }
+  await t.rejects(reader.read({ segmentId: SEGMENT_ID, offset: 299_000, length: 2000 }), {
+    code: 'segment_io',
+  });
+});
