@@ -6,10 +6,10 @@
 // pause), and stays paused for 12 s; a raw client keeps writing. The connection must still be
 // open and the body must then complete with a response.
 import t from 'tap';
-import { connect } from 'node:net';
 import * as uWS from 'uWebSockets.js';
 import { setTimeout as delay } from 'node:timers/promises';
 import { Exchange } from '../../src/http/exchange.js';
+import { rawUpload } from '../helpers/raw-upload.js';
 
 const MiB = 1024 * 1024;
 const BODY_BYTES = 96 * MiB;
@@ -41,31 +41,7 @@ t.test('a paused body outlives the idle timeout', async (t) => {
     app.listen('127.0.0.1', 0, (socket) => resolve(uWS.us_socket_local_port(socket))),
   );
   t.teardown(() => app.close());
-  const response = await new Promise<string>((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1', () => {
-      socket.write(`PUT /body HTTP/1.1\r\nHost: x\r\nContent-Length: ${BODY_BYTES}\r\n\r\n`);
-      const slice = Buffer.alloc(MiB, 7);
-      let sent = 0;
-      const pump = (): void => {
-        while (sent < BODY_BYTES) {
-          sent += slice.length;
-          if (!socket.write(slice)) return;
-        }
-      };
-      socket.on('drain', pump);
-      pump();
-    });
-    let text = '';
-    socket.on('data', (data: Buffer) => {
-      text += data.toString();
-      if (text.includes('\r\n\r\n') && text.endsWith(String(BODY_BYTES))) {
-        socket.end();
-        resolve(text);
-      }
-    });
-    socket.on('error', reject);
-    socket.on('close', () => reject(new Error(`connection closed; got ${JSON.stringify(text)}`)));
-  });
+  const response = await rawUpload(port, BODY_BYTES);
   t.match(response, /^HTTP\/1\.1 200 /, 'the body completed after the pause');
   t.notOk(aborted, 'the request was never aborted');
   t.ok(afterPause >= 160 * 1024, `uWS delivered ${afterPause} bytes after the pause`);

@@ -8,10 +8,10 @@
 // counts what arrives while it is paused. Only the capped listener's numbers are asserted; the
 // uncapped ones depend on how fast the client refills the queue, and are printed.
 import t from 'tap';
-import { connect } from 'node:net';
 import * as uWS from 'uWebSockets.js';
 import { Exchange } from '../../src/http/exchange.js';
 import { receiveBufferOf, setReceiveBuffer } from '../../src/http/receive-buffer.js';
+import { rawUpload } from '../helpers/raw-upload.js';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -67,34 +67,6 @@ async function pausingListener(receiveBytes: number | undefined): Promise<Listen
   return { port, afterPause, close: () => app.close() };
 }
 
-function upload(port: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1', () => {
-      socket.write(`PUT /body HTTP/1.1\r\nHost: x\r\nContent-Length: ${BODY_BYTES}\r\n\r\n`);
-      const slice = Buffer.alloc(MiB, 7);
-      let sent = 0;
-      const pump = (): void => {
-        while (sent < BODY_BYTES) {
-          sent += slice.length;
-          if (!socket.write(slice)) return;
-        }
-      };
-      socket.on('drain', pump);
-      pump();
-    });
-    let text = '';
-    socket.on('data', (data: Buffer) => {
-      text += data.toString();
-      if (text.includes('\r\n\r\n') && text.endsWith(String(BODY_BYTES))) {
-        socket.end();
-        resolve(text);
-      }
-    });
-    socket.on('error', reject);
-    socket.on('close', () => reject(new TypeError(`connection closed; got ${text}`)));
-  });
-}
-
 t.test('the cap is set on the listening socket', async (t) => {
   const listener = await pausingListener(128 * KiB);
   t.teardown(() => listener.close());
@@ -112,8 +84,16 @@ t.test('a capped connection delivers at most one read after each pause', async (
     capped.close();
     uncapped.close();
   });
-  t.match(await upload(capped.port), /^HTTP\/1\.1 200 /, 'the capped upload completes');
-  t.match(await upload(uncapped.port), /^HTTP\/1\.1 200 /, 'the uncapped upload completes');
+  t.match(
+    await rawUpload(capped.port, BODY_BYTES),
+    /^HTTP\/1\.1 200 /,
+    'the capped upload completes',
+  );
+  t.match(
+    await rawUpload(uncapped.port, BODY_BYTES),
+    /^HTTP\/1\.1 200 /,
+    'the uncapped upload completes',
+  );
   t.ok(capped.afterPause.length >= 20, `${capped.afterPause.length} pauses`);
   const most = Math.max(...capped.afterPause);
   t.ok(most < 512 * KiB, `capped: at most ${most} bytes arrived after a pause`);
