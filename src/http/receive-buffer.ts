@@ -26,6 +26,9 @@ import {
   type Libc,
 } from '../util/libc.js';
 
+/** SO_RCVBUF is a C int. */
+const INT32_MAX = 2 ** 31 - 1;
+
 /** The port a TCP socket is bound to, or undefined for any other kind of descriptor. */
 function boundPort(c: Libc, fd: number): number | undefined {
   const address = Buffer.alloc(128);
@@ -70,6 +73,8 @@ export type ReceiveBufferResult =
  * `kernelBytes` is what it reports back. Synchronous: it runs once, at start.
  */
 export function setReceiveBuffer(port: number, bytes: number): ReceiveBufferResult {
+  if (!Number.isInteger(bytes) || bytes < 1 || bytes > INT32_MAX)
+    return { set: false, reason: `${bytes} is not a socket buffer size (1 to ${INT32_MAX} bytes)` };
   const c = libc();
   if (!c) return { set: false, reason: 'libc functions not available on this platform' };
   let sockets: number[];

@@ -72,6 +72,7 @@ t.test('socket options on a listening socket', { skip: !c }, async (t) => {
   const result = setReceiveBuffer(port, 96 * 1024);
   t.match(result, { set: true, sockets: 1, kernelBytes: 192 * 1024 });
   t.same(receiveBufferOf(port), [192 * 1024], 'read back through getsockopt');
+  t.match(setReceiveBuffer(port, 2 ** 31), { set: false, reason: /not a socket buffer size/ });
   // The descriptor itself, through the raw calls.
   const fd = (server as unknown as { _handle: { fd: number } })._handle.fd;
   t.equal(c?.intOption(fd, SOL_SOCKET, SO_TYPE), SOCK_STREAM, 'a stream socket');
