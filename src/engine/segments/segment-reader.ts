@@ -64,6 +64,8 @@ export class SegmentReader {
       let filled = 0;
       if (this.readCached && this.cachedThisTurn < CACHED_BYTES_PER_TURN) {
         filled = this.readCached(handle.fd, target, location.offset) ?? 0;
+        // The first attempt of a turn schedules the count's reset; a miss counts as one byte so
+        // that the count is no longer 0 and the reset is scheduled once.
         if (this.cachedThisTurn === 0) setImmediate(() => (this.cachedThisTurn = 0));
         this.cachedThisTurn += Math.max(filled, 1);
       }
