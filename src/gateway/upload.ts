@@ -251,7 +251,7 @@ class BodyReceiver {
       }
       const count = Math.min(source.length - offset, this.blockBytes - this.used);
       const base = (this.blocks[this.blocks.length - 1] as number) * this.blockBytes + this.used;
-      this.services.arena.bytes.set(source.subarray(offset, offset + count), base);
+      this.services.arena.write(base, source.subarray(offset, offset + count));
       this.used += count;
       offset += count;
     }

@@ -1,11 +1,12 @@
 // The few libc calls Node does not offer, through koffi (a foreign-function interface with
-// prebuilt binaries): socket options on descriptors that uWebSockets.js owns, and positional
-// reads that never wait for the disk. The only module that touches koffi.
+// prebuilt binaries): socket options on descriptors that uWebSockets.js owns, positional reads
+// that never wait for the disk, and a plain memory copy. The only module that touches koffi.
 //
 // Every function here is optional: where libc cannot be reached (not Linux, koffi has no binary
 // for the platform, or a symbol is missing) `libc()` answers undefined and callers keep their
 // portable path. koffi is therefore loaded on first use, where its failure can be caught, not
 // imported: a static import that failed would stop the process from starting at all.
+import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import type * as KoffiModule from 'koffi';
 
@@ -36,6 +37,12 @@ export interface Libc {
    * where preadv2 is missing or takes a 32-bit offset.
    */
   readonly readCached?: (fd: number, target: Uint8Array, position: number) => number | undefined;
+  /**
+   * memmove of all of `source` to the start of `target`, which must be at least as long. V8
+   * copies between a SharedArrayBuffer and memory whose address differs from it modulo 8 byte
+   * by byte (relaxed atomics); this copies at memory speed (measured 3 against 12 GB/s).
+   */
+  readonly copy?: (target: Uint8Array, source: Uint8Array) => void;
 }
 
 interface Library {
@@ -89,6 +96,26 @@ export function loadLibc(requireKoffi: () => Koffi): Libc | undefined {
       return getsockname(fd, address, [address.length]) === 0;
     },
     ...bindReadCached(koffi, self),
+    ...bindCopy(self),
+  };
+}
+
+/** `copy`, wherever memmove can be bound. */
+function bindCopy(self: Library): Pick<Libc, 'copy'> {
+  let memmove: (target: Uint8Array, source: Uint8Array, length: number) => unknown;
+  try {
+    memmove = self.func(
+      'void *memmove(void *target, const void *source, size_t length)',
+    ) as typeof memmove;
+  } catch {
+    return {};
+  }
+  return {
+    copy(target, source) {
+      // The bounds check koffi cannot make: it passes bare pointers.
+      assert.ok(target.length >= source.length, 'copy target is shorter than its source');
+      memmove(target, source, source.length);
+    },
   };
 }
 

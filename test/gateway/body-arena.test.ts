@@ -2,13 +2,38 @@
 // hand out free blocks but never jump ahead of a waiting admission; `takeMany` admits in arrival
 // order once enough blocks are free; a reserve larger than the arena is refused. An upload's
 // reserve covers a chunk of the largest size plus its pause slack and resume gap, and never
-// more blocks than its body needs.
-// Method: a real BodyArena with small blocks; `reserveBlocks` with the gateway's 1 MiB blocks.
+// more blocks than its body needs. `write` puts bytes at any offset, through the native copy for
+// large sources and `TypedArray.set` for small ones.
+// Method: a real BodyArena with small blocks; `reserveBlocks` with the gateway's 1 MiB blocks;
+// `write` with a recording copy function and with the default one.
 import t from 'tap';
+import { randomBytes } from 'node:crypto';
 import { BodyArena } from '../../src/gateway/body-arena.js';
 import { reserveBlocks } from '../../src/gateway/upload.js';
 
 const MiB = 1024 * 1024;
+
+t.test('write copies to any offset, natively from 4 KiB', async (t) => {
+  const calls: number[] = [];
+  const recording = new BodyArena(64 * 1024, 4, (target, source) => {
+    calls.push(source.length);
+    target.set(source);
+  });
+  const arenas = [recording, new BodyArena(64 * 1024, 4)];
+  for (const arena of arenas) {
+    const large = randomBytes(100_003);
+    const small = randomBytes(4095);
+    arena.write(7, large);
+    arena.write(100_010 + 3, small);
+    t.ok(arena.bytes.subarray(7, 100_010).equals(large), 'the large write');
+    t.ok(arena.bytes.subarray(100_013, 104_108).equals(small), 'the small write');
+    t.equal(arena.bytes[6], 0, 'nothing before it');
+    t.throws(() => {
+      arena.write(arena.bytes.length - 10, large);
+    }, 'a write past the end is refused');
+  }
+  t.same(calls, [100_003, 100_003], 'only sources of 4 KiB and more go through `copy`');
+});
 
 t.test('tryTake hands out every free block once', async (t) => {
   const arena = new BodyArena(1024, 64);

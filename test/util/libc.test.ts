@@ -1,7 +1,8 @@
 // Goal: the libc calls behave as their callers rely on: `readCached` copies exactly the bytes
 // of the range that the page cache holds and answers 0 at the end of a file; the socket-option
-// calls read and write an int option and name a socket's address; without koffi there is simply
-// no libc.
+// calls read and write an int option and name a socket's address; `copy` copies exactly its
+// source, also into a SharedArrayBuffer at an odd offset, and refuses a short target; without
+// koffi there is simply no libc.
 // Method: a file written just before (so its pages are cached) read at several offsets and
 // lengths, also into a pooled Buffer, against `readFileSync`; a listening node:net server's
 // descriptor found by its port; `loadLibc` given a koffi loader that throws.
@@ -79,4 +80,21 @@ t.test('socket options on a listening socket', { skip: !c }, async (t) => {
   t.equal(c?.intOption(fd, SOL_SOCKET, SO_RCVBUF), 192 * 1024);
   t.equal(c?.intOption(-1, SOL_SOCKET, SO_TYPE), undefined, 'a bad descriptor: undefined');
   t.notOk(c?.setIntOption(-1, SOL_SOCKET, SO_RCVBUF, 1), 'and false');
+});
+
+t.test('copy moves exactly the source bytes', { skip: !c?.copy }, async (t) => {
+  const copy = c?.copy as (target: Uint8Array, source: Uint8Array) => void;
+  const shared = Buffer.from(new SharedArrayBuffer(1 << 20));
+  const source = randomBytes(300_001).subarray(3);
+  for (const offset of [0, 1, 5, 4096 + 3]) {
+    shared.fill(0xa5);
+    copy(shared.subarray(offset), source);
+    t.ok(shared.subarray(offset, offset + source.length).equals(source), `at ${offset}`);
+    t.equal(shared[offset - 1] ?? 0xa5, 0xa5, 'the byte before is untouched');
+    t.equal(shared[offset + source.length], 0xa5, 'the byte after is untouched');
+  }
+  t.throws(() => copy(shared.subarray(0, 10), source), /shorter than its source/);
+  const overlapping = Buffer.from('abcdefgh');
+  copy(overlapping.subarray(2), overlapping.subarray(0, 6));
+  t.equal(overlapping.toString(), 'ababcdef', 'overlapping ranges copy as memmove does');
 });
