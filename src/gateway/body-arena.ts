@@ -12,12 +12,9 @@
 // own reserve (its pause slack, see upload.ts), not in blocks shared with other uploads.
 
 import assert from 'node:assert';
-import { libc } from '../util/libc.js';
+import { copyBytes } from '../util/libc.js';
 
-/** Copies from here up go through libc's memmove (`Libc.copy`); a call costs about 0.2 µs. */
-const NATIVE_COPY_MIN_BYTES = 4096;
-
-type Copy = (target: Uint8Array, source: Uint8Array) => void;
+type Copy = (target: Uint8Array, offset: number, source: Uint8Array) => void;
 
 interface Waiter {
   readonly count: number;
@@ -31,14 +28,14 @@ export class BodyArena {
   private readonly waiters: Waiter[] = [];
 
   /**
-   * `copy` defaults to libc's memmove where it can be reached. `TypedArray.set` into a
-   * SharedArrayBuffer copies byte by byte unless source and target are equally aligned modulo
-   * 8, which body bytes, at whatever offsets uWS delivers them, mostly are not.
+   * `copy` defaults to `copyBytes` (libc's memmove where it can be reached): `TypedArray.set`
+   * into a SharedArrayBuffer copies byte by byte unless source and target are equally aligned
+   * modulo 8, which body bytes, at whatever offsets uWS delivers them, mostly are not.
    */
   constructor(
     readonly blockBytes: number,
     readonly blockCount: number,
-    private readonly copy: Copy | undefined = libc()?.copy,
+    private readonly copy: Copy = copyBytes,
   ) {
     assert(blockBytes > 0 && blockCount > 0);
     this.buffer = new SharedArrayBuffer(blockBytes * blockCount);
@@ -89,11 +86,12 @@ export class BodyArena {
 
   /** Copies `source` into the arena at byte `offset` (a block's base plus an offset in it). */
   write(offset: number, source: Uint8Array): void {
-    if (this.copy !== undefined && source.length >= NATIVE_COPY_MIN_BYTES) {
-      this.copy(this.bytes.subarray(offset, offset + source.length), source);
-    } else {
-      this.bytes.set(source, offset);
-    }
+    this.copy(this.bytes, offset, source);
+  }
+
+  /** Releases every block of `blocks`. */
+  releaseAll(blocks: readonly number[]): void {
+    for (const block of blocks) this.release(block);
   }
 
   view(block: number, start: number, end: number): Buffer {

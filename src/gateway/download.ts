@@ -1,6 +1,13 @@
 // The streaming GET path: the chunks that cover the requested range are read, verified and
 // decrypted by the pool a few at a time ahead of the socket, and written with uWS backpressure
 // (tryEnd + onWritable). Memory per download is bounded by the read-ahead window.
+//
+// Where it can, a read lands in blocks of the download arena, which the pool writes and this
+// thread sends from in place; the blocks go back once uWS has taken their bytes. A read that
+// finds too few free blocks is answered as a transferred ArrayBuffer instead: downloads never
+// wait for the arena, so clients that read slowly and hold blocks cannot stall the others.
+// (Each transferred buffer counts as external memory on this thread, and V8 answers a stream
+// of them with a mark-compact every few tens of milliseconds: the arena is the fast path.)
 
 import type { Piscina } from 'piscina';
 import type { Exchange } from '../http/exchange.js';
@@ -11,6 +18,7 @@ import type { ObjectVersionRecord } from '../engine/index/schema.js';
 import { InvalidRange, fromWire } from '../util/errors.js';
 import { readChunk, type ChunkStoreDeps } from '../workers/chunk-store.js';
 import { INLINE_CHUNK_BYTES_MAX, tenantKeysOf } from './upload.js';
+import type { BodyArena } from './body-arena.js';
 
 const READ_AHEAD_CHUNKS = 6;
 
@@ -43,9 +51,23 @@ export function parseRange(header: string | undefined, size: number): ByteRange 
   return { start, end };
 }
 
+export interface DownloadServices {
+  readonly arena: BodyArena;
+  readonly pool: Piscina;
+  /** Reads chunks on the gateway's own thread (small ones, see INLINE_CHUNK_BYTES_MAX). */
+  readonly inline: ChunkStoreDeps;
+}
+
+/** Bytes of a piece ready to send, and what gives back the blocks they are in. */
+interface ReadPiece {
+  readonly bytes: Buffer[];
+  readonly release: () => void;
+}
+
+const NOTHING_TO_RELEASE = (): void => undefined;
+
 export async function sendObject(
-  pool: Piscina,
-  inline: ChunkStoreDeps,
+  services: DownloadServices,
   exchange: Exchange,
   input: {
     keys: TenantKeyMaterial;
@@ -68,40 +90,30 @@ export async function sendObject(
   const pieces = coveringChunks(version, start, end);
   // Pieces read ahead of the socket, by index; each is dropped once written, so a download
   // holds at most READ_AHEAD_CHUNKS pieces, whatever the object's size.
-  const reads: Array<Promise<Buffer> | undefined> = [];
+  const reads: Array<Promise<ReadPiece> | undefined> = [];
   const readPiece = (index: number): void => {
     const piece = pieces[index];
     if (!piece) return;
-    const task: ReadTask = {
-      kind: 'read',
-      keys: input.keys,
-      chunkId: piece.id,
-      plainLength: piece.plainLength,
-    };
-    const read =
-      piece.plainLength <= INLINE_CHUNK_BYTES_MAX
-        ? readChunk(inline, {
-            keys: tenantKeysOf(input.keys),
-            chunkId: piece.id,
-            plainLength: piece.plainLength,
-          }).then((plain) => plain.subarray(piece.from, piece.to))
-        : (pool.run(task) as Promise<ArrayBuffer | Outcome<never>>).then((result) => {
-            if (result instanceof ArrayBuffer)
-              return Buffer.from(result, piece.from, piece.to - piece.from);
-            throw fromWire((result as { error: Parameters<typeof fromWire>[0] }).error);
-          });
+    const read = readOne(services, input.keys, piece);
     read.catch(() => undefined);
     reads.push(read);
   };
   for (let index = 0; index < READ_AHEAD_CHUNKS; index += 1) readPiece(index);
   const writer = new StreamWriter(exchange, status, headers, total);
+  let index = 0;
   try {
-    for (let index = 0; index < pieces.length; index += 1) {
-      const bytes = await (reads[index] as Promise<Buffer>);
+    for (; index < pieces.length; index += 1) {
+      const piece = await (reads[index] as Promise<ReadPiece>);
       reads[index] = undefined;
       readPiece(index + READ_AHEAD_CHUNKS);
-      if (!exchange.open) return;
-      await writer.write(bytes);
+      try {
+        for (const bytes of piece.bytes) {
+          if (!exchange.open) return;
+          await writer.write(bytes);
+        }
+      } finally {
+        piece.release();
+      }
     }
   } catch (error) {
     // The status line and part of the body are out: a problem object can no longer be sent.
@@ -109,7 +121,81 @@ export async function sendObject(
     // Content-Length instead of waiting for bytes that never come.
     if (writer.started && exchange.open) exchange.res.close();
     throw error;
+  } finally {
+    // Reads still ahead of the socket give their blocks back when they end.
+    for (const read of reads.slice(index + 1)) {
+      void read?.then(
+        (piece) => piece.release(),
+        () => undefined,
+      );
+    }
   }
+}
+
+/** Reads one piece: on this thread if small, else by the pool, into arena blocks if free. */
+async function readOne(
+  services: DownloadServices,
+  keys: TenantKeyMaterial,
+  piece: Piece,
+): Promise<ReadPiece> {
+  if (piece.plainLength <= INLINE_CHUNK_BYTES_MAX) {
+    const plain = await readChunk(services.inline, {
+      keys: tenantKeysOf(keys),
+      chunkId: piece.id,
+      plainLength: piece.plainLength,
+    });
+    return { bytes: [plain.subarray(piece.from, piece.to)], release: NOTHING_TO_RELEASE };
+  }
+  const { arena, pool } = services;
+  const blockCount = Math.ceil(piece.plainLength / arena.blockBytes);
+  const blocks = blockCount <= arena.blockCount ? arena.tryTakeMany(blockCount) : undefined;
+  const task: ReadTask = {
+    kind: 'read',
+    keys,
+    chunkId: piece.id,
+    plainLength: piece.plainLength,
+    ...(blocks && { into: blocks }),
+  };
+  let result: ArrayBuffer | number | Outcome<never>;
+  try {
+    result = (await pool.run(task)) as ArrayBuffer | number | Outcome<never>;
+  } catch (error) {
+    if (blocks) arena.releaseAll(blocks);
+    throw error;
+  }
+  if (result instanceof ArrayBuffer) {
+    if (blocks) arena.releaseAll(blocks);
+    return {
+      bytes: [Buffer.from(result, piece.from, piece.to - piece.from)],
+      release: NOTHING_TO_RELEASE,
+    };
+  }
+  if (typeof result === 'number' && blocks) {
+    return {
+      bytes: blockViews(arena, blocks, piece.from, piece.to),
+      release: () => arena.releaseAll(blocks),
+    };
+  }
+  if (blocks) arena.releaseAll(blocks);
+  throw fromWire((result as { error: Parameters<typeof fromWire>[0] }).error);
+}
+
+/** Views of plaintext bytes [from, to) laid out over `blocks` in order. */
+function blockViews(
+  arena: BodyArena,
+  blocks: readonly number[],
+  from: number,
+  to: number,
+): Buffer[] {
+  const views: Buffer[] = [];
+  const { blockBytes } = arena;
+  for (let at = from; at < to;) {
+    const i = Math.floor(at / blockBytes);
+    const end = Math.min(to, (i + 1) * blockBytes);
+    views.push(arena.view(blocks[i] as number, at - i * blockBytes, end - i * blockBytes));
+    at = end;
+  }
+  return views;
 }
 
 interface Piece {

@@ -50,9 +50,12 @@ export async function startGateway(options: {
     Math.floor(settings.bytes('limits.inflight_bytes_max') / BLOCK_BYTES),
   );
   const arena = new BodyArena(BLOCK_BYTES, blockCount);
+  // Downloads get an arena of the same size (see download.ts).
+  const downloadArena = new BodyArena(BLOCK_BYTES, blockCount);
   const threads = settings.int('workers') || availableParallelism() + 1;
   const workerConfig: WorkerConfig = {
     arena: arena.buffer,
+    downloads: downloadArena.buffer,
     blockBytes: BLOCK_BYTES,
     dataDir: paths.root,
     segmentBytesMax: settings.bytes('storage.segment_bytes_max'),
@@ -115,6 +118,7 @@ export async function startGateway(options: {
       inline,
       stats: uploadStats,
     },
+    download: { arena: downloadArena, pool, inline },
   });
   // The document describes itself too, so its route is in the table it is generated from.
   let openapiText = '';

@@ -320,7 +320,7 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
           return;
         }
         const range = parseRange(exchange.header('range'), version.size);
-        await sendObject(services.pool, services.upload.inline, exchange, {
+        await sendObject(services.download, exchange, {
           keys: auth.keysOf(principal.tenant),
           version,
           range,

@@ -22,7 +22,7 @@ import {
 import { findVersionIn } from '../engine/ops/objects.js';
 import { receiveBody, type UploadServices } from './upload.js';
 import { auditRowOf } from '../http/audit.js';
-import { sendObject, parseRange } from './download.js';
+import { sendObject, parseRange, type DownloadServices } from './download.js';
 import { Authenticator, authorize, type Principal } from './auth.js';
 import {
   parseChecksumAlg,
@@ -62,6 +62,7 @@ export interface GatewayServices {
   readonly auth: Authenticator;
   readonly pool: Piscina;
   readonly upload: UploadServices;
+  readonly download: DownloadServices;
   readonly settings: Settings;
   readonly tls: boolean;
 }
@@ -399,7 +400,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
       return;
     }
     const range = parseRange(exchange.header('range'), version.size);
-    await sendObject(services.pool, services.upload.inline, exchange, {
+    await sendObject(services.download, exchange, {
       keys: auth.keysOf(principal.tenant),
       version,
       range,

@@ -97,7 +97,7 @@ export const settingSpecs = {
   'limits.inflight_bytes_max': {
     kind: 'bytes',
     fallback: '64MiB',
-    help: 'body bytes buffered per gateway',
+    help: 'body bytes buffered per gateway, for uploads and again for downloads',
   },
   'limits.socket_receive_bytes': {
     kind: 'bytes',

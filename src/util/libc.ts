@@ -62,6 +62,20 @@ export function libc(): Libc | undefined {
   return loaded;
 }
 
+/** Copies from here up go through libc's memmove where it is there; a call costs about 0.2 µs. */
+const NATIVE_COPY_MIN_BYTES = 4096;
+
+/**
+ * Copies all of `source` to `target` at `offset`, through `Libc.copy` when the source is large
+ * enough to repay the call: `TypedArray.set` into or out of a SharedArrayBuffer copies byte by
+ * byte unless both addresses are equal modulo 8.
+ */
+export function copyBytes(target: Uint8Array, offset: number, source: Uint8Array): void {
+  const copy = source.length >= NATIVE_COPY_MIN_BYTES ? libc()?.copy : undefined;
+  if (copy) copy(target.subarray(offset, offset + source.length), source);
+  else target.set(source, offset);
+}
+
 /** Binds the functions through the koffi that `requireKoffi` answers; undefined if it throws. */
 export function loadLibc(requireKoffi: () => Koffi): Libc | undefined {
   let koffi: Koffi;

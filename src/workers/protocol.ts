@@ -4,12 +4,19 @@
 // copies each uWebSockets.js chunk into a block once; tasks name byte ranges of blocks and
 // workers read them in place, so a chunk that spans two blocks needs no copy and no transfer.
 // Results cross back as plain data; errors as `WireError` (structured clone drops subclasses).
+//
+// Downloads have an arena of their own, cut the same way: a read task may name blocks of it to
+// put the plaintext in, so the gateway thread receives no new ArrayBuffer per chunk. (Every
+// buffer that arrives counts as external memory there, and V8 answered a 1 GB/s stream of them
+// with a full mark-compact every 30–60 ms.)
 
 import type { WireError } from '../util/errors.js';
 import type { ChecksumAlg } from '../engine/checksums.js';
 
 export interface WorkerConfig {
   readonly arena: SharedArrayBuffer;
+  /** The download arena, in blocks of `blockBytes` as well. */
+  readonly downloads: SharedArrayBuffer;
   readonly blockBytes: number;
   readonly dataDir: string;
   readonly segmentBytesMax: number;
@@ -56,6 +63,11 @@ export interface ReadTask {
   readonly keys: TenantKeyMaterial;
   readonly chunkId: Uint8Array;
   readonly plainLength: number;
+  /**
+   * Download-arena blocks to fill, in order, with the plaintext; the task then answers its
+   * length instead of an ArrayBuffer. Enough blocks for `plainLength`.
+   */
+  readonly into?: readonly number[];
 }
 
 export type Task = StoreTask | ReadTask;

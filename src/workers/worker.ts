@@ -11,7 +11,7 @@
 
 import { workerData, move } from 'piscina';
 import { join } from 'node:path';
-import { AssertionError } from 'node:assert';
+import assert, { AssertionError } from 'node:assert';
 import { IndexStore } from '../engine/index/store.js';
 import { EngineClient } from '../engine/protocol.js';
 import { SegmentWriter } from '../engine/segments/segment-writer.js';
@@ -19,6 +19,7 @@ import { SegmentReader } from '../engine/segments/segment-reader.js';
 import type { TenantKeys } from '../engine/chunk-codec.js';
 import { storeChunk, readChunk, type ChunkStoreDeps } from './chunk-store.js';
 import { toWire } from '../util/errors.js';
+import { copyBytes } from '../util/libc.js';
 import type {
   WorkerConfig,
   Task,
@@ -31,6 +32,7 @@ import type {
 
 const config = workerData as WorkerConfig;
 const arena = Buffer.from(config.arena);
+const downloads = Buffer.from(config.downloads);
 let index: IndexStore | undefined;
 let writer: SegmentWriter | undefined;
 let reader: SegmentReader | undefined;
@@ -81,15 +83,20 @@ function tenantKeys(material: TenantKeyMaterial): TenantKeys {
   };
 }
 
-/** A store task answers an Outcome; a read task answers the plaintext ArrayBuffer itself
- * (transferred, not copied) or a failed Outcome. */
-export default async function run(task: Task): Promise<Outcome<StoreResult> | ArrayBuffer> {
+/**
+ * A store task answers an Outcome. A read task answers the plaintext's length once it is in
+ * the download-arena blocks the task named, else the plaintext ArrayBuffer itself (transferred,
+ * not copied); a failed read answers a failed Outcome.
+ */
+export default async function run(
+  task: Task,
+): Promise<Outcome<StoreResult> | ArrayBuffer | number> {
   try {
     switch (task.kind) {
       case 'store':
         return { ok: true, value: await store(task) };
       case 'read':
-        return move(await read(task)) as ArrayBuffer;
+        return await read(task);
     }
   } catch (error) {
     if (error instanceof AssertionError)
@@ -121,14 +128,19 @@ function store(task: StoreTask): Promise<StoreResult> {
   });
 }
 
-async function read(task: ReadTask): Promise<ArrayBuffer> {
-  return ownArrayBuffer(
-    await readChunk(deps, {
-      keys: tenantKeys(task.keys),
-      chunkId: task.chunkId,
-      plainLength: task.plainLength,
-    }),
-  );
+async function read(task: ReadTask): Promise<ArrayBuffer | number> {
+  const plain = await readChunk(deps, {
+    keys: tenantKeys(task.keys),
+    chunkId: task.chunkId,
+    plainLength: task.plainLength,
+  });
+  if (task.into === undefined) return move(ownArrayBuffer(plain)) as ArrayBuffer;
+  const { blockBytes } = config;
+  assert.ok(task.into.length * blockBytes >= plain.length, 'too few blocks for the chunk');
+  task.into.forEach((block, i) => {
+    copyBytes(downloads, block * blockBytes, plain.subarray(i * blockBytes, (i + 1) * blockBytes));
+  });
+  return plain.length;
 }
 
 /** The bytes in an ArrayBuffer of their own: a pooled Buffer's slab must never be transferred. */

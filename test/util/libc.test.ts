@@ -1,8 +1,8 @@
 // Goal: the libc calls behave as their callers rely on: `readCached` copies exactly the bytes
 // of the range that the page cache holds and answers 0 at the end of a file; the socket-option
 // calls read and write an int option and name a socket's address; `copy` copies exactly its
-// source, also into a SharedArrayBuffer at an odd offset, and refuses a short target; without
-// koffi there is simply no libc.
+// source, also into a SharedArrayBuffer at an odd offset, and refuses a short target, and
+// `copyBytes` does the same for sources of any size; without koffi there is simply no libc.
 // Method: a file written just before (so its pages are cached) read at several offsets and
 // lengths, also into a pooled Buffer, against `readFileSync`; a listening node:net server's
 // descriptor found by its port; `loadLibc` given a koffi loader that throws.
@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import {
+  copyBytes,
   libc,
   loadLibc,
   SOL_SOCKET,
@@ -97,4 +98,20 @@ t.test('copy moves exactly the source bytes', { skip: !c?.copy }, async (t) => {
   const overlapping = Buffer.from('abcdefgh');
   copy(overlapping.subarray(2), overlapping.subarray(0, 6));
   t.equal(overlapping.toString(), 'ababcdef', 'overlapping ranges copy as memmove does');
+});
+
+t.test('copyBytes puts small and large sources at any offset', async (t) => {
+  const shared = Buffer.from(new SharedArrayBuffer(64 * 1024));
+  for (const length of [0, 1, 4095, 4096, 40_000]) {
+    for (const offset of [0, 3, 8]) {
+      const source = randomBytes(length);
+      shared.fill(0);
+      copyBytes(shared, offset, source);
+      t.ok(shared.subarray(offset, offset + length).equals(source), `${length} at ${offset}`);
+      t.equal(shared[offset + length], 0, 'nothing past it');
+    }
+  }
+  t.throws(() => {
+    copyBytes(shared, shared.length - 100, randomBytes(5000));
+  }, 'a copy past the end is refused');
 });

@@ -1,0 +1,179 @@
+// Goal: the GET path sends exactly the requested bytes whether a chunk's plaintext arrives in
+// download-arena blocks or, when too few blocks are free, as a transferred ArrayBuffer; and
+// every block goes back to the arena: after a complete response, after the client went away
+// with reads still in flight, and after a read failed.
+// Method: `sendObject` with a real BodyArena of 64 KiB blocks (two, or room for every read), a pool stand-in that fills
+// the named blocks (or answers an ArrayBuffer) as the worker does, and a recording uWS response
+// that copies what it is given (uWS sends or copies before `tryEnd` returns).
+import t from 'tap';
+import { randomBytes } from 'node:crypto';
+import type { Piscina } from 'piscina';
+import { BodyArena } from '../../src/gateway/body-arena.js';
+import { sendObject, type DownloadServices } from '../../src/gateway/download.js';
+import { packChunkRefs } from '../../src/engine/ops/objects.js';
+import type { ObjectVersionRecord } from '../../src/engine/index/schema.js';
+import type { Exchange } from '../../src/http/exchange.js';
+import type { ReadTask, TenantKeyMaterial } from '../../src/workers/protocol.js';
+import type { ChunkStoreDeps } from '../../src/workers/chunk-store.js';
+
+const BLOCK = 64 * 1024;
+const KEYS: TenantKeyMaterial = {
+  tenantNum: 1,
+  dataKey: new Uint8Array(32),
+  dedupKey: new Uint8Array(32),
+};
+
+interface Fixture {
+  readonly arena: BodyArena;
+  readonly services: DownloadServices;
+  readonly version: ObjectVersionRecord;
+  readonly body: Buffer;
+  /** Blocks named by read tasks, over the whole test. */
+  readonly blocksUsed: number[];
+  /** Reads answered with an ArrayBuffer. */
+  transferred: number;
+}
+
+/** An object of chunks of these sizes (all above the inline limit), and a pool that reads them. */
+function fixture(
+  sizes: readonly number[],
+  options: { delayMs?: number; failChunk?: number; blocks?: number } = {},
+): Fixture {
+  const arena = new BodyArena(BLOCK, options.blocks ?? 2);
+  const chunks = sizes.map((size) => ({ id: randomBytes(32), plain: randomBytes(size) }));
+  const byId = new Map(
+    chunks.map((chunk, index) => [chunk.id.toString('hex'), { ...chunk, index }]),
+  );
+  const used: number[] = [];
+  const fixtureState = { transferred: 0 };
+  const pool = {
+    run: async (task: ReadTask) => {
+      await new Promise((resolve) => setTimeout(resolve, options.delayMs ?? 0));
+      const chunk = byId.get(Buffer.from(task.chunkId).toString('hex'));
+      if (!chunk) throw new TypeError('unknown chunk');
+      if (chunk.index === options.failChunk) {
+        return { ok: false, error: { code: 'corrupt_data', message: 'bad record' } };
+      }
+      if (task.into) {
+        used.push(...task.into);
+        task.into.forEach((block, i) => {
+          arena.bytes.set(chunk.plain.subarray(i * BLOCK, (i + 1) * BLOCK), block * BLOCK);
+        });
+        return chunk.plain.length;
+      }
+      fixtureState.transferred += 1;
+      return new Uint8Array(chunk.plain).buffer;
+    },
+  };
+  const version = {
+    size: sizes.reduce((sum, size) => sum + size, 0),
+    chunks: packChunkRefs(chunks.map(({ id, plain }) => ({ id, plainLength: plain.length }))),
+  } as unknown as ObjectVersionRecord;
+  const services: DownloadServices = {
+    arena,
+    pool: pool as unknown as Piscina,
+    inline: {} as ChunkStoreDeps,
+  };
+  return {
+    arena,
+    services,
+    version,
+    body: Buffer.concat(chunks.map(({ plain }) => plain)),
+    blocksUsed: used,
+    get transferred() {
+      return fixtureState.transferred;
+    },
+  };
+}
+
+/** A uWS response that takes every write whole; `closeAfter` writes, the client goes away. */
+function recordingExchange(closeAfter = Infinity) {
+  const sent: Buffer[] = [];
+  let writes = 0;
+  let closed = false;
+  const res = {
+    cork: (fn: () => void) => fn(),
+    writeStatus: () => res,
+    writeHeader: () => res,
+    getWriteOffset: () => sent.reduce((sum, bytes) => sum + bytes.length, 0),
+    tryEnd: (bytes: Uint8Array, total: number) => {
+      sent.push(Buffer.from(bytes)); // uWS sends or copies before it returns
+      writes += 1;
+      if (writes >= closeAfter) exchange.open = false;
+      return [true, res.getWriteOffset() === total];
+    },
+    onWritable: () => undefined,
+    close: () => {
+      closed = true;
+    },
+  };
+  const exchange = {
+    res,
+    method: 'GET',
+    requestId: 'test',
+    status: 0,
+    done: false,
+    open: true,
+    onAbort: () => undefined,
+  };
+  return {
+    exchange: exchange as unknown as Exchange,
+    body: () => Buffer.concat(sent),
+    closed: () => closed,
+  };
+}
+
+async function settle(): Promise<void> {
+  await new Promise((resolve) => setTimeout(resolve, 50));
+}
+
+t.test('whole objects and ranges come out exact, through blocks and buffers', async (t) => {
+  // 100 KiB chunks take both blocks: while one waits for the socket the next falls back.
+  const f = fixture([100 * 1024, 100 * 1024, 70 * 1024, 128 * 1024]);
+  const ranges = [undefined, { start: 0, end: 0 }, { start: 65_000, end: 300_000 }];
+  for (const range of ranges) {
+    const client = recordingExchange();
+    await sendObject(f.services, client.exchange, {
+      keys: KEYS,
+      version: f.version,
+      range,
+      headers: {},
+    });
+    const expected = range ? f.body.subarray(range.start, range.end + 1) : f.body;
+    t.ok(client.body().equals(expected), `bytes ${range ? `${range.start}-${range.end}` : 'all'}`);
+    t.equal(f.arena.available, 2, 'every block is back');
+  }
+  t.ok(f.blocksUsed.length > 0, 'reads went through the arena');
+  t.ok(f.transferred > 0, 'and, when it was full, as transferred buffers');
+});
+
+t.test('a client that goes away leaves no block behind', async (t) => {
+  const f = fixture([90 * 1024, 90 * 1024, 90 * 1024, 90 * 1024], { delayMs: 5, blocks: 8 });
+  const client = recordingExchange(1);
+  await sendObject(f.services, client.exchange, {
+    keys: KEYS,
+    version: f.version,
+    range: undefined,
+    headers: {},
+  });
+  await settle();
+  t.equal(f.arena.available, 8, 'reads still in flight gave their blocks back');
+  t.equal(f.transferred, 0, 'every read went through the arena');
+});
+
+t.test('a failed read cuts the response and leaves no block behind', async (t) => {
+  const f = fixture([90 * 1024, 90 * 1024, 90 * 1024], { failChunk: 1, blocks: 8 });
+  const client = recordingExchange();
+  await t.rejects(
+    sendObject(f.services, client.exchange, {
+      keys: KEYS,
+      version: f.version,
+      range: undefined,
+      headers: {},
+    }),
+    { code: 'corrupt_data' },
+  );
+  t.ok(client.closed(), 'the connection is cut after part of the body');
+  await settle();
+  t.equal(f.arena.available, 8);
+});
