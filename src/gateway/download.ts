@@ -88,24 +88,28 @@ export async function sendObject(
     return;
   }
   const pieces = coveringChunks(version, start, end);
-  // Pieces read ahead of the socket, by index; each is dropped once written, so a download
-  // holds at most READ_AHEAD_CHUNKS pieces, whatever the object's size.
+  // Reads ahead of the socket, by piece index; each is dropped once written, so a download
+  // holds at most READ_AHEAD_CHUNKS pieces, whatever the object's size. A read that finds too
+  // few free blocks waits for this download's own earlier pieces to give theirs back, unless
+  // none is in flight: then (`mayTransfer`) it is answered as a transferred buffer.
   const reads: Array<Promise<ReadPiece> | undefined> = [];
-  const readPiece = (index: number): void => {
-    const piece = pieces[index];
-    if (!piece) return;
-    const read = readOne(services, input.keys, piece);
-    read.catch(() => undefined);
-    reads.push(read);
+  const readAhead = (next: number, mayTransfer: boolean): void => {
+    while (reads.length < Math.min(pieces.length, next + READ_AHEAD_CHUNKS)) {
+      const piece = pieces[reads.length] as Piece;
+      const read = readOne(services, input.keys, piece, mayTransfer && reads.length === next);
+      if (read === undefined) return;
+      read.catch(() => undefined);
+      reads.push(read);
+    }
   };
-  for (let index = 0; index < READ_AHEAD_CHUNKS; index += 1) readPiece(index);
   const writer = new StreamWriter(exchange, status, headers, total);
   let index = 0;
   try {
     for (; index < pieces.length; index += 1) {
+      readAhead(index, true);
       const piece = await (reads[index] as Promise<ReadPiece>);
       reads[index] = undefined;
-      readPiece(index + READ_AHEAD_CHUNKS);
+      readAhead(index + 1, false);
       try {
         for (const bytes of piece.bytes) {
           if (!exchange.open) return;
@@ -132,23 +136,44 @@ export async function sendObject(
   }
 }
 
-/** Reads one piece: on this thread if small, else by the pool, into arena blocks if free. */
-async function readOne(
+/**
+ * Reads one piece: on this thread if small, else by the pool, into arena blocks if enough are
+ * free, else as a transferred buffer if `mayTransfer`; else answers undefined (read later).
+ */
+function readOne(
+  services: DownloadServices,
+  keys: TenantKeyMaterial,
+  piece: Piece,
+  mayTransfer: boolean,
+): Promise<ReadPiece> | undefined {
+  if (piece.plainLength <= INLINE_CHUNK_BYTES_MAX) return readInline(services, keys, piece);
+  const { arena } = services;
+  const blockCount = Math.ceil(piece.plainLength / arena.blockBytes);
+  const blocks = blockCount <= arena.blockCount ? arena.tryTakeMany(blockCount) : undefined;
+  if (blocks === undefined && !mayTransfer) return undefined;
+  return readPooled(services, keys, piece, blocks);
+}
+
+async function readInline(
   services: DownloadServices,
   keys: TenantKeyMaterial,
   piece: Piece,
 ): Promise<ReadPiece> {
-  if (piece.plainLength <= INLINE_CHUNK_BYTES_MAX) {
-    const plain = await readChunk(services.inline, {
-      keys: tenantKeysOf(keys),
-      chunkId: piece.id,
-      plainLength: piece.plainLength,
-    });
-    return { bytes: [plain.subarray(piece.from, piece.to)], release: NOTHING_TO_RELEASE };
-  }
+  const plain = await readChunk(services.inline, {
+    keys: tenantKeysOf(keys),
+    chunkId: piece.id,
+    plainLength: piece.plainLength,
+  });
+  return { bytes: [plain.subarray(piece.from, piece.to)], release: NOTHING_TO_RELEASE };
+}
+
+async function readPooled(
+  services: DownloadServices,
+  keys: TenantKeyMaterial,
+  piece: Piece,
+  blocks: number[] | undefined,
+): Promise<ReadPiece> {
   const { arena, pool } = services;
-  const blockCount = Math.ceil(piece.plainLength / arena.blockBytes);
-  const blocks = blockCount <= arena.blockCount ? arena.tryTakeMany(blockCount) : undefined;
   const task: ReadTask = {
     kind: 'read',
     keys,

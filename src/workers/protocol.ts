@@ -5,7 +5,7 @@
 // workers read them in place, so a chunk that spans two blocks needs no copy and no transfer.
 // Results cross back as plain data; errors as `WireError` (structured clone drops subclasses).
 //
-// Downloads have an arena of their own, cut the same way: a read task may name blocks of it to
+// Downloads have an arena of their own, in smaller blocks: a read task may name blocks of it to
 // put the plaintext in, so the gateway thread receives no new ArrayBuffer per chunk. (Every
 // buffer that arrives counts as external memory there, and V8 answered a 1 GB/s stream of them
 // with a full mark-compact every 30–60 ms.)
@@ -15,9 +15,10 @@ import type { ChecksumAlg } from '../engine/checksums.js';
 
 export interface WorkerConfig {
   readonly arena: SharedArrayBuffer;
-  /** The download arena, in blocks of `blockBytes` as well. */
-  readonly downloads: SharedArrayBuffer;
   readonly blockBytes: number;
+  /** The download arena, in blocks of `downloadBlockBytes`. */
+  readonly downloads: SharedArrayBuffer;
+  readonly downloadBlockBytes: number;
   readonly dataDir: string;
   readonly segmentBytesMax: number;
   readonly deadChunkGraceMs: number;

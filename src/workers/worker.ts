@@ -135,7 +135,7 @@ async function read(task: ReadTask): Promise<ArrayBuffer | number> {
     plainLength: task.plainLength,
   });
   if (task.into === undefined) return move(ownArrayBuffer(plain)) as ArrayBuffer;
-  const { blockBytes } = config;
+  const blockBytes = config.downloadBlockBytes;
   assert.ok(task.into.length * blockBytes >= plain.length, 'too few blocks for the chunk');
   task.into.forEach((block, i) => {
     copyBytes(downloads, block * blockBytes, plain.subarray(i * blockBytes, (i + 1) * blockBytes));

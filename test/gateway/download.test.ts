@@ -1,7 +1,8 @@
 // Goal: the GET path sends exactly the requested bytes whether a chunk's plaintext arrives in
-// download-arena blocks or, when too few blocks are free, as a transferred ArrayBuffer; and
-// every block goes back to the arena: after a complete response, after the client went away
-// with reads still in flight, and after a read failed.
+// download-arena blocks or as a transferred ArrayBuffer; a read waits for the download's own
+// blocks while it has reads in flight, and transfers only when it has none (so a full arena
+// never stalls a download); every block goes back to the arena: after a complete response,
+// after the client went away with reads still in flight, and after a read failed.
 // Method: `sendObject` with a real BodyArena of 64 KiB blocks (two, or room for every read), a pool stand-in that fills
 // the named blocks (or answers an ArrayBuffer) as the worker does, and a recording uWS response
 // that copies what it is given (uWS sends or copies before `tryEnd` returns).
@@ -128,8 +129,8 @@ async function settle(): Promise<void> {
 }
 
 t.test('whole objects and ranges come out exact, through blocks and buffers', async (t) => {
-  // 100 KiB chunks take both blocks: while one waits for the socket the next falls back.
-  const f = fixture([100 * 1024, 100 * 1024, 70 * 1024, 128 * 1024]);
+  // 100 KiB chunks take both blocks, so each waits for the one before; 150 KiB never fits.
+  const f = fixture([100 * 1024, 100 * 1024, 70 * 1024, 150 * 1024]);
   const ranges = [undefined, { start: 0, end: 0 }, { start: 65_000, end: 300_000 }];
   for (const range of ranges) {
     const client = recordingExchange();
@@ -143,8 +144,25 @@ t.test('whole objects and ranges come out exact, through blocks and buffers', as
     t.ok(client.body().equals(expected), `bytes ${range ? `${range.start}-${range.end}` : 'all'}`);
     t.equal(f.arena.available, 2, 'every block is back');
   }
-  t.ok(f.blocksUsed.length > 0, 'reads went through the arena');
-  t.ok(f.transferred > 0, 'and, when it was full, as transferred buffers');
+  // Pieces per response: all four; the first; all four (65,000 to 300,000 reaches the last).
+  t.equal(f.transferred, 2, 'only the chunk larger than the arena came as a buffer');
+  t.equal(f.blocksUsed.length, 14, 'the others waited for blocks, two each');
+});
+
+t.test('a download with nothing in flight does not wait for a full arena', async (t) => {
+  const f = fixture([100 * 1024, 100 * 1024]);
+  const held = f.arena.tryTakeMany(2) as number[]; // other downloads hold every block
+  const client = recordingExchange();
+  await sendObject(f.services, client.exchange, {
+    keys: KEYS,
+    version: f.version,
+    range: undefined,
+    headers: {},
+  });
+  t.ok(client.body().equals(f.body), 'the whole body');
+  t.equal(f.transferred, 2, 'both chunks came as buffers');
+  f.arena.releaseAll(held);
+  t.equal(f.arena.available, 2);
 });
 
 t.test('a client that goes away leaves no block behind', async (t) => {
