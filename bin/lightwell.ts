@@ -16,8 +16,8 @@ else if (command === 'admin-token') await adminToken(rest);
 else if (command === 'bench') {
   // The benchmark is a client of the public port, not part of the service: it lives in bench/,
   // outside src/, and is loaded only for this command.
-  const { runBench } = await import('../bench/run.js');
-  process.exitCode = await runBench(rest);
+  const { runBenchAsService } = await import('../bench/run.js');
+  process.exitCode = await runBenchAsService(rest);
 } else {
   process.stderr.write(usage);
   process.exitCode = command === undefined || command === 'help' || command === '--help' ? 0 : 2;

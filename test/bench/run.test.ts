@@ -1,18 +1,20 @@
 // Goal: the whole benchmark run works end to end against a service built to the contract:
 // starting it, provisioning a key, every scenario with verified bytes, the three result files,
 // ratios to limits, server CPU and RSS; a wrong byte, a wrong listing or a missing service makes
-// it fail (exit 1), a missing multipart route only skips, bad flags exit 2.
+// it fail (exit 1), a missing multipart route only skips, bad flags exit 2. The commands run
+// the benchmark under the service's allocator settings, starting it again when they are missing.
 // Method: runBench in-process with the `test` profile (tiny sizes and limit budgets) against the
 // fake Lightwell of fixtures/, started by the harness or already running (--endpoint).
 
 import t from 'tap';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { runBench } from '../../bench/run.js';
+import { runBench, runBenchAsService } from '../../bench/run.js';
+import { CHILD_MALLOC_ENV } from '../../src/cli/serve.js';
 import type { BenchReport } from '../../bench/report.js';
 import { SCENARIOS } from '../../bench/scenarios.js';
 import { freePort } from '../../bench/service.js';
@@ -217,4 +219,36 @@ t.test('usage errors, --list, and a service that is not built', async (t) => {
   ]);
   t.equal(missing.code, 1);
   t.match(firstFailure(missing), /build Lightwell first/);
+});
+
+t.test('the benchmark runs under the allocator settings of the service', async (t) => {
+  const dir = tempDir('lw-bench-env-');
+  const script = join(dir, 'relaunched.mjs');
+  const seen = join(dir, 'seen.json');
+  writeFileSync(
+    script,
+    `import { writeFileSync } from 'node:fs';
+     const names = ${JSON.stringify(Object.keys(CHILD_MALLOC_ENV))};
+     writeFileSync(${JSON.stringify(seen)}, JSON.stringify(names.map((name) => process.env[name])));
+     process.exit(7);`,
+  );
+  const saved = Object.keys(CHILD_MALLOC_ENV).map((name) => [name, process.env[name]] as const);
+  t.teardown(() => {
+    for (const [name, value] of saved) {
+      if (value === undefined) Reflect.deleteProperty(process.env, name);
+      else process.env[name] = value;
+    }
+  });
+  for (const [name] of saved) Reflect.deleteProperty(process.env, name);
+  t.equal(await runBenchAsService(['--list'], [script]), 7, "the relaunched command's exit code");
+  t.same(
+    JSON.parse(readFileSync(seen, 'utf8')),
+    Object.values(CHILD_MALLOC_ENV),
+    'it ran with the settings',
+  );
+  rmSync(seen);
+  Object.assign(process.env, CHILD_MALLOC_ENV);
+  // A usage error, answered in this process (its text goes to stderr, not into TAP's stdout).
+  t.equal(await runBenchAsService(['--bogus'], [script]), 2, 'with them set it runs here');
+  t.notOk(existsSync(seen), 'and starts nothing');
 });
