@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { CHILD_MALLOC_ENV } from '../src/cli/serve.js';
+import { CHILD_MALLOC_ENV } from '../src/util/malloc-env.js';
 import { BenchError, errorMessage } from './bench-error.js';
 import { makeTemplate, SeedAllocator } from './data.js';
 import { deriveLimits, LIMIT_BUDGETS, type Limit, measureLimits } from './limits.js';
@@ -402,23 +402,32 @@ export async function runBenchAsService(
     stdio: 'inherit',
     env: { ...CHILD_MALLOC_ENV, ...process.env },
   });
-  // Signals go on to the child, which stops the service it started and dies of the signal.
+  // The child stops the service it started and dies of the signal. A terminal's Ctrl-C reaches
+  // it directly (same process group), so SIGINT is only kept from ending this process first;
+  // SIGTERM and SIGHUP, sent to this process alone, are passed on.
+  const ignore = (): void => undefined;
   const forward = (signal: NodeJS.Signals): void => {
     child.kill(signal);
   };
-  process.on('SIGINT', forward);
+  process.on('SIGINT', ignore);
   process.on('SIGTERM', forward);
+  process.on('SIGHUP', forward);
+  let ended: { code: number | null; signal: NodeJS.Signals | null };
   try {
-    return await new Promise<number>((resolvePromise, reject) => {
+    ended = await new Promise((resolvePromise, reject) => {
       child.once('error', reject);
       child.once('exit', (code, signal) => {
-        resolvePromise(code ?? (signal === null ? 0 : 1));
+        resolvePromise({ code, signal });
       });
     });
   } finally {
-    process.off('SIGINT', forward);
+    process.off('SIGINT', ignore);
     process.off('SIGTERM', forward);
+    process.off('SIGHUP', forward);
   }
+  // Die as the child did, so a caller sees the signal rather than an exit code.
+  if (ended.signal !== null) process.kill(process.pid, ended.signal);
+  return ended.code ?? 1;
 }
 
 function isMain(): boolean {

@@ -11,6 +11,7 @@ import { parseArgs, settingsFrom } from './args.js';
 import type { ReadyMessage, Role } from './child.js';
 import type { ListenAddress, Settings } from '../util/config.js';
 import { isLightwellError, Unavailable, DataDirLocked } from '../util/errors.js';
+import { CHILD_MALLOC_ENV } from '../util/malloc-env.js';
 
 const BACKOFF_MS_MAX = 10_000;
 
@@ -112,22 +113,6 @@ export async function serve(argv: readonly string[], exit: (code: number) => nev
     exit(1);
   }
 }
-
-/**
- * glibc gives every thread its own malloc arena and keeps freed memory in it; with a worker pool
- * that allocates megabyte outputs (ciphertext, LZ4) that is hundreds of MiB of retained RSS.
- * Two arenas and an early trim keep the service's memory near what it actually holds.
- *
- * Setting the trim threshold switches off glibc's adaptive mmap threshold, which would leave
- * every allocation over 128 KiB to mmap: each chunk's ciphertext then costs fresh zeroed pages
- * and an munmap, and AES-GCM ran at 0.5 instead of 1.8 GB per CPU-second (measured on 1 MiB
- * chunks). The mmap threshold is therefore set too, above the largest chunk (4 MiB).
- */
-export const CHILD_MALLOC_ENV: Readonly<Record<string, string>> = {
-  MALLOC_ARENA_MAX: '2',
-  MALLOC_TRIM_THRESHOLD_: String(8 * 1024 * 1024),
-  MALLOC_MMAP_THRESHOLD_: String(8 * 1024 * 1024),
-};
 
 function childEnv(): NodeJS.ProcessEnv {
   return { ...CHILD_MALLOC_ENV, ...process.env };

@@ -157,8 +157,8 @@ export function decodeChunk(
   // payload byte, and the header as AAD, before any plaintext is returned, which is a stronger
   // check of the same bytes (a tenth of a GET's CPU saved). Recovery and the scrub, which have
   // no key or must tell a torn tail from a forgery, check the CRC.
-  if (payload.length !== header.payloadLength) {
-    throw CorruptData('record is shorter than its header says', {
+  if (payload.length !== header.payloadLength || payload.length < TAG_BYTES) {
+    throw CorruptData('record payload is shorter than its header or a GCM tag says', {
       payloadLength: header.payloadLength,
       length: payload.length,
     });
@@ -171,7 +171,9 @@ export function decodeChunk(
   ) {
     throw CorruptData('record does not match its index entry');
   }
-  const decipher = createDecipheriv('aes-256-gcm', keys.dataKey, header.nonce);
+  const decipher = createDecipheriv('aes-256-gcm', keys.dataKey, header.nonce, {
+    authTagLength: TAG_BYTES,
+  });
   decipher.setAAD(recordAad(record.subarray(0, RECORD_HEADER_SIZE)));
   decipher.setAuthTag(payload.subarray(payload.length - TAG_BYTES));
   let plain: Buffer;

@@ -77,6 +77,7 @@ export class BodyArena {
 
   release(block: number): void {
     assert(block >= 0 && block < this.blockCount);
+    assert(!this.free.includes(block), 'block released twice');
     this.free.push(block);
     while (this.waiters.length > 0 && this.free.length >= (this.waiters[0] as Waiter).count) {
       const waiter = this.waiters.shift() as Waiter;

@@ -15,7 +15,7 @@ import { statusLine } from '../http/exchange.js';
 import type { TenantKeyMaterial, ReadTask, Outcome } from '../workers/protocol.js';
 import { unpackChunkRefs } from '../engine/ops/objects.js';
 import type { ObjectVersionRecord } from '../engine/index/schema.js';
-import { InvalidRange, fromWire } from '../util/errors.js';
+import { CorruptData, InvalidRange, fromWire } from '../util/errors.js';
 import { readChunk, type ChunkStoreDeps } from '../workers/chunk-store.js';
 import { INLINE_CHUNK_BYTES_MAX, tenantKeysOf } from './upload.js';
 import type { BodyArena } from './body-arena.js';
@@ -108,9 +108,9 @@ export async function sendObject(
     for (; index < pieces.length; index += 1) {
       readAhead(index, true);
       const piece = await (reads[index] as Promise<ReadPiece>);
-      reads[index] = undefined;
-      readAhead(index + 1, false);
+      reads[index] = undefined; // from here the piece is this iteration's to release
       try {
+        readAhead(index + 1, false);
         for (const bytes of piece.bytes) {
           if (!exchange.open) return;
           await writer.write(bytes);
@@ -126,8 +126,9 @@ export async function sendObject(
     if (writer.started && exchange.open) exchange.res.close();
     throw error;
   } finally {
-    // Reads still ahead of the socket give their blocks back when they end.
-    for (const read of reads.slice(index + 1)) {
+    // Reads still ahead of the socket give their blocks back when they end (the one at `index`
+    // is among them if it was never taken).
+    for (const read of reads.slice(index)) {
       void read?.then(
         (piece) => piece.release(),
         () => undefined,
@@ -196,6 +197,14 @@ async function readPooled(
     };
   }
   if (typeof result === 'number' && blocks) {
+    // Never send blocks the worker did not fill: they hold an earlier download's bytes.
+    if (result !== piece.plainLength) {
+      arena.releaseAll(blocks);
+      throw CorruptData('a chunk read answered the wrong length', {
+        plainLength: piece.plainLength,
+        length: result,
+      });
+    }
     return {
       bytes: blockViews(arena, blocks, piece.from, piece.to),
       release: () => arena.releaseAll(blocks),

@@ -71,6 +71,7 @@ const NATIVE_COPY_MIN_BYTES = 4096;
  * byte unless both addresses are equal modulo 8.
  */
 export function copyBytes(target: Uint8Array, offset: number, source: Uint8Array): void {
+  assert.ok(offset >= 0, 'copy offset is negative');
   const copy = source.length >= NATIVE_COPY_MIN_BYTES ? libc()?.copy : undefined;
   if (copy) copy(target.subarray(offset, offset + source.length), source);
   else target.set(source, offset);

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runBench, runBenchAsService } from '../../bench/run.js';
-import { CHILD_MALLOC_ENV } from '../../src/cli/serve.js';
+import { CHILD_MALLOC_ENV } from '../../src/util/malloc-env.js';
 import type { BenchReport } from '../../bench/report.js';
 import { SCENARIOS } from '../../bench/scenarios.js';
 import { freePort } from '../../bench/service.js';

@@ -34,6 +34,16 @@ t.test('write copies to any offset', async (t) => {
   t.same(calls, [7, 100_013, 262_134], 'every write goes through the copy function');
 });
 
+t.test('a block released twice is a bug, caught', async (t) => {
+  const arena = new BodyArena(1024, 4);
+  const block = arena.tryTake() as number;
+  arena.release(block);
+  t.throws(() => {
+    arena.release(block);
+  }, /released twice/);
+  t.equal(arena.available, 4);
+});
+
 t.test('tryTake hands out every free block once', async (t) => {
   const arena = new BodyArena(1024, 64);
   const taken: number[] = [];

@@ -2,7 +2,8 @@
 // download-arena blocks or as a transferred ArrayBuffer; a read waits for the download's own
 // blocks while it has reads in flight, and transfers only when it has none (so a full arena
 // never stalls a download); every block goes back to the arena: after a complete response,
-// after the client went away with reads still in flight, and after a read failed.
+// after the client went away with reads still in flight, and after a read failed; blocks a read
+// did not fill are never sent.
 // Method: `sendObject` with a real BodyArena of 64 KiB blocks (two, or room for every read), a pool stand-in that fills
 // the named blocks (or answers an ArrayBuffer) as the worker does, and a recording uWS response
 // that copies what it is given (uWS sends or copies before `tryEnd` returns).
@@ -38,7 +39,7 @@ interface Fixture {
 /** An object of chunks of these sizes (all above the inline limit), and a pool that reads them. */
 function fixture(
   sizes: readonly number[],
-  options: { delayMs?: number; failChunk?: number; blocks?: number } = {},
+  options: { delayMs?: number; failChunk?: number; shortChunk?: number; blocks?: number } = {},
 ): Fixture {
   const arena = new BodyArena(BLOCK, options.blocks ?? 2);
   const chunks = sizes.map((size) => ({ id: randomBytes(32), plain: randomBytes(size) }));
@@ -60,7 +61,7 @@ function fixture(
         task.into.forEach((block, i) => {
           arena.bytes.set(chunk.plain.subarray(i * BLOCK, (i + 1) * BLOCK), block * BLOCK);
         });
-        return chunk.plain.length;
+        return chunk.index === options.shortChunk ? chunk.plain.length - 1 : chunk.plain.length;
       }
       fixtureState.transferred += 1;
       return new Uint8Array(chunk.plain).buffer;
@@ -124,6 +125,20 @@ function recordingExchange(closeAfter = Infinity) {
   };
 }
 
+/** Sends the fixture's object (or `range` of it) to `client`. */
+function send(
+  f: Fixture,
+  client: ReturnType<typeof recordingExchange>,
+  range?: { start: number; end: number },
+): Promise<void> {
+  return sendObject(f.services, client.exchange, {
+    keys: KEYS,
+    version: f.version,
+    range,
+    headers: {},
+  });
+}
+
 async function settle(): Promise<void> {
   await new Promise((resolve) => setTimeout(resolve, 50));
 }
@@ -134,12 +149,7 @@ t.test('whole objects and ranges come out exact, through blocks and buffers', as
   const ranges = [undefined, { start: 0, end: 0 }, { start: 65_000, end: 300_000 }];
   for (const range of ranges) {
     const client = recordingExchange();
-    await sendObject(f.services, client.exchange, {
-      keys: KEYS,
-      version: f.version,
-      range,
-      headers: {},
-    });
+    await send(f, client, range);
     const expected = range ? f.body.subarray(range.start, range.end + 1) : f.body;
     t.ok(client.body().equals(expected), `bytes ${range ? `${range.start}-${range.end}` : 'all'}`);
     t.equal(f.arena.available, 2, 'every block is back');
@@ -153,12 +163,7 @@ t.test('a download with nothing in flight does not wait for a full arena', async
   const f = fixture([100 * 1024, 100 * 1024]);
   const held = f.arena.tryTakeMany(2) as number[]; // other downloads hold every block
   const client = recordingExchange();
-  await sendObject(f.services, client.exchange, {
-    keys: KEYS,
-    version: f.version,
-    range: undefined,
-    headers: {},
-  });
+  await send(f, client);
   t.ok(client.body().equals(f.body), 'the whole body');
   t.equal(f.transferred, 2, 'both chunks came as buffers');
   f.arena.releaseAll(held);
@@ -168,12 +173,7 @@ t.test('a download with nothing in flight does not wait for a full arena', async
 t.test('a client that goes away leaves no block behind', async (t) => {
   const f = fixture([90 * 1024, 90 * 1024, 90 * 1024, 90 * 1024], { delayMs: 5, blocks: 8 });
   const client = recordingExchange(1);
-  await sendObject(f.services, client.exchange, {
-    keys: KEYS,
-    version: f.version,
-    range: undefined,
-    headers: {},
-  });
+  await send(f, client);
   await settle();
   t.equal(f.arena.available, 8, 'reads still in flight gave their blocks back');
   t.equal(f.transferred, 0, 'every read went through the arena');
@@ -182,16 +182,17 @@ t.test('a client that goes away leaves no block behind', async (t) => {
 t.test('a failed read cuts the response and leaves no block behind', async (t) => {
   const f = fixture([90 * 1024, 90 * 1024, 90 * 1024], { failChunk: 1, blocks: 8 });
   const client = recordingExchange();
-  await t.rejects(
-    sendObject(f.services, client.exchange, {
-      keys: KEYS,
-      version: f.version,
-      range: undefined,
-      headers: {},
-    }),
-    { code: 'corrupt_data' },
-  );
+  await t.rejects(send(f, client), { code: 'corrupt_data' });
   t.ok(client.closed(), 'the connection is cut after part of the body');
+  await settle();
+  t.equal(f.arena.available, 8);
+});
+
+t.test('blocks a read did not fill are never sent', async (t) => {
+  const f = fixture([90 * 1024, 90 * 1024], { shortChunk: 1, blocks: 8 });
+  const client = recordingExchange();
+  await t.rejects(send(f, client), { code: 'corrupt_data' });
+  t.equal(client.body().length, 90 * 1024, 'only the first chunk went out');
   await settle();
   t.equal(f.arena.available, 8);
 });
