@@ -513,11 +513,19 @@ export interface SegmentFiles {
   readonly orphans: string[];
 }
 
+/**
+ * The segment files on disk, and those the index does not know. The service may be running (its
+ * compactor allocates segments): a segment is registered before its file is created, so the
+ * directory is listed first and the index read after, and every file listed must be known to
+ * that later snapshot. (Read the other way round, a segment allocated in between showed up as
+ * unknown.)
+ */
 export async function segmentFiles(dataDir: string): Promise<SegmentFiles> {
   const dir = join(dataDir, 'segments');
+  const names = readdirSync(dir);
   const known = new Set((await segmentStates(dataDir)).map((segment) => segment.id));
   const result = { files: 0, bytes: 0, unknown: [] as string[], orphans: [] as string[] };
-  for (const name of readdirSync(dir)) {
+  for (const name of names) {
     if (name.endsWith('.orphan')) {
       result.orphans.push(name);
       continue;
