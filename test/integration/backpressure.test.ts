@@ -106,9 +106,14 @@ t.test('the gateway caps the receive buffer of its connections', async (t) => {
     args: ['--log-level', 'info', '--limits.socket_receive_bytes', '128KiB'],
   });
   t.teardown(() => service.close());
-  const line = service.startOutput
-    .split('\n')
-    .find((text) => text.includes('"msg":"receive buffer set"'));
+  // The gateway's log line and the supervisor's ready line travel different ways (the child's
+  // stdout, and IPC then the supervisor's stdout): the log line may come just after.
+  const logged = (): string | undefined =>
+    (service.startOutput + service.output)
+      .split('\n')
+      .find((text) => text.includes('"msg":"receive buffer set"'));
+  for (let waited = 0; logged() === undefined && waited < 5000; waited += 50) await delay(50);
+  const line = logged();
   t.ok(line, 'the gateway logged the receive buffer it set');
   t.match(JSON.parse(line ?? '{}'), {
     port: service.publicPort,
