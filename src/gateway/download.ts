@@ -4,10 +4,11 @@
 //
 // Where it can, a read lands in blocks of the download arena, which the pool writes and this
 // thread sends from in place; the blocks go back once uWS has taken their bytes. A read that
-// finds too few free blocks is answered as a transferred ArrayBuffer instead: downloads never
-// wait for the arena, so clients that read slowly and hold blocks cannot stall the others.
-// (Each transferred buffer counts as external memory on this thread, and V8 answers a stream
-// of them with a mark-compact every few tens of milliseconds: the arena is the fast path.)
+// finds too few free blocks waits for its own download's earlier pieces to give theirs back;
+// one with nothing of its download in flight is answered as a transferred ArrayBuffer instead,
+// so a download never waits for blocks that others hold (clients that read slowly cannot stall
+// the rest). Each transferred buffer counts as external memory on this thread, and V8 answers a
+// stream of them with a mark-compact every few tens of milliseconds: the arena is the fast path.
 
 import type { Piscina } from 'piscina';
 import type { Exchange } from '../http/exchange.js';
@@ -189,28 +190,27 @@ async function readPooled(
     if (blocks) arena.releaseAll(blocks);
     throw error;
   }
-  if (result instanceof ArrayBuffer) {
-    if (blocks) arena.releaseAll(blocks);
-    return {
-      bytes: [Buffer.from(result, piece.from, piece.to - piece.from)],
-      release: NOTHING_TO_RELEASE,
-    };
-  }
-  if (typeof result === 'number' && blocks) {
-    // Never send blocks the worker did not fill: they hold an earlier download's bytes.
-    if (result !== piece.plainLength) {
-      arena.releaseAll(blocks);
-      throw CorruptData('a chunk read answered the wrong length', {
-        plainLength: piece.plainLength,
-        length: result,
-      });
-    }
+  // The one answer that keeps the blocks: the worker filled them with the whole chunk.
+  if (blocks && result === piece.plainLength) {
     return {
       bytes: blockViews(arena, blocks, piece.from, piece.to),
       release: () => arena.releaseAll(blocks),
     };
   }
   if (blocks) arena.releaseAll(blocks);
+  if (result instanceof ArrayBuffer) {
+    return {
+      bytes: [Buffer.from(result, piece.from, piece.to - piece.from)],
+      release: NOTHING_TO_RELEASE,
+    };
+  }
+  // Never send blocks the worker did not fill: they hold an earlier download's bytes.
+  if (typeof result === 'number') {
+    throw CorruptData('a chunk read answered the wrong length', {
+      plainLength: piece.plainLength,
+      length: result,
+    });
+  }
   throw fromWire((result as { error: Parameters<typeof fromWire>[0] }).error);
 }
 

@@ -47,9 +47,10 @@ export async function startGateway(options: {
   const store = IndexStore.open({ path: paths.index, readOnly: true });
   const chunkAvgBytes = settings.bytes('storage.chunk_bytes_avg');
   // The arena holds at least the reserve of one upload of any size, so every upload can run.
+  const inflightBytes = settings.bytes('limits.inflight_bytes_max');
   const blockCount = Math.max(
     reserveBlocks(Number.MAX_SAFE_INTEGER, chunkAvgBytes, BLOCK_BYTES),
-    Math.floor(settings.bytes('limits.inflight_bytes_max') / BLOCK_BYTES),
+    Math.floor(inflightBytes / BLOCK_BYTES),
   );
   const arena = new BodyArena(BLOCK_BYTES, blockCount);
   // Downloads get an arena of the same size (see download.ts), with room for the largest chunk.
@@ -57,7 +58,7 @@ export async function startGateway(options: {
     DOWNLOAD_BLOCK_BYTES,
     Math.max(
       Math.ceil((chunkAvgBytes * 4) / DOWNLOAD_BLOCK_BYTES),
-      Math.floor(settings.bytes('limits.inflight_bytes_max') / DOWNLOAD_BLOCK_BYTES),
+      Math.floor(inflightBytes / DOWNLOAD_BLOCK_BYTES),
     ),
   );
   const threads = settings.int('workers') || availableParallelism() + 1;

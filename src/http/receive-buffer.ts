@@ -6,8 +6,9 @@
 // `net.ipv4.tcp_rmem`'s maximum) is delivered megabytes more after it asked to stop. With a
 // receive buffer under 512 KiB a read after a pause does not in practice come back full (the
 // kernel may hand one read what arrives while it copies, within the window it had advertised),
-// and one pause delivers at most about one buffer. The price is a fixed TCP window: one connection moves at most about the
-// buffer per round trip (256 KiB in 1 ms is 262 MB/s; in 20 ms, 13 MB/s).
+// and one pause delivers at most about one buffer. The price is a fixed TCP window: one
+// connection moves at most about the buffer per round trip (256 KiB in 1 ms is 262 MB/s; in
+// 20 ms, 13 MB/s).
 //
 // How: uWS offers no socket options, so the listening socket is found among this process's file
 // descriptors (Linux: `/proc/self/fd`, a listening stream socket bound to the port) and given
