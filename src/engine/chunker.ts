@@ -21,6 +21,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { BadRequest } from '../util/errors.js';
+import type { GearKernel } from './gear-kernel.js';
 
 /** Seed of the splitmix64 stream that generates GEAR_TABLE ("Lightwel" in ASCII). */
 export const GEAR_SEED = 0x4c6967687477656cn;
@@ -61,8 +62,11 @@ export function gearTableChecksum(table: Uint32Array): string {
   return createHash('sha256').update(bytes).digest('hex');
 }
 
-// The hot loop reads the same values as int32, which keeps V8 on 32-bit integer arithmetic.
-const GEAR_INT32 = Int32Array.from(GEAR_TABLE, (gear) => gear | 0);
+/**
+ * The table as int32, as the scans read it: the JavaScript loop below stays on 32-bit integer
+ * arithmetic, and a GearKernel is given it for its memory.
+ */
+export const GEAR_INT32: Readonly<Int32Array> = Int32Array.from(GEAR_TABLE, (gear) => gear | 0);
 assert.equal(gearTableChecksum(new Uint32Array(GEAR_INT32.buffer)), GEAR_TABLE_CHECKSUM);
 
 /** Top `bits` bits set, as an int32. */
@@ -70,24 +74,27 @@ function topBitsMask(bits: number): number {
   return (-1 << (32 - bits)) | 0;
 }
 
-/** The hash after the last byte gearScan consumed (a second return value, without allocation). */
+/** The hash after the last byte gearScanJs consumed (a second return value, without allocation). */
 let gearScanHash = 0;
 
 /**
  * Rolls the gear hash over bytes[from, to) starting from `hash`; returns the index of the first
  * byte after which (h & mask) == 0, or -1. The hot loop: eight bytes per iteration with one
- * combined test, then byte by byte to locate a hit or finish the tail.
+ * combined test, then byte by byte to locate a hit or finish the tail. A GearKernel computes
+ * the same in WebAssembly, 2–2.5 times as fast, for bytes in its memory.
  */
 /* eslint-disable @typescript-eslint/no-non-null-assertion -- the hot loop: every index is below
    `to` <= bytes.length and every byte below 256 = gear.length; a `??` would be a branch a byte */
-function gearScan(
+export function gearScanJs(
   bytes: Uint8Array,
-  scan: { from: number; to: number; hash: number; mask: number },
+  from: number,
+  to: number,
+  hash: number,
+  mask: number,
 ): number {
   const gear = GEAR_INT32;
-  const { to, mask } = scan;
-  let h = scan.hash;
-  let i = scan.from;
+  let h = hash;
+  let i = from;
   const lastOctet = to - 8;
   while (i <= lastOctet) {
     const h1 = ((h << 1) + gear[bytes[i]!]!) | 0;
@@ -128,6 +135,8 @@ function gearScan(
 export interface ChunkerOptions {
   /** Target average chunk size; a power of two in [chunkAvgBytesMin, chunkAvgBytesMax]. */
   readonly avgBytes?: number;
+  /** Scans the blocks that lie in its memory; others are scanned in JavaScript. */
+  readonly kernel?: GearKernel | undefined;
 }
 
 /**
@@ -146,6 +155,7 @@ export class Chunker {
   private chunkStart = 0;
   private hash = 0;
   private finished = false;
+  private readonly kernel: GearKernel | undefined;
 
   constructor(options: ChunkerOptions = {}) {
     const avgBytes = options.avgBytes ?? chunkAvgBytesDefault;
@@ -167,6 +177,7 @@ export class Chunker {
     this.maxBytes = avgBytes * 4;
     this.maskS = topBitsMask(avgBits + 2);
     this.maskL = topBitsMask(avgBits - 2);
+    this.kernel = options.kernel;
     assert.ok(this.minBytes >= GEAR_WINDOW_BYTES);
   }
 
@@ -179,13 +190,20 @@ export class Chunker {
   push(block: Uint8Array): number[] {
     assert.ok(!this.finished, 'Chunker used after finish');
     const cuts: number[] = [];
-    // A plain Uint8Array view (not a Buffer) keeps the element loads in gearScan monomorphic.
+    // A plain Uint8Array view (not a Buffer) keeps the element loads in gearScanJs monomorphic.
     const bytes =
       block.constructor === Uint8Array
         ? block
         : new Uint8Array(block.buffer, block.byteOffset, block.byteLength);
     const blockLength = bytes.length;
     const base = this.position;
+    const kernel = this.kernel?.covers(bytes) ? this.kernel : undefined;
+    const scan = (from: number, to: number, hash: number, mask: number): number => {
+      if (!kernel) return gearScanJs(bytes, from, to, hash, mask);
+      const at = kernel.scan(bytes, from, to, hash, mask);
+      gearScanHash = kernel.hash;
+      return at;
+    };
     // Block-relative indexes, derived from the current chunk start (see the header comment):
     // hashing starts at `hashFrom`, maskS checks at `checkFrom`, maskL at `normalFrom`, and
     // the byte at `maxAt` ends the chunk unconditionally.
@@ -205,19 +223,19 @@ export class Chunker {
         if (i >= blockLength) break;
       }
       const checkFrom = Math.min(chunkStart + checkLead, blockLength);
-      // eslint-disable-next-line @typescript-eslint/no-non-null-assertion -- as in gearScan
+      // eslint-disable-next-line @typescript-eslint/no-non-null-assertion -- as in gearScanJs
       for (; i < checkFrom; i++) h = ((h << 1) + GEAR_INT32[bytes[i]!]!) | 0;
       let cutAt = -1;
       const normalFrom = Math.min(chunkStart + normalLead, blockLength);
       if (i < normalFrom) {
-        cutAt = gearScan(bytes, { from: i, to: normalFrom, hash: h, mask: this.maskS });
+        cutAt = scan(i, normalFrom, h, this.maskS);
         h = gearScanHash;
         i = cutAt < 0 ? normalFrom : cutAt;
       }
       const maxAt = chunkStart + maxLead;
       const scanTo = Math.min(maxAt, blockLength);
       if (cutAt < 0 && i < scanTo) {
-        cutAt = gearScan(bytes, { from: i, to: scanTo, hash: h, mask: this.maskL });
+        cutAt = scan(i, scanTo, h, this.maskL);
         h = gearScanHash;
         i = cutAt < 0 ? scanTo : cutAt;
       }

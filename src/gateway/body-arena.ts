@@ -13,6 +13,11 @@
 
 import assert from 'node:assert';
 import { copyBytes } from '../util/libc.js';
+import {
+  GEAR_KERNEL_MEMORY_BYTES_MAX,
+  GEAR_KERNEL_TABLE_BYTES,
+  WASM_PAGE_BYTES,
+} from '../engine/gear-kernel.js';
 
 type Copy = (target: Uint8Array, offset: number, source: Uint8Array) => void;
 
@@ -24,6 +29,13 @@ interface Waiter {
 export class BodyArena {
   readonly buffer: SharedArrayBuffer;
   readonly bytes: Buffer;
+  /**
+   * The arena as a shared WebAssembly memory, when it fits in one the gear kernel can scan: its
+   * buffer is `buffer`, so the ordered stage's gear scan reads body bytes in place. The kernel
+   * keeps its table at `kernelOffset`, after the blocks.
+   */
+  readonly memory: WebAssembly.Memory | undefined;
+  readonly kernelOffset: number;
   private readonly free: number[] = [];
   private readonly waiters: Waiter[] = [];
 
@@ -38,7 +50,15 @@ export class BodyArena {
     private readonly copy: Copy = copyBytes,
   ) {
     assert(blockBytes > 0 && blockCount > 0);
-    this.buffer = new SharedArrayBuffer(blockBytes * blockCount);
+    this.kernelOffset = blockBytes * blockCount;
+    const memoryBytes = this.kernelOffset + GEAR_KERNEL_TABLE_BYTES;
+    if (memoryBytes <= GEAR_KERNEL_MEMORY_BYTES_MAX) {
+      const pages = Math.ceil(memoryBytes / WASM_PAGE_BYTES);
+      this.memory = new WebAssembly.Memory({ initial: pages, maximum: pages, shared: true });
+      this.buffer = this.memory.buffer as SharedArrayBuffer;
+    } else {
+      this.buffer = new SharedArrayBuffer(this.kernelOffset);
+    }
     this.bytes = Buffer.from(this.buffer);
     for (let block = blockCount - 1; block >= 0; block -= 1) this.free.push(block);
   }

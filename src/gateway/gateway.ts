@@ -89,7 +89,7 @@ export async function startGateway(options: {
     resourceLimits: { maxYoungGenerationSizeMb: 8 },
     workerData: workerConfig,
   });
-  const ordered = new OrderedStage({ arena: arena.buffer, blockBytes: BLOCK_BYTES });
+  const ordered = new OrderedStage({ arena, blockBytes: BLOCK_BYTES });
   const uploadStats = new UploadStats();
   const statsTimer = logUploadStats(uploadStats, componentLogger('gateway.upload'));
   // The gateway thread's own segment, for the small chunks it stores itself.

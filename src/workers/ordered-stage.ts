@@ -7,9 +7,18 @@
 // them into store tasks for the pool, which run in parallel.
 
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
-import { Chunker } from '../engine/chunker.js';
+import { Chunker, GEAR_INT32 } from '../engine/chunker.js';
+import { GearKernel } from '../engine/gear-kernel.js';
 import { createMultiHasher, type ChecksumAlg, type MultiHasher } from '../engine/checksums.js';
 import { toWire, fromWire, type WireError } from '../util/errors.js';
+
+/** What the thread needs of the body arena (body-arena.ts): its bytes and, when it has one, its
+ * WebAssembly memory, on which the chunker's gear scan runs in place. */
+interface OrderedStageArena {
+  readonly buffer: SharedArrayBuffer;
+  readonly memory: WebAssembly.Memory | undefined;
+  readonly kernelOffset: number;
+}
 
 type Command =
   | { op: 'begin'; id: number; algs: ChecksumAlg[]; avgBytes: number }
@@ -35,14 +44,15 @@ if (
   (workerData as { orderedStage?: boolean } | undefined)?.orderedStage
 ) {
   const port = parentPort;
-  const { arena, blockBytes } = workerData as { arena: SharedArrayBuffer; blockBytes: number };
-  const bytes = Buffer.from(arena);
+  const { arena, blockBytes } = workerData as { arena: OrderedStageArena; blockBytes: number };
+  const bytes = Buffer.from(arena.buffer);
+  const kernel = arena.memory && new GearKernel(arena.memory, arena.kernelOffset, GEAR_INT32);
   const uploads = new Map<number, UploadState>();
   port.on('message', (command: Command) => {
     if (command.op === 'begin') {
       const hasher = createMultiHasher(command.algs);
       uploads.set(command.id, {
-        chunker: new Chunker({ avgBytes: command.avgBytes }),
+        chunker: new Chunker({ avgBytes: command.avgBytes, kernel }),
         hasher,
         tail: hasher.then(() => undefined),
       });
@@ -94,9 +104,17 @@ export class OrderedStage {
   private readonly waiting = new Map<number, Array<{ resolve(reply: Reply): void }>>();
   private nextId = 1;
 
-  constructor(options: { arena: SharedArrayBuffer; blockBytes: number }) {
+  constructor(options: { arena: OrderedStageArena; blockBytes: number }) {
     this.worker = new Worker(new URL(import.meta.url), {
-      workerData: { orderedStage: true, arena: options.arena, blockBytes: options.blockBytes },
+      workerData: {
+        orderedStage: true,
+        arena: {
+          buffer: options.arena.buffer,
+          memory: options.arena.memory,
+          kernelOffset: options.arena.kernelOffset,
+        } satisfies OrderedStageArena,
+        blockBytes: options.blockBytes,
+      },
     });
     this.worker.on('message', (reply: Reply) =>
       this.waiting.get(reply.id)?.shift()?.resolve(reply),
