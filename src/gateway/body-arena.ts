@@ -59,7 +59,8 @@ export class BodyArena {
     } else {
       this.buffer = new SharedArrayBuffer(this.kernelOffset);
     }
-    this.bytes = Buffer.from(this.buffer);
+    // The blocks only: whatever follows them in the memory is the kernel's.
+    this.bytes = Buffer.from(this.buffer, 0, this.kernelOffset);
     for (let block = blockCount - 1; block >= 0; block -= 1) this.free.push(block);
   }
 
