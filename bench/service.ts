@@ -17,7 +17,15 @@
 
 import assert from 'node:assert/strict';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -77,6 +85,9 @@ export function defaultLightwellBin(): string {
   return fileURLToPath(new URL('../bin/lightwell.js', import.meta.url));
 }
 
+/** Starts of the service tried when a port turns out to be taken. */
+const PORT_ATTEMPTS = 3;
+
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
@@ -99,15 +110,36 @@ async function startService(options: ServiceOptions): Promise<Service> {
   const runDir = mkdtempSync(join(options.dataParent ?? tmpdir(), 'lightwell-bench-'));
   const dataDir = join(runDir, 'data');
   const logFile = join(runDir, 'serve.log');
-  const [publicPort, adminPort] = [await freePort(), await freePort()];
-  const child = spawnServe({
-    bin,
-    dataDir,
-    logFile,
-    publicPort,
-    adminPort,
-    logLevel: options.logLevel,
-  });
+  // A port that freePort found free can be taken before the service binds it (by any socket
+  // on the machine, an outgoing connection's local port included): then try new ports.
+  let attempt = 0;
+  let child: ChildProcess;
+  let publicPort: number;
+  let adminPort: number;
+  for (;;) {
+    [publicPort, adminPort] = [await freePort(), await freePort()];
+    writeFileSync(logFile, '');
+    child = spawnServe({
+      bin,
+      dataDir,
+      logFile,
+      publicPort,
+      adminPort,
+      logLevel: options.logLevel,
+    });
+    try {
+      await waitReady(child, logFile, options.readyTimeoutMs ?? READY_TIMEOUT_MS);
+      break;
+    } catch (error) {
+      await stopChild(child);
+      attempt += 1;
+      if (attempt >= PORT_ATTEMPTS || !readFileSync(logFile, 'utf8').includes('EADDRINUSE')) {
+        // Keep the directory: its serve.log explains the failure.
+        const message = `${(error as Error).message}\n(service log and data kept in ${runDir})`;
+        throw new BenchError(message, { cause: error });
+      }
+    }
+  }
   const stop = async (): Promise<void> => {
     await stopChild(child);
     if (options.keepData !== true) rmSync(runDir, { recursive: true, force: true });
@@ -117,7 +149,6 @@ async function startService(options: ServiceOptions): Promise<Service> {
   };
   process.once('exit', onExit);
   try {
-    await waitReady(child, logFile, options.readyTimeoutMs ?? READY_TIMEOUT_MS);
     const adminToken = await createAdminToken(bin, dataDir);
     const admin = parseTarget(`http://127.0.0.1:${adminPort}`);
     const credentials = await provisionKey(admin, adminToken);

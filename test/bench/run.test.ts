@@ -132,6 +132,19 @@ t.test('a corrupted GET, a wrong listing or no multipart', async (t) => {
   t.equal(multipart.report?.scenarios[0]?.status, 'skipped');
 });
 
+t.test(
+  'a port taken between finding it and binding it: the service is started again',
+  async (t) => {
+    const marker = join(tempDir('lw-bench-port-'), 'taken');
+    const run = await bench(['--lightwell-bin', fake, '--skip-limits', '--only', 'put-4k-c64'], {
+      FAKE_PORT_TAKEN_ONCE: marker,
+    });
+    t.ok(existsSync(marker), 'the first start failed with EADDRINUSE');
+    t.equal(run.code, 0, 'the second start served the run');
+    t.equal(run.report?.scenarios[0]?.status, 'ok');
+  },
+);
+
 /** Starts the fake as an already running service; resolves when both listeners are ready. */
 async function runningFake(t: { teardown(fn: () => void): void }): Promise<{
   publicUrl: string;
