@@ -24,7 +24,7 @@ import {
   type RecordHeader,
 } from '../format/record-frame.js';
 import { CorruptData } from '../util/errors.js';
-import { copyBytes } from '../util/libc.js';
+import { copyBytes, libc } from '../util/libc.js';
 
 export const KIND_CHUNK = 1;
 export const COMPRESSION_NONE = 0 as const;
@@ -55,11 +55,17 @@ export interface EncodedChunk {
   readonly compressed: boolean;
 }
 
+/**
+ * Encodes a chunk into a record. With `output` (at least `plainLength` + 16 bytes, see
+ * `encodeOutputBytes`), the payload is written there when OpenSSL can be reached directly, and
+ * the returned payload views it: the caller must keep it untouched until the record is written.
+ */
 export function encodeChunk(
   keys: TenantKeys,
   chunkId: Buffer,
   slices: readonly Uint8Array[],
   plainLength: number,
+  output?: Buffer,
 ): EncodedChunk {
   let body: readonly Uint8Array[] = slices;
   let compression: Compression = COMPRESSION_NONE;
@@ -81,11 +87,7 @@ export function encodeChunk(
     chunkId,
     nonce,
   });
-  const cipher = createCipheriv('aes-256-gcm', keys.dataKey, nonce);
-  cipher.setAAD(recordAad(header));
-  const payload: Buffer[] = body.map((slice) => cipher.update(slice));
-  cipher.final();
-  payload.push(cipher.getAuthTag());
+  const payload = seal(keys.dataKey, nonce, recordAad(header), body, output);
   let payloadChecksum = 0;
   for (const part of payload) payloadChecksum = crc32c(part, payloadChecksum);
   sealRecordHeader(header, 0, payloadChecksum);
@@ -96,6 +98,29 @@ export function encodeChunk(
     payloadChecksum,
     compressed: compression !== COMPRESSION_NONE,
   };
+}
+
+/** Bytes `encodeChunk` may write into its `output` for a chunk of `plainLength` bytes. */
+export function encodeOutputBytes(plainLength: number): number {
+  return plainLength + TAG_BYTES; // LZ4 is kept only when it is shorter
+}
+
+/** AES-256-GCM of `body`: ciphertext parts, then the tag. */
+function seal(
+  key: Buffer,
+  nonce: Buffer,
+  aad: Buffer,
+  body: readonly Uint8Array[],
+  output: Buffer | undefined,
+): Buffer[] {
+  const aesGcm = output && libc()?.aesGcm;
+  if (output && aesGcm) return [output.subarray(0, aesGcm.seal(key, nonce, aad, body, output))];
+  const cipher = createCipheriv('aes-256-gcm', key, nonce, { authTagLength: TAG_BYTES });
+  cipher.setAAD(aad);
+  const payload: Buffer[] = body.map((slice) => cipher.update(slice));
+  cipher.final();
+  payload.push(cipher.getAuthTag());
+  return payload;
 }
 
 const NONCE_BYTES = 12;
@@ -145,15 +170,73 @@ function gather(slices: readonly Uint8Array[], length: number): Uint8Array {
   return joined;
 }
 
+interface ExpectedRecord {
+  chunkId: Uint8Array;
+  payloadChecksum: number;
+  plainLength: number;
+}
+
 /** Verifies and opens a stored record; `expected` pins what the index says it must be. */
-export function decodeChunk(
+export function decodeChunk(keys: TenantKeys, record: Buffer, expected: ExpectedRecord): Buffer {
+  const { header, payload } = checkRecord(keys, record, expected);
+  const decipher = createDecipheriv('aes-256-gcm', keys.dataKey, header.nonce, {
+    authTagLength: TAG_BYTES,
+  });
+  decipher.setAAD(recordAad(record.subarray(0, RECORD_HEADER_SIZE)));
+  decipher.setAuthTag(payload.subarray(payload.length - TAG_BYTES));
+  let plain: Buffer;
+  try {
+    plain = decipher.update(payload.subarray(0, payload.length - TAG_BYTES));
+    const tail = decipher.final(); // empty for GCM; checks the tag
+    if (tail.length > 0) plain = Buffer.concat([plain, tail]);
+  } catch (cause) {
+    throw CorruptData('record failed authentication', {}, { cause });
+  }
+  if (header.compression === COMPRESSION_LZ4) plain = uncompressSync(plain);
+  if (plain.length !== header.plainLength) throw CorruptData('record decodes to the wrong length');
+  return plain;
+}
+
+/**
+ * As decodeChunk, but the plaintext goes straight into `targets` (in order; their lengths add up
+ * to the plain length) when the record is not compressed and OpenSSL can be reached directly.
+ * Answers false, having written nothing, when it cannot; the caller then uses decodeChunk.
+ * Throws as decodeChunk does, and then the targets may hold unauthenticated bytes.
+ */
+export function decodeChunkInto(
   keys: TenantKeys,
   record: Buffer,
-  expected: { chunkId: Uint8Array; payloadChecksum: number; plainLength: number },
-): Buffer {
+  expected: ExpectedRecord,
+  targets: readonly Uint8Array[],
+): boolean {
+  const aesGcm = libc()?.aesGcm;
+  const { header, payload } = checkRecord(keys, record, expected);
+  if (!aesGcm || header.compression !== COMPRESSION_NONE) return false;
+  const ciphertext = payload.subarray(0, payload.length - TAG_BYTES);
+  if (ciphertext.length !== header.plainLength) {
+    throw CorruptData('record decodes to the wrong length');
+  }
+  const opened = aesGcm.open(
+    keys.dataKey,
+    header.nonce,
+    recordAad(record.subarray(0, RECORD_HEADER_SIZE)),
+    ciphertext,
+    payload.subarray(payload.length - TAG_BYTES),
+    targets,
+  );
+  if (!opened) throw CorruptData('record failed authentication');
+  return true;
+}
+
+/** The record's header and payload, once they agree with each other and with the index. */
+function checkRecord(
+  keys: TenantKeys,
+  record: Buffer,
+  expected: ExpectedRecord,
+): { header: RecordHeader; payload: Buffer } {
   const header: RecordHeader = decodeRecordHeader(record, 0);
   const payload = record.subarray(RECORD_HEADER_SIZE, RECORD_HEADER_SIZE + header.payloadLength);
-  // The payload's CRC32C is not recomputed on this path: the GCM tag below authenticates every
+  // The payload's CRC32C is not recomputed on the read path: the GCM tag authenticates every
   // payload byte, and the header as AAD, before any plaintext is returned, which is a stronger
   // check of the same bytes (a tenth of a GET's CPU saved). Recovery and the scrub, which have
   // no key or must tell a torn tail from a forgery, check the CRC.
@@ -171,22 +254,7 @@ export function decodeChunk(
   ) {
     throw CorruptData('record does not match its index entry');
   }
-  const decipher = createDecipheriv('aes-256-gcm', keys.dataKey, header.nonce, {
-    authTagLength: TAG_BYTES,
-  });
-  decipher.setAAD(recordAad(record.subarray(0, RECORD_HEADER_SIZE)));
-  decipher.setAuthTag(payload.subarray(payload.length - TAG_BYTES));
-  let plain: Buffer;
-  try {
-    plain = decipher.update(payload.subarray(0, payload.length - TAG_BYTES));
-    const tail = decipher.final(); // empty for GCM; checks the tag
-    if (tail.length > 0) plain = Buffer.concat([plain, tail]);
-  } catch (cause) {
-    throw CorruptData('record failed authentication', {}, { cause });
-  }
-  if (header.compression === COMPRESSION_LZ4) plain = uncompressSync(plain);
-  if (plain.length !== header.plainLength) throw CorruptData('record decodes to the wrong length');
-  return plain;
+  return { header, payload };
 }
 
 function asBuffer(bytes: Uint8Array): Buffer {

@@ -12,7 +12,15 @@ import type { IndexStore } from '../engine/index/store.js';
 import { DB, chunkKey, type ChunkRecord } from '../engine/index/schema.js';
 import type { SegmentWriter } from '../engine/segments/segment-writer.js';
 import type { SegmentReader } from '../engine/segments/segment-reader.js';
-import { chunkIdOf, encodeChunk, decodeChunk, type TenantKeys } from '../engine/chunk-codec.js';
+import {
+  chunkIdOf,
+  encodeChunk,
+  encodeOutputBytes,
+  decodeChunk,
+  decodeChunkInto,
+  type TenantKeys,
+} from '../engine/chunk-codec.js';
+import { copyBytes } from '../util/libc.js';
 import { createMultiHasher, type ChecksumAlg } from '../engine/checksums.js';
 import { NotFound, errorCode } from '../util/errors.js';
 import type { StoreResult } from './protocol.js';
@@ -41,12 +49,16 @@ export async function storeChunk(
   if (alreadyStored(deps, keys.tenantNum, chunkId)) {
     return withChecksums({ chunkId, plainLength, compressed: false }, checksums);
   }
-  const encoded = encodeChunk(keys, chunkId, slices, plainLength);
+  const output = payloadBuffers.take(encodeOutputBytes(plainLength));
+  const encoded = encodeChunk(keys, chunkId, slices, plainLength, output);
   const appended = await deps.writer().append([encoded.header, ...encoded.payload]);
   // Every record before this one in the segment must be written too: recovery cuts a segment
   // at its first damaged record, and an earlier write still in flight at a crash would take
   // this (acknowledged) record with it.
   await appended.written();
+  // Only now has the write stopped reading `output`. On a failure above it is not reused: a
+  // write of it might still be queued.
+  payloadBuffers.give(output);
   const location = {
     segmentId: appended.segmentId,
     offset: appended.offset,
@@ -58,6 +70,34 @@ export async function storeChunk(
     checksums,
   );
 }
+
+/**
+ * The payload buffers of this thread, reused from one record to the next: a fresh buffer per
+ * record cost page faults, a zero fill and garbage-collection work for every byte stored.
+ * A thread stores at most a few chunks at once (two pool tasks per worker), so at most
+ * KEPT_MAX buffers are kept, the largest ones, each as large as the largest chunk it served.
+ */
+class PayloadBuffers {
+  private static readonly KEPT_MAX = 2;
+  private readonly kept: Buffer[] = [];
+
+  take(bytes: number): Buffer {
+    const fit = this.kept.findIndex((buffer) => buffer.length >= bytes);
+    if (fit >= 0) return this.kept.splice(fit, 1)[0] as Buffer;
+    // Rounded up so that chunks of similar sizes share buffers: to 64 KiB for large chunks,
+    // 4 KiB for the small ones the gateway thread stores itself, many at a time.
+    const granule = bytes > 64 * 1024 ? 64 * 1024 : 4096;
+    return Buffer.allocUnsafeSlow(Math.ceil(bytes / granule) * granule);
+  }
+
+  give(buffer: Buffer): void {
+    this.kept.push(buffer);
+    this.kept.sort((a, b) => b.length - a.length);
+    this.kept.length = Math.min(this.kept.length, PayloadBuffers.KEPT_MAX);
+  }
+}
+
+const payloadBuffers = new PayloadBuffers();
 
 function withChecksums(
   result: StoreResult,
@@ -86,6 +126,38 @@ export async function readChunk(
   deps: ChunkStoreDeps,
   input: { keys: TenantKeys; chunkId: Uint8Array; plainLength: number },
 ): Promise<Buffer> {
+  return readRecord(deps, input, (bytes, expected) => decodeChunk(input.keys, bytes, expected));
+}
+
+/**
+ * Reads a chunk into `targets` (in order; their lengths add up to its plain length): decrypted
+ * in place where it can be (decodeChunkInto), else decoded and copied.
+ */
+export async function readChunkInto(
+  deps: ChunkStoreDeps,
+  input: { keys: TenantKeys; chunkId: Uint8Array; plainLength: number },
+  targets: readonly Uint8Array[],
+): Promise<void> {
+  await readRecord(deps, input, (bytes, expected) => {
+    if (decodeChunkInto(input.keys, bytes, expected, targets)) return;
+    const plain = decodeChunk(input.keys, bytes, expected);
+    let offset = 0;
+    for (const target of targets) {
+      copyBytes(target, 0, plain.subarray(offset, offset + target.length));
+      offset += target.length;
+    }
+  });
+}
+
+/** Resolves the chunk, reads its record and decodes it with `decode`. */
+async function readRecord<T>(
+  deps: ChunkStoreDeps,
+  input: { keys: TenantKeys; chunkId: Uint8Array; plainLength: number },
+  decode: (
+    bytes: Buffer,
+    expected: { chunkId: Uint8Array; payloadChecksum: number; plainLength: number },
+  ) => T,
+): Promise<T> {
   const key = chunkKey(input.keys.tenantNum, input.chunkId);
   // The gateway resolved the object from a snapshot at least as new as the commit that made
   // it; this thread's snapshot must be too.
@@ -95,7 +167,7 @@ export async function readChunk(
     if (!record) throw NotFound('chunk not found');
     try {
       const bytes = await deps.reader().read(record);
-      return decodeChunk(input.keys, bytes, {
+      return decode(bytes, {
         chunkId: input.chunkId,
         payloadChecksum: record.payloadChecksum,
         plainLength: input.plainLength,

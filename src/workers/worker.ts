@@ -17,9 +17,8 @@ import { EngineClient } from '../engine/protocol.js';
 import { SegmentWriter } from '../engine/segments/segment-writer.js';
 import { SegmentReader } from '../engine/segments/segment-reader.js';
 import type { TenantKeys } from '../engine/chunk-codec.js';
-import { storeChunk, readChunk, type ChunkStoreDeps } from './chunk-store.js';
+import { storeChunk, readChunk, readChunkInto, type ChunkStoreDeps } from './chunk-store.js';
 import { toWire } from '../util/errors.js';
-import { copyBytes } from '../util/libc.js';
 import type {
   WorkerConfig,
   Task,
@@ -129,18 +128,21 @@ function store(task: StoreTask): Promise<StoreResult> {
 }
 
 async function read(task: ReadTask): Promise<ArrayBuffer | number> {
-  const plain = await readChunk(deps, {
+  const input = {
     keys: tenantKeys(task.keys),
     chunkId: task.chunkId,
     plainLength: task.plainLength,
-  });
-  if (task.into === undefined) return move(ownArrayBuffer(plain)) as ArrayBuffer;
+  };
+  if (task.into === undefined)
+    return move(ownArrayBuffer(await readChunk(deps, input))) as ArrayBuffer;
   const blockBytes = config.downloadBlockBytes;
-  assert.ok(task.into.length * blockBytes >= plain.length, 'too few blocks for the chunk');
-  task.into.forEach((block, i) => {
-    copyBytes(downloads, block * blockBytes, plain.subarray(i * blockBytes, (i + 1) * blockBytes));
+  assert.ok(task.into.length * blockBytes >= task.plainLength, 'too few blocks for the chunk');
+  const targets = task.into.map((block, i) => {
+    const length = Math.max(0, Math.min(blockBytes, task.plainLength - i * blockBytes));
+    return downloads.subarray(block * blockBytes, block * blockBytes + length);
   });
-  return plain.length;
+  await readChunkInto(deps, input, targets);
+  return task.plainLength;
 }
 
 /** The bytes in an ArrayBuffer of their own: a pooled Buffer's slab must never be transferred. */

@@ -3,25 +3,33 @@
 // relies on the GCM tag, not the CRC, for these), a flipped header byte, a record cut short, a
 // record read under another tenant's key or against another index entry all fail.
 // Method: encodeChunk/decodeChunk with random keys on random (incompressible) and repeated
-// (compressible) data, then each corruption applied to a copy of the record.
+// (compressible) data, also through a reused payload buffer and decrypted in place into split
+// targets, then each corruption applied to a copy of the record, for both decoders.
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
 import {
   chunkIdOf,
   decodeChunk,
+  decodeChunkInto,
   encodeChunk,
+  encodeOutputBytes,
   type TenantKeys,
 } from '../../src/engine/chunk-codec.js';
+import { libc } from '../../src/util/libc.js';
 import { RECORD_HEADER_SIZE } from '../../src/format/record-frame.js';
+
+function plainLengthOf(slices: readonly Uint8Array[]): number {
+  return slices.reduce((sum, slice) => sum + slice.length, 0);
+}
 
 function keysOf(tenantNum: number): TenantKeys {
   return { tenantNum, dataKey: randomBytes(32), dedupKey: randomBytes(32) };
 }
 
-function encode(keys: TenantKeys, slices: Uint8Array[]) {
+function encode(keys: TenantKeys, slices: Uint8Array[], output?: Buffer) {
   const plainLength = slices.reduce((sum, slice) => sum + slice.length, 0);
   const chunkId = chunkIdOf(keys.dedupKey, slices);
-  const encoded = encodeChunk(keys, chunkId, slices, plainLength);
+  const encoded = encodeChunk(keys, chunkId, slices, plainLength, output);
   const record = Buffer.concat([encoded.header, ...encoded.payload]);
   const expected = { chunkId, payloadChecksum: encoded.payloadChecksum, plainLength };
   return { record, expected, compressed: encoded.compressed };
@@ -29,6 +37,25 @@ function encode(keys: TenantKeys, slices: Uint8Array[]) {
 
 const random = randomBytes(200_000);
 const text = Buffer.from('lightwell object store, '.repeat(8000));
+/** A payload buffer reused by the cases, as a store thread reuses its own. */
+const output = Buffer.alloc(encodeOutputBytes(random.length + text.length));
+
+type Decode = (keys: TenantKeys, record: Buffer, expected: Expected) => Buffer;
+type Expected = Parameters<typeof decodeChunk>[2];
+
+/** decodeChunkInto into two targets, or decodeChunk where it declines (compressed records). */
+const decodeInto: Decode = (keys, record, expected) => {
+  const plain = Buffer.alloc(expected.plainLength, 0x5a);
+  const targets = [plain.subarray(0, 1000), plain.subarray(1000)];
+  return decodeChunkInto(keys, record, expected, targets)
+    ? plain
+    : decodeChunk(keys, record, expected);
+};
+
+const decoders: Array<[string, Decode]> = [
+  ['decodeChunk', decodeChunk],
+  ['decodeChunkInto', decodeInto],
+];
 
 t.test('round trips', async (t) => {
   const keys = keysOf(7);
@@ -47,48 +74,89 @@ t.test('round trips', async (t) => {
     const { record, expected, compressed: wasCompressed } = encode(keys, slices);
     t.equal(wasCompressed, compressed, `${name}: compressed ${String(compressed)}`);
     t.ok(decodeChunk(keys, record, expected).equals(Buffer.concat(slices)), `${name}: same bytes`);
+    t.ok(decodeInto(keys, record, expected).equals(Buffer.concat(slices)), `${name}: into targets`);
+    const intoTargets = decodeChunkInto(keys, record, expected, [
+      Buffer.alloc(plainLengthOf(slices)),
+    ]);
+    t.equal(
+      intoTargets,
+      !compressed && libc()?.aesGcm !== undefined,
+      `${name}: decrypted in place`,
+    );
+    // The same through a reused payload buffer, dirty from the previous case.
+    const plainLength = plainLengthOf(slices);
+    output.fill(0xa5, 0, encodeOutputBytes(plainLength));
+    const viaOutput = encode(keys, slices, output.subarray(0, encodeOutputBytes(plainLength)));
+    t.ok(
+      decodeChunk(keys, viaOutput.record, viaOutput.expected).equals(Buffer.concat(slices)),
+      `${name}: same bytes through a payload buffer`,
+    );
   }
+});
+
+t.test('the payload is written into the output buffer where OpenSSL is reachable', async (t) => {
+  const keys = keysOf(3);
+  const chunkId = chunkIdOf(keys.dedupKey, [random]);
+  const encoded = encodeChunk(keys, chunkId, [random], random.length, output);
+  const [payload] = encoded.payload;
+  if (libc()?.aesGcm) {
+    t.equal(encoded.payload.length, 1, 'ciphertext and tag in one part');
+    t.equal(payload?.buffer, output.buffer, 'the part views the output buffer');
+    t.equal(payload?.byteOffset, output.byteOffset);
+  } else {
+    t.not(payload?.buffer, output.buffer, 'node:crypto allocates its own');
+  }
+  t.equal(encoded.payloadLength, random.length + 16);
 });
 
 t.test('corrupt or foreign records never decode', async (t) => {
   const keys = keysOf(7);
-  for (const data of [random, text]) {
-    const { record, expected } = encode(keys, [data]);
-    const payloadLength = record.length - RECORD_HEADER_SIZE;
-    for (const at of [0, 1, Math.floor(payloadLength / 2), payloadLength - 17, payloadLength - 1]) {
-      const flipped = Buffer.from(record);
-      flipByte(flipped, RECORD_HEADER_SIZE + at, 0x01);
+  for (const [name, decode] of decoders) {
+    t.comment(name);
+    for (const data of [random, text]) {
+      const { record, expected } = encode(keys, [data]);
+      const payloadLength = record.length - RECORD_HEADER_SIZE;
+      for (const at of [
+        0,
+        1,
+        Math.floor(payloadLength / 2),
+        payloadLength - 17,
+        payloadLength - 1,
+      ]) {
+        const flipped = Buffer.from(record);
+        flipByte(flipped, RECORD_HEADER_SIZE + at, 0x01);
+        t.throws(
+          () => decode(keys, flipped, expected),
+          { code: 'corrupt_data' },
+          `payload byte ${at}`,
+        );
+      }
+      for (const at of [0, 20, RECORD_HEADER_SIZE - 1]) {
+        const flipped = Buffer.from(record);
+        flipByte(flipped, at, 0x80);
+        t.throws(() => decode(keys, flipped, expected), `header byte ${at}`);
+      }
       t.throws(
-        () => decodeChunk(keys, flipped, expected),
+        () => decode(keys, record.subarray(0, record.length - 1), expected),
         { code: 'corrupt_data' },
-        `payload byte ${at}`,
+        'a record cut short',
+      );
+      t.throws(
+        () => decode({ ...keys, dataKey: randomBytes(32) }, record, expected),
+        { code: 'corrupt_data' },
+        'another data key',
+      );
+      t.throws(
+        () => decode(keysOf(8), record, expected),
+        { code: 'corrupt_data' },
+        'another tenant',
+      );
+      t.throws(
+        () => decode(keys, record, { ...expected, chunkId: randomBytes(32) }),
+        { code: 'corrupt_data' },
+        'another index entry',
       );
     }
-    for (const at of [0, 20, RECORD_HEADER_SIZE - 1]) {
-      const flipped = Buffer.from(record);
-      flipByte(flipped, at, 0x80);
-      t.throws(() => decodeChunk(keys, flipped, expected), `header byte ${at}`);
-    }
-    t.throws(
-      () => decodeChunk(keys, record.subarray(0, record.length - 1), expected),
-      { code: 'corrupt_data' },
-      'a record cut short',
-    );
-    t.throws(
-      () => decodeChunk({ ...keys, dataKey: randomBytes(32) }, record, expected),
-      { code: 'corrupt_data' },
-      'another data key',
-    );
-    t.throws(
-      () => decodeChunk(keysOf(8), record, expected),
-      { code: 'corrupt_data' },
-      'another tenant',
-    );
-    t.throws(
-      () => decodeChunk(keys, record, { ...expected, chunkId: randomBytes(32) }),
-      { code: 'corrupt_data' },
-      'another index entry',
-    );
   }
 });
 

@@ -2,7 +2,9 @@
 // of the range that the page cache holds and answers 0 at the end of a file; the socket-option
 // calls read and write an int option and name a socket's address; `copy` copies exactly its
 // source, also into a SharedArrayBuffer at an odd offset, and refuses a short target, and
-// `copyBytes` does the same for sources of any size; without koffi there is simply no libc.
+// `copyBytes` does the same for sources of any size; `aesGcm` produces exactly node:crypto's
+// ciphertext and tag, opens what it sealed into any split of targets and refuses any change to
+// ciphertext, tag, AAD, key or nonce; without koffi there is simply no libc.
 // Method: a file written just before (so its pages are cached) read at several offsets and
 // lengths, also into a pooled Buffer, against `readFileSync`; a listening node:net server's
 // descriptor found by its port; `loadLibc` given a koffi loader that throws.
@@ -11,7 +13,7 @@ import { mkdtempSync, openSync, closeSync, readFileSync, writeFileSync, rmSync }
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { randomBytes } from 'node:crypto';
+import { createCipheriv, randomBytes } from 'node:crypto';
 import {
   copyBytes,
   libc,
@@ -115,3 +117,67 @@ t.test('copyBytes puts small and large sources at any offset', async (t) => {
     copyBytes(shared, shared.length - 100, randomBytes(5000));
   }, 'a copy past the end is refused');
 });
+
+t.test(
+  'aesGcm seals as node:crypto does and opens what it sealed',
+  { skip: !c?.aesGcm },
+  async (t) => {
+    const aesGcm = c?.aesGcm;
+    if (!aesGcm) return;
+    const key = randomBytes(32);
+    const nonce = randomBytes(12);
+    const aad = randomBytes(56);
+    const plain = randomBytes(300_001);
+    const shared = new Uint8Array(new SharedArrayBuffer(plain.length + 40), 3, plain.length);
+    shared.set(plain);
+    for (const parts of [
+      [plain],
+      [plain.subarray(0, 0), plain.subarray(0, 17), plain.subarray(17)],
+      [shared.subarray(0, 65_536), shared.subarray(65_536)],
+    ]) {
+      const target = Buffer.alloc(plain.length + 16 + 5, 0xee);
+      const written = aesGcm.seal(key, nonce, aad, parts, target);
+      t.equal(written, plain.length + 16);
+      const cipher = createCipheriv('aes-256-gcm', key, nonce, { authTagLength: 16 });
+      cipher.setAAD(aad);
+      const expected = Buffer.concat([cipher.update(plain), cipher.final(), cipher.getAuthTag()]);
+      t.ok(target.subarray(0, written).equals(expected), `${parts.length} parts: node's bytes`);
+      t.same([...target.subarray(written)], [0xee, 0xee, 0xee, 0xee, 0xee], 'nothing past the tag');
+    }
+    const sealed = Buffer.alloc(plain.length + 16);
+    aesGcm.seal(key, nonce, aad, [plain], sealed);
+    const ciphertext = sealed.subarray(0, plain.length);
+    const tag = sealed.subarray(plain.length);
+    const open = (
+      over: Partial<Record<'key' | 'nonce' | 'aad' | 'ciphertext' | 'tag', Buffer>>,
+    ) => {
+      const out = new Uint8Array(new SharedArrayBuffer(plain.length + 8), 5, plain.length);
+      const targets = [out.subarray(0, 1000), out.subarray(1000, 1000), out.subarray(1000)];
+      const ok = aesGcm.open(
+        over.key ?? key,
+        over.nonce ?? nonce,
+        over.aad ?? aad,
+        over.ciphertext ?? ciphertext,
+        over.tag ?? tag,
+        targets,
+      );
+      return { ok, out };
+    };
+    const opened = open({});
+    t.ok(opened.ok, 'opens');
+    t.ok(Buffer.from(opened.out).equals(plain), 'into the targets, in order');
+    const flip = (bytes: Buffer, at: number): Buffer => {
+      const copy = Buffer.from(bytes);
+      copy[at] = (copy[at] ?? 0) ^ 0x40;
+      return copy;
+    };
+    t.notOk(open({ ciphertext: flip(ciphertext, 123_456) }).ok, 'a changed ciphertext byte');
+    t.notOk(open({ tag: flip(tag, 15) }).ok, 'a changed tag');
+    t.notOk(open({ aad: flip(aad, 0) }).ok, 'a changed AAD');
+    t.notOk(open({ key: flip(key, 31) }).ok, 'another key');
+    t.notOk(open({ nonce: flip(nonce, 11) }).ok, 'another nonce');
+    t.throws(() => aesGcm.seal(key, nonce, aad, [plain], Buffer.alloc(plain.length + 15)));
+    t.throws(() => aesGcm.open(key, nonce, aad, ciphertext, tag, [Buffer.alloc(10)]));
+    t.throws(() => aesGcm.seal(key.subarray(0, 16), nonce, aad, [plain], sealed), 'AES-128 key');
+  },
+);
