@@ -47,6 +47,12 @@ export interface Libc {
   readonly copy?: (target: Uint8Array, source: Uint8Array) => void;
   /** AES-256-GCM through OpenSSL's EVP interface, writing where the caller says. */
   readonly aesGcm?: AesGcm;
+  /**
+   * sync_file_range(SYNC_FILE_RANGE_WRITE), called on a koffi thread, never on the caller's:
+   * starts the write-out of the range's dirty pages and returns at once. A hint, so failures
+   * are ignored; durability still comes only from fdatasync.
+   */
+  readonly startWriteback?: (fd: number, offset: number, length: number) => void;
 }
 
 /**
@@ -157,6 +163,34 @@ export function loadLibc(requireKoffi: () => Koffi): Libc | undefined {
     ...bindReadCached(koffi, self),
     ...bindCopy(self),
     ...bindAesGcm(self),
+    ...bindStartWriteback(self),
+  };
+}
+
+/** `startWriteback`, on 64-bit Linux (where sync_file_range's off_t is 64-bit). */
+function bindStartWriteback(self: Library): Pick<Libc, 'startWriteback'> {
+  if (!OFF_T_64_ARCHES.has(process.arch)) return {};
+  const SYNC_FILE_RANGE_WRITE = 2;
+  let syncFileRange: {
+    async(
+      fd: number,
+      offset: number,
+      length: number,
+      flags: number,
+      done: (error: unknown, result: number) => void,
+    ): void;
+  };
+  try {
+    syncFileRange = self.func(
+      'int sync_file_range(int fd, int64_t offset, int64_t length, unsigned int flags)',
+    ) as typeof syncFileRange;
+  } catch {
+    return {};
+  }
+  return {
+    startWriteback(fd, offset, length) {
+      syncFileRange.async(fd, offset, length, SYNC_FILE_RANGE_WRITE, () => undefined);
+    },
   };
 }
 
@@ -287,9 +321,12 @@ function bindCopy(self: Library): Pick<Libc, 'copy'> {
   };
 }
 
+/** The architectures of 64-bit Linux, where libc's off_t arguments are 64-bit. */
+const OFF_T_64_ARCHES = new Set(['x64', 'arm64', 'ppc64', 'riscv64', 'loong64', 's390x']);
+
 /** `readCached`, on 64-bit Linux where preadv2 exists (its offset is 64-bit there). */
 function bindReadCached(koffi: Koffi, self: Library): Pick<Libc, 'readCached'> {
-  if (!['x64', 'arm64', 'ppc64', 'riscv64', 'loong64', 's390x'].includes(process.arch)) return {};
+  if (!OFF_T_64_ARCHES.has(process.arch)) return {};
   let preadv2: (
     fd: number,
     iov: { base: Uint8Array; len: number }[],

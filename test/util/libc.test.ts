@@ -181,3 +181,21 @@ t.test(
     t.throws(() => aesGcm.seal(key.subarray(0, 16), nonce, aad, [plain], sealed), 'AES-128 key');
   },
 );
+
+t.test('startWriteback on a file being written', { skip: !c?.startWriteback }, async (t) => {
+  // A hint with no visible effect but timing: it must accept any range, a closed descriptor
+  // included, and never change the file.
+  const dir = mkdtempSync(join(tmpdir(), 'lw-libc-wb-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const path = join(dir, 'f');
+  const bytes = randomBytes(3 << 20);
+  writeFileSync(path, bytes);
+  const fd = openSync(path, 'r+');
+  c?.startWriteback?.(fd, 0, bytes.length);
+  c?.startWriteback?.(fd, 1 << 20, 10 << 20);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  closeSync(fd);
+  c?.startWriteback?.(fd, 0, 4096);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  t.ok(readFileSync(path).equals(bytes), 'the file is unchanged');
+});

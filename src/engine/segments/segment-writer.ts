@@ -28,6 +28,7 @@ import {
 } from '../../format/segment-header.js';
 import { encodeSealFooter } from '../../format/seal-footer.js';
 import { SegmentIoError } from '../../util/errors.js';
+import { libc } from '../../util/libc.js';
 
 export interface SegmentRegistry {
   allocate(): Promise<number>;
@@ -47,6 +48,17 @@ export interface Appended {
   /** Resolves once the record, and every record before it in its segment, is on disk. */
   durable(): Promise<void>;
 }
+
+/**
+ * Written bytes after which the segment's write-out is started (`startWriteback`), so that the
+ * fdatasync before a commit finds little left to write. Without it the kernel starts only at
+ * 10% of memory dirty, and the commit of a 64 MiB upload waited for all of its bytes to reach
+ * the disk: single-stream 64 MiB PUTs went from 311–319 to 344–363 MB/s with early write-out.
+ */
+const WRITEBACK_HINT_BYTES = 4 * 1024 * 1024;
+
+/** Starts the write-out of a file range and returns at once (a hint: see Libc.startWriteback). */
+export type StartWriteback = (fd: number, offset: number, length: number) => void;
 
 /** Buffers in one writev (the system's limit, IOV_MAX, is 1024). */
 const GROUP_PARTS_MAX = 512;
@@ -91,11 +103,14 @@ class OpenSegment {
   private readonly inFlight = new Set<Promise<unknown>>();
   /** The write group still taking records, if any. */
   private group: WriteGroup | undefined;
+  /** Bytes before this offset have had their write-out started. */
+  private writebackEnd = SEGMENT_HEADER_SIZE;
 
   constructor(
     readonly id: number,
     readonly handle: FileHandle,
     private readonly onBroken: (segment: OpenSegment) => void,
+    private readonly startWriteback: StartWriteback | undefined,
   ) {}
 
   /**
@@ -136,6 +151,7 @@ class OpenSegment {
             this.contiguousEnd = this.ends.get(this.contiguous) as number;
             this.ends.delete(this.contiguous);
           }
+          this.hintWriteback();
           this.wake();
         },
         (error: unknown) => {
@@ -151,6 +167,13 @@ class OpenSegment {
     this.group = group;
     setImmediate(() => this.issueGroup(group));
     return group;
+  }
+
+  private hintWriteback(): void {
+    const pending = this.contiguousEnd - this.writebackEnd;
+    if (!this.startWriteback || pending < WRITEBACK_HINT_BYTES) return;
+    this.startWriteback(this.handle.fd, this.writebackEnd, pending);
+    this.writebackEnd = this.contiguousEnd;
   }
 
   private issueGroup(group: WriteGroup): void {
@@ -290,6 +313,8 @@ export class SegmentWriter {
       segmentsDir: string;
       registry: SegmentRegistry;
       segmentBytesMax: number;
+      /** Defaults to libc's sync_file_range where it can be reached; none elsewhere. */
+      startWriteback?: StartWriteback | undefined;
     },
   ) {}
 
@@ -363,7 +388,12 @@ export class SegmentWriter {
       await handle.close().catch(() => undefined);
       throw SegmentIoError(`cannot create segment ${segmentId}`, { segmentId }, { cause: error });
     }
-    return new OpenSegment(segmentId, handle, (broken) => this.retire(broken));
+    return new OpenSegment(
+      segmentId,
+      handle,
+      (broken) => this.retire(broken),
+      'startWriteback' in this.options ? this.options.startWriteback : libc()?.startWriteback,
+    );
   }
 
   /** Stops appending to `segment` and seals it (once). */
