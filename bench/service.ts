@@ -87,6 +87,11 @@ export function defaultLightwellBin(): string {
 
 /** Starts of the service tried when a port turns out to be taken. */
 const PORT_ATTEMPTS = 3;
+/**
+ * How a start fails on a taken port: the supervisor's own check (`EADDRINUSE`), or a listener
+ * that lost the port after that check (src/http/server.ts).
+ */
+const PORT_TAKEN = /EADDRINUSE|address in use/;
 
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -133,7 +138,7 @@ async function startService(options: ServiceOptions): Promise<Service> {
     } catch (error) {
       await stopChild(child);
       attempt += 1;
-      if (attempt >= PORT_ATTEMPTS || !readFileSync(logFile, 'utf8').includes('EADDRINUSE')) {
+      if (attempt >= PORT_ATTEMPTS || !PORT_TAKEN.test(readFileSync(logFile, 'utf8'))) {
         // Keep the directory: its serve.log explains the failure.
         const message = `${(error as Error).message}\n(service log and data kept in ${runDir})`;
         throw new BenchError(message, { cause: error });

@@ -90,6 +90,9 @@ export async function startGateway(options: {
     workerData: workerConfig,
   });
   const ordered = new OrderedStage({ arena, blockBytes: BLOCK_BYTES });
+  void ordered.kernel.then((kernel) =>
+    log.debug({ gearScan: kernel ? 'webassembly' : 'javascript' }, 'ordered stage started'),
+  );
   const uploadStats = new UploadStats();
   const statsTimer = logUploadStats(uploadStats, componentLogger('gateway.upload'));
   // The gateway thread's own segment, for the small chunks it stores itself.

@@ -49,10 +49,17 @@ export interface Libc {
   readonly aesGcm?: AesGcm;
   /**
    * sync_file_range(SYNC_FILE_RANGE_WRITE), called on a koffi thread, never on the caller's:
-   * starts the write-out of the range's dirty pages and returns at once. A hint, so failures
-   * are ignored; durability still comes only from fdatasync.
+   * starts the write-out of the range's dirty pages and returns at once; `done` runs (on the
+   * caller's thread) once the call has returned. A hint, so failures are ignored: answers false
+   * when the call could not even be queued, and `done` is then not called. Durability still
+   * comes only from fdatasync.
    */
-  readonly startWriteback?: (fd: number, offset: number, length: number) => void;
+  readonly startWriteback?: (
+    fd: number,
+    offset: number,
+    length: number,
+    done: () => void,
+  ) => boolean;
 }
 
 /**
@@ -188,8 +195,14 @@ function bindStartWriteback(self: Library): Pick<Libc, 'startWriteback'> {
     return {};
   }
   return {
-    startWriteback(fd, offset, length) {
-      syncFileRange.async(fd, offset, length, SYNC_FILE_RANGE_WRITE, () => undefined);
+    startWriteback(fd, offset, length, done) {
+      try {
+        // koffi refuses when too many asynchronous calls are queued (max_async_calls).
+        syncFileRange.async(fd, offset, length, SYNC_FILE_RANGE_WRITE, () => done());
+        return true;
+      } catch {
+        return false;
+      }
     },
   };
 }
@@ -244,9 +257,12 @@ function bindAesGcm(self: Library): Pick<Libc, 'aesGcm'> {
     control = self.func(
       'int EVP_CIPHER_CTX_ctrl(void *ctx, int type, int arg, uint8_t *pointer)',
     ) as typeof control;
+    const free = self.func('void EVP_CIPHER_CTX_free(void *ctx)') as (ctx: Pointer) => void;
     ctx = (self.func('void *EVP_CIPHER_CTX_new()') as () => Pointer)();
     gcm = (self.func('const void *EVP_aes_256_gcm()') as () => Pointer)();
     if (!ctx || !gcm) return {};
+    // One context per thread, for the thread's life; freeing it also wipes the last key schedule.
+    process.once('exit', () => free(ctx));
   } catch {
     return {};
   }

@@ -26,6 +26,11 @@ type Command =
   | { op: 'end'; id: number }
   | { op: 'drop'; id: number };
 
+/** The thread's first message: whether the chunker scans with the WebAssembly kernel. */
+interface Started {
+  kernel: boolean;
+}
+
 type Reply =
   | { id: number; cuts: number[] }
   | { id: number; cuts: number[]; checksums: Record<string, string> }
@@ -48,6 +53,7 @@ if (
   const bytes = Buffer.from(arena.buffer);
   const kernel = arena.memory && new GearKernel(arena.memory, arena.kernelOffset, GEAR_INT32);
   const uploads = new Map<number, UploadState>();
+  port.postMessage({ kernel: kernel !== undefined } satisfies Started);
   port.on('message', (command: Command) => {
     if (command.op === 'begin') {
       const hasher = createMultiHasher(command.algs);
@@ -101,6 +107,8 @@ export interface OrderedUpload {
 /** The gateway's handle on the ordered-stage thread. */
 export class OrderedStage {
   private readonly worker: Worker;
+  /** Resolves once the thread runs: true when its gear scan runs in WebAssembly on the arena. */
+  readonly kernel: Promise<boolean>;
   private readonly waiting = new Map<number, Array<{ resolve(reply: Reply): void }>>();
   private nextId = 1;
 
@@ -116,9 +124,12 @@ export class OrderedStage {
         blockBytes: options.blockBytes,
       },
     });
-    this.worker.on('message', (reply: Reply) =>
-      this.waiting.get(reply.id)?.shift()?.resolve(reply),
-    );
+    let started!: (kernel: boolean) => void;
+    this.kernel = new Promise((resolve) => (started = resolve));
+    this.worker.on('message', (message: Reply | Started) => {
+      if ('kernel' in message) started(message.kernel);
+      else this.waiting.get(message.id)?.shift()?.resolve(message);
+    });
     this.worker.unref();
   }
 

@@ -85,7 +85,11 @@ t.test('write-out starts every 4 MiB written, over exactly the written bytes', a
     segmentsDir: dir,
     registry: new RecordingRegistry(),
     segmentBytesMax: 64 * MiB,
-    startWriteback: (fd, offset, length) => calls.push({ fd, offset, length }),
+    startWriteback: (fd, offset, length, done) => {
+      calls.push({ fd, offset, length });
+      setImmediate(done);
+      return true;
+    },
   });
   const appended: Appended[] = [];
   for (let n = 0; n < 20; n += 1) {
@@ -116,6 +120,37 @@ t.test('write-out starts every 4 MiB written, over exactly the written bytes', a
   await (await none.append([chunkRecord(5 * MiB)])).durable();
   await none.close();
   t.pass('no hint function: appends work the same');
+});
+
+t.test('a hint that cannot start or is still in flight never fails or holds a write', async (t) => {
+  let refuse = true;
+  let pendingDone: (() => void) | undefined;
+  let started = 0;
+  const writer = new SegmentWriter({
+    segmentsDir: tempDir(t),
+    registry: new RecordingRegistry(),
+    segmentBytesMax: 64 * MiB,
+    startWriteback: (_fd, _offset, _length, done) => {
+      if (refuse) return false;
+      started += 1;
+      pendingDone = done; // held: the hint stays in flight
+      return true;
+    },
+  });
+  // Refused hints: every write still succeeds.
+  for (let n = 0; n < 6; n += 1) await (await writer.append([chunkRecord(MiB)])).written();
+  t.equal(started, 0);
+  refuse = false;
+  for (let n = 0; n < 12; n += 1) await (await writer.append([chunkRecord(MiB)])).written();
+  t.equal(started, 1, 'one hint in flight at a time');
+  pendingDone?.();
+  await nextIteration();
+  for (let n = 0; n < 2; n += 1) await (await writer.append([chunkRecord(MiB)])).written();
+  t.equal(started, 2, 'the next write after it settled starts the next hint');
+  const closing = writer.close();
+  pendingDone?.();
+  await closing;
+  t.pass('the seal waited for the hint in flight, then closed');
 });
 
 t.test('group fdatasync: concurrent appends share syncs', async (t) => {

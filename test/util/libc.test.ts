@@ -191,11 +191,14 @@ t.test('startWriteback on a file being written', { skip: !c?.startWriteback }, a
   const bytes = randomBytes(3 << 20);
   writeFileSync(path, bytes);
   const fd = openSync(path, 'r+');
-  c?.startWriteback?.(fd, 0, bytes.length);
-  c?.startWriteback?.(fd, 1 << 20, 10 << 20);
-  await new Promise((resolve) => setTimeout(resolve, 50));
+  const hint = (descriptor: number, offset: number, length: number): Promise<boolean> =>
+    new Promise((resolve) => {
+      if (c?.startWriteback?.(descriptor, offset, length, () => resolve(true)) !== true)
+        resolve(false);
+    });
+  t.equal(await hint(fd, 0, bytes.length), true, 'started, and done was called');
+  t.equal(await hint(fd, 1 << 20, 10 << 20), true, 'a range past the end');
   closeSync(fd);
-  c?.startWriteback?.(fd, 0, 4096);
-  await new Promise((resolve) => setTimeout(resolve, 50));
+  t.equal(await hint(fd, 0, 4096), true, 'a closed descriptor: the call fails, quietly');
   t.ok(readFileSync(path).equals(bytes), 'the file is unchanged');
 });

@@ -57,8 +57,17 @@ export interface Appended {
  */
 const WRITEBACK_HINT_BYTES = 4 * 1024 * 1024;
 
-/** Starts the write-out of a file range and returns at once (a hint: see Libc.startWriteback). */
-export type StartWriteback = (fd: number, offset: number, length: number) => void;
+/**
+ * Starts the write-out of a file range and returns at once; `done` runs once that call has
+ * returned. Answers false, and never calls `done`, when it could not start (see
+ * Libc.startWriteback: a hint).
+ */
+export type StartWriteback = (
+  fd: number,
+  offset: number,
+  length: number,
+  done: () => void,
+) => boolean;
 
 /** Buffers in one writev (the system's limit, IOV_MAX, is 1024). */
 const GROUP_PARTS_MAX = 512;
@@ -105,6 +114,8 @@ class OpenSegment {
   private group: WriteGroup | undefined;
   /** Bytes before this offset have had their write-out started. */
   private writebackEnd = SEGMENT_HEADER_SIZE;
+  /** The write-out hint in flight (at most one per segment), settled once its call returned. */
+  private writeback: Promise<void> | undefined;
 
   constructor(
     readonly id: number,
@@ -169,11 +180,26 @@ class OpenSegment {
     return group;
   }
 
+  /**
+   * Starts the write-out of what was written since the last hint, once that is 4 MiB, unless a
+   * hint is still in flight (the next completed write catches up). Never throws: it runs in a
+   * write's completion, which must not fail for it.
+   */
   private hintWriteback(): void {
     const pending = this.contiguousEnd - this.writebackEnd;
-    if (!this.startWriteback || pending < WRITEBACK_HINT_BYTES) return;
-    this.startWriteback(this.handle.fd, this.writebackEnd, pending);
+    if (!this.startWriteback || this.writeback || pending < WRITEBACK_HINT_BYTES) return;
+    let done!: () => void;
+    const writeback = new Promise<void>((resolve) => (done = resolve));
+    if (!this.startWriteback(this.handle.fd, this.writebackEnd, pending, done)) return;
     this.writebackEnd = this.contiguousEnd;
+    this.writeback = writeback.then(() => {
+      this.writeback = undefined;
+    });
+  }
+
+  /** Resolves once no write-out hint is in flight on the file descriptor (before close). */
+  async writebackSettled(): Promise<void> {
+    await this.writeback;
   }
 
   private issueGroup(group: WriteGroup): void {
@@ -422,7 +448,10 @@ export class SegmentWriter {
       segment.markSynced(records, offset);
       await this.options.registry.seal(segment.id, offset + footer.length);
     } finally {
-      // FileHandle.close waits for the operations still running on the handle.
+      // FileHandle.close waits for the operations still running on the handle, but not for a
+      // write-out hint, which holds only the descriptor number: a hint still queued when the
+      // number is reused would land on another file (harmless, but not ours to touch).
+      await segment.writebackSettled();
       await segment.handle.close();
     }
   }
