@@ -4,7 +4,7 @@
 // Why: the scan is the ordered stage's main cost, and in JavaScript every byte pays two bounds
 // checks (the body byte and the table entry). WebAssembly's loads need none (V8 backs a 32-bit
 // memory with guard pages), and the scan runs 2.2–2.6 times as fast: 0.35–0.5 against
-// 1.0–1.1 ns per byte on the project machine (docs/benchmarks.md, change log 11:40).
+// 1.0–1.1 ns per byte on the project machine (docs/benchmarks.md, change log 11:20).
 //
 // The module is small enough to be written here by hand, as the bytes of its binary format
 // (WebAssembly core specification, chapter 5), so the build needs no WebAssembly toolchain. It
