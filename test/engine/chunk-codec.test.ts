@@ -53,7 +53,11 @@ const decodeInto: Decode = (keys, record, expected) => {
 };
 
 const decoders: Array<[string, Decode]> = [
-  ['decodeChunk', decodeChunk],
+  ['decodeChunk', (keys, record, expected) => decodeChunk(keys, record, expected)],
+  [
+    'decodeChunk, node:crypto',
+    (keys, record, expected) => decodeChunk(keys, record, expected, null),
+  ],
   ['decodeChunkInto', decodeInto],
 ];
 
@@ -75,6 +79,10 @@ t.test('round trips', async (t) => {
     t.equal(wasCompressed, compressed, `${name}: compressed ${String(compressed)}`);
     t.ok(decodeChunk(keys, record, expected).equals(Buffer.concat(slices)), `${name}: same bytes`);
     t.ok(decodeInto(keys, record, expected).equals(Buffer.concat(slices)), `${name}: into targets`);
+    t.ok(
+      decodeChunk(keys, record, expected, null).equals(Buffer.concat(slices)),
+      `${name}: through node:crypto`,
+    );
     const intoTargets = decodeChunkInto(keys, record, expected, [
       Buffer.alloc(plainLengthOf(slices)),
     ]);
