@@ -129,7 +129,7 @@ const NONCES_PER_DRAW = 4096;
 let nonces = Buffer.alloc(0);
 let nonceOffset = 0;
 
-/** A fresh random 96-bit nonce. Every draw is a new buffer, so a nonce is never handed out twice. */
+/** A fresh random 96-bit nonce. Every draw is a new buffer: a nonce is never handed out twice. */
 function nextNonce(): Buffer {
   if (nonceOffset + NONCE_BYTES > nonces.length) {
     nonces = randomBytes(NONCE_BYTES * NONCES_PER_DRAW);

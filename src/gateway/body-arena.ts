@@ -3,8 +3,9 @@
 // under any number of uploads.
 //
 // Progress guarantee: an upload first reserves the blocks it needs to complete one chunk of the
-// largest size and to pause (`takeMany`, all at once, FIFO; upload.ts says how many). It keeps that reserve for its whole life and may
-// borrow more when blocks are free (`tryTake`), but it never waits for more than its reserve.
+// largest size and to pause (`takeMany`, all at once, FIFO; upload.ts says how many). It keeps
+// that reserve for its whole life and may borrow more when blocks are free (`tryTake`), but it
+// never waits for more than its reserve.
 // So every admitted upload can always finish its next chunk and release blocks, and uploads
 // that cannot be admitted wait with their sockets paused: no deadlock, bounded memory.
 //

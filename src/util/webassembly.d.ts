@@ -1,6 +1,7 @@
-// The part of the WebAssembly JavaScript API that Lightwell uses (engine/gear-kernel.ts, gateway/body-arena.ts).
-// Node provides the API as a global; the type definitions in use (lib es2023 and @types/node 20)
-// do not declare it, and lib "dom" would declare far more than Node has.
+// The part of the WebAssembly JavaScript API that Lightwell uses (engine/gear-kernel.ts,
+// gateway/body-arena.ts). Node provides the API as a global; the type definitions in use (lib
+// es2023 and @types/node 20) do not declare it, and lib "dom" would declare far more than Node
+// has.
 
 declare namespace WebAssembly {
   interface MemoryDescriptor {

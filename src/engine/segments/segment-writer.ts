@@ -258,7 +258,10 @@ class OpenSegment {
     this.markSynced(upTo, upToEnd);
   }
 
-  /** Records 1..upTo, ending at `end`, are on disk (an fdatasync that began after they were written finished). */
+  /**
+   * Records 1..upTo, ending at `end`, are on disk (an fdatasync that began after they were
+   * written finished).
+   */
   markSynced(upTo: number, end: number): void {
     if (upTo <= this.syncedThrough) return;
     this.syncedThrough = upTo;
