@@ -113,7 +113,7 @@ function seal(
   body: readonly Uint8Array[],
   output: Buffer | undefined,
 ): Buffer[] {
-  const aesGcm = output && libc()?.aesGcm;
+  const aesGcm = libc()?.aesGcm;
   if (output && aesGcm) return [output.subarray(0, aesGcm.seal(key, nonce, aad, body, output))];
   const cipher = createCipheriv('aes-256-gcm', key, nonce, { authTagLength: TAG_BYTES });
   cipher.setAAD(aad);
@@ -187,7 +187,47 @@ export function decodeChunk(
   expected: ExpectedRecord,
   aesGcm: AesGcm | null = libc()?.aesGcm ?? null,
 ): Buffer {
-  const { header, payload } = checkRecord(keys, record, expected);
+  return plaintextOf(keys, record, checkRecord(keys, record, expected), aesGcm);
+}
+
+/**
+ * As decodeChunk, but the plaintext goes into `targets` (in order; their lengths add up to the
+ * plain length). Answers true when it was decrypted there in place, which needs an uncompressed
+ * record and OpenSSL reached directly; false when it was decoded first and then copied. Throws
+ * as decodeChunk does, and then the targets may hold unauthenticated bytes.
+ */
+export function decodeChunkInto(
+  keys: TenantKeys,
+  record: Buffer,
+  expected: ExpectedRecord,
+  targets: readonly Uint8Array[],
+): boolean {
+  const aesGcm = libc()?.aesGcm ?? null;
+  const checked = checkRecord(keys, record, expected);
+  const { header, payload } = checked;
+  if (aesGcm && header.compression === COMPRESSION_NONE) {
+    if (payload.length - TAG_BYTES !== header.plainLength) {
+      throw CorruptData('record decodes to the wrong length');
+    }
+    openPayload(aesGcm, keys, record, header, payload, targets);
+    return true;
+  }
+  const plain = plaintextOf(keys, record, checked, aesGcm);
+  let offset = 0;
+  for (const target of targets) {
+    copyBytes(target, 0, plain.subarray(offset, offset + target.length));
+    offset += target.length;
+  }
+  return false;
+}
+
+/** Decrypts (and decompresses) a checked record into a buffer of its own. */
+function plaintextOf(
+  keys: TenantKeys,
+  record: Buffer,
+  { header, payload }: { header: RecordHeader; payload: Buffer },
+  aesGcm: AesGcm | null,
+): Buffer {
   let plain: Buffer;
   if (aesGcm) {
     plain = Buffer.allocUnsafe(payload.length - TAG_BYTES);
@@ -209,28 +249,6 @@ export function decodeChunk(
   if (header.compression === COMPRESSION_LZ4) plain = uncompressSync(plain);
   if (plain.length !== header.plainLength) throw CorruptData('record decodes to the wrong length');
   return plain;
-}
-
-/**
- * As decodeChunk, but the plaintext goes straight into `targets` (in order; their lengths add up
- * to the plain length) when the record is not compressed and OpenSSL can be reached directly.
- * Answers false, having written nothing, when it cannot; the caller then uses decodeChunk.
- * Throws as decodeChunk does, and then the targets may hold unauthenticated bytes.
- */
-export function decodeChunkInto(
-  keys: TenantKeys,
-  record: Buffer,
-  expected: ExpectedRecord,
-  targets: readonly Uint8Array[],
-): boolean {
-  const aesGcm = libc()?.aesGcm;
-  const { header, payload } = checkRecord(keys, record, expected);
-  if (!aesGcm || header.compression !== COMPRESSION_NONE) return false;
-  if (payload.length - TAG_BYTES !== header.plainLength) {
-    throw CorruptData('record decodes to the wrong length');
-  }
-  openPayload(aesGcm, keys, record, header, payload, targets);
-  return true;
 }
 
 /** Decrypts the payload into `targets` and checks its tag; throws CorruptData if it fails. */

@@ -20,7 +20,6 @@ import {
   decodeChunkInto,
   type TenantKeys,
 } from '../engine/chunk-codec.js';
-import { copyBytes } from '../util/libc.js';
 import { createMultiHasher, type ChecksumAlg } from '../engine/checksums.js';
 import { NotFound, errorCode } from '../util/errors.js';
 import type { StoreResult } from './protocol.js';
@@ -131,7 +130,7 @@ export async function readChunk(
 
 /**
  * Reads a chunk into `targets` (in order; their lengths add up to its plain length): decrypted
- * in place where it can be (decodeChunkInto), else decoded and copied.
+ * in place where it can be, else decoded and copied (decodeChunkInto).
  */
 export async function readChunkInto(
   deps: ChunkStoreDeps,
@@ -139,13 +138,7 @@ export async function readChunkInto(
   targets: readonly Uint8Array[],
 ): Promise<void> {
   await readRecord(deps, input, (bytes, expected) => {
-    if (decodeChunkInto(input.keys, bytes, expected, targets)) return;
-    const plain = decodeChunk(input.keys, bytes, expected);
-    let offset = 0;
-    for (const target of targets) {
-      copyBytes(target, 0, plain.subarray(offset, offset + target.length));
-      offset += target.length;
-    }
+    decodeChunkInto(input.keys, bytes, expected, targets);
   });
 }
 
