@@ -15,7 +15,8 @@
 // client build identical bytes without exchanging them. Nothing here is persisted.
 
 import assert from 'node:assert/strict';
-import { crc32, crc32c } from '@node-rs/crc32';
+import { crc32 } from '@node-rs/crc32';
+import { crc32c } from '../src/util/crc32c.js';
 
 export type DataKind = 'random' | 'text';
 

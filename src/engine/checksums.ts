@@ -11,13 +11,14 @@
 //   crc32_combine: multiply crcA by x^(8 * lengthB) modulo the polynomial).
 //
 // Backends, chosen by measurement (see MEASUREMENTS.md and bench/micro/engine):
-// CRC32 and CRC32C from @node-rs/crc32 (hardware), CRC64NVME from hash-wasm, SHA-1 and SHA-256
+// CRC32 from @node-rs/crc32 (hardware), CRC32C from src/util/crc32c.ts, CRC64NVME from hash-wasm, SHA-1 and SHA-256
 // from node:crypto. Every backend accepts a Uint8Array view on a SharedArrayBuffer.
 //
 // Nothing here is persisted by this module; the digests it returns may be.
 import assert from 'node:assert/strict';
 import { createHash, type Hash } from 'node:crypto';
-import { crc32, crc32c } from '@node-rs/crc32';
+import { crc32 } from '@node-rs/crc32';
+import { crc32c } from '../util/crc32c.js';
 import { createCRC64, type IHasher } from 'hash-wasm';
 import { BadRequest } from '../util/errors.js';
 

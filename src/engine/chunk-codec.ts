@@ -12,7 +12,7 @@
 // contiguous, and then it is gathered into one buffer once.
 
 import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:crypto';
-import { crc32c } from '@node-rs/crc32';
+import { crc32c } from '../util/crc32c.js';
 import { compressSync, uncompressSync } from 'lz4-napi';
 import {
   type Compression,

@@ -14,7 +14,7 @@
 // - A flag bit this release does not know yields FormatTooNew. Version 1 knows no flags.
 
 import assert from 'node:assert/strict';
-import { crc32c } from '@node-rs/crc32';
+import { crc32c } from '../util/crc32c.js';
 import { FormatError, FormatTooNew } from '../util/errors.js';
 import { hasMagic, readAscii, readU64, writeAscii, writeU64 } from './primitives.js';
 

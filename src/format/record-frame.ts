@@ -22,7 +22,7 @@
 // - Readers answer malformed bytes with FormatError only; scanRecords never throws on bytes.
 
 import assert from 'node:assert/strict';
-import { crc32c } from '@node-rs/crc32';
+import { crc32c } from '../util/crc32c.js';
 import { FormatError } from '../util/errors.js';
 import { isZero } from './primitives.js';
 

@@ -17,7 +17,7 @@
 //   (< 2^53) fits in 16 digits, so names sort in id order.
 
 import assert from 'node:assert/strict';
-import { crc32c } from '@node-rs/crc32';
+import { crc32c } from '../util/crc32c.js';
 import { FormatError, FormatTooNew } from '../util/errors.js';
 import { FORMAT_VERSION } from './marker.js';
 import { U64_VALUE_MAX, hasMagic, readU64, writeU64 } from './primitives.js';

@@ -1,15 +1,17 @@
 // The few native calls Node does not offer, through koffi (a foreign-function interface with
 // prebuilt binaries): from libc, socket options on descriptors that uWebSockets.js owns,
 // positional reads that never wait for the disk, and a plain memory copy; from the OpenSSL that
-// Node itself links and exports (for native addons), AES-256-GCM into buffers the caller owns.
-// The only module that touches koffi.
+// Node itself links and exports (for native addons), AES-256-GCM into buffers the caller owns;
+// and from Lightwell's own native library (native/, built with the machine's C compiler by
+// scripts/build-native.mjs), CRC-32C. The only module that touches koffi.
 //
 // Every function here is optional: where libc cannot be reached (not Linux, koffi has no binary
-// for the platform, or a symbol is missing) `libc()` answers undefined and callers keep their
-// portable path. koffi is therefore loaded on first use, where its failure can be caught, not
+// for the platform, or a symbol is missing) `libc()` answers undefined, where the library was not
+// built or the CPU lacks its instructions `native()` does, and callers keep their portable path. koffi is therefore loaded on first use, where its failure can be caught, not
 // imported: a static import that failed would stop the process from starting at all.
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
 import type * as KoffiModule from 'koffi';
 
 type Koffi = typeof KoffiModule;
@@ -117,6 +119,52 @@ export function libc(): Libc | undefined {
         : undefined;
   }
   return loaded;
+}
+
+/** Lightwell's own native library (native/*.c). */
+export interface Native {
+  /**
+   * CRC-32C of `bytes`, continuing from `initial` (the CRC of the bytes before them; 0 to
+   * start), as @node-rs/crc32's `crc32c(bytes, initial)` answers it.
+   */
+  readonly crc32c: (bytes: Uint8Array, initial: number) => number;
+}
+
+/** Where scripts/build-native.mjs puts the library: dist/native/, beside dist/src/. */
+export const NATIVE_LIBRARY_PATH = fileURLToPath(
+  new URL('../../native/liblightwell.so', import.meta.url),
+);
+
+let nativeLoaded: Native | undefined | null = null;
+
+/** The native library, loaded on first use; undefined where it cannot be used. */
+export function native(): Native | undefined {
+  if (nativeLoaded === null) {
+    nativeLoaded = process.platform === 'linux' ? loadNative(NATIVE_LIBRARY_PATH) : undefined;
+  }
+  return nativeLoaded;
+}
+
+/**
+ * Binds the library at `path`; undefined when it is missing, cannot be loaded, or its CPU check
+ * fails (its fast paths need SSE4.2 and PCLMULQDQ).
+ */
+export function loadNative(
+  path: string,
+  requireKoffi = (): Koffi => createRequire(import.meta.url)('koffi') as Koffi,
+): Native | undefined {
+  let crc32c: (initial: number, bytes: Uint8Array, length: number) => number;
+  try {
+    const library = requireKoffi().load(path);
+    const supported = library.func('int lw_crc32c_supported()') as () => number;
+    if (supported() !== 1) return undefined;
+    crc32c = library.func(
+      'uint32_t lw_crc32c(uint32_t initial, const uint8_t *bytes, size_t length)',
+    ) as typeof crc32c;
+  } catch {
+    return undefined;
+  }
+  return { crc32c: (bytes, initial) => crc32c(initial, bytes, bytes.length) };
 }
 
 /** Copies from here up go through libc's memmove where it is there; a call costs about 0.2 µs. */

@@ -9,6 +9,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { crc32, crc32c } from '@node-rs/crc32';
 import { parseBytes } from '../../../src/util/config.js';
+import { crc32c as lightwellCrc32c, crc32cImplementation } from '../../../src/util/crc32c.js';
 import {
   type ChecksumAlg,
   CHECKSUM_ALGS,
@@ -72,6 +73,11 @@ await throughput('raw', '@node-rs crc32', () => {
 await throughput('raw', '@node-rs crc32c', () => {
   let crc = 0;
   for (const block of blocks) crc = crc32c(block, crc);
+  return String(crc);
+});
+await throughput('raw', `lightwell crc32c (${crc32cImplementation()})`, () => {
+  let crc = 0;
+  for (const block of blocks) crc = lightwellCrc32c(block, crc);
   return String(crc);
 });
 
