@@ -69,6 +69,7 @@ export async function startGateway(options: {
     downloadBlockBytes: DOWNLOAD_BLOCK_BYTES,
     dataDir: paths.root,
     segmentBytesMax: settings.bytes('storage.segment_bytes_max'),
+    directIo: settings.bool('storage.direct_io'),
     deadChunkGraceMs: settings.duration('storage.dead_chunk_grace'),
     logLevel: settings.string('log.level'),
   };

@@ -68,6 +68,11 @@ export const settingSpecs = {
     fallback: '256MiB',
     help: 'segment size before sealing',
   },
+  'storage.direct_io': {
+    kind: 'bool',
+    fallback: 'true',
+    help: 'write large chunks with O_DIRECT, past the page cache, where the file system allows',
+  },
   'storage.chunk_bytes_avg': {
     kind: 'bytes',
     fallback: '1MiB',

@@ -19,7 +19,7 @@ export function crc32c(bytes: Uint8Array, initial = 0): number {
 
 /** Which implementation `crc32c` uses in this thread. */
 export function crc32cImplementation(): Crc32cImplementation {
-  return native() ? 'native' : '@node-rs/crc32';
+  return native()?.crc32c ? 'native' : '@node-rs/crc32';
 }
 
 /** The portable implementation, whichever `crc32c` uses. */

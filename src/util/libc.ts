@@ -3,12 +3,13 @@
 // positional reads that never wait for the disk, and a plain memory copy; from the OpenSSL that
 // Node itself links and exports (for native addons), AES-256-GCM into buffers the caller owns;
 // and from Lightwell's own native library (native/, built with the machine's C compiler by
-// scripts/build-native.mjs), CRC-32C. The only module that touches koffi.
+// scripts/build-native.mjs), CRC-32C and buffer alignment. The only module that touches koffi.
 //
 // Every function here is optional: where libc cannot be reached (not Linux, koffi has no binary
-// for the platform, or a symbol is missing) `libc()` answers undefined, where the library was not
-// built or the CPU lacks its instructions `native()` does, and callers keep their portable path. koffi is therefore loaded on first use, where its failure can be caught, not
-// imported: a static import that failed would stop the process from starting at all.
+// for the platform, or a symbol is missing) `libc()` answers undefined, where Lightwell's library
+// was not built `native()` does, and callers keep their portable path. koffi is therefore loaded
+// on first use, where its failure can be caught, not imported: a static import that failed
+// would stop the process from starting at all.
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
@@ -125,9 +126,12 @@ export function libc(): Libc | undefined {
 export interface Native {
   /**
    * CRC-32C of `bytes`, continuing from `initial` (the CRC of the bytes before them; 0 to
-   * start), as @node-rs/crc32's `crc32c(bytes, initial)` answers it.
+   * start), as @node-rs/crc32's `crc32c(bytes, initial)` answers it. Absent where the CPU lacks
+   * SSE4.2 or PCLMULQDQ.
    */
-  readonly crc32c: (bytes: Uint8Array, initial: number) => number;
+  readonly crc32c?: (bytes: Uint8Array, initial: number) => number;
+  /** The address of the first byte of `bytes` modulo `alignment` (a power of two). */
+  readonly misalignment: (bytes: Uint8Array, alignment: number) => number;
 }
 
 /** Where scripts/build-native.mjs puts the library: dist/native/, beside dist/src/. */
@@ -145,26 +149,35 @@ export function native(): Native | undefined {
   return nativeLoaded;
 }
 
-/**
- * Binds the library at `path`; undefined when it is missing, cannot be loaded, or its CPU check
- * fails (its fast paths need SSE4.2 and PCLMULQDQ).
- */
+/** Binds the library at `path`; undefined when it is missing or cannot be loaded. */
 export function loadNative(
   path: string,
   requireKoffi = (): Koffi => createRequire(import.meta.url)('koffi') as Koffi,
 ): Native | undefined {
   let crc32c: (initial: number, bytes: Uint8Array, length: number) => number;
+  let misalignment: (bytes: Uint8Array, alignment: number) => number;
+  let crc32cSupported: boolean;
   try {
     const library = requireKoffi().load(path);
-    const supported = library.func('int lw_crc32c_supported()') as () => number;
-    if (supported() !== 1) return undefined;
+    crc32cSupported = (library.func('int lw_crc32c_supported()') as () => number)() === 1;
     crc32c = library.func(
       'uint32_t lw_crc32c(uint32_t initial, const uint8_t *bytes, size_t length)',
     ) as typeof crc32c;
+    misalignment = library.func(
+      'uint32_t lw_misalignment(const uint8_t *bytes, uint32_t alignment)',
+    ) as typeof misalignment;
   } catch {
     return undefined;
   }
-  return { crc32c: (bytes, initial) => crc32c(initial, bytes, bytes.length) };
+  return {
+    ...(crc32cSupported
+      ? { crc32c: (bytes: Uint8Array, initial: number) => crc32c(initial, bytes, bytes.length) }
+      : {}),
+    misalignment(bytes, alignment) {
+      assert.ok(alignment > 0 && (alignment & (alignment - 1)) === 0, 'alignment is a power of 2');
+      return misalignment(bytes, alignment);
+    },
+  };
 }
 
 /** Copies from here up go through libc's memmove where it is there; a call costs about 0.2 µs. */

@@ -159,12 +159,13 @@ async function readRecord<T>(
     const record = deps.index().get<ChunkRecord>(DB.chunks, key);
     if (!record) throw NotFound('chunk not found');
     try {
-      const bytes = await deps.reader().read(record);
-      return decode(bytes, {
-        chunkId: input.chunkId,
-        payloadChecksum: record.payloadChecksum,
-        plainLength: input.plainLength,
-      });
+      return await deps.reader().readWith(record, (bytes) =>
+        decode(bytes, {
+          chunkId: input.chunkId,
+          payloadChecksum: record.payloadChecksum,
+          plainLength: input.plainLength,
+        }),
+      );
     } catch (error) {
       // Compaction moved the chunk and deleted the old segment: look it up again, once.
       if (attempt > 0 || errorCode(error) !== 'not_found') throw error;

@@ -21,6 +21,8 @@ export interface WorkerConfig {
   readonly downloadBlockBytes: number;
   readonly dataDir: string;
   readonly segmentBytesMax: number;
+  /** `storage.direct_io`: segments written with O_DIRECT where possible. */
+  readonly directIo: boolean;
   readonly deadChunkGraceMs: number;
   readonly logLevel: string;
 }

@@ -19,6 +19,7 @@ import { SegmentReader } from '../engine/segments/segment-reader.js';
 import type { TenantKeys } from '../engine/chunk-codec.js';
 import { storeChunk, readChunk, readChunkInto, type ChunkStoreDeps } from './chunk-store.js';
 import { toWire } from '../util/errors.js';
+import { native } from '../util/libc.js';
 import type {
   WorkerConfig,
   Task,
@@ -51,6 +52,7 @@ function segmentWriter(): SegmentWriter {
   writer ??= new SegmentWriter({
     segmentsDir: join(config.dataDir, 'segments'),
     segmentBytesMax: config.segmentBytesMax,
+    directIo: config.directIo,
     registry: {
       allocate: async () =>
         (
@@ -64,6 +66,17 @@ function segmentWriter(): SegmentWriter {
     },
   });
   return writer;
+}
+
+/** Records of chunks this large come from the pool's segments, written with O_DIRECT. */
+const DIRECT_READ_BYTES_MIN = 64 * 1024;
+
+function segmentReader(): SegmentReader {
+  const misalignment = config.directIo ? native()?.misalignment : undefined;
+  return new SegmentReader(join(config.dataDir, 'segments'), {
+    cachedFirst: true,
+    ...(misalignment ? { direct: { minBytes: DIRECT_READ_BYTES_MIN, misalignment } } : {}),
+  });
 }
 
 function tenantKeys(material: TenantKeyMaterial): TenantKeys {
@@ -109,8 +122,7 @@ export default async function run(
 const deps: ChunkStoreDeps = {
   index: indexStore,
   writer: segmentWriter,
-  reader: () =>
-    (reader ??= new SegmentReader(join(config.dataDir, 'segments'), { cachedFirst: true })),
+  reader: () => (reader ??= segmentReader()),
   deadChunkGraceMs: config.deadChunkGraceMs,
 };
 

@@ -35,7 +35,7 @@ function cpuHasFastPath(): boolean {
   return / sse4_2( |$)/.test(flags) && / pclmulqdq( |$)/.test(flags);
 }
 
-const fast = native();
+const fast = native()?.crc32c ? native() : undefined;
 
 t.test('the build produced the native library, and crc32c uses it', async (t) => {
   if (!compilerAvailable() || !cpuHasFastPath()) {
@@ -50,7 +50,7 @@ t.test('the build produced the native library, and crc32c uses it', async (t) =>
 t.test('the check value of "123456789"', async (t) => {
   t.equal(crc32c(CHECK_INPUT), CHECK_VALUE, 'crc32c');
   t.equal(crc32cPortable(CHECK_INPUT), CHECK_VALUE, 'portable');
-  if (fast) t.equal(fast.crc32c(CHECK_INPUT, 0), CHECK_VALUE, 'native');
+  if (fast) t.equal(fast.crc32c?.(CHECK_INPUT, 0), CHECK_VALUE, 'native');
   t.equal(crc32c(Buffer.alloc(0)), 0, 'nothing');
   t.equal(crc32c(Buffer.alloc(0), 0x12345678), 0x12345678, 'nothing after something');
 });
@@ -66,7 +66,7 @@ t.test('native and portable agree on lengths around every join', { skip: !fast }
   for (const length of lengths)
     for (let offset = 0; offset < 9; offset++) {
       const view = bytes.subarray(offset, offset + length);
-      if (fast?.crc32c(view, 0) !== nodeRsCrc32c(view)) mismatches += 1;
+      if (fast?.crc32c?.(view, 0) !== nodeRsCrc32c(view)) mismatches += 1;
     }
   t.equal(mismatches, 0, `${lengths.size} lengths at 9 alignments`);
 });
@@ -142,5 +142,5 @@ t.test('the build script', async (t) => {
   const built = run(join(dir, 'c.so'), {});
   t.equal(built.status, 0, built.stderr);
   const loaded = loadNative(join(dir, 'c.so'));
-  if (cpuHasFastPath()) t.equal(loaded?.crc32c(CHECK_INPUT, 0), CHECK_VALUE, 'the new library');
+  if (cpuHasFastPath()) t.equal(loaded?.crc32c?.(CHECK_INPUT, 0), CHECK_VALUE, 'the new library');
 });
