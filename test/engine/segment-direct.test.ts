@@ -113,7 +113,10 @@ t.test('records of any size land where append says', { skip }, async (t) => {
 t.test('full segments roll over, each sealed at its last record', { skip }, async (t) => {
   const dir = tempDir(t);
   const { writer, registry } = directWriter(dir, 3 * MiB);
-  const records = Array.from({ length: 40 }, randomRecord);
+  // 40 records of 150-155 KB: about 6 MB, at least two 3 MiB segments.
+  const records = Array.from({ length: 40 }, (_, index) =>
+    chunkRecord(150_000 + ((index * 7919) % 5000)),
+  );
   const appended: Appended[] = [];
   for (const record of records) appended.push(await writer.append([record]));
   await Promise.all(appended.map((entry) => entry.durable()));
@@ -221,4 +224,20 @@ t.test('a direct reader answers every record, the sealed last one too', { skip }
   );
   const missing = reader.read({ segmentId: 99, offset: SEGMENT_HEADER_SIZE, length: 10 });
   await t.rejects(missing, { code: 'not_found' });
+});
+
+t.test('a direct read the file system refuses is read buffered', { skip }, async (t) => {
+  const dir = tempDir(t);
+  const { writer } = directWriter(dir);
+  const record = chunkRecord(70_000);
+  const entry = await writer.append([record]);
+  await entry.durable();
+  await writer.close();
+  // A wrong alignment makes every direct read fail with EINVAL, as a file system with larger
+  // sectors would.
+  const reader = new SegmentReader(dir, { direct: { minBytes: 1, misalignment: () => 1 } });
+  t.teardown(() => reader.close());
+  const location = { segmentId: entry.segmentId, offset: entry.offset, length: entry.length };
+  t.ok((await reader.read(location)).equals(record), 'the first read falls back');
+  t.ok((await reader.read(location)).equals(record), 'and so do later ones');
 });

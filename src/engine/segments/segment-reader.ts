@@ -81,7 +81,8 @@ export class SegmentReader {
 
   /**
    * Reads a record and answers what `use` makes of its bytes, which are valid only while `use`
-   * runs (a direct read's staging buffer is reused afterwards).
+   * runs (a direct read's staging buffer is reused afterwards): `use` must be synchronous and
+   * must not keep them.
    */
   async readWith<T>(
     location: { segmentId: number; offset: number; length: number },
@@ -94,7 +95,16 @@ export class SegmentReader {
         this.direct && location.length >= this.direct.minBytes
           ? await this.openedDirect(cached, location.segmentId)
           : undefined;
-      if (direct) return await this.readDirect(direct, location, use);
+      if (direct) {
+        try {
+          return await this.readDirect(direct, location, use);
+        } catch (error) {
+          // Some file systems open with O_DIRECT but refuse block-aligned reads (larger
+          // sectors): read buffered from then on.
+          if ((error as NodeJS.ErrnoException).code !== 'EINVAL') throw error;
+          this.directRefused = true;
+        }
+      }
       return use(await this.readBuffered(cached, location));
     } finally {
       cached.readers -= 1;

@@ -3,9 +3,10 @@
 //
 // Workers append records with plain writes and return at once; the engine makes the bytes
 // durable before it commits the manifests that point at them. fdatasync flushes the file's
-// dirty pages whichever process wrote them (the page cache is per inode), so one engine-side
-// sync per segment covers every write that any worker of any gateway completed before it:
-// concurrent commits share one fdatasync per segment, across all gateways.
+// dirty pages whichever process wrote them (the page cache is per inode), and the device's
+// write cache, which is what makes the pool's direct (O_DIRECT) writes durable, so one
+// engine-side sync per segment covers every write that any worker of any gateway completed
+// before it: concurrent commits share one fdatasync per segment, across all gateways.
 //
 // Invariant: `sync(ids)` resolves only after an fdatasync of each segment that *started* after
 // the call, so every write completed before the call is durable.

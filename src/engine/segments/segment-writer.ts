@@ -56,8 +56,9 @@ export interface Appended {
   readonly length: number;
   /**
    * Resolves once the record and every record before it in its segment are written (in the
-   * page cache, not yet synced): from then on an fdatasync of the segment, by any process,
-   * makes all of them durable, and a crash cannot leave a damaged record before this one.
+   * page cache, or with direct I/O in the device, not yet synced): from then on an fdatasync of
+   * the segment, by any process, makes all of them durable (it writes back dirty pages and
+   * flushes the device's cache), and a crash cannot leave a damaged record before this one.
    */
   written(): Promise<void>;
   /** Resolves once the record, and every record before it in its segment, is on disk. */
@@ -513,7 +514,8 @@ export class SegmentWriter {
       throw SegmentIoError(`cannot create segment ${segmentId}`, { segmentId }, { cause: error });
     }
     const direct = this.options.directIo ? await openDirect(path, header) : undefined;
-    if (direct) await handle.close();
+    // The buffered handle served the header; a direct segment goes on with its own.
+    if (direct) await handle.close().catch(() => undefined);
     return new OpenSegment(
       segmentId,
       direct?.handle ?? handle,
@@ -565,7 +567,7 @@ export class SegmentWriter {
       // write-out hint, which holds only the descriptor number: a hint still queued when the
       // number is reused would land on another file (harmless, but not ours to touch).
       await segment.writebackSettled();
-      await plain?.close();
+      await Promise.allSettled([plain?.close()]);
       await segment.handle.close();
     }
   }
