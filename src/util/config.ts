@@ -71,7 +71,7 @@ export const settingSpecs = {
   'storage.direct_io': {
     kind: 'bool',
     fallback: 'true',
-    help: 'write large chunks with O_DIRECT, past the page cache, where the file system allows',
+    help: 'write the pool and compaction segments with O_DIRECT where the file system allows',
   },
   'storage.chunk_bytes_avg': {
     kind: 'bytes',

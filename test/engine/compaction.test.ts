@@ -274,7 +274,17 @@ t.test('the compactor keeps appending to its own open segment across passes', as
     () => undefined,
     { withBytes: false },
   );
-  t.notOk(scan.torn);
+  // Intact up to the last moved record. (With direct I/O an open segment's file goes on in
+  // zero padding up to a block boundary, which a scan stops at like a torn tail.)
+  const movedEnd = Math.max(
+    ...all
+      .filter((_, index) => index % 3 === 0)
+      .map((written) => {
+        const moved = chunk(fx, written);
+        return (moved?.offset ?? 0) + (moved?.length ?? 0);
+      }),
+  );
+  t.equal(scan.validEnd, movedEnd, 'every record up to the last one moved is intact');
   for (const written of all.filter((_, index) => index % 3 === 0)) {
     t.ok(bytesAt(fx, chunk(fx, written))?.equals(written.record), 'moved record reads back');
   }

@@ -80,6 +80,8 @@ export class Compactor {
     this.writer = new SegmentWriter({
       segmentsDir: options.paths.segments,
       segmentBytesMax: settings.bytes('storage.segment_bytes_max'),
+      // Moved records are copies that nothing reads soon: past the page cache, as the pool's.
+      directIo: settings.bool('storage.direct_io'),
       registry: {
         allocate: async () =>
           (await store.transact(() => segmentOps.allocSegment(context, { ownerPid: process.pid })))
