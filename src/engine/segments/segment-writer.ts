@@ -19,10 +19,11 @@
 //   fsynced (which covers every record in it), and the engine records the final size. No record
 //   is appended to a segment once its seal has begun.
 //
-// Direct I/O (`directIo`, the pool workers' segments): records are written with O_DIRECT, from
-// the process's memory straight to the device, instead of being copied into the page cache by
-// the kernel. That copy (into pages it must allocate and later write back) had cost the pool's
-// I/O threads 0.7-0.95 CPU-s per GB stored on the project machine, a fifth of a large PUT's CPU.
+// Direct I/O (`directIo`: the pool workers' and the compactor's segments): records are written
+// with O_DIRECT, from the process's memory straight to the device, instead of being copied into
+// the page cache by the kernel. That copy (into pages it must allocate and later write back)
+// had cost the pool's I/O threads 0.7-0.95 CPU-s per GB stored on the project machine, a fifth
+// of a large PUT's CPU.
 // Direct writes must start and end on block boundaries and come from aligned memory, so a
 // write group is copied into an aligned staging buffer, after the bytes of the segment's last
 // partial block (kept in `tail`; they are written again, unchanged) and before zero padding to
