@@ -22,6 +22,7 @@ import {
 } from '../engine/chunk-codec.js';
 import { createMultiHasher, type ChecksumAlg } from '../engine/checksums.js';
 import { NotFound, errorCode } from '../util/errors.js';
+import { BufferPool } from '../util/buffer-pool.js';
 import type { StoreResult } from './protocol.js';
 
 export interface ChunkStoreDeps {
@@ -71,32 +72,16 @@ export async function storeChunk(
 }
 
 /**
- * The payload buffers of this thread, reused from one record to the next: a fresh buffer per
- * record cost page faults, a zero fill and garbage-collection work for every byte stored.
- * A thread stores at most a few chunks at once (two pool tasks per worker), so at most
- * KEPT_MAX buffers are kept, the largest ones, each as large as the largest chunk it served.
+ * The payload buffers of this thread, reused from one record to the next (see BufferPool).
+ * A thread stores at most a few chunks at once (two pool tasks per worker), so at most two
+ * buffers are kept, the largest ones, each as large as the largest chunk it served. Sizes are
+ * rounded up so that chunks of similar sizes share buffers: to 64 KiB for large chunks, 4 KiB
+ * for the small ones the gateway thread stores itself, many at a time.
  */
-class PayloadBuffers {
-  private static readonly KEPT_MAX = 2;
-  private readonly kept: Buffer[] = [];
-
-  take(bytes: number): Buffer {
-    const fit = this.kept.findIndex((buffer) => buffer.length >= bytes);
-    if (fit >= 0) return this.kept.splice(fit, 1)[0] as Buffer;
-    // Rounded up so that chunks of similar sizes share buffers: to 64 KiB for large chunks,
-    // 4 KiB for the small ones the gateway thread stores itself, many at a time.
-    const granule = bytes > 64 * 1024 ? 64 * 1024 : 4096;
-    return Buffer.allocUnsafeSlow(Math.ceil(bytes / granule) * granule);
-  }
-
-  give(buffer: Buffer): void {
-    this.kept.push(buffer);
-    this.kept.sort((a, b) => b.length - a.length);
-    this.kept.length = Math.min(this.kept.length, PayloadBuffers.KEPT_MAX);
-  }
-}
-
-const payloadBuffers = new PayloadBuffers();
+const payloadBuffers = new BufferPool(2, (bytes) => {
+  const granule = bytes > 64 * 1024 ? 64 * 1024 : 4096;
+  return Buffer.allocUnsafeSlow(Math.ceil(bytes / granule) * granule);
+});
 
 function withChecksums(
   result: StoreResult,

@@ -26,6 +26,8 @@ import { join } from 'node:path';
 import { segmentFileName } from '../../format/segment-header.js';
 import { NotFound, SegmentIoError } from '../../util/errors.js';
 import { libc, type Libc } from '../../util/libc.js';
+import { alignedBuffer, BufferPool } from '../../util/buffer-pool.js';
+import { alignUp, DIRECT_IO_ALIGNMENT } from './segment-writer.js';
 
 const HANDLES_MAX = 64;
 const CACHED_BYTES_PER_TURN = 1024 * 1024;
@@ -53,8 +55,6 @@ export interface SegmentReaderOptions {
   };
 }
 
-/** Alignment of direct reads: file offsets, lengths and buffer addresses. */
-const DIRECT_ALIGNMENT = 4096;
 /** Staging buffers kept for reuse: a worker runs two tasks at once. */
 const STAGING_KEPT_MAX = 2;
 
@@ -64,17 +64,23 @@ export class SegmentReader {
   private readonly readCached: Libc['readCached'] | undefined;
   /** Bytes copied from the page cache in this turn of the event loop. */
   private cachedThisTurn = 0;
-  private readonly direct: SegmentReaderOptions['direct'];
+  /** Direct reads: the smallest record read so, and the aligned staging buffers. */
+  private readonly direct: { readonly minBytes: number; readonly staging: BufferPool } | undefined;
   /** The file system refused O_DIRECT once: every read is buffered from then on. */
   private directRefused = false;
-  private readonly staging: Buffer[] = [];
 
   constructor(
     private readonly segmentsDir: string,
     options: SegmentReaderOptions = {},
   ) {
     this.readCached = options.cachedFirst ? (options.readCached ?? libc()?.readCached) : undefined;
-    this.direct = options.direct;
+    const direct = options.direct;
+    this.direct = direct && {
+      minBytes: direct.minBytes,
+      staging: new BufferPool(STAGING_KEPT_MAX, (bytes) =>
+        alignedBuffer(bytes, DIRECT_IO_ALIGNMENT, direct.misalignment),
+      ),
+    };
     this.sweeper = setInterval(() => this.closeIdle(), IDLE_CLOSE_MS);
     this.sweeper.unref();
   }
@@ -92,12 +98,11 @@ export class SegmentReader {
     cached.readers += 1;
     try {
       const direct =
-        this.direct && location.length >= this.direct.minBytes
-          ? await this.openedDirect(cached, location.segmentId)
-          : undefined;
-      if (direct) {
+        this.direct && location.length >= this.direct.minBytes ? this.direct : undefined;
+      const handle = direct && (await this.openedDirect(cached, location.segmentId));
+      if (direct && handle) {
         try {
-          return await this.readDirect(direct, location, use);
+          return await this.readDirect(handle, direct.staging, location, use);
         } catch (error) {
           // Some file systems open with O_DIRECT but refuse block-aligned reads (larger
           // sectors): read buffered from then on.
@@ -121,42 +126,28 @@ export class SegmentReader {
 
   private async readDirect<T>(
     handle: FileHandle,
+    staging: BufferPool,
     location: { segmentId: number; offset: number; length: number },
     use: (bytes: Buffer) => T,
   ): Promise<T> {
-    const start = location.offset - (location.offset % DIRECT_ALIGNMENT);
+    const start = location.offset - (location.offset % DIRECT_IO_ALIGNMENT);
     const end = location.offset + location.length;
-    const span = Math.ceil((end - start) / DIRECT_ALIGNMENT) * DIRECT_ALIGNMENT;
-    const staging = this.takeStaging(span);
+    const span = alignUp(end - start);
+    const buffer = staging.take(span);
     try {
       let filled = 0;
       // The last block of a sealed segment may be short: the read stops at the file's end.
       while (start + filled < end) {
-        const bytesRead = await readAt(handle.fd, staging, filled, span - filled, start + filled);
+        const bytesRead = await readAt(handle.fd, buffer, filled, span - filled, start + filled);
         if (bytesRead === 0)
           throw SegmentIoError(`segment ${location.segmentId} ends before ${end}`);
         filled += bytesRead;
       }
       const from = location.offset - start;
-      return use(staging.subarray(from, from + location.length));
+      return use(buffer.subarray(from, from + location.length));
     } finally {
-      this.giveStaging(staging);
+      staging.give(buffer);
     }
-  }
-
-  private takeStaging(bytes: number): Buffer {
-    const fit = this.staging.findIndex((buffer) => buffer.length >= bytes);
-    if (fit >= 0) return this.staging.splice(fit, 1)[0] as Buffer;
-    const misalignment = (this.direct as NonNullable<SegmentReaderOptions['direct']>).misalignment;
-    const memory = Buffer.allocUnsafeSlow(bytes + DIRECT_ALIGNMENT);
-    const skip = (DIRECT_ALIGNMENT - misalignment(memory, DIRECT_ALIGNMENT)) % DIRECT_ALIGNMENT;
-    return memory.subarray(skip, skip + bytes);
-  }
-
-  private giveStaging(buffer: Buffer): void {
-    this.staging.push(buffer);
-    this.staging.sort((a, b) => b.length - a.length);
-    this.staging.length = Math.min(this.staging.length, STAGING_KEPT_MAX);
   }
 
   /** The O_DIRECT handle of the segment; undefined where the file system refuses it. */

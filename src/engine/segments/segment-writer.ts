@@ -45,6 +45,7 @@ import {
 import { encodeSealFooter } from '../../format/seal-footer.js';
 import { SegmentIoError } from '../../util/errors.js';
 import { libc, native } from '../../util/libc.js';
+import { alignedBuffer } from '../../util/buffer-pool.js';
 
 export interface SegmentRegistry {
   allocate(): Promise<number>;
@@ -145,15 +146,13 @@ class DirectWrites {
   private stagingFor(length: number): Buffer {
     if (this.staging && this.staging.length >= length) return this.staging;
     const size = Math.ceil(length / STAGING_GRANULE_BYTES) * STAGING_GRANULE_BYTES;
-    const memory = Buffer.allocUnsafeSlow(size + DIRECT_IO_ALIGNMENT);
-    const skip =
-      (DIRECT_IO_ALIGNMENT - this.misalignment(memory, DIRECT_IO_ALIGNMENT)) % DIRECT_IO_ALIGNMENT;
-    this.staging = memory.subarray(skip, skip + size);
+    this.staging = alignedBuffer(size, DIRECT_IO_ALIGNMENT, this.misalignment);
     return this.staging;
   }
 }
 
-function alignUp(bytes: number): number {
+/** `bytes` rounded up to a whole number of direct-I/O blocks. */
+export function alignUp(bytes: number): number {
   return Math.ceil(bytes / DIRECT_IO_ALIGNMENT) * DIRECT_IO_ALIGNMENT;
 }
 

@@ -1,0 +1,45 @@
+// Buffers a thread reuses from one task to the next, and buffers aligned for direct I/O.
+//
+// A fresh buffer per record costs page faults, a fill and garbage-collection work for every byte
+// stored or read; a thread has at most a few tasks in flight, so a small pool of the largest
+// buffers it needed serves them all.
+
+/**
+ * Keeps at most `keptMax` buffers, the largest ones given back; `take` answers a kept one that
+ * is large enough, or a new one from `allocate`.
+ */
+export class BufferPool {
+  private readonly kept: Buffer[] = [];
+
+  constructor(
+    private readonly keptMax: number,
+    private readonly allocate: (bytes: number) => Buffer,
+  ) {}
+
+  take(bytes: number): Buffer {
+    const fit = this.kept.findIndex((buffer) => buffer.length >= bytes);
+    if (fit >= 0) return this.kept.splice(fit, 1)[0] as Buffer;
+    return this.allocate(bytes);
+  }
+
+  give(buffer: Buffer): void {
+    this.kept.push(buffer);
+    this.kept.sort((a, b) => b.length - a.length);
+    this.kept.length = Math.min(this.kept.length, this.keptMax);
+  }
+}
+
+/**
+ * A buffer of `bytes` whose first byte lies on an `alignment` boundary (a power of two), as
+ * O_DIRECT wants: allocated `alignment` bytes larger, and cut where `misalignment` (the native
+ * library's; JavaScript cannot see addresses) says the boundary is.
+ */
+export function alignedBuffer(
+  bytes: number,
+  alignment: number,
+  misalignment: (bytes: Uint8Array, alignment: number) => number,
+): Buffer {
+  const memory = Buffer.allocUnsafeSlow(bytes + alignment);
+  const skip = (alignment - misalignment(memory, alignment)) % alignment;
+  return memory.subarray(skip, skip + bytes);
+}
