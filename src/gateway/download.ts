@@ -21,7 +21,15 @@ import { readChunk, type ChunkStoreDeps } from '../workers/chunk-store.js';
 import { INLINE_CHUNK_BYTES_MAX, tenantKeysOf } from './upload.js';
 import type { BodyArena } from './body-arena.js';
 
+/** Pieces a download reads ahead of its socket whatever else the gateway serves. */
 const READ_AHEAD_CHUNKS = 6;
+/**
+ * Pieces it may read ahead while the download arena stays at least half free after the read's
+ * blocks are taken: one or two downloads go deeper, which pays because direct reads get no
+ * read-ahead from the kernel, and many downloads share the arena at READ_AHEAD_CHUNKS each
+ * (8 × 6 chunks of about 1 MiB fill the default 64 MiB).
+ */
+const READ_AHEAD_CHUNKS_DEEP = 16;
 
 export interface ByteRange {
   readonly start: number;
@@ -90,14 +98,18 @@ export async function sendObject(
   }
   const pieces = coveringChunks(version, start, end);
   // Reads ahead of the socket, by piece index; each is dropped once written, so a download
-  // holds at most READ_AHEAD_CHUNKS pieces, whatever the object's size. A read that finds too
-  // few free blocks waits for this download's own earlier pieces to give theirs back, unless
-  // none is in flight: then (`mayTransfer`) it is answered as a transferred buffer.
+  // holds at most READ_AHEAD_CHUNKS_DEEP pieces, whatever the object's size. A read that finds
+  // too few free blocks waits for this download's own earlier pieces to give theirs back,
+  // unless none is in flight: then (`mayTransfer`) it is answered as a transferred buffer.
   const reads: Array<Promise<ReadPiece> | undefined> = [];
   const readAhead = (next: number, mayTransfer: boolean): void => {
-    while (reads.length < Math.min(pieces.length, next + READ_AHEAD_CHUNKS)) {
+    while (reads.length < Math.min(pieces.length, next + READ_AHEAD_CHUNKS_DEEP)) {
       const piece = pieces[reads.length] as Piece;
-      const read = readOne(services, input.keys, piece, mayTransfer && reads.length === next);
+      const deep = reads.length >= next + READ_AHEAD_CHUNKS;
+      const read = readOne(services, input.keys, piece, {
+        mayTransfer: mayTransfer && reads.length === next,
+        deep,
+      });
       if (read === undefined) return;
       read.catch(() => undefined);
       reads.push(read);
@@ -140,19 +152,25 @@ export async function sendObject(
 
 /**
  * Reads one piece: on this thread if small, else by the pool, into arena blocks if enough are
- * free, else as a transferred buffer if `mayTransfer`; else answers undefined (read later).
+ * free, else as a transferred buffer if `mayTransfer`; else answers undefined (read later). A
+ * `deep` read (beyond READ_AHEAD_CHUNKS) is made only into blocks, and only while the arena
+ * keeps half of its blocks free.
  */
 function readOne(
   services: DownloadServices,
   keys: TenantKeyMaterial,
   piece: Piece,
-  mayTransfer: boolean,
+  how: { mayTransfer: boolean; deep: boolean },
 ): Promise<ReadPiece> | undefined {
-  if (piece.plainLength <= INLINE_CHUNK_BYTES_MAX) return readInline(services, keys, piece);
+  const inline = piece.plainLength <= INLINE_CHUNK_BYTES_MAX;
   const { arena } = services;
   const blockCount = Math.ceil(piece.plainLength / arena.blockBytes);
+  if (how.deep && (inline || arena.available - blockCount < arena.blockCount / 2)) {
+    return undefined;
+  }
+  if (inline) return readInline(services, keys, piece);
   const blocks = blockCount <= arena.blockCount ? arena.tryTakeMany(blockCount) : undefined;
-  if (blocks === undefined && !mayTransfer) return undefined;
+  if (blocks === undefined && !how.mayTransfer) return undefined;
   return readPooled(services, keys, piece, blocks);
 }
 

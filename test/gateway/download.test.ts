@@ -3,10 +3,12 @@
 // blocks while it has reads in flight, and transfers only when it has none (so a full arena
 // never stalls a download); every block goes back to the arena: after a complete response,
 // after the client went away with reads still in flight, and after a read failed; blocks a read
-// did not fill are never sent.
-// Method: `sendObject` with a real BodyArena of 64 KiB blocks (two, or room for every read), a pool stand-in that fills
-// the named blocks (or answers an ArrayBuffer) as the worker does, and a recording uWS response
-// that copies what it is given (uWS sends or copies before `tryEnd` returns).
+// did not fill are never sent; a download reads 6 pieces ahead, and up to 16 while the arena
+// stays half free.
+// Method: `sendObject` with a real BodyArena of 64 KiB blocks (two, or room for every read), a
+// pool stand-in that fills the named blocks (or answers an ArrayBuffer) as the worker does and
+// counts reads in flight, and a recording uWS response that copies what it is given (uWS sends
+// or copies before `tryEnd` returns).
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
 import type { Piscina } from 'piscina';
@@ -34,6 +36,8 @@ interface Fixture {
   readonly blocksUsed: number[];
   /** Reads answered with an ArrayBuffer. */
   transferred: number;
+  /** Most pool reads in flight at once. */
+  inFlightMax: number;
 }
 
 /** An object of chunks of these sizes (all above the inline limit), and a pool that reads them. */
@@ -47,10 +51,13 @@ function fixture(
     chunks.map((chunk, index) => [chunk.id.toString('hex'), { ...chunk, index }]),
   );
   const used: number[] = [];
-  const fixtureState = { transferred: 0 };
+  const fixtureState = { transferred: 0, inFlight: 0, inFlightMax: 0 };
   const pool = {
     run: async (task: ReadTask) => {
+      fixtureState.inFlight += 1;
+      fixtureState.inFlightMax = Math.max(fixtureState.inFlightMax, fixtureState.inFlight);
       await new Promise((resolve) => setTimeout(resolve, options.delayMs ?? 0));
+      fixtureState.inFlight -= 1;
       const chunk = byId.get(Buffer.from(task.chunkId).toString('hex'));
       if (!chunk) throw new TypeError('unknown chunk');
       if (chunk.index === options.failChunk) {
@@ -84,6 +91,9 @@ function fixture(
     blocksUsed: used,
     get transferred() {
       return fixtureState.transferred;
+    },
+    get inFlightMax() {
+      return fixtureState.inFlightMax;
     },
   };
 }
@@ -195,4 +205,23 @@ t.test('blocks a read did not fill are never sent', async (t) => {
   t.equal(client.body().length, 90 * 1024, 'only the first chunk went out');
   await settle();
   t.equal(f.arena.available, 8);
+});
+
+t.test('a download reads deeper ahead while the arena stays half free', async (t) => {
+  // 90 KiB chunks take two blocks each. Six reads always; more while, after taking its blocks,
+  // a read leaves at least half of the arena free; never more than sixteen.
+  const cases = [
+    { blocks: 64, expected: 16 }, // 16 reads leave 32 of 64 free
+    { blocks: 40, expected: 10 }, // the 11th would leave 18 of 40
+    { blocks: 16, expected: 6 }, // six hold 12 of 16
+  ];
+  for (const { blocks, expected } of cases) {
+    const f = fixture(new Array<number>(24).fill(90 * 1024), { delayMs: 20, blocks });
+    const client = recordingExchange();
+    await send(f, client);
+    t.ok(client.body().equals(f.body), `${blocks} blocks: the whole body`);
+    t.equal(f.inFlightMax, expected, `${blocks} blocks: ${expected} reads in flight at most`);
+    t.equal(f.transferred, 0, `${blocks} blocks: every read went through the arena`);
+    t.equal(f.arena.available, blocks, `${blocks} blocks: every block is back`);
+  }
 });
