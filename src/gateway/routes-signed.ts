@@ -410,7 +410,7 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
     checkQuotaIn(store, principal.tenant.id, contentLength, 0);
     const idempotency = idempotencyOf(
       exchange,
-      { expected, contentLength, metadata, contentType },
+      { objectKey: key, expected, contentLength, metadata, contentType },
       payload.ik ?? sentKey,
     );
     const version = await storeObject(kit, exchange, {

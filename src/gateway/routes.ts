@@ -310,6 +310,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
         const contentType = exchange.header('content-type') ?? 'application/octet-stream';
         checkQuotaIn(store, principal.tenant.id, contentLength, 0);
         const idempotency = idempotencyOf(exchange, {
+          objectKey: key,
           expected,
           contentLength,
           metadata,
@@ -525,6 +526,8 @@ const IDEMPOTENCY_KEY_CHARS_MAX = 255;
 export function idempotencyOf(
   exchange: Exchange,
   bound: {
+    /** The object key: a key replayed for another object is a reuse, never a replay. */
+    objectKey: string;
     expected: Map<ChecksumAlg, Buffer>;
     contentLength: number;
     metadata: Record<string, string>;
@@ -548,7 +551,7 @@ export function idempotencyOf(
     .sort();
   const metadata = Object.entries(bound.metadata).sort();
   const fingerprint = createHash('sha256')
-    .update(JSON.stringify([checksums, bound.contentLength, metadata]))
+    .update(JSON.stringify([bound.objectKey, checksums, bound.contentLength, metadata]))
     .digest('hex');
   return { key, fingerprint };
 }

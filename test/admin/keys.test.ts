@@ -112,6 +112,9 @@ t.test('accounts and keys', async (t) => {
     t.notOk('secretKey' in keys[0]!, 'a list never shows a secret');
     t.notOk(JSON.stringify(answer.json).includes(secretKey));
     t.equal((await mintBearer(service, accessKeyId, secretKey)).status, 200, 'the key works');
+    t.equal((await mintBearer(service, accessKeyId, 'wrong')).status, 401, 'a wrong secret');
+    t.equal((await mintBearer(service, '', secretKey)).status, 401, 'an empty key id');
+    t.equal((await mintBearer(service, '', '')).status, 401, 'empty id and secret');
 
     answer = await call(service, 'POST', '/tenants/acme/keys', {
       token: operator,

@@ -2,7 +2,8 @@
 // and scanRaw, the copy-free range scan of listings.
 // It must hand out the stored value, frozen; a record changed by another process (a new
 // commit) is decoded again; a removed record reads as absent; equal records under different
-// keys or databases stay apart.
+// keys or databases stay apart. An empty key (a client can send one, say an empty access key
+// id) is simply absent, for get, getShared and has alike, where LMDB itself throws.
 // Method: a writer store and a read-only store on one temporary directory, as the engine and a
 // gateway have them.
 import t from 'tap';
@@ -60,6 +61,18 @@ t.test('getShared follows commits and hands out frozen values', async (t) => {
   await writer.transact(() => writer.remove(DB.tenants, key));
   reader.refresh();
   t.equal(reader.getShared(DB.tenants, key), undefined, 'a removed record is gone');
+});
+
+t.test('an empty key finds nothing instead of throwing', async (t) => {
+  const { writer, reader } = openPair(t);
+  await writer.transact(() => writer.put(DB.accessKeys, Buffer.from('k'), { id: 'k' }));
+  reader.refresh();
+  for (const store of [writer, reader]) {
+    t.equal(store.get(DB.accessKeys, Buffer.alloc(0)), undefined, 'get');
+    t.equal(store.getShared(DB.accessKeys, Buffer.alloc(0)), undefined, 'getShared');
+    t.equal(store.has(DB.accessKeys, Buffer.alloc(0)), false, 'has');
+  }
+  t.same(reader.get(DB.accessKeys, Buffer.from('k')), { id: 'k' }, 'a real key still reads');
 });
 
 t.test('scanRaw visits what range visits, in place', async (t) => {

@@ -326,6 +326,10 @@ t.test('data-plane API', async (t) => {
     });
     t.equal(response.status, 422);
     t.equal((response.json as Problem).code, 'idempotency_key_reused');
+    response = await client.put('idem', 'k-elsewhere', body, headers);
+    t.equal(response.status, 422, 'the same key and body for another object is a reuse');
+    t.equal((response.json as Problem).code, 'idempotency_key_reused');
+    t.equal((await client.get('idem', 'k-elsewhere')).status, 404, 'and stores nothing');
     response = await client.put('idem', 'k2', other, {
       'Idempotency-Key': 'op-2',
       'X-Service-Checksum-SHA256': sha256(body),

@@ -190,7 +190,9 @@ export class IndexStore {
 
   /* eslint-disable @typescript-eslint/no-unnecessary-type-parameters -- T is the record type of
      the database `name`, which only the caller knows */
+  /** The record under `key`; undefined when there is none (an empty key never has one). */
   get<T>(name: DbName, key: Buffer): T | undefined {
+    if (key.length === 0) return undefined; // LMDB throws on empty keys; clients can send them
     const raw = this.db(name).getBinary(key);
     return raw === undefined ? undefined : (decodeValue(raw).value as T);
   }
@@ -202,6 +204,7 @@ export class IndexStore {
    */
   getShared<T>(name: DbName, key: Buffer): T | undefined {
     const db = this.db(name);
+    if (key.length === 0) return undefined;
     const fast = db.getBinaryFast(key);
     const cacheKey = `${name}\0${key.toString('latin1')}`;
     if (fast === undefined) {
@@ -221,7 +224,7 @@ export class IndexStore {
   /* eslint-enable @typescript-eslint/no-unnecessary-type-parameters */
 
   has(name: DbName, key: Buffer): boolean {
-    return this.db(name).getBinary(key) !== undefined;
+    return key.length > 0 && this.db(name).getBinary(key) !== undefined;
   }
 
   *range<T>(name: DbName, options: RangeOptions): Generator<Entry<T>> {
