@@ -137,22 +137,23 @@ export const accountSchema = obj({ id: str, tenantId: str, name: str, createdAt:
   'tenantId',
   'createdAt',
 ]);
-export const keySchema = obj(
-  {
-    accessKeyId: str,
-    tenantId: str,
-    accountId: str,
-    scopes: str,
-    externalRef: str,
-    state: { type: 'string', enum: ['active', 'revoked', 'expired'] },
-    createdAt: time,
-    expiresAt: time,
-    rotatedAt: time,
-    revokedAt: time,
-    secretKey: { type: 'string', description: 'only in create and rotate responses, exactly once' },
-  },
-  ['accessKeyId', 'tenantId', 'accountId', 'scopes', 'state', 'createdAt'],
-);
+const keyProperties = {
+  accessKeyId: str,
+  tenantId: str,
+  accountId: str,
+  scopes: str,
+  externalRef: str,
+  state: { type: 'string', enum: ['active', 'revoked', 'expired'] },
+  createdAt: time,
+  expiresAt: time,
+  rotatedAt: time,
+  revokedAt: time,
+  secretKey: { type: 'string', description: 'only in create and rotate responses, exactly once' },
+};
+const keyRequired = ['accessKeyId', 'tenantId', 'accountId', 'scopes', 'state', 'createdAt'];
+export const keySchema = obj(keyProperties, keyRequired);
+/** A key as create and rotate answer it: with its secret, shown this once. */
+export const keyWithSecretSchema = obj(keyProperties, [...keyRequired, 'secretKey']);
 export const quotaSchema = obj(
   { tenantId: str, maxBytes: int, maxObjects: int, usedBytes: int, usedObjects: int },
   ['tenantId', 'usedBytes', 'usedObjects'],

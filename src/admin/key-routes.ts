@@ -34,6 +34,7 @@ import {
   keyJson,
   accountSchema,
   keySchema,
+  keyWithSecretSchema,
   dryRunSchema,
   problems,
   str,
@@ -83,7 +84,11 @@ export function keyRoutes(services: AdminServices): Route<Handler>[] {
         query: dryRunQuery,
         requestBody: {
           contentType: 'application/json',
-          schema: { type: 'object', required: ['id'], properties: { id: str, name: str } },
+          schema: {
+            type: 'object',
+            required: ['id'],
+            properties: { id: { type: 'string', pattern: '^[a-z0-9-]{3,63}$' }, name: str },
+          },
         },
         responses: {
           201: { description: 'created', schema: accountSchema },
@@ -198,7 +203,7 @@ function createKeyRoute(services: AdminServices): Route<Handler> {
       query: dryRunQuery,
       requestBody: { contentType: 'application/json', schema: createKeyBody },
       responses: {
-        201: { description: 'created, with secretKey', schema: keySchema },
+        201: { description: 'created, with secretKey', schema: keyWithSecretSchema },
         200: { description: 'dry run', schema: dryRunSchema },
         ...problems(400, 404, 409),
       },
@@ -256,7 +261,7 @@ function rotateKeyRoute(services: AdminServices): Route<Handler> {
       responses: {
         200: {
           description: 'rotated, with the new secretKey (or the dry-run answer)',
-          schema: { oneOf: [keySchema, dryRunSchema] },
+          schema: { oneOf: [keyWithSecretSchema, dryRunSchema] },
         },
         ...problems(400, 404, 409),
       },
@@ -308,7 +313,7 @@ function revokeKeyRoute(services: AdminServices): Route<Handler> {
       responses: {
         200: {
           description: 'the revoked key (or the dry-run answer)',
-          schema: { oneOf: [keySchema, dryRunSchema] },
+          schema: { oneOf: [keyWithSecretSchema, dryRunSchema] },
         },
         ...problems(400, 404),
       },

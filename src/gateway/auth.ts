@@ -26,6 +26,7 @@ const VERIFIED_TOKENS_MAX = 10_000;
 import { parseScopes, allows, type Scope, type ScopeRequest } from '../security/scopes.js';
 import { constantTimeEqual } from '../security/access-keys.js';
 import { Unauthorized, Forbidden } from '../util/errors.js';
+import { BASIC_CHALLENGE } from '../http/exchange.js';
 import type { TenantKeyMaterial } from '../workers/protocol.js';
 
 export interface Principal {
@@ -94,7 +95,8 @@ export class Authenticator {
         `access-key:${key.accessKeyId}`,
       ).toString();
     const matches = constantTimeEqual(expected, secretKey);
-    if (!key || !matches) throw Unauthorized('invalid access key id or secret');
+    if (!key || !matches)
+      throw Unauthorized('invalid access key id or secret', { challenge: BASIC_CHALLENGE });
     return { key: this.liveKey(accessKeyId), tenant: this.liveTenant(key.tenantId) };
   }
 

@@ -154,7 +154,11 @@ export const listObjects: RouteDoc = {
 export const putObject: RouteDoc = {
   summary: 'Streaming upload',
   auth: 'bearer',
-  headers: objectHeaders,
+  headers: {
+    ...objectHeaders,
+    'Idempotency-Key':
+      'makes the PUT replay-safe (needs an X-Service-Checksum-* header); bound to the object key, checksums, length and metadata',
+  },
   requestBody: {
     contentType: 'application/octet-stream',
     schema: { type: 'string', format: 'binary' },
@@ -162,15 +166,19 @@ export const putObject: RouteDoc = {
   responses: { 200: { description: 'stored durably', schema: objectSchema } },
 };
 
+const readHeaders = {
+  Range: 'bytes=a-b, a- or -n',
+  'If-Match': 'read only if the ETag matches (else 412)',
+  'If-Unmodified-Since': 'read only if not modified since (else 412)',
+  'If-None-Match': 'conditional read (304 when it matches)',
+  'If-Modified-Since': 'conditional read (304 when not modified)',
+};
+
 export const getObject: RouteDoc = {
   summary: 'Streaming download; single Range supported',
   auth: 'bearer',
   query: { versionId: str },
-  headers: {
-    Range: 'bytes=a-b, a- or -n',
-    'If-None-Match': 'conditional read',
-    'If-Modified-Since': 'conditional read',
-  },
+  headers: readHeaders,
   responses: {
     200: { description: 'the object', contentType: 'application/octet-stream' },
     206: { description: 'the range', contentType: 'application/octet-stream' },
@@ -182,12 +190,18 @@ export const headObject: RouteDoc = {
   summary: 'Object metadata as headers',
   auth: 'bearer',
   query: { versionId: str },
-  responses: { 200: { description: 'metadata headers' } },
+  headers: readHeaders,
+  responses: {
+    200: { description: 'metadata headers' },
+    206: { description: 'metadata headers of the range' },
+    304: { description: 'not modified' },
+  },
 };
 export const deleteObject: RouteDoc = {
   summary: 'Delete an object (a delete marker in a versioned bucket)',
   auth: 'bearer',
   query: { versionId: str },
+  headers: { 'If-Match': 'delete only if the ETag (of the version, with versionId) matches' },
   responses: { 204: { description: 'deleted' } },
 };
 export const openapi: RouteDoc = {

@@ -61,6 +61,18 @@ const configsSchema: JsonSchema = {
     configs: { type: 'array', maxItems: NOTIFICATION_CONFIGS_MAX, items: configSchema },
   },
 };
+/** What a PUT sends: `id` and `type` may be left out (generated, and webhook). */
+const configsRequestSchema: JsonSchema = {
+  type: 'object',
+  required: ['configs'],
+  properties: {
+    configs: {
+      type: 'array',
+      maxItems: NOTIFICATION_CONFIGS_MAX,
+      items: { ...configSchema, required: ['url', 'events'] },
+    },
+  },
+};
 const statusSchema: JsonSchema = {
   type: 'object',
   required: ['pending', 'delivered', 'failedAttempts', 'discarded', 'targets'],
@@ -127,7 +139,7 @@ export function notificationRoutes(kit: RouteKit): Route<Handler>[] {
       doc: doc(
         'Replace the notification configs; an empty list clears them',
         { 200: { description: 'configs, with signingSecret for new ids', schema: configsSchema } },
-        { requestBody: { contentType: 'application/json', schema: configsSchema } },
+        { requestBody: { contentType: 'application/json', schema: configsRequestSchema } },
       ),
       handler: async (exchange, params) => {
         const { principal, bucket } = adminBucket(exchange, params);

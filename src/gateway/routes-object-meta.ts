@@ -60,6 +60,12 @@ const versioningSchema: JsonSchema = {
   required: ['status'],
   properties: { status: { type: 'string', enum: ['Enabled', 'Suspended', 'Unversioned'] } },
 };
+/** A bucket can be versioned or suspended, never made unversioned again (as in S3). */
+const versioningRequestSchema: JsonSchema = {
+  type: 'object',
+  required: ['status'],
+  properties: { status: { type: 'string', enum: ['Enabled', 'Suspended'] } },
+};
 const versionQuery = { versionId: str };
 const doc = (
   summary: string,
@@ -138,7 +144,7 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
       doc: doc(
         'Set the versioning state (Enabled or Suspended)',
         { 200: { description: 'state', schema: versioningSchema } },
-        { requestBody: json(versioningSchema) },
+        { requestBody: json(versioningRequestSchema) },
       ),
       handler: async (exchange, params) => {
         const principal = bearer(exchange);

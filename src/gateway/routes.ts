@@ -19,7 +19,7 @@ import {
   type BucketRecord,
   type ObjectVersionRecord,
 } from '../engine/index/schema.js';
-import { findVersionIn } from '../engine/ops/objects.js';
+import { etagListMatches, findVersionIn } from '../engine/ops/objects.js';
 import { receiveBody, type UploadServices } from './upload.js';
 import { auditRowOf } from '../http/audit.js';
 import { sendObject, parseRange, type DownloadServices } from './download.js';
@@ -41,6 +41,7 @@ import {
   RateLimited,
   TlsRequired,
   LengthRequired,
+  PreconditionFailed,
   errorCode,
 } from '../util/errors.js';
 import { checkQuotaIn } from '../engine/ops/quota.js';
@@ -365,6 +366,8 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
         };
         const versionId = exchange.query.get('versionId');
         if (versionId !== null) args['versionId'] = versionId;
+        const ifMatch = exchange.header('if-match');
+        if (ifMatch !== undefined) args['ifMatch'] = ifMatch;
         const result = await mutate<{ versionId?: string; deleteMarker?: boolean }>(
           exchange,
           'deleteObject',
@@ -593,22 +596,32 @@ export function parseMetadata(exchange: Exchange): Record<string, string> {
   return metadata;
 }
 
+/**
+ * The preconditions of a GET or HEAD, in the order of RFC 9110 §13.2.2: If-Match, else
+ * If-Unmodified-Since, refuse with 412 (thrown); If-None-Match, else If-Modified-Since, answer
+ * 304 (returned). Dates that do not parse are ignored, as the RFC says.
+ */
 export function conditionalRead(
   exchange: Exchange,
   version: ObjectVersionRecord,
 ): number | undefined {
+  const lastModifiedSecond = Math.floor(version.lastModified / 1000) * 1000;
+  const ifMatch = exchange.header('if-match');
+  if (ifMatch !== undefined) {
+    if (!(ifMatch.trim() === '*' || etagListMatches(ifMatch, version.etag)))
+      throw PreconditionFailed('If-Match: the object does not match');
+  } else {
+    const unmodifiedSince = Date.parse(exchange.header('if-unmodified-since') ?? '');
+    if (!Number.isNaN(unmodifiedSince) && lastModifiedSecond > unmodifiedSince)
+      throw PreconditionFailed('If-Unmodified-Since: the object was modified since');
+  }
   const ifNoneMatch = exchange.header('if-none-match');
   if (ifNoneMatch !== undefined) {
-    const matches =
-      ifNoneMatch.trim() === '*' ||
-      ifNoneMatch.split(',').some((tag) => tag.trim().replace(/^W\//, '') === version.etag);
+    const matches = ifNoneMatch.trim() === '*' || etagListMatches(ifNoneMatch, version.etag);
     return matches ? 304 : undefined;
   }
-  const since = exchange.header('if-modified-since');
-  if (since !== undefined) {
-    const time = Date.parse(since);
-    if (!Number.isNaN(time) && Math.floor(version.lastModified / 1000) * 1000 <= time) return 304;
-  }
+  const modifiedSince = Date.parse(exchange.header('if-modified-since') ?? '');
+  if (!Number.isNaN(modifiedSince) && lastModifiedSecond <= modifiedSince) return 304;
   return undefined;
 }
 

@@ -12,6 +12,11 @@ import { randomBytes } from 'node:crypto';
 import { BadRequest, PayloadTooLarge, isLightwellError } from '../util/errors.js';
 import type { Logger } from '../util/log.js';
 
+/** The challenge of a 401 from an API that takes bearer tokens. */
+const BEARER_CHALLENGE = 'Bearer realm="lightwell"';
+/** The challenge of a 401 where an access key id and secret are expected. */
+export const BASIC_CHALLENGE = 'Basic realm="lightwell", charset="UTF-8"';
+
 export const JSON_BODY_BYTES_MAX = 1024 * 1024;
 
 // Request ids: a random per-process prefix and a counter, unique without a syscall per request.
@@ -162,8 +167,16 @@ export class Exchange {
     const retryAfter = isLightwellError(error) ? error.details['retryAfterSeconds'] : undefined;
     if (typeof retryAfter === 'number')
       headers['Retry-After'] = String(Math.max(1, Math.ceil(retryAfter)));
-    const allow = isLightwellError(error) ? error.details['allow'] : undefined;
-    if (problem.status === 405 && typeof allow === 'string') headers['Allow'] = allow;
+    const details = isLightwellError(error) ? error.details : {};
+    if (problem.status === 405 && typeof details['allow'] === 'string')
+      headers['Allow'] = details['allow'];
+    // RFC 9110 §11.6.1: a 401 names how to authenticate (`challenge` where it is not a bearer
+    // token, as at POST /auth/token); §15.5.17: a 416 names the representation's length.
+    if (problem.status === 401)
+      headers['WWW-Authenticate'] =
+        typeof details['challenge'] === 'string' ? details['challenge'] : BEARER_CHALLENGE;
+    if (problem.status === 416 && typeof details['size'] === 'number')
+      headers['Content-Range'] = `bytes */${details['size']}`;
     const body = {
       type: `https://lightwell.dev/problems/${problem.code}`,
       title: problem.title,

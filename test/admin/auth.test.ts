@@ -207,6 +207,7 @@ t.test('admin tokens, roles and scopes', async (t) => {
       const body = (await response.json()) as { code: string; requestId: string };
       t.equal(response.status, 401, name);
       t.equal(body.code, 'unauthorized', name);
+      t.equal(response.headers.get('www-authenticate'), 'Bearer realm="lightwell"', name);
       t.equal(response.headers.get('content-type'), 'application/problem+json');
       t.equal(
         body.requestId,

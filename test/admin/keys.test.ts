@@ -115,6 +115,15 @@ t.test('accounts and keys', async (t) => {
     t.equal((await mintBearer(service, accessKeyId, 'wrong')).status, 401, 'a wrong secret');
     t.equal((await mintBearer(service, '', secretKey)).status, 401, 'an empty key id');
     t.equal((await mintBearer(service, '', '')).status, 401, 'empty id and secret');
+    const refused = await fetch(`${service.publicUrl}/auth/token`, {
+      method: 'POST',
+      headers: { Authorization: `Basic ${Buffer.from(`${accessKeyId}:x`).toString('base64')}` },
+    });
+    t.equal(refused.status, 401);
+    t.match(refused.headers.get('www-authenticate'), /^Basic realm="lightwell"/, 'asks for Basic');
+    const bare = await fetch(`${service.publicUrl}/buckets`);
+    t.equal(bare.status, 401);
+    t.equal(bare.headers.get('www-authenticate'), 'Bearer realm="lightwell"', 'asks for a bearer');
 
     answer = await call(service, 'POST', '/tenants/acme/keys', {
       token: operator,

@@ -1,7 +1,8 @@
 // Goal: the data-plane rules of spec/data-api.md beyond the byte path behave as specified:
 // versioning (S3 semantics with null versions and delete markers), the versions listing, tags,
 // retention and legal hold (extend-only, gating deletes), server-side copy, batch delete,
-// idempotency keys, conditional writes decided atomically, checksum verification.
+// idempotency keys, conditional writes decided atomically, read preconditions and conditional
+// deletes, checksum verification.
 // Method: one real service on loopback; every rule is driven through HTTP as a client would.
 import t from 'tap';
 import { createHash, randomBytes } from 'node:crypto';
@@ -364,6 +365,47 @@ t.test('data-plane API', async (t) => {
       ).status,
       304,
     );
+  });
+
+  await t.test('read preconditions (RFC 9110 §13.2.2) and a conditional delete', async (t) => {
+    await client.request('POST', '/buckets', { json: { name: 'cond' } });
+    const stored = await client.put('cond', 'k', 'conditional');
+    const etag = stored.headers.get('etag') ?? (stored.json as { etag: string }).etag;
+    const modified = new Date((stored.json as { lastModified: string }).lastModified);
+    const before = new Date(modified.getTime() - 60_000).toUTCString();
+    const after = new Date(modified.getTime() + 60_000).toUTCString();
+    const path = '/buckets/cond/objects/k';
+    const status = async (method: string, headers: Record<string, string>): Promise<number> =>
+      (await client.request(method, path, { headers })).status;
+    for (const method of ['GET', 'HEAD']) {
+      t.equal(await status(method, { 'If-Match': etag }), 200, `${method} If-Match: its ETag`);
+      t.equal(await status(method, { 'If-Match': '*' }), 200, `${method} If-Match: *`);
+      t.equal(await status(method, { 'If-Match': '"other"' }), 412, `${method} If-Match: another`);
+      t.equal(await status(method, { 'If-Unmodified-Since': after }), 200, `${method} unmodified`);
+      t.equal(await status(method, { 'If-Unmodified-Since': before }), 412, `${method} modified`);
+      t.equal(
+        await status(method, { 'If-Match': etag, 'If-Unmodified-Since': before }),
+        200,
+        `${method}: If-Match decides, If-Unmodified-Since is then ignored`,
+      );
+      t.equal(
+        await status(method, { 'If-Match': etag, 'If-None-Match': etag }),
+        304,
+        `${method}: both pass to If-None-Match`,
+      );
+    }
+    const refused = await client.request('GET', path, { headers: { 'If-Match': '"other"' } });
+    t.equal((refused.json as Problem).code, 'precondition_failed', 'a problem object');
+
+    let deleted = await client.request('DELETE', path, { headers: { 'If-Match': '"other"' } });
+    t.equal(deleted.status, 412, 'DELETE If-Match: another ETag');
+    t.equal((deleted.json as Problem).code, 'precondition_failed');
+    t.equal((await client.get('cond', 'k')).status, 200, 'and the object is still there');
+    deleted = await client.request('DELETE', path, { headers: { 'If-Match': etag } });
+    t.equal(deleted.status, 204, 'DELETE If-Match: its ETag');
+    t.equal((await client.get('cond', 'k')).status, 404);
+    deleted = await client.request('DELETE', path, { headers: { 'If-Match': '*' } });
+    t.equal(deleted.status, 412, 'DELETE If-Match: * of an absent object');
   });
 
   await t.test(

@@ -59,6 +59,7 @@ t.test('walking skeleton through engine, gateway and admin', async (t) => {
   response = await client.get('logs', 'big.bin', { Range: `bytes=${big.length}-` });
   t.equal(response.status, 416);
   t.equal((response.json as Problem).code, 'invalid_range');
+  t.equal(response.headers.get('content-range'), `bytes */${big.length}`, 'names the length');
 
   response = await client.request('HEAD', '/buckets/logs/objects/big.bin');
   t.equal(response.status, 200);

@@ -234,7 +234,7 @@ export function completeMultipartUpload(
   const conditions: { ifMatch?: string; ifNoneMatch?: string } = {};
   if (args.ifMatch !== undefined) conditions.ifMatch = args.ifMatch;
   if (args.ifNoneMatch !== undefined) conditions.ifNoneMatch = args.ifNoneMatch;
-  checkWriteConditions(current, conditions as never);
+  checkWriteConditions(current, conditions);
   const usage = loadUsage(context, tenant.id);
   const replacedBytes =
     bucket.versioning === 'Enabled'

@@ -180,7 +180,7 @@ export function copyObject(context: EngineContext, args: CopyObjectArgs): Object
   if (args.requireAbsent && current) throw PreconditionFailed('the destination exists');
   const destination: { ifMatch?: string } = {};
   if (args.requireMatchEtag !== undefined) destination.ifMatch = args.requireMatchEtag;
-  checkWriteConditions(current, destination as never);
+  checkWriteConditions(current, destination);
   checkQuota(context, tenant.id, source.size, current ? 0 : 1);
   const usage = loadUsage(context, tenant.id);
   const storedBytes = addChunkRefs(context, tenant.num, unpackChunkRefs(source.chunks), usage);

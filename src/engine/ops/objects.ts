@@ -171,7 +171,7 @@ export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVe
 
 export function checkWriteConditions(
   current: ObjectVersionRecord | undefined,
-  args: PutObjectArgs,
+  args: { readonly ifMatch?: string; readonly ifNoneMatch?: string },
 ): void {
   if (args.ifNoneMatch !== undefined) {
     if (current && (args.ifNoneMatch === '*' || etagListMatches(args.ifNoneMatch, current.etag))) {
@@ -326,6 +326,8 @@ export interface DeleteObjectArgs {
   bucket: string;
   key: string;
   versionId?: string;
+  /** Delete only if the object (the version, with versionId) has one of these ETags, or `*`. */
+  ifMatch?: string;
 }
 
 export interface DeleteObjectResult {
@@ -337,6 +339,13 @@ export interface DeleteObjectResult {
 export function deleteObject(context: EngineContext, args: DeleteObjectArgs): DeleteObjectResult {
   const tenant = requireActiveTenant(context, args.tenantId);
   const bucket = requireBucket(context, tenant.id, args.bucket);
+  if (args.ifMatch !== undefined) {
+    const target =
+      args.versionId === undefined
+        ? context.store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, args.key))
+        : findVersion(context, bucket.id, args.key, args.versionId);
+    checkWriteConditions(target?.deleteMarker ? undefined : target, { ifMatch: args.ifMatch });
+  }
   const usage = loadUsage(context, tenant.id);
   let result: DeleteObjectResult;
   if (args.versionId !== undefined) {
