@@ -5,6 +5,7 @@ import { adminToken } from '../src/cli/admin-token.js';
 
 const [command, ...rest] = process.argv.slice(2);
 const usage = `usage: lightwell serve [--data-dir DIR] [--public-listen HOST:PORT] [--admin-listen HOST:PORT] [--gateways N] [--config FILE]
+                       (lightwell serve --help lists every flag)
        lightwell admin-token create --role viewer|operator|owner [--tenant ID] [--expires 30d|RFC3339] [--name TEXT] [--json]
        lightwell admin-token list [--json]
        lightwell admin-token revoke ID
@@ -18,7 +19,10 @@ else if (command === 'bench') {
   // outside src/, and is loaded only for this command.
   const { runBenchAsService } = await import('../bench/run.js');
   process.exitCode = await runBenchAsService(rest);
+} else if (command === 'help' || command === '--help' || command === '-h') {
+  process.stdout.write(usage);
 } else {
-  process.stderr.write(usage);
-  process.exitCode = command === undefined || command === 'help' || command === '--help' ? 0 : 2;
+  // No command prints the usage as help does, on stderr; an unknown one is an error.
+  process.stderr.write(command === undefined ? usage : `unknown command ${command}\n${usage}`);
+  process.exitCode = command === undefined ? 0 : 2;
 }

@@ -26,7 +26,7 @@ export async function startAdmin(options: {
   const log = componentLogger('admin');
   const paths = dataDirPaths(options.dataDir);
   const engine = new EngineClient(paths.socket, 30_000);
-  await engine.call('ping', {});
+  await engine.waitForEngine(log);
   const store = IndexStore.open({ path: paths.index, readOnly: true });
   const node = await engine.call<NodeRecord>('nodeIdentity', {});
   const address = settings.listen('admin_listen');

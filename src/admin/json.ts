@@ -26,7 +26,7 @@ export function tenantJson(tenant: TenantRecord): Record<string, unknown> {
   const deletion = tenant.deletion;
   return dropUndefined({
     id: tenant.id,
-    name: tenant.name,
+    name: tenant.name ?? tenant.id, // DECISIONS.md: a tenant always has a name; it defaults to its id
     state: tenant.state,
     createdAt: iso(tenant.createdAt),
     disabledAt: iso(tenant.disabledAt),
@@ -118,7 +118,7 @@ const obj = (properties: Record<string, unknown>, required?: readonly string[]):
 export const tenantSchema = obj(
   {
     id: str,
-    name: str,
+    name: { type: 'string', description: 'the id when none was given' },
     state: { type: 'string', enum: ['active', 'disabled', 'deleted'] },
     createdAt: time,
     disabledAt: time,
@@ -130,7 +130,7 @@ export const tenantSchema = obj(
       blockedReason: str,
     }),
   },
-  ['id', 'state', 'createdAt'],
+  ['id', 'name', 'state', 'createdAt'],
 );
 export const accountSchema = obj({ id: str, tenantId: str, name: str, createdAt: time }, [
   'id',

@@ -29,20 +29,28 @@ import { BadRequest, isLightwellError } from '../util/errors.js';
 
 const roles: readonly AdminRole[] = ['viewer', 'operator', 'owner'];
 
+const USAGE =
+  'usage: lightwell admin-token create --role viewer|operator|owner [--tenant ID] [--expires 30d|RFC3339] [--name TEXT] [--json] | list [--json] | revoke ID [--json]\n' +
+  '  (with --data-dir DIR, default ./data, and --config FILE like lightwell serve)';
+
+/** The positional arguments each action takes after its name. */
+const ARITY: Readonly<Record<string, number>> = { create: 0, list: 0, revoke: 1 };
+
 export async function adminToken(argv: readonly string[]): Promise<void> {
   try {
     const args = parseArgs(argv);
+    if (args.flags.has('help')) {
+      process.stdout.write(`${USAGE}\n`);
+      return;
+    }
+    const [action = '', ...rest] = args.positional;
+    if (ARITY[action] !== rest.length) throw BadRequest(USAGE);
     const settings = settingsFrom(args, new Set(['role', 'tenant', 'expires', 'name']));
     const paths = dataDirPaths(settings.string('data_dir'));
     await prepareDataDir(paths);
-    const [action, id] = args.positional;
     if (action === 'create') await create(paths, args.options, args.flags.has('json'));
     else if (action === 'list') await list(paths, args.flags.has('json'));
-    else if (action === 'revoke' && id) await revoke(paths, id, args.flags.has('json'));
-    else
-      throw BadRequest(
-        'usage: lightwell admin-token create --role viewer|operator|owner [--tenant ID] [--expires 30d|RFC3339] [--name TEXT] [--json] | list [--json] | revoke ID [--json]',
-      );
+    else await revoke(paths, rest[0] as string, args.flags.has('json'));
   } catch (error) {
     process.stderr.write(
       `lightwell admin-token: ${isLightwellError(error) ? error.message : String(error)}\n`,

@@ -1,5 +1,6 @@
 // Command-line parsing shared by every binary: `--flag value`, `--flag=value`, boolean flags,
-// and settings by their dotted names (`--security.native_api_token_ttl 2h`).
+// and settings by their dotted names (`--security.native_api_token_ttl 2h`). `--help` and `-h`
+// are the `help` flag: every binary then prints its usage and exits 0 without starting.
 
 import { isSettingName, loadSettings, type Settings } from '../util/config.js';
 import { BadRequest } from '../util/errors.js';
@@ -28,6 +29,10 @@ export function parseArgs(argv: readonly string[]): ParsedArgs {
   const flags = new Set<string>();
   for (let index = 0; index < argv.length; index += 1) {
     const arg = argv[index] as string;
+    if (arg === '-h') {
+      flags.add('help');
+      continue;
+    }
     if (!arg.startsWith('--')) {
       positional.push(arg);
       continue;
@@ -57,3 +62,13 @@ export function settingsFrom(args: ParsedArgs, known: ReadonlySet<string> = new 
   }
   return loadSettings({ flags, env: process.env, configFile: args.options.get('config') });
 }
+
+/** The flags every service binary takes, for `--help`. */
+export const SERVICE_FLAGS = `  --data-dir DIR            data directory (default ./data)
+  --public-listen HOST:PORT  public listener (default 0.0.0.0:9000)
+  --admin-listen HOST:PORT   admin listener (default 127.0.0.1:9001)
+  --config FILE              settings as JSON, before the environment and the flags
+  --log-level LEVEL          trace|debug|info|warn|error|silent (default info)
+  --NAME VALUE               any setting by its dotted name, e.g. --security.native_api_token_ttl 2h
+                             (environment: LIGHTWELL_ plus the name upper-cased, dots as underscores)
+`;

@@ -2,7 +2,7 @@
 // readiness to a supervising `lightwell serve` over IPC when there is one.
 
 import { createRootLogger } from '../util/log.js';
-import { parseArgs, settingsFrom } from './args.js';
+import { parseArgs, settingsFrom, SERVICE_FLAGS } from './args.js';
 import { startEngine } from '../engine/engine.js';
 import { startGateway } from '../gateway/gateway.js';
 import { startAdmin } from '../admin/admin.js';
@@ -23,10 +23,17 @@ export async function runChild(
 ): Promise<void> {
   let settings;
   try {
-    settings = settingsFrom(parseArgs(argv));
+    const args = parseArgs(argv);
+    if (args.flags.has('help')) {
+      process.stdout.write(
+        `usage: lightwell-${role} [options]\n  runs the ${role} process on its own` +
+          ` (lightwell serve runs them all)\n${SERVICE_FLAGS}`,
+      );
+      exit(0);
+    }
+    settings = settingsFrom(args);
   } catch (error) {
-    fail(role, error);
-    return;
+    fail(role, error, exit);
   }
   const log = createRootLogger({ level: settings.string('log.level'), process: role });
   let running: { port?: number; stop(): Promise<void> };
@@ -36,8 +43,7 @@ export async function runChild(
     else if (role === 'gateway') running = await startGateway({ dataDir, settings });
     else running = await startAdmin({ dataDir, settings });
   } catch (error) {
-    fail(role, error);
-    return;
+    fail(role, error, exit);
   }
   process.send?.({
     ready: role,
@@ -65,10 +71,15 @@ export async function runChild(
   process.on('disconnect', () => stop('supervisor gone'));
 }
 
-function fail(role: Role, error: unknown): void {
+/**
+ * Exits 1 with the reason on stderr (written synchronously to files, terminals and pipes). Not
+ * just an exit code: what a failed start had already opened (the index, the engine connection,
+ * worker threads) would keep the process alive.
+ */
+function fail(role: Role, error: unknown, exit: (code: number) => never): never {
   const message = isLightwellError(error)
     ? error.message
     : ((error as Error).stack ?? String(error));
   process.stderr.write(`lightwell-${role}: cannot start: ${message}\n`);
-  process.exitCode = 1;
+  return exit(1);
 }

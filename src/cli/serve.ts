@@ -7,7 +7,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { dataDirPaths, prepareDataDir, engineLockOwner } from '../engine/data-dir.js';
-import { parseArgs, settingsFrom } from './args.js';
+import { parseArgs, settingsFrom, SERVICE_FLAGS } from './args.js';
 import type { ReadyMessage, Role } from './child.js';
 import type { ListenAddress, Settings } from '../util/config.js';
 import { isLightwellError, Unavailable, DataDirLocked } from '../util/errors.js';
@@ -27,7 +27,15 @@ interface Supervised {
 export async function serve(argv: readonly string[], exit: (code: number) => never): Promise<void> {
   let settings: Settings;
   try {
-    settings = settingsFrom(parseArgs(argv));
+    const args = parseArgs(argv);
+    if (args.flags.has('help')) {
+      process.stdout.write(
+        'usage: lightwell serve [options]\n  runs the engine, the gateways and the admin process' +
+          `\n${SERVICE_FLAGS}  --gateways N               gateway processes (default 1)\n`,
+      );
+      exit(0);
+    }
+    settings = settingsFrom(args);
     await preflight(settings);
   } catch (error) {
     process.stderr.write(
@@ -152,8 +160,9 @@ function announce(role: Role, settings: Settings, announced: Set<string>): void 
   const address = settings.listen(listener === 'public' ? 'public_listen' : 'admin_listen');
   const host = address.host.includes(':') ? `[${address.host}]` : address.host;
   const path = listener === 'public' ? '/api/v1' : '/admin/api/v1';
+  const tls = settings.string('tls.cert_file') !== '' && settings.string('tls.key_file') !== '';
   process.stdout.write(
-    `lightwell: ${listener} listener ready on http://${host}:${address.port}${path}\n`,
+    `lightwell: ${listener} listener ready on ${tls ? 'https' : 'http'}://${host}:${address.port}${path}\n`,
   );
 }
 

@@ -81,6 +81,9 @@ interface Pending {
   reject(error: Error): void;
 }
 
+/** How long a process waits for the engine before it logs that it is waiting. */
+const WAIT_NOTICE_MS = 1000;
+
 /**
  * A pipelined client of the engine. It connects lazily, reconnects after the engine restarts,
  * and fails the requests in flight on a lost connection with `engine_unavailable` (their
@@ -110,6 +113,23 @@ export class EngineClient {
     );
     writer.write(encodeFrame({ i: id, o: op, a: args }));
     return (await result) as T;
+  }
+
+  /**
+   * The first call of a process that needs the engine: answers once the engine does, and says
+   * so in the log while it waits (the engine may be started after this process), up to the
+   * client's connect timeout.
+   */
+  async waitForEngine(log: { info(fields: object, message: string): void }): Promise<void> {
+    const notice = setTimeout(
+      () => log.info({ socket: this.socketPath }, 'waiting for the engine'),
+      WAIT_NOTICE_MS,
+    );
+    try {
+      await this.call('ping', {});
+    } finally {
+      clearTimeout(notice);
+    }
   }
 
   private connect(): Promise<Socket> {

@@ -43,7 +43,7 @@ export async function startGateway(options: {
   const log = componentLogger('gateway');
   const paths = dataDirPaths(options.dataDir);
   const engine = new EngineClient(paths.socket, 30_000);
-  await engine.call('ping', {});
+  await engine.waitForEngine(log);
   const store = IndexStore.open({ path: paths.index, readOnly: true });
   const chunkAvgBytes = settings.bytes('storage.chunk_bytes_avg');
   // The arena holds at least the reserve of one upload of any size, so every upload can run.

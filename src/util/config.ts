@@ -25,6 +25,9 @@ interface SettingSpec {
   readonly kind: Kind;
   readonly fallback: string;
   readonly help: string;
+  /** Bounds of an 'int' setting, inclusive. */
+  readonly min?: number;
+  readonly max?: number;
 }
 
 /** Every setting Lightwell reads. Values are written as a user would write them. */
@@ -32,8 +35,20 @@ export const settingSpecs = {
   data_dir: { kind: 'string', fallback: './data', help: 'data directory' },
   public_listen: { kind: 'listen', fallback: '0.0.0.0:9000', help: 'public listener HOST:PORT' },
   admin_listen: { kind: 'listen', fallback: '127.0.0.1:9001', help: 'admin listener HOST:PORT' },
-  gateways: { kind: 'int', fallback: '1', help: 'gateway processes started by serve' },
-  workers: { kind: 'int', fallback: '0', help: 'worker threads per gateway (0: cores + 1)' },
+  gateways: {
+    kind: 'int',
+    fallback: '1',
+    min: 1,
+    max: 64,
+    help: 'gateway processes started by serve',
+  },
+  workers: {
+    kind: 'int',
+    fallback: '0',
+    min: 0,
+    max: 256,
+    help: 'worker threads per gateway (0: cores + 1)',
+  },
   'log.level': { kind: 'string', fallback: 'info', help: 'trace|debug|info|warn|error|silent' },
   'security.native_api_token_ttl': {
     kind: 'duration',
@@ -214,7 +229,7 @@ function makeSettings(raw: Record<SettingName, string>): Settings {
   return {
     raw,
     string: (name) => raw[name],
-    int: (name) => parseIntStrict(name, raw[name]),
+    int: (name) => parseIntStrict(name, raw[name], settingSpecs[name]),
     bool: (name) => parseBool(name, raw[name]),
     duration: (name) => parseDuration(raw[name], name),
     bytes: (name) => parseBytes(raw[name], name),
@@ -249,10 +264,14 @@ function validate(settings: Settings, name: SettingName): void {
   }
 }
 
-function parseIntStrict(name: string, value: string): number {
+function parseIntStrict(name: string, value: string, bounds: SettingSpec): number {
   if (!/^-?\d+$/.test(value))
     throw BadRequest(`${name}: expected an integer, got ${JSON.stringify(value)}`);
-  return Number(value);
+  const number = Number(value);
+  const { min = -Infinity, max = Infinity } = bounds;
+  if (number < min || number > max)
+    throw BadRequest(`${name}: expected an integer from ${min} to ${max}, got ${value}`);
+  return number;
 }
 
 function parseBool(name: string, value: string): boolean {

@@ -97,6 +97,12 @@ t.test('tenant lifecycle', async (t) => {
       (answer.json as TenantList).tenants.map((tenant) => tenant.id),
       ['acme'],
     );
+    const unnamed = await call(service, 'POST', '/tenants', {
+      token: operator,
+      body: { id: 'unnamed' },
+    });
+    t.equal(unnamed.status, 201);
+    t.equal((unnamed.json as { name: string }).name, 'unnamed', 'a tenant without a name: its id');
   });
 
   const client = await service.tenant('acme', 'read,write,delete,admin', owner);

@@ -61,7 +61,7 @@ t.test('the usage lists bench; bench --help, --list and a bad flag', async (t) =
   const cwd = tempDir();
   const usage = await lightwell(['--help'], cwd);
   t.equal(usage.code, 0);
-  t.match(usage.stderr, /lightwell bench \[--quick\]/);
+  t.match(usage.stdout, /lightwell bench \[--quick\]/);
   const help = await lightwell(['bench', '--help'], cwd);
   t.equal(help.code, 0);
   t.match(help.stdout, /Usage: lightwell bench \[options\]/);

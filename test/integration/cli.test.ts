@@ -1,0 +1,177 @@
+// Goal: the binaries behave as DECISIONS.md says a user meets them: `--help` and `-h` print a
+// usage on stdout and exit 0 without starting anything (no data directory, no listener); a
+// service that cannot start exits non-zero with a clear message (port taken, data directory
+// locked by a running service, a data directory of an unknown format version, a bad setting
+// such as `--gateways 0`), the standalone gateway and admin processes included; `admin-token`
+// refuses arguments it does not take.
+// Method: the compiled binaries as child processes in a temporary working directory, beside
+// one real service on loopback whose data directory and ports the refusals are tried against.
+import t from 'tap';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { CLI, Service, freePort } from '../helpers/service.js';
+
+const bin = (name: string): string =>
+  resolve(dirname(fileURLToPath(import.meta.url)), `../../bin/${name}.js`);
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs a binary to its end (killed after `timeoutMs`: a refusal must not hang). */
+function run(
+  script: string,
+  args: readonly string[],
+  cwd: string,
+  timeoutMs = 20_000,
+): Promise<Run> {
+  return new Promise((resolveRun) => {
+    const child = spawn(process.execPath, [script, ...args], { cwd, stdio: 'pipe' });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (data: Buffer) => (stdout += data.toString()));
+    child.stderr.on('data', (data: Buffer) => (stderr += data.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      resolveRun({ code, stdout, stderr });
+    });
+  });
+}
+
+/** A listener holding a port, as another program would. */
+async function holdPort(): Promise<{ port: number; server: Server }> {
+  const port = await freePort();
+  const server = createServer();
+  await new Promise<void>((listening) => server.listen(port, '127.0.0.1', listening));
+  return { port, server };
+}
+
+const cwd = mkdtempSync(join(tmpdir(), 'lw-cli-'));
+t.teardown(() => rmSync(cwd, { recursive: true, force: true }));
+
+t.test('--help and -h print a usage and start nothing', async (t) => {
+  const cases: Array<[string, string[], RegExp]> = [
+    [CLI, ['--help'], /usage: lightwell serve/],
+    [CLI, ['help'], /usage: lightwell serve/],
+    [CLI, ['serve', '--help'], /usage: lightwell serve[\s\S]*--gateways N/],
+    [CLI, ['serve', '-h'], /usage: lightwell serve/],
+    [CLI, ['admin-token', '--help'], /usage: lightwell admin-token create/],
+    [bin('lightwell-engine'), ['--help'], /usage: lightwell-engine[\s\S]*--data-dir DIR/],
+    [bin('lightwell-gateway'), ['-h'], /usage: lightwell-gateway/],
+    [bin('lightwell-admin'), ['--help'], /usage: lightwell-admin/],
+  ];
+  for (const [script, args, usage] of cases) {
+    const name = `${script.split('/').pop() ?? ''} ${args.join(' ')}`;
+    const result = await run(script, args, cwd);
+    t.equal(result.code, 0, `${name}: exit 0`);
+    t.match(result.stdout, usage, `${name}: the usage on stdout`);
+  }
+  t.notOk(existsSync(join(cwd, 'data')), 'no data directory was created');
+});
+
+t.test('wrong arguments are refused with a message', async (t) => {
+  let result = await run(CLI, ['nonsense'], cwd);
+  t.equal(result.code, 2, 'an unknown command');
+  t.match(result.stderr, /unknown command nonsense/);
+  for (const gateways of ['0', '-1', '65']) {
+    result = await run(CLI, ['serve', '--data-dir', join(cwd, 'g'), '--gateways', gateways], cwd);
+    t.equal(result.code, 1, `--gateways ${gateways}`);
+    t.match(result.stderr, /gateways: expected an integer from 1 to 64/);
+  }
+  const dataDir = join(cwd, 'tokens');
+  result = await run(
+    CLI,
+    ['admin-token', 'create', '--data-dir', dataDir, '--role', 'owner', 'x'],
+    cwd,
+  );
+  t.equal(result.code, 1, 'admin-token create with a stray argument');
+  t.match(result.stderr, /usage: lightwell admin-token/);
+  result = await run(CLI, ['admin-token', 'revoke', '--data-dir', dataDir], cwd);
+  t.equal(result.code, 1, 'admin-token revoke without an id');
+});
+
+t.test('a service that cannot start says why and exits 1', async (t) => {
+  const service = await Service.start();
+  t.teardown(() => service.stop());
+  const held = await holdPort();
+  t.teardown(() => held.server.close());
+  const listen = (port: number): string => `127.0.0.1:${port}`;
+
+  let result = await run(
+    CLI,
+    [
+      'serve',
+      '--data-dir',
+      service.dataDir,
+      '--public-listen',
+      listen(await freePort()),
+      '--admin-listen',
+      listen(await freePort()),
+    ],
+    cwd,
+  );
+  t.equal(result.code, 1, 'a second serve on a running data directory');
+  t.match(result.stderr, /cannot start: data directory .* is locked by running process \d+/);
+
+  const fresh = join(cwd, 'fresh');
+  result = await run(
+    CLI,
+    [
+      'serve',
+      '--data-dir',
+      fresh,
+      '--public-listen',
+      listen(held.port),
+      '--admin-listen',
+      listen(await freePort()),
+    ],
+    cwd,
+  );
+  t.equal(result.code, 1, 'serve on a taken public port');
+  t.match(result.stderr, new RegExp(`public address 127.0.0.1:${held.port} is not available`));
+
+  // The standalone processes, against the running engine, on a taken port.
+  result = await run(
+    bin('lightwell-gateway'),
+    ['--data-dir', service.dataDir, '--public-listen', listen(held.port), '--log-level', 'warn'],
+    cwd,
+  );
+  t.equal(result.code, 1, 'lightwell-gateway on a taken port exits');
+  t.match(result.stderr, /lightwell-gateway: cannot start: .*127\.0\.0\.1:\d+/);
+  result = await run(
+    bin('lightwell-admin'),
+    ['--data-dir', service.dataDir, '--admin-listen', listen(held.port), '--log-level', 'warn'],
+    cwd,
+  );
+  t.equal(result.code, 1, 'lightwell-admin on a taken port exits');
+  t.match(result.stderr, /lightwell-admin: cannot start: .*127\.0\.0\.1:\d+/);
+
+  // A data directory written by a newer release: its FORMAT marker names version 2.
+  const newer = join(cwd, 'newer');
+  t.equal((await run(CLI, ['admin-token', 'list', '--data-dir', newer], cwd)).code, 0);
+  const marker = readFileSync(join(newer, 'FORMAT'));
+  marker.writeUInt16LE(2, 8);
+  writeFileSync(join(newer, 'FORMAT'), marker);
+  result = await run(
+    CLI,
+    [
+      'serve',
+      '--data-dir',
+      newer,
+      '--public-listen',
+      listen(await freePort()),
+      '--admin-listen',
+      listen(await freePort()),
+    ],
+    cwd,
+  );
+  t.equal(result.code, 1, 'serve on a data directory of an unknown format version');
+  t.match(result.stderr, /cannot start: .*format/i);
+});
