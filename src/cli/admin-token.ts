@@ -38,14 +38,15 @@ const ARITY: Readonly<Record<string, number>> = { create: 0, list: 0, revoke: 1 
 
 export async function adminToken(argv: readonly string[]): Promise<void> {
   try {
-    const args = parseArgs(argv);
+    const options = new Set(['role', 'tenant', 'expires', 'name']);
+    const args = parseArgs(argv, options);
     if (args.flags.has('help')) {
       process.stdout.write(`${USAGE}\n`);
       return;
     }
     const [action = '', ...rest] = args.positional;
     if (ARITY[action] !== rest.length) throw BadRequest(USAGE);
-    const settings = settingsFrom(args, new Set(['role', 'tenant', 'expires', 'name']));
+    const settings = settingsFrom(args, options);
     const paths = dataDirPaths(settings.string('data_dir'));
     await prepareDataDir(paths);
     if (action === 'create') await create(paths, args.options, args.flags.has('json'));

@@ -23,7 +23,14 @@ const settingAliases: Record<string, string> = {
   'log-level': 'log.level',
 };
 
-export function parseArgs(argv: readonly string[]): ParsedArgs {
+/**
+ * `known` names the options a command takes besides the settings (as `settingsFrom` does), so
+ * that an unknown option given last is called unknown, not short of a value.
+ */
+export function parseArgs(
+  argv: readonly string[],
+  known: ReadonlySet<string> = new Set(),
+): ParsedArgs {
   const positional: string[] = [];
   const options = new Map<string, string>();
   const flags = new Set<string>();
@@ -43,7 +50,11 @@ export function parseArgs(argv: readonly string[]): ParsedArgs {
     else if (booleanFlags.has(name)) flags.add(name);
     else {
       const value = argv[index + 1];
-      if (value === undefined) throw BadRequest(`--${name} needs a value`);
+      if (value === undefined) {
+        const takesValue =
+          name === 'config' || known.has(name) || isSettingName(settingAliases[name] ?? name);
+        throw BadRequest(takesValue ? `--${name} needs a value` : `unknown option --${name}`);
+      }
       options.set(name, value);
       index += 1;
     }

@@ -80,6 +80,12 @@ t.test('wrong arguments are refused with a message', async (t) => {
   let result = await run(CLI, ['nonsense'], cwd);
   t.equal(result.code, 2, 'an unknown command');
   t.match(result.stderr, /unknown command nonsense/);
+  result = await run(CLI, ['serve', '--data-dir', join(cwd, 'u'), '--bogus'], cwd);
+  t.equal(result.code, 1, 'an unknown option given last');
+  t.match(result.stderr, /unknown option --bogus/);
+  result = await run(CLI, ['serve', '--data-dir'], cwd);
+  t.equal(result.code, 1, 'a known option without its value');
+  t.match(result.stderr, /--data-dir needs a value/);
   for (const gateways of ['0', '-1', '65']) {
     result = await run(CLI, ['serve', '--data-dir', join(cwd, 'g'), '--gateways', gateways], cwd);
     t.equal(result.code, 1, `--gateways ${gateways}`);
