@@ -18,6 +18,13 @@ const BEARER_CHALLENGE = 'Bearer realm="lightwell"';
 export const BASIC_CHALLENGE = 'Basic realm="lightwell", charset="UTF-8"';
 
 export const JSON_BODY_BYTES_MAX = 1024 * 1024;
+/**
+ * Bytes of a request head, URL and headers, that a request may carry (refused with 431
+ * `headers_too_large`). uWS's own limit (UWS_HTTP_MAX_HEADERS_SIZE, set by the binaries) is
+ * higher, so that a request between the two is answered here, with a problem object; only one
+ * over uWS's limit gets uWS's bare 431.
+ */
+export const HEADER_BYTES_MAX = 16 * 1024;
 
 // Request ids: a random per-process prefix and a counter, unique without a syscall per request.
 const requestIdPrefix = randomBytes(6).toString('base64url');
@@ -45,6 +52,8 @@ export class Exchange {
   readonly path: string;
   readonly query: URLSearchParams;
   readonly headers: Readonly<Record<string, string>>;
+  /** Bytes of the request head as received: the URL with its query, header names and values. */
+  readonly headerBytes: number;
   readonly requestId: string;
   readonly remoteAddress: string;
   readonly startedAt = performance.now();
@@ -63,10 +72,13 @@ export class Exchange {
     // uWS answers undefined when the URL has no `?`, although its typings say string.
     this.query = new URLSearchParams((req.getQuery() as string | undefined) ?? '');
     const headers: Record<string, string> = {};
+    let headerBytes = this.path.length + ((req.getQuery() as string | undefined)?.length ?? 0);
     req.forEach((name, value) => {
+      headerBytes += name.length + value.length;
       headers[name] = headers[name] === undefined ? value : `${headers[name]}, ${value}`;
     });
     this.headers = headers;
+    this.headerBytes = headerBytes;
     this.requestId = nextRequestId();
     this.remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString();
     res.onAborted(() => {

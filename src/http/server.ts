@@ -2,10 +2,10 @@
 // failure into a problem object. Shared by the gateway and the admin process.
 
 import * as uWS from 'uWebSockets.js';
-import { Exchange } from './exchange.js';
+import { Exchange, HEADER_BYTES_MAX } from './exchange.js';
 import type { Router, Match } from './router.js';
 import type { Logger } from '../util/log.js';
-import { Unavailable } from '../util/errors.js';
+import { HeadersTooLarge, Unavailable } from '../util/errors.js';
 import type { AuditSink } from './audit.js';
 import { setReceiveBuffer } from './receive-buffer.js';
 
@@ -50,6 +50,13 @@ export function listen<H extends Handler>(
     const exchange = new Exchange(res, req);
     if (draining) {
       exchange.sendProblem(Unavailable('the server is shutting down'), log);
+      return;
+    }
+    if (exchange.headerBytes > HEADER_BYTES_MAX) {
+      const limit = HEADER_BYTES_MAX;
+      const problem = `the request headers are ${exchange.headerBytes} bytes, over ${limit}`;
+      exchange.sendProblem(HeadersTooLarge(problem), log);
+      options.audit?.record(exchange);
       return;
     }
     if (fallback?.(exchange)) return;
