@@ -213,7 +213,7 @@ function rebalanceRoute(services: AdminServices): Route<Handler> {
         bucket === undefined ? `tenants/${tenantId}` : `tenants/${tenantId}/buckets/${bucket}`;
       exchange.sendJson(200, {
         dryRun,
-        ...(dryRun ? {} : { applied: true }),
+        applied: !dryRun,
         action: 'rebalanceRepair',
         target,
         mode: 'single-node-scrub',

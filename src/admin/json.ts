@@ -211,7 +211,7 @@ export const tenantPlanSchema = obj(
     blockers: { type: 'array', items: blockerSchema },
     tenant: tenantSchema,
   },
-  ['dryRun', 'action', 'target', 'counts', 'blockers'],
+  ['dryRun', 'applied', 'action', 'target', 'counts', 'blockers'],
 );
 /** The answer of a dry run of a simple mutation: what it would produce. */
 export const dryRunSchema = obj(
@@ -220,13 +220,18 @@ export const dryRunSchema = obj(
     applied: { type: 'boolean', enum: [false] },
     action: str,
     target: str,
+    counts: {
+      type: 'object',
+      additionalProperties: int,
+      description: 'what the call would create or change, by kind (tenants, accounts, ...)',
+    },
     blockers: { type: 'array', items: blockerSchema },
     result: {
       type: 'object',
       description: 'the response the real call would give, without generated ids or secrets',
     },
   },
-  ['dryRun', 'action', 'target', 'blockers'],
+  ['dryRun', 'applied', 'action', 'target', 'counts', 'blockers'],
 );
 export const membershipSchema = obj(
   {
@@ -280,7 +285,7 @@ export const scrubReportSchema = obj(
     },
     blockers: { type: 'array', items: blockerSchema },
   },
-  ['dryRun', 'action', 'target', 'counts', 'blockers'],
+  ['dryRun', 'applied', 'action', 'target', 'counts', 'blockers'],
 );
 
 const problem = (

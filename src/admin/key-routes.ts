@@ -118,6 +118,7 @@ export function keyRoutes(services: AdminServices): Route<Handler>[] {
               'createTenantAccount',
               `tenants/${tenant.id}/accounts/${id}`,
               accountJson(account),
+              { accounts: 1 },
             ),
           );
         else exchange.sendJson(201, accountJson(account));
@@ -230,7 +231,9 @@ function createKeyRoute(services: AdminServices): Route<Handler> {
       if (dryRun)
         exchange.sendJson(
           200,
-          dryRunAnswer('createTenantKey', `tenants/${tenant.id}/keys`, keyJson(created.key)),
+          dryRunAnswer('createTenantKey', `tenants/${tenant.id}/keys`, keyJson(created.key), {
+            accessKeys: 1,
+          }),
         );
       else sendKey(exchange, 201, created);
     },
@@ -290,6 +293,7 @@ function rotateKeyRoute(services: AdminServices): Route<Handler> {
             'rotateTenantKey',
             `tenants/${tenant.id}/keys/${params['keyId'] ?? ''}`,
             keyJson(rotated.key),
+            { accessKeys: 1 },
           ),
         );
       else sendKey(exchange, 200, rotated);
@@ -333,6 +337,7 @@ function revokeKeyRoute(services: AdminServices): Route<Handler> {
             'revokeTenantKey',
             `tenants/${tenant.id}/keys/${key.accessKeyId}`,
             keyJson(key),
+            { accessKeys: 1 },
           ),
         );
       else exchange.sendJson(200, keyJson(key));

@@ -115,7 +115,9 @@ export function quotaRoutes(services: AdminServices): Route<Handler>[] {
         const view = quotaJson(tenant.id, quota ?? undefined, usageOf(store, tenant.id));
         exchange.sendJson(
           200,
-          dryRun ? dryRunAnswer('setTenantQuota', `tenants/${tenant.id}/quota`, view) : view,
+          dryRun
+            ? dryRunAnswer('setTenantQuota', `tenants/${tenant.id}/quota`, view, { quotas: 1 })
+            : view,
         );
       },
     },
@@ -154,7 +156,7 @@ export function quotaRoutes(services: AdminServices): Route<Handler>[] {
         };
         exchange.sendJson(
           200,
-          dryRunAnswer('deleteTenantQuota', `tenants/${tenant.id}/quota`, view),
+          dryRunAnswer('deleteTenantQuota', `tenants/${tenant.id}/quota`, view, { quotas: 1 }),
         );
       },
     },

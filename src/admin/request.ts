@@ -102,8 +102,9 @@ export function dryRunAnswer(
   action: string,
   target: string,
   result: unknown,
+  counts: Readonly<Record<string, number>>,
 ): Record<string, unknown> {
-  return { dryRun: true, applied: false, action, target, blockers: [], result };
+  return { dryRun: true, applied: false, action, target, counts, blockers: [], result };
 }
 
 export const dryRunQuery = {

@@ -117,7 +117,10 @@ export function tenantRoutes(services: AdminServices): Route<Handler>[] {
           dryRun ? 200 : 201,
         );
         if (dryRun)
-          exchange.sendJson(200, dryRunAnswer('createTenant', `tenants/${id}`, tenantJson(tenant)));
+          exchange.sendJson(
+            200,
+            dryRunAnswer('createTenant', `tenants/${id}`, tenantJson(tenant), { tenants: 1 }),
+          );
         else
           exchange.sendJson(201, tenantJson(tenant), { Location: `/admin/api/v1/tenants/${id}` });
       },
@@ -181,7 +184,7 @@ function disableRoute(services: AdminServices): Route<Handler> {
       plan.counts.accessKeys = result.keysRevoked;
       exchange.sendJson(200, {
         ...plan,
-        ...(dryRun ? {} : { applied: true }),
+        applied: !dryRun,
         tenant: tenantJson(result.tenant),
       });
     },
@@ -229,7 +232,7 @@ function deleteRoute(services: AdminServices): Route<Handler> {
       if (!dryRun) checkDeletable(tenant);
       const plan = await tenantPlan(services.store, tenant, 'deleteTenant', dryRun);
       if (dryRun) {
-        exchange.sendJson(200, { ...plan, tenant: tenantJson(tenant) });
+        exchange.sendJson(200, { ...plan, applied: false, tenant: tenantJson(tenant) });
         return;
       }
       refuseBlocked(plan.blockers);

@@ -75,7 +75,13 @@ t.test('accounts and keys', async (t) => {
       token: operator,
       body: { id: 'later' },
     });
-    t.match(answer.json, { dryRun: true, result: { id: 'later' } });
+    t.match(answer.json, {
+      dryRun: true,
+      applied: false,
+      counts: { accounts: 1 },
+      blockers: [],
+      result: { id: 'later' },
+    });
     answer = await call(service, 'GET', '/tenants/acme/accounts', { token: viewer });
     t.same(
       (answer.json as { accounts: Array<{ id: string }> }).accounts.map((account) => account.id),
@@ -191,7 +197,11 @@ t.test('accounts and keys', async (t) => {
       token: operator,
       body: { accountId: 'ingest', scopes: 'read' },
     });
-    t.match(answer.json, { dryRun: true, result: { scopes: 'read', state: 'active' } });
+    t.match(answer.json, {
+      dryRun: true,
+      counts: { accessKeys: 1 },
+      result: { scopes: 'read', state: 'active' },
+    });
     t.notOk('secretKey' in (answer.json as { result: object }).result, 'a dry run makes no secret');
     t.equal(await keyCount(), before, 'a dry run creates no key');
   });

@@ -34,7 +34,7 @@ t.test('quotas, usage and audit', async (t) => {
       token: operator.token,
       body: { maxBytes: 10 },
     });
-    t.match(answer.json, { dryRun: true, result: { maxBytes: 10 } });
+    t.match(answer.json, { dryRun: true, counts: { quotas: 1 }, result: { maxBytes: 10 } });
     t.notOk(
       'maxBytes' in
         ((await call(service, 'GET', '/tenants/acme/quota', { token: viewer.token }))

@@ -66,6 +66,7 @@ t.test('tenant lifecycle', async (t) => {
       applied: false,
       action: 'createTenant',
       target: 'tenants/ghost',
+      counts: { tenants: 1 },
       blockers: [],
       result: { id: 'ghost', state: 'active' },
     });
@@ -151,7 +152,7 @@ t.test('tenant lifecycle', async (t) => {
     });
     const plan = answer.json as { counts: { physicalBytes: number }; applied: boolean };
     t.ok(plan.counts.physicalBytes > 0);
-    t.notOk(plan.applied);
+    t.equal(plan.applied, false, 'a dry run says it applied nothing');
     t.equal(
       ((await call(service, 'GET', '/tenants/acme', { token: owner })).json as TenantAnswer).state,
       'active',
