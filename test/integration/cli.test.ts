@@ -110,36 +110,27 @@ t.test('a service that cannot start says why and exits 1', async (t) => {
   t.teardown(() => held.server.close());
   const listen = (port: number): string => `127.0.0.1:${port}`;
 
-  let result = await run(
-    CLI,
-    [
-      'serve',
-      '--data-dir',
-      service.dataDir,
-      '--public-listen',
-      listen(await freePort()),
-      '--admin-listen',
-      listen(await freePort()),
-    ],
-    cwd,
-  );
+  /** `lightwell serve` on `dataDir`, with free ports unless the public one is given. */
+  const serve = async (dataDir: string, publicPort?: number): Promise<Run> =>
+    run(
+      CLI,
+      [
+        'serve',
+        '--data-dir',
+        dataDir,
+        '--public-listen',
+        listen(publicPort ?? (await freePort())),
+        '--admin-listen',
+        listen(await freePort()),
+      ],
+      cwd,
+    );
+
+  let result = await serve(service.dataDir);
   t.equal(result.code, 1, 'a second serve on a running data directory');
   t.match(result.stderr, /cannot start: data directory .* is locked by running process \d+/);
 
-  const fresh = join(cwd, 'fresh');
-  result = await run(
-    CLI,
-    [
-      'serve',
-      '--data-dir',
-      fresh,
-      '--public-listen',
-      listen(held.port),
-      '--admin-listen',
-      listen(await freePort()),
-    ],
-    cwd,
-  );
+  result = await serve(join(cwd, 'fresh'), held.port);
   t.equal(result.code, 1, 'serve on a taken public port');
   t.match(result.stderr, new RegExp(`public address 127.0.0.1:${held.port} is not available`));
 
@@ -165,19 +156,7 @@ t.test('a service that cannot start says why and exits 1', async (t) => {
   const marker = readFileSync(join(newer, 'FORMAT'));
   marker.writeUInt16LE(2, 8);
   writeFileSync(join(newer, 'FORMAT'), marker);
-  result = await run(
-    CLI,
-    [
-      'serve',
-      '--data-dir',
-      newer,
-      '--public-listen',
-      listen(await freePort()),
-      '--admin-listen',
-      listen(await freePort()),
-    ],
-    cwd,
-  );
+  result = await serve(newer);
   t.equal(result.code, 1, 'serve on a data directory of an unknown format version');
   t.match(result.stderr, /cannot start: .*format/i);
 });
