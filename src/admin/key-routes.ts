@@ -317,7 +317,7 @@ function revokeKeyRoute(services: AdminServices): Route<Handler> {
       responses: {
         200: {
           description: 'the revoked key (or the dry-run answer)',
-          schema: { oneOf: [keyWithSecretSchema, dryRunSchema] },
+          schema: { oneOf: [keySchema, dryRunSchema] },
         },
         ...problems(400, 404),
       },
@@ -329,18 +329,24 @@ function revokeKeyRoute(services: AdminServices): Route<Handler> {
       const reason = requiredReason(exchange, body);
       const dryRun = isDryRun(exchange);
       const args = { tenantId: tenant.id, accessKeyId: params['keyId'], reason, dryRun };
+      // A key already revoked stays as it is: the call would change nothing.
+      const changes =
+        services.store.get<AccessKeyRecord>(DB.accessKeys, Buffer.from(params['keyId'] ?? ''))
+          ?.state === 'revoked'
+          ? 0
+          : 1;
       const key = await mutate<AccessKeyRecord>(services, exchange, 'revokeAccessKey', args, 200);
-      if (dryRun)
+      if (dryRun) {
         exchange.sendJson(
           200,
           dryRunAnswer(
             'revokeTenantKey',
             `tenants/${tenant.id}/keys/${key.accessKeyId}`,
             keyJson(key),
-            { accessKeys: 1 },
+            { accessKeys: changes },
           ),
         );
-      else exchange.sendJson(200, keyJson(key));
+      } else exchange.sendJson(200, keyJson(key));
     },
   };
 }

@@ -156,7 +156,9 @@ export function quotaRoutes(services: AdminServices): Route<Handler>[] {
         };
         exchange.sendJson(
           200,
-          dryRunAnswer('deleteTenantQuota', `tenants/${tenant.id}/quota`, view, { quotas: 1 }),
+          dryRunAnswer('deleteTenantQuota', `tenants/${tenant.id}/quota`, view, {
+            quotas: result.cleared ? 1 : 0,
+          }),
         );
       },
     },

@@ -83,3 +83,18 @@ export const SERVICE_FLAGS = `  --data-dir DIR            data directory (defaul
   --NAME VALUE               any setting by its dotted name, e.g. --security.native_api_token_ttl 2h
                              (environment: LIGHTWELL_ plus the name upper-cased, dots as underscores)
 `;
+
+/**
+ * Writes `text`, then exits with `code` once it is out: writes to a pipe are asynchronous on
+ * POSIX, and an exit before they finish would cut them short. The promise never settles.
+ */
+export function writeThenExit(
+  stream: NodeJS.WritableStream,
+  text: string,
+  code: number,
+  exit: (code: number) => never,
+): Promise<never> {
+  return new Promise<never>(() => {
+    stream.write(text, () => exit(code));
+  });
+}

@@ -2,7 +2,7 @@
 // readiness to a supervising `lightwell serve` over IPC when there is one.
 
 import { createRootLogger } from '../util/log.js';
-import { parseArgs, settingsFrom, SERVICE_FLAGS } from './args.js';
+import { parseArgs, settingsFrom, writeThenExit, SERVICE_FLAGS } from './args.js';
 import { startEngine } from '../engine/engine.js';
 import { startGateway } from '../gateway/gateway.js';
 import { startAdmin } from '../admin/admin.js';
@@ -25,15 +25,14 @@ export async function runChild(
   try {
     const args = parseArgs(argv);
     if (args.flags.has('help')) {
-      process.stdout.write(
+      const usage =
         `usage: lightwell-${role} [options]\n  runs the ${role} process on its own` +
-          ` (lightwell serve runs them all)\n${SERVICE_FLAGS}`,
-      );
-      exit(0);
+        ` (lightwell serve runs them all)\n${SERVICE_FLAGS}`;
+      return await writeThenExit(process.stdout, usage, 0, exit);
     }
     settings = settingsFrom(args);
   } catch (error) {
-    fail(role, error, exit);
+    return await fail(role, error, exit);
   }
   const log = createRootLogger({ level: settings.string('log.level'), process: role });
   let running: { port?: number; stop(): Promise<void> };
@@ -43,7 +42,7 @@ export async function runChild(
     else if (role === 'gateway') running = await startGateway({ dataDir, settings });
     else running = await startAdmin({ dataDir, settings });
   } catch (error) {
-    fail(role, error, exit);
+    return await fail(role, error, exit);
   }
   process.send?.({
     ready: role,
@@ -72,14 +71,12 @@ export async function runChild(
 }
 
 /**
- * Exits 1 with the reason on stderr (written synchronously to files, terminals and pipes). Not
- * just an exit code: what a failed start had already opened (the index, the engine connection,
- * worker threads) would keep the process alive.
+ * Exits 1 with the reason on stderr. Not just an exit code: what a failed start had already
+ * opened (the index, the engine connection, worker threads) would keep the process alive.
  */
-function fail(role: Role, error: unknown, exit: (code: number) => never): never {
+function fail(role: Role, error: unknown, exit: (code: number) => never): Promise<never> {
   const message = isLightwellError(error)
     ? error.message
     : ((error as Error).stack ?? String(error));
-  process.stderr.write(`lightwell-${role}: cannot start: ${message}\n`);
-  return exit(1);
+  return writeThenExit(process.stderr, `lightwell-${role}: cannot start: ${message}\n`, 1, exit);
 }

@@ -7,7 +7,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { dataDirPaths, prepareDataDir, engineLockOwner } from '../engine/data-dir.js';
-import { parseArgs, settingsFrom, SERVICE_FLAGS } from './args.js';
+import { parseArgs, settingsFrom, writeThenExit, SERVICE_FLAGS } from './args.js';
 import type { ReadyMessage, Role } from './child.js';
 import type { ListenAddress, Settings } from '../util/config.js';
 import { isLightwellError, Unavailable, DataDirLocked } from '../util/errors.js';
@@ -29,11 +29,10 @@ export async function serve(argv: readonly string[], exit: (code: number) => nev
   try {
     const args = parseArgs(argv);
     if (args.flags.has('help')) {
-      process.stdout.write(
+      const usage =
         'usage: lightwell serve [options]\n  runs the engine, the gateways and the admin process' +
-          `\n${SERVICE_FLAGS}  --gateways N               gateway processes (default 1)\n`,
-      );
-      exit(0);
+        `\n${SERVICE_FLAGS}  --gateways N               gateway processes (default 1)\n`;
+      return await writeThenExit(process.stdout, usage, 0, exit);
     }
     settings = settingsFrom(args);
     await preflight(settings);

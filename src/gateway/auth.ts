@@ -25,7 +25,7 @@ import {
 const VERIFIED_TOKENS_MAX = 10_000;
 import { parseScopes, allows, type Scope, type ScopeRequest } from '../security/scopes.js';
 import { constantTimeEqual } from '../security/access-keys.js';
-import { Unauthorized, Forbidden } from '../util/errors.js';
+import { Unauthorized, Forbidden, isLightwellError } from '../util/errors.js';
 import { BASIC_CHALLENGE } from '../http/exchange.js';
 import type { TenantKeyMaterial } from '../workers/protocol.js';
 
@@ -95,9 +95,15 @@ export class Authenticator {
         `access-key:${key.accessKeyId}`,
       ).toString();
     const matches = constantTimeEqual(expected, secretKey);
-    if (!key || !matches)
-      throw Unauthorized('invalid access key id or secret', { challenge: BASIC_CHALLENGE });
-    return { key: this.liveKey(accessKeyId), tenant: this.liveTenant(key.tenantId) };
+    const basic = { challenge: BASIC_CHALLENGE }; // what a 401 here asks the client for
+    if (!key || !matches) throw Unauthorized('invalid access key id or secret', basic);
+    try {
+      return { key: this.liveKey(accessKeyId), tenant: this.liveTenant(key.tenantId) };
+    } catch (error) {
+      if (isLightwellError(error) && error.code === 'unauthorized')
+        throw Unauthorized(error.message, { ...error.details, ...basic });
+      throw error;
+    }
   }
 
   mint(key: AccessKeyRecord, ttlMs: number): MintedNativeToken {

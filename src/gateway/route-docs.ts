@@ -166,7 +166,8 @@ export const putObject: RouteDoc = {
   responses: { 200: { description: 'stored durably', schema: objectSchema } },
 };
 
-const readHeaders = {
+/** The headers a GET or HEAD of an object honours (a signed GET too). */
+export const readHeaders = {
   Range: 'bytes=a-b, a- or -n',
   'If-Match': 'read only if the ETag matches (else 412)',
   'If-Unmodified-Since': 'read only if not modified since (else 412)',

@@ -48,7 +48,7 @@ import {
   storeObject,
   type RouteKit,
 } from './routes.js';
-import { objectSchema } from './route-docs.js';
+import { objectSchema, readHeaders } from './route-docs.js';
 import { deriveKey, PURPOSE_SIGNED_URL } from '../security/keys.js';
 import { parseScopes, canMintSignedUrl, type Scope, type Verb } from '../security/scopes.js';
 import { policyDenies, type BucketPolicy } from '../security/bucket-policy.js';
@@ -299,7 +299,7 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
         },
         {
           headers: {
-            Range: 'bytes=a-b, a- or -n',
+            ...readHeaders,
             Origin: 'CORS: a matching bucket rule adds Access-Control-Allow-Origin',
           },
         },

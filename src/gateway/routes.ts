@@ -599,7 +599,8 @@ export function parseMetadata(exchange: Exchange): Record<string, string> {
 /**
  * The preconditions of a GET or HEAD, in the order of RFC 9110 §13.2.2: If-Match, else
  * If-Unmodified-Since, refuse with 412 (thrown); If-None-Match, else If-Modified-Since, answer
- * 304 (returned). Dates that do not parse are ignored, as the RFC says.
+ * 304 (returned). If-Match compares strongly (a weak tag never matches), If-None-Match weakly; a
+ * date that is not an HTTP-date is ignored, as the RFC says.
  */
 export function conditionalRead(
   exchange: Exchange,
@@ -608,10 +609,10 @@ export function conditionalRead(
   const lastModifiedSecond = Math.floor(version.lastModified / 1000) * 1000;
   const ifMatch = exchange.header('if-match');
   if (ifMatch !== undefined) {
-    if (!(ifMatch.trim() === '*' || etagListMatches(ifMatch, version.etag)))
+    if (!(ifMatch.trim() === '*' || strongEtagListMatches(ifMatch, version.etag)))
       throw PreconditionFailed('If-Match: the object does not match');
   } else {
-    const unmodifiedSince = Date.parse(exchange.header('if-unmodified-since') ?? '');
+    const unmodifiedSince = parseHttpDate(exchange.header('if-unmodified-since'));
     if (!Number.isNaN(unmodifiedSince) && lastModifiedSecond > unmodifiedSince)
       throw PreconditionFailed('If-Unmodified-Since: the object was modified since');
   }
@@ -620,9 +621,25 @@ export function conditionalRead(
     const matches = ifNoneMatch.trim() === '*' || etagListMatches(ifNoneMatch, version.etag);
     return matches ? 304 : undefined;
   }
-  const modifiedSince = Date.parse(exchange.header('if-modified-since') ?? '');
+  const modifiedSince = parseHttpDate(exchange.header('if-modified-since'));
   if (!Number.isNaN(modifiedSince) && lastModifiedSecond <= modifiedSince) return 304;
   return undefined;
+}
+
+/** A list of entity tags holds `etag` itself, not in its weak form (RFC 9110 §8.8.3.2). */
+function strongEtagListMatches(header: string, etag: string): boolean {
+  return header.split(',').some((part) => part.trim() === etag);
+}
+
+/** RFC 9110 §5.6.7: IMF-fixdate, and the obsolete RFC 850 and asctime forms (all in GMT). */
+const HTTP_DATE =
+  /^(?:[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT|[A-Z][a-z]{5,8}, \d{2}-[A-Z][a-z]{2}-\d{2} \d{2}:\d{2}:\d{2} GMT|[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4})$/;
+
+/** Milliseconds of an HTTP-date; NaN for anything else (`Date.parse` alone takes "2024"). */
+export function parseHttpDate(value: string | undefined): number {
+  const text = value?.trim() ?? '';
+  if (!HTTP_DATE.test(text)) return NaN;
+  return Date.parse(text.endsWith('GMT') ? text : `${text} GMT`);
 }
 
 export function bucketJson(bucket: BucketRecord): Record<string, unknown> {

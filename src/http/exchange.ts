@@ -12,6 +12,14 @@ import { randomBytes } from 'node:crypto';
 import { BadRequest, PayloadTooLarge, isLightwellError } from '../util/errors.js';
 import type { Logger } from '../util/log.js';
 
+/** Characters of a request path that logs and problem objects repeat. */
+const PATH_SHOWN_CHARS_MAX = 512;
+
+/** `path`, cut to PATH_SHOWN_CHARS_MAX: a refused request may have a URL of up to 64 KiB. */
+function clipped(path: string): string {
+  return path.length > PATH_SHOWN_CHARS_MAX ? `${path.slice(0, PATH_SHOWN_CHARS_MAX)}…` : path;
+}
+
 /** The challenge of a 401 from an API that takes bearer tokens. */
 const BEARER_CHALLENGE = 'Bearer realm="lightwell"';
 /** The challenge of a 401 where an access key id and secret are expected. */
@@ -52,7 +60,7 @@ export class Exchange {
   readonly path: string;
   readonly query: URLSearchParams;
   readonly headers: Readonly<Record<string, string>>;
-  /** Bytes of the request head as received: the URL with its query, header names and values. */
+  /** Bytes of the request head: the URL with its query, and every header line. */
   readonly headerBytes: number;
   readonly requestId: string;
   readonly remoteAddress: string;
@@ -74,7 +82,8 @@ export class Exchange {
     const headers: Record<string, string> = {};
     let headerBytes = this.path.length + ((req.getQuery() as string | undefined)?.length ?? 0);
     req.forEach((name, value) => {
-      headerBytes += name.length + value.length;
+      // ": " and CRLF; names are ASCII (uWS refuses others), values may be latin-1 or UTF-8
+      headerBytes += name.length + Buffer.byteLength(value) + 4;
       headers[name] = headers[name] === undefined ? value : `${headers[name]}, ${value}`;
     });
     this.headers = headers;
@@ -172,7 +181,12 @@ export class Exchange {
       log.error({ err: error, requestId: this.requestId }, 'request failed');
     else
       log.info(
-        { code: problem.code, status: problem.status, requestId: this.requestId, path: this.path },
+        {
+          code: problem.code,
+          status: problem.status,
+          requestId: this.requestId,
+          path: clipped(this.path),
+        },
         'request refused',
       );
     const headers: Record<string, string> = { 'Content-Type': 'application/problem+json' };
@@ -194,7 +208,7 @@ export class Exchange {
       title: problem.title,
       status: problem.status,
       detail: problem.message,
-      instance: this.path,
+      instance: clipped(this.path),
       code: problem.code,
       message: problem.message,
       requestId: this.requestId,

@@ -282,7 +282,11 @@ t.test('accounts and keys', async (t) => {
       token: operator,
       body: { reason: 'offboarding' },
     });
-    t.match(answer.json, { dryRun: true, result: { state: 'revoked' } });
+    t.match(answer.json, {
+      dryRun: true,
+      counts: { accessKeys: 1 },
+      result: { state: 'revoked' },
+    });
     t.equal(
       (await dataRequest(service, bearer.token ?? '', 'GET', '/buckets')).status,
       200,
@@ -300,7 +304,18 @@ t.test('accounts and keys', async (t) => {
       401,
       'outstanding tokens stop at once',
     );
-    t.equal((await mintBearer(service, created.accessKeyId, created.secretKey)).status, 401);
+    const basic = Buffer.from(`${created.accessKeyId}:${created.secretKey}`).toString('base64');
+    const revokedMint = await fetch(`${service.publicUrl}/auth/token`, {
+      method: 'POST',
+      headers: { Authorization: `Basic ${basic}` },
+    });
+    t.equal(revokedMint.status, 401, 'the right secret of a revoked key mints nothing');
+    t.match(revokedMint.headers.get('www-authenticate'), /^Basic /, 'and the 401 asks for Basic');
+    const planAgain = await call(service, 'POST', `${path}?dryRun=true`, {
+      token: operator,
+      body: { reason: 'again' },
+    });
+    t.match(planAgain.json, { counts: { accessKeys: 0 } }, 'a dry run on a revoked key: none');
     const again = await call(service, 'POST', path, { token: operator, body: { reason: 'again' } });
     t.equal(
       (again.json as Key).revokedAt,

@@ -396,6 +396,19 @@ t.test('data-plane API', async (t) => {
     }
     const refused = await client.request('GET', path, { headers: { 'If-Match': '"other"' } });
     t.equal((refused.json as Problem).code, 'precondition_failed', 'a problem object');
+    t.equal(await status('GET', { 'If-Match': `W/${etag}` }), 412, 'If-Match compares strongly');
+    t.equal(await status('GET', { 'If-None-Match': `W/${etag}` }), 304, 'If-None-Match weakly');
+    for (const notADate of ['0', '2024', 'yesterday', '2024-01-01T00:00:00Z']) {
+      t.equal(
+        await status('GET', { 'If-Unmodified-Since': notADate }),
+        200,
+        `If-Unmodified-Since: ${notADate} is not an HTTP-date, so it is ignored`,
+      );
+    }
+    const asctime = new Date(modified.getTime() - 60_000)
+      .toUTCString()
+      .replace(/^(\w{3}), (\d{2}) (\w{3}) (\d{4}) ([\d:]{8}) GMT$/, '$1 $3 $2 $5 $4');
+    t.equal(await status('GET', { 'If-Unmodified-Since': asctime }), 412, 'an asctime date');
 
     let deleted = await client.request('DELETE', path, { headers: { 'If-Match': '"other"' } });
     t.equal(deleted.status, 412, 'DELETE If-Match: another ETag');
@@ -406,6 +419,10 @@ t.test('data-plane API', async (t) => {
     t.equal((await client.get('cond', 'k')).status, 404);
     deleted = await client.request('DELETE', path, { headers: { 'If-Match': '*' } });
     t.equal(deleted.status, 412, 'DELETE If-Match: * of an absent object');
+    deleted = await client.request('DELETE', `${path}?versionId=00000000000000ff`, {
+      headers: { 'If-Match': '"other"' },
+    });
+    t.equal(deleted.status, 404, 'a version that does not exist is 404, whatever If-Match says');
   });
 
   await t.test(

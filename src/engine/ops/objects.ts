@@ -339,13 +339,12 @@ export interface DeleteObjectResult {
 export function deleteObject(context: EngineContext, args: DeleteObjectArgs): DeleteObjectResult {
   const tenant = requireActiveTenant(context, args.tenantId);
   const bucket = requireBucket(context, tenant.id, args.bucket);
-  if (args.ifMatch !== undefined) {
-    const target =
-      args.versionId === undefined
-        ? context.store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, args.key))
-        : findVersion(context, bucket.id, args.key, args.versionId);
-    checkWriteConditions(target?.deleteMarker ? undefined : target, { ifMatch: args.ifMatch });
-  }
+  // If-Match is checked after what would refuse the delete anyway (RFC 9110 §13.2.1): a
+  // version that does not exist is 404, a locked one 403, whatever the condition.
+  const ifMatch = (target: ObjectVersionRecord | undefined): void => {
+    if (args.ifMatch !== undefined)
+      checkWriteConditions(target?.deleteMarker ? undefined : target, { ifMatch: args.ifMatch });
+  };
   const usage = loadUsage(context, tenant.id);
   let result: DeleteObjectResult;
   if (args.versionId !== undefined) {
@@ -353,6 +352,7 @@ export function deleteObject(context: EngineContext, args: DeleteObjectArgs): De
     if (!version) throw NotFound(`version ${args.versionId} of ${args.key} not found`);
     if (versionLocked(version, context.now()))
       throw Forbidden(`version ${args.versionId} of ${args.key} is under retention or legal hold`);
+    ifMatch(version);
     removeVersion(context, { tenant, bucket, version, usage });
     refreshCurrent(context, bucket, args.key, usage);
     result = { key: args.key, versionId: version.versionId };
@@ -361,6 +361,7 @@ export function deleteObject(context: EngineContext, args: DeleteObjectArgs): De
     const version = findNullVersion(context, bucket.id, args.key);
     if (version && versionLocked(version, context.now()))
       throw Forbidden(`${args.key} is under retention or legal hold`);
+    ifMatch(version);
     if (version) {
       removeVersion(context, { tenant, bucket, version, usage });
       refreshCurrent(context, bucket, args.key, usage);
@@ -368,6 +369,7 @@ export function deleteObject(context: EngineContext, args: DeleteObjectArgs): De
     }
     result = { key: args.key };
   } else {
+    ifMatch(context.store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, args.key)));
     const seq = nextCounter(context, 'nextSeq');
     const marker: ObjectVersionRecord = {
       key: args.key,
