@@ -609,7 +609,7 @@ export function conditionalRead(
   const lastModifiedSecond = Math.floor(version.lastModified / 1000) * 1000;
   const ifMatch = exchange.header('if-match');
   if (ifMatch !== undefined) {
-    if (!(ifMatch.trim() === '*' || strongEtagListMatches(ifMatch, version.etag)))
+    if (!(ifMatch.trim() === '*' || etagListMatches(ifMatch, version.etag, 'strong')))
       throw PreconditionFailed('If-Match: the object does not match');
   } else {
     const unmodifiedSince = parseHttpDate(exchange.header('if-unmodified-since'));
@@ -624,11 +624,6 @@ export function conditionalRead(
   const modifiedSince = parseHttpDate(exchange.header('if-modified-since'));
   if (!Number.isNaN(modifiedSince) && lastModifiedSecond <= modifiedSince) return 304;
   return undefined;
-}
-
-/** A list of entity tags holds `etag` itself, not in its weak form (RFC 9110 §8.8.3.2). */
-function strongEtagListMatches(header: string, etag: string): boolean {
-  return header.split(',').some((part) => part.trim() === etag);
 }
 
 /** RFC 9110 §5.6.7: IMF-fixdate, and the obsolete RFC 850 and asctime forms (all in GMT). */

@@ -39,7 +39,6 @@ export function listen<H extends Handler>(
   options: ListenOptions,
   router: Router<H>,
   log: Logger,
-  fallback?: (exchange: Exchange) => boolean,
 ): Promise<Listener> {
   const app = options.tls
     ? uWS.SSLApp({ cert_file_name: options.tls.certFile, key_file_name: options.tls.keyFile })
@@ -52,16 +51,12 @@ export function listen<H extends Handler>(
       exchange.sendProblem(Unavailable('the server is shutting down'), log);
       return;
     }
-    if (exchange.headerBytes > HEADER_BYTES_MAX) {
-      const limit = HEADER_BYTES_MAX;
-      const problem = `the request headers are ${exchange.headerBytes} bytes, over ${limit}`;
-      exchange.sendProblem(HeadersTooLarge(problem), log);
-      options.audit?.record(exchange);
-      return;
-    }
-    if (fallback?.(exchange)) return;
     let match: Match<H>;
     try {
+      if (exchange.headerBytes > HEADER_BYTES_MAX) {
+        const size = `${exchange.headerBytes} bytes, over ${HEADER_BYTES_MAX}`;
+        throw HeadersTooLarge(`the request headers are ${size}`);
+      }
       match = router.match(exchange.method, exchange.path);
     } catch (error) {
       exchange.sendProblem(error, log);

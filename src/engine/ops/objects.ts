@@ -185,8 +185,19 @@ export function checkWriteConditions(
   }
 }
 
-export function etagListMatches(header: string, etag: string): boolean {
-  return header.split(',').some((part) => part.trim().replace(/^W\//, '') === etag);
+/**
+ * A list of entity tags holds `etag`. Weak comparison (RFC 9110 §8.8.3.2) ignores a `W/`
+ * prefix; strong comparison, which If-Match of a read uses, never matches a weak tag.
+ */
+export function etagListMatches(
+  header: string,
+  etag: string,
+  comparison: 'weak' | 'strong' = 'weak',
+): boolean {
+  return header.split(',').some((part) => {
+    const tag = part.trim();
+    return (comparison === 'weak' ? tag.replace(/^W\//, '') : tag) === etag;
+  });
 }
 
 export function versionIdOf(seq: number): string {
