@@ -3,7 +3,8 @@
 // positional reads that never wait for the disk, and a plain memory copy; from the OpenSSL that
 // Node itself links and exports (for native addons), AES-256-GCM into buffers the caller owns;
 // and from Lightwell's own native library (native/, built with the machine's C compiler by
-// scripts/build-native.mjs), CRC-32C and buffer alignment. The only module that touches koffi.
+// scripts/build-native.mjs), CRC-32C, buffer alignment, and one-call forms of the cached read,
+// AES-256-GCM and HMAC-SHA256 for small records. The only module that touches koffi.
 //
 // Every function here is optional: where libc cannot be reached (not Linux, koffi has no binary
 // for the platform, or a symbol is missing) `libc()` answers undefined, where Lightwell's library
@@ -102,6 +103,7 @@ export interface AesGcm {
 export const GCM_TAG_BYTES = 16;
 const GCM_NONCE_BYTES = 12;
 const AES_256_KEY_BYTES = 32;
+const SHA256_BYTES = 32;
 const EVP_CTRL_GCM_GET_TAG = 0x10;
 const EVP_CTRL_GCM_SET_TAG = 0x11;
 
@@ -111,16 +113,55 @@ interface Library {
 
 let loaded: Libc | undefined | null = null;
 
-/** The libc functions, loaded on first use; undefined where they cannot be reached. */
+/**
+ * The libc functions, loaded on first use; undefined where they cannot be reached. Where
+ * Lightwell's native library offers a one-call form of a function (see `preferOneCall`), that
+ * form serves the calls it can.
+ */
 export function libc(): Libc | undefined {
   if (loaded === null) {
-    loaded =
+    const base =
       process.platform === 'linux'
         ? loadLibc(() => createRequire(import.meta.url)('koffi') as Koffi)
         : undefined;
+    const own = base ? native() : undefined;
+    loaded = base && own ? preferOneCall(base, own) : base;
   }
   return loaded;
 }
+
+/**
+ * `base` with the native library's one-call forms where it has them: `readCached` always, and
+ * AES-256-GCM for one or two plaintext parts and one target (every chunk of a small object, and
+ * most of a large one's; a chunk over more body blocks keeps the calls made one by one).
+ */
+export function preferOneCall(base: Libc, own: Native): Libc {
+  const gcm = own.gcm;
+  const evp = base.aesGcm;
+  const aesGcm: AesGcm | undefined =
+    gcm && evp
+      ? {
+          seal(key, nonce, aad, parts, target) {
+            if (parts.length > 2) return evp.seal(key, nonce, aad, parts, target);
+            return gcm.seal(key, nonce, aad, parts[0] ?? EMPTY, parts[1] ?? EMPTY, target);
+          },
+          open(key, nonce, aad, ciphertext, tag, targets) {
+            const [target] = targets;
+            if (targets.length !== 1 || !target) {
+              return evp.open(key, nonce, aad, ciphertext, tag, targets);
+            }
+            return gcm.open(key, nonce, aad, ciphertext, tag, target);
+          },
+        }
+      : evp;
+  return {
+    ...base,
+    ...(aesGcm ? { aesGcm } : {}),
+    ...(own.readCached ? { readCached: own.readCached } : {}),
+  };
+}
+
+const EMPTY = new Uint8Array(0);
 
 /** Lightwell's own native library (native/*.c). */
 export interface Native {
@@ -132,6 +173,34 @@ export interface Native {
   readonly crc32c?: (bytes: Uint8Array, initial: number) => number;
   /** The address of the first byte of `bytes` modulo `alignment` (a power of two). */
   readonly misalignment: (bytes: Uint8Array, alignment: number) => number;
+  /** As `Libc.readCached`, in one call (native/oneshot.c). Absent where `readCached` would be. */
+  readonly readCached?: Libc['readCached'];
+  /**
+   * AES-256-GCM and HMAC-SHA256 in one call each, through the OpenSSL that Node exports (see
+   * native/oneshot.c). Absent where the Node binary does not export those functions.
+   */
+  readonly gcm?: {
+    /** As `AesGcm.seal` of the parts `first` and `second` (either may be empty). */
+    seal(
+      key: Uint8Array,
+      nonce: Uint8Array,
+      aad: Uint8Array,
+      first: Uint8Array,
+      second: Uint8Array,
+      target: Uint8Array,
+    ): number;
+    /** As `AesGcm.open` into the one target `target`. */
+    open(
+      key: Uint8Array,
+      nonce: Uint8Array,
+      aad: Uint8Array,
+      ciphertext: Uint8Array,
+      tag: Uint8Array,
+      target: Uint8Array,
+    ): boolean;
+  };
+  /** HMAC-SHA256 under `key` of `first` followed by `second` (either may be empty). */
+  readonly hmacSha256?: (key: Uint8Array, first: Uint8Array, second: Uint8Array) => Buffer;
 }
 
 /** Where scripts/build-native.mjs puts the library: dist/native/, beside dist/src/. */
@@ -157,8 +226,9 @@ export function loadNative(
   let crc32c: (initial: number, bytes: Uint8Array, length: number) => number;
   let misalignment: (bytes: Uint8Array, alignment: number) => number;
   let crc32cSupported: boolean;
+  let library: Library;
   try {
-    const library = requireKoffi().load(path);
+    library = requireKoffi().load(path);
     crc32cSupported = (library.func('int lw_crc32c_supported()') as () => number)() === 1;
     crc32c = library.func(
       'uint32_t lw_crc32c(uint32_t initial, const uint8_t *bytes, size_t length)',
@@ -176,6 +246,110 @@ export function loadNative(
     misalignment(bytes, alignment) {
       assert.ok(alignment > 0 && (alignment & (alignment - 1)) === 0, 'alignment is a power of 2');
       return misalignment(bytes, alignment);
+    },
+    ...bindOneCallRead(library),
+    ...bindOneCallCrypto(library),
+  };
+}
+
+/** `Native.readCached`, on 64-bit Linux (lw_read_cached takes a 64-bit offset). */
+function bindOneCallRead(library: Library): Pick<Native, 'readCached'> {
+  if (!OFF_T_64_ARCHES.has(process.arch)) return {};
+  let read: (fd: number, target: Uint8Array, length: number, position: number) => number;
+  try {
+    read = library.func(
+      'int64_t lw_read_cached(int fd, uint8_t *target, size_t length, int64_t position)',
+    ) as typeof read;
+  } catch {
+    return {}; // a library built before lw_read_cached
+  }
+  let nowaitWorks = true;
+  return {
+    readCached(fd, target, position) {
+      if (!nowaitWorks) return undefined;
+      const result = read(fd, target, target.length, position);
+      if (result >= 0) return result;
+      // As the koffi-bound preadv2 below: EAGAIN is "not cached"; no RWF_NOWAIT stops trying.
+      if (NOWAIT_UNSUPPORTED.has(-result)) nowaitWorks = false;
+      return undefined;
+    },
+  };
+}
+
+/** `Native.gcm` and `Native.hmacSha256`, where Node's OpenSSL exports what they call. */
+function bindOneCallCrypto(library: Library): Pick<Native, 'gcm' | 'hmacSha256'> {
+  type Bytes = Uint8Array;
+  let seal: (...args: [Bytes, Bytes, Bytes, number, Bytes, number, Bytes, number, Bytes]) => number;
+  let open: (...args: [Bytes, Bytes, Bytes, number, Bytes, number, Bytes, Bytes]) => number;
+  let hmac: (...args: [Bytes, number, Bytes, number, Bytes, number, Bytes]) => number;
+  try {
+    if ((library.func('int lw_oneshot_crypto_supported()') as () => number)() !== 1) return {};
+    seal = library.func(
+      'int64_t lw_gcm_seal(const uint8_t *key, const uint8_t *nonce, const uint8_t *aad, ' +
+        'size_t aadLength, const uint8_t *first, size_t firstLength, const uint8_t *second, ' +
+        'size_t secondLength, uint8_t *target)',
+    ) as typeof seal;
+    open = library.func(
+      'int lw_gcm_open(const uint8_t *key, const uint8_t *nonce, const uint8_t *aad, ' +
+        'size_t aadLength, const uint8_t *ciphertext, size_t length, const uint8_t *tag, ' +
+        'uint8_t *target)',
+    ) as typeof open;
+    hmac = library.func(
+      'int lw_hmac_sha256(const uint8_t *key, size_t keyLength, const uint8_t *first, ' +
+        'size_t firstLength, const uint8_t *second, size_t secondLength, uint8_t *target)',
+    ) as typeof hmac;
+  } catch {
+    return {}; // a library built before these functions
+  }
+  // koffi passes bare pointers: every length the C side relies on is checked here.
+  const checkKey = (key: Uint8Array, nonce: Uint8Array): void => {
+    assert.equal(key.length, AES_256_KEY_BYTES, 'AES-256 key length');
+    assert.equal(nonce.length, GCM_NONCE_BYTES, 'GCM nonce length');
+  };
+  const refused = (what: string): never => {
+    // OpenSSL refused a call that cannot fail with valid arguments: a bug, never bad input.
+    assert.fail(`OpenSSL ${what} failed`);
+  };
+  return {
+    gcm: {
+      seal(key, nonce, aad, first, second, target) {
+        checkKey(key, nonce);
+        const total = first.length + second.length;
+        assert.ok(target.length >= total + GCM_TAG_BYTES, 'seal target is too short');
+        const written = seal(
+          key,
+          nonce,
+          aad,
+          aad.length,
+          first,
+          first.length,
+          second,
+          second.length,
+          target,
+        );
+        return written === total + GCM_TAG_BYTES ? written : refused('seal');
+      },
+      open(key, nonce, aad, ciphertext, tag, target) {
+        checkKey(key, nonce);
+        assert.equal(tag.length, GCM_TAG_BYTES, 'GCM tag length');
+        assert.equal(target.length, ciphertext.length, 'open target does not match the ciphertext');
+        const result = open(
+          key,
+          nonce,
+          aad,
+          aad.length,
+          ciphertext,
+          ciphertext.length,
+          tag,
+          target,
+        );
+        return result === -1 ? refused('open') : result === 1;
+      },
+    },
+    hmacSha256(key, first, second) {
+      const target = Buffer.allocUnsafe(SHA256_BYTES);
+      const result = hmac(key, key.length, first, first.length, second, second.length, target);
+      return result === 0 ? target : refused('HMAC');
     },
   };
 }
@@ -412,7 +586,11 @@ function bindReadCached(koffi: Koffi, self: Library): Pick<Libc, 'readCached'> {
     flags: number,
   ) => number;
   try {
-    koffi.struct('lw_iovec', { base: 'void *', len: 'size_t' });
+    try {
+      koffi.struct('lw_iovec', { base: 'void *', len: 'size_t' });
+    } catch {
+      // declared by an earlier loadLibc in this thread; a failure of another kind fails below
+    }
     preadv2 = self.func(
       'intptr_t preadv2(int fd, const lw_iovec *iov, int count, int64_t offset, int flags)',
     ) as typeof preadv2;

@@ -4,20 +4,26 @@
 // source, also into a SharedArrayBuffer at an odd offset, and refuses a short target, and
 // `copyBytes` does the same for sources of any size; `aesGcm` produces exactly node:crypto's
 // ciphertext and tag, opens what it sealed into any split of targets and refuses any change to
-// ciphertext, tag, AAD, key or nonce; without koffi there is simply no libc.
+// ciphertext, tag, AAD, key or nonce; the native library's one-call forms (native/oneshot.c) of
+// the cached read, AES-256-GCM and HMAC-SHA256 answer exactly what the calls bound one by one
+// and node:crypto answer; without koffi there is simply no libc.
 // Method: a file written just before (so its pages are cached) read at several offsets and
 // lengths, also into a pooled Buffer, against `readFileSync`; a listening node:net server's
 // descriptor found by its port; `loadLibc` given a koffi loader that throws.
-import t from 'tap';
+import t, { type Test } from 'tap';
+import { createRequire } from 'node:module';
+import type * as KoffiModule from 'koffi';
 import { mkdtempSync, openSync, closeSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createCipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, createHmac, randomBytes } from 'node:crypto';
 import {
   copyBytes,
   libc,
   loadLibc,
+  native,
+  type AesGcm,
   SOL_SOCKET,
   SO_RCVBUF,
   SO_TYPE,
@@ -26,6 +32,8 @@ import {
 import { receiveBufferOf, setReceiveBuffer } from '../../src/http/receive-buffer.js';
 
 const c = libc();
+/** The functions bound through koffi one by one, without the native library's one-call forms. */
+const bound = loadLibc(() => createRequire(import.meta.url)('koffi') as typeof KoffiModule);
 
 t.test('libc is reachable on Linux', async (t) => {
   if (process.platform === 'linux') t.ok(c, 'loaded');
@@ -41,32 +49,37 @@ t.test('without koffi there is no libc, and no exception', async (t) => {
   );
 });
 
-t.test('readCached copies the cached range', { skip: !c?.readCached }, async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'lw-libc-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const path = join(dir, 'data');
-  const bytes = randomBytes(300_000);
-  writeFileSync(path, bytes);
-  const fd = openSync(path, 'r');
-  t.teardown(() => closeSync(fd));
-  const onDisk = readFileSync(path);
-  for (const [position, length] of [
-    [0, 4096],
-    [12_345, 70_000],
-    [299_000, 1000],
-  ] as const) {
-    const target = Buffer.alloc(length);
-    t.equal(c?.readCached?.(fd, target, position), length, `${length} bytes at ${position}`);
-    t.ok(target.equals(onDisk.subarray(position, position + length)), 'the same bytes');
-  }
-  // A small Buffer.allocUnsafe is a view into Node's shared pool, at a non-zero offset.
-  const pooled = Buffer.allocUnsafe(100);
-  t.equal(c?.readCached?.(fd, pooled, 777), 100, 'into a pooled buffer');
-  t.ok(pooled.equals(onDisk.subarray(777, 877)), 'at its own offset');
-  const tail = Buffer.alloc(4096);
-  t.equal(c?.readCached?.(fd, tail, 299_000), 1000, 'a read past the end is short');
-  t.equal(c?.readCached?.(fd, tail, 300_000), 0, 'at the end: 0');
-});
+for (const [form, readCached] of [
+  ['one call', native()?.readCached],
+  ['preadv2 bound by koffi', bound?.readCached],
+] as const) {
+  t.test(`readCached copies the cached range (${form})`, { skip: !readCached }, async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'lw-libc-'));
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+    const path = join(dir, 'data');
+    const bytes = randomBytes(300_000);
+    writeFileSync(path, bytes);
+    const fd = openSync(path, 'r');
+    t.teardown(() => closeSync(fd));
+    const onDisk = readFileSync(path);
+    for (const [position, length] of [
+      [0, 4096],
+      [12_345, 70_000],
+      [299_000, 1000],
+    ] as const) {
+      const target = Buffer.alloc(length);
+      t.equal(readCached?.(fd, target, position), length, `${length} bytes at ${position}`);
+      t.ok(target.equals(onDisk.subarray(position, position + length)), 'the same bytes');
+    }
+    // A small Buffer.allocUnsafe is a view into Node's shared pool, at a non-zero offset.
+    const pooled = Buffer.allocUnsafe(100);
+    t.equal(readCached?.(fd, pooled, 777), 100, 'into a pooled buffer');
+    t.ok(pooled.equals(onDisk.subarray(777, 877)), 'at its own offset');
+    const tail = Buffer.alloc(4096);
+    t.equal(readCached?.(fd, tail, 299_000), 1000, 'a read past the end is short');
+    t.equal(readCached?.(fd, tail, 300_000), 0, 'at the end: 0');
+  });
+}
 
 t.test('socket options on a listening socket', { skip: !c }, async (t) => {
   const server = createServer();
@@ -118,41 +131,41 @@ t.test('copyBytes puts small and large sources at any offset', async (t) => {
   }, 'a copy past the end is refused');
 });
 
-t.test(
-  'aesGcm seals as node:crypto does and opens what it sealed',
-  { skip: !c?.aesGcm },
-  async (t) => {
-    const aesGcm = c?.aesGcm;
-    if (!aesGcm) return;
-    const key = randomBytes(32);
-    const nonce = randomBytes(12);
-    const aad = randomBytes(56);
-    const plain = randomBytes(300_001);
-    const shared = new Uint8Array(new SharedArrayBuffer(plain.length + 40), 3, plain.length);
-    shared.set(plain);
-    for (const parts of [
-      [plain],
-      [plain.subarray(0, 0), plain.subarray(0, 17), plain.subarray(17)],
-      [shared.subarray(0, 65_536), shared.subarray(65_536)],
-    ]) {
-      const target = Buffer.alloc(plain.length + 16 + 5, 0xee);
-      const written = aesGcm.seal(key, nonce, aad, parts, target);
-      t.equal(written, plain.length + 16);
-      const cipher = createCipheriv('aes-256-gcm', key, nonce, { authTagLength: 16 });
-      cipher.setAAD(aad);
-      const expected = Buffer.concat([cipher.update(plain), cipher.final(), cipher.getAuthTag()]);
-      t.ok(target.subarray(0, written).equals(expected), `${parts.length} parts: node's bytes`);
-      t.same([...target.subarray(written)], [0xee, 0xee, 0xee, 0xee, 0xee], 'nothing past the tag');
-    }
-    const sealed = Buffer.alloc(plain.length + 16);
-    aesGcm.seal(key, nonce, aad, [plain], sealed);
-    const ciphertext = sealed.subarray(0, plain.length);
-    const tag = sealed.subarray(plain.length);
+/** Seals as node:crypto does, opens what it sealed, and refuses any change. */
+async function checksAesGcm(t: Test, aesGcm: AesGcm): Promise<void> {
+  const key = randomBytes(32);
+  const nonce = randomBytes(12);
+  const aad = randomBytes(56);
+  const plain = randomBytes(300_001);
+  const shared = new Uint8Array(new SharedArrayBuffer(plain.length + 40), 3, plain.length);
+  shared.set(plain);
+  for (const parts of [
+    [plain],
+    [plain.subarray(0, 0), plain.subarray(0, 17), plain.subarray(17)],
+    [shared.subarray(0, 65_536), shared.subarray(65_536)],
+    [plain.subarray(0, 0), plain],
+  ]) {
+    const target = Buffer.alloc(plain.length + 16 + 5, 0xee);
+    const written = aesGcm.seal(key, nonce, aad, parts, target);
+    t.equal(written, plain.length + 16);
+    const cipher = createCipheriv('aes-256-gcm', key, nonce, { authTagLength: 16 });
+    cipher.setAAD(aad);
+    const expected = Buffer.concat([cipher.update(plain), cipher.final(), cipher.getAuthTag()]);
+    t.ok(target.subarray(0, written).equals(expected), `${parts.length} parts: node's bytes`);
+    t.same([...target.subarray(written)], [0xee, 0xee, 0xee, 0xee, 0xee], 'nothing past the tag');
+  }
+  const sealed = Buffer.alloc(plain.length + 16);
+  aesGcm.seal(key, nonce, aad, [plain], sealed);
+  const ciphertext = sealed.subarray(0, plain.length);
+  const tag = sealed.subarray(plain.length);
+  for (const split of [true, false]) {
     const open = (
       over: Partial<Record<'key' | 'nonce' | 'aad' | 'ciphertext' | 'tag', Buffer>>,
     ) => {
       const out = new Uint8Array(new SharedArrayBuffer(plain.length + 8), 5, plain.length);
-      const targets = [out.subarray(0, 1000), out.subarray(1000, 1000), out.subarray(1000)];
+      const targets = split
+        ? [out.subarray(0, 1000), out.subarray(1000, 1000), out.subarray(1000)]
+        : [out];
       const ok = aesGcm.open(
         over.key ?? key,
         over.nonce ?? nonce,
@@ -163,9 +176,10 @@ t.test(
       );
       return { ok, out };
     };
+    const into = split ? 'three targets' : 'one target';
     const opened = open({});
-    t.ok(opened.ok, 'opens');
-    t.ok(Buffer.from(opened.out).equals(plain), 'into the targets, in order');
+    t.ok(opened.ok, `opens into ${into}`);
+    t.ok(Buffer.from(opened.out).equals(plain), 'in order');
     const flip = (bytes: Buffer, at: number): Buffer => {
       const copy = Buffer.from(bytes);
       copy[at] = (copy[at] ?? 0) ^ 0x40;
@@ -176,11 +190,42 @@ t.test(
     t.notOk(open({ aad: flip(aad, 0) }).ok, 'a changed AAD');
     t.notOk(open({ key: flip(key, 31) }).ok, 'another key');
     t.notOk(open({ nonce: flip(nonce, 11) }).ok, 'another nonce');
-    t.throws(() => aesGcm.seal(key, nonce, aad, [plain], Buffer.alloc(plain.length + 15)));
-    t.throws(() => aesGcm.open(key, nonce, aad, ciphertext, tag, [Buffer.alloc(10)]));
-    t.throws(() => aesGcm.seal(key.subarray(0, 16), nonce, aad, [plain], sealed), 'AES-128 key');
-  },
-);
+  }
+  t.throws(() => aesGcm.seal(key, nonce, aad, [plain], Buffer.alloc(plain.length + 15)));
+  t.throws(() => aesGcm.open(key, nonce, aad, ciphertext, tag, [Buffer.alloc(10)]));
+  t.throws(() => aesGcm.open(key, nonce, aad, ciphertext, tag.subarray(1), [Buffer.alloc(10)]));
+  t.throws(() => aesGcm.seal(key.subarray(0, 16), nonce, aad, [plain], sealed), 'AES-128 key');
+  t.throws(() => aesGcm.seal(key, nonce.subarray(1), aad, [plain], sealed), 'a 88-bit nonce');
+}
+
+t.test('aesGcm, one call where it can be', { skip: !c?.aesGcm }, async (t) => {
+  t.ok(!native()?.gcm || c?.aesGcm !== bound?.aesGcm, 'the one-call form serves');
+  t.ok(!native()?.readCached || c?.readCached === native()?.readCached, 'and reads');
+  if (c?.aesGcm) await checksAesGcm(t, c.aesGcm);
+});
+
+t.test('aesGcm, EVP functions called one by one', { skip: !bound?.aesGcm }, async (t) => {
+  if (bound?.aesGcm) await checksAesGcm(t, bound.aesGcm);
+});
+
+t.test('hmacSha256 answers what node:crypto does', { skip: !native()?.hmacSha256 }, async (t) => {
+  const hmac = native()?.hmacSha256;
+  if (!hmac) return;
+  const bytes = randomBytes(70_000);
+  const empty = Buffer.alloc(0);
+  for (const key of [randomBytes(32), randomBytes(100), empty]) {
+    for (const [at, end] of [
+      [0, 0],
+      [0, 4096],
+      [17, 4096],
+      [4096, 70_000],
+    ] as const) {
+      const expected = createHmac('sha256', key).update(bytes.subarray(0, end)).digest();
+      const mac = hmac(key, bytes.subarray(0, at), bytes.subarray(at, end));
+      t.ok(mac.equals(expected), `${key.length}-byte key, ${end} bytes split at ${at}`);
+    }
+  }
+});
 
 t.test('startWriteback on a file being written', { skip: !c?.startWriteback }, async (t) => {
   // A hint with no visible effect but timing: it must accept any range, a closed descriptor
