@@ -3,8 +3,9 @@
 // positional reads that never wait for the disk, and a plain memory copy; from the OpenSSL that
 // Node itself links and exports (for native addons), AES-256-GCM into buffers the caller owns;
 // and from Lightwell's own native library (native/, built with the machine's C compiler by
-// scripts/build-native.mjs), CRC-32C, buffer alignment, and one-call forms of the cached read,
-// AES-256-GCM and HMAC-SHA256 for small records. The only module that touches koffi.
+// scripts/build-native.mjs), CRC-32C, buffer alignment, LZ4 compression that gives up early,
+// and one-call forms of the cached read, AES-256-GCM and HMAC-SHA256 for small records. The only
+// module that touches koffi.
 //
 // Every function here is optional: where libc cannot be reached (not Linux, koffi has no binary
 // for the platform, or a symbol is missing) `libc()` answers undefined, where Lightwell's library
@@ -201,6 +202,12 @@ export interface Native {
   };
   /** HMAC-SHA256 under `key` of `first` followed by `second` (either may be empty). */
   readonly hmacSha256?: (key: Uint8Array, first: Uint8Array, second: Uint8Array) => Buffer;
+  /**
+   * `source` as lz4-napi's `compressSync` would store it (the u32 LE length, then an LZ4 block;
+   * native/lz4.c), written into `target`: answers the bytes written, or 0 when they would not
+   * fit in `target`, and then stops at once (what does not fit does not pay).
+   */
+  readonly lz4Compress?: (source: Uint8Array, target: Uint8Array) => number;
 }
 
 /** Where scripts/build-native.mjs puts the library: dist/native/, beside dist/src/. */
@@ -249,6 +256,22 @@ export function loadNative(
     },
     ...bindOneCallRead(library),
     ...bindOneCallCrypto(library),
+    ...bindLz4(library),
+  };
+}
+
+/** `Native.lz4Compress`. */
+function bindLz4(library: Library): Pick<Native, 'lz4Compress'> {
+  let compress: (source: Uint8Array, length: number, target: Uint8Array, limit: number) => number;
+  try {
+    compress = library.func(
+      'size_t lw_lz4_compress(const uint8_t *source, size_t length, uint8_t *target, size_t limit)',
+    ) as typeof compress;
+  } catch {
+    return {}; // a library built before lw_lz4_compress
+  }
+  return {
+    lz4Compress: (source, target) => compress(source, source.length, target, target.length),
   };
 }
 

@@ -6,7 +6,8 @@
 // ciphertext and tag, opens what it sealed into any split of targets and refuses any change to
 // ciphertext, tag, AAD, key or nonce; the native library's one-call forms (native/oneshot.c) of
 // the cached read, AES-256-GCM and HMAC-SHA256 answer exactly what the calls bound one by one
-// and node:crypto answer; without koffi there is simply no libc.
+// and node:crypto answer; `lz4Compress` writes blocks that lz4-napi reads back, and never past
+// its target; without koffi there is simply no libc.
 // Method: a file written just before (so its pages are cached) read at several offsets and
 // lengths, also into a pooled Buffer, against `readFileSync`; a listening node:net server's
 // descriptor found by its port; `loadLibc` given a koffi loader that throws.
@@ -18,6 +19,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createCipheriv, createHmac, randomBytes } from 'node:crypto';
+import { uncompressSync } from 'lz4-napi';
 import {
   copyBytes,
   libc,
@@ -32,6 +34,7 @@ import {
 import { receiveBufferOf, setReceiveBuffer } from '../../src/http/receive-buffer.js';
 
 const c = libc();
+const lz4 = native()?.lz4Compress;
 /** The functions bound through koffi one by one, without the native library's one-call forms. */
 const bound = loadLibc(() => createRequire(import.meta.url)('koffi') as typeof KoffiModule);
 
@@ -225,6 +228,58 @@ t.test('hmacSha256 answers what node:crypto does', { skip: !native()?.hmacSha256
       t.ok(mac.equals(expected), `${key.length}-byte key, ${end} bytes split at ${at}`);
     }
   }
+});
+
+t.test('lz4Compress writes what lz4-napi reads, within its target', { skip: !lz4 }, async (t) => {
+  if (!lz4) return;
+  const text = Buffer.from(
+    Array.from({ length: 20_000 }, (_, i) => `line ${i}: value ${(i * 7) % 1000}\n`).join(''),
+  );
+  const pattern = randomBytes(1000);
+  const repeated = Buffer.alloc(300_000);
+  for (let at = 0; at < repeated.length; at += pattern.length) pattern.copy(repeated, at);
+  /** Runs of random bytes, copies of earlier bytes at random distances, and fills. */
+  const mixed = (length: number): Buffer => {
+    const bytes = Buffer.alloc(length);
+    for (let at = 0; at < length;) {
+      const run = Math.min(length - at, 1 + Math.floor(Math.random() * 300));
+      const kind = Math.random();
+      if (kind < 0.3) randomBytes(run).copy(bytes, at);
+      else if (kind < 0.6 && at > 0) bytes.copy(bytes, at, Math.floor(Math.random() * at), at);
+      else bytes.fill(Math.floor(Math.random() * 4), at, at + run);
+      at += run;
+    }
+    return bytes;
+  };
+  const inputs: Buffer[] = [];
+  for (let length = 0; length < 40; length++)
+    inputs.push(Buffer.alloc(length, 7), randomBytes(length));
+  for (let round = 0; round < 200; round++) inputs.push(mixed(Math.floor(Math.random() * 70_000)));
+  inputs.push(text, repeated, Buffer.alloc(1 << 20), randomBytes(65_536));
+  let failures = 0;
+  for (const input of inputs) {
+    const room = input.length + Math.ceil(input.length / 255) + 16;
+    const target = Buffer.alloc(room + 8, 0xee);
+    const written = lz4(input, target.subarray(0, room));
+    const back = written > 0 ? uncompressSync(target.subarray(0, written)) : undefined;
+    if (!back?.equals(input) || target.subarray(room).some((byte) => byte !== 0xee)) failures += 1;
+  }
+  t.equal(
+    failures,
+    0,
+    `${inputs.length} inputs: lz4-napi reads back each, nothing past the target`,
+  );
+  t.ok(lz4(text, Buffer.alloc(text.length)) < text.length / 3, 'text shrinks');
+  // The limit: exactly enough room writes, one byte less answers 0 and writes nothing past it.
+  const exact = lz4(text, Buffer.alloc(text.length));
+  t.equal(lz4(text, Buffer.alloc(exact)), exact, 'a target of exactly the length');
+  const short = Buffer.alloc(exact + 7, 0xee);
+  t.equal(lz4(text, short.subarray(0, exact - 1)), 0, 'one byte short: 0');
+  t.ok(
+    short.subarray(exact - 1).every((byte) => byte === 0xee),
+    'and nothing written past it',
+  );
+  t.equal(lz4(randomBytes(4096), Buffer.alloc(3686)), 0, 'random bytes do not fit in 90%');
 });
 
 t.test('startWriteback on a file being written', { skip: !c?.startWriteback }, async (t) => {
