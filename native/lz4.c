@@ -67,6 +67,19 @@ static inline uint8_t *write_length(uint8_t *op, size_t length) {
   return op;
 }
 
+/* A sequence's token (its match length still 0), literal length and literals, at `op`. */
+static inline uint8_t *write_literals(uint8_t *op, const uint8_t *literals, size_t count) {
+  uint8_t *token = op++;
+  if (count >= 15) {
+    *token = 15 << 4;
+    op = write_length(op, count - 15);
+  } else {
+    *token = (uint8_t)(count << 4);
+  }
+  memcpy(op, literals, count);
+  return op + count;
+}
+
 /* Bytes that a length takes after its token's 4 bits. */
 static inline size_t length_bytes(size_t length) {
   return length < 15 ? 0 : (length - 15) / 255 + 1;
@@ -116,15 +129,8 @@ size_t lw_lz4_compress(const uint8_t *source, size_t length, uint8_t *target, si
     size_t literals = (size_t)(ip - anchor);
     /* the token, the literal length, the literals, the offset */
     if ((size_t)(op_end - op) < 1 + length_bytes(literals) + literals + 2) return 0;
-    uint8_t *token = op++;
-    if (literals >= 15) {
-      *token = 15 << 4;
-      op = write_length(op, literals - 15);
-    } else {
-      *token = (uint8_t)(literals << 4);
-    }
-    memcpy(op, anchor, literals);
-    op += literals;
+    uint8_t *token = op;
+    op = write_literals(op, anchor, literals);
 
     for (;;) {
       /* The match at `ip`, `match` behind it; `token` is its sequence's. */
@@ -158,15 +164,7 @@ size_t lw_lz4_compress(const uint8_t *source, size_t length, uint8_t *target, si
 last_literals: {
   size_t literals = (size_t)(end - anchor);
   if ((size_t)(op_end - op) < 1 + length_bytes(literals) + literals) return 0;
-  uint8_t *token = op++;
-  if (literals >= 15) {
-    *token = 15 << 4;
-    op = write_length(op, literals - 15);
-  } else {
-    *token = (uint8_t)(literals << 4);
-  }
-  memcpy(op, anchor, literals);
-  op += literals;
+  op = write_literals(op, anchor, literals);
 }
   return (size_t)(op - target);
 }
