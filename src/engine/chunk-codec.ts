@@ -11,6 +11,7 @@
 // Plaintext may arrive as several slices (a chunk that spans two body blocks); only LZ4 needs it
 // contiguous, and then it is gathered into one buffer once.
 
+import assert from 'node:assert/strict';
 import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:crypto';
 import { crc32c } from '../util/crc32c.js';
 import { compressSync, uncompressSync } from 'lz4-napi';
@@ -184,6 +185,22 @@ function compressedIfItPays(bytes: Uint8Array, scratch?: Buffer): Buffer | undef
   const target = scratch ?? Buffer.allocUnsafe(limit);
   const written = compress(bytes, target.subarray(0, limit));
   return written === 0 ? undefined : target.subarray(0, written);
+}
+
+/** The stored LZ4 form of all of `bytes`, whatever it saves, with the compressor in use. */
+export function lz4Compressed(bytes: Uint8Array): Buffer {
+  const compress = native()?.lz4Compress;
+  if (!compress) return compressSync(asBuffer(bytes));
+  // LZ4_COMPRESSBOUND, plus the u32 length: room for any input
+  const target = Buffer.allocUnsafe(bytes.length + Math.floor(bytes.length / 255) + 16 + 4);
+  const written = compress(bytes, target);
+  assert.ok(written > 0, 'LZ4 output exceeded its bound');
+  return target.subarray(0, written);
+}
+
+/** Which LZ4 compressor `lz4Compressed` and the chunk codec use. */
+export function lz4Implementation(): 'native' | 'lz4-napi' {
+  return native()?.lz4Compress ? 'native' : 'lz4-napi';
 }
 
 function gather(slices: readonly Uint8Array[], length: number): Uint8Array {
