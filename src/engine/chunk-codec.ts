@@ -237,8 +237,9 @@ export function decodeChunk(
 /**
  * As decodeChunk, but the plaintext goes into `targets` (in order; their lengths add up to the
  * plain length). Answers true when it was decrypted there in place, which needs an uncompressed
- * record and OpenSSL reached directly; false when it was decoded first and then copied. Throws
- * as decodeChunk does, and then the targets may hold unauthenticated bytes.
+ * record and OpenSSL reached directly; false when it was decoded first and then copied (or, for
+ * a compressed record and one target, decompressed there). Throws as decodeChunk does, and then
+ * the targets may hold unauthenticated bytes.
  */
 export function decodeChunkInto(
   keys: TenantKeys,
@@ -256,7 +257,10 @@ export function decodeChunkInto(
     openPayload(aesGcm, keys, record, header, payload, targets);
     return true;
   }
-  const plain = plaintextOf(keys, record, checked, aesGcm);
+  const [single] = targets;
+  const into = targets.length === 1 && native()?.lz4Decompress ? single : undefined;
+  const plain = plaintextOf(keys, record, checked, aesGcm, into);
+  if (into) return false; // decompressed straight into the target
   let offset = 0;
   for (const target of targets) {
     copyBytes(target, 0, plain.subarray(offset, offset + target.length));
@@ -265,12 +269,16 @@ export function decodeChunkInto(
   return false;
 }
 
-/** Decrypts (and decompresses) a checked record into a buffer of its own. */
+/**
+ * Decrypts (and decompresses) a checked record into a buffer of its own, or for a compressed
+ * record into `into` (its plain length) where the native decoder can write there.
+ */
 function plaintextOf(
   keys: TenantKeys,
   record: Buffer,
   { header, payload }: { header: RecordHeader; payload: Buffer },
   aesGcm: AesGcm | null,
+  into?: Uint8Array,
 ): Buffer {
   let plain: Buffer;
   if (aesGcm) {
@@ -290,9 +298,28 @@ function plaintextOf(
       throw CorruptData('record failed authentication', {}, { cause });
     }
   }
-  if (header.compression === COMPRESSION_LZ4) plain = uncompressSync(plain);
+  if (header.compression === COMPRESSION_LZ4) plain = decompressed(plain, header.plainLength, into);
   if (plain.length !== header.plainLength) throw CorruptData('record decodes to the wrong length');
   return plain;
+}
+
+/**
+ * The plain bytes of a stored LZ4 form (u32 LE length, block), written into `into` where given
+ * and Lightwell's native decoder is built (it writes where it is told; lz4-napi allocates).
+ */
+function decompressed(stored: Buffer, plainLength: number, into?: Uint8Array): Buffer {
+  const decompress = native()?.lz4Decompress;
+  if (!decompress) return uncompressSync(stored);
+  if (stored.length < 4 || stored.readUInt32LE(0) !== plainLength) {
+    throw CorruptData('record decodes to the wrong length');
+  }
+  const target = into
+    ? Buffer.from(into.buffer, into.byteOffset, into.length)
+    : Buffer.allocUnsafe(plainLength);
+  if (target.length !== plainLength) throw CorruptData('record decodes to the wrong length');
+  const written = decompress(stored.subarray(4), target);
+  if (written !== plainLength) throw CorruptData('record does not decompress');
+  return target;
 }
 
 /** Decrypts the payload into `targets` and checks its tag; throws CorruptData if it fails. */

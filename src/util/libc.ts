@@ -208,6 +208,11 @@ export interface Native {
    * fit in `target`, and then stops at once (what does not fit does not pay).
    */
   readonly lz4Compress?: (source: Uint8Array, target: Uint8Array) => number;
+  /**
+   * Decompresses the LZ4 block `block` (without the u32 length) into `target`: answers the bytes
+   * written, or -1 when the block is malformed or would not fit.
+   */
+  readonly lz4Decompress?: (block: Uint8Array, target: Uint8Array) => number;
 }
 
 /** Where scripts/build-native.mjs puts the library: dist/native/, beside dist/src/. */
@@ -260,18 +265,25 @@ export function loadNative(
   };
 }
 
-/** `Native.lz4Compress`. */
-function bindLz4(library: Library): Pick<Native, 'lz4Compress'> {
-  let compress: (source: Uint8Array, length: number, target: Uint8Array, limit: number) => number;
+/** `Native.lz4Compress` and `Native.lz4Decompress`. */
+function bindLz4(library: Library): Pick<Native, 'lz4Compress' | 'lz4Decompress'> {
+  type Call = (source: Uint8Array, length: number, target: Uint8Array, limit: number) => number;
+  let compress: Call;
+  let decompress: Call;
   try {
     compress = library.func(
       'size_t lw_lz4_compress(const uint8_t *source, size_t length, uint8_t *target, size_t limit)',
-    ) as typeof compress;
+    ) as Call;
+    decompress = library.func(
+      'int64_t lw_lz4_decompress(const uint8_t *source, size_t length, uint8_t *target, ' +
+        'size_t capacity)',
+    ) as Call;
   } catch {
-    return {}; // a library built before lw_lz4_compress
+    return {}; // a library built before these functions
   }
   return {
     lz4Compress: (source, target) => compress(source, source.length, target, target.length),
+    lz4Decompress: (block, target) => decompress(block, block.length, target, target.length),
   };
 }
 

@@ -7,7 +7,8 @@
 // ciphertext, tag, AAD, key or nonce; the native library's one-call forms (native/oneshot.c) of
 // the cached read, AES-256-GCM and HMAC-SHA256 answer exactly what the calls bound one by one
 // and node:crypto answer; `lz4Compress` writes blocks that lz4-napi reads back, and never past
-// its target; without koffi there is simply no libc.
+// its target, and `lz4Decompress` reads what either compressor writes and refuses malformed
+// blocks without writing outside its target; without koffi there is simply no libc.
 // Method: a file written just before (so its pages are cached) read at several offsets and
 // lengths, also into a pooled Buffer, against `readFileSync`; a listening node:net server's
 // descriptor found by its port; `loadLibc` given a koffi loader that throws.
@@ -19,7 +20,8 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createCipheriv, createHmac, randomBytes } from 'node:crypto';
-import { uncompressSync } from 'lz4-napi';
+import { compressSync, uncompressSync } from 'lz4-napi';
+import { lz4Compressed } from '../../src/engine/chunk-codec.js';
 import {
   copyBytes,
   libc,
@@ -35,6 +37,7 @@ import { receiveBufferOf, setReceiveBuffer } from '../../src/http/receive-buffer
 
 const c = libc();
 const lz4 = native()?.lz4Compress;
+const unlz4 = native()?.lz4Decompress;
 /** The functions bound through koffi one by one, without the native library's one-call forms. */
 const bound = loadLibc(() => createRequire(import.meta.url)('koffi') as typeof KoffiModule);
 
@@ -281,6 +284,70 @@ t.test('lz4Compress writes what lz4-napi reads, within its target', { skip: !lz4
   );
   t.equal(lz4(randomBytes(4096), Buffer.alloc(3686)), 0, 'random bytes do not fit in 90%');
 });
+
+t.test(
+  'lz4Decompress reads any LZ4 block and refuses malformed ones',
+  { skip: !unlz4 },
+  async (t) => {
+    if (!unlz4 || !lz4) return;
+    const text = Buffer.from(
+      Array.from({ length: 20_000 }, (_, i) => `{"n":${i},"level":"info"}\n`).join(''),
+    );
+    const inputs = [
+      text,
+      Buffer.alloc(100_000),
+      randomBytes(5000),
+      Buffer.alloc(0),
+      text.subarray(0, 7),
+    ];
+    for (const input of inputs) {
+      for (const [writer, stored] of [
+        ['lz4-napi', compressSync(input)],
+        ['native', lz4Compressed(input)],
+      ] as const) {
+        const target = Buffer.alloc(input.length + 8, 0xee);
+        const block = stored.subarray(4);
+        t.equal(
+          unlz4(block, target.subarray(0, input.length)),
+          input.length,
+          `${writer}, ${input.length} bytes`,
+        );
+        t.ok(target.subarray(0, input.length).equals(input), 'the same bytes');
+        t.ok(
+          target.subarray(input.length).every((byte) => byte === 0xee),
+          'nothing past the target',
+        );
+        if (input.length > 0) {
+          t.equal(unlz4(block, Buffer.alloc(input.length - 1)), -1, 'a target one byte short: -1');
+        }
+      }
+    }
+    const block = compressSync(text).subarray(4);
+    const target = Buffer.alloc(text.length);
+    t.equal(unlz4(block.subarray(0, block.length - 1), target), -1, 'a truncated block');
+    t.equal(
+      unlz4(Buffer.from([0x0f, 0x01, 0x00]), Buffer.alloc(64)),
+      -1,
+      'a match before the start',
+    );
+    t.equal(unlz4(Buffer.from([0x10, 0x61, 0x00, 0x00]), Buffer.alloc(64)), -1, 'distance 0');
+    t.equal(unlz4(Buffer.from([0xf0, 0xff, 0xff]), Buffer.alloc(64)), -1, 'a length past the end');
+    // Random corruptions never throw or write outside the target; most are refused.
+    let outside = 0;
+    for (let round = 0; round < 2000; round++) {
+      const bad = Buffer.from(block);
+      for (let flips = 0; flips < 3; flips++) {
+        const at = Math.floor(Math.random() * bad.length);
+        bad[at] = Math.floor(Math.random() * 256);
+      }
+      const guarded = Buffer.alloc(text.length + 64, 0xee);
+      const written = unlz4(bad, guarded.subarray(0, text.length));
+      if (written > text.length || guarded.subarray(text.length).some((byte) => byte !== 0xee))
+        outside += 1;
+    }
+    t.equal(outside, 0, '2,000 corrupted blocks: nothing written outside the target');
+  },
+);
 
 t.test('startWriteback on a file being written', { skip: !c?.startWriteback }, async (t) => {
   // A hint with no visible effect but timing: it must accept any range, a closed descriptor
