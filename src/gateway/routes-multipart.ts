@@ -10,7 +10,9 @@
 // Route order matters: `POST …/multipart/{uploadId}/complete/{key...}` is declared before
 // `POST …/multipart/{key...}`, which would match it too. A path whose `{uploadId}` segment is
 // not an upload id (32 hex digits) is a create for the whole rest of the path, so only keys
-// of the form `<32 hex digits>/complete/…` cannot be multipart-created.
+// of the form `<32 hex digits>/complete/…` cannot be multipart-created; but when its body has
+// `parts`, which no create body has, the client meant a complete and gets the 404 of an
+// unknown upload.
 
 import type { Exchange } from '../http/exchange.js';
 import type { Route, RouteDoc, JsonSchema } from '../http/router.js';
@@ -129,10 +131,11 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
     exchange: Exchange,
     params: Readonly<Record<string, string>>,
     key: string,
+    read?: { raw: unknown },
   ): Promise<void> => {
     exchange.audit.action = 'createMultipartUpload';
     const { principal, bucket } = target(exchange, params, 'write', key);
-    const raw = await exchange.readJson();
+    const raw = read ? read.raw : await exchange.readJson();
     if (raw !== undefined && (typeof raw !== 'object' || raw === null || Array.isArray(raw)))
       throw BadRequest('the body must be a JSON object');
     const body = raw as Record<string, unknown> | undefined;
@@ -222,7 +225,15 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
       handler: async (exchange, params) => {
         const uploadId = params['uploadId'] ?? '';
         if (!isUploadId(uploadId)) {
-          await create(exchange, params, `${uploadId}/complete/${params['key'] ?? ''}`);
+          // A create body never has `parts`: a body with it completes an upload that does not
+          // exist, which is a 404 as for any other unknown upload id, not a new upload.
+          bearer(exchange);
+          const raw = await exchange.readJson();
+          if (typeof raw === 'object' && raw !== null && 'parts' in raw) {
+            target(exchange, params, 'write');
+            throw NotFound(`upload ${uploadId.slice(0, 64)} of ${params['key'] ?? ''} not found`);
+          }
+          await create(exchange, params, `${uploadId}/complete/${params['key'] ?? ''}`, { raw });
           return;
         }
         const { principal, bucket, key } = target(exchange, params, 'write');

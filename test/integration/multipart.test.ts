@@ -342,6 +342,18 @@ t.test('multipart uploads', async (t) => {
     );
   });
 
+  await t.test('a complete of an upload id that is not one answers 404', async (t) => {
+    // The same path with a complete body (`parts`, which no create body has) is a complete of
+    // an unknown upload, as with a well-formed id that does not exist; no upload is created.
+    const response = await client.request('POST', '/buckets/mpu/multipart/bogus/complete/k', {
+      json: { parts: [{ partNumber: 1, etag: '"0123456789abcdef0123456789abcdef"' }] },
+    });
+    t.equal(response.status, 404);
+    t.equal(codeOf(response), 'not_found');
+    const uploads = await client.request('GET', '/buckets/mpu/multipart?prefix=bogus');
+    t.same((uploads.json as UploadsPage).uploads, []);
+  });
+
   await t.test('the bucket can be deleted once uploads and objects are gone', async (t) => {
     for (const key of ['dir/obj.bin', 'partial'])
       await client.request('DELETE', `/buckets/mpu/objects/${key}`);
