@@ -353,12 +353,24 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
       doc: doc(
         'Same-tenant server-side copy; shares the source chunks',
         { 200: { description: 'the new object', schema: objectSchema } },
-        { requestBody: json(copySchema) },
+        {
+          requestBody: json(copySchema),
+          headers: {
+            'If-Match': 'copy only if the destination ETag matches (as requireMatchEtag)',
+            'If-None-Match': 'copy only if the destination is absent (*) or not matching',
+          },
+        },
       ),
       handler: async (exchange, params) => {
         const { principal, bucket, args } = target(exchange, params, 'write');
         delete args['versionId'];
         const copy = parseCopyBody(await jsonBody(exchange));
+        // The body's ifMatch and friends test the source; the headers, as on every other
+        // write, test the destination.
+        const ifMatch = exchange.header('if-match');
+        const ifNoneMatch = exchange.header('if-none-match');
+        if (ifMatch !== undefined) copy['destinationIfMatch'] = ifMatch;
+        if (ifNoneMatch !== undefined) copy['destinationIfNoneMatch'] = ifNoneMatch;
         authorize(principal, {
           verb: 'read',
           bucket: copy['sourceBucket'] as string,

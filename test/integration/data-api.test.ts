@@ -267,6 +267,17 @@ t.test('data-plane API', async (t) => {
     });
     t.equal(response.status, 412);
     t.equal((response.json as Problem).code, 'precondition_failed');
+    // If-Match and If-None-Match, as on every write, test the destination.
+    const copyTo = (key: string, headers: Record<string, string>): Promise<{ status: number }> =>
+      client.request('POST', `/buckets/copies/object-copy/${key}`, {
+        json: { sourceBucket: 'copies', sourceKey: 'src' },
+        headers,
+      });
+    t.equal((await copyTo('dst', { 'If-None-Match': '*' })).status, 412, 'If-None-Match: *');
+    t.equal((await copyTo('dst', { 'If-Match': '"nope"' })).status, 412, 'If-Match mismatch');
+    t.equal((await copyTo('dst4', { 'If-Match': source.etag })).status, 412, 'If-Match, absent');
+    t.equal((await copyTo('dst', { 'If-Match': source.etag })).status, 200, 'If-Match match');
+    t.equal((await copyTo('dst4', { 'If-None-Match': '*' })).status, 200, 'absent');
     response = await client.request('POST', '/buckets/copies/object-copy/dst3', {
       json: { sourceBucket: 'copies', sourceKey: 'missing' },
     });

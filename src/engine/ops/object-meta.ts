@@ -158,9 +158,11 @@ export interface CopyObjectArgs {
   ifNoneMatch?: string;
   ifModifiedSince?: number;
   ifUnmodifiedSince?: number;
-  /** Destination conditions. */
+  /** Destination conditions: the body's, then the request's If-Match and If-None-Match. */
   requireAbsent?: boolean;
   requireMatchEtag?: string;
+  destinationIfMatch?: string;
+  destinationIfNoneMatch?: string;
 }
 
 export function copyObject(context: EngineContext, args: CopyObjectArgs): ObjectVersionRecord {
@@ -181,6 +183,12 @@ export function copyObject(context: EngineContext, args: CopyObjectArgs): Object
   const destination: { ifMatch?: string } = {};
   if (args.requireMatchEtag !== undefined) destination.ifMatch = args.requireMatchEtag;
   checkWriteConditions(current, destination);
+  checkWriteConditions(current, {
+    ...(args.destinationIfMatch === undefined ? {} : { ifMatch: args.destinationIfMatch }),
+    ...(args.destinationIfNoneMatch === undefined
+      ? {}
+      : { ifNoneMatch: args.destinationIfNoneMatch }),
+  });
   checkQuota(context, tenant.id, source.size, current ? 0 : 1);
   const usage = loadUsage(context, tenant.id);
   const storedBytes = addChunkRefs(context, tenant.num, unpackChunkRefs(source.chunks), usage);
