@@ -31,12 +31,14 @@ export async function startAdmin(options: {
   const node = await engine.call<NodeRecord>('nodeIdentity', {});
   const address = settings.listen('admin_listen');
   const auth = new AdminAuth(store, settings.rate('admin.rate_limit'));
+  const audit = new AuditSink(engine, componentLogger('admin.audit'));
   const hostPort = `${address.host.includes(':') ? `[${address.host}]` : address.host}:${address.port}`;
   const routes: Route<Handler>[] = adminRoutes({
     store,
     engine,
     settings,
     auth,
+    audit,
     node,
     address: hostPort,
   });
@@ -64,7 +66,6 @@ export async function startAdmin(options: {
     }),
   );
   const tls = settings.string('tls.cert_file') !== '' && settings.string('tls.key_file') !== '';
-  const audit = new AuditSink(engine, componentLogger('admin.audit'));
   const listener = await listen(
     {
       host: address.host,

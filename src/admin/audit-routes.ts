@@ -4,7 +4,9 @@
 // `1h30m`) and keeps events newer than now minus it; `tenant` selects one tenant's events
 // through the `audit-by-tenant` index. A tenant-scoped token is forced to its own tenant and an
 // explicit other tenant is 403. Rows of reads and refusals reach the index in batches (every
-// 50 ms), so the newest requests may appear a moment later; mutations' rows commit with them.
+// 50 ms) and mutations' rows commit with them; the query first settles this listener's pending
+// batch, so every admin request answered before it is in the answer. Rows of the public
+// listener come from the gateways' own batches and may appear a moment later.
 
 import type { Route } from '../http/router.js';
 import type { Handler } from '../http/server.js';
@@ -58,7 +60,7 @@ export function auditRoutes(services: AdminServices): Route<Handler>[] {
           ...problems(400),
         },
       },
-      handler: (exchange) => {
+      handler: async (exchange) => {
         const caller = auth.authenticate(exchange, 'viewer');
         const asked = exchange.query.get('tenant');
         if (asked !== null && asked !== '') validateTenantId(asked);
@@ -72,6 +74,7 @@ export function auditRoutes(services: AdminServices): Route<Handler>[] {
         const since = exchange.query.get('since');
         const cutoff =
           since === null || since === '' ? 0 : Date.now() - parseDuration(since, 'since');
+        await services.audit.settle();
         const events = readEvents(services, {
           tenant,
           cutoff: Math.max(0, cutoff),

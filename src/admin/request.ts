@@ -3,7 +3,7 @@
 // request's audit row so that the row commits in the same transaction as the change.
 
 import type { Exchange } from '../http/exchange.js';
-import { auditRowOf } from '../http/audit.js';
+import { auditRowOf, type AuditSink } from '../http/audit.js';
 import type { IndexStore } from '../engine/index/store.js';
 import type { EngineClient } from '../engine/protocol.js';
 import type { NodeRecord } from '../engine/index/schema.js';
@@ -16,6 +16,8 @@ export interface AdminServices {
   readonly engine: EngineClient;
   readonly settings: Settings;
   readonly auth: AdminAuth;
+  /** The listener's audit sink: the audit query settles it before reading. */
+  readonly audit: AuditSink;
   readonly node: NodeRecord;
   /** HOST:PORT of the admin listener, reported as this node's address. */
   readonly address: string;

@@ -2,7 +2,8 @@
 // requests whose mutation already carried its row to the engine are skipped; the rest are
 // batched (every 50 ms, or at 500 rows) into one `appendAudit` command, so auditing costs the
 // data path one buffered object per request. The buffer is bounded: when the engine is
-// unreachable for long, the oldest rows are dropped and counted in the log.
+// unreachable for long, the oldest rows are dropped and counted in the log. `settle` sends the
+// pending rows at once, so that the admin audit query sees every request answered before it.
 
 import type { EngineClient } from '../engine/protocol.js';
 import type { AuditInput } from '../engine/ops/audit.js';
@@ -85,6 +86,15 @@ export class AuditSink {
         this.flushing = undefined;
       });
     return this.flushing;
+  }
+
+  /**
+   * Resolves once the rows recorded before the call are committed (or their send failed): the
+   * batch in flight, then one more holding everything recorded since it started.
+   */
+  async settle(): Promise<void> {
+    await this.flushing;
+    await this.flush();
   }
 
   async close(): Promise<void> {

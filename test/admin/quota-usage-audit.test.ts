@@ -147,6 +147,29 @@ t.test('quotas, usage and audit', async (t) => {
     });
   });
 
+  await t.test('audit: reads and refusals are readable as soon as they are answered', async (t) => {
+    // Their rows are batched, unlike a mutation's; the query must still see every admin request
+    // answered before it (admin-api.md §1: every request, successful or denied, writes a row).
+    for (let round = 0; round < 5; round += 1) {
+      const answers = [
+        await call(service, 'GET', '/tenants/acme', { token: viewer.token }),
+        await call(service, 'GET', '/tenants'),
+        await call(service, 'POST', '/tenants', { token: viewer.token, body: { id: 'nope' } }),
+      ];
+      t.same(
+        answers.map((answer) => answer.status),
+        [200, 401, 403],
+      );
+      const { events } = (await call(service, 'GET', '/audit?limit=20', { token: owner.token }))
+        .json as AuditPage;
+      const seen = new Set(events.map((event) => event.requestId));
+      t.ok(
+        answers.every((answer) => seen.has(answer.headers.get('x-request-id') ?? '')),
+        `round ${round}: every row is there`,
+      );
+    }
+  });
+
   await t.test('audit: order, limit, since, tenant, scope, request ids, both planes', async (t) => {
     const created = await call(service, 'POST', '/tenants', {
       token: owner.token,
