@@ -40,12 +40,12 @@ export function auditRoutes(services: AdminServices): Route<Handler>[] {
             type: 'string',
             description: 'a duration such as 24h, 90m or 1h30m: only events newer than that',
           },
+          // No minimum or maximum: a limit outside 1..1000 is clamped (admin-api.md §4 rule 4),
+          // not refused, so the document must not call it invalid.
           limit: {
             type: 'integer',
-            minimum: 1,
-            maximum: AUDIT_LIMIT_MAX,
             default: AUDIT_LIMIT_DEFAULT,
-            description: 'clamped to 1..1000',
+            description: 'clamped to 1..1000 (0 reads 1, 5000 reads 1000)',
           },
         },
         responses: {

@@ -221,6 +221,15 @@ t.test('quotas, usage and audit', async (t) => {
         .events.length,
       1,
     );
+    // The served contract agrees: a limit outside 1..1000 is clamped, so it is not invalid.
+    const document = (await call(service, 'GET', '/openapi.json')).json as {
+      paths: Record<string, { get: { parameters: Array<{ name: string; schema: object }> } }>;
+    };
+    const limit = document.paths['/admin/api/v1/audit']?.get.parameters.find(
+      (parameter) => parameter.name === 'limit',
+    );
+    t.match(limit?.schema, { type: 'integer', default: 100 });
+    t.notOk(limit && ('minimum' in limit.schema || 'maximum' in limit.schema), 'limit not bounded');
     t.equal(
       ((await call(service, 'GET', '/audit?limit=3', { token: viewer.token })).json as AuditPage)
         .events.length,
