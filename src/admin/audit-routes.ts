@@ -63,13 +63,14 @@ export function auditRoutes(services: AdminServices): Route<Handler>[] {
       handler: async (exchange) => {
         const caller = auth.authenticate(exchange, 'viewer');
         const asked = exchange.query.get('tenant');
-        if (asked !== null && asked !== '') validateTenantId(asked);
         let tenant = asked === null || asked === '' ? undefined : asked;
+        // A scoped token naming any other tenant is refused before the name is validated, as
+        // on the /tenants/{id} paths: 403 whatever the name (admin-api.md §4 rules 4 and 5).
         if (caller.tenant !== undefined) {
           if (tenant !== undefined && tenant !== caller.tenant)
             throw Forbidden(`this token is limited to tenant ${caller.tenant}`);
           tenant = caller.tenant;
-        }
+        } else if (tenant !== undefined) validateTenantId(tenant);
         if (tenant !== undefined) exchange.audit.tenantId = tenant;
         const since = exchange.query.get('since');
         const cutoff =

@@ -302,5 +302,11 @@ t.test('quotas, usage and audit', async (t) => {
       403,
       'explicit other tenant: 403',
     );
+    t.equal(
+      (await call(service, 'GET', '/audit?tenant=NOT%20A%20TENANT', { token: scoped.token }))
+        .status,
+      403,
+      'any other tenant name from a scoped token: 403, as on the tenant paths',
+    );
   });
 });
