@@ -76,6 +76,8 @@ export function auditRoutes(services: AdminServices): Route<Handler>[] {
         const cutoff =
           since === null || since === '' ? 0 : Date.now() - parseDuration(since, 'since');
         await services.audit.settle();
+        // A read earlier in this turn (the token's) may hold a snapshot from before those rows.
+        services.store.refresh();
         const events = readEvents(services, {
           tenant,
           cutoff: Math.max(0, cutoff),

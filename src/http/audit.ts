@@ -1,9 +1,10 @@
-// The audit sink of a listener: every request it answers becomes one audit row. Rows of
-// requests whose mutation already carried its row to the engine are skipped; the rest are
-// batched (every 50 ms, or at 500 rows) into one `appendAudit` command, so auditing costs the
-// data path one buffered object per request. The buffer is bounded: when the engine is
-// unreachable for long, the oldest rows are dropped and counted in the log. `settle` sends the
-// pending rows at once, so that the admin audit query sees every request answered before it.
+// The audit sink of a listener: every request it answers becomes one audit row. Rows of requests
+// whose mutation already carried its row to the engine are skipped; the rest go to the engine in
+// one `appendAudit` command per turn of the event loop, the turn after their responses (the engine
+// commits the commands that arrive during one commit together). So a row reaches the engine before
+// the client can ask anyone about its request, and an audit query that first passes a barrier
+// through the engine (`settle`) finds it. The buffer is bounded: when the engine is unreachable for
+// long, the oldest rows are dropped and counted in the log, and sending is retried every 50 ms.
 
 import type { EngineClient } from '../engine/protocol.js';
 import type { AuditInput } from '../engine/ops/audit.js';
@@ -11,8 +12,10 @@ import type { AuditOutcome } from '../engine/index/schema.js';
 import type { Exchange } from './exchange.js';
 import type { Logger } from '../util/log.js';
 
-const FLUSH_INTERVAL_MS = 50;
-const BATCH_ROWS_MAX = 500;
+/** How often rows that failed to send are retried. */
+const RETRY_INTERVAL_MS = 50;
+/** Rows per `appendAudit` command at most. */
+const BATCH_ROWS_MAX = 2000;
 const BUFFER_ROWS_MAX = 100_000;
 
 export function outcomeOf(status: number): AuditOutcome {
@@ -42,14 +45,19 @@ export function auditRowOf(exchange: Exchange, status: number): AuditInput {
 export class AuditSink {
   private buffer: AuditInput[] = [];
   private dropped = 0;
-  private flushing: Promise<void> | undefined;
+  /** Batches sent and not yet answered. */
+  private readonly sending = new Set<Promise<void>>();
+  /** A flush is due in the next turn of the event loop. */
+  private scheduled = false;
+  /** The last send failed: wait for the retry timer rather than sending again at once. */
+  private failing = false;
   private readonly timer: NodeJS.Timeout;
 
   constructor(
     private readonly engine: EngineClient,
     private readonly log: Logger,
   ) {
-    this.timer = setInterval(() => void this.flush(), FLUSH_INTERVAL_MS);
+    this.timer = setInterval(() => void this.flush(), RETRY_INTERVAL_MS);
     this.timer.unref();
   }
 
@@ -60,46 +68,58 @@ export class AuditSink {
       this.dropped += 1;
     }
     this.buffer.push(auditRowOf(exchange, exchange.status));
-    if (this.buffer.length >= BATCH_ROWS_MAX) void this.flush();
+    if (!this.scheduled && !this.failing) {
+      this.scheduled = true;
+      setImmediate(() => {
+        this.scheduled = false;
+        void this.flush();
+      });
+    }
   }
 
+  /** Sends the buffered rows (in batches of at most 2,000) and resolves once they are answered. */
   flush(): Promise<void> {
-    if (this.flushing || this.buffer.length === 0) return this.flushing ?? Promise.resolve();
-    const events = this.buffer.splice(0, BATCH_ROWS_MAX * 4);
-    this.flushing = this.engine
-      .call('appendAudit', { events })
-      .then(
-        () => {
-          if (this.dropped > 0) {
-            this.log.warn(
-              { dropped: this.dropped },
-              'audit rows dropped while the engine was unreachable',
-            );
-            this.dropped = 0;
-          }
-        },
-        () => {
-          this.buffer = events.concat(this.buffer).slice(-BUFFER_ROWS_MAX);
-        },
-      )
-      .finally(() => {
-        this.flushing = undefined;
-      });
-    return this.flushing;
+    const sent: Array<Promise<void>> = [];
+    while (this.buffer.length > 0) {
+      const events = this.buffer.splice(0, BATCH_ROWS_MAX);
+      const sending: Promise<void> = this.engine
+        .call('appendAudit', { events })
+        .then(
+          () => {
+            this.failing = false;
+            if (this.dropped > 0) {
+              this.log.warn(
+                { dropped: this.dropped },
+                'audit rows dropped while the engine was unreachable',
+              );
+              this.dropped = 0;
+            }
+          },
+          () => {
+            this.failing = true;
+            this.buffer = events.concat(this.buffer).slice(-BUFFER_ROWS_MAX);
+          },
+        )
+        .finally(() => this.sending.delete(sending));
+      this.sending.add(sending);
+      sent.push(sending);
+    }
+    return Promise.all(sent).then(() => undefined);
   }
 
   /**
-   * Resolves once the rows recorded before the call are committed (or their send failed): the
-   * batch in flight, then one more holding everything recorded since it started.
+   * Resolves once the rows recorded before the call are committed (or their send failed). It
+   * sends them with an empty batch after them, which the engine commits after every command it
+   * received before: rows that another listener sent a moment ago are then committed too.
    */
   async settle(): Promise<void> {
-    await this.flushing;
-    await this.flush();
+    const pending = [...this.sending, this.flush()];
+    pending.push(this.engine.call('appendAudit', { events: [] }).then(() => undefined));
+    await Promise.allSettled(pending);
   }
 
   async close(): Promise<void> {
     clearInterval(this.timer);
-    await this.flush();
-    await this.flush();
+    await Promise.allSettled([...this.sending, this.flush()]);
   }
 }
