@@ -3,6 +3,13 @@
 import { serve } from '../src/cli/serve.js';
 import { adminToken } from '../src/cli/admin-token.js';
 
+// A reader that closes the pipe early (`lightwell admin-token list | head`) ends the output
+// quietly, as in other command-line tools, instead of with an EPIPE stack trace.
+process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (error.code === 'EPIPE') process.exit(0);
+  throw error;
+});
+
 const [command, ...rest] = process.argv.slice(2);
 const usage = `usage: lightwell serve [--data-dir DIR] [--public-listen HOST:PORT] [--admin-listen HOST:PORT] [--gateways N] [--config FILE]
                        (lightwell serve --help lists every flag)
@@ -22,7 +29,7 @@ else if (command === 'bench') {
 } else if (command === 'help' || command === '--help' || command === '-h') {
   process.stdout.write(usage);
 } else {
-  // No command prints the usage as help does, on stderr; an unknown one is an error.
+  // No command or an unknown one is a usage error: the usage on stderr, exit code 2.
   process.stderr.write(command === undefined ? usage : `unknown command ${command}\n${usage}`);
-  process.exitCode = command === undefined ? 0 : 2;
+  process.exitCode = 2;
 }

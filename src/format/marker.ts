@@ -89,7 +89,9 @@ export function decodeMarker(source: Buffer): FormatMarker {
   }
   const formatVersion = source.readUInt16LE(OFFSET_MARKER_FORMAT_VERSION);
   if (formatVersion > FORMAT_VERSION) {
-    throw FormatTooNew(`data directory has format version ${formatVersion}`, {
+    const readable = FORMAT_VERSION === 1 ? '1' : `1 to ${FORMAT_VERSION}`;
+    const message = `data directory has format version ${formatVersion}; this release reads ${readable}`;
+    throw FormatTooNew(message, {
       formatVersion,
       supported: FORMAT_VERSION,
     });

@@ -76,10 +76,23 @@ t.test('--help and -h print a usage and start nothing', async (t) => {
   t.notOk(existsSync(join(cwd, 'data')), 'no data directory was created');
 });
 
+t.test('output into a pipe closed early ends quietly', async (t) => {
+  const child = spawn(process.execPath, [CLI, '--help'], { cwd, stdio: 'pipe' });
+  child.stdout.destroy(); // the reader is gone before anything is written: EPIPE
+  let stderr = '';
+  child.stderr.on('data', (data: Buffer) => (stderr += data.toString()));
+  const code = await new Promise<number | null>((exited) => child.on('exit', exited));
+  t.equal(code, 0, 'exit 0');
+  t.equal(stderr, '', 'no stack trace');
+});
+
 t.test('wrong arguments are refused with a message', async (t) => {
   let result = await run(CLI, ['nonsense'], cwd);
   t.equal(result.code, 2, 'an unknown command');
   t.match(result.stderr, /unknown command nonsense/);
+  result = await run(CLI, [], cwd);
+  t.equal(result.code, 2, 'no command');
+  t.match(result.stderr, /^usage: lightwell serve/);
   result = await run(CLI, ['serve', '--data-dir', join(cwd, 'u'), '--bogus'], cwd);
   t.equal(result.code, 1, 'an unknown option given last');
   t.match(result.stderr, /unknown option --bogus/);
@@ -158,5 +171,8 @@ t.test('a service that cannot start says why and exits 1', async (t) => {
   writeFileSync(join(newer, 'FORMAT'), marker);
   result = await serve(newer);
   t.equal(result.code, 1, 'serve on a data directory of an unknown format version');
-  t.match(result.stderr, /cannot start: data directory has format version 2/);
+  t.match(
+    result.stderr,
+    /cannot start: data directory has format version 2; this release reads 1\n/,
+  );
 });
