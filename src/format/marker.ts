@@ -89,9 +89,8 @@ export function decodeMarker(source: Buffer): FormatMarker {
   }
   const formatVersion = source.readUInt16LE(OFFSET_MARKER_FORMAT_VERSION);
   if (formatVersion > FORMAT_VERSION) {
-    const readable = FORMAT_VERSION === 1 ? '1' : `1 to ${FORMAT_VERSION}`;
-    const message = `data directory has format version ${formatVersion}; this release reads ${readable}`;
-    throw FormatTooNew(message, {
+    const supported = `this release reads format versions up to ${String(FORMAT_VERSION)}`;
+    throw FormatTooNew(`data directory has format version ${formatVersion}; ${supported}`, {
       formatVersion,
       supported: FORMAT_VERSION,
     });

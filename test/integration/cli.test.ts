@@ -173,6 +173,6 @@ t.test('a service that cannot start says why and exits 1', async (t) => {
   t.equal(result.code, 1, 'serve on a data directory of an unknown format version');
   t.match(
     result.stderr,
-    /cannot start: data directory has format version 2; this release reads 1\n/,
+    /cannot start: data directory has format version 2; this release reads format versions up to 1\n/,
   );
 });
