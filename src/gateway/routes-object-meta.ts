@@ -504,6 +504,10 @@ function parseTags(value: unknown): ObjectTag[] {
 }
 
 function parseCopyBody(body: Record<string, unknown>): Record<string, unknown> {
+  // A misspelt field (a precondition, say) must not be ignored silently, as in every other body.
+  for (const name of Object.keys(body))
+    if (!Object.hasOwn(copySchema['properties'] ?? {}, name))
+      throw BadRequest(`unknown field ${JSON.stringify(name.slice(0, 64))}`);
   const copy: Record<string, unknown> = {};
   const text = (field: string, required = false): void => {
     const value = body[field];

@@ -282,6 +282,11 @@ t.test('data-plane API', async (t) => {
       json: { sourceBucket: 'copies', sourceKey: 'missing' },
     });
     t.equal(response.status, 404);
+    response = await client.request('POST', '/buckets/copies/object-copy/dst5', {
+      json: { sourceBucket: 'copies', sourceKey: 'src', ifNoneMacth: '*' },
+    });
+    t.equal(response.status, 400, 'a misspelt field is refused, not ignored');
+    t.match(response.json, { code: 'bad_request', message: /unknown field "ifNoneMacth"/ });
   });
 
   await t.test('batch delete reports per key', async (t) => {
