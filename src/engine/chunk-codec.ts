@@ -246,8 +246,8 @@ export function decodeChunkInto(
   record: Buffer,
   expected: ExpectedRecord,
   targets: readonly Uint8Array[],
+  aesGcm: AesGcm | null = libc()?.aesGcm ?? null,
 ): boolean {
-  const aesGcm = libc()?.aesGcm ?? null;
   const checked = checkRecord(keys, record, expected);
   const { header, payload } = checked;
   if (aesGcm && header.compression === COMPRESSION_NONE) {
@@ -258,7 +258,8 @@ export function decodeChunkInto(
     return true;
   }
   const [single] = targets;
-  const into = targets.length === 1 && native()?.lz4Decompress ? single : undefined;
+  const compressed = header.compression === COMPRESSION_LZ4;
+  const into = compressed && targets.length === 1 && native()?.lz4Decompress ? single : undefined;
   const plain = plaintextOf(keys, record, checked, aesGcm, into);
   if (into) return false; // decompressed straight into the target
   let offset = 0;

@@ -3,8 +3,9 @@
 // one `appendAudit` command per turn of the event loop, the turn after their responses (the engine
 // commits the commands that arrive during one commit together). So a row reaches the engine before
 // the client can ask anyone about its request, and an audit query that first passes a barrier
-// through the engine (`settle`) finds it. The buffer is bounded: when the engine is unreachable for
-// long, the oldest rows are dropped and counted in the log, and sending is retried every 50 ms.
+// through the engine (`settle`) finds it. At most 8 commands wait for answers; more rows wait in a
+// bounded buffer, whose oldest rows are dropped and counted in the log when the engine is slow or
+// unreachable for long. A failed command's rows go back to the buffer, retried every 50 ms.
 
 import type { EngineClient } from '../engine/protocol.js';
 import type { AuditInput } from '../engine/ops/audit.js';
@@ -16,6 +17,10 @@ import type { Logger } from '../util/log.js';
 const RETRY_INTERVAL_MS = 50;
 /** Rows per `appendAudit` command at most. */
 const BATCH_ROWS_MAX = 2000;
+/** Commands sent and not yet answered at most; more rows wait in the buffer. */
+const SENDS_IN_FLIGHT_MAX = 8;
+/** How long the audit query waits for the engine to commit the rows before it (then reads). */
+const SETTLE_WAIT_MAX_MS = 2000;
 const BUFFER_ROWS_MAX = 100_000;
 
 export function outcomeOf(status: number): AuditOutcome {
@@ -45,7 +50,7 @@ export function auditRowOf(exchange: Exchange, status: number): AuditInput {
 export class AuditSink {
   private buffer: AuditInput[] = [];
   private dropped = 0;
-  /** Batches sent and not yet answered. */
+  /** Batches sent and not yet answered (at most SENDS_IN_FLIGHT_MAX). */
   private readonly sending = new Set<Promise<void>>();
   /** A flush is due in the next turn of the event loop. */
   private scheduled = false;
@@ -63,11 +68,7 @@ export class AuditSink {
 
   record(exchange: Exchange): void {
     if (exchange.audit.written || exchange.status === 0) return;
-    if (this.buffer.length >= BUFFER_ROWS_MAX) {
-      this.buffer.shift();
-      this.dropped += 1;
-    }
-    this.buffer.push(auditRowOf(exchange, exchange.status));
+    this.keep([auditRowOf(exchange, exchange.status)], 'end');
     if (!this.scheduled && !this.failing) {
       this.scheduled = true;
       setImmediate(() => {
@@ -77,10 +78,25 @@ export class AuditSink {
     }
   }
 
-  /** Sends the buffered rows (in batches of at most 2,000) and resolves once they are answered. */
+  /** Adds rows to the bounded buffer; the oldest beyond BUFFER_ROWS_MAX are dropped and counted. */
+  private keep(rows: AuditInput[], where: 'start' | 'end'): void {
+    if (where === 'end') this.buffer.push(...rows);
+    else this.buffer = rows.concat(this.buffer);
+    const excess = this.buffer.length - BUFFER_ROWS_MAX;
+    if (excess > 0) {
+      this.buffer.splice(0, excess);
+      this.dropped += excess;
+    }
+  }
+
+  /**
+   * Sends buffered rows, in batches of at most BATCH_ROWS_MAX and with at most
+   * SENDS_IN_FLIGHT_MAX batches unanswered (the rest wait in the bounded buffer, also when the
+   * engine has stopped answering), and resolves once the batches sent are answered.
+   */
   flush(): Promise<void> {
     const sent: Array<Promise<void>> = [];
-    while (this.buffer.length > 0) {
+    while (this.buffer.length > 0 && this.sending.size < SENDS_IN_FLIGHT_MAX) {
       const events = this.buffer.splice(0, BATCH_ROWS_MAX);
       const sending: Promise<void> = this.engine
         .call('appendAudit', { events })
@@ -88,19 +104,19 @@ export class AuditSink {
           () => {
             this.failing = false;
             if (this.dropped > 0) {
-              this.log.warn(
-                { dropped: this.dropped },
-                'audit rows dropped while the engine was unreachable',
-              );
+              this.log.warn({ dropped: this.dropped }, 'audit rows dropped: the engine was slow');
               this.dropped = 0;
             }
           },
           () => {
             this.failing = true;
-            this.buffer = events.concat(this.buffer).slice(-BUFFER_ROWS_MAX);
+            this.keep(events, 'start');
           },
         )
-        .finally(() => this.sending.delete(sending));
+        .finally(() => {
+          this.sending.delete(sending);
+          if (this.buffer.length > 0 && !this.failing) void this.flush();
+        });
       this.sending.add(sending);
       sent.push(sending);
     }
@@ -108,18 +124,28 @@ export class AuditSink {
   }
 
   /**
-   * Resolves once the rows recorded before the call are committed (or their send failed). It
-   * sends them with an empty batch after them, which the engine commits after every command it
-   * received before: rows that another listener sent a moment ago are then committed too.
+   * Resolves once the rows recorded before the call are committed (or their send failed), or
+   * after SETTLE_WAIT_MAX_MS when the engine does not answer. It sends them with an empty batch
+   * after them, which the engine commits after every command it received before: rows that
+   * another listener sent a moment ago are then committed too.
    */
   async settle(): Promise<void> {
     const pending = [...this.sending, this.flush()];
     pending.push(this.engine.call('appendAudit', { events: [] }).then(() => undefined));
-    await Promise.allSettled(pending);
+    let timer: NodeJS.Timeout | undefined;
+    const givenUp = new Promise<void>(
+      (resolve) => (timer = setTimeout(resolve, SETTLE_WAIT_MAX_MS)),
+    );
+    await Promise.race([Promise.allSettled(pending), givenUp]);
+    clearTimeout(timer);
   }
 
   async close(): Promise<void> {
     clearInterval(this.timer);
     await Promise.allSettled([...this.sending, this.flush()]);
+    await this.flush(); // what waited for a free send
+    const unsent = this.buffer.length + this.dropped;
+    if (unsent > 0)
+      this.log.warn({ unsent }, 'audit rows not written: the engine did not take them');
   }
 }

@@ -1,0 +1,141 @@
+// Goal: a listener's audit sink sends the rows of one event-loop turn in the next, keeps at most
+// 8 batches unanswered (the rest wait in its bounded buffer, oldest dropped and counted, also
+// while the engine does not answer at all), puts the rows of a failed batch back and sends them
+// again, and `settle` resolves once every row before it is committed, or after 2 s when the
+// engine does not answer.
+// Method: the sink over a stand-in engine client whose answers the test releases or refuses.
+import t, { type Test } from 'tap';
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { AuditSink } from '../../src/http/audit.js';
+import type { EngineClient } from '../../src/engine/protocol.js';
+import type { Exchange } from '../../src/http/exchange.js';
+import type { AuditInput } from '../../src/engine/ops/audit.js';
+import { componentLogger } from '../../src/util/log.js';
+
+interface Call {
+  events: AuditInput[];
+  answer: () => void;
+  refuse: () => void;
+}
+
+/** An engine client that holds every appendAudit call until the test answers it. */
+function heldEngine(): { engine: EngineClient; calls: Call[] } {
+  const calls: Call[] = [];
+  const engine = {
+    call(op: string, args: { events: AuditInput[] }): Promise<unknown> {
+      if (op !== 'appendAudit') throw new TypeError(`unexpected command ${op}`);
+      return new Promise((resolve, reject) => {
+        calls.push({
+          events: args.events,
+          answer: () => resolve({ written: args.events.length }),
+          refuse: () => reject(new TypeError('the engine is gone')),
+        });
+      });
+    },
+  } as unknown as EngineClient;
+  return { engine, calls };
+}
+
+let requests = 0;
+function answered(): Exchange {
+  requests += 1;
+  return {
+    audit: { action: 'getObject', actor: 'AK1' },
+    requestId: `r${requests}`,
+    path: '/buckets/b/objects/k',
+    remoteAddress: '127.0.0.1',
+    status: 200,
+  } as unknown as Exchange;
+}
+
+const log = componentLogger('test.audit');
+
+/** A sink over a held engine, closed (every call answered) when the test ends. */
+function heldSink(t: Test): { sink: AuditSink; calls: Call[] } {
+  const { engine, calls } = heldEngine();
+  const sink = new AuditSink(engine, log);
+  t.teardown(() => {
+    for (const call of calls) call.answer();
+    return sink.close();
+  });
+  return { sink, calls };
+}
+
+t.test('one batch per turn, at most 8 unanswered, the rest bounded', async (t) => {
+  const { sink, calls } = heldSink(t);
+  sink.record(answered());
+  sink.record(answered());
+  t.equal(calls.length, 0, 'nothing is sent in the turn of the responses');
+  await nextTurn();
+  t.equal(calls.length, 1, 'one command in the next turn');
+  t.equal(calls[0]?.events.length, 2, 'with both rows');
+  for (let turn = 0; turn < 20; turn += 1) {
+    sink.record(answered());
+    await nextTurn();
+  }
+  t.equal(calls.length, 8, 'no more than 8 commands wait for the engine');
+  calls[0]?.answer();
+  await nextTurn();
+  await nextTurn();
+  t.equal(calls.length, 9, 'an answer frees a send, which takes what waited');
+  t.equal(calls[8]?.events.length, 13, 'the rows of the turns that waited, in one batch');
+  // 100,000 rows are kept at most while the engine does not answer.
+  for (let row = 0; row < 100_010; row += 1) sink.record(answered());
+  await nextTurn();
+  t.equal(calls.length, 9, 'still nothing more sent');
+  // Answer until nothing more comes: 50 batches of 2,000, 8 at a time.
+  for (let answeredUpTo = 1; answeredUpTo < calls.length;) {
+    const waiting = calls.slice(answeredUpTo);
+    answeredUpTo = calls.length;
+    for (const call of waiting) call.answer();
+    await nextTurn();
+    await nextTurn();
+  }
+  const resent = calls.slice(9).reduce((sum, call) => sum + call.events.length, 0);
+  t.equal(resent, 100_000, 'the newest 100,000 rows are sent; the 10 oldest were dropped');
+  t.ok(
+    calls.slice(9).every((call) => call.events.length <= 2000),
+    'in batches of 2,000 at most',
+  );
+});
+
+t.test('a refused batch is put back and sent again by the retry timer', async (t) => {
+  const { sink, calls } = heldSink(t);
+  sink.record(answered());
+  await nextTurn();
+  const first = calls[0];
+  first?.refuse();
+  await nextTurn();
+  sink.record(answered());
+  await nextTurn();
+  t.equal(calls.length, 1, 'after a failure, new rows wait for the retry');
+  await new Promise((resolve) => setTimeout(resolve, 80));
+  t.equal(calls.length, 2, 'the retry timer sends');
+  t.same(
+    calls[1]?.events.map((event) => event.requestId),
+    [first?.events[0]?.requestId, `r${requests}`],
+    'the refused row first, then the new one',
+  );
+});
+
+t.test('settle waits for the rows before it and a barrier, or gives up', async (t) => {
+  const { sink, calls } = heldSink(t);
+  sink.record(answered());
+  let settled = false;
+  const settling = sink.settle().then(() => (settled = true));
+  await nextTurn();
+  t.same(
+    calls.map((call) => call.events.length),
+    [1, 0],
+    'the row, then an empty batch as a barrier',
+  );
+  calls[0]?.answer();
+  await nextTurn();
+  t.notOk(settled, 'not before the barrier is committed');
+  calls[1]?.answer();
+  await settling;
+  t.ok(settled, 'settled once both are answered');
+  const started = Date.now();
+  await sink.settle(); // no answer this time
+  t.ok(Date.now() - started >= 1900, 'an engine that does not answer is waited for 2 s at most');
+});
