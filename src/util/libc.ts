@@ -142,17 +142,10 @@ export function preferOneCall(base: Libc, own: Native): Libc {
   const aesGcm: AesGcm | undefined =
     gcm && evp
       ? {
-          seal(key, nonce, aad, parts, target) {
-            if (parts.length > 2) return evp.seal(key, nonce, aad, parts, target);
-            return gcm.seal(key, nonce, aad, parts[0] ?? EMPTY, parts[1] ?? EMPTY, target);
-          },
-          open(key, nonce, aad, ciphertext, tag, targets) {
-            const [target] = targets;
-            if (targets.length !== 1 || !target) {
-              return evp.open(key, nonce, aad, ciphertext, tag, targets);
-            }
-            return gcm.open(key, nonce, aad, ciphertext, tag, target);
-          },
+          seal: (key, nonce, aad, parts, target) =>
+            (parts.length <= 2 ? gcm : evp).seal(key, nonce, aad, parts, target),
+          open: (key, nonce, aad, ciphertext, tag, targets) =>
+            (targets.length === 1 ? gcm : evp).open(key, nonce, aad, ciphertext, tag, targets),
         }
       : evp;
   return {
@@ -178,28 +171,10 @@ export interface Native {
   readonly readCached?: Libc['readCached'];
   /**
    * AES-256-GCM and HMAC-SHA256 in one call each, through the OpenSSL that Node exports (see
-   * native/oneshot.c). Absent where the Node binary does not export those functions.
+   * native/oneshot.c). Absent where the Node binary does not export those functions. `gcm`
+   * seals at most two parts and opens into one target (it refuses more).
    */
-  readonly gcm?: {
-    /** As `AesGcm.seal` of the parts `first` and `second` (either may be empty). */
-    seal(
-      key: Uint8Array,
-      nonce: Uint8Array,
-      aad: Uint8Array,
-      first: Uint8Array,
-      second: Uint8Array,
-      target: Uint8Array,
-    ): number;
-    /** As `AesGcm.open` into the one target `target`. */
-    open(
-      key: Uint8Array,
-      nonce: Uint8Array,
-      aad: Uint8Array,
-      ciphertext: Uint8Array,
-      tag: Uint8Array,
-      target: Uint8Array,
-    ): boolean;
-  };
+  readonly gcm?: AesGcm;
   /** HMAC-SHA256 under `key` of `first` followed by `second` (either may be empty). */
   readonly hmacSha256?: (key: Uint8Array, first: Uint8Array, second: Uint8Array) => Buffer;
   /**
@@ -298,16 +273,26 @@ function bindOneCallRead(library: Library): Pick<Native, 'readCached'> {
   } catch {
     return {}; // a library built before lw_read_cached
   }
-  let nowaitWorks = true;
   return {
-    readCached(fd, target, position) {
-      if (!nowaitWorks) return undefined;
-      const result = read(fd, target, target.length, position);
-      if (result >= 0) return result;
-      // As the koffi-bound preadv2 below: EAGAIN is "not cached"; no RWF_NOWAIT stops trying.
-      if (NOWAIT_UNSUPPORTED.has(-result)) nowaitWorks = false;
-      return undefined;
-    },
+    readCached: cachedReads((fd, target, position) => read(fd, target, target.length, position)),
+  };
+}
+
+/**
+ * `Libc.readCached` over a read with RWF_NOWAIT that answers the bytes read or minus errno.
+ * EAGAIN is "not cached"; any other error is the asynchronous read's to report; an old kernel
+ * or a file system without RWF_NOWAIT stops the attempts for good.
+ */
+function cachedReads(
+  read: (fd: number, target: Uint8Array, position: number) => number,
+): NonNullable<Libc['readCached']> {
+  let nowaitWorks = true;
+  return (fd, target, position) => {
+    if (!nowaitWorks) return undefined;
+    const result = read(fd, target, position);
+    if (result >= 0) return result;
+    if (NOWAIT_UNSUPPORTED.has(-result)) nowaitWorks = false;
+    return undefined;
   };
 }
 
@@ -347,8 +332,10 @@ function bindOneCallCrypto(library: Library): Pick<Native, 'gcm' | 'hmacSha256'>
   };
   return {
     gcm: {
-      seal(key, nonce, aad, first, second, target) {
+      seal(key, nonce, aad, parts, target) {
         checkKey(key, nonce);
+        assert.ok(parts.length <= 2, 'the one-call seal takes at most two parts');
+        const [first = EMPTY, second = EMPTY] = parts;
         const total = first.length + second.length;
         assert.ok(target.length >= total + GCM_TAG_BYTES, 'seal target is too short');
         const written = seal(
@@ -364,9 +351,11 @@ function bindOneCallCrypto(library: Library): Pick<Native, 'gcm' | 'hmacSha256'>
         );
         return written === total + GCM_TAG_BYTES ? written : refused('seal');
       },
-      open(key, nonce, aad, ciphertext, tag, target) {
+      open(key, nonce, aad, ciphertext, tag, targets) {
         checkKey(key, nonce);
         assert.equal(tag.length, GCM_TAG_BYTES, 'GCM tag length');
+        const [target] = targets;
+        assert.ok(targets.length === 1 && target, 'the one-call open takes one target');
         assert.equal(target.length, ciphertext.length, 'open target does not match the ciphertext');
         const result = open(
           key,
@@ -632,16 +621,10 @@ function bindReadCached(koffi: Koffi, self: Library): Pick<Libc, 'readCached'> {
   } catch {
     return {};
   }
-  let nowaitWorks = true;
   return {
-    readCached(fd, target, position) {
-      if (!nowaitWorks) return undefined;
+    readCached: cachedReads((fd, target, position) => {
       const read = preadv2(fd, [{ base: target, len: target.length }], 1, position, RWF_NOWAIT);
-      if (read >= 0) return read;
-      // EAGAIN: the range is not cached; any other error is the asynchronous read's to report.
-      // An old kernel or a file system without RWF_NOWAIT: stop trying.
-      if (NOWAIT_UNSUPPORTED.has(koffi.errno())) nowaitWorks = false;
-      return undefined;
-    },
+      return read >= 0 ? read : -koffi.errno();
+    }),
   };
 }
