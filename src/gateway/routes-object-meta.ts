@@ -20,7 +20,7 @@ import { findVersionIn, seqOfVersionId } from '../engine/ops/objects.js';
 import { authorize, type Principal } from './auth.js';
 import { objectJson, type RouteKit } from './routes.js';
 import { objectSchema } from './route-docs.js';
-import { validateObjectKey, validateUserMetadata } from '../security/names.js';
+import { refuseUnknownFields, validateObjectKey, validateUserMetadata } from '../security/names.js';
 import { BadRequest, NotFound, isLightwellError, toWire } from '../util/errors.js';
 
 const TAGS_MAX = 10;
@@ -462,6 +462,7 @@ const copySchema: JsonSchema = {
     requireMatchEtag: str,
   },
 };
+const COPY_FIELDS: ReadonlySet<string> = new Set(Object.keys(copySchema['properties'] ?? {}));
 const batchSchema: JsonSchema = {
   type: 'object',
   required: ['objects'],
@@ -505,9 +506,7 @@ function parseTags(value: unknown): ObjectTag[] {
 
 function parseCopyBody(body: Record<string, unknown>): Record<string, unknown> {
   // A misspelt field (a precondition, say) must not be ignored silently, as in every other body.
-  for (const name of Object.keys(body))
-    if (!Object.hasOwn(copySchema['properties'] ?? {}, name))
-      throw BadRequest(`unknown field ${JSON.stringify(name.slice(0, 64))}`);
+  refuseUnknownFields(body, COPY_FIELDS);
   const copy: Record<string, unknown> = {};
   const text = (field: string, required = false): void => {
     const value = body[field];

@@ -20,6 +20,7 @@
 // Persists: nothing itself; the engine stores the normalised rules on the bucket record.
 
 import { BadRequest } from '../util/errors.js';
+import { refuseUnknownFields } from './names.js';
 
 export const CORS_RULES_MAX = 100;
 export const CORS_VALUES_PER_LIST_MAX = 100;
@@ -50,6 +51,8 @@ export interface CorsRequest {
   readonly headers: readonly string[];
 }
 
+/** The fields of a configuration, and of one of its rules. */
+const CONFIGURATION_FIELDS: ReadonlySet<string> = new Set(['rules']);
 const ruleFields = new Set([
   'id',
   'allowedOrigins',
@@ -66,8 +69,7 @@ export function parseCorsConfiguration(value: unknown): CorsConfiguration {
   if (typeof value !== 'object' || value === null || Array.isArray(value))
     throw BadRequest('a CORS configuration is a JSON object {rules: [...]}');
   const fields = value as Record<string, unknown>;
-  for (const name of Object.keys(fields))
-    if (name !== 'rules') throw BadRequest(`unknown field ${JSON.stringify(name.slice(0, 64))}`);
+  refuseUnknownFields(fields, CONFIGURATION_FIELDS);
   const rules = fields['rules'];
   if (!Array.isArray(rules) || rules.length === 0 || rules.length > CORS_RULES_MAX) {
     throw BadRequest(
@@ -84,10 +86,7 @@ function parseRule(value: unknown, where: string): CorsRule {
   if (typeof value !== 'object' || value === null || Array.isArray(value))
     throw BadRequest(`${where} must be an object`);
   const fields = value as Record<string, unknown>;
-  for (const name of Object.keys(fields)) {
-    if (!ruleFields.has(name))
-      throw BadRequest(`${where}: unknown field ${JSON.stringify(name.slice(0, 64))}`);
-  }
+  refuseUnknownFields(fields, ruleFields, where);
   const allowedOrigins = stringList(fields['allowedOrigins'], `${where}.allowedOrigins`, {
     required: true,
     wildcard: true,

@@ -42,6 +42,22 @@ export function quoteForMessage(text: string): string {
 }
 
 /** S3 bucket-name rules. */
+/**
+ * Refuses the first field of a JSON object that `known` does not hold, so that a misspelt field
+ * is never ignored; `where` names the object inside a larger body (`rules[2]`).
+ */
+export function refuseUnknownFields(
+  fields: object,
+  known: ReadonlySet<string>,
+  where?: string,
+): void {
+  for (const name of Object.keys(fields)) {
+    if (known.has(name)) continue;
+    const field = `unknown field ${JSON.stringify(name.slice(0, QUOTED_CHARS_MAX))}`;
+    throw BadRequest(where === undefined ? field : `${where}: ${field}`);
+  }
+}
+
 export function validateBucketName(name: unknown): asserts name is string {
   if (typeof name !== 'string') throw BadRequest('bucket name must be a string');
   const quoted = quoteForMessage(name);

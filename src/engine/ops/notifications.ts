@@ -44,6 +44,7 @@ import type { IndexStore } from '../index/store.js';
 import { nextCounter, type EngineContext } from './context.js';
 import { deriveKey, sealSecret, openSecret, PURPOSE_SECRET_SEAL } from '../../security/keys.js';
 import { parseWebhookUrl } from '../../security/webhook-target.js';
+import { refuseUnknownFields } from '../../security/names.js';
 import { BadRequest, NotFound, NotImplemented, Forbidden } from '../../util/errors.js';
 
 export const NOTIFICATION_CONFIGS_MAX = 100;
@@ -56,6 +57,8 @@ export const NOTIFICATION_EVENT_TYPES: readonly ObjectEventType[] = [
 export const SIGNING_SECRET_PREFIX = 'whsec_';
 const SIGNING_SECRET_BYTES = 32;
 const UNSUPPORTED_TARGETS = ['sns', 'sqs', 'lambda'];
+/** The fields of the configs body, and of one config. */
+const CONFIGS_FIELDS: ReadonlySet<string> = new Set(['configs']);
 const configFields = new Set([
   'id',
   'type',
@@ -90,8 +93,7 @@ export function parseNotificationConfigs(body: unknown): NotificationConfigInput
   if (typeof body !== 'object' || body === null || Array.isArray(body))
     throw BadRequest('the body must be {configs: [...]}');
   const fields = body as Record<string, unknown>;
-  for (const name of Object.keys(fields))
-    if (name !== 'configs') throw BadRequest(`unknown field ${JSON.stringify(name.slice(0, 64))}`);
+  refuseUnknownFields(fields, CONFIGS_FIELDS);
   const configs = fields['configs'];
   if (!Array.isArray(configs) || configs.length > NOTIFICATION_CONFIGS_MAX) {
     throw BadRequest(
@@ -113,9 +115,7 @@ function parseConfig(value: unknown, where: string): NotificationConfigInput {
   if (typeof value !== 'object' || value === null || Array.isArray(value))
     throw BadRequest(`${where} must be an object`);
   const fields = value as Record<string, unknown>;
-  for (const name of Object.keys(fields))
-    if (!configFields.has(name))
-      throw BadRequest(`${where}: unknown field ${JSON.stringify(name.slice(0, 64))}`);
+  refuseUnknownFields(fields, configFields, where);
   const type = fields['type'] ?? 'webhook';
   if (type !== 'webhook')
     throw BadRequest(`${where}.type must be webhook (sns, sqs and lambda are not implemented)`);
