@@ -14,7 +14,7 @@ import { AuditSink } from '../http/audit.js';
 import { AdminAuth } from './auth.js';
 import type { NodeRecord } from '../engine/index/schema.js';
 import { componentLogger } from '../util/log.js';
-import type { Settings } from '../util/config.js';
+import { tlsFilesOf, type Settings } from '../util/config.js';
 
 export const ADMIN_PREFIX = '/admin/api/v1';
 
@@ -65,16 +65,13 @@ export async function startAdmin(options: {
       },
     }),
   );
-  const tls = settings.string('tls.cert_file') !== '' && settings.string('tls.key_file') !== '';
   const listener = await listen(
     {
       host: address.host,
       port: address.port,
       sharedPort: false,
       audit,
-      tls: tls
-        ? { certFile: settings.string('tls.cert_file'), keyFile: settings.string('tls.key_file') }
-        : undefined,
+      tls: tlsFilesOf(settings),
     },
     new Router(ADMIN_PREFIX, routes),
     log,

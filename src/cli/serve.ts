@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { dataDirPaths, prepareDataDir, engineLockOwner } from '../engine/data-dir.js';
 import { parseArgs, settingsFrom, writeThenExit, SERVICE_FLAGS } from './args.js';
 import type { ReadyMessage, Role } from './child.js';
-import type { ListenAddress, Settings } from '../util/config.js';
+import { tlsFilesOf, type ListenAddress, type Settings } from '../util/config.js';
 import { isLightwellError, Unavailable, DataDirLocked } from '../util/errors.js';
 import { CHILD_MALLOC_ENV } from '../util/malloc-env.js';
 
@@ -159,9 +159,8 @@ function announce(role: Role, settings: Settings, announced: Set<string>): void 
   const address = settings.listen(listener === 'public' ? 'public_listen' : 'admin_listen');
   const host = address.host.includes(':') ? `[${address.host}]` : address.host;
   const path = listener === 'public' ? '/api/v1' : '/admin/api/v1';
-  const tls = settings.string('tls.cert_file') !== '' && settings.string('tls.key_file') !== '';
   process.stdout.write(
-    `lightwell: ${listener} listener ready on ${tls ? 'https' : 'http'}://${host}:${address.port}${path}\n`,
+    `lightwell: ${listener} listener ready on ${tlsFilesOf(settings) ? 'https' : 'http'}://${host}:${address.port}${path}\n`,
   );
 }
 

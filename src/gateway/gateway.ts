@@ -17,7 +17,7 @@ import { Authenticator } from './auth.js';
 import { dataRoutes } from './routes.js';
 import * as docs from './route-docs.js';
 import { componentLogger, type Logger } from '../util/log.js';
-import type { Settings } from '../util/config.js';
+import { tlsFilesOf, type Settings } from '../util/config.js';
 import type { WorkerConfig } from '../workers/protocol.js';
 import { RELEASE } from '../engine/data-dir.js';
 import { AuditSink } from '../http/audit.js';
@@ -116,13 +116,13 @@ export async function startGateway(options: {
     reader: () => inlineReader,
     deadChunkGraceMs: settings.duration('storage.dead_chunk_grace'),
   };
-  const tls = settings.string('tls.cert_file') !== '' && settings.string('tls.key_file') !== '';
+  const tlsFiles = tlsFilesOf(settings);
   const routes: Route<Handler>[] = dataRoutes({
     store,
     engine,
     pool,
     settings,
-    tls,
+    tls: tlsFiles !== undefined,
     auth: new Authenticator(paths, store),
     upload: {
       arena,
@@ -164,9 +164,7 @@ export async function startGateway(options: {
       sharedPort: true,
       audit,
       receiveBufferBytes: settings.bytes('limits.socket_receive_bytes'),
-      tls: tls
-        ? { certFile: settings.string('tls.cert_file'), keyFile: settings.string('tls.key_file') }
-        : undefined,
+      tls: tlsFiles,
     },
     new Router(API_PREFIX, routes),
     log,

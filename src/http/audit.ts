@@ -68,7 +68,8 @@ export class AuditSink {
 
   record(exchange: Exchange): void {
     if (exchange.audit.written || exchange.status === 0) return;
-    this.keep([auditRowOf(exchange, exchange.status)], 'end');
+    this.buffer.push(auditRowOf(exchange, exchange.status));
+    this.trim();
     if (!this.scheduled && !this.failing) {
       this.scheduled = true;
       setImmediate(() => {
@@ -78,10 +79,8 @@ export class AuditSink {
     }
   }
 
-  /** Adds rows to the bounded buffer; the oldest beyond BUFFER_ROWS_MAX are dropped and counted. */
-  private keep(rows: AuditInput[], where: 'start' | 'end'): void {
-    if (where === 'end') this.buffer.push(...rows);
-    else this.buffer = rows.concat(this.buffer);
+  /** Bounds the buffer: the oldest rows beyond BUFFER_ROWS_MAX are dropped and counted. */
+  private trim(): void {
     const excess = this.buffer.length - BUFFER_ROWS_MAX;
     if (excess > 0) {
       this.buffer.splice(0, excess);
@@ -110,7 +109,8 @@ export class AuditSink {
           },
           () => {
             this.failing = true;
-            this.keep(events, 'start');
+            this.buffer = events.concat(this.buffer);
+            this.trim();
           },
         )
         .finally(() => {

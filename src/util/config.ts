@@ -167,6 +167,13 @@ export interface Settings {
   listen(name: SettingName): ListenAddress;
 }
 
+/** The listeners' certificate and key files when both are set: the listeners serve HTTPS. */
+export function tlsFilesOf(settings: Settings): { certFile: string; keyFile: string } | undefined {
+  const certFile = settings.string('tls.cert_file');
+  const keyFile = settings.string('tls.key_file');
+  return certFile !== '' && keyFile !== '' ? { certFile, keyFile } : undefined;
+}
+
 export function isSettingName(name: string): name is SettingName {
   return Object.hasOwn(settingSpecs, name);
 }

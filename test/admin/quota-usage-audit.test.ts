@@ -7,7 +7,7 @@
 // DECISIONS.md say.
 // Method: the real service on loopback; objects written through the public API; the admin API
 // read back and compared with what was written.
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { Service, type Problem } from '../helpers/service.js';
 import { call, mintToken, waitFor, type UsageAnswer } from './admin-testing.js';
 
@@ -148,50 +148,61 @@ t.test('quotas, usage and audit', async (t) => {
     });
   });
 
-  await t.test('audit: reads and refusals are readable as soon as they are answered', async (t) => {
-    // Their rows are batched, unlike a mutation's; the query must still see every admin request
-    // answered before it (admin-api.md §1: every request, successful or denied, writes a row).
+  /**
+   * Five rounds of `requests`, each followed at once by an audit query: their statuses are
+   * `statuses`, and every one of their rows is in the query's answer.
+   */
+  const readableAtOnce = async (
+    t: Test,
+    requests: () => Promise<Array<{ status: number; headers: Headers }>>,
+    statuses: number[],
+    limit: number,
+  ): Promise<void> => {
     for (let round = 0; round < 5; round += 1) {
-      const answers = [
-        await call(service, 'GET', '/tenants/acme', { token: viewer.token }),
-        await call(service, 'GET', '/tenants'),
-        await call(service, 'POST', '/tenants', { token: viewer.token, body: { id: 'nope' } }),
-      ];
+      const answers = await requests();
       t.same(
         answers.map((answer) => answer.status),
-        [200, 401, 403],
+        statuses,
       );
-      const { events } = (await call(service, 'GET', '/audit?limit=20', { token: owner.token }))
-        .json as AuditPage;
+      const { events } = (
+        await call(service, 'GET', `/audit?limit=${limit}`, { token: owner.token })
+      ).json as AuditPage;
       const seen = new Set(events.map((event) => event.requestId));
       t.ok(
         answers.every((answer) => seen.has(answer.headers.get('x-request-id') ?? '')),
         `round ${round}: every row is there`,
       );
     }
+  };
+
+  await t.test('audit: reads and refusals are readable as soon as they are answered', async (t) => {
+    // Their rows are batched, unlike a mutation's; the query must still see every admin request
+    // answered before it (admin-api.md §1: every request, successful or denied, writes a row).
+    await readableAtOnce(
+      t,
+      async () => [
+        await call(service, 'GET', '/tenants/acme', { token: viewer.token }),
+        await call(service, 'GET', '/tenants'),
+        await call(service, 'POST', '/tenants', { token: viewer.token, body: { id: 'nope' } }),
+      ],
+      [200, 401, 403],
+      20,
+    );
   });
 
   await t.test('audit: data-plane reads and refusals are readable at once', async (t) => {
     // The gateway sends its rows in the next turn of its event loop, and the audit query first
     // passes a barrier through the engine: a query right after the response finds the row.
-    for (let round = 0; round < 5; round += 1) {
-      const answers = [
+    await readableAtOnce(
+      t,
+      async () => [
         await client.request('GET', '/buckets'),
         await client.request('GET', '/buckets/none/objects/x'),
         await client.request('GET', '/buckets', { headers: { Authorization: 'Bearer lwtk_x' } }),
-      ];
-      t.same(
-        answers.map((answer) => answer.status),
-        [200, 404, 401],
-      );
-      const { events } = (await call(service, 'GET', '/audit?limit=50', { token: owner.token }))
-        .json as AuditPage;
-      const seen = new Set(events.map((event) => event.requestId));
-      t.ok(
-        answers.every((answer) => seen.has(answer.headers.get('x-request-id') ?? '')),
-        `round ${round}: every row is there`,
-      );
-    }
+      ],
+      [200, 404, 401],
+      50,
+    );
   });
 
   await t.test('audit: order, limit, since, tenant, scope, request ids, both planes', async (t) => {

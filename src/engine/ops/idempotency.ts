@@ -1,11 +1,11 @@
-// Idempotency keys of object PUTs: a key is bound to a fingerprint (the object key, the
-// client's checksum headers, the content length and the user metadata) and to the result of its
-// first successful commit. A retry with the same fingerprint gets that result again without storing anything; a
-// retry with another fingerprint is refused (422 `idempotency_key_reused`); a retry while the
-// first request still runs is refused (409 `idempotency_key_in_use`). Keys expire after
-// `idempotency.ttl`; a `running` record whose request died is taken over after
-// RUNNING_STALE_MS. A key is begun only for an active tenant, so none is written after a
-// tenant delete has purged the tenant's keys.
+// Idempotency keys of object PUTs: a key is bound to a fingerprint (the object key, the client's
+// checksum headers, the content length and the user metadata) and to the result of its first
+// successful commit. A retry with the same fingerprint gets that result again without storing
+// anything; a retry with another fingerprint is refused (422 `idempotency_key_reused`); a retry
+// while the first request still runs is refused (409 `idempotency_key_in_use`). Keys expire after
+// `idempotency.ttl`; a `running` record whose request died is taken over after RUNNING_STALE_MS. A
+// key is begun only for an active tenant, so none is written after a tenant delete has purged the
+// tenant's keys.
 
 import {
   DB,

@@ -231,10 +231,7 @@ export function completeMultipartUpload(
     DB.objects,
     objectKey(bucket.id, args.key),
   );
-  const conditions: { ifMatch?: string; ifNoneMatch?: string } = {};
-  if (args.ifMatch !== undefined) conditions.ifMatch = args.ifMatch;
-  if (args.ifNoneMatch !== undefined) conditions.ifNoneMatch = args.ifNoneMatch;
-  checkWriteConditions(current, conditions);
+  checkWriteConditions(current, args);
   const usage = loadUsage(context, tenant.id);
   const replacedBytes =
     bucket.versioning === 'Enabled'

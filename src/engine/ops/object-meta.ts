@@ -180,14 +180,10 @@ export function copyObject(context: EngineContext, args: CopyObjectArgs): Object
     objectKey(bucket.id, args.key),
   );
   if (args.requireAbsent && current) throw PreconditionFailed('the destination exists');
-  const destination: { ifMatch?: string } = {};
-  if (args.requireMatchEtag !== undefined) destination.ifMatch = args.requireMatchEtag;
-  checkWriteConditions(current, destination);
+  checkWriteConditions(current, { ifMatch: args.requireMatchEtag });
   checkWriteConditions(current, {
-    ...(args.destinationIfMatch === undefined ? {} : { ifMatch: args.destinationIfMatch }),
-    ...(args.destinationIfNoneMatch === undefined
-      ? {}
-      : { ifNoneMatch: args.destinationIfNoneMatch }),
+    ifMatch: args.destinationIfMatch,
+    ifNoneMatch: args.destinationIfNoneMatch,
   });
   checkQuota(context, tenant.id, source.size, current ? 0 : 1);
   const usage = loadUsage(context, tenant.id);

@@ -171,7 +171,7 @@ export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVe
 
 export function checkWriteConditions(
   current: ObjectVersionRecord | undefined,
-  args: { readonly ifMatch?: string; readonly ifNoneMatch?: string },
+  args: { readonly ifMatch?: string | undefined; readonly ifNoneMatch?: string | undefined },
 ): void {
   if (args.ifNoneMatch !== undefined) {
     if (current && (args.ifNoneMatch === '*' || etagListMatches(args.ifNoneMatch, current.etag))) {
