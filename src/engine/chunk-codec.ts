@@ -9,7 +9,9 @@
 // length.
 //
 // Plaintext may arrive as several slices (a chunk that spans two body blocks); only LZ4 needs it
-// contiguous, and then it is gathered into one buffer once.
+// contiguous, and then it is gathered into one buffer once. The gathered chunk and its LZ4 form
+// live in buffers each thread reuses (they are sealed into the payload before encodeChunk
+// returns).
 
 import assert from 'node:assert/strict';
 import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:crypto';
@@ -26,6 +28,7 @@ import {
 } from '../format/record-frame.js';
 import { CorruptData } from '../util/errors.js';
 import { copyBytes, libc, native, type AesGcm } from '../util/libc.js';
+import { ScratchBuffer } from '../util/buffer-pool.js';
 
 export const KIND_CHUNK = 1;
 export const COMPRESSION_NONE = 0 as const;
@@ -158,11 +161,15 @@ function compressIfItPays(slices: readonly Uint8Array[], plainLength: number): B
     const sample = first.subarray(0, Math.min(first.length, SAMPLE_BYTES));
     if (sample.length < 512 || !compressedIfItPays(sample, sampleScratch)) return undefined;
   }
-  return compressedIfItPays(gather(slices, plainLength));
+  return compressedIfItPays(gather(slices, plainLength), lz4Scratch);
 }
 
-/** Where a sample is compressed: only its length is kept (one per thread, as this module). */
-const sampleScratch = Buffer.allocUnsafe(payingLength(SAMPLE_BYTES));
+// Buffers of this thread (one per thread, as this module): where a chunk's slices are joined for
+// LZ4, where its LZ4 form is written, and where a sample is compressed (only its length is kept).
+const SCRATCH_GRANULE_BYTES = 64 * 1024;
+const joinScratch = new ScratchBuffer(SCRATCH_GRANULE_BYTES);
+const lz4Scratch = new ScratchBuffer(SCRATCH_GRANULE_BYTES);
+const sampleScratch = new ScratchBuffer(SCRATCH_GRANULE_BYTES);
 
 /** The longest LZ4 form of `length` bytes that saves COMPRESSION_SAVING_MIN of them. */
 function payingLength(length: number): number {
@@ -170,20 +177,19 @@ function payingLength(length: number): number {
 }
 
 /**
- * The LZ4 form of `bytes` when it pays, in `scratch` when given (which must hold
- * `payingLength(bytes.length)`). Lightwell's native compressor gives up as soon as the form
+ * The LZ4 form of `bytes` when it pays, in `scratch` (valid until its next use). Lightwell's native compressor gives up as soon as the form
  * would not pay (a 64 KiB sample of random bytes: 4.5 against lz4-napi's 620 us); lz4-napi's
  * `uncompressSync` reads what either writes.
  */
-function compressedIfItPays(bytes: Uint8Array, scratch?: Buffer): Buffer | undefined {
+function compressedIfItPays(bytes: Uint8Array, scratch: ScratchBuffer): Buffer | undefined {
   const limit = payingLength(bytes.length);
   const compress = native()?.lz4Compress;
   if (!compress) {
     const compressed = compressSync(asBuffer(bytes));
     return compressed.length <= limit ? compressed : undefined;
   }
-  const target = scratch ?? Buffer.allocUnsafe(limit);
-  const written = compress(bytes, target.subarray(0, limit));
+  const target = scratch.take(limit);
+  const written = compress(bytes, target);
   return written === 0 ? undefined : target.subarray(0, written);
 }
 
@@ -203,9 +209,10 @@ export function lz4Implementation(): 'native' | 'lz4-napi' {
   return native()?.lz4Compress ? 'native' : 'lz4-napi';
 }
 
+/** The slices as one run of bytes: the one slice itself, or a copy in this thread's scratch. */
 function gather(slices: readonly Uint8Array[], length: number): Uint8Array {
   if (slices.length === 1 && slices[0]) return slices[0];
-  const joined = Buffer.allocUnsafe(length);
+  const joined = joinScratch.take(length);
   let offset = 0;
   for (const slice of slices) {
     copyBytes(joined, offset, slice); // slices of the shared arena: see copyBytes

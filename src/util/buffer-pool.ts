@@ -30,6 +30,25 @@ export class BufferPool {
 }
 
 /**
+ * One buffer a thread reuses for work that ends before the next use (a synchronous call that
+ * copies its result elsewhere): it grows to the largest size asked for, in whole `granule`s, and
+ * is never given back. A fresh buffer per use cost an allocation of up to the largest chunk,
+ * which under many concurrent uploads fragmented the allocator's heap.
+ */
+export class ScratchBuffer {
+  private buffer = Buffer.alloc(0);
+
+  constructor(private readonly granule: number) {}
+
+  /** A view of `bytes` bytes, valid until the next `take`. */
+  take(bytes: number): Buffer {
+    if (this.buffer.length < bytes)
+      this.buffer = Buffer.allocUnsafeSlow(Math.ceil(bytes / this.granule) * this.granule);
+    return this.buffer.subarray(0, bytes);
+  }
+}
+
+/**
  * A buffer of `bytes` whose first byte lies on an `alignment` boundary (a power of two), as
  * O_DIRECT wants: allocated `alignment` bytes larger, and cut where `misalignment` (the native
  * library's; JavaScript cannot see addresses) says the boundary is.

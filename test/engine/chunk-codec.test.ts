@@ -102,6 +102,40 @@ t.test('round trips', async (t) => {
   }
 });
 
+t.test('an encoded chunk keeps its bytes while later chunks are encoded', async (t) => {
+  // The gathered slices and the LZ4 form live in buffers the thread reuses: an encoded chunk
+  // whose payload viewed them would change under the next encode.
+  const keys = keysOf(5);
+  const first = sharedSlices(text, 777);
+  const plainLength = plainLengthOf(first);
+  const withoutOutput = encodeChunk(keys, chunkIdOf(keys.dedupKey, first), first, plainLength);
+  const ownOutput = Buffer.alloc(encodeOutputBytes(plainLength));
+  const withOutput = encodeChunk(
+    keys,
+    chunkIdOf(keys.dedupKey, first),
+    first,
+    plainLength,
+    ownOutput,
+  );
+  t.ok(withoutOutput.compressed && withOutput.compressed, 'the first chunk is compressed');
+  const other = Buffer.from('another text, other words; '.repeat(9000));
+  for (const slices of [sharedSlices(other, 5000), sharedSlices(other.subarray(0, 3000), 100)]) {
+    encodeChunk(keys, chunkIdOf(keys.dedupKey, slices), slices, plainLengthOf(slices));
+  }
+  for (const [name, encoded] of [
+    ['node:crypto', withoutOutput],
+    ['payload buffer', withOutput],
+  ] as const) {
+    const record = Buffer.concat([encoded.header, ...encoded.payload]);
+    const expected = {
+      chunkId: chunkIdOf(keys.dedupKey, first),
+      payloadChecksum: encoded.payloadChecksum,
+      plainLength,
+    };
+    t.ok(decodeChunk(keys, record, expected).equals(text), `${name}: the first chunk's bytes`);
+  }
+});
+
 t.test('the payload is written into the output buffer where OpenSSL is reachable', async (t) => {
   const keys = keysOf(3);
   const chunkId = chunkIdOf(keys.dedupKey, [random]);
