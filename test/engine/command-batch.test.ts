@@ -114,3 +114,73 @@ t.test('a resolved command is durable and visible to a read-only store', async (
   for (let index = 0; index < 50; index += 1)
     t.same(reader.get(DB.meta, key(`k${index}`)), { name: `k${index}` });
 });
+
+// The records of the counters, usage and segments databases are kept decoded within a batch and
+// written once at its end (IndexStore's header): each command must still see what the previous
+// one left, a failed command must leave no trace even when it changed a record only in place,
+// and scans and other processes must see what the batch committed.
+
+function increment(store: IndexStore, name: string, fail?: string): () => number {
+  return () => {
+    const counter = store.get<{ count: number }>(DB.meta, key(name)) ?? { count: 0 };
+    counter.count += 1;
+    if (fail) throw Conflict(fail); // changed in place, never put
+    store.put(DB.meta, key(name), counter);
+    return counter.count;
+  };
+}
+
+t.test('commands of one batch see each other in a record the batch holds', async (t) => {
+  const { store, dir } = openStore(t);
+  const batch = new CommandBatch(store);
+  const counts = await Promise.all(
+    Array.from({ length: 20 }, () => batch.submit(increment(store, 'counter'))),
+  );
+  t.same(
+    counts,
+    Array.from({ length: 20 }, (_, index) => index + 1),
+    'each command saw the one before it',
+  );
+  const reader = IndexStore.open({ path: dir, readOnly: true });
+  t.teardown(() => reader.close());
+  t.same(reader.get(DB.meta, key('counter')), { count: 20 }, 'committed once, for all');
+});
+
+t.test('a command that changed a held record in place and failed leaves no trace', async (t) => {
+  const { store } = openStore(t);
+  const batch = new CommandBatch(store);
+  const results = await Promise.allSettled([
+    batch.submit(increment(store, 'counter')),
+    batch.submit(increment(store, 'counter', 'failed after changing it')),
+    batch.submit(increment(store, 'counter')),
+  ]);
+  t.same(
+    results.map((r) => r.status),
+    ['fulfilled', 'rejected', 'fulfilled'],
+  );
+  t.same(store.get(DB.meta, key('counter')), { count: 2 }, 'only the two that succeeded count');
+});
+
+t.test('a scan within a batch sees the records the batch holds; removes commit', async (t) => {
+  const { store, dir } = openStore(t);
+  const batch = new CommandBatch(store);
+  await batch.submit(writeThen(store, 'doomed'));
+  const seen = await Promise.all([
+    batch.submit(increment(store, 'counter')),
+    batch.submit(() => {
+      store.remove(DB.meta, key('doomed'));
+      return store.has(DB.meta, key('doomed'));
+    }),
+    batch.submit(() =>
+      [...store.range<{ count?: number }>(DB.meta, { start: key(''), end: key('~') })].map(
+        (entry) => [entry.key.toString(), entry.value.count],
+      ),
+    ),
+  ]);
+  t.equal(seen[1], false, 'a removed record is gone at once');
+  t.same(seen[2], [['test:counter', 1]], 'the scan saw the change and the remove of the batch');
+  const reader = IndexStore.open({ path: dir, readOnly: true });
+  t.teardown(() => reader.close());
+  t.equal(reader.get(DB.meta, key('doomed')), undefined, 'the remove committed');
+  t.same(reader.get(DB.meta, key('counter')), { count: 1 });
+});

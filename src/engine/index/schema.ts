@@ -38,6 +38,16 @@ export type DbName = (typeof DB)[keyof typeof DB];
 
 export const SEQ_MAX = Number.MAX_SAFE_INTEGER;
 const ZERO = Buffer.from([0]);
+const TWO_TO_32 = 2 ** 32;
+
+/**
+ * Writes a non-negative integer of at most 53 bits as a u64 big-endian, the same bytes as
+ * `writeBigUInt64BE(BigInt(value))` without a BigInt per key.
+ */
+function writeU64BE(target: Buffer, value: number, offset: number): void {
+  target.writeUInt32BE(Math.floor(value / TWO_TO_32), offset);
+  target.writeUInt32BE(value >>> 0, offset + 4);
+}
 
 // ---- meta -------------------------------------------------------------------------------
 
@@ -224,8 +234,7 @@ export function prefixRange(bucketId: number, prefix: string): { start: Buffer; 
 
 export function versionKey(bucketId: number, key: string, seq: number): Buffer {
   const suffix = Buffer.alloc(9);
-  suffix.writeUInt8(0, 0);
-  suffix.writeBigUInt64BE(BigInt(SEQ_MAX - seq), 1);
+  writeU64BE(suffix, SEQ_MAX - seq, 1);
   return Buffer.concat([objectKey(bucketId, key), suffix]);
 }
 
@@ -277,8 +286,8 @@ export interface SegmentRecord {
 }
 
 export function segmentKey(segmentId: number): Buffer {
-  const key = Buffer.alloc(8);
-  key.writeBigUInt64BE(BigInt(segmentId), 0);
+  const key = Buffer.allocUnsafe(8);
+  writeU64BE(key, segmentId, 0);
   return key;
 }
 
@@ -327,9 +336,9 @@ export interface AuditEvent {
 
 /** `time u64 BE | sequence u64 BE`: rows sort by time; the id is the key in hex. */
 export function auditKey(time: number, sequence: number): Buffer {
-  const key = Buffer.alloc(16);
-  key.writeBigUInt64BE(BigInt(time), 0);
-  key.writeBigUInt64BE(BigInt(sequence), 8);
+  const key = Buffer.allocUnsafe(16);
+  writeU64BE(key, time, 0);
+  writeU64BE(key, sequence, 8);
   return key;
 }
 
@@ -509,8 +518,7 @@ export interface OutboxStatusRecord {
 
 export function outboxKey(bucketId: number, configId: string, seq: number): Buffer {
   const suffix = Buffer.alloc(9);
-  suffix.writeUInt8(0, 0);
-  suffix.writeBigUInt64BE(BigInt(seq), 1);
+  writeU64BE(suffix, seq, 1);
   return Buffer.concat([bucketKeyPrefix(bucketId), Buffer.from(configId, 'utf8'), suffix]);
 }
 

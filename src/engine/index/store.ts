@@ -17,6 +17,14 @@
 // that throws after writing rolls the shared child transaction back, and then each command of
 // that batch runs again in its own.
 //
+// Inside a batch, the records that nearly every command reads and writes again (the counters,
+// the tenant's usage, the live bytes of the open segments: `BATCH_CACHED`) are kept decoded and
+// written once when the batch's last command has run, instead of being decoded, encoded and put
+// by each command. A command sees the record as the previous command left it, as it would in
+// LMDB. Handing out the cached object counts as a write (the command may change it in place), so
+// a command that throws after reading one rolls the batch back like one that wrote. A range scan
+// of such a database first writes what the batch holds of it.
+//
 // Options that fix the on-disk format are passed explicitly here and documented in
 // docs/on-disk-format.md: binary keys, binary values (our own versioned msgpack records), no
 // lmdb-js versions, no shared structures.
@@ -62,6 +70,15 @@ export class EncodedRecord {
 export type Settled =
   { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly error: unknown };
 
+/** Databases whose records a batch keeps decoded and writes once (see the header). */
+const BATCH_CACHED: ReadonlySet<DbName> = new Set<DbName>([DB.meta, DB.usage, DB.segments]);
+
+/** A record a batch holds: its decoded value (undefined: there is none), and whether it changed. */
+interface BatchRecord {
+  value: object | undefined;
+  dirty: boolean;
+}
+
 /** Records kept decoded by `getShared`; the cache starts over when full. */
 const SHARED_RECORDS_MAX = 4096;
 
@@ -98,6 +115,8 @@ export class IndexStore {
   private readonly shared = new Map<string, { raw: Buffer; value: unknown }>();
   /** Puts and removes so far; tells a batch whether a failed command wrote anything. */
   private writes = 0;
+  /** The records of BATCH_CACHED databases that the running batch holds, by database and key. */
+  private batchRecords: Map<DbName, Map<string, BatchRecord>> | undefined;
 
   private constructor(root: RootDatabase, readOnly: boolean) {
     this.root = root;
@@ -193,6 +212,11 @@ export class IndexStore {
   /** The record under `key`; undefined when there is none (an empty key never has one). */
   get<T>(name: DbName, key: Buffer): T | undefined {
     if (key.length === 0) return undefined; // LMDB throws on empty keys; clients can send them
+    const held = this.batchRecordOf(name, key);
+    if (held) {
+      if (held.value !== undefined) this.writes += 1; // the caller may change it in place
+      return held.value as T | undefined;
+    }
     const raw = this.db(name).getBinary(key);
     return raw === undefined ? undefined : (decodeValue(raw).value as T);
   }
@@ -224,10 +248,59 @@ export class IndexStore {
   /* eslint-enable @typescript-eslint/no-unnecessary-type-parameters */
 
   has(name: DbName, key: Buffer): boolean {
-    return key.length > 0 && this.db(name).getBinary(key) !== undefined;
+    if (key.length === 0) return false;
+    const held = this.batchRecordOf(name, key);
+    if (held) return held.value !== undefined;
+    return this.db(name).getBinary(key) !== undefined;
+  }
+
+  /**
+   * The batch's entry for a record of a BATCH_CACHED database, read from LMDB on first use;
+   * undefined outside a batch and for other databases.
+   */
+  private batchRecordOf(name: DbName, key: Buffer): BatchRecord | undefined {
+    const records =
+      this.batchRecords && BATCH_CACHED.has(name) ? this.batchRecordsOf(name) : undefined;
+    if (!records) return undefined;
+    const id = key.toString('latin1');
+    let held = records.get(id);
+    if (!held) {
+      const raw = this.db(name).getBinary(key);
+      held = { value: raw === undefined ? undefined : decodeValue(raw).value, dirty: false };
+      records.set(id, held);
+    }
+    return held;
+  }
+
+  private batchRecordsOf(name: DbName): Map<string, BatchRecord> | undefined {
+    const all = this.batchRecords;
+    if (!all) return undefined;
+    let records = all.get(name);
+    if (!records) {
+      records = new Map();
+      all.set(name, records);
+    }
+    return records;
+  }
+
+  /** Writes the changed records the batch holds (of database `name` only, when given). */
+  private flushBatchRecords(name?: DbName): void {
+    const all = this.batchRecords;
+    if (!all) return;
+    for (const [db, records] of all) {
+      if (name !== undefined && db !== name) continue;
+      for (const [id, held] of records) {
+        if (!held.dirty) continue;
+        held.dirty = false;
+        const key = Buffer.from(id, 'latin1');
+        if (held.value === undefined) this.db(db).removeSync(key);
+        else this.db(db).putSync(key, encodeValue(VALUE_SCHEMA_VERSION, held.value));
+      }
+    }
   }
 
   *range<T>(name: DbName, options: RangeOptions): Generator<Entry<T>> {
+    this.flushBatchRecords(name);
     const query: { start?: Buffer; end?: Buffer; limit?: number; reverse?: boolean } = {};
     if (options.start) query.start = options.start;
     if (options.end) query.end = options.end;
@@ -247,6 +320,7 @@ export class IndexStore {
   scanRaw(name: DbName, options: RangeOptions, visit: (entry: RawEntry) => boolean): void {
     const db = this.rawDbs.get(name);
     if (!db) throw new TypeError(`unknown database ${name}`);
+    this.flushBatchRecords(name);
     const query: { start?: Buffer; end?: Buffer; limit?: number; reverse?: boolean } = {};
     if (options.start) query.start = options.start;
     if (options.end) query.end = options.end;
@@ -266,6 +340,14 @@ export class IndexStore {
   /** Only inside `transact`. `value` may be encoded once beforehand, to be stored under several keys. */
   put(name: DbName, key: Buffer, value: object | EncodedRecord): void {
     this.writes += 1;
+    const held = value instanceof EncodedRecord ? undefined : this.batchRecordOf(name, key);
+    if (held) {
+      held.value = value;
+      held.dirty = true;
+      return;
+    }
+    if (this.batchRecords && BATCH_CACHED.has(name))
+      this.batchRecordsOf(name)?.delete(key.toString('latin1'));
     this.db(name).putSync(
       key,
       value instanceof EncodedRecord ? value.bytes : encodeValue(VALUE_SCHEMA_VERSION, value),
@@ -280,6 +362,12 @@ export class IndexStore {
   /** Only inside `transact`. */
   remove(name: DbName, key: Buffer): void {
     this.writes += 1;
+    const held = this.batchRecordOf(name, key);
+    if (held) {
+      held.value = undefined;
+      held.dirty = true;
+      return;
+    }
     this.db(name).removeSync(key);
   }
 
@@ -296,17 +384,23 @@ export class IndexStore {
   transactAll(applies: () => ReadonlyArray<() => unknown>): Promise<Settled[] | undefined> {
     return this.root
       .childTransaction(() => {
-        const settled: Settled[] = [];
-        for (const apply of applies()) {
-          const before = this.writes;
-          try {
-            settled.push({ ok: true, value: apply() });
-          } catch (error) {
-            if (this.writes !== before) return ABORT;
-            settled.push({ ok: false, error });
+        this.batchRecords = new Map();
+        try {
+          const settled: Settled[] = [];
+          for (const apply of applies()) {
+            const before = this.writes;
+            try {
+              settled.push({ ok: true, value: apply() });
+            } catch (error) {
+              if (this.writes !== before) return ABORT;
+              settled.push({ ok: false, error });
+            }
           }
+          this.flushBatchRecords();
+          return settled;
+        } finally {
+          this.batchRecords = undefined;
         }
-        return settled;
       })
       .then((result) => (result === ABORT ? undefined : (result as Settled[])));
   }
