@@ -24,6 +24,7 @@ import {
   requiredString,
   optionalString,
   requiredReason,
+  optionalReason,
   isDryRun,
   mutate,
   dryRunAnswer,
@@ -59,6 +60,7 @@ export function keyRoutes(services: AdminServices): Route<Handler>[] {
             description: 'accounts',
             schema: {
               type: 'object',
+              required: ['accounts'],
               properties: { accounts: { type: 'array', items: accountSchema } },
             },
           },
@@ -87,7 +89,11 @@ export function keyRoutes(services: AdminServices): Route<Handler>[] {
           schema: {
             type: 'object',
             required: ['id'],
-            properties: { id: { type: 'string', pattern: '^[a-z0-9-]{3,63}$' }, name: str },
+            properties: {
+              id: { type: 'string', pattern: '^[a-z0-9-]{3,63}$' },
+              name: str,
+              reason: { type: 'string', description: 'noted in the audit log' },
+            },
           },
         },
         responses: {
@@ -103,6 +109,7 @@ export function keyRoutes(services: AdminServices): Route<Handler>[] {
         const id = requiredString(body, 'id');
         validateAccountId(id);
         const name = optionalString(body, 'name');
+        optionalReason(exchange, body);
         const dryRun = isDryRun(exchange);
         const account = await mutate<AccountRecord>(
           services,
@@ -134,7 +141,11 @@ export function keyRoutes(services: AdminServices): Route<Handler>[] {
         responses: {
           200: {
             description: 'keys',
-            schema: { type: 'object', properties: { keys: { type: 'array', items: keySchema } } },
+            schema: {
+              type: 'object',
+              required: ['keys'],
+              properties: { keys: { type: 'array', items: keySchema } },
+            },
           },
           ...problems(404),
         },
@@ -217,8 +228,7 @@ function createKeyRoute(services: AdminServices): Route<Handler> {
       const scopes = scopesOf(body, true);
       const externalRef = optionalString(body, 'externalRef');
       const expiresAt = expiresAtOf(body);
-      const reason = optionalString(body, 'reason');
-      if (reason !== undefined) exchange.audit.reason = reason;
+      optionalReason(exchange, body);
       const dryRun = isDryRun(exchange);
       const args = { tenantId: tenant.id, accountId, scopes, externalRef, expiresAt, dryRun };
       const created = await mutate<{ key: AccessKeyRecord; secretKey: string }>(
@@ -275,8 +285,7 @@ function rotateKeyRoute(services: AdminServices): Route<Handler> {
       const body = await readBody(exchange);
       const scopes = scopesOf(body, false);
       const expiresAt = expiresAtOf(body);
-      const reason = optionalString(body, 'reason');
-      if (reason !== undefined) exchange.audit.reason = reason;
+      optionalReason(exchange, body);
       const dryRun = isDryRun(exchange);
       const args = { tenantId: tenant.id, accessKeyId: params['keyId'], scopes, expiresAt, dryRun };
       const rotated = await mutate<{ key: AccessKeyRecord; secretKey: string }>(

@@ -23,13 +23,13 @@ import {
   mutate,
   dryRunAnswer,
   dryRunQuery,
+  optionalReason,
 } from './request.js';
 import { quotaJson, quotaSchema, usageSchema, dryRunSchema, problems } from './json.js';
 import { liveTenant } from './tenant-routes.js';
 import { usageOf, bucketsOf, bucketUsage } from './plan.js';
 
 const bearer = 'bearer' as const;
-const quotaFields = ['maxBytes', 'maxObjects'] as const;
 
 function limitOf(body: Body, field: string): number | undefined {
   const value = body[field];
@@ -76,6 +76,7 @@ export function quotaRoutes(services: AdminServices): Route<Handler>[] {
             properties: {
               maxBytes: { type: 'integer', minimum: 0, nullable: true },
               maxObjects: { type: 'integer', minimum: 0, nullable: true },
+              reason: { type: 'string', description: 'noted in the audit log' },
             },
           },
         },
@@ -91,13 +92,7 @@ export function quotaRoutes(services: AdminServices): Route<Handler>[] {
         auth.authenticate(exchange, 'operator', params['id']);
         const tenant = liveTenant(services, params['id'] ?? '');
         const body = await readBody(exchange);
-        const unknown = Object.keys(body).filter(
-          (field) => !(quotaFields as readonly string[]).includes(field),
-        );
-        if (unknown.length > 0)
-          throw BadRequest(
-            `unknown quota fields: ${unknown.join(', ')} (use maxBytes and maxObjects)`,
-          );
+        optionalReason(exchange, body);
         const dryRun = isDryRun(exchange);
         const args = {
           tenantId: tenant.id,

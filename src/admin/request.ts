@@ -66,20 +66,33 @@ export function requiredReason(exchange: Exchange, body: Body): string {
   return reason;
 }
 
+/** An optional `reason`, accepted by every admin mutation and noted for audit. */
+export function optionalReason(exchange: Exchange, body: Body): string | undefined {
+  const reason = optionalString(body, 'reason');
+  if (reason !== undefined) exchange.audit.reason = reason;
+  return reason;
+}
+
 /** `confirm` (or another confirmation field) must repeat `expected` exactly. */
 export function requireConfirm(body: Body, field: string, expected: string): void {
   const value = body[field];
   if (value !== expected) throw BadRequest(`${field} must equal ${JSON.stringify(expected)}`);
 }
 
-/** `?dryRun=true` (or `1`); anything else but `false`/`0`/absent is a 400. Marks the audit row. */
-export function isDryRun(exchange: Exchange): boolean {
-  const value = exchange.query.get('dryRun');
+/** A boolean query parameter: `true`, `1` or present without a value; `false`, `0` or absent. */
+export function booleanQuery(exchange: Exchange, name: string): boolean {
+  const value = exchange.query.get(name);
   if (value === null || value === 'false' || value === '0') return false;
   if (value !== 'true' && value !== '1' && value !== '')
-    throw BadRequest('dryRun must be true or false');
-  exchange.audit.dryRun = true;
+    throw BadRequest(`${name} must be true or false`);
   return true;
+}
+
+/** `?dryRun=true` (see booleanQuery); anything else but false or absent is a 400. Marks the audit row. */
+export function isDryRun(exchange: Exchange): boolean {
+  const dryRun = booleanQuery(exchange, 'dryRun');
+  if (dryRun) exchange.audit.dryRun = true;
+  return dryRun;
 }
 
 /** Sends a mutation with its audit row, which then commits in the same transaction. */

@@ -19,8 +19,10 @@ import {
   requiredString,
   optionalString,
   requiredReason,
+  optionalReason,
   requireConfirm,
   isDryRun,
+  booleanQuery,
   mutate,
   dryRunAnswer,
   dryRunQuery,
@@ -60,6 +62,7 @@ export function tenantRoutes(services: AdminServices): Route<Handler>[] {
             description: 'tenants',
             schema: {
               type: 'object',
+              required: ['tenants'],
               properties: { tenants: { type: 'array', items: tenantSchema } },
             },
           },
@@ -68,7 +71,7 @@ export function tenantRoutes(services: AdminServices): Route<Handler>[] {
       },
       handler: (exchange) => {
         const caller = auth.authenticate(exchange, 'viewer');
-        const withDeleted = exchange.query.get('includeDeleted') === 'true';
+        const withDeleted = booleanQuery(exchange, 'includeDeleted');
         const tenants = [...services.store.range<TenantRecord>(DB.tenants, {})]
           .map((entry) => entry.value)
           .filter(
@@ -92,7 +95,11 @@ export function tenantRoutes(services: AdminServices): Route<Handler>[] {
           schema: {
             type: 'object',
             required: ['id'],
-            properties: { id: { type: 'string', pattern: '^[a-z0-9-]{3,63}$' }, name: str },
+            properties: {
+              id: { type: 'string', pattern: '^[a-z0-9-]{3,63}$' },
+              name: str,
+              reason: { type: 'string', description: 'noted in the audit log' },
+            },
           },
         },
         responses: {
@@ -108,6 +115,7 @@ export function tenantRoutes(services: AdminServices): Route<Handler>[] {
         validateTenantId(id);
         caller.requireTenant(id);
         const name = optionalString(body, 'name');
+        optionalReason(exchange, body);
         const dryRun = isDryRun(exchange);
         const tenant = await mutate<TenantRecord>(
           services,

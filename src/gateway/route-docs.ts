@@ -58,6 +58,44 @@ const objectHeaders = {
   'X-Service-Meta-*': 'user metadata',
 };
 
+/** Object bodies travel with the object's own Content-Type, whatever it is. */
+export const ANY_CONTENT_TYPE = '*/*';
+
+/** Response headers of a GET or HEAD of an object (a signed GET too). */
+export const objectReadHeaders: Readonly<Record<string, string>> = {
+  'Content-Type': 'the Content-Type the object was stored with',
+  ETag: 'the entity tag',
+  'Last-Modified': 'when the version was written',
+  'Accept-Ranges': 'bytes',
+  'X-Service-Version-Id': 'the version id (buckets that have had versioning enabled)',
+  'X-Service-Checksum-CRC32C':
+    'the full-object CRC32C, base64; every checksum the client supplied comes as X-Service-Checksum-<alg> too',
+  'X-Service-Encryption': 'AES256-GCM',
+  'X-Service-Compression': 'LZ4 or NONE: how the bytes are stored',
+  'X-Service-Storage-Class': 'STANDARD',
+  'X-Service-Content-Length': 'the size of the whole object',
+  'X-Service-Object-Lock-Mode': 'the retention mode, when the version has one',
+  'X-Service-Object-Lock-Retain-Until-Date': 'the end of retention (RFC 3339), with the mode',
+  'X-Service-Object-Lock-Legal-Hold': 'ON or OFF (object-lock buckets)',
+  'X-Service-Tagging-Count': 'the number of tags, when the version has any',
+};
+
+/** The responses of a GET of an object, plain or signed. */
+export const objectReadResponses: RouteDoc['responses'] = {
+  200: { description: 'the object', contentType: ANY_CONTENT_TYPE, headers: objectReadHeaders },
+  206: {
+    description: 'the range',
+    contentType: ANY_CONTENT_TYPE,
+    headers: { ...objectReadHeaders, 'Content-Range': 'bytes first-last/size' },
+  },
+  304: {
+    description: 'not modified',
+    headers: { ETag: 'the entity tag', 'Last-Modified': 'when the version was written' },
+  },
+};
+
+const writeHeaders = { ETag: 'the entity tag of what was stored' };
+
 export const healthz: RouteDoc = {
   summary: 'Liveness',
   auth: 'none',
@@ -140,6 +178,7 @@ export const listObjects: RouteDoc = {
       description: 'a page of objects',
       schema: {
         type: 'object',
+        required: ['objects', 'commonPrefixes', 'isTruncated'],
         properties: {
           objects: { type: 'array', items: objectSchema },
           commonPrefixes: { type: 'array', items: str },
@@ -160,10 +199,12 @@ export const putObject: RouteDoc = {
       'makes the PUT replay-safe (needs an X-Service-Checksum-* header); bound to the object key, checksums, length and metadata',
   },
   requestBody: {
-    contentType: 'application/octet-stream',
+    contentType: ANY_CONTENT_TYPE,
     schema: { type: 'string', format: 'binary' },
   },
-  responses: { 200: { description: 'stored durably', schema: objectSchema } },
+  responses: {
+    200: { description: 'stored durably', schema: objectSchema, headers: writeHeaders },
+  },
 };
 
 /** The headers a GET or HEAD of an object honours (a signed GET too). */
@@ -180,11 +221,7 @@ export const getObject: RouteDoc = {
   auth: 'bearer',
   query: { versionId: str },
   headers: readHeaders,
-  responses: {
-    200: { description: 'the object', contentType: 'application/octet-stream' },
-    206: { description: 'the range', contentType: 'application/octet-stream' },
-    304: { description: 'not modified' },
-  },
+  responses: objectReadResponses,
 };
 
 export const headObject: RouteDoc = {
@@ -193,9 +230,12 @@ export const headObject: RouteDoc = {
   query: { versionId: str },
   headers: readHeaders,
   responses: {
-    200: { description: 'metadata headers' },
-    206: { description: 'metadata headers of the range' },
-    304: { description: 'not modified' },
+    200: { description: 'metadata headers', headers: objectReadHeaders },
+    206: {
+      description: 'metadata headers of the range',
+      headers: { ...objectReadHeaders, 'Content-Range': 'bytes first-last/size' },
+    },
+    304: objectReadResponses[304] as NonNullable<RouteDoc['responses'][number]>,
   },
 };
 export const deleteObject: RouteDoc = {
@@ -203,7 +243,15 @@ export const deleteObject: RouteDoc = {
   auth: 'bearer',
   query: { versionId: str },
   headers: { 'If-Match': 'delete only if the ETag (of the version, with versionId) matches' },
-  responses: { 204: { description: 'deleted' } },
+  responses: {
+    204: {
+      description: 'deleted',
+      headers: {
+        'X-Service-Version-Id': 'the version removed, or the delete marker written',
+        'X-Service-Delete-Marker': 'true when a delete marker was written or removed',
+      },
+    },
+  },
 };
 export const openapi: RouteDoc = {
   summary: 'This OpenAPI document',

@@ -39,16 +39,26 @@ import {
 import type { ChecksumAlg } from '../engine/checksums.js';
 import { receiveBody } from './upload.js';
 import { authorize, type Principal } from './auth.js';
-import { objectJson, parseContentLength, parseChecksumHeaders, type RouteKit } from './routes.js';
-import { objectSchema } from './route-docs.js';
-import { refuseUnknownFields, validateObjectKey, validateUserMetadata } from '../security/names.js';
+import {
+  keyQuery,
+  objectJson,
+  parseContentLength,
+  parseChecksumHeaders,
+  type RouteKit,
+} from './routes.js';
+import { ANY_CONTENT_TYPE, objectSchema } from './route-docs.js';
+import {
+  refuseUnknownFields,
+  validateContentType,
+  validateObjectKey,
+  validateUserMetadata,
+} from '../security/names.js';
 
 /** The fields of a multipart create body. */
 const CREATE_FIELDS: ReadonlySet<string> = new Set(['contentType', 'metadata']);
 import { BadRequest, NotFound, ChecksumMismatch } from '../util/errors.js';
 
 const LIST_PAGE_MAX = 1000;
-const CONTENT_TYPE_CHARS_MAX = 256;
 
 const str = { type: 'string' } as const;
 const int = { type: 'integer' } as const;
@@ -143,17 +153,7 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
       throw BadRequest('the body must be a JSON object');
     const body = raw as Record<string, unknown> | undefined;
     refuseUnknownFields(body ?? {}, CREATE_FIELDS);
-    const contentType = body?.['contentType'] ?? 'application/octet-stream';
-    if (
-      typeof contentType !== 'string' ||
-      contentType.length === 0 ||
-      contentType.length > CONTENT_TYPE_CHARS_MAX ||
-      !/^[\x20-\x7e]+$/.test(contentType)
-    ) {
-      throw BadRequest(
-        `contentType must be 1 to ${CONTENT_TYPE_CHARS_MAX} visible ASCII characters`,
-      );
-    }
+    const contentType = validateContentType(body?.['contentType'] ?? 'application/octet-stream');
     const metadata = body?.['metadata'] ?? {};
     validateUserMetadata(metadata);
     const created = await mutate<MultipartUploadRecord>(
@@ -179,6 +179,7 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
             description: 'a page of uploads',
             schema: {
               type: 'object',
+              required: ['uploads', 'isTruncated'],
               properties: {
                 uploads: { type: 'array', items: uploadSchema },
                 isTruncated: bool,
@@ -199,7 +200,7 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
       ),
       handler: (exchange, params) => {
         const principal = bearer(exchange);
-        const prefix = exchange.query.get('prefix') ?? '';
+        const prefix = keyQuery(exchange.query, 'prefix') ?? '';
         authorize(principal, { verb: 'read', bucket: params['bucket'], listPrefix: prefix });
         const bucket = bucketOf(principal, params['bucket'] ?? '', {
           verb: 'read',
@@ -280,11 +281,18 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
       operationId: 'uploadPart',
       doc: doc(
         'Upload a part (1-based part number); supplied checksums are verified before the part is stored',
-        { 200: { description: 'the part', schema: partSchema } },
+        {
+          200: {
+            description: 'the part',
+            schema: partSchema,
+            headers: { ETag: 'the entity tag of the part' },
+          },
+        },
         {
           headers: checksumHeaders,
+          pathParams: { partNumber: { type: 'integer', minimum: 1, maximum: 10_000 } },
           requestBody: {
-            contentType: 'application/octet-stream',
+            contentType: ANY_CONTENT_TYPE,
             schema: { type: 'string', format: 'binary' },
           },
         },
@@ -338,6 +346,7 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
             description: 'a page of parts',
             schema: {
               type: 'object',
+              required: ['parts', 'isTruncated'],
               properties: {
                 ...(uploadSchema['properties'] ?? {}),
                 parts: { type: 'array', items: partSchema },
@@ -385,7 +394,7 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
     const max = pageSize(query.get('maxUploads'), 'maxUploads');
     const range = prefixRange(bucket.id, prefix);
     let start = range.start;
-    const keyMarker = query.get('keyMarker');
+    const keyMarker = keyQuery(query, 'keyMarker');
     const uploadIdMarker = query.get('uploadIdMarker');
     if (keyMarker !== null) {
       let after: Buffer;

@@ -50,8 +50,13 @@ const configSchema: JsonSchema = {
     events: { type: 'array', items: { type: 'string', enum: [...NOTIFICATION_EVENT_TYPES] } },
     prefix: str,
     suffix: str,
-    hasSecret: { type: 'boolean' },
-    signingSecret: { ...str, description: 'only in the PUT answer, once per new config id' },
+    hasSecret: { type: 'boolean', readOnly: true, description: 'ignored in a PUT body' },
+    signingSecret: {
+      ...str,
+      readOnly: true,
+      description:
+        'only in the PUT answer, once per new config id; the service generates it (a PUT body that carries one is refused)',
+    },
   },
 };
 const configsSchema: JsonSchema = {
@@ -104,7 +109,13 @@ const doc = (
   summary: string,
   responses: RouteDoc['responses'],
   extra: Partial<RouteDoc> = {},
-): RouteDoc => ({ summary, auth: 'bearer', tags: ['notifications'], responses, ...extra });
+): RouteDoc => ({
+  summary: `${summary} (an access key with the admin scope on the bucket)`,
+  auth: 'bearer',
+  tags: ['notifications'],
+  responses,
+  ...extra,
+});
 
 export function notificationRoutes(kit: RouteKit): Route<Handler>[] {
   const { services, bearer, bucketOf, mutate } = kit;

@@ -18,9 +18,14 @@ import {
 } from '../engine/index/schema.js';
 import { findVersionIn, seqOfVersionId } from '../engine/ops/objects.js';
 import { authorize, type Principal } from './auth.js';
-import { objectJson, type RouteKit } from './routes.js';
+import { keyQuery, objectJson, type RouteKit } from './routes.js';
 import { objectSchema } from './route-docs.js';
-import { refuseUnknownFields, validateObjectKey, validateUserMetadata } from '../security/names.js';
+import {
+  refuseUnknownFields,
+  validateContentType,
+  validateObjectKey,
+  validateUserMetadata,
+} from '../security/names.js';
 import { BadRequest, NotFound, isLightwellError, toWire } from '../util/errors.js';
 
 const TAGS_MAX = 10;
@@ -28,6 +33,8 @@ const TAG_KEY_CHARS_MAX = 128;
 const TAG_VALUE_CHARS_MAX = 256;
 const BATCH_DELETE_KEYS_MAX = 1000;
 const VERSIONS_PAGE_MAX = 1000;
+/** Longest text field of a copy body (keys are validated on their own). */
+const COPY_TEXT_CHARS_MAX = 2048;
 
 const str = { type: 'string' } as const;
 const bool = { type: 'boolean' } as const;
@@ -171,11 +178,13 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
             description: 'a page of versions',
             schema: {
               type: 'object',
+              required: ['versions', 'isTruncated'],
               properties: {
                 versions: {
                   type: 'array',
                   items: {
                     type: 'object',
+                    required: ['key', 'versionId', 'isLatest', 'isDeleteMarker', 'lastModified'],
                     properties: {
                       key: str,
                       versionId: str,
@@ -205,7 +214,7 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
       ),
       handler: (exchange, params) => {
         const principal = bearer(exchange);
-        const prefix = exchange.query.get('prefix') ?? '';
+        const prefix = keyQuery(exchange.query, 'prefix') ?? '';
         authorize(principal, { verb: 'read', bucket: params['bucket'], listPrefix: prefix });
         exchange.sendJson(
           200,
@@ -476,14 +485,23 @@ const batchSchema: JsonSchema = {
 };
 const batchResultSchema: JsonSchema = {
   type: 'object',
+  required: ['deleted', 'errors'],
   properties: {
     deleted: {
       type: 'array',
-      items: { type: 'object', properties: { key: str, versionId: str, deleteMarker: bool } },
+      items: {
+        type: 'object',
+        required: ['key'],
+        properties: { key: str, versionId: str, deleteMarker: bool },
+      },
     },
     errors: {
       type: 'array',
-      items: { type: 'object', properties: { key: str, versionId: str, code: str, message: str } },
+      items: {
+        type: 'object',
+        required: ['key', 'code', 'message'],
+        properties: { key: str, versionId: str, code: str, message: str },
+      },
     },
   },
 };
@@ -496,7 +514,9 @@ function parseTags(value: unknown): ObjectTag[] {
     const { key, value: tagValue } = (tag ?? {}) as Record<string, unknown>;
     if (typeof key !== 'string' || key.length === 0 || key.length > TAG_KEY_CHARS_MAX)
       throw BadRequest(`tag keys are 1 to ${TAG_KEY_CHARS_MAX} characters`);
-    if (typeof tagValue !== 'string' || tagValue.length > TAG_VALUE_CHARS_MAX)
+    if (typeof tagValue !== 'string')
+      throw BadRequest(`the tag ${JSON.stringify(key)} needs a string value (it may be empty)`);
+    if (tagValue.length > TAG_VALUE_CHARS_MAX)
       throw BadRequest(`tag values are at most ${TAG_VALUE_CHARS_MAX} characters`);
     if (seen.has(key)) throw BadRequest(`duplicate tag key ${key}`);
     seen.add(key);
@@ -514,9 +534,9 @@ function parseCopyBody(body: Record<string, unknown>): Record<string, unknown> {
       if (required) throw BadRequest(`${field} is required`);
       return;
     }
-    if (typeof value !== 'string' || value.length > 2048)
-      throw BadRequest(`${field} must be a string`);
-    copy[field] = value;
+    if (typeof value !== 'string' || value.length > COPY_TEXT_CHARS_MAX)
+      throw BadRequest(`${field} must be a string of at most ${COPY_TEXT_CHARS_MAX} characters`);
+    copy[field] = field === 'contentType' ? validateContentType(value) : value;
   };
   text('sourceBucket', true);
   text('sourceKey', true);
@@ -583,8 +603,10 @@ export function listVersions(
   const maxKeys = Number(maxKeysText);
   const range = prefixRange(bucket.id, prefix);
   let start = range.start;
-  const keyMarker = query.get('keyMarker');
+  const keyMarker = keyQuery(query, 'keyMarker');
   const versionIdMarker = query.get('versionIdMarker');
+  if (versionIdMarker !== null && keyMarker === null)
+    throw BadRequest('versionIdMarker needs the keyMarker it belongs to');
   if (keyMarker !== null) {
     const markerRange = versionRange(bucket.id, keyMarker);
     let after = markerRange.end;

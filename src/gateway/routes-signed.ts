@@ -48,11 +48,11 @@ import {
   storeObject,
   type RouteKit,
 } from './routes.js';
-import { objectSchema, readHeaders } from './route-docs.js';
+import { ANY_CONTENT_TYPE, objectReadResponses, objectSchema, readHeaders } from './route-docs.js';
 import { deriveKey, PURPOSE_SIGNED_URL } from '../security/keys.js';
 import { parseScopes, canMintSignedUrl, type Scope, type Verb } from '../security/scopes.js';
 import { policyDenies, type BucketPolicy } from '../security/bucket-policy.js';
-import { validateObjectKey } from '../security/names.js';
+import { validateContentType, validateObjectKey } from '../security/names.js';
 import {
   parseSignUrlRequest,
   clampTtlSeconds,
@@ -118,6 +118,7 @@ const signedDoc = (
   auth: 'signed-url',
   tags: ['signed-url'],
   query: tokenQuery,
+  requiredQuery: ['token'],
   responses,
   ...extra,
 });
@@ -290,20 +291,12 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
       method: 'GET',
       path: '/signed/{bucket}/{key...}',
       operationId: 'getSignedObject',
-      doc: signedDoc(
-        'Download with a signed URL; single Range supported',
-        {
-          200: { description: 'the object', contentType: 'application/octet-stream' },
-          206: { description: 'the range', contentType: 'application/octet-stream' },
-          304: { description: 'not modified' },
+      doc: signedDoc('Download with a signed URL; single Range supported', objectReadResponses, {
+        headers: {
+          ...readHeaders,
+          Origin: 'CORS: a matching bucket rule adds Access-Control-Allow-Origin',
         },
-        {
-          headers: {
-            ...readHeaders,
-            Origin: 'CORS: a matching bucket rule adds Access-Control-Allow-Origin',
-          },
-        },
-      ),
+      }),
       handler: async (exchange, params) => {
         const { payload, principal, bucket, key } = access(exchange, params, exchange.method);
         const version = store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, key));
@@ -333,16 +326,21 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
       path: '/signed/{bucket}/{key...}',
       operationId: 'putSignedObject',
       doc: signedDoc(
-        "Upload with a signed URL; the token's constraints apply",
-        { 200: { description: 'stored durably', schema: objectSchema } },
+        "Upload with a signed URL; the token's constraints apply (a pinned contentType must equal the request's Content-Type)",
+        {
+          200: {
+            description: 'stored durably',
+            schema: objectSchema,
+            headers: { ETag: 'the entity tag of what was stored' },
+          },
+        },
         {
           headers: {
-            'Content-Type': 'must equal the pinned contentType when the URL has one',
             'X-Service-Checksum-*': 'base64 digest to verify',
             'X-Service-Meta-*': 'user metadata',
           },
           requestBody: {
-            contentType: 'application/octet-stream',
+            contentType: ANY_CONTENT_TYPE,
             schema: { type: 'string', format: 'binary' },
           },
         },
@@ -400,7 +398,9 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
       expected.set(alg, digest);
     }
     const metadata = parseMetadata(exchange);
-    const sentType = exchange.header('content-type');
+    const sentHeader = exchange.header('content-type');
+    const sentType =
+      sentHeader === undefined ? undefined : validateContentType(sentHeader, 'Content-Type');
     if (payload.ct !== undefined && sentType !== undefined && sentType !== payload.ct)
       throw Forbidden(`this signed URL requires Content-Type ${payload.ct}`);
     const contentType = payload.ct ?? sentType ?? 'application/octet-stream';

@@ -30,7 +30,12 @@ import {
   CHECKSUM_HEADER_PREFIX,
   type ChecksumAlg,
 } from '../engine/checksums.js';
-import { validateBucketName, validateObjectKey, validateUserMetadata } from '../security/names.js';
+import {
+  validateBucketName,
+  validateContentType,
+  validateObjectKey,
+  validateUserMetadata,
+} from '../security/names.js';
 import { RateLimiter } from '../security/rate-limit.js';
 import {
   BadRequest,
@@ -280,7 +285,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
       doc: docs.listObjects,
       handler: (exchange, params) => {
         const principal = bearer(exchange);
-        const prefix = exchange.query.get('prefix') ?? '';
+        const prefix = keyQuery(exchange.query, 'prefix') ?? '';
         authorize(principal, { verb: 'read', bucket: params['bucket'], listPrefix: prefix });
         const bucket = bucketOf(principal, params['bucket'] ?? '', {
           verb: 'read',
@@ -308,7 +313,10 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
         const contentLength = parseContentLength(exchange, objectBytesMax);
         const expected = parseChecksumHeaders(exchange);
         const metadata = parseMetadata(exchange);
-        const contentType = exchange.header('content-type') ?? 'application/octet-stream';
+        const contentType = validateContentType(
+          exchange.header('content-type') ?? 'application/octet-stream',
+          'Content-Type',
+        );
         checkQuotaIn(store, principal.tenant.id, contentLength, 0);
         const idempotency = idempotencyOf(exchange, {
           objectKey: key,
@@ -559,13 +567,15 @@ export function idempotencyOf(
   return { key, fingerprint };
 }
 
+/**
+ * The declared length of an upload. Without Content-Length the answer is 411, as S3's: a chunked
+ * body is not taken, and a request with neither header has no body by HTTP's framing, so bytes
+ * sent after it would not be the object (an empty object is `Content-Length: 0`).
+ */
 export function parseContentLength(exchange: Exchange, max: number): number {
   const header = exchange.header('content-length');
-  if (header === undefined) {
-    if (exchange.header('transfer-encoding') !== undefined)
-      throw LengthRequired('uploads need a Content-Length header');
-    return 0;
-  }
+  if (header === undefined)
+    throw LengthRequired('uploads need a Content-Length header (0 for an empty object)');
   if (!/^\d+$/.test(header)) throw BadRequest('malformed Content-Length');
   const length = Number(header);
   if (length > max) throw PayloadTooLarge(`objects are limited to ${max} bytes`);
@@ -587,10 +597,21 @@ export function parseChecksumHeaders(exchange: Exchange): Map<ChecksumAlg, Buffe
   return expected;
 }
 
+/**
+ * User metadata from `X-Service-Meta-*` headers. Their values must be ASCII: uWebSockets.js
+ * strips bytes above 0x7F from both ends of a header value (it takes them for whitespace), so
+ * such a value could not arrive intact; one with them inside is refused rather than stored
+ * differently from what was sent. Other characters travel percent-encoded.
+ */
 export function parseMetadata(exchange: Exchange): Record<string, string> {
   const metadata: Record<string, string> = {};
   for (const [name, value] of Object.entries(exchange.headers)) {
-    if (name.startsWith(META_PREFIX)) metadata[name.slice(META_PREFIX.length)] = value;
+    if (!name.startsWith(META_PREFIX)) continue;
+    if (/[^\x20-\x7e\t]/.test(value))
+      throw BadRequest(
+        `the header ${name} must be ASCII; percent-encode other characters in metadata headers`,
+      );
+    metadata[name.slice(META_PREFIX.length)] = value;
   }
   validateUserMetadata(metadata);
   return metadata;
@@ -857,10 +878,22 @@ function encodeToken(position: ListPosition): string {
   );
 }
 
+/**
+ * A query parameter that holds a key or the start of one (`prefix`, `keyMarker`): valid Unicode
+ * of at most 1024 bytes, as keys are, so that it can be looked up in the index at all.
+ */
+export function keyQuery(query: URLSearchParams, name: string): string | null {
+  const value = query.get(name);
+  if (value !== null) validateObjectKey(value, { allowEmpty: true, what: name });
+  return value;
+}
+
 function decodeToken(token: string): ListPosition {
   if (!/^[A-Za-z0-9_-]{1,2000}$/.test(token)) throw BadRequest('malformed continuationToken');
   const text = Buffer.from(token, 'base64url').toString('utf8');
   const kind = text[0] === 'k' ? 'key' : text[0] === 'p' ? 'prefix' : undefined;
   if (!kind) throw BadRequest('malformed continuationToken');
-  return { kind, value: text.slice(1) };
+  const value = text.slice(1);
+  validateObjectKey(value, { allowEmpty: true, what: 'the continuationToken' });
+  return { kind, value };
 }

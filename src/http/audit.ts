@@ -5,13 +5,15 @@
 // the client can ask anyone about its request, and an audit query that first passes a barrier
 // through the engine (`settle`) finds it. At most 8 commands wait for answers; more rows wait in a
 // bounded buffer, whose oldest rows are dropped and counted in the log when the engine is slow or
-// unreachable for long. A failed command's rows go back to the buffer, retried every 50 ms.
+// unreachable for long. The rows of a command the engine could not be reached for go back to the
+// buffer, retried every 50 ms; a command the engine refused is dropped and logged.
 
 import type { EngineClient } from '../engine/protocol.js';
 import type { AuditInput } from '../engine/ops/audit.js';
 import type { AuditOutcome } from '../engine/index/schema.js';
 import type { Exchange } from './exchange.js';
 import type { Logger } from '../util/log.js';
+import { errorCode } from '../util/errors.js';
 
 /** How often rows that failed to send are retried. */
 const RETRY_INTERVAL_MS = 50;
@@ -107,7 +109,16 @@ export class AuditSink {
               this.dropped = 0;
             }
           },
-          () => {
+          (error: unknown) => {
+            if (errorCode(error) !== 'engine_unavailable') {
+              // The engine answered and refused the batch: sending it again would be refused
+              // again, and would hold back every row after it.
+              this.log.warn(
+                { err: error, rows: events.length },
+                'audit rows refused by the engine; dropped',
+              );
+              return;
+            }
             this.failing = true;
             this.buffer = events.concat(this.buffer);
             this.trim();

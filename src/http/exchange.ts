@@ -9,8 +9,10 @@
 
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { randomBytes } from 'node:crypto';
-import { BadRequest, PayloadTooLarge, isLightwellError } from '../util/errors.js';
+import { BadRequest, PayloadTooLarge, errorCode, isLightwellError } from '../util/errors.js';
 import type { Logger } from '../util/log.js';
+import type { JsonSchema } from './router.js';
+import { refuseUndeclaredFields } from './strict-input.js';
 
 /** Characters of a request path that logs and problem objects repeat. */
 const PATH_SHOWN_CHARS_MAX = 512;
@@ -69,6 +71,8 @@ export class Exchange {
   done = false;
   status = 0;
   readonly audit: AuditContext = { action: 'unrouted' };
+  /** The JSON schema of the operation's request body: `readJson` refuses undeclared fields. */
+  bodySchema: JsonSchema | undefined;
   private readonly abortHandlers: Array<() => void> = [];
 
   constructor(
@@ -177,8 +181,16 @@ export class Exchange {
 
   sendProblem(error: unknown, log: Logger): void {
     const problem = toProblem(error);
-    if (problem.status >= 500)
+    // 501 (a feature this release does not have) and 507 (the tenant's quota) answer what the
+    // client asked for, as a 4xx does; 503 is a passing state. Only the rest is a failure of
+    // the service, logged with its stack.
+    if (problem.status >= 500 && !ANSWERS_NOT_FAILURES.has(problem.status))
       log.error({ err: error, requestId: this.requestId }, 'request failed');
+    else if (problem.status === 503)
+      log.warn(
+        { code: errorCode(error), reason: (error as Error).message, requestId: this.requestId },
+        'request not served now',
+      );
     else
       log.info(
         {
@@ -220,8 +232,17 @@ export class Exchange {
     this.send(problem.status, headers, JSON.stringify(body));
   }
 
-  /** Reads a JSON body of at most `limit` bytes; empty body → `undefined`. */
-  readJson(limit = JSON_BODY_BYTES_MAX): Promise<unknown> {
+  /**
+   * The request body (at most `limit` bytes) parsed as JSON, undefined when empty; refused with 400 when it carries a
+   * field the operation's schema does not declare (see strict-input.ts).
+   */
+  async readJson(limit = JSON_BODY_BYTES_MAX): Promise<unknown> {
+    const value = await this.readJsonValue(limit);
+    if (this.bodySchema) refuseUndeclaredFields(value, this.bodySchema);
+    return value;
+  }
+
+  private readJsonValue(limit: number): Promise<unknown> {
     const declared = Number(this.header('content-length') ?? '0');
     if (declared > limit)
       return Promise.reject(PayloadTooLarge(`JSON bodies are limited to ${limit} bytes`));
@@ -252,6 +273,9 @@ export class Exchange {
   }
 }
 
+/** Statuses of 500 and above that are answers to the request rather than failures. */
+const ANSWERS_NOT_FAILURES: ReadonlySet<number> = new Set([501, 503, 507]);
+
 function bodyLength(headers: Readonly<Record<string, string>>): number | undefined {
   const length = headers['Content-Length'];
   return length === undefined ? undefined : Number(length);
@@ -278,7 +302,7 @@ function toProblem(error: unknown): Problem {
       return {
         status: status === 503 ? 503 : 500,
         code: status === 503 ? 'unavailable' : 'internal',
-        title: 'Internal error',
+        title: status === 503 ? titleOf(503) : 'Internal error',
         message:
           status === 503 ? 'the service is temporarily unavailable; retry' : 'internal error',
       };

@@ -2,6 +2,7 @@
 // that serve requests are one declaration.
 
 import type { Route, RouteDoc } from './router.js';
+import { closedSchema } from './strict-input.js';
 
 export const problemSchema = {
   type: 'object',
@@ -17,6 +18,24 @@ export const problemSchema = {
     requestId: { type: 'string', description: 'also sent as X-Request-Id' },
   },
 } as const;
+
+/** Response headers that many operations send, published once under components. */
+const sharedHeaders = {
+  RequestId: {
+    description: 'the request id, also in problem objects as requestId',
+    schema: { type: 'string' },
+  },
+  RetryAfter: {
+    description: 'with 429 and 503: seconds to wait before trying again',
+    schema: { type: 'integer' },
+  },
+  WwwAuthenticate: {
+    description: 'with 401: the authentication scheme the operation takes',
+    schema: { type: 'string' },
+  },
+} as const;
+
+const requestIdHeader = { 'X-Request-Id': { $ref: '#/components/headers/RequestId' } };
 
 export function openApiDocument(options: {
   title: string;
@@ -35,7 +54,11 @@ export function openApiDocument(options: {
     openapi: '3.0.3',
     info: { title: options.title, version: options.version },
     paths,
-    components: { schemas: { Problem: problemSchema }, securitySchemes: options.securitySchemes },
+    components: {
+      schemas: { Problem: problemSchema },
+      headers: sharedHeaders,
+      securitySchemes: options.securitySchemes,
+    },
   };
 }
 
@@ -43,10 +66,17 @@ function operation(route: Route<unknown>, path: string): Record<string, unknown>
   const doc: RouteDoc = route.doc;
   const parameters: unknown[] = [];
   for (const match of path.matchAll(/\{(\w+)\}/g)) {
-    parameters.push({ name: match[1], in: 'path', required: true, schema: { type: 'string' } });
+    const name = match[1] ?? '';
+    const schema = doc.pathParams?.[name] ?? { type: 'string' };
+    parameters.push({ name, in: 'path', required: true, schema });
   }
   for (const [name, schema] of Object.entries(doc.query ?? {}))
-    parameters.push({ name, in: 'query', required: false, schema });
+    parameters.push({
+      name,
+      in: 'query',
+      required: doc.requiredQuery?.includes(name) ?? false,
+      schema,
+    });
   for (const [name, description] of Object.entries(doc.headers ?? {}))
     parameters.push({
       name,
@@ -62,12 +92,24 @@ function operation(route: Route<unknown>, path: string): Record<string, unknown>
       : response.contentType
         ? { [response.contentType]: { schema: { type: 'string', format: 'binary' } } }
         : undefined;
+    const headers: Record<string, unknown> = { ...requestIdHeader };
+    for (const [name, description] of Object.entries(response.headers ?? {}))
+      headers[name] = { description, schema: { type: 'string' } };
+    if (status === '429' || status === '503')
+      headers['Retry-After'] = { $ref: '#/components/headers/RetryAfter' };
+    if (status === '401')
+      headers['WWW-Authenticate'] = { $ref: '#/components/headers/WwwAuthenticate' };
     responses[status] = content
-      ? { description: response.description, content }
-      : { description: response.description };
+      ? { description: response.description, headers, content }
+      : { description: response.description, headers };
   }
   responses['default'] = {
     description: 'problem',
+    headers: {
+      ...requestIdHeader,
+      'Retry-After': { $ref: '#/components/headers/RetryAfter' },
+      'WWW-Authenticate': { $ref: '#/components/headers/WwwAuthenticate' },
+    },
     content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
   };
   const op: Record<string, unknown> = {
@@ -80,7 +122,14 @@ function operation(route: Route<unknown>, path: string): Record<string, unknown>
   if (doc.requestBody) {
     op['requestBody'] = {
       required: doc.requestBody.required ?? true,
-      content: { [doc.requestBody.contentType]: { schema: doc.requestBody.schema } },
+      content: {
+        [doc.requestBody.contentType]: {
+          schema:
+            doc.requestBody.contentType === 'application/json'
+              ? closedSchema(doc.requestBody.schema)
+              : doc.requestBody.schema,
+        },
+      },
     };
   }
   if (doc.auth === 'none') op['security'] = [];

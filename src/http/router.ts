@@ -19,6 +19,10 @@ export interface RouteDoc {
   readonly tags?: readonly string[];
   /** Query parameters: name → schema. */
   readonly query?: Readonly<Record<string, JsonSchema>>;
+  /** Query parameters of `query` that the operation cannot do without. */
+  readonly requiredQuery?: readonly string[];
+  /** Path parameters that are not plain strings: name → schema. */
+  readonly pathParams?: Readonly<Record<string, JsonSchema>>;
   /** Request headers the operation reads: name → description. */
   readonly headers?: Readonly<Record<string, string>>;
   readonly requestBody?: {
@@ -26,11 +30,19 @@ export interface RouteDoc {
     readonly schema: JsonSchema;
     readonly required?: boolean;
   };
-  /** Status → description and optional JSON schema (or a raw content type). */
+  /**
+   * Status → description, optional JSON schema (or a raw content type) and the response
+   * headers it sends besides X-Request-Id (which every response carries): name → description.
+   */
   readonly responses: Readonly<
     Record<
       number,
-      { readonly description: string; readonly schema?: JsonSchema; readonly contentType?: string }
+      {
+        readonly description: string;
+        readonly schema?: JsonSchema;
+        readonly contentType?: string;
+        readonly headers?: Readonly<Record<string, string>>;
+      }
     >
   >;
   readonly auth: 'none' | 'bearer' | 'basic-or-body' | 'signed-url';
@@ -83,6 +95,11 @@ export class Router<H> {
   /** Finds the route; 404 for an unknown path, 405 for a known path with another method. */
   match(method: string, rawPath: string): Match<H> {
     if (!rawPath.startsWith(this.prefix)) throw NotFound(`no route for ${rawPath}`);
+    // The raw path reaches us decoded as UTF-8, with U+FFFD for every invalid byte: two keys
+    // that differ only in such bytes would be one key. (A raw U+FFFD is refused too; keys that
+    // hold it arrive percent-encoded.)
+    if (rawPath.includes('\uFFFD'))
+      throw BadRequest('the path is not valid UTF-8; percent-encode the key');
     const parts = rawPath.slice(this.prefix.length).split('/').slice(1);
     const allowed: string[] = [];
     for (const entry of this.compiled) {

@@ -8,6 +8,7 @@ import type { Logger } from '../util/log.js';
 import { HeadersTooLarge, Unavailable } from '../util/errors.js';
 import type { AuditSink } from './audit.js';
 import { setReceiveBuffer } from './receive-buffer.js';
+import { refuseUndeclaredQuery } from './strict-input.js';
 
 export type Handler = (
   exchange: Exchange,
@@ -58,6 +59,10 @@ export function listen<H extends Handler>(
         throw HeadersTooLarge(`the request headers are ${size}`);
       }
       match = router.match(exchange.method, exchange.path);
+      const doc = match.route.doc;
+      refuseUndeclaredQuery(exchange.method, doc, exchange.query);
+      if (doc.requestBody?.contentType === 'application/json')
+        exchange.bodySchema = doc.requestBody.schema;
     } catch (error) {
       exchange.sendProblem(error, log);
       options.audit?.record(exchange);

@@ -21,6 +21,8 @@ export const TENANT_ID_CHARS_MAX = 63;
 /** S3's limit: the UTF-8 bytes of all user metadata names and values together. */
 export const USER_METADATA_BYTES_MAX = 2048;
 export const QUOTED_CHARS_MAX = 64;
+/** An object's Content-Type: stored with it and sent back as a response header. */
+export const CONTENT_TYPE_CHARS_MAX = 256;
 
 // Reserved by S3 for its own features; refused so every Lightwell bucket name is valid on S3.
 const bucketPrefixesReserved = ['xn--', 'sthree-', 'amzn-s3-demo-'];
@@ -34,6 +36,22 @@ const metadataNamePattern = /^[a-z0-9_-]+$/;
 // or tab between them. Leading and trailing whitespace would be stripped in transit.
 const metadataValuePattern =
   /^(?:[\x21-\x7E\x80-\xFF](?:[\x20\x09\x21-\x7E\x80-\xFF]*[\x21-\x7E\x80-\xFF])?)?$/;
+
+/**
+ * A Content-Type to store with an object: 1 to CONTENT_TYPE_CHARS_MAX visible ASCII characters
+ * (spaces inside), since it goes back out as a response header; a CR or LF would let the client
+ * write headers and a body of its own into every read of the object.
+ */
+export function validateContentType(value: unknown, what = 'contentType'): string {
+  if (
+    typeof value !== 'string' ||
+    value.length === 0 ||
+    value.length > CONTENT_TYPE_CHARS_MAX ||
+    !/^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(value)
+  )
+    throw BadRequest(`${what} must be 1 to ${CONTENT_TYPE_CHARS_MAX} visible ASCII characters`);
+  return value;
+}
 
 /** JSON-quotes at most QUOTED_CHARS_MAX characters of `text`, for error messages. */
 export function quoteForMessage(text: string): string {
@@ -92,8 +110,11 @@ export function validateBucketName(name: unknown): asserts name is string {
  * Checks an object key (or, with `allowEmpty`, a key prefix): well-formed UTF-16, no U+0000,
  * at most 1024 UTF-8 bytes. Returns the UTF-8 byte length.
  */
-export function validateObjectKey(key: unknown, options: { allowEmpty?: boolean } = {}): number {
-  const what = options.allowEmpty === true ? 'key prefix' : 'object key';
+export function validateObjectKey(
+  key: unknown,
+  options: { allowEmpty?: boolean; what?: string } = {},
+): number {
+  const what = options.what ?? (options.allowEmpty === true ? 'key prefix' : 'object key');
   if (typeof key !== 'string') throw BadRequest(`${what} must be a string`);
   if (key.length === 0 && options.allowEmpty !== true) {
     throw BadRequest('object key must not be empty');

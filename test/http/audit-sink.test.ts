@@ -1,7 +1,8 @@
 // Goal: a listener's audit sink sends the rows of one event-loop turn in the next, keeps at most
 // 8 batches unanswered (the rest wait in its bounded buffer, oldest dropped and counted, also
-// while the engine does not answer at all), puts the rows of a failed batch back and sends them
-// again, and `settle` resolves once every row before it is committed, or after 2 s when the
+// while the engine does not answer at all), puts the rows of a batch the engine could not be
+// reached for back and sends them again, drops a batch the engine refused (sending it again
+// would hold back every later row) and goes on at once, and `settle` resolves once every row before it is committed, or after 2 s when the
 // engine does not answer.
 // Method: the sink over a stand-in engine client whose answers the test releases or refuses.
 import t, { type Test } from 'tap';
@@ -11,10 +12,14 @@ import type { EngineClient } from '../../src/engine/protocol.js';
 import type { Exchange } from '../../src/http/exchange.js';
 import type { AuditInput } from '../../src/engine/ops/audit.js';
 import { componentLogger } from '../../src/util/log.js';
+import { BadRequest, EngineUnavailable } from '../../src/util/errors.js';
 
 interface Call {
   events: AuditInput[];
   answer: () => void;
+  /** The connection to the engine is lost. */
+  unreachable: () => void;
+  /** The engine answers with an error. */
   refuse: () => void;
 }
 
@@ -28,7 +33,8 @@ function heldEngine(): { engine: EngineClient; calls: Call[] } {
         calls.push({
           events: args.events,
           answer: () => resolve({ written: args.events.length }),
-          refuse: () => reject(new TypeError('the engine is gone')),
+          unreachable: () => reject(EngineUnavailable('lost the connection to the engine')),
+          refuse: () => reject(BadRequest('Key size is larger than the maximum key size')),
         });
       });
     },
@@ -99,12 +105,12 @@ t.test('one batch per turn, at most 8 unanswered, the rest bounded', async (t) =
   );
 });
 
-t.test('a refused batch is put back and sent again by the retry timer', async (t) => {
+t.test('a batch the engine was not reached for is sent again by the retry timer', async (t) => {
   const { sink, calls } = heldSink(t);
   sink.record(answered());
   await nextTurn();
   const first = calls[0];
-  first?.refuse();
+  first?.unreachable();
   await nextTurn();
   sink.record(answered());
   await nextTurn();
@@ -115,6 +121,22 @@ t.test('a refused batch is put back and sent again by the retry timer', async (t
     calls[1]?.events.map((event) => event.requestId),
     [first?.events[0]?.requestId, `r${requests}`],
     'the refused row first, then the new one',
+  );
+});
+
+t.test('a batch the engine refused is dropped, and later rows go at once', async (t) => {
+  const { sink, calls } = heldSink(t);
+  sink.record(answered());
+  await nextTurn();
+  calls[0]?.refuse();
+  await nextTurn();
+  sink.record(answered());
+  await nextTurn();
+  t.equal(calls.length, 2, 'the next row is sent in the next turn, not held for a retry');
+  t.same(
+    calls[1]?.events.map((event) => event.requestId),
+    [`r${requests}`],
+    'without the refused row',
   );
 });
 

@@ -6,6 +6,7 @@
 import { DB, auditKey, auditTenantKey, type AuditEvent } from '../index/schema.js';
 import type { EngineContext } from './context.js';
 import type { IndexStore } from '../index/store.js';
+import { validateTenantId } from '../../security/names.js';
 
 /** An audit row as the listeners send it: id and time are assigned here. */
 export type AuditInput = Omit<AuditEvent, 'id' | 'time'> & { time?: number };
@@ -13,10 +14,46 @@ export type AuditInput = Omit<AuditEvent, 'id' | 'time'> & { time?: number };
 // Unique across restarts: starts from the clock in microseconds and only grows.
 let sequence = Date.now() * 1000;
 
+/** The longest text a row keeps of each field; more is cut and marked with an ellipsis. */
+const FIELD_CHARS_MAX: Readonly<Partial<Record<keyof AuditEvent, number>>> = {
+  requestId: 64,
+  actor: 128,
+  action: 64,
+  resource: 2048,
+  reason: 1024,
+  remoteAddr: 64,
+};
+
+function clip(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+}
+
+/**
+ * The row as stored: every text field bounded, whatever a request put in it, and `tenantId` kept
+ * only when it is a tenant id (it becomes part of an index key, whose size LMDB limits; a request
+ * that named no real tenant, such as a 404 for a malformed id, has its path in `resource`). So a
+ * row can always be written: one that could not would hold back every row batched with it.
+ */
+function storedRow(input: AuditInput): AuditInput {
+  const row: AuditInput = { ...input };
+  for (const [field, max] of Object.entries(FIELD_CHARS_MAX) as Array<[keyof AuditInput, number]>) {
+    const value = row[field];
+    if (typeof value === 'string') (row as Record<string, unknown>)[field] = clip(value, max);
+  }
+  if (row.tenantId !== undefined) {
+    try {
+      validateTenantId(row.tenantId);
+    } catch {
+      delete row.tenantId;
+    }
+  }
+  return row;
+}
+
 export function writeAudit(context: EngineContext, input: AuditInput): AuditEvent {
   const time = input.time ?? context.now();
   const key = auditKey(time, sequence++);
-  const event: AuditEvent = { ...input, id: key.toString('hex'), time };
+  const event: AuditEvent = { ...storedRow(input), id: key.toString('hex'), time };
   const encoded = context.store.encode(event);
   context.store.put(DB.audit, key, encoded);
   if (event.tenantId !== undefined)

@@ -282,19 +282,24 @@ function checkCompleteList(
     throw BadRequest('parts must list at least one {partNumber, etag}');
   if (list.length > MULTIPART_PARTS_MAX)
     throw BadRequest(`an upload has at most ${MULTIPART_PARTS_MAX} parts`);
+  // The list's own shape first: a repeated or unordered part number is the mistake to name,
+  // not the size of a part that would be fine in a well-formed list.
   let previous = 0;
-  return list.map((entry: unknown, index) => {
+  const entries = list.map((entry: unknown, index) => {
     const { partNumber, etag } = (entry ?? {}) as { partNumber?: unknown; etag?: unknown };
     checkPartNumber(partNumber);
     if (typeof etag !== 'string') throw BadRequest(`parts[${index}].etag must be a string`);
     if (partNumber <= previous)
       throw BadRequest('parts must be listed in strictly ascending partNumber order');
     previous = partNumber;
+    return { partNumber, etag };
+  });
+  return entries.map(({ partNumber, etag }, index) => {
     const part = stored.get(partNumber)?.part;
     if (!part) throw BadRequest(`part ${partNumber} was not uploaded`);
     if (normalEtag(part.etag) !== normalEtag(etag))
       throw BadRequest(`the etag of part ${partNumber} does not match the uploaded part`);
-    if (index < list.length - 1 && part.size < MULTIPART_PART_BYTES_MIN) {
+    if (index < entries.length - 1 && part.size < MULTIPART_PART_BYTES_MIN) {
       throw BadRequest(
         `part ${partNumber} is ${part.size} bytes; every part but the last needs at least ${MULTIPART_PART_BYTES_MIN}`,
       );

@@ -1,0 +1,84 @@
+// Input is checked against the operation's own declaration (its RouteDoc), so a misspelt field or
+// parameter is refused instead of silently ignored: `{"versionID": …}` in a batch delete would
+// otherwise delete the current version, `?dryrun=true` would apply what was meant as a dry run.
+//
+// - JSON bodies: an object schema that lists `properties` and says nothing of
+//   `additionalProperties` is closed. A field it does not list answers 400 `bad_request`, at
+//   any depth the schema describes (objects within objects and within arrays). The OpenAPI
+//   document publishes the same rule as `additionalProperties: false` (`closedSchema`).
+// - Query parameters: an operation that changes state (any method but GET, HEAD and OPTIONS)
+//   refuses a query parameter its document does not list. Reads ignore unknown ones, as caches
+//   and browsers add their own.
+
+import { BadRequest } from '../util/errors.js';
+import type { JsonSchema, RouteDoc } from './router.js';
+
+/** Characters of a client's field name quoted in a message. */
+const QUOTED_CHARS_MAX = 64;
+
+const READS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+function quoted(name: string): string {
+  return JSON.stringify(name.slice(0, QUOTED_CHARS_MAX));
+}
+
+function isObjectSchema(schema: JsonSchema): schema is JsonSchema & {
+  properties: Readonly<Record<string, JsonSchema>>;
+} {
+  return typeof schema['properties'] === 'object' && schema['properties'] !== null;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/**
+ * Throws `bad_request` for the first field of `value` that `schema` does not declare (see the
+ * header). Values of the wrong type are left to the operation's own validation.
+ */
+export function refuseUndeclaredFields(value: unknown, schema: JsonSchema, where = ''): void {
+  if (Array.isArray(value)) {
+    const items = schema['items'] as JsonSchema | undefined;
+    if (items)
+      value.forEach((item, index) => refuseUndeclaredFields(item, items, `${where}[${index}]`));
+    return;
+  }
+  if (!isPlainObject(value)) return;
+  const properties = isObjectSchema(schema) ? schema.properties : undefined;
+  const open = schema['additionalProperties'];
+  const values = typeof open === 'object' && open !== null ? (open as JsonSchema) : undefined;
+  // Closed: lists its properties and says nothing of others, or says `false`.
+  const closed = open === false || (properties !== undefined && open === undefined);
+  for (const [name, field] of Object.entries(value)) {
+    const path = where === '' ? name : `${where}.${name}`;
+    const declared = properties && Object.hasOwn(properties, name) ? properties[name] : values;
+    if (declared) refuseUndeclaredFields(field, declared, path);
+    else if (closed) {
+      const message = `unknown field ${quoted(name)}`;
+      throw BadRequest(where === '' ? message : `${where}: ${message}`);
+    }
+  }
+}
+
+/** The schema as published: every closed object schema says `additionalProperties: false`. */
+export function closedSchema(schema: JsonSchema): JsonSchema {
+  const closed: Record<string, unknown> = { ...schema };
+  if (isObjectSchema(schema)) {
+    closed['properties'] = Object.fromEntries(
+      Object.entries(schema.properties).map(([name, field]) => [name, closedSchema(field)]),
+    );
+    closed['additionalProperties'] ??= false;
+  }
+  const items = schema['items'] as JsonSchema | undefined;
+  if (items) closed['items'] = closedSchema(items);
+  return closed;
+}
+
+/** Throws `bad_request` for a query parameter a state-changing operation does not declare. */
+export function refuseUndeclaredQuery(method: string, doc: RouteDoc, query: URLSearchParams): void {
+  if (READS.has(method)) return;
+  for (const name of query.keys()) {
+    if (doc.query && Object.hasOwn(doc.query, name)) continue;
+    throw BadRequest(`unknown query parameter ${quoted(name)}`);
+  }
+}

@@ -1,0 +1,85 @@
+// Goal: the schema-driven input checks. A JSON value with a field its schema does not declare is
+// refused at any depth the schema describes (objects, arrays of objects, maps whose values are
+// objects), with the path to the field; declared fields, open maps and values of the wrong type
+// pass (their own validation answers those); `closedSchema` publishes the same rule; a
+// state-changing operation refuses an undeclared query parameter, a read does not.
+// Method: the functions on hand-made schemas and values.
+import t from 'tap';
+import {
+  closedSchema,
+  refuseUndeclaredFields,
+  refuseUndeclaredQuery,
+} from '../../src/http/strict-input.js';
+import { errorCode } from '../../src/util/errors.js';
+import type { JsonSchema, RouteDoc } from '../../src/http/router.js';
+
+const str = { type: 'string' };
+const schema: JsonSchema = {
+  type: 'object',
+  properties: {
+    name: str,
+    items: {
+      type: 'array',
+      items: { type: 'object', properties: { key: str, versionId: str } },
+    },
+    metadata: { type: 'object', additionalProperties: str },
+    rules: {
+      type: 'object',
+      additionalProperties: { type: 'object', properties: { limit: { type: 'integer' } } },
+    },
+    open: { type: 'object', properties: { a: str }, additionalProperties: true },
+  },
+};
+
+/** The message of the refusal (a `bad_request`), or undefined when the value passes. */
+function refusal(value: unknown): string | undefined {
+  try {
+    refuseUndeclaredFields(value, schema);
+    return undefined;
+  } catch (error) {
+    return errorCode(error) === 'bad_request' ? (error as Error).message : 'not a bad_request';
+  }
+}
+
+t.test('declared fields pass, undeclared ones are named with their path', async (t) => {
+  t.equal(refusal({ name: 'x', items: [{ key: 'k', versionId: 'v' }] }), undefined);
+  t.equal(refusal({ metadata: { anything: 'goes' }, rules: { r1: { limit: 1 } } }), undefined);
+  t.equal(refusal({ open: { a: 'x', b: 'y' } }), undefined, 'an open object takes any field');
+  t.equal(refusal({ name: 5, items: 'not an array' }), undefined, 'types are checked elsewhere');
+  t.equal(refusal(undefined), undefined);
+  t.equal(refusal({ nmae: 'x' }), 'unknown field "nmae"');
+  t.equal(
+    refusal({ items: [{ key: 'a' }, { key: 'b', versionID: 'v' }] }),
+    'items[1]: unknown field "versionID"',
+  );
+  t.equal(refusal({ rules: { r1: { limit: 1, limt: 2 } } }), 'rules.r1: unknown field "limt"');
+  t.equal(refusal({ ['x'.repeat(500)]: 1 })?.length, 'unknown field ""'.length + 64);
+});
+
+t.test('the published schema closes what the check closes', async (t) => {
+  const closed = closedSchema(schema);
+  t.equal(closed['additionalProperties'], false);
+  const properties = closed['properties'] as Record<string, Record<string, unknown>>;
+  const items = properties['items']?.['items'] as Record<string, unknown>;
+  t.equal(items['additionalProperties'], false, 'objects within arrays');
+  t.same(properties['metadata'], { type: 'object', additionalProperties: str }, 'maps unchanged');
+  t.equal(properties['open']?.['additionalProperties'], true, 'open objects stay open');
+  t.notOk('additionalProperties' in schema, 'the declaration itself is not changed');
+});
+
+t.test('undeclared query parameters', async (t) => {
+  const doc: RouteDoc = {
+    summary: 's',
+    auth: 'bearer',
+    query: { dryRun: { type: 'boolean' } },
+    responses: {},
+  };
+  const query = (text: string): URLSearchParams => new URLSearchParams(text);
+  t.doesNotThrow(() => refuseUndeclaredQuery('POST', doc, query('dryRun=true')));
+  t.throws(() => refuseUndeclaredQuery('POST', doc, query('dryrun=true')), {
+    message: 'unknown query parameter "dryrun"',
+  });
+  t.throws(() => refuseUndeclaredQuery('DELETE', { ...doc, query: {} }, query('versionID=1')));
+  t.doesNotThrow(() => refuseUndeclaredQuery('GET', doc, query('cachebust=1')));
+  t.doesNotThrow(() => refuseUndeclaredQuery('HEAD', doc, query('x=1')));
+});
