@@ -83,7 +83,8 @@ export class Service {
         await service.launch();
         return service;
       } catch (error) {
-        if (attempt === PORT_ATTEMPTS || !String(error).includes('EADDRINUSE')) throw error;
+        const taken = /EADDRINUSE|address in use/.test(String(error));
+        if (attempt === PORT_ATTEMPTS || !taken) throw error;
       }
     }
   }
