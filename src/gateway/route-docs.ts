@@ -145,7 +145,7 @@ export const createBucket: RouteDoc = {
       required: ['name'],
       properties: {
         name: str,
-        versioning: { type: 'string', enum: ['Enabled'] },
+        versioning: { type: 'string', enum: ['Enabled', 'Unversioned'] },
         objectLock: bool,
       },
     },

@@ -100,7 +100,9 @@ const completeSchema: JsonSchema = {
       items: {
         type: 'object',
         required: ['partNumber', 'etag'],
-        properties: { partNumber: int, etag: str },
+        description:
+          "partNumber and etag; a listParts entry's other fields may come along and are ignored",
+        properties: { ...(partSchema['properties'] as Record<string, JsonSchema>) },
       },
     },
   },
@@ -230,6 +232,8 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
           // A create body never has `parts`: a body with it completes an upload that does not
           // exist, which is a 404 as for any other unknown upload id, not a new upload.
           bearer(exchange);
+          // The body is a create's (checked there), not this route's.
+          exchange.bodySchema = undefined;
           const raw = await exchange.readJson();
           if (typeof raw === 'object' && raw !== null && 'parts' in raw) {
             target(exchange, params, 'write');
@@ -396,6 +400,8 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
     let start = range.start;
     const keyMarker = keyQuery(query, 'keyMarker');
     const uploadIdMarker = query.get('uploadIdMarker');
+    if (uploadIdMarker !== null && keyMarker === null)
+      throw BadRequest('uploadIdMarker needs the keyMarker it belongs to');
     if (keyMarker !== null) {
       let after: Buffer;
       if (uploadIdMarker !== null) {

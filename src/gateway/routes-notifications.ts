@@ -55,7 +55,7 @@ const configSchema: JsonSchema = {
       ...str,
       readOnly: true,
       description:
-        'only in the PUT answer, once per new config id; the service generates it (a PUT body that carries one is refused)',
+        'only in the PUT answer, once per new config id; the service generates it, and one in a PUT body is ignored (so an answer can be sent back)',
     },
   },
 };

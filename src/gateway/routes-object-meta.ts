@@ -371,8 +371,8 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
         },
       ),
       handler: async (exchange, params) => {
+        // No ?versionId here (refused as undeclared): the source version is in the body.
         const { principal, bucket, args } = target(exchange, params, 'write');
-        delete args['versionId'];
         const copy = parseCopyBody(await jsonBody(exchange));
         // The body's ifMatch and friends test the source; the headers, as on every other
         // write, test the destination.

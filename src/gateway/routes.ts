@@ -117,6 +117,7 @@ function routeKit(services: GatewayServices): RouteKit {
     const principal = auth.authenticate(exchange.header('authorization'));
     exchange.audit.actor = principal.accessKeyId;
     exchange.audit.tenantId = principal.tenant.id;
+    exchange.refuseUndeclaredQuery();
     return principal;
   };
   /** Sends a mutation with its audit row, which then commits in the same transaction. */
@@ -562,7 +563,15 @@ export function idempotencyOf(
     .sort();
   const metadata = Object.entries(bound.metadata).sort();
   const fingerprint = createHash('sha256')
-    .update(JSON.stringify([bound.objectKey, checksums, bound.contentLength, metadata]))
+    .update(
+      JSON.stringify([
+        bound.objectKey,
+        checksums,
+        bound.contentLength,
+        metadata,
+        bound.contentType,
+      ]),
+    )
     .digest('hex');
   return { key, fingerprint };
 }
@@ -598,20 +607,14 @@ export function parseChecksumHeaders(exchange: Exchange): Map<ChecksumAlg, Buffe
 }
 
 /**
- * User metadata from `X-Service-Meta-*` headers. Their values must be ASCII: uWebSockets.js
- * strips bytes above 0x7F from both ends of a header value (it takes them for whitespace), so
- * such a value could not arrive intact; one with them inside is refused rather than stored
- * differently from what was sent. Other characters travel percent-encoded.
+ * User metadata from `X-Service-Meta-*` headers, checked by validateUserMetadata (printable
+ * ASCII: bytes above 0x7F could not arrive intact, and one inside a value is refused rather than
+ * stored differently from what was sent).
  */
 export function parseMetadata(exchange: Exchange): Record<string, string> {
   const metadata: Record<string, string> = {};
   for (const [name, value] of Object.entries(exchange.headers)) {
-    if (!name.startsWith(META_PREFIX)) continue;
-    if (/[^\x20-\x7e\t]/.test(value))
-      throw BadRequest(
-        `the header ${name} must be ASCII; percent-encode other characters in metadata headers`,
-      );
-    metadata[name.slice(META_PREFIX.length)] = value;
+    if (name.startsWith(META_PREFIX)) metadata[name.slice(META_PREFIX.length)] = value;
   }
   validateUserMetadata(metadata);
   return metadata;
@@ -884,7 +887,10 @@ function encodeToken(position: ListPosition): string {
  */
 export function keyQuery(query: URLSearchParams, name: string): string | null {
   const value = query.get(name);
-  if (value !== null) validateObjectKey(value, { allowEmpty: true, what: name });
+  if (value === null) return null;
+  // URLSearchParams decodes bytes that are not UTF-8 to U+FFFD: `%FF` and `%FE` would be one.
+  if (value.includes('\uFFFD')) throw BadRequest(`${name} is not valid UTF-8 once percent-decoded`);
+  validateObjectKey(value, { allowEmpty: true, what: name });
   return value;
 }
 

@@ -6,10 +6,11 @@
 // through the engine (`settle`) finds it. At most 8 commands wait for answers; more rows wait in a
 // bounded buffer, whose oldest rows are dropped and counted in the log when the engine is slow or
 // unreachable for long. The rows of a command the engine could not be reached for go back to the
-// buffer, retried every 50 ms; a command the engine refused is dropped and logged.
+// buffer, retried every 50 ms; a row the engine answered with an error three times is dropped and
+// logged, so one row the engine cannot store does not hold back the rest.
 
 import type { EngineClient } from '../engine/protocol.js';
-import type { AuditInput } from '../engine/ops/audit.js';
+import { boundedAuditRow, type AuditInput } from '../engine/ops/audit.js';
 import type { AuditOutcome } from '../engine/index/schema.js';
 import type { Exchange } from './exchange.js';
 import type { Logger } from '../util/log.js';
@@ -24,6 +25,8 @@ const SENDS_IN_FLIGHT_MAX = 8;
 /** How long the audit query waits for the engine to commit the rows before it (then reads). */
 const SETTLE_WAIT_MAX_MS = 2000;
 const BUFFER_ROWS_MAX = 100_000;
+/** Answers with an error after which a row is dropped. */
+const REFUSALS_MAX = 3;
 
 export function outcomeOf(status: number): AuditOutcome {
   if (status === 401 || status === 403 || status === 429) return 'denied';
@@ -46,12 +49,16 @@ export function auditRowOf(exchange: Exchange, status: number): AuditInput {
   if (audit.tenantId !== undefined) row.tenantId = audit.tenantId;
   if (audit.reason !== undefined) row.reason = audit.reason;
   if (audit.dryRun) row.dryRun = true;
-  return row;
+  // Bounded here too, not only where the engine stores it: a batch of rows carrying whole
+  // 64 KiB URLs could outgrow an engine frame.
+  return boundedAuditRow(row);
 }
 
 export class AuditSink {
   private buffer: AuditInput[] = [];
   private dropped = 0;
+  /** How often the engine refused each row that is still waiting. */
+  private readonly refusals = new WeakMap<AuditInput, number>();
   /** Batches sent and not yet answered (at most SENDS_IN_FLIGHT_MAX). */
   private readonly sending = new Set<Promise<void>>();
   /** A flush is due in the next turn of the event loop. */
@@ -79,6 +86,26 @@ export class AuditSink {
         void this.flush();
       });
     }
+  }
+
+  /**
+   * The rows of a failed batch to send again: all of them while the engine cannot be reached;
+   * when it answered with an error (a failed commit, or a row it cannot store), each row at most
+   * REFUSALS_MAX times, so that a row the engine refuses cannot hold back the rows after it.
+   */
+  private retriable(events: AuditInput[], error: unknown): AuditInput[] {
+    if (errorCode(error) === 'engine_unavailable') return events;
+    const kept = events.filter((event) => {
+      const refusals = (this.refusals.get(event) ?? 0) + 1;
+      this.refusals.set(event, refusals);
+      return refusals < REFUSALS_MAX;
+    });
+    if (kept.length < events.length)
+      this.log.warn(
+        { err: error, rows: events.length - kept.length },
+        'audit rows refused by the engine; dropped',
+      );
+    return kept;
   }
 
   /** Bounds the buffer: the oldest rows beyond BUFFER_ROWS_MAX are dropped and counted. */
@@ -110,17 +137,8 @@ export class AuditSink {
             }
           },
           (error: unknown) => {
-            if (errorCode(error) !== 'engine_unavailable') {
-              // The engine answered and refused the batch: sending it again would be refused
-              // again, and would hold back every row after it.
-              this.log.warn(
-                { err: error, rows: events.length },
-                'audit rows refused by the engine; dropped',
-              );
-              return;
-            }
             this.failing = true;
-            this.buffer = events.concat(this.buffer);
+            this.buffer = this.retriable(events, error).concat(this.buffer);
             this.trim();
           },
         )

@@ -11,8 +11,8 @@ import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { randomBytes } from 'node:crypto';
 import { BadRequest, PayloadTooLarge, errorCode, isLightwellError } from '../util/errors.js';
 import type { Logger } from '../util/log.js';
-import type { JsonSchema } from './router.js';
-import { refuseUndeclaredFields } from './strict-input.js';
+import type { JsonSchema, RouteDoc } from './router.js';
+import { refuseUndeclaredFields, refuseUndeclaredQuery } from './strict-input.js';
 
 /** Characters of a request path that logs and problem objects repeat. */
 const PATH_SHOWN_CHARS_MAX = 512;
@@ -73,6 +73,8 @@ export class Exchange {
   readonly audit: AuditContext = { action: 'unrouted' };
   /** The JSON schema of the operation's request body: `readJson` refuses undeclared fields. */
   bodySchema: JsonSchema | undefined;
+  /** The operation's description, for `refuseUndeclaredQuery`. */
+  routeDoc: RouteDoc | undefined;
   private readonly abortHandlers: Array<() => void> = [];
 
   constructor(
@@ -230,6 +232,15 @@ export class Exchange {
       return;
     }
     this.send(problem.status, headers, JSON.stringify(body));
+  }
+
+  /**
+   * 400 for a query parameter that the operation does not declare, when it changes state (see
+   * strict-input.ts). Authentication calls it once the caller is known, so that a request
+   * without credentials is a 401 whatever its query.
+   */
+  refuseUndeclaredQuery(): void {
+    if (this.routeDoc) refuseUndeclaredQuery(this.method, this.routeDoc, this.query);
   }
 
   /**

@@ -8,7 +8,6 @@ import type { Logger } from '../util/log.js';
 import { HeadersTooLarge, Unavailable } from '../util/errors.js';
 import type { AuditSink } from './audit.js';
 import { setReceiveBuffer } from './receive-buffer.js';
-import { refuseUndeclaredQuery } from './strict-input.js';
 
 export type Handler = (
   exchange: Exchange,
@@ -60,7 +59,10 @@ export function listen<H extends Handler>(
       }
       match = router.match(exchange.method, exchange.path);
       const doc = match.route.doc;
-      refuseUndeclaredQuery(exchange.method, doc, exchange.query);
+      exchange.routeDoc = doc;
+      // Operations without a bearer or signed-URL check of their own are checked at once; the
+      // others when their caller is authenticated (Exchange.refuseUndeclaredQuery).
+      if (doc.auth === 'none' || doc.auth === 'basic-or-body') exchange.refuseUndeclaredQuery();
       if (doc.requestBody?.contentType === 'application/json')
         exchange.bodySchema = doc.requestBody.schema;
     } catch (error) {

@@ -32,10 +32,11 @@ const loneSurrogatePattern =
   /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 const idPattern = /^[a-z0-9-]+$/;
 const metadataNamePattern = /^[a-z0-9_-]+$/;
-// HTTP field-value characters (RFC 9110 §5.5): VCHAR, obs-text (latin-1 0x80–0xFF), and space
-// or tab between them. Leading and trailing whitespace would be stripped in transit.
-const metadataValuePattern =
-  /^(?:[\x21-\x7E\x80-\xFF](?:[\x20\x09\x21-\x7E\x80-\xFF]*[\x21-\x7E\x80-\xFF])?)?$/;
+// Visible ASCII (RFC 9110's VCHAR), with space or tab between: a value travels as a header, and
+// HTTP's obs-text (0x80–0xFF) does not arrive intact (uWebSockets.js strips it from both ends of
+// a value), as leading and trailing whitespace would not. Other characters go percent-encoded,
+// as S3 asks of its user metadata too.
+const metadataValuePattern = /^(?:[\x21-\x7E](?:[\x20\x09\x21-\x7E]*[\x21-\x7E])?)?$/;
 
 /**
  * A Content-Type to store with an object: 1 to CONTENT_TYPE_CHARS_MAX visible ASCII characters
@@ -156,7 +157,7 @@ export function validateAccountId(id: unknown): asserts id is string {
 /**
  * User metadata (`X-Service-Meta-<name>`): names are non-empty lowercase tokens of a-z, 0-9,
  * '-' and '_' (header names are case-insensitive, so callers lower-case them first); values
- * are HTTP field values (printable ASCII or latin-1, inner spaces and tabs allowed); names and
+ * are printable ASCII with inner spaces and tabs (see metadataValuePattern); names and
  * values together are at most 2 KiB of UTF-8, as in S3. Returns that total. Takes a plain
  * object or a Map.
  */
@@ -185,8 +186,8 @@ export function validateUserMetadata(map: unknown): number {
     if (bytes > USER_METADATA_BYTES_MAX) break;
     if (!metadataValuePattern.test(value)) {
       throw BadRequest(
-        `metadata value of ${quoteForMessage(name)} must be printable ASCII or latin-1 ` +
-          'without leading or trailing whitespace',
+        `metadata value of ${quoteForMessage(name)} must be printable ASCII (percent-encode ` +
+          'other characters) without leading or trailing whitespace',
       );
     }
   }

@@ -30,7 +30,7 @@ import {
   invalidToken,
   HMAC_TOKEN_SIGNATURE_BYTES,
 } from './hmac-token.js';
-import { validateBucketName, validateObjectKey } from './names.js';
+import { validateBucketName, validateContentType, validateObjectKey } from './names.js';
 
 export const SIGNED_URL_PREFIX = 'lwurl_';
 export const SIGNED_URL_VERSION = 1;
@@ -201,6 +201,8 @@ export function parseSignUrlRequest(body: unknown): SignUrlRequest {
     if (value !== undefined) request[name] = value;
   };
   assign('contentType');
+  // Pinned, it must be a Content-Type that an upload can send and that is stored as it is.
+  if (request.contentType !== undefined) validateContentType(request.contentType);
   assign('checksumAlg', 16);
   assign('checksumVal', 128);
   assign('responseContentType');

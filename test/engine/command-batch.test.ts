@@ -184,3 +184,30 @@ t.test('a scan within a batch sees the records the batch holds; removes commit',
   t.equal(reader.get(DB.meta, key('doomed')), undefined, 'the remove committed');
   t.same(reader.get(DB.meta, key('counter')), { count: 1 });
 });
+
+t.test(
+  'a command that only peeks at a held record and fails does not roll back its batch',
+  async (t) => {
+    const { store } = openStore(t);
+    const batch = new CommandBatch(store);
+    await batch.submit(increment(store, 'counter'));
+    let runsOfFirst = 0;
+    const results = await Promise.allSettled([
+      batch.submit(() => {
+        runsOfFirst += 1;
+        return increment(store, 'counter')();
+      }),
+      batch.submit(() => {
+        const seen = store.peek<{ count: number }>(DB.meta, key('counter'));
+        throw Conflict(`refused at count ${String(seen?.count)}`);
+      }),
+    ]);
+    t.same(
+      results.map((r) => r.status),
+      ['fulfilled', 'rejected'],
+    );
+    t.match((results[1] as PromiseRejectedResult).reason, { message: 'refused at count 2' });
+    t.equal(runsOfFirst, 1, 'the batch was not rolled back and run again');
+    t.same(store.get(DB.meta, key('counter')), { count: 2 });
+  },
+);

@@ -1,8 +1,8 @@
 // Goal: a listener's audit sink sends the rows of one event-loop turn in the next, keeps at most
 // 8 batches unanswered (the rest wait in its bounded buffer, oldest dropped and counted, also
 // while the engine does not answer at all), puts the rows of a batch the engine could not be
-// reached for back and sends them again, drops a batch the engine refused (sending it again
-// would hold back every later row) and goes on at once, and `settle` resolves once every row before it is committed, or after 2 s when the
+// reached for back and sends them again, drops a row the engine answered with an error three
+// times (it would hold back every later row), and `settle` resolves once every row before it is committed, or after 2 s when the
 // engine does not answer.
 // Method: the sink over a stand-in engine client whose answers the test releases or refuses.
 import t, { type Test } from 'tap';
@@ -124,19 +124,27 @@ t.test('a batch the engine was not reached for is sent again by the retry timer'
   );
 });
 
-t.test('a batch the engine refused is dropped, and later rows go at once', async (t) => {
+t.test('a row the engine refused three times is dropped; later rows go on', async (t) => {
   const { sink, calls } = heldSink(t);
   sink.record(answered());
+  const refused = `r${requests}`;
   await nextTurn();
-  calls[0]?.refuse();
-  await nextTurn();
+  for (let attempt = 0; attempt < 3; attempt += 1) {
+    t.same(
+      calls[attempt]?.events.map((event) => event.requestId),
+      [refused],
+      `attempt ${attempt + 1}`,
+    );
+    calls[attempt]?.refuse();
+    await new Promise((resolve) => setTimeout(resolve, 80));
+  }
+  t.equal(calls.length, 3, 'not sent a fourth time');
   sink.record(answered());
-  await nextTurn();
-  t.equal(calls.length, 2, 'the next row is sent in the next turn, not held for a retry');
+  await new Promise((resolve) => setTimeout(resolve, 80));
   t.same(
-    calls[1]?.events.map((event) => event.requestId),
+    calls[3]?.events.map((event) => event.requestId),
     [`r${requests}`],
-    'without the refused row',
+    'the next row goes alone',
   );
 });
 

@@ -347,6 +347,8 @@ t.test('data-plane API', async (t) => {
     t.equal(response.status, 422, 'the same key and body for another object is a reuse');
     t.equal((response.json as Problem).code, 'idempotency_key_reused');
     t.equal((await client.get('idem', 'k-elsewhere')).status, 404, 'and stores nothing');
+    response = await client.put('idem', 'k', body, { ...headers, 'Content-Type': 'text/plain' });
+    t.equal(response.status, 422, 'the same key and body with another Content-Type is a reuse');
     response = await client.put('idem', 'k2', other, {
       'Idempotency-Key': 'op-2',
       'X-Service-Checksum-SHA256': sha256(body),

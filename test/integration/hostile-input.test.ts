@@ -1,6 +1,6 @@
 // Goal: inputs found by an adversarial review get a clear 4xx and change nothing. A copy whose
 // contentType carries CR/LF (which would have written headers and a body into every read of the
-// object) is refused, as is such a Content-Type on a PUT; an admin request naming a tenant id of
+// object) is refused, as is such a Content-Type on a PUT or pinned by a signed URL; an admin request naming a tenant id of
 // 3,000 characters leaves the audit log working (its row could not be indexed, and held back
 // every row after it); a list prefix or key marker longer than any key is a 400, not a 500; a
 // metadata header that is not ASCII is refused rather than stored cut short; a raw path that is
@@ -63,6 +63,10 @@ t.test('hostile input', async (t) => {
     const long = await client.put(BUCKET, 'typed', 'x', { 'Content-Type': `a/${'b'.repeat(300)}` });
     t.equal(long.status, 400);
     t.match(message(long.json), /Content-Type must be 1 to 256/);
+    const minted = await client.request('POST', '/sign-url', {
+      json: { method: 'PUT', bucket: BUCKET, key: 'signed', contentType: `a/${'b'.repeat(300)}` },
+    });
+    t.equal(minted.status, 400, 'a signed URL cannot pin a type that no upload may send');
   });
 
   await t.test('a huge tenant id in an admin path does not stop the audit log', async (t) => {
@@ -115,7 +119,7 @@ t.test('hostile input', async (t) => {
     ]);
     const answer = await rawRequest(port, request);
     t.equal(answer.status, 400);
-    t.match(answer.text, /must be ASCII/);
+    t.match(answer.text, /printable ASCII/);
     t.equal((await client.get(BUCKET, 'meta')).status, 404, 'nothing stored');
   });
 

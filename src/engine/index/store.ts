@@ -22,8 +22,11 @@
 // written once when the batch's last command has run, instead of being decoded, encoded and put
 // by each command. A command sees the record as the previous command left it, as it would in
 // LMDB. Handing out the cached object counts as a write (the command may change it in place), so
-// a command that throws after reading one rolls the batch back like one that wrote. A range scan
-// of such a database first writes what the batch holds of it.
+// a command that throws after reading one rolls the batch back like one that wrote; `peek` is
+// the read for a command that only looks (a quota check), which does not count. A range scan of
+// such a database first writes what the batch holds of it. The rule every command already
+// follows matters more here: a record changed is put back. A change left in a held record
+// without a put would be written with the batch if a later command put the same record.
 //
 // Options that fix the on-disk format are passed explicitly here and documented in
 // docs/on-disk-format.md: binary keys, binary values (our own versioned msgpack records), no
@@ -219,6 +222,17 @@ export class IndexStore {
     }
     const raw = this.db(name).getBinary(key);
     return raw === undefined ? undefined : (decodeValue(raw).value as T);
+  }
+
+  /**
+   * Like `get`, for a caller that only reads the record and does not change it: inside a batch
+   * it does not count as a write (see the header), so a command that fails after it fails alone.
+   */
+  peek<T>(name: DbName, key: Buffer): T | undefined {
+    if (key.length === 0) return undefined;
+    const held = this.batchRecordOf(name, key);
+    if (held) return held.value as T | undefined;
+    return this.get<T>(name, key);
   }
 
   /**

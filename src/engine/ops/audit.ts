@@ -29,12 +29,12 @@ function clip(text: string, max: number): string {
 }
 
 /**
- * The row as stored: every text field bounded, whatever a request put in it, and `tenantId` kept
+ * The row as stored (and as listeners send it): every text field bounded, whatever a request put in it, and `tenantId` kept
  * only when it is a tenant id (it becomes part of an index key, whose size LMDB limits; a request
  * that named no real tenant, such as a 404 for a malformed id, has its path in `resource`). So a
  * row can always be written: one that could not would hold back every row batched with it.
  */
-function storedRow(input: AuditInput): AuditInput {
+export function boundedAuditRow(input: AuditInput): AuditInput {
   const row: AuditInput = { ...input };
   for (const [field, max] of Object.entries(FIELD_CHARS_MAX) as Array<[keyof AuditInput, number]>) {
     const value = row[field];
@@ -53,7 +53,7 @@ function storedRow(input: AuditInput): AuditInput {
 export function writeAudit(context: EngineContext, input: AuditInput): AuditEvent {
   const time = input.time ?? context.now();
   const key = auditKey(time, sequence++);
-  const event: AuditEvent = { ...storedRow(input), id: key.toString('hex'), time };
+  const event: AuditEvent = { ...boundedAuditRow(input), id: key.toString('hex'), time };
   const encoded = context.store.encode(event);
   context.store.put(DB.audit, key, encoded);
   if (event.tenantId !== undefined)

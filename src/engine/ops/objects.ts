@@ -131,7 +131,6 @@ export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVe
     objectKey(bucket.id, args.key),
   );
   checkWriteConditions(current, args);
-  const usage = loadUsage(context, tenant.id);
   // An unversioned bucket holds only null versions, so its current object is the null version.
   const existingNull =
     bucket.versioning === 'Enabled'
@@ -140,6 +139,8 @@ export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVe
         ? (current ?? null)
         : (findNullVersion(context, bucket.id, args.key) ?? null);
   checkQuota(context, tenant.id, args.size - (existingNull?.size ?? 0), current ? 0 : 1);
+  // Loaded after the checks: a command that fails before it fails alone in its batch.
+  const usage = loadUsage(context, tenant.id);
   const storedBytes = addChunkRefs(context, tenant.num, args.chunks, usage);
   const seq = nextCounter(context, 'nextSeq');
   const version: ObjectVersionRecord = {
@@ -356,7 +357,9 @@ export function deleteObject(context: EngineContext, args: DeleteObjectArgs): De
     if (args.ifMatch !== undefined)
       checkWriteConditions(target?.deleteMarker ? undefined : target, { ifMatch: args.ifMatch });
   };
-  const usage = loadUsage(context, tenant.id);
+  // The usage is loaded after each branch's checks: a command that fails before it fails alone
+  // in its batch (a batch delete often names versions that are gone).
+  let usage: UsageRecord;
   let result: DeleteObjectResult;
   if (args.versionId !== undefined) {
     const version = findVersion(context, bucket.id, args.key, args.versionId);
@@ -364,6 +367,7 @@ export function deleteObject(context: EngineContext, args: DeleteObjectArgs): De
     if (versionLocked(version, context.now()))
       throw Forbidden(`version ${args.versionId} of ${args.key} is under retention or legal hold`);
     ifMatch(version);
+    usage = loadUsage(context, tenant.id);
     removeVersion(context, { tenant, bucket, version, usage });
     refreshCurrent(context, bucket, args.key, usage);
     result = { key: args.key, versionId: version.versionId };
@@ -373,6 +377,7 @@ export function deleteObject(context: EngineContext, args: DeleteObjectArgs): De
     if (version && versionLocked(version, context.now()))
       throw Forbidden(`${args.key} is under retention or legal hold`);
     ifMatch(version);
+    usage = loadUsage(context, tenant.id);
     if (version) {
       removeVersion(context, { tenant, bucket, version, usage });
       refreshCurrent(context, bucket, args.key, usage);
@@ -381,6 +386,7 @@ export function deleteObject(context: EngineContext, args: DeleteObjectArgs): De
     result = { key: args.key };
   } else {
     ifMatch(context.store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, args.key)));
+    usage = loadUsage(context, tenant.id);
     const seq = nextCounter(context, 'nextSeq');
     const marker: ObjectVersionRecord = {
       key: args.key,

@@ -29,7 +29,7 @@ export function checkQuotaIn(
 ): void {
   const quota = quotaOf(store, tenantId);
   if (!quota) return;
-  const usage = store.get<UsageRecord>(DB.usage, tenantKey(tenantId)) ?? emptyUsage(tenantId);
+  const usage = store.peek<UsageRecord>(DB.usage, tenantKey(tenantId)) ?? emptyUsage(tenantId);
   if (
     quota.maxBytes !== undefined &&
     addBytes > 0 &&
