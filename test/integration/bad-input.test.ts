@@ -9,7 +9,7 @@
 // makes a read fail visibly, never return wrong bytes; after the whole barrage the service is
 // healthy and no process was restarted.
 // Method: `lightwell serve` on loopback with `--limits.inflight_bytes_max 16MiB` (so a leak of
-// a few blocks shows at once) and a 3 s token lifetime; fetch for well-formed requests, raw
+// a few blocks shows at once) and a 6 s token lifetime; fetch for well-formed requests, raw
 // `node:net` sockets for malformed HTTP and for disconnects at chosen byte counts.
 import t from 'tap';
 import { connect, type Socket } from 'node:net';
@@ -111,7 +111,9 @@ interface Asserts {
 
 t.test('bad input', async (t) => {
   const service = await Service.start({
-    args: ['--limits.inflight_bytes_max', '16MiB', '--security.native_api_token_ttl', '3s'],
+    // Tokens live 6 s (4 to 6 s from the mint, as expiry counts whole seconds): long enough for
+    // the steps between two logins on a loaded machine, short enough to wait out below.
+    args: ['--limits.inflight_bytes_max', '16MiB', '--security.native_api_token_ttl', '6s'],
   });
   t.teardown(() => service.close());
   const port = Number(new URL(service.publicUrl).port);
@@ -189,7 +191,7 @@ t.test('bad input', async (t) => {
     t.ok((await client.get(BUCKET, 'after/one')).bytes.equals(body), 'and reads back');
     // Eight concurrent 3 MiB uploads reserve more than the 16-block arena: they queue for it,
     // and all of them go through only if nothing was left held.
-    await fresh(); // tokens live 3 s in this test
+    await fresh(); // tokens live 6 s in this test
     const bodies = Array.from({ length: 8 }, () => randomBytes(3 * MiB));
     const puts = await Promise.all(
       bodies.map((bytes, index) =>
@@ -485,7 +487,7 @@ t.test('bad input', async (t) => {
       'unauthorized',
     );
     const expiring = client.token;
-    await new Promise((r) => setTimeout(r, 3500));
+    await new Promise((r) => setTimeout(r, 6500));
     expectProblem(
       t,
       await json(

@@ -374,6 +374,11 @@ t.test('data-plane API', async (t) => {
     const current = await client.get('race', 'once');
     const etag = current.headers.get('etag') as string;
     t.equal((await client.put('race', 'once', 'next', { 'If-Match': '"other"' })).status, 412);
+    t.equal(
+      (await client.put('race', 'once', 'next', { 'If-Match': `W/${etag}` })).status,
+      412,
+      'If-Match compares strongly on writes too',
+    );
     t.equal((await client.put('race', 'once', 'next', { 'If-Match': etag })).status, 200);
     t.equal(
       (

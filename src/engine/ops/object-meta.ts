@@ -215,7 +215,7 @@ function checkSourceConditions(source: ObjectVersionRecord, args: CopyObjectArgs
   const modifiedSeconds = Math.floor(source.lastModified / 1000) * 1000;
   if (
     args.ifMatch !== undefined &&
-    !(args.ifMatch === '*' || etagListMatches(args.ifMatch, source.etag))
+    !(args.ifMatch === '*' || etagListMatches(args.ifMatch, source.etag, 'strong'))
   ) {
     throw PreconditionFailed('copy source If-Match failed');
   }

@@ -180,7 +180,11 @@ export function checkWriteConditions(
     }
   }
   if (args.ifMatch !== undefined) {
-    if (!current || !(args.ifMatch === '*' || etagListMatches(args.ifMatch, current.etag))) {
+    // If-Match compares strongly (RFC 9110 §13.1.1): a weak tag never lets a write through.
+    if (
+      !current ||
+      !(args.ifMatch === '*' || etagListMatches(args.ifMatch, current.etag, 'strong'))
+    ) {
       throw PreconditionFailed('If-Match: the current object does not match');
     }
   }
