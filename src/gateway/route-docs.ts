@@ -61,6 +61,29 @@ const objectHeaders = {
 /** Object bodies travel with the object's own Content-Type, whatever it is. */
 export const ANY_CONTENT_TYPE = '*/*';
 
+/** What a read that meets a delete marker answers, as on S3. */
+const deleteMarkerProblems: RouteDoc['responses'] = {
+  404: {
+    description: 'no such object; when its latest version is a delete marker, the headers say so',
+    schema: { $ref: '#/components/schemas/Problem' },
+    contentType: 'application/problem+json',
+    headers: {
+      'X-Service-Delete-Marker': 'true when the latest version is a delete marker',
+      'X-Service-Version-Id': "the delete marker's version id",
+    },
+  },
+  405: {
+    description: 'the versionId names a delete marker (Allow: DELETE)',
+    schema: { $ref: '#/components/schemas/Problem' },
+    contentType: 'application/problem+json',
+    headers: {
+      Allow: 'DELETE',
+      'X-Service-Delete-Marker': 'true',
+      'X-Service-Version-Id': "the delete marker's version id",
+    },
+  },
+};
+
 /** Response headers of a GET or HEAD of an object (a signed GET too). */
 export const objectReadHeaders: Readonly<Record<string, string>> = {
   'Content-Type': 'the Content-Type the object was stored with',
@@ -221,7 +244,7 @@ export const getObject: RouteDoc = {
   auth: 'bearer',
   query: { versionId: str },
   headers: readHeaders,
-  responses: objectReadResponses,
+  responses: { ...objectReadResponses, ...deleteMarkerProblems },
 };
 
 export const headObject: RouteDoc = {
@@ -236,6 +259,7 @@ export const headObject: RouteDoc = {
       headers: { ...objectReadHeaders, 'Content-Range': 'bytes first-last/size' },
     },
     304: objectReadResponses[304] as NonNullable<RouteDoc['responses'][number]>,
+    ...deleteMarkerProblems,
   },
 };
 export const deleteObject: RouteDoc = {

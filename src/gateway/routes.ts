@@ -16,6 +16,7 @@ import {
   tenantChildRange,
   objectKey,
   prefixRange,
+  versionRange,
   type BucketRecord,
   type ObjectVersionRecord,
 } from '../engine/index/schema.js';
@@ -40,6 +41,7 @@ import { RateLimiter } from '../security/rate-limit.js';
 import {
   BadRequest,
   NotFound,
+  MethodNotAllowed,
   Forbidden,
   ChecksumMismatch,
   PayloadTooLarge,
@@ -405,7 +407,20 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
       versionId === null
         ? store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, key))
         : findVersionIn(store, bucket.id, key, versionId);
-    if (!version || version.deleteMarker) throw NotFound(`object ${key} not found`);
+    // As on S3: a delete marker named by its version id is not a thing to read (405, with
+    // Allow: DELETE); a key whose latest version is a delete marker is a 404 that says so.
+    if (version?.deleteMarker)
+      throw MethodNotAllowed(`version ${version.versionId} of ${key} is a delete marker`, {
+        allow: 'DELETE',
+        deleteMarkerVersionId: version.versionId,
+      });
+    if (!version) {
+      const marker = versionId === null ? latestDeleteMarkerIn(store, bucket, key) : undefined;
+      throw NotFound(
+        `object ${key} not found`,
+        marker ? { deleteMarkerVersionId: marker.versionId } : {},
+      );
+    }
     const headers = objectHeaders(version, bucket);
     const notModified = conditionalRead(exchange, version);
     if (notModified) {
@@ -420,6 +435,21 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
       headers,
     });
   }
+}
+
+/** The key's latest version when it is a delete marker (a bucket that has had versioning). */
+function latestDeleteMarkerIn(
+  store: IndexStore,
+  bucket: BucketRecord,
+  key: string,
+): ObjectVersionRecord | undefined {
+  if (bucket.versioning === 'Unversioned') return undefined;
+  for (const { value } of store.range<ObjectVersionRecord>(DB.versions, {
+    ...versionRange(bucket.id, key),
+    limit: 1,
+  }))
+    return value.deleteMarker ? value : undefined;
+  return undefined;
 }
 
 function bucketOfVersioned(

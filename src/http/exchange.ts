@@ -217,6 +217,11 @@ export class Exchange {
         typeof details['challenge'] === 'string' ? details['challenge'] : BEARER_CHALLENGE;
     if (problem.status === 416 && typeof details['size'] === 'number')
       headers['Content-Range'] = `bytes */${details['size']}`;
+    // A read that met a delete marker says so, as S3 does (404 or 405).
+    if (typeof details['deleteMarkerVersionId'] === 'string') {
+      headers['X-Service-Delete-Marker'] = 'true';
+      headers['X-Service-Version-Id'] = details['deleteMarkerVersionId'];
+    }
     const body = {
       type: `https://lightwell.dev/problems/${problem.code}`,
       title: problem.title,

@@ -53,7 +53,22 @@ t.test('data-plane API', async (t) => {
     const del = await client.request('DELETE', '/buckets/ver/objects/k');
     t.equal(del.status, 204);
     t.equal(del.headers.get('x-service-delete-marker'), 'true');
-    t.equal((await client.get('ver', 'k')).status, 404, 'a delete marker hides the key');
+    const hidden = await client.get('ver', 'k');
+    t.equal(hidden.status, 404, 'a delete marker hides the key');
+    t.equal(hidden.headers.get('x-service-delete-marker'), 'true', 'and the 404 says so');
+    const markerId = del.headers.get('x-service-version-id') ?? '';
+    t.equal(hidden.headers.get('x-service-version-id'), markerId, "with the marker's version id");
+    for (const method of ['GET', 'HEAD']) {
+      const marker = await client.request(method, `/buckets/ver/objects/k?versionId=${markerId}`);
+      t.equal(marker.status, 405, `${method} of the delete marker's version, as on S3`);
+      t.equal(marker.headers.get('allow'), 'DELETE');
+      t.equal(marker.headers.get('x-service-delete-marker'), 'true');
+    }
+    t.equal(
+      (await client.get('ver', 'never-written')).headers.get('x-service-delete-marker'),
+      null,
+      'a key that never existed is a plain 404',
+    );
     const { versions } = (await client.request('GET', '/buckets/ver/versions'))
       .json as VersionsPage;
     t.equal(versions.length, 4);
