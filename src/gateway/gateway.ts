@@ -148,7 +148,10 @@ export async function startGateway(options: {
       title: 'Lightwell native data-plane API',
       version: RELEASE,
       prefix: API_PREFIX,
-      routes,
+      routes: routes.map((route) => ({
+        ...route,
+        doc: docs.withProblems(route.doc, route.method, route.path),
+      })),
       securitySchemes: {
         bearer: { type: 'http', scheme: 'bearer' },
         basic: { type: 'http', scheme: 'basic' },

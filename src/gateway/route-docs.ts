@@ -282,3 +282,54 @@ export const openapi: RouteDoc = {
   auth: 'none',
   responses: { 200: { description: 'OpenAPI 3 document', schema: { type: 'object' } } },
 };
+
+const problem = (description: string): NonNullable<RouteDoc['responses'][number]> => ({
+  description,
+  schema: { $ref: '#/components/schemas/Problem' },
+  contentType: 'application/problem+json',
+});
+
+/**
+ * The problem answers a data-plane operation can give, read off what its description declares
+ * (how it authenticates, its path, the headers and body it takes), added to those it lists
+ * itself; the document then names them instead of leaving them to `default`.
+ */
+export function withProblems(doc: RouteDoc, method: string, path: string): RouteDoc {
+  if (doc.auth === 'none') return doc;
+  const found: Record<number, string> = {
+    400: 'malformed request: parameters, headers, body or names',
+  };
+  if (doc.auth === 'basic-or-body') {
+    found[401] = 'unknown or revoked access key, wrong secret, or a disabled tenant';
+    found[403] = 'tls_required: minted over plain HTTP from a non-loopback peer';
+    found[429] = 'too many mints for this access key (see Retry-After)';
+  } else {
+    found[401] = 'missing, invalid or expired token, a revoked key or a disabled tenant';
+    found[403] = "the key's scope or the bucket policy does not allow it";
+  }
+  if (path.includes('{bucket}')) found[404] = 'no such bucket, object, version or upload';
+  const headers = doc.headers ?? {};
+  if ('If-Match' in headers || 'If-None-Match' in headers)
+    found[412] = 'a precondition (If-Match, If-None-Match, If-Unmodified-Since) failed';
+  if ('Range' in headers) found[416] = 'the range cannot be satisfied (see Content-Range)';
+  if (doc.requestBody) found[413] = 'the body is over its limit';
+  if (doc.requestBody && doc.requestBody.contentType !== 'application/json') {
+    found[411] = 'no Content-Length';
+    found[507] = "the tenant's quota would be exceeded";
+  }
+  if ('Idempotency-Key' in headers) {
+    found[409] = 'a request with this Idempotency-Key is still running';
+    found[422] = 'the Idempotency-Key was used for another request';
+  }
+  if (method === 'POST' && /\/(object-copy|multipart\/\{uploadId\}\/complete)\//.test(path))
+    found[507] = "the tenant's quota would be exceeded";
+  if (method === 'PUT' && path.endsWith('/notifications'))
+    found[501] = 'a target type other than webhook';
+  if (method === 'POST' && path.endsWith('/buckets')) found[409] = 'the bucket exists';
+  if (method === 'DELETE' && path.endsWith('/buckets/{bucket}'))
+    found[409] = 'the bucket is not empty';
+  const responses: Record<number, NonNullable<RouteDoc['responses'][number]>> = {};
+  for (const [status, description] of Object.entries(found))
+    responses[Number(status)] = problem(description);
+  return { ...doc, responses: { ...responses, ...doc.responses } };
+}
