@@ -177,9 +177,9 @@ function payingLength(length: number): number {
 }
 
 /**
- * The LZ4 form of `bytes` when it pays, in `scratch` (valid until its next use). Lightwell's native compressor gives up as soon as the form
- * would not pay (a 64 KiB sample of random bytes: 4.5 against lz4-napi's 620 us); lz4-napi's
- * `uncompressSync` reads what either writes.
+ * The LZ4 form of `bytes` when it pays, in `scratch` (valid until its next use). Lightwell's
+ * native compressor gives up as soon as the form would not pay (a 64 KiB sample of random bytes:
+ * 4.5 against lz4-napi's 620 us); lz4-napi's `uncompressSync` reads what either writes.
  */
 function compressedIfItPays(bytes: Uint8Array, scratch: ScratchBuffer): Buffer | undefined {
   const limit = payingLength(bytes.length);

@@ -17,6 +17,7 @@
 import type { Exchange } from '../http/exchange.js';
 import type { Route, RouteDoc, JsonSchema } from '../http/router.js';
 import type { Handler } from '../http/server.js';
+import { refuseUndeclaredFields } from '../http/strict-input.js';
 import {
   DB,
   objectKey,
@@ -47,15 +48,9 @@ import {
   type RouteKit,
 } from './routes.js';
 import { ANY_CONTENT_TYPE, objectSchema } from './route-docs.js';
-import {
-  refuseUnknownFields,
-  validateContentType,
-  validateObjectKey,
-  validateUserMetadata,
-} from '../security/names.js';
+import { validateContentType, validateObjectKey, validateUserMetadata } from '../security/names.js';
 
 /** The fields of a multipart create body. */
-const CREATE_FIELDS: ReadonlySet<string> = new Set(['contentType', 'metadata']);
 import { BadRequest, NotFound, ChecksumMismatch } from '../util/errors.js';
 
 const LIST_PAGE_MAX = 1000;
@@ -153,8 +148,9 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
     const raw = read ? read.raw : await exchange.readJson();
     if (raw !== undefined && (typeof raw !== 'object' || raw === null || Array.isArray(raw)))
       throw BadRequest('the body must be a JSON object');
+    // Read through the complete route, the body was not checked against this one's schema.
+    if (read) refuseUndeclaredFields(raw, createSchema);
     const body = raw as Record<string, unknown> | undefined;
-    refuseUnknownFields(body ?? {}, CREATE_FIELDS);
     const contentType = validateContentType(body?.['contentType'] ?? 'application/octet-stream');
     const metadata = body?.['metadata'] ?? {};
     validateUserMetadata(metadata);
@@ -233,8 +229,7 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
           // exist, which is a 404 as for any other unknown upload id, not a new upload.
           bearer(exchange);
           // The body is a create's (checked there), not this route's.
-          exchange.bodySchema = undefined;
-          const raw = await exchange.readJson();
+          const raw = await exchange.readJsonUnchecked();
           if (typeof raw === 'object' && raw !== null && 'parts' in raw) {
             target(exchange, params, 'write');
             throw NotFound(`upload ${uploadId.slice(0, 64)} of ${params['key'] ?? ''} not found`);

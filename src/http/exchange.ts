@@ -11,7 +11,7 @@ import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { randomBytes } from 'node:crypto';
 import { BadRequest, PayloadTooLarge, errorCode, isLightwellError } from '../util/errors.js';
 import type { Logger } from '../util/log.js';
-import type { JsonSchema, RouteDoc } from './router.js';
+import type { RouteDoc } from './router.js';
 import { refuseUndeclaredFields, refuseUndeclaredQuery } from './strict-input.js';
 
 /** Characters of a request path that logs and problem objects repeat. */
@@ -71,9 +71,7 @@ export class Exchange {
   done = false;
   status = 0;
   readonly audit: AuditContext = { action: 'unrouted' };
-  /** The JSON schema of the operation's request body: `readJson` refuses undeclared fields. */
-  bodySchema: JsonSchema | undefined;
-  /** The operation's description, for `refuseUndeclaredQuery`. */
+  /** The operation's description: the query and JSON body it declares (see strict-input.ts). */
   routeDoc: RouteDoc | undefined;
   private readonly abortHandlers: Array<() => void> = [];
 
@@ -249,16 +247,18 @@ export class Exchange {
   }
 
   /**
-   * The request body (at most `limit` bytes) parsed as JSON, undefined when empty; refused with 400 when it carries a
-   * field the operation's schema does not declare (see strict-input.ts).
+   * The request body (at most `limit` bytes) parsed as JSON, undefined when empty; 400 when it
+   * carries a field that the operation's JSON body schema does not declare (strict-input.ts).
    */
   async readJson(limit = JSON_BODY_BYTES_MAX): Promise<unknown> {
-    const value = await this.readJsonValue(limit);
-    if (this.bodySchema) refuseUndeclaredFields(value, this.bodySchema);
+    const value = await this.readJsonUnchecked(limit);
+    const body = this.routeDoc?.requestBody;
+    if (body?.contentType === 'application/json') refuseUndeclaredFields(value, body.schema);
     return value;
   }
 
-  private readJsonValue(limit: number): Promise<unknown> {
+  /** `readJson` without the check of its fields: for a caller that checks another schema. */
+  readJsonUnchecked(limit = JSON_BODY_BYTES_MAX): Promise<unknown> {
     const declared = Number(this.header('content-length') ?? '0');
     if (declared > limit)
       return Promise.reject(PayloadTooLarge(`JSON bodies are limited to ${limit} bytes`));

@@ -63,8 +63,6 @@ export function listen<H extends Handler>(
       // Operations without a bearer or signed-URL check of their own are checked at once; the
       // others when their caller is authenticated (Exchange.refuseUndeclaredQuery).
       if (doc.auth === 'none' || doc.auth === 'basic-or-body') exchange.refuseUndeclaredQuery();
-      if (doc.requestBody?.contentType === 'application/json')
-        exchange.bodySchema = doc.requestBody.schema;
     } catch (error) {
       exchange.sendProblem(error, log);
       options.audit?.record(exchange);

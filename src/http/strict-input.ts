@@ -11,16 +11,10 @@
 //   and browsers add their own.
 
 import { BadRequest } from '../util/errors.js';
+import { QUOTED_CHARS_MAX, unknownField } from '../security/names.js';
 import type { JsonSchema, RouteDoc } from './router.js';
 
-/** Characters of a client's field name quoted in a message. */
-const QUOTED_CHARS_MAX = 64;
-
 const READS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
-
-function quoted(name: string): string {
-  return JSON.stringify(name.slice(0, QUOTED_CHARS_MAX));
-}
 
 function isObjectSchema(schema: JsonSchema): schema is JsonSchema & {
   properties: Readonly<Record<string, JsonSchema>>;
@@ -53,10 +47,7 @@ export function refuseUndeclaredFields(value: unknown, schema: JsonSchema, where
     const path = where === '' ? name : `${where}.${name}`;
     const declared = properties && Object.hasOwn(properties, name) ? properties[name] : values;
     if (declared) refuseUndeclaredFields(field, declared, path);
-    else if (closed) {
-      const message = `unknown field ${quoted(name)}`;
-      throw BadRequest(where === '' ? message : `${where}: ${message}`);
-    }
+    else if (closed) throw unknownField(name, where);
   }
 }
 
@@ -79,6 +70,6 @@ export function refuseUndeclaredQuery(method: string, doc: RouteDoc, query: URLS
   if (READS.has(method)) return;
   for (const name of query.keys()) {
     if (doc.query && Object.hasOwn(doc.query, name)) continue;
-    throw BadRequest(`unknown query parameter ${quoted(name)}`);
+    throw BadRequest(`unknown query parameter ${JSON.stringify(name.slice(0, QUOTED_CHARS_MAX))}`);
   }
 }

@@ -60,7 +60,15 @@ export function quoteForMessage(text: string): string {
   return `${JSON.stringify(text.slice(0, QUOTED_CHARS_MAX))}…`;
 }
 
-/** S3 bucket-name rules. */
+/**
+ * The answer to a JSON field nobody declared: 400 naming it (its first QUOTED_CHARS_MAX
+ * characters), and `where` it is inside a larger body (`rules[2]`), if anywhere.
+ */
+export function unknownField(name: string, where?: string): Error {
+  const field = `unknown field ${JSON.stringify(name.slice(0, QUOTED_CHARS_MAX))}`;
+  return BadRequest(where === undefined || where === '' ? field : `${where}: ${field}`);
+}
+
 /**
  * Refuses the first field of a JSON object that `known` does not hold, so that a misspelt field
  * is never ignored; `where` names the object inside a larger body (`rules[2]`).
@@ -70,13 +78,10 @@ export function refuseUnknownFields(
   known: ReadonlySet<string>,
   where?: string,
 ): void {
-  for (const name of Object.keys(fields)) {
-    if (known.has(name)) continue;
-    const field = `unknown field ${JSON.stringify(name.slice(0, QUOTED_CHARS_MAX))}`;
-    throw BadRequest(where === undefined ? field : `${where}: ${field}`);
-  }
+  for (const name of Object.keys(fields)) if (!known.has(name)) throw unknownField(name, where);
 }
 
+/** S3 bucket-name rules. */
 export function validateBucketName(name: unknown): asserts name is string {
   if (typeof name !== 'string') throw BadRequest('bucket name must be a string');
   const quoted = quoteForMessage(name);
@@ -142,6 +147,16 @@ function validateId(id: unknown, what: string): asserts id is string {
       `${what} ${quoteForMessage(id)} may contain only lowercase letters, digits and hyphens`,
     );
   }
+}
+
+/** Whether `id` is a tenant id (validateTenantId's rule, without the message). */
+export function isTenantId(id: unknown): id is string {
+  return (
+    typeof id === 'string' &&
+    id.length >= TENANT_ID_CHARS_MIN &&
+    id.length <= TENANT_ID_CHARS_MAX &&
+    idPattern.test(id)
+  );
 }
 
 /** Tenant ids: 3–63 of a-z, 0-9 and '-' (DECISIONS.md). */

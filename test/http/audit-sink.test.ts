@@ -2,8 +2,8 @@
 // 8 batches unanswered (the rest wait in its bounded buffer, oldest dropped and counted, also
 // while the engine does not answer at all), puts the rows of a batch the engine could not be
 // reached for back and sends them again, drops a row the engine answered with an error three
-// times (it would hold back every later row), and `settle` resolves once every row before it is committed, or after 2 s when the
-// engine does not answer.
+// times (it would hold back every later row), and `settle` resolves once every row before it
+// is committed, or after 2 s when the engine does not answer.
 // Method: the sink over a stand-in engine client whose answers the test releases or refuses.
 import t, { type Test } from 'tap';
 import { setImmediate as nextTurn } from 'node:timers/promises';

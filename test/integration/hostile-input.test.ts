@@ -1,11 +1,11 @@
 // Goal: inputs found by an adversarial review get a clear 4xx and change nothing. A copy whose
 // contentType carries CR/LF (which would have written headers and a body into every read of the
-// object) is refused, as is such a Content-Type on a PUT or pinned by a signed URL; an admin request naming a tenant id of
-// 3,000 characters leaves the audit log working (its row could not be indexed, and held back
-// every row after it); a list prefix or key marker longer than any key is a 400, not a 500; a
-// metadata header that is not ASCII is refused rather than stored cut short; a raw path that is
-// not UTF-8 is refused rather than merged with other keys; an upload without Content-Length is
-// 411.
+// object) is refused, as is such a Content-Type on a PUT or pinned by a signed URL; an admin
+// request naming a tenant id of 3,000 characters leaves the audit log working (its row could not
+// be indexed, and held back every row after it); a list prefix or key marker longer than any key
+// is a 400, not a 500; a metadata header that is not ASCII is refused rather than stored cut
+// short; a raw path that is not UTF-8 is refused rather than merged with other keys; an upload
+// without Content-Length is 411.
 // Method: `lightwell serve` on loopback; fetch, and raw sockets for what fetch will not send.
 import t from 'tap';
 import { connect } from 'node:net';

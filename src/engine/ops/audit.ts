@@ -6,7 +6,7 @@
 import { DB, auditKey, auditTenantKey, type AuditEvent } from '../index/schema.js';
 import type { EngineContext } from './context.js';
 import type { IndexStore } from '../index/store.js';
-import { validateTenantId } from '../../security/names.js';
+import { isTenantId } from '../../security/names.js';
 
 /** An audit row as the listeners send it: id and time are assigned here. */
 export type AuditInput = Omit<AuditEvent, 'id' | 'time'> & { time?: number };
@@ -29,10 +29,11 @@ function clip(text: string, max: number): string {
 }
 
 /**
- * The row as stored (and as listeners send it): every text field bounded, whatever a request put in it, and `tenantId` kept
- * only when it is a tenant id (it becomes part of an index key, whose size LMDB limits; a request
- * that named no real tenant, such as a 404 for a malformed id, has its path in `resource`). So a
- * row can always be written: one that could not would hold back every row batched with it.
+ * The row as stored (and as listeners send it): every text field bounded, whatever a request
+ * put in it, and `tenantId` kept only when it is a tenant id (it becomes part of an index key,
+ * whose size LMDB limits; a request that named no real tenant, such as a 404 for a malformed
+ * id, has its path in `resource`). So a row can always be written: one that could not would
+ * hold back every row batched with it.
  */
 export function boundedAuditRow(input: AuditInput): AuditInput {
   const row: AuditInput = { ...input };
@@ -40,13 +41,7 @@ export function boundedAuditRow(input: AuditInput): AuditInput {
     const value = row[field];
     if (typeof value === 'string') (row as Record<string, unknown>)[field] = clip(value, max);
   }
-  if (row.tenantId !== undefined) {
-    try {
-      validateTenantId(row.tenantId);
-    } catch {
-      delete row.tenantId;
-    }
-  }
+  if (row.tenantId !== undefined && !isTenantId(row.tenantId)) delete row.tenantId;
   return row;
 }
 
