@@ -7,6 +7,7 @@ import { startEngine } from '../engine/engine.js';
 import { startGateway } from '../gateway/gateway.js';
 import { startAdmin } from '../admin/admin.js';
 import { isLightwellError } from '../util/errors.js';
+import { startHeapTrimmer } from '../util/malloc-env.js';
 
 export type Role = 'engine' | 'gateway' | 'admin';
 
@@ -44,6 +45,7 @@ export async function runChild(
   } catch (error) {
     return await fail(role, error, exit);
   }
+  const stopHeapTrimmer = startHeapTrimmer();
   process.send?.({
     ready: role,
     ...(running.port === undefined ? {} : { port: running.port }),
@@ -57,6 +59,7 @@ export async function runChild(
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'stopping');
+    stopHeapTrimmer();
     running.stop().then(
       () => exit(0),
       (error: unknown) => {

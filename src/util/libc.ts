@@ -65,6 +65,14 @@ export interface Libc {
     length: number,
     done: () => void,
   ) => boolean;
+  /**
+   * glibc's malloc_trim(0), called on a koffi thread, never on the caller's: hands the whole free
+   * pages inside every malloc arena back to the kernel. Free memory below a heap's top stays
+   * resident otherwise (MALLOC_TRIM_THRESHOLD_ only trims the top). `done` runs on the caller's
+   * thread once the call has returned; false when the call could not be queued. Absent where
+   * libc has no malloc_trim (musl).
+   */
+  readonly trimHeap?: (done: () => void) => boolean;
 }
 
 /**
@@ -430,6 +438,27 @@ export function loadLibc(requireKoffi: () => Koffi): Libc | undefined {
     ...bindCopy(self),
     ...bindAesGcm(self),
     ...bindStartWriteback(self),
+    ...bindTrimHeap(self),
+  };
+}
+
+/** `trimHeap`, where libc has malloc_trim (glibc). */
+function bindTrimHeap(self: Library): Pick<Libc, 'trimHeap'> {
+  let mallocTrim: { async(pad: number, done: (error: unknown, result: number) => void): void };
+  try {
+    mallocTrim = self.func('int malloc_trim(size_t pad)') as typeof mallocTrim;
+  } catch {
+    return {};
+  }
+  return {
+    trimHeap(done) {
+      try {
+        mallocTrim.async(0, () => done());
+        return true;
+      } catch {
+        return false;
+      }
+    },
   };
 }
 
