@@ -72,6 +72,7 @@ export async function startAdmin(options: {
       sharedPort: false,
       audit,
       tls: tlsFilesOf(settings),
+      bodyRateMin: settings.bytes('limits.body_rate_min'),
     },
     new Router(ADMIN_PREFIX, routes),
     log,

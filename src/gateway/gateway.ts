@@ -167,6 +167,7 @@ export async function startGateway(options: {
       sharedPort: true,
       audit,
       receiveBufferBytes: settings.bytes('limits.socket_receive_bytes'),
+      bodyRateMin: settings.bytes('limits.body_rate_min'),
       tls: tlsFiles,
     },
     new Router(API_PREFIX, routes),

@@ -57,6 +57,14 @@ export interface AuditContext {
   written?: boolean;
 }
 
+/**
+ * uWebSockets.js's floor for a request body, in bytes a second: it re-arms its 10 s idle timer
+ * only for every 160 KB received, so a slower body is cut after 10 s, without an answer.
+ */
+export const UWS_BODY_RATE_MIN = 16 * 1024;
+/** A slow body has the idle timer re-armed at most this often (two epoll_ctl calls each). */
+const BODY_REARM_INTERVAL_MS = 1000;
+
 export class Exchange {
   readonly method: string;
   readonly path: string;
@@ -75,9 +83,14 @@ export class Exchange {
   routeDoc: RouteDoc | undefined;
   private readonly abortHandlers: Array<() => void> = [];
 
+  /**
+   * @param bodyRateMin the slowest request body kept open, in bytes a second (`onBody`); 0 leaves
+   *   uWebSockets.js's own floor (UWS_BODY_RATE_MIN), and so does anything above it.
+   */
   constructor(
     readonly res: HttpResponse,
     req: HttpRequest,
+    private readonly bodyRateMin = 0,
   ) {
     this.method = req.getCaseSensitiveMethod().toUpperCase();
     this.path = req.getUrl();
@@ -133,11 +146,13 @@ export class Exchange {
 
   /**
    * Streams the request body to `handler` (attach before the handler's first await), keeping a
-   * paused socket paused through what uWS delivers after `pauseReading` (see `keepPaused`).
+   * paused socket paused through what uWS delivers after `pauseReading` (see `keepPaused`), and
+   * a body that arrives at `bodyRateMin` or faster open (see `keepTimerArmed`).
    */
   onBody(handler: (chunk: ArrayBuffer, isLast: boolean) => void): void {
     this.res.onData((chunk, isLast) => {
-      this.keepPaused();
+      if (this.readingPaused) this.keepPaused();
+      else if (!isLast) this.keepTimerArmed(chunk.byteLength);
       handler(chunk, isLast);
     });
   }
@@ -146,6 +161,33 @@ export class Exchange {
     if (!this.readingPaused || this.aborted) return;
     this.readingPaused = false;
     this.res.resume();
+    this.timerArmedAt = performance.now();
+    this.bytesSinceArmed = 0;
+  }
+
+  /** When uWS's idle timer was last armed (as far as this exchange knows), and bytes since. */
+  private timerArmedAt = this.startedAt;
+  private bytesSinceArmed = 0;
+
+  /**
+   * Re-arms uWS's idle timer (`resume()` arms it; the `pause()` before it has no other effect
+   * here) when the body has come at `bodyRateMin` or faster, on average, since the timer was
+   * last armed. A body slower than that for the whole of uWS's 10 s timer is cut by uWS, as one
+   * that sends nothing is; so is any body under uWS's own floor when `bodyRateMin` is 0.
+   */
+  private keepTimerArmed(bytes: number): void {
+    if (this.bodyRateMin <= 0 || this.bodyRateMin >= UWS_BODY_RATE_MIN || !this.open) return;
+    this.bytesSinceArmed += bytes;
+    const now = performance.now();
+    const elapsed = now - this.timerArmedAt;
+    // uWS re-arms the timer itself for a body at its own floor, unseen here: such a body has the
+    // bytes for any elapsed time, however long, and is re-armed here too.
+    if (elapsed < BODY_REARM_INTERVAL_MS) return;
+    if (this.bytesSinceArmed * 1000 < this.bodyRateMin * elapsed) return;
+    this.res.pause();
+    this.res.resume();
+    this.timerArmedAt = now;
+    this.bytesSinceArmed = 0;
   }
 
   get open(): boolean {

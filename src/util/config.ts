@@ -124,6 +124,11 @@ export const settingSpecs = {
     fallback: '256KiB',
     help: 'TCP receive buffer per public connection (0: kernel autotuning)',
   },
+  'limits.body_rate_min': {
+    kind: 'bytes',
+    fallback: '1KiB',
+    help: 'slowest request body kept open, bytes a second (at most 16KiB; 0: 16KiB)',
+  },
   'idempotency.ttl': { kind: 'duration', fallback: '24h', help: 'idempotency keys expire after' },
   'audit.retention': { kind: 'duration', fallback: '90d', help: 'audit rows kept for' },
   'multipart.expiry': {

@@ -1,0 +1,96 @@
+// Goal: an upload slower than uWebSockets.js's own floor (16 KB a second over its 10 s idle
+// timer) but faster than `limits.body_rate_min` (1 KiB a second by default) completes and reads
+// back exactly, also after a fast start; one slower than the setting is cut when the timer runs
+// out and stores nothing.
+// Method: `lightwell serve` on loopback; raw sockets that write a PUT's body in small pieces
+// every 250 ms for longer than the 10 s timer, all at once.
+import t from 'tap';
+import { connect } from 'node:net';
+import { Service } from '../helpers/service.js';
+
+const BUCKET = 'slow';
+const STEP_MS = 250;
+
+interface Outcome {
+  /** The status line's code, 0 when the connection closed without an answer. */
+  readonly status: number;
+  readonly sent: number;
+  readonly seconds: number;
+}
+
+/**
+ * PUTs `head + rate × seconds` bytes: `head` at once, the rest `rate` bytes a second in pieces
+ * every STEP_MS. Resolves when the connection closes or answers.
+ */
+function slowPut(
+  port: number,
+  token: string,
+  key: string,
+  body: { head: number; rate: number; seconds: number },
+): Promise<Outcome & { bytes: Buffer }> {
+  const bytes = Buffer.alloc(body.head + body.rate * body.seconds);
+  for (let i = 0; i < bytes.length; i += 1) bytes[i] = (i * 31 + key.length) & 0xff;
+  return new Promise((resolve) => {
+    const startedAt = Date.now();
+    const socket = connect(port, '127.0.0.1');
+    let sent = 0;
+    let text = '';
+    const finish = (): void => {
+      clearInterval(timer);
+      socket.destroy();
+      const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0);
+      resolve({ status, sent, seconds: (Date.now() - startedAt) / 1000, bytes });
+    };
+    socket.on('data', (data: Buffer) => {
+      text += data.toString('latin1');
+      if (text.includes('\r\n\r\n')) setTimeout(finish, 50);
+    });
+    socket.on('error', finish);
+    socket.on('close', finish);
+    socket.write(
+      `PUT /api/v1/buckets/${BUCKET}/objects/${key} HTTP/1.1\r\nHost: x\r\n` +
+        `Authorization: Bearer ${token}\r\nContent-Length: ${bytes.length}\r\n\r\n`,
+    );
+    socket.write(bytes.subarray(0, body.head));
+    sent = body.head;
+    const piece = Math.ceil((body.rate * STEP_MS) / 1000);
+    const timer = setInterval(() => {
+      if (socket.destroyed || sent >= bytes.length) return;
+      const next = Math.min(bytes.length, sent + piece);
+      socket.write(bytes.subarray(sent, next));
+      sent = next;
+    }, STEP_MS);
+  });
+}
+
+t.test('slow request bodies', async (t) => {
+  const service = await Service.start();
+  t.teardown(() => service.close());
+  const port = Number(new URL(service.publicUrl).port);
+  const client = await service.tenant('slow-bodies');
+  t.equal((await client.request('POST', '/buckets', { json: { name: BUCKET } })).status, 201);
+
+  const [steady, fastThenSlow, tooSlow] = await Promise.all([
+    slowPut(port, client.token, 'steady', { head: 0, rate: 4000, seconds: 13 }),
+    slowPut(port, client.token, 'fast-then-slow', { head: 400_000, rate: 4000, seconds: 13 }),
+    slowPut(port, client.token, 'too-slow', { head: 0, rate: 400, seconds: 13 }),
+  ]);
+
+  for (const [name, outcome] of [
+    ['steady', steady],
+    ['fast-then-slow', fastThenSlow],
+  ] as const) {
+    t.equal(outcome.status, 200, `${name}: 4 KB a second for 13 s is stored`);
+    t.equal(outcome.sent, outcome.bytes.length, `${name}: the whole body was sent`);
+    const read = await client.get(BUCKET, name);
+    t.equal(read.status, 200);
+    t.ok(read.bytes.equals(outcome.bytes), `${name}: reads back`);
+  }
+  t.equal(tooSlow.status, 0, '400 bytes a second: cut without an answer');
+  t.ok(tooSlow.sent < tooSlow.bytes.length, 'before the body was complete');
+  t.ok(
+    tooSlow.seconds >= 9 && tooSlow.seconds < 13,
+    `cut by the idle timer (${tooSlow.seconds} s)`,
+  );
+  t.equal((await client.get(BUCKET, 'too-slow')).status, 404, 'nothing of it is stored');
+});
