@@ -307,7 +307,7 @@ export class Exchange {
     return new Promise((resolve, reject) => {
       const parts: Buffer[] = [];
       let length = 0;
-      this.res.onData((chunk, isLast) => {
+      this.onBody((chunk, isLast) => {
         length += chunk.byteLength;
         if (length > limit) {
           reject(PayloadTooLarge(`JSON bodies are limited to ${limit} bytes`));

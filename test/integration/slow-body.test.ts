@@ -1,7 +1,7 @@
 // Goal: an upload slower than uWebSockets.js's own floor (16 KB a second over its 10 s idle
 // timer) but faster than `limits.body_rate_min` (1 KiB a second by default) completes and reads
-// back exactly, also after a fast start; one slower than the setting is cut when the timer runs
-// out and stores nothing.
+// back exactly, also after a fast start, and so does a JSON body; one slower than the setting
+// is cut when the timer runs out and stores nothing.
 // Method: `lightwell serve` on loopback; raw sockets that write a PUT's body in small pieces
 // every 250 ms for longer than the 10 s timer, all at once.
 import t from 'tap';
@@ -30,6 +30,18 @@ function slowPut(
 ): Promise<Outcome & { bytes: Buffer }> {
   const bytes = Buffer.alloc(body.head + body.rate * body.seconds);
   for (let i = 0; i < bytes.length; i += 1) bytes[i] = (i * 31 + key.length) & 0xff;
+  const head = `PUT /api/v1/buckets/${BUCKET}/objects/${key} HTTP/1.1\r\n`;
+  return slowRequest(port, token, head, bytes, body);
+}
+
+/** Sends `head` and `bytes` (Authorization and Content-Length added) as slowPut does. */
+function slowRequest(
+  port: number,
+  token: string,
+  head: string,
+  bytes: Buffer,
+  body: { head: number; rate: number },
+): Promise<Outcome & { bytes: Buffer; text: string }> {
   return new Promise((resolve) => {
     const startedAt = Date.now();
     const socket = connect(port, '127.0.0.1');
@@ -39,7 +51,7 @@ function slowPut(
       clearInterval(timer);
       socket.destroy();
       const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0);
-      resolve({ status, sent, seconds: (Date.now() - startedAt) / 1000, bytes });
+      resolve({ status, sent, seconds: (Date.now() - startedAt) / 1000, bytes, text });
     };
     socket.on('data', (data: Buffer) => {
       text += data.toString('latin1');
@@ -48,8 +60,8 @@ function slowPut(
     socket.on('error', finish);
     socket.on('close', finish);
     socket.write(
-      `PUT /api/v1/buckets/${BUCKET}/objects/${key} HTTP/1.1\r\nHost: x\r\n` +
-        `Authorization: Bearer ${token}\r\nContent-Length: ${bytes.length}\r\n\r\n`,
+      `${head}Host: x\r\nAuthorization: Bearer ${token}\r\n` +
+        `Content-Length: ${bytes.length}\r\n\r\n`,
     );
     socket.write(bytes.subarray(0, body.head));
     sent = body.head;
@@ -70,10 +82,20 @@ t.test('slow request bodies', async (t) => {
   const client = await service.tenant('slow-bodies');
   t.equal((await client.request('POST', '/buckets', { json: { name: BUCKET } })).status, 201);
 
-  const [steady, fastThenSlow, tooSlow] = await Promise.all([
+  // A batch delete of 1,000 keys: about 53 KB of JSON, 13 s at 4 KB a second.
+  const keys = Array.from({ length: 1000 }, (_, i) => ({
+    key: `gone-${String(i).padStart(30, '0')}`,
+  }));
+  const batch = Buffer.from(JSON.stringify({ objects: keys }));
+  const batchHead =
+    `POST /api/v1/buckets/${BUCKET}/objects:batchDelete HTTP/1.1\r\n` +
+    'Content-Type: application/json\r\n';
+  const [steady, fastThenSlow, tooSlow, slowJson] = await Promise.all([
     slowPut(port, client.token, 'steady', { head: 0, rate: 4000, seconds: 13 }),
     slowPut(port, client.token, 'fast-then-slow', { head: 400_000, rate: 4000, seconds: 13 }),
-    slowPut(port, client.token, 'too-slow', { head: 0, rate: 400, seconds: 13 }),
+    // Longer than the cut can come, so that it never completes first.
+    slowPut(port, client.token, 'too-slow', { head: 0, rate: 400, seconds: 30 }),
+    slowRequest(port, client.token, batchHead, batch, { head: 0, rate: 4000 }),
   ]);
 
   for (const [name, outcome] of [
@@ -93,4 +115,10 @@ t.test('slow request bodies', async (t) => {
     `cut by the idle timer (${tooSlow.seconds} s)`,
   );
   t.equal((await client.get(BUCKET, 'too-slow')).status, 404, 'nothing of it is stored');
+  t.ok(slowJson.seconds > 11, `the JSON body took ${slowJson.seconds} s`);
+  t.equal(slowJson.status, 200, 'a JSON body at 4 KB a second is read');
+  const results = JSON.parse(slowJson.text.slice(slowJson.text.indexOf('\r\n\r\n') + 4)) as {
+    deleted: unknown[];
+  };
+  t.equal(results.deleted.length, keys.length, 'every key has its result');
 });
