@@ -3,9 +3,11 @@
 // under any number of uploads.
 //
 // Progress guarantee: an upload first reserves the blocks it needs to complete one chunk of the
-// largest size and to pause (`takeMany`, all at once, FIFO; upload.ts says how many). It keeps
-// that reserve for its whole life and may borrow more when blocks are free (`tryTake`), but it
-// never waits for more than its reserve.
+// largest size and to pause (`takeMany`, all at once; upload.ts says how many). It keeps that
+// reserve for its whole life and may borrow more when blocks are free (`tryTake`), but it never
+// waits for more than its reserve. Waiting admissions are served in turn by owner (the tenant),
+// each owner's in arrival order, so that one tenant's queue of uploads does not hold back
+// another's: the owner whose turn it is is served before anyone else, and none waits forever.
 // So every admitted upload can always finish its next chunk and release blocks, and uploads
 // that cannot be admitted wait with their sockets paused: no deadlock, bounded memory.
 //
@@ -38,7 +40,10 @@ export class BodyArena {
   readonly memory: WebAssembly.Memory | undefined;
   readonly kernelOffset: number;
   private readonly free: number[] = [];
-  private readonly waiters: Waiter[] = [];
+  /** Waiting admissions by owner, each in arrival order. */
+  private readonly waiters = new Map<number, Waiter[]>();
+  /** Owners with waiting admissions, the one whose turn it is first. */
+  private readonly turns: number[] = [];
 
   /**
    * `copy` defaults to `copyBytes` (libc's memmove where it can be reached): `TypedArray.set`
@@ -71,12 +76,12 @@ export class BodyArena {
 
   /** Admissions are waiting for their reserve: blocks freed now go to them. */
   get waiting(): boolean {
-    return this.waiters.length > 0;
+    return this.turns.length > 0;
   }
 
   /** A block now, or `undefined` when none is free or admissions are waiting. */
   tryTake(): number | undefined {
-    return this.waiters.length === 0 ? this.free.pop() : undefined;
+    return this.turns.length === 0 ? this.free.pop() : undefined;
   }
 
   /** `count` blocks now, or `undefined` when fewer are free or admissions are waiting. */
@@ -85,24 +90,40 @@ export class BodyArena {
       count > 0 && count <= this.blockCount,
       'a reserve larger than the arena can never be met',
     );
-    return this.waiters.length === 0 && this.free.length >= count
+    return this.turns.length === 0 && this.free.length >= count
       ? this.free.splice(-count, count)
       : undefined;
   }
 
-  /** `count` blocks at once, when that many are free; requests are served in arrival order. */
-  takeMany(count: number): Promise<number[]> {
+  /**
+   * `count` blocks at once, when that many are free and it is this request's turn: owners take
+   * turns, and an owner's requests are served in arrival order.
+   */
+  takeMany(count: number, owner = 0): Promise<number[]> {
     const blocks = this.tryTakeMany(count);
     if (blocks) return Promise.resolve(blocks);
-    return new Promise((resolve) => this.waiters.push({ count, resolve }));
+    return new Promise((resolve) => {
+      const queue = this.waiters.get(owner);
+      if (queue) queue.push({ count, resolve });
+      else {
+        this.waiters.set(owner, [{ count, resolve }]);
+        this.turns.push(owner);
+      }
+    });
   }
 
   release(block: number): void {
     assert(block >= 0 && block < this.blockCount);
     assert(!this.free.includes(block), 'block released twice');
     this.free.push(block);
-    while (this.waiters.length > 0 && this.free.length >= (this.waiters[0] as Waiter).count) {
-      const waiter = this.waiters.shift() as Waiter;
+    for (let owner = this.turns[0]; owner !== undefined; owner = this.turns[0]) {
+      const queue = this.waiters.get(owner) as Waiter[];
+      const waiter = queue[0] as Waiter;
+      if (this.free.length < waiter.count) return;
+      queue.shift();
+      this.turns.shift();
+      if (queue.length > 0) this.turns.push(owner);
+      else this.waiters.delete(owner);
       waiter.resolve(this.free.splice(-waiter.count, waiter.count));
     }
   }

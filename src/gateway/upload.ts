@@ -202,7 +202,7 @@ class BodyReceiver {
     const { arena, stats } = this.services;
     stats.admissionWaits += 1;
     this.waitingForBlock = true;
-    const admitted = arena.takeMany(this.reserve).then((blocks) => {
+    const admitted = arena.takeMany(this.reserve, this.input.keys.tenantNum).then((blocks) => {
       if (this.failed) for (const block of blocks) arena.release(block);
       else this.spare.push(...blocks);
     });

@@ -1,6 +1,7 @@
 // Goal: the body arena's block accounting and the upload reserve. `tryTake` and `tryTakeMany`
 // hand out free blocks but never jump ahead of a waiting admission; `takeMany` admits in arrival
-// order once enough blocks are free; a reserve larger than the arena is refused. An upload's
+// order once enough blocks are free, taking owners (tenants) in turn, and no later request passes
+// the one whose turn it is; a reserve larger than the arena is refused. An upload's
 // reserve covers a chunk of the largest size plus its pause slack and resume gap, and never
 // more blocks than its body needs. `write` puts bytes at any offset, exactly.
 // Method: a real BodyArena with small blocks; `reserveBlocks` with the gateway's 1 MiB blocks;
@@ -70,6 +71,46 @@ t.test('admissions are served in order and nothing jumps the queue', async (t) =
   t.same(order, ['first:4', 'second:2']);
   t.notOk(arena.waiting);
   t.equal(arena.available, 0);
+});
+
+t.test('owners take turns; each owner is served in arrival order', async (t) => {
+  const arena = new BodyArena(1024, 8);
+  const held = await arena.takeMany(8);
+  const order: string[] = [];
+  const granted = new Map<string, number[]>();
+  const queue: Array<[name: string, owner: number, count: number]> = [
+    ['a1', 1, 2],
+    ['a2', 1, 2],
+    ['a3', 1, 2],
+    ['b1', 2, 3],
+    ['c1', 3, 1],
+    ['b2', 2, 1],
+  ];
+  for (const [name, owner, count] of queue) {
+    void arena.takeMany(count, owner).then((blocks) => {
+      order.push(name);
+      granted.set(name, blocks);
+    });
+  }
+  const release = async (blocks: number[]): Promise<void> => {
+    for (const block of blocks) arena.release(block);
+    await new Promise(setImmediate);
+  };
+  await release(held.splice(0, 2));
+  t.same(order, ['a1']);
+  await release(held.splice(0, 2));
+  t.same(order, ['a1'], 'b1 needs three: c1 and a2 do not pass it');
+  await release(held.splice(0, 1));
+  t.same(order, ['a1', 'b1']);
+  await release(held.splice(0, 1));
+  t.same(order, ['a1', 'b1', 'c1']);
+  await release(held.splice(0, 2));
+  t.same(order, ['a1', 'b1', 'c1', 'a2']);
+  await release(granted.get('a1') ?? []);
+  t.same(order, ['a1', 'b1', 'c1', 'a2', 'b2'], 'owner 2 before owner 1 again');
+  await release(granted.get('b1') ?? []);
+  t.same(order, ['a1', 'b1', 'c1', 'a2', 'b2', 'a3']);
+  t.notOk(arena.waiting);
 });
 
 t.test('tryTakeMany takes all or nothing', async (t) => {
