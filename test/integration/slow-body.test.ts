@@ -1,7 +1,8 @@
 // Goal: an upload slower than uWebSockets.js's own floor (16 KB a second over its 10 s idle
 // timer) but faster than `limits.body_rate_min` (1 KiB a second by default) completes and reads
-// back exactly, also after a fast start, and so does a JSON body; one slower than the setting
-// is cut when the timer runs out and stores nothing.
+// back exactly, also after a fast start and after the arena's flow control paused it, and so
+// does a JSON body; one slower than the setting is cut when the timer runs out and stores
+// nothing.
 // Method: `lightwell serve` on loopback; raw sockets that write a PUT's body in small pieces
 // every 250 ms for longer than the 10 s timer, all at once.
 import t from 'tap';
@@ -121,4 +122,23 @@ t.test('slow request bodies', async (t) => {
     deleted: unknown[];
   };
   t.equal(results.deleted.length, keys.length, 'every key has its result');
+});
+
+t.test('a body throttled by the arena, then slow, completes', async (t) => {
+  // 16 MiB of arena is one large upload's reserve: a 40 MiB burst has to pause for the stored
+  // chunks' blocks to come back, and the slow tail then has to keep the timer armed itself.
+  const service = await Service.start({ args: ['--limits.inflight_bytes_max', '16MiB'] });
+  t.teardown(() => service.close());
+  const port = Number(new URL(service.publicUrl).port);
+  const client = await service.tenant('slow-after-pause');
+  t.equal((await client.request('POST', '/buckets', { json: { name: BUCKET } })).status, 201);
+  const outcome = await slowPut(port, client.token, 'burst-then-slow', {
+    head: 40 * 1024 * 1024,
+    rate: 4000,
+    seconds: 13,
+  });
+  t.equal(outcome.status, 200, `stored after ${outcome.seconds} s`);
+  t.ok(outcome.seconds > 12, 'the slow tail outlasted the idle timer');
+  const read = await client.get(BUCKET, 'burst-then-slow');
+  t.ok(read.bytes.equals(outcome.bytes), 'reads back');
 });
