@@ -40,10 +40,11 @@ export class BodyArena {
   readonly memory: WebAssembly.Memory | undefined;
   readonly kernelOffset: number;
   private readonly free: number[] = [];
-  /** Waiting admissions by owner, each in arrival order. */
+  /**
+   * Waiting admissions by owner, each owner's in arrival order; the map's own order is the
+   * owners' turns (the one whose turn it is first; an owner served goes to the back).
+   */
   private readonly waiters = new Map<number, Waiter[]>();
-  /** Owners with waiting admissions, the one whose turn it is first. */
-  private readonly turns: number[] = [];
 
   /**
    * `copy` defaults to `copyBytes` (libc's memmove where it can be reached): `TypedArray.set`
@@ -76,12 +77,12 @@ export class BodyArena {
 
   /** Admissions are waiting for their reserve: blocks freed now go to them. */
   get waiting(): boolean {
-    return this.turns.length > 0;
+    return this.waiters.size > 0;
   }
 
   /** A block now, or `undefined` when none is free or admissions are waiting. */
   tryTake(): number | undefined {
-    return this.turns.length === 0 ? this.free.pop() : undefined;
+    return this.waiters.size === 0 ? this.free.pop() : undefined;
   }
 
   /** `count` blocks now, or `undefined` when fewer are free or admissions are waiting. */
@@ -90,7 +91,7 @@ export class BodyArena {
       count > 0 && count <= this.blockCount,
       'a reserve larger than the arena can never be met',
     );
-    return this.turns.length === 0 && this.free.length >= count
+    return this.waiters.size === 0 && this.free.length >= count
       ? this.free.splice(-count, count)
       : undefined;
   }
@@ -105,10 +106,7 @@ export class BodyArena {
     return new Promise((resolve) => {
       const queue = this.waiters.get(owner);
       if (queue) queue.push({ count, resolve });
-      else {
-        this.waiters.set(owner, [{ count, resolve }]);
-        this.turns.push(owner);
-      }
+      else this.waiters.set(owner, [{ count, resolve }]);
     });
   }
 
@@ -116,14 +114,13 @@ export class BodyArena {
     assert(block >= 0 && block < this.blockCount);
     assert(!this.free.includes(block), 'block released twice');
     this.free.push(block);
-    for (let owner = this.turns[0]; owner !== undefined; owner = this.turns[0]) {
-      const queue = this.waiters.get(owner) as Waiter[];
+    for (const [owner, queue] of this.waiters) {
       const waiter = queue[0] as Waiter;
       if (this.free.length < waiter.count) return;
       queue.shift();
-      this.turns.shift();
-      if (queue.length > 0) this.turns.push(owner);
-      else this.waiters.delete(owner);
+      // Deleting the entry being visited and adding one at the end is safe in a Map's loop.
+      this.waiters.delete(owner);
+      if (queue.length > 0) this.waiters.set(owner, queue);
       waiter.resolve(this.free.splice(-waiter.count, waiter.count));
     }
   }

@@ -2,7 +2,7 @@
 // failure into a problem object. Shared by the gateway and the admin process.
 
 import * as uWS from 'uWebSockets.js';
-import { Exchange, HEADER_BYTES_MAX, UWS_BODY_RATE_MIN } from './exchange.js';
+import { Exchange, HEADER_BYTES_MAX } from './exchange.js';
 import type { Router, Match } from './router.js';
 import type { Logger } from '../util/log.js';
 import { HeadersTooLarge, Unavailable } from '../util/errors.js';
@@ -34,8 +34,8 @@ export interface ListenOptions {
    */
   readonly receiveBufferBytes?: number | undefined;
   /**
-   * The slowest request body kept open, in bytes a second (see `Exchange.onBody`); 0 or
-   * undefined leaves uWebSockets.js's own floor of 16 KiB a second.
+   * The slowest request body kept open, in bytes a second (see `Exchange.onBody`); 0, undefined
+   * or anything over uWebSockets.js's own floor of 16 KiB a second leaves that floor.
    */
   readonly bodyRateMin?: number | undefined;
 }
@@ -50,9 +50,8 @@ export function listen<H extends Handler>(
     : uWS.App();
   const inFlight = new Set<Exchange>();
   let draining = false;
-  const bodyRateMin = Math.min(options.bodyRateMin ?? 0, UWS_BODY_RATE_MIN);
   app.any('/*', (res, req) => {
-    const exchange = new Exchange(res, req, bodyRateMin);
+    const exchange = new Exchange(res, req, options.bodyRateMin);
     if (draining) {
       exchange.sendProblem(Unavailable('the server is shutting down'), log);
       return;

@@ -66,7 +66,7 @@ export interface Libc {
     done: () => void,
   ) => boolean;
   /**
-   * glibc's malloc_trim(0), called on a koffi thread, never on the caller's: hands the whole free
+   * glibc's malloc_trim(0), called on libuv's thread pool, never on the caller's: hands the free
    * pages inside every malloc arena back to the kernel. Free memory below a heap's top stays
    * resident otherwise (MALLOC_TRIM_THRESHOLD_ only trims the top). `done` runs on the caller's
    * thread once the call has returned; false when the call could not be queued. Absent where
@@ -442,6 +442,19 @@ export function loadLibc(requireKoffi: () => Koffi): Libc | undefined {
   };
 }
 
+/**
+ * Queues a koffi asynchronous call (it runs on libuv's thread pool); false when koffi refuses,
+ * as it does when too many such calls are queued (max_async_calls).
+ */
+function queued(call: () => void): boolean {
+  try {
+    call();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** `trimHeap`, where libc has malloc_trim (glibc). */
 function bindTrimHeap(self: Library): Pick<Libc, 'trimHeap'> {
   let mallocTrim: { async(pad: number, done: (error: unknown, result: number) => void): void };
@@ -451,14 +464,7 @@ function bindTrimHeap(self: Library): Pick<Libc, 'trimHeap'> {
     return {};
   }
   return {
-    trimHeap(done) {
-      try {
-        mallocTrim.async(0, () => done());
-        return true;
-      } catch {
-        return false;
-      }
-    },
+    trimHeap: (done) => queued(() => mallocTrim.async(0, () => done())),
   };
 }
 
@@ -483,15 +489,8 @@ function bindStartWriteback(self: Library): Pick<Libc, 'startWriteback'> {
     return {};
   }
   return {
-    startWriteback(fd, offset, length, done) {
-      try {
-        // koffi refuses when too many asynchronous calls are queued (max_async_calls).
-        syncFileRange.async(fd, offset, length, SYNC_FILE_RANGE_WRITE, () => done());
-        return true;
-      } catch {
-        return false;
-      }
-    },
+    startWriteback: (fd, offset, length, done) =>
+      queued(() => syncFileRange.async(fd, offset, length, SYNC_FILE_RANGE_WRITE, () => done())),
   };
 }
 
