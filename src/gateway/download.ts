@@ -17,7 +17,7 @@ import type { TenantKeyMaterial, ReadTask, Outcome } from '../workers/protocol.j
 import { unpackChunkRefs } from '../engine/ops/objects.js';
 import type { ObjectVersionRecord } from '../engine/index/schema.js';
 import { CorruptData, InvalidRange, fromWire } from '../util/errors.js';
-import { readChunk, type ChunkStoreDeps } from '../workers/chunk-store.js';
+import { readChunk, readChunkNow, type ChunkStoreDeps } from '../workers/chunk-store.js';
 import { INLINE_CHUNK_BYTES_MAX, tenantKeysOf } from './upload.js';
 import type { BodyArena } from './body-arena.js';
 
@@ -75,6 +75,9 @@ interface ReadPiece {
 
 const NOTHING_TO_RELEASE = (): void => undefined;
 
+/** Where a small chunk read without waiting is decrypted; sent, or copied, before it is reused. */
+const nowPlaintext = Buffer.allocUnsafeSlow(INLINE_CHUNK_BYTES_MAX);
+
 export async function sendObject(
   services: DownloadServices,
   exchange: Exchange,
@@ -97,6 +100,23 @@ export async function sendObject(
     return;
   }
   const pieces = coveringChunks(version, start, end);
+  const writer = new StreamWriter(exchange, status, headers, total);
+  const [first] = pieces;
+  if (pieces.length === 1 && first && first.plainLength <= INLINE_CHUNK_BYTES_MAX) {
+    // A small object whose record the page cache holds is read, decrypted and written in this
+    // call (the common case for small objects): no buffer of its own and no promise.
+    const plain = nowPlaintext.subarray(0, first.plainLength);
+    const chunk = {
+      keys: tenantKeysOf(input.keys),
+      chunkId: first.id,
+      plainLength: first.plainLength,
+    };
+    if (readChunkNow(services.inline, chunk, plain)) {
+      if (!exchange.open) return;
+      await writer.write(plain.subarray(first.from, first.to), true);
+      return;
+    }
+  }
   // Reads ahead of the socket, by piece index; each is dropped once written, so a download
   // holds at most READ_AHEAD_CHUNKS_DEEP pieces, whatever the object's size. A read that finds
   // too few free blocks waits for this download's own earlier pieces to give theirs back,
@@ -115,7 +135,6 @@ export async function sendObject(
       reads.push(read);
     }
   };
-  const writer = new StreamWriter(exchange, status, headers, total);
   let index = 0;
   try {
     for (; index < pieces.length; index += 1) {
@@ -294,31 +313,39 @@ class StreamWriter {
     exchange.onAbort(() => this.drained?.());
   }
 
-  write(bytes: Buffer): Promise<void> {
+  /**
+   * Writes `bytes`, after the status line and headers on the first call. Answers undefined when
+   * uWS took all of them at once, else a promise settled when it has (or the client went away).
+   * A `transient` buffer is reused once this returns, so what uWS did not take is copied first.
+   */
+  write(bytes: Buffer, transient = false): Promise<void> | undefined {
     const { res } = this.exchange;
-    return new Promise((resolve) => {
-      let ended: [ok: boolean, done: boolean] = [false, false];
-      let base = 0;
-      res.cork(() => {
-        if (!this.started) {
-          this.started = true;
-          this.exchange.status = this.status;
-          res.writeStatus(statusLine(this.status));
-          res.writeHeader('X-Request-Id', this.exchange.requestId);
-          for (const [name, value] of Object.entries(this.headers)) res.writeHeader(name, value);
-        }
-        base = res.getWriteOffset();
-        ended = res.tryEnd(bytes, this.total);
-      });
-      const [ok, done] = ended;
-      if (done) this.exchange.done = true;
-      if (ok || done) {
-        resolve();
-        return;
+    let ended: [ok: boolean, done: boolean] = [false, false];
+    let base = 0;
+    res.cork(() => {
+      if (!this.started) {
+        this.started = true;
+        this.exchange.status = this.status;
+        res.writeStatus(statusLine(this.status));
+        res.writeHeader('X-Request-Id', this.exchange.requestId);
+        for (const [name, value] of Object.entries(this.headers)) res.writeHeader(name, value);
       }
+      base = res.getWriteOffset();
+      ended = res.tryEnd(bytes, this.total);
+    });
+    const [ok, done] = ended;
+    if (done) this.exchange.done = true;
+    if (ok || done) return undefined;
+    let rest = bytes;
+    if (transient) {
+      const taken = res.getWriteOffset() - base;
+      rest = Buffer.from(bytes.subarray(taken));
+      base += taken;
+    }
+    return new Promise((resolve) => {
       this.drained = resolve;
       res.onWritable((offset) => {
-        const [retryOk, retryDone] = res.tryEnd(bytes.subarray(offset - base), this.total);
+        const [retryOk, retryDone] = res.tryEnd(rest.subarray(offset - base), this.total);
         if (retryDone) this.exchange.done = true;
         if (retryOk || retryDone) {
           this.drained = undefined;

@@ -127,6 +127,32 @@ export async function readChunkInto(
   });
 }
 
+/**
+ * Reads a chunk into `target` (its plain length) without waiting, where its record can be read
+ * that way (`SegmentReader.readNow`): answers false when it cannot, and the caller reads it
+ * with `readChunk` instead (which also answers a chunk that is not found, or moved).
+ */
+export function readChunkNow(
+  deps: ChunkStoreDeps,
+  input: { keys: TenantKeys; chunkId: Uint8Array; plainLength: number },
+  target: Uint8Array,
+): boolean {
+  const index = deps.index();
+  index.refresh(); // as in readRecord
+  const record = index.get<ChunkRecord>(DB.chunks, chunkKey(input.keys.tenantNum, input.chunkId));
+  if (!record) return false;
+  const expected = {
+    chunkId: input.chunkId,
+    payloadChecksum: record.payloadChecksum,
+    plainLength: input.plainLength,
+  };
+  const read = deps.reader().readNow(record, (bytes) => {
+    decodeChunkInto(input.keys, bytes, expected, [target]);
+    return true;
+  });
+  return read ?? false;
+}
+
 /** Resolves the chunk, reads its record and decodes it with `decode`. */
 async function readRecord<T>(
   deps: ChunkStoreDeps,

@@ -1,7 +1,8 @@
 // Goal: a segment reader answers a record's exact bytes whichever way they arrive: all from the
 // page cache, part from it and the rest read asynchronously, or none from it; and a reader with
 // `cachedFirst` copies at most 1 MiB per turn of the event loop, so a loop of reads still lets
-// the loop run.
+// the loop run. `readNow` answers the same bytes without waiting, but only when the segment is
+// open and the cache holds the whole record; otherwise it answers undefined and reads nothing.
 // Method: a segment file of random bytes and a reader whose cached read is a fake that copies a
 // chosen share of the range (or nothing) and counts its calls; the same reads with libc's real
 // `readCached` where it exists.
@@ -113,4 +114,65 @@ t.test('with libc: the same bytes', { skip: !libc()?.readCached }, async (t) => 
   await t.rejects(reader.read({ segmentId: SEGMENT_ID, offset: 299_000, length: 2000 }), {
     code: 'segment_io',
   });
+});
+
+t.test('readNow: the whole record from the cache, or nothing', async (t) => {
+  const bytes = randomBytes(300_000);
+  let share = 1;
+  const fake = fakeCache(bytes, 1);
+  const reader = new SegmentReader(segmentDir(t, bytes), {
+    cachedFirst: true,
+    readCached: (fd, target, position) => {
+      const copied = fake.readCached(fd, target, position);
+      return copied === undefined ? undefined : Math.floor(copied * share);
+    },
+  });
+  t.teardown(() => reader.close());
+  const at = { segmentId: SEGMENT_ID, offset: 1000, length: 5000 };
+  const copy = (read: Buffer): Buffer => Buffer.from(read);
+  t.equal(reader.readNow(at, copy), undefined, 'not before the segment is open');
+  t.equal(fake.calls, 0, 'and no read tried');
+  await reader.read({ segmentId: SEGMENT_ID, offset: 0, length: 1 }); // opens the file
+  t.ok(reader.readNow(at, copy)?.equals(bytes.subarray(1000, 6000)), 'the exact bytes');
+  const second = reader.readNow({ ...at, offset: 200_000, length: 70_000 }, copy);
+  t.ok(second?.equals(bytes.subarray(200_000, 270_000)), 'a larger record after a smaller one');
+  share = 0.5;
+  const before = fake.calls;
+  t.equal(reader.readNow(at, copy), undefined, 'a record the cache holds only part of');
+  t.equal(fake.calls, before + 1);
+  share = 1;
+  t.equal(
+    reader.readNow({ ...at, length: 128 * 1024 + 1 }, copy),
+    undefined,
+    'a record over 128 KiB',
+  );
+  t.throws(
+    () =>
+      reader.readNow(at, () => {
+        throw new RangeError('use failed');
+      }),
+    RangeError,
+    "use's error reaches the caller",
+  );
+  reader.forget(SEGMENT_ID);
+  t.equal(reader.readNow(at, copy), undefined, 'not once the segment is forgotten');
+});
+
+t.test('readNow with libc: the same bytes', { skip: !libc()?.readCached }, async (t) => {
+  const bytes = randomBytes(100_000);
+  const reader = new SegmentReader(segmentDir(t, bytes), { cachedFirst: true });
+  t.teardown(() => reader.close());
+  await reader.read({ segmentId: SEGMENT_ID, offset: 0, length: 1 });
+  const read = reader.readNow({ segmentId: SEGMENT_ID, offset: 4096, length: 9000 }, (b) =>
+    Buffer.from(b),
+  );
+  t.ok(read?.equals(bytes.subarray(4096, 13_096)));
+  const plain = new SegmentReader(segmentDir(t, bytes));
+  t.teardown(() => plain.close());
+  await plain.read({ segmentId: SEGMENT_ID, offset: 0, length: 1 });
+  t.equal(
+    plain.readNow({ segmentId: SEGMENT_ID, offset: 0, length: 10 }, (b) => b.length),
+    undefined,
+    'a reader without cachedFirst never reads now',
+  );
 });

@@ -4,7 +4,9 @@
 // never stalls a download); every block goes back to the arena: after a complete response,
 // after the client went away with reads still in flight, and after a read failed; blocks a read
 // did not fill are never sent; a download reads 6 pieces ahead, and up to 16 while the arena
-// stays half free.
+// stays half free. A small object read without waiting (`readChunkNow`) goes out exact, also
+// when the socket takes only part of it and the shared buffer it was decrypted into is reused
+// by the next response before the rest is sent; one that cannot be read so goes the waiting way.
 // Method: `sendObject` with a real BodyArena of 64 KiB blocks (two, or room for every read), a
 // pool stand-in that fills the named blocks (or answers an ArrayBuffer) as the worker does and
 // counts reads in flight, and a recording uWS response that copies what it is given (uWS sends
@@ -19,6 +21,8 @@ import type { ObjectVersionRecord } from '../../src/engine/index/schema.js';
 import type { Exchange } from '../../src/http/exchange.js';
 import type { ReadTask, TenantKeyMaterial } from '../../src/workers/protocol.js';
 import type { ChunkStoreDeps } from '../../src/workers/chunk-store.js';
+import { chunkIdOf, encodeChunk } from '../../src/engine/chunk-codec.js';
+import { tenantKeysOf } from '../../src/gateway/upload.js';
 
 const BLOCK = 64 * 1024;
 const KEYS: TenantKeyMaterial = {
@@ -119,7 +123,17 @@ function recordingExchange(closeAfter = Infinity) {
       closed = true;
     },
   };
-  const exchange = {
+  const exchange = exchangeOf(res);
+  return {
+    exchange: exchange as unknown as Exchange,
+    body: () => Buffer.concat(sent),
+    closed: () => closed,
+  };
+}
+
+/** The parts of an Exchange that sendObject uses, over a stand-in uWS response. */
+function exchangeOf(res: object) {
+  return {
     res,
     method: 'GET',
     requestId: 'test',
@@ -127,11 +141,6 @@ function recordingExchange(closeAfter = Infinity) {
     done: false,
     open: true,
     onAbort: () => undefined,
-  };
-  return {
-    exchange: exchange as unknown as Exchange,
-    body: () => Buffer.concat(sent),
-    closed: () => closed,
   };
 }
 
@@ -224,4 +233,134 @@ t.test('a download reads deeper ahead while the arena stays half free', async (t
     t.equal(f.transferred, 0, `${blocks} blocks: every read went through the arena`);
     t.equal(f.arena.available, blocks, `${blocks} blocks: every block is back`);
   }
+});
+
+/**
+ * Small objects (one chunk each, under the inline limit) stored as real encrypted records,
+ * read by a stand-in segment reader that reads now unless `waits`, and counts each way.
+ */
+function smallObjects(sizes: readonly number[], waits = false) {
+  const keys = tenantKeysOf(KEYS);
+  const records = new Map<string, { record: Buffer; payloadChecksum: number }>();
+  const objects = sizes.map((size) => {
+    const plain = randomBytes(size);
+    const id = chunkIdOf(keys.dedupKey, [plain]);
+    const encoded = encodeChunk(keys, id, [plain], size);
+    const record = Buffer.concat([encoded.header, ...encoded.payload]);
+    records.set(id.toString('hex'), { record, payloadChecksum: encoded.payloadChecksum });
+    const version = { size, chunks: packChunkRefs([{ id, plainLength: size }]) };
+    return { plain, version: version as unknown as ObjectVersionRecord };
+  });
+  const counts = { now: 0, waited: 0 };
+  let looked: { record: Buffer; payloadChecksum: number } | undefined;
+  const location = () => ({
+    segmentId: 1,
+    offset: 0,
+    length: looked?.record.length ?? 0,
+    payloadChecksum: looked?.payloadChecksum ?? 0,
+  });
+  const inline = {
+    deadChunkGraceMs: 0,
+    index: () => ({
+      refresh: () => undefined,
+      get: (_db: unknown, key: Buffer) => {
+        looked = records.get(key.subarray(key.length - 32).toString('hex'));
+        return looked && location();
+      },
+    }),
+    reader: () => ({
+      readNow: (_at: unknown, use: (bytes: Buffer) => unknown) => {
+        if (waits) return undefined;
+        counts.now += 1;
+        return use(Buffer.from(looked?.record ?? Buffer.alloc(0)));
+      },
+      readWith: async (_at: unknown, use: (bytes: Buffer) => unknown) => {
+        await new Promise((resolve) => setImmediate(resolve));
+        counts.waited += 1;
+        return use(Buffer.from(looked?.record ?? Buffer.alloc(0)));
+      },
+    }),
+  } as unknown as ChunkStoreDeps;
+  const services: DownloadServices = {
+    arena: new BodyArena(BLOCK, 2),
+    pool: {} as unknown as Piscina,
+    inline,
+  };
+  return { objects, services, counts };
+}
+
+/** A uWS response that takes only `first` bytes of the first write, the rest when writable. */
+function slowExchange(first: number) {
+  const sent: Buffer[] = [];
+  let offset = 0;
+  let writes = 0;
+  let writable: ((offset: number) => boolean) | undefined;
+  const res = {
+    cork: (fn: () => void) => fn(),
+    writeStatus: () => res,
+    writeHeader: () => res,
+    getWriteOffset: () => offset,
+    tryEnd: (bytes: Uint8Array, total: number) => {
+      writes += 1;
+      const taken = writes === 1 ? Math.min(first, bytes.length) : bytes.length;
+      sent.push(Buffer.from(bytes.subarray(0, taken)));
+      offset += taken;
+      return [taken === bytes.length, offset === total];
+    },
+    onWritable: (handler: (offset: number) => boolean) => {
+      writable = handler;
+    },
+  };
+  return {
+    exchange: exchangeOf(res) as unknown as Exchange,
+    body: () => Buffer.concat(sent),
+    drain: () => writable?.(offset),
+  };
+}
+
+t.test('a small object read without waiting goes out exact, also in two writes', async (t) => {
+  const { objects, services, counts } = smallObjects([4096, 65_536, 1]);
+  const [a, b, c] = objects as [(typeof objects)[0], (typeof objects)[0], (typeof objects)[0]];
+  const partly = slowExchange(1000);
+  const first = sendObject(services, partly.exchange, {
+    keys: KEYS,
+    version: a.version,
+    range: undefined,
+    headers: {},
+  });
+  // The next response reuses the buffer that the first one's plaintext was decrypted into.
+  const whole = slowExchange(Infinity);
+  await sendObject(services, whole.exchange, {
+    keys: KEYS,
+    version: b.version,
+    range: { start: 10, end: 60_000 },
+    headers: {},
+  });
+  t.ok(whole.body().equals(b.plain.subarray(10, 60_001)), 'a range of a 64 KiB object');
+  partly.drain();
+  await first;
+  t.ok(partly.body().equals(a.plain), 'the first object, sent in two writes, is its own bytes');
+  const tiny = slowExchange(Infinity);
+  await sendObject(services, tiny.exchange, {
+    keys: KEYS,
+    version: c.version,
+    range: undefined,
+    headers: {},
+  });
+  t.ok(tiny.body().equals(c.plain), 'a 1-byte object');
+  t.same(counts, { now: 3, waited: 0 }, 'every read was made now');
+});
+
+t.test('a small object that cannot be read now is read the waiting way', async (t) => {
+  const { objects, services, counts } = smallObjects([5000], true);
+  const client = slowExchange(Infinity);
+  const [only] = objects as [(typeof objects)[0]];
+  await sendObject(services, client.exchange, {
+    keys: KEYS,
+    version: only.version,
+    range: undefined,
+    headers: {},
+  });
+  t.ok(client.body().equals(only.plain));
+  t.same(counts, { now: 0, waited: 1 });
 });

@@ -6,7 +6,10 @@
 // A loop of cached reads would never give its event loop a turn (an awaited read that is already
 // complete continues at once), so at most CACHED_BYTES_PER_TURN are copied per turn of the loop;
 // later reads in the same turn go through the pool, which yields. The gateway's inline reader and
-// the pool workers use it; the engine's scrub, a long loop of reads, does not.
+// the pool workers use it; the engine's scrub, a long loop of reads, does not. Such a reader also
+// reads a small record without waiting at all (`readNow`), when its segment is already open and
+// the page cache holds the whole record: the gateway serves a small object in one synchronous
+// pass, with no buffer allocated for the record and no promise.
 //
 // A reader made with `direct` reads records of at least `direct.minBytes` with O_DIRECT, into an
 // aligned staging buffer that it reuses: the pool workers' segments are written that way
@@ -31,10 +34,14 @@ import { alignUp, DIRECT_IO_ALIGNMENT } from './segment-writer.js';
 
 const HANDLES_MAX = 64;
 const CACHED_BYTES_PER_TURN = 1024 * 1024;
+/** The largest record `readNow` reads: its buffer is kept for the next read. */
+const READ_NOW_BYTES_MAX = 128 * 1024;
 const IDLE_CLOSE_MS = 30_000;
 
 interface CachedHandle {
   handle: Promise<FileHandle>;
+  /** The descriptor, once `handle` has opened. */
+  fd?: number;
   /** The same file opened with O_DIRECT, once a direct read wanted it. */
   direct?: Promise<FileHandle | undefined>;
   usedAt: number;
@@ -68,6 +75,8 @@ export class SegmentReader {
   private readonly direct: { readonly minBytes: number; readonly staging: BufferPool } | undefined;
   /** The file system refused O_DIRECT once: every read is buffered from then on. */
   private directRefused = false;
+  /** What `readNow` reads into, grown to the largest record it has read. */
+  private nowBuffer = Buffer.alloc(0);
 
   constructor(
     private readonly segmentsDir: string,
@@ -115,6 +124,29 @@ export class SegmentReader {
       cached.readers -= 1;
       if (cached.dropped && cached.readers === 0) closeHandle(cached);
     }
+  }
+
+  /**
+   * Reads a record without waiting, when its segment is open here and the page cache holds all
+   * of it: answers what `use` makes of its bytes, which are valid only while `use` runs (the
+   * buffer is reused by the next call), or undefined when the read would wait; then call
+   * `readWith`. Nothing bounds how many records one turn of the event loop reads this way, so a
+   * caller reads one per event it handles, never in a loop.
+   */
+  readNow<T>(
+    location: { segmentId: number; offset: number; length: number },
+    use: (bytes: Buffer) => T,
+  ): T | undefined {
+    if (!this.readCached || location.length > READ_NOW_BYTES_MAX) return undefined;
+    if (this.direct && location.length >= this.direct.minBytes) return undefined;
+    const cached = this.handles.get(location.segmentId);
+    if (cached?.fd === undefined) return undefined;
+    if (this.nowBuffer.length < location.length)
+      this.nowBuffer = Buffer.allocUnsafeSlow(location.length);
+    const target = this.nowBuffer.subarray(0, location.length);
+    if (this.readCached(cached.fd, target, location.offset) !== location.length) return undefined;
+    this.cachedOf(location.segmentId); // marks it used
+    return use(target);
   }
 
   /** Reads a record into a buffer of its own. */
@@ -214,9 +246,15 @@ export class SegmentReader {
     const handle = open(join(this.segmentsDir, segmentFileName(segmentId)), 'r');
     const entry: CachedHandle = { handle, usedAt: Date.now(), readers: 0, dropped: false };
     this.handles.set(segmentId, entry);
-    handle.catch(() => {
-      if (this.handles.get(segmentId) === entry) this.handles.delete(segmentId);
-    });
+    handle.then(
+      (opened) => {
+        // A dropped handle is closed once its readers are done: readNow must not use it.
+        if (!entry.dropped) entry.fd = opened.fd;
+      },
+      () => {
+        if (this.handles.get(segmentId) === entry) this.handles.delete(segmentId);
+      },
+    );
     this.evict();
     return entry;
   }
@@ -244,6 +282,7 @@ export class SegmentReader {
     this.handles.delete(segmentId);
     if (!cached) return;
     cached.dropped = true;
+    delete cached.fd;
     if (cached.readers === 0) closeHandle(cached);
   }
 
