@@ -63,6 +63,7 @@ const USAGE = `Usage: lightwell bench [options]
                           use the disk production data would live on
   --keep-data             keep the data directory and serve.log afterwards
   --log-level LEVEL       the service's log level (LIGHTWELL_LOG_LEVEL)
+  --gateways N            gateway processes sharing the public port (default 1, as serve)
 
   A running Lightwell:
   --endpoint URL          public listener, e.g. http://10.0.0.5:9000
@@ -94,6 +95,7 @@ const ARG_OPTIONS = {
   'data-parent': { type: 'string' },
   'keep-data': { type: 'boolean' },
   'log-level': { type: 'string' },
+  gateways: { type: 'string' },
   endpoint: { type: 'string' },
   token: { type: 'string' },
   'access-key': { type: 'string' },
@@ -135,6 +137,13 @@ export function parseRunOptions(
   if (unknown.length > 0) {
     throw new BenchError(`unknown scenario ${unknown.join(', ')}; --list shows them`);
   }
+  const gateways = values.gateways === undefined ? undefined : Number(values.gateways);
+  if (gateways !== undefined && !(Number.isSafeInteger(gateways) && gateways >= 1)) {
+    throw new BenchError('--gateways must be a whole number of at least 1');
+  }
+  if (gateways !== undefined && values.endpoint !== undefined) {
+    throw new BenchError('--gateways applies to a service the benchmark starts, not --endpoint');
+  }
   const pid = values['server-pid'] === undefined ? undefined : Number(values['server-pid']);
   if (pid !== undefined && !Number.isSafeInteger(pid)) {
     throw new BenchError('--server-pid must be a number');
@@ -157,6 +166,7 @@ export function parseRunOptions(
       dataParent: values['data-parent'],
       keepData: values['keep-data'] === true,
       logLevel: values['log-level'],
+      gateways,
       insecure: values.insecure === true,
     },
   };
@@ -293,6 +303,7 @@ function settingsOf(options: RunOptions, scenarios: readonly Scenario[]): Settin
     scenarios:
       scenarios.length === SCENARIOS.length ? 'all' : scenarios.map((s) => s.name).join(' '),
     logLevel: options.service.logLevel ?? 'default',
+    gateways: options.service.endpoint === undefined ? (options.service.gateways ?? 1) : null,
   };
   for (const [name, value] of Object.entries(process.env)) {
     if (!name.startsWith('LIGHTWELL_') || /SECRET|TOKEN|PASSWORD/.test(name)) continue;

@@ -45,6 +45,8 @@ export interface ServiceOptions {
   readonly dataParent?: string | undefined;
   readonly keepData?: boolean | undefined;
   readonly logLevel?: string | undefined;
+  /** Gateway processes of a started service (`serve --gateways`); serve's default when unset. */
+  readonly gateways?: number | undefined;
   readonly insecure?: boolean | undefined;
   readonly readyTimeoutMs?: number | undefined;
 }
@@ -131,6 +133,7 @@ async function startService(options: ServiceOptions): Promise<Service> {
       publicPort,
       adminPort,
       logLevel: options.logLevel,
+      gateways: options.gateways,
     });
     try {
       await waitReady(child, logFile, options.readyTimeoutMs ?? READY_TIMEOUT_MS);
@@ -189,6 +192,7 @@ function spawnServe(options: {
   publicPort: number;
   adminPort: number;
   logLevel: string | undefined;
+  gateways: number | undefined;
 }): ChildProcess {
   const log = openSync(options.logFile, 'a');
   const env = { ...process.env };
@@ -202,6 +206,7 @@ function spawnServe(options: {
     `127.0.0.1:${options.publicPort}`,
     '--admin-listen',
     `127.0.0.1:${options.adminPort}`,
+    ...(options.gateways === undefined ? [] : ['--gateways', String(options.gateways)]),
   ];
   try {
     // Output goes straight to a file: the harness spends no CPU on the service's logs.

@@ -145,6 +145,29 @@ t.test(
   },
 );
 
+t.test('--gateways reaches serve and the report', async (t) => {
+  const argvFile = join(tempDir('lw-bench-argv-'), 'argv.json');
+  const run = await bench(
+    ['--lightwell-bin', fake, '--skip-limits', '--only', 'get-4k-c64', '--gateways', '2'],
+    { FAKE_ARGV_FILE: argvFile },
+  );
+  t.equal(run.code, 0);
+  const argv = JSON.parse(readFileSync(argvFile, 'utf8')) as string[];
+  t.same(argv.slice(argv.indexOf('--gateways'), argv.indexOf('--gateways') + 2), [
+    '--gateways',
+    '2',
+  ]);
+  t.equal(run.report?.settings['gateways'], 2);
+  const plain = await bench(['--lightwell-bin', fake, '--skip-limits', '--only', 'get-4k-c64'], {
+    FAKE_ARGV_FILE: argvFile,
+  });
+  t.notOk(
+    (JSON.parse(readFileSync(argvFile, 'utf8')) as string[]).includes('--gateways'),
+    "without the flag, serve's own default",
+  );
+  t.equal(plain.report?.settings['gateways'], 1);
+});
+
 /** Starts the fake as an already running service; resolves when both listeners are ready. */
 async function runningFake(t: { teardown(fn: () => void): void }): Promise<{
   publicUrl: string;
@@ -220,6 +243,17 @@ t.test('a running service through --endpoint and the admin API', async (t) => {
 t.test('usage errors, --list, and a service that is not built', async (t) => {
   t.equal((await bench(['--only', 'nope'])).code, 2);
   t.equal((await bench(['--bogus'])).code, 2);
+  for (const gateways of [
+    ['--gateways', '0'],
+    ['--gateways', '1.5'],
+    ['--gateways', 'two'],
+  ])
+    t.equal((await bench(gateways)).code, 2, gateways.join(' '));
+  t.equal(
+    (await bench(['--gateways', '2', '--endpoint', 'http://127.0.0.1:1'])).code,
+    2,
+    '--gateways with --endpoint',
+  );
   const list = await bench(['--list']);
   t.equal(list.code, 0);
   t.match(list.out, /put-64m-x1-random/);
