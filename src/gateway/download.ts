@@ -78,7 +78,12 @@ const NOTHING_TO_RELEASE = (): void => undefined;
 /** Where a small chunk read without waiting is decrypted; sent, or copied, before it is reused. */
 const nowPlaintext = Buffer.allocUnsafeSlow(INLINE_CHUNK_BYTES_MAX);
 
-export async function sendObject(
+/**
+ * Sends the object's bytes (or `range` of them) with `headers`. Answers undefined when the
+ * response is complete on return (a HEAD, an empty body, or a small object read without
+ * waiting), else a promise settled when it is.
+ */
+export function sendObject(
   services: DownloadServices,
   exchange: Exchange,
   input: {
@@ -87,7 +92,7 @@ export async function sendObject(
     range: ByteRange | undefined;
     headers: Record<string, string>;
   },
-): Promise<void> {
+): Promise<void> | undefined {
   const { version, range } = input;
   const start = range?.start ?? 0;
   const end = range ? range.end + 1 : version.size;
@@ -97,7 +102,7 @@ export async function sendObject(
   const status = range ? 206 : 200;
   if (exchange.method === 'HEAD' || total === 0) {
     exchange.send(status, { ...headers, 'Content-Length': String(total) }, Buffer.alloc(0));
-    return;
+    return undefined;
   }
   const pieces = coveringChunks(version, start, end);
   const writer = new StreamWriter(exchange, status, headers, total);
@@ -112,11 +117,21 @@ export async function sendObject(
       plainLength: first.plainLength,
     };
     if (readChunkNow(services.inline, chunk, plain)) {
-      if (!exchange.open) return;
-      await writer.write(plain.subarray(first.from, first.to), true);
-      return;
+      if (!exchange.open) return undefined;
+      return writer.write(plain.subarray(first.from, first.to), true);
     }
   }
+  return sendPieces(services, exchange, input.keys, pieces, writer);
+}
+
+/** Streams `pieces` through `writer`, reading ahead of the socket (see the header). */
+async function sendPieces(
+  services: DownloadServices,
+  exchange: Exchange,
+  keys: TenantKeyMaterial,
+  pieces: readonly Piece[],
+  writer: StreamWriter,
+): Promise<void> {
   // Reads ahead of the socket, by piece index; each is dropped once written, so a download
   // holds at most READ_AHEAD_CHUNKS_DEEP pieces, whatever the object's size. A read that finds
   // too few free blocks waits for this download's own earlier pieces to give theirs back,
@@ -126,7 +141,7 @@ export async function sendObject(
     while (reads.length < Math.min(pieces.length, next + READ_AHEAD_CHUNKS_DEEP)) {
       const piece = pieces[reads.length] as Piece;
       const deep = reads.length >= next + READ_AHEAD_CHUNKS;
-      const read = readOne(services, input.keys, piece, {
+      const read = readOne(services, keys, piece, {
         mayTransfer: mayTransfer && reads.length === next,
         deep,
       });

@@ -393,10 +393,11 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
     },
   ];
 
-  async function readObject(
+  /** GET and HEAD; answers as sendObject does (undefined when the response is complete). */
+  function readObject(
     exchange: Exchange,
     params: Readonly<Record<string, string>>,
-  ): Promise<void> {
+  ): Promise<void> | undefined {
     const principal = bearer(exchange);
     const key = params['key'] ?? '';
     validateObjectKey(key);
@@ -425,10 +426,10 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
     const notModified = conditionalRead(exchange, version);
     if (notModified) {
       exchange.send(notModified, headers);
-      return;
+      return undefined;
     }
     const range = parseRange(exchange.header('range'), version.size);
-    await sendObject(services.download, exchange, {
+    return sendObject(services.download, exchange, {
       keys: auth.keysOf(principal.tenant),
       version,
       range,

@@ -75,10 +75,13 @@ export function listen<H extends Handler>(
     }
     exchange.audit.action = match.route.operationId;
     inFlight.add(exchange);
-    void run(exchange, match, log).finally(() => {
+    const finish = (): void => {
       inFlight.delete(exchange);
       options.audit?.record(exchange);
-    });
+    };
+    const pending = run(exchange, match, log);
+    if (pending) void pending.finally(finish);
+    else finish();
   });
   return new Promise((resolve, reject) => {
     // The native listen(host, port, options, callback) exists; the typings omit it.
@@ -130,27 +133,54 @@ function capReceiveBuffer(port: number, bytes: number, log: Logger): void {
   else log.info(fields, 'receive buffer set');
 }
 
-async function run<H extends Handler>(
+/**
+ * Runs the route's handler and answers any failure with a problem object. A handler that
+ * answered before it returned (it returned nothing) is settled at once, with no promise: most
+ * small reads are; one that returned a promise is settled when the promise is.
+ */
+function run<H extends Handler>(
   exchange: Exchange,
   match: Match<H>,
   log: Logger,
-): Promise<void> {
+): Promise<void> | undefined {
+  let pending: Promise<void> | void;
   try {
-    await match.route.handler(exchange, match.params);
-    if (exchange.open) throw new TypeError(`${match.route.operationId} returned without answering`);
+    pending = match.route.handler(exchange, match.params);
   } catch (error) {
-    exchange.sendProblem(error, log);
-  } finally {
-    if (!exchange.aborted) {
-      log.debug(
-        {
-          op: match.route.operationId,
-          status: exchange.status,
-          ms: Math.round(performance.now() - exchange.startedAt),
-          requestId: exchange.requestId,
-        },
-        'request',
-      );
-    }
+    settle(exchange, match, log, { error });
+    return undefined;
+  }
+  if (pending === undefined) {
+    settle(exchange, match, log, undefined);
+    return undefined;
+  }
+  return pending.then(
+    () => settle(exchange, match, log, undefined),
+    (error: unknown) => settle(exchange, match, log, { error }),
+  );
+}
+
+function settle<H extends Handler>(
+  exchange: Exchange,
+  match: Match<H>,
+  log: Logger,
+  failed: { error: unknown } | undefined,
+): void {
+  if (failed) exchange.sendProblem(failed.error, log);
+  else if (exchange.open)
+    exchange.sendProblem(
+      new TypeError(`${match.route.operationId} returned without answering`),
+      log,
+    );
+  if (!exchange.aborted && log.isLevelEnabled('debug')) {
+    log.debug(
+      {
+        op: match.route.operationId,
+        status: exchange.status,
+        ms: Math.round(performance.now() - exchange.startedAt),
+        requestId: exchange.requestId,
+      },
+      'request',
+    );
   }
 }

@@ -131,6 +131,10 @@ export async function readChunkInto(
  * Reads a chunk into `target` (its plain length) without waiting, where its record can be read
  * that way (`SegmentReader.readNow`): answers false when it cannot, and the caller reads it
  * with `readChunk` instead (which also answers a chunk that is not found, or moved).
+ *
+ * The chunk is looked up in the index's current snapshot, not a renewed one: the caller resolved
+ * the object from that same snapshot, earlier in the same synchronous pass, and in it the chunk
+ * is live (a newer snapshot could only have lost it).
  */
 export function readChunkNow(
   deps: ChunkStoreDeps,
@@ -138,7 +142,6 @@ export function readChunkNow(
   target: Uint8Array,
 ): boolean {
   const index = deps.index();
-  index.refresh(); // as in readRecord
   const record = index.get<ChunkRecord>(DB.chunks, chunkKey(input.keys.tenantNum, input.chunkId));
   if (!record) return false;
   const expected = {

@@ -145,12 +145,12 @@ function exchangeOf(res: object) {
 }
 
 /** Sends the fixture's object (or `range` of it) to `client`. */
-function send(
+async function send(
   f: Fixture,
   client: ReturnType<typeof recordingExchange>,
   range?: { start: number; end: number },
 ): Promise<void> {
-  return sendObject(f.services, client.exchange, {
+  await sendObject(f.services, client.exchange, {
     keys: KEYS,
     version: f.version,
     range,
