@@ -63,7 +63,7 @@ const USAGE = `Usage: lightwell bench [options]
                           use the disk production data would live on
   --keep-data             keep the data directory and serve.log afterwards
   --log-level LEVEL       the service's log level (LIGHTWELL_LOG_LEVEL)
-  --gateways N            gateway processes sharing the public port (default 1, as serve)
+  --gateways N            gateway processes sharing the public port, 1 to 64 (default: as serve)
 
   A running Lightwell:
   --endpoint URL          public listener, e.g. http://10.0.0.5:9000
@@ -138,8 +138,11 @@ export function parseRunOptions(
     throw new BenchError(`unknown scenario ${unknown.join(', ')}; --list shows them`);
   }
   const gateways = values.gateways === undefined ? undefined : Number(values.gateways);
-  if (gateways !== undefined && !(Number.isSafeInteger(gateways) && gateways >= 1)) {
-    throw new BenchError('--gateways must be a whole number of at least 1');
+  if (
+    gateways !== undefined &&
+    !(Number.isSafeInteger(gateways) && gateways >= 1 && gateways <= 64)
+  ) {
+    throw new BenchError('--gateways must be a whole number from 1 to 64 (as for serve)');
   }
   if (gateways !== undefined && values.endpoint !== undefined) {
     throw new BenchError('--gateways applies to a service the benchmark starts, not --endpoint');
@@ -303,7 +306,11 @@ function settingsOf(options: RunOptions, scenarios: readonly Scenario[]): Settin
     scenarios:
       scenarios.length === SCENARIOS.length ? 'all' : scenarios.map((s) => s.name).join(' '),
     logLevel: options.service.logLevel ?? 'default',
-    gateways: options.service.endpoint === undefined ? (options.service.gateways ?? 1) : null,
+    // serve's own setting when the flag is absent: LIGHTWELL_GATEWAYS, else one.
+    gateways:
+      options.service.endpoint === undefined
+        ? (options.service.gateways ?? Number(process.env['LIGHTWELL_GATEWAYS'] ?? 1))
+        : null,
   };
   for (const [name, value] of Object.entries(process.env)) {
     if (!name.startsWith('LIGHTWELL_') || /SECRET|TOKEN|PASSWORD/.test(name)) continue;

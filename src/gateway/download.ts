@@ -118,7 +118,10 @@ export function sendObject(
     };
     if (readChunkNow(services.inline, chunk, plain)) {
       if (!exchange.open) return undefined;
-      return writer.write(plain.subarray(first.from, first.to), true);
+      const sent = writer.write(plain.subarray(first.from, first.to), true);
+      if (sent) return sent.then(() => writer.end());
+      writer.end();
+      return undefined;
     }
   }
   return sendPieces(services, exchange, input.keys, pieces, writer);
@@ -166,6 +169,7 @@ async function sendPieces(
         piece.release();
       }
     }
+    writer.end();
   } catch (error) {
     // The status line and part of the body are out: a problem object can no longer be sent.
     // Cutting the connection is the one signal left; the client sees a body shorter than its
@@ -326,6 +330,20 @@ class StreamWriter {
     // One abort handler for the whole response: one per waiting write would keep every piece
     // that ever waited referenced until the connection closes.
     exchange.onAbort(() => this.drained?.());
+  }
+
+  /**
+   * After the last write. A response still open then fell short of its Content-Length (the
+   * object's size and its chunks disagree): the status line is out, so the connection is cut,
+   * the one signal left, and the error is thrown for the log and the audit row.
+   */
+  end(): void {
+    const { exchange } = this;
+    if (!exchange.open) return;
+    exchange.status = 500;
+    exchange.done = true;
+    exchange.res.close();
+    throw CorruptData('the object is shorter than its size', { size: this.total });
   }
 
   /**

@@ -79,9 +79,13 @@ export function listen<H extends Handler>(
       inFlight.delete(exchange);
       options.audit?.record(exchange);
     };
-    const pending = run(exchange, match, log);
+    let pending: Promise<void> | undefined;
+    try {
+      pending = run(exchange, match, log);
+    } finally {
+      if (!pending) finish();
+    }
     if (pending) void pending.finally(finish);
-    else finish();
   });
   return new Promise((resolve, reject) => {
     // The native listen(host, port, options, callback) exists; the typings omit it.

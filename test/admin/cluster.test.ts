@@ -5,7 +5,8 @@
 // and exactly which chunks are corrupt.
 // Method: the real service on loopback; objects written through the public API; then bytes of
 // two stored records flipped on disk (one payload, one header), found through the index opened
-// read-only from the test, and the rebalance report compared with what was damaged.
+// read-only from the test, and the rebalance report compared with what was damaged; GETs of the
+// damaged objects answer a 500 problem object and none of their bytes.
 import t from 'tap';
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -228,6 +229,21 @@ t.test('cluster routes on one node', async (t) => {
       counts: { buckets: 1, versions: 5, corruptChunks: 1 },
       corrupt: [{ key: 'log-3' }],
     });
+    // Reading a damaged object fails whole, with nothing of it sent; twice each, so that the
+    // second read is the gateway's synchronous one (its segment is open by then).
+    for (const [bucket, key] of [
+      ['logs', 'log-3'],
+      ['media', 'clip'],
+      ['logs', 'log-3'],
+      ['media', 'clip'],
+    ] as const) {
+      const read = await client.get(bucket, key);
+      t.equal(read.status, 500, `${key}: 500`);
+      // A problem object and nothing else (internal conditions are not detailed to clients).
+      t.match(read.json, { status: 500, code: 'internal' }, `${key}: a problem object`);
+    }
+    const intact = await client.get('logs', 'log-2');
+    t.equal(intact.bytes.toString(), 'line 2\n'.repeat(100), 'an intact neighbour reads back');
   });
 });
 

@@ -245,6 +245,7 @@ t.test('usage errors, --list, and a service that is not built', async (t) => {
   t.equal((await bench(['--bogus'])).code, 2);
   for (const gateways of [
     ['--gateways', '0'],
+    ['--gateways', '65'],
     ['--gateways', '1.5'],
     ['--gateways', 'two'],
   ])

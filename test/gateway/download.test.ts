@@ -7,6 +7,8 @@
 // stays half free. A small object read without waiting (`readChunkNow`) goes out exact, also
 // when the socket takes only part of it and the shared buffer it was decrypted into is reused
 // by the next response before the rest is sent; one that cannot be read so goes the waiting way.
+// A body that falls short of the object's size (its chunks and size disagree) cuts the
+// connection after what it has, both ways.
 // Method: `sendObject` with a real BodyArena of 64 KiB blocks (two, or room for every read), a
 // pool stand-in that fills the named blocks (or answers an ArrayBuffer) as the worker does and
 // counts reads in flight, and a recording uWS response that copies what it is given (uWS sends
@@ -115,7 +117,7 @@ function recordingExchange(closeAfter = Infinity) {
     tryEnd: (bytes: Uint8Array, total: number) => {
       sent.push(Buffer.from(bytes)); // uWS sends or copies before it returns
       writes += 1;
-      if (writes >= closeAfter) exchange.open = false;
+      if (writes >= closeAfter) exchange.aborted = true;
       return [true, res.getWriteOffset() === total];
     },
     onWritable: () => undefined,
@@ -139,7 +141,10 @@ function exchangeOf(res: object) {
     requestId: 'test',
     status: 0,
     done: false,
-    open: true,
+    aborted: false,
+    get open(): boolean {
+      return !this.aborted && !this.done;
+    },
     onAbort: () => undefined,
   };
 }
@@ -295,6 +300,7 @@ function slowExchange(first: number) {
   let offset = 0;
   let writes = 0;
   let writable: ((offset: number) => boolean) | undefined;
+  let closed = false;
   const res = {
     cork: (fn: () => void) => fn(),
     writeStatus: () => res,
@@ -310,11 +316,15 @@ function slowExchange(first: number) {
     onWritable: (handler: (offset: number) => boolean) => {
       writable = handler;
     },
+    close: () => {
+      closed = true;
+    },
   };
   return {
     exchange: exchangeOf(res) as unknown as Exchange,
     body: () => Buffer.concat(sent),
     drain: () => writable?.(offset),
+    closed: () => closed,
   };
 }
 
@@ -363,4 +373,38 @@ t.test('a small object that cannot be read now is read the waiting way', async (
   });
   t.ok(client.body().equals(only.plain));
   t.same(counts, { now: 0, waited: 1 });
+});
+
+t.test("a body shorter than the object's size cuts the connection", async (t) => {
+  const f = fixture([90 * 1024], { blocks: 8 });
+  const client = recordingExchange();
+  const longer = { ...f.version, size: f.version.size + 10 };
+  await t.rejects(
+    sendObject(f.services, client.exchange, {
+      keys: KEYS,
+      version: longer,
+      range: undefined,
+      headers: {},
+    }) ?? Promise.resolve(),
+    { code: 'corrupt_data' },
+  );
+  t.ok(client.closed(), 'large: cut');
+  t.equal(client.body().length, 90 * 1024, 'large: the bytes there are');
+  t.equal(client.exchange.status, 500, 'large: audited as an error');
+
+  const { objects, services } = smallObjects([4096]);
+  const [only] = objects as [(typeof objects)[0]];
+  const small = slowExchange(Infinity);
+  t.throws(
+    () =>
+      sendObject(services, small.exchange, {
+        keys: KEYS,
+        version: { ...only.version, size: 4100 },
+        range: undefined,
+        headers: {},
+      }),
+    { code: 'corrupt_data' },
+  );
+  t.ok(small.closed(), 'small, read now: cut');
+  t.ok(small.body().equals(only.plain), 'small: the bytes there are');
 });

@@ -130,21 +130,26 @@ export class SegmentReader {
    * Reads a record without waiting, when its segment is open here and the page cache holds all
    * of it: answers what `use` makes of its bytes, which are valid only while `use` runs (the
    * buffer is reused by the next call), or undefined when the read would wait; then call
-   * `readWith`. Nothing bounds how many records one turn of the event loop reads this way, so a
-   * caller reads one per event it handles, never in a loop.
+   * `readWith`. Such reads count against the same CACHED_BYTES_PER_TURN as `readWith`'s cached
+   * copies: many requests handled in one turn (pipelined in one packet, say) read the rest
+   * through the pool, which yields.
    */
   readNow<T>(
     location: { segmentId: number; offset: number; length: number },
     use: (bytes: Buffer) => T,
   ): T | undefined {
-    if (!this.readCached || location.length > READ_NOW_BYTES_MAX) return undefined;
+    const { readCached } = this;
+    if (!readCached || location.length > READ_NOW_BYTES_MAX) return undefined;
     if (this.direct && location.length >= this.direct.minBytes) return undefined;
+    if (this.cachedThisTurn >= CACHED_BYTES_PER_TURN) return undefined;
     const cached = this.handles.get(location.segmentId);
     if (cached?.fd === undefined) return undefined;
     if (this.nowBuffer.length < location.length)
       this.nowBuffer = Buffer.allocUnsafeSlow(location.length);
     const target = this.nowBuffer.subarray(0, location.length);
-    if (this.readCached(cached.fd, target, location.offset) !== location.length) return undefined;
+    const copied = readCached(cached.fd, target, location.offset);
+    this.chargeCached(copied ?? 0);
+    if (copied !== location.length) return undefined;
     this.cachedOf(location.segmentId); // marks it used
     return use(target);
   }
@@ -211,10 +216,7 @@ export class SegmentReader {
     let filled = 0;
     if (this.readCached && this.cachedThisTurn < CACHED_BYTES_PER_TURN) {
       filled = this.readCached(handle.fd, target, location.offset) ?? 0;
-      // The first attempt of a turn schedules the count's reset; a miss counts as one byte so
-      // that the count is no longer 0 and the reset is scheduled once.
-      if (this.cachedThisTurn === 0) setImmediate(() => (this.cachedThisTurn = 0));
-      this.cachedThisTurn += Math.max(filled, 1);
+      this.chargeCached(filled);
     }
     while (filled < location.length) {
       // fs.read with a callback: the promise API costs several times more per call. The fd
@@ -233,6 +235,16 @@ export class SegmentReader {
       filled += bytesRead;
     }
     return target;
+  }
+
+  /**
+   * Counts bytes copied from the page cache in this turn. The first attempt of a turn schedules
+   * the count's reset; a miss counts as one byte so that the count is no longer 0 and the reset
+   * is scheduled once.
+   */
+  private chargeCached(bytes: number): void {
+    if (this.cachedThisTurn === 0) setImmediate(() => (this.cachedThisTurn = 0));
+    this.cachedThisTurn += Math.max(bytes, 1);
   }
 
   private cachedOf(segmentId: number): CachedHandle {
