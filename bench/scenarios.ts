@@ -111,6 +111,8 @@ const GET_8 = { connections: 8, bounds: GET_BOUNDS };
 
 /** Every scenario, in run order (PUTs before the GETs that read their objects). */
 export const SCENARIOS: readonly Scenario[] = [
+  // First, on a service that has served nothing else: its peak RSS is what 16 uploads take.
+  putScenario('rss-16x1g', '16 clients each uploading 1 GiB at once (peak RSS)', 'rss-few', PUT),
   putScenario('put-64m-x1-random', '64 MiB PUT, 1 stream, incompressible', 'large-x1-random', PUT),
   getScenario(
     'get-64m-x1-random',
