@@ -8,6 +8,7 @@
 // - Per-core data-path stages on 1 MiB inputs: SHA-256, CRC32C, LZ4 on text-like data,
 //   AES-256-GCM (GB/s, one thread).
 // - Storage: 1 MiB appends with fdatasync every 8 MiB (MB/s) in the data directory's parent,
+//   1 MiB O_DIRECT reads of a synced file (MB/s, what a large object's GET reads from),
 //   LMDB puts group-committed by lmdb-js (puts/s) and an LMDB range scan (keys/s).
 // Budgets are small: the whole pass takes about 11 s, or 4 s with --quick. Temporary files live
 // in a fresh temp directory that is removed afterwards.
@@ -15,14 +16,24 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createCipheriv, createHash, randomBytes } from 'node:crypto';
-import { closeSync, fdatasyncSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  fdatasyncSync,
+  mkdtempSync,
+  openSync,
+  rmSync,
+  writeSync,
+} from 'node:fs';
+import { open as openFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { open as openLmdb } from 'lmdb';
 import { lz4Compressed, lz4Implementation } from '../src/engine/chunk-codec.js';
-import { libc } from '../src/util/libc.js';
+import { libc, native } from '../src/util/libc.js';
+import { alignedBuffer } from '../src/util/buffer-pool.js';
 import { crc32c, crc32cImplementation } from '../src/util/crc32c.js';
 import { BenchError, errorMessage } from './bench-error.js';
 import {
@@ -369,6 +380,72 @@ export const fdatasyncAppend: LimitFunction = (context) => {
   });
 };
 
+const DIRECT_READS_IN_FLIGHT = 4;
+
+/**
+ * Reads back, with O_DIRECT, 1 MiB at a time and four reads in flight, a file written and synced
+ * just before: what the disk itself delivers. Large chunk records are written and read that way
+ * (src/engine/segments/), so the page cache does not hold them and a GET of a large object reads
+ * the disk; this is the limit of such GETs. Where O_DIRECT or the native library is missing, the
+ * reads are buffered (from the page cache), as the service's are then, and the detail says so.
+ */
+export const directRead: LimitFunction = async (context) => {
+  const dir = mkdtempSync(join(context.tmpParent, 'lightwell-limit-read-'));
+  const path = join(dir, 'read.seg');
+  const fileBytes = Math.min(context.budget.appendBytesMax, 256 * MiB);
+  try {
+    const block = makeTemplate('random', MiB, 5);
+    const fd = openSync(path, 'w');
+    try {
+      for (let written = 0; written < fileBytes; written += MiB) writeSync(fd, block);
+      fdatasyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    const misalignment = native()?.misalignment;
+    let direct = misalignment !== undefined;
+    let handle: FileHandle;
+    try {
+      handle = await openFile(path, direct ? constants.O_RDONLY | constants.O_DIRECT : 'r');
+    } catch {
+      direct = false; // a file system without O_DIRECT
+      handle = await openFile(path, 'r');
+    }
+    try {
+      const buffers = Array.from({ length: DIRECT_READS_IN_FLIGHT }, () =>
+        misalignment ? alignedBuffer(MiB, 4096, misalignment) : Buffer.allocUnsafe(MiB),
+      );
+      let next = 0;
+      let bytes = 0;
+      const started = performance.now();
+      const reader = async (buffer: Buffer): Promise<void> => {
+        while (performance.now() - started < context.budget.appendMs) {
+          const position = (next % (fileBytes / MiB)) * MiB;
+          next += 1;
+          const { bytesRead } = await handle.read(buffer, 0, MiB, position);
+          if (bytesRead !== MiB) throw new BenchError(`direct-read: ${bytesRead} bytes read`);
+          bytes += bytesRead;
+        }
+      };
+      await Promise.all(buffers.map(reader));
+      const seconds = (performance.now() - started) / 1000;
+      return {
+        name: 'direct-read',
+        value: bytes / 1e6 / seconds,
+        unit: 'MB/s',
+        detail:
+          `${direct ? 'O_DIRECT' : 'buffered (no O_DIRECT here)'} 1 MiB reads, ` +
+          `${DIRECT_READS_IN_FLIGHT} in flight, of a ${Math.round(fileBytes / MiB)} MiB file ` +
+          `in ${context.tmpParent}`,
+      };
+    } finally {
+      await handle.close();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+};
+
 /** A value shaped like an object-version record, about 200 bytes in msgpack. */
 function indexValue(i: number): Record<string, unknown> {
   const hash = ((i * 2654435761) >>> 0).toString(16).padStart(8, '0');
@@ -460,6 +537,7 @@ export const LIMIT_FUNCTIONS: readonly LimitFunction[] = [
   lz4Compress,
   aes256Gcm,
   fdatasyncAppend,
+  directRead,
   lmdbGroupCommit,
   lmdbRangeScan,
 ];

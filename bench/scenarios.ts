@@ -105,7 +105,8 @@ function getScenario(
 const PUT = { bounds: ['http-sink-put', 'fdatasync-append', 'ideal-put-random'] };
 const PUT_TEXT = { bounds: ['http-sink-put', 'fdatasync-append', 'ideal-put-text'] };
 const DEDUP = { bounds: ['http-sink-put', 'sha256'] };
-const GET_BOUNDS = ['http-source-get'];
+// Large chunks are read from the disk with O_DIRECT (the page cache does not hold them).
+const GET_BOUNDS = ['http-source-get', 'direct-read'];
 const GET_1 = { connections: 1, bounds: GET_BOUNDS };
 const GET_8 = { connections: 8, bounds: GET_BOUNDS };
 

@@ -102,7 +102,14 @@ t.test('all scenarios and limits against a started fake service', async (t) => {
     report.limits.some((l) => l.name === 'ideal-put-random'),
     'derived limits',
   );
-  t.equal(report.limits.length, 12);
+  t.equal(report.limits.length, 13);
+  const directRead = report.limits.find((l) => l.name === 'direct-read');
+  t.ok((directRead?.value ?? 0) > 0, 'the disk read back a synced file');
+  const get = report.scenarios.find((s) => s.name === 'get-64m-x1-random');
+  t.ok(
+    get?.ratios.some((r) => r.limit === 'direct-read'),
+    'large GETs are read against the disk too',
+  );
   const md = readFileSync(join(run.dir, 'results.md'), 'utf8');
   const svg = readFileSync(join(run.dir, 'chart.svg'), 'utf8');
   for (const scenario of SCENARIOS) {
