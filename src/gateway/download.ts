@@ -111,12 +111,7 @@ export function sendObject(
     // A small object whose record the page cache holds is read, decrypted and written in this
     // call (the common case for small objects): no buffer of its own and no promise.
     const plain = nowPlaintext.subarray(0, first.plainLength);
-    const chunk = {
-      keys: tenantKeysOf(input.keys),
-      chunkId: first.id,
-      plainLength: first.plainLength,
-    };
-    if (readChunkNow(services.inline, chunk, plain)) {
+    if (readChunkNow(services.inline, inlineChunk(input.keys, first), plain)) {
       if (!exchange.open) return undefined;
       const sent = writer.write(plain.subarray(first.from, first.to), true);
       if (sent) return sent.then(() => writer.end());
@@ -217,12 +212,13 @@ async function readInline(
   keys: TenantKeyMaterial,
   piece: Piece,
 ): Promise<ReadPiece> {
-  const plain = await readChunk(services.inline, {
-    keys: tenantKeysOf(keys),
-    chunkId: piece.id,
-    plainLength: piece.plainLength,
-  });
+  const plain = await readChunk(services.inline, inlineChunk(keys, piece));
   return { bytes: [plain.subarray(piece.from, piece.to)], release: NOTHING_TO_RELEASE };
+}
+
+/** What the gateway thread's chunk reads take for `piece`. */
+function inlineChunk(keys: TenantKeyMaterial, piece: Piece) {
+  return { keys: tenantKeysOf(keys), chunkId: piece.id, plainLength: piece.plainLength };
 }
 
 async function readPooled(

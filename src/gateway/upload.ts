@@ -32,12 +32,21 @@ import { BadRequest, fromWire } from '../util/errors.js';
 import { storeChunk, type ChunkStoreDeps } from '../workers/chunk-store.js';
 import type { TenantKeys } from '../engine/chunk-codec.js';
 
+/** TenantKeys by the material they were made from (the Authenticator keeps one per tenant). */
+const tenantKeysByMaterial = new WeakMap<TenantKeyMaterial, TenantKeys>();
+
+/** The gateway thread's TenantKeys of `material`, made once per material, not per request. */
 export function tenantKeysOf(material: TenantKeyMaterial): TenantKeys {
-  return {
-    tenantNum: material.tenantNum,
-    dataKey: Buffer.from(material.dataKey),
-    dedupKey: Buffer.from(material.dedupKey),
-  };
+  let keys = tenantKeysByMaterial.get(material);
+  if (!keys) {
+    keys = {
+      tenantNum: material.tenantNum,
+      dataKey: Buffer.from(material.dataKey),
+      dedupKey: Buffer.from(material.dedupKey),
+    };
+    tenantKeysByMaterial.set(material, keys);
+  }
+  return keys;
 }
 
 /** The most blocks one upload owns: those holding its bytes plus its unused reserve. */

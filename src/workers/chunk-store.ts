@@ -144,16 +144,24 @@ export function readChunkNow(
   const index = deps.index();
   const record = index.get<ChunkRecord>(DB.chunks, chunkKey(input.keys.tenantNum, input.chunkId));
   if (!record) return false;
-  const expected = {
-    chunkId: input.chunkId,
-    payloadChecksum: record.payloadChecksum,
-    plainLength: input.plainLength,
-  };
+  const expected = expectedRecord(input, record);
   const read = deps.reader().readNow(record, (bytes) => {
     decodeChunkInto(input.keys, bytes, expected, [target]);
     return true;
   });
   return read ?? false;
+}
+
+/** What a chunk's record must hold: its id, its payload's checksum and its plain length. */
+function expectedRecord(
+  input: { chunkId: Uint8Array; plainLength: number },
+  record: ChunkRecord,
+): { chunkId: Uint8Array; payloadChecksum: number; plainLength: number } {
+  return {
+    chunkId: input.chunkId,
+    payloadChecksum: record.payloadChecksum,
+    plainLength: input.plainLength,
+  };
 }
 
 /** Resolves the chunk, reads its record and decodes it with `decode`. */
@@ -173,13 +181,9 @@ async function readRecord<T>(
     const record = deps.index().get<ChunkRecord>(DB.chunks, key);
     if (!record) throw NotFound('chunk not found');
     try {
-      return await deps.reader().readWith(record, (bytes) =>
-        decode(bytes, {
-          chunkId: input.chunkId,
-          payloadChecksum: record.payloadChecksum,
-          plainLength: input.plainLength,
-        }),
-      );
+      return await deps
+        .reader()
+        .readWith(record, (bytes) => decode(bytes, expectedRecord(input, record)));
     } catch (error) {
       // Compaction moved the chunk and deleted the old segment: look it up again, once.
       if (attempt > 0 || errorCode(error) !== 'not_found') throw error;
