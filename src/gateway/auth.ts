@@ -28,6 +28,7 @@ import { constantTimeEqual } from '../security/access-keys.js';
 import { Unauthorized, Forbidden, isLightwellError } from '../util/errors.js';
 import { BASIC_CHALLENGE } from '../http/exchange.js';
 import type { TenantKeyMaterial } from '../workers/protocol.js';
+import { ownBytes } from '../util/buffer-pool.js';
 
 export interface Principal {
   readonly accessKeyId: string;
@@ -145,7 +146,12 @@ export class Authenticator {
     let keys = this.tenantKeys.get(tenant.id);
     if (!keys || keys.tenantNum !== tenant.num) {
       const dataKey = unwrapTenantKey(this.masterKey, tenant.id, Buffer.from(tenant.wrappedKey));
-      keys = { tenantNum: tenant.num, dataKey, dedupKey: dedupKey(dataKey) };
+      // Each pool task carries these: each in its own ArrayBuffer (see ownBytes).
+      keys = {
+        tenantNum: tenant.num,
+        dataKey: ownBytes(dataKey),
+        dedupKey: ownBytes(dedupKey(dataKey)),
+      };
       this.tenantKeys.set(tenant.id, keys);
     }
     return keys;

@@ -20,6 +20,7 @@ import { CorruptData, InvalidRange, fromWire } from '../util/errors.js';
 import { readChunk, readChunkNow, type ChunkStoreDeps } from '../workers/chunk-store.js';
 import { INLINE_CHUNK_BYTES_MAX, tenantKeysOf } from './upload.js';
 import type { BodyArena } from './body-arena.js';
+import { ownBytes } from '../util/buffer-pool.js';
 
 /** Pieces a download reads ahead of its socket whatever else the gateway serves. */
 const READ_AHEAD_CHUNKS = 6;
@@ -231,7 +232,7 @@ async function readPooled(
   const task: ReadTask = {
     kind: 'read',
     keys,
-    chunkId: piece.id,
+    chunkId: ownBytes(piece.id), // a view into the whole version record (see ownBytes)
     plainLength: piece.plainLength,
     ...(blocks && { into: blocks }),
   };

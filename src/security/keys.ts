@@ -102,7 +102,13 @@ export function openSecret(key: Buffer, sealed: Buffer, aad: string): Buffer {
     head.fill(0);
     throw CorruptData('sealed secret failed authentication', { reason: 'authentication' });
   }
-  const plaintext = Buffer.concat([head, tail]);
+  // A secret gets an allocation of its own, not a slice of Node's shared buffer pool (which other
+  // small Buffers share, and which lives as long as any of them); the pieces are zeroed.
+  const plaintext = Buffer.allocUnsafeSlow(head.length + tail.length);
+  head.copy(plaintext, 0);
+  tail.copy(plaintext, head.length);
+  head.fill(0);
+  tail.fill(0);
   assert.equal(plaintext.length, sealed.length - SEALED_OVERHEAD_BYTES);
   return plaintext;
 }

@@ -1,4 +1,5 @@
-// Buffers a thread reuses from one task to the next, and buffers aligned for direct I/O.
+// Buffers a thread reuses from one task to the next, buffers aligned for direct I/O, and bytes
+// that cross to another thread alone.
 //
 // A fresh buffer per record costs page faults, a fill and garbage-collection work for every byte
 // stored or read; a thread has at most a few tasks in flight, so a small pool of the largest
@@ -61,4 +62,23 @@ export function alignedBuffer(
   const memory = Buffer.allocUnsafeSlow(bytes + alignment);
   const skip = (alignment - misalignment(memory, alignment)) % alignment;
   return memory.subarray(skip, skip + bytes);
+}
+
+/**
+ * `bytes` in an ArrayBuffer of exactly their size: `bytes` itself when it already is, else a
+ * copy. A message to another thread (a Piscina task or its answer) copies the whole ArrayBuffer
+ * behind each view it holds, not the view: a 32-byte key or chunk id cut from Node's 8 KiB
+ * buffer pool, or from a decoded index record, would otherwise carry all of that memory (other
+ * requests' bytes) into the other thread, once per task.
+ */
+export function ownBytes(bytes: Uint8Array): Uint8Array {
+  const { buffer } = bytes;
+  if (
+    bytes.byteOffset === 0 &&
+    bytes.byteLength === buffer.byteLength &&
+    !(buffer instanceof SharedArrayBuffer)
+  ) {
+    return bytes;
+  }
+  return new Uint8Array(bytes);
 }

@@ -20,6 +20,7 @@ import type { TenantKeys } from '../engine/chunk-codec.js';
 import { storeChunk, readChunk, readChunkInto, type ChunkStoreDeps } from './chunk-store.js';
 import { toWire } from '../util/errors.js';
 import { native } from '../util/libc.js';
+import { ownBytes } from '../util/buffer-pool.js';
 import type {
   WorkerConfig,
   Task,
@@ -105,8 +106,11 @@ export default async function run(
 ): Promise<Outcome<StoreResult> | ArrayBuffer | number> {
   try {
     switch (task.kind) {
-      case 'store':
-        return { ok: true, value: await store(task) };
+      case 'store': {
+        const value = await store(task);
+        // The chunk id is a slice of this thread's buffer pool (see ownBytes).
+        return { ok: true, value: { ...value, chunkId: ownBytes(value.chunkId) } };
+      }
       case 'read':
         return await read(task);
     }
@@ -145,8 +149,9 @@ async function read(task: ReadTask): Promise<ArrayBuffer | number> {
     chunkId: task.chunkId,
     plainLength: task.plainLength,
   };
+  // Transferred, so it must be the plaintext's own ArrayBuffer: a pooled slab must never be.
   if (task.into === undefined)
-    return move(ownArrayBuffer(await readChunk(deps, input))) as ArrayBuffer;
+    return move(ownBytes(await readChunk(deps, input)).buffer as ArrayBuffer) as ArrayBuffer;
   const blockBytes = config.downloadBlockBytes;
   assert.ok(task.into.length * blockBytes >= task.plainLength, 'too few blocks for the chunk');
   const targets = task.into.map((block, i) => {
@@ -155,18 +160,4 @@ async function read(task: ReadTask): Promise<ArrayBuffer | number> {
   });
   await readChunkInto(deps, input, targets);
   return task.plainLength;
-}
-
-/** The bytes in an ArrayBuffer of their own: a pooled Buffer's slab must never be transferred. */
-function ownArrayBuffer(bytes: Buffer): ArrayBuffer {
-  if (
-    bytes.byteOffset === 0 &&
-    bytes.buffer.byteLength === bytes.length &&
-    !(bytes.buffer instanceof SharedArrayBuffer)
-  ) {
-    return bytes.buffer;
-  }
-  const own = new ArrayBuffer(bytes.length);
-  new Uint8Array(own).set(bytes);
-  return own;
 }

@@ -7,6 +7,7 @@
 // stays half free. A small object read without waiting (`readChunkNow`) goes out exact, also
 // when the socket takes only part of it and the shared buffer it was decrypted into is reused
 // by the next response before the rest is sent; one that cannot be read so goes the waiting way.
+// A read task's chunk id owns its memory, so the task carries no other bytes to the worker.
 // A body that falls short of the object's size (its chunks and size disagree) cuts the
 // connection after what it has, both ways.
 // Method: `sendObject` with a real BodyArena of 64 KiB blocks (two, or room for every read), a
@@ -181,6 +182,26 @@ t.test('whole objects and ranges come out exact, through blocks and buffers', as
   // Pieces per response: all four; the first; all four (65,000 to 300,000 reaches the last).
   t.equal(f.transferred, 2, 'only the chunk larger than the arena came as a buffer');
   t.equal(f.blocksUsed.length, 14, 'the others waited for blocks, two each');
+});
+
+t.test('a read task carries its chunk id alone, not the record it was cut from', async (t) => {
+  const f = fixture([100 * 1024, 70 * 1024]);
+  const tasks: ReadTask[] = [];
+  const pool = f.services.pool as unknown as { run: (task: ReadTask) => Promise<unknown> };
+  const run = pool.run;
+  pool.run = (task) => {
+    tasks.push(task);
+    return run(task);
+  };
+  const client = recordingExchange();
+  await send(f, client);
+  t.ok(client.body().equals(f.body), 'the whole body');
+  t.equal(tasks.length, 2);
+  for (const task of tasks) {
+    // A message to a worker copies the whole ArrayBuffer behind a view (see ownBytes).
+    t.equal(task.chunkId.byteLength, 32);
+    t.equal(task.chunkId.buffer.byteLength, 32, 'the chunk id owns its memory');
+  }
 });
 
 t.test('a download with nothing in flight does not wait for a full arena', async (t) => {
