@@ -1,7 +1,5 @@
 #!/usr/bin/env node
 // lightwell: the command-line tool (serve, admin-token, bench).
-import { serve } from '../src/cli/serve.js';
-import { adminToken } from '../src/cli/admin-token.js';
 
 // A reader that closes the pipe early (`lightwell admin-token list | head`) ends the output
 // quietly, as in other command-line tools, instead of with an EPIPE stack trace.
@@ -19,9 +17,15 @@ const usage = `usage: lightwell serve [--data-dir DIR] [--public-listen HOST:POR
        lightwell bench [--quick] [--only NAME,…] [--out DIR] [--endpoint URL --token TOKEN] …
                        (lightwell bench --help lists every flag)
 `;
-if (command === 'serve') await serve(rest, (code) => process.exit(code));
-else if (command === 'admin-token') await adminToken(rest);
-else if (command === 'bench') {
+// Each command loads only its own modules: `serve` stays a small supervisor (it never opens the
+// index, so it does not load LMDB), and the other commands start faster.
+if (command === 'serve') {
+  const { serve } = await import('../src/cli/serve.js');
+  await serve(rest, (code) => process.exit(code));
+} else if (command === 'admin-token') {
+  const { adminToken } = await import('../src/cli/admin-token.js');
+  await adminToken(rest);
+} else if (command === 'bench') {
   // The benchmark is a client of the public port, not part of the service: it lives in bench/,
   // outside src/, and is loaded only for this command.
   const { runBenchAsService } = await import('../bench/run.js');

@@ -3,9 +3,6 @@
 
 import { createRootLogger } from '../util/log.js';
 import { parseArgs, settingsFrom, writeThenExit, SERVICE_FLAGS } from './args.js';
-import { startEngine } from '../engine/engine.js';
-import { startGateway } from '../gateway/gateway.js';
-import { startAdmin } from '../admin/admin.js';
 import { isLightwellError } from '../util/errors.js';
 import { startHeapTrimmer } from '../util/malloc-env.js';
 
@@ -38,10 +35,14 @@ export async function runChild(
   const log = createRootLogger({ level: settings.string('log.level'), process: role });
   let running: { port?: number; stop(): Promise<void> };
   try {
-    const dataDir = settings.string('data_dir');
-    if (role === 'engine') running = await startEngine({ dataDir, settings });
-    else if (role === 'gateway') running = await startGateway({ dataDir, settings });
-    else running = await startAdmin({ dataDir, settings });
+    const options = { dataDir: settings.string('data_dir'), settings };
+    // Each process loads only its own role's modules (and native libraries): code it never runs
+    // would still take memory in every process.
+    if (role === 'engine')
+      running = await (await import('../engine/engine.js')).startEngine(options);
+    else if (role === 'gateway')
+      running = await (await import('../gateway/gateway.js')).startGateway(options);
+    else running = await (await import('../admin/admin.js')).startAdmin(options);
   } catch (error) {
     return await fail(role, error, exit);
   }
