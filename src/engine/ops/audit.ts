@@ -15,14 +15,14 @@ export type AuditInput = Omit<AuditEvent, 'id' | 'time'> & { time?: number };
 let sequence = Date.now() * 1000;
 
 /** The longest text a row keeps of each field; more is cut and marked with an ellipsis. */
-const FIELD_CHARS_MAX: Readonly<Partial<Record<keyof AuditEvent, number>>> = {
-  requestId: 64,
-  actor: 128,
-  action: 64,
-  resource: 2048,
-  reason: 1024,
-  remoteAddr: 64,
-};
+const FIELD_CHARS_MAX: ReadonlyArray<readonly [keyof AuditInput, number]> = [
+  ['requestId', 64],
+  ['actor', 128],
+  ['action', 64],
+  ['resource', 2048],
+  ['reason', 1024],
+  ['remoteAddr', 64],
+];
 
 function clip(text: string, max: number): string {
   return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
@@ -33,15 +33,22 @@ function clip(text: string, max: number): string {
  * put in it, and `tenantId` kept only when it is a tenant id (it becomes part of an index key,
  * whose size LMDB limits; a request that named no real tenant, such as a 404 for a malformed
  * id, has its path in `resource`). So a row can always be written: one that could not would
- * hold back every row batched with it.
+ * hold back every row batched with it. A row that already is so is answered as it is (every
+ * request makes one, on both sides); any other is copied, never changed in place.
  */
 export function boundedAuditRow(input: AuditInput): AuditInput {
-  const row: AuditInput = { ...input };
-  for (const [field, max] of Object.entries(FIELD_CHARS_MAX) as Array<[keyof AuditInput, number]>) {
-    const value = row[field];
-    if (typeof value === 'string') (row as Record<string, unknown>)[field] = clip(value, max);
+  let row = input;
+  for (const [field, max] of FIELD_CHARS_MAX) {
+    const value = input[field];
+    if (typeof value === 'string' && value.length > max) {
+      if (row === input) row = { ...input };
+      (row as Record<string, unknown>)[field] = clip(value, max);
+    }
   }
-  if (row.tenantId !== undefined && !isTenantId(row.tenantId)) delete row.tenantId;
+  if (row.tenantId !== undefined && !isTenantId(row.tenantId)) {
+    if (row === input) row = { ...input };
+    delete row.tenantId;
+  }
   return row;
 }
 
