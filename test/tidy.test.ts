@@ -2,7 +2,8 @@
 // imports point down the layers and never sideways, only the index store imports lmdb, only
 // the libc module loads koffi, and no code outside the error catalogue builds a bare Error. The
 // service never imports the benchmark (bench/, a client of the public port); the binaries reach
-// it only through bench/run.js.
+// it only through bench/run.js. `lightwell serve` and each service process load only their own
+// code: the supervisor no LMDB, uWebSockets.js or role module, a child only its own role's.
 // Method: read src/**/*.ts and bin/*.ts as text and check each import and each `new Error(`.
 import t from 'tap';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
@@ -53,12 +54,11 @@ t.test('every source folder has a layer', async (t) => {
 t.test('imports point down, never sideways', async (t) => {
   for (const file of files) {
     const layer = file.path.split('/')[1] ?? '';
-    for (const match of file.text.matchAll(/from '(\.[^']+)'/g)) {
-      const target = join(file.path, '..', match[1] ?? '').split('/');
-      if (target[0] !== 'src') continue;
-      const targetLayer = target[1] ?? '';
+    for (const { spec, target } of imports(file)) {
+      const [top, targetLayer = ''] = target.split('/');
+      if (top !== 'src') continue;
       const ok = targetLayer === layer || (rank[targetLayer] ?? 99) < (rank[layer] ?? -1);
-      t.ok(ok, `${file.path} imports ${match[1]!} (${layer} → ${targetLayer})`);
+      t.ok(ok, `${file.path} imports ${spec} (${layer} → ${targetLayer})`);
     }
   }
 });
@@ -80,6 +80,45 @@ t.test('the binaries import src/cli/ and, for `lightwell bench`, bench/run.js', 
       const ok = target.startsWith('src/cli/') || bench;
       t.ok(ok, `${file.path} imports ${spec}`);
     }
+  }
+});
+
+/**
+ * The modules that loading `start` loads: its static imports that are not type-only, and theirs
+ * (a dynamic `import()` loads only when it runs). Answers their paths and the packages they
+ * import.
+ */
+function loadedBy(start: string): { modules: Set<string>; packages: Set<string> } {
+  const byPath = new Map(files.map((file) => [file.path, file.text]));
+  const modules = new Set<string>();
+  const packages = new Set<string>();
+  const visit = (path: string): void => {
+    if (modules.has(path)) return;
+    modules.add(path);
+    const text = byPath.get(path) ?? '';
+    for (const match of text.matchAll(/^(?:import|export)(\s+type\b)?[^;]*?from '([^']+)'/gm)) {
+      if (match[1]) continue;
+      const spec = match[2] ?? '';
+      if (!spec.startsWith('.')) packages.add(spec);
+      else visit(join(path, '..', spec).replace(/\.js$/, '.ts'));
+    }
+  };
+  visit(start);
+  return { modules, packages };
+}
+
+t.test('serve and each service process load only their own code (memory)', async (t) => {
+  // The supervisor never opens the index or a listener: no LMDB, no uWebSockets.js, no role.
+  const serve = loadedBy('src/cli/serve.ts');
+  t.ok(serve.modules.size > 3, 'the import graph is read');
+  for (const name of ['lmdb', 'uWebSockets.js', 'piscina'])
+    t.notOk(serve.packages.has(name), `serve does not load ${name}`);
+  // A child loads its role's module when it starts; the others never.
+  const child = loadedBy('src/cli/child.ts');
+  t.ok(child.modules.has('src/util/log.ts'), "child.ts's own imports are followed");
+  for (const role of ['src/engine/engine.ts', 'src/gateway/gateway.ts', 'src/admin/admin.ts']) {
+    t.notOk(serve.modules.has(role), `serve does not load ${role}`);
+    t.notOk(child.modules.has(role), `child.ts does not load ${role} before its role is known`);
   }
 });
 

@@ -18,12 +18,13 @@ import { createHash } from 'node:crypto';
 import type { Piscina } from 'piscina';
 import type { BodyArena } from './body-arena.js';
 import type { OrderedStage, OrderedUpload } from '../workers/ordered-stage.js';
-import type {
-  StoreTask,
-  StoreResult,
-  Outcome,
-  TenantKeyMaterial,
-  Slice,
+import {
+  tenantKeysFrom,
+  type StoreTask,
+  type StoreResult,
+  type Outcome,
+  type TenantKeyMaterial,
+  type Slice,
 } from '../workers/protocol.js';
 import type { Exchange } from '../http/exchange.js';
 import type { ManifestChunk } from '../engine/ops/objects.js';
@@ -39,11 +40,7 @@ const tenantKeysByMaterial = new WeakMap<TenantKeyMaterial, TenantKeys>();
 export function tenantKeysOf(material: TenantKeyMaterial): TenantKeys {
   let keys = tenantKeysByMaterial.get(material);
   if (!keys) {
-    keys = {
-      tenantNum: material.tenantNum,
-      dataKey: Buffer.from(material.dataKey),
-      dedupKey: Buffer.from(material.dedupKey),
-    };
+    keys = tenantKeysFrom(material);
     tenantKeysByMaterial.set(material, keys);
   }
   return keys;

@@ -71,14 +71,14 @@ export function alignedBuffer(
  * buffer pool, or from a decoded index record, would otherwise carry all of that memory (other
  * requests' bytes) into the other thread, once per task.
  */
-export function ownBytes(bytes: Uint8Array): Uint8Array {
+export function ownBytes(bytes: Uint8Array): Uint8Array<ArrayBuffer> {
   const { buffer } = bytes;
   if (
     bytes.byteOffset === 0 &&
     bytes.byteLength === buffer.byteLength &&
-    !(buffer instanceof SharedArrayBuffer)
+    buffer instanceof ArrayBuffer
   ) {
-    return bytes;
+    return bytes as Uint8Array<ArrayBuffer>;
   }
   return new Uint8Array(bytes);
 }

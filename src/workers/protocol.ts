@@ -12,6 +12,7 @@
 
 import type { WireError } from '../util/errors.js';
 import type { ChecksumAlg } from '../engine/checksums.js';
+import type { TenantKeys } from '../engine/chunk-codec.js';
 
 export interface WorkerConfig {
   readonly arena: SharedArrayBuffer;
@@ -34,6 +35,17 @@ export interface TenantKeyMaterial {
   readonly tenantNum: number;
   readonly dataKey: Uint8Array;
   readonly dedupKey: Uint8Array;
+}
+
+/** The TenantKeys that chunk encoding takes, as Buffers over the material's own memory. */
+export function tenantKeysFrom(material: TenantKeyMaterial): TenantKeys {
+  const over = (bytes: Uint8Array): Buffer =>
+    Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  return {
+    tenantNum: material.tenantNum,
+    dataKey: over(material.dataKey),
+    dedupKey: over(material.dedupKey),
+  };
 }
 
 export interface StoreTask {

@@ -16,19 +16,18 @@ import { IndexStore } from '../engine/index/store.js';
 import { EngineClient } from '../engine/protocol.js';
 import { SegmentWriter } from '../engine/segments/segment-writer.js';
 import { SegmentReader } from '../engine/segments/segment-reader.js';
-import type { TenantKeys } from '../engine/chunk-codec.js';
 import { storeChunk, readChunk, readChunkInto, type ChunkStoreDeps } from './chunk-store.js';
 import { toWire } from '../util/errors.js';
 import { native } from '../util/libc.js';
 import { ownBytes } from '../util/buffer-pool.js';
-import type {
-  WorkerConfig,
-  Task,
-  StoreTask,
-  StoreResult,
-  ReadTask,
-  Outcome,
-  TenantKeyMaterial,
+import {
+  tenantKeysFrom,
+  type WorkerConfig,
+  type Task,
+  type StoreTask,
+  type StoreResult,
+  type ReadTask,
+  type Outcome,
 } from './protocol.js';
 
 const config = workerData as WorkerConfig;
@@ -80,22 +79,6 @@ function segmentReader(): SegmentReader {
   });
 }
 
-function tenantKeys(material: TenantKeyMaterial): TenantKeys {
-  return {
-    tenantNum: material.tenantNum,
-    dataKey: Buffer.from(
-      material.dataKey.buffer,
-      material.dataKey.byteOffset,
-      material.dataKey.byteLength,
-    ),
-    dedupKey: Buffer.from(
-      material.dedupKey.buffer,
-      material.dedupKey.byteOffset,
-      material.dedupKey.byteLength,
-    ),
-  };
-}
-
 /**
  * A store task answers an Outcome. A read task answers the plaintext's length once it is in
  * the download-arena blocks the task named, else the plaintext ArrayBuffer itself (transferred,
@@ -108,7 +91,7 @@ export default async function run(
     switch (task.kind) {
       case 'store': {
         const value = await store(task);
-        // The chunk id is a slice of this thread's buffer pool (see ownBytes).
+        // The chunk id may be a slice of this thread's buffer pool (see ownBytes).
         return { ok: true, value: { ...value, chunkId: ownBytes(value.chunkId) } };
       }
       case 'read':
@@ -136,7 +119,7 @@ function store(task: StoreTask): Promise<StoreResult> {
     return arena.subarray(base + start, base + end);
   });
   return storeChunk(deps, {
-    keys: tenantKeys(task.keys),
+    keys: tenantKeysFrom(task.keys),
     slices,
     plainLength: task.plainLength,
     objectChecksums: task.objectChecksums,
@@ -145,13 +128,13 @@ function store(task: StoreTask): Promise<StoreResult> {
 
 async function read(task: ReadTask): Promise<ArrayBuffer | number> {
   const input = {
-    keys: tenantKeys(task.keys),
+    keys: tenantKeysFrom(task.keys),
     chunkId: task.chunkId,
     plainLength: task.plainLength,
   };
   // Transferred, so it must be the plaintext's own ArrayBuffer: a pooled slab must never be.
   if (task.into === undefined)
-    return move(ownBytes(await readChunk(deps, input)).buffer as ArrayBuffer) as ArrayBuffer;
+    return move(ownBytes(await readChunk(deps, input)).buffer) as ArrayBuffer;
   const blockBytes = config.downloadBlockBytes;
   assert.ok(task.into.length * blockBytes >= task.plainLength, 'too few blocks for the chunk');
   const targets = task.into.map((block, i) => {

@@ -90,13 +90,17 @@ t.test('sealSecret layout and round trip', async (t) => {
   t.same(openSecret(key, sealSecret(key, Buffer.alloc(0), ''), ''), Buffer.alloc(0), 'empty');
 });
 
-t.test('openSecret: the plaintext has an allocation of its own, not a pool slice', async (t) => {
-  const key = deriveKey(Buffer.alloc(MASTER_KEY_BYTES, 3), PURPOSE_SECRET_SEAL);
-  const opened = openSecret(key, sealSecret(key, Buffer.alloc(32, 9), 'aad'), 'aad');
-  t.same(opened, Buffer.alloc(32, 9));
-  t.equal(opened.byteOffset, 0);
-  t.equal(opened.buffer.byteLength, 32, 'no other bytes share its memory');
-});
+t.test(
+  'openSecret and dedupKey: keys have allocations of their own, not pool slices',
+  async (t) => {
+    const key = deriveKey(Buffer.alloc(MASTER_KEY_BYTES, 3), PURPOSE_SECRET_SEAL);
+    const opened = openSecret(key, sealSecret(key, Buffer.alloc(32, 9), 'aad'), 'aad');
+    t.same(opened, Buffer.alloc(32, 9));
+    t.equal(opened.byteOffset, 0);
+    t.equal(opened.buffer.byteLength, 32, 'no other bytes share its memory');
+    t.equal(dedupKey(opened).buffer.byteLength, 32, 'nor the dedup key derived from it');
+  },
+);
 
 t.test('openSecret: every kind of damage is corrupt_data without secrets in it', async (t) => {
   const key = deriveKey(master, PURPOSE_SECRET_SEAL);
