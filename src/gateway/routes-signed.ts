@@ -69,7 +69,14 @@ import {
   parseRequestHeaderList,
   type CorsRule,
 } from '../security/cors.js';
-import { BadRequest, NotFound, Forbidden, Unauthorized, PayloadTooLarge } from '../util/errors.js';
+import {
+  BadRequest,
+  NotFound,
+  Forbidden,
+  Unauthorized,
+  PayloadTooLarge,
+  isLightwellError,
+} from '../util/errors.js';
 
 const str = { type: 'string' } as const;
 const int = { type: 'integer' } as const;
@@ -130,6 +137,22 @@ interface SignedAccess {
   readonly key: string;
 }
 
+/**
+ * What a signed URL's 401 asks for (RFC 9110 §11.6.1, RFC 6750 §3.1): the token in the URL is
+ * the credential and it is not valid, so an Authorization header would not help; a new URL will.
+ */
+const SIGNED_URL_CHALLENGE = 'Bearer realm="lightwell", error="invalid_token"';
+
+/** `error`, carrying the signed URL's challenge when it is a 401. */
+function withSignedUrlChallenge(error: unknown): unknown {
+  if (!isLightwellError(error) || error.status !== 401) return error;
+  return Unauthorized(
+    error.message,
+    { ...error.details, challenge: SIGNED_URL_CHALLENGE },
+    { cause: error },
+  );
+}
+
 export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
   const { services, bearer, bucketOf } = kit;
   const { store, settings, auth } = services;
@@ -167,8 +190,24 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
     return { accessKeyId: key.accessKeyId, tenant, scope: scopeOf(key.scopes) };
   };
 
-  /** Verifies the token and re-checks everything it stands for, for `method` on this path. */
+  /**
+   * Verifies the token and re-checks everything it stands for, for `method` on this path; a 401
+   * names the signed URL's challenge.
+   */
   const access = (
+    exchange: Exchange,
+    params: Readonly<Record<string, string>>,
+    method: string,
+  ): SignedAccess => {
+    try {
+      return checkedAccess(exchange, params, method);
+    } catch (error) {
+      throw withSignedUrlChallenge(error);
+    }
+  };
+
+  /** `access` without the challenge. */
+  const checkedAccess = (
     exchange: Exchange,
     params: Readonly<Record<string, string>>,
     method: string,
@@ -391,7 +430,7 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
     const expected = parseChecksumHeaders(exchange);
     if (payload.ca !== undefined && payload.cv !== undefined) {
       const alg = parseChecksumAlg(payload.ca);
-      if (!alg) throw Unauthorized('invalid token');
+      if (!alg) throw Unauthorized('invalid token', { challenge: SIGNED_URL_CHALLENGE });
       const digest = parseChecksumHeader(alg, payload.cv);
       const sent = expected.get(alg);
       if (sent && !sent.equals(digest))

@@ -1,7 +1,8 @@
 // Goal: signed URLs and CORS behave as data-api.md §4 says, tried as a browser would: minting
 // needs the scope of the method (a read-only key cannot mint PUT), fields of the other method
 // are refused, ttl is clamped to security.max_presign_ttl; at use a tampered, expired,
-// wrong-method, wrong-resource or revoked URL gets 401/403; upload constraints hold
+// wrong-method, wrong-resource or revoked URL gets 401/403 (a 401 challenges with
+// error="invalid_token", not a plain bearer challenge); upload constraints hold
 // (contentLengthMax refused before the body is read and nothing stored, pinned content type,
 // checksum, idempotency key, keyPrefix with a browser-chosen suffix); the reason lands on the
 // mint and use audit rows; CORS rules need an admin key, and a browser-style preflight
@@ -101,21 +102,23 @@ t.test('signed URLs and CORS preflight', async (t) => {
       401,
       'a tampered payload',
     );
-    t.equal((await browser('/api/v1/signed/site/pages/index.html')).status, 401, 'no token');
+    const noToken = await browser('/api/v1/signed/site/pages/index.html');
+    t.equal(noToken.status, 401, 'no token');
+    // The URL's token is the credential: its 401 says the token is invalid (RFC 6750 §3.1).
+    t.equal(
+      noToken.headers.get('www-authenticate'),
+      'Bearer realm="lightwell", error="invalid_token"',
+    );
     t.equal(
       (await browser(`/api/v1/signed/site/pages/index.html?token=${client.token}`)).status,
       401,
       'a bearer token is no URL token',
     );
-    t.equal(
-      (
-        await fetch(`${service.publicUrl}/buckets`, {
-          headers: { Authorization: `Bearer ${token}` },
-        })
-      ).status,
-      401,
-      'a URL token is no bearer token',
-    );
+    const urlTokenAsBearer = await fetch(`${service.publicUrl}/buckets`, {
+      headers: { Authorization: `Bearer ${token}` },
+    });
+    t.equal(urlTokenAsBearer.status, 401, 'a URL token is no bearer token');
+    t.equal(urlTokenAsBearer.headers.get('www-authenticate'), 'Bearer realm="lightwell"');
     t.equal(
       (await browser(`/api/v1/signed/site/pages/other.html?token=${token}`)).status,
       403,
