@@ -2,7 +2,7 @@
 // retention and legal hold, server-side copy and batch delete. Mutations go to the engine with
 // their audit row.
 
-import type { Exchange } from '../http/exchange.js';
+import { toProblem, type Exchange } from '../http/exchange.js';
 import type { Route, RouteDoc, JsonSchema } from '../http/router.js';
 import type { Handler } from '../http/server.js';
 import type { IndexStore } from '../engine/index/store.js';
@@ -21,7 +21,8 @@ import { authorize, type Principal } from './auth.js';
 import { keyQuery, objectJson, type RouteKit } from './routes.js';
 import { objectSchema } from './route-docs.js';
 import { validateContentType, validateObjectKey, validateUserMetadata } from '../security/names.js';
-import { BadRequest, NotFound, isLightwellError, toWire } from '../util/errors.js';
+import { BadRequest, NotFound } from '../util/errors.js';
+import { componentLogger } from '../util/log.js';
 
 const TAGS_MAX = 10;
 const TAG_KEY_CHARS_MAX = 128;
@@ -439,12 +440,15 @@ async function deleteOne(
     if (result.deleteMarker) deleted['deleteMarker'] = true;
     return deleted;
   } catch (error) {
-    const wire = toWire(error);
-    return {
-      ...base,
-      code: isLightwellError(error) ? wire.code : 'internal',
-      message: isLightwellError(error) ? wire.message : 'internal error',
-    };
+    // Each entry tells what a whole request would: a failure of the service is `internal` or
+    // `unavailable`, never its own code and message, and it is logged.
+    const problem = toProblem(error);
+    if (problem.code === 'internal')
+      componentLogger('gateway.batch-delete').error(
+        { err: error, key: entry.key },
+        'batch delete entry failed',
+      );
+    return { ...base, code: problem.code, message: problem.message };
   }
 }
 

@@ -339,14 +339,18 @@ function bodyLength(headers: Readonly<Record<string, string>>): number | undefin
   return length === undefined ? undefined : Number(length);
 }
 
-interface Problem {
+export interface Problem {
   status: number;
   code: string;
   title: string;
   message: string;
 }
 
-function toProblem(error: unknown): Problem {
+/**
+ * What a client is told of `error`: its own status, code and message, except for a failure of
+ * the service, which is `internal` (or `unavailable`) without its details.
+ */
+export function toProblem(error: unknown): Problem {
   if (isLightwellError(error)) {
     const known = error;
     const status = known.status;

@@ -94,13 +94,16 @@ export class Router<H> {
 
   /** Finds the route; 404 for an unknown path, 405 for a known path with another method. */
   match(method: string, rawPath: string): Match<H> {
-    if (!rawPath.startsWith(this.prefix)) throw NotFound(`no route for ${rawPath}`);
+    // The prefix is whole path segments: `/api/v1x/buckets` is not under `/api/v1`.
+    const rest = rawPath.startsWith(this.prefix) ? rawPath.slice(this.prefix.length) : undefined;
+    if (rest === undefined || (rest !== '' && !rest.startsWith('/')))
+      throw NotFound(`no route for ${rawPath}`);
     // The raw path reaches us decoded as UTF-8, with U+FFFD for every invalid byte: two keys
     // that differ only in such bytes would be one key. (A raw U+FFFD is refused too; keys that
     // hold it arrive percent-encoded.)
     if (rawPath.includes('\uFFFD'))
       throw BadRequest('the path is not valid UTF-8; percent-encode the key');
-    const parts = rawPath.slice(this.prefix.length).split('/').slice(1);
+    const parts = rest.split('/').slice(1);
     const allowed: string[] = [];
     for (const entry of this.compiled) {
       const params = matchSegments(entry.segments, parts);

@@ -1,7 +1,8 @@
 // Goal: the listener settles every request exactly once, whether its handler answers before it
 // returns (no promise) or later: a handler that throws, rejects, or returns without answering
 // gets a problem object with the error's status (500 for the last), and the audit sink sees each
-// exchange once, after its answer, with that status.
+// exchange once, after its answer, with that status. A path that merely begins with the
+// prefix's letters is no route (404).
 // Method: `listen` on loopback with a Router of handlers of each kind and an audit sink that
 // records what it is given; plain fetch requests.
 import t from 'tap';
@@ -76,4 +77,8 @@ t.test('sync and async handlers are settled once, with their audit row', async (
     Object.entries(expected).map(([name, [status]]) => ({ op: name, status, open: false })),
     'one audit row per request, after its answer, in order',
   );
+  // The prefix is whole segments: a path that only starts with its letters is no route of it.
+  const beside = await fetch(`http://127.0.0.1:${listener.port}/apix/sync-answer`);
+  t.equal(beside.status, 404, '/apix/… is not under /api');
+  t.match(await beside.text(), /"code":"not_found"/);
 });
