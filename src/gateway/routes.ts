@@ -461,13 +461,9 @@ function bucketOfVersioned(
   return store.getShared<BucketRecord>(DB.buckets, tenantChildKey(principal.tenant.id, name));
 }
 
+/** `address` is canonical (see canonicalAddress): IPv4-mapped peers are dotted IPv4. */
 function isLoopback(address: string): boolean {
-  return (
-    address === '::1' ||
-    address.startsWith('127.') ||
-    address.startsWith('::ffff:127.') ||
-    address === '0000:0000:0000:0000:0000:0000:0000:0001'
-  );
+  return address === '::1' || address.startsWith('127.');
 }
 
 function parseBasic(

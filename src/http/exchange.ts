@@ -27,6 +27,26 @@ const BEARER_CHALLENGE = 'Bearer realm="lightwell"';
 /** The challenge of a 401 where an access key id and secret are expected. */
 export const BASIC_CHALLENGE = 'Basic realm="lightwell", charset="UTF-8"';
 
+/**
+ * A peer's address as settings and audit readers write it. uWebSockets.js gives the peers of an
+ * IPv6 listener in full hex (`0000:0000:0000:0000:0000:ffff:7f00:0001` for 127.0.0.1): an
+ * IPv4-mapped address becomes dotted IPv4, any other IPv6 address its compressed form (`::1`).
+ */
+export function canonicalAddress(text: string): string {
+  if (!text.includes(':')) return text;
+  let compressed: string;
+  try {
+    compressed = new URL(`http://[${text}]/`).hostname.slice(1, -1);
+  } catch {
+    return text;
+  }
+  const mapped = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(compressed);
+  if (!mapped) return compressed;
+  const high = Number.parseInt(mapped[1] ?? '0', 16);
+  const low = Number.parseInt(mapped[2] ?? '0', 16);
+  return `${high >> 8}.${high & 255}.${low >> 8}.${low & 255}`;
+}
+
 export const JSON_BODY_BYTES_MAX = 1024 * 1024;
 /**
  * Bytes of a request head, URL and headers, that a request may carry (refused with 431
@@ -106,7 +126,7 @@ export class Exchange {
     this.headers = headers;
     this.headerBytes = headerBytes;
     this.requestId = nextRequestId();
-    this.remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString();
+    this.remoteAddress = canonicalAddress(Buffer.from(res.getRemoteAddressAsText()).toString());
     res.onAborted(() => {
       this.aborted = true;
       if (!this.done) this.status = 499;
