@@ -304,7 +304,10 @@ export function withProblems(doc: RouteDoc, method: string, path: string): Route
     found[403] = 'tls_required: minted over plain HTTP from a non-loopback peer';
     found[429] = 'too many mints for this access key (see Retry-After)';
   } else {
-    found[401] = 'missing, invalid or expired token, a revoked key or a disabled tenant';
+    found[401] =
+      doc.auth === 'signed-url'
+        ? 'missing, invalid or expired URL token, its key revoked or its tenant disabled; the challenge is \'Bearer realm="lightwell", error="invalid_token"\': a new URL is needed, an Authorization header does not help'
+        : 'missing, invalid or expired token, a revoked key or a disabled tenant';
     found[403] = "the key's scope or the bucket policy does not allow it";
   }
   if (path.includes('{bucket}')) found[404] = 'no such bucket, object, version or upload';
