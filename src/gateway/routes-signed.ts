@@ -44,10 +44,10 @@ import {
   parseContentLength,
   parseChecksumHeaders,
   parseMetadata,
-  idempotencyOf,
   storeObject,
   type RouteKit,
 } from './routes.js';
+import { idempotencyOf } from './idempotency.js';
 import { ANY_CONTENT_TYPE, objectReadResponses, objectSchema, readHeaders } from './route-docs.js';
 import { deriveKey, PURPOSE_SIGNED_URL } from '../security/keys.js';
 import { parseScopes, canMintSignedUrl, type Scope, type Verb } from '../security/scopes.js';

@@ -21,7 +21,8 @@ import {
   type ObjectVersionRecord,
 } from '../engine/index/schema.js';
 import { etagListMatches, findVersionIn } from '../engine/ops/objects.js';
-import { receiveBody, type UploadServices } from './upload.js';
+import { Divert, receiveBody, type UploadServices } from './upload.js';
+import { idempotencyOf, ReplayBody, type IdempotencyClaim } from './idempotency.js';
 import { auditRowOf } from '../http/audit.js';
 import { sendObject, parseRange, type DownloadServices } from './download.js';
 import { Authenticator, authorize, type Principal } from './auth.js';
@@ -55,7 +56,6 @@ import { checkQuotaIn } from '../engine/ops/quota.js';
 import { policyDenies, type BucketPolicy } from '../security/bucket-policy.js';
 import type { Verb } from '../security/scopes.js';
 import type { BeginResult } from '../engine/ops/idempotency.js';
-import { createHash } from 'node:crypto';
 import type { Settings } from '../util/config.js';
 import * as docs from './route-docs.js';
 import { objectMetaRoutes } from './routes-object-meta.js';
@@ -485,7 +485,7 @@ export interface StoreObjectInput {
   readonly expected: Map<ChecksumAlg, Buffer>;
   readonly metadata: Record<string, string>;
   readonly contentType: string;
-  readonly idempotency: { key: string; fingerprint: string } | undefined;
+  readonly idempotency: IdempotencyClaim | undefined;
 }
 
 /**
@@ -502,15 +502,18 @@ export async function storeObject(
   const { engine, auth } = kit.services;
   const { idempotency, expected } = input;
   const target = { tenantId: input.principal.tenant.id, bucket: input.bucket };
-  let replay: ObjectVersionRecord | undefined;
+  // A replay stores nothing: its body is diverted to a check against the declared digests, and
+  // the first request's result is the answer.
+  let replay: { result: ObjectVersionRecord; body: ReplayBody } | undefined;
   const gate = idempotency
-    ? engine.call<BeginResult>('beginIdempotent', { ...target, ...idempotency }).then((begun) => {
-        if ('replay' in begun) {
-          replay = begun.replay;
-          // eslint-disable-next-line @typescript-eslint/only-throw-error -- sentinel, caught below
-          throw Replayed;
-        }
-      })
+    ? engine
+        .call<BeginResult>('beginIdempotent', { ...target, ...idempotency })
+        .then(async (begun) => {
+          if (!('replay' in begun)) return;
+          replay = { result: begun.replay, body: await ReplayBody.of(expected) };
+          // eslint-disable-next-line @typescript-eslint/only-throw-error -- caught below
+          throw new Divert(replay.body);
+        })
     : undefined;
   const algs: ChecksumAlg[] = [...new Set<ChecksumAlg>(['CRC32C', ...expected.keys()])];
   const body = receiveBody(kit.services.upload, {
@@ -544,11 +547,14 @@ export async function storeObject(
     if (idempotency) args['idempotency'] = idempotency;
     return await kit.mutate<ObjectVersionRecord>(exchange, 'putObject', args, 200);
   } catch (error) {
-    if (error === Replayed && replay) return replay;
+    if (error instanceof Divert && replay) {
+      await replay.body.checked;
+      return replay.result;
+    }
     const code = errorCode(error);
     if (
       idempotency &&
-      error !== Replayed &&
+      !(error instanceof Divert) &&
       code !== 'idempotency_key_in_use' &&
       code !== 'idempotency_key_reused'
     ) {
@@ -556,51 +562,6 @@ export async function storeObject(
     }
     throw error;
   }
-}
-
-/** Marks a replayed idempotent request: the body is discarded and the first result returned. */
-const Replayed = Symbol('replayed');
-const IDEMPOTENCY_KEY_CHARS_MAX = 255;
-
-export function idempotencyOf(
-  exchange: Exchange,
-  bound: {
-    /** The object key: a key replayed for another object is a reuse, never a replay. */
-    objectKey: string;
-    expected: Map<ChecksumAlg, Buffer>;
-    contentLength: number;
-    metadata: Record<string, string>;
-    contentType: string;
-  },
-  key = exchange.header('idempotency-key'),
-): { key: string; fingerprint: string } | undefined {
-  if (key === undefined) return undefined;
-  if (key.length === 0 || key.length > IDEMPOTENCY_KEY_CHARS_MAX || !/^[\x21-\x7e]+$/.test(key)) {
-    throw BadRequest(
-      `Idempotency-Key must be 1 to ${IDEMPOTENCY_KEY_CHARS_MAX} visible ASCII characters`,
-    );
-  }
-  if (bound.expected.size === 0) {
-    throw BadRequest(
-      'Idempotency-Key requires at least one X-Service-Checksum-<alg> header (CRC32, CRC32C, CRC64NVME, SHA1 or SHA256)',
-    );
-  }
-  const checksums = [...bound.expected]
-    .map(([alg, digest]) => [alg, digest.toString('base64')])
-    .sort();
-  const metadata = Object.entries(bound.metadata).sort();
-  const fingerprint = createHash('sha256')
-    .update(
-      JSON.stringify([
-        bound.objectKey,
-        checksums,
-        bound.contentLength,
-        metadata,
-        bound.contentType,
-      ]),
-    )
-    .digest('hex');
-  return { key, fingerprint };
 }
 
 /**

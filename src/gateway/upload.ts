@@ -123,9 +123,24 @@ export interface UploadInput {
   readonly algs: readonly ChecksumAlg[];
   /**
    * Bytes wait (socket paused) until this settles; a rejection ends the upload with that error
-   * and the rest of the body is read and discarded.
+   * and the rest of the body is read and discarded, or handed to a `Divert`'s sink.
    */
   readonly gate?: Promise<unknown>;
+}
+
+/** Where a diverted body goes: every byte in order, then one `end`. */
+export interface BodySink {
+  write(bytes: Uint8Array): void;
+  /** The whole body was written, or it never will be (`error`: short, long or abandoned). */
+  end(error?: unknown): void;
+}
+
+/**
+ * A gate's rejection that ends the upload without storing anything and hands the whole body to
+ * `sink` instead of discarding it (an idempotent replay checks its body this way).
+ */
+export class Divert {
+  constructor(readonly sink: BodySink) {}
 }
 
 export function receiveBody(services: UploadServices, input: UploadInput): Promise<ReceivedBody> {
@@ -165,6 +180,8 @@ class BodyReceiver {
   private ownBlockFreed: (() => void) | undefined;
   private readonly stored: Array<Promise<StoreResult>> = [];
   private readonly ordered: OrderedUpload | undefined;
+  /** Takes the body's bytes once a gate diverted it (see `Divert`). */
+  private sink: BodySink | undefined;
 
   constructor(
     private readonly services: UploadServices,
@@ -178,9 +195,11 @@ class BodyReceiver {
     this.blockBytes = services.arena.blockBytes;
     this.single = input.contentLength <= this.blockBytes;
     if (!this.single) this.ordered = services.ordered.begin(input.algs, services.chunkAvgBytes);
-    input.exchange.onAbort(() =>
-      this.fail(BadRequest('the client went away before the body was complete')),
-    );
+    input.exchange.onAbort(() => {
+      const error = BadRequest('the client went away before the body was complete');
+      if (this.sink) this.endSink(error);
+      else this.fail(error);
+    });
     if (input.contentLength === 0) {
       void (input.gate ?? Promise.resolve()).then(
         () => this.finishEmpty(),
@@ -219,7 +238,10 @@ class BodyReceiver {
   }
 
   private onData(chunk: ArrayBuffer, isLast: boolean): void {
-    if (this.failed) return;
+    if (this.failed) {
+      if (this.sink) this.toSink(new Uint8Array(chunk), isLast);
+      return;
+    }
     this.received += chunk.byteLength;
     if (isLast) this.lastSeen = true;
     if (this.received > this.input.contentLength) {
@@ -566,13 +588,42 @@ class BodyReceiver {
     this.failed = true;
     this.wakeOwnWaiter();
     this.ordered?.drop();
-    this.unpark();
+    const parked = this.unpark();
+    if (error instanceof Divert) this.divert(error.sink, parked);
     // The rest of the body is read and discarded, so the connection stays usable; after the
     // last byte the response resumes.
     this.resumeSocket();
     this.reject(error);
     // Blocks still read by running tasks are released as those tasks settle.
     void Promise.allSettled(this.stored).then(() => this.releaseAll());
+  }
+
+  /**
+   * Hands the body to `sink` instead of storing it. Only a gate diverts, and until the gate
+   * passes every byte read is parked (`onData` has checked them against the length), so
+   * `parked` is the whole body so far.
+   */
+  private divert(sink: BodySink, parked: readonly Uint8Array[]): void {
+    this.sink = sink;
+    for (const part of parked) sink.write(part);
+    if (this.received === this.input.contentLength) this.endSink();
+  }
+
+  private toSink(bytes: Uint8Array, isLast: boolean): void {
+    this.received += bytes.length;
+    if (this.received > this.input.contentLength) {
+      this.endSink(BadRequest('the body is longer than its Content-Length'));
+      return;
+    }
+    this.sink?.write(bytes);
+    if (this.received === this.input.contentLength) this.endSink();
+    else if (isLast) this.endSink(BadRequest('the body is shorter than its Content-Length'));
+  }
+
+  private endSink(error?: unknown): void {
+    const sink = this.sink;
+    this.sink = undefined;
+    sink?.end(error);
   }
 }
 

@@ -13,7 +13,7 @@
 // `node:net` sockets for malformed HTTP and for disconnects at chosen byte counts.
 import t from 'tap';
 import { connect, type Socket } from 'node:net';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Service, type DataClient, type ObjectsPage } from '../helpers/service.js';
@@ -233,6 +233,40 @@ t.test('bad input', async (t) => {
       again.bytes.equals(body),
       `abandoned downloads leave the object readable (${again.status}, ${again.bytes.length} bytes ${again.status === 200 ? '' : again.bytes.toString()})`,
     );
+  });
+
+  await t.test('an idempotent replay is answered only once its whole body is in', async (t) => {
+    await fresh();
+    const body = randomBytes(2 * MiB + 5);
+    const headers = {
+      ...auth(),
+      'Idempotency-Key': 'replay-cut',
+      'X-Service-Checksum-SHA256': createHash('sha256').update(body).digest('base64'),
+    };
+    const first = await client.put(BUCKET, 'replayed', body, headers);
+    t.equal(first.status, 200);
+    const cuts: Array<{ send: number; then: 'end' | 'destroy' }> = [
+      { send: 0, then: 'destroy' },
+      { send: MiB, then: 'destroy' },
+      { send: 2 * MiB, then: 'end' },
+    ];
+    for (const cut of cuts) {
+      const result = await raw(
+        port,
+        [
+          head('PUT', `/buckets/${BUCKET}/objects/replayed`, {
+            ...headers,
+            'Content-Length': body.length,
+          }),
+          body.subarray(0, cut.send),
+        ],
+        { then: cut.then, waitMs: 300 },
+      );
+      t.notOk(result.statuses.includes(200), `${cut.send} bytes, then ${cut.then}: no replay`);
+    }
+    const replay = await client.put(BUCKET, 'replayed', body, headers);
+    t.same([replay.status, replay.json], [200, first.json], 'a whole replay still replays');
+    t.ok((await client.get(BUCKET, 'replayed')).bytes.equals(body));
   });
 
   await t.test('a body longer or shorter than its Content-Length', async (t) => {

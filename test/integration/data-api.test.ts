@@ -18,9 +18,15 @@ interface VersionsPage {
   nextVersionIdMarker: string;
 }
 import { EngineClient } from '../../src/engine/protocol.js';
+import { crc32c } from '../../src/util/crc32c.js';
 
 const sha256 = (body: Buffer | string): string =>
   createHash('sha256').update(body).digest('base64');
+const crc32cBase64 = (body: Buffer): string => {
+  const digest = Buffer.alloc(4);
+  digest.writeUInt32BE(crc32c(body) >>> 0);
+  return digest.toString('base64');
+};
 
 t.test('data-plane API', async (t) => {
   const service = await Service.start();
@@ -352,6 +358,38 @@ t.test('data-plane API', async (t) => {
       'and stores nothing',
     );
     const other = Buffer.from('payload-2');
+    response = await client.put('idem', 'k', other, headers);
+    t.equal(response.status, 422, 'a replay whose body is not the first body is refused');
+    t.equal((response.json as Problem).code, 'idempotency_key_reused');
+    t.equal((await client.get('idem', 'k')).bytes.toString(), 'overwritten meanwhile');
+    response = await client.put('idem', 'k', body.subarray(0, 4), headers);
+    t.equal(response.status, 422, 'so is one of another length (the length is bound too)');
+
+    // Bodies of several blocks, declared with more than one algorithm: the replay is checked
+    // with one of them, whole, however it arrives.
+    const large = randomBytes(3 * 1024 * 1024 + 17);
+    const largeHeaders = {
+      'Idempotency-Key': 'op-large',
+      'X-Service-Checksum-SHA256': sha256(large),
+      'X-Service-Checksum-CRC32C': crc32cBase64(large),
+    };
+    const firstLarge = await client.put('idem', 'large', large, largeHeaders);
+    t.equal(firstLarge.status, 200);
+    const changed = Buffer.from(large);
+    changed.writeUInt8(changed.readUInt8(changed.length - 1) ^ 1, changed.length - 1);
+    response = await client.put('idem', 'large', changed, largeHeaders);
+    t.equal(response.status, 422, 'one byte changed at the very end is noticed');
+    t.equal((response.json as Problem).code, 'idempotency_key_reused');
+    response = await client.put('idem', 'large', large, largeHeaders);
+    t.equal(response.status, 200);
+    t.same(response.json, firstLarge.json, 'the same body replays');
+    t.ok((await client.get('idem', 'large')).bytes.equals(large));
+    const emptyHeaders = { 'Idempotency-Key': 'op-empty', 'X-Service-Checksum-SHA256': sha256('') };
+    const firstEmpty = await client.put('idem', 'empty', '', emptyHeaders);
+    t.equal(firstEmpty.status, 200);
+    response = await client.put('idem', 'empty', '', emptyHeaders);
+    t.same([response.status, response.json], [200, firstEmpty.json], 'an empty body replays');
+
     response = await client.put('idem', 'k', other, {
       'Idempotency-Key': 'op-1',
       'X-Service-Checksum-SHA256': sha256(other),
