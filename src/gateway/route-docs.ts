@@ -168,7 +168,7 @@ export const createBucket: RouteDoc = {
       required: ['name'],
       properties: {
         name: str,
-        versioning: { type: 'string', enum: ['Enabled', 'Unversioned'] },
+        versioning: { type: 'string', enum: ['Enabled'] },
         objectLock: bool,
       },
     },

@@ -233,7 +233,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
         validateBucketName(name);
         authorize(principal, { verb: 'write', bucket: name });
         const versioning = body?.['versioning'];
-        if (versioning !== undefined && versioning !== 'Enabled' && versioning !== 'Unversioned')
+        if (versioning !== undefined && versioning !== 'Enabled')
           throw BadRequest('versioning must be "Enabled" when given');
         const objectLock = body?.['objectLock'];
         if (objectLock !== undefined && typeof objectLock !== 'boolean')

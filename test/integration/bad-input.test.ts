@@ -404,6 +404,16 @@ t.test('bad input', async (t) => {
     expectProblem(t, await json(await post('[1, 2, 3]')), 400, 'bad_request');
     expectProblem(t, await json(await post('"just a string"')), 400, 'bad_request');
     expectProblem(t, await json(await post('')), 400, 'bad_request');
+    // A bucket is created versioned or not; "Suspended" and "Unversioned" are states, not
+    // choices at creation (DECISIONS.md: `versioning?: "Enabled"`).
+    for (const versioning of ['Suspended', 'Unversioned', 'enabled', true]) {
+      expectProblem(
+        t,
+        await json(await post(JSON.stringify({ name: 'vbucket', versioning }))),
+        400,
+        'bad_request',
+      );
+    }
     expectProblem(
       t,
       await json(await post(`{"name": "${'x'.repeat(2 * MiB)}"}`)),
