@@ -50,7 +50,7 @@ export function canonicalAddress(text: string): string {
 export const JSON_BODY_BYTES_MAX = 1024 * 1024;
 /**
  * Bytes of a request head, URL and headers, that a request may carry (refused with 431
- * `headers_too_large`). uWS's own limit (UWS_HTTP_MAX_HEADERS_SIZE, set by the binaries) is
+ * `bad_request`). uWS's own limit (UWS_HTTP_MAX_HEADERS_SIZE, set by the binaries) is
  * higher, so that a request between the two is answered here, with a problem object; only one
  * over uWS's limit gets uWS's bare 431.
  */

@@ -54,6 +54,20 @@ export function defineError(code: string, title: string, status: number): ErrorS
   return spec;
 }
 
+/**
+ * A `bad_request` answered with HTTP's more precise status (411, 431): the code stays in the
+ * public list of spec/DECISIONS.md. Not in the catalogue, so such an error must not cross a
+ * thread or process boundary (it would arrive as a plain 400); both are raised by the gateway
+ * thread for the request it is reading.
+ */
+function badRequestWith(
+  status: number,
+  title: string,
+): (message?: string, details?: ErrorDetails) => LightwellError {
+  return (message, details) =>
+    new LightwellError({ code: 'bad_request', title, status }, message, details);
+}
+
 /** Every defined error, for documentation and the catalogue test. */
 export function errorCatalogue(): readonly ErrorSpec[] {
   return [...catalogue.values()];
@@ -81,8 +95,8 @@ export const IdempotencyKeyInUse = defineError(
   409,
 );
 export const PayloadTooLarge = defineError('payload_too_large', 'Payload too large', 413);
-export const LengthRequired = defineError('length_required', 'Length required', 411);
-export const HeadersTooLarge = defineError('headers_too_large', 'Request headers too large', 431);
+export const LengthRequired = badRequestWith(411, 'Length required');
+export const HeadersTooLarge = badRequestWith(431, 'Request headers too large');
 export const RateLimited = defineError('rate_limited', 'Too many requests', 429);
 export const QuotaExceeded = defineError('quota_exceeded', 'Quota exceeded', 507);
 export const NotImplemented = defineError('not_implemented', 'Not implemented', 501);

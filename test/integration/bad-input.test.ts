@@ -468,12 +468,12 @@ t.test('bad input', async (t) => {
     // A request head (URL and headers) over the gateway's limit (16 KiB, HEADER_BYTES_MAX) is
     // refused with a problem object. Below it, an over-long key is a 400.
     expectProblem(t, await client.get(BUCKET, 'k'.repeat(5000)), 400, 'bad_request');
-    expectProblem(t, await client.get(BUCKET, 'k'.repeat(20_000)), 431, 'headers_too_large');
+    expectProblem(t, await client.get(BUCKET, 'k'.repeat(20_000)), 431, 'bad_request');
     expectProblem(
       t,
       await client.get(BUCKET, 'k', { 'X-Filler': 'f'.repeat(20_000) }),
       431,
-      'headers_too_large',
+      'bad_request',
     );
     // Valid by the API's limits (a 1023-byte key, 1.9 KiB of metadata), yet over uWS's 4 KiB.
     const valid = await client.put(BUCKET, '€'.repeat(341), 'x', {
