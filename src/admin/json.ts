@@ -221,9 +221,10 @@ export const dryRunSchema = obj(
     action: str,
     target: str,
     counts: {
-      type: 'object',
+      ...countsSchema,
       additionalProperties: int,
-      description: 'what the call would create or change, by kind (tenants, accounts, ...)',
+      description:
+        "the plan's eight counts (zero where they do not apply), and what the call would create or change by kind: tenants, accounts, accessKeys or quotas",
     },
     blockers: { type: 'array', items: blockerSchema },
     result: {

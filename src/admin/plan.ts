@@ -40,6 +40,20 @@ export interface TenantPlanCounts {
   physicalBytes: number;
 }
 
+/** The counts of DECISIONS.md's dry-run plan, all zero: every plan carries all eight. */
+export function zeroPlanCounts(): TenantPlanCounts {
+  return {
+    buckets: 0,
+    objects: 0,
+    versions: 0,
+    deleteMarkers: 0,
+    legalHeldVersions: 0,
+    retainedVersions: 0,
+    accessKeys: 0,
+    physicalBytes: 0,
+  };
+}
+
 export interface Blocker {
   code: 'not_disabled' | 'retention' | 'legal_hold' | 'already_deleted';
   message: string;

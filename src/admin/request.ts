@@ -10,6 +10,7 @@ import type { NodeRecord } from '../engine/index/schema.js';
 import type { Settings } from '../util/config.js';
 import { BadRequest } from '../util/errors.js';
 import type { AdminAuth } from './auth.js';
+import { zeroPlanCounts } from './plan.js';
 
 export interface AdminServices {
   readonly store: IndexStore;
@@ -79,10 +80,13 @@ export function requireConfirm(body: Body, field: string, expected: string): voi
   if (value !== expected) throw BadRequest(`${field} must equal ${JSON.stringify(expected)}`);
 }
 
-/** A boolean query parameter: `true`, `1` or present without a value; `false`, `0` or absent. */
+/**
+ * A boolean query parameter: `true`, `1` or present without a value; `false`, `0` or absent;
+ * in any case (`True`, as Python's clients send it).
+ */
 export function booleanQuery(exchange: Exchange, name: string): boolean {
-  const value = exchange.query.get(name);
-  if (value === null || value === 'false' || value === '0') return false;
+  const value = exchange.query.get(name)?.toLowerCase();
+  if (value === undefined || value === 'false' || value === '0') return false;
   if (value !== 'true' && value !== '1' && value !== '')
     throw BadRequest(`${name} must be true or false`);
   return true;
@@ -112,14 +116,25 @@ export async function mutate<T>(
   return result;
 }
 
-/** The answer of a dry run of a simple mutation. */
+/**
+ * The answer of a dry run of a simple mutation: the eight counts of DECISIONS.md's plan (zero
+ * unless `counts` says otherwise), with what it creates or changes by kind (`tenants`, ...).
+ */
 export function dryRunAnswer(
   action: string,
   target: string,
   result: unknown,
   counts: Readonly<Record<string, number>>,
 ): Record<string, unknown> {
-  return { dryRun: true, applied: false, action, target, counts, blockers: [], result };
+  return {
+    dryRun: true,
+    applied: false,
+    action,
+    target,
+    counts: { ...zeroPlanCounts(), ...counts },
+    blockers: [],
+    result,
+  };
 }
 
 export const dryRunQuery = {

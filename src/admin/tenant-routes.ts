@@ -222,7 +222,7 @@ function deleteRoute(services: AdminServices): Route<Handler> {
       responses: {
         200: {
           description:
-            'the delete plan; a dry run lists what would block the delete instead of refusing',
+            'the delete plan (applied unless dryRun; a dry run is refused as the real call would be, 409 or 412 naming every blocker)',
           schema: tenantPlanSchema,
         },
         ...problems(400, 404, 409, 412),
@@ -239,11 +239,13 @@ function deleteRoute(services: AdminServices): Route<Handler> {
       const tenant = tenantRecord(services, id);
       if (!dryRun) checkDeletable(tenant);
       const plan = await tenantPlan(services.store, tenant, 'deleteTenant', dryRun);
+      // A dry run answers as the real call would (admin-api.md §3): refused for the same
+      // blockers, all of them named in the problem's message.
+      refuseBlocked(plan.blockers);
       if (dryRun) {
         exchange.sendJson(200, { ...plan, applied: false, tenant: tenantJson(tenant) });
         return;
       }
-      refuseBlocked(plan.blockers);
       const deleted = await mutate<TenantRecord>(
         services,
         exchange,
@@ -262,14 +264,13 @@ function checkDeletable(tenant: TenantRecord): void {
     throw Conflict(`tenant ${tenant.id} is ${tenant.state}; disable it before deleting it`);
 }
 
+/** 409 if the tenant's state forbids the delete, else 412 if object lock gates it. */
 function refuseBlocked(blockers: ReadonlyArray<{ code: string; message: string }>): void {
-  const conflict = blockers.find(
+  if (blockers.length === 0) return;
+  const all = blockers.map((blocker) => blocker.message).join('; ');
+  const conflict = blockers.some(
     (blocker) => blocker.code === 'not_disabled' || blocker.code === 'already_deleted',
   );
-  if (conflict) throw Conflict(conflict.message);
-  if (blockers.length > 0) {
-    throw PreconditionFailed(
-      `the delete is gated by object lock: ${blockers.map((blocker) => blocker.message).join('; ')}`,
-    );
-  }
+  if (conflict) throw Conflict(all, { blockers });
+  throw PreconditionFailed(`the delete is gated by object lock: ${all}`, { blockers });
 }

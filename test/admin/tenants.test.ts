@@ -66,7 +66,17 @@ t.test('tenant lifecycle', async (t) => {
       applied: false,
       action: 'createTenant',
       target: 'tenants/ghost',
-      counts: { tenants: 1 },
+      counts: {
+        tenants: 1,
+        buckets: 0,
+        objects: 0,
+        versions: 0,
+        deleteMarkers: 0,
+        legalHeldVersions: 0,
+        retainedVersions: 0,
+        accessKeys: 0,
+        physicalBytes: 0,
+      },
       blockers: [],
       result: { id: 'ghost', state: 'active' },
     });
@@ -153,6 +163,12 @@ t.test('tenant lifecycle', async (t) => {
     const plan = answer.json as { counts: { physicalBytes: number }; applied: boolean };
     t.ok(plan.counts.physicalBytes > 0);
     t.equal(plan.applied, false, 'a dry run says it applied nothing');
+    t.match(
+      answer.json,
+      { tenant: { id: 'acme', state: 'active' } },
+      'and shows the tenant as it is',
+    );
+    t.notOk('disabledAt' in (answer.json as { tenant: object }).tenant);
     t.equal(
       ((await call(service, 'GET', '/tenants/acme', { token: owner })).json as TenantAnswer).state,
       'active',
@@ -240,11 +256,14 @@ t.test('tenant lifecycle', async (t) => {
       token: owner,
       body: { reason: 'closing', confirm: 'busy' },
     });
-    t.match(
-      answer.json,
-      { dryRun: true, blockers: [{ code: 'not_disabled' }] },
-      'a dry run lists the blocker instead',
-    );
+    t.equal(answer.status, 409, 'a dry run is refused as the real call is');
+    t.match(answer.json, { code: 'conflict', message: /busy is active; disable it first/ });
+    answer = await call(service, 'POST', '/tenants/busy/delete?dryRun=True', {
+      token: owner,
+      body: { reason: 'closing', confirm: 'busy' },
+    });
+    t.equal(answer.status, 409, 'dryRun=True is a dry run too (any case)');
+    t.match(answer.json, { code: 'conflict' });
     answer = await call(service, 'POST', '/tenants/ghost/delete', {
       token: owner,
       body: { reason: 'closing', confirm: 'ghost' },
@@ -300,12 +319,10 @@ t.test('tenant lifecycle', async (t) => {
       token: owner,
       body: { reason: 'closing', confirm: 'vault' },
     });
+    t.equal(answer.status, 412, 'the dry run is refused as the delete is');
     t.match(answer.json, {
-      counts: { legalHeldVersions: 1, retainedVersions: 1 },
-      blockers: [
-        { code: 'retention', count: 1 },
-        { code: 'legal_hold', count: 1 },
-      ],
+      code: 'precondition_failed',
+      message: /1 versions are under a retention window; 1 versions are under legal hold/,
     });
     answer = await call(service, 'POST', '/tenants/vault/delete', {
       token: owner,

@@ -276,11 +276,12 @@ export function disableTenant(
     reason: `tenant disabled: ${reason}`,
     dryRun,
   });
-  if (tenant.state === 'active') {
+  // A dry run answers the tenant as it is: nothing is applied.
+  if (tenant.state === 'active' && !dryRun) {
     tenant.state = 'disabled';
     tenant.disabledAt = context.now();
     tenant.disableReason = reason;
-    if (!dryRun) context.store.put(DB.tenants, tenantKey(tenant.id), tenant);
+    context.store.put(DB.tenants, tenantKey(tenant.id), tenant);
   }
   return { tenant, keysRevoked };
 }
