@@ -44,6 +44,16 @@ export class Caller {
     return tenantId;
   }
 
+  /**
+   * 403 for a tenant-scoped token naming a resource, such as an access key, that belongs to
+   * another tenant (`owner`: its tenant, undefined when there is no such resource), even under
+   * its own tenant's path: such a token gets 403 for another tenant's resources, never 404.
+   */
+  requireOwned(owner: string | undefined): void {
+    if (owner !== undefined && this.token.tenant !== undefined && owner !== this.token.tenant)
+      throw Forbidden(`this token is limited to tenant ${this.token.tenant}`);
+  }
+
   /** 403 for a tenant-scoped token: the operation concerns the whole service. */
   requireGlobal(): void {
     if (this.token.tenant !== undefined)

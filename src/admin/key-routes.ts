@@ -280,7 +280,9 @@ function rotateKeyRoute(services: AdminServices): Route<Handler> {
       },
     },
     handler: async (exchange, params) => {
-      services.auth.authenticate(exchange, 'operator', params['id']);
+      services.auth
+        .authenticate(exchange, 'operator', params['id'])
+        .requireOwned(keyOf(services, params['keyId'])?.tenantId);
       const tenant = liveTenant(services, params['id'] ?? '');
       const body = await readBody(exchange);
       const scopes = scopesOf(body, false);
@@ -332,18 +334,17 @@ function revokeKeyRoute(services: AdminServices): Route<Handler> {
       },
     },
     handler: async (exchange, params) => {
-      services.auth.authenticate(exchange, 'operator', params['id']);
+      const existing = keyOf(services, params['keyId']);
+      services.auth
+        .authenticate(exchange, 'operator', params['id'])
+        .requireOwned(existing?.tenantId);
       const tenant = liveTenant(services, params['id'] ?? '');
       const body = await readBody(exchange);
       const reason = requiredReason(exchange, body);
       const dryRun = isDryRun(exchange);
       const args = { tenantId: tenant.id, accessKeyId: params['keyId'], reason, dryRun };
       // A key already revoked stays as it is: the call would change nothing.
-      const changes =
-        services.store.get<AccessKeyRecord>(DB.accessKeys, Buffer.from(params['keyId'] ?? ''))
-          ?.state === 'revoked'
-          ? 0
-          : 1;
+      const changes = existing?.state === 'revoked' ? 0 : 1;
       const key = await mutate<AccessKeyRecord>(services, exchange, 'revokeAccessKey', args, 200);
       if (dryRun) {
         exchange.sendJson(
@@ -358,4 +359,12 @@ function revokeKeyRoute(services: AdminServices): Route<Handler> {
       } else exchange.sendJson(200, keyJson(key));
     },
   };
+}
+
+/** The access key named by a path, if it exists (of whichever tenant). */
+function keyOf(
+  services: AdminServices,
+  accessKeyId: string | undefined,
+): AccessKeyRecord | undefined {
+  return services.store.get<AccessKeyRecord>(DB.accessKeys, Buffer.from(accessKeyId ?? ''));
 }

@@ -288,6 +288,28 @@ t.test('admin tokens, roles and scopes', async (t) => {
         });
         t.not(own.status, 403, `${route.operationId} on its own tenant`);
       }
+      // Another tenant's key named under the scoped token's own tenant: 403 as well, while a
+      // global token that names it under the wrong tenant finds nothing there (404).
+      await call(service, 'POST', '/tenants/beta/accounts', {
+        token: owner.token,
+        body: { id: 'svc' },
+      });
+      const betaKey = (
+        await call(service, 'POST', '/tenants/beta/keys', {
+          token: owner.token,
+          body: { accountId: 'svc', scopes: 'read' },
+        })
+      ).json as { accessKeyId: string };
+      for (const action of ['rotate', 'revoke', 'revoke?dryRun=true']) {
+        const path = `/tenants/alpha/keys/${betaKey.accessKeyId}/${action}`;
+        const body = { reason: 'r' };
+        t.equal(
+          (await call(service, 'POST', path, { token: scoped.token, body })).status,
+          403,
+          `${action} of another tenant's key under its own tenant`,
+        );
+        t.equal((await call(service, 'POST', path, { token: owner.token, body })).status, 404);
+      }
       let answer = await call(service, 'GET', '/tenants', { token: scoped.token });
       t.same(
         (answer.json as { tenants: Array<{ id: string }> }).tenants.map((tenant) => tenant.id),
