@@ -3,7 +3,8 @@
 //
 // Syntax: either a comma-separated list of verbs from read, write, delete, admin
 // (`read,write`), or a comma-separated list of resource entries
-// `op=<verb>:bucket=<bucket>[:prefix=<prefix>]`. The two forms never mix.
+// `op=<verb>:bucket=<bucket>[:prefix=<prefix>]` (the spec writes the prefix; it may be left out).
+// The two forms never mix.
 // - `bucket=*` means every bucket; otherwise the bucket follows S3's bucket-name rules.
 // - An omitted or empty prefix means every key. The prefix is the rest of the entry up to the
 //   next comma, taken verbatim: it may contain ':' and spaces, but not ','.
@@ -21,10 +22,11 @@
 //   bucket. Tenant-level operations (no bucket) are granted only by a verb list or an entry
 //   with `bucket=*` and no prefix.
 //
-// Canonical form (what `formatScopes` writes and `parseScopes` returns): verbs deduplicated
-// and ordered read, write, delete, admin; entries deduplicated and ordered by bucket, prefix,
-// verb; an empty prefix omitted. parseScopes(formatScopes(s)) deep-equals s for every s that
-// parseScopes returns.
+// Canonical form (what `formatScopes` writes and `parseScopes` returns): the caller's verbs or
+// entries in the caller's order, without repeats, each entry in the spec's full form
+// `op=<verb>:bucket=<bucket>:prefix=<prefix>` (an empty prefix written as `:prefix=`), so that
+// what a client sends in the spec's syntax comes back as sent. parseScopes(formatScopes(s))
+// deep-equals s for every s that parseScopes returns.
 //
 // Persists: nothing itself; callers store the canonical text.
 
@@ -161,15 +163,10 @@ function quoteShort(text: string): string {
   return JSON.stringify(text.length <= 32 ? text : `${text.slice(0, 32)}…`);
 }
 
-function compareText(a: string, b: string): number {
-  if (a === b) return 0;
-  return a < b ? -1 : 1;
-}
-
 function canonicalScope(scope: Scope): Scope {
   if (scope.kind === 'verbs') {
     assert.ok(scope.verbs.length > 0, 'a verb scope needs at least one verb');
-    return { kind: 'verbs', verbs: VERBS.filter((verb) => scope.verbs.includes(verb)) };
+    return { kind: 'verbs', verbs: [...new Set(scope.verbs)] };
   }
   assert.ok(scope.entries.length > 0, 'a resource scope needs at least one entry');
   const unique = new Map<string, ScopeEntry>();
@@ -180,13 +177,7 @@ function canonicalScope(scope: Scope): Scope {
       prefix: entry.prefix,
     });
   }
-  const entries = [...unique.values()].sort(
-    (a, b) =>
-      compareText(a.bucket, b.bucket) ||
-      compareText(a.prefix, b.prefix) ||
-      VERBS.indexOf(a.verb) - VERBS.indexOf(b.verb),
-  );
-  return { kind: 'resources', entries };
+  return { kind: 'resources', entries: [...unique.values()] };
 }
 
 /** The canonical text of a scope (see the header comment). */
@@ -197,8 +188,7 @@ export function formatScopes(scope: Scope): string {
     .map((entry) => {
       assert.ok(isVerb(entry.verb), 'scope entry verb is not a verb');
       assert.ok(!entry.prefix.includes(','), 'a scope prefix cannot contain a comma');
-      const head = `op=${entry.verb}:bucket=${entry.bucket}`;
-      return entry.prefix === '' ? head : `${head}:prefix=${entry.prefix}`;
+      return `op=${entry.verb}:bucket=${entry.bucket}:prefix=${entry.prefix}`;
     })
     .join(',');
 }
