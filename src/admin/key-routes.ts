@@ -90,7 +90,7 @@ export function keyRoutes(services: AdminServices): Route<Handler>[] {
             type: 'object',
             required: ['id'],
             properties: {
-              id: { type: 'string', pattern: '^[a-z0-9-]{3,63}$' },
+              id: { type: 'string', pattern: '^[A-Za-z0-9._@-]{1,64}$' },
               name: str,
               reason: { type: 'string', description: 'noted in the audit log' },
             },

@@ -31,6 +31,12 @@ const bucketSuffixesReserved = ['-s3alias', '--ol-s3', '.mrap', '--x-s3', '--tab
 const loneSurrogatePattern =
   /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 const idPattern = /^[a-z0-9-]+$/;
+/**
+ * Service-account ids: DECISIONS.md rules only tenant ids, so accounts take the usual id
+ * characters of identity systems (letters of either case, digits, `.`, `_`, `@`, `-`), 1–64.
+ */
+export const ACCOUNT_ID_CHARS_MAX = 64;
+const accountIdPattern = /^[A-Za-z0-9._@-]+$/;
 const metadataNamePattern = /^[a-z0-9_-]+$/;
 // Visible ASCII (RFC 9110's VCHAR), with space or tab between: a value travels as a header, and
 // HTTP's obs-text (0x80–0xFF) does not arrive intact (uWebSockets.js strips it from both ends of
@@ -166,7 +172,17 @@ export function validateTenantId(id: unknown): asserts id is string {
 
 /** Service-account ids: the same rule as tenant ids. */
 export function validateAccountId(id: unknown): asserts id is string {
-  validateId(id, 'account id');
+  if (typeof id !== 'string') throw BadRequest('account id must be a string');
+  if (id.length === 0 || id.length > ACCOUNT_ID_CHARS_MAX) {
+    throw BadRequest(
+      `account id ${quoteForMessage(id)} must be 1 to ${ACCOUNT_ID_CHARS_MAX} characters long`,
+    );
+  }
+  if (!accountIdPattern.test(id)) {
+    throw BadRequest(
+      `account id ${quoteForMessage(id)} may contain only letters, digits, '.', '_', '@' and '-'`,
+    );
+  }
 }
 
 /**

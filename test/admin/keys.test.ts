@@ -88,6 +88,11 @@ t.test('accounts and keys', async (t) => {
       ['ingest'],
       'the dry run created nothing',
     );
+    answer = await call(service, 'POST', '/tenants/acme/accounts', {
+      token: operator,
+      body: { id: 'svc_Backup.1' },
+    });
+    t.equal(answer.status, 201, 'account ids take the usual id characters, not only a-z0-9-');
   });
 
   await t.test('create: the secret once, validation of scopes and expiry', async (t) => {
