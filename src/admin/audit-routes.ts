@@ -1,7 +1,7 @@
 // `GET /audit?tenant=&since=&limit=`: audit events newest first (admin-api.md §4 rule 4).
 //
-// `limit` is clamped to 1..1000 (default 100); `since` is a Go-style duration (`24h`, `90m`,
-// `1h30m`) and keeps events newer than now minus it; `tenant` selects one tenant's events
+// `limit` is clamped to 1..1000 (default 100); `since` is a duration in Go's syntax (`24h`,
+// `1h30m`, `1.5h`, `300ms`; `d` and `w` too) and keeps events newer than now minus it; `tenant` selects one tenant's events
 // through the `audit-by-tenant` index. A tenant-scoped token is forced to its own tenant and an
 // explicit other tenant is 403. Rows of reads and refusals reach the index in batches (every
 // 50 ms) and mutations' rows commit with them; the query first settles this listener's pending
@@ -38,14 +38,15 @@ export function auditRoutes(services: AdminServices): Route<Handler>[] {
           },
           since: {
             type: 'string',
-            description: 'a duration such as 24h, 90m or 1h30m: only events newer than that',
+            description:
+              "Go's duration syntax (24h, 90m, 1h30m, 1.5h, 300ms, 0), also 7d or 2w: only events newer than that",
           },
           // No minimum or maximum: a limit outside 1..1000 is clamped (admin-api.md §4 rule 4),
           // not refused, so the document must not call it invalid.
           limit: {
             type: 'integer',
             default: AUDIT_LIMIT_DEFAULT,
-            description: 'clamped to 1..1000 (0 reads 1, 5000 reads 1000)',
+            description: 'clamped to 1..1000 (0 reads 1, 5000 reads 1000, 2.5 reads 2)',
           },
         },
         responses: {
@@ -89,11 +90,12 @@ export function auditRoutes(services: AdminServices): Route<Handler>[] {
   ];
 }
 
+/** Any number is clamped to 1..1000 (a fraction cut to its whole part); anything else is 400. */
 function limitOf(text: string | null): number {
-  if (text === null || text === '') return AUDIT_LIMIT_DEFAULT;
-  if (!/^-?\d+$/.test(text))
-    throw BadRequest('limit must be a whole number (it is clamped to 1..1000)');
-  return Math.min(AUDIT_LIMIT_MAX, Math.max(1, Number(text)));
+  if (text === null || text.trim() === '') return AUDIT_LIMIT_DEFAULT;
+  const limit = Number(text);
+  if (Number.isNaN(limit)) throw BadRequest('limit must be a number (it is clamped to 1..1000)');
+  return Math.min(AUDIT_LIMIT_MAX, Math.max(1, Math.trunc(limit)));
 }
 
 function readEvents(

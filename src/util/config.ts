@@ -293,6 +293,10 @@ function parseBool(name: string, value: string): boolean {
 }
 
 const durationUnitsMs: Record<string, number> = {
+  ns: 1e-6,
+  us: 1e-3,
+  '\u00b5s': 1e-3,
+  '\u03bcs': 1e-3,
   ms: 1,
   s: 1000,
   m: 60_000,
@@ -301,10 +305,14 @@ const durationUnitsMs: Record<string, number> = {
   w: 604_800_000,
 };
 
-/** Parses `500ms`, `90s`, `15m`, `1h30m`, `7d` (Go-style sums allowed). Returns ms. */
+/**
+ * Parses Go's duration syntax (`1h30m`, `1.5h`, `.5s`, `300ms`, `10us`, `0`) without a sign,
+ * plus days and weeks (`7d`, `2w`). Returns ms, rounded.
+ */
 export function parseDuration(value: string, name = 'duration'): number {
   const text = value.trim();
-  const pattern = /(\d+(?:\.\d+)?)(ms|s|m|h|d|w)/gy;
+  if (text === '0') return 0;
+  const pattern = /(\d+(?:\.\d*)?|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h|d|w)/gy;
   let total = 0;
   let matched = 0;
   for (const match of text.matchAll(pattern)) {

@@ -293,6 +293,18 @@ t.test('quotas, usage and audit', async (t) => {
     );
     t.equal((await call(service, 'GET', '/audit?limit=ten', { token: viewer.token })).status, 400);
     t.equal(
+      ((await call(service, 'GET', '/audit?limit=2.7', { token: viewer.token })).json as AuditPage)
+        .events.length,
+      2,
+      'a fractional limit is cut to its whole part',
+    );
+    for (const since of ['1.5h', '90us', '2h45m', '0'])
+      t.equal(
+        (await call(service, 'GET', `/audit?since=${since}`, { token: viewer.token })).status,
+        200,
+        `since=${since} (Go's duration syntax)`,
+      );
+    t.equal(
       (await call(service, 'GET', '/audit?since=yesterday', { token: viewer.token })).status,
       400,
     );

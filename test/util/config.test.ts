@@ -55,6 +55,22 @@ t.test('bad values are refused', async (t) => {
 t.test('parsers', async (t) => {
   t.equal(parseDuration('1h30m'), 5_400_000);
   t.equal(parseDuration('500ms'), 500);
+  // Go's syntax (time.ParseDuration), which GET /audit?since= takes, plus days and weeks.
+  for (const [text, ms] of [
+    ['0', 0],
+    ['1.5h', 5_400_000],
+    ['.5s', 500],
+    ['1.s', 1000],
+    ['2h45m30.5s', 9_930_500],
+    ['1500us', 2],
+    ['1500\u00b5s', 2],
+    ['1500\u03bcs', 2],
+    ['2000000ns', 2],
+    ['7d', 604_800_000],
+  ] as const)
+    t.equal(parseDuration(text), ms, text);
+  for (const text of ['-1h', '1', '1H', 'h', '1h 30m', '.s', '1.5'])
+    t.throws(() => parseDuration(text), { code: 'bad_request' }, text);
   t.equal(parseBytes('64MiB'), 64 * 1024 * 1024);
   t.equal(parseBytes('5TiB'), 5 * 1024 ** 4);
   t.same(parseRate('600/m'), { perSecond: 10, burst: 10 });
