@@ -385,6 +385,17 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
           verb: 'read',
           key: copy['sourceKey'] as string,
         });
+        // As S3: a copy onto itself must change something (its metadata) or name a version
+        // to restore; otherwise it would only add an identical version.
+        if (
+          copy['sourceBucket'] === params['bucket'] &&
+          copy['sourceKey'] === params['key'] &&
+          copy['sourceVersionId'] === undefined &&
+          copy['metadataDirective'] === 'COPY'
+        )
+          throw BadRequest(
+            'copying an object onto itself needs metadataDirective REPLACE or a sourceVersionId',
+          );
         const version = await mutate<ObjectVersionRecord>(
           exchange,
           'copyObject',
@@ -459,13 +470,31 @@ const copySchema: JsonSchema = {
     sourceBucket: str,
     sourceKey: str,
     sourceVersionId: str,
-    metadataDirective: { type: 'string', enum: ['COPY', 'REPLACE'] },
-    contentType: str,
-    metadata: { type: 'object', additionalProperties: str },
-    ifMatch: str,
-    ifNoneMatch: str,
-    ifModifiedSince: { type: 'string', format: 'date-time' },
-    ifUnmodifiedSince: { type: 'string', format: 'date-time' },
+    metadataDirective: {
+      type: 'string',
+      enum: ['COPY', 'REPLACE'],
+      default: 'COPY',
+      description:
+        "COPY keeps the source's content type, metadata and tags; REPLACE takes contentType and metadata from this body. A copy onto itself needs REPLACE or a sourceVersionId.",
+    },
+    contentType: { type: 'string', description: 'only with metadataDirective REPLACE' },
+    metadata: {
+      type: 'object',
+      additionalProperties: str,
+      description: 'only with metadataDirective REPLACE',
+    },
+    ifMatch: { type: 'string', description: "copy only if the source's ETag matches" },
+    ifNoneMatch: { type: 'string', description: "copy only if the source's ETag does not match" },
+    ifModifiedSince: {
+      type: 'string',
+      format: 'date-time',
+      description: 'ignored when ifNoneMatch is given (RFC 9110)',
+    },
+    ifUnmodifiedSince: {
+      type: 'string',
+      format: 'date-time',
+      description: 'ignored when ifMatch is given (RFC 9110)',
+    },
     requireAbsent: bool,
     requireMatchEtag: str,
   },
@@ -550,6 +579,12 @@ function parseCopyBody(body: Record<string, unknown>): Record<string, unknown> {
   if (directive !== 'COPY' && directive !== 'REPLACE')
     throw BadRequest('metadataDirective must be COPY or REPLACE');
   copy['metadataDirective'] = directive;
+  // Given with COPY they would be ignored (S3 ignores them); refused, so that nobody believes
+  // the copy took them.
+  if (directive === 'COPY' && (body['metadata'] !== undefined || copy['contentType'] !== undefined))
+    throw BadRequest(
+      "metadata and contentType replace the source's only with metadataDirective REPLACE",
+    );
   if (body['metadata'] !== undefined) {
     validateUserMetadata(body['metadata']);
     copy['metadata'] = body['metadata'];

@@ -308,6 +308,50 @@ t.test('data-plane API', async (t) => {
     });
     t.equal(response.status, 400, 'a misspelt field is refused, not ignored');
     t.match(response.json, { code: 'bad_request', message: /unknown field "ifNoneMacth"/ });
+
+    // Source conditions: RFC 9110's precedence, and tags with or without their quotes.
+    const copyIf = (conditions: Record<string, string>): Promise<{ status: number }> =>
+      client.request('POST', '/buckets/copies/object-copy/dst6', {
+        json: { sourceBucket: 'copies', sourceKey: 'src', ...conditions },
+      });
+    const past = '2020-01-01T00:00:00Z';
+    const future = '2099-01-01T00:00:00Z';
+    const bare = source.etag.slice(1, -1);
+    const conditionCases: Array<[Record<string, string>, number, string]> = [
+      [{ ifMatch: source.etag, ifUnmodifiedSince: past }, 200, 'a matching ifMatch decides'],
+      [{ ifUnmodifiedSince: past }, 412, 'ifUnmodifiedSince alone'],
+      [{ ifNoneMatch: '"other"', ifModifiedSince: future }, 200, 'ifNoneMatch decides'],
+      [{ ifModifiedSince: future }, 412, 'ifModifiedSince alone'],
+      [{ ifNoneMatch: source.etag, ifModifiedSince: past }, 412, 'a matching ifNoneMatch'],
+      [{ ifMatch: bare }, 200, 'an unquoted ifMatch'],
+      [{ ifNoneMatch: bare }, 412, 'an unquoted ifNoneMatch'],
+    ];
+    for (const [conditions, status, name] of conditionCases)
+      t.equal((await copyIf(conditions)).status, status, name);
+
+    // Metadata given without REPLACE would be ignored: refused instead.
+    for (const extra of [{ metadata: { x: 'y' } }, { contentType: 'image/png' }]) {
+      response = await client.request('POST', '/buckets/copies/object-copy/dst7', {
+        json: { sourceBucket: 'copies', sourceKey: 'src', ...extra },
+      });
+      t.equal(response.status, 400, `${Object.keys(extra).join()} without REPLACE`);
+      t.match(response.json, { message: /metadataDirective REPLACE/ });
+    }
+    // A copy onto itself must change something, as in S3.
+    response = await client.request('POST', '/buckets/copies/object-copy/src', {
+      json: { sourceBucket: 'copies', sourceKey: 'src' },
+    });
+    t.equal(response.status, 400, 'an unchanged copy onto itself');
+    response = await client.request('POST', '/buckets/copies/object-copy/src', {
+      json: {
+        sourceBucket: 'copies',
+        sourceKey: 'src',
+        metadataDirective: 'REPLACE',
+        metadata: { a: '2' },
+      },
+    });
+    t.equal(response.status, 200, 'a copy onto itself that replaces the metadata');
+    t.match(response.json, { metadata: { a: '2' }, etag: source.etag });
   });
 
   await t.test('batch delete reports per key', async (t) => {

@@ -211,22 +211,48 @@ export function copyObject(context: EngineContext, args: CopyObjectArgs): Object
   return version;
 }
 
+/**
+ * S3's x-amz-copy-source-if-* with RFC 9110's precedence: an ifMatch decides instead of
+ * ifUnmodifiedSince, an ifNoneMatch instead of ifModifiedSince. The tags come in a JSON body,
+ * so one written without its quotes (`abc` for `"abc"`) is read as quoted.
+ */
 function checkSourceConditions(source: ObjectVersionRecord, args: CopyObjectArgs): void {
   const modifiedSeconds = Math.floor(source.lastModified / 1000) * 1000;
+  const ifMatch = args.ifMatch === undefined ? undefined : quotedEtags(args.ifMatch);
+  const ifNoneMatch = args.ifNoneMatch === undefined ? undefined : quotedEtags(args.ifNoneMatch);
   if (
-    args.ifMatch !== undefined &&
-    !(args.ifMatch === '*' || etagListMatches(args.ifMatch, source.etag, 'strong'))
-  ) {
+    ifMatch !== undefined &&
+    !(ifMatch === '*' || etagListMatches(ifMatch, source.etag, 'strong'))
+  )
     throw PreconditionFailed('copy source If-Match failed');
-  }
   if (
-    args.ifNoneMatch !== undefined &&
-    (args.ifNoneMatch === '*' || etagListMatches(args.ifNoneMatch, source.etag))
+    ifMatch === undefined &&
+    args.ifUnmodifiedSince !== undefined &&
+    modifiedSeconds > args.ifUnmodifiedSince
+  )
+    throw PreconditionFailed('copy source modified since');
+  if (
+    ifNoneMatch !== undefined &&
+    (ifNoneMatch === '*' || etagListMatches(ifNoneMatch, source.etag))
   ) {
     throw PreconditionFailed('copy source If-None-Match failed');
   }
-  if (args.ifModifiedSince !== undefined && modifiedSeconds <= args.ifModifiedSince)
+  if (
+    ifNoneMatch === undefined &&
+    args.ifModifiedSince !== undefined &&
+    modifiedSeconds <= args.ifModifiedSince
+  )
     throw PreconditionFailed('copy source not modified since');
-  if (args.ifUnmodifiedSince !== undefined && modifiedSeconds > args.ifUnmodifiedSince)
-    throw PreconditionFailed('copy source modified since');
+}
+
+/** An entity-tag list with every bare tag quoted: `abc, W/"d"` reads `"abc", W/"d"`. */
+function quotedEtags(list: string): string {
+  if (list.trim() === '*') return '*';
+  return list
+    .split(',')
+    .map((part) => {
+      const tag = part.trim();
+      return tag.startsWith('"') || tag.startsWith('W/"') ? tag : `"${tag}"`;
+    })
+    .join(', ');
 }
