@@ -339,12 +339,11 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
       }),
       handler: async (exchange, params) => {
         const { payload, principal, bucket, key } = access(exchange, params, exchange.method);
+        const cors = corsHeaders(exchange, bucket, exchange.method);
+        exchange.problemHeaders = cors;
         const version = store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, key));
         if (!version || version.deleteMarker) throw NotFound(`object ${key} not found`);
-        const headers = {
-          ...objectHeaders(version, bucket),
-          ...corsHeaders(exchange, bucket, exchange.method),
-        };
+        const headers = { ...objectHeaders(version, bucket), ...cors };
         if (payload.rct !== undefined) headers['Content-Type'] = payload.rct;
         if (payload.rcd !== undefined) headers['Content-Disposition'] = payload.rcd;
         const notModified = conditionalRead(exchange, version);
@@ -423,6 +422,8 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
 
   async function putSigned(exchange: Exchange, signed: SignedAccess): Promise<void> {
     const { payload, principal, bucket, key } = signed;
+    const cors = corsHeaders(exchange, bucket, 'PUT');
+    exchange.problemHeaders = cors;
     const contentLength = parseContentLength(exchange, objectBytesMax);
     // Refused before a byte is read; the pipeline also cuts off a body longer than declared.
     if (payload.clm !== undefined && contentLength > payload.clm)
@@ -463,10 +464,7 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
       contentType,
       idempotency,
     });
-    exchange.sendJson(200, objectJson(version, bucket), {
-      ETag: version.etag,
-      ...corsHeaders(exchange, bucket, 'PUT'),
-    });
+    exchange.sendJson(200, objectJson(version, bucket), { ETag: version.etag, ...cors });
   }
 }
 

@@ -99,6 +99,11 @@ export class Exchange {
   done = false;
   status = 0;
   readonly audit: AuditContext = { action: 'unrouted' };
+  /**
+   * Headers a problem answer carries too, set once the handler knows them: a signed URL's
+   * Access-Control-* headers, so that a browser can read why its request failed.
+   */
+  problemHeaders: Readonly<Record<string, string>> = {};
   /** The operation's description: the query and JSON body it declares (see strict-input.ts). */
   routeDoc: RouteDoc | undefined;
   private readonly abortHandlers: Array<() => void> = [];
@@ -263,7 +268,10 @@ export class Exchange {
         },
         'request refused',
       );
-    const headers: Record<string, string> = { 'Content-Type': 'application/problem+json' };
+    const headers: Record<string, string> = {
+      ...this.problemHeaders,
+      'Content-Type': 'application/problem+json',
+    };
     const retryAfter = isLightwellError(error) ? error.details['retryAfterSeconds'] : undefined;
     if (typeof retryAfter === 'number')
       headers['Retry-After'] = String(Math.max(1, Math.ceil(retryAfter)));

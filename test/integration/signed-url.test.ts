@@ -478,6 +478,28 @@ t.test('signed URLs and CORS preflight', async (t) => {
     response = await browser(get, { headers: { Origin: 'https://evil.test' } });
     t.equal(response.status, 200, 'CORS never takes access away from a valid token either');
     t.equal(response.headers.get('access-control-allow-origin'), null);
+    // A refusal after the token was accepted carries the rule's headers too, so the page can
+    // read why: a missing object, and a body over the URL's limit.
+    const missing = urlOf(await sign({ method: 'GET', bucket: 'site', key: 'cors/missing' }));
+    const small = urlOf(
+      await sign({ method: 'PUT', bucket: 'site', key: 'cors/small', contentLengthMax: 2 }),
+    );
+    for (const [why, url, init] of [
+      ['404', missing, { method: 'GET' }],
+      ['413', small, { method: 'PUT', body: 'abc' }],
+    ] as const) {
+      response = await browser(url, {
+        ...init,
+        headers: { Origin: 'https://app.example.com', 'Content-Type': 'text/plain' },
+      });
+      t.equal(String(response.status), why);
+      t.equal(
+        response.headers.get('access-control-allow-origin'),
+        'https://app.example.com',
+        `a ${why} carries CORS`,
+      );
+      t.match(await response.json(), { code: /./ });
+    }
 
     t.equal((await reader.request('DELETE', '/buckets/site/cors')).status, 403);
     t.equal((await client.request('DELETE', '/buckets/site/cors')).status, 204);
