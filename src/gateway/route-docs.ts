@@ -331,6 +331,8 @@ export function withProblems(doc: RouteDoc, method: string, path: string): Route
   if (method === 'POST' && path.endsWith('/buckets')) found[409] = 'the bucket exists';
   if (method === 'DELETE' && path.endsWith('/buckets/{bucket}'))
     found[409] = 'the bucket is not empty';
+  if (method === 'PUT' && path.endsWith('/versioning'))
+    found[409] = 'Suspended on a bucket with object lock (it stays Enabled)';
   const responses: Record<number, NonNullable<RouteDoc['responses'][number]>> = {};
   for (const [status, description] of Object.entries(found))
     responses[Number(status)] = problem(description);

@@ -212,7 +212,7 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
       path: '/buckets/{bucket}/multipart/{uploadId}/complete/{key...}',
       operationId: 'completeMultipartUpload',
       doc: doc(
-        'Complete an upload: the object is assembled from the listed parts without copying bytes',
+        'Complete an upload: the object is assembled from the listed parts without copying bytes. Parts are listed in ascending order, each once; every part but the last must be at least 5 MiB (MULTIPART_PART_BYTES_MIN), else 400',
         { 200: { description: 'the new object', schema: objectSchema } },
         {
           requestBody: { contentType: 'application/json', schema: completeSchema },
@@ -279,7 +279,7 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
       path: '/buckets/{bucket}/multipart/{uploadId}/parts/{partNumber}/{key...}',
       operationId: 'uploadPart',
       doc: doc(
-        'Upload a part (1-based part number); supplied checksums are verified before the part is stored',
+        'Upload a part (part number 1 to 10000); supplied checksums are verified before the part is stored. Every part but the last of the completed object must be at least 5 MiB (checked at complete)',
         {
           200: {
             description: 'the part',
