@@ -117,7 +117,11 @@ export const objectReadResponses: RouteDoc['responses'] = {
   },
 };
 
-const writeHeaders = { ETag: 'the entity tag of what was stored' };
+/** Headers of a write's answer (`writtenHeaders` in routes.ts). */
+export const writeHeaders = {
+  ETag: 'the entity tag of what was stored',
+  'X-Service-Version-Id': 'the new version (in a bucket that is or was versioned)',
+};
 
 export const healthz: RouteDoc = {
   summary: 'Liveness',

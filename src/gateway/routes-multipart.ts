@@ -43,11 +43,12 @@ import { authorize, type Principal } from './auth.js';
 import {
   keyQuery,
   objectJson,
+  writtenHeaders,
   parseContentLength,
   parseChecksumHeaders,
   type RouteKit,
 } from './routes.js';
-import { ANY_CONTENT_TYPE, objectSchema } from './route-docs.js';
+import { ANY_CONTENT_TYPE, objectSchema, writeHeaders } from './route-docs.js';
 import { validateContentType, validateObjectKey, validateUserMetadata } from '../security/names.js';
 
 /** The fields of a multipart create body. */
@@ -213,7 +214,7 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
       operationId: 'completeMultipartUpload',
       doc: doc(
         'Complete an upload: the object is assembled from the listed parts without copying bytes. Parts are listed in ascending order, each once; every part but the last must be at least 5 MiB (MULTIPART_PART_BYTES_MIN), else 400',
-        { 200: { description: 'the new object', schema: objectSchema } },
+        { 200: { description: 'the new object', schema: objectSchema, headers: writeHeaders } },
         {
           requestBody: { contentType: 'application/json', schema: completeSchema },
           headers: {
@@ -260,7 +261,7 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
           args,
           200,
         );
-        exchange.sendJson(200, objectJson(version, bucket), { ETag: version.etag });
+        exchange.sendJson(200, objectJson(version, bucket), writtenHeaders(version, bucket));
       },
     },
     {
@@ -437,7 +438,8 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
   ): Record<string, unknown> {
     const max = pageSize(query.get('maxParts'), 'maxParts');
     const markerText = query.get('partNumberMarker');
-    const marker = markerText === null ? 0 : parsePartNumber(markerText);
+    // 0, like no marker, starts at the first part (as S3 takes it).
+    const marker = markerText === null || markerText === '0' ? 0 : parsePartNumber(markerText);
     const range = multipartPartRange(found.bucketId, found.key, found.uploadId);
     const start = Buffer.concat([range.start, Buffer.alloc(4)]);
     start.writeUInt32BE(marker + 1, start.length - 4);

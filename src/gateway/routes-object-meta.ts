@@ -18,8 +18,8 @@ import {
 } from '../engine/index/schema.js';
 import { findVersionIn, seqOfVersionId } from '../engine/ops/objects.js';
 import { authorize, type Principal } from './auth.js';
-import { keyQuery, objectJson, type RouteKit } from './routes.js';
-import { objectSchema } from './route-docs.js';
+import { keyQuery, objectJson, writtenHeaders, type RouteKit } from './routes.js';
+import { objectSchema, writeHeaders } from './route-docs.js';
 import { validateContentType, validateObjectKey, validateUserMetadata } from '../security/names.js';
 import { BadRequest, NotFound } from '../util/errors.js';
 import { componentLogger } from '../util/log.js';
@@ -279,6 +279,7 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
       ),
       handler: (exchange, params) => {
         const { bucket, key } = target(exchange, params, 'read');
+        requireObjectLock(bucket);
         const retention = readVersion(bucket, key, exchange).retention;
         if (!retention) throw NotFound(`${key} has no retention`);
         exchange.sendJson(200, {
@@ -327,6 +328,7 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
       ),
       handler: (exchange, params) => {
         const { bucket, key } = target(exchange, params, 'read');
+        requireObjectLock(bucket);
         exchange.sendJson(200, { status: readVersion(bucket, key, exchange).legalHold ?? 'OFF' });
       },
     },
@@ -357,7 +359,7 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
       operationId: 'copyObject',
       doc: doc(
         'Same-tenant server-side copy; shares the source chunks',
-        { 200: { description: 'the new object', schema: objectSchema } },
+        { 200: { description: 'the new object', schema: objectSchema, headers: writeHeaders } },
         {
           requestBody: json(copySchema),
           headers: {
@@ -402,7 +404,7 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
           { ...args, ...copy },
           200,
         );
-        exchange.sendJson(200, objectJson(version, bucket), { ETag: version.etag });
+        exchange.sendJson(200, objectJson(version, bucket), writtenHeaders(version, bucket));
       },
     },
     {
@@ -539,16 +541,23 @@ function parseTags(value: unknown): ObjectTag[] {
   const seen = new Set<string>();
   return value.map((tag: unknown) => {
     const { key, value: tagValue } = (tag ?? {}) as Record<string, unknown>;
-    if (typeof key !== 'string' || key.length === 0 || key.length > TAG_KEY_CHARS_MAX)
+    // Characters are Unicode code points, as S3 counts them (not UTF-16 units).
+    if (typeof key !== 'string' || key.length === 0 || Array.from(key).length > TAG_KEY_CHARS_MAX)
       throw BadRequest(`tag keys are 1 to ${TAG_KEY_CHARS_MAX} characters`);
     if (typeof tagValue !== 'string')
       throw BadRequest(`the tag ${JSON.stringify(key)} needs a string value (it may be empty)`);
-    if (tagValue.length > TAG_VALUE_CHARS_MAX)
+    if (Array.from(tagValue).length > TAG_VALUE_CHARS_MAX)
       throw BadRequest(`tag values are at most ${TAG_VALUE_CHARS_MAX} characters`);
     if (seen.has(key)) throw BadRequest(`duplicate tag key ${key}`);
     seen.add(key);
     return { key, value: tagValue };
   });
+}
+
+/** Retention and legal hold exist only in a bucket with object lock (400 elsewhere, as S3). */
+function requireObjectLock(bucket: BucketRecord): void {
+  if (!bucket.objectLock)
+    throw BadRequest(`bucket ${bucket.name} has no object lock: it has no retention or legal hold`);
 }
 
 /** The fields of a copy body; an undeclared one was refused by `readJson` (strict-input.ts). */

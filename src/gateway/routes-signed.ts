@@ -39,6 +39,7 @@ import { sendObject, parseRange } from './download.js';
 import { authorize, type Principal } from './auth.js';
 import {
   objectJson,
+  writtenHeaders,
   objectHeaders,
   conditionalRead,
   parseContentLength,
@@ -48,7 +49,13 @@ import {
   type RouteKit,
 } from './routes.js';
 import { idempotencyOf } from './idempotency.js';
-import { ANY_CONTENT_TYPE, objectReadResponses, objectSchema, readHeaders } from './route-docs.js';
+import {
+  ANY_CONTENT_TYPE,
+  objectReadResponses,
+  objectSchema,
+  readHeaders,
+  writeHeaders,
+} from './route-docs.js';
 import { deriveKey, PURPOSE_SIGNED_URL } from '../security/keys.js';
 import { parseScopes, canMintSignedUrl, type Scope, type Verb } from '../security/scopes.js';
 import { policyDenies, type BucketPolicy } from '../security/bucket-policy.js';
@@ -370,7 +377,7 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
           200: {
             description: 'stored durably',
             schema: objectSchema,
-            headers: { ETag: 'the entity tag of what was stored' },
+            headers: writeHeaders,
           },
         },
         {
@@ -464,7 +471,10 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
       contentType,
       idempotency,
     });
-    exchange.sendJson(200, objectJson(version, bucket), { ETag: version.etag, ...cors });
+    exchange.sendJson(200, objectJson(version, bucket), {
+      ...writtenHeaders(version, bucket),
+      ...cors,
+    });
   }
 }
 

@@ -338,11 +338,8 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
           contentType,
           idempotency,
         });
-        exchange.sendJson(
-          200,
-          objectJson(version, bucketOfVersioned(principal, bucketName, store)),
-          { ETag: version.etag },
-        );
+        const bucket = bucketOfVersioned(principal, bucketName, store);
+        exchange.sendJson(200, objectJson(version, bucket), writtenHeaders(version, bucket));
       },
     },
     {
@@ -674,6 +671,16 @@ export function objectJson(
   };
   if (bucket && bucket.versioning !== 'Unversioned') json['versionId'] = version.versionId;
   return json;
+}
+
+/** Headers of a write's answer: the new version's ETag and, in a versioned bucket, its id. */
+export function writtenHeaders(
+  version: ObjectVersionRecord,
+  bucket: BucketRecord | undefined,
+): Record<string, string> {
+  return bucket && bucket.versioning !== 'Unversioned'
+    ? { ETag: version.etag, 'X-Service-Version-Id': version.versionId }
+    : { ETag: version.etag };
 }
 
 export function objectHeaders(

@@ -44,7 +44,9 @@ t.test('data-plane API', async (t) => {
         .status,
       200,
     );
-    const v1 = ((await client.put('ver', 'k', 'v1')).json as ObjectAnswer).versionId;
+    const first = await client.put('ver', 'k', 'v1');
+    const v1 = (first.json as ObjectAnswer).versionId;
+    t.equal(first.headers.get('x-service-version-id'), v1, 'a write names its version');
     const v2 = ((await client.put('ver', 'k', 'v2')).json as ObjectAnswer).versionId;
     t.not(v1, v2);
     t.equal((await client.get('ver', 'k')).bytes.toString(), 'v2');
@@ -153,6 +155,13 @@ t.test('data-plane API', async (t) => {
       ).status,
       400,
     );
+    // Characters are code points, as S3 counts them: 128 emoji are 256 UTF-16 units.
+    const emoji = [{ key: '\u{1F600}'.repeat(128), value: '\u{1F600}'.repeat(256) }];
+    t.equal(
+      (await client.request('PUT', '/buckets/tagged/object-tags/o', { json: { tags: emoji } }))
+        .status,
+      200,
+    );
     t.equal((await client.request('DELETE', '/buckets/tagged/object-tags/o')).status, 204);
     t.same((await client.request('GET', '/buckets/tagged/object-tags/o')).json, { tags: [] });
     t.equal((await client.request('GET', '/buckets/tagged/object-tags/missing')).status, 404);
@@ -246,6 +255,12 @@ t.test('data-plane API', async (t) => {
       ).status,
       400,
     );
+    for (const what of ['object-legal-hold', 'object-retention'])
+      t.equal(
+        (await client.request('GET', `/buckets/plain/${what}/p`)).status,
+        400,
+        `GET ${what} without object lock`,
+      );
   });
 
   await t.test('copy shares chunks and honours preconditions', async (t) => {

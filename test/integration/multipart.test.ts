@@ -151,6 +151,15 @@ t.test('multipart uploads', async (t) => {
         `/buckets/mpu/multipart/${uploadId}/parts/${key}?partNumberMarker=2`,
       );
       const all = [...(listed.json as PartsPage).parts, ...(rest.json as PartsPage).parts];
+      const fromZero = await client.request(
+        'GET',
+        `/buckets/mpu/multipart/${uploadId}/parts/${key}?partNumberMarker=0`,
+      );
+      t.same(
+        (fromZero.json as PartsPage).parts.map((part) => part.partNumber),
+        [1, 2, 3],
+        'partNumberMarker=0 starts at the first part',
+      );
       t.same(
         all.map((part) => part.partNumber),
         [1, 2, 3],
