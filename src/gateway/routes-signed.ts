@@ -34,7 +34,7 @@ import {
 } from '../engine/index/schema.js';
 import { dataDirPaths, readMasterKeySync } from '../engine/data-dir.js';
 import { parseChecksumAlg, parseChecksumHeader, type ChecksumAlg } from '../engine/checksums.js';
-import { checkQuotaIn } from '../engine/ops/quota.js';
+import { checkPutQuotaIn } from '../engine/ops/objects.js';
 import { sendObject, parseRange } from './download.js';
 import { authorize, type Principal } from './auth.js';
 import {
@@ -455,7 +455,7 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
     const sentKey = exchange.header('idempotency-key');
     if (payload.ik !== undefined && sentKey !== undefined && sentKey !== payload.ik)
       throw BadRequest('Idempotency-Key contradicts the idempotencyKey of this signed URL');
-    checkQuotaIn(store, principal.tenant.id, contentLength, 0);
+    checkPutQuotaIn(store, { tenantId: principal.tenant.id, bucket, key, size: contentLength });
     const idempotency = idempotencyOf(
       exchange,
       { objectKey: key, expected, contentLength, metadata, contentType },

@@ -20,7 +20,7 @@ import {
   type BucketRecord,
   type ObjectVersionRecord,
 } from '../engine/index/schema.js';
-import { etagListMatches, findVersionIn } from '../engine/ops/objects.js';
+import { checkPutQuotaIn, etagListMatches, findVersionIn } from '../engine/ops/objects.js';
 import { Divert, receiveBody, type UploadServices } from './upload.js';
 import { idempotencyOf, ReplayBody, type IdempotencyClaim } from './idempotency.js';
 import { auditRowOf } from '../http/audit.js';
@@ -52,7 +52,6 @@ import {
   PreconditionFailed,
   errorCode,
 } from '../util/errors.js';
-import { checkQuotaIn } from '../engine/ops/quota.js';
 import { policyDenies, type BucketPolicy } from '../security/bucket-policy.js';
 import type { Verb } from '../security/scopes.js';
 import type { BeginResult } from '../engine/ops/idempotency.js';
@@ -312,7 +311,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
         const key = params['key'] ?? '';
         validateObjectKey(key);
         authorize(principal, { verb: 'write', bucket: bucketName, key });
-        bucketOf(principal, bucketName, { verb: 'write', key });
+        const bucket = bucketOf(principal, bucketName, { verb: 'write', key });
         const contentLength = parseContentLength(exchange, objectBytesMax);
         const expected = parseChecksumHeaders(exchange);
         const metadata = parseMetadata(exchange);
@@ -320,7 +319,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
           exchange.header('content-type') ?? 'application/octet-stream',
           'Content-Type',
         );
-        checkQuotaIn(store, principal.tenant.id, contentLength, 0);
+        checkPutQuotaIn(store, { tenantId: principal.tenant.id, bucket, key, size: contentLength });
         const idempotency = idempotencyOf(exchange, {
           objectKey: key,
           expected,

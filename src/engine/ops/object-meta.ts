@@ -24,6 +24,7 @@ import {
   versionIdOf,
   etagListMatches,
   checkWriteConditions,
+  replacedNullIn,
 } from './objects.js';
 import { nextCounter } from './context.js';
 import { checkQuota } from './quota.js';
@@ -185,7 +186,8 @@ export function copyObject(context: EngineContext, args: CopyObjectArgs): Object
     ifMatch: args.destinationIfMatch,
     ifNoneMatch: args.destinationIfNoneMatch,
   });
-  checkQuota(context, tenant.id, source.size, current ? 0 : 1);
+  const replaced = replacedNullIn(context.store, bucket, args.key, current);
+  checkQuota(context, tenant.id, source.size - (replaced?.size ?? 0), current ? 0 : 1);
   const usage = loadUsage(context, tenant.id);
   const storedBytes = addChunkRefs(context, tenant.num, unpackChunkRefs(source.chunks), usage);
   const seq = nextCounter(context, 'nextSeq');

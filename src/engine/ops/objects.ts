@@ -27,7 +27,7 @@ import {
   type BucketUsageRecord,
   versionLocked,
 } from '../index/schema.js';
-import { checkQuota } from './quota.js';
+import { checkQuota, checkQuotaIn, quotaOf } from './quota.js';
 import { completeIdempotent } from './idempotency.js';
 import { nextCounter, type EngineContext } from './context.js';
 import type { IndexStore, EncodedRecord } from '../index/store.js';
@@ -131,13 +131,7 @@ export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVe
     objectKey(bucket.id, args.key),
   );
   checkWriteConditions(current, args);
-  // An unversioned bucket holds only null versions, so its current object is the null version.
-  const existingNull =
-    bucket.versioning === 'Enabled'
-      ? undefined
-      : bucket.versioning === 'Unversioned'
-        ? (current ?? null)
-        : (findNullVersion(context, bucket.id, args.key) ?? null);
+  const existingNull = replacedNullIn(context.store, bucket, args.key, current);
   checkQuota(context, tenant.id, args.size - (existingNull?.size ?? 0), current ? 0 : 1);
   // Loaded after the checks: a command that fails before it fails alone in its batch.
   const usage = loadUsage(context, tenant.id);
@@ -168,6 +162,39 @@ export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVe
       result: version,
     });
   return version;
+}
+
+/**
+ * The null version that a write of `key` replaces (S3's rules): undefined in an Enabled bucket,
+ * where nothing is replaced; in an Unversioned one the current object (such a bucket holds only
+ * null versions); in a Suspended one the key's null version; null when there is none. Works on a
+ * read-only store too.
+ */
+export function replacedNullIn(
+  store: IndexStore,
+  bucket: BucketRecord,
+  key: string,
+  current: ObjectVersionRecord | undefined,
+): ObjectVersionRecord | null | undefined {
+  if (bucket.versioning === 'Enabled') return undefined;
+  if (bucket.versioning === 'Unversioned') return current ?? null;
+  return findVersionIn(store, bucket.id, key, 'null') ?? null;
+}
+
+/**
+ * `putObject`'s quota check, for the gateway to run on its read-only store before it reads a
+ * body of `size` bytes: the null version the write replaces frees its bytes, and only a new key
+ * adds an object. Without a quota it reads nothing more. The engine's check stays the one that
+ * counts.
+ */
+export function checkPutQuotaIn(
+  store: IndexStore,
+  args: { tenantId: string; bucket: BucketRecord; key: string; size: number },
+): void {
+  if (!quotaOf(store, args.tenantId)) return;
+  const current = store.get<ObjectVersionRecord>(DB.objects, objectKey(args.bucket.id, args.key));
+  const replaced = replacedNullIn(store, args.bucket, args.key, current);
+  checkQuotaIn(store, args.tenantId, args.size - (replaced?.size ?? 0), current ? 0 : 1);
 }
 
 export function checkWriteConditions(
