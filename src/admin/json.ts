@@ -14,6 +14,7 @@ import type {
   QuotaRecord,
   UsageRecord,
 } from '../engine/index/schema.js';
+import { quotaBytesOf } from '../engine/ops/quota.js';
 
 export const iso = (ms: number | undefined): string | undefined =>
   ms === undefined ? undefined : new Date(ms).toISOString();
@@ -83,7 +84,7 @@ export function quotaJson(
     tenantId,
     maxBytes: quota?.maxBytes,
     maxObjects: quota?.maxObjects,
-    usedBytes: usage.logicalBytes,
+    usedBytes: quotaBytesOf(usage),
     usedObjects: usage.objects,
   });
 }

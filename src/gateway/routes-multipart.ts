@@ -30,6 +30,7 @@ import {
   type ObjectVersionRecord,
 } from '../engine/index/schema.js';
 import {
+  checkPartQuotaIn,
   findUploadIn,
   isUploadId,
   partView,
@@ -303,6 +304,14 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
         const partNumber = parsePartNumber(params['partNumber'] ?? '');
         upload(bucket, key, uploadId);
         const contentLength = parseContentLength(exchange, MULTIPART_PART_BYTES_MAX);
+        checkPartQuotaIn(store, {
+          tenantId: principal.tenant.id,
+          bucketId: bucket.id,
+          key,
+          uploadId,
+          partNumber,
+          size: contentLength,
+        });
         const expected = parseChecksumHeaders(exchange);
         const algs = [...new Set<ChecksumAlg>(['CRC32C', 'SHA256', ...expected.keys()])];
         const received = await receiveBody(services.upload, {

@@ -300,6 +300,11 @@ export interface UsageRecord {
   objects: number;
   versions: number;
   deleteMarkers: number;
+  /**
+   * Sizes of the parts of uploads in progress that count against the quota (parts with
+   * `quotaCounted`); absent: 0. Complete moves them into `logicalBytes`, abort releases them.
+   */
+  partBytes?: number;
   /** Per bucket, by name; kept by the same transactions as the totals. */
   buckets?: Record<string, BucketUsageRecord>;
 }
@@ -418,6 +423,11 @@ export interface MultipartPartRecord {
   storedBytes: number;
   compressed: boolean;
   lastModified: number;
+  /**
+   * The part's size is in its tenant's `UsageRecord.partBytes`. Parts stored before parts counted
+   * against the quota lack it; they count nowhere until complete makes them a version.
+   */
+  quotaCounted?: true;
 }
 
 /** `u32be(bucketId) | utf8(key) | 0x00 | uploadId[16]`: a bucket's uploads sort by key. */

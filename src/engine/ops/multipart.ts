@@ -12,6 +12,12 @@
 //   (released). So usage.physicalBytes counts parts, and abandoned parts never leak: the
 //   engine's background pass aborts uploads older than `multipart.expiry` and uploads whose
 //   bucket or tenant is gone.
+// - A part counts against the tenant's maxBytes from its upload on: its size is added to
+//   usage.partBytes (and the part marked `quotaCounted`) in the transaction that stores it,
+//   after the same quota check as a PUT's, less the part it replaces. Complete moves the listed
+//   parts' bytes from partBytes into the version's logicalBytes; abort, expiry, a tenant purge
+//   and complete (for parts not listed) take released parts' bytes out. Parts are not objects:
+//   only complete can add one.
 // - Complete checks the list before any write: 1..MULTIPART_PARTS_MAX parts in strictly
 //   ascending order, each uploaded with the listed ETag, every part but the last at least
 //   MULTIPART_PART_BYTES_MIN; then the write conditions, the quota and the retention gate of
@@ -52,13 +58,13 @@ import {
   loadUsage,
   saveUsage,
   writeVersion,
-  findNullVersion,
+  replacedNullIn,
   checkWriteConditions,
   versionIdOf,
   packChunkRefs,
   type ManifestChunk,
 } from './objects.js';
-import { checkQuota } from './quota.js';
+import { checkQuota, checkQuotaIn, quotaOf } from './quota.js';
 import { recordObjectEvent } from './notifications.js';
 import { combineChecksum, type CrcAlg } from '../checksums.js';
 import { validateObjectKey, validateUserMetadata } from '../../security/names.js';
@@ -174,11 +180,13 @@ export function uploadPart(context: EngineContext, args: UploadPartArgs): PartVi
   checkPartNumber(args.partNumber);
   if (!Number.isSafeInteger(args.size) || args.size < 0 || args.size > MULTIPART_PART_BYTES_MAX)
     throw BadRequest('part size out of range');
-  const usage = loadUsage(context, tenant.id);
-  const storedBytes = addChunkRefs(context, tenant.num, args.chunks, usage);
   const key = multipartPartKey(bucket.id, args.key, args.uploadId, args.partNumber);
   const replaced = context.store.get<MultipartPartRecord>(DB.multipartParts, key);
-  if (replaced) releaseChunkRefs(context, tenant.num, Buffer.from(replaced.chunks), usage);
+  checkQuota(context, tenant.id, args.size - partQuotaBytes(replaced), 0);
+  // Loaded after the checks: a command that fails before it fails alone in its batch.
+  const usage = loadUsage(context, tenant.id);
+  const storedBytes = addChunkRefs(context, tenant.num, args.chunks, usage);
+  if (replaced) releasePart(context, { tenantNum: tenant.num, part: replaced, usage });
   const part: MultipartPartRecord = {
     partNumber: args.partNumber,
     size: args.size,
@@ -188,10 +196,54 @@ export function uploadPart(context: EngineContext, args: UploadPartArgs): PartVi
     storedBytes,
     compressed: args.compressed,
     lastModified: context.now(),
+    quotaCounted: true,
   };
   context.store.put(DB.multipartParts, key, part);
+  usage.partBytes = (usage.partBytes ?? 0) + part.size;
   saveUsage(context, usage);
   return partView(part);
+}
+
+/**
+ * `uploadPart`'s quota check, for the gateway to run on its read-only store before it reads a
+ * part of `size` bytes. Without a quota it reads nothing more.
+ */
+export function checkPartQuotaIn(
+  store: IndexStore,
+  args: {
+    tenantId: string;
+    bucketId: number;
+    key: string;
+    uploadId: string;
+    partNumber: number;
+    size: number;
+  },
+): void {
+  if (!quotaOf(store, args.tenantId)) return;
+  const key = multipartPartKey(args.bucketId, args.key, args.uploadId, args.partNumber);
+  const replaced = store.get<MultipartPartRecord>(DB.multipartParts, key);
+  checkQuotaIn(store, args.tenantId, args.size - partQuotaBytes(replaced), 0);
+}
+
+/** The bytes a part holds in its tenant's `partBytes` (0 for parts stored before they counted). */
+function partQuotaBytes(part: MultipartPartRecord | undefined): number {
+  return part?.quotaCounted === true ? part.size : 0;
+}
+
+/** Releases a part's chunk references and takes its bytes out of `partBytes`. */
+export function releasePart(
+  context: EngineContext,
+  args: { tenantNum: number; part: MultipartPartRecord; usage: UsageRecord },
+): void {
+  const { part, usage } = args;
+  releaseChunkRefs(context, args.tenantNum, Buffer.from(part.chunks), usage);
+  uncountPart(usage, part);
+}
+
+/** Takes a part's bytes out of `partBytes`: it was released or became part of a version. */
+function uncountPart(usage: UsageRecord, part: MultipartPartRecord): void {
+  const bytes = partQuotaBytes(part);
+  if (bytes > 0) usage.partBytes = (usage.partBytes ?? 0) - bytes;
 }
 
 export function checkPartNumber(partNumber: unknown): asserts partNumber is number {
@@ -232,12 +284,12 @@ export function completeMultipartUpload(
     objectKey(bucket.id, args.key),
   );
   checkWriteConditions(current, args);
+  const replacedBytes = replacedNullIn(context.store, bucket, args.key, current)?.size ?? 0;
+  // The upload's parts already count (partBytes) and leave partBytes here, listed or not.
+  let countedBytes = 0;
+  for (const { part } of stored.values()) countedBytes += partQuotaBytes(part);
+  checkQuota(context, tenant.id, size - replacedBytes - countedBytes, current ? 0 : 1);
   const usage = loadUsage(context, tenant.id);
-  const replacedBytes =
-    bucket.versioning === 'Enabled'
-      ? 0
-      : (findNullVersion(context, bucket.id, args.key)?.size ?? 0);
-  checkQuota(context, tenant.id, size - replacedBytes, current ? 0 : 1);
   const seq = nextCounter(context, 'nextSeq');
   const version: ObjectVersionRecord = {
     key: args.key,
@@ -257,8 +309,8 @@ export function completeMultipartUpload(
   writeVersion(context, { tenant, bucket, version, usage });
   const used = new Set(parts.map((part) => part.partNumber));
   for (const [partNumber, entry] of stored) {
-    if (!used.has(partNumber))
-      releaseChunkRefs(context, tenant.num, Buffer.from(entry.part.chunks), usage);
+    if (used.has(partNumber)) uncountPart(usage, entry.part);
+    else releasePart(context, { tenantNum: tenant.num, part: entry.part, usage });
     context.store.remove(DB.multipartParts, entry.key);
   }
   context.store.remove(DB.multipart, multipartUploadKey(bucket.id, args.key, args.uploadId));
@@ -341,7 +393,7 @@ export function abortMultipartUpload(context: EngineContext, args: UploadTarget)
       multipartPartRange(bucket.id, args.key, args.uploadId),
     ),
   ]) {
-    releaseChunkRefs(context, tenant.num, Buffer.from(value.chunks), usage);
+    releasePart(context, { tenantNum: tenant.num, part: value, usage });
     context.store.remove(DB.multipartParts, Buffer.from(key));
   }
   context.store.remove(DB.multipart, multipartUploadKey(bucket.id, args.key, args.uploadId));
@@ -399,7 +451,7 @@ export function expireMultipartUploads(
       }),
     ];
     for (const { key, value } of parts) {
-      if (tenant) releaseChunkRefs(context, tenant.num, Buffer.from(value.chunks), usage);
+      if (tenant) releasePart(context, { tenantNum: tenant.num, part: value, usage });
       store.remove(DB.multipartParts, Buffer.from(key));
     }
     work += parts.length;

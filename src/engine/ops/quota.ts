@@ -1,6 +1,8 @@
 // Tenant quotas, enforced inside the commit transaction so that concurrent writers cannot
 // overshoot together. Usage (logical bytes, current objects) is the exact `usage` record that
-// the same transactions keep.
+// the same transactions keep. The bytes measured against maxBytes are the versions' logical
+// bytes plus the parts of uploads in progress (`partBytes`): a part holds storage from its
+// upload on, so it counts from then, and complete only moves its bytes into the version.
 
 import { DB, tenantKey, emptyUsage, type QuotaRecord, type UsageRecord } from '../index/schema.js';
 import type { EngineContext } from './context.js';
@@ -21,6 +23,11 @@ export function checkQuota(
   checkQuotaIn(context.store, tenantId, addBytes, addObjects);
 }
 
+/** The bytes that maxBytes limits and the quota reports as usedBytes. */
+export function quotaBytesOf(usage: UsageRecord): number {
+  return usage.logicalBytes + (usage.partBytes ?? 0);
+}
+
 export function checkQuotaIn(
   store: IndexStore,
   tenantId: string,
@@ -30,14 +37,11 @@ export function checkQuotaIn(
   const quota = quotaOf(store, tenantId);
   if (!quota) return;
   const usage = store.peek<UsageRecord>(DB.usage, tenantKey(tenantId)) ?? emptyUsage(tenantId);
-  if (
-    quota.maxBytes !== undefined &&
-    addBytes > 0 &&
-    usage.logicalBytes + addBytes > quota.maxBytes
-  ) {
+  const usedBytes = quotaBytesOf(usage);
+  if (quota.maxBytes !== undefined && addBytes > 0 && usedBytes + addBytes > quota.maxBytes) {
     throw QuotaExceeded(`the tenant's storage quota of ${quota.maxBytes} bytes would be exceeded`, {
       maxBytes: quota.maxBytes,
-      usedBytes: usage.logicalBytes,
+      usedBytes,
     });
   }
   if (

@@ -57,6 +57,7 @@ import type { IndexStore } from '../index/store.js';
 import { requireReason, revokeTenantKeys } from './control.js';
 import { loadUsage, saveUsage, removeVersion, releaseChunkRefs } from './objects.js';
 import { dropBucketNotifications } from './notifications.js';
+import { releasePart } from './multipart.js';
 import { Conflict, NotFound } from '../../util/errors.js';
 import type { Logger } from '../../util/log.js';
 
@@ -280,7 +281,7 @@ function purgeBucketUploads(
   const parts = [...store.range<MultipartPartRecord>(DB.multipartParts, { start, end, limit })];
   for (const { key, value } of parts) {
     // A part is released whole, so one batch may pass the reference budget by one part.
-    releaseChunkRefs(context, tenant.num, Buffer.from(value.chunks), usage);
+    releasePart(context, { tenantNum: tenant.num, part: value, usage });
     store.remove(DB.multipartParts, Buffer.from(key));
     budget.refs -= value.chunks.length / CHUNK_REF_SIZE;
     budget.versions -= 1;
