@@ -337,8 +337,9 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
           contentType,
           idempotency,
         });
-        const bucket = bucketOfVersioned(principal, bucketName, store);
-        exchange.sendJson(200, objectJson(version, bucket), writtenHeaders(version, bucket));
+        // Read again: the versioning state may have changed while the body came in.
+        const now = bucketOfVersioned(principal, bucketName, store);
+        exchange.sendJson(200, objectJson(version, now), writtenHeaders(version, now));
       },
     },
     {
