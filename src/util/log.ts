@@ -1,9 +1,12 @@
 // Logging: one pino root logger per process, one child per component.
 //
+// Log lines go to stderr: stdout carries only what a command answers (serve's ready lines, the
+// token that admin-token prints), so a script can read it without filtering logs out.
+//
 // Secrets never reach a log line: the redact list below removes the fields that can carry
 // them (authorization headers, secret keys, tokens), whatever component logs them.
 
-import { pino, type Logger, type LevelWithSilent } from 'pino';
+import { pino, type Logger } from 'pino';
 
 export type { Logger };
 
@@ -23,17 +26,28 @@ const redactPaths = [
 let root: Logger | undefined;
 
 export function createRootLogger(options: { level: string; process: string }): Logger {
-  root = pino({
-    level: options.level as LevelWithSilent,
-    base: { process: options.process, pid: process.pid },
-    redact: { paths: redactPaths, censor: '[redacted]' },
-    timestamp: pino.stdTimeFunctions.isoTime,
-  });
+  root = pino(
+    {
+      level: options.level,
+      base: { process: options.process, pid: process.pid },
+      redact: { paths: redactPaths, censor: '[redacted]' },
+      timestamp: pino.stdTimeFunctions.isoTime,
+    },
+    stderr(),
+  );
   return root;
+}
+
+/**
+ * File descriptor 2 through SonicBoom, asynchronous as pino's own default for stdout is (pino
+ * flushes it at exit).
+ */
+function stderr(): ReturnType<typeof pino.destination> {
+  return pino.destination({ dest: 2, sync: false });
 }
 
 /** The logger of one component; before the root exists, a silent one (unit tests). */
 export function componentLogger(component: string): Logger {
-  root ??= pino({ level: process.env['LIGHTWELL_LOG_LEVEL'] ?? 'silent' });
+  root ??= pino({ level: process.env['LIGHTWELL_LOG_LEVEL'] ?? 'silent' }, stderr());
   return root.child({ component });
 }

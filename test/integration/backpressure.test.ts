@@ -107,7 +107,7 @@ t.test('the gateway caps the receive buffer of its connections', async (t) => {
   });
   t.teardown(() => service.close());
   // The gateway's log line and the supervisor's ready line travel different ways (the child's
-  // stdout, and IPC then the supervisor's stdout): the log line may come just after.
+  // stderr, and IPC then the supervisor's stdout): the log line may come just after.
   const logged = (): string | undefined =>
     (service.startOutput + service.output)
       .split('\n')

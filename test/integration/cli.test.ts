@@ -45,6 +45,29 @@ function run(
   });
 }
 
+/**
+ * `lightwell serve` until both ready lines are out (or it exits), then SIGTERM: what it printed
+ * on each stream, and its exit code.
+ */
+function serveUntilReady(args: readonly string[], cwd: string): Promise<Run> {
+  return new Promise((resolveRun) => {
+    const child = spawn(process.execPath, [CLI, 'serve', ...args], { cwd, stdio: 'pipe' });
+    let stdout = '';
+    let stderr = '';
+    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+    child.stdout.on('data', (data: Buffer) => {
+      stdout += data.toString();
+      if (stdout.includes('public listener ready') && stdout.includes('admin listener ready'))
+        child.kill('SIGTERM');
+    });
+    child.stderr.on('data', (data: Buffer) => (stderr += data.toString()));
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      resolveRun({ code, stdout, stderr });
+    });
+  });
+}
+
 /** A listener holding a port, as another program would. */
 async function holdPort(): Promise<{ port: number; server: Server }> {
   const port = await freePort();
@@ -175,4 +198,52 @@ t.test('a service that cannot start says why and exits 1', async (t) => {
     result.stderr,
     /cannot start: data directory has format version 2; this release reads format versions up to 1\n/,
   );
+});
+
+t.test('stdout carries the ready lines only; logs go to stderr', async (t) => {
+  const dataDir = join(cwd, 'quiet-stdout');
+  const listen = async (): Promise<string> => `127.0.0.1:${await freePort()}`;
+  const result = await serveUntilReady(
+    [
+      '--data-dir',
+      dataDir,
+      '--public-listen',
+      await listen(),
+      '--admin-listen',
+      await listen(),
+      '--log-level',
+      'info',
+    ],
+    cwd,
+  );
+  t.equal(result.code, 0, 'serve started and stopped cleanly');
+  t.match(
+    result.stdout,
+    /^lightwell: (public|admin) listener ready on http:\/\/127\.0\.0\.1:\d+\//,
+  );
+  t.same(
+    result.stdout.split('\n').filter((line) => line !== '' && !/listener ready on/.test(line)),
+    [],
+    'nothing else on stdout',
+  );
+  t.match(result.stderr, /"msg":"engine ready"/, 'the engine logs on stderr');
+  t.match(result.stderr, /"msg":"gateway listening"/, 'the gateway logs on stderr');
+
+  // A process on its own: its ready line alone on stdout, its logs on stderr.
+  const engine = spawn(
+    process.execPath,
+    [bin('lightwell-engine'), '--data-dir', dataDir, '--log-level', 'info'],
+    { cwd, stdio: 'pipe' },
+  );
+  let stdout = '';
+  let stderr = '';
+  engine.stderr.on('data', (data: Buffer) => (stderr += data.toString()));
+  engine.stdout.on('data', (data: Buffer) => {
+    stdout += data.toString();
+    if (stdout.includes('ready')) engine.kill('SIGTERM');
+  });
+  const code = await new Promise<number | null>((exited) => engine.on('exit', exited));
+  t.equal(code, 0, 'lightwell-engine started and stopped');
+  t.equal(stdout, 'lightwell-engine: ready\n', 'lightwell-engine: only its ready line on stdout');
+  t.match(stderr, /"msg":"engine ready"/, 'lightwell-engine logs on stderr');
 });
