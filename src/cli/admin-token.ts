@@ -24,8 +24,16 @@ import type { EngineContext } from '../engine/ops/context.js';
 import { newAdminToken } from '../security/access-keys.js';
 import { parseAdminExpires } from '../security/expiry.js';
 import { validateTenantId } from '../security/names.js';
-import { parseArgs, settingsFrom } from './args.js';
-import { BadRequest, isLightwellError } from '../util/errors.js';
+import {
+  parseArgs,
+  settingsFrom,
+  failureText,
+  isUsageError,
+  UsageError,
+  EXIT_FAILURE,
+  EXIT_USAGE,
+  type CommandSpec,
+} from './args.js';
 
 const roles: readonly AdminRole[] = ['viewer', 'operator', 'owner'];
 
@@ -33,40 +41,60 @@ const USAGE =
   'usage: lightwell admin-token create --role viewer|operator|owner [--tenant ID] [--expires 30d|RFC3339] [--name TEXT] [--json] | list [--json] | revoke ID [--json]\n' +
   '  (with --data-dir DIR, default ./data, and --config FILE like lightwell serve)';
 
+const USAGE_HINT = ' (lightwell admin-token --help shows the usage)';
+
 /** The positional arguments each action takes after its name. */
 const ARITY: Readonly<Record<string, number>> = { create: 0, list: 0, revoke: 1 };
 
+const CREATE_OPTIONS: ReadonlySet<string> = new Set(['role', 'tenant', 'expires', 'name']);
+
+const COMMAND: CommandSpec = {
+  options: CREATE_OPTIONS,
+  flags: new Set(['json']),
+  positional: true,
+};
+
+/**
+ * Sets the exit code: EXIT_USAGE for a command line it does not take (the usage, or the
+ * reason and a pointer to it, on stderr), EXIT_FAILURE when the action fails.
+ */
 export async function adminToken(argv: readonly string[]): Promise<void> {
   try {
-    const options = new Set(['role', 'tenant', 'expires', 'name']);
-    const args = parseArgs(argv, options);
+    const args = parseArgs(argv, COMMAND);
     if (args.flags.has('help')) {
       process.stdout.write(`${USAGE}\n`);
       return;
     }
     const [action = '', ...rest] = args.positional;
-    if (ARITY[action] !== rest.length) throw BadRequest(USAGE);
-    const settings = settingsFrom(args, options);
+    if (ARITY[action] !== rest.length) throw UsageError(USAGE);
+    const createOnly = [...CREATE_OPTIONS].find((name) => args.options.has(name));
+    if (action !== 'create' && createOnly !== undefined)
+      throw UsageError(`--${createOnly} is an option of admin-token create only`);
+    const settings = settingsFrom(args, COMMAND);
+    const minted = action === 'create' ? mint(args.options) : undefined;
     const paths = dataDirPaths(settings.string('data_dir'));
     await prepareDataDir(paths);
-    if (action === 'create') await create(paths, args.options, args.flags.has('json'));
-    else if (action === 'list') await list(paths, args.flags.has('json'));
-    else await revoke(paths, rest[0] as string, args.flags.has('json'));
+    const json = args.flags.has('json');
+    if (minted !== undefined) await create(paths, minted, json);
+    else if (action === 'list') await list(paths, json);
+    else await revoke(paths, rest[0] as string, json);
   } catch (error) {
-    process.stderr.write(
-      `lightwell admin-token: ${isLightwellError(error) ? error.message : String(error)}\n`,
-    );
-    process.exitCode = 1;
+    const usage = isUsageError(error);
+    const hint = usage && !failureText(error).startsWith('usage:') ? USAGE_HINT : '';
+    process.stderr.write(`lightwell admin-token: ${failureText(error)}${hint}\n`);
+    process.exitCode = usage ? EXIT_USAGE : EXIT_FAILURE;
   }
 }
 
-async function create(
-  paths: DataDirPaths,
-  options: Map<string, string>,
-  json: boolean,
-): Promise<void> {
+interface Minted {
+  readonly token: string;
+  readonly record: AdminTokenRecord;
+}
+
+/** The new token from `create`'s options, checked before anything is written. */
+function mint(options: Map<string, string>): Minted {
   const role = options.get('role') as AdminRole | undefined;
-  if (!role || !roles.includes(role)) throw BadRequest('--role must be viewer, operator or owner');
+  if (!role || !roles.includes(role)) throw UsageError('--role must be viewer, operator or owner');
   const tenant = options.get('tenant');
   if (tenant !== undefined) validateTenantId(tenant);
   const expires = options.get('expires');
@@ -81,6 +109,12 @@ async function create(
   if (expires !== undefined) record.expiresAt = parseAdminExpires(expires, Date.now());
   const name = options.get('name');
   if (name !== undefined) record.name = name;
+  return { token: minted.token, record };
+}
+
+async function create(paths: DataDirPaths, minted: Minted, json: boolean): Promise<void> {
+  const { record } = minted;
+  const { role, tenant } = record;
   await withIndex(
     paths,
     async (engine) => engine.call('putAdminToken', { record }),

@@ -1,9 +1,18 @@
-// Command-line parsing shared by every binary: `--flag value`, `--flag=value`, boolean flags,
+// Command-line parsing shared by every binary: `--flag value`, `--flag=value`, yes/no flags,
 // and settings by their dotted names (`--security.native_api_token_ttl 2h`). `--help` and `-h`
 // are the `help` flag: every binary then prints its usage and exits 0 without starting.
+//
+// Anything a command does not take is refused, never ignored: an unknown option or flag, a
+// single-dash argument other than `-h`, a word where the command takes none. Such a usage error
+// exits with EXIT_USAGE (2), as an unknown command does; a command that was understood but
+// cannot be carried out (a bad setting value, a port taken) exits with EXIT_FAILURE (1).
 
+import assert from 'node:assert';
 import { isSettingName, loadSettings, type Settings } from '../util/config.js';
-import { BadRequest } from '../util/errors.js';
+import { BadRequest, isLightwellError, type LightwellError } from '../util/errors.js';
+
+export const EXIT_FAILURE = 1;
+export const EXIT_USAGE = 2;
 
 export interface ParsedArgs {
   readonly positional: string[];
@@ -11,7 +20,15 @@ export interface ParsedArgs {
   readonly flags: Set<string>;
 }
 
-const booleanFlags = new Set(['json', 'help', 'quick']);
+/** What a command takes besides the settings, `--config` and `--help`. */
+export interface CommandSpec {
+  /** Options that take a value, e.g. `role` for `--role owner`. */
+  readonly options?: ReadonlySet<string>;
+  /** Yes/no flags, e.g. `json`. */
+  readonly flags?: ReadonlySet<string>;
+  /** Whether words that are not options (an action, an id) are taken. */
+  readonly positional?: boolean;
+}
 
 /** Flag spellings of the settings a user sets most (DECISIONS.md). */
 const settingAliases: Record<string, string> = {
@@ -23,52 +40,76 @@ const settingAliases: Record<string, string> = {
   'log-level': 'log.level',
 };
 
+/** A command line that does not fit the command: exits EXIT_USAGE. */
+export function UsageError(message: string): LightwellError {
+  return BadRequest(message, { usage: true });
+}
+
+export function isUsageError(error: unknown): boolean {
+  return isLightwellError(error) && error.details['usage'] === true;
+}
+
 /**
- * `known` names the options a command takes besides the settings (as `settingsFrom` does), so
- * that an unknown option given last is called unknown, not short of a value.
+ * The reason a command failed, in one line when it is an operating error: a LightwellError's
+ * message, or an errno error's (`EACCES: permission denied, open '…'`). Anything else is a bug,
+ * and its stack is what a report needs.
  */
-export function parseArgs(
-  argv: readonly string[],
-  known: ReadonlySet<string> = new Set(),
-): ParsedArgs {
+export function failureText(error: unknown): string {
+  if (isLightwellError(error)) return error.message;
+  const errno = error as Partial<NodeJS.ErrnoException> | undefined;
+  if (typeof errno?.code === 'string' && typeof errno.syscall === 'string')
+    return errno.message ?? errno.code;
+  return (error as Error | undefined)?.stack ?? String(error);
+}
+
+export function parseArgs(argv: readonly string[], spec: CommandSpec = {}): ParsedArgs {
   const positional: string[] = [];
   const options = new Map<string, string>();
   const flags = new Set<string>();
+  const takesValue = (name: string): boolean =>
+    name === 'config' ||
+    spec.options?.has(name) === true ||
+    isSettingName(settingAliases[name] ?? name);
+  const takesFlag = (name: string): boolean => name === 'help' || spec.flags?.has(name) === true;
   for (let index = 0; index < argv.length; index += 1) {
     const arg = argv[index] as string;
     if (arg === '-h') {
       flags.add('help');
       continue;
     }
-    if (!arg.startsWith('--')) {
+    if (!arg.startsWith('-')) {
+      if (spec.positional !== true) throw UsageError(`unexpected argument ${arg}`);
       positional.push(arg);
       continue;
     }
+    if (!arg.startsWith('--') || arg === '--') throw UsageError(`unknown option ${arg}`);
     const eq = arg.indexOf('=');
     const name = arg.slice(2, eq < 0 ? undefined : eq);
-    if (eq >= 0) options.set(name, arg.slice(eq + 1));
-    else if (booleanFlags.has(name)) flags.add(name);
-    else {
-      const value = argv[index + 1];
-      if (value === undefined) {
-        const takesValue =
-          name === 'config' || known.has(name) || isSettingName(settingAliases[name] ?? name);
-        throw BadRequest(takesValue ? `--${name} needs a value` : `unknown option --${name}`);
-      }
-      options.set(name, value);
-      index += 1;
+    if (takesFlag(name)) {
+      if (eq >= 0) throw UsageError(`--${name} takes no value`);
+      flags.add(name);
+      continue;
     }
+    if (!takesValue(name)) throw UsageError(`unknown option --${name}`);
+    if (eq >= 0) {
+      options.set(name, arg.slice(eq + 1));
+      continue;
+    }
+    const value = argv[index + 1];
+    if (value === undefined) throw UsageError(`--${name} needs a value`);
+    options.set(name, value);
+    index += 1;
   }
   return { positional, options, flags };
 }
 
 /** Settings from the config file, the environment and the flags, in that order. */
-export function settingsFrom(args: ParsedArgs, known: ReadonlySet<string> = new Set()): Settings {
+export function settingsFrom(args: ParsedArgs, spec: CommandSpec = {}): Settings {
   const flags: Record<string, string> = {};
   for (const [name, value] of args.options) {
-    if (name === 'config' || known.has(name)) continue;
+    if (name === 'config' || spec.options?.has(name) === true) continue;
     const setting = settingAliases[name] ?? name;
-    if (!isSettingName(setting)) throw BadRequest(`unknown option --${name}`);
+    assert(isSettingName(setting), `parseArgs let an unknown option through: --${name}`);
     flags[setting] = value;
   }
   return loadSettings({ flags, env: process.env, configFile: args.options.get('config') });

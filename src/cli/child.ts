@@ -2,8 +2,16 @@
 // readiness to a supervising `lightwell serve` over IPC when there is one.
 
 import { createRootLogger } from '../util/log.js';
-import { parseArgs, settingsFrom, writeThenExit, SERVICE_FLAGS } from './args.js';
-import { isLightwellError } from '../util/errors.js';
+import {
+  parseArgs,
+  settingsFrom,
+  writeThenExit,
+  failureText,
+  isUsageError,
+  EXIT_FAILURE,
+  EXIT_USAGE,
+  SERVICE_FLAGS,
+} from './args.js';
 import { startHeapTrimmer } from '../util/malloc-env.js';
 
 export type Role = 'engine' | 'gateway' | 'admin';
@@ -75,12 +83,14 @@ export async function runChild(
 }
 
 /**
- * Exits 1 with the reason on stderr. Not just an exit code: what a failed start had already
- * opened (the index, the engine connection, worker threads) would keep the process alive.
+ * Exits with the reason on stderr, in one line unless it is a bug: EXIT_USAGE for a command
+ * line it does not take, else EXIT_FAILURE. Not just an exit code: what a failed start had
+ * already opened (the index, the engine connection, worker threads) would keep it alive.
  */
 function fail(role: Role, error: unknown, exit: (code: number) => never): Promise<never> {
-  const message = isLightwellError(error)
-    ? error.message
-    : ((error as Error).stack ?? String(error));
-  return writeThenExit(process.stderr, `lightwell-${role}: cannot start: ${message}\n`, 1, exit);
+  const usage = isUsageError(error);
+  const text = usage
+    ? `lightwell-${role}: ${failureText(error)} (lightwell-${role} --help lists the options)\n`
+    : `lightwell-${role}: cannot start: ${failureText(error)}\n`;
+  return writeThenExit(process.stderr, text, usage ? EXIT_USAGE : EXIT_FAILURE, exit);
 }

@@ -7,10 +7,19 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { dataDirPaths, prepareDataDir, engineLockOwner } from '../engine/data-dir.js';
-import { parseArgs, settingsFrom, writeThenExit, SERVICE_FLAGS } from './args.js';
+import {
+  parseArgs,
+  settingsFrom,
+  writeThenExit,
+  failureText,
+  isUsageError,
+  EXIT_FAILURE,
+  EXIT_USAGE,
+  SERVICE_FLAGS,
+} from './args.js';
 import type { ReadyMessage, Role } from './child.js';
 import { tlsFilesOf, type ListenAddress, type Settings } from '../util/config.js';
-import { isLightwellError, Unavailable, DataDirLocked } from '../util/errors.js';
+import { Unavailable, DataDirLocked } from '../util/errors.js';
 import { CHILD_MALLOC_ENV } from '../util/malloc-env.js';
 
 const BACKOFF_MS_MAX = 10_000;
@@ -37,11 +46,12 @@ export async function serve(argv: readonly string[], exit: (code: number) => nev
     settings = settingsFrom(args);
     await preflight(settings);
   } catch (error) {
-    process.stderr.write(
-      `lightwell: cannot start: ${isLightwellError(error) ? error.message : String(error)}\n`,
-    );
-    process.exitCode = 1;
-    return;
+    if (isUsageError(error)) {
+      const text = `lightwell serve: ${failureText(error)} (lightwell serve --help lists the options)`;
+      return await writeThenExit(process.stderr, `${text}\n`, EXIT_USAGE, exit);
+    }
+    const text = `lightwell: cannot start: ${failureText(error)}\n`;
+    return await writeThenExit(process.stderr, text, EXIT_FAILURE, exit);
   }
   const children: Supervised[] = [
     { role: 'engine', name: 'engine', child: undefined, backoffMs: 100, startedAt: 0 },
@@ -112,12 +122,10 @@ export async function serve(argv: readonly string[], exit: (code: number) => nev
     children.push({ role: 'admin', name: 'admin', child: undefined, backoffMs: 100, startedAt: 0 });
     await Promise.all(children.slice(1).map((entry) => start(entry)));
   } catch (error) {
-    process.stderr.write(
-      `lightwell: cannot start: ${isLightwellError(error) ? error.message : String(error)}\n`,
-    );
+    process.stderr.write(`lightwell: cannot start: ${failureText(error)}\n`);
     stopping = true;
     await stopAll(children);
-    exit(1);
+    exit(EXIT_FAILURE);
   }
 }
 

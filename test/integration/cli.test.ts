@@ -2,8 +2,8 @@
 // usage on stdout and exit 0 without starting anything (no data directory, no listener); a
 // service that cannot start exits non-zero with a clear message (port taken, data directory
 // locked by a running service, a data directory of an unknown format version, a bad setting
-// such as `--gateways 0`), the standalone gateway and admin processes included; `admin-token`
-// refuses arguments it does not take.
+// such as `--gateways 0`), the standalone gateway and admin processes included; every binary
+// refuses, with exit code 2 and one line, an argument it does not take (README, exit codes).
 // Method: the compiled binaries as child processes in a temporary working directory, beside
 // one real service on loopback whose data directory and ports the refusals are tried against.
 import t from 'tap';
@@ -109,7 +109,7 @@ t.test('output into a pipe closed early ends quietly', async (t) => {
   t.equal(stderr, '', 'no stack trace');
 });
 
-t.test('wrong arguments are refused with a message', async (t) => {
+t.test('wrong arguments are refused with a message and exit code 2', async (t) => {
   let result = await run(CLI, ['nonsense'], cwd);
   t.equal(result.code, 2, 'an unknown command');
   t.match(result.stderr, /unknown command nonsense/);
@@ -117,14 +117,37 @@ t.test('wrong arguments are refused with a message', async (t) => {
   t.equal(result.code, 2, 'no command');
   t.match(result.stderr, /^usage: lightwell serve/);
   result = await run(CLI, ['serve', '--data-dir', join(cwd, 'u'), '--bogus'], cwd);
-  t.equal(result.code, 1, 'an unknown option given last');
-  t.match(result.stderr, /unknown option --bogus/);
+  t.equal(result.code, 2, 'an unknown option given last');
+  t.equal(
+    result.stderr,
+    'lightwell serve: unknown option --bogus (lightwell serve --help lists the options)\n',
+  );
   result = await run(CLI, ['serve', '--data-dir'], cwd);
-  t.equal(result.code, 1, 'a known option without its value');
+  t.equal(result.code, 2, 'a known option without its value');
   t.match(result.stderr, /--data-dir needs a value/);
+  // Each of these used to be ignored: serve ran on ./data, with the argument dropped.
+  const ignored: Array<[string, string[], RegExp]> = [
+    [CLI, ['serve', '-d', join(cwd, 'x')], /^lightwell serve: unknown option -d /],
+    [CLI, ['serve', join(cwd, 'x')], /^lightwell serve: unexpected argument \//],
+    [CLI, ['serve', '--json'], /^lightwell serve: unknown option --json /],
+    [CLI, ['serve', '--quick'], /^lightwell serve: unknown option --quick /],
+    [CLI, ['serve', '--help=yes'], /^lightwell serve: --help takes no value /],
+    [bin('lightwell-engine'), ['-d', join(cwd, 'x')], /^lightwell-engine: unknown option -d /],
+    [bin('lightwell-gateway'), ['--json'], /^lightwell-gateway: unknown option --json /],
+    [bin('lightwell-admin'), ['start'], /^lightwell-admin: unexpected argument start /],
+    [CLI, ['admin-token', 'list', '-j'], /^lightwell admin-token: unknown option -j /],
+    [CLI, ['admin-token', 'list', '--role', 'owner'], /--role is an option of .* create only/],
+  ];
+  for (const [script, args, message] of ignored) {
+    const name = `${script.split('/').pop() ?? ''} ${args.join(' ')}`;
+    result = await run(script, args, cwd);
+    t.equal(result.code, 2, `${name}: exit 2`);
+    t.match(result.stderr, message, `${name}: says which argument`);
+    t.equal(result.stderr.split('\n').length, 2, `${name}: in one line`);
+  }
   for (const gateways of ['0', '-1', '65']) {
     result = await run(CLI, ['serve', '--data-dir', join(cwd, 'g'), '--gateways', gateways], cwd);
-    t.equal(result.code, 1, `--gateways ${gateways}`);
+    t.equal(result.code, 1, `--gateways ${gateways}: a bad value, not a usage error`);
     t.match(result.stderr, /gateways: expected an integer from 1 to 64/);
   }
   const dataDir = join(cwd, 'tokens');
@@ -133,10 +156,17 @@ t.test('wrong arguments are refused with a message', async (t) => {
     ['admin-token', 'create', '--data-dir', dataDir, '--role', 'owner', 'x'],
     cwd,
   );
-  t.equal(result.code, 1, 'admin-token create with a stray argument');
+  t.equal(result.code, 2, 'admin-token create with a stray argument');
   t.match(result.stderr, /usage: lightwell admin-token/);
   result = await run(CLI, ['admin-token', 'revoke', '--data-dir', dataDir], cwd);
-  t.equal(result.code, 1, 'admin-token revoke without an id');
+  t.equal(result.code, 2, 'admin-token revoke without an id');
+  result = await run(CLI, ['admin-token'], cwd);
+  t.equal(result.code, 2, 'admin-token without an action');
+  result = await run(CLI, ['admin-token', 'create', '--data-dir', dataDir], cwd);
+  t.equal(result.code, 2, 'admin-token create without --role');
+  t.match(result.stderr, /--role must be viewer, operator or owner/);
+  t.notOk(existsSync(dataDir), 'no refused command created its data directory');
+  t.notOk(existsSync(join(cwd, 'data')), 'nor ./data');
 });
 
 t.test('a service that cannot start says why and exits 1', async (t) => {
