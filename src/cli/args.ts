@@ -120,7 +120,7 @@ export const SERVICE_FLAGS = `  --data-dir DIR            data directory (defaul
   --public-listen HOST:PORT  public listener (default 0.0.0.0:9000)
   --admin-listen HOST:PORT   admin listener (default 127.0.0.1:9001)
   --config FILE              settings as JSON, before the environment and the flags
-  --log-level LEVEL          trace|debug|info|warn|error|silent (default info)
+  --log-level LEVEL          fatal|error|warn|info|debug|trace|silent (default info)
   --NAME VALUE               any setting by its dotted name, e.g. --security.native_api_token_ttl 2h
                              (environment: LIGHTWELL_ plus the name upper-cased, dots as underscores)
 `;

@@ -4,10 +4,12 @@
 //
 // A config file may nest (`{"security": {"native_api_token_ttl": "2h"}}`) or use dotted keys
 // (`{"security.native_api_token_ttl": "2h"}`). Unknown settings are refused, so a typo is an
-// error at start and never a silently ignored value.
+// error at start and never a silently ignored value. A bad value from the environment or the
+// file is refused with the variable or the file named, since no flag on the command line shows
+// where it came from.
 
 import { readFileSync } from 'node:fs';
-import { BadRequest } from './errors.js';
+import { BadRequest, isLightwellError } from './errors.js';
 
 type Kind = 'string' | 'int' | 'bool' | 'duration' | 'bytes' | 'rate' | 'listen';
 
@@ -28,11 +30,18 @@ interface SettingSpec {
   /** Bounds of an 'int' setting, inclusive. */
   readonly min?: number;
   readonly max?: number;
+  /** The values a 'string' setting may take. */
+  readonly choices?: readonly string[];
+  /** A 'string' setting that may not be empty (an empty path would mean the current directory). */
+  readonly nonEmpty?: boolean;
 }
+
+/** pino's levels, and `silent`: what `log.level` may be. */
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 /** Every setting Lightwell reads. Values are written as a user would write them. */
 export const settingSpecs = {
-  data_dir: { kind: 'string', fallback: './data', help: 'data directory' },
+  data_dir: { kind: 'string', fallback: './data', nonEmpty: true, help: 'data directory' },
   public_listen: { kind: 'listen', fallback: '0.0.0.0:9000', help: 'public listener HOST:PORT' },
   admin_listen: { kind: 'listen', fallback: '127.0.0.1:9001', help: 'admin listener HOST:PORT' },
   gateways: {
@@ -49,7 +58,12 @@ export const settingSpecs = {
     max: 256,
     help: 'worker threads per gateway (0: cores + 1)',
   },
-  'log.level': { kind: 'string', fallback: 'info', help: 'trace|debug|info|warn|error|silent' },
+  'log.level': {
+    kind: 'string',
+    fallback: 'info',
+    choices: LOG_LEVELS,
+    help: LOG_LEVELS.join('|'),
+  },
   'security.native_api_token_ttl': {
     kind: 'duration',
     fallback: '1h',
@@ -194,22 +208,38 @@ export function loadSettings(options: {
   configFile?: string | undefined;
 }): Settings {
   const raw = {} as Record<SettingName, string>;
+  /** Where a value from the file or the environment came from, for its error message. */
+  const origins = new Map<SettingName, string>();
   for (const [name, spec] of Object.entries(settingSpecs)) raw[name as SettingName] = spec.fallback;
   if (options.configFile) {
     const fromFile = readConfigFile(options.configFile);
-    for (const name of Object.keys(fromFile) as SettingName[]) raw[name] = fromFile[name];
+    for (const name of Object.keys(fromFile) as SettingName[]) {
+      raw[name] = fromFile[name];
+      origins.set(name, `config file ${options.configFile}`);
+    }
   }
   const env = options.env ?? {};
   for (const name of Object.keys(settingSpecs) as SettingName[]) {
     const value = env[envName(name)];
-    if (value !== undefined && value !== '') raw[name] = value;
+    if (value === undefined || value === '') continue;
+    raw[name] = value;
+    origins.set(name, `environment variable ${envName(name)}`);
   }
   for (const [name, value] of Object.entries(options.flags ?? {})) {
     if (!isSettingName(name)) throw BadRequest(`unknown setting ${name}`);
     raw[name] = value;
+    origins.delete(name);
   }
   const settings = makeSettings(raw);
-  for (const name of Object.keys(settingSpecs) as SettingName[]) validate(settings, name);
+  for (const name of Object.keys(settingSpecs) as SettingName[]) {
+    try {
+      validate(settings, name);
+    } catch (error) {
+      const origin = origins.get(name);
+      if (origin === undefined || !isLightwellError(error)) throw error;
+      throw BadRequest(`${error.message} (from ${origin})`, error.details, { cause: error });
+    }
+  }
   return settings;
 }
 
@@ -220,6 +250,8 @@ function readConfigFile(file: string): Record<SettingName, string> {
   } catch (cause) {
     throw BadRequest(`cannot read config file ${file}: ${(cause as Error).message}`);
   }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed))
+    throw BadRequest(`config file must be a JSON object: ${file}`);
   const flat: Record<string, string> = {};
   flatten(parsed, '', flat);
   for (const name of Object.keys(flat)) {
@@ -254,6 +286,7 @@ function validate(settings: Settings, name: SettingName): void {
   const kind: Kind = settingSpecs[name].kind;
   switch (kind) {
     case 'string':
+      checkString(name, settings.string(name));
       return;
     case 'int':
       settings.int(name);
@@ -273,6 +306,16 @@ function validate(settings: Settings, name: SettingName): void {
     case 'listen':
       settings.listen(name);
       return;
+  }
+}
+
+function checkString(name: SettingName, value: string): void {
+  const spec: SettingSpec = settingSpecs[name];
+  if (spec.nonEmpty === true && value === '') throw BadRequest(`${name} must not be empty`);
+  if (spec.choices !== undefined && !spec.choices.includes(value)) {
+    throw BadRequest(
+      `${name}: expected one of ${spec.choices.join(', ')}, got ${JSON.stringify(value)}`,
+    );
   }
 }
 

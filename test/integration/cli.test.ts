@@ -8,7 +8,15 @@
 // one real service on loopback whose data directory and ports the refusals are tried against.
 import t from 'tap';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -30,9 +38,14 @@ function run(
   args: readonly string[],
   cwd: string,
   timeoutMs = 20_000,
+  env: Record<string, string> = {},
 ): Promise<Run> {
   return new Promise((resolveRun) => {
-    const child = spawn(process.execPath, [script, ...args], { cwd, stdio: 'pipe' });
+    const child = spawn(process.execPath, [script, ...args], {
+      cwd,
+      stdio: 'pipe',
+      env: { ...process.env, ...env },
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (data: Buffer) => (stdout += data.toString()));
@@ -167,6 +180,51 @@ t.test('wrong arguments are refused with a message and exit code 2', async (t) =
   t.match(result.stderr, /--role must be viewer, operator or owner/);
   t.notOk(existsSync(dataDir), 'no refused command created its data directory');
   t.notOk(existsSync(join(cwd, 'data')), 'nor ./data');
+});
+
+t.test('a bad setting is refused in one line before anything starts', async (t) => {
+  const dir = join(cwd, 'settings');
+  mkdirSync(dir);
+  const config = join(dir, 'config.json');
+  writeFileSync(config, JSON.stringify({ data_dir: '' }));
+  const cases: Array<[string, string[], Record<string, string>, string]> = [
+    [
+      CLI,
+      ['serve', '--log-level', 'verbose'],
+      {},
+      'lightwell: cannot start: log.level: expected one of fatal, error, warn, info, debug, ' +
+        'trace, silent, got "verbose"',
+    ],
+    [
+      bin('lightwell-engine'),
+      ['--log-level', 'verbose'],
+      {},
+      'lightwell-engine: cannot start: log.level: expected one of fatal, error, warn, info, ' +
+        'debug, trace, silent, got "verbose"',
+    ],
+    [CLI, ['serve', '--data-dir='], {}, 'lightwell: cannot start: data_dir must not be empty'],
+    [CLI, ['serve', '--data-dir', ''], {}, 'lightwell: cannot start: data_dir must not be empty'],
+    [
+      CLI,
+      ['admin-token', 'create', '--role', 'owner', '--config', config],
+      {},
+      `lightwell admin-token: data_dir must not be empty (from config file ${config})`,
+    ],
+    [
+      CLI,
+      ['serve'],
+      { LIGHTWELL_GATEWAYS: 'abc' },
+      'lightwell: cannot start: gateways: expected an integer, got "abc" ' +
+        '(from environment variable LIGHTWELL_GATEWAYS)',
+    ],
+  ];
+  for (const [script, args, env, message] of cases) {
+    const name = `${script.split('/').pop() ?? ''} ${args.join(' ')}`;
+    const result = await run(script, args, dir, 20_000, env);
+    t.equal(result.code, 1, `${name}: exit 1`);
+    t.equal(result.stderr, `${message}\n`, `${name}: one line, no stack`);
+  }
+  t.same(readdirSync(dir), ['config.json'], 'nothing was created in the working directory');
 });
 
 t.test('a service that cannot start says why and exits 1', async (t) => {

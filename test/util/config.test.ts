@@ -1,6 +1,7 @@
 // Goal: the settings loader layers defaults, file, environment and flags in that order and
 // refuses malformed or unknown values with a clear message.
 import t from 'tap';
+import { pino } from 'pino';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
@@ -11,6 +12,7 @@ import {
   parseRate,
   parseListen,
   envName,
+  LOG_LEVELS,
 } from '../../src/util/config.js';
 
 t.test('defaults match DECISIONS.md', async (t) => {
@@ -50,6 +52,58 @@ t.test('bad values are refused', async (t) => {
   t.throws(() => parseDuration(''), { code: 'bad_request' });
   t.throws(() => parseListen('localhost'), { code: 'bad_request' });
   t.throws(() => parseListen('h:70000'), { code: 'bad_request' });
+});
+
+t.test('an empty data directory is refused: it would mean the current directory', async (t) => {
+  const file = join(mkdtempSync(join(tmpdir(), 'lw-config-')), 'c.json');
+  writeFileSync(file, JSON.stringify({ data_dir: '' }));
+  const empty = { code: 'bad_request', message: /^data_dir must not be empty/ };
+  t.throws(() => loadSettings({ flags: { data_dir: '' } }), empty, 'from a flag');
+  t.throws(() => loadSettings({ configFile: file }), empty, 'from the config file');
+  // An empty environment variable is unset (LIGHTWELL_DATA_DIR= keeps the default).
+  t.equal(loadSettings({ env: { LIGHTWELL_DATA_DIR: '' } }).string('data_dir'), './data');
+});
+
+t.test('log.level is one of pino levels', async (t) => {
+  t.same([...LOG_LEVELS].sort(), [...Object.keys(pino.levels.values), 'silent'].sort());
+  for (const level of LOG_LEVELS)
+    t.equal(loadSettings({ flags: { 'log.level': level } }).string('log.level'), level);
+  t.throws(() => loadSettings({ flags: { 'log.level': 'verbose' } }), {
+    code: 'bad_request',
+    message:
+      'log.level: expected one of fatal, error, warn, info, debug, trace, silent, got "verbose"',
+  });
+});
+
+t.test('a bad value names where it came from', async (t) => {
+  t.throws(() => loadSettings({ env: { LIGHTWELL_GATEWAYS: 'abc' } }), {
+    message:
+      'gateways: expected an integer, got "abc" (from environment variable LIGHTWELL_GATEWAYS)',
+  });
+  const dir = mkdtempSync(join(tmpdir(), 'lw-config-'));
+  const file = join(dir, 'c.json');
+  writeFileSync(file, JSON.stringify({ log: { level: 'loud' } }));
+  t.throws(() => loadSettings({ configFile: file }), {
+    message: new RegExp(
+      `^log\\.level: expected one of .*, got "loud" \\(from config file ${file}\\)$`,
+    ),
+  });
+  // A flag overrides the bad value, which is then never read.
+  t.equal(
+    loadSettings({ configFile: file, flags: { 'log.level': 'warn' } }).string('log.level'),
+    'warn',
+  );
+  t.throws(() => loadSettings({ flags: { gateways: 'abc' } }), {
+    message: 'gateways: expected an integer, got "abc"',
+  });
+  for (const text of ['[]', '"x"', '3', 'null']) {
+    writeFileSync(file, text);
+    t.throws(
+      () => loadSettings({ configFile: file }),
+      { message: `config file must be a JSON object: ${file}` },
+      `a config file holding ${text}`,
+    );
+  }
 });
 
 t.test('parsers', async (t) => {
