@@ -10,8 +10,8 @@
 //   engine.lock            pid of the engine that holds the directory (runtime only)
 
 import { mkdir, readFile, writeFile, open, unlink, rename } from 'node:fs/promises';
-import { existsSync, readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { accessSync, constants, existsSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { decodeMarker, encodeMarker, FORMAT_VERSION } from '../format/marker.js';
 import { DataDirLocked, FormatTooNew, BadRequest } from '../util/errors.js';
@@ -50,6 +50,7 @@ export function dataDirPaths(root: string): DataDirPaths {
  * index but no marker is not ours and is refused too.
  */
 export async function prepareDataDir(paths: DataDirPaths): Promise<{ created: boolean }> {
+  checkDataDirUsable(paths);
   await mkdir(paths.root, { recursive: true });
   let created = false;
   if (existsSync(paths.marker)) {
@@ -73,6 +74,37 @@ export async function prepareDataDir(paths: DataDirPaths): Promise<{ created: bo
   await mkdir(paths.segments, { recursive: true });
   await mkdir(paths.keys, { recursive: true, mode: 0o700 });
   return { created };
+}
+
+/**
+ * Refuses, in one line, a data directory that cannot be used, before anything is created: the
+ * path, or the nearest part of it that exists, must be a directory this process can write.
+ * Without this, mkdir answered `EEXIST` for a regular file and the engine failed later on an
+ * unwritable directory with raw errno text.
+ */
+export function checkDataDirUsable(paths: DataDirPaths): void {
+  let path = paths.root;
+  for (;;) {
+    let stats;
+    try {
+      stats = statSync(path);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      // ENOTDIR: a part of the path above is a file, which the walk up reaches.
+      if ((code === 'ENOENT' || code === 'ENOTDIR') && dirname(path) !== path) {
+        path = dirname(path);
+        continue;
+      }
+      throw BadRequest(`${path} cannot be read (${code ?? String(error)})`);
+    }
+    if (!stats.isDirectory()) throw BadRequest(`${path} is not a directory`);
+    try {
+      accessSync(path, constants.W_OK | constants.X_OK);
+    } catch {
+      throw BadRequest(`${path} is not writable (uid ${process.getuid?.() ?? 'unknown'})`);
+    }
+    return;
+  }
 }
 
 /** Reads the master key, creating it (0600) on first start unless a key file is configured. */

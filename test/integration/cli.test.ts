@@ -9,6 +9,8 @@
 import t from 'tap';
 import { spawn } from 'node:child_process';
 import {
+  chmodSync,
+  chownSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -32,30 +34,53 @@ interface Run {
   stderr: string;
 }
 
-/** Runs a binary to its end (killed after `timeoutMs`: a refusal must not hang). */
+interface RunOptions {
+  /** Added to this process's environment. */
+  readonly env?: Record<string, string>;
+  /** Another user to run as (see `otherUser`). */
+  readonly user?: { uid: number; gid: number } | undefined;
+}
+
+/** Runs a binary to its end (killed after 20 s: a refusal must not hang). */
 function run(
   script: string,
   args: readonly string[],
   cwd: string,
-  timeoutMs = 20_000,
-  env: Record<string, string> = {},
+  options: RunOptions = {},
 ): Promise<Run> {
   return new Promise((resolveRun) => {
-    const child = spawn(process.execPath, [script, ...args], {
+    // tap wraps every spawn to load its process-info hook through NODE_OPTIONS; the hook writes
+    // files that another user cannot, so `env` takes the variable out for such a run.
+    const [command, prefix] = options.user
+      ? ['/usr/bin/env', ['-u', 'NODE_OPTIONS', process.execPath]]
+      : [process.execPath, []];
+    const child = spawn(command, [...prefix, script, ...args], {
       cwd,
       stdio: 'pipe',
-      env: { ...process.env, ...env },
+      env: { ...process.env, ...options.env },
+      ...options.user,
     });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (data: Buffer) => (stdout += data.toString()));
     child.stderr.on('data', (data: Buffer) => (stderr += data.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
     child.on('exit', (code) => {
       clearTimeout(timer);
       resolveRun({ code, stdout, stderr });
     });
   });
+}
+
+/**
+ * Root may write any directory, so a test of an unwritable one runs its binary as `nobody`
+ * (65534) when it runs as root; otherwise as itself, on a directory it made read-only.
+ */
+const otherUser = process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : undefined;
+
+/** Makes `dir` unwritable for whoever `otherUser` runs as, and readable and searchable. */
+function makeUnwritable(dir: string): void {
+  chmodSync(dir, 0o555);
 }
 
 /**
@@ -220,7 +245,7 @@ t.test('a bad setting is refused in one line before anything starts', async (t) 
   ];
   for (const [script, args, env, message] of cases) {
     const name = `${script.split('/').pop() ?? ''} ${args.join(' ')}`;
-    const result = await run(script, args, dir, 20_000, env);
+    const result = await run(script, args, dir, { env });
     t.equal(result.code, 1, `${name}: exit 1`);
     t.equal(result.stderr, `${message}\n`, `${name}: one line, no stack`);
   }
@@ -334,4 +359,54 @@ t.test('stdout carries the ready lines only; logs go to stderr', async (t) => {
   t.equal(code, 0, 'lightwell-engine started and stopped');
   t.equal(stdout, 'lightwell-engine: ready\n', 'lightwell-engine: only its ready line on stdout');
   t.match(stderr, /"msg":"engine ready"/, 'lightwell-engine logs on stderr');
+});
+
+t.test('an unusable data directory is named in one line', async (t) => {
+  // Others (nobody, when this runs as root) must reach the directories below.
+  const dir = join(cwd, 'unusable');
+  mkdirSync(dir, { mode: 0o755 });
+  chmodSync(cwd, 0o755);
+  const file = join(dir, 'a-file');
+  writeFileSync(file, '');
+  let result = await run(CLI, ['serve', '--data-dir', file], dir);
+  t.equal(result.code, 1, 'serve on a regular file');
+  t.equal(result.stderr, `lightwell: cannot start: ${file} is not a directory\n`);
+  result = await run(
+    CLI,
+    ['admin-token', 'create', '--role', 'owner', '--data-dir', join(file, 'x')],
+    dir,
+  );
+  t.equal(result.code, 1, 'admin-token create below a regular file');
+  t.equal(result.stderr, `lightwell admin-token: ${file} is not a directory\n`);
+
+  const locked = join(dir, 'read-only');
+  mkdirSync(locked, { mode: 0o755 });
+  makeUnwritable(locked);
+  const uid = otherUser?.uid ?? process.getuid?.() ?? -1;
+  for (const target of [locked, join(locked, 'new')]) {
+    result = await run(CLI, ['serve', '--data-dir', target], dir, { user: otherUser });
+    t.equal(result.code, 1, `serve on ${target}`);
+    t.equal(result.stderr, `lightwell: cannot start: ${locked} is not writable (uid ${uid})\n`);
+  }
+  result = await run(bin('lightwell-engine'), ['--data-dir', locked], dir, { user: otherUser });
+  t.equal(result.code, 1, 'lightwell-engine on an unwritable directory');
+  t.equal(
+    result.stderr,
+    `lightwell-engine: cannot start: ${locked} is not writable (uid ${uid})\n`,
+  );
+
+  // A directory the engine can write, with a keys/ it cannot: the master key cannot be made,
+  // and the errno error is one line, not a stack.
+  const keysLocked = join(dir, 'keys-locked');
+  mkdirSync(join(keysLocked, 'keys'), { recursive: true, mode: 0o755 });
+  if (otherUser) chownSync(keysLocked, otherUser.uid, otherUser.gid);
+  makeUnwritable(join(keysLocked, 'keys'));
+  result = await run(bin('lightwell-engine'), ['--data-dir', keysLocked], dir, {
+    user: otherUser,
+  });
+  t.equal(result.code, 1, 'lightwell-engine that cannot write its master key');
+  t.match(
+    result.stderr,
+    /^lightwell-engine: cannot start: EACCES: permission denied, open '.*\/keys\/master\.key\.tmp-\d+'\n$/,
+  );
 });
