@@ -2,6 +2,8 @@
 // can write the data directory. When the engine runs, the change goes through it (the single
 // writer); otherwise this command takes the engine lock and writes the index itself.
 //
+// Only `create` creates the data directory; `list` and `revoke` refuse a path that holds none.
+//
 // Output (DECISIONS.md): `create` prints the token alone on the last line of stdout, or with
 // `--json` one object `{token, tokenId, role, tenant, expiresAt}` (tenant and expiresAt null when
 // absent). `list --json` prints `{tokens: [{tokenId, role, tenant, name, state, createdAt,
@@ -11,6 +13,7 @@
 
 import {
   dataDirPaths,
+  isDataDir,
   prepareDataDir,
   engineLockOwner,
   acquireEngineLock,
@@ -34,6 +37,7 @@ import {
   EXIT_USAGE,
   type CommandSpec,
 } from './args.js';
+import { NotFound } from '../util/errors.js';
 
 const roles: readonly AdminRole[] = ['viewer', 'operator', 'owner'];
 
@@ -73,6 +77,10 @@ export async function adminToken(argv: readonly string[]): Promise<void> {
     const settings = settingsFrom(args, COMMAND);
     const minted = action === 'create' ? mint(args.options) : undefined;
     const paths = dataDirPaths(settings.string('data_dir'));
+    // Only create may make a data directory (DECISIONS.md); list and revoke would answer from an
+    // empty one as if there were no tokens.
+    if (minted === undefined && !isDataDir(paths))
+      throw NotFound(`no Lightwell data directory at ${paths.root}`);
     await prepareDataDir(paths);
     const json = args.flags.has('json');
     if (minted !== undefined) await create(paths, minted, json);

@@ -44,6 +44,11 @@ export function dataDirPaths(root: string): DataDirPaths {
   };
 }
 
+/** Whether `paths.root` holds a Lightwell data directory: its FORMAT marker exists. */
+export function isDataDir(paths: DataDirPaths): boolean {
+  return existsSync(paths.marker);
+}
+
 /**
  * Creates the directory tree on first use, or checks the FORMAT marker of an existing one.
  * A marker of a newer format version refuses to open (`format_too_new`); a directory with an

@@ -301,7 +301,10 @@ t.test('a service that cannot start says why and exits 1', async (t) => {
 
   // A data directory written by a newer release: its FORMAT marker names version 2.
   const newer = join(cwd, 'newer');
-  t.equal((await run(CLI, ['admin-token', 'list', '--data-dir', newer], cwd)).code, 0);
+  t.equal(
+    (await run(CLI, ['admin-token', 'create', '--role', 'viewer', '--data-dir', newer], cwd)).code,
+    0,
+  );
   const marker = readFileSync(join(newer, 'FORMAT'));
   marker.writeUInt16LE(2, 8);
   writeFileSync(join(newer, 'FORMAT'), marker);
@@ -410,3 +413,31 @@ t.test('an unusable data directory is named in one line', async (t) => {
     /^lightwell-engine: cannot start: EACCES: permission denied, open '.*\/keys\/master\.key\.tmp-\d+'\n$/,
   );
 });
+
+t.test(
+  'admin-token list and revoke need an existing data directory; create makes one',
+  async (t) => {
+    const missing = join(cwd, 'no-tokens-here');
+    const empty = join(cwd, 'empty-dir');
+    mkdirSync(empty);
+    for (const dir of [missing, empty]) {
+      for (const args of [['list'], ['list', '--json'], ['revoke', 'lwadm_x']]) {
+        const result = await run(CLI, ['admin-token', ...args, '--data-dir', dir], cwd);
+        t.equal(result.code, 1, `${args.join(' ')} on ${dir}`);
+        t.equal(result.stdout, '', 'prints no token list');
+        t.equal(result.stderr, `lightwell admin-token: no Lightwell data directory at ${dir}\n`);
+      }
+    }
+    t.notOk(existsSync(missing), 'the missing directory was not created');
+    t.same(readdirSync(empty), [], 'nothing was written into the empty one');
+    const created = await run(
+      CLI,
+      ['admin-token', 'create', '--role', 'owner', '--data-dir', missing],
+      cwd,
+    );
+    t.equal(created.code, 0, 'create makes the data directory');
+    const listed = await run(CLI, ['admin-token', 'list', '--json', '--data-dir', missing], cwd);
+    t.equal(listed.code, 0, 'list then reads it');
+    t.equal((JSON.parse(listed.stdout) as { tokens: unknown[] }).tokens.length, 1);
+  },
+);
