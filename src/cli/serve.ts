@@ -1,12 +1,20 @@
-// `lightwell serve`: the supervisor. Checks the data directory and ports, then runs the engine,
-// N gateways and the admin process as children; prints one ready line per listener; restarts a
-// crashed child with exponential backoff; on SIGINT/SIGTERM stops the listeners first (in-flight
-// requests finish), then the engine, and exits 0.
+// `lightwell serve`: the supervisor. Checks the listen addresses, the data directory and the
+// ports (before it creates a new data directory), then runs the engine, N gateways and the
+// admin process as children. Once every child is ready it prints one ready line per listener,
+// with the port bound; a child that exits before then fails the start (exit 1, nothing
+// printed on stdout). After the start it restarts a crashed child with exponential backoff; on
+// SIGINT/SIGTERM it stops the listeners first (in-flight requests finish), then the engine,
+// and exits 0.
 
 import { fork, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { dataDirPaths, prepareDataDir, engineLockOwner } from '../engine/data-dir.js';
+import {
+  dataDirPaths,
+  prepareDataDir,
+  engineLockOwner,
+  checkDataDirUsable,
+} from '../engine/data-dir.js';
 import {
   parseArgs,
   settingsFrom,
@@ -19,7 +27,7 @@ import {
 } from './args.js';
 import type { ReadyMessage, Role } from './child.js';
 import { tlsFilesOf, type ListenAddress, type Settings } from '../util/config.js';
-import { Unavailable, DataDirLocked } from '../util/errors.js';
+import { BadRequest, Unavailable, DataDirLocked } from '../util/errors.js';
 import { CHILD_MALLOC_ENV } from '../util/malloc-env.js';
 
 const BACKOFF_MS_MAX = 10_000;
@@ -30,6 +38,8 @@ interface Supervised {
   child: ChildProcess | undefined;
   backoffMs: number;
   startedAt: number;
+  /** The port its listener bound, from its ready message. */
+  port: number | undefined;
 }
 
 /** `exit` ends the process once everything has stopped; bin/ supplies it (process.exit). */
@@ -47,19 +57,98 @@ export async function serve(argv: readonly string[], exit: (code: number) => nev
     await preflight(settings);
   } catch (error) {
     if (isUsageError(error)) {
-      const text = `lightwell serve: ${failureText(error)} (lightwell serve --help lists the options)`;
-      return await writeThenExit(process.stderr, `${text}\n`, EXIT_USAGE, exit);
+      const hint = '(lightwell serve --help lists the options)';
+      const text = `lightwell serve: ${failureText(error)} ${hint}\n`;
+      return await writeThenExit(process.stderr, text, EXIT_USAGE, exit);
     }
     const text = `lightwell: cannot start: ${failureText(error)}\n`;
     return await writeThenExit(process.stderr, text, EXIT_FAILURE, exit);
   }
-  const children: Supervised[] = [
-    { role: 'engine', name: 'engine', child: undefined, backoffMs: 100, startedAt: 0 },
-  ];
-  let stopping = false;
-  const announced = new Set<string>();
-  const start = (entry: Supervised): Promise<void> =>
-    new Promise((resolve, reject) => {
+  const supervisor = new Supervisor(argv, settings);
+  const shutdown = async (signal: string): Promise<void> => {
+    if (supervisor.stopping) return;
+    process.stderr.write(`lightwell: ${signal}: stopping\n`);
+    await supervisor.stop();
+    exit(0);
+  };
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  try {
+    await supervisor.startAll();
+  } catch (error) {
+    if (supervisor.stopping) return; // a signal during the start: shutdown() exits
+    process.stderr.write(`lightwell: cannot start: ${failureText(error)}\n`);
+    await supervisor.stop();
+    exit(EXIT_FAILURE);
+  }
+  if (!supervisor.stopping) process.stdout.write(readyLines(settings, supervisor.ports()));
+}
+
+/**
+ * The children and their lifecycle. Until every child has been ready once (`started`), a child
+ * that exits fails the whole start; after that, a child that exits is restarted with backoff.
+ */
+class Supervisor {
+  stopping = false;
+  private started = false;
+  private readonly children: Supervised[];
+  /**
+   * Flags added to every later start of a role: a listener asked for port 0 keeps the port its
+   * first process bound, for the other gateways (which share it) and for restarts.
+   */
+  private readonly pinned = new Map<Role, string[]>();
+  /** Fails the start (`startAll`) while it runs. */
+  private failStart: (error: unknown) => void = () => undefined;
+
+  constructor(
+    private readonly argv: readonly string[],
+    private readonly settings: Settings,
+  ) {
+    const gateways = Array.from({ length: settings.int('gateways') }, (_, index) =>
+      supervised('gateway', `gateway-${index + 1}`),
+    );
+    this.children = [supervised('engine', 'engine'), ...gateways, supervised('admin', 'admin')];
+  }
+
+  /**
+   * Starts the engine, then the listeners; resolves once every child is ready, and rejects as
+   * soon as any child exits, one that was ready already included.
+   */
+  async startAll(): Promise<void> {
+    const failed = new Promise<never>((_, reject) => (this.failStart = reject));
+    await Promise.race([this.startChildren(), failed]);
+    this.started = true;
+  }
+
+  private async startChildren(): Promise<void> {
+    const [engine, ...listeners] = this.children as [Supervised, ...Supervised[]];
+    await this.start(engine);
+    // Asked for port 0, a gateway binds its port without SO_REUSEPORT (uWebSockets.js sets it
+    // only on a given port), and no other gateway could share it: with several, the port is
+    // picked here and given to all.
+    const address = this.settings.listen('public_listen');
+    if (address.port === 0 && this.settings.int('gateways') > 1)
+      this.pin('gateway', await probePort(address, 'public'));
+    await Promise.all(listeners.map((entry) => this.start(entry)));
+  }
+
+  /** The ports the listeners bound, as their first processes reported them. */
+  ports(): { public: number | undefined; admin: number | undefined } {
+    const port = (role: Role): number | undefined =>
+      this.children.find((entry) => entry.role === role)?.port;
+    return { public: port('gateway'), admin: port('admin') };
+  }
+
+  /** Stops the listeners first (in-flight requests finish), then the engine. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    await stopAll(this.children.filter((entry) => entry.role !== 'engine'));
+    await stopAll(this.children.filter((entry) => entry.role === 'engine'));
+  }
+
+  /** Resolves when the child is ready; never, when it exits first (see `failStart`). */
+  private start(entry: Supervised): Promise<void> {
+    return new Promise((resolve) => {
       const script = fileURLToPath(
         new URL(`../../bin/lightwell-${entry.role}.js`, import.meta.url),
       );
@@ -70,7 +159,7 @@ export async function serve(argv: readonly string[], exit: (code: number) => nev
         '--max-semi-space-size=4',
         ...(process.env['LIGHTWELL_CHILD_NODE_ARGS'] ?? '').split(' ').filter((arg) => arg !== ''),
       ];
-      const child = fork(script, argv as string[], {
+      const child = fork(script, [...this.argv, ...(this.pinned.get(entry.role) ?? [])], {
         stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
         execArgv,
         env: childEnv(),
@@ -78,97 +167,126 @@ export async function serve(argv: readonly string[], exit: (code: number) => nev
       entry.child = child;
       entry.startedAt = Date.now();
       child.on('message', (message: Partial<ReadyMessage>) => {
-        if (message.ready) {
-          announce(entry.role, settings, announced);
-          resolve();
-        }
+        if (!message.ready) return;
+        entry.port = message.port;
+        this.pin(entry.role, message.port);
+        resolve();
       });
       child.on('exit', (code, signal) => {
         entry.child = undefined;
-        if (stopping) return;
-        if (Date.now() - entry.startedAt > 30_000) entry.backoffMs = 100;
-        process.stderr.write(
-          `lightwell: ${entry.name} exited (${String(signal ?? code)}); restarting in ${entry.backoffMs} ms\n`,
-        );
-        reject(Unavailable(`${entry.name} exited during start`));
-        const delay = entry.backoffMs;
-        entry.backoffMs = Math.min(entry.backoffMs * 2, BACKOFF_MS_MAX);
-        setTimeout(() => {
-          if (!stopping) start(entry).catch(() => undefined);
-        }, delay);
+        if (this.stopping) return;
+        const status = String(signal ?? code);
+        if (this.started) this.restartLater(entry, status);
+        else this.failStart(Unavailable(`${entry.name} exited (${status}) during start`));
       });
     });
-  const shutdown = async (signal: string): Promise<void> => {
-    if (stopping) return;
-    stopping = true;
-    process.stderr.write(`lightwell: ${signal}: stopping\n`);
-    await stopAll(children.filter((entry) => entry.role !== 'engine'));
-    await stopAll(children.filter((entry) => entry.role === 'engine'));
-    exit(0);
-  };
-  process.on('SIGINT', () => void shutdown('SIGINT'));
-  process.on('SIGTERM', () => void shutdown('SIGTERM'));
-  try {
-    await start(children[0] as Supervised);
-    for (let index = 0; index < settings.int('gateways'); index += 1) {
-      children.push({
-        role: 'gateway',
-        name: `gateway-${index + 1}`,
-        child: undefined,
-        backoffMs: 100,
-        startedAt: 0,
-      });
-    }
-    children.push({ role: 'admin', name: 'admin', child: undefined, backoffMs: 100, startedAt: 0 });
-    await Promise.all(children.slice(1).map((entry) => start(entry)));
-  } catch (error) {
-    process.stderr.write(`lightwell: cannot start: ${failureText(error)}\n`);
-    stopping = true;
-    await stopAll(children);
-    exit(EXIT_FAILURE);
   }
+
+  private restartLater(entry: Supervised, status: string): void {
+    if (Date.now() - entry.startedAt > 30_000) entry.backoffMs = 100;
+    process.stderr.write(
+      `lightwell: ${entry.name} exited (${status}); restarting in ${entry.backoffMs} ms\n`,
+    );
+    const delay = entry.backoffMs;
+    entry.backoffMs = Math.min(entry.backoffMs * 2, BACKOFF_MS_MAX);
+    setTimeout(() => {
+      if (!this.stopping) void this.start(entry);
+    }, delay);
+  }
+
+  private pin(role: Role, port: number | undefined): void {
+    const setting = role === 'gateway' ? 'public_listen' : role === 'admin' ? 'admin_listen' : '';
+    if (setting === '' || port === undefined || this.pinned.has(role)) return;
+    const address = this.settings.listen(setting);
+    if (address.port !== 0) return;
+    const flag = role === 'gateway' ? '--public-listen' : '--admin-listen';
+    this.pinned.set(role, [flag, `${hostInUrl(address.host)}:${port}`]);
+  }
+}
+
+function supervised(role: Role, name: string): Supervised {
+  return { role, name, child: undefined, backoffMs: 100, startedAt: 0, port: undefined };
 }
 
 function childEnv(): NodeJS.ProcessEnv {
   return { ...CHILD_MALLOC_ENV, ...process.env };
 }
 
+/**
+ * Everything that can be checked before a child starts, cheapest first, and the data directory
+ * created last: a start refused here leaves no new directory behind.
+ */
 async function preflight(settings: Settings): Promise<void> {
+  checkListenersApart(settings);
   const paths = dataDirPaths(settings.string('data_dir'));
   const owner = engineLockOwner(paths);
   if (owner !== undefined)
     throw DataDirLocked(`data directory ${paths.root} is locked by running process ${owner}`);
+  checkDataDirUsable(paths);
+  for (const [setting, name] of [
+    ['public_listen', 'public'],
+    ['admin_listen', 'admin'],
+  ] as const) {
+    const address = settings.listen(setting);
+    if (address.port !== 0) await probePort(address, name);
+  }
   await prepareDataDir(paths);
-  await checkPortFree(settings.listen('public_listen'), 'public');
-  await checkPortFree(settings.listen('admin_listen'), 'admin');
 }
 
-function checkPortFree(address: ListenAddress, name: string): Promise<void> {
-  if (address.port === 0) return Promise.resolve();
+/**
+ * The admin listener binds exclusively, so on the public listener's address it could never
+ * start; a wildcard host (0.0.0.0, ::) takes the port on every address.
+ */
+function checkListenersApart(settings: Settings): void {
+  const publicAddress = settings.listen('public_listen');
+  const adminAddress = settings.listen('admin_listen');
+  if (publicAddress.port === 0 || publicAddress.port !== adminAddress.port) return;
+  const wildcard = (host: string): boolean => host === '0.0.0.0' || host === '::';
+  const hosts = [publicAddress.host, adminAddress.host];
+  if (publicAddress.host !== adminAddress.host && !hosts.some(wildcard)) return;
+  throw BadRequest(
+    `public_listen ${hostPort(publicAddress)} and admin_listen ${hostPort(adminAddress)} ` +
+      'overlap: give the listeners different ports',
+  );
+}
+
+/** Binds `address` exclusively for a moment; answers the port (the one picked, for port 0). */
+function probePort(address: ListenAddress, name: string): Promise<number> {
   return new Promise((resolve, reject) => {
     const probe = createServer();
     probe.once('error', (error: NodeJS.ErrnoException) => {
-      reject(
-        Unavailable(
-          `${name} address ${address.host}:${address.port} is not available (${error.code ?? error.message})`,
-        ),
-      );
+      const reason = error.code ?? error.message;
+      reject(Unavailable(`${name} address ${hostPort(address)} is not available (${reason})`));
     });
-    probe.listen({ host: address.host, port: address.port, exclusive: true }, () =>
-      probe.close(() => resolve()),
-    );
+    probe.listen({ host: address.host, port: address.port, exclusive: true }, () => {
+      const bound = probe.address();
+      const port = typeof bound === 'object' && bound !== null ? bound.port : address.port;
+      probe.close(() => resolve(port));
+    });
   });
 }
 
-function announce(role: Role, settings: Settings, announced: Set<string>): void {
-  const listener = role === 'gateway' ? 'public' : role === 'admin' ? 'admin' : undefined;
-  if (!listener || announced.has(listener)) return;
-  announced.add(listener);
-  const address = settings.listen(listener === 'public' ? 'public_listen' : 'admin_listen');
-  const host = address.host.includes(':') ? `[${address.host}]` : address.host;
-  const path = listener === 'public' ? '/api/v1' : '/admin/api/v1';
-  process.stdout.write(
-    `lightwell: ${listener} listener ready on ${tlsFilesOf(settings) ? 'https' : 'http'}://${host}:${address.port}${path}\n`,
+function hostInUrl(host: string): string {
+  return host.includes(':') ? `[${host}]` : host;
+}
+
+function hostPort(address: ListenAddress): string {
+  return `${hostInUrl(address.host)}:${address.port}`;
+}
+
+/** One line per listener, with the port it bound (not 0 when it was asked for any port). */
+function readyLines(
+  settings: Settings,
+  ports: { public: number | undefined; admin: number | undefined },
+): string {
+  const scheme = tlsFilesOf(settings) ? 'https' : 'http';
+  const line = (name: string, address: ListenAddress, port: number | undefined, path: string) => {
+    const url = `${scheme}://${hostInUrl(address.host)}:${port ?? address.port}${path}`;
+    return `lightwell: ${name} listener ready on ${url}\n`;
+  };
+  return (
+    line('public', settings.listen('public_listen'), ports.public, '/api/v1') +
+    line('admin', settings.listen('admin_listen'), ports.admin, '/admin/api/v1')
   );
 }
 

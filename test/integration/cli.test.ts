@@ -84,19 +84,30 @@ function makeUnwritable(dir: string): void {
 }
 
 /**
- * `lightwell serve` until both ready lines are out (or it exits), then SIGTERM: what it printed
- * on each stream, and its exit code.
+ * `lightwell serve` until both ready lines are out (or it exits), then `whenReady` while it
+ * runs, then SIGTERM: what it printed on each stream, and its exit code.
  */
-function serveUntilReady(args: readonly string[], cwd: string): Promise<Run> {
+function serveUntilReady(
+  args: readonly string[],
+  cwd: string,
+  options: { env?: Record<string, string>; whenReady?: (stdout: string) => Promise<void> } = {},
+): Promise<Run> {
   return new Promise((resolveRun) => {
-    const child = spawn(process.execPath, [CLI, 'serve', ...args], { cwd, stdio: 'pipe' });
+    const child = spawn(process.execPath, [CLI, 'serve', ...args], {
+      cwd,
+      stdio: 'pipe',
+      env: { ...process.env, ...options.env },
+    });
     let stdout = '';
     let stderr = '';
+    let ready = false;
     const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
     child.stdout.on('data', (data: Buffer) => {
       stdout += data.toString();
-      if (stdout.includes('public listener ready') && stdout.includes('admin listener ready'))
-        child.kill('SIGTERM');
+      if (ready || !stdout.includes('public listener ready')) return;
+      if (!stdout.includes('admin listener ready')) return;
+      ready = true;
+      void (options.whenReady?.(stdout) ?? Promise.resolve()).finally(() => child.kill('SIGTERM'));
     });
     child.stderr.on('data', (data: Buffer) => (stderr += data.toString()));
     child.on('exit', (code) => {
@@ -282,6 +293,7 @@ t.test('a service that cannot start says why and exits 1', async (t) => {
   result = await serve(join(cwd, 'fresh'), held.port);
   t.equal(result.code, 1, 'serve on a taken public port');
   t.match(result.stderr, new RegExp(`public address 127.0.0.1:${held.port} is not available`));
+  t.notOk(existsSync(join(cwd, 'fresh')), 'the refused start created no data directory');
 
   // The standalone processes, against the running engine, on a taken port.
   result = await run(
@@ -335,7 +347,7 @@ t.test('stdout carries the ready lines only; logs go to stderr', async (t) => {
   t.equal(result.code, 0, 'serve started and stopped cleanly');
   t.match(
     result.stdout,
-    /^lightwell: (public|admin) listener ready on http:\/\/127\.0\.0\.1:\d+\//,
+    /^lightwell: public listener ready on http:\/\/127\.0\.0\.1:\d+\/api\/v1\n/,
   );
   t.same(
     result.stdout.split('\n').filter((line) => line !== '' && !/listener ready on/.test(line)),
@@ -441,3 +453,92 @@ t.test(
     t.equal((JSON.parse(listed.stdout) as { tokens: unknown[] }).tokens.length, 1);
   },
 );
+
+t.test('serve prints its ready lines once every process is ready', async (t) => {
+  const dataDir = join(cwd, 'start-up');
+  const port = await freePort();
+  // Public and admin on one address: refused before anything starts or is created.
+  let result = await run(
+    CLI,
+    [
+      'serve',
+      '--data-dir',
+      dataDir,
+      '--public-listen',
+      `127.0.0.1:${port}`,
+      '--admin-listen',
+      `127.0.0.1:${port}`,
+    ],
+    cwd,
+  );
+  t.equal(result.code, 1, 'one address for both listeners');
+  t.equal(
+    result.stderr,
+    `lightwell: cannot start: public_listen 127.0.0.1:${port} and admin_listen ` +
+      `127.0.0.1:${port} overlap: give the listeners different ports\n`,
+  );
+  result = await run(
+    CLI,
+    ['serve', '--data-dir', dataDir, '--public-listen', `0.0.0.0:${port}`],
+    cwd,
+    { env: { LIGHTWELL_ADMIN_LISTEN: `127.0.0.1:${port}` } },
+  );
+  t.equal(result.code, 1, 'a wildcard public listener on the admin port');
+  t.match(result.stderr, /overlap/);
+  t.notOk(existsSync(dataDir), 'no data directory was created');
+
+  // A gateway that exits during the start (Node exits it before Lightwell's code runs): the
+  // engine and the admin process were ready, but the start fails, with no ready line and no
+  // restart.
+  const exitGateway =
+    '--import=data:text/javascript,if(process.argv[1].includes("gateway"))process.exit(3)';
+  result = await serveUntilReady(
+    ['--data-dir', dataDir, '--public-listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0'],
+    cwd,
+    { env: { LIGHTWELL_CHILD_NODE_ARGS: exitGateway } },
+  );
+  t.equal(result.code, 1, 'a child that exits during the start fails it');
+  t.equal(result.stdout, '', 'no ready line');
+  t.notMatch(result.stderr, /restarting/, 'no restart');
+  t.match(result.stderr, /lightwell: cannot start: gateway-1 exited \(3\) during start\n/);
+
+  // Port 0: the lines show the ports bound. Two gateways share the public one (the second
+  // could not start on a port the first bound without SO_REUSEPORT).
+  result = await serveUntilReady(
+    [
+      '--data-dir',
+      dataDir,
+      '--public-listen',
+      '127.0.0.1:0',
+      '--admin-listen',
+      '127.0.0.1:0',
+      '--gateways',
+      '2',
+    ],
+    cwd,
+    {
+      whenReady: async (stdout) => {
+        const ports = [...stdout.matchAll(/127\.0\.0\.1:(\d+)/g)].map((match) => Number(match[1]));
+        t.equal(ports.length, 2, 'two ready lines');
+        t.ok(
+          ports.every((bound) => bound > 0),
+          `ports bound: ${ports.join(', ')}`,
+        );
+        const [publicPort = 0, adminPort = 0] = ports;
+        const health = async (url: string): Promise<number> => (await fetch(url)).status;
+        for (let index = 0; index < 4; index += 1)
+          t.equal(await health(`http://127.0.0.1:${publicPort}/api/v1/healthz`), 200);
+        t.equal(await health(`http://127.0.0.1:${adminPort}/admin/api/v1/healthz`), 200);
+      },
+    },
+  );
+  t.equal(result.code, 0, 'started and stopped');
+  t.match(
+    result.stdout,
+    new RegExp(
+      '^lightwell: public listener ready on http://127\\.0\\.0\\.1:[1-9]\\d*/api/v1\n' +
+        'lightwell: admin listener ready on http://127\\.0\\.0\\.1:[1-9]\\d*/admin/api/v1\n$',
+    ),
+    'the public line, then the admin line, and nothing else',
+  );
+});
