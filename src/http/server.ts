@@ -5,7 +5,7 @@ import * as uWS from 'uWebSockets.js';
 import { Exchange, HEADER_BYTES_MAX } from './exchange.js';
 import type { Router, Match } from './router.js';
 import type { Logger } from '../util/log.js';
-import { HeadersTooLarge, Unavailable } from '../util/errors.js';
+import { BadRequest, HeadersTooLarge, Unavailable } from '../util/errors.js';
 import type { AuditSink } from './audit.js';
 import { setReceiveBuffer } from './receive-buffer.js';
 
@@ -45,9 +45,7 @@ export function listen<H extends Handler>(
   router: Router<H>,
   log: Logger,
 ): Promise<Listener> {
-  const app = options.tls
-    ? uWS.SSLApp({ cert_file_name: options.tls.certFile, key_file_name: options.tls.keyFile })
-    : uWS.App();
+  const app = options.tls ? tlsApp(options.tls) : uWS.App();
   const inFlight = new Set<Exchange>();
   let draining = false;
   app.any('/*', (res, req) => {
@@ -185,6 +183,22 @@ function settle<H extends Handler>(
         requestId: exchange.requestId,
       },
       'request',
+    );
+  }
+}
+
+/**
+ * uWebSockets.js answers a certificate or key it cannot load (missing, unreadable, not PEM, not
+ * a pair) with a bare "App construction failed": the operating error names the two files.
+ */
+function tlsApp(tls: { readonly certFile: string; readonly keyFile: string }): uWS.TemplatedApp {
+  try {
+    return uWS.SSLApp({ cert_file_name: tls.certFile, key_file_name: tls.keyFile });
+  } catch (cause) {
+    throw BadRequest(
+      `cannot load the TLS certificate ${tls.certFile} with the key ${tls.keyFile}`,
+      {},
+      { cause },
     );
   }
 }

@@ -542,3 +542,35 @@ t.test('serve prints its ready lines once every process is ready', async (t) => 
     'the public line, then the admin line, and nothing else',
   );
 });
+
+t.test('a TLS certificate that cannot be loaded is named in one line', async (t) => {
+  const missing = join(cwd, 'no-such-tls');
+  const result = await run(
+    CLI,
+    [
+      'serve',
+      '--data-dir',
+      join(cwd, 'tls'),
+      '--public-listen',
+      '127.0.0.1:0',
+      '--admin-listen',
+      '127.0.0.1:0',
+      '--tls.cert_file',
+      join(missing, 'cert.pem'),
+      '--tls.key_file',
+      join(missing, 'key.pem'),
+      '--log-level',
+      'warn',
+    ],
+    cwd,
+  );
+  t.equal(result.code, 1, 'serve does not start');
+  t.match(
+    result.stderr,
+    new RegExp(
+      `lightwell-(gateway|admin): cannot start: cannot load the TLS certificate ` +
+        `${missing}/cert\\.pem with the key ${missing}/key\\.pem\\n`,
+    ),
+  );
+  t.notMatch(result.stderr, /\n\s+at /, 'no stack');
+});
