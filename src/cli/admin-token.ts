@@ -202,7 +202,10 @@ async function readTokensReadOnly(
   }
 }
 
-/** Every token without its hash. Offline this runs on the store `withIndex` opened (one environment per process). */
+/**
+ * Every token without its hash. Offline this runs on the store `withIndex` opened (one
+ * environment per process).
+ */
 function readTokens(store: IndexStore): Array<Omit<AdminTokenRecord, 'hash'>> {
   return [...store.range<AdminTokenRecord>(DB.adminTokens, {})].map(({ value }) => {
     const { hash: _hash, ...rest } = value;
