@@ -1,7 +1,7 @@
 // Idempotent object PUTs on the gateway (the engine's side is src/engine/ops/idempotency.ts).
 // `Idempotency-Key` binds the key to a fingerprint of the request: the object key, the declared
 // `X-Service-Checksum-<alg>` digests, the length, the user metadata and the content type. The
-// first request verified its body against those digests, so a replay whose body matches one of
+// first request verified its body against those digests, so a replay whose body matches all of
 // them is the first body again; one that does not is another body under the same key, refused
 // with 422 `idempotency_key_reused` as data-api.md's upload rule 1 says.
 
@@ -63,21 +63,12 @@ export function idempotencyOf(
   return { key, fingerprint };
 }
 
-/** Cheapest first (MEASUREMENTS.md): a replay's body is hashed with one declared algorithm. */
-const REPLAY_CHECK_ORDER: readonly ChecksumAlg[] = [
-  'CRC32',
-  'CRC32C',
-  'SHA1',
-  'SHA256',
-  'CRC64NVME',
-];
-
 /**
- * The body of a replayed request, hashed on the gateway thread as it arrives (replays are
- * retries, rare; CRC32 and CRC32C run at 6–13 GB/s) with the cheapest algorithm the request
- * declared. `checked` settles once the whole body is in: it resolves if the body matches the
- * declared digest and rejects with 422 `idempotency_key_reused` if not, or with the receive
- * error if the body never completes.
+ * The body of a replayed request, hashed on the gateway thread as it arrives with every
+ * algorithm the request declared, as the first request was verified (replays are retries,
+ * rare; a CRC alone could be matched by another body). `checked` settles once the whole body is
+ * in: it resolves if the body matches every declared digest and rejects with 422
+ * `idempotency_key_reused` if not, or with the receive error if the body never completes.
  */
 export class ReplayBody implements BodySink {
   readonly checked: Promise<void>;
@@ -85,8 +76,7 @@ export class ReplayBody implements BodySink {
 
   private constructor(
     private readonly hasher: MultiHasher,
-    private readonly alg: ChecksumAlg,
-    private readonly digest: Buffer,
+    private readonly expected: ReadonlyMap<ChecksumAlg, Buffer>,
   ) {
     this.checked = new Promise((resolve, reject) => {
       // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- passed on as is
@@ -96,11 +86,8 @@ export class ReplayBody implements BodySink {
   }
 
   static async of(expected: ReadonlyMap<ChecksumAlg, Buffer>): Promise<ReplayBody> {
-    const alg = REPLAY_CHECK_ORDER.find((candidate) => expected.has(candidate));
-    const digest = alg === undefined ? undefined : expected.get(alg);
-    if (alg === undefined || digest === undefined)
-      throw BadRequest('an idempotent replay needs a declared checksum');
-    return new ReplayBody(await createMultiHasher([alg]), alg, digest);
+    if (expected.size === 0) throw BadRequest('an idempotent replay needs a declared checksum');
+    return new ReplayBody(await createMultiHasher([...expected.keys()]), expected);
   }
 
   write(bytes: Uint8Array): void {
@@ -111,10 +98,14 @@ export class ReplayBody implements BodySink {
     if (error !== undefined) {
       this.hasher.dispose();
       this.settle(error);
-    } else if (!this.hasher.digestBytes()[this.alg].equals(this.digest))
+      return;
+    }
+    const digests = this.hasher.digestBytes();
+    const differs = [...this.expected].find(([alg, digest]) => !digests[alg].equals(digest));
+    if (differs)
       this.settle(
         IdempotencyKeyReused(
-          `this Idempotency-Key was used with a different body (its ${this.alg} differs)`,
+          `this Idempotency-Key was used with a different body (its ${differs[0]} differs)`,
         ),
       );
     else this.settle();

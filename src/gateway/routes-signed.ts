@@ -34,7 +34,6 @@ import {
 } from '../engine/index/schema.js';
 import { dataDirPaths, readMasterKeySync } from '../engine/data-dir.js';
 import { parseChecksumAlg, parseChecksumHeader, type ChecksumAlg } from '../engine/checksums.js';
-import { checkPutQuotaIn } from '../engine/ops/objects.js';
 import { sendObject, parseRange } from './download.js';
 import { authorize, type Principal } from './auth.js';
 import {
@@ -455,7 +454,6 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
     const sentKey = exchange.header('idempotency-key');
     if (payload.ik !== undefined && sentKey !== undefined && sentKey !== payload.ik)
       throw BadRequest('Idempotency-Key contradicts the idempotencyKey of this signed URL');
-    checkPutQuotaIn(store, { tenantId: principal.tenant.id, bucket, key, size: contentLength });
     const idempotency = idempotencyOf(
       exchange,
       { objectKey: key, expected, contentLength, metadata, contentType },
@@ -463,7 +461,7 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
     );
     const version = await storeObject(kit, exchange, {
       principal,
-      bucket: bucket.name,
+      bucket,
       key,
       contentLength,
       expected,

@@ -319,7 +319,6 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
           exchange.header('content-type') ?? 'application/octet-stream',
           'Content-Type',
         );
-        checkPutQuotaIn(store, { tenantId: principal.tenant.id, bucket, key, size: contentLength });
         const idempotency = idempotencyOf(exchange, {
           objectKey: key,
           expected,
@@ -329,7 +328,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
         });
         const version = await storeObject(kit, exchange, {
           principal,
-          bucket: bucketName,
+          bucket,
           key,
           contentLength,
           expected,
@@ -476,7 +475,7 @@ function parseBasic(
 
 export interface StoreObjectInput {
   readonly principal: Principal;
-  readonly bucket: string;
+  readonly bucket: BucketRecord;
   readonly key: string;
   readonly contentLength: number;
   readonly expected: Map<ChecksumAlg, Buffer>;
@@ -486,10 +485,13 @@ export interface StoreObjectInput {
 }
 
 /**
- * The one object-write path of the bearer PUT and the signed-URL PUT: claim the idempotency key
- * (the body waits, paused, until the claim is decided), receive and store the body, verify the
- * client's checksums, commit the manifest with the conditions. Attaches `onData` at once, so it
- * must be called before the handler's first await.
+ * The one object-write path of the bearer PUT and the signed-URL PUT: check the quota before a
+ * byte is read, claim the idempotency key (the body waits, paused, until the claim is decided),
+ * receive and store the body, verify the client's checksums, commit the manifest with the
+ * conditions. Attaches `onData` at once, so it must be called before the handler's first await.
+ *
+ * With an idempotency key the quota is checked only once the claim is new: the retry of a write
+ * that filled the quota replays its first result, as the retry of any write does.
  */
 export async function storeObject(
   kit: RouteKit,
@@ -498,7 +500,15 @@ export async function storeObject(
 ): Promise<ObjectVersionRecord> {
   const { engine, auth } = kit.services;
   const { idempotency, expected } = input;
-  const target = { tenantId: input.principal.tenant.id, bucket: input.bucket };
+  const target = { tenantId: input.principal.tenant.id, bucket: input.bucket.name };
+  const checkQuota = (): void =>
+    checkPutQuotaIn(kit.services.store, {
+      tenantId: target.tenantId,
+      bucket: input.bucket,
+      key: input.key,
+      size: input.contentLength,
+    });
+  if (!idempotency) checkQuota();
   // A replay stores nothing: its body is diverted to a check against the declared digests, and
   // the first request's result is the answer.
   let replay: { result: ObjectVersionRecord; body: ReplayBody } | undefined;
@@ -506,7 +516,10 @@ export async function storeObject(
     ? engine
         .call<BeginResult>('beginIdempotent', { ...target, ...idempotency })
         .then(async (begun) => {
-          if (!('replay' in begun)) return;
+          if (!('replay' in begun)) {
+            checkQuota();
+            return;
+          }
           replay = { result: begun.replay, body: await ReplayBody.of(expected) };
           // eslint-disable-next-line @typescript-eslint/only-throw-error -- caught below
           throw new Divert(replay.body);

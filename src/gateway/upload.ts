@@ -182,6 +182,8 @@ class BodyReceiver {
   private readonly ordered: OrderedUpload | undefined;
   /** Takes the body's bytes once a gate diverted it (see `Divert`). */
   private sink: BodySink | undefined;
+  /** What ended the upload, once it failed. */
+  private failure: unknown;
 
   constructor(
     private readonly services: UploadServices,
@@ -584,7 +586,13 @@ class BodyReceiver {
   }
 
   private fail(error: unknown): void {
-    if (this.failed) return;
+    if (this.failed) {
+      // A gate that diverts after the body failed (the client went away first): its sink
+      // learns that no body will come.
+      if (error instanceof Divert) error.sink.end(this.failure);
+      return;
+    }
+    this.failure = error;
     this.failed = true;
     this.wakeOwnWaiter();
     this.ordered?.drop();

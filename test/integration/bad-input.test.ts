@@ -245,9 +245,10 @@ t.test('bad input', async (t) => {
     };
     const first = await client.put(BUCKET, 'replayed', body, headers);
     t.equal(first.status, 200);
-    const cuts: Array<{ send: number; then: 'end' | 'destroy' }> = [
-      { send: 0, then: 'destroy' },
-      { send: MiB, then: 'destroy' },
+    // The socket stays open (or half-closed) with the body incomplete: no answer may come.
+    const cuts: Array<{ send: number; then: 'end' | 'keep' }> = [
+      { send: 0, then: 'keep' },
+      { send: MiB, then: 'keep' },
       { send: 2 * MiB, then: 'end' },
     ];
     for (const cut of cuts) {
@@ -260,9 +261,9 @@ t.test('bad input', async (t) => {
           }),
           body.subarray(0, cut.send),
         ],
-        { then: cut.then, waitMs: 300 },
+        { then: cut.then, waitMs: 500 },
       );
-      t.notOk(result.statuses.includes(200), `${cut.send} bytes, then ${cut.then}: no replay`);
+      t.same(result.statuses, [], `${cut.send} bytes, then ${cut.then}: no answer, no replay`);
     }
     const replay = await client.put(BUCKET, 'replayed', body, headers);
     t.same([replay.status, replay.json], [200, first.json], 'a whole replay still replays');

@@ -8,6 +8,7 @@
 // back. The gateway checks the quota before it reads a body and the engine again in the commit;
 // both must subtract the replaced version for these writes to pass.
 import t, { type Test } from 'tap';
+import { createHash } from 'node:crypto';
 import { Service, type DataClient, type Problem } from '../helpers/service.js';
 
 const MB = 1_000_000;
@@ -139,4 +140,31 @@ t.test('an overwrite at the quota limit', async (t) => {
     });
     refused(t, copy, 'a self-copy adds a version');
   });
+
+  await t.test(
+    'the retry of a write that filled the quota replays, it is not growth',
+    async (t) => {
+      await clear();
+      await bucket('retries', 'Enabled');
+      const body = Buffer.alloc(1000, 7);
+      const headers = {
+        'Idempotency-Key': 'fill-once',
+        'X-Service-Checksum-SHA256': createHash('sha256').update(body).digest('base64'),
+      };
+      const { usedBytes } = await quota();
+      const answer = await service.admin('PUT', '/tenants/acme/quota', admin, {
+        maxBytes: usedBytes + body.length,
+      });
+      t.equal(answer.status, 200);
+      const first = await client.put('retries', 'once', body, headers);
+      t.equal(first.status, 200, 'the write that fills the quota');
+      const retry = await client.put('retries', 'once', body, headers);
+      t.same([retry.status, retry.json], [200, first.json], 'its retry answers the first result');
+      refused(
+        t,
+        await client.put('retries', 'twice', body, { ...headers, 'Idempotency-Key': 'new' }),
+        'a new key is new growth',
+      );
+    },
+  );
 });
