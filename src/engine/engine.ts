@@ -114,6 +114,12 @@ export async function startEngine(options: {
     syncer,
   };
   await recoverSegments({ paths, store, log: componentLogger('engine.recovery') });
+  const corrected = await store.transact(() => multipart.reconcilePartBytes(context));
+  if (corrected > 0)
+    log.warn(
+      { tenants: corrected },
+      "usage partBytes recomputed from the tenants' multipart parts",
+    );
   const compactor = new Compactor({
     paths,
     store,

@@ -463,3 +463,31 @@ export function expireMultipartUploads(
   }
   return work;
 }
+
+/**
+ * Sets every tenant's `usage.partBytes` to the sum of its counted parts, at engine start, where
+ * it differs: a release that did not know partBytes (run on this directory and then replaced)
+ * completes and aborts parts without taking them out, which would otherwise inflate the quota's
+ * measure for good. Reads every in-progress part once; answers how many tenants it corrected.
+ * Inside a transaction.
+ */
+export function reconcilePartBytes(context: EngineContext): number {
+  const { store } = context;
+  const counted = new Map<string, number>();
+  for (const { value: upload } of store.range<MultipartUploadRecord>(DB.multipart, {})) {
+    const range = multipartPartRange(upload.bucketId, upload.key, upload.uploadId);
+    for (const { value: part } of store.range<MultipartPartRecord>(DB.multipartParts, range)) {
+      const bytes = partQuotaBytes(part);
+      if (bytes > 0) counted.set(upload.tenantId, (counted.get(upload.tenantId) ?? 0) + bytes);
+    }
+  }
+  // Read whole before the first write: the range is not walked while it changes.
+  const wrong = [...store.range<UsageRecord>(DB.usage, {})]
+    .map(({ value }) => value)
+    .filter((usage) => (usage.partBytes ?? 0) !== (counted.get(usage.tenantId) ?? 0));
+  for (const usage of wrong) {
+    usage.partBytes = counted.get(usage.tenantId) ?? 0;
+    store.put(DB.usage, tenantKey(usage.tenantId), usage);
+  }
+  return wrong.length;
+}
