@@ -1,8 +1,8 @@
 // `GET /audit?tenant=&since=&limit=`: audit events newest first (admin-api.md §4 rule 4).
 //
 // `limit` is clamped to 1..1000 (default 100); `since` is a duration in Go's syntax (`24h`,
-// `1h30m`, `1.5h`, `300ms`; `d` and `w` too) and keeps events newer than now minus it; `tenant` selects one tenant's events
-// through the `audit-by-tenant` index. A tenant-scoped token is forced to its own tenant and an
+// `1h30m`, `1.5h`, `300ms`; `d` and `w` too) and keeps events newer than now minus it;
+// `tenant` selects one tenant's events through the `audit-by-tenant` index. A tenant-scoped token is forced to its own tenant and an
 // explicit other tenant is 403. Rows of reads and refusals reach the index in batches (every
 // 50 ms) and mutations' rows commit with them; the query first settles this listener's pending
 // batch, so every admin request answered before it is in the answer. Rows of the public

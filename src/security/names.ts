@@ -170,7 +170,7 @@ export function validateTenantId(id: unknown): asserts id is string {
   validateId(id, 'tenant id');
 }
 
-/** Service-account ids: the same rule as tenant ids. */
+/** Service-account ids: 1–64 of letters, digits, '.', '_', '@' and '-' (see ACCOUNT_ID_CHARS_MAX). */
 export function validateAccountId(id: unknown): asserts id is string {
   if (typeof id !== 'string') throw BadRequest('account id must be a string');
   if (id.length === 0 || id.length > ACCOUNT_ID_CHARS_MAX) {
