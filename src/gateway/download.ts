@@ -55,9 +55,11 @@ export function parseRange(header: string | undefined, size: number): ByteRange 
     return { start: Math.max(0, size - suffix), end: size - 1 };
   }
   const start = Number(first);
+  // A reversed range is not a valid range-spec, which a server may ignore (RFC 9110 §14.1.1):
+  // the whole object, as S3 answers it.
+  if (last !== '' && Number(last) < start) return undefined;
   const end = last === '' ? size - 1 : Math.min(Number(last), size - 1);
-  if (start >= size || (last !== '' && Number(last) < start))
-    throw InvalidRange('the range is not satisfiable', { size });
+  if (start >= size) throw InvalidRange('the range is not satisfiable', { size });
   return { start, end };
 }
 

@@ -120,6 +120,8 @@ export const objectReadResponses: RouteDoc['responses'] = {
 /** Headers of a write's answer (`writtenHeaders` in routes.ts). */
 export const writeHeaders = {
   ETag: 'the entity tag of what was stored',
+  'Last-Modified': 'when the version was written',
+  'X-Service-Checksum-*': 'every checksum stored with the object (CRC32C always), base64',
   'X-Service-Version-Id': 'the new version (in a bucket that is or was versioned)',
 };
 
@@ -236,7 +238,8 @@ export const putObject: RouteDoc = {
 
 /** The headers a GET or HEAD of an object honours (a signed GET too). */
 export const readHeaders = {
-  Range: 'bytes=a-b, a- or -n',
+  Range: 'bytes=a-b, a- or -n (several ranges, or a reversed one, read the whole object)',
+  'If-Range': 'serve the Range only if this strong ETag or exact Last-Modified still holds',
   'If-Match': 'read only if the ETag matches (else 412)',
   'If-Unmodified-Since': 'read only if not modified since (else 412)',
   'If-None-Match': 'conditional read (304 when it matches)',

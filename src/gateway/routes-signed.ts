@@ -34,7 +34,7 @@ import {
 } from '../engine/index/schema.js';
 import { dataDirPaths, readMasterKeySync } from '../engine/data-dir.js';
 import { parseChecksumAlg, parseChecksumHeader, type ChecksumAlg } from '../engine/checksums.js';
-import { sendObject, parseRange } from './download.js';
+import { sendObject } from './download.js';
 import { authorize, type Principal } from './auth.js';
 import {
   objectJson,
@@ -45,6 +45,7 @@ import {
   parseChecksumHeaders,
   parseMetadata,
   storeObject,
+  requestedRange,
   type RouteKit,
 } from './routes.js';
 import { idempotencyOf } from './idempotency.js';
@@ -357,7 +358,7 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
           exchange.send(notModified, headers);
           return;
         }
-        const range = parseRange(exchange.header('range'), version.size);
+        const range = requestedRange(exchange, version);
         await sendObject(services.download, exchange, {
           keys: auth.keysOf(principal.tenant),
           version,

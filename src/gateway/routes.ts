@@ -24,7 +24,7 @@ import { checkPutQuotaIn, etagListMatches, findVersionIn } from '../engine/ops/o
 import { Divert, receiveBody, type UploadServices } from './upload.js';
 import { idempotencyOf, ReplayBody, type IdempotencyClaim } from './idempotency.js';
 import { auditRowOf } from '../http/audit.js';
-import { sendObject, parseRange, type DownloadServices } from './download.js';
+import { sendObject, parseRange, type ByteRange, type DownloadServices } from './download.js';
 import { Authenticator, authorize, type Principal } from './auth.js';
 import {
   parseChecksumAlg,
@@ -424,11 +424,10 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
       exchange.send(notModified, headers);
       return undefined;
     }
-    const range = parseRange(exchange.header('range'), version.size);
     return sendObject(services.download, exchange, {
       keys: auth.keysOf(principal.tenant),
       version,
-      range,
+      range: requestedRange(exchange, version),
       headers,
     });
   }
@@ -648,6 +647,25 @@ export function conditionalRead(
   return undefined;
 }
 
+/**
+ * The Range to serve, if any (see parseRange). RFC 9110 §13.1.5: with an If-Range that is not
+ * a strong match of the ETag, nor the exact Last-Modified date, the whole object is served.
+ */
+export function requestedRange(
+  exchange: Exchange,
+  version: ObjectVersionRecord,
+): ByteRange | undefined {
+  const ifRange = exchange.header('if-range')?.trim();
+  if (ifRange !== undefined) {
+    const current =
+      ifRange.startsWith('"') || ifRange.startsWith('W/')
+        ? ifRange === version.etag
+        : parseHttpDate(ifRange) === Math.floor(version.lastModified / 1000) * 1000;
+    if (!current) return undefined;
+  }
+  return parseRange(exchange.header('range'), version.size);
+}
+
 /** RFC 9110 §5.6.7: IMF-fixdate, and the obsolete RFC 850 and asctime forms (all in GMT). */
 const HTTP_DATE =
   /^(?:[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT|[A-Z][a-z]{5,8}, \d{2}-[A-Z][a-z]{2}-\d{2} \d{2}:\d{2}:\d{2} GMT|[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4})$/;
@@ -686,14 +704,23 @@ export function objectJson(
   return json;
 }
 
-/** Headers of a write's answer: the new version's ETag and, in a versioned bucket, its id. */
+/**
+ * Headers of a write's answer (DECISIONS.md: the object's metadata): the new version's ETag,
+ * Last-Modified and checksums, and in a versioned bucket its id.
+ */
 export function writtenHeaders(
   version: ObjectVersionRecord,
   bucket: BucketRecord | undefined,
 ): Record<string, string> {
-  return bucket && bucket.versioning !== 'Unversioned'
-    ? { ETag: version.etag, 'X-Service-Version-Id': version.versionId }
-    : { ETag: version.etag };
+  const headers: Record<string, string> = {
+    ETag: version.etag,
+    'Last-Modified': new Date(version.lastModified).toUTCString(),
+  };
+  for (const [alg, digest] of Object.entries(version.checksums))
+    headers[`X-Service-Checksum-${alg}`] = digest;
+  if (bucket && bucket.versioning !== 'Unversioned')
+    headers['X-Service-Version-Id'] = version.versionId;
+  return headers;
 }
 
 export function objectHeaders(

@@ -235,7 +235,11 @@ export class Exchange {
         // A 204 never has a Content-Length (RFC 9110 §8.6); a HEAD reports the GET's. uWS's
         // endWithoutBody(undefined) writes `Content-Length: 2^63`, and endWithoutBody(n > 0)
         // closes the connection, so the header is written here and the connection kept.
-        const length = status === 204 || this.method !== 'HEAD' ? undefined : bodyLength(headers);
+        // A HEAD of a route that answers a body (JSON, a problem) reports that body's length.
+        const length =
+          status === 204 || this.method !== 'HEAD'
+            ? undefined
+            : (bodyLength(headers) ?? (body === undefined ? undefined : Buffer.byteLength(body)));
         if (length !== undefined) this.res.writeHeader('Content-Length', String(length));
         this.res.endWithoutBody();
       } else this.res.end(body ?? '');
@@ -300,10 +304,6 @@ export class Exchange {
       message: problem.message,
       requestId: this.requestId,
     };
-    if (this.method === 'HEAD') {
-      this.send(problem.status, headers);
-      return;
-    }
     this.send(problem.status, headers, JSON.stringify(body));
   }
 

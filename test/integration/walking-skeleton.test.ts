@@ -46,6 +46,11 @@ t.test('walking skeleton through engine, gateway and admin', async (t) => {
   response = await client.put('logs', 'big.bin', big, { 'X-Service-Checksum-SHA256': sha });
   t.equal(response.status, 200, JSON.stringify(response.json));
   t.equal((response.json as Stored).checksums.SHA256, sha);
+  t.equal(response.headers.get('x-service-checksum-sha256'), sha, 'a PUT answers its checksums');
+  t.ok(response.headers.get('x-service-checksum-crc32c'), 'CRC32C among them');
+  t.ok(response.headers.get('last-modified'));
+  const bigEtag = response.headers.get('etag') ?? '';
+  const bigModified = response.headers.get('last-modified') ?? '';
   response = await client.get('logs', 'big.bin');
   t.equal(response.status, 200);
   t.ok(response.bytes.equals(big), 'large object reads back byte-exact');
@@ -60,10 +65,32 @@ t.test('walking skeleton through engine, gateway and admin', async (t) => {
   t.equal(response.status, 416);
   t.equal((response.json as Problem).code, 'invalid_range');
   t.equal(response.headers.get('content-range'), `bytes */${big.length}`, 'names the length');
+  response = await client.get('logs', 'big.bin', { Range: 'bytes=5-2' });
+  t.equal(response.status, 200, 'a reversed range is ignored: the whole object');
+  t.equal(response.bytes.length, big.length);
+  // If-Range (RFC 9110 §13.1.5): the range only while the validator still holds.
+  for (const [ifRange, status] of [
+    [bigEtag, 206],
+    [bigModified, 206],
+    ['"stale"', 200],
+    [`W/${bigEtag}`, 200],
+    ['Sat, 01 Jan 2000 00:00:00 GMT', 200],
+  ] as const) {
+    response = await client.get('logs', 'big.bin', { Range: 'bytes=0-9', 'If-Range': ifRange });
+    t.equal(response.status, status, `If-Range ${ifRange}`);
+    t.equal(response.bytes.length, status === 206 ? 10 : big.length);
+  }
 
   response = await client.request('HEAD', '/buckets/logs/objects/big.bin');
   t.equal(response.status, 200);
   t.equal(response.headers.get('content-length'), String(big.length));
+  // A HEAD of a JSON answer reports the GET's length too (here the listing, and a 404 problem).
+  for (const path of ['/buckets/logs/objects', '/buckets/logs/objects/missing']) {
+    const get = await client.request('GET', path);
+    const head = await client.request('HEAD', path);
+    t.equal(head.status, get.status);
+    t.equal(head.headers.get('content-length'), String(get.bytes.length), `HEAD ${path}`);
+  }
 
   response = await client.request('GET', '/buckets/logs/objects?delimiter=/');
   const page = response.json as ObjectsPage & { commonPrefixes: string[] };
