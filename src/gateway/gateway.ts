@@ -155,6 +155,12 @@ export async function startGateway(options: {
       securitySchemes: {
         bearer: { type: 'http', scheme: 'bearer' },
         basic: { type: 'http', scheme: 'basic' },
+        signedUrl: {
+          type: 'apiKey',
+          in: 'query',
+          name: 'token',
+          description: 'the lwurl_ token of a URL minted by POST /sign-url',
+        },
       },
     }),
   );

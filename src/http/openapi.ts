@@ -135,5 +135,6 @@ function operation(route: Route<unknown>, path: string): Record<string, unknown>
   if (doc.auth === 'none') op['security'] = [];
   else if (doc.auth === 'basic-or-body') op['security'] = [{ basic: [] }, {}];
   else if (doc.auth === 'bearer') op['security'] = [{ bearer: [] }];
+  else op['security'] = [{ signedUrl: [] }];
   return op;
 }

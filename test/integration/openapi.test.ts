@@ -81,19 +81,19 @@ const adminEndpoints = [
   'POST /cluster/repair/rebalance',
 ];
 
+type Operation = {
+  operationId: string;
+  responses: Record<string, unknown>;
+  security?: Array<Record<string, unknown>>;
+};
 type OpenApi = {
   openapi: string;
-  paths: Record<
-    string,
-    Record<string, { operationId: string; responses: Record<string, unknown> }>
-  >;
+  paths: Record<string, Record<string, Operation>>;
+  components: { securitySchemes: Record<string, unknown> };
 };
 
-function operations(
-  doc: OpenApi,
-  prefix: string,
-): Map<string, { operationId: string; responses: Record<string, unknown> }> {
-  const found = new Map<string, { operationId: string; responses: Record<string, unknown> }>();
+function operations(doc: OpenApi, prefix: string): Map<string, Operation> {
+  const found = new Map<string, Operation>();
   for (const [path, methods] of Object.entries(doc.paths)) {
     for (const [method, operation] of Object.entries(methods))
       found.set(`${method.toUpperCase()} ${path.slice(prefix.length)}`, operation);
@@ -117,6 +117,13 @@ function check(
   for (const id of ids) t.ok(operationIds.includes(id), `${file}: operationId ${id}`);
   for (const [endpoint, operation] of found) {
     t.ok(operation.responses['default'], `${file}: ${endpoint} documents the problem object`);
+    // Every operation says how it authenticates, with schemes the document declares.
+    t.ok(operation.security, `${file}: ${endpoint} names its security`);
+    for (const requirement of operation.security ?? [])
+      for (const scheme of Object.keys(requirement))
+        t.ok(doc.components.securitySchemes[scheme], `${file}: ${endpoint} scheme ${scheme}`);
+    if (endpoint.includes(' /signed/'))
+      t.same(operation.security, [{ signedUrl: [] }], `${file}: ${endpoint} takes the URL token`);
     // An operation that authenticates names the refusals it can give, not only `default`.
     if (endpoint.includes('healthz') || endpoint.includes('openapi.json')) continue;
     for (const status of ['401', '403'])
