@@ -44,15 +44,18 @@ export function openApiDocument(options: {
   routes: readonly Route<unknown>[];
   securitySchemes: Record<string, unknown>;
 }): Record<string, unknown> {
+  // Paths are relative to the prefix, which is the document's server (the specs: "All paths are
+  // relative to /api/v1", "… to /admin/api/v1").
   const paths: Record<string, Record<string, unknown>> = {};
   for (const route of options.routes) {
-    const path = options.prefix + route.path.replace(/\{(\w+)\.\.\.\}/g, '{$1}');
+    const path = route.path.replace(/\{(\w+)\.\.\.\}/g, '{$1}');
     paths[path] ??= {};
     paths[path][route.method.toLowerCase()] = operation(route, path);
   }
   return {
     openapi: '3.0.3',
     info: { title: options.title, version: options.version },
+    servers: [{ url: options.prefix }],
     paths,
     components: {
       schemas: { Problem: problemSchema },

@@ -260,7 +260,7 @@ t.test('quotas, usage and audit', async (t) => {
     const document = (await call(service, 'GET', '/openapi.json')).json as {
       paths: Record<string, { get: { parameters: Array<{ name: string; schema: object }> } }>;
     };
-    const limit = document.paths['/admin/api/v1/audit']?.get.parameters.find(
+    const limit = document.paths['/audit']?.get.parameters.find(
       (parameter) => parameter.name === 'limit',
     );
     t.match(limit?.schema, { type: 'integer', default: 100 });
