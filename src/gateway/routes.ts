@@ -723,21 +723,18 @@ export function writtenHeaders(
   return headers;
 }
 
+/** Headers of a read (GET, HEAD): a write's headers and the rest of the object's metadata. */
 export function objectHeaders(
   version: ObjectVersionRecord,
   bucket: BucketRecord,
 ): Record<string, string> {
-  const headers: Record<string, string> = {
-    'Content-Type': version.contentType,
-    ETag: version.etag,
-    'Last-Modified': new Date(version.lastModified).toUTCString(),
-    'Accept-Ranges': 'bytes',
-    'X-Service-Encryption': 'AES256-GCM',
-    'X-Service-Compression': version.compressed ? 'LZ4' : 'NONE',
-    'X-Service-Storage-Class': 'STANDARD',
-    'X-Service-Content-Length': String(version.size),
-  };
-  if (bucket.versioning !== 'Unversioned') headers['X-Service-Version-Id'] = version.versionId;
+  const headers = writtenHeaders(version, bucket);
+  headers['Content-Type'] = version.contentType;
+  headers['Accept-Ranges'] = 'bytes';
+  headers['X-Service-Encryption'] = 'AES256-GCM';
+  headers['X-Service-Compression'] = version.compressed ? 'LZ4' : 'NONE';
+  headers['X-Service-Storage-Class'] = 'STANDARD';
+  headers['X-Service-Content-Length'] = String(version.size);
   if (version.retention) {
     headers['X-Service-Object-Lock-Mode'] = version.retention.mode;
     headers['X-Service-Object-Lock-Retain-Until-Date'] = new Date(
@@ -746,8 +743,6 @@ export function objectHeaders(
   }
   if (bucket.objectLock) headers['X-Service-Object-Lock-Legal-Hold'] = version.legalHold ?? 'OFF';
   if (version.tags) headers['X-Service-Tagging-Count'] = String(version.tags.length);
-  for (const [alg, digest] of Object.entries(version.checksums))
-    headers[`X-Service-Checksum-${alg}`] = digest;
   for (const [name, value] of Object.entries(version.metadata))
     headers[`X-Service-Meta-${name}`] = value;
   return headers;
