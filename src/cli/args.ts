@@ -129,6 +129,22 @@ export const SERVICE_FLAGS = `  --data-dir DIR            data directory (defaul
  * Writes `text`, then exits with `code` once it is out: writes to a pipe are asynchronous on
  * POSIX, and an exit before they finish would cut them short. The promise never settles.
  */
+/**
+ * Ends a start that cannot go on, in one line on stderr: a usage error exits EXIT_USAGE with a
+ * pointer to `<command> --help`, anything else EXIT_FAILURE as `<program>: cannot start: …`.
+ */
+export function refuseStart(
+  error: unknown,
+  names: { command: string; program: string },
+  exit: (code: number) => never,
+): Promise<never> {
+  const usage = isUsageError(error);
+  const text = usage
+    ? `${names.command}: ${failureText(error)} (${names.command} --help lists the options)\n`
+    : `${names.program}: cannot start: ${failureText(error)}\n`;
+  return writeThenExit(process.stderr, text, usage ? EXIT_USAGE : EXIT_FAILURE, exit);
+}
+
 export function writeThenExit(
   stream: NodeJS.WritableStream,
   text: string,

@@ -2,16 +2,7 @@
 // readiness to a supervising `lightwell serve` over IPC when there is one.
 
 import { createRootLogger } from '../util/log.js';
-import {
-  parseArgs,
-  settingsFrom,
-  writeThenExit,
-  failureText,
-  isUsageError,
-  EXIT_FAILURE,
-  EXIT_USAGE,
-  SERVICE_FLAGS,
-} from './args.js';
+import { parseArgs, settingsFrom, writeThenExit, refuseStart, SERVICE_FLAGS } from './args.js';
 import { startHeapTrimmer } from '../util/malloc-env.js';
 
 export type Role = 'engine' | 'gateway' | 'admin';
@@ -88,9 +79,6 @@ export async function runChild(
  * already opened (the index, the engine connection, worker threads) would keep it alive.
  */
 function fail(role: Role, error: unknown, exit: (code: number) => never): Promise<never> {
-  const usage = isUsageError(error);
-  const text = usage
-    ? `lightwell-${role}: ${failureText(error)} (lightwell-${role} --help lists the options)\n`
-    : `lightwell-${role}: cannot start: ${failureText(error)}\n`;
-  return writeThenExit(process.stderr, text, usage ? EXIT_USAGE : EXIT_FAILURE, exit);
+  const name = `lightwell-${role}`;
+  return refuseStart(error, { command: name, program: name }, exit);
 }

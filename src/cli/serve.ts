@@ -19,10 +19,9 @@ import {
   parseArgs,
   settingsFrom,
   writeThenExit,
+  refuseStart,
   failureText,
-  isUsageError,
   EXIT_FAILURE,
-  EXIT_USAGE,
   SERVICE_FLAGS,
 } from './args.js';
 import type { ReadyMessage, Role } from './child.js';
@@ -56,13 +55,7 @@ export async function serve(argv: readonly string[], exit: (code: number) => nev
     settings = settingsFrom(args);
     await preflight(settings);
   } catch (error) {
-    if (isUsageError(error)) {
-      const hint = '(lightwell serve --help lists the options)';
-      const text = `lightwell serve: ${failureText(error)} ${hint}\n`;
-      return await writeThenExit(process.stderr, text, EXIT_USAGE, exit);
-    }
-    const text = `lightwell: cannot start: ${failureText(error)}\n`;
-    return await writeThenExit(process.stderr, text, EXIT_FAILURE, exit);
+    return await refuseStart(error, { command: 'lightwell serve', program: 'lightwell' }, exit);
   }
   const supervisor = new Supervisor(argv, settings);
   const shutdown = async (signal: string): Promise<void> => {
