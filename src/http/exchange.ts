@@ -47,6 +47,9 @@ export function canonicalAddress(text: string): string {
   return `${high >> 8}.${high & 255}.${low >> 8}.${low & 255}`;
 }
 
+/** The default of `problemHeaders`: shared, so that a request allocates nothing for it. */
+const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
+
 export const JSON_BODY_BYTES_MAX = 1024 * 1024;
 /**
  * Bytes of a request head, URL and headers, that a request may carry (refused with 431
@@ -103,7 +106,7 @@ export class Exchange {
    * Headers a problem answer carries too, set once the handler knows them: a signed URL's
    * Access-Control-* headers, so that a browser can read why its request failed.
    */
-  problemHeaders: Readonly<Record<string, string>> = {};
+  problemHeaders: Readonly<Record<string, string>> = NO_HEADERS;
   /** The operation's description: the query and JSON body it declares (see strict-input.ts). */
   routeDoc: RouteDoc | undefined;
   private readonly abortHandlers: Array<() => void> = [];
