@@ -53,6 +53,11 @@ export class Authenticator {
     this.sealKey = deriveKey(this.masterKey, PURPOSE_SECRET_SEAL);
   }
 
+  /** The master key's subkey for `purpose` (a `PURPOSE_*` of `src/security/keys.ts`). */
+  purposeKey(purpose: string): Buffer {
+    return deriveKey(this.masterKey, purpose);
+  }
+
   /** Verifies `Authorization: Bearer lwtk_…` and the key and tenant behind it. */
   authenticate(authorization: string | undefined): Principal {
     const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');

@@ -200,7 +200,12 @@ export const listObjects: RouteDoc = {
     prefix: str,
     delimiter: str,
     maxKeys: { type: 'integer', minimum: 1, maximum: 1000, default: 1000 },
-    continuationToken: str,
+    continuationToken: {
+      type: 'string',
+      description:
+        "the previous page's nextContinuationToken, unchanged, with the same prefix and " +
+        'delimiter (anything else: 400)',
+    },
   },
   responses: {
     200: {

@@ -32,7 +32,6 @@ import {
   type BucketRecord,
   type ObjectVersionRecord,
 } from '../engine/index/schema.js';
-import { dataDirPaths, readMasterKeySync } from '../engine/data-dir.js';
 import { parseChecksumAlg, parseChecksumHeader, type ChecksumAlg } from '../engine/checksums.js';
 import { sendObject } from './download.js';
 import { authorize, type Principal } from './auth.js';
@@ -56,7 +55,7 @@ import {
   readHeaders,
   writeHeaders,
 } from './route-docs.js';
-import { deriveKey, PURPOSE_SIGNED_URL } from '../security/keys.js';
+import { PURPOSE_SIGNED_URL } from '../security/keys.js';
 import { parseScopes, canMintSignedUrl, type Scope, type Verb } from '../security/scopes.js';
 import { policyDenies, type BucketPolicy } from '../security/bucket-policy.js';
 import { validateContentType, validateObjectKey } from '../security/names.js';
@@ -166,12 +165,8 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
   const objectBytesMax = settings.bytes('limits.object_bytes_max');
   const scopes = new Map<string, Scope>();
   let signingKey: Buffer | undefined;
-  // Separate from the bearer-token key (PURPOSE_NATIVE_TOKEN); read once, on first use.
-  const urlKey = (): Buffer =>
-    (signingKey ??= deriveKey(
-      readMasterKeySync(dataDirPaths(settings.string('data_dir'))),
-      PURPOSE_SIGNED_URL,
-    ));
+  // Separate from the bearer-token key (PURPOSE_NATIVE_TOKEN); derived once, on first use.
+  const urlKey = (): Buffer => (signingKey ??= auth.purposeKey(PURPOSE_SIGNED_URL));
 
   const scopeOf = (text: string): Scope => {
     let scope = scopes.get(text);

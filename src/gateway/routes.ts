@@ -9,6 +9,8 @@ import type { Handler } from '../http/server.js';
 import type { IndexStore, RawEntry } from '../engine/index/store.js';
 import { decodeValue } from '../format/values.js';
 import { JsonWriter, writeVersionJson } from './list-json.js';
+import { ListTokens, type ListPosition } from './list-token.js';
+import { PURPOSE_LIST_TOKEN } from '../security/keys.js';
 import type { EngineClient } from '../engine/protocol.js';
 import {
   DB,
@@ -157,6 +159,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
   const { store, auth, settings } = services;
   const mintLimiter = new RateLimiter(settings.rate('security.token_mint_rate'));
   const objectBytesMax = settings.bytes('limits.object_bytes_max');
+  const listTokens = new ListTokens(auth.purposeKey(PURPOSE_LIST_TOKEN));
 
   return [
     {
@@ -296,7 +299,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
         exchange.send(
           200,
           { 'Content-Type': 'application/json' },
-          listObjects(store, bucket, exchange.query),
+          listObjects(store, bucket, exchange.query, listTokens),
         );
       },
     },
@@ -749,8 +752,8 @@ export function objectHeaders(
 }
 
 /**
- * Prefix listing with delimiter; the continuation token is the last key or prefix returned.
- * Returns the page as JSON bytes, `{objects, commonPrefixes, isTruncated,
+ * Prefix listing with delimiter; the continuation token is the last key or prefix returned,
+ * signed (`ListTokens`). Returns the page as JSON bytes, `{objects, commonPrefixes, isTruncated,
  * nextContinuationToken?}`, each object as `objectJson` gives it. The bytes are a view of a
  * buffer that the next listing overwrites: send or copy them before listing again.
  */
@@ -758,8 +761,9 @@ export function listObjects(
   store: IndexStore,
   bucket: BucketRecord,
   query: URLSearchParams,
+  tokens: ListTokens,
 ): Buffer {
-  const page = new ListingPage(bucket, parseListQuery(bucket, query));
+  const page = new ListingPage(bucket, parseListQuery(bucket, query, tokens), tokens);
   while (true) {
     page.advanced = false;
     store.scanRaw(DB.objects, { start: page.start, end: page.end }, page.visit);
@@ -778,9 +782,13 @@ interface ListQuery {
   readonly end: Buffer;
 }
 
-function parseListQuery(bucket: BucketRecord, query: URLSearchParams): ListQuery {
-  const prefix = query.get('prefix') ?? '';
-  const delimiter = query.get('delimiter') ?? '';
+function parseListQuery(
+  bucket: BucketRecord,
+  query: URLSearchParams,
+  tokens: ListTokens,
+): ListQuery {
+  const prefix = keyQuery(query, 'prefix') ?? '';
+  const delimiter = keyQuery(query, 'delimiter') ?? '';
   const maxKeysText = query.get('maxKeys') ?? String(LIST_KEYS_MAX);
   if (
     !/^\d+$/.test(maxKeysText) ||
@@ -790,7 +798,9 @@ function parseListQuery(bucket: BucketRecord, query: URLSearchParams): ListQuery
     throw BadRequest(`maxKeys must be an integer from 1 to ${LIST_KEYS_MAX}`);
   }
   const token = query.get('continuationToken');
-  const after = token ? decodeToken(token) : undefined;
+  const after = token
+    ? tokens.decode({ bucketId: bucket.id, prefix, delimiter }, token)
+    : undefined;
   const range = prefixRange(bucket.id, prefix);
   let start = range.start;
   if (after !== undefined) {
@@ -829,6 +839,7 @@ class ListingPage {
   constructor(
     private readonly bucket: BucketRecord,
     private readonly query: ListQuery,
+    private readonly tokens: ListTokens,
   ) {
     this.start = query.start;
     this.end = query.end;
@@ -889,26 +900,13 @@ class ListingPage {
         this.lastPrefix !== undefined
           ? { kind: 'prefix', value: this.lastPrefix }
           : { kind: 'key', value: listLastKey.toString('utf8', 4, this.lastKeyLength) };
-      page.ascii(`,"nextContinuationToken":"${encodeToken(last)}"`);
+      const { prefix, delimiter } = this.query;
+      const token = this.tokens.encode({ bucketId: this.bucket.id, prefix, delimiter }, last);
+      page.ascii(`,"nextContinuationToken":"${token}"`);
     }
     page.byte(0x7d); // }
     return page.view();
   }
-}
-
-/**
- * Where a listing page ended: a key, or a common prefix. A key may itself end with the
- * delimiter, so the token says which one it is (`k` or `p`, then the UTF-8 of the value).
- */
-interface ListPosition {
-  readonly kind: 'key' | 'prefix';
-  readonly value: string;
-}
-
-function encodeToken(position: ListPosition): string {
-  return Buffer.from(`${position.kind === 'key' ? 'k' : 'p'}${position.value}`, 'utf8').toString(
-    'base64url',
-  );
 }
 
 /**
@@ -922,14 +920,4 @@ export function keyQuery(query: URLSearchParams, name: string): string | null {
   if (value.includes('\uFFFD')) throw BadRequest(`${name} is not valid UTF-8 once percent-decoded`);
   validateObjectKey(value, { allowEmpty: true, what: name });
   return value;
-}
-
-function decodeToken(token: string): ListPosition {
-  if (!/^[A-Za-z0-9_-]{1,2000}$/.test(token)) throw BadRequest('malformed continuationToken');
-  const text = Buffer.from(token, 'base64url').toString('utf8');
-  const kind = text[0] === 'k' ? 'key' : text[0] === 'p' ? 'prefix' : undefined;
-  if (!kind) throw BadRequest('malformed continuationToken');
-  const value = text.slice(1);
-  validateObjectKey(value, { allowEmpty: true, what: 'the continuationToken' });
-  return { kind, value };
 }

@@ -20,6 +20,7 @@ import {
   type ObjectVersionRecord,
 } from '../../src/engine/index/schema.js';
 import { listObjects, objectJson } from '../../src/gateway/routes.js';
+import { ListTokens, type ListPosition } from '../../src/gateway/list-token.js';
 import { parseRange } from '../../src/gateway/download.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'lw-list-'));
@@ -29,6 +30,7 @@ t.teardown(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 let nextBucket = 1;
+const tokens = new ListTokens(Buffer.alloc(32, 7));
 
 function version(key: string): ObjectVersionRecord {
   return {
@@ -55,7 +57,7 @@ function insert(bucket: BucketRecord, keys: readonly string[]): void {
 
 /** listObjects answers JSON bytes in a reused buffer: parse them before listing again. */
 function list(bucket: BucketRecord, query: URLSearchParams): unknown {
-  return JSON.parse(listObjects(store, bucket, query).toString('utf8'));
+  return JSON.parse(listObjects(store, bucket, query, tokens).toString('utf8'));
 }
 
 const keyArb = fc.stringMatching(/^[a-c/]{1,6}$/);
@@ -202,19 +204,20 @@ function referencePage(store: IndexStore, bucket: BucketRecord, query: URLSearch
   const delimiter = query.get('delimiter') ?? '';
   const maxKeys = Number(query.get('maxKeys') ?? '1000');
   const token = query.get('continuationToken');
-  const text = token ? Buffer.from(token, 'base64url').toString('utf8') : undefined;
+  const binding = { bucketId: bucket.id, prefix, delimiter };
+  const after = token ? tokens.decode(binding, token) : undefined;
   const range = prefixRange(bucket.id, prefix);
   let start = range.start;
-  if (text !== undefined) {
+  if (after !== undefined) {
     const past = Buffer.concat([
-      objectKey(bucket.id, text.slice(1)),
-      Buffer.from([text[0] === 'p' ? 0xff : 0]),
+      objectKey(bucket.id, after.value),
+      Buffer.from([after.kind === 'prefix' ? 0xff : 0]),
     ]);
     if (Buffer.compare(past, start) > 0) start = past;
   }
   const objects: Record<string, unknown>[] = [];
   const commonPrefixes: string[] = [];
-  let last: string | undefined;
+  let last: ListPosition | undefined;
   let truncated = false;
   while (true) {
     let advanced = false;
@@ -231,19 +234,19 @@ function referencePage(store: IndexStore, bucket: BucketRecord, query: URLSearch
       if (cut >= 0) {
         const common = key.slice(0, cut + delimiter.length);
         commonPrefixes.push(common);
-        last = `p${common}`;
+        last = { kind: 'prefix', value: common };
         start = Buffer.concat([objectKey(bucket.id, common), Buffer.from([0xff])]);
         advanced = true;
         break;
       }
       objects.push(objectJson(value, bucket));
-      last = `k${key}`;
+      last = { kind: 'key', value: key };
     }
     if (!advanced || truncated) break;
   }
   const result: Record<string, unknown> = { objects, commonPrefixes, isTruncated: truncated };
   if (truncated && last !== undefined)
-    result['nextContinuationToken'] = Buffer.from(last, 'utf8').toString('base64url');
+    result['nextContinuationToken'] = tokens.encode(binding, last);
   return JSON.stringify(result);
 }
 
@@ -317,7 +320,7 @@ t.test('page bytes equal the listing that built objects and stringified them', a
             ...(token ? { continuationToken: token } : {}),
           });
           const expected = referencePage(store, bucket, query);
-          const actual = listObjects(store, bucket, query).toString('utf8');
+          const actual = listObjects(store, bucket, query, tokens).toString('utf8');
           if (actual !== expected) {
             t.equal(actual, expected, `page ${page} of ${JSON.stringify(keys)}`);
             return;

@@ -128,6 +128,38 @@ t.test('data-plane API', async (t) => {
     );
   });
 
+  await t.test('continuation tokens resume only the listing that issued them', async (t) => {
+    await client.request('POST', '/buckets', { json: { name: 'paged' } });
+    for (const key of ['a/1', 'a/2', 'a/3', 'b/1']) await client.put('paged', key, key);
+    type Page = { objects: Array<{ key: string }>; nextContinuationToken?: string };
+    const list = async (query: string) => client.request('GET', `/buckets/paged/objects?${query}`);
+    const first = (await list('prefix=a/&maxKeys=2')).json as Page;
+    t.same(
+      first.objects.map((o) => o.key),
+      ['a/1', 'a/2'],
+    );
+    const token = first.nextContinuationToken ?? '';
+    const rest = (await list(`prefix=a/&maxKeys=5&continuationToken=${token}`)).json as Page;
+    t.same(
+      rest.objects.map((o) => o.key),
+      ['a/3'],
+      'the page size may change between pages',
+    );
+    t.equal(rest.nextContinuationToken, undefined);
+    const bytes = Buffer.from(token, 'base64url');
+    bytes[4] = (bytes[4] ?? 0) ^ 1; // the position's last byte: 'a/2' → 'a/3'
+    for (const [query, why] of [
+      [`prefix=a/&continuationToken=${bytes.toString('base64url')}`, 'an edited token'],
+      [`prefix=b/&continuationToken=${token}`, 'another prefix'],
+      [`prefix=a/&delimiter=/&continuationToken=${token}`, 'another delimiter'],
+      [`continuationToken=${Buffer.from('ka/2').toString('base64url')}`, 'an unsigned one'],
+    ] as const) {
+      const answer = await list(query);
+      t.equal(answer.status, 400, why);
+      t.equal((answer.json as Problem).code, 'bad_request', why);
+    }
+  });
+
   await t.test('tags', async (t) => {
     await client.request('POST', '/buckets', { json: { name: 'tagged' } });
     await client.put('tagged', 'o', 'x');
