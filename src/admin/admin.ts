@@ -80,6 +80,7 @@ export async function startAdmin(options: {
   return {
     port: listener.port,
     stop: async () => {
+      engine.stopWaiting();
       await listener.close();
       await audit.close();
       engine.close();

@@ -96,11 +96,23 @@ export class EngineClient {
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
   private closed = false;
+  /** Cleared by `stopWaiting`: a lost engine is tried once, not until the timeout. */
+  private waitsForEngine = true;
 
   constructor(
     private readonly socketPath: string,
     private readonly connectTimeoutMs = 10_000,
   ) {}
+
+  /**
+   * For a process that is stopping: from now on a call made while disconnected tries to connect
+   * once and fails at once with `engine_unavailable`, instead of waiting up to the connect
+   * timeout for an engine that may be stopping too (processes started on their own are often
+   * stopped together). Calls on a live connection are unaffected.
+   */
+  stopWaiting(): void {
+    this.waitsForEngine = false;
+  }
 
   async call<T>(op: string, args: unknown): Promise<T> {
     const socket = this.socket ?? (await this.connect());
@@ -140,7 +152,7 @@ export class EngineClient {
   }
 
   private async connectWithRetry(): Promise<Socket> {
-    const deadline = Date.now() + this.connectTimeoutMs;
+    const deadline = Date.now() + (this.waitsForEngine ? this.connectTimeoutMs : 0);
     for (let delayMs = 20; ; delayMs = Math.min(delayMs * 2, 500)) {
       if (this.closed) throw EngineUnavailable('engine client closed');
       try {

@@ -184,6 +184,10 @@ export async function startGateway(options: {
     port: listener.port,
     stop: async () => {
       clearInterval(statsTimer);
+      // In-flight requests and the seal of the inline segment need the engine; when it is gone
+      // (stopped with this process), they fail at once, and the engine's next start recovers
+      // the segment (src/engine/segments/recovery.ts).
+      engine.stopWaiting();
       await listener.close();
       await audit.close();
       await pool.destroy();
