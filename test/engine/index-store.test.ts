@@ -3,11 +3,12 @@
 // It must hand out the stored value, frozen; a record changed by another process (a new
 // commit) is decoded again; a removed record reads as absent; equal records under different
 // keys or databases stay apart. An empty key (a client can send one, say an empty access key
-// id) is simply absent, for get, getShared and has alike, where LMDB itself throws.
+// id) is simply absent, for get, getShared and has alike, where LMDB itself throws; so is a key
+// longer than LMDB stores (an id of any length can arrive in a request path).
 // Method: a writer store and a read-only store on one temporary directory, as the engine and a
 // gateway have them.
 import t from 'tap';
-import { IndexStore } from '../../src/engine/index/store.js';
+import { IndexStore, INDEX_KEY_BYTES_MAX } from '../../src/engine/index/store.js';
 import { DB } from '../../src/engine/index/schema.js';
 import { decodeValue } from '../../src/format/values.js';
 import { tempDir, type TapLike } from './segment-testing.js';
@@ -73,6 +74,23 @@ t.test('an empty key finds nothing instead of throwing', async (t) => {
     t.equal(store.has(DB.accessKeys, Buffer.alloc(0)), false, 'has');
   }
   t.same(reader.get(DB.accessKeys, Buffer.from('k')), { id: 'k' }, 'a real key still reads');
+});
+
+t.test('a key longer than LMDB stores finds nothing instead of throwing', async (t) => {
+  const { writer, reader } = openPair(t);
+  const longest = Buffer.alloc(INDEX_KEY_BYTES_MAX, 0x61);
+  await writer.transact(() => writer.put(DB.tenants, longest, { id: 'longest' }));
+  reader.refresh();
+  for (const store of [writer, reader]) {
+    for (const bytes of [INDEX_KEY_BYTES_MAX + 1, 4097, 100_000]) {
+      const key = Buffer.alloc(bytes, 0x61);
+      t.equal(store.get(DB.tenants, key), undefined, `get, ${bytes} bytes`);
+      t.equal(store.peek(DB.tenants, key), undefined, `peek, ${bytes} bytes`);
+      t.equal(store.getShared(DB.tenants, key), undefined, `getShared, ${bytes} bytes`);
+      t.equal(store.has(DB.tenants, key), false, `has, ${bytes} bytes`);
+    }
+    t.same(store.get(DB.tenants, longest), { id: 'longest' }, 'the longest key still reads');
+  }
 });
 
 t.test('scanRaw visits what range visits, in place', async (t) => {

@@ -87,6 +87,21 @@ t.test('hostile input', async (t) => {
     t.ok((hugeRow?.resource.length ?? 0) <= 2048, 'with its resource cut to 2048 characters');
   });
 
+  await t.test('ids longer than any the index holds are not found, not a failure', async (t) => {
+    const long = 'b'.repeat(5000);
+    for (const path of [`/buckets/${long}`, `/buckets/${long}/objects/k`]) {
+      const answer = await client.request('GET', path);
+      t.equal(answer.status, 404, path.slice(0, 30));
+    }
+    const owner = service.adminToken();
+    for (const path of [`/tenants/${long}`, `/tenants/${long}/keys`, `/tenants/${long}/quota`]) {
+      const answer = await service.admin('GET', path, owner);
+      t.equal(answer.status, 404, path.slice(0, 30));
+    }
+    const rotate = await service.admin('POST', `/tenants/hostile/keys/${long}/rotate`, owner, {});
+    t.equal(rotate.status, 404, 'rotating a key id of 5000 bytes');
+  });
+
   await t.test('list parameters longer than any key are refused', async (t) => {
     const long = 'p'.repeat(2000);
     for (const path of [

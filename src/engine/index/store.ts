@@ -82,8 +82,20 @@ interface BatchRecord {
   dirty: boolean;
 }
 
+/**
+ * The longest key LMDB stores (lmdb-js builds it for 4 KiB pages). A longer key cannot have a
+ * record, so look-ups answer "none" without asking: lmdb-js throws a RangeError for keys over
+ * 4 KiB, and an id in a request path can be any length.
+ */
+export const INDEX_KEY_BYTES_MAX = 1978;
+
 /** Records kept decoded by `getShared`; the cache starts over when full. */
 const SHARED_RECORDS_MAX = 4096;
+
+/** Whether LMDB can hold a record under `key` at all. */
+function storable(key: Buffer): boolean {
+  return key.length > 0 && key.length <= INDEX_KEY_BYTES_MAX;
+}
 
 function deepFreeze<T>(value: T): T {
   if (
@@ -212,9 +224,12 @@ export class IndexStore {
 
   /* eslint-disable @typescript-eslint/no-unnecessary-type-parameters -- T is the record type of
      the database `name`, which only the caller knows */
-  /** The record under `key`; undefined when there is none (an empty key never has one). */
+  /**
+   * The record under `key`; undefined when there is none (an empty key, or one over
+   * INDEX_KEY_BYTES_MAX, never has one: LMDB throws on them, and clients can send them).
+   */
   get<T>(name: DbName, key: Buffer): T | undefined {
-    if (key.length === 0) return undefined; // LMDB throws on empty keys; clients can send them
+    if (!storable(key)) return undefined;
     const held = this.batchRecordOf(name, key);
     if (held) {
       if (held.value !== undefined) this.writes += 1; // the caller may change it in place
@@ -229,7 +244,7 @@ export class IndexStore {
    * it does not count as a write (see the header), so a command that fails after it fails alone.
    */
   peek<T>(name: DbName, key: Buffer): T | undefined {
-    if (key.length === 0) return undefined;
+    if (!storable(key)) return undefined;
     const held = this.batchRecordOf(name, key);
     if (held) return held.value as T | undefined;
     return this.get<T>(name, key);
@@ -242,7 +257,7 @@ export class IndexStore {
    */
   getShared<T>(name: DbName, key: Buffer): T | undefined {
     const db = this.db(name);
-    if (key.length === 0) return undefined;
+    if (!storable(key)) return undefined;
     const fast = db.getBinaryFast(key);
     const cacheKey = `${name}\0${key.toString('latin1')}`;
     if (fast === undefined) {
@@ -262,7 +277,7 @@ export class IndexStore {
   /* eslint-enable @typescript-eslint/no-unnecessary-type-parameters */
 
   has(name: DbName, key: Buffer): boolean {
-    if (key.length === 0) return false;
+    if (!storable(key)) return false;
     const held = this.batchRecordOf(name, key);
     if (held) return held.value !== undefined;
     return this.db(name).getBinary(key) !== undefined;
