@@ -101,7 +101,7 @@ export class AdminAuth {
     if (ROLE_RANK[token.role] < ROLE_RANK[role])
       throw Forbidden(`this operation needs the ${role} role (the token has ${token.role})`);
     if (tenantId !== undefined) caller.requireTenant(tenantId);
-    exchange.refuseUndeclaredQuery();
+    exchange.refuseUnclearQuery();
     return caller;
   }
 }

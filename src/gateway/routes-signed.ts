@@ -219,7 +219,7 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
     exchange.audit.actor = payload.kid;
     exchange.audit.tenantId = payload.tid;
     if (payload.r !== undefined) exchange.audit.reason = payload.r;
-    exchange.refuseUndeclaredQuery();
+    exchange.refuseUnclearQuery();
     const key = params['key'] ?? '';
     validateObjectKey(key);
     checkSignedUrlCovers(payload, { method, bucket: params['bucket'] ?? '', key });

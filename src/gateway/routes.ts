@@ -120,7 +120,7 @@ function routeKit(services: GatewayServices): RouteKit {
     const principal = auth.authenticate(exchange.header('authorization'));
     exchange.audit.actor = principal.accessKeyId;
     exchange.audit.tenantId = principal.tenant.id;
-    exchange.refuseUndeclaredQuery();
+    exchange.refuseUnclearQuery();
     return principal;
   };
   /** Sends a mutation with its audit row, which then commits in the same transaction. */

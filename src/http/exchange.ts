@@ -12,7 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { BadRequest, PayloadTooLarge, errorCode, isLightwellError } from '../util/errors.js';
 import type { Logger } from '../util/log.js';
 import type { RouteDoc } from './router.js';
-import { refuseUndeclaredFields, refuseUndeclaredQuery } from './strict-input.js';
+import { refuseUndeclaredFields, refuseUnclearQuery } from './strict-input.js';
 
 /** Characters of a request path that logs and problem objects repeat. */
 const PATH_SHOWN_CHARS_MAX = 512;
@@ -311,12 +311,12 @@ export class Exchange {
   }
 
   /**
-   * 400 for a query parameter that the operation does not declare, when it changes state (see
-   * strict-input.ts). Authentication calls it once the caller is known, so that a request
-   * without credentials is a 401 whatever its query.
+   * 400 for a query parameter that the operation does not declare, when it changes state, and
+   * for a declared one given twice (see strict-input.ts). Authentication calls it once the
+   * caller is known, so that a request without credentials is a 401 whatever its query.
    */
-  refuseUndeclaredQuery(): void {
-    if (this.routeDoc) refuseUndeclaredQuery(this.method, this.routeDoc, this.query);
+  refuseUnclearQuery(): void {
+    if (this.routeDoc) refuseUnclearQuery(this.method, this.routeDoc, this.query);
   }
 
   /**

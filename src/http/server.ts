@@ -64,8 +64,8 @@ export function listen<H extends Handler>(
       const doc = match.route.doc;
       exchange.routeDoc = doc;
       // Operations without a bearer or signed-URL check of their own are checked at once; the
-      // others when their caller is authenticated (Exchange.refuseUndeclaredQuery).
-      if (doc.auth === 'none' || doc.auth === 'basic-or-body') exchange.refuseUndeclaredQuery();
+      // others when their caller is authenticated (Exchange.refuseUnclearQuery).
+      if (doc.auth === 'none' || doc.auth === 'basic-or-body') exchange.refuseUnclearQuery();
     } catch (error) {
       exchange.sendProblem(error, log);
       options.audit?.record(exchange);

@@ -8,7 +8,9 @@
 //   document publishes the same rule as `additionalProperties: false` (`closedSchema`).
 // - Query parameters: an operation that changes state (any method but GET, HEAD and OPTIONS)
 //   refuses a query parameter its document does not list. Reads ignore unknown ones, as caches
-//   and browsers add their own.
+//   and browsers add their own. Any operation refuses a parameter it declares given twice
+//   (`?dryRun=false&dryRun=true`, `?versionId=a&versionId=b`): which one was meant is unclear,
+//   and reading the first would apply what the client may have meant as a dry run.
 
 import { BadRequest } from '../util/errors.js';
 import { QUOTED_CHARS_MAX, unknownField } from '../security/names.js';
@@ -65,11 +67,19 @@ export function closedSchema(schema: JsonSchema): JsonSchema {
   return closed;
 }
 
-/** Throws `bad_request` for a query parameter a state-changing operation does not declare. */
-export function refuseUndeclaredQuery(method: string, doc: RouteDoc, query: URLSearchParams): void {
-  if (READS.has(method)) return;
+/**
+ * Throws `bad_request` for a query parameter a state-changing operation does not declare, and
+ * for a declared one given more than once (see the header).
+ */
+export function refuseUnclearQuery(method: string, doc: RouteDoc, query: URLSearchParams): void {
+  const reading = READS.has(method);
   for (const name of query.keys()) {
-    if (doc.query && Object.hasOwn(doc.query, name)) continue;
-    throw BadRequest(`unknown query parameter ${JSON.stringify(name.slice(0, QUOTED_CHARS_MAX))}`);
+    const quoted = JSON.stringify(name.slice(0, QUOTED_CHARS_MAX));
+    if (!doc.query || !Object.hasOwn(doc.query, name)) {
+      if (reading) continue;
+      throw BadRequest(`unknown query parameter ${quoted}`);
+    }
+    if (query.getAll(name).length > 1)
+      throw BadRequest(`query parameter ${quoted} is given more than once`);
   }
 }

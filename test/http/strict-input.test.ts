@@ -8,7 +8,7 @@ import t from 'tap';
 import {
   closedSchema,
   refuseUndeclaredFields,
-  refuseUndeclaredQuery,
+  refuseUnclearQuery,
 } from '../../src/http/strict-input.js';
 import { errorCode } from '../../src/util/errors.js';
 import type { JsonSchema, RouteDoc } from '../../src/http/router.js';
@@ -67,7 +67,7 @@ t.test('the published schema closes what the check closes', async (t) => {
   t.notOk('additionalProperties' in schema, 'the declaration itself is not changed');
 });
 
-t.test('undeclared query parameters', async (t) => {
+t.test('undeclared and repeated query parameters', async (t) => {
   const doc: RouteDoc = {
     summary: 's',
     auth: 'bearer',
@@ -75,11 +75,17 @@ t.test('undeclared query parameters', async (t) => {
     responses: {},
   };
   const query = (text: string): URLSearchParams => new URLSearchParams(text);
-  t.doesNotThrow(() => refuseUndeclaredQuery('POST', doc, query('dryRun=true')));
-  t.throws(() => refuseUndeclaredQuery('POST', doc, query('dryrun=true')), {
+  t.doesNotThrow(() => refuseUnclearQuery('POST', doc, query('dryRun=true')));
+  t.throws(() => refuseUnclearQuery('POST', doc, query('dryrun=true')), {
     message: 'unknown query parameter "dryrun"',
   });
-  t.throws(() => refuseUndeclaredQuery('DELETE', { ...doc, query: {} }, query('versionID=1')));
-  t.doesNotThrow(() => refuseUndeclaredQuery('GET', doc, query('cachebust=1')));
-  t.doesNotThrow(() => refuseUndeclaredQuery('HEAD', doc, query('x=1')));
+  t.throws(() => refuseUnclearQuery('DELETE', { ...doc, query: {} }, query('versionID=1')));
+  t.doesNotThrow(() => refuseUnclearQuery('GET', doc, query('cachebust=1')));
+  t.doesNotThrow(() => refuseUnclearQuery('HEAD', doc, query('x=1')));
+  for (const method of ['POST', 'GET', 'HEAD']) {
+    t.throws(() => refuseUnclearQuery(method, doc, query('dryRun=false&dryRun=true')), {
+      message: 'query parameter "dryRun" is given more than once',
+    });
+  }
+  t.doesNotThrow(() => refuseUnclearQuery('GET', doc, query('cachebust=1&cachebust=2')));
 });

@@ -54,6 +54,25 @@ t.test('strict input', async (t) => {
     t.equal((await service.admin('GET', '/tenants/typo-dry', owner)).status, 404);
   });
 
+  await t.test('a parameter given twice changes nothing', async (t) => {
+    const refused = await service.admin('POST', '/tenants?dryRun=false&dryRun=true', owner, {
+      id: 'twice-dry',
+    });
+    t.equal(refused.status, 400);
+    t.match(message(refused.json), /query parameter "dryRun" is given more than once/);
+    t.equal((await service.admin('GET', '/tenants/twice-dry', owner)).status, 404);
+    const first = await client.put(BUCKET, 'twice.txt', 'one');
+    const second = await client.put(BUCKET, 'twice.txt', 'two');
+    const [a = '', b = ''] = [first, second].map(
+      (r) => (r.json as { versionId: string }).versionId,
+    );
+    const path = `/buckets/${BUCKET}/objects/twice.txt?versionId=${a}&versionId=${b}`;
+    t.equal((await client.request('DELETE', path)).status, 400, 'a delete of two versions');
+    t.equal((await client.request('GET', path)).status, 400, 'a read of two versions');
+    const versions = await client.request('GET', `/buckets/${BUCKET}/versions?prefix=twice`);
+    t.equal((versions.json as { versions: unknown[] }).versions.length, 2, 'both versions stay');
+  });
+
   await t.test('unknown fields are refused on every JSON body, at any depth', async (t) => {
     const data: Array<[string, string, unknown]> = [
       ['POST', '/buckets', { name: 'other-bucket', versoning: 'Enabled' }],
