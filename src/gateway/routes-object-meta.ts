@@ -21,6 +21,7 @@ import { authorize, type Principal } from './auth.js';
 import { keyQuery, objectJson, writtenHeaders, type RouteKit } from './routes.js';
 import { objectSchema, writeHeaders } from './route-docs.js';
 import { validateContentType, validateObjectKey, validateUserMetadata } from '../security/names.js';
+import { parseDateTime } from '../security/expiry.js';
 import { BadRequest, NotFound } from '../util/errors.js';
 import { componentLogger } from '../util/log.js';
 
@@ -300,10 +301,7 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
       handler: async (exchange, params) => {
         const { args } = target(exchange, params, 'write');
         const body = await jsonBody(exchange);
-        const retainUntil =
-          typeof body['retainUntil'] === 'string' ? Date.parse(body['retainUntil']) : Number.NaN;
-        if (Number.isNaN(retainUntil))
-          throw BadRequest('retainUntil must be an RFC 3339 timestamp');
+        const retainUntil = parseDateTime(body['retainUntil'], 'retainUntil');
         if (retainUntil <= Date.now()) throw BadRequest('retainUntil must be in the future');
         const version = await mutate<ObjectVersionRecord>(
           exchange,
@@ -600,9 +598,7 @@ function parseCopyBody(body: Record<string, unknown>): Record<string, unknown> {
   }
   for (const field of ['ifModifiedSince', 'ifUnmodifiedSince']) {
     if (body[field] === undefined) continue;
-    const time = typeof body[field] === 'string' ? Date.parse(body[field]) : Number.NaN;
-    if (Number.isNaN(time)) throw BadRequest(`${field} must be an RFC 3339 timestamp`);
-    copy[field] = time;
+    copy[field] = parseDateTime(body[field], field);
   }
   if (body['requireAbsent'] !== undefined) {
     if (typeof body['requireAbsent'] !== 'boolean')

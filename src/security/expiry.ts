@@ -1,6 +1,7 @@
 // Expiry times supplied by people: `expiresAt` on access keys (admin-api.md §2: RFC 3339 or
 // `YYYY-MM-DD`) and `--expires` of `lightwell admin-token create` (DECISIONS.md: `30d` or
-// RFC 3339).
+// RFC 3339); and the other timestamps of request bodies, which are RFC 3339 date-times only
+// (`parseDateTime`: retention's `retainUntil`, a copy's `ifModifiedSince`).
 //
 // Invariants:
 // - Every result is a time in milliseconds since the epoch that lies strictly after `nowMs`;
@@ -28,7 +29,8 @@ const rfc3339Pattern = new RegExp(
     '(?:([Zz])|([+-])(\\d{2}):(\\d{2}))$',
 );
 const datePattern = /^(\d{4})-(\d{2})-(\d{2})$/;
-const formsAccepted = 'an RFC 3339 timestamp (2025-06-30T12:00:00Z) or a date (2025-06-30)';
+const dateTimeForm = 'an RFC 3339 timestamp (2025-06-30T12:00:00Z)';
+const formsAccepted = `${dateTimeForm} or a date (2025-06-30)`;
 
 interface DateParts {
   readonly year: number;
@@ -54,14 +56,25 @@ function utcMs(parts: DateParts, hour: number, minute: number, second: number, m
   return date.getTime();
 }
 
-function invalid(what: string, text: string): never {
+function invalid(what: string, text: string, forms = formsAccepted): never {
   const shown = text.length <= EXPIRY_TEXT_CHARS_MAX ? JSON.stringify(text) : 'the value';
-  throw BadRequest(`${what}: ${shown} is not ${formsAccepted}`);
+  throw BadRequest(`${what}: ${shown} is not ${forms}`);
+}
+
+/**
+ * An RFC 3339 date-time in a request body, to ms since the epoch, without judging past or
+ * future: `2027-02-30T00:00:00Z`, a time without its offset, `Jan 1 2027` and every other form
+ * that `Date.parse` would take are bad_request.
+ */
+export function parseDateTime(text: unknown, what: string): number {
+  if (typeof text !== 'string') throw BadRequest(`${what} must be ${dateTimeForm}`);
+  if (datePattern.test(text)) invalid(what, text, dateTimeForm);
+  return parseTimestamp(text, what, dateTimeForm);
 }
 
 /** Parses an RFC 3339 timestamp or YYYY-MM-DD to ms, without judging past or future. */
-function parseTimestamp(text: string, what: string): number {
-  if (text.length > EXPIRY_TEXT_CHARS_MAX) invalid(what, text);
+function parseTimestamp(text: string, what: string, forms = formsAccepted): number {
+  if (text.length > EXPIRY_TEXT_CHARS_MAX) invalid(what, text, forms);
   const dateOnly = datePattern.exec(text);
   if (dateOnly !== null) {
     const [, y, mo, d] = dateOnly;
@@ -70,14 +83,14 @@ function parseTimestamp(text: string, what: string): number {
     return utcMs(parts, 23, 59, 59, 999);
   }
   const match = rfc3339Pattern.exec(text);
-  if (match === null) return invalid(what, text);
+  if (match === null) return invalid(what, text, forms);
   const [, y, mo, d, h, mi, s, fraction = '', zulu, sign, oh, om] = match;
   const parts = { year: Number(y), month: Number(mo), day: Number(d) };
   const [hour, minute, second] = [Number(h), Number(mi), Number(s)];
   const [offsetHours, offsetMinutes] = [Number(oh ?? 0), Number(om ?? 0)];
   const timeValid = hour <= 23 && minute <= 59 && second <= 60;
   const offsetValid = offsetHours <= 23 && offsetMinutes <= 59;
-  if (!validDate(parts) || !timeValid || !offsetValid) invalid(what, text);
+  if (!validDate(parts) || !timeValid || !offsetValid) invalid(what, text, forms);
   const ms = Number(fraction.slice(0, 3).padEnd(3, '0'));
   const offsetMs = zulu === undefined ? (offsetHours * 60 + offsetMinutes) * 60_000 : 0;
   const local = utcMs(parts, hour, minute, second, ms);

@@ -210,6 +210,25 @@ t.test('data-plane API', async (t) => {
     );
     const versionId = ((await client.put('locked', 'doc', 'keep me')).json as ObjectAnswer)
       .versionId;
+    const nextYear = new Date().getUTCFullYear() + 1;
+    for (const loose of [
+      `${nextYear}-02-30T00:00:00Z`, // Date.parse rolls it over to March
+      `${nextYear}-01-01T24:00:00Z`,
+      `${nextYear}-01-01T00:00:00`, // no offset: the server's local time
+      `Jan 1 ${nextYear}`,
+      `${nextYear}-01-01`,
+      '+275760-09-13T00:00:00Z',
+    ]) {
+      const refused = await client.request('PUT', '/buckets/locked/object-retention/doc', {
+        json: { mode: 'COMPLIANCE', retainUntil: loose },
+      });
+      t.equal(refused.status, 400, `retainUntil ${loose}`);
+    }
+    t.equal(
+      (await client.request('GET', '/buckets/locked/object-retention/doc')).status,
+      404,
+      'no retention was set by the refused requests',
+    );
     const until = new Date(Date.now() + 3_600_000).toISOString();
     let response = await client.request('PUT', '/buckets/locked/object-retention/doc', {
       json: { mode: 'COMPLIANCE', retainUntil: until },
@@ -372,6 +391,8 @@ t.test('data-plane API', async (t) => {
       [{ ifNoneMatch: source.etag, ifModifiedSince: past }, 412, 'a matching ifNoneMatch'],
       [{ ifMatch: bare }, 200, 'an unquoted ifMatch'],
       [{ ifNoneMatch: bare }, 412, 'an unquoted ifNoneMatch'],
+      [{ ifModifiedSince: 'Jan 1 2099' }, 400, 'a date that is not RFC 3339'],
+      [{ ifUnmodifiedSince: '2020-02-30T00:00:00Z' }, 400, 'an impossible date'],
     ];
     for (const [conditions, status, name] of conditionCases)
       t.equal((await copyIf(conditions)).status, status, name);

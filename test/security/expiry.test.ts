@@ -1,10 +1,16 @@
 // Goal: expiry inputs accept exactly RFC 3339 timestamps, YYYY-MM-DD (end of that day UTC)
 // and, for --expires, durations; they refuse malformed, impossible and past times with
-// bad_request.
+// bad_request. The other timestamps of request bodies (parseDateTime) take RFC 3339
+// date-times only, in the past or the future.
 // Method: tables of inputs with their expected milliseconds or error message, against a fixed
 // clock.
 import t from 'tap';
-import { EXPIRY_MS_MAX, parseAdminExpires, parseExpiresAt } from '../../src/security/expiry.js';
+import {
+  EXPIRY_MS_MAX,
+  parseAdminExpires,
+  parseDateTime,
+  parseExpiresAt,
+} from '../../src/security/expiry.js';
 
 const nowMs = Date.UTC(2025, 0, 15, 12, 0, 0);
 const dayMs = 86_400_000;
@@ -110,4 +116,22 @@ t.test('--expires: refusals', async (t) => {
     t.throws(() => parseAdminExpires(text, nowMs), badRequest(message), String(text));
   }
   t.equal(EXPIRY_MS_MAX, 8.64e15);
+});
+
+t.test('request-body date-times are RFC 3339 date-times only', async (t) => {
+  t.equal(parseDateTime('2025-06-30T12:00:00+02:00', 'x'), Date.UTC(2025, 5, 30, 10));
+  t.equal(parseDateTime('1999-01-01T00:00:00Z', 'x'), Date.UTC(1999, 0, 1), 'the past too');
+  for (const text of [
+    '2027-02-30T00:00:00Z',
+    '2027-01-01T24:00:00Z',
+    '2027-01-01T00:00:00',
+    '2027-01-01',
+    'Jan 1 2027',
+    '2027',
+    'Sun, 22 Nov 2026 23:00:00 GMT',
+    '+275760-09-13T00:00:00Z',
+  ]) {
+    t.throws(() => parseDateTime(text, 'retainUntil'), badRequest(/^retainUntil: /), text);
+  }
+  t.throws(() => parseDateTime(42, 'retainUntil'), badRequest(/retainUntil must be an RFC 3339/));
 });
