@@ -36,6 +36,15 @@ export interface Principal {
   readonly scope: Scope;
 }
 
+/**
+ * Whom a request claims to come from, for its audit row: filled in as soon as it is known, before
+ * the checks that may still refuse it, so that a denial is audited under the key and its tenant.
+ */
+export interface Claimant {
+  actor?: string;
+  tenantId?: string;
+}
+
 export class Authenticator {
   private readonly masterKey: Buffer;
   private readonly tokenKey: Buffer;
@@ -58,11 +67,16 @@ export class Authenticator {
     return deriveKey(this.masterKey, purpose);
   }
 
-  /** Verifies `Authorization: Bearer lwtk_…` and the key and tenant behind it. */
-  authenticate(authorization: string | undefined): Principal {
+  /**
+   * Verifies `Authorization: Bearer lwtk_…` and the key and tenant behind it. Once the token's
+   * signature verifies, `claimant` names its key and tenant, also when the key is revoked.
+   */
+  authenticate(authorization: string | undefined, claimant: Claimant): Principal {
     const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
     if (!match) throw Unauthorized('a bearer token is required (Authorization: Bearer lwtk_…)');
     const payload = this.verified(match[1] ?? '');
+    claimant.actor = payload.kid;
+    claimant.tenantId = payload.tid;
     const key = this.liveKey(payload.kid);
     if (key.tenantId !== payload.tid) throw Unauthorized('invalid token');
     return {
@@ -85,6 +99,14 @@ export class Authenticator {
       this.tokens.delete(this.tokens.keys().next().value as string);
     this.tokens.set(token, payload);
     return payload;
+  }
+
+  /**
+   * The tenant of an access key, whatever its state (none for an unknown id): whom a token
+   * request is audited under before its secret is checked.
+   */
+  tenantOfKey(accessKeyId: string): string | undefined {
+    return this.store.getShared<AccessKeyRecord>(DB.accessKeys, Buffer.from(accessKeyId))?.tenantId;
   }
 
   /** Checks an access key id and secret (token mint); the same answer for every failure. */

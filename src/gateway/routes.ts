@@ -117,9 +117,7 @@ function routeKit(services: GatewayServices): RouteKit {
     // Read-your-writes: a snapshot renewed earlier in this event-loop turn may predate a commit
     // that was acknowledged (by this or another gateway) before this request arrived.
     store.refresh();
-    const principal = auth.authenticate(exchange.header('authorization'));
-    exchange.audit.actor = principal.accessKeyId;
-    exchange.audit.tenantId = principal.tenant.id;
+    const principal = auth.authenticate(exchange.header('authorization'), exchange.audit);
     exchange.refuseUnclearQuery();
     return principal;
   };
@@ -198,14 +196,17 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
             'send accessKeyId and secretKey as HTTP Basic credentials or a JSON body',
           );
         }
+        // Audited under the key and its tenant before any check (a look-up, no secret work), so
+        // that a tenant's audit shows the refused and rate-limited requests for its keys too.
+        exchange.audit.actor = accessKeyId;
+        const tenantId = auth.tenantOfKey(accessKeyId);
+        if (tenantId !== undefined) exchange.audit.tenantId = tenantId;
         const limited = mintLimiter.take(accessKeyId, Date.now());
         if (!limited.ok)
           throw RateLimited('too many token requests for this access key', {
             retryAfterSeconds: limited.retryAfterSeconds,
           });
-        exchange.audit.actor = accessKeyId;
         const { key } = auth.verifySecret(accessKeyId, secretKey);
-        exchange.audit.tenantId = key.tenantId;
         exchange.sendJson(200, auth.mint(key, settings.duration('security.native_api_token_ttl')));
       },
     },

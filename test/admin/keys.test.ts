@@ -1,12 +1,13 @@
 // Goal: service accounts and access keys behave as admin-api.md §2–§4 say: the secret appears
 // once (create and rotate) and never in a list; scope syntax and expiresAt formats are validated
 // with clear 400s; rotate makes the old secret stop minting tokens at once; revoke needs a
-// reason and stops the key's tokens at once; expiry is enforced; dry runs change nothing.
+// reason and stops the key's tokens at once; expiry is enforced; dry runs change nothing;
+// refused and rate-limited token requests are audited under the key and its tenant.
 // Method: the real service on loopback; keys minted through the admin API and used on the
 // public API (token mint and a bucket listing) to observe each effect.
 import t from 'tap';
 import { Service } from '../helpers/service.js';
-import { call, mintToken, mintBearer, dataRequest } from './admin-testing.js';
+import { call, mintToken, mintBearer, dataRequest, auditRowOf } from './admin-testing.js';
 
 /** The fields of a key answer these tests read; t.match checks the rest. */
 interface Key {
@@ -396,5 +397,60 @@ t.test('accounts and keys', async (t) => {
       200,
       'a rotation with a new expiry revives it',
     );
+  });
+
+  await t.test('refused token requests are audited under the key and its tenant', async (t) => {
+    // data-api.md §5: every request, denials included, is audited, and a tenant's audit (as a
+    // token scoped to it reads it) shows the requests for its keys: a wrong secret (401), a
+    // rate-limited mint (429), and a bearer token whose key was revoked (401).
+    const scoped = await mintToken(service, 'viewer', ['--tenant', 'acme']);
+    const created = (
+      await call(service, 'POST', '/tenants/acme/keys', {
+        token: operator,
+        body: { accountId: 'ingest', scopes: 'read' },
+      })
+    ).json as Key;
+    const tokenRequest = async (secretKey: string): Promise<Response> => {
+      const basic = Buffer.from(`${created.accessKeyId}:${secretKey}`).toString('base64');
+      const response = await fetch(`${service.publicUrl}/auth/token`, {
+        method: 'POST',
+        headers: { Authorization: `Basic ${basic}` },
+      });
+      await response.arrayBuffer();
+      return response;
+    };
+    const bearer = await mintBearer(service, created.accessKeyId, created.secretKey);
+    const wrong = await tokenRequest('not-the-secret');
+    t.equal(wrong.status, 401);
+    let limited: Response | undefined;
+    for (let attempt = 0; attempt < 100 && !limited; attempt += 1) {
+      const answer = await tokenRequest('not-the-secret');
+      if (answer.status === 429) limited = answer;
+    }
+    t.equal(limited?.status, 429, 'past the burst, token requests are rate-limited');
+    await call(service, 'POST', `/tenants/acme/keys/${created.accessKeyId}/revoke`, {
+      token: operator,
+      body: { reason: 'audit test' },
+    });
+    const revoked = await fetch(`${service.publicUrl}/buckets`, {
+      headers: { Authorization: `Bearer ${bearer.token ?? ''}` },
+    });
+    await revoked.arrayBuffer();
+    t.equal(revoked.status, 401);
+    const expected = [
+      { answer: wrong, status: 401, what: 'wrong secret' },
+      { answer: limited, status: 429, what: 'rate-limited' },
+      { answer: revoked, status: 401, what: 'revoked key' },
+    ];
+    for (const { answer, status, what } of expected) {
+      const requestId = answer?.headers.get('x-request-id') ?? '';
+      const row = await auditRowOf(service, scoped.token, requestId, 'tenant=acme&limit=1000');
+      t.match(
+        row,
+        { outcome: 'denied', status, actor: created.accessKeyId, tenantId: 'acme' },
+        what,
+      );
+      t.notMatch(JSON.stringify(row), 'not-the-secret', `${what}: no secret in the row`);
+    }
   });
 });
