@@ -16,7 +16,7 @@
 // Persists: nothing.
 
 import assert from 'node:assert/strict';
-import { BadRequest } from '../util/errors.js';
+import { BadRequest, isLightwellError } from '../util/errors.js';
 import { parseDuration } from '../util/config.js';
 
 /** Longer inputs are refused before any parsing. */
@@ -127,7 +127,9 @@ export function parseAdminExpires(text: unknown, nowMs: number): number {
   let durationMs: number;
   try {
     durationMs = parseDuration(text, '--expires');
-  } catch {
+  } catch (error) {
+    // A duration past the longest (about 292 years) is one: its own message says so.
+    if (isLightwellError(error) && error.details['longest'] !== undefined) throw error;
     throw BadRequest(
       `--expires: ${JSON.stringify(text)} is neither a duration such as 30d or 12h nor ` +
         formsAccepted,

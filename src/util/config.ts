@@ -335,39 +335,59 @@ function parseBool(name: string, value: string): boolean {
   throw BadRequest(`${name}: expected true or false, got ${JSON.stringify(value)}`);
 }
 
-const durationUnitsMs: Record<string, number> = {
-  ns: 1e-6,
-  us: 1e-3,
-  '\u00b5s': 1e-3,
-  '\u03bcs': 1e-3,
-  ms: 1,
-  s: 1000,
-  m: 60_000,
-  h: 3_600_000,
-  d: 86_400_000,
-  w: 604_800_000,
+/** Nanoseconds in each unit of parseDuration: Go's, plus days and weeks. */
+const durationUnitsNs: Record<string, bigint> = {
+  ns: 1n,
+  us: 1_000n,
+  '\u00b5s': 1_000n,
+  '\u03bcs': 1_000n,
+  ms: 1_000_000n,
+  s: 1_000_000_000n,
+  m: 60_000_000_000n,
+  h: 3_600_000_000_000n,
+  d: 86_400_000_000_000n,
+  w: 604_800_000_000_000n,
 };
+/** Go's time.Duration counts nanoseconds in an int64: the longest duration it parses. */
+const DURATION_NS_MAX = 2n ** 63n - 1n;
+/** DURATION_NS_MAX as Go prints it. */
+const DURATION_LONGEST = '2562047h47m16.854775807s';
+/** Digits of a whole number that can fit under DURATION_NS_MAX (19), plus one. */
+const DURATION_DIGITS_MAX = 20;
+/** Fraction digits read: more change the sum by less than a nanosecond (Go drops them too). */
+const DURATION_FRACTION_DIGITS_MAX = 18;
 
 /**
- * Parses Go's duration syntax (`1h30m`, `1.5h`, `.5s`, `300ms`, `10us`, `0`) without a sign,
- * plus days and weeks (`7d`, `2w`). Returns ms, rounded.
+ * Parses Go's duration syntax (`1h30m`, `1.5h`, `.5s`, `300ms`, `10us`, `0`, `+1h`), plus days
+ * and weeks (`7d`, `2w`). Returns ms, rounded. As in Go, a duration past 2^63-1 ns (about 292
+ * years) is refused; so is a negative one, which no caller has a use for.
  */
 export function parseDuration(value: string, name = 'duration'): number {
-  const text = value.trim();
+  const text = value.trim().replace(/^\+/, '');
   if (text === '0') return 0;
-  const pattern = /(\d+(?:\.\d*)?|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h|d|w)/gy;
-  let total = 0;
+  const pattern = /(?:(\d+)(?:\.(\d*))?|\.(\d+))(ns|us|\u00b5s|\u03bcs|ms|s|m|h|d|w)/gy;
+  let totalNs = 0n;
   let matched = 0;
   for (const match of text.matchAll(pattern)) {
-    total += Number(match[1]) * (durationUnitsMs[match[2] ?? ''] ?? Number.NaN);
+    const unitNs = durationUnitsNs[match[4] ?? ''] ?? 0n;
+    const whole = (match[1] ?? '').replace(/^0+/, '').slice(0, DURATION_DIGITS_MAX);
+    const fraction = (match[2] ?? match[3] ?? '').slice(0, DURATION_FRACTION_DIGITS_MAX);
+    totalNs += BigInt(whole || '0') * unitNs;
+    totalNs += (BigInt(fraction || '0') * unitNs) / 10n ** BigInt(fraction.length);
     matched += match[0].length;
+    if (totalNs > DURATION_NS_MAX)
+      throw BadRequest(
+        `${name}: ${JSON.stringify(value)} is longer than the longest duration, ` +
+          DURATION_LONGEST,
+        { longest: DURATION_LONGEST },
+      );
   }
-  if (text.length === 0 || matched !== text.length || !Number.isFinite(total)) {
+  if (text.length === 0 || matched !== text.length) {
     throw BadRequest(
       `${name}: expected a duration such as 90s, 15m, 1h or 7d, got ${JSON.stringify(value)}`,
     );
   }
-  return Math.round(total);
+  return Number((totalNs + 500_000n) / 1_000_000n);
 }
 
 const byteUnits: Record<string, number> = {

@@ -298,16 +298,19 @@ t.test('quotas, usage and audit', async (t) => {
       2,
       'a fractional limit is cut to its whole part',
     );
-    for (const since of ['1.5h', '90us', '2h45m', '0'])
+    for (const since of ['1.5h', '90us', '2h45m', '0', '%2B1h', '2562047h47m16.854775807s'])
       t.equal(
         (await call(service, 'GET', `/audit?since=${since}`, { token: viewer.token })).status,
         200,
         `since=${since} (Go's duration syntax)`,
       );
-    t.equal(
-      (await call(service, 'GET', '/audit?since=yesterday', { token: viewer.token })).status,
-      400,
-    );
+    // Refused: not a duration, negative, or past Go's longest (2^63-1 ns).
+    for (const since of ['yesterday', '-1h', '9999999999h', '2562047h47m16.854775808s'])
+      t.equal(
+        (await call(service, 'GET', `/audit?since=${since}`, { token: viewer.token })).status,
+        400,
+        `since=${since}`,
+      );
     t.equal(
       (await call(service, 'GET', '/audit?tenant=NOT%20A%20TENANT', { token: viewer.token }))
         .status,

@@ -121,10 +121,25 @@ t.test('parsers', async (t) => {
     ['1500\u03bcs', 2],
     ['2000000ns', 2],
     ['7d', 604_800_000],
+    // Go takes a leading sign; plus is the duration itself.
+    ['+1h', 3_600_000],
+    ['+0', 0],
+    ['+1.5s', 1500],
+    // Go's longest duration, 2^63-1 ns, and the longest whole weeks under it.
+    ['2562047h47m16.854775807s', 9_223_372_036_855],
+    ['15250w', 15250 * 604_800_000],
+    ['000000000000000000000000001h', 3_600_000],
   ] as const)
     t.equal(parseDuration(text), ms, text);
-  for (const text of ['-1h', '1', '1H', 'h', '1h 30m', '.s', '1.5'])
+  // A negative duration is refused, as is one Go refuses as out of its int64 nanoseconds.
+  for (const text of ['-1h', '-0', '+', '++1h', '+-1h', '1', '1H', 'h', '1h 30m', '.s', '1.5'])
     t.throws(() => parseDuration(text), { code: 'bad_request' }, text);
+  for (const text of ['2562047h47m16.854775808s', '9999999999h', '15251w', `1${'0'.repeat(500)}s`])
+    t.throws(
+      () => parseDuration(text),
+      { code: 'bad_request', message: /longer than the longest duration/ },
+      text,
+    );
   t.equal(parseBytes('64MiB'), 64 * 1024 * 1024);
   t.equal(parseBytes('5TiB'), 5 * 1024 ** 4);
   t.same(parseRate('600/m'), { perSecond: 10, burst: 10 });
