@@ -9,11 +9,15 @@
 //   when a config is stored (every address the host resolves to) and again at every connection,
 //   so a name that later resolves elsewhere (DNS rebinding) is still refused, unless
 //   `notifications.allow_private_targets` is set.
-// - IPv4-mapped IPv6 addresses are judged as the IPv4 address they carry (node's BlockList
-//   does this); NAT64 addresses are refused whole.
+// - IPv6 addresses that carry an IPv4 address are judged as that address: IPv4-mapped
+//   (::ffff:0:0/96; node's BlockList does this), IPv4-translated (::ffff:0:0:0/96) and 6to4
+//   (2002::/16, the IPv4 address in bits 16-47). IPv4-compatible (::/96, deprecated; with the
+//   unspecified and loopback addresses), NAT64 and Teredo (2001::/32, inside 2001::/23) addresses
+//   are refused whole.
 //
 // Persists: nothing.
 
+import assert from 'node:assert/strict';
 import { BlockList, isIP } from 'node:net';
 import { BadRequest } from '../util/errors.js';
 
@@ -39,8 +43,7 @@ for (const [network, prefix] of [
 ] as const)
   special.addSubnet(network, prefix, 'ipv4');
 for (const [network, prefix] of [
-  ['::', 128],
-  ['::1', 128],
+  ['::', 96],
   ['64:ff9b::', 96],
   ['64:ff9b:1::', 48],
   ['100::', 64],
@@ -57,7 +60,46 @@ for (const [network, prefix] of [
 export function isPrivateAddress(address: string): boolean {
   const family = isIP(address);
   if (family === 0) return true;
-  return special.check(address, family === 4 ? 'ipv4' : 'ipv6');
+  if (family === 4) return special.check(address, 'ipv4');
+  if (special.check(address, 'ipv6')) return true;
+  const carried = carriedIpv4(ipv6Bytes(address));
+  return carried !== undefined && special.check(carried, 'ipv4');
+}
+
+/**
+ * The IPv4 address that a translator or relay would deliver to, for the IPv6 forms that carry
+ * one and are not refused whole: IPv4-translated (::ffff:0:a.b.c.d) and 6to4 (2002:AABB:CCDD::).
+ */
+function carriedIpv4(bytes: Buffer): string | undefined {
+  const translated =
+    bytes.subarray(0, 8).every((byte) => byte === 0) &&
+    bytes.readUInt16BE(8) === 0xffff &&
+    bytes.readUInt16BE(10) === 0;
+  if (translated) return [...bytes.subarray(12, 16)].join('.');
+  if (bytes.readUInt16BE(0) === 0x2002) return [...bytes.subarray(2, 6)].join('.');
+  return undefined;
+}
+
+/** The 16 bytes of an address that `isIP` found to be IPv6 (a zone id is dropped). */
+function ipv6Bytes(address: string): Buffer {
+  let text = address.replace(/%.*$/, '');
+  const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
+  if (dotted) {
+    const [a, b, c, d] = dotted.slice(1).map(Number) as [number, number, number, number];
+    const words = [(a << 8) | b, (c << 8) | d].map((word) => word.toString(16));
+    text = `${text.slice(0, dotted.index)}${words.join(':')}`;
+  }
+  const [head = '', tail] = text.split('::');
+  const wordsOf = (part: string): number[] =>
+    part === '' ? [] : part.split(':').map((word) => parseInt(word, 16));
+  const headWords = wordsOf(head);
+  const tailWords = tail === undefined ? [] : wordsOf(tail);
+  const zeros = tail === undefined ? 0 : 8 - headWords.length - tailWords.length;
+  const words = [...headWords, ...new Array<number>(zeros).fill(0), ...tailWords];
+  assert.equal(words.length, 8, `not an IPv6 address: ${address}`);
+  const bytes = Buffer.alloc(16);
+  words.forEach((word, index) => bytes.writeUInt16BE(word, index * 2));
+  return bytes;
 }
 
 /** Parses and checks the shape of a webhook URL; `bad_request` names what is wrong. */
