@@ -36,6 +36,7 @@ import {
 } from './report.js';
 import {
   emptyMeasured,
+  LIGHTWELL_API,
   type Profile,
   runScenarioSafely,
   type Scenario,
@@ -368,6 +369,7 @@ function scenarioContext(
     progress,
     scratch: Buffer.allocUnsafe(1024 * 1024),
     buckets: new Set(),
+    api: LIGHTWELL_API,
   };
 }
 

@@ -321,6 +321,7 @@ async function runMixed(context: ScenarioContext, name: string): Promise<Measure
   const written = mixedPutDataset(context, source.bucket, Math.floor(ops / 5), bytes);
   const auth = await context.service.authHeader();
   const serverCrcs: (string | undefined)[] = [];
+  const api = context.api;
   const total = { amount: ops * bytes, unit: 'bytes' as const };
   const load = await timed(context, () =>
     loadWithProgress(context, name, total, {
@@ -328,8 +329,8 @@ async function runMixed(context: ScenarioContext, name: string): Promise<Measure
       requests: ops,
       makeRequest: (i) =>
         i % 5 === 4
-          ? putRequest(written, Math.floor(i / 5), `${auth}${OCTET_STREAM}`, serverCrcs)
-          : getRequest(source, (i * 7919) % source.keys.length, auth),
+          ? putRequest(written, Math.floor(i / 5), `${auth}${OCTET_STREAM}`, serverCrcs, api)
+          : getRequest(source, (i * 7919) % source.keys.length, auth, api),
     }),
   );
   const failures = [...load.value.failureSamples];

@@ -1,6 +1,9 @@
 // The toolkit of the benchmark scenarios: sizes per profile, datasets, and the measured and
 // verified PUT and GET loads that scenarios are made of.
 //
+// Requests speak Lightwell's API (`LIGHTWELL_API`) unless the context names another `ObjectApi`:
+// the comparison with peers (peers.ts) runs the same loads over other servers' path-style HTTP.
+//
 // Objects belong to datasets (a bucket, keys, and a body plan per key). A PUT scenario creates
 // its dataset under measurement; a GET scenario reads one and, when it was not written earlier
 // in the run (`--only get-…`), first writes it unmeasured. Every PUT response must be object
@@ -142,6 +145,8 @@ export interface ScenarioContext {
   /** 1 MiB of scratch for recomputing CRCs. */
   readonly scratch: Buffer;
   readonly buckets: Set<string>;
+  /** How objects and buckets are named and PUTs answered: `LIGHTWELL_API` but for peers. */
+  readonly api: ObjectApi;
 }
 
 /** What a scenario measured; run.ts turns it into a reported result. */
@@ -270,17 +275,21 @@ export function encodeKey(key: string): string {
 
 export async function ensureBucket(context: ScenarioContext, bucket: string): Promise<void> {
   if (context.buckets.has(bucket)) return;
-  const response = await jsonRequest(context.service.target, {
+  await context.api.createBucket(context.service, bucket);
+  context.buckets.add(bucket);
+}
+
+async function createLightwellBucket(service: Service, bucket: string): Promise<void> {
+  const response = await jsonRequest(service.target, {
     method: 'POST',
     path: '/api/v1/buckets',
-    headers: await context.service.authHeader(),
+    headers: await service.authHeader(),
     json: { name: bucket },
   });
   if (response.status !== 201 && response.status !== 409) {
     const text = response.text.slice(0, 300);
     throw new BenchError(`create bucket ${bucket}: HTTP ${response.status} ${text}`);
   }
-  context.buckets.add(bucket);
 }
 
 export function mainBucket(context: ScenarioContext): string {
@@ -366,7 +375,7 @@ interface ObjectMeta {
   readonly checksums?: { readonly CRC32C?: unknown } | null;
 }
 
-type ServerCrcs = (string | undefined)[];
+export type ServerCrcs = (string | undefined)[];
 
 /** Checks a PUT answer (object metadata with the right size); remembers the server CRC32C. */
 export function putCheck(plan: BodyPlan, serverCrcs: ServerCrcs, index: number) {
@@ -382,11 +391,34 @@ export function putCheck(plan: BodyPlan, serverCrcs: ServerCrcs, index: number) 
   };
 }
 
+/** What a PUT request expects of its answer (status, a body to collect, further checks). */
+export type PutAnswer = Pick<LoadRequest, 'expectStatus' | 'collect' | 'check'>;
+
+/** How a service names objects and buckets and answers a PUT. */
+export interface ObjectApi {
+  objectPath(bucket: string, key: string): string;
+  /** Creates a bucket; one that exists already is fine. */
+  createBucket(service: Service, bucket: string): Promise<void>;
+  /** The checks of a PUT's answer; they may record the server's CRC32C of object `index`. */
+  putAnswer(plan: BodyPlan, serverCrcs: ServerCrcs, index: number): PutAnswer;
+}
+
+/** Lightwell's own API: `/api/v1/buckets/…`, and object metadata in every PUT's answer. */
+export const LIGHTWELL_API: ObjectApi = {
+  objectPath,
+  createBucket: createLightwellBucket,
+  putAnswer: (plan, serverCrcs, index) => ({
+    collect: true,
+    check: putCheck(plan, serverCrcs, index),
+  }),
+};
+
 export function putRequest(
   dataset: Dataset,
   index: number,
   headers: string,
   serverCrcs: ServerCrcs,
+  api: ObjectApi,
 ): LoadRequest {
   const plan = dataset.plans[index];
   const key = dataset.keys[index];
@@ -395,11 +427,10 @@ export function putRequest(
   }
   return {
     method: 'PUT',
-    path: objectPath(dataset.bucket, key),
+    path: api.objectPath(dataset.bucket, key),
     headers,
     body: plan,
-    collect: true,
-    check: putCheck(plan, serverCrcs, index),
+    ...api.putAnswer(plan, serverCrcs, index),
   };
 }
 
@@ -461,7 +492,7 @@ export async function writeDataset(
     loadWithProgress(context, label, total, {
       connections: spec.connections(context.sizes),
       requests: dataset.plans.length,
-      makeRequest: (i) => putRequest(dataset, i, headers, serverCrcs),
+      makeRequest: (i) => putRequest(dataset, i, headers, serverCrcs, context.api),
       ...(spec.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: spec.idleTimeoutMs }),
     }),
   );
@@ -534,7 +565,12 @@ export function measuredFromLoad(load: Timed<LoadResult>, shape: MeasuredShape):
 }
 
 /** GET of object `index` (cycling over the dataset), checked by length and CRC32. */
-export function getRequest(dataset: Dataset, index: number, headers: string): LoadRequest {
+export function getRequest(
+  dataset: Dataset,
+  index: number,
+  headers: string,
+  api: ObjectApi,
+): LoadRequest {
   const i = index % dataset.keys.length;
   const key = dataset.keys[i];
   const plan = dataset.plans[i];
@@ -544,7 +580,7 @@ export function getRequest(dataset: Dataset, index: number, headers: string): Lo
   }
   return {
     method: 'GET',
-    path: objectPath(dataset.bucket, key),
+    path: api.objectPath(dataset.bucket, key),
     headers,
     expectBytes: plan.length,
     expectCrc32: crc,

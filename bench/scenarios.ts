@@ -27,6 +27,7 @@ import { listScenario, mixedScenario, multipartScenario } from './scenario-kinds
 
 export {
   emptyMeasured,
+  LIGHTWELL_API,
   type Measured,
   type Profile,
   type Scenario,
@@ -89,7 +90,7 @@ function getScenario(
         loadWithProgress(context, name, total, {
           connections: options.connections,
           requests: reads,
-          makeRequest: (i) => getRequest(dataset, i, headers),
+          makeRequest: (i) => getRequest(dataset, i, headers, context.api),
         }),
       );
       return measuredFromLoad(load, {
