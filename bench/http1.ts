@@ -407,9 +407,13 @@ export async function jsonRequest(
     path: string;
     headers?: string;
     json?: unknown;
+    /** How long the answer may make no progress (default 60 s). */
+    idleTimeoutMs?: number;
   },
 ): Promise<JsonResponse> {
-  const connection = new Http1Connection(target, { idleTimeoutMs: 60_000 });
+  const connection = new Http1Connection(target, {
+    idleTimeoutMs: options.idleTimeoutMs ?? 60_000,
+  });
   try {
     const body = options.json === undefined ? null : Buffer.from(JSON.stringify(options.json));
     const headers = (options.headers ?? '') + (body ? 'Content-Type: application/json\r\n' : '');

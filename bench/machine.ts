@@ -40,7 +40,8 @@ export function findLightwellRoot(): string | null {
   return null;
 }
 
-function packageVersion(dir: string | null): string {
+/** The version in `dir`'s package.json, or `unknown`. */
+export function packageVersion(dir: string | null): string {
   const version = dir === null ? undefined : readJson(join(dir, 'package.json'))?.['version'];
   return typeof version === 'string' ? version : 'unknown';
 }

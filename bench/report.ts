@@ -47,12 +47,16 @@ export interface ScenarioReport {
   readonly notes: readonly string[];
 }
 
-export interface BenchReport {
+/** What every generated report records first: when, on what, and with which settings. */
+export interface ReportHeader {
   readonly formatVersion: 1;
   readonly generatedAt: string;
   readonly machine: MachineInfo;
   readonly settings: Readonly<Record<string, string | number | boolean | null>>;
   readonly sizes: Readonly<Record<string, number>>;
+}
+
+export interface BenchReport extends ReportHeader {
   readonly limits: readonly Limit[];
   readonly limitFailures: readonly string[];
   readonly scenarios: readonly ScenarioReport[];
@@ -136,11 +140,12 @@ export function scenarioReport(
   };
 }
 
-function fixed(value: number | null, digits: number): string {
+export function fixed(value: number | null, digits: number): string {
   return value === null || !Number.isFinite(value) ? '–' : value.toFixed(digits);
 }
 
-function amount(value: number): string {
+/** A rate or count with three significant digits or so. */
+export function amount(value: number): string {
   return value >= 100 ? value.toFixed(0) : value.toFixed(value >= 10 ? 1 : 2);
 }
 
@@ -195,8 +200,8 @@ const SCENARIO_HEADER = [
   '|---|---|---|---|---|---|---|---|---|---|---|',
 ];
 
-function machineLine(report: BenchReport): string {
-  const m = report.machine;
+/** The machine line that heads every generated report. */
+export function machineLine(m: MachineInfo): string {
   return (
     `Machine: ${m.cpuModel}, ${m.cores} cores, ${formatBytes(m.memoryBytes)} RAM, ${m.os}, ` +
     `Node ${m.node}, load average at start ${m.loadAverage.join(' / ')}. ` +
@@ -229,7 +234,7 @@ export function renderMarkdown(report: BenchReport): string {
     '',
     `Generated ${report.generatedAt} by \`npm run bench\` (bench/run.ts); do not edit by hand.`,
     '',
-    machineLine(report),
+    machineLine(report.machine),
     '',
     `Settings: ${settings.join(', ')}.`,
     '',
@@ -304,12 +309,22 @@ export function renderSvg(report: BenchReport): string {
 }
 
 export function writeReports(outDir: string, report: BenchReport): string[] {
+  return writeFiles(outDir, [
+    ['results.json', `${JSON.stringify(report, null, 2)}\n`],
+    ['results.md', renderMarkdown(report)],
+    ['chart.svg', renderSvg(report)],
+  ]);
+}
+
+/** Writes generated files (name, text) into `outDir`, created if missing; returns their paths. */
+export function writeFiles(
+  outDir: string,
+  files: readonly (readonly [string, string])[],
+): string[] {
   mkdirSync(outDir, { recursive: true });
-  const files = [
-    [join(outDir, 'results.json'), `${JSON.stringify(report, null, 2)}\n`],
-    [join(outDir, 'results.md'), renderMarkdown(report)],
-    [join(outDir, 'chart.svg'), renderSvg(report)],
-  ] as const;
-  for (const [path, text] of files) writeFileSync(path, text);
-  return files.map(([path]) => path);
+  return files.map(([name, text]) => {
+    const path = join(outDir, name);
+    writeFileSync(path, text);
+    return path;
+  });
 }

@@ -19,13 +19,11 @@ import { readFileSync, realpathSync, statfsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { parseArgs } from 'node:util';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { CHILD_MALLOC_ENV } from '../src/util/malloc-env.js';
 import { BenchError, errorMessage } from './bench-error.js';
-import { makeTemplate, SeedAllocator } from './data.js';
 import { deriveLimits, LIMIT_BUDGETS, type Limit, measureLimits } from './limits.js';
 import { machineInfo, type MachineInfo } from './machine.js';
-import { TreeMonitor } from './proc-stats.js';
 import { formatBytes, Progress, type ProgressStream } from './progress.js';
 import {
   type BenchReport,
@@ -37,10 +35,10 @@ import {
 import {
   emptyMeasured,
   LIGHTWELL_API,
+  newScenarioContext,
   type Profile,
   runScenarioSafely,
   type Scenario,
-  type ScenarioContext,
   SCENARIO_SIZES,
   SCENARIOS,
   writtenBytesEstimate,
@@ -113,12 +111,7 @@ export function parseRunOptions(
   argv: readonly string[],
   print: (text: string) => void,
 ): RunOptions | null {
-  const { values } = parseArgs({
-    args: [...argv],
-    options: ARG_OPTIONS,
-    strict: true,
-    allowPositionals: false,
-  });
+  const values = parseFlags(argv, ARG_OPTIONS);
   if (values.help === true) {
     print(USAGE);
     return null;
@@ -127,8 +120,7 @@ export function parseRunOptions(
     print(SCENARIOS.map((s) => `${s.name.padEnd(20)} ${s.title}`).join('\n') + '\n');
     return null;
   }
-  const profile = (values.profile ?? (values.quick === true ? 'quick' : 'full')) as Profile;
-  if (!(profile in SCENARIO_SIZES)) throw new BenchError('--profile must be full, quick or test');
+  const profile = profileOf(values);
   const only =
     values.only
       ?.split(',')
@@ -176,6 +168,26 @@ export function parseRunOptions(
   };
 }
 
+type FlagOptions = NonNullable<ParseArgsConfig['options']>;
+type Flags<O extends FlagOptions> = ReturnType<
+  typeof parseArgs<{ args: string[]; options: O; strict: true; allowPositionals: false }>
+>['values'];
+
+/** Flags as node:util's parseArgs reads them: strict, no positionals. Throws on a usage error. */
+export function parseFlags<O extends FlagOptions>(argv: readonly string[], options: O): Flags<O> {
+  return parseArgs({ args: [...argv], options, strict: true, allowPositionals: false }).values;
+}
+
+/** --profile (`test`: tiny sizes for the harness's own tests), else quick with --quick, else full. */
+export function profileOf(values: {
+  readonly profile?: string | undefined;
+  readonly quick?: boolean | undefined;
+}): Profile {
+  const profile = values.profile ?? (values.quick === true ? 'quick' : 'full');
+  if (!(profile in SCENARIO_SIZES)) throw new BenchError('--profile must be full, quick or test');
+  return profile as Profile;
+}
+
 /**
  * The committed results in a Lightwell checkout (a package.json named lightwell), so that
  * `npm run bench` regenerates them; ./lightwell-bench anywhere else, rather than a docs/ tree
@@ -197,24 +209,37 @@ export interface RunOutput {
   readonly err: ProgressStream;
 }
 
-const processOutput: RunOutput = {
+export const processOutput: RunOutput = {
   out: (text) => process.stdout.write(text),
   err: process.stderr,
 };
 
 /** The whole run; resolves with the exit code. */
-export async function runBench(
+export function runBench(
   argv: readonly string[],
   output: RunOutput = processOutput,
 ): Promise<number> {
-  let options: RunOptions | null;
+  return runCommand({ argv, output, usage: USAGE, parse: parseRunOptions, execute });
+}
+
+/** A bench command: flags parsed, then run. A usage error prints the usage and answers 2. */
+export async function runCommand<Options>(command: {
+  readonly argv: readonly string[];
+  readonly output: RunOutput;
+  readonly usage: string;
+  /** Null when help was printed; throws on a usage error. */
+  parse(argv: readonly string[], print: (text: string) => void): Options | null;
+  execute(options: Options, output: RunOutput): Promise<number>;
+}): Promise<number> {
+  const { output } = command;
+  let options: Options | null;
   try {
-    options = parseRunOptions(argv, (text) => output.out(text));
+    options = command.parse(command.argv, (text) => output.out(text));
   } catch (error) {
-    output.err.write(`${errorMessage(error)}\n\n${USAGE}`);
+    output.err.write(`${errorMessage(error)}\n\n${command.usage}`);
     return 2;
   }
-  return options === null ? 0 : execute(options, output);
+  return options === null ? 0 : command.execute(options, output);
 }
 
 async function execute(options: RunOptions, output: RunOutput): Promise<number> {
@@ -338,7 +363,12 @@ async function runScenarios(
   }
   const removeHandlers = installSignalHandlers(service, progress);
   try {
-    const context = scenarioContext(options, service, progress);
+    const context = newScenarioContext({
+      service,
+      sizes: SCENARIO_SIZES[options.profile],
+      progress,
+      api: LIGHTWELL_API,
+    });
     const reports: ScenarioReport[] = [];
     for (const scenario of scenarios) {
       const report = scenarioReport(scenario, await runScenarioSafely(scenario, context), limits);
@@ -352,28 +382,8 @@ async function runScenarios(
   }
 }
 
-function scenarioContext(
-  options: RunOptions,
-  service: Service,
-  progress: Progress,
-): ScenarioContext {
-  const runId = `${Date.now().toString(36)}${Math.floor(Math.random() * 1296).toString(36)}`;
-  return {
-    service,
-    sizes: SCENARIO_SIZES[options.profile],
-    monitor: service.pid === null ? null : new TreeMonitor(service.pid),
-    templates: { random: makeTemplate('random'), text: makeTemplate('text') },
-    seeds: new SeedAllocator(),
-    runId,
-    datasets: new Map(),
-    progress,
-    scratch: Buffer.allocUnsafe(1024 * 1024),
-    buckets: new Set(),
-    api: LIGHTWELL_API,
-  };
-}
-
-function summaryLine(report: ScenarioReport): string {
+/** One line of stderr for a finished scenario. */
+export function summaryLine(report: ScenarioReport): string {
   if (report.status === 'skipped') return `${report.name}: skipped (${report.reason ?? ''})`;
   if (report.status === 'failed') return `${report.name}: FAILED: ${report.failures.join('; ')}`;
   const primary = report.ratios[0];
@@ -386,7 +396,7 @@ function summaryLine(report: ScenarioReport): string {
 }
 
 /** On SIGINT/SIGTERM: stop the service we started, then die of the same signal. */
-function installSignalHandlers(service: Service, progress: Progress): () => void {
+export function installSignalHandlers(service: Service, progress: Progress): () => void {
   const handler = (signal: NodeJS.Signals): void => {
     remove();
     service.kill();
@@ -450,18 +460,19 @@ export async function runBenchAsService(
   return ended.code ?? 1;
 }
 
-function isMain(): boolean {
+/**
+ * Runs `main` with the command line's arguments when `moduleUrl` (the caller's
+ * `import.meta.url`) is the script that node started; its answer is the exit code.
+ */
+export function runAsMain(moduleUrl: string, main: (argv: string[]) => Promise<number>): void {
   const script = process.argv[1];
-  if (script === undefined) return false;
+  if (script === undefined) return;
   try {
-    return import.meta.url === pathToFileURL(realpathSync(script)).href;
+    if (moduleUrl !== pathToFileURL(realpathSync(script)).href) return;
   } catch {
-    return false;
+    return;
   }
-}
-
-if (isMain()) {
-  runBenchAsService(process.argv.slice(2)).then(
+  main(process.argv.slice(2)).then(
     (code) => {
       process.exitCode = code;
     },
@@ -472,3 +483,5 @@ if (isMain()) {
     },
   );
 }
+
+runAsMain(import.meta.url, (argv) => runBenchAsService(argv));

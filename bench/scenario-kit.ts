@@ -19,13 +19,14 @@ import {
   type BodyPlan,
   type DataKind,
   crc32cBase64,
+  makeTemplate,
   planChecksums,
-  type SeedAllocator,
+  SeedAllocator,
 } from './data.js';
 import { Histogram } from './histogram.js';
 import { jsonRequest, type ResponseResult } from './http1.js';
 import { type LoadRequest, type LoadResult, runLoad } from './load.js';
-import type { TreeMonitor, TreeWindow } from './proc-stats.js';
+import { TreeMonitor, type TreeWindow } from './proc-stats.js';
 import type { Progress, ProgressUnit } from './progress.js';
 import type { Service } from './service.js';
 
@@ -147,6 +148,27 @@ export interface ScenarioContext {
   readonly buckets: Set<string>;
   /** How objects and buckets are named and PUTs answered: `LIGHTWELL_API` but for peers. */
   readonly api: ObjectApi;
+}
+
+/** A fresh context for one service: a new run id, datasets and buckets. */
+export function newScenarioContext(options: {
+  readonly service: Service;
+  readonly sizes: ScenarioSizes;
+  readonly progress: Progress;
+  readonly api: ObjectApi;
+}): ScenarioContext {
+  const runId = `${Date.now().toString(36)}${Math.floor(Math.random() * 1296).toString(36)}`;
+  const pid = options.service.pid;
+  return {
+    ...options,
+    monitor: pid === null ? null : new TreeMonitor(pid),
+    templates: { random: makeTemplate('random'), text: makeTemplate('text') },
+    seeds: new SeedAllocator(),
+    runId,
+    datasets: new Map(),
+    scratch: Buffer.allocUnsafe(1024 * 1024),
+    buckets: new Set(),
+  };
 }
 
 /** What a scenario measured; run.ts turns it into a reported result. */

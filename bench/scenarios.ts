@@ -29,6 +29,7 @@ export {
   emptyMeasured,
   LIGHTWELL_API,
   type Measured,
+  newScenarioContext,
   type Profile,
   type Scenario,
   type ScenarioContext,

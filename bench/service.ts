@@ -47,6 +47,8 @@ export interface ServiceOptions {
   readonly logLevel?: string | undefined;
   /** Gateway processes of a started service (`serve --gateways`); serve's default when unset. */
   readonly gateways?: number | undefined;
+  /** Ports of a started service; free ones found by the OS when unset. */
+  readonly ports?: { readonly public: number; readonly admin: number } | undefined;
   readonly insecure?: boolean | undefined;
   readonly readyTimeoutMs?: number | undefined;
 }
@@ -118,13 +120,18 @@ async function startService(options: ServiceOptions): Promise<Service> {
   const dataDir = join(runDir, 'data');
   const logFile = join(runDir, 'serve.log');
   // A port that freePort found free can be taken before the service binds it (by any socket
-  // on the machine, an outgoing connection's local port included): then try new ports.
+  // on the machine, an outgoing connection's local port included): then try new ports. Ports
+  // that the caller chose are tried once.
+  const attemptsMax = options.ports === undefined ? PORT_ATTEMPTS : 1;
   let attempt = 0;
   let child: ChildProcess;
   let publicPort: number;
   let adminPort: number;
   for (;;) {
-    [publicPort, adminPort] = [await freePort(), await freePort()];
+    [publicPort, adminPort] =
+      options.ports === undefined
+        ? [await freePort(), await freePort()]
+        : [options.ports.public, options.ports.admin];
     writeFileSync(logFile, '');
     child = spawnServe({
       bin,
@@ -141,7 +148,7 @@ async function startService(options: ServiceOptions): Promise<Service> {
     } catch (error) {
       await stopChild(child);
       attempt += 1;
-      if (attempt >= PORT_ATTEMPTS || !PORT_TAKEN.test(readFileSync(logFile, 'utf8'))) {
+      if (attempt >= attemptsMax || !PORT_TAKEN.test(readFileSync(logFile, 'utf8'))) {
         // Keep the directory: its serve.log explains the failure.
         const message = `${(error as Error).message}\n(service log and data kept in ${runDir})`;
         throw new BenchError(message, { cause: error });
@@ -216,7 +223,8 @@ function spawnServe(options: {
   }
 }
 
-async function stopChild(child: ChildProcess): Promise<void> {
+/** SIGTERM, then SIGKILL after 30 s; resolves when the child has exited. */
+export async function stopChild(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   child.kill('SIGTERM');
@@ -244,7 +252,8 @@ async function waitReady(child: ChildProcess, logFile: string, timeoutMs: number
   }
 }
 
-function tail(text: string, lines = 20): string {
+/** The last lines of a log, for error messages. */
+export function tail(text: string, lines = 20): string {
   return text.trimEnd().split('\n').slice(-lines).join('\n');
 }
 
