@@ -1,0 +1,238 @@
+// `npm run bench:peers` (node dist/bench/peers.js): Lightwell against peers on this machine.
+// Each target (peer-targets.ts: Lightwell, s3rver, nginx's WebDAV PUT) is started alone on a
+// fresh temp directory, measured and stopped before the next starts, so they never share the
+// CPU. Every target runs the same four measurements of `npm run bench` (scenarios.ts) through
+// the same load generator, with the same stamped incompressible bodies, every GET body checked
+// by length and CRC32: 64 MiB objects over one stream (PUT, then GET them back; MB/s) and 4 KiB
+// objects over 64 connections (PUT, then GET; ops/s). Only the paths differ (`ObjectApi`).
+// Results go to peers.md and peers.json in --out (peer-report.ts).
+//
+// The targets do not do the same work: Lightwell answers a PUT after fdatasync, encrypts,
+// checksums and indexes; the peers write to the page cache. The report says so beside the
+// numbers. Exit 1 when a measurement does not complete with correct bytes or Lightwell does not
+// start; a peer that cannot be installed or started is skipped. Speed is never asserted. Exit 2
+// is a usage error.
+
+import assert from 'node:assert/strict';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { BenchError, errorMessage } from './bench-error.js';
+import { findLightwellRoot, machineInfo } from './machine.js';
+import {
+  type PeerRun,
+  type PeersReport,
+  renderPeersMarkdown,
+  writePeersReports,
+} from './peer-report.js';
+import {
+  type Peer,
+  PEER_NAMES,
+  type PeerName,
+  PEERS,
+  type PeerSetup,
+  type StartedPeer,
+} from './peer-targets.js';
+import { Progress } from './progress.js';
+import { type ScenarioReport, scenarioReport } from './report.js';
+import {
+  defaultOutDir,
+  installSignalHandlers,
+  parseFlags,
+  processOutput,
+  profileOf,
+  runAsMain,
+  runCommand,
+  type RunOutput,
+  summaryLine,
+} from './run.js';
+import {
+  newScenarioContext,
+  type Profile,
+  runScenarioSafely,
+  type Scenario,
+  SCENARIO_SIZES,
+  SCENARIOS,
+} from './scenarios.js';
+
+const USAGE = `Usage: npm run bench:peers -- [options]
+       node dist/bench/peers.js [options]
+
+  --quick                 small sizes, seconds per target (a smoke test)
+  --only NAME,NAME        the targets to run: lightwell, s3rver, nginx (default: all three)
+  --install               install a missing nginx (Debian's nginx-core) with apt-get, as root
+  --out DIR               where peers.md and peers.json go, created if missing (default
+                          docs/benchmarks in a Lightwell checkout, else ./lightwell-bench)
+  --data-parent DIR       where each target's temp directory goes (default: the OS temp dir);
+                          use the disk production data would live on
+  --port-base PORT        listen on PORT to PORT+3 (Lightwell's public and admin ports,
+                          s3rver, nginx) instead of free ports found by the OS
+  --lightwell-bin PATH    the lightwell CLI (default: ../bin/lightwell.js beside this file)
+
+s3rver is installed from npm on first use into bench/.peers of the checkout (ignored by git).
+`;
+
+/** The scenarios of `npm run bench` that every target runs, in this order. */
+export const PEER_MEASUREMENTS = [
+  'put-64m-x1-random',
+  'get-64m-x1-random',
+  'put-4k-c64',
+  'get-4k-c64',
+] as const;
+
+export interface PeersOptions {
+  readonly profile: Profile;
+  readonly only: readonly PeerName[];
+  readonly install: boolean;
+  readonly out: string;
+  readonly dataParent: string;
+  readonly portBase: number | null;
+  readonly lightwellBin: string | undefined;
+}
+
+const ARG_OPTIONS = {
+  quick: { type: 'boolean' },
+  // `test`: tiny sizes for the harness's own tests.
+  profile: { type: 'string' },
+  only: { type: 'string' },
+  install: { type: 'boolean' },
+  out: { type: 'string' },
+  'data-parent': { type: 'string' },
+  'port-base': { type: 'string' },
+  'lightwell-bin': { type: 'string' },
+  help: { type: 'boolean' },
+} as const;
+
+/** The highest --port-base: four ports from it must fit. */
+const PORT_BASE_MAX = 65_535 - 3;
+
+/** Parses argv; null means help was printed. Throws BenchError on a usage error. */
+export function parsePeersOptions(
+  argv: readonly string[],
+  print: (text: string) => void,
+): PeersOptions | null {
+  const values = parseFlags(argv, ARG_OPTIONS);
+  if (values.help === true) {
+    print(USAGE);
+    return null;
+  }
+  const only = values.only?.split(',').map((s) => s.trim()) ?? [...PEER_NAMES];
+  const unknown = only.filter((name) => !(PEER_NAMES as readonly string[]).includes(name));
+  if (unknown.length > 0 || only.length === 0) {
+    throw new BenchError(`--only takes ${PEER_NAMES.join(', ')}; not ${unknown.join(', ')}`);
+  }
+  const portBase = values['port-base'] === undefined ? null : Number(values['port-base']);
+  const portValid = Number.isSafeInteger(portBase) && Number(portBase) >= 1;
+  if (portBase !== null && !(portValid && portBase <= PORT_BASE_MAX)) {
+    throw new BenchError(`--port-base must be a port from 1 to ${PORT_BASE_MAX}`);
+  }
+  return {
+    profile: profileOf(values),
+    only: PEER_NAMES.filter((name) => only.includes(name)),
+    install: values.install === true,
+    out: resolve(values.out ?? defaultOutDir(process.cwd())),
+    dataParent: resolve(values['data-parent'] ?? tmpdir()),
+    portBase,
+    lightwellBin: values['lightwell-bin'],
+  };
+}
+
+/** The whole run; resolves with the exit code. */
+export function runPeers(
+  argv: readonly string[],
+  output: RunOutput = processOutput,
+): Promise<number> {
+  return runCommand({ argv, output, usage: USAGE, parse: parsePeersOptions, execute });
+}
+
+function measurementScenarios(): Scenario[] {
+  return PEER_MEASUREMENTS.map((name) => {
+    const scenario = SCENARIOS.find((s) => s.name === name);
+    assert.ok(scenario !== undefined, `scenario ${name} exists`);
+    return scenario;
+  });
+}
+
+async function execute(options: PeersOptions, output: RunOutput): Promise<number> {
+  const progress = new Progress(output.err);
+  const machine = machineInfo(options.dataParent);
+  const scenarios = measurementScenarios();
+  const setup: PeerSetup = {
+    dataParent: options.dataParent,
+    portBase: options.portBase,
+    install: options.install,
+    cacheDir: join(findLightwellRoot() ?? process.cwd(), 'bench', '.peers'),
+    lightwellBin: options.lightwellBin,
+    progress,
+  };
+  const targets: PeerRun[] = [];
+  for (const peer of PEERS.filter((p) => options.only.includes(p.name))) {
+    targets.push(await runTarget(peer, setup, scenarios, options.profile));
+  }
+  const sizes = SCENARIO_SIZES[options.profile];
+  const report: PeersReport = {
+    formatVersion: 1,
+    generatedAt: new Date().toISOString(),
+    machine,
+    settings: {
+      profile: options.profile,
+      targets: options.only.join(' '),
+      portBase: options.portBase,
+      install: options.install,
+    },
+    sizes: {
+      largeBytes: sizes.largeBytes,
+      largeCount: sizes.largeCountSingle,
+      smallBytes: sizes.smallBytes,
+      smallPuts: sizes.smallPuts,
+      smallGets: sizes.smallGets,
+    },
+    measurements: scenarios.map(({ name, title }) => ({ name, title })),
+    targets,
+    ok: targets.every((target) => target.status !== 'failed'),
+  };
+  const files = writePeersReports(options.out, report);
+  output.out(`${renderPeersMarkdown(report)}\nWrote ${files.join(', ')}\n`);
+  if (!report.ok) output.err.write('peer benchmark FAILED: see the Failures section above\n');
+  return report.ok ? 0 : 1;
+}
+
+/** Starts one target, runs every measurement on it, stops it. */
+async function runTarget(
+  peer: Peer,
+  setup: PeerSetup,
+  scenarios: readonly Scenario[],
+  profile: Profile,
+): Promise<PeerRun> {
+  const { progress } = setup;
+  const base = { name: peer.name, title: peer.title, facts: peer.facts };
+  progress.note(`${peer.name}: starting`);
+  let started: StartedPeer;
+  try {
+    started = await peer.start(setup);
+  } catch (error) {
+    // Lightwell is what is measured: it must start. A peer that cannot is only missing.
+    const status = peer.name === 'lightwell' ? 'failed' : 'skipped';
+    const reason = errorMessage(error);
+    progress.note(`${peer.name}: ${status}: ${reason}`);
+    return { ...base, version: null, status, reason, measurements: [] };
+  }
+  const { service, api, version } = started;
+  const removeHandlers = installSignalHandlers(service, progress);
+  try {
+    const sizes = SCENARIO_SIZES[profile];
+    const context = newScenarioContext({ service, sizes, progress, api });
+    const measurements: ScenarioReport[] = [];
+    for (const scenario of scenarios) {
+      const report = scenarioReport(scenario, await runScenarioSafely(scenario, context), []);
+      progress.note(`${peer.name} ${summaryLine(report)}`);
+      measurements.push(report);
+    }
+    const failed = measurements.some((m) => m.status === 'failed');
+    return { ...base, version, status: failed ? 'failed' : 'ok', measurements };
+  } finally {
+    removeHandlers();
+    await service.stop();
+  }
+}
+
+runAsMain(import.meta.url, (argv) => runPeers(argv));
