@@ -304,7 +304,7 @@ function findNginx(): string | null {
   return null;
 }
 
-/** Installs Debian's nginx-core with apt-get (updating the package lists if the first try fails). */
+/** Debian's nginx-core through apt-get; the package lists are updated if the first try fails. */
 async function installNginx(setup: PeerSetup): Promise<void> {
   if (process.getuid?.() !== 0) {
     throw new BenchError('nginx is missing, and installing it (apt-get) needs root');

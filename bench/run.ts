@@ -178,7 +178,7 @@ export function parseFlags<O extends FlagOptions>(argv: readonly string[], optio
   return parseArgs({ args: [...argv], options, strict: true, allowPositionals: false }).values;
 }
 
-/** --profile (`test`: tiny sizes for the harness's own tests), else quick with --quick, else full. */
+/** --profile (`test`: tiny sizes for the harness's tests), else quick with --quick, else full. */
 export function profileOf(values: {
   readonly profile?: string | undefined;
   readonly quick?: boolean | undefined;
