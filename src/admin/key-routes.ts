@@ -181,7 +181,7 @@ function scopesOf(body: Body, required: boolean): string | undefined {
 
 function expiresAtOf(body: Body): number | undefined {
   const value = body['expiresAt'];
-  return value === undefined || value === null ? undefined : parseExpiresAt(value, Date.now());
+  return value === undefined ? undefined : parseExpiresAt(value, Date.now());
 }
 
 function sendKey(

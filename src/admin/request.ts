@@ -38,9 +38,10 @@ export async function readBody(exchange: Exchange): Promise<Body> {
   return value as Body;
 }
 
+/** An optional text field; `null` is not its absence (strict-input.ts), so it is a 400. */
 export function optionalString(body: Body, field: string): string | undefined {
   const value = body[field];
-  if (value === undefined || value === null) return undefined;
+  if (value === undefined) return undefined;
   if (typeof value !== 'string' || value.length > TEXT_CHARS_MAX)
     throw BadRequest(`${field} must be a string of at most ${TEXT_CHARS_MAX} characters`);
   return value;
@@ -55,7 +56,7 @@ export function requiredString(body: Body, field: string, hint = ''): string {
 
 export function optionalBoolean(body: Body, field: string): boolean | undefined {
   const value = body[field];
-  if (value === undefined || value === null) return undefined;
+  if (value === undefined) return undefined;
   if (typeof value !== 'boolean') throw BadRequest(`${field} must be true or false`);
   return value;
 }

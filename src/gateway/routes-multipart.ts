@@ -153,6 +153,7 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
     // Read through the complete route, the body was not checked against this one's schema.
     if (read) refuseUndeclaredFields(raw, createSchema);
     const body = raw as Record<string, unknown> | undefined;
+    // `null` was refused with the fields (strict-input.ts): only an absent field takes its default.
     const contentType = validateContentType(body?.['contentType'] ?? 'application/octet-stream');
     const metadata = body?.['metadata'] ?? {};
     validateUserMetadata(metadata);

@@ -563,7 +563,7 @@ function parseCopyBody(body: Record<string, unknown>): Record<string, unknown> {
   const copy: Record<string, unknown> = {};
   const text = (field: string, required = false): void => {
     const value = body[field];
-    if (value === undefined || value === null) {
+    if (value === undefined) {
       if (required) throw BadRequest(`${field} is required`);
       return;
     }
@@ -582,7 +582,7 @@ function parseCopyBody(body: Record<string, unknown>): Record<string, unknown> {
     'requireMatchEtag',
   ])
     text(field);
-  const directive = body['metadataDirective'] ?? 'COPY';
+  const directive = body['metadataDirective'] === undefined ? 'COPY' : body['metadataDirective'];
   if (directive !== 'COPY' && directive !== 'REPLACE')
     throw BadRequest('metadataDirective must be COPY or REPLACE');
   copy['metadataDirective'] = directive;

@@ -6,6 +6,10 @@
 //   `additionalProperties` is closed. A field it does not list answers 400 `bad_request`, at
 //   any depth the schema describes (objects within objects and within arrays). The OpenAPI
 //   document publishes the same rule as `additionalProperties: false` (`closedSchema`).
+// - JSON bodies: a declared field (or array item, or map value) whose schema names a `type` is
+//   not `null` unless the schema says `nullable: true` (OpenAPI 3.0): 400 `bad_request` naming
+//   it. Null is neither the field's type nor its absence, so it is refused, never taken for
+//   "left out" (`{"name": null}` would otherwise create a tenant named after its id).
 // - Query parameters: an operation that changes state (any method but GET, HEAD and OPTIONS)
 //   refuses a query parameter its document does not list. Reads ignore unknown ones, as caches
 //   and browsers add their own. Any operation refuses a parameter it declares given twice
@@ -28,15 +32,27 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
+/** Throws `bad_request` for a `null` that the field's schema does not allow (see the header). */
+function refuseNull(value: unknown, schema: JsonSchema, path: string): void {
+  const type = schema['type'];
+  if (value !== null || typeof type !== 'string' || schema['nullable'] === true) return;
+  const article = /^[aeiou]/.test(type) ? 'an' : 'a';
+  throw BadRequest(`${path} must not be null: leave it out or give ${article} ${type}`);
+}
+
 /**
- * Throws `bad_request` for the first field of `value` that `schema` does not declare (see the
- * header). Values of the wrong type are left to the operation's own validation.
+ * Throws `bad_request` for the first field of `value` that `schema` does not declare, or that is
+ * a `null` its schema does not allow (see the header). Values of another wrong type are left to
+ * the operation's own validation.
  */
 export function refuseUndeclaredFields(value: unknown, schema: JsonSchema, where = ''): void {
   if (Array.isArray(value)) {
     const items = schema['items'] as JsonSchema | undefined;
-    if (items)
-      value.forEach((item, index) => refuseUndeclaredFields(item, items, `${where}[${index}]`));
+    if (!items) return;
+    value.forEach((item, index) => {
+      refuseNull(item, items, `${where}[${index}]`);
+      refuseUndeclaredFields(item, items, `${where}[${index}]`);
+    });
     return;
   }
   if (!isPlainObject(value)) return;
@@ -46,10 +62,15 @@ export function refuseUndeclaredFields(value: unknown, schema: JsonSchema, where
   // Closed: lists its properties and says nothing of others, or says `false`.
   const closed = open === false || (properties !== undefined && open === undefined);
   for (const [name, field] of Object.entries(value)) {
-    const path = where === '' ? name : `${where}.${name}`;
-    const declared = properties && Object.hasOwn(properties, name) ? properties[name] : values;
-    if (declared) refuseUndeclaredFields(field, declared, path);
-    else if (closed) throw unknownField(name, where);
+    const listed = properties !== undefined && Object.hasOwn(properties, name);
+    // A map's keys are the client's: a message quotes at most QUOTED_CHARS_MAX of one.
+    const label = listed ? name : name.slice(0, QUOTED_CHARS_MAX);
+    const path = where === '' ? label : `${where}.${label}`;
+    const declared = listed ? properties[name] : values;
+    if (declared) {
+      refuseNull(field, declared, path);
+      refuseUndeclaredFields(field, declared, path);
+    } else if (closed) throw unknownField(name, where);
   }
 }
 

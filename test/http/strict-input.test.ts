@@ -2,7 +2,8 @@
 // refused at any depth the schema describes (objects, arrays of objects, maps whose values are
 // objects), with the path to the field; declared fields, open maps and values of the wrong type
 // pass (their own validation answers those); `closedSchema` publishes the same rule; a
-// state-changing operation refuses an undeclared query parameter, a read does not.
+// state-changing operation refuses an undeclared query parameter, a read does not; a declared
+// field that is null is refused unless its schema says `nullable: true`.
 // Method: the functions on hand-made schemas and values.
 import t from 'tap';
 import {
@@ -54,6 +55,42 @@ t.test('declared fields pass, undeclared ones are named with their path', async 
   );
   t.equal(refusal({ rules: { r1: { limit: 1, limt: 2 } } }), 'rules.r1: unknown field "limt"');
   t.equal(refusal({ ['x'.repeat(500)]: 1 })?.length, 'unknown field ""'.length + 64);
+});
+
+t.test('null is refused unless the schema says nullable', async (t) => {
+  const nullable: JsonSchema = {
+    type: 'object',
+    properties: { limit: { type: 'integer', nullable: true }, name: str, any: {} },
+  };
+  const refused = (value: unknown, against = schema): string | undefined => {
+    try {
+      refuseUndeclaredFields(value, against);
+      return undefined;
+    } catch (error) {
+      return errorCode(error) === 'bad_request' ? (error as Error).message : 'not a bad_request';
+    }
+  };
+  t.equal(refused({ name: null }), 'name must not be null: leave it out or give a string');
+  t.equal(refused({ items: [null] }), 'items[0] must not be null: leave it out or give an object');
+  t.equal(
+    refused({ items: [{ key: 'k', versionId: null }] }),
+    'items[0].versionId must not be null: leave it out or give a string',
+  );
+  t.equal(
+    refused({ metadata: { m: null } }),
+    'metadata.m must not be null: leave it out or give a string',
+  );
+  t.equal(
+    refused({ metadata: { ['k'.repeat(500)]: null } }),
+    `metadata.${'k'.repeat(64)} must not be null: leave it out or give a string`,
+    'a map key is quoted at most 64 characters',
+  );
+  t.equal(refused({ limit: null, any: null }, nullable), undefined, 'nullable, or no type named');
+  t.equal(
+    refused({ name: null }, nullable),
+    'name must not be null: leave it out or give a string',
+  );
+  t.equal(refused(null), undefined, "a body of null is the operation's to refuse");
 });
 
 t.test('the published schema closes what the check closes', async (t) => {

@@ -6,7 +6,8 @@
 // `additionalProperties: false` for each closed request body. Also the clearer answers of the
 // same review: `includeDeleted=maybe` and a versionIdMarker without its keyMarker are 400, a tag
 // without a value and a repeated part number are named as such; a listParts answer can be sent
-// back to complete an upload; a request without credentials is a 401 whatever its query.
+// back to complete an upload; a request without credentials is a 401 whatever its query; null
+// in a field that is not nullable is a 400 naming the field, not the field left out.
 // Method: `lightwell serve` on loopback; fetch against both listeners, then the state read back.
 import t from 'tap';
 import { Service, type DataClient } from '../helpers/service.js';
@@ -111,6 +112,72 @@ t.test('strict input', async (t) => {
       reason: 'onboarding ticket 42',
     });
     t.equal(withReason.status, 201, 'every admin mutation takes a reason for the audit log');
+  });
+
+  await t.test('null is not a left-out field, on either plane', async (t) => {
+    const copy = `/buckets/${BUCKET}/object-copy/copied.txt`;
+    const source = { sourceBucket: BUCKET, sourceKey: 'typo.txt' };
+    const data: Array<[string, string, Record<string, unknown>, string]> = [
+      ['POST', copy, { ...source, sourceVersionId: null }, 'sourceVersionId'],
+      ['POST', copy, { ...source, metadataDirective: null }, 'metadataDirective'],
+      ['POST', copy, { ...source, metadataDirective: 'REPLACE', contentType: null }, 'contentType'],
+      ['POST', copy, { ...source, ifMatch: null }, 'ifMatch'],
+      ['POST', copy, { ...source, ifNoneMatch: null }, 'ifNoneMatch'],
+      ['POST', copy, { ...source, requireMatchEtag: null }, 'requireMatchEtag'],
+      ['POST', `/buckets/${BUCKET}/multipart/nulls.bin`, { contentType: null }, 'contentType'],
+      ['POST', `/buckets/${BUCKET}/multipart/nulls.bin`, { metadata: null }, 'metadata'],
+      ['POST', `/buckets/${BUCKET}/multipart/x/complete/y`, { contentType: null }, 'contentType'],
+    ];
+    for (const [method, path, json, field] of data) {
+      const answer = await client.request(method, path, { json });
+      t.equal(answer.status, 400, `${method} ${path} ${field}`);
+      t.equal((answer.json as Problem).code, 'bad_request');
+      t.match(message(answer.json), new RegExp(`^${field} must not be null`), 'names the field');
+    }
+    t.equal((await client.get(BUCKET, 'copied.txt')).status, 404, 'nothing was copied');
+    const uploads = await client.request('GET', `/buckets/${BUCKET}/multipart?prefix=nulls`);
+    t.same((uploads.json as { uploads: unknown[] }).uploads, [], 'no upload was created');
+    const signed = await client.request('POST', '/sign-url', {
+      json: { method: 'GET', bucket: BUCKET, key: 'typo.txt', reason: null },
+    });
+    t.equal(signed.status, 400, 'as sign-url always did');
+
+    const keyPath = `/tenants/strict/keys/${client.accessKeyId}/rotate`;
+    const admin: Array<[string, Record<string, unknown>, string]> = [
+      ['/tenants', { id: 'null-name', name: null }, 'name'],
+      ['/tenants', { id: 'null-reason', reason: null }, 'reason'],
+      ['/tenants/strict/accounts', { id: 'null-account', name: null }, 'name'],
+      [
+        '/tenants/strict/keys',
+        { accountId: 'app', scopes: 'read', externalRef: null },
+        'externalRef',
+      ],
+      ['/tenants/strict/keys', { accountId: 'app', scopes: 'read', expiresAt: null }, 'expiresAt'],
+      [keyPath, { scopes: null }, 'scopes'],
+      [keyPath, { expiresAt: null }, 'expiresAt'],
+      ['/tenants/strict/disable', { reason: null }, 'reason'],
+      ['/cluster/consensus/join', { id: 'n2', address: 'h:1', reason: 'r', zone: null }, 'zone'],
+      ['/cluster/consensus/drain', { id: 'n2', reason: 'r', forceLost: null }, 'forceLost'],
+      [
+        '/cluster/repair/rebalance',
+        { tenantId: 'strict', reason: 'r', confirmTenant: 'strict', bucketName: null },
+        'bucketName',
+      ],
+    ];
+    for (const [path, json, field] of admin) {
+      const answer = await service.admin('POST', path, owner, json);
+      t.equal(answer.status, 400, `admin POST ${path} ${field}`);
+      t.equal((answer.json as Problem).code, 'bad_request');
+      t.match(message(answer.json), new RegExp(`^${field} must not be null`), 'names the field');
+    }
+    t.equal((await service.admin('GET', '/tenants/null-name', owner)).status, 404, 'not created');
+    const tenant = await service.admin('GET', '/tenants/strict', owner);
+    t.equal((tenant.json as { state: string }).state, 'active', 'not disabled');
+    const cleared = await service.admin('PUT', '/tenants/strict/quota', owner, {
+      maxBytes: null,
+      maxObjects: 10,
+    });
+    t.equal(cleared.status, 200, 'a field the document says is nullable takes null');
   });
 
   await t.test('reads ignore unknown query parameters', async (t) => {
