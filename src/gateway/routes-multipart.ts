@@ -98,8 +98,18 @@ const completeSchema: JsonSchema = {
         type: 'object',
         required: ['partNumber', 'etag'],
         description:
-          "partNumber and etag; a listParts entry's other fields may come along and are ignored",
-        properties: { ...(partSchema['properties'] as Record<string, JsonSchema>) },
+          "partNumber and etag; a listParts entry's other fields may come along (so its answer can be sent back), and what they say is checked against the uploaded part",
+        properties: {
+          partNumber: int,
+          etag: str,
+          size: { type: 'integer', minimum: 0, description: "if given, the part's size, else 400" },
+          checksums: {
+            ...checksumsSchema,
+            description:
+              "if given, each digest must be the uploaded part's of that algorithm (400 checksum_mismatch); an algorithm the part was uploaded without is 400",
+          },
+          lastModified: time,
+        },
       },
     },
   },

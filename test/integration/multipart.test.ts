@@ -1,10 +1,11 @@
 // Goal: multipart uploads behave as data-api.md §4 and issue 4 say: parts are verified against
 // every supplied checksum before they exist and keep their SHA-256; complete checks the list
 // (ascending numbers, matching etags, 5 MiB minimum but for the last part, only uploaded
-// parts), applies quota, and builds the object from the parts' chunks without copying bytes
-// (physical usage does not move at complete; parts left out are released); the object has an
-// S3-style ETag and a true whole-object CRC32C; abort and expiry release the parts' bytes; a
-// bucket with uploads in progress cannot be deleted.
+// parts, and a size or checksums an entry carries are the part's), applies quota, and builds
+// the object from the parts' chunks without copying bytes (physical usage does not move at
+// complete; parts left out are released); the object has an S3-style ETag and a true
+// whole-object CRC32C; abort and expiry release the parts' bytes; a bucket with uploads in
+// progress cannot be deleted.
 // Method: real services on loopback driven over HTTP; physical bytes read from the admin
 // usage report. A second service runs with a 2 s `multipart.expiry` and a 1 s background pass
 // for the expiry case. Parts are random (incompressible, not deduplicated) and small but for
@@ -334,6 +335,38 @@ t.test('multipart uploads', async (t) => {
     t.ok((await client.get('mpv', 'q')).bytes.equals(body));
   });
 
+  await t.test('what a complete entry carries beside number and etag is checked', async (t) => {
+    const uploadId = await createUpload(client, 'mpu', 'echo');
+    const body = randomBytes(1000);
+    const etag = etagOf(await putPart(client, 'mpu', 'echo', uploadId, 1, body));
+    const complete = (entry: Record<string, unknown>): ReturnType<DataClient['request']> =>
+      client.request('POST', `/buckets/mpu/multipart/${uploadId}/complete/echo`, {
+        json: { parts: [{ partNumber: 1, etag, ...entry }] },
+      });
+    const refusals: Array<[Record<string, unknown>, string, RegExp]> = [
+      [{ size: 'x' }, 'bad_request', /parts\[0\]\.size must be a whole number/],
+      [{ size: 999 }, 'bad_request', /part 1 is 1000 bytes, not 999/],
+      [{ checksums: { CRC32C: 'wrong' } }, 'checksum_mismatch', /CRC32C checksum of part 1/],
+      [{ checksums: { SHA256: sha256(randomBytes(8)) } }, 'checksum_mismatch', /SHA256/],
+      [{ checksums: { SHA1: 'AAAA' } }, 'bad_request', /uploaded without a SHA1 checksum/],
+      [{ checksums: { MD5: 'AAAA' } }, 'bad_request', /"MD5" is not CRC32/],
+      [{ checksums: 'CRC32C' }, 'bad_request', /checksums must map algorithms/],
+      [{ lastModified: 'yesterday' }, 'bad_request', /lastModified must be an RFC 3339 time/],
+    ];
+    for (const [entry, code, message] of refusals) {
+      const response = await complete(entry);
+      t.equal(response.status, 400, JSON.stringify(entry));
+      t.equal(codeOf(response), code);
+      t.match((response.json as Problem).message, message);
+    }
+    const response = await complete({
+      size: 1000,
+      checksums: { CRC32C: crc32cOf(body), SHA256: sha256(body) },
+    });
+    t.equal(response.status, 200, 'the true size and digests complete the upload');
+    t.ok((await client.get('mpu', 'echo')).bytes.equals(body));
+  });
+
   await t.test('a key shaped like <not an id>/complete/… is created, not completed', async (t) => {
     const response = await client.request(
       'POST',
@@ -366,7 +399,7 @@ t.test('multipart uploads', async (t) => {
   });
 
   await t.test('the bucket can be deleted once uploads and objects are gone', async (t) => {
-    for (const key of ['dir/obj.bin', 'partial'])
+    for (const key of ['dir/obj.bin', 'partial', 'echo'])
       await client.request('DELETE', `/buckets/mpu/objects/${key}`);
     t.equal((await client.request('DELETE', '/buckets/mpu')).status, 204);
   });

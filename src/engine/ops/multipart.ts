@@ -21,7 +21,10 @@
 // - Complete checks the list before any write: 1..MULTIPART_PARTS_MAX parts in strictly
 //   ascending order, each uploaded with the listed ETag, every part but the last at least
 //   MULTIPART_PART_BYTES_MIN; then the write conditions, the quota and the retention gate of
-//   `writeVersion`, as a PUT of the whole object would.
+//   `writeVersion`, as a PUT of the whole object would. An entry may carry the rest of its
+//   listParts entry (so a listParts answer can be sent back); what it carries is checked: `size`
+//   must be the part's (else `bad_request`), each of `checksums` the part's digest of that
+//   algorithm (else `checksum_mismatch`, as S3 refuses a part checksum that does not match).
 // - A multipart object's ETag is S3's form `"<hex>-<parts>"`; its CRC checksums are the
 //   whole-object CRCs, combined from the parts' CRCs (CRC32C always; CRC32 and CRC64NVME when
 //   every part has them). Part SHA-256 digests stay on the parts; a SHA-256 of the whole object
@@ -66,9 +69,9 @@ import {
 } from './objects.js';
 import { checkQuota, checkQuotaIn, quotaOf } from './quota.js';
 import { recordObjectEvent } from './notifications.js';
-import { combineChecksum, type CrcAlg } from '../checksums.js';
+import { combineChecksum, parseChecksumAlg, type CrcAlg } from '../checksums.js';
 import { validateObjectKey, validateUserMetadata } from '../../security/names.js';
-import { BadRequest, NotFound, PayloadTooLarge } from '../../util/errors.js';
+import { BadRequest, ChecksumMismatch, NotFound, PayloadTooLarge } from '../../util/errors.js';
 
 export const MULTIPART_PARTS_MAX = 10_000;
 export const MULTIPART_PART_BYTES_MIN = 5 * 1024 * 1024;
@@ -256,8 +259,17 @@ export function checkPartNumber(partNumber: unknown): asserts partNumber is numb
   }
 }
 
+/** An entry of a complete list: a part's number and ETag, and perhaps what listParts added. */
+export interface CompletePart {
+  partNumber: number;
+  etag: string;
+  size?: number;
+  checksums?: Record<string, string>;
+  lastModified?: string;
+}
+
 export interface CompleteArgs extends UploadTarget {
-  parts: Array<{ partNumber: number; etag: string }>;
+  parts: CompletePart[];
   ifMatch?: string;
   ifNoneMatch?: string;
 }
@@ -338,19 +350,19 @@ function checkCompleteList(
   // not the size of a part that would be fine in a well-formed list.
   let previous = 0;
   const entries = list.map((entry: unknown, index) => {
-    const { partNumber, etag } = (entry ?? {}) as { partNumber?: unknown; etag?: unknown };
-    checkPartNumber(partNumber);
-    if (typeof etag !== 'string') throw BadRequest(`parts[${index}].etag must be a string`);
-    if (partNumber <= previous)
+    const checked = completePartOf(entry, index);
+    if (checked.partNumber <= previous)
       throw BadRequest('parts must be listed in strictly ascending partNumber order');
-    previous = partNumber;
-    return { partNumber, etag };
+    previous = checked.partNumber;
+    return checked;
   });
-  return entries.map(({ partNumber, etag }, index) => {
+  return entries.map((entry, index) => {
+    const { partNumber } = entry;
     const part = stored.get(partNumber)?.part;
     if (!part) throw BadRequest(`part ${partNumber} was not uploaded`);
-    if (normalEtag(part.etag) !== normalEtag(etag))
+    if (normalEtag(part.etag) !== normalEtag(entry.etag))
       throw BadRequest(`the etag of part ${partNumber} does not match the uploaded part`);
+    checkCompletePartAgainst(entry, part);
     if (index < entries.length - 1 && part.size < MULTIPART_PART_BYTES_MIN) {
       throw BadRequest(
         `part ${partNumber} is ${part.size} bytes; every part but the last needs at least ${MULTIPART_PART_BYTES_MIN}`,
@@ -358,6 +370,55 @@ function checkCompleteList(
     }
     return part;
   });
+}
+
+/** The shape of entry `index` of a complete list: types only, before any part is looked up. */
+function completePartOf(entry: unknown, index: number): CompletePart {
+  const fields = (typeof entry === 'object' && entry !== null ? entry : {}) as Record<
+    string,
+    unknown
+  >;
+  const { partNumber, etag, size, checksums, lastModified } = fields;
+  checkPartNumber(partNumber);
+  if (typeof etag !== 'string') throw BadRequest(`parts[${index}].etag must be a string`);
+  const checked: CompletePart = { partNumber, etag };
+  if (size !== undefined) {
+    if (!Number.isSafeInteger(size) || (size as number) < 0)
+      throw BadRequest(`parts[${index}].size must be a whole number of bytes`);
+    checked.size = size as number;
+  }
+  if (checksums !== undefined) {
+    const digests = typeof checksums === 'object' && checksums !== null ? checksums : [];
+    if (Array.isArray(digests) || !Object.values(digests).every((v) => typeof v === 'string'))
+      throw BadRequest(`parts[${index}].checksums must map algorithms to base64 digests`);
+    for (const alg of Object.keys(digests)) {
+      if (parseChecksumAlg(alg) !== alg)
+        throw BadRequest(
+          `parts[${index}].checksums: ${JSON.stringify(alg.slice(0, 64))} is not CRC32, CRC32C, CRC64NVME, SHA1 or SHA256`,
+        );
+    }
+    checked.checksums = digests as Record<string, string>;
+  }
+  if (lastModified !== undefined) {
+    if (typeof lastModified !== 'string' || Number.isNaN(Date.parse(lastModified)))
+      throw BadRequest(`parts[${index}].lastModified must be an RFC 3339 time`);
+    checked.lastModified = lastModified;
+  }
+  return checked;
+}
+
+/** What an entry carries beside its number and ETag must be what the uploaded part holds. */
+function checkCompletePartAgainst(entry: CompletePart, part: MultipartPartRecord): void {
+  const { partNumber } = entry;
+  if (entry.size !== undefined && entry.size !== part.size)
+    throw BadRequest(`part ${partNumber} is ${part.size} bytes, not ${entry.size}`);
+  for (const [alg, digest] of Object.entries(entry.checksums ?? {})) {
+    const kept = part.checksums[alg];
+    if (kept === undefined)
+      throw BadRequest(`part ${partNumber} was uploaded without a ${alg} checksum to compare`);
+    if (kept !== digest)
+      throw ChecksumMismatch(`the ${alg} checksum of part ${partNumber} does not match`);
+  }
 }
 
 /** S3's form: a digest of the parts' tags, a dash and the part count. */
