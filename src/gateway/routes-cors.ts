@@ -6,32 +6,74 @@ import type { Route, RouteDoc, JsonSchema } from '../http/router.js';
 import type { Handler } from '../http/server.js';
 import { authorize } from './auth.js';
 import type { RouteKit } from './routes.js';
-import { parseCorsConfiguration, CORS_METHODS, CORS_RULES_MAX } from '../security/cors.js';
+import {
+  parseCorsConfiguration,
+  CORS_METHODS,
+  CORS_RULES_MAX,
+  CORS_VALUES_PER_LIST_MAX,
+  CORS_VALUE_CHARS_MAX,
+  CORS_RULE_ID_CHARS_MAX,
+  CORS_MAX_AGE_SECONDS_MAX,
+} from '../security/cors.js';
 
-const str = { type: 'string' } as const;
-const strings = { type: 'array', items: str } as const;
-export const corsSchema: JsonSchema = {
-  type: 'object',
-  required: ['rules'],
-  properties: {
-    rules: {
-      type: 'array',
-      maxItems: CORS_RULES_MAX,
-      items: {
-        type: 'object',
-        required: ['allowedOrigins', 'allowedMethods'],
-        properties: {
-          id: str,
-          allowedOrigins: { ...strings, description: 'at most one * each' },
-          allowedMethods: { type: 'array', items: { type: 'string', enum: [...CORS_METHODS] } },
-          allowedHeaders: { ...strings, description: 'at most one * each' },
-          exposeHeaders: strings,
-          maxAgeSeconds: { type: 'integer', minimum: 0 },
+// The bounds of src/security/cors.ts, published: a list holds 1 (origins, methods) or 0 (headers)
+// to CORS_VALUES_PER_LIST_MAX distinct entries of 1 to CORS_VALUE_CHARS_MAX visible ASCII
+// characters.
+const value = {
+  type: 'string',
+  minLength: 1,
+  maxLength: CORS_VALUE_CHARS_MAX,
+  pattern: '^[\\x21-\\x7e]+$',
+} as const;
+const list = (minItems: number, items: JsonSchema, description?: string): JsonSchema => ({
+  type: 'array',
+  minItems,
+  maxItems: CORS_VALUES_PER_LIST_MAX,
+  uniqueItems: true,
+  items,
+  ...(description === undefined ? {} : { description }),
+});
+
+/** A configuration of `rulesMin` to CORS_RULES_MAX rules. */
+function corsSchemaOf(rulesMin: number): JsonSchema {
+  return {
+    type: 'object',
+    required: ['rules'],
+    properties: {
+      rules: {
+        type: 'array',
+        minItems: rulesMin,
+        maxItems: CORS_RULES_MAX,
+        items: {
+          type: 'object',
+          required: ['allowedOrigins', 'allowedMethods'],
+          properties: {
+            id: {
+              type: 'string',
+              minLength: 1,
+              maxLength: CORS_RULE_ID_CHARS_MAX,
+              pattern: '^[\\x20-\\x7e]+$',
+              description: 'unique among the rules',
+            },
+            allowedOrigins: list(1, value, 'at most one * each'),
+            allowedMethods: list(1, { type: 'string', enum: [...CORS_METHODS] }),
+            allowedHeaders: list(
+              0,
+              value,
+              'header names, at most one * each; once each in any case',
+            ),
+            exposeHeaders: list(0, value, 'header names, once each in any case'),
+            maxAgeSeconds: { type: 'integer', minimum: 0, maximum: CORS_MAX_AGE_SECONDS_MAX },
+          },
         },
       },
     },
-  },
-};
+  };
+}
+/** A PUT body and answer: at least one rule (DELETE clears the configuration). */
+export const corsSchema = corsSchemaOf(1);
+/** What GET answers: `{rules: []}` for a bucket without rules. */
+const corsReadSchema = corsSchemaOf(0);
 const doc = (
   summary: string,
   responses: RouteDoc['responses'],
@@ -46,7 +88,7 @@ export function corsRoutes(kit: RouteKit): Route<Handler>[] {
       path: '/buckets/{bucket}/cors',
       operationId: 'getBucketCors',
       doc: doc('Read the CORS rules (empty when none)', {
-        200: { description: 'rules', schema: corsSchema },
+        200: { description: 'rules', schema: corsReadSchema },
       }),
       handler: (exchange, params) => {
         const principal = bearer(exchange);

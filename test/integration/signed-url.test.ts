@@ -5,7 +5,8 @@
 // error="invalid_token", not a plain bearer challenge); upload constraints hold
 // (contentLengthMax refused before the body is read and nothing stored, pinned content type,
 // checksum, idempotency key, keyPrefix with a browser-chosen suffix); the reason lands on the
-// mint and use audit rows; CORS rules need an admin key, and a browser-style preflight
+// mint and use audit rows; CORS rules need an admin key and hold the bounds the served document
+// states (1 to 100 rules, origins and methods), and a browser-style preflight
 // (OPTIONS with Origin and Access-Control-Request-Method/Headers) succeeds only when the token
 // authorizes the method and resource and a stored rule matches, carrying Access-Control-*
 // headers only then.
@@ -15,6 +16,14 @@ import t from 'tap';
 import { createHash, randomBytes } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import { Service, type DataClient } from '../helpers/service.js';
+
+/** A JSON schema of the served document, as far as these tests read one. */
+interface Schema {
+  properties: Record<string, Schema>;
+  items?: Schema;
+  minItems?: number;
+  maxItems?: number;
+}
 
 /** The fields of a `POST /sign-url` answer that these tests read; t.match checks the rest. */
 interface SignedUrl {
@@ -414,6 +423,30 @@ t.test('signed URLs and CORS preflight', async (t) => {
       ).status,
       400,
     );
+    // The served document states the bounds the server holds to.
+    const served = (await (await fetch(`${service.publicUrl}/openapi.json`)).json()) as {
+      paths: Record<
+        string,
+        Record<string, { requestBody: { content: Record<string, { schema: Schema }> } }>
+      >;
+    };
+    const corsPut = served.paths['/buckets/{bucket}/cors']?.['put'];
+    const body = corsPut?.requestBody.content['application/json']?.schema;
+    if (!body) throw new RangeError('PUT /buckets/{bucket}/cors has no JSON body schema');
+    const ruleList = body.properties['rules'] as Schema & { items: Schema };
+    t.match(ruleList, { minItems: 1, maxItems: 100 }, 'rules: 1 to 100');
+    for (const field of ['allowedOrigins', 'allowedMethods'])
+      t.match(ruleList.items.properties[field], { minItems: 1, maxItems: 100 }, field);
+    const rule = { allowedOrigins: ['*'], allowedMethods: ['GET'] };
+    const outOfBounds: unknown[] = [
+      { rules: [] },
+      { rules: Array.from({ length: 101 }, () => rule) },
+      { rules: [{ ...rule, allowedOrigins: [] }] },
+      { rules: [{ ...rule, allowedMethods: [] }] },
+      { rules: [{ ...rule, allowedHeaders: Array.from({ length: 101 }, (_, i) => `x-${i}`) }] },
+    ];
+    for (const json of outOfBounds)
+      t.equal((await client.request('PUT', '/buckets/site/cors', { json })).status, 400);
     t.equal((await client.request('PUT', '/buckets/site/cors', { json: rules })).status, 200);
     t.same(
       ((await reader.request('GET', '/buckets/site/cors')).json as CorsConfig).rules[0]
