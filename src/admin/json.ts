@@ -301,7 +301,7 @@ const problem = (
 /** Problem answers every authenticated operation can give, plus the ones it names. */
 export function problems(...statuses: number[]): RouteDoc['responses'] {
   const known: Record<number, string> = {
-    400: 'malformed request (missing reason, bad confirm, invalid field)',
+    400: 'malformed request (missing reason, bad confirm, invalid field, a path that is not UTF-8, a query value of the wrong type)',
     401: 'missing, invalid, revoked or expired admin token',
     403: 'role too low, or the token is limited to another tenant',
     404: 'not found',

@@ -64,7 +64,7 @@ export function keyRoutes(services: AdminServices): Route<Handler>[] {
               properties: { accounts: { type: 'array', items: accountSchema } },
             },
           },
-          ...problems(404),
+          ...problems(400, 404),
         },
       },
       handler: (exchange, params) => {
@@ -147,7 +147,7 @@ export function keyRoutes(services: AdminServices): Route<Handler>[] {
               properties: { keys: { type: 'array', items: keySchema } },
             },
           },
-          ...problems(404),
+          ...problems(400, 404),
         },
       },
       handler: (exchange, params) => {

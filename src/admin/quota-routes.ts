@@ -51,7 +51,7 @@ export function quotaRoutes(services: AdminServices): Route<Handler>[] {
       doc: {
         summary: 'The tenant quota and current usage',
         auth: bearer,
-        responses: { 200: { description: 'quota', schema: quotaSchema }, ...problems(404) },
+        responses: { 200: { description: 'quota', schema: quotaSchema }, ...problems(400, 404) },
       },
       handler: (exchange, params) => {
         auth.authenticate(exchange, 'viewer', params['id']);
@@ -135,7 +135,7 @@ export function quotaRoutes(services: AdminServices): Route<Handler>[] {
         responses: {
           204: { description: 'cleared' },
           200: { description: 'dry run', schema: dryRunSchema },
-          ...problems(404),
+          ...problems(400, 404),
         },
       },
       handler: async (exchange, params) => {
@@ -173,7 +173,7 @@ export function quotaRoutes(services: AdminServices): Route<Handler>[] {
         summary:
           'Storage usage: logical and physical bytes, objects, versions, delete markers, per bucket',
         auth: bearer,
-        responses: { 200: { description: 'usage', schema: usageSchema }, ...problems(404) },
+        responses: { 200: { description: 'usage', schema: usageSchema }, ...problems(400, 404) },
       },
       handler: async (exchange, params) => {
         auth.authenticate(exchange, 'viewer', params['id']);

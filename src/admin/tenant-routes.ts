@@ -66,7 +66,7 @@ export function tenantRoutes(services: AdminServices): Route<Handler>[] {
               properties: { tenants: { type: 'array', items: tenantSchema } },
             },
           },
-          ...problems(),
+          ...problems(400),
         },
       },
       handler: (exchange) => {
@@ -140,7 +140,7 @@ export function tenantRoutes(services: AdminServices): Route<Handler>[] {
       doc: {
         summary: 'Get a tenant (a deleted tenant shows state "deleted" and its deletion progress)',
         auth: bearer,
-        responses: { 200: { description: 'tenant', schema: tenantSchema }, ...problems(404) },
+        responses: { 200: { description: 'tenant', schema: tenantSchema }, ...problems(400, 404) },
       },
       handler: (exchange, params) => {
         const id = auth

@@ -2,8 +2,11 @@
 // spec/admin-api.md §4 is in them with its method, every operationId is unique (and the spec's
 // example ids exist), every operation documents the problem object (and every operation that
 // authenticates lists 401 and 403 itself), and the copies committed in
-// docs/openapi/ match what the service serves (regenerate them with LIGHTWELL_UPDATE_OPENAPI=1).
-// Method: start the real service, fetch both documents unauthenticated, compare.
+// docs/openapi/ match what the service serves (regenerate them with LIGHTWELL_UPDATE_OPENAPI=1);
+// what every operation answers to a path parameter that is not UTF-8, and a read to a boolean
+// or integer query parameter of another value, is a status the operation declares.
+// Method: start the real service, fetch both documents unauthenticated, compare; then walk every
+// operation of both with those malformed requests.
 import t, { type Test } from 'tap';
 import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -85,6 +88,7 @@ type Operation = {
   operationId: string;
   responses: Record<string, unknown>;
   security?: Array<Record<string, unknown>>;
+  parameters?: Array<{ name: string; in: string; schema: { type?: string } }>;
 };
 type OpenApi = {
   openapi: string;
@@ -175,4 +179,55 @@ t.test('served OpenAPI documents are the contract', async (t) => {
     404,
     'the admin listener never serves the data plane',
   );
+});
+
+/** Real values for the path parameters of the walk below (a bucket and tenant that exist). */
+const pathValues: Record<string, string> = {
+  bucket: 'walk',
+  key: 'k',
+  id: 'walk',
+  keyId: 'x',
+  uploadId: 'x',
+  partNumber: '1',
+};
+
+t.test('what the service answers to malformed input, every operation declares', async (t) => {
+  const service = await Service.start();
+  t.teardown(() => service.close());
+  const owner = service.adminToken();
+  const client = await service.tenant('walk');
+  t.equal((await client.request('POST', '/buckets', { json: { name: 'walk' } })).status, 201);
+  const planes = [
+    {
+      url: service.publicUrl,
+      send: async (method: string, path: string): Promise<number> =>
+        (await client.request(method, path)).status,
+    },
+    {
+      url: service.adminUrl,
+      send: async (method: string, path: string): Promise<number> =>
+        (await service.admin(method, path, owner)).status,
+    },
+  ];
+  for (const plane of planes) {
+    const doc = (await (await fetch(`${plane.url}/openapi.json`)).json()) as OpenApi;
+    for (const [endpoint, operation] of operations(doc)) {
+      const [method = '', path = ''] = endpoint.split(' ');
+      const declared = (status: number): boolean => String(status) in operation.responses;
+      // A path parameter that is not UTF-8 once decoded: the router's 400, before any handler.
+      if (path.includes('{')) {
+        const status = await plane.send(method, path.replace(/\{\w+\}/g, '%ff'));
+        t.ok(declared(status), `${endpoint} with %ff: ${status} is declared`);
+      }
+      // A read's typed query parameter with a value of another type.
+      if (method !== 'GET') continue;
+      const filled = path.replace(/\{(\w+)\}/g, (_, name: string) => pathValues[name] ?? 'x');
+      for (const parameter of operation.parameters ?? []) {
+        const type = parameter.schema.type;
+        if (parameter.in !== 'query' || (type !== 'boolean' && type !== 'integer')) continue;
+        const status = await plane.send(method, `${filled}?${parameter.name}=maybe`);
+        t.ok(declared(status), `${endpoint}?${parameter.name}=maybe: ${status} is declared`);
+      }
+    }
+  }
 });
