@@ -8,6 +8,7 @@
 // every response.
 
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
+import { isUtf8 } from 'node:buffer';
 import { randomBytes } from 'node:crypto';
 import { BadRequest, PayloadTooLarge, errorCode, isLightwellError } from '../util/errors.js';
 import type { Logger } from '../util/log.js';
@@ -321,7 +322,8 @@ export class Exchange {
 
   /**
    * The request body (at most `limit` bytes) parsed as JSON, undefined when empty; 400 when it
-   * carries a field that the operation's JSON body schema does not declare (strict-input.ts).
+   * is not UTF-8 or not JSON, or carries a field that the operation's JSON body schema does not
+   * declare (strict-input.ts).
    */
   async readJson(limit = JSON_BODY_BYTES_MAX): Promise<unknown> {
     const value = await this.readJsonUnchecked(limit);
@@ -346,7 +348,14 @@ export class Exchange {
         }
         parts.push(Buffer.from(chunk.slice(0)));
         if (!isLast) return;
-        const text = Buffer.concat(parts).toString('utf8');
+        const bytes = Buffer.concat(parts);
+        // `toString` would put U+FFFD for each invalid byte, and a name with it would be stored
+        // as another name: refused, as a path that is not UTF-8 is (router.ts).
+        if (!isUtf8(bytes)) {
+          reject(BadRequest('the request body is not valid UTF-8'));
+          return;
+        }
+        const text = bytes.toString('utf8');
         if (text.trim().length === 0) {
           resolve(undefined);
           return;

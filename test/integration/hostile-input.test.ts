@@ -4,8 +4,9 @@
 // request naming a tenant id of 3,000 characters leaves the audit log working (its row could not
 // be indexed, and held back every row after it); a list prefix or key marker longer than any key
 // is a 400, not a 500; a metadata header that is not ASCII is refused rather than stored cut
-// short; a raw path that is not UTF-8 is refused rather than merged with other keys; an upload
-// without Content-Length is 411.
+// short; a raw path that is not UTF-8 is refused rather than merged with other keys, and so is
+// a JSON body on either API (its bytes would have become U+FFFD); an upload without
+// Content-Length is 411.
 // Method: `lightwell serve` on loopback; fetch, and raw sockets for what fetch will not send.
 import t from 'tap';
 import { connect } from 'node:net';
@@ -153,6 +154,32 @@ t.test('hostile input', async (t) => {
     }
     const listed = await client.request('GET', `/buckets/${BUCKET}/objects?prefix=u8/`);
     t.same((listed.json as { objects: unknown[] }).objects, [], 'no key was stored');
+  });
+
+  await t.test('a JSON body that is not UTF-8 is refused, on both APIs', async (t) => {
+    const json = (text: string, byte: number): Buffer => {
+      const [head = '', tail = ''] = text.split('#');
+      return Buffer.concat([Buffer.from(head), Buffer.from([byte]), Buffer.from(tail)]);
+    };
+    for (const byte of [0xff, 0xc3]) {
+      const tenant = await fetch(`${service.adminUrl}/tenants`, {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${owner}`, 'Content-Type': 'application/json' },
+        body: json('{"id": "utf8-name", "name": "a#b"}', byte),
+      });
+      t.equal(tenant.status, 400, `admin, byte 0x${byte.toString(16)}`);
+      t.match(((await tenant.json()) as Problem).message, /not valid UTF-8/);
+      const tags = await client.request('PUT', `/buckets/${BUCKET}/object-tags/source`, {
+        body: json('{"tags": [{"key": "k", "value": "a#b"}]}', byte),
+        headers: { 'Content-Type': 'application/json' },
+      });
+      t.equal(tags.status, 400, `data, byte 0x${byte.toString(16)}`);
+      t.equal((tags.json as Problem).code, 'bad_request');
+      t.match(message(tags.json), /not valid UTF-8/);
+    }
+    t.equal((await service.admin('GET', '/tenants/utf8-name', owner)).status, 404, 'no tenant');
+    const tags = await client.request('GET', `/buckets/${BUCKET}/object-tags/source`);
+    t.same(tags.json, { tags: [] }, 'no tag');
   });
 
   await t.test('an upload without Content-Length is 411', async (t) => {
