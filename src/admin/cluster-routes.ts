@@ -30,6 +30,7 @@ import {
   requireConfirm,
   isDryRun,
   dryRunQuery,
+  reasonSchema,
 } from './request.js';
 import { membershipSchema, scrubReportSchema, problems, str } from './json.js';
 import { liveTenant } from './tenant-routes.js';
@@ -86,6 +87,7 @@ const changes: readonly MembershipChange[] = [
 function changeBodySchema(change: MembershipChange): Record<string, unknown> {
   const properties: Record<string, unknown> = {};
   for (const field of [...change.required, ...change.optional]) properties[field] = str;
+  properties['reason'] = reasonSchema;
   properties['confirm'] = { type: 'string', description: `must equal ${change.confirmOf}` };
   if (change.name === 'drain' || change.name === 'remove')
     properties['forceLost'] = { type: 'boolean' };
@@ -176,7 +178,7 @@ function rebalanceRoute(services: AdminServices): Route<Handler> {
           properties: {
             tenantId: str,
             bucketName: str,
-            reason: str,
+            reason: reasonSchema,
             confirmTenant: { type: 'string', description: 'must equal tenantId' },
             confirmBucket: {
               type: 'string',

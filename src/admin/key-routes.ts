@@ -29,6 +29,9 @@ import {
   mutate,
   dryRunAnswer,
   dryRunQuery,
+  optionalText,
+  textSchema,
+  reasonSchema,
 } from './request.js';
 import {
   accountJson,
@@ -91,8 +94,8 @@ export function keyRoutes(services: AdminServices): Route<Handler>[] {
             required: ['id'],
             properties: {
               id: { type: 'string', pattern: '^[A-Za-z0-9._@-]{1,64}$' },
-              name: str,
-              reason: { type: 'string', description: 'noted in the audit log' },
+              name: textSchema,
+              reason: reasonSchema,
             },
           },
         },
@@ -108,7 +111,7 @@ export function keyRoutes(services: AdminServices): Route<Handler>[] {
         const body = await readBody(exchange);
         const id = requiredString(body, 'id');
         validateAccountId(id);
-        const name = optionalString(body, 'name');
+        const name = optionalText(body, 'name');
         optionalReason(exchange, body);
         const dryRun = isDryRun(exchange);
         const account = await mutate<AccountRecord>(
@@ -197,10 +200,10 @@ const createKeyBody = {
   required: ['accountId', 'scopes'],
   properties: {
     accountId: str,
-    externalRef: str,
+    externalRef: textSchema,
     scopes: str,
     expiresAt: { type: 'string', description: 'RFC 3339 or YYYY-MM-DD (end of that day, UTC)' },
-    reason: str,
+    reason: reasonSchema,
   },
 } as const;
 
@@ -226,7 +229,7 @@ function createKeyRoute(services: AdminServices): Route<Handler> {
       const body = await readBody(exchange);
       const accountId = requiredString(body, 'accountId');
       const scopes = scopesOf(body, true);
-      const externalRef = optionalString(body, 'externalRef');
+      const externalRef = optionalText(body, 'externalRef');
       const expiresAt = expiresAtOf(body);
       optionalReason(exchange, body);
       const dryRun = isDryRun(exchange);
@@ -267,7 +270,7 @@ function rotateKeyRoute(services: AdminServices): Route<Handler> {
           properties: {
             scopes: { type: 'string', description: 'new scopes; unchanged when absent' },
             expiresAt: { type: 'string', description: 'new expiry; unchanged when absent' },
-            reason: str,
+            reason: reasonSchema,
           },
         },
       },
@@ -323,7 +326,7 @@ function revokeKeyRoute(services: AdminServices): Route<Handler> {
       query: dryRunQuery,
       requestBody: {
         contentType: 'application/json',
-        schema: { type: 'object', required: ['reason'], properties: { reason: str } },
+        schema: { type: 'object', required: ['reason'], properties: { reason: reasonSchema } },
       },
       responses: {
         200: {

@@ -26,6 +26,7 @@ import {
   dryRunAnswer,
   dryRunQuery,
   optionalReason,
+  reasonSchema,
 } from './request.js';
 import { quotaJson, quotaSchema, usageSchema, dryRunSchema, problems } from './json.js';
 import { liveTenant } from './tenant-routes.js';
@@ -80,7 +81,7 @@ export function quotaRoutes(services: AdminServices): Route<Handler>[] {
             properties: {
               maxBytes: { type: 'integer', minimum: 0, nullable: true },
               maxObjects: { type: 'integer', minimum: 0, nullable: true },
-              reason: { type: 'string', description: 'noted in the audit log' },
+              reason: reasonSchema,
             },
           },
         },

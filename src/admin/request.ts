@@ -9,6 +9,7 @@ import type { EngineClient } from '../engine/protocol.js';
 import type { NodeRecord } from '../engine/index/schema.js';
 import type { Settings } from '../util/config.js';
 import { BadRequest } from '../util/errors.js';
+import { refuseControlChars } from '../security/names.js';
 import type { AdminAuth } from './auth.js';
 import { zeroPlanCounts } from './plan.js';
 
@@ -29,6 +30,11 @@ export const TEXT_CHARS_MAX = 1024;
 
 export type Body = Record<string, unknown>;
 
+/** A name, reason or external reference as the documents publish it: no control characters. */
+export const textSchema = { type: 'string', pattern: '^[^\\u0000-\\u001f\\u007f]*$' } as const;
+/** `reason`, optional or required, on every mutation. */
+export const reasonSchema = { ...textSchema, description: 'noted in the audit log' } as const;
+
 /** The JSON object body; an empty body is `{}`. */
 export async function readBody(exchange: Exchange): Promise<Body> {
   const value = await exchange.readJson();
@@ -44,6 +50,13 @@ export function optionalString(body: Body, field: string): string | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== 'string' || value.length > TEXT_CHARS_MAX)
     throw BadRequest(`${field} must be a string of at most ${TEXT_CHARS_MAX} characters`);
+  return value;
+}
+
+/** An optional name or external reference: text without control characters (names.ts). */
+export function optionalText(body: Body, field: string): string | undefined {
+  const value = optionalString(body, field);
+  if (value !== undefined) refuseControlChars(value, field);
   return value;
 }
 
@@ -64,13 +77,14 @@ export function optionalBoolean(body: Body, field: string): boolean | undefined 
 /** `reason` (required on disable, delete, revoke and the cluster operations); noted for audit. */
 export function requiredReason(exchange: Exchange, body: Body): string {
   const reason = requiredString(body, 'reason', ' (say why, for the audit log)');
+  refuseControlChars(reason, 'reason');
   exchange.audit.reason = reason;
   return reason;
 }
 
 /** An optional `reason`, accepted by every admin mutation and noted for audit. */
 export function optionalReason(exchange: Exchange, body: Body): string | undefined {
-  const reason = optionalString(body, 'reason');
+  const reason = optionalText(body, 'reason');
   if (reason !== undefined) exchange.audit.reason = reason;
   return reason;
 }

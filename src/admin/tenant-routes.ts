@@ -17,7 +17,6 @@ import {
   type AdminServices,
   readBody,
   requiredString,
-  optionalString,
   requiredReason,
   optionalReason,
   requireConfirm,
@@ -26,8 +25,11 @@ import {
   mutate,
   dryRunAnswer,
   dryRunQuery,
+  optionalText,
+  textSchema,
+  reasonSchema,
 } from './request.js';
-import { tenantJson, tenantSchema, tenantPlanSchema, dryRunSchema, problems, str } from './json.js';
+import { tenantJson, tenantSchema, tenantPlanSchema, dryRunSchema, problems } from './json.js';
 import { tenantPlan } from './plan.js';
 
 const bearer = 'bearer' as const;
@@ -97,8 +99,8 @@ export function tenantRoutes(services: AdminServices): Route<Handler>[] {
             required: ['id'],
             properties: {
               id: { type: 'string', pattern: '^[a-z0-9-]{3,63}$' },
-              name: str,
-              reason: { type: 'string', description: 'noted in the audit log' },
+              name: textSchema,
+              reason: reasonSchema,
             },
           },
         },
@@ -114,7 +116,7 @@ export function tenantRoutes(services: AdminServices): Route<Handler>[] {
         const id = requiredString(body, 'id');
         validateTenantId(id);
         caller.requireTenant(id);
-        const name = optionalString(body, 'name');
+        const name = optionalText(body, 'name');
         optionalReason(exchange, body);
         const dryRun = isDryRun(exchange);
         const tenant = await mutate<TenantRecord>(
@@ -154,7 +156,11 @@ export function tenantRoutes(services: AdminServices): Route<Handler>[] {
   ];
 }
 
-const reasonBody = { type: 'object', required: ['reason'], properties: { reason: str } } as const;
+const reasonBody = {
+  type: 'object',
+  required: ['reason'],
+  properties: { reason: reasonSchema },
+} as const;
 
 function disableRoute(services: AdminServices): Route<Handler> {
   return {
@@ -214,7 +220,7 @@ function deleteRoute(services: AdminServices): Route<Handler> {
           type: 'object',
           required: ['reason', 'confirm'],
           properties: {
-            reason: str,
+            reason: reasonSchema,
             confirm: { type: 'string', description: 'must equal the tenant id' },
           },
         },

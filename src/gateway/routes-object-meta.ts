@@ -20,7 +20,13 @@ import { findVersionIn, seqOfVersionId } from '../engine/ops/objects.js';
 import { authorize, type Principal } from './auth.js';
 import { keyQuery, objectJson, writtenHeaders, type RouteKit } from './routes.js';
 import { objectSchema, writeHeaders } from './route-docs.js';
-import { validateContentType, validateObjectKey, validateUserMetadata } from '../security/names.js';
+import {
+  quoteForMessage,
+  refuseControlChars,
+  validateContentType,
+  validateObjectKey,
+  validateUserMetadata,
+} from '../security/names.js';
 import { parseDateTime } from '../security/expiry.js';
 import { BadRequest, NotFound } from '../util/errors.js';
 import { componentLogger } from '../util/log.js';
@@ -35,17 +41,24 @@ const COPY_TEXT_CHARS_MAX = 2048;
 
 const str = { type: 'string' } as const;
 const bool = { type: 'boolean' } as const;
-const tagsSchema: JsonSchema = {
+const tagsSchemaOf = (key: JsonSchema, value: JsonSchema): JsonSchema => ({
   type: 'object',
   required: ['tags'],
   properties: {
     tags: {
       type: 'array',
       maxItems: TAGS_MAX,
-      items: { type: 'object', required: ['key', 'value'], properties: { key: str, value: str } },
+      items: { type: 'object', required: ['key', 'value'], properties: { key, value } },
     },
   },
-};
+});
+const tagsSchema = tagsSchemaOf(str, str);
+/** What PUT takes: S3's limits, and no control characters (see parseTags). */
+const noControls = '^[^\\u0000-\\u001f\\u007f]*$';
+const tagsRequestSchema = tagsSchemaOf(
+  { type: 'string', minLength: 1, maxLength: TAG_KEY_CHARS_MAX, pattern: noControls },
+  { type: 'string', maxLength: TAG_VALUE_CHARS_MAX, pattern: noControls },
+);
 const retentionSchema: JsonSchema = {
   type: 'object',
   required: ['mode', 'retainUntil'],
@@ -244,7 +257,7 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
       doc: doc(
         'Replace the tag set',
         { 200: { description: 'tags', schema: tagsSchema } },
-        { query: versionQuery, requestBody: json(tagsSchema) },
+        { query: versionQuery, requestBody: json(tagsRequestSchema) },
       ),
       handler: async (exchange, params) => {
         const { args } = target(exchange, params, 'write');
@@ -546,6 +559,9 @@ function parseTags(value: unknown): ObjectTag[] {
       throw BadRequest(`the tag ${JSON.stringify(key)} needs a string value (it may be empty)`);
     if (Array.from(tagValue).length > TAG_VALUE_CHARS_MAX)
       throw BadRequest(`tag values are at most ${TAG_VALUE_CHARS_MAX} characters`);
+    // Not S3's `aws:` prefix rule: DECISIONS.md takes S3's limits only (architecture.md).
+    refuseControlChars(key, 'a tag key');
+    refuseControlChars(tagValue, `the value of tag ${quoteForMessage(key)}`);
     if (seen.has(key)) throw BadRequest(`duplicate tag key ${key}`);
     seen.add(key);
     return { key, value: tagValue };

@@ -1,5 +1,5 @@
 // Validators for every name a client or operator chooses: bucket names, object keys, tenant
-// and account ids, and user metadata.
+// and account ids, user metadata, and free text that people read (no control characters).
 //
 // Invariants:
 // - Each validator accepts `unknown` and either returns or throws `bad_request` with a message
@@ -58,6 +58,22 @@ export function validateContentType(value: unknown, what = 'contentType'): strin
   )
     throw BadRequest(`${what} must be 1 to ${CONTENT_TYPE_CHARS_MAX} visible ASCII characters`);
   return value;
+}
+
+/**
+ * Text that people read back (names, reasons, external references, tags): 400 naming `field`
+ * for a C0 control character (U+0000 to U+001F) or DEL (U+007F). CR and LF would forge lines
+ * in logs and audit exports, NUL cuts C strings short; none has a use in a name.
+ */
+export function refuseControlChars(value: string, field: string): void {
+  for (let index = 0; index < value.length; index += 1) {
+    const unit = value.charCodeAt(index);
+    if (unit >= 0x20 && unit !== 0x7f) continue;
+    const found = `U+${unit.toString(16).toUpperCase().padStart(4, '0')}`;
+    throw BadRequest(
+      `${field} must not contain control characters (U+0000 to U+001F, U+007F); found ${found}`,
+    );
+  }
 }
 
 /** JSON-quotes at most QUOTED_CHARS_MAX characters of `text`, for error messages. */

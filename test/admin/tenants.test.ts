@@ -3,7 +3,9 @@
 // required, revokes the tenant's keys in the same transaction, data-plane tokens stop at once);
 // delete (owner, reason, confirm = id, only a disabled tenant (409), 412 while a version is under
 // legal hold or retention, then everything goes and the tenant shows as deleted); every
-// mutation's `?dryRun=true` returns the plan, applies nothing, and is audited as a dry run.
+// mutation's `?dryRun=true` returns the plan, applies nothing, and is audited as a dry run;
+// names, reasons and external references with a control character are refused and change
+// nothing.
 // Method: the real service on loopback; data written through the public API (buckets, objects,
 // versions, delete markers, object lock); then the admin API, checked against both listeners.
 import t from 'tap';
@@ -402,6 +404,53 @@ t.test('tenant lifecycle', async (t) => {
       t.equal((await mintBearer(service, client.accessKeyId, client.secretKey)).status, 401);
     },
   );
+
+  await t.test('names, reasons and external references refuse control characters', async (t) => {
+    const created = await call(service, 'POST', '/tenants', {
+      token: owner,
+      body: { id: 'ctl', name: 'Zürich – “Ops” 🚀' },
+    });
+    t.equal(created.status, 201, 'other Unicode is fine');
+    t.equal(
+      (await call(service, 'POST', '/tenants/ctl/accounts', { token: owner, body: { id: 'app' } }))
+        .status,
+      201,
+    );
+    const bodies: Array<[string, string, (text: string) => Record<string, unknown>, string]> = [
+      ['POST', '/tenants', (text) => ({ id: 'ctl-other', name: text }), 'name'],
+      ['POST', '/tenants', (text) => ({ id: 'ctl-other', reason: text }), 'reason'],
+      ['POST', '/tenants/ctl/accounts', (text) => ({ id: 'other', name: text }), 'name'],
+      [
+        'POST',
+        '/tenants/ctl/keys',
+        (text) => ({ accountId: 'app', scopes: 'read', externalRef: text }),
+        'externalRef',
+      ],
+      ['PUT', '/tenants/ctl/quota', (text) => ({ maxBytes: 1, reason: text }), 'reason'],
+      ['POST', '/tenants/ctl/disable', (text) => ({ reason: text }), 'reason'],
+      ['POST', '/cluster/consensus/drain', (text) => ({ id: 'n2', reason: text }), 'reason'],
+    ];
+    for (const text of ['a\u0000b', 'ok\r\nforged: row', 'tab\there', 'del\u007f', '\u001f']) {
+      for (const [method, path, body, field] of bodies) {
+        const answer = await call(service, method, path, { token: owner, body: body(text) });
+        t.equal(answer.status, 400, `${method} ${path} ${field} ${JSON.stringify(text)}`);
+        t.match(
+          (answer.json as Problem).message,
+          new RegExp(`^${field} must not contain control characters`),
+        );
+      }
+    }
+    t.equal((await call(service, 'GET', '/tenants/ctl-other', { token: owner })).status, 404);
+    t.match((await call(service, 'GET', '/tenants/ctl', { token: owner })).json, {
+      state: 'active',
+    });
+    t.same((await call(service, 'GET', '/tenants/ctl/keys', { token: owner })).json, { keys: [] });
+    t.same((await call(service, 'GET', '/tenants/ctl/quota', { token: owner })).json, {
+      tenantId: 'ctl',
+      usedBytes: 0,
+      usedObjects: 0,
+    });
+  });
 });
 
 /** Two buckets: 3 objects in an unversioned one; 2 keys with 3 versions and a marker in another. */

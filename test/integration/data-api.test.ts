@@ -1,8 +1,8 @@
 // Goal: the data-plane rules of spec/data-api.md beyond the byte path behave as specified:
-// versioning (S3 semantics with null versions and delete markers), the versions listing, tags,
-// retention and legal hold (extend-only, gating deletes), server-side copy, batch delete,
-// idempotency keys, conditional writes decided atomically, read preconditions and conditional
-// deletes, checksum verification.
+// versioning (S3 semantics with null versions and delete markers), the versions listing, tags
+// (S3's limits, no control characters), retention and legal hold (extend-only, gating deletes),
+// server-side copy, batch delete, idempotency keys, conditional writes decided atomically, read
+// preconditions and conditional deletes, checksum verification.
 // Method: one real service on loopback; every rule is driven through HTTP as a client would.
 import t from 'tap';
 import { createHash, randomBytes } from 'node:crypto';
@@ -193,6 +193,29 @@ t.test('data-plane API', async (t) => {
       (await client.request('PUT', '/buckets/tagged/object-tags/o', { json: { tags: emoji } }))
         .status,
       200,
+    );
+    // No C0 control character or DEL in a key or value; `aws:` keys are not reserved
+    // (DECISIONS.md takes S3's limits, not its prefix rule).
+    const controls: Array<[{ key: string; value: string }, RegExp]> = [
+      [{ key: 'a\u0000b', value: 'v' }, /^a tag key must not contain control characters/],
+      [{ key: 'k', value: 'line\r\nforged' }, /^the value of tag "k" must not contain control/],
+      [{ key: 'tab\tkey', value: '' }, /^a tag key must not contain control characters/],
+      [{ key: 'k', value: 'del\u007f' }, /U\+007F/],
+    ];
+    for (const [tag, message] of controls) {
+      const response = await client.request('PUT', '/buckets/tagged/object-tags/o', {
+        json: { tags: [tag] },
+      });
+      t.equal(response.status, 400, JSON.stringify(tag));
+      t.match((response.json as Problem).message, message);
+    }
+    t.same((await client.request('GET', '/buckets/tagged/object-tags/o')).json, { tags: emoji });
+    const aws = [{ key: 'aws:cloudformation:stack-name', value: 'mine' }];
+    t.equal(
+      (await client.request('PUT', '/buckets/tagged/object-tags/o', { json: { tags: aws } }))
+        .status,
+      200,
+      'an aws: key is an ordinary key here',
     );
     t.equal((await client.request('DELETE', '/buckets/tagged/object-tags/o')).status, 204);
     t.same((await client.request('GET', '/buckets/tagged/object-tags/o')).json, { tags: [] });

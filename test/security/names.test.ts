@@ -6,6 +6,7 @@ import {
   OBJECT_KEY_BYTES_MAX,
   USER_METADATA_BYTES_MAX,
   quoteForMessage,
+  refuseControlChars,
   validateAccountId,
   validateBucketName,
   validateObjectKey,
@@ -156,6 +157,32 @@ t.test('user metadata: refused', async (t) => {
   ];
   for (const [map, message] of cases) {
     t.throws(() => validateUserMetadata(map), badRequest(message));
+  }
+});
+
+t.test('text people read refuses C0 controls and DEL, naming the field', async (t) => {
+  // Only C0 and DEL: C1 controls, NBSP and the line separator pass (a U+2028 in a test's name
+  // would break its TAP line, hence the index).
+  const accepted = ['', 'Zürich – “Ops” 🚀', ' spaces ', '\u0080\u00a0\u2028'];
+  accepted.forEach((text, index) => {
+    t.doesNotThrow(() => refuseControlChars(text, 'name'), `accepted[${index}]`);
+  });
+  const cases: [string, string][] = [
+    ['a\u0000b', 'U+0000'],
+    ['tab\t', 'U+0009'],
+    ['line\r\nforged', 'U+000D'],
+    ['\u001f', 'U+001F'],
+    ['del\u007f', 'U+007F'],
+  ];
+  for (const [text, found] of cases) {
+    t.throws(
+      () => refuseControlChars(text, 'reason'),
+      {
+        code: 'bad_request',
+        message: `reason must not contain control characters (U+0000 to U+001F, U+007F); found ${found}`,
+      },
+      JSON.stringify(text),
+    );
   }
 });
 
