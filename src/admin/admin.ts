@@ -71,6 +71,7 @@ export async function startAdmin(options: {
       port: address.port,
       sharedPort: false,
       audit,
+      identify: (exchange) => auth.identify(exchange),
       tls: tlsFilesOf(settings),
       bodyRateMin: settings.bytes('limits.body_rate_min'),
     },

@@ -76,6 +76,35 @@ export class AdminAuth {
    * the audit row gets it and the scope is checked (step 4) before the handler looks anything up.
    */
   authenticate(exchange: Exchange, role: AdminRole, tenantId?: string): Caller {
+    const token = this.verify(exchange);
+    const limited = this.limiter.take(token.tokenId, Date.now());
+    if (!limited.ok)
+      throw RateLimited('admin rate limit exceeded for this token', {
+        retryAfterSeconds: limited.retryAfterSeconds,
+      });
+    const caller = new Caller(token, exchange);
+    if (tenantId !== undefined) exchange.audit.tenantId = tenantId;
+    if (ROLE_RANK[token.role] < ROLE_RANK[role])
+      throw Forbidden(`this operation needs the ${role} role (the token has ${token.role})`);
+    if (tenantId !== undefined) caller.requireTenant(tenantId);
+    exchange.refuseUnclearQuery();
+    return caller;
+  }
+
+  /**
+   * For a request that matched no route: names its caller on the audit row when it carries a
+   * live admin token (no rate limit, role or scope: the request is refused anyway).
+   */
+  identify(exchange: Exchange): void {
+    try {
+      this.verify(exchange);
+    } catch {
+      // No live admin token: the row stays anonymous.
+    }
+  }
+
+  /** The live admin token of the request (step 1), named on its audit row; else 401. */
+  private verify(exchange: Exchange): AdminTokenRecord {
     const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(exchange.header('authorization') ?? '');
     const secret = match?.[1];
     if (secret === undefined || !secret.startsWith('lwadm_')) {
@@ -91,17 +120,6 @@ export class AdminAuth {
       throw Unauthorized('the admin token has expired');
     exchange.audit.actor = `admin:${token.tokenId}`;
     if (token.tenant !== undefined) exchange.audit.tenantId = token.tenant;
-    const limited = this.limiter.take(token.tokenId, Date.now());
-    if (!limited.ok)
-      throw RateLimited('admin rate limit exceeded for this token', {
-        retryAfterSeconds: limited.retryAfterSeconds,
-      });
-    const caller = new Caller(token, exchange);
-    if (tenantId !== undefined) exchange.audit.tenantId = tenantId;
-    if (ROLE_RANK[token.role] < ROLE_RANK[role])
-      throw Forbidden(`this operation needs the ${role} role (the token has ${token.role})`);
-    if (tenantId !== undefined) caller.requireTenant(tenantId);
-    exchange.refuseUnclearQuery();
-    return caller;
+    return token;
   }
 }

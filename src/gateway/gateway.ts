@@ -117,13 +117,14 @@ export async function startGateway(options: {
     deadChunkGraceMs: settings.duration('storage.dead_chunk_grace'),
   };
   const tlsFiles = tlsFilesOf(settings);
+  const auth = new Authenticator(paths, store);
   const routes: Route<Handler>[] = dataRoutes({
     store,
     engine,
     pool,
     settings,
     tls: tlsFiles !== undefined,
-    auth: new Authenticator(paths, store),
+    auth,
     upload: {
       arena,
       pool,
@@ -172,6 +173,13 @@ export async function startGateway(options: {
       port: address.port,
       sharedPort: true,
       audit,
+      identify: (exchange) => {
+        try {
+          auth.authenticate(exchange.header('authorization'), exchange.audit);
+        } catch {
+          // No valid bearer token: the row stays anonymous, or names the token's key.
+        }
+      },
       receiveBufferBytes: settings.bytes('limits.socket_receive_bytes'),
       bodyRateMin: settings.bytes('limits.body_rate_min'),
       tls: tlsFiles,

@@ -29,6 +29,11 @@ export interface ListenOptions {
   /** Receives every answered exchange (one audit row per request). */
   readonly audit?: AuditSink | undefined;
   /**
+   * Names the caller on the audit row of a request that matched no route (a 404 or 405), when
+   * its credentials are valid; never throws. Routed requests are named by their authentication.
+   */
+  readonly identify?: ((exchange: Exchange) => void) | undefined;
+  /**
    * SO_RCVBUF of every accepted connection (`setReceiveBuffer`); 0 or undefined keeps the
    * kernel's autotuning.
    */
@@ -67,6 +72,7 @@ export function listen<H extends Handler>(
       // others when their caller is authenticated (Exchange.refuseUnclearQuery).
       if (doc.auth === 'none' || doc.auth === 'basic-or-body') exchange.refuseUnclearQuery();
     } catch (error) {
+      if (exchange.routeDoc === undefined) options.identify?.(exchange);
       exchange.sendProblem(error, log);
       options.audit?.record(exchange);
       return;

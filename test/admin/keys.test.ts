@@ -2,7 +2,8 @@
 // once (create and rotate) and never in a list; scope syntax and expiresAt formats are validated
 // with clear 400s; rotate makes the old secret stop minting tokens at once; revoke needs a
 // reason and stops the key's tokens at once; expiry is enforced; dry runs change nothing;
-// refused and rate-limited token requests are audited under the key and its tenant.
+// refused and rate-limited token requests are audited under the key and its tenant, and a
+// request that matches no route under the caller its token names.
 // Method: the real service on loopback; keys minted through the admin API and used on the
 // public API (token mint and a bucket listing) to observe each effect.
 import t from 'tap';
@@ -451,6 +452,35 @@ t.test('accounts and keys', async (t) => {
         what,
       );
       t.notMatch(JSON.stringify(row), 'not-the-secret', `${what}: no secret in the row`);
+    }
+  });
+  await t.test('a request that matches no route is audited under its caller', async (t) => {
+    const owner = await mintToken(service, 'owner');
+    const created = (
+      await call(service, 'POST', '/tenants/acme/keys', {
+        token: operator,
+        body: { accountId: 'ingest', scopes: 'read' },
+      })
+    ).json as Key;
+    const bearer = await mintBearer(service, created.accessKeyId, created.secretKey);
+    const unrouted = [
+      { url: `${service.adminUrl}/nosuch`, method: 'GET', token: owner.token, status: 404 },
+      { url: `${service.adminUrl}/tenants`, method: 'DELETE', token: owner.token, status: 405 },
+      { url: `${service.publicUrl}/nosuch`, method: 'GET', token: bearer.token, status: 404 },
+      { url: `${service.publicUrl}/buckets`, method: 'PATCH', token: bearer.token, status: 405 },
+    ];
+    for (const { url, method, token, status } of unrouted) {
+      const answer = await fetch(url, {
+        method,
+        headers: { Authorization: `Bearer ${token ?? ''}` },
+      });
+      await answer.arrayBuffer();
+      t.equal(answer.status, status, `${method} ${url}`);
+      const requestId = answer.headers.get('x-request-id') ?? '';
+      const row = await auditRowOf(service, owner.token, requestId);
+      const actor = url.startsWith(service.adminUrl) ? /^admin:/ : created.accessKeyId;
+      t.match(row, { action: 'unrouted', actor }, `${method} ${url}: the caller is named`);
+      if (!url.startsWith(service.adminUrl)) t.match(row, { tenantId: 'acme' });
     }
   });
 });
