@@ -517,7 +517,11 @@ export async function storeObject(
   let replay: { result: ObjectVersionRecord; body: ReplayBody } | undefined;
   const gate = idempotency
     ? engine
-        .call<BeginResult>('beginIdempotent', { ...target, ...idempotency })
+        .call<BeginResult>('beginIdempotent', {
+          ...target,
+          ...idempotency,
+          ownerPid: process.pid,
+        })
         .then(async (begun) => {
           if (!('replay' in begun)) {
             checkQuota();

@@ -360,6 +360,11 @@ export interface IdempotencyRecord {
   fingerprint: string;
   startedAt: number;
   expiresAt: number;
+  /**
+   * Of a `running` record: the pid of the gateway whose request holds the key. Once that process
+   * is gone its request is dead and a retry takes the key over at once.
+   */
+  ownerPid?: number;
   /** The committed version, replayed to a retry. */
   result?: ObjectVersionRecord;
 }

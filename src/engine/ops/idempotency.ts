@@ -3,9 +3,10 @@
 // successful commit. A retry with the same fingerprint gets that result again without storing
 // anything; a retry with another fingerprint is refused (422 `idempotency_key_reused`); a retry
 // while the first request still runs is refused (409 `idempotency_key_in_use`). Keys expire after
-// `idempotency.ttl`; a `running` record whose request died is taken over after RUNNING_STALE_MS. A
-// key is begun only for an active tenant, so none is written after a tenant delete has purged the
-// tenant's keys.
+// `idempotency.ttl`. A `running` record whose request died is taken over by a retry: at once when
+// the gateway process that held it is gone (a gateway that fails a request frees the key itself,
+// but one that crashed cannot), else after RUNNING_STALE_MS. A key is begun only for an active
+// tenant, so none is written after a tenant delete has purged the tenant's keys.
 
 import {
   DB,
@@ -17,6 +18,7 @@ import type { EngineContext } from './context.js';
 import { requireActiveTenant } from './control.js';
 import type { IndexStore } from '../index/store.js';
 import { IdempotencyKeyInUse, IdempotencyKeyReused } from '../../util/errors.js';
+import { processAlive } from '../data-dir.js';
 
 const RUNNING_STALE_MS = 15 * 60_000;
 
@@ -24,7 +26,7 @@ export type BeginResult = { replay: ObjectVersionRecord } | { started: true };
 
 export function beginIdempotent(
   context: EngineContext,
-  args: { tenantId: string; bucket: string; key: string; fingerprint: string },
+  args: { tenantId: string; bucket: string; key: string; fingerprint: string; ownerPid?: number },
 ): BeginResult {
   requireActiveTenant(context, args.tenantId);
   const now = context.now();
@@ -35,20 +37,29 @@ export function beginIdempotent(
       throw IdempotencyKeyReused('this Idempotency-Key was used with a different body or metadata');
     }
     if (existing.state === 'done' && existing.result) return { replay: existing.result };
-    if (now - existing.startedAt < RUNNING_STALE_MS) {
+    if (stillRunning(existing, now)) {
       throw IdempotencyKeyInUse('a request with this Idempotency-Key is still running', {
         retryAfterSeconds: 1,
       });
     }
   }
   const ttl = context.settings.duration('idempotency.ttl');
-  context.store.put(DB.idempotency, dbKey, {
+  const record: IdempotencyRecord = {
     state: 'running',
     fingerprint: args.fingerprint,
     startedAt: now,
     expiresAt: now + ttl,
-  } satisfies IdempotencyRecord);
+  };
+  const owner = args.ownerPid;
+  if (owner !== undefined && Number.isSafeInteger(owner) && owner > 0) record.ownerPid = owner;
+  context.store.put(DB.idempotency, dbKey, record);
   return { started: true };
+}
+
+/** Whether the request that began a `running` record may still be running. */
+function stillRunning(record: IdempotencyRecord, now: number): boolean {
+  if (now - record.startedAt >= RUNNING_STALE_MS) return false;
+  return record.ownerPid === undefined || processAlive(record.ownerPid);
 }
 
 /** Inside the commit's transaction: the key now replays this result. */
