@@ -5,8 +5,6 @@
 // the commit transaction of each write (507 `quota_exceeded`); a quota set below the current
 // usage refuses new growth and removes nothing. PUT replaces the whole quota (an absent field
 // means no limit) and refuses unknown fields, so a misspelt field cannot silently lift a limit.
-// It must name maxBytes or maxObjects (null for no limit): an empty body would clear both, and
-// clearing is said explicitly, with nulls or with DELETE.
 //
 // Usage totals and per-bucket numbers come from the engine's exact `usage` record (a scan only
 // for buckets written before per-bucket counters existed); formerly per-bucket numbers were counted by a
@@ -68,8 +66,7 @@ export function quotaRoutes(services: AdminServices): Route<Handler>[] {
       path: '/tenants/{id}/quota',
       operationId: 'setTenantQuota',
       doc: {
-        summary:
-          'Set the tenant quota (replaces it; a field left out or null means no limit). The body names maxBytes or maxObjects, else 400: DELETE clears the quota',
+        summary: 'Set the tenant quota (replaces it; an absent field means no limit)',
         auth: bearer,
         query: dryRunQuery,
         requestBody: {
@@ -77,7 +74,6 @@ export function quotaRoutes(services: AdminServices): Route<Handler>[] {
           schema: {
             type: 'object',
             additionalProperties: false,
-            anyOf: [{ required: ['maxBytes'] }, { required: ['maxObjects'] }],
             properties: {
               maxBytes: { type: 'integer', minimum: 0, nullable: true },
               maxObjects: { type: 'integer', minimum: 0, nullable: true },
@@ -98,10 +94,6 @@ export function quotaRoutes(services: AdminServices): Route<Handler>[] {
         const tenant = liveTenant(services, params['id'] ?? '');
         const body = await readBody(exchange);
         optionalReason(exchange, body);
-        if (body['maxBytes'] === undefined && body['maxObjects'] === undefined)
-          throw BadRequest(
-            'give maxBytes or maxObjects (a whole number, or null for no limit); DELETE clears the quota',
-          );
         const dryRun = isDryRun(exchange);
         const args = {
           tenantId: tenant.id,
