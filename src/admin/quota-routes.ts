@@ -4,7 +4,8 @@
 // noncurrent versions included), maxObjects limits current objects. The engine enforces it in
 // the commit transaction of each write (507 `quota_exceeded`); a quota set below the current
 // usage refuses new growth and removes nothing. PUT replaces the whole quota (an absent field
-// means no limit) and refuses unknown fields, so a misspelt field cannot silently lift a limit.
+// means no limit, so `{}` lifts both) and refuses unknown fields, so a misspelt field cannot
+// silently lift a limit; a PUT without a body is refused.
 //
 // Usage totals and per-bucket numbers come from the engine's exact `usage` record (a scan only
 // for buckets written before per-bucket counters existed); formerly per-bucket numbers were counted by a
@@ -92,6 +93,10 @@ export function quotaRoutes(services: AdminServices): Route<Handler>[] {
       handler: async (exchange, params) => {
         auth.authenticate(exchange, 'operator', params['id']);
         const tenant = liveTenant(services, params['id'] ?? '');
+        // `{}` sets no limits, as DECISIONS.md's `{maxBytes?, maxObjects?}` reads; no body at all
+        // is more likely a client that lost it than one that meant to lift both limits.
+        if (Number(exchange.header('content-length') ?? '0') === 0)
+          throw BadRequest('the body must be a JSON object: {"maxBytes": …, "maxObjects": …}');
         const body = await readBody(exchange);
         optionalReason(exchange, body);
         const dryRun = isDryRun(exchange);

@@ -107,6 +107,23 @@ t.test('quotas, usage and audit', async (t) => {
     });
     response = await client.put('data', 'three', Buffer.alloc(600));
     t.equal(response.status, 200, 'no limit once cleared');
+
+    // A PUT replaces the quota: `{}` lifts both limits; a PUT without a body is refused.
+    const set = { token: operator.token, body: { maxBytes: 1, maxObjects: 1 } };
+    t.equal((await call(service, 'PUT', '/tenants/acme/quota', set)).status, 200);
+    const bare = await fetch(`${service.adminUrl}/tenants/acme/quota`, {
+      method: 'PUT',
+      headers: { Authorization: `Bearer ${operator.token}` },
+    });
+    t.equal(bare.status, 400, 'no body');
+    t.match(await bare.json(), { code: 'bad_request', message: /must be a JSON object/ });
+    answer = await call(service, 'GET', '/tenants/acme/quota', { token: viewer.token });
+    t.match(answer.json, { maxBytes: 1, maxObjects: 1 }, 'the refused PUT changed nothing');
+    answer = await call(service, 'PUT', '/tenants/acme/quota', { token: operator.token, body: {} });
+    t.equal(answer.status, 200, '{}');
+    answer = await call(service, 'GET', '/tenants/acme/quota', { token: viewer.token });
+    t.notOk('maxBytes' in (answer.json as object), 'no byte limit');
+    t.notOk('maxObjects' in (answer.json as object), 'no object limit');
   });
 
   await t.test('usage: totals and per bucket', async (t) => {
