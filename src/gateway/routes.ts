@@ -56,7 +56,7 @@ import {
 } from '../util/errors.js';
 import { policyDenies, type BucketPolicy } from '../security/bucket-policy.js';
 import type { Verb } from '../security/scopes.js';
-import type { BeginResult } from '../engine/ops/idempotency.js';
+import type { BeginResult, HeldKey } from '../engine/ops/idempotency.js';
 import type { Settings } from '../util/config.js';
 import * as docs from './route-docs.js';
 import { objectMetaRoutes } from './routes-object-meta.js';
@@ -515,6 +515,8 @@ export async function storeObject(
   // A replay stores nothing: its body is diverted to a check against the declared digests, and
   // the first request's result is the answer.
   let replay: { result: ObjectVersionRecord; body: ReplayBody } | undefined;
+  /** The key as this request holds it once begun: with the claim id its commit must carry. */
+  let held: HeldKey | undefined;
   const gate = idempotency
     ? engine
         .call<BeginResult>('beginIdempotent', {
@@ -524,6 +526,7 @@ export async function storeObject(
         })
         .then(async (begun) => {
           if (!('replay' in begun)) {
+            held = { ...idempotency, claim: begun.claim };
             checkQuota();
             return;
           }
@@ -561,7 +564,7 @@ export async function storeObject(
     const ifNoneMatch = exchange.header('if-none-match');
     if (ifMatch !== undefined) args['ifMatch'] = ifMatch;
     if (ifNoneMatch !== undefined) args['ifNoneMatch'] = ifNoneMatch;
-    if (idempotency) args['idempotency'] = idempotency;
+    if (idempotency) args['idempotency'] = held ?? idempotency;
     return await kit.mutate<ObjectVersionRecord>(exchange, 'putObject', args, 200);
   } catch (error) {
     if (error instanceof Divert && replay) {
@@ -570,12 +573,12 @@ export async function storeObject(
     }
     const code = errorCode(error);
     if (
-      idempotency &&
+      held &&
       !(error instanceof Divert) &&
       code !== 'idempotency_key_in_use' &&
       code !== 'idempotency_key_reused'
     ) {
-      void engine.call('abandonIdempotent', { ...target, ...idempotency }).catch(() => undefined);
+      void engine.call('abandonIdempotent', { ...target, ...held }).catch(() => undefined);
     }
     throw error;
   }

@@ -365,6 +365,11 @@ export interface IdempotencyRecord {
    * is gone its request is dead and a retry takes the key over at once.
    */
   ownerPid?: number;
+  /**
+   * Of a `running` record: the claim id its begin drew (16 hex digits). Only a commit or abandon
+   * that carries it may complete or free the key.
+   */
+  claim?: string;
   /** The committed version, replayed to a retry. */
   result?: ObjectVersionRecord;
 }

@@ -7,6 +7,12 @@
 // the gateway process that held it is gone (a gateway that fails a request frees the key itself,
 // but one that crashed cannot), else after RUNNING_STALE_MS. A key is begun only for an active
 // tenant, so none is written after a tenant delete has purged the tenant's keys.
+//
+// Each begin draws a claim id, kept in the record and carried by the request's commit and
+// abandon: only the holder of the current claim may complete or free the key. A gateway's pid
+// being gone does not mean its last commit has been read (it may still sit in the engine's socket
+// buffer), so without this a commit of the dead request arriving after a retry took the key over
+// would write a second version under one key.
 
 import {
   DB,
@@ -19,10 +25,21 @@ import { requireActiveTenant } from './control.js';
 import type { IndexStore } from '../index/store.js';
 import { IdempotencyKeyInUse, IdempotencyKeyReused } from '../../util/errors.js';
 import { processAlive } from '../data-dir.js';
+import { randomBytes } from 'node:crypto';
 
 const RUNNING_STALE_MS = 15 * 60_000;
+/** A claim id's random bytes (hex in the record). */
+const CLAIM_BYTES = 8;
 
-export type BeginResult = { replay: ObjectVersionRecord } | { started: true };
+export type BeginResult = { replay: ObjectVersionRecord } | { started: true; claim: string };
+
+/** What a request that began a key carries to its commit or abandon. */
+export interface HeldKey {
+  key: string;
+  fingerprint: string;
+  /** From `beginIdempotent`; absent from a gateway of a release without claims. */
+  claim?: string;
+}
 
 export function beginIdempotent(
   context: EngineContext,
@@ -44,16 +61,38 @@ export function beginIdempotent(
     }
   }
   const ttl = context.settings.duration('idempotency.ttl');
+  const claim = randomBytes(CLAIM_BYTES).toString('hex');
   const record: IdempotencyRecord = {
     state: 'running',
     fingerprint: args.fingerprint,
     startedAt: now,
     expiresAt: now + ttl,
+    claim,
   };
   const owner = args.ownerPid;
   if (owner !== undefined && Number.isSafeInteger(owner) && owner > 0) record.ownerPid = owner;
   context.store.put(DB.idempotency, dbKey, record);
-  return { started: true };
+  return { started: true, claim };
+}
+
+/**
+ * Before a commit writes anything: the request must still hold its claim on the key, or the key
+ * was taken over (its gateway seemed dead, or it ran past the stale time) and the retry that took
+ * it decides; 409 idempotency_key_in_use. A commit without a claim id (an older gateway) is not
+ * checked.
+ */
+export function requireClaim(
+  context: EngineContext,
+  args: { tenantId: string; bucket: string } & HeldKey,
+): void {
+  if (args.claim === undefined) return;
+  const dbKey = idempotencyKey(args.tenantId, args.bucket, args.key);
+  const existing = context.store.peek<IdempotencyRecord>(DB.idempotency, dbKey);
+  if (existing?.state !== 'running' || existing.claim !== args.claim) {
+    throw IdempotencyKeyInUse('another request with this Idempotency-Key took it over', {
+      retryAfterSeconds: 1,
+    });
+  }
 }
 
 /** Whether the request that began a `running` record may still be running. */
@@ -87,11 +126,12 @@ export function completeIdempotent(
 /** The first request failed: free the key so that a retry can run. */
 export function abandonIdempotent(
   context: EngineContext,
-  args: { tenantId: string; bucket: string; key: string; fingerprint: string },
+  args: { tenantId: string; bucket: string } & HeldKey,
 ): void {
   const dbKey = idempotencyKey(args.tenantId, args.bucket, args.key);
   const existing = context.store.get<IdempotencyRecord>(DB.idempotency, dbKey);
-  if (existing?.state === 'running' && existing.fingerprint === args.fingerprint)
+  const held = args.claim === undefined || existing?.claim === args.claim;
+  if (existing?.state === 'running' && existing.fingerprint === args.fingerprint && held)
     context.store.remove(DB.idempotency, dbKey);
 }
 

@@ -28,7 +28,7 @@ import {
   versionLocked,
 } from '../index/schema.js';
 import { checkQuota, checkQuotaIn, quotaOf } from './quota.js';
-import { completeIdempotent } from './idempotency.js';
+import { completeIdempotent, requireClaim, type HeldKey } from './idempotency.js';
 import { nextCounter, type EngineContext } from './context.js';
 import type { IndexStore, EncodedRecord } from '../index/store.js';
 import { requireActiveTenant } from './control.js';
@@ -120,7 +120,7 @@ export interface PutObjectArgs {
   ifMatch?: string;
   ifNoneMatch?: string;
   /** Completes the idempotency record begun by `beginIdempotent`. */
-  idempotency?: { key: string; fingerprint: string };
+  idempotency?: HeldKey;
 }
 
 export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVersionRecord {
@@ -131,6 +131,8 @@ export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVe
     objectKey(bucket.id, args.key),
   );
   checkWriteConditions(current, args);
+  if (args.idempotency)
+    requireClaim(context, { tenantId: tenant.id, bucket: bucket.name, ...args.idempotency });
   const existingNull = replacedNullIn(context.store, bucket, args.key, current);
   checkQuota(context, tenant.id, args.size - (existingNull?.size ?? 0), current ? 0 : 1);
   // Loaded after the checks: a command that fails before it fails alone in its batch.
