@@ -152,7 +152,7 @@ export class EngineClient {
   }
 
   private async connectWithRetry(): Promise<Socket> {
-    const deadline = Date.now() + (this.waitsForEngine ? this.connectTimeoutMs : 0);
+    const started = Date.now();
     for (let delayMs = 20; ; delayMs = Math.min(delayMs * 2, 500)) {
       if (this.closed) throw EngineUnavailable('engine client closed');
       try {
@@ -160,6 +160,8 @@ export class EngineClient {
         this.attach(socket);
         return socket;
       } catch (error) {
+        // Read at each try: `stopWaiting` also ends a wait that began before it.
+        const deadline = started + (this.waitsForEngine ? this.connectTimeoutMs : 0);
         if (Date.now() + delayMs > deadline) {
           throw EngineUnavailable(
             `engine socket ${this.socketPath} not reachable`,

@@ -212,6 +212,24 @@ t.test(
   },
 );
 
+t.test('stopWaiting ends a wait for an engine that is gone, also one already begun', async (t) => {
+  const path = join(tempDir(t), 'nobody.sock');
+  const client = new EngineClient(path, 60_000);
+  t.teardown(() => client.close());
+  const waiting = client.call('ping', {}).then(
+    () => 'answered',
+    (error: unknown) => errorCode(error),
+  );
+  await new Promise((resolve) => setTimeout(resolve, 100)); // the client is retrying by now
+  client.stopWaiting();
+  const outcome = await Promise.race([
+    waiting,
+    new Promise((resolve) => setTimeout(() => resolve('still waiting after 10 s'), 10_000)),
+  ]);
+  t.equal(outcome, 'engine_unavailable', 'the wait in progress gives up (it had 60 s left)');
+  await t.rejects(client.call('ping', {}), { code: 'engine_unavailable' }, 'and the next call');
+});
+
 t.test('a peer that sends garbage does not take the client down', async (t) => {
   // Runs in a child process: today the uncaught exception would end the test process itself.
   const dir = tempDir(t);
