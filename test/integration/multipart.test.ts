@@ -351,7 +351,12 @@ t.test('multipart uploads', async (t) => {
       [{ checksums: { SHA1: 'AAAA' } }, 'bad_request', /uploaded without a SHA1 checksum/],
       [{ checksums: { MD5: 'AAAA' } }, 'bad_request', /"MD5" is not CRC32/],
       [{ checksums: 'CRC32C' }, 'bad_request', /checksums must map algorithms/],
-      [{ lastModified: 'yesterday' }, 'bad_request', /lastModified must be an RFC 3339 time/],
+      [
+        { lastModified: 'yesterday' },
+        'bad_request',
+        /lastModified: "yesterday" is not an RFC 3339/,
+      ],
+      [{ lastModified: '2026-02-30T00:00:00Z' }, 'bad_request', /is not an RFC 3339 timestamp/],
     ];
     for (const [entry, code, message] of refusals) {
       const response = await complete(entry);

@@ -32,6 +32,7 @@
 //
 // Persists: `multipart` (upload records) and `multipart-parts` (part records).
 
+import { parseDateTime } from '../../security/expiry.js';
 import { createHash, randomBytes } from 'node:crypto';
 import {
   DB,
@@ -394,15 +395,14 @@ function completePartOf(entry: unknown, index: number): CompletePart {
     for (const alg of Object.keys(digests)) {
       if (parseChecksumAlg(alg) !== alg)
         throw BadRequest(
-          `parts[${index}].checksums: ${JSON.stringify(alg.slice(0, 64))} is not CRC32, CRC32C, CRC64NVME, SHA1 or SHA256`,
+          `parts[${index}].checksums: ${JSON.stringify(alg.slice(0, 64))} is not CRC32, CRC32C, CRC64NVME, SHA1 or SHA256 (in capitals, as listParts writes them)`,
         );
     }
     checked.checksums = digests as Record<string, string>;
   }
   if (lastModified !== undefined) {
-    if (typeof lastModified !== 'string' || Number.isNaN(Date.parse(lastModified)))
-      throw BadRequest(`parts[${index}].lastModified must be an RFC 3339 time`);
-    checked.lastModified = lastModified;
+    parseDateTime(lastModified, `parts[${index}].lastModified`);
+    checked.lastModified = lastModified as string;
   }
   return checked;
 }
