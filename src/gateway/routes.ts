@@ -41,6 +41,7 @@ import {
   validateUserMetadata,
 } from '../security/names.js';
 import { RateLimiter } from '../security/rate-limit.js';
+import { ACCESS_KEY_ID_PATTERN } from '../security/access-keys.js';
 import {
   BadRequest,
   NotFound,
@@ -198,9 +199,13 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
         }
         // Audited under the key and its tenant before any check (a look-up, no secret work), so
         // that a tenant's audit shows the refused and rate-limited requests for its keys too.
-        exchange.audit.actor = accessKeyId;
-        const tenantId = auth.tenantOfKey(accessKeyId);
-        if (tenantId !== undefined) exchange.audit.tenantId = tenantId;
+        // Only a well-formed id is written as the actor: anything else the caller typed (a
+        // secret pasted into the wrong field, control characters) stays out of the audit log.
+        if (ACCESS_KEY_ID_PATTERN.test(accessKeyId)) {
+          exchange.audit.actor = accessKeyId;
+          const tenantId = auth.tenantOfKey(accessKeyId);
+          if (tenantId !== undefined) exchange.audit.tenantId = tenantId;
+        }
         const limited = mintLimiter.take(accessKeyId, Date.now());
         if (!limited.ok)
           throw RateLimited('too many token requests for this access key', {

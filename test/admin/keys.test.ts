@@ -453,6 +453,18 @@ t.test('accounts and keys', async (t) => {
       );
       t.notMatch(JSON.stringify(row), 'not-the-secret', `${what}: no secret in the row`);
     }
+    // Only a well-formed key id is written as the actor: not a secret pasted into the id field.
+    const pasted = await fetch(`${service.publicUrl}/auth/token`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ accessKeyId: 'pasted-secret\r\nforged', secretKey: 'x' }),
+    });
+    await pasted.arrayBuffer();
+    t.equal(pasted.status, 401);
+    const owner = await mintToken(service, 'owner');
+    const row = await auditRowOf(service, owner.token, pasted.headers.get('x-request-id') ?? '');
+    t.match(row, { actor: 'anonymous' }, 'a malformed key id is not the actor');
+    t.notMatch(JSON.stringify(row), 'pasted-secret', 'and is not in the row');
   });
   await t.test('a request that matches no route is audited under its caller', async (t) => {
     const owner = await mintToken(service, 'owner');
