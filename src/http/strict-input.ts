@@ -88,19 +88,25 @@ export function closedSchema(schema: JsonSchema): JsonSchema {
   return closed;
 }
 
+function quotedName(name: string): string {
+  return JSON.stringify(name.slice(0, QUOTED_CHARS_MAX));
+}
+
 /**
  * Throws `bad_request` for a query parameter a state-changing operation does not declare, and
  * for a declared one given more than once (see the header).
  */
 export function refuseUnclearQuery(method: string, doc: RouteDoc, query: URLSearchParams): void {
   const reading = READS.has(method);
+  let seen: Set<string> | undefined;
   for (const name of query.keys()) {
-    const quoted = JSON.stringify(name.slice(0, QUOTED_CHARS_MAX));
     if (!doc.query || !Object.hasOwn(doc.query, name)) {
       if (reading) continue;
-      throw BadRequest(`unknown query parameter ${quoted}`);
+      throw BadRequest(`unknown query parameter ${quotedName(name)}`);
     }
-    if (query.getAll(name).length > 1)
-      throw BadRequest(`query parameter ${quoted} is given more than once`);
+    seen ??= new Set();
+    if (seen.has(name))
+      throw BadRequest(`query parameter ${quotedName(name)} is given more than once`);
+    seen.add(name);
   }
 }
