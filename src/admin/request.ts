@@ -9,7 +9,7 @@ import type { EngineClient } from '../engine/protocol.js';
 import type { NodeRecord } from '../engine/index/schema.js';
 import type { Settings } from '../util/config.js';
 import { BadRequest } from '../util/errors.js';
-import { refuseControlChars } from '../security/names.js';
+import { NO_CONTROL_CHARS_PATTERN, refuseControlChars } from '../security/names.js';
 import type { AdminAuth } from './auth.js';
 import { zeroPlanCounts } from './plan.js';
 
@@ -31,7 +31,7 @@ export const TEXT_CHARS_MAX = 1024;
 export type Body = Record<string, unknown>;
 
 /** A name, reason or external reference as the documents publish it: no control characters. */
-export const textSchema = { type: 'string', pattern: '^[^\\u0000-\\u001f\\u007f]*$' } as const;
+export const textSchema = { type: 'string', pattern: NO_CONTROL_CHARS_PATTERN } as const;
 /** `reason`, optional or required, on every mutation. */
 export const reasonSchema = { ...textSchema, description: 'noted in the audit log' } as const;
 

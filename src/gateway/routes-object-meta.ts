@@ -21,6 +21,7 @@ import { authorize, type Principal } from './auth.js';
 import { keyQuery, objectJson, writtenHeaders, type RouteKit } from './routes.js';
 import { objectSchema, writeHeaders } from './route-docs.js';
 import {
+  NO_CONTROL_CHARS_PATTERN,
   quoteForMessage,
   refuseControlChars,
   validateContentType,
@@ -54,10 +55,14 @@ const tagsSchemaOf = (key: JsonSchema, value: JsonSchema): JsonSchema => ({
 });
 const tagsSchema = tagsSchemaOf(str, str);
 /** What PUT takes: S3's limits, and no control characters (see parseTags). */
-const noControls = '^[^\\u0000-\\u001f\\u007f]*$';
 const tagsRequestSchema = tagsSchemaOf(
-  { type: 'string', minLength: 1, maxLength: TAG_KEY_CHARS_MAX, pattern: noControls },
-  { type: 'string', maxLength: TAG_VALUE_CHARS_MAX, pattern: noControls },
+  {
+    type: 'string',
+    minLength: 1,
+    maxLength: TAG_KEY_CHARS_MAX,
+    pattern: NO_CONTROL_CHARS_PATTERN,
+  },
+  { type: 'string', maxLength: TAG_VALUE_CHARS_MAX, pattern: NO_CONTROL_CHARS_PATTERN },
 );
 const retentionSchema: JsonSchema = {
   type: 'object',

@@ -60,6 +60,9 @@ export function validateContentType(value: unknown, what = 'contentType'): strin
   return value;
 }
 
+/** The rule of `refuseControlChars` as a JSON Schema pattern, for the published documents. */
+export const NO_CONTROL_CHARS_PATTERN = '^[^\\u0000-\\u001f\\u007f]*$';
+
 /**
  * Text that people read back (names, reasons, external references, tags): 400 naming `field`
  * for a C0 control character (U+0000 to U+001F) or DEL (U+007F). CR and LF would forge lines
