@@ -164,9 +164,8 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
   const { store, settings, auth } = services;
   const objectBytesMax = settings.bytes('limits.object_bytes_max');
   const scopes = new Map<string, Scope>();
-  let signingKey: Buffer | undefined;
-  // Separate from the bearer-token key (PURPOSE_NATIVE_TOKEN); derived once, on first use.
-  const urlKey = (): Buffer => (signingKey ??= auth.purposeKey(PURPOSE_SIGNED_URL));
+  // Separate from the bearer-token key (PURPOSE_NATIVE_TOKEN).
+  const urlKey = auth.purposeKey(PURPOSE_SIGNED_URL);
 
   const scopeOf = (text: string): Scope => {
     let scope = scopes.get(text);
@@ -215,7 +214,7 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
     method: string,
   ): SignedAccess => {
     store.refresh();
-    const payload = verifySignedUrlToken(urlKey(), exchange.query.get('token'), Date.now());
+    const payload = verifySignedUrlToken(urlKey, exchange.query.get('token'), Date.now());
     exchange.audit.actor = payload.kid;
     exchange.audit.tenantId = payload.tid;
     if (payload.r !== undefined) exchange.audit.reason = payload.r;
@@ -319,7 +318,7 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
           nowMs: now,
           ttlSeconds,
         });
-        const token = mintSignedUrlToken(urlKey(), payload);
+        const token = mintSignedUrlToken(urlKey, payload);
         const path = `/api/v1/signed/${encodeURIComponent(request.bucket)}/${encodeKey(request.key ?? request.keyPrefix ?? '')}`;
         exchange.sendJson(200, {
           url: `${path}?token=${token}`,
