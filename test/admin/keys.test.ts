@@ -25,6 +25,14 @@ t.test('accounts and keys', async (t) => {
   t.teardown(() => service.close());
   const operator = (await mintToken(service, 'operator')).token;
   const viewer = (await mintToken(service, 'viewer')).token;
+  /** A new key of account `ingest` with scope `read`. */
+  const createReadKey = async (): Promise<Key> =>
+    (
+      await call(service, 'POST', '/tenants/acme/keys', {
+        token: operator,
+        body: { accountId: 'ingest', scopes: 'read' },
+      })
+    ).json as Key;
   t.equal(
     (await call(service, 'POST', '/tenants', { token: operator, body: { id: 'acme' } })).status,
     201,
@@ -218,12 +226,7 @@ t.test('accounts and keys', async (t) => {
   });
 
   await t.test('rotate: a new secret once; the old one stops at once', async (t) => {
-    const created = (
-      await call(service, 'POST', '/tenants/acme/keys', {
-        token: operator,
-        body: { accountId: 'ingest', scopes: 'read' },
-      })
-    ).json as Key;
+    const created = await createReadKey();
     const path = `/tenants/acme/keys/${created.accessKeyId}/rotate`;
     let answer = await call(service, 'POST', `${path}?dryRun=true`, {
       token: operator,
@@ -275,12 +278,7 @@ t.test('accounts and keys', async (t) => {
   });
 
   await t.test('revoke: reason required; tokens stop at once; idempotent', async (t) => {
-    const created = (
-      await call(service, 'POST', '/tenants/acme/keys', {
-        token: operator,
-        body: { accountId: 'ingest', scopes: 'read' },
-      })
-    ).json as Key;
+    const created = await createReadKey();
     const bearer = await mintBearer(service, created.accessKeyId, created.secretKey);
     t.equal((await dataRequest(service, bearer.token ?? '', 'GET', '/buckets')).status, 200);
     const path = `/tenants/acme/keys/${created.accessKeyId}/revoke`;
@@ -405,12 +403,7 @@ t.test('accounts and keys', async (t) => {
     // token scoped to it reads it) shows the requests for its keys: a wrong secret (401), a
     // rate-limited mint (429), and a bearer token whose key was revoked (401).
     const scoped = await mintToken(service, 'viewer', ['--tenant', 'acme']);
-    const created = (
-      await call(service, 'POST', '/tenants/acme/keys', {
-        token: operator,
-        body: { accountId: 'ingest', scopes: 'read' },
-      })
-    ).json as Key;
+    const created = await createReadKey();
     const tokenRequest = async (secretKey: string): Promise<Response> => {
       const basic = Buffer.from(`${created.accessKeyId}:${secretKey}`).toString('base64');
       const response = await fetch(`${service.publicUrl}/auth/token`, {
@@ -466,14 +459,10 @@ t.test('accounts and keys', async (t) => {
     t.match(row, { actor: 'anonymous' }, 'a malformed key id is not the actor');
     t.notMatch(JSON.stringify(row), 'pasted-secret', 'and is not in the row');
   });
+
   await t.test('a request that matches no route is audited under its caller', async (t) => {
     const owner = await mintToken(service, 'owner');
-    const created = (
-      await call(service, 'POST', '/tenants/acme/keys', {
-        token: operator,
-        body: { accountId: 'ingest', scopes: 'read' },
-      })
-    ).json as Key;
+    const created = await createReadKey();
     const bearer = await mintBearer(service, created.accessKeyId, created.secretKey);
     const unrouted = [
       { url: `${service.adminUrl}/nosuch`, method: 'GET', token: owner.token, status: 404 },
