@@ -53,7 +53,6 @@ import {
   TlsRequired,
   LengthRequired,
   PreconditionFailed,
-  errorCode,
 } from '../util/errors.js';
 import { policyDenies, type BucketPolicy } from '../security/bucket-policy.js';
 import type { Verb } from '../security/scopes.js';
@@ -576,15 +575,9 @@ export async function storeObject(
       await replay.body.checked;
       return replay.result;
     }
-    const code = errorCode(error);
-    if (
-      held &&
-      !(error instanceof Divert) &&
-      code !== 'idempotency_key_in_use' &&
-      code !== 'idempotency_key_reused'
-    ) {
-      void engine.call('abandonIdempotent', { ...target, ...held }).catch(() => undefined);
-    }
+    // Only a request that began the key frees it (a replay or a refused begin holds none), and
+    // only while its claim is current: the engine checks the claim id.
+    if (held) void engine.call('abandonIdempotent', { ...target, ...held }).catch(() => undefined);
     throw error;
   }
 }
