@@ -270,15 +270,26 @@ function flatten(value: unknown, prefix: string, out: Record<string, string>): v
 }
 
 function makeSettings(raw: Record<SettingName, string>): Settings {
+  // Values never change once loaded, and some are read per request (a token's lifetime, an
+  // idempotency key's): each is parsed once, on first use.
+  const parsed = new Map<SettingName, unknown>();
+  const once =
+    <T>(parse: (value: string, name: SettingName) => T) =>
+    (name: SettingName): T => {
+      if (parsed.has(name)) return parsed.get(name) as T;
+      const value = parse(raw[name], name);
+      parsed.set(name, value);
+      return value;
+    };
   return {
     raw,
     string: (name) => raw[name],
-    int: (name) => parseIntStrict(name, raw[name], settingSpecs[name]),
-    bool: (name) => parseBool(name, raw[name]),
-    duration: (name) => parseDuration(raw[name], name),
-    bytes: (name) => parseBytes(raw[name], name),
-    rate: (name) => parseRate(raw[name], name),
-    listen: (name) => parseListen(raw[name], name),
+    int: once((value, name) => parseIntStrict(name, value, settingSpecs[name])),
+    bool: once((value, name) => parseBool(name, value)),
+    duration: once(parseDuration),
+    bytes: once(parseBytes),
+    rate: once(parseRate),
+    listen: once(parseListen),
   };
 }
 
