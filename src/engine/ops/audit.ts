@@ -52,15 +52,34 @@ export function boundedAuditRow(input: AuditInput): AuditInput {
   return row;
 }
 
-export function writeAudit(context: EngineContext, input: AuditInput): AuditEvent {
+/** An `AuditEvent` whose optional fields may be present as undefined (they are not stored). */
+type AuditRowToStore = { [F in keyof AuditEvent]-?: AuditEvent[F] | undefined };
+
+export function writeAudit(context: EngineContext, input: AuditInput): void {
   const time = input.time ?? context.now();
   const key = auditKey(time, sequence++);
-  const event: AuditEvent = { ...boundedAuditRow(input), id: key.toString('hex'), time };
+  const row = boundedAuditRow(input);
+  // One literal in the order of docs/on-disk-format.md: every row has the same shape, which
+  // encodes in about half the time of a spread of the listener's row (fields left undefined
+  // are not stored).
+  const event: AuditRowToStore = {
+    id: key.toString('hex'),
+    time,
+    requestId: row.requestId,
+    tenantId: row.tenantId,
+    actor: row.actor,
+    action: row.action,
+    resource: row.resource,
+    outcome: row.outcome,
+    status: row.status,
+    reason: row.reason,
+    remoteAddr: row.remoteAddr,
+    dryRun: row.dryRun,
+  };
   const encoded = context.store.encode(event);
   context.store.put(DB.audit, key, encoded);
   if (event.tenantId !== undefined)
     context.store.put(DB.auditByTenant, auditTenantKey(event.tenantId, key), encoded);
-  return event;
 }
 
 export function appendAudit(
