@@ -14,7 +14,10 @@
 // prototypes, so no OpenSSL headers are needed to build.
 //
 // Each thread has its own cipher and MAC context (a pthread key's value, freed when the thread
-// ends): the gateway's thread and every pool worker call these concurrently.
+// ends): the gateway's thread and every pool worker call these concurrently. A context keeps the
+// key it was last given and its key schedule: a call with the same key (consecutive chunks of
+// one tenant, nearly always) sets only the nonce, or restarts the MAC from its saved pads, which
+// saves the AES key expansion and GHASH table (about 1 us) or two SHA-256 blocks per call.
 
 #define _GNU_SOURCE
 #include <errno.h>
@@ -23,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/uio.h>
 
 #ifndef RWF_NOWAIT
@@ -70,11 +74,51 @@ int lw_oneshot_crypto_supported(void) {
          HMAC_CTX_free && HMAC_Init_ex && HMAC_Update && HMAC_Final;
 }
 
+#define AES_256_KEY_BYTES 32
+/* HMAC-SHA256 keys up to one block are kept; a longer one is set up anew on every call. */
+#define MAC_KEY_BYTES_MAX 64
+
+enum cipher_mode { CIPHER_NONE, CIPHER_ENCRYPT, CIPHER_DECRYPT };
+
 /* The calling thread's contexts, created on its first call and freed when it ends. */
 struct contexts {
   EVP_CIPHER_CTX *cipher;
   HMAC_CTX *mac;
+  /* What `cipher` was last initialised for: the direction and key (CIPHER_NONE: nothing, or a
+     call failed part way and the context must be set up again). */
+  enum cipher_mode cipher_mode;
+  uint8_t cipher_key[AES_256_KEY_BYTES];
+  /* The key `mac` holds, when mac_key_length is not SIZE_MAX. */
+  size_t mac_key_length;
+  uint8_t mac_key[MAC_KEY_BYTES_MAX];
 };
+
+/* Equal keys, in time that depends only on the length. */
+static int same_key(const uint8_t *a, const uint8_t *b, size_t length) {
+  uint8_t difference = 0;
+  for (size_t i = 0; i < length; i++) difference |= a[i] ^ b[i];
+  return difference == 0;
+}
+
+/* Sets `ctx` up for `mode` under `key` with `nonce`: the whole context when the mode or key
+   changed, else only the nonce. Answers 1, or 0 when OpenSSL refuses. */
+static int cipher_init(struct contexts *contexts, enum cipher_mode mode, const uint8_t *key,
+                       const uint8_t *nonce) {
+  EVP_CIPHER_CTX *ctx = contexts->cipher;
+  int (*init)(EVP_CIPHER_CTX *, const EVP_CIPHER *, ENGINE *, const unsigned char *,
+              const unsigned char *) =
+      mode == CIPHER_ENCRYPT ? EVP_EncryptInit_ex : EVP_DecryptInit_ex;
+  if (contexts->cipher_mode == mode &&
+      same_key(contexts->cipher_key, key, AES_256_KEY_BYTES)) {
+    if (init(ctx, NULL, NULL, NULL, nonce) == 1) return 1;
+  } else if (init(ctx, EVP_aes_256_gcm(), NULL, key, nonce) == 1) {
+    memcpy(contexts->cipher_key, key, AES_256_KEY_BYTES);
+    contexts->cipher_mode = mode;
+    return 1;
+  }
+  contexts->cipher_mode = CIPHER_NONE;
+  return 0;
+}
 
 static pthread_key_t contexts_key;
 static pthread_once_t contexts_once = PTHREAD_ONCE_INIT;
@@ -85,6 +129,7 @@ static void free_contexts(void *value) {
   // Freeing a context also wipes the key schedule it last held.
   if (contexts->cipher) EVP_CIPHER_CTX_free(contexts->cipher);
   if (contexts->mac) HMAC_CTX_free(contexts->mac);
+  explicit_bzero(contexts, sizeof *contexts);
   free(contexts);
 }
 
@@ -101,6 +146,8 @@ static struct contexts *contexts_of_thread(void) {
   if (!contexts) return NULL;
   contexts->cipher = EVP_CIPHER_CTX_new();
   contexts->mac = HMAC_CTX_new();
+  contexts->cipher_mode = CIPHER_NONE;
+  contexts->mac_key_length = SIZE_MAX;
   if (!contexts->cipher || !contexts->mac || pthread_setspecific(contexts_key, contexts) != 0) {
     free_contexts(contexts);
     return NULL;
@@ -127,7 +174,7 @@ int64_t lw_gcm_seal(const uint8_t *key, const uint8_t *nonce, const uint8_t *aad
   EVP_CIPHER_CTX *ctx = contexts->cipher;
   int written = 0;
   unsigned char none[TAG_BYTES];
-  if (EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, nonce) != 1) return -1;
+  if (!cipher_init(contexts, CIPHER_ENCRYPT, key, nonce)) return -1;
   if (aad_length && EVP_EncryptUpdate(ctx, NULL, &written, aad, (int)aad_length) != 1) return -1;
   size_t offset = 0;
   if (first_length) {
@@ -158,7 +205,7 @@ int lw_gcm_open(const uint8_t *key, const uint8_t *nonce, const uint8_t *aad, si
   EVP_CIPHER_CTX *ctx = contexts->cipher;
   int written = 0;
   unsigned char none[TAG_BYTES];
-  if (EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, nonce) != 1) return -1;
+  if (!cipher_init(contexts, CIPHER_DECRYPT, key, nonce)) return -1;
   if (aad_length && EVP_DecryptUpdate(ctx, NULL, &written, aad, (int)aad_length) != 1) return -1;
   if (length) {
     if (EVP_DecryptUpdate(ctx, target, &written, ciphertext, (int)length) != 1) return -1;
@@ -180,10 +227,21 @@ int lw_hmac_sha256(const uint8_t *key, size_t key_length, const uint8_t *first,
   if (!contexts || !fits_int(key_length)) return -1;
   HMAC_CTX *mac = contexts->mac;
   unsigned int written = 0;
-  // A null key asks HMAC_Init_ex to keep the previous one; an empty key must be a real pointer.
+  // A null key asks HMAC_Init_ex to restart under the key it holds; an empty key must be a real
+  // pointer.
   static const uint8_t empty_key[1] = {0};
-  if (HMAC_Init_ex(mac, key_length ? key : empty_key, (int)key_length, EVP_sha256(), NULL) != 1) {
+  int kept = contexts->mac_key_length == key_length &&
+             same_key(contexts->mac_key, key_length ? key : empty_key, key_length);
+  contexts->mac_key_length = SIZE_MAX;
+  if (kept) {
+    if (HMAC_Init_ex(mac, NULL, 0, NULL, NULL) != 1) return -1;
+  } else if (HMAC_Init_ex(mac, key_length ? key : empty_key, (int)key_length, EVP_sha256(),
+                          NULL) != 1) {
     return -1;
+  }
+  if (key_length <= MAC_KEY_BYTES_MAX) {
+    if (key_length) memcpy(contexts->mac_key, key, key_length);
+    contexts->mac_key_length = key_length;
   }
   if (first_length && HMAC_Update(mac, first, first_length) != 1) return -1;
   if (second_length && HMAC_Update(mac, second, second_length) != 1) return -1;

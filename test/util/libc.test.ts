@@ -210,6 +210,56 @@ t.test('aesGcm, one call where it can be', { skip: !c?.aesGcm }, async (t) => {
   if (c?.aesGcm) await checksAesGcm(t, c.aesGcm);
 });
 
+// The native library keeps each thread's last key and direction: a call under another key, or
+// in the other direction, must set the whole context up again.
+t.test('aesGcm alternating keys and directions', { skip: !c?.aesGcm }, async (t) => {
+  const aesGcm = c?.aesGcm;
+  if (!aesGcm) return;
+  const keys: [Buffer, Buffer] = [randomBytes(32), randomBytes(32)];
+  const aad = randomBytes(20);
+  const sealed: Array<{ key: Buffer; nonce: Buffer; plain: Buffer; bytes: Buffer }> = [];
+  for (const pick of [0, 0, 1, 0, 1, 1, 0]) {
+    const key = keys[pick as 0 | 1];
+    const nonce = randomBytes(12);
+    const plain = randomBytes(4096 + pick);
+    const bytes = Buffer.alloc(plain.length + 16);
+    aesGcm.seal(key, nonce, aad, [plain], bytes);
+    const cipher = createCipheriv('aes-256-gcm', key, nonce, { authTagLength: 16 });
+    cipher.setAAD(aad);
+    const expected = Buffer.concat([cipher.update(plain), cipher.final(), cipher.getAuthTag()]);
+    t.ok(bytes.equals(expected), `sealed under key ${pick} as node:crypto seals`);
+    sealed.push({ key, nonce, plain, bytes });
+    // Open an earlier record (often under the other key) between seals.
+    const earlier = sealed[(sealed.length * 5) % sealed.length] ?? sealed[0];
+    if (!earlier) continue;
+    const out = Buffer.alloc(earlier.plain.length);
+    const length = earlier.plain.length;
+    const ok = aesGcm.open(
+      earlier.key,
+      earlier.nonce,
+      aad,
+      earlier.bytes.subarray(0, length),
+      earlier.bytes.subarray(length),
+      [out],
+    );
+    t.ok(ok && out.equals(earlier.plain), 'an earlier record opens between seals');
+  }
+  for (const { key, nonce, plain, bytes } of sealed.reverse()) {
+    const out = Buffer.alloc(plain.length);
+    const length = plain.length;
+    const other = keys[0] === key ? keys[1] : keys[0];
+    t.notOk(
+      aesGcm.open(other, nonce, aad, bytes.subarray(0, length), bytes.subarray(length), [out]),
+      'not under the other key',
+    );
+    t.ok(
+      aesGcm.open(key, nonce, aad, bytes.subarray(0, length), bytes.subarray(length), [out]),
+      'under its own key, right after',
+    );
+    t.ok(out.equals(plain));
+  }
+});
+
 t.test('aesGcm, EVP functions called one by one', { skip: !bound?.aesGcm }, async (t) => {
   if (bound?.aesGcm) await checksAesGcm(t, bound.aesGcm);
 });
@@ -219,7 +269,8 @@ t.test('hmacSha256 answers what node:crypto does', { skip: !native()?.hmacSha256
   if (!hmac) return;
   const bytes = randomBytes(70_000);
   const empty = Buffer.alloc(0);
-  for (const key of [randomBytes(32), randomBytes(100), empty]) {
+  const kept = randomBytes(32);
+  for (const key of [kept, randomBytes(100), empty, kept, randomBytes(64), kept]) {
     for (const [at, end] of [
       [0, 0],
       [0, 4096],
