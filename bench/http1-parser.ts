@@ -149,26 +149,11 @@ export class ResponseParser {
   }
 
   private onHead(text: string): void {
-    const lines = text.split('\r\n');
-    const match = /^HTTP\/1\.([01]) (\d{3})/.exec(lines[0] ?? '');
-    if (!match) {
-      throw new BenchError(`bad status line ${JSON.stringify((lines[0] ?? '').slice(0, 80))}`);
-    }
-    this.status = Number(match[2]);
-    const headers: Record<string, string> = {};
-    for (let i = 1; i < lines.length; i++) {
-      const line = lines[i] ?? '';
-      const colon = line.indexOf(':');
-      if (colon <= 0) throw new BenchError(`bad header line ${JSON.stringify(line.slice(0, 80))}`);
-      const name = line.slice(0, colon).trim().toLowerCase();
-      const value = line.slice(colon + 1).trim();
-      headers[name] = headers[name] === undefined ? value : `${headers[name]}, ${value}`;
-    }
-    this.headers = headers;
-    const connection = (headers['connection'] ?? '').toLowerCase();
-    this.keepAlive =
-      match[1] === '1' ? !connection.includes('close') : connection.includes('keep-alive');
-    this.chooseFraming(headers);
+    const head = parseHead(text);
+    this.status = head.status;
+    this.headers = head.headers;
+    this.keepAlive = head.keepAlive;
+    this.chooseFraming(head.headers);
   }
 
   private chooseFraming(headers: Record<string, string>): void {
@@ -266,6 +251,36 @@ export class ResponseParser {
       this.pieces.push(Buffer.from(buffer.subarray(start, end)));
     }
   }
+}
+
+export interface ParsedHead {
+  readonly status: number;
+  /** Lower-cased names; repeated headers joined with ", ". */
+  readonly headers: Record<string, string>;
+  /** What the version and the Connection header say (framing may still end the connection). */
+  readonly keepAlive: boolean;
+}
+
+/** A response head without its final CRLF CRLF: the status line and the header lines. */
+export function parseHead(text: string): ParsedHead {
+  const lines = text.split('\r\n');
+  const match = /^HTTP\/1\.([01]) (\d{3})/.exec(lines[0] ?? '');
+  if (!match) {
+    throw new BenchError(`bad status line ${JSON.stringify((lines[0] ?? '').slice(0, 80))}`);
+  }
+  const headers: Record<string, string> = {};
+  for (let i = 1; i < lines.length; i++) {
+    const line = lines[i] ?? '';
+    const colon = line.indexOf(':');
+    if (colon <= 0) throw new BenchError(`bad header line ${JSON.stringify(line.slice(0, 80))}`);
+    const name = line.slice(0, colon).trim().toLowerCase();
+    const value = line.slice(colon + 1).trim();
+    headers[name] = headers[name] === undefined ? value : `${headers[name]}, ${value}`;
+  }
+  const connection = (headers['connection'] ?? '').toLowerCase();
+  const keepAlive =
+    match[1] === '1' ? !connection.includes('close') : connection.includes('keep-alive');
+  return { status: Number(match[2]), headers, keepAlive };
 }
 
 function joinPieces(pieces: Buffer[], total: number): Buffer {

@@ -381,7 +381,8 @@ function releaseSlot(slot: Slot): void {
   waiter?.();
 }
 
-function renderHead(target: Target, spec: RequestSpec, bodyLength: number): string {
+/** The request line and headers through the empty line, as they go on the wire (latin1). */
+export function renderHead(target: Target, spec: RequestSpec, bodyLength: number): string {
   const length =
     spec.body || spec.method === 'PUT' || spec.method === 'POST'
       ? `Content-Length: ${bodyLength}\r\n`

@@ -3,8 +3,10 @@
 //
 // Each limit is a function returning `{name, value, unit}`:
 // - HTTP through the server library alone: a uWebSockets.js sink in a child process (its CPU
-//   apart from the client's) driven by the same load generator as the scenarios: 64 MiB PUTs
-//   (MB/s), 64 MiB GETs from memory with CRC32 checks (MB/s), tiny requests at concurrency 64.
+//   apart from the client's) driven by the same load generator as the scenarios, on the same
+//   client (native or Node, `LimitContext.client`), so that ratios compare like with like:
+//   64 MiB PUTs (MB/s), 64 MiB GETs from memory with CRC32 checks (MB/s), tiny requests at
+//   concurrency 64. They run for a time budget, so their requests repeat (`period: 1`).
 // - Per-core data-path stages on 1 MiB inputs: SHA-256, CRC32C, LZ4 on text-like data,
 //   AES-256-GCM (GB/s, one thread).
 // - Storage: 1 MiB appends with fdatasync every 8 MiB (MB/s) in the data directory's parent,
@@ -36,15 +38,9 @@ import { libc, native } from '../src/util/libc.js';
 import { alignedBuffer } from '../src/util/buffer-pool.js';
 import { crc32c, crc32cImplementation } from '../src/util/crc32c.js';
 import { BenchError, errorMessage } from './bench-error.js';
-import {
-  makeTemplate,
-  repeatedCrc32,
-  SeedAllocator,
-  SINK_SOURCE_SEED,
-  TEMPLATE_BYTES,
-} from './data.js';
+import { makeTemplate, repeatedCrc32, SINK_SOURCE_SEED, TEMPLATE_BYTES } from './data.js';
 import { parseTarget } from './http1.js';
-import { runLoad, type LoadResult } from './load.js';
+import { clientCpuSeconds, type LoadClient, type LoadResult, runLoad } from './load.js';
 import { sampleProcessTree } from './proc-stats.js';
 
 export interface Limit {
@@ -105,12 +101,15 @@ export interface LimitContext {
   readonly tmpParent: string;
   /** The uWS sink, started on first use. */
   sink(): Promise<SinkHandle>;
+  /** The load generator of the HTTP limits: the scenarios' own. */
+  readonly client: LoadClient;
 }
 
 export type LimitFunction = (context: LimitContext) => Promise<Limit>;
 
 const MiB = 1024 * 1024;
 const OBJECT_BYTES = 64 * MiB;
+const SINK_PUT_SEED = 11;
 
 /** Starts the uWS sink child process and waits for its ready line. */
 export async function startSink(): Promise<SinkHandle> {
@@ -153,31 +152,25 @@ function assertLoadClean(name: string, result: LoadResult): void {
   }
 }
 
-/** CPU seconds of this process (the client) since `since`. */
-function clientCpuSeconds(since: NodeJS.CpuUsage): number {
-  const used = process.cpuUsage(since);
-  return (used.user + used.system) / 1e6;
-}
-
-/** 64 MiB PUTs into the sink over 4 connections; detail carries the sink's CPU per GB. */
+/**
+ * 64 MiB PUTs into the sink over 4 connections; detail carries the sink's CPU per GB. Every body
+ * is stamped with one seed: the sink discards it, and stamping costs the same for any seed.
+ */
 export const httpSinkPut: LimitFunction = async (context) => {
   const sink = await context.sink();
-  const template = makeTemplate('random');
-  const seeds = new SeedAllocator();
+  const body = { template: makeTemplate('random'), length: OBJECT_BYTES, seed: SINK_PUT_SEED };
   const before = sampleProcessTree(sink.pid);
-  const clientBefore = process.cpuUsage();
+  const clientBefore = clientCpuSeconds();
   const result = await runLoad({
     target: sinkTarget(sink),
+    client: context.client,
     connections: 4,
     durationMs: context.budget.httpMs,
-    makeRequest: () => ({
-      method: 'PUT',
-      path: '/sink',
-      body: { template, length: OBJECT_BYTES, seed: seeds.next() },
-    }),
+    period: 1,
+    makeRequest: () => ({ method: 'PUT', path: '/sink', body }),
   });
   const gigabytes = result.bytesSent / 1e9;
-  const client = clientCpuSeconds(clientBefore) / gigabytes;
+  const client = (clientCpuSeconds() - clientBefore) / gigabytes;
   const after = sampleProcessTree(sink.pid);
   assertLoadClean('http-sink-put', result);
   const cpu = before && after ? (after.cpuSeconds - before.cpuSeconds) / gigabytes : NaN;
@@ -186,7 +179,8 @@ export const httpSinkPut: LimitFunction = async (context) => {
     value: result.bytesSent / 1e6 / result.seconds,
     unit: 'MB/s',
     detail:
-      `4 connections x 64 MiB PUT, ${result.requests} requests; CPU-s/GB: ` +
+      `4 connections x 64 MiB PUT, ${result.requests} requests, ${result.client} client; ` +
+      'CPU-s/GB: ' +
       `sink ${cpu.toFixed(2)}, client ${client.toFixed(2)}`,
     extra: { sinkCpuSecondsPerGB: cpu, clientCpuSecondsPerGB: client },
   };
@@ -197,11 +191,13 @@ export const httpSourceGet: LimitFunction = async (context) => {
   const sink = await context.sink();
   const source = makeTemplate('random', TEMPLATE_BYTES, SINK_SOURCE_SEED);
   const expectCrc32 = repeatedCrc32(source, OBJECT_BYTES);
-  const clientBefore = process.cpuUsage();
+  const clientBefore = clientCpuSeconds();
   const result = await runLoad({
     target: sinkTarget(sink),
+    client: context.client,
     connections: 4,
     durationMs: context.budget.httpMs,
+    period: 1,
     makeRequest: () => ({
       method: 'GET',
       path: `/blob/${OBJECT_BYTES}`,
@@ -209,14 +205,15 @@ export const httpSourceGet: LimitFunction = async (context) => {
       expectCrc32,
     }),
   });
-  const client = clientCpuSeconds(clientBefore) / (result.bytesReceived / 1e9);
+  const client = (clientCpuSeconds() - clientBefore) / (result.bytesReceived / 1e9);
   assertLoadClean('http-source-get', result);
   return {
     name: 'http-source-get',
     value: result.bytesReceived / 1e6 / result.seconds,
     unit: 'MB/s',
     detail:
-      `4 connections x 64 MiB GET with CRC32 check, ${result.requests} requests; ` +
+      `4 connections x 64 MiB GET with CRC32 check, ${result.requests} requests, ` +
+      `${result.client} client; ` +
       `client ${client.toFixed(2)} CPU-s/GB`,
     extra: { clientCpuSecondsPerGB: client },
   };
@@ -227,8 +224,10 @@ export const httpSinkTiny: LimitFunction = async (context) => {
   const sink = await context.sink();
   const result = await runLoad({
     target: sinkTarget(sink),
+    client: context.client,
     connections: 64,
     durationMs: context.budget.httpMs,
+    period: 1,
     makeRequest: () => ({ method: 'GET', path: '/tiny', expectBytes: 2 }),
   });
   assertLoadClean('http-sink-tiny', result);
@@ -237,7 +236,7 @@ export const httpSinkTiny: LimitFunction = async (context) => {
     value: result.requests / result.seconds,
     unit: 'req/s',
     detail:
-      `64 connections, ${result.requests} requests, ` +
+      `64 connections, ${result.requests} requests, ${result.client} client, ` +
       `p99 ${(result.latency.percentile(0.99) / 1000).toFixed(2)} ms`,
   };
 };
@@ -546,6 +545,7 @@ export const LIMIT_FUNCTIONS: readonly LimitFunction[] = [
 export async function measureLimits(options: {
   budget: LimitBudget;
   tmpParent: string;
+  client: LoadClient;
   onLimit?: (limit: Limit, index: number, total: number) => void;
 }): Promise<{ limits: Limit[]; failures: string[] }> {
   const started: { sink: Promise<SinkHandle> | null } = { sink: null };
@@ -553,6 +553,7 @@ export async function measureLimits(options: {
     budget: options.budget,
     tmpParent: options.tmpParent,
     sink: () => (started.sink ??= startSink()),
+    client: options.client,
   };
   const limits: Limit[] = [];
   const failures: string[] = [];

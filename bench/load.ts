@@ -7,11 +7,25 @@
 // the body against the expected value) and its latency goes into one log-linear histogram.
 // A progress callback reports live counters at a fixed interval. Failures are counted and a few
 // are kept as samples; past `failuresMax` the run stops early rather than spin on errors.
+//
+// Two clients run the loop. The native one (native-load.ts, a C executable) costs the shared
+// cores a fraction of the Node one (http1.ts) per request, and runs a load when it is built, the
+// target is plain HTTP, and its requests can be built up front: a request count without a
+// duration, or a `period` after which the requests repeat. It builds them by calling
+// `makeRequest(i, i % connections)` in order before the load starts, so `makeRequest` must not
+// depend on answers that come in during the load; one that answers null (it ends the load
+// itself) runs on the Node client, called again from index 0. Its answers go through the same
+// `checkResponse`, `check` callbacks included, after the load, in request order. `client:
+// 'node'` forces the Node client, the reference. Either way the result says which client ran.
 
+import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import { errorMessage } from './bench-error.js';
 import { Histogram } from './histogram.js';
 import { Http1Connection, type RequestSpec, type ResponseResult, type Target } from './http1.js';
+import { nativeClientCpuSeconds, nativeLoadAvailable, runNativeRequests } from './native-load.js';
+
+export type LoadClient = 'node' | 'native';
 
 export interface LoadRequest extends RequestSpec {
   /** Accepted statuses; default 200. */
@@ -46,6 +60,13 @@ export interface LoadOptions {
   readonly progressIntervalMs?: number;
   readonly failuresMax?: number;
   readonly idleTimeoutMs?: number;
+  /**
+   * Requests repeat after this many: request i is request i % period, whatever its connection.
+   * A duration load needs it to run on the native client, which builds its requests up front.
+   */
+  readonly period?: number;
+  /** The client to run the load on where it can (default native; see `loadClient`). */
+  readonly client?: LoadClient;
 }
 
 export interface LoadResult {
@@ -58,6 +79,8 @@ export interface LoadResult {
   readonly latency: Histogram;
   readonly statuses: Readonly<Record<string, number>>;
   readonly connects: number;
+  /** The client that ran the load. */
+  readonly client: LoadClient;
 }
 
 const FAILURE_SAMPLES_MAX = 5;
@@ -78,8 +101,34 @@ interface LoadState {
 
 /** Runs the load to completion; never throws for request failures (they are counted). */
 export async function runLoad(options: LoadOptions): Promise<LoadResult> {
+  if (loadClient(options) === 'native') {
+    const entries = requestsUpFront(options);
+    if (entries !== null) return runNativeLoad(options, entries);
+  }
+  return runNodeLoad(options);
+}
+
+/**
+ * The client that runs a load: the native one when asked for (the default), built, and able to
+ * (plain HTTP; a request count without a duration, or a period), else the Node one.
+ */
+export function loadClient(options: LoadOptions): LoadClient {
+  const upFront =
+    options.period !== undefined ||
+    (options.requests !== undefined && options.durationMs === undefined);
+  const able = upFront && !options.target.tls && nativeLoadAvailable();
+  return (options.client ?? 'native') === 'native' && able ? 'native' : 'node';
+}
+
+/** CPU seconds the load generator has used so far: this process and native runs that ended. */
+export function clientCpuSeconds(): number {
+  const usage = process.cpuUsage();
+  return (usage.user + usage.system) / 1e6 + nativeClientCpuSeconds();
+}
+
+function newLoadState(options: LoadOptions): LoadState {
   const started = performance.now();
-  const state: LoadState = {
+  return {
     next: 0,
     stop: false,
     requests: 0,
@@ -92,6 +141,26 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     started,
     deadline: options.durationMs === undefined ? Infinity : started + options.durationMs,
   };
+}
+
+function resultOf(
+  state: LoadState,
+  run: { seconds: number; connects: number; client: LoadClient },
+): LoadResult {
+  return {
+    requests: state.requests,
+    failures: state.failures,
+    failureSamples: state.samples,
+    bytesSent: state.bytesSent,
+    bytesReceived: state.bytesReceived,
+    latency: state.latency,
+    statuses: state.statuses,
+    ...run,
+  };
+}
+
+async function runNodeLoad(options: LoadOptions): Promise<LoadResult> {
+  const state = newLoadState(options);
   const connections: Http1Connection[] = [];
   for (let c = 0; c < options.connections; c++) {
     connections.push(
@@ -114,17 +183,53 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     for (const connection of connections) connection.close();
   }
   report();
-  return {
-    requests: state.requests,
-    failures: state.failures,
-    failureSamples: state.samples,
-    bytesSent: state.bytesSent,
-    bytesReceived: state.bytesReceived,
-    seconds: (performance.now() - started) / 1000,
-    latency: state.latency,
-    statuses: state.statuses,
+  return resultOf(state, {
+    seconds: (performance.now() - state.started) / 1000,
     connects: connections.reduce((sum, c) => sum + c.connects, 0),
-  };
+    client: 'node',
+  });
+}
+
+/** Every distinct request, built in order; null when `makeRequest` ends the load itself. */
+function requestsUpFront(options: LoadOptions): LoadRequest[] | null {
+  const count = Math.min(options.period ?? Infinity, options.requests ?? Infinity);
+  const requests: LoadRequest[] = [];
+  for (let i = 0; i < count; i++) {
+    const request = options.makeRequest(i, i % options.connections);
+    if (request === null) return null;
+    requests.push(request);
+  }
+  return requests;
+}
+
+async function runNativeLoad(
+  options: LoadOptions,
+  entries: readonly LoadRequest[],
+): Promise<LoadResult> {
+  const state = newLoadState(options);
+  const outcome = await runNativeRequests({
+    target: options.target,
+    connections: options.connections,
+    entries,
+    requests: options.requests ?? null,
+    durationMs: options.durationMs ?? null,
+    idleTimeoutMs: options.idleTimeoutMs ?? 120_000,
+    failuresMax: options.failuresMax ?? 20,
+    progressIntervalMs: options.progressIntervalMs ?? 200,
+    onProgress: (progress) => options.onProgress?.(progress),
+  });
+  for (const [index, response] of outcome.responses.entries()) {
+    const request = entries[index % entries.length];
+    assert.ok(request !== undefined);
+    settle(options, state, request, response);
+  }
+  state.bytesSent = outcome.bytesSent;
+  options.onProgress?.({ ...progressOf(state), elapsedSeconds: outcome.seconds });
+  return resultOf(state, {
+    seconds: outcome.seconds,
+    connects: outcome.connects,
+    client: 'native',
+  });
 }
 
 function progressOf(state: LoadState): LoadProgress {
@@ -149,21 +254,40 @@ async function connectionLoop(
     state.next += 1;
     const request = options.makeRequest(index, c);
     if (request === null) return;
-    let failure: string | null;
+    let outcome: ResponseResult | string;
     try {
-      const response = await connection.request(
+      outcome = await connection.request(
         request.expectCrc32 === undefined ? request : { ...request, crc: true },
       );
-      state.latency.record(response.latencyMs * 1000);
-      state.bytesReceived += response.bodyBytes;
-      state.statuses[response.status] = (state.statuses[response.status] ?? 0) + 1;
-      failure = checkResponse(request, response);
+    } catch (error) {
+      outcome = errorMessage(error);
+    }
+    settle(options, state, request, outcome);
+  }
+}
+
+/** Counts one request: its response (checked) or why it failed. */
+function settle(
+  options: LoadOptions,
+  state: LoadState,
+  request: LoadRequest,
+  outcome: ResponseResult | string,
+): void {
+  let failure: string | null;
+  if (typeof outcome === 'string') {
+    failure = outcome;
+  } else {
+    state.latency.record(outcome.latencyMs * 1000);
+    state.bytesReceived += outcome.bodyBytes;
+    state.statuses[outcome.status] = (state.statuses[outcome.status] ?? 0) + 1;
+    try {
+      failure = checkResponse(request, outcome);
     } catch (error) {
       failure = errorMessage(error);
     }
-    state.requests += 1;
-    if (failure !== null) recordFailure(options, state, request, failure);
   }
+  state.requests += 1;
+  if (failure !== null) recordFailure(options, state, request, failure);
 }
 
 function recordFailure(

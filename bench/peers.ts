@@ -34,7 +34,9 @@ import {
 } from './peer-targets.js';
 import { Progress } from './progress.js';
 import { type ScenarioReport, scenarioReport } from './report.js';
+import type { LoadClient } from './load.js';
 import {
+  clientOf,
   defaultOutDir,
   installSignalHandlers,
   parseFlags,
@@ -67,6 +69,8 @@ const USAGE = `Usage: npm run bench:peers -- [options]
   --port-base PORT        listen on PORT to PORT+3 (Lightwell's public and admin ports,
                           s3rver, nginx) instead of free ports found by the OS
   --lightwell-bin PATH    the lightwell CLI (default: ../bin/lightwell.js beside this file)
+  --client node|native    the load generator (default native where \`npm run build\` compiled
+                          it, else node), as for \`npm run bench\`
 
 s3rver is installed from npm on first use into bench/.peers of the checkout (ignored by git).
 `;
@@ -87,6 +91,7 @@ export interface PeersOptions {
   readonly dataParent: string;
   readonly portBase: number | null;
   readonly lightwellBin: string | undefined;
+  readonly client: LoadClient;
 }
 
 const ARG_OPTIONS = {
@@ -99,6 +104,7 @@ const ARG_OPTIONS = {
   'data-parent': { type: 'string' },
   'port-base': { type: 'string' },
   'lightwell-bin': { type: 'string' },
+  client: { type: 'string' },
   help: { type: 'boolean' },
 } as const;
 
@@ -133,6 +139,7 @@ export function parsePeersOptions(
     dataParent: resolve(values['data-parent'] ?? tmpdir()),
     portBase,
     lightwellBin: values['lightwell-bin'],
+    client: clientOf(values.client),
   };
 }
 
@@ -166,7 +173,7 @@ async function execute(options: PeersOptions, output: RunOutput): Promise<number
   };
   const targets: PeerRun[] = [];
   for (const peer of PEERS.filter((p) => options.only.includes(p.name))) {
-    targets.push(await runTarget(peer, setup, scenarios, options.profile));
+    targets.push(await runTarget(peer, setup, scenarios, options));
   }
   const sizes = SCENARIO_SIZES[options.profile];
   const report: PeersReport = {
@@ -178,6 +185,7 @@ async function execute(options: PeersOptions, output: RunOutput): Promise<number
       targets: options.only.join(' '),
       portBase: options.portBase,
       install: options.install,
+      client: options.client,
     },
     sizes: {
       largeBytes: sizes.largeBytes,
@@ -201,7 +209,7 @@ async function runTarget(
   peer: Peer,
   setup: PeerSetup,
   scenarios: readonly Scenario[],
-  profile: Profile,
+  options: PeersOptions,
 ): Promise<PeerRun> {
   const { progress } = setup;
   const base = { name: peer.name, title: peer.title, facts: peer.facts };
@@ -219,8 +227,9 @@ async function runTarget(
   const { service, api, version } = started;
   const removeHandlers = installSignalHandlers(service, progress);
   try {
-    const sizes = SCENARIO_SIZES[profile];
-    const context = newScenarioContext({ service, sizes, progress, api });
+    const sizes = SCENARIO_SIZES[options.profile];
+    const client = options.client;
+    const context = newScenarioContext({ service, sizes, progress, api, client });
     const measurements: ScenarioReport[] = [];
     for (const scenario of scenarios) {
       const report = scenarioReport(scenario, await runScenarioSafely(scenario, context), []);

@@ -36,8 +36,10 @@ export interface ScenarioReport {
   readonly latencyMsMax: number;
   readonly serverCpuSeconds: number | null;
   readonly serverCpuSecondsPerGB: number | null;
-  /** CPU of the benchmark process itself: it shares the machine with the service. */
+  /** CPU of the client (the benchmark process and its load generator): it shares the machine. */
   readonly clientCpuSecondsPerGB: number | null;
+  /** The load generator of the timed load (`native` or `node`); null when none ran. */
+  readonly client: string | null;
   readonly serverPeakRssBytes: number | null;
   /** Shared pages (the LMDB index mapped by every process) divided among their processes. */
   readonly serverPeakPssBytes: number | null;
@@ -132,6 +134,7 @@ export function scenarioReport(
     serverCpuSeconds: cpu,
     serverCpuSecondsPerGB: perGigabyte(cpu, measured.bytes),
     clientCpuSecondsPerGB: perGigabyte(measured.clientCpuSeconds, measured.bytes),
+    client: measured.client,
     serverPeakRssBytes: measured.window?.peakRssBytes ?? null,
     serverPeakPssBytes: measured.window?.peakPssBytes ?? null,
     ratios: status === 'ok' ? ratiosOf(scenario.bounds, limits, rates) : [],
@@ -222,8 +225,15 @@ function failureLines(report: BenchReport): string[] {
   return lines;
 }
 
+/** Each scenario's notes, and which ran on another client than the run's (settings.client). */
 function noteLines(report: BenchReport): string[] {
-  const notes = report.scenarios.flatMap((s) => s.notes.map((note) => `- ${s.name}: ${note}`));
+  const chosen = report.settings['client'];
+  const notes = report.scenarios.flatMap((s) => [
+    ...s.notes.map((note) => `- ${s.name}: ${note}`),
+    ...(s.client !== null && chosen !== undefined && s.client !== chosen
+      ? [`- ${s.name}: ran on the ${s.client} client`]
+      : []),
+  ]);
   return notes.length === 0 ? [] : [...notes, ''];
 }
 

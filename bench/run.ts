@@ -23,7 +23,9 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { CHILD_MALLOC_ENV } from '../src/util/malloc-env.js';
 import { BenchError, errorMessage } from './bench-error.js';
 import { deriveLimits, LIMIT_BUDGETS, type Limit, measureLimits } from './limits.js';
+import type { LoadClient } from './load.js';
 import { machineInfo, type MachineInfo } from './machine.js';
+import { NATIVE_LOADGEN_PATH, nativeLoadAvailable } from './native-load.js';
 import { formatBytes, Progress, type ProgressStream } from './progress.js';
 import {
   type BenchReport,
@@ -55,6 +57,9 @@ const USAGE = `Usage: lightwell bench [options]
                           in a Lightwell checkout, else ./lightwell-bench)
   --skip-limits           do not measure the machine's limits (no ratios)
   --limits-only           measure the machine's limits, run no scenario
+  --client node|native    the load generator of the scenarios and the HTTP limits (default
+                          native where \`npm run build\` compiled it, else node); a load the
+                          native one cannot run (TLS, a listing) runs on node either way
 
   Lightwell started by the benchmark (default):
   --lightwell-bin PATH    the lightwell CLI (default: ../bin/lightwell.js beside this file)
@@ -79,6 +84,7 @@ export interface RunOptions {
   readonly out: string;
   readonly skipLimits: boolean;
   readonly limitsOnly: boolean;
+  readonly client: LoadClient;
   readonly service: ServiceOptions;
 }
 
@@ -90,6 +96,7 @@ const ARG_OPTIONS = {
   out: { type: 'string' },
   'skip-limits': { type: 'boolean' },
   'limits-only': { type: 'boolean' },
+  client: { type: 'string' },
   'lightwell-bin': { type: 'string' },
   'data-parent': { type: 'string' },
   'keep-data': { type: 'boolean' },
@@ -150,6 +157,7 @@ export function parseRunOptions(
     out: resolve(values.out ?? defaultOutDir(process.cwd())),
     skipLimits: values['skip-limits'] === true,
     limitsOnly: values['limits-only'] === true,
+    client: clientOf(values.client),
     service: {
       endpoint: values.endpoint,
       token: values.token,
@@ -186,6 +194,22 @@ export function profileOf(values: {
   const profile = values.profile ?? (values.quick === true ? 'quick' : 'full');
   if (!(profile in SCENARIO_SIZES)) throw new BenchError('--profile must be full, quick or test');
   return profile as Profile;
+}
+
+/** --client: native where it was built, unless node is asked for. Throws on a usage error. */
+export function clientOf(value: string | undefined): LoadClient {
+  if (value !== undefined && value !== 'node' && value !== 'native') {
+    throw new BenchError('--client must be node or native');
+  }
+  if (value === 'node') return 'node';
+  if (nativeLoadAvailable()) return 'native';
+  if (value === 'native') {
+    throw new BenchError(
+      `--client native: the native load generator is not built (${NATIVE_LOADGEN_PATH}); ` +
+        '`npm run build` builds it with a C compiler on Linux',
+    );
+  }
+  return 'node';
 }
 
 /**
@@ -288,6 +312,7 @@ async function measureAllLimits(
   const result = await measureLimits({
     budget: LIMIT_BUDGETS[options.profile],
     tmpParent: dataParent,
+    client: options.client,
     onLimit: (limit, index, total) => {
       const value = limit.value.toFixed(limit.value >= 100 ? 0 : 2);
       progress.note(`  [${index + 1}/${total}] ${limit.name}: ${value} ${limit.unit}`);
@@ -332,6 +357,7 @@ function settingsOf(options: RunOptions, scenarios: readonly Scenario[]): Settin
     scenarios:
       scenarios.length === SCENARIOS.length ? 'all' : scenarios.map((s) => s.name).join(' '),
     logLevel: options.service.logLevel ?? 'default',
+    client: options.client,
     // serve's own setting when the flag is absent: LIGHTWELL_GATEWAYS, else one.
     gateways:
       options.service.endpoint === undefined
@@ -368,6 +394,7 @@ async function runScenarios(
       sizes: SCENARIO_SIZES[options.profile],
       progress,
       api: LIGHTWELL_API,
+      client: options.client,
     });
     const reports: ScenarioReport[] = [];
     for (const scenario of scenarios) {

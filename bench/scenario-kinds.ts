@@ -124,6 +124,7 @@ async function verifyAssembled(
   const length = plans.reduce((total, plan) => total + plan.length, 0);
   const result = await runLoad({
     target: context.service.target,
+    client: context.client,
     connections: 1,
     requests: 1,
     makeRequest: () => ({

@@ -25,7 +25,13 @@ import {
 } from './data.js';
 import { Histogram } from './histogram.js';
 import { jsonRequest, type ResponseResult } from './http1.js';
-import { type LoadRequest, type LoadResult, runLoad } from './load.js';
+import {
+  clientCpuSeconds,
+  type LoadClient,
+  type LoadRequest,
+  type LoadResult,
+  runLoad,
+} from './load.js';
 import { TreeMonitor, type TreeWindow } from './proc-stats.js';
 import type { Progress, ProgressUnit } from './progress.js';
 import type { Service } from './service.js';
@@ -148,6 +154,8 @@ export interface ScenarioContext {
   readonly buckets: Set<string>;
   /** How objects and buckets are named and PUTs answered: `LIGHTWELL_API` but for peers. */
   readonly api: ObjectApi;
+  /** The load generator to run loads on where it can (load.ts `loadClient`). */
+  readonly client: LoadClient;
 }
 
 /** A fresh context for one service: a new run id, datasets and buckets. */
@@ -156,6 +164,7 @@ export function newScenarioContext(options: {
   readonly sizes: ScenarioSizes;
   readonly progress: Progress;
   readonly api: ObjectApi;
+  readonly client: LoadClient;
 }): ScenarioContext {
   const runId = `${Date.now().toString(36)}${Math.floor(Math.random() * 1296).toString(36)}`;
   const pid = options.service.pid;
@@ -186,6 +195,8 @@ export interface Measured {
   readonly window: TreeWindow | null;
   /** CPU seconds the benchmark itself (the client) used in the timed window. */
   readonly clientCpuSeconds: number;
+  /** The client that ran the timed load; null when none ran. */
+  readonly client: LoadClient | null;
   readonly notes: readonly string[];
   /** Set when the scenario could not run for a reason that is not a failure. */
   readonly skipped?: string;
@@ -342,18 +353,18 @@ export interface Timed<T> {
   readonly clientCpuSeconds: number;
 }
 
-/** Runs `work` as a timed window: samples the service's tree and this process's CPU. */
+/** Runs `work` as a timed window: samples the service's tree and the client's CPU. */
 export async function timed<T>(
   context: ScenarioContext,
   work: () => Promise<T>,
 ): Promise<Timed<T>> {
   context.monitor?.begin();
-  const cpuBefore = process.cpuUsage();
+  const cpuBefore = clientCpuSeconds();
   try {
     const value = await work();
-    const cpu = process.cpuUsage(cpuBefore);
+    const cpu = clientCpuSeconds() - cpuBefore;
     const window = context.monitor?.end() ?? null;
-    return { value, window, clientCpuSeconds: (cpu.user + cpu.system) / 1e6 };
+    return { value, window, clientCpuSeconds: cpu };
   } catch (error) {
     context.monitor?.end();
     throw error;
@@ -371,6 +382,7 @@ export async function loadWithProgress(
 ): Promise<LoadResult> {
   context.progress.begin(label, total.amount, total.unit);
   const result = await runLoad({
+    client: context.client,
     ...settings,
     target: context.service.target,
     onProgress: (p) => {
@@ -563,6 +575,7 @@ export function emptyMeasured(extra: { failures?: readonly string[]; skipped?: s
     failures: extra.failures ?? [],
     window: null,
     clientCpuSeconds: 0,
+    client: null,
     notes: [],
     ...(extra.skipped === undefined ? {} : { skipped: extra.skipped }),
   };
@@ -582,6 +595,7 @@ export function measuredFromLoad(load: Timed<LoadResult>, shape: MeasuredShape):
     failures: shape.failures ?? result.failureSamples,
     window: load.window,
     clientCpuSeconds: load.clientCpuSeconds,
+    client: result.client,
     notes: shape.notes ?? [],
   };
 }

@@ -74,6 +74,7 @@ function measurement(
     serverCpuSeconds: cpuSeconds,
     serverCpuSecondsPerGB: cpuSeconds,
     clientCpuSecondsPerGB: 0.5,
+    client: 'native',
     serverPeakRssBytes: 64 * 1024 * 1024,
     serverPeakPssBytes: null,
     ratios: [],
