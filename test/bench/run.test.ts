@@ -18,6 +18,7 @@ import { CHILD_MALLOC_ENV } from '../../src/util/malloc-env.js';
 import type { BenchReport } from '../../bench/report.js';
 import { SCENARIOS } from '../../bench/scenarios.js';
 import { freePort } from '../../bench/service.js';
+import { nativeLoadAvailable } from '../../bench/native-load.js';
 
 const fake = fileURLToPath(new URL('./fixtures/fake-lightwell.js', import.meta.url));
 
@@ -118,7 +119,41 @@ t.test('all scenarios and limits against a started fake service', async (t) => {
   }
   t.match(md, /Machine: .+ cores/);
   t.match(run.err, /list-1m-keys: \d+ keys\/s/, 'progress lines on stderr');
+  // The native load generator where it was built; a listing builds each request from the last.
+  const client = nativeLoadAvailable() ? 'native' : 'node';
+  t.equal(report.settings['client'], client);
+  for (const scenario of report.scenarios) {
+    t.equal(scenario.client, scenario.name === 'list-1m-keys' ? 'node' : client, scenario.name);
+  }
+  for (const name of ['http-sink-put', 'http-source-get', 'http-sink-tiny']) {
+    t.match(report.limits.find((l) => l.name === name)?.detail, `${client} client`, name);
+  }
+  if (client === 'native') t.match(md, '- list-1m-keys: ran on the node client');
 });
+
+t.test(
+  '--client node runs everything on the Node client; a bad --client is a usage error',
+  async (t) => {
+    const run = await bench([
+      '--lightwell-bin',
+      fake,
+      '--only',
+      'put-4k-c64,get-4k-c64',
+      '--client',
+      'node',
+    ]);
+    t.equal(run.code, 0);
+    t.equal(run.report?.settings['client'], 'node');
+    t.same(
+      run.report?.scenarios.map((s) => s.client),
+      ['node', 'node'],
+    );
+    t.match(run.report?.limits.find((l) => l.name === 'http-sink-tiny')?.detail, 'node client');
+    const bad = await bench(['--client', 'curl']);
+    t.equal(bad.code, 2);
+    t.match(bad.err, /--client must be node or native/);
+  },
+);
 
 t.test('a corrupted GET, a wrong listing or no multipart', async (t) => {
   const only = (name: string): string[] => [
