@@ -13,10 +13,7 @@
 
 import t, { type Test } from 'tap';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { crc32 } from '@node-rs/crc32';
 import {
   type BodyPlan,
@@ -37,6 +34,7 @@ import {
   runLoad,
 } from '../../bench/load.js';
 import { nativeClientCpuSeconds, nativeLoadAvailable } from '../../bench/native-load.js';
+import { checkBuild } from '../helpers/build-native.js';
 import {
   chunkedResponse,
   contentLengthResponse,
@@ -49,7 +47,6 @@ const MiB = 1024 * 1024;
 const skip = nativeLoadAvailable()
   ? false
   : 'the native load generator was not built (npm run build needs a C compiler on Linux)';
-const buildScript = join(import.meta.dirname, '../../../scripts/build-native.mjs');
 /** Response bodies of GET /blob/<n>: the first n bytes of this (a template repeated). */
 const blobSource = makeTemplate('random', 256 * 1024, 77);
 
@@ -457,26 +454,9 @@ t.test('loads that cannot be built up front stay on the Node client', async (t) 
 });
 
 t.test('the build script builds the load generator, or warns', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'lightwell-loadgen-build-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const run = (out: string, env: Record<string, string>) =>
-    spawnSync(process.execPath, [buildScript, '--loadgen-out', out], {
-      env: { ...process.env, ...env },
-      encoding: 'utf8',
-    });
-  const missing = run(join(dir, 'a'), { CC: join(dir, 'no-such-cc') });
-  t.equal(missing.status, 0, 'no compiler: the build still succeeds');
-  t.match(missing.stderr, /native load generator not built .*Node client/);
-  t.notOk(existsSync(join(dir, 'a')));
-  const required = run(join(dir, 'b'), {
-    CC: join(dir, 'no-such-cc'),
-    LIGHTWELL_NATIVE_REQUIRED: '1',
-  });
-  t.equal(required.status, 1, 'no compiler, but required: the build fails');
-  if (skip !== false) return;
-  const built = run(join(dir, 'c'), {});
-  t.equal(built.status, 0, built.stderr);
-  const usage = spawnSync(join(dir, 'c'), [], { encoding: 'utf8' });
+  const built = checkBuild(t, '--loadgen-out', /native load generator not built .*Node client/);
+  if (built === null) return;
+  const usage = spawnSync(built, [], { encoding: 'utf8' });
   t.equal(usage.status, 2, 'it runs, and wants its two files');
   t.match(usage.stderr, /usage: lightwell-loadgen REQUEST_FILE RESULT_FILE/);
 });

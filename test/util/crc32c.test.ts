@@ -11,23 +11,17 @@
 // WebAssembly.Memory (the upload arena); scripts/build-native.mjs run into a temp directory.
 import t from 'tap';
 import fc from 'fast-check';
-import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { crc32c as nodeRsCrc32c } from '@node-rs/crc32';
 import { crc32c, crc32cImplementation, crc32cPortable } from '../../src/util/crc32c.js';
 import { loadNative, native, NATIVE_LIBRARY_PATH } from '../../src/util/libc.js';
+import { checkBuild, compilerAvailable } from '../helpers/build-native.js';
 
 const CHECK_INPUT = Buffer.from('123456789');
 const CHECK_VALUE = 0xe3069283;
-const buildScript = join(import.meta.dirname, '../../../scripts/build-native.mjs');
-
-function compilerAvailable(): boolean {
-  const result = spawnSync(process.env['CC'] ?? 'cc', ['--version'], { stdio: 'ignore' });
-  return result.status === 0;
-}
 
 function cpuHasFastPath(): boolean {
   if (process.platform !== 'linux' || process.arch !== 'x64') return false;
@@ -119,28 +113,8 @@ t.test('without the library, or without koffi, there is no native path', async (
 });
 
 t.test('the build script', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'lw-native-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const run = (out: string, env: Record<string, string>) =>
-    spawnSync(process.execPath, [buildScript, '--out', out], {
-      env: { ...process.env, ...env },
-      encoding: 'utf8',
-    });
-
-  const missing = run(join(dir, 'a.so'), { CC: join(dir, 'no-such-cc') });
-  t.equal(missing.status, 0, 'no compiler: the build still succeeds');
-  t.match(missing.stderr, /native library not built .*@node-rs\/crc32/);
-  t.notOk(existsSync(join(dir, 'a.so')));
-
-  const required = run(join(dir, 'b.so'), {
-    CC: join(dir, 'no-such-cc'),
-    LIGHTWELL_NATIVE_REQUIRED: '1',
-  });
-  t.equal(required.status, 1, 'no compiler, but required: the build fails');
-
-  if (!compilerAvailable()) return;
-  const built = run(join(dir, 'c.so'), {});
-  t.equal(built.status, 0, built.stderr);
-  const loaded = loadNative(join(dir, 'c.so'));
+  const built = checkBuild(t, '--out', /native library not built .*@node-rs\/crc32/);
+  if (built === null) return;
+  const loaded = loadNative(built);
   if (cpuHasFastPath()) t.equal(loaded?.crc32c?.(CHECK_INPUT, 0), CHECK_VALUE, 'the new library');
 });
