@@ -103,7 +103,7 @@ interface LoadState {
 export async function runLoad(options: LoadOptions): Promise<LoadResult> {
   if (loadClient(options) === 'native') {
     const entries = requestsUpFront(options);
-    if (entries !== null) return runNativeLoad(options, entries);
+    if (entries !== null && entries.length > 0) return runNativeLoad(options, entries);
   }
   return runNodeLoad(options);
 }
@@ -116,7 +116,7 @@ export function loadClient(options: LoadOptions): LoadClient {
   const upFront =
     options.period !== undefined ||
     (options.requests !== undefined && options.durationMs === undefined);
-  const able = upFront && !options.target.tls && nativeLoadAvailable();
+  const able = upFront && options.connections > 0 && !options.target.tls && nativeLoadAvailable();
   return (options.client ?? 'native') === 'native' && able ? 'native' : 'node';
 }
 
@@ -190,7 +190,10 @@ async function runNodeLoad(options: LoadOptions): Promise<LoadResult> {
   });
 }
 
-/** Every distinct request, built in order; null when `makeRequest` ends the load itself. */
+/**
+ * Every distinct request, built in order; null when `makeRequest` ends the load itself. None
+ * (a count of 0) also leaves the load to the Node client, which answers an empty result.
+ */
 function requestsUpFront(options: LoadOptions): LoadRequest[] | null {
   const count = Math.min(options.period ?? Infinity, options.requests ?? Infinity);
   const requests: LoadRequest[] = [];

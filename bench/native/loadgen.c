@@ -1001,8 +1001,9 @@ static void conn_read(struct loadgen *g, struct conn *c)
       else finish(g, c, NULL);
       return;
     }
-    // A short read emptied the socket: edge-triggered epoll reports the next bytes.
-    if (n < READ_BUFFER_BYTES) return;
+    // A short read emptied the socket, and edge-triggered epoll reports the next bytes; but not
+    // a close that came with these bytes, in the same event: then read on, to the end.
+    if (n < READ_BUFFER_BYTES && !c->peer_closed) return;
   }
 }
 
@@ -1090,7 +1091,7 @@ static void on_event(struct loadgen *g, const struct epoll_event *event)
 {
   struct conn *c = &g->conns[(uint32_t)event->data.u64];
   if ((uint32_t)(event->data.u64 >> 32) != c->generation || c->fd < 0 || !c->busy) return;
-  if (event->events & (EPOLLRDHUP | EPOLLHUP)) c->peer_closed = 1;
+  if (event->events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) c->peer_closed = 1;
   if (c->connecting) {
     int error = 0;
     socklen_t length = sizeof error;
