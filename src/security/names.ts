@@ -61,20 +61,24 @@ export function validateContentType(value: unknown, what = 'contentType'): strin
 }
 
 /** The rule of `refuseControlChars` as a JSON Schema pattern, for the published documents. */
-export const NO_CONTROL_CHARS_PATTERN = '^[^\\u0000-\\u001f\\u007f]*$';
+export const NO_CONTROL_CHARS_PATTERN = '^[^\\u0000-\\u001f\\u007f-\\u009f\\u2028\\u2029]*$';
 
 /**
  * Text that people read back (names, reasons, external references, tags): 400 naming `field`
- * for a C0 control character (U+0000 to U+001F) or DEL (U+007F). CR and LF would forge lines
- * in logs and audit exports, NUL cuts C strings short; none has a use in a name.
+ * for a control character (C0, U+0000 to U+001F; DEL and C1, U+007F to U+009F) or a Unicode
+ * line or paragraph separator (U+2028, U+2029). CR, LF, NEL (U+0085) and the separators would
+ * forge lines in logs, audit exports and the viewers that break lines at them, NUL cuts C
+ * strings short; none has a use in a name.
  */
 export function refuseControlChars(value: string, field: string): void {
   for (let index = 0; index < value.length; index += 1) {
     const unit = value.charCodeAt(index);
-    if (unit >= 0x20 && unit !== 0x7f) continue;
+    if (unit >= 0x20 && (unit < 0x7f || unit > 0x9f) && unit !== 0x2028 && unit !== 0x2029)
+      continue;
     const found = `U+${unit.toString(16).toUpperCase().padStart(4, '0')}`;
     throw BadRequest(
-      `${field} must not contain control characters (U+0000 to U+001F, U+007F); found ${found}`,
+      `${field} must not contain control characters or line separators ` +
+        `(U+0000 to U+001F, U+007F to U+009F, U+2028, U+2029); found ${found}`,
     );
   }
 }

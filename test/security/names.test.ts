@@ -3,6 +3,7 @@
 // Method: tables of accepted and refused values, one row per rule and boundary.
 import t from 'tap';
 import {
+  NO_CONTROL_CHARS_PATTERN,
   OBJECT_KEY_BYTES_MAX,
   USER_METADATA_BYTES_MAX,
   quoteForMessage,
@@ -160,10 +161,10 @@ t.test('user metadata: refused', async (t) => {
   }
 });
 
-t.test('text people read refuses C0 controls and DEL, naming the field', async (t) => {
-  // Only C0 and DEL: C1 controls, NBSP and the line separator pass (a U+2028 in a test's name
-  // would break its TAP line, hence the index).
-  const accepted = ['', 'Zürich – “Ops” 🚀', ' spaces ', '\u0080\u00a0\u2028'];
+t.test('text people read refuses controls and line separators, naming the field', async (t) => {
+  // NBSP, the characters around the refused ranges, and other Unicode pass (the cases are named
+  // by index: a U+2028 in a test's name would break its TAP line).
+  const accepted = ['', 'Zürich – “Ops” 🚀', ' spaces ', '~\u00a0\u2027\u202a\u00ff'];
   accepted.forEach((text, index) => {
     t.doesNotThrow(() => refuseControlChars(text, 'name'), `accepted[${index}]`);
   });
@@ -173,17 +174,28 @@ t.test('text people read refuses C0 controls and DEL, naming the field', async (
     ['line\r\nforged', 'U+000D'],
     ['\u001f', 'U+001F'],
     ['del\u007f', 'U+007F'],
+    ['c1\u0080', 'U+0080'],
+    ['next line\u0085', 'U+0085'],
+    ['\u009f', 'U+009F'],
+    ['line\u2028separator', 'U+2028'],
+    ['paragraph\u2029', 'U+2029'],
   ];
   for (const [text, found] of cases) {
     t.throws(
       () => refuseControlChars(text, 'reason'),
       {
         code: 'bad_request',
-        message: `reason must not contain control characters (U+0000 to U+001F, U+007F); found ${found}`,
+        message:
+          'reason must not contain control characters or line separators (U+0000 to U+001F, ' +
+          `U+007F to U+009F, U+2028, U+2029); found ${found}`,
       },
-      JSON.stringify(text),
+      found,
     );
+    t.notOk(new RegExp(NO_CONTROL_CHARS_PATTERN, 'u').test(text), `the pattern refuses ${found}`);
   }
+  accepted.forEach((text, index) => {
+    t.ok(new RegExp(NO_CONTROL_CHARS_PATTERN, 'u').test(text), `the pattern takes [${index}]`);
+  });
 });
 
 t.test('messages quote at most 64 characters of the input', async (t) => {
