@@ -13,7 +13,12 @@ import { randomBytes } from 'node:crypto';
 import { BadRequest, PayloadTooLarge, errorCode, isLightwellError } from '../util/errors.js';
 import type { Logger } from '../util/log.js';
 import type { RouteDoc } from './router.js';
-import { refuseUndeclaredFields, refuseUnclearQuery } from './strict-input.js';
+import {
+  duplicateField,
+  firstDuplicateField,
+  refuseUndeclaredFields,
+  refuseUnclearQuery,
+} from './strict-input.js';
 
 /** Characters of a request path that logs and problem objects repeat. */
 const PATH_SHOWN_CHARS_MAX = 512;
@@ -360,11 +365,19 @@ export class Exchange {
           resolve(undefined);
           return;
         }
+        let value: unknown;
         try {
-          resolve(JSON.parse(text));
+          value = JSON.parse(text);
         } catch {
           reject(BadRequest('the request body is not valid JSON'));
+          return;
         }
+        const duplicate = firstDuplicateField(text);
+        if (duplicate !== undefined) {
+          reject(duplicateField(duplicate));
+          return;
+        }
+        resolve(value);
       });
       this.onAbort(() => reject(BadRequest('the client went away')));
     });

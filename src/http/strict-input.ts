@@ -15,6 +15,10 @@
 //   and browsers add their own. Any operation refuses a parameter it declares given twice
 //   (`?dryRun=false&dryRun=true`, `?versionId=a&versionId=b`): which one was meant is unclear,
 //   and reading the first would apply what the client may have meant as a dry run.
+// - JSON bodies: an object that names one field twice (`{"dryRun": false, "dryRun": true}`) is
+//   refused for the same reason, at any depth and whatever the schema says. JSON.parse would
+//   keep the last value silently, and a proxy or log that reads the first would see another
+//   request than the one applied.
 
 import { BadRequest } from '../util/errors.js';
 import { QUOTED_CHARS_MAX, unknownField } from '../security/names.js';
@@ -86,6 +90,57 @@ export function closedSchema(schema: JsonSchema): JsonSchema {
   const items = schema['items'] as JsonSchema | undefined;
   if (items) closed['items'] = closedSchema(items);
   return closed;
+}
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const COLON = 0x3a;
+
+function isJsonWhitespace(code: number): boolean {
+  return code === 0x20 || code === 0x0a || code === 0x0d || code === 0x09;
+}
+
+/**
+ * The first field name that an object of `text` gives twice, or undefined. `text` must be valid
+ * JSON (JSON.parse took it): one pass that only has to tell keys from string values. A string
+ * directly inside an object and followed by a colon is a key; names are compared decoded, so
+ * `"a"` and `"\u0061"` are the same field.
+ */
+export function firstDuplicateField(text: string): string | undefined {
+  // One set of names per open object; undefined for an open array.
+  const open: Array<Set<string> | undefined> = [];
+  for (let at = 0; at < text.length; at++) {
+    const code = text.charCodeAt(at);
+    if (code === 0x7b) open.push(new Set());
+    else if (code === 0x5b) open.push(undefined);
+    else if (code === 0x7d || code === 0x5d) open.pop();
+    else if (code === QUOTE) {
+      const start = at;
+      let escaped = false;
+      for (at++; text.charCodeAt(at) !== QUOTE; at++) {
+        if (text.charCodeAt(at) === BACKSLASH) {
+          escaped = true;
+          at++;
+        }
+      }
+      const names = open[open.length - 1];
+      if (names === undefined) continue;
+      let next = at + 1;
+      while (isJsonWhitespace(text.charCodeAt(next))) next++;
+      if (text.charCodeAt(next) !== COLON) continue; // a value, not a name
+      const name = escaped
+        ? (JSON.parse(text.slice(start, at + 1)) as string)
+        : text.slice(start + 1, at);
+      if (names.has(name)) return name;
+      names.add(name);
+    }
+  }
+  return undefined;
+}
+
+/** The answer to a JSON body that names field `name` twice (see the header). */
+export function duplicateField(name: string): Error {
+  return BadRequest(`the request body gives field ${quotedName(name)} more than once`);
 }
 
 function quotedName(name: string): string {

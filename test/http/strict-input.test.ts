@@ -3,11 +3,15 @@
 // objects), with the path to the field; declared fields, open maps and values of the wrong type
 // pass (their own validation answers those); `closedSchema` publishes the same rule; a
 // state-changing operation refuses an undeclared query parameter, a read does not; a declared
-// field that is null is refused unless its schema says `nullable: true`.
+// field that is null is refused unless its schema says `nullable: true`; a JSON text whose
+// object names a field twice is found at any depth, names compared decoded, and strings that
+// are values (in objects or arrays) are never taken for names.
 // Method: the functions on hand-made schemas and values.
 import t from 'tap';
 import {
   closedSchema,
+  firstDuplicateField,
+  duplicateField,
   refuseUndeclaredFields,
   refuseUnclearQuery,
 } from '../../src/http/strict-input.js';
@@ -125,4 +129,36 @@ t.test('undeclared and repeated query parameters', async (t) => {
     });
   }
   t.doesNotThrow(() => refuseUnclearQuery('GET', doc, query('cachebust=1&cachebust=2')));
+});
+
+t.test('fields given twice in a JSON text', async (t) => {
+  const cases: Array<[text: string, duplicate: string | undefined]> = [
+    ['{"a": 1, "b": 2}', undefined],
+    ['{"a": 1, "a": 2}', 'a'],
+    ['{"a":1,"b":{"c":1,"c":2}}', 'c'],
+    ['{"a": {"x": 1}, "b": {"x": 1}}', undefined], // the same name in two objects
+    ['[{"x": 1}, {"x": 2}]', undefined],
+    ['{"items": [{"k": 1, "k": 2}]}', 'k'],
+    ['{"a": "a", "b": "a"}', undefined], // values, not names
+    ['["a", "a"]', undefined],
+    ['{"a": ["b", "b"], "b": 1}', undefined],
+    ['{"a\\u0022": 1, "b": "x\\"y", "c": 1}', undefined], // escapes inside strings
+    ['{"\\u0061": 1, "a": 2}', 'a'], // compared decoded
+    ['{"a" \n :1, "a"\t: 2}', 'a'], // whitespace before the colon
+    ['{"a": "}", "a": 1}', 'a'], // brackets inside strings
+    ['"a"', undefined],
+    ['{}', undefined],
+  ];
+  for (const [text, duplicate] of cases) {
+    JSON.parse(text); // every case is valid JSON, as the function requires
+    t.equal(firstDuplicateField(text), duplicate, text);
+  }
+  const refusal = duplicateField('dryRun');
+  t.equal(errorCode(refusal), 'bad_request');
+  t.equal(refusal.message, 'the request body gives field "dryRun" more than once');
+  t.equal(
+    duplicateField('n'.repeat(500)).message,
+    `the request body gives field "${'n'.repeat(64)}" more than once`,
+    'a long name is quoted in part',
+  );
 });

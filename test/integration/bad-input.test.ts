@@ -405,6 +405,12 @@ t.test('bad input', async (t) => {
     expectProblem(t, await json(await post('[1, 2, 3]')), 400, 'bad_request');
     expectProblem(t, await json(await post('"just a string"')), 400, 'bad_request');
     expectProblem(t, await json(await post('')), 400, 'bad_request');
+    // A field given twice is refused, not read as its last value, and nothing is created.
+    const twice = await json(await post('{"name": "dupe-a", "name": "dupe-b"}'));
+    expectProblem(t, twice, 400, 'bad_request');
+    t.match((twice.json as { detail: string }).detail, /"name" more than once/);
+    const listed = await (await fetch(`${base}/buckets`, { headers: auth() })).text();
+    t.notMatch(listed, /dupe-/, 'no bucket was created by the refused request');
     // A bucket is created versioned or not; "Suspended" and "Unversioned" are states, not
     // choices at creation (DECISIONS.md: `versioning?: "Enabled"`).
     for (const versioning of ['Suspended', 'Unversioned', 'enabled', true]) {
