@@ -93,8 +93,10 @@ export function auditRoutes(services: AdminServices): Route<Handler>[] {
 /** Any number is clamped to 1..1000 (a fraction cut to its whole part); anything else is 400. */
 function limitOf(text: string | null): number {
   if (text === null || text.trim() === '') return AUDIT_LIMIT_DEFAULT;
+  // Decimal only: Number() would also read 0x10, 1e2 and Infinity, which an integer is not.
+  if (!/^[+-]?\d+(\.\d+)?$/.test(text.trim()))
+    throw BadRequest('limit must be a decimal integer (it is clamped to 1..1000)');
   const limit = Number(text);
-  if (Number.isNaN(limit)) throw BadRequest('limit must be a number (it is clamped to 1..1000)');
   return Math.min(AUDIT_LIMIT_MAX, Math.max(1, Math.trunc(limit)));
 }
 

@@ -130,6 +130,11 @@ export function quotaRoutes(services: AdminServices): Route<Handler>[] {
         summary: 'Clear the tenant quota (no limits)',
         auth: bearer,
         query: dryRunQuery,
+        requestBody: {
+          contentType: 'application/json',
+          required: false,
+          schema: { type: 'object', properties: { reason: reasonSchema } },
+        },
         responses: {
           204: { description: 'cleared' },
           200: { description: 'dry run', schema: dryRunSchema },
@@ -139,6 +144,8 @@ export function quotaRoutes(services: AdminServices): Route<Handler>[] {
       handler: async (exchange, params) => {
         auth.authenticate(exchange, 'operator', params['id']);
         const tenant = liveTenant(services, params['id'] ?? '');
+        // Optional, as on every admin mutation: `{"reason": …}` for the audit row.
+        optionalReason(exchange, await readBody(exchange));
         const dryRun = isDryRun(exchange);
         const result = await mutate<{ cleared: boolean }>(
           services,

@@ -26,7 +26,7 @@ import * as control from '../engine/ops/control.js';
 import type { EngineContext } from '../engine/ops/context.js';
 import { newAdminToken } from '../security/access-keys.js';
 import { parseAdminExpires } from '../security/expiry.js';
-import { validateTenantId } from '../security/names.js';
+import { refuseControlChars, validateTenantId } from '../security/names.js';
 import {
   parseArgs,
   settingsFrom,
@@ -37,9 +37,11 @@ import {
   EXIT_USAGE,
   type CommandSpec,
 } from './args.js';
-import { NotFound } from '../util/errors.js';
+import { BadRequest, NotFound } from '../util/errors.js';
 
 const roles: readonly AdminRole[] = ['viewer', 'operator', 'owner'];
+/** The longest `--name`: a label for people reading `list`. */
+const TOKEN_NAME_CHARS_MAX = 256;
 
 const USAGE =
   'usage: lightwell admin-token create --role viewer|operator|owner [--tenant ID] [--expires 30d|RFC3339] [--name TEXT] [--json] | list [--json] | revoke ID [--json]\n' +
@@ -116,7 +118,13 @@ function mint(options: Map<string, string>): Minted {
   if (tenant !== undefined) record.tenant = tenant;
   if (expires !== undefined) record.expiresAt = parseAdminExpires(expires, Date.now());
   const name = options.get('name');
-  if (name !== undefined) record.name = name;
+  if (name !== undefined) {
+    // `list` prints it in a tab-separated row: a tab or line break in it would forge rows.
+    refuseControlChars(name, '--name');
+    if (name.length > TOKEN_NAME_CHARS_MAX)
+      throw BadRequest(`--name must be at most ${TOKEN_NAME_CHARS_MAX} characters`);
+    record.name = name;
+  }
   return { token: minted.token, record };
 }
 

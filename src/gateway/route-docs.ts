@@ -340,6 +340,8 @@ export function withProblems(doc: RouteDoc, method: string, path: string): Route
     found[507] = "the tenant's quota would be exceeded";
   if (method === 'PUT' && path.endsWith('/notifications'))
     found[501] = 'a target type other than webhook';
+  if (method === 'POST' && path === '/sign-url')
+    found[404] = "no such bucket (another tenant's bucket too)";
   if (method === 'POST' && path.endsWith('/buckets')) found[409] = 'the bucket exists';
   if (method === 'DELETE' && path.endsWith('/buckets/{bucket}'))
     found[409] = 'the bucket is not empty';

@@ -47,6 +47,7 @@ import {
   writtenHeaders,
   parseContentLength,
   parseChecksumHeaders,
+  parseMetadata,
   type RouteKit,
 } from './routes.js';
 import { ANY_CONTENT_TYPE, objectSchema, writeHeaders } from './route-docs.js';
@@ -84,7 +85,18 @@ const uploadSchema: JsonSchema = {
 };
 const createSchema: JsonSchema = {
   type: 'object',
-  properties: { contentType: str, metadata: { type: 'object', additionalProperties: str } },
+  properties: {
+    contentType: {
+      ...str,
+      description:
+        "the completed object's Content-Type; a create without a body takes its Content-Type header instead (application/json excepted), else application/octet-stream",
+    },
+    metadata: {
+      type: 'object',
+      additionalProperties: str,
+      description: 'user metadata of the completed object; or X-Service-Meta-* headers, not both',
+    },
+  },
 };
 const completeSchema: JsonSchema = {
   type: 'object',
@@ -149,6 +161,36 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
     return found;
   };
 
+  /**
+   * The Content-Type and user metadata the completed object will have: from the JSON body's
+   * `contentType` and `metadata`, or as a single PUT takes them, from `X-Service-Meta-*` headers
+   * and, on a create without a body, the `Content-Type` header (as S3's CreateMultipartUpload).
+   * A bodiless create's `Content-Type: application/json` is taken for a JSON client's habit, not
+   * for the object's type. Metadata given both ways is refused: which was meant is unclear.
+   */
+  const createdObjectFields = (
+    exchange: Exchange,
+    body: Record<string, unknown> | undefined,
+  ): { contentType: string; metadata: Record<string, string> } => {
+    const fromHeaders = parseMetadata(exchange);
+    // `null` was refused with the fields (strict-input.ts): only an absent field takes its default.
+    const fromBody = body?.['metadata'];
+    if (fromBody !== undefined && Object.keys(fromHeaders).length > 0)
+      throw BadRequest('give user metadata as X-Service-Meta-* headers or in the body, not both');
+    const metadata = (fromBody ?? fromHeaders) as Record<string, string>;
+    validateUserMetadata(metadata);
+    const header = exchange.header('content-type');
+    const fromHeader =
+      body === undefined && header !== undefined && !/^application\/json\s*(;|$)/i.test(header)
+        ? header
+        : undefined;
+    let contentType = 'application/octet-stream';
+    if (body?.['contentType'] !== undefined) contentType = validateContentType(body['contentType']);
+    else if (fromHeader !== undefined)
+      contentType = validateContentType(fromHeader, 'Content-Type');
+    return { contentType, metadata };
+  };
+
   const create = async (
     exchange: Exchange,
     params: Readonly<Record<string, string>>,
@@ -163,10 +205,7 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
     // Read through the complete route, the body was not checked against this one's schema.
     if (read) refuseUndeclaredFields(raw, createSchema);
     const body = raw as Record<string, unknown> | undefined;
-    // `null` was refused with the fields (strict-input.ts): only an absent field takes its default.
-    const contentType = validateContentType(body?.['contentType'] ?? 'application/octet-stream');
-    const metadata = body?.['metadata'] ?? {};
-    validateUserMetadata(metadata);
+    const { contentType, metadata } = createdObjectFields(exchange, body);
     const created = await mutate<MultipartUploadRecord>(
       exchange,
       'createMultipartUpload',
@@ -283,7 +322,12 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
       doc: doc(
         'Create a multipart upload',
         { 201: { description: 'the upload', schema: uploadSchema } },
-        { requestBody: { contentType: 'application/json', schema: createSchema, required: false } },
+        {
+          headers: {
+            'X-Service-Meta-*': 'user metadata of the completed object (or `metadata` in the body)',
+          },
+          requestBody: { contentType: 'application/json', schema: createSchema, required: false },
+        },
       ),
       handler: (exchange, params) => create(exchange, params, params['key'] ?? ''),
     },

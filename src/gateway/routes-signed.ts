@@ -378,6 +378,10 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
           headers: {
             'X-Service-Checksum-*': 'base64 digest to verify',
             'X-Service-Meta-*': 'user metadata',
+            'If-Match': 'write only if the current ETag matches',
+            'If-None-Match': 'write only if absent (*) or not matching',
+            'Idempotency-Key':
+              "makes the PUT replay-safe (needs a checksum: the URL's or an X-Service-Checksum-* header); must equal the URL's idempotencyKey if it has one",
           },
           requestBody: {
             contentType: ANY_CONTENT_TYPE,

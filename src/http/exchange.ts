@@ -312,6 +312,8 @@ export class Exchange {
       code: problem.code,
       message: problem.message,
       requestId: this.requestId,
+      // A refused tenant delete (or its dry run) lists what is in its way, as its plan would.
+      ...(Array.isArray(details['blockers']) ? { blockers: details['blockers'] } : {}),
     };
     this.send(problem.status, headers, JSON.stringify(body));
   }

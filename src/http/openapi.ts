@@ -16,6 +16,19 @@ export const problemSchema = {
     code: { type: 'string', description: 'stable machine-readable code' },
     message: { type: 'string' },
     requestId: { type: 'string', description: 'also sent as X-Request-Id' },
+    blockers: {
+      type: 'array',
+      description: 'a refused tenant delete: what is in its way, as in the plan',
+      items: {
+        type: 'object',
+        required: ['code', 'message'],
+        properties: {
+          code: { type: 'string' },
+          message: { type: 'string' },
+          count: { type: 'integer' },
+        },
+      },
+    },
   },
 } as const;
 

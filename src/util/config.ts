@@ -186,7 +186,10 @@ export interface Settings {
   listen(name: SettingName): ListenAddress;
 }
 
-/** The listeners' certificate and key files when both are set: the listeners serve HTTPS. */
+/**
+ * The listeners' certificate and key files when set: the listeners serve HTTPS. `loadSettings`
+ * refuses one without the other.
+ */
 export function tlsFilesOf(settings: Settings): { certFile: string; keyFile: string } | undefined {
   const certFile = settings.string('tls.cert_file');
   const keyFile = settings.string('tls.key_file');
@@ -240,6 +243,11 @@ export function loadSettings(options: {
       throw BadRequest(`${error.message} (from ${origin})`, error.details, { cause: error });
     }
   }
+  // Half a TLS setting would serve plain HTTP to an operator who believes it is HTTPS.
+  if ((settings.string('tls.cert_file') === '') !== (settings.string('tls.key_file') === ''))
+    throw BadRequest(
+      'tls.cert_file and tls.key_file go together: set both to serve HTTPS, or neither',
+    );
   return settings;
 }
 

@@ -98,8 +98,27 @@ t.test('quotas, usage and audit', async (t) => {
       1000,
       'a dry run clears nothing',
     );
-    answer = await call(service, 'DELETE', '/tenants/acme/quota', { token: operator.token });
+    // The clear takes an optional reason, and refuses other fields as every mutation does.
+    answer = await call(service, 'DELETE', '/tenants/acme/quota', {
+      token: operator.token,
+      body: { reasn: 'typo' },
+    });
+    t.match(answer, { status: 400, json: { code: 'bad_request', message: /unknown field/ } });
+    t.match(
+      (await call(service, 'GET', '/tenants/acme/quota', { token: viewer.token })).json,
+      { maxBytes: 1000 },
+      'a refused clear clears nothing',
+    );
+    answer = await call(service, 'DELETE', '/tenants/acme/quota', {
+      token: operator.token,
+      body: { reason: 'contract renewed' },
+    });
     t.equal(answer.status, 204);
+    const cleared = (
+      (await call(service, 'GET', '/audit?tenant=acme&limit=5', { token: viewer.token }))
+        .json as AuditPage
+    ).events.find((event) => event.requestId === answer.headers.get('x-request-id'));
+    t.match(cleared, { action: 'deleteTenantQuota', reason: 'contract renewed', status: 204 });
     t.same((await call(service, 'GET', '/tenants/acme/quota', { token: viewer.token })).json, {
       tenantId: 'acme',
       usedBytes: 700,
@@ -287,6 +306,16 @@ t.test('quotas, usage and audit', async (t) => {
         .events.length,
       3,
     );
+    t.equal(
+      ((await call(service, 'GET', '/audit?limit=2.5', { token: viewer.token })).json as AuditPage)
+        .events.length,
+      2,
+      'a fraction reads as its integer part',
+    );
+    for (const text of ['0x10', 'Infinity', '1e2', 'abc', '1_000']) {
+      const refused = await call(service, 'GET', `/audit?limit=${text}`, { token: viewer.token });
+      t.match(refused, { status: 400, json: { code: 'bad_request' } }, `limit=${text}`);
+    }
     // More than 1000 rows: unauthenticated health checks are audited too.
     for (let round = 0; round < 55; round += 1) {
       await Promise.all(

@@ -325,6 +325,10 @@ t.test('tenant lifecycle', async (t) => {
     t.match(answer.json, {
       code: 'precondition_failed',
       message: /1 versions are under a retention window; 1 versions are under legal hold/,
+      blockers: [
+        { code: 'retention', count: 1 },
+        { code: 'legal_hold', count: 1 },
+      ],
     });
     answer = await call(service, 'POST', '/tenants/vault/delete', {
       token: owner,

@@ -253,6 +253,27 @@ t.test('a bad setting is refused in one line before anything starts', async (t) 
       'lightwell: cannot start: gateways: expected an integer, got "abc" ' +
         '(from environment variable LIGHTWELL_GATEWAYS)',
     ],
+    [
+      CLI,
+      ['serve', '--tls.cert_file', '/etc/hostname'],
+      {},
+      'lightwell: cannot start: tls.cert_file and tls.key_file go together: set both to serve ' +
+        'HTTPS, or neither',
+    ],
+    [
+      bin('lightwell-admin'),
+      [],
+      { LIGHTWELL_TLS_KEY_FILE: '/etc/hostname' },
+      'lightwell-admin: cannot start: tls.cert_file and tls.key_file go together: set both to ' +
+        'serve HTTPS, or neither',
+    ],
+    [
+      CLI,
+      ['admin-token', 'create', '--role', 'owner', '--name', 'a\tforged\trow'],
+      {},
+      'lightwell admin-token: --name must not contain control characters or line separators ' +
+        '(U+0000 to U+001F, U+007F to U+009F, U+2028, U+2029); found U+0009',
+    ],
   ];
   for (const [script, args, env, message] of cases) {
     const name = `${script.split('/').pop() ?? ''} ${args.join(' ')}`;

@@ -403,6 +403,57 @@ t.test('multipart uploads', async (t) => {
     t.same((uploads.json as UploadsPage).uploads, []);
   });
 
+  await t.test(
+    'create takes Content-Type and X-Service-Meta-* headers, as a PUT does',
+    async (t) => {
+      /** Creates an upload with `options`, completes it with one small part, answers its HEAD. */
+      const roundTrip = async (
+        key: string,
+        options: { headers?: Record<string, string>; json?: unknown },
+      ): Promise<Headers> => {
+        const created = await client.request('POST', `/buckets/mpu/multipart/${key}`, options);
+        if (created.status !== 201) throw new RangeError(`create ${key}: ${created.status}`);
+        const uploadId = (created.json as { uploadId: string }).uploadId;
+        const etag = etagOf(await putPart(client, 'mpu', key, uploadId, 1, randomBytes(1000)));
+        const completed = await client.request(
+          'POST',
+          `/buckets/mpu/multipart/${uploadId}/complete/${key}`,
+          { json: { parts: [{ partNumber: 1, etag }] } },
+        );
+        t.equal(completed.status, 200, `${key} completed`);
+        return (await client.request('HEAD', `/buckets/mpu/objects/${key}`)).headers;
+      };
+      let head = await roundTrip('hdr-typed', {
+        headers: { 'Content-Type': 'text/plain', 'X-Service-Meta-Owner': 'bob' },
+      });
+      t.equal(head.get('content-type'), 'text/plain', 'the bodiless create names the type');
+      t.equal(head.get('x-service-meta-owner'), 'bob', 'metadata from the headers');
+      head = await roundTrip('hdr-json', { headers: { 'Content-Type': 'application/json' } });
+      t.equal(
+        head.get('content-type'),
+        'application/octet-stream',
+        "a bodiless create's application/json is a client's habit, not the object's type",
+      );
+      head = await roundTrip('hdr-mixed', {
+        headers: { 'X-Service-Meta-Owner': 'carol' },
+        json: { contentType: 'text/csv' },
+      });
+      t.equal(head.get('content-type'), 'text/csv', 'the body names the type');
+      t.equal(head.get('x-service-meta-owner'), 'carol');
+      const both = await client.request('POST', '/buckets/mpu/multipart/hdr-both', {
+        headers: { 'X-Service-Meta-Owner': 'dave' },
+        json: { metadata: { owner: 'erin' } },
+      });
+      t.match(both, { status: 400, json: { code: 'bad_request', message: /not both/ } });
+      const bad = await client.request('POST', '/buckets/mpu/multipart/hdr-bad', {
+        headers: { 'X-Service-Meta-Owner': 'x'.repeat(3000) },
+      });
+      t.equal(bad.status, 400, 'header metadata is checked as on a PUT (2 KiB at most)');
+      for (const key of ['hdr-typed', 'hdr-json', 'hdr-mixed'])
+        await client.request('DELETE', `/buckets/mpu/objects/${key}`);
+    },
+  );
+
   await t.test('the bucket can be deleted once uploads and objects are gone', async (t) => {
     for (const key of ['dir/obj.bin', 'partial', 'echo'])
       await client.request('DELETE', `/buckets/mpu/objects/${key}`);

@@ -1,5 +1,5 @@
 // Goal: the settings loader layers defaults, file, environment and flags in that order and
-// refuses malformed or unknown values with a clear message.
+// refuses malformed or unknown values with a clear message, and half a TLS setting.
 import t from 'tap';
 import { pino } from 'pino';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -63,6 +63,22 @@ t.test('an empty data directory is refused: it would mean the current directory'
   // An empty environment variable is unset (LIGHTWELL_DATA_DIR= keeps the default).
   t.equal(loadSettings({ env: { LIGHTWELL_DATA_DIR: '' } }).string('data_dir'), './data');
 });
+
+t.test(
+  'a TLS certificate without its key, or a key without its certificate, is refused',
+  async (t) => {
+    const half = { code: 'bad_request', message: /^tls\.cert_file and tls\.key_file go together/ };
+    t.throws(() => loadSettings({ flags: { 'tls.cert_file': '/etc/c.pem' } }), half, 'cert alone');
+    t.throws(
+      () => loadSettings({ env: { LIGHTWELL_TLS_KEY_FILE: '/etc/k.pem' } }),
+      half,
+      'key alone',
+    );
+    const both = loadSettings({ flags: { 'tls.cert_file': '/c.pem', 'tls.key_file': '/k.pem' } });
+    t.equal(both.string('tls.key_file'), '/k.pem', 'both together load');
+    t.equal(loadSettings({}).string('tls.cert_file'), '', 'neither: plain HTTP');
+  },
+);
 
 t.test('log.level is one of pino levels', async (t) => {
   t.same([...LOG_LEVELS].sort(), [...Object.keys(pino.levels.values), 'silent'].sort());
