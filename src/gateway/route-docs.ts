@@ -312,7 +312,8 @@ export function withProblems(doc: RouteDoc, method: string, path: string): Route
     400: 'malformed request: parameters, headers, body or names',
   };
   if (doc.auth === 'basic-or-body') {
-    found[401] = 'unknown or revoked access key, wrong secret, or a disabled tenant';
+    found[401] =
+      'no credentials, an unknown or revoked access key, a wrong secret, or a disabled tenant';
     found[403] = 'tls_required: minted over plain HTTP from a non-loopback peer';
     found[429] = 'too many mints for this access key (see Retry-After)';
   } else {

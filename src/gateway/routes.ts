@@ -3,7 +3,7 @@
 // is read, then hand the body to the upload pipeline and the manifest to the engine.
 
 import type { Piscina } from 'piscina';
-import type { Exchange } from '../http/exchange.js';
+import { BASIC_CHALLENGE, type Exchange } from '../http/exchange.js';
 import type { Route } from '../http/router.js';
 import type { Handler } from '../http/server.js';
 import type { IndexStore, RawEntry } from '../engine/index/store.js';
@@ -53,6 +53,7 @@ import {
   TlsRequired,
   LengthRequired,
   PreconditionFailed,
+  Unauthorized,
 } from '../util/errors.js';
 import { policyDenies, type BucketPolicy } from '../security/bucket-policy.js';
 import type { Verb } from '../security/scopes.js';
@@ -181,9 +182,16 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
           throw TlsRequired('token minting requires TLS');
         }
         const basic = parseBasic(exchange.header('authorization'));
-        const body = basic
-          ? undefined
-          : ((await exchange.readJson()) as Record<string, unknown> | undefined);
+        const body = (await exchange.readJson()) as Record<string, unknown> | undefined;
+        // One way or the other: with both, which key was meant is unclear.
+        if (basic && body !== undefined)
+          throw BadRequest('send the credentials as HTTP Basic or as a JSON body, not both');
+        // No credentials at all is a 401 that asks for them, as for a missing bearer token.
+        if (!basic && body === undefined)
+          throw Unauthorized(
+            'credentials are required: accessKeyId and secretKey as HTTP Basic or a JSON body',
+            { challenge: BASIC_CHALLENGE },
+          );
         const accessKeyId = basic?.accessKeyId ?? body?.['accessKeyId'];
         const secretKey = basic?.secretKey ?? body?.['secretKey'];
         if (

@@ -454,6 +454,20 @@ t.test('accounts and keys', async (t) => {
     });
     await pasted.arrayBuffer();
     t.equal(pasted.status, 401);
+    // No credentials at all asks for them (401 with a Basic challenge); both ways at once is
+    // unclear (400), whichever key each names.
+    const bare = await fetch(`${service.publicUrl}/auth/token`, { method: 'POST' });
+    t.match(await bare.json(), { code: 'unauthorized', message: /credentials are required/ });
+    t.equal(bare.status, 401);
+    t.match(bare.headers.get('www-authenticate'), /^Basic realm="lightwell"/);
+    const basic = Buffer.from(`${created.accessKeyId}:x`).toString('base64');
+    const twoWays = await fetch(`${service.publicUrl}/auth/token`, {
+      method: 'POST',
+      headers: { Authorization: `Basic ${basic}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ accessKeyId: 'LWOTHER', secretKey: 'y' }),
+    });
+    t.match(await twoWays.json(), { code: 'bad_request', message: /not both/ });
+    t.equal(twoWays.status, 400);
     const owner = await mintToken(service, 'owner');
     const row = await auditRowOf(service, owner.token, pasted.headers.get('x-request-id') ?? '');
     t.match(row, { actor: 'anonymous' }, 'a malformed key id is not the actor');
