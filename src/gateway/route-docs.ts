@@ -154,7 +154,7 @@ export const createToken: RouteDoc = {
 };
 
 export const listBuckets: RouteDoc = {
-  summary: "List the tenant's buckets",
+  summary: "List the tenant's buckets that the key may read in (all, for a tenant-wide read key)",
   auth: 'bearer',
   responses: {
     200: {

@@ -56,7 +56,7 @@ import {
   Unauthorized,
 } from '../util/errors.js';
 import { policyDenies, type BucketPolicy } from '../security/bucket-policy.js';
-import type { Verb } from '../security/scopes.js';
+import { readsIn, type Verb } from '../security/scopes.js';
 import type { BeginResult, HeldKey } from '../engine/ops/idempotency.js';
 import type { Settings } from '../util/config.js';
 import * as docs from './route-docs.js';
@@ -229,10 +229,14 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
       doc: docs.listBuckets,
       handler: (exchange) => {
         const principal = bearer(exchange);
-        authorize(principal, { verb: 'read' });
+        const { scope } = principal;
+        // A key scoped to some buckets lists those it may read in; one that reads nowhere, none.
+        if (!readsIn(scope)) authorize(principal, { verb: 'read' });
         const buckets = [
           ...store.range<BucketRecord>(DB.buckets, tenantChildRange(principal.tenant.id)),
-        ].map((e) => bucketJson(e.value));
+        ]
+          .filter((entry) => readsIn(scope, entry.value.name))
+          .map((entry) => bucketJson(entry.value));
         exchange.sendJson(200, { buckets });
       },
     },

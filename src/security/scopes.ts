@@ -202,6 +202,19 @@ export function allows(scope: Scope, request: ScopeRequest): boolean {
   return scope.entries.some((entry) => entryGrants(entry, request));
 }
 
+/**
+ * Whether `scope` lets its key read anything in `bucket`, under any prefix: which buckets a key
+ * scoped to some of them sees in the bucket list. With no bucket given: in any bucket at all.
+ */
+export function readsIn(scope: Scope, bucket?: string): boolean {
+  if (scope.kind === 'verbs') return scope.verbs.includes('read') || scope.verbs.includes('admin');
+  return scope.entries.some(
+    (entry) =>
+      (entry.verb === 'read' || entry.verb === 'admin') &&
+      (bucket === undefined || entry.bucket === SCOPE_BUCKET_ANY || entry.bucket === bucket),
+  );
+}
+
 function entryGrants(entry: ScopeEntry, request: ScopeRequest): boolean {
   if (entry.verb !== request.verb && entry.verb !== 'admin') return false;
   if (request.bucket === undefined) {

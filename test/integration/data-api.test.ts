@@ -685,6 +685,16 @@ t.test('data-plane API', async (t) => {
     t.equal((await scoped.put('sums', 'in/a', 'x')).status, 200);
     t.equal((await scoped.put('sums', 'out/a', 'x')).status, 403);
     t.equal((await scoped.get('sums', 'k')).status, 403);
+    // It lists the buckets it may read in (a prefix is enough), not the tenant's others.
+    const listed = await scoped.request('GET', '/buckets');
+    t.equal(listed.status, 200);
+    t.same(
+      (listed.json as { buckets: Array<{ name: string }> }).buckets.map((bucket) => bucket.name),
+      ['sums'],
+      'only the bucket its scope reads in',
+    );
+    const writeOnly = await service.tenant('acme', 'op=write:bucket=sums');
+    t.equal((await writeOnly.request('GET', '/buckets')).status, 403, 'a key that reads nowhere');
   });
 
   await t.test('explicit-deny bucket policies override scopes', async (t) => {

@@ -1,6 +1,6 @@
 // Goal: scope text parses to the canonical form the header of scopes.ts describes, every
-// malformed input is refused with a message that says what is wrong, and `allows` and
-// `canMintSignedUrl` grant exactly what the rules grant and nothing more.
+// malformed input is refused with a message that says what is wrong, and `allows`,
+// `canMintSignedUrl` and `readsIn` grant exactly what the rules grant and nothing more.
 // Method: tables of inputs and of (scope, request) → decision, including the boundaries of
 // prefixes, wildcard buckets, bucket-level operations and admin.
 import t from 'tap';
@@ -11,6 +11,7 @@ import {
   canMintSignedUrl,
   formatScopes,
   parseScopes,
+  readsIn,
   type Scope,
   type ScopeRequest,
 } from '../../src/security/scopes.js';
@@ -205,6 +206,22 @@ t.test('entries without a prefix, wildcard buckets and admin entries', async (t)
   t.ok(decide(admin, { verb: 'admin', bucket: 'bk1', key: 'p/x' }));
   t.notOk(decide(admin, { verb: 'read', bucket: 'bk2', key: 'p/x' }), 'only on its resource');
   t.notOk(decide(admin, { verb: 'admin', bucket: 'bk1' }), 'not bucket-level under a prefix');
+});
+
+t.test('readsIn: the buckets a key may read anything in, for the bucket list', async (t) => {
+  const reads = (text: string, bucket?: string): boolean => readsIn(parseScopes(text), bucket);
+  t.ok(reads('read'), 'a read verb reads everywhere');
+  t.ok(reads('admin', 'bk1'), 'admin implies read');
+  t.notOk(reads('write,delete'), 'no read verb');
+  t.notOk(reads('write,delete', 'bk1'));
+  const scoped = 'op=read:bucket=bk1:prefix=in/,op=write:bucket=bk2';
+  t.ok(reads(scoped), 'reads in some bucket');
+  t.ok(reads(scoped, 'bk1'), 'under a prefix still counts');
+  t.notOk(reads(scoped, 'bk2'), 'write alone does not');
+  t.notOk(reads(scoped, 'bk3'));
+  t.ok(reads('op=read:bucket=*:prefix=a/', 'bk9'), 'a wildcard bucket');
+  t.ok(reads('op=admin:bucket=bk1', 'bk1'));
+  t.notOk(reads('op=write:bucket=*'), 'writes everywhere, reads nowhere');
 });
 
 t.test("canMintSignedUrl needs the method's verb on the resource", async (t) => {
