@@ -103,7 +103,7 @@ export function booleanQuery(exchange: Exchange, name: string): boolean {
   const value = exchange.query.get(name)?.toLowerCase();
   if (value === undefined || value === 'false' || value === '0') return false;
   if (value !== 'true' && value !== '1' && value !== '')
-    throw BadRequest(`${name} must be true or false`);
+    throw BadRequest(`${name} must be true or false (1 and 0, or no value for true, are read too)`);
   return true;
 }
 
