@@ -13,12 +13,7 @@ import { randomBytes } from 'node:crypto';
 import { BadRequest, PayloadTooLarge, errorCode, isLightwellError } from '../util/errors.js';
 import type { Logger } from '../util/log.js';
 import type { RouteDoc } from './router.js';
-import {
-  duplicateField,
-  firstDuplicateField,
-  refuseUndeclaredFields,
-  refuseUnclearQuery,
-} from './strict-input.js';
+import { jsonTextProblem, refuseUndeclaredFields, refuseUnclearQuery } from './strict-input.js';
 
 /** Characters of a request path that logs and problem objects repeat. */
 const PATH_SHOWN_CHARS_MAX = 512;
@@ -374,9 +369,9 @@ export class Exchange {
           reject(BadRequest('the request body is not valid JSON'));
           return;
         }
-        const duplicate = firstDuplicateField(text);
-        if (duplicate !== undefined) {
-          reject(duplicateField(duplicate));
+        const problem = jsonTextProblem(text);
+        if (problem) {
+          reject(problem);
           return;
         }
         resolve(value);

@@ -18,7 +18,7 @@
 // - JSON bodies: an object that names one field twice (`{"dryRun": false, "dryRun": true}`) is
 //   refused for the same reason, at any depth and whatever the schema says. JSON.parse would
 //   keep the last value silently, and a proxy or log that reads the first would see another
-//   request than the one applied.
+//   request than the one applied. Objects and arrays nest at most JSON_DEPTH_MAX deep.
 
 import { BadRequest } from '../util/errors.js';
 import { QUOTED_CHARS_MAX, unknownField } from '../security/names.js';
@@ -101,19 +101,31 @@ function isJsonWhitespace(code: number): boolean {
 }
 
 /**
- * The first field name that an object of `text` gives twice, or undefined. `text` must be valid
- * JSON (JSON.parse took it): one pass that only has to tell keys from string values. A string
+ * How deep objects and arrays may nest in a JSON body: far beyond any body an operation
+ * declares, and bounded so that nothing that decodes, checks or re-encodes a body (to the engine,
+ * into the index) recurses without end.
+ */
+export const JSON_DEPTH_MAX = 32;
+
+/**
+ * What is unclear or unbounded in the JSON `text`, or undefined: an object that gives a field
+ * twice (see the header), or nesting deeper than JSON_DEPTH_MAX. `text` must be valid JSON
+ * (JSON.parse took it): one pass that only has to tell keys from string values. A string
  * directly inside an object and followed by a colon is a key; names are compared decoded, so
  * `"a"` and `"\u0061"` are the same field.
  */
-export function firstDuplicateField(text: string): string | undefined {
+export function jsonTextProblem(text: string): Error | undefined {
   // One set of names per open object; undefined for an open array.
   const open: Array<Set<string> | undefined> = [];
   for (let at = 0; at < text.length; at++) {
     const code = text.charCodeAt(at);
-    if (code === 0x7b) open.push(new Set());
-    else if (code === 0x5b) open.push(undefined);
-    else if (code === 0x7d || code === 0x5d) open.pop();
+    if (code === 0x7b || code === 0x5b) {
+      open.push(code === 0x7b ? new Set() : undefined);
+      if (open.length > JSON_DEPTH_MAX)
+        return BadRequest(
+          `the request body nests objects and arrays deeper than ${JSON_DEPTH_MAX} levels`,
+        );
+    } else if (code === 0x7d || code === 0x5d) open.pop();
     else if (code === QUOTE) {
       const start = at;
       let escaped = false;
@@ -131,16 +143,12 @@ export function firstDuplicateField(text: string): string | undefined {
       const name = escaped
         ? (JSON.parse(text.slice(start, at + 1)) as string)
         : text.slice(start + 1, at);
-      if (names.has(name)) return name;
+      if (names.has(name))
+        return BadRequest(`the request body gives field ${quotedName(name)} more than once`);
       names.add(name);
     }
   }
   return undefined;
-}
-
-/** The answer to a JSON body that names field `name` twice (see the header). */
-export function duplicateField(name: string): Error {
-  return BadRequest(`the request body gives field ${quotedName(name)} more than once`);
 }
 
 function quotedName(name: string): string {

@@ -5,13 +5,14 @@
 // state-changing operation refuses an undeclared query parameter, a read does not; a declared
 // field that is null is refused unless its schema says `nullable: true`; a JSON text whose
 // object names a field twice is found at any depth, names compared decoded, and strings that
-// are values (in objects or arrays) are never taken for names.
+// are values (in objects or arrays) are never taken for names; nesting deeper than
+// JSON_DEPTH_MAX is refused.
 // Method: the functions on hand-made schemas and values.
 import t from 'tap';
 import {
   closedSchema,
-  firstDuplicateField,
-  duplicateField,
+  jsonTextProblem,
+  JSON_DEPTH_MAX,
   refuseUndeclaredFields,
   refuseUnclearQuery,
 } from '../../src/http/strict-input.js';
@@ -131,7 +132,16 @@ t.test('undeclared and repeated query parameters', async (t) => {
   t.doesNotThrow(() => refuseUnclearQuery('GET', doc, query('cachebust=1&cachebust=2')));
 });
 
+/** The message of what `jsonTextProblem` refuses in `text`, or undefined. */
+function jsonRefusal(text: string): string | undefined {
+  JSON.parse(text); // every case is valid JSON, as the function requires
+  const problem = jsonTextProblem(text);
+  if (problem) t.equal(errorCode(problem), 'bad_request');
+  return problem?.message;
+}
+
 t.test('fields given twice in a JSON text', async (t) => {
+  const twice = (name: string): string => `the request body gives field "${name}" more than once`;
   const cases: Array<[text: string, duplicate: string | undefined]> = [
     ['{"a": 1, "b": 2}', undefined],
     ['{"a": 1, "a": 2}', 'a'],
@@ -149,16 +159,29 @@ t.test('fields given twice in a JSON text', async (t) => {
     ['"a"', undefined],
     ['{}', undefined],
   ];
-  for (const [text, duplicate] of cases) {
-    JSON.parse(text); // every case is valid JSON, as the function requires
-    t.equal(firstDuplicateField(text), duplicate, text);
-  }
-  const refusal = duplicateField('dryRun');
-  t.equal(errorCode(refusal), 'bad_request');
-  t.equal(refusal.message, 'the request body gives field "dryRun" more than once');
+  for (const [text, duplicate] of cases)
+    t.equal(jsonRefusal(text), duplicate === undefined ? undefined : twice(duplicate), text);
+  const long = 'n'.repeat(500);
   t.equal(
-    duplicateField('n'.repeat(500)).message,
-    `the request body gives field "${'n'.repeat(64)}" more than once`,
+    jsonRefusal(`{"${long}": 1, "${long}": 2}`),
+    twice('n'.repeat(64)),
     'a long name is quoted in part',
+  );
+});
+
+t.test('JSON nesting is bounded', async (t) => {
+  const nested = (depth: number): string => '['.repeat(depth) + ']'.repeat(depth);
+  t.equal(jsonRefusal(nested(JSON_DEPTH_MAX)), undefined, 'at the limit');
+  const deeper = `the request body nests objects and arrays deeper than ${JSON_DEPTH_MAX} levels`;
+  t.equal(jsonRefusal(nested(JSON_DEPTH_MAX + 1)), deeper, 'one level more');
+  t.equal(jsonRefusal(`{"parts": ${nested(5000)}}`), deeper, 'far deeper');
+  const objects = (depth: number): string => '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
+  t.equal(jsonRefusal(objects(JSON_DEPTH_MAX)), undefined);
+  t.equal(jsonRefusal(objects(JSON_DEPTH_MAX + 1)), deeper, 'objects count as arrays do');
+  t.equal(jsonRefusal(`[${nested(JSON_DEPTH_MAX - 1)}, ${nested(JSON_DEPTH_MAX - 1)}]`), undefined);
+  t.equal(
+    jsonRefusal('["[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["]'),
+    undefined,
+    'brackets in strings',
   );
 });

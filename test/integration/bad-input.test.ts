@@ -411,6 +411,10 @@ t.test('bad input', async (t) => {
     t.match((twice.json as { detail: string }).detail, /"name" more than once/);
     const listed = await (await fetch(`${base}/buckets`, { headers: auth() })).text();
     t.notMatch(listed, /dupe-/, 'no bucket was created by the refused request');
+    // Nesting is bounded: a body of 5,000 nested arrays is a 400 before anything decodes it.
+    const deep = await json(await post(`{"name": ${'['.repeat(5000)}${']'.repeat(5000)}}`));
+    expectProblem(t, deep, 400, 'bad_request');
+    t.match((deep.json as { detail: string }).detail, /deeper than 32 levels/);
     // A bucket is created versioned or not; "Suspended" and "Unversioned" are states, not
     // choices at creation (DECISIONS.md: `versioning?: "Enabled"`).
     for (const versioning of ['Suspended', 'Unversioned', 'enabled', true]) {

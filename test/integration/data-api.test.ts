@@ -58,6 +58,20 @@ t.test('data-plane API', async (t) => {
       (await client.request('GET', '/buckets/ver/objects/k?versionId=null')).bytes.toString(),
       'null-1',
     );
+    // A version id of the right form that no sequence number can have (over 2^53) is refused as
+    // malformed on every route that takes one, never a 500.
+    for (const [method, path] of [
+      ['GET', 'objects'],
+      ['HEAD', 'objects'],
+      ['DELETE', 'objects'],
+      ['GET', 'object-tags'],
+    ] as const) {
+      const answer = await client.request(
+        method,
+        `/buckets/ver/${path}/k?versionId=ffffffffffffffff`,
+      );
+      t.equal(answer.status, 400, `${method} ${path}: an impossible version id`);
+    }
     const del = await client.request('DELETE', '/buckets/ver/objects/k');
     t.equal(del.status, 204);
     t.equal(del.headers.get('x-service-delete-marker'), 'true');

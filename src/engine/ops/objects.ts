@@ -16,6 +16,7 @@ import {
   segmentKey,
   tenantKey,
   emptyUsage,
+  SEQ_MAX,
   CHUNK_REF_SIZE,
   type BucketRecord,
   type ObjectVersionRecord,
@@ -238,8 +239,15 @@ export function versionIdOf(seq: number): string {
   return seq.toString(16).padStart(16, '0');
 }
 
+/**
+ * The sequence number a version id was made from; undefined when the text is not one this
+ * service could have issued (16 lower-case hex digits of at most SEQ_MAX: a larger one would
+ * not fit the descending key of the versions database).
+ */
 export function seqOfVersionId(versionId: string): number | undefined {
-  return /^[0-9a-f]{16}$/.test(versionId) ? Number.parseInt(versionId, 16) : undefined;
+  if (!/^[0-9a-f]{16}$/.test(versionId)) return undefined;
+  const seq = Number.parseInt(versionId, 16);
+  return seq <= SEQ_MAX ? seq : undefined;
 }
 
 /** Inserts a version, replacing the null version where the bucket's state says so. */
