@@ -292,6 +292,9 @@ class BodyReceiver {
    * slack is left (and the rest of the body does not fit in it), reading pauses.
    */
   private takeBlock(): number | undefined {
+    // A body of one block has it in its reserve: borrowing another would hold two blocks for
+    // one (64 small uploads would then take 128, and the next ones wait for admission).
+    if (this.single) return this.spare.pop() ?? this.services.arena.tryTake();
     // Bytes delivered after a pause take free blocks past the share: they are already here.
     const mayBorrow = this.owned < BLOCKS_PER_UPLOAD_MAX || this.throttled;
     const borrowed = mayBorrow ? this.services.arena.tryTake() : undefined;
