@@ -1,6 +1,8 @@
 // Goal: compaction moves live records verbatim and never loses a chunk. Live records are
 // copied byte for byte to the compactor's segment and their chunk entries updated; dead chunks
-// are dropped after their grace; the old segment is retired, then deleted after its grace. A
+// are dropped after their grace, and a segment whose dead bytes are all still inside it is not
+// compacted yet (it would be copied again and again); the old segment is retired, then deleted
+// after its grace. A
 // dead chunk revived while its segment is being compacted, and a chunk committed into the
 // segment after the scan passed its record (an upload whose records were written before the
 // seal and whose commit came later), both survive. The compactor's own open segment is never
@@ -361,6 +363,33 @@ t.test(
       t.ok(bytesAt(fx, chunk(fx, entry))?.equals(entry.record), 'every chunk reads back');
   },
 );
+
+t.test('dead chunks inside their grace are not copied from segment to segment', async (t) => {
+  const fx = await fixture(t, { 'storage.dead_chunk_grace': '1h' });
+  const { segmentId: old, written } = await writeSealed(fx, [record(1000), record(20_000)]);
+  const [live, dead] = written as [Written, Written];
+  await fx.store.transact(() => {
+    commitChunk(fx, live);
+    deadChunk(fx, dead, Date.now() - 1000);
+  });
+  // Live 1,000 of ~21,000 bytes, but the dead 20,000 would be copied too: nothing to gain yet.
+  const early = await fx.compactor.runOnce();
+  t.equal(early.segmentsCompacted, 0, 'a segment whose dead bytes are all in grace waits');
+  t.match(chunk(fx, dead), { segmentId: old, refs: 0 }, 'the dead chunk stays where it is');
+  t.equal(segment(fx, old)?.state, 'sealed');
+
+  // Once the grace has passed, the entry goes and the segment is compacted: only the live
+  // record is copied, and what it held besides counts as reclaimed.
+  await fx.store.transact(() => deadChunk(fx, dead, Date.now() - 2 * 3600_000));
+  const late = await fx.compactor.runOnce();
+  t.equal(late.chunksDropped, 1);
+  t.equal(late.segmentsCompacted, 1);
+  t.equal(late.recordsMoved, 1, 'only the live record moved');
+  t.ok(late.bytesReclaimed >= dead.record.length, 'the dead record is reclaimed');
+  t.ok(late.bytesReclaimed < dead.record.length + live.record.length, 'the live one is not');
+  t.equal(chunk(fx, dead), undefined);
+  t.ok(bytesAt(fx, chunk(fx, live))?.equals(live.record), 'the live chunk reads back');
+});
 
 t.test('what a crash in the middle of compaction leaves behind is cleaned up', async (t) => {
   const fx = await fixture(t);

@@ -4,7 +4,8 @@
 // 1. Recovers segments whose writer died (recovery.ts), never the compactor's own open one.
 // 2. Drops chunk entries that have been dead (no references) for longer than
 //    `storage.dead_chunk_grace`; until then a new upload may still revive them by dedup.
-// 3. Compacts sealed segments whose live ratio fell under `storage.compaction_live_ratio`:
+// 3. Compacts sealed segments whose live ratio fell under `storage.compaction_live_ratio`
+//    (dead chunks still inside their grace count as live here, since a compaction copies them):
 //    live records are copied verbatim (still encrypted and checksummed) to the engine's own
 //    segment, made durable, and only then do the chunk entries move, in one transaction that
 //    also retires the old segment. A crash before that transaction leaves garbage in the new
@@ -133,8 +134,9 @@ export class Compactor {
     };
     await recoverSegments({ paths, store, log, includeOwn: false });
     store.refresh();
-    stats.chunksDropped = await this.dropDeadChunks();
-    for (const segment of this.candidates()) {
+    const { dropped, keptBytes } = await this.dropDeadChunks();
+    stats.chunksDropped = dropped;
+    for (const segment of this.candidates(keptBytes)) {
       try {
         await this.compact(segment, stats);
       } catch (error) {
@@ -172,15 +174,23 @@ export class Compactor {
     return stats;
   }
 
-  private async dropDeadChunks(): Promise<number> {
+  /**
+   * Drops the chunk entries dead for longer than the grace, and answers, by segment, the bytes
+   * of dead chunks still inside it: a compaction would have to copy those (a new upload may
+   * still revive them), so they are not reclaimable yet (see `candidates`).
+   */
+  private async dropDeadChunks(): Promise<{ dropped: number; keptBytes: Map<number, number> }> {
     const { store, settings } = this.options;
     const cutoff = Date.now() - settings.duration('storage.dead_chunk_grace');
     const dead: Buffer[] = [];
+    const keptBytes = new Map<number, number>();
     for (const { key, value } of store.range<ChunkRecord>(DB.chunks, {})) {
-      if (value.refs === 0 && (value.deadSince ?? 0) <= cutoff) dead.push(Buffer.from(key));
+      if (value.refs > 0) continue;
+      if ((value.deadSince ?? 0) <= cutoff) dead.push(Buffer.from(key));
+      else keptBytes.set(value.segmentId, (keptBytes.get(value.segmentId) ?? 0) + value.length);
     }
-    if (dead.length === 0) return 0;
-    return store.transact(() => {
+    if (dead.length === 0) return { dropped: 0, keptBytes };
+    const dropped = await store.transact(() => {
       let dropped = 0;
       for (const key of dead) {
         const record = store.get<ChunkRecord>(DB.chunks, key);
@@ -191,15 +201,23 @@ export class Compactor {
       }
       return dropped;
     });
+    return { dropped, keptBytes };
   }
 
-  private candidates(): SegmentRecord[] {
+  /**
+   * Sealed segments whose live and still-kept bytes (dead chunks inside their grace, which a
+   * compaction copies too) fall under the live ratio: a segment whose dead bytes are all kept
+   * waits for the grace to pass, instead of being copied to a new segment that would qualify
+   * again on the next pass, again and again until then.
+   */
+  private candidates(keptBytes: ReadonlyMap<number, number>): SegmentRecord[] {
     const found: SegmentRecord[] = [];
     for (const { value } of this.options.store.range<SegmentRecord>(DB.segments, {})) {
       if (value.state !== 'sealed' || value.size === undefined || this.damaged.has(value.id))
         continue;
+      const retained = value.liveBytes + (keptBytes.get(value.id) ?? 0);
       if (
-        value.liveBytes < value.size * this.liveRatioMin ||
+        retained < value.size * this.liveRatioMin ||
         (value.size <= SEGMENT_HEADER_SIZE && value.liveBytes === 0)
       )
         found.push(value);
@@ -216,6 +234,7 @@ export class Compactor {
     };
     const moves: Move[] = [];
     const waits: Array<Promise<void>> = [];
+    let copiedBytes = 0;
     if (segment.size !== undefined && segment.size > SEGMENT_HEADER_SIZE) {
       let scan;
       try {
@@ -227,6 +246,7 @@ export class Compactor {
             const chunk = store.get<ChunkRecord>(DB.chunks, key);
             if (!chunk || chunk.segmentId !== segment.id || chunk.offset !== record.offset) return;
             const appended = await this.writer.append([record.bytes]);
+            copiedBytes += record.bytes.length;
             waits.push(appended.durable());
             moves.push({ key, from: record.offset, to: appended });
           },
@@ -249,7 +269,8 @@ export class Compactor {
     const moved = await store.transact(() => this.applyMoves(segment.id, moves));
     stats.segmentsCompacted += 1;
     stats.recordsMoved += moved;
-    stats.bytesReclaimed += (segment.size ?? 0) - segment.liveBytes;
+    // What the copy left behind: the records of live chunks and of kept dead ones moved.
+    stats.bytesReclaimed += Math.max(0, (segment.size ?? 0) - copiedBytes);
   }
 
   private applyMoves(
