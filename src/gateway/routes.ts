@@ -230,7 +230,8 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
       handler: (exchange) => {
         const principal = bearer(exchange);
         const { scope } = principal;
-        // A key scoped to some buckets lists those it may read in; one that reads nowhere is refused.
+        // A key scoped to some buckets lists those it may read in; one that reads nowhere
+        // is refused.
         if (!readsIn(scope)) authorize(principal, { verb: 'read' });
         const buckets = [
           ...store.range<BucketRecord>(DB.buckets, tenantChildRange(principal.tenant.id)),
