@@ -8,7 +8,7 @@
 // are values (in objects or arrays) are never taken for names; nesting deeper than
 // JSON_DEPTH_MAX is refused.
 // Method: the functions on hand-made schemas and values.
-import t from 'tap';
+import t, { type Test } from 'tap';
 import {
   closedSchema,
   jsonTextProblem,
@@ -133,7 +133,7 @@ t.test('undeclared and repeated query parameters', async (t) => {
 });
 
 /** The message of what `jsonTextProblem` refuses in `text`, or undefined. */
-function jsonRefusal(text: string): string | undefined {
+function jsonRefusal(t: Test, text: string): string | undefined {
   JSON.parse(text); // every case is valid JSON, as the function requires
   const problem = jsonTextProblem(text);
   if (problem) t.equal(errorCode(problem), 'bad_request');
@@ -160,10 +160,10 @@ t.test('fields given twice in a JSON text', async (t) => {
     ['{}', undefined],
   ];
   for (const [text, duplicate] of cases)
-    t.equal(jsonRefusal(text), duplicate === undefined ? undefined : twice(duplicate), text);
+    t.equal(jsonRefusal(t, text), duplicate === undefined ? undefined : twice(duplicate), text);
   const long = 'n'.repeat(500);
   t.equal(
-    jsonRefusal(`{"${long}": 1, "${long}": 2}`),
+    jsonRefusal(t, `{"${long}": 1, "${long}": 2}`),
     twice('n'.repeat(64)),
     'a long name is quoted in part',
   );
@@ -171,16 +171,19 @@ t.test('fields given twice in a JSON text', async (t) => {
 
 t.test('JSON nesting is bounded', async (t) => {
   const nested = (depth: number): string => '['.repeat(depth) + ']'.repeat(depth);
-  t.equal(jsonRefusal(nested(JSON_DEPTH_MAX)), undefined, 'at the limit');
+  t.equal(jsonRefusal(t, nested(JSON_DEPTH_MAX)), undefined, 'at the limit');
   const deeper = `the request body nests objects and arrays deeper than ${JSON_DEPTH_MAX} levels`;
-  t.equal(jsonRefusal(nested(JSON_DEPTH_MAX + 1)), deeper, 'one level more');
-  t.equal(jsonRefusal(`{"parts": ${nested(5000)}}`), deeper, 'far deeper');
+  t.equal(jsonRefusal(t, nested(JSON_DEPTH_MAX + 1)), deeper, 'one level more');
+  t.equal(jsonRefusal(t, `{"parts": ${nested(5000)}}`), deeper, 'far deeper');
   const objects = (depth: number): string => '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
-  t.equal(jsonRefusal(objects(JSON_DEPTH_MAX)), undefined);
-  t.equal(jsonRefusal(objects(JSON_DEPTH_MAX + 1)), deeper, 'objects count as arrays do');
-  t.equal(jsonRefusal(`[${nested(JSON_DEPTH_MAX - 1)}, ${nested(JSON_DEPTH_MAX - 1)}]`), undefined);
+  t.equal(jsonRefusal(t, objects(JSON_DEPTH_MAX)), undefined);
+  t.equal(jsonRefusal(t, objects(JSON_DEPTH_MAX + 1)), deeper, 'objects count as arrays do');
   t.equal(
-    jsonRefusal('["[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["]'),
+    jsonRefusal(t, `[${nested(JSON_DEPTH_MAX - 1)}, ${nested(JSON_DEPTH_MAX - 1)}]`),
+    undefined,
+  );
+  t.equal(
+    jsonRefusal(t, '["[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["]'),
     undefined,
     'brackets in strings',
   );
