@@ -4,6 +4,7 @@
 import { Piscina } from 'piscina';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { randomUUID } from 'node:crypto';
 import { IndexStore } from '../engine/index/store.js';
 import { EngineClient } from '../engine/protocol.js';
 import { dataDirPaths } from '../engine/data-dir.js';
@@ -19,6 +20,7 @@ import * as docs from './route-docs.js';
 import { componentLogger, type Logger } from '../util/log.js';
 import { tlsFilesOf, type Settings } from '../util/config.js';
 import type { WorkerConfig } from '../workers/protocol.js';
+import { sealPoolSegments } from '../workers/pool-seal.js';
 import { RELEASE } from '../engine/data-dir.js';
 import { AuditSink } from '../http/audit.js';
 import { SegmentWriter } from '../engine/segments/segment-writer.js';
@@ -72,6 +74,7 @@ export async function startGateway(options: {
     directIo: settings.bool('storage.direct_io'),
     deadChunkGraceMs: settings.duration('storage.dead_chunk_grace'),
     logLevel: settings.string('log.level'),
+    sealChannel: `lightwell.pool-seal.${randomUUID()}`,
   };
   const pool = new Piscina({
     filename: fileURLToPath(new URL('../workers/worker.js', import.meta.url)),
@@ -192,12 +195,14 @@ export async function startGateway(options: {
     port: listener.port,
     stop: async () => {
       clearInterval(statsTimer);
-      // In-flight requests and the seal of the inline segment need the engine; when it is gone
-      // (stopped with this process), they fail at once, and the engine's next start recovers
-      // the segment (src/engine/segments/recovery.ts).
+      // In-flight requests and the seals of the open segments (the pool's and the inline one)
+      // need the engine; when it is gone (stopped with this process), they fail at once, and
+      // the engine's next start recovers the segments (src/engine/segments/recovery.ts).
       engine.stopWaiting();
       await listener.close();
       await audit.close();
+      const seals = await sealPoolSegments(workerConfig.sealChannel, threads, POOL_SEAL_WAIT_MS);
+      if (seals.sealed < threads) log.info(seals, 'pool segments left to recovery');
       await pool.destroy();
       await inlineWriter.close();
       inlineReader.close();
@@ -209,6 +214,8 @@ export async function startGateway(options: {
 }
 
 const UPLOAD_STATS_INTERVAL_MS = 10_000;
+/** How long a stop waits for the pool's threads to seal their segments. */
+const POOL_SEAL_WAIT_MS = 5_000;
 
 /** Logs the upload counters at debug level every interval in which they changed. */
 function logUploadStats(stats: UploadStats, log: Logger): NodeJS.Timeout {

@@ -26,6 +26,8 @@ export interface WorkerConfig {
   readonly directIo: boolean;
   readonly deadChunkGraceMs: number;
   readonly logLevel: string;
+  /** The BroadcastChannel on which the gateway asks the threads to seal (pool-seal.ts). */
+  readonly sealChannel: string;
 }
 
 /** `[blockIndex, start, end)` within the arena. */

@@ -20,6 +20,7 @@ import { storeChunk, readChunk, readChunkInto, type ChunkStoreDeps } from './chu
 import { toWire } from '../util/errors.js';
 import { native } from '../util/libc.js';
 import { ownBytes } from '../util/buffer-pool.js';
+import { answerSealRequests } from './pool-seal.js';
 import {
   tenantKeysFrom,
   type WorkerConfig,
@@ -67,6 +68,16 @@ function segmentWriter(): SegmentWriter {
   });
   return writer;
 }
+
+// A clean stop of the gateway seals this thread's open segment (pool-seal.ts). The engine may
+// be stopping too: its client then fails at once instead of waiting to reconnect, and the next
+// start recovers the segment.
+answerSealRequests(config.sealChannel, async () => {
+  engine?.stopWaiting();
+  const open = writer;
+  writer = undefined;
+  await open?.close();
+});
 
 /** Records of chunks this large come from the pool's segments, written with O_DIRECT. */
 const DIRECT_READ_BYTES_MIN = 64 * 1024;
