@@ -149,7 +149,9 @@ export class MultiHasher<A extends ChecksumAlg = ChecksumAlg> {
   constructor(options: { algs: readonly A[]; crc64Hasher: IHasher | undefined }) {
     const algs = [...new Set(options.algs)];
     const wanted = new Set<ChecksumAlg>(algs);
-    for (const alg of algs) assert.ok(CHECKSUM_ALGS.includes(alg), `unknown algorithm ${alg}`);
+    for (const alg of algs) {
+      if (!CHECKSUM_ALGS.includes(alg)) assert.fail(`unknown algorithm ${alg}`);
+    }
     assert.equal(wanted.has('CRC64NVME'), options.crc64Hasher !== undefined);
     this.algs = Object.freeze(algs);
     this.crc32State = wanted.has('CRC32') ? 0 : undefined;
@@ -291,7 +293,7 @@ const CRC32_COMBINER = crc32CombinerCreate(CRC32_POLY_REFLECTED);
 const CRC32C_COMBINER = crc32CombinerCreate(CRC32C_POLY_REFLECTED);
 
 function assertCombineLength(lengthB: number): void {
-  assert.ok(Number.isSafeInteger(lengthB) && lengthB >= 0, `bad length ${lengthB}`);
+  if (!(Number.isSafeInteger(lengthB) && lengthB >= 0)) assert.fail(`bad length ${lengthB}`);
 }
 
 function crcCombine32(

@@ -19,7 +19,7 @@ const U64_VALUE_MAX_BIG = BigInt(U64_VALUE_MAX);
 
 /** Writes a non-negative safe integer as a u64. */
 export function writeU64(target: Buffer, offset: number, value: number): void {
-  assert.ok(Number.isSafeInteger(value) && value >= 0, `u64 value out of range: ${value}`);
+  if (!(Number.isSafeInteger(value) && value >= 0)) assert.fail(`u64 value out of range: ${value}`);
   target.writeBigUInt64LE(BigInt(value), offset);
 }
 
@@ -44,7 +44,8 @@ export function isAsciiField(value: string, size: number): boolean {
 
 /** Writes printable ASCII NUL-padded to `size` bytes. */
 export function writeAscii(target: Buffer, offset: number, size: number, value: string): void {
-  assert.ok(isAsciiField(value, size), `not a printable ASCII field of ${size} bytes: ${value}`);
+  if (!isAsciiField(value, size))
+    assert.fail(`not a printable ASCII field of ${size} bytes: ${value}`);
   target.fill(0, offset, offset + size);
   const written = target.write(value, offset, size, 'latin1');
   assert.equal(written, value.length);

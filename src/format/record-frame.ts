@@ -123,11 +123,13 @@ export interface RecordHeader extends RecordFields {
 
 /** Writes header bytes [0, 72) of a record at `offset`: all but the two checksums. */
 export function writeRecordHeader(target: Buffer, offset: number, fields: RecordFields): void {
-  assert.ok(Number.isSafeInteger(offset) && offset >= 0, `bad record offset ${offset}`);
+  // Checks on the write path build their message only when they fail: a template literal given
+  // to assert.ok is formatted on every call (number-to-string conversions on every record).
+  if (!(Number.isSafeInteger(offset) && offset >= 0)) assert.fail(`bad record offset ${offset}`);
   assert.ok(offset + RECORD_HEADER_SIZE <= target.length, 'record header past end of target');
-  assert.ok(isU32(fields.tenantNum), `bad tenantNum ${fields.tenantNum}`);
-  assert.ok(isU32(fields.plainLength), `bad plainLength ${fields.plainLength}`);
-  assert.ok(isU32(fields.payloadLength), `bad payloadLength ${fields.payloadLength}`);
+  if (!isU32(fields.tenantNum)) assert.fail(`bad tenantNum ${fields.tenantNum}`);
+  if (!isU32(fields.plainLength)) assert.fail(`bad plainLength ${fields.plainLength}`);
+  if (!isU32(fields.payloadLength)) assert.fail(`bad payloadLength ${fields.payloadLength}`);
   assert.equal(fields.chunkId.length, SIZE_RECORD_CHUNK_ID);
   assert.equal(fields.nonce.length, SIZE_RECORD_NONCE);
   const problem = recordFieldsProblem(fields);
@@ -155,7 +157,7 @@ export function writeRecordHeader(target: Buffer, offset: number, fields: Record
  * it. Call after writeRecordHeader and after the payload is final (compressed, encrypted).
  */
 export function sealRecordHeader(target: Buffer, offset: number, payloadChecksum: number): void {
-  assert.ok(isU32(payloadChecksum), `bad payloadChecksum ${payloadChecksum}`);
+  if (!isU32(payloadChecksum)) assert.fail(`bad payloadChecksum ${payloadChecksum}`);
   assert.ok(offset + RECORD_HEADER_SIZE <= target.length, 'record header past end of target');
   assert.equal(target.readUInt32LE(offset + OFFSET_RECORD_MAGIC), RECORD_MAGIC);
   target.writeUInt32LE(payloadChecksum, offset + OFFSET_RECORD_PAYLOAD_CHECKSUM);

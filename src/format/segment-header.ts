@@ -132,7 +132,8 @@ export function decodeSegmentHeader(source: Buffer): SegmentHeader {
 
 /** The file name of segment `segmentId`: `0000000000000042.seg`. */
 export function segmentFileName(segmentId: number): string {
-  assert.ok(Number.isSafeInteger(segmentId) && segmentId >= 0, `bad segment id ${segmentId}`);
+  if (!(Number.isSafeInteger(segmentId) && segmentId >= 0))
+    assert.fail(`bad segment id ${segmentId}`);
   return `${String(segmentId).padStart(SEGMENT_FILE_NAME_DIGITS, '0')}.seg`;
 }
 

@@ -55,7 +55,7 @@ export interface DecodedValue {
 
 /** Encodes `value` (a plain object) under `schemaVersion` (1..255). */
 export function encodeValue(schemaVersion: number, value: object): Buffer {
-  assert.ok(isSchemaVersion(schemaVersion), `bad schemaVersion ${schemaVersion}`);
+  if (!isSchemaVersion(schemaVersion)) assert.fail(`bad schemaVersion ${schemaVersion}`);
   assert.ok(isPlainMap(value), 'value must be a plain object');
   const body = packr.pack(value);
   const target = Buffer.allocUnsafe(OFFSET_VALUE_BODY + body.length);

@@ -566,8 +566,11 @@ export async function storeObject(
       if (received.checksums[alg] !== digest.toString('base64'))
         throw ChecksumMismatch(`the body does not match its ${alg} checksum`);
     }
+    // Named field by field: a spread of `target` here sent V8 to its runtime for a new hidden
+    // class on every PUT (3% of the gateway's thread under 4 KiB PUTs).
     const args: Record<string, unknown> = {
-      ...target,
+      tenantId: target.tenantId,
+      bucket: target.bucket,
       key: input.key,
       size: input.contentLength,
       etag: received.etag,

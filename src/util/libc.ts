@@ -557,7 +557,7 @@ function bindAesGcm(self: Library): Pick<Libc, 'aesGcm'> {
   const scratch = Buffer.alloc(GCM_TAG_BYTES);
   const check = (ok: boolean, what: string): void => {
     // OpenSSL refused a call that cannot fail with valid arguments: a bug, never bad input.
-    assert.ok(ok, `OpenSSL ${what} failed`);
+    if (!ok) assert.fail(`OpenSSL ${what} failed`);
   };
   const checkKey = (key: Uint8Array, nonce: Uint8Array): void => {
     assert.equal(key.length, AES_256_KEY_BYTES, 'AES-256 key length');

@@ -533,7 +533,17 @@ export function addChunkRefs(
     }
     if (!chunk.location)
       throw ChunkGone('a deduplicated chunk was reclaimed before the commit; retry the upload');
-    const created: ChunkRecord = { ...chunk.location, plainLength: chunk.plainLength, refs: 1 };
+    // Named field by field (in the stored order): a spread of the decoded frame's object built a
+    // new hidden class on every call, and would carry any stray field of it into the index.
+    const { segmentId, offset, length, payloadChecksum } = chunk.location;
+    const created: ChunkRecord = {
+      segmentId,
+      offset,
+      length,
+      payloadChecksum,
+      plainLength: chunk.plainLength,
+      refs: 1,
+    };
     context.store.put(DB.chunks, key, created);
     adjustSegmentLive(context, created.segmentId, created.length);
     usage.physicalBytes += created.length;
