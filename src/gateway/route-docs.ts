@@ -55,6 +55,7 @@ const objectHeaders = {
   'X-Service-Checksum-SHA256': 'base64 digest to verify',
   'If-Match': 'write only if the current ETag matches',
   'If-None-Match': 'write only if absent (*) or not matching',
+  'If-Unmodified-Since': 'write only if the current object is not newer (HTTP-date)',
   'X-Service-Meta-*': 'user metadata',
 };
 
@@ -278,7 +279,11 @@ export const deleteObject: RouteDoc = {
   summary: 'Delete an object (a delete marker in a versioned bucket)',
   auth: 'bearer',
   query: { versionId: str },
-  headers: { 'If-Match': 'delete only if the ETag (of the version, with versionId) matches' },
+  headers: {
+    'If-Match': 'delete only if the ETag (of the version, with versionId) matches',
+    'If-None-Match': 'delete only if the object (the version) is absent (*) or not matching',
+    'If-Unmodified-Since': 'delete only if the object (the version) is not newer (HTTP-date)',
+  },
   responses: {
     204: {
       description: 'deleted',
@@ -327,6 +332,9 @@ export function withProblems(doc: RouteDoc, method: string, path: string): Route
   const headers = doc.headers ?? {};
   if ('If-Match' in headers || 'If-None-Match' in headers)
     found[412] = 'a precondition (If-Match, If-None-Match, If-Unmodified-Since) failed';
+  if (/\/object-(tags|retention|legal-hold)\//.test(path))
+    found[405] =
+      'the versionId names a delete marker, which has no tags, retention or legal hold (empty Allow)';
   if ('Range' in headers) found[416] = 'the range cannot be satisfied (see Content-Range)';
   if (doc.requestBody) found[413] = 'the body is over its limit';
   if (doc.requestBody && doc.requestBody.contentType !== 'application/json') {
@@ -351,5 +359,7 @@ export function withProblems(doc: RouteDoc, method: string, path: string): Route
   const responses: Record<number, NonNullable<RouteDoc['responses'][number]>> = {};
   for (const [status, description] of Object.entries(found))
     responses[Number(status)] = problem(description);
+  if (responses[416])
+    responses[416] = { ...responses[416], headers: { 'Content-Range': 'bytes */size' } };
   return { ...doc, responses: { ...responses, ...doc.responses } };
 }

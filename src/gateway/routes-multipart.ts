@@ -48,6 +48,7 @@ import {
   parseContentLength,
   parseChecksumHeaders,
   parseMetadata,
+  writeConditions,
   type RouteKit,
 } from './routes.js';
 import { ANY_CONTENT_TYPE, objectSchema, writeHeaders } from './route-docs.js';
@@ -271,6 +272,7 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
           headers: {
             'If-Match': 'complete only if the current ETag matches',
             'If-None-Match': 'complete only if absent (*)',
+            'If-Unmodified-Since': 'complete only if the current object is not newer (HTTP-date)',
           },
         },
       ),
@@ -302,10 +304,7 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
           uploadId,
           parts,
         };
-        const ifMatch = exchange.header('if-match');
-        const ifNoneMatch = exchange.header('if-none-match');
-        if (ifMatch !== undefined) args['ifMatch'] = ifMatch;
-        if (ifNoneMatch !== undefined) args['ifNoneMatch'] = ifNoneMatch;
+        Object.assign(args, writeConditions(exchange));
         const version = await mutate<ObjectVersionRecord>(
           exchange,
           'completeMultipartUpload',

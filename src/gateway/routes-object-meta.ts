@@ -18,7 +18,7 @@ import {
 } from '../engine/index/schema.js';
 import { findVersionIn, seqOfVersionId } from '../engine/ops/objects.js';
 import { authorize, type Principal } from './auth.js';
-import { keyQuery, objectJson, writtenHeaders, type RouteKit } from './routes.js';
+import { keyQuery, objectJson, writeConditions, writtenHeaders, type RouteKit } from './routes.js';
 import { objectSchema, writeHeaders } from './route-docs.js';
 import {
   NO_CONTROL_CHARS_PATTERN,
@@ -29,7 +29,7 @@ import {
   validateUserMetadata,
 } from '../security/names.js';
 import { parseDateTime } from '../security/expiry.js';
-import { BadRequest, NotFound } from '../util/errors.js';
+import { BadRequest, MethodNotAllowed, NotFound } from '../util/errors.js';
 import { componentLogger } from '../util/log.js';
 
 const TAGS_MAX = 10;
@@ -133,6 +133,13 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
       versionId === null
         ? store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, key))
         : findVersionIn(store, bucket.id, key, versionId);
+    // As the engine's targetVersion: a delete marker named by its id has no tags, retention or
+    // legal hold to read (405, as S3).
+    if (version?.deleteMarker && versionId !== null)
+      throw MethodNotAllowed(`version ${version.versionId} of ${key} is a delete marker`, {
+        allow: '',
+        deleteMarkerVersionId: version.versionId,
+      });
     if (!version || version.deleteMarker) throw NotFound(`object ${key} not found`);
     return version;
   };
@@ -381,6 +388,7 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
           headers: {
             'If-Match': 'copy only if the destination ETag matches (as requireMatchEtag)',
             'If-None-Match': 'copy only if the destination is absent (*) or not matching',
+            'If-Unmodified-Since': 'copy only if the destination is not newer (HTTP-date)',
           },
         },
       ),
@@ -390,10 +398,12 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
         const copy = parseCopyBody(await jsonBody(exchange));
         // The body's ifMatch and friends test the source; the headers, as on every other
         // write, test the destination.
-        const ifMatch = exchange.header('if-match');
-        const ifNoneMatch = exchange.header('if-none-match');
-        if (ifMatch !== undefined) copy['destinationIfMatch'] = ifMatch;
-        if (ifNoneMatch !== undefined) copy['destinationIfNoneMatch'] = ifNoneMatch;
+        const destination = writeConditions(exchange);
+        if (destination.ifMatch !== undefined) copy['destinationIfMatch'] = destination.ifMatch;
+        if (destination.ifNoneMatch !== undefined)
+          copy['destinationIfNoneMatch'] = destination.ifNoneMatch;
+        if (destination.ifUnmodifiedSince !== undefined)
+          copy['destinationIfUnmodifiedSince'] = destination.ifUnmodifiedSince;
         authorize(principal, {
           verb: 'read',
           bucket: copy['sourceBucket'] as string,
@@ -493,7 +503,7 @@ const copySchema: JsonSchema = {
       enum: ['COPY', 'REPLACE'],
       default: 'COPY',
       description:
-        "COPY keeps the source's content type, metadata and tags; REPLACE takes contentType and metadata from this body. A copy onto itself needs REPLACE or a sourceVersionId.",
+        "COPY keeps the source's content type and metadata; REPLACE takes contentType and metadata from this body. The source's tags are copied either way (S3's default tagging directive). A copy onto itself needs REPLACE or a sourceVersionId.",
     },
     contentType: { type: 'string', description: 'only with metadataDirective REPLACE' },
     metadata: {
@@ -665,21 +675,37 @@ export function listVersions(
   const versionIdMarker = query.get('versionIdMarker');
   if (versionIdMarker !== null && keyMarker === null)
     throw BadRequest('versionIdMarker needs the keyMarker it belongs to');
+  // Resuming inside the marker's key, its first version listed is the latest only if the key has
+  // none newer: the marker may name a version deleted since the last page, or no version of it.
+  let newestOfMarkerKey: number | undefined;
   if (keyMarker !== null) {
     const markerRange = versionRange(bucket.id, keyMarker);
     let after = markerRange.end;
     if (versionIdMarker !== null) {
       const marker = findVersionIn(store, bucket.id, keyMarker, versionIdMarker);
       const seq = marker?.seq ?? seqOfVersionId(versionIdMarker);
-      if (seq === undefined) throw BadRequest('unknown versionIdMarker');
-      const markerKey = Buffer.alloc(9);
-      markerKey.writeBigUInt64BE(BigInt(Number.MAX_SAFE_INTEGER - seq), 1);
-      after = Buffer.concat([objectKey(bucket.id, keyMarker), markerKey, Buffer.from([0])]);
+      if (seq !== undefined) {
+        const markerKey = Buffer.alloc(9);
+        markerKey.writeBigUInt64BE(BigInt(Number.MAX_SAFE_INTEGER - seq), 1);
+        after = Buffer.concat([objectKey(bucket.id, keyMarker), markerKey, Buffer.from([0])]);
+      } else if (versionIdMarker === 'null') {
+        // A null version gone since the last page left no place to resume at: the key is
+        // listed again from its newest version (a repeat, never a version skipped).
+        after = markerRange.start;
+      } else {
+        throw BadRequest('malformed versionIdMarker: a versionId, or null');
+      }
+      for (const { value } of store.range<ObjectVersionRecord>(DB.versions, {
+        ...markerRange,
+        limit: 1,
+      })) {
+        newestOfMarkerKey = value.seq;
+      }
     }
     if (Buffer.compare(after, start) > 0) start = after;
   }
   const versions: Record<string, unknown>[] = [];
-  let previousKey: string | undefined = keyMarker ?? undefined;
+  let previousKey: string | undefined;
   let truncated = false;
   let last: ObjectVersionRecord | undefined;
   for (const { key: raw, value } of store.range<ObjectVersionRecord>(DB.versions, {
@@ -691,11 +717,11 @@ export function listVersions(
       break;
     }
     const key = decodeObjectKey(raw.subarray(0, raw.length - 9));
-    const isLatest = key !== previousKey;
+    const isLatest =
+      key !== previousKey &&
+      (key !== keyMarker || versionIdMarker === null || value.seq === newestOfMarkerKey);
     previousKey = key;
-    versions.push(
-      versionEntry(value, isLatest && !(keyMarker === key && versionIdMarker !== null)),
-    );
+    versions.push(versionEntry(value, isLatest));
     last = value;
   }
   const result: Record<string, unknown> = { versions, isTruncated: truncated };

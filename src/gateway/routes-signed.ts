@@ -380,6 +380,7 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
             'X-Service-Meta-*': 'user metadata',
             'If-Match': 'write only if the current ETag matches',
             'If-None-Match': 'write only if absent (*) or not matching',
+            'If-Unmodified-Since': 'write only if the current object is not newer (HTTP-date)',
             'Idempotency-Key':
               "makes the PUT replay-safe (needs a checksum: the URL's or an X-Service-Checksum-* header); must equal the URL's idempotencyKey if it has one",
           },

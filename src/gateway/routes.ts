@@ -394,8 +394,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
         };
         const versionId = exchange.query.get('versionId');
         if (versionId !== null) args['versionId'] = versionId;
-        const ifMatch = exchange.header('if-match');
-        if (ifMatch !== undefined) args['ifMatch'] = ifMatch;
+        Object.assign(args, writeConditions(exchange));
         const result = await mutate<{ versionId?: string; deleteMarker?: boolean }>(
           exchange,
           'deleteObject',
@@ -580,10 +579,7 @@ export async function storeObject(
       compressed: received.compressed,
       chunks: received.chunks,
     };
-    const ifMatch = exchange.header('if-match');
-    const ifNoneMatch = exchange.header('if-none-match');
-    if (ifMatch !== undefined) args['ifMatch'] = ifMatch;
-    if (ifNoneMatch !== undefined) args['ifNoneMatch'] = ifNoneMatch;
+    Object.assign(args, writeConditions(exchange));
     if (idempotency) args['idempotency'] = held ?? idempotency;
     return await kit.mutate<ObjectVersionRecord>(exchange, 'putObject', args, 200);
   } catch (error) {
@@ -640,6 +636,27 @@ export function parseMetadata(exchange: Exchange): Record<string, string> {
   }
   validateUserMetadata(metadata);
   return metadata;
+}
+
+/**
+ * The preconditions of a write (PUT, DELETE, a copy's destination, a multipart completion), for
+ * the engine to check in the transaction that writes (`checkWriteConditions`): only those the
+ * request gives. An If-Unmodified-Since that is not an HTTP-date is ignored, as on a read
+ * (RFC 9110 §13.1.4); If-Modified-Since applies to reads only.
+ */
+export function writeConditions(exchange: Exchange): {
+  ifMatch?: string;
+  ifNoneMatch?: string;
+  ifUnmodifiedSince?: number;
+} {
+  const conditions: { ifMatch?: string; ifNoneMatch?: string; ifUnmodifiedSince?: number } = {};
+  const ifMatch = exchange.header('if-match');
+  if (ifMatch !== undefined) conditions.ifMatch = ifMatch;
+  const ifNoneMatch = exchange.header('if-none-match');
+  if (ifNoneMatch !== undefined) conditions.ifNoneMatch = ifNoneMatch;
+  const unmodifiedSince = parseHttpDate(exchange.header('if-unmodified-since'));
+  if (!Number.isNaN(unmodifiedSince)) conditions.ifUnmodifiedSince = unmodifiedSince;
+  return conditions;
 }
 
 /**

@@ -113,6 +113,35 @@ t.test('data-plane API', async (t) => {
       [...page1.versions, ...page2.versions].map((v) => v.versionId),
       versions.map((v) => v.versionId),
     );
+    // A page that resumes after a version deleted since still marks the key's newest as latest.
+    const newest = versions[0]!;
+    const resumed = (
+      await client.request(
+        'GET',
+        '/buckets/ver/versions?keyMarker=k&versionIdMarker=0000ffffffffffff',
+      )
+    ).json as VersionsPage;
+    t.same(
+      resumed.versions.map((v) => [v.versionId, v.isLatest]),
+      versions.map((v) => [v.versionId, v.versionId === newest.versionId]),
+      'a marker newer than every version: the newest is still the latest',
+    );
+    const afterNewest = (
+      await client.request(
+        'GET',
+        `/buckets/ver/versions?keyMarker=k&versionIdMarker=${newest.versionId}`,
+      )
+    ).json as VersionsPage;
+    t.same(
+      afterNewest.versions.map((v) => v.isLatest),
+      versions.slice(1).map(() => false),
+      'after the newest, none is',
+    );
+    t.equal(
+      (await client.request('GET', '/buckets/ver/versions?keyMarker=k&versionIdMarker=zz')).status,
+      400,
+      'a malformed versionIdMarker',
+    );
     // Removing the marker by id brings v2 back.
     t.equal(
       (await client.request('DELETE', `/buckets/ver/objects/k?versionId=${versions[0]!.versionId}`))
@@ -382,6 +411,21 @@ t.test('data-plane API', async (t) => {
       },
     });
     t.match(response.json, { contentType: 'text/plain', metadata: { b: '2' } });
+    // Tags follow the source with either directive, as S3's tagging directive defaults to COPY.
+    await client.request('PUT', '/buckets/copies/object-tags/src', {
+      json: { tags: [{ key: 't', value: '1' }] },
+    });
+    for (const metadataDirective of ['COPY', 'REPLACE']) {
+      const key = `tagged-${metadataDirective}`;
+      await client.request('POST', `/buckets/copies/object-copy/${key}`, {
+        json: { sourceBucket: 'copies', sourceKey: 'src', metadataDirective },
+      });
+      t.same(
+        (await client.request('GET', `/buckets/copies/object-tags/${key}`)).json,
+        { tags: [{ key: 't', value: '1' }] },
+        `${metadataDirective} copies the tags`,
+      );
+    }
     response = await client.request('POST', '/buckets/copies/object-copy/dst', {
       json: { sourceBucket: 'copies', sourceKey: 'src', requireAbsent: true },
     });
@@ -649,6 +693,75 @@ t.test('data-plane API', async (t) => {
     });
     t.equal(deleted.status, 404, 'a version that does not exist is 404, whatever If-Match says');
   });
+
+  await t.test('write preconditions: If-Unmodified-Since and a DELETE If-None-Match', async (t) => {
+    t.equal((await client.request('POST', '/buckets', { json: { name: 'wcond' } })).status, 201);
+    const stored = await client.put('wcond', 'k', 'first');
+    const modified = new Date((stored.json as { lastModified: string }).lastModified);
+    const before = new Date(modified.getTime() - 60_000).toUTCString();
+    const after = new Date(modified.getTime() + 60_000).toUTCString();
+    const put = (headers: Record<string, string>): Promise<{ status: number; json: unknown }> =>
+      client.put('wcond', 'k', 'second', headers);
+    const answer = await put({ 'If-Unmodified-Since': before });
+    t.equal(answer.status, 412, 'PUT: modified since the date');
+    t.equal((answer.json as Problem).code, 'precondition_failed');
+    t.equal((await client.get('wcond', 'k')).bytes.toString(), 'first', 'nothing written');
+    t.equal(
+      (
+        await put({
+          'If-Match': (stored.json as { etag: string }).etag,
+          'If-Unmodified-Since': before,
+        })
+      ).status,
+      200,
+      'If-Match decides, If-Unmodified-Since is then ignored',
+    );
+    t.equal((await put({ 'If-Unmodified-Since': 'yesterday' })).status, 200, 'not a date: ignored');
+    t.equal(
+      (await client.put('wcond', 'fresh', 'x', { 'If-Unmodified-Since': before })).status,
+      200,
+      'an absent object has no date to test',
+    );
+
+    const path = '/buckets/wcond/objects/k';
+    const del = (headers: Record<string, string>): Promise<{ status: number }> =>
+      client.request('DELETE', path, { headers });
+    t.equal((await del({ 'If-None-Match': '*' })).status, 412, 'DELETE If-None-Match: * exists');
+    t.equal((await del({ 'If-Unmodified-Since': before })).status, 412, 'DELETE: modified since');
+    t.equal((await client.get('wcond', 'k')).status, 200, 'and the object is still there');
+    t.equal((await del({ 'If-None-Match': '"other"', 'If-Unmodified-Since': after })).status, 204);
+    t.equal((await client.get('wcond', 'k')).status, 404);
+  });
+
+  await t.test(
+    'delete markers named by versionId: 405 for tags, 400 as a copy source',
+    async (t) => {
+      const created = await client.request('POST', '/buckets', {
+        json: { name: 'dmark', versioning: 'Enabled' },
+      });
+      t.equal(created.status, 201);
+      await client.put('dmark', 'k', 'v1');
+      const marker = await client.request('DELETE', '/buckets/dmark/objects/k');
+      const markerId = marker.headers.get('x-service-version-id') ?? '';
+      for (const method of ['GET', 'PUT', 'DELETE']) {
+        const answer = await client.request(
+          method,
+          `/buckets/dmark/object-tags/k?versionId=${markerId}`,
+          {
+            ...(method === 'PUT' ? { json: { tags: [] } } : {}),
+          },
+        );
+        t.equal(answer.status, 405, `${method} tags of a delete marker`);
+        t.equal((answer.json as Problem).code, 'method_not_allowed');
+        t.equal(answer.headers.get('allow'), '', 'a marker allows none of them');
+      }
+      const copied = await client.request('POST', '/buckets/dmark/object-copy/c', {
+        json: { sourceBucket: 'dmark', sourceKey: 'k', sourceVersionId: markerId },
+      });
+      t.equal(copied.status, 400, 'a delete marker is no copy source');
+      t.match((copied.json as Problem).message, /delete marker/);
+    },
+  );
 
   await t.test(
     'checksums: every algorithm verified, malformed and unsupported refused',

@@ -273,6 +273,7 @@ export interface CompleteArgs extends UploadTarget {
   parts: CompletePart[];
   ifMatch?: string;
   ifNoneMatch?: string;
+  ifUnmodifiedSince?: number;
 }
 
 export function completeMultipartUpload(

@@ -32,6 +32,7 @@ import { recordObjectEvent } from './notifications.js';
 import { parseBucketPolicy } from '../../security/bucket-policy.js';
 import {
   BadRequest,
+  MethodNotAllowed,
   Conflict,
   NotFound,
   Forbidden,
@@ -72,9 +73,15 @@ interface VersionTarget {
   versionId?: string;
 }
 
+/**
+ * The version a request names (its versionId, else the current one). A delete marker named by
+ * its id is refused as S3 refuses it: a copy source is 400, and tags, retention and legal hold
+ * are 405 (a marker has none), with the marker's headers; a key whose latest is one is 404.
+ */
 function targetVersion(
   context: EngineContext,
   args: VersionTarget,
+  role: 'subject' | 'copy source' = 'subject',
 ): { bucket: BucketRecord; version: ObjectVersionRecord } {
   requireActiveTenant(context, args.tenantId);
   const bucket = requireBucket(context, args.tenantId, args.bucket);
@@ -82,6 +89,11 @@ function targetVersion(
     args.versionId === undefined
       ? context.store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, args.key))
       : findVersion(context, bucket.id, args.key, args.versionId);
+  if (version?.deleteMarker && args.versionId !== undefined) {
+    const what = `version ${version.versionId} of ${args.key} is a delete marker`;
+    if (role === 'copy source') throw BadRequest(`the copy source ${what}`);
+    throw MethodNotAllowed(what, { allow: '', deleteMarkerVersionId: version.versionId });
+  }
   if (!version || version.deleteMarker) throw NotFound(`object ${args.key} not found`);
   return { bucket, version };
 }
@@ -159,21 +171,26 @@ export interface CopyObjectArgs {
   ifNoneMatch?: string;
   ifModifiedSince?: number;
   ifUnmodifiedSince?: number;
-  /** Destination conditions: the body's, then the request's If-Match and If-None-Match. */
+  /** Destination conditions: the body's, then the request's (WriteConditions). */
   requireAbsent?: boolean;
   requireMatchEtag?: string;
   destinationIfMatch?: string;
   destinationIfNoneMatch?: string;
+  destinationIfUnmodifiedSince?: number;
 }
 
 export function copyObject(context: EngineContext, args: CopyObjectArgs): ObjectVersionRecord {
   const tenant = requireActiveTenant(context, args.tenantId);
-  const source = targetVersion(context, {
-    tenantId: args.tenantId,
-    bucket: args.sourceBucket,
-    key: args.sourceKey,
-    ...(args.sourceVersionId === undefined ? {} : { versionId: args.sourceVersionId }),
-  }).version;
+  const source = targetVersion(
+    context,
+    {
+      tenantId: args.tenantId,
+      bucket: args.sourceBucket,
+      key: args.sourceKey,
+      ...(args.sourceVersionId === undefined ? {} : { versionId: args.sourceVersionId }),
+    },
+    'copy source',
+  ).version;
   checkSourceConditions(source, args);
   const bucket = requireBucket(context, tenant.id, args.bucket);
   const current = context.store.get<ObjectVersionRecord>(
@@ -185,6 +202,7 @@ export function copyObject(context: EngineContext, args: CopyObjectArgs): Object
   checkWriteConditions(current, {
     ifMatch: args.destinationIfMatch,
     ifNoneMatch: args.destinationIfNoneMatch,
+    ifUnmodifiedSince: args.destinationIfUnmodifiedSince,
   });
   const replaced = replacedNullIn(context.store, bucket, args.key, current);
   checkQuota(context, tenant.id, source.size - (replaced?.size ?? 0), current ? 0 : 1);
@@ -206,7 +224,9 @@ export function copyObject(context: EngineContext, args: CopyObjectArgs): Object
     storedBytes,
     compressed: source.compressed,
   };
-  if (!replace && source.tags) version.tags = source.tags;
+  // Tags follow the source whatever the metadata directive, as S3's tagging directive defaults
+  // to COPY (the copy body has no tags of its own).
+  if (source.tags) version.tags = source.tags;
   writeVersion(context, { tenant, bucket, version, usage });
   saveUsage(context, usage);
   recordObjectEvent(context, bucket, 'object-created', version);

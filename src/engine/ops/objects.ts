@@ -120,6 +120,7 @@ export interface PutObjectArgs {
   chunks: ManifestChunk[];
   ifMatch?: string;
   ifNoneMatch?: string;
+  ifUnmodifiedSince?: number;
   /** Completes the idempotency record begun by `beginIdempotent`. */
   idempotency?: HeldKey;
 }
@@ -200,15 +201,26 @@ export function checkPutQuotaIn(
   checkQuotaIn(store, args.tenantId, args.size - (replaced?.size ?? 0), current ? 0 : 1);
 }
 
+/**
+ * The preconditions of a write, as the request's headers gave them; `ifUnmodifiedSince` is the
+ * HTTP-date in milliseconds (whole seconds).
+ */
+export interface WriteConditions {
+  readonly ifMatch?: string | undefined;
+  readonly ifNoneMatch?: string | undefined;
+  readonly ifUnmodifiedSince?: number | undefined;
+}
+
+/**
+ * Refuses the write (412) unless its preconditions hold against the current object, in the
+ * order of RFC 9110 §13.2.2: If-Match, else If-Unmodified-Since, then If-None-Match.
+ * If-Modified-Since is for reads only, and If-Unmodified-Since is ignored when nothing is
+ * there to have a date (§13.1.4).
+ */
 export function checkWriteConditions(
   current: ObjectVersionRecord | undefined,
-  args: { readonly ifMatch?: string | undefined; readonly ifNoneMatch?: string | undefined },
+  args: WriteConditions,
 ): void {
-  if (args.ifNoneMatch !== undefined) {
-    if (current && (args.ifNoneMatch === '*' || etagListMatches(args.ifNoneMatch, current.etag))) {
-      throw PreconditionFailed('If-None-Match: the object exists');
-    }
-  }
   if (args.ifMatch !== undefined) {
     // If-Match compares strongly (RFC 9110 §13.1.1): a weak tag never lets a write through.
     if (
@@ -216,6 +228,14 @@ export function checkWriteConditions(
       !(args.ifMatch === '*' || etagListMatches(args.ifMatch, current.etag, 'strong'))
     ) {
       throw PreconditionFailed('If-Match: the current object does not match');
+    }
+  } else if (args.ifUnmodifiedSince !== undefined && current) {
+    if (Math.floor(current.lastModified / 1000) * 1000 > args.ifUnmodifiedSince)
+      throw PreconditionFailed('If-Unmodified-Since: the object was modified since');
+  }
+  if (args.ifNoneMatch !== undefined) {
+    if (current && (args.ifNoneMatch === '*' || etagListMatches(args.ifNoneMatch, current.etag))) {
+      throw PreconditionFailed('If-None-Match: the object exists');
     }
   }
 }
@@ -379,8 +399,10 @@ export interface DeleteObjectArgs {
   bucket: string;
   key: string;
   versionId?: string;
-  /** Delete only if the object (the version, with versionId) has one of these ETags, or `*`. */
+  /** The preconditions (WriteConditions) test the object, or the version with versionId. */
   ifMatch?: string;
+  ifNoneMatch?: string;
+  ifUnmodifiedSince?: number;
 }
 
 export interface DeleteObjectResult {
@@ -392,12 +414,10 @@ export interface DeleteObjectResult {
 export function deleteObject(context: EngineContext, args: DeleteObjectArgs): DeleteObjectResult {
   const tenant = requireActiveTenant(context, args.tenantId);
   const bucket = requireBucket(context, tenant.id, args.bucket);
-  // If-Match is checked after what would refuse the delete anyway (RFC 9110 §13.2.1): a
-  // version that does not exist is 404, a locked one 403, whatever the condition.
-  const ifMatch = (target: ObjectVersionRecord | undefined): void => {
-    if (args.ifMatch !== undefined)
-      checkWriteConditions(target?.deleteMarker ? undefined : target, { ifMatch: args.ifMatch });
-  };
+  // The preconditions are checked after what would refuse the delete anyway (RFC 9110
+  // §13.2.1): a version that does not exist is 404, a locked one 403, whatever the condition.
+  const preconditions = (target: ObjectVersionRecord | undefined): void =>
+    checkWriteConditions(target?.deleteMarker ? undefined : target, args);
   // The usage is loaded after each branch's checks: a command that fails before it fails alone
   // in its batch (a batch delete often names versions that are gone).
   let usage: UsageRecord;
@@ -407,7 +427,7 @@ export function deleteObject(context: EngineContext, args: DeleteObjectArgs): De
     if (!version) throw NotFound(`version ${args.versionId} of ${args.key} not found`);
     if (versionLocked(version, context.now()))
       throw Forbidden(`version ${args.versionId} of ${args.key} is under retention or legal hold`);
-    ifMatch(version);
+    preconditions(version);
     usage = loadUsage(context, tenant.id);
     removeVersion(context, { tenant, bucket, version, usage });
     refreshCurrent(context, bucket, args.key, usage);
@@ -417,7 +437,7 @@ export function deleteObject(context: EngineContext, args: DeleteObjectArgs): De
     const version = findNullVersion(context, bucket.id, args.key);
     if (version && versionLocked(version, context.now()))
       throw Forbidden(`${args.key} is under retention or legal hold`);
-    ifMatch(version);
+    preconditions(version);
     usage = loadUsage(context, tenant.id);
     if (version) {
       removeVersion(context, { tenant, bucket, version, usage });
@@ -426,7 +446,9 @@ export function deleteObject(context: EngineContext, args: DeleteObjectArgs): De
     }
     result = { key: args.key };
   } else {
-    ifMatch(context.store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, args.key)));
+    preconditions(
+      context.store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, args.key)),
+    );
     usage = loadUsage(context, tenant.id);
     const seq = nextCounter(context, 'nextSeq');
     const marker: ObjectVersionRecord = {
