@@ -17,7 +17,7 @@ import {
   type DataDirPaths,
 } from './data-dir.js';
 import { FrameDecoder, FrameWriter, encodeFrame, type Request } from './protocol.js';
-import { toWire, isLightwellError, MethodNotAllowed } from '../util/errors.js';
+import { toWire, isLightwellError, MethodNotAllowed, BadRequest } from '../util/errors.js';
 import { componentLogger } from '../util/log.js';
 import type { Settings } from '../util/config.js';
 import type { EngineContext } from './ops/context.js';
@@ -32,6 +32,7 @@ import * as tenantScrub from './ops/tenant-scrub.js';
 import { recoverSegments } from './segments/recovery.js';
 import { Compactor } from './segments/compaction.js';
 import { SegmentSyncer } from './segments/segment-syncer.js';
+import { SegmentPins, PINNED_SEGMENTS_MAX } from './segments/segment-pins.js';
 import * as multipart from './ops/multipart.js';
 import * as notifications from './ops/notifications.js';
 import * as cors from './ops/cors.js';
@@ -120,11 +121,13 @@ export async function startEngine(options: {
       { tenants: corrected },
       "usage partBytes recomputed from the tenants' multipart parts",
     );
+  const pins = new SegmentPins();
   const compactor = new Compactor({
     paths,
     store,
     settings: options.settings,
     log: componentLogger('engine.compaction'),
+    pins,
   });
   const deliverer = new Deliverer({ context, log: componentLogger('engine.delivery') });
   const purger = new tenantDelete.TenantPurger({
@@ -134,7 +137,9 @@ export async function startEngine(options: {
   });
   const sockets = new Set<Socket>();
   const batch = new CommandBatch(store);
-  const server = createServer((socket) => serveConnection(socket, { context, batch }, sockets));
+  const server = createServer((socket) =>
+    serveConnection(socket, { context, batch, pins }, sockets),
+  );
   if (existsSync(paths.socket)) await unlink(paths.socket);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -164,6 +169,8 @@ export async function startEngine(options: {
 interface Executor {
   readonly context: EngineContext;
   readonly batch: CommandBatch;
+  /** The segments each connection's uploads in flight wrote to (segment-pins.ts). */
+  readonly pins: SegmentPins;
 }
 
 function serveConnection(socket: Socket, executor: Executor, sockets: Set<Socket>): void {
@@ -172,7 +179,10 @@ function serveConnection(socket: Socket, executor: Executor, sockets: Set<Socket
   const writer = new FrameWriter(socket);
   sockets.add(socket);
   socket.setNoDelay(true);
-  socket.on('close', () => sockets.delete(socket));
+  socket.on('close', () => {
+    sockets.delete(socket);
+    executor.pins.drop(socket);
+  });
   socket.on('error', () => socket.destroy());
   socket.on('data', (data: Buffer) => {
     let requests: unknown[];
@@ -196,6 +206,18 @@ function writtenSegments(chunks: unknown): number[] {
     if (typeof segmentId === 'number') segmentIds.push(segmentId);
   }
   return segmentIds;
+}
+
+/** The segment ids of a `pinSegments` command: `{segments: number[]}`. */
+function pinnedSegmentsOf(args: unknown): number[] {
+  const segments = (args as { segments?: unknown } | undefined)?.segments;
+  if (
+    !Array.isArray(segments) ||
+    segments.length > PINNED_SEGMENTS_MAX ||
+    !segments.every((id) => Number.isSafeInteger(id) && (id as number) >= 0)
+  )
+    throw BadRequest(`pinSegments takes {segments}: at most ${PINNED_SEGMENTS_MAX} segment ids`);
+  return segments as number[];
 }
 
 /** A decoded frame with a request id; the command name and arguments are checked where used. */
@@ -229,6 +251,11 @@ async function execute(
       typeof request.o === 'string' && Object.hasOwn(readOperations, request.o)
         ? readOperations[request.o]
         : undefined;
+    if (request.o === 'pinSegments') {
+      executor.pins.set(socket, pinnedSegmentsOf(request.a));
+      writer.write(encodeFrame({ i: request.i, r: null }));
+      return;
+    }
     if (read) {
       writer.write(
         encodeFrame({ i: request.i, r: (await read(context, request.a as never)) ?? null }),

@@ -13,6 +13,7 @@ import { listen, type Handler, type Listener } from '../http/server.js';
 import { openApiDocument } from '../http/openapi.js';
 import { BodyArena } from './body-arena.js';
 import { reserveBlocks, UploadStats } from './upload.js';
+import { UploadPins } from './upload-pins.js';
 import { OrderedStage } from '../workers/ordered-stage.js';
 import { Authenticator } from './auth.js';
 import { dataRoutes } from './routes.js';
@@ -98,6 +99,7 @@ export async function startGateway(options: {
     log.debug({ gearScan: kernel ? 'webassembly' : 'javascript' }, 'ordered stage started'),
   );
   const uploadStats = new UploadStats();
+  const uploadPins = new UploadPins(engine, componentLogger('gateway.upload'));
   const statsTimer = logUploadStats(uploadStats, componentLogger('gateway.upload'));
   // The gateway thread's own segment, for the small chunks it stores itself.
   const inlineWriter = new SegmentWriter({
@@ -135,6 +137,7 @@ export async function startGateway(options: {
       chunkAvgBytes,
       inline,
       stats: uploadStats,
+      pins: uploadPins,
     },
     download: { arena: downloadArena, pool, inline },
   });
@@ -195,6 +198,7 @@ export async function startGateway(options: {
     port: listener.port,
     stop: async () => {
       clearInterval(statsTimer);
+      uploadPins.close();
       // In-flight requests and the seals of the open segments (the pool's and the inline one)
       // need the engine; when it is gone (stopped with this process), they fail at once, and
       // the engine's next start recovers the segments (src/engine/segments/recovery.ts).

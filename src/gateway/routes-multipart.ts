@@ -374,27 +374,32 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
           contentLength,
           algs,
         });
-        for (const [alg, digest] of expected) {
-          if (received.checksums[alg] !== digest.toString('base64'))
-            throw ChecksumMismatch(`the part does not match X-Service-Checksum-${alg}`);
+        let part: PartView;
+        try {
+          for (const [alg, digest] of expected) {
+            if (received.checksums[alg] !== digest.toString('base64'))
+              throw ChecksumMismatch(`the part does not match X-Service-Checksum-${alg}`);
+          }
+          part = await mutate<PartView>(
+            exchange,
+            'uploadPart',
+            {
+              tenantId: principal.tenant.id,
+              bucket: bucket.name,
+              key,
+              uploadId,
+              partNumber,
+              size: contentLength,
+              etag: received.etag,
+              checksums: received.checksums,
+              compressed: received.compressed,
+              chunks: received.chunks,
+            },
+            200,
+          );
+        } finally {
+          received.release();
         }
-        const part = await mutate<PartView>(
-          exchange,
-          'uploadPart',
-          {
-            tenantId: principal.tenant.id,
-            bucket: bucket.name,
-            key,
-            uploadId,
-            partNumber,
-            size: contentLength,
-            etag: received.etag,
-            checksums: received.checksums,
-            compressed: received.compressed,
-            chunks: received.chunks,
-          },
-          200,
-        );
         exchange.sendJson(200, partJson(part), { ETag: part.etag });
       },
     },

@@ -23,7 +23,7 @@ import {
   type ObjectVersionRecord,
 } from '../engine/index/schema.js';
 import { checkPutQuotaIn, etagListMatches, findVersionIn } from '../engine/ops/objects.js';
-import { Divert, receiveBody, type UploadServices } from './upload.js';
+import { Divert, receiveBody, type ReceivedBody, type UploadServices } from './upload.js';
 import { idempotencyOf, ReplayBody, type IdempotencyClaim } from './idempotency.js';
 import { auditRowOf } from '../http/audit.js';
 import { sendObject, parseRange, type ByteRange, type DownloadServices } from './download.js';
@@ -559,8 +559,9 @@ export async function storeObject(
     algs,
     ...(gate ? { gate } : {}),
   });
+  let received: ReceivedBody | undefined;
   try {
-    const received = await body;
+    received = await body;
     for (const [alg, digest] of expected) {
       if (received.checksums[alg] !== digest.toString('base64'))
         throw ChecksumMismatch(`the body does not match its ${alg} checksum`);
@@ -591,6 +592,8 @@ export async function storeObject(
     // only while its claim is current: the engine checks the claim id.
     if (held) void engine.call('abandonIdempotent', { ...target, ...held }).catch(() => undefined);
     throw error;
+  } finally {
+    received?.release();
   }
 }
 

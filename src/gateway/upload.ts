@@ -32,6 +32,7 @@ import { createMultiHasher, type ChecksumAlg } from '../engine/checksums.js';
 import { BadRequest, fromWire } from '../util/errors.js';
 import { storeChunk, type ChunkStoreDeps } from '../workers/chunk-store.js';
 import type { TenantKeys } from '../engine/chunk-codec.js';
+import type { UploadPins } from './upload-pins.js';
 
 /** TenantKeys by the material they were made from (the Authenticator keeps one per tenant). */
 const tenantKeysByMaterial = new WeakMap<TenantKeyMaterial, TenantKeys>();
@@ -103,6 +104,8 @@ export interface UploadServices {
   /** Stores chunks on the gateway's own thread (small ones, see INLINE_CHUNK_BYTES_MAX). */
   readonly inline: ChunkStoreDeps;
   readonly stats: UploadStats;
+  /** The segments unfinished uploads wrote to, reported to the engine (upload-pins.ts). */
+  readonly pins: UploadPins;
 }
 
 /** Chunks up to this size are stored without the pool: the hand-off costs more than the work. */
@@ -113,6 +116,11 @@ export interface ReceivedBody {
   readonly checksums: Record<string, string>;
   readonly compressed: boolean;
   readonly etag: string;
+  /**
+   * Lets compaction have the segments the chunks were written to: the caller calls it once the
+   * commit has settled, whatever its outcome (committed chunks are then held by the index).
+   */
+  readonly release: () => void;
 }
 
 /** Starts receiving at once (uWS needs `onData` before the handler's first await). */
@@ -179,6 +187,9 @@ class BodyReceiver {
   /** Wakes `nextBlock` when this upload holds fewer blocks than its share. */
   private ownBlockFreed: (() => void) | undefined;
   private readonly stored: Array<Promise<StoreResult>> = [];
+  /** Segments this upload's records were written to, held in `services.pins` (one each). */
+  private readonly pinned: number[] = [];
+  private pinsReleased = false;
   private readonly ordered: OrderedUpload | undefined;
   /** Takes the body's bytes once a gate diverted it (see `Divert`). */
   private sink: BodySink | undefined;
@@ -495,11 +506,26 @@ class BodyReceiver {
           });
     this.stored.push(stored);
     void stored
+      .then((result) => this.pin(result))
       .finally(() => {
         for (const index of touched) this.blockTasks[index] = (this.blockTasks[index] ?? 1) - 1;
         this.releaseDone();
       })
       .catch((error: unknown) => this.fail(error));
+  }
+
+  /** Holds the segment a new record was written to until the request ends (upload-pins.ts). */
+  private pin(result: StoreResult): void {
+    const segmentId = result.location?.segmentId;
+    if (segmentId === undefined || this.pinsReleased) return;
+    this.pinned.push(segmentId);
+    this.services.pins.hold(segmentId);
+  }
+
+  private releasePins(): void {
+    if (this.pinsReleased) return;
+    this.pinsReleased = true;
+    for (const segmentId of this.pinned.splice(0)) this.services.pins.release(segmentId);
   }
 
   private storeSingle(): void {
@@ -544,6 +570,7 @@ class BodyReceiver {
         checksums: objectChecksums,
         compressed: results.some((r) => r.compressed),
         etag: etagOf(chunks, this.received),
+        release: () => this.releasePins(),
       });
     } catch (error) {
       this.fail(error);
@@ -605,8 +632,12 @@ class BodyReceiver {
     // last byte the response resumes.
     this.resumeSocket();
     this.reject(error);
-    // Blocks still read by running tasks are released as those tasks settle.
-    void Promise.allSettled(this.stored).then(() => this.releaseAll());
+    // Blocks still read by running tasks are released as those tasks settle, and so are the
+    // segments they wrote to: nothing of this upload will commit.
+    void Promise.allSettled(this.stored).then(() => {
+      this.releaseAll();
+      this.releasePins();
+    });
   }
 
   /**

@@ -28,6 +28,7 @@ import {
 } from '../../src/engine/index/schema.js';
 import { dataDirPaths, prepareDataDir, type DataDirPaths } from '../../src/engine/data-dir.js';
 import { allocSegment, sealSegment } from '../../src/engine/ops/segments.js';
+import { SegmentPins } from '../../src/engine/segments/segment-pins.js';
 import { Compactor } from '../../src/engine/segments/compaction.js';
 import { SegmentWriter } from '../../src/engine/segments/segment-writer.js';
 import { scanSegment } from '../../src/engine/segments/segment-scan.js';
@@ -60,7 +61,11 @@ interface Fixture {
   compactor: Compactor;
 }
 
-async function fixture(t: TapLike, flags: Record<string, string> = {}): Promise<Fixture> {
+async function fixture(
+  t: TapLike,
+  flags: Record<string, string> = {},
+  pins?: SegmentPins,
+): Promise<Fixture> {
   const paths = dataDirPaths(tempDir(t, 'lw-compaction-'));
   await prepareDataDir(paths);
   const store = IndexStore.open({ path: paths.index, readOnly: false });
@@ -79,7 +84,7 @@ async function fixture(t: TapLike, flags: Record<string, string> = {}): Promise<
     settings,
     now: () => Date.now(),
   };
-  const compactor = new Compactor({ paths, store, settings, log });
+  const compactor = new Compactor({ paths, store, settings, log, ...(pins ? { pins } : {}) });
   t.teardown(async () => {
     await compactor.stop();
     await store.close();
@@ -512,4 +517,25 @@ t.test('empty segments left by recovery are reclaimed', async (t) => {
     t.notOk(existsSync(join(fx.paths.segments, segmentFileName(id))), `segment ${id} file gone`);
   }
   t.equal(SEGMENT_HEADER_SIZE, 64);
+});
+
+t.test('a segment pinned by an upload in flight is retired but not deleted', async (t) => {
+  const pins = new SegmentPins();
+  const fx = await fixture(t, {}, pins);
+  // The upload's records are written and the segment sealed; nothing references them yet.
+  const { segmentId, written } = await writeSealed(fx, [record(4096), record(4096)]);
+  const gateway = {};
+  pins.set(gateway, [segmentId]);
+  await fx.compactor.runOnce();
+  t.equal(segment(fx, segmentId)?.state, 'retired', 'judged empty: retired');
+  await settle(350);
+  await fx.compactor.runOnce();
+  t.equal(segment(fx, segmentId)?.state, 'retired', 'past the grace, but pinned: kept');
+  t.ok(existsSync(join(fx.paths.segments, segmentFileName(segmentId))), 'its file is there');
+  // The upload commits: its chunk now holds the segment, which goes back to sealed.
+  commitChunk(fx, written[0] as Written);
+  pins.drop(gateway);
+  await fx.compactor.runOnce();
+  t.equal(segment(fx, segmentId)?.state, 'sealed', 'live again once committed');
+  t.ok(bytesAt(fx, chunk(fx, written[0] as Written))?.equals((written[0] as Written).record));
 });

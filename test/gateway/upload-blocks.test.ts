@@ -10,6 +10,7 @@ import { randomBytes } from 'node:crypto';
 import type { Piscina } from 'piscina';
 import { BodyArena } from '../../src/gateway/body-arena.js';
 import { receiveBody, UploadStats, type UploadServices } from '../../src/gateway/upload.js';
+import type { UploadPins } from '../../src/gateway/upload-pins.js';
 import type { OrderedStage } from '../../src/workers/ordered-stage.js';
 import type { ChunkStoreDeps } from '../../src/workers/chunk-store.js';
 import type { Exchange } from '../../src/http/exchange.js';
@@ -76,6 +77,7 @@ t.test('small bodies hold one block each: N blocks admit N uploads at once', asy
     chunkAvgBytes: BLOCK_BYTES,
     inline,
     stats,
+    pins: { hold: () => undefined, release: () => undefined } as unknown as UploadPins,
   };
   const keys = { tenantNum: 1, dataKey: randomBytes(32), dedupKey: randomBytes(32) };
   const bodies = Array.from({ length: BLOCKS }, () => randomBytes(BODY_BYTES));

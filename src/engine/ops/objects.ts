@@ -597,7 +597,9 @@ export function releaseChunkRefs(
 function adjustSegmentLive(context: EngineContext, segmentId: number, delta: number): void {
   const key = segmentKey(segmentId);
   const segment = context.store.get<SegmentRecord>(DB.segments, key);
-  if (!segment) throw ChunkGone(`segment ${segmentId} is not registered`);
+  // A segment being deleted (its file may be gone already) takes no new reference.
+  if (!segment || (segment.state === 'deleted' && delta > 0))
+    throw ChunkGone(`segment ${segmentId} was reclaimed before the commit; retry the upload`);
   segment.liveBytes += delta;
   context.store.put(DB.segments, key, segment);
 }

@@ -11,7 +11,8 @@
 //    also retires the old segment. A crash before that transaction leaves garbage in the new
 //    segment; a crash after it leaves a retired segment that the next pass deletes.
 // 4. Deletes retired segments after `storage.retired_segment_grace`, longer than any read
-//    that could still hold the old address; a read that misses re-resolves once.
+//    that could still hold the old address (a read that misses re-resolves once), unless a
+//    gateway's upload in flight has pinned the segment (segment-pins.ts).
 // 5. Expires old audit rows and idempotency keys, and aborts multipart uploads older than
 //    `multipart.expiry` (or whose bucket is gone), releasing their parts' chunk references.
 //
@@ -73,6 +74,8 @@ export class Compactor {
       store: IndexStore;
       settings: Settings;
       log: Logger;
+      /** Segments that uploads in flight wrote to: never deleted while pinned. */
+      pins?: { has(segmentId: number): boolean };
     },
   ) {
     const { store, settings } = options;
@@ -323,6 +326,9 @@ export class Compactor {
         const key = segmentKey(segmentId);
         const record = store.get<SegmentRecord>(DB.segments, key);
         if (!record || record.state !== 'retired') continue;
+        // An upload in flight wrote records here that it has not committed yet: the segment
+        // stays retired until it has (its live bytes then bring it back) or has given up.
+        if (this.options.pins?.has(segmentId)) continue;
         if (record.liveBytes > 0) {
           // Chunks were committed into it after its records were moved: compact it again.
           record.state = 'sealed';

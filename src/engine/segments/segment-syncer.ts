@@ -14,7 +14,7 @@
 import { open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { segmentFileName } from '../../format/segment-header.js';
-import { SegmentIoError } from '../../util/errors.js';
+import { ChunkGone, SegmentIoError } from '../../util/errors.js';
 
 const HANDLES_MAX = 256;
 
@@ -59,6 +59,9 @@ export class SegmentSyncer {
       this.syncs += 1;
     } catch (cause) {
       this.forget(segmentId);
+      // A segment whose file is gone was reclaimed: the upload that wrote to it must retry.
+      if ((cause as NodeJS.ErrnoException).code === 'ENOENT')
+        throw ChunkGone(`segment ${segmentId} was reclaimed before the commit; retry the upload`);
       throw SegmentIoError(`fdatasync of segment ${segmentId} failed`, { segmentId }, { cause });
     } finally {
       if (this.states.get(segmentId) === state && !state.next) state.running = undefined;

@@ -1,0 +1,71 @@
+// The segments this gateway's unfinished uploads have written records to, reported to the engine
+// so that compaction never deletes one before the upload commits (engine/segments/
+// segment-pins.ts). An upload holds a segment from the moment a record of it is written there
+// until its request has ended (committed, refused or abandoned).
+//
+// The whole set goes to the engine in the event-loop turn after it changes, and again every
+// few seconds while it is not empty: an engine that restarted, or a connection that was lost
+// and made again, has it back before any retired segment's grace can run out.
+
+import type { Logger } from '../util/log.js';
+import type { EngineClient } from '../engine/protocol.js';
+
+const REPORT_INTERVAL_MS = 5_000;
+
+export class UploadPins {
+  private readonly counts = new Map<number, number>();
+  private scheduled = false;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(
+    private readonly engine: EngineClient,
+    private readonly log: Logger,
+  ) {
+    this.timer = setInterval(() => {
+      if (this.counts.size > 0) this.report();
+    }, REPORT_INTERVAL_MS);
+    this.timer.unref();
+  }
+
+  hold(segmentId: number): void {
+    const count = this.counts.get(segmentId) ?? 0;
+    this.counts.set(segmentId, count + 1);
+    if (count === 0) this.changed();
+  }
+
+  release(segmentId: number): void {
+    const count = this.counts.get(segmentId);
+    if (count === undefined) return;
+    if (count > 1) {
+      this.counts.set(segmentId, count - 1);
+      return;
+    }
+    this.counts.delete(segmentId);
+    this.changed();
+  }
+
+  /** The segments held now (for tests and debug logs). */
+  held(): number[] {
+    return [...this.counts.keys()];
+  }
+
+  close(): void {
+    clearInterval(this.timer);
+  }
+
+  private changed(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      this.report();
+    });
+  }
+
+  private report(): void {
+    this.engine.call('pinSegments', { segments: this.held() }).catch((error: unknown) => {
+      // The next report (the next change, or the interval) tries again.
+      this.log.debug({ err: error }, 'segment pins not reported');
+    });
+  }
+}
