@@ -264,13 +264,17 @@ async function execute(
     }
     if (!op) throw MethodNotAllowed(`unknown engine command ${String(request.o)}`);
     // A command may carry the audit row of the request it serves; it commits with the change.
-    const args = request.a as { audit?: audit.AuditInput; chunks?: unknown } | undefined;
+    // A data-plane write names its caller, whose key must still be live when it commits.
+    const args = request.a as
+      { audit?: audit.AuditInput; chunks?: unknown; caller?: unknown } | undefined;
+    const caller = typeof args?.caller === 'string' ? args.caller : undefined;
     // The bytes a manifest points at become durable before the manifest does.
     const written = writtenSegments(args?.chunks);
     if (written.length > 0) await context.syncer?.sync(written);
     if (request.o === 'sealSegment')
       context.syncer?.forget((request.a as { segmentId: number }).segmentId);
     const result = await executor.batch.submit(() => {
+      if (caller !== undefined) control.requireLiveCaller(context, caller);
       const value = op(context, request.a as never);
       if (args?.audit) audit.writeAudit(context, args.audit);
       return value;

@@ -472,7 +472,12 @@ async function deleteOne(
     kit.bucketOf(principal, bucket.name, { verb: 'delete', key: entry.key });
     const result = await kit.services.engine.call<{ versionId?: string; deleteMarker?: boolean }>(
       'deleteObject',
-      { tenantId: principal.tenant.id, bucket: bucket.name, ...entry },
+      {
+        tenantId: principal.tenant.id,
+        bucket: bucket.name,
+        ...entry,
+        caller: principal.accessKeyId,
+      },
     );
     const deleted: Record<string, unknown> = { key: entry.key };
     if (result.versionId !== undefined) deleted['versionId'] = result.versionId;

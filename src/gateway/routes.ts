@@ -123,13 +123,17 @@ function routeKit(services: GatewayServices): RouteKit {
     return principal;
   };
   /** Sends a mutation with its audit row, which then commits in the same transaction. */
+  // Adds to `args` (built for this call) the audit row and the caller, whose key the engine
+  // checks again when the write commits (a revoke or tenant disable stops writes in flight).
   const mutate = async <T>(
     exchange: Exchange,
     op: string,
     args: Record<string, unknown>,
     status: number,
   ): Promise<T> => {
-    const result = await engine.call<T>(op, { ...args, audit: auditRowOf(exchange, status) });
+    if (exchange.audit.actor !== undefined) args['caller'] = exchange.audit.actor;
+    args['audit'] = auditRowOf(exchange, status);
+    const result = await engine.call<T>(op, args);
     exchange.audit.written = true;
     return result;
   };

@@ -6,6 +6,7 @@
 // Method: one real service on loopback; every rule is driven through HTTP as a client would.
 import t from 'tap';
 import { createHash, randomBytes } from 'node:crypto';
+import { request } from 'node:http';
 import { join } from 'node:path';
 import { Service, type DataClient, type ObjectAnswer, type Problem } from '../helpers/service.js';
 
@@ -731,6 +732,64 @@ t.test('data-plane API', async (t) => {
     t.equal((await client.get('wcond', 'k')).status, 200, 'and the object is still there');
     t.equal((await del({ 'If-None-Match': '"other"', 'If-Unmodified-Since': after })).status, 204);
     t.equal((await client.get('wcond', 'k')).status, 404);
+  });
+
+  await t.test('a revoke or a tenant disable stops uploads already running (401)', async (t) => {
+    const owner = service.adminToken();
+    const port = Number(new URL(service.publicUrl).port);
+    /** Starts a PUT, sends half its body, runs `meanwhile`, then the rest; the answer's status. */
+    const interrupted = async (
+      writer: DataClient,
+      bucket: string,
+      meanwhile: () => Promise<void>,
+    ): Promise<number> => {
+      const body = randomBytes(256 * 1024);
+      let answered: (status: number) => void = () => undefined;
+      const status = new Promise<number>((resolve) => (answered = resolve));
+      const req = request(
+        {
+          host: '127.0.0.1',
+          port,
+          method: 'PUT',
+          path: `/api/v1/buckets/${bucket}/objects/late`,
+          agent: false,
+          headers: {
+            Authorization: `Bearer ${writer.token}`,
+            'Content-Length': String(body.length),
+          },
+        },
+        (res) => {
+          res.resume();
+          res.on('end', () => answered(res.statusCode ?? 0));
+        },
+      );
+      req.on('error', () => answered(0));
+      req.write(body.subarray(0, body.length / 2));
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await meanwhile();
+      req.end(body.subarray(body.length / 2));
+      return status;
+    };
+
+    const revoked = await service.tenant('revokes', 'read,write', owner);
+    t.equal((await revoked.request('POST', '/buckets', { json: { name: 'late' } })).status, 201);
+    const revokeStatus = await interrupted(revoked, 'late', async () => {
+      const path = `/tenants/revokes/keys/${revoked.accessKeyId}/revoke`;
+      t.equal((await service.admin('POST', path, owner, { reason: 'test' })).status, 200);
+    });
+    t.equal(revokeStatus, 401, 'the key was revoked while its upload ran');
+    const reader = await service.tenant('revokes', 'read', owner);
+    t.equal((await reader.get('late', 'late')).status, 404, 'and nothing was committed');
+
+    const disabled = await service.tenant('disables', 'read,write', owner);
+    t.equal((await disabled.request('POST', '/buckets', { json: { name: 'late' } })).status, 201);
+    const disableStatus = await interrupted(disabled, 'late', async () => {
+      const answer = await service.admin('POST', '/tenants/disables/disable', owner, {
+        reason: 'test',
+      });
+      t.equal(answer.status, 200);
+    });
+    t.equal(disableStatus, 401, 'the tenant was disabled while its upload ran');
   });
 
   await t.test(

@@ -28,7 +28,7 @@ import {
   type NodeRecord,
 } from '../index/schema.js';
 import { nextCounter, type EngineContext } from './context.js';
-import { Conflict, NotFound, BadRequest, Forbidden } from '../../util/errors.js';
+import { Conflict, NotFound, BadRequest, Forbidden, Unauthorized } from '../../util/errors.js';
 import {
   newTenantDataKey,
   wrapTenantKey,
@@ -84,6 +84,22 @@ export function requireActiveTenant(context: EngineContext, tenantId: string): T
   const tenant = requireTenant(context, tenantId);
   if (tenant.state !== 'active') throw Forbidden(`tenant ${tenantId} is ${tenant.state}`);
   return tenant;
+}
+
+/**
+ * The access key a data-plane write acts under is still active, unexpired and of an active
+ * tenant when the write commits, not only when its request began: a revoke or a tenant disable
+ * stops uploads already running (401, as the request would have been refused at its start).
+ */
+export function requireLiveCaller(context: EngineContext, accessKeyId: string): void {
+  const key = context.store.get<AccessKeyRecord>(DB.accessKeys, Buffer.from(accessKeyId, 'utf8'));
+  if (!key || key.state !== 'active')
+    throw Unauthorized('the access key was revoked before the write committed');
+  if (key.expiresAt !== undefined && key.expiresAt <= context.now())
+    throw Unauthorized('the access key expired before the write committed');
+  const tenant = context.store.get<TenantRecord>(DB.tenants, tenantKey(key.tenantId));
+  if (!tenant || tenant.state !== 'active')
+    throw Unauthorized('the tenant was disabled before the write committed');
 }
 
 export function requireReason(reason: unknown): string {
