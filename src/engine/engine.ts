@@ -33,6 +33,7 @@ import { recoverSegments } from './segments/recovery.js';
 import { Compactor } from './segments/compaction.js';
 import { SegmentSyncer } from './segments/segment-syncer.js';
 import { SegmentPins, PINNED_SEGMENTS_MAX } from './segments/segment-pins.js';
+import { RateLimiter, KEY_CHARS_MAX } from '../security/rate-limit.js';
 import * as multipart from './ops/multipart.js';
 import * as notifications from './ops/notifications.js';
 import * as cors from './ops/cors.js';
@@ -122,6 +123,7 @@ export async function startEngine(options: {
       "usage partBytes recomputed from the tenants' multipart parts",
     );
   const pins = new SegmentPins();
+  const mintLimiter = new RateLimiter(options.settings.rate('security.token_mint_rate'));
   const compactor = new Compactor({
     paths,
     store,
@@ -138,7 +140,7 @@ export async function startEngine(options: {
   const sockets = new Set<Socket>();
   const batch = new CommandBatch(store);
   const server = createServer((socket) =>
-    serveConnection(socket, { context, batch, pins }, sockets),
+    serveConnection(socket, { context, batch, pins, mintLimiter }, sockets),
   );
   if (existsSync(paths.socket)) await unlink(paths.socket);
   await new Promise<void>((resolve, reject) => {
@@ -171,6 +173,8 @@ interface Executor {
   readonly batch: CommandBatch;
   /** The segments each connection's uploads in flight wrote to (segment-pins.ts). */
   readonly pins: SegmentPins;
+  /** `security.token_mint_rate`, for all the gateways at once. */
+  readonly mintLimiter: RateLimiter;
 }
 
 function serveConnection(socket: Socket, executor: Executor, sockets: Set<Socket>): void {
@@ -207,6 +211,27 @@ function writtenSegments(chunks: unknown): number[] {
   }
   return segmentIds;
 }
+
+/**
+ * Commands answered from the engine's memory, not the index, each with the connection it came
+ * on: the segments a gateway's uploads in flight hold (segment-pins.ts), and the token-mint rate
+ * limit, kept here so that every gateway of the data directory draws on one bucket per access
+ * key (`security.token_mint_rate` is per key, not per gateway process).
+ */
+const memoryCommands: Readonly<
+  Record<string, (executor: Executor, socket: Socket, args: unknown) => unknown>
+> = {
+  pinSegments: (executor, socket, args) => {
+    executor.pins.set(socket, pinnedSegmentsOf(args));
+    return null;
+  },
+  takeMintToken: (executor, _socket, args) => {
+    const accessKeyId = (args as { accessKeyId?: unknown } | undefined)?.accessKeyId;
+    if (typeof accessKeyId !== 'string' || accessKeyId.length > KEY_CHARS_MAX)
+      throw BadRequest(`takeMintToken takes {accessKeyId} of at most ${KEY_CHARS_MAX} characters`);
+    return executor.mintLimiter.take(accessKeyId, Date.now());
+  },
+};
 
 /** The segment ids of a `pinSegments` command: `{segments: number[]}`. */
 function pinnedSegmentsOf(args: unknown): number[] {
@@ -251,9 +276,12 @@ async function execute(
       typeof request.o === 'string' && Object.hasOwn(readOperations, request.o)
         ? readOperations[request.o]
         : undefined;
-    if (request.o === 'pinSegments') {
-      executor.pins.set(socket, pinnedSegmentsOf(request.a));
-      writer.write(encodeFrame({ i: request.i, r: null }));
+    const answered =
+      typeof request.o === 'string' && Object.hasOwn(memoryCommands, request.o)
+        ? memoryCommands[request.o]
+        : undefined;
+    if (answered) {
+      writer.write(encodeFrame({ i: request.i, r: answered(executor, socket, request.a) ?? null }));
       return;
     }
     if (read) {

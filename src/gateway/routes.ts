@@ -40,7 +40,7 @@ import {
   validateObjectKey,
   validateUserMetadata,
 } from '../security/names.js';
-import { RateLimiter } from '../security/rate-limit.js';
+import type { RateLimitResult } from '../security/rate-limit.js';
 import { ACCESS_KEY_ID_PATTERN } from '../security/access-keys.js';
 import {
   BadRequest,
@@ -160,7 +160,6 @@ function routeKit(services: GatewayServices): RouteKit {
 function coreRoutes(kit: RouteKit): Route<Handler>[] {
   const { services, bearer, bucketOf, mutate } = kit;
   const { store, auth, settings } = services;
-  const mintLimiter = new RateLimiter(settings.rate('security.token_mint_rate'));
   const objectBytesMax = settings.bytes('limits.object_bytes_max');
   const listTokens = new ListTokens(auth.purposeKey(PURPOSE_LIST_TOKEN));
 
@@ -217,7 +216,10 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
           const tenantId = auth.tenantOfKey(accessKeyId);
           if (tenantId !== undefined) exchange.audit.tenantId = tenantId;
         }
-        const limited = mintLimiter.take(accessKeyId, Date.now());
+        // The engine keeps the limit, so that it holds per key across all the gateways.
+        const limited = await services.engine.call<RateLimitResult>('takeMintToken', {
+          accessKeyId,
+        });
         if (!limited.ok)
           throw RateLimited('too many token requests for this access key', {
             retryAfterSeconds: limited.retryAfterSeconds,
