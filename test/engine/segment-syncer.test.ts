@@ -108,5 +108,5 @@ t.test('a failed fdatasync fails its callers; the next call starts afresh', asyn
   await syncer.sync([segment]);
   t.pass('the next call succeeds');
   const missing = await syncer.sync([999]).catch((error: unknown) => error);
-  t.equal(errorCode(missing), 'segment_io', 'a segment without a file fails with segment_io');
+  t.equal(errorCode(missing), 'chunk_gone', 'a segment without a file was reclaimed: chunk_gone');
 });
