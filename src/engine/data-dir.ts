@@ -38,7 +38,8 @@ export function dataDirPaths(root: string): DataDirPaths {
     index: join(dir, 'index'),
     segments: join(dir, 'segments'),
     keys: join(dir, 'keys'),
-    masterKey: process.env['LIGHTWELL_MASTER_KEY_FILE'] ?? join(dir, 'keys', 'master.key'),
+    // An empty variable counts as unset, as for every setting.
+    masterKey: process.env['LIGHTWELL_MASTER_KEY_FILE'] || join(dir, 'keys', 'master.key'),
     socket: join(dir, 'engine.sock'),
     lock: join(dir, 'engine.lock'),
   };
@@ -113,12 +114,21 @@ export function checkDataDirUsable(paths: DataDirPaths): void {
 }
 
 /** Reads the master key, creating it (0600) on first start unless a key file is configured. */
-export async function loadMasterKey(paths: DataDirPaths): Promise<Buffer> {
+export async function loadMasterKey(
+  paths: DataDirPaths,
+  options: { readonly dataUnderKey: boolean },
+): Promise<Buffer> {
   if (existsSync(paths.masterKey))
     return checkMasterKey(await readFile(paths.masterKey), paths.masterKey);
   if (process.env['LIGHTWELL_MASTER_KEY_FILE']) {
     throw BadRequest(`LIGHTWELL_MASTER_KEY_FILE names ${paths.masterKey}, which does not exist`);
   }
+  // A new key only for a new directory: data under a lost key would be unreadable with it.
+  if (options.dataUnderKey)
+    throw BadRequest(
+      `${paths.masterKey} is missing, but this data directory holds data under a master key: ` +
+        'restore the key file, or point LIGHTWELL_MASTER_KEY_FILE at it',
+    );
   const key = randomBytes(MASTER_KEY_BYTES);
   await writeFileDurable(paths.masterKey, key, 0o600);
   return key;

@@ -32,6 +32,7 @@ import * as tenantScrub from './ops/tenant-scrub.js';
 import { recoverSegments } from './segments/recovery.js';
 import { Compactor } from './segments/compaction.js';
 import { SegmentSyncer } from './segments/segment-syncer.js';
+import { indexHoldsKeyedData, settleMasterKeyCheck } from './master-key-check.js';
 import { SegmentPins, PINNED_SEGMENTS_MAX } from './segments/segment-pins.js';
 import { RateLimiter, KEY_CHARS_MAX } from '../security/rate-limit.js';
 import * as multipart from './ops/multipart.js';
@@ -105,8 +106,16 @@ export async function startEngine(options: {
   const paths = dataDirPaths(options.dataDir);
   await prepareDataDir(paths);
   const releaseLock = await acquireEngineLock(paths);
-  const masterKey = await loadMasterKey(paths);
   const store = IndexStore.open({ path: paths.index, readOnly: false });
+  let masterKey: Buffer;
+  try {
+    masterKey = await loadMasterKey(paths, { dataUnderKey: indexHoldsKeyedData(store) });
+    await settleMasterKeyCheck(store, masterKey, paths.masterKey);
+  } catch (error) {
+    await store.close();
+    await releaseLock();
+    throw error;
+  }
   const syncer = new SegmentSyncer(paths.segments);
   const context: EngineContext = {
     store,

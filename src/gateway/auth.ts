@@ -5,6 +5,7 @@
 // once. Scopes are checked per operation. Tenant data keys are unwrapped once and cached.
 
 import { readMasterKeySync, type DataDirPaths } from '../engine/data-dir.js';
+import { verifyMasterKey } from '../engine/master-key-check.js';
 import type { IndexStore } from '../engine/index/store.js';
 import { DB, tenantKey, type AccessKeyRecord, type TenantRecord } from '../engine/index/schema.js';
 import {
@@ -58,6 +59,8 @@ export class Authenticator {
     private readonly store: IndexStore,
   ) {
     this.masterKey = readMasterKeySync(paths);
+    // A gateway started on its own may be given another key file than its engine's.
+    verifyMasterKey(store, this.masterKey, paths.masterKey);
     this.tokenKey = deriveKey(this.masterKey, PURPOSE_NATIVE_TOKEN);
     this.sealKey = deriveKey(this.masterKey, PURPOSE_SECRET_SEAL);
   }

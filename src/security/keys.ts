@@ -37,6 +37,8 @@ export const PURPOSE_LIST_TOKEN = 'list-token-v1';
 export const PURPOSE_SECRET_SEAL = 'secret-seal-v1';
 /** Wraps per-tenant data keys. */
 export const PURPOSE_TENANT_KEY_WRAP = 'tenant-key-wrap-v1';
+/** The master key's check value, recorded in the index (src/engine/master-key-check.ts). */
+export const PURPOSE_KEY_CHECK = 'key-check-v1';
 /** Derives the chunk-id (deduplication) key from a tenant data key. */
 export const PURPOSE_CHUNK_ID = 'chunk-id-v1';
 

@@ -63,6 +63,9 @@ export const META_COUNTERS = Buffer.from('counters');
 /** This node's identity (created once by the engine; the cluster routes report it). */
 export const META_NODE = Buffer.from('node');
 
+/** The master key's check value (src/engine/master-key-check.ts). */
+export const META_MASTER_KEY_CHECK = Buffer.from('masterKeyCheck');
+
 export interface NodeRecord {
   /** `node-` and 16 hex digits, random, never changes. */
   id: string;
