@@ -104,12 +104,45 @@ export function checkDataDirUsable(paths: DataDirPaths): void {
       throw BadRequest(`${path} cannot be read (${code ?? String(error)})`);
     }
     if (!stats.isDirectory()) throw BadRequest(`${path} is not a directory`);
-    try {
-      accessSync(path, constants.W_OK | constants.X_OK);
-    } catch {
-      throw BadRequest(`${path} is not writable (uid ${process.getuid?.() ?? 'unknown'})`);
-    }
+    requireAccess(path, constants.W_OK | constants.X_OK, 'writable');
+    if (path === paths.root) checkDataDirParts(paths);
     return;
+  }
+}
+
+/**
+ * The parts of an existing data directory that every start reads or writes: one owned by
+ * another user (an `admin-token create` run as root before the service's first start) failed
+ * later with raw errno text or LMDB's stack trace.
+ */
+function checkDataDirParts(paths: DataDirPaths): void {
+  const dirs = [paths.index, paths.segments, paths.keys];
+  const files = [
+    { path: paths.marker, mode: constants.R_OK },
+    { path: join(paths.index, 'data.mdb'), mode: constants.R_OK | constants.W_OK },
+    { path: join(paths.index, 'lock.mdb'), mode: constants.R_OK | constants.W_OK },
+    { path: join(paths.keys, 'master.key'), mode: constants.R_OK },
+  ];
+  for (const dir of dirs) {
+    if (existsSync(dir))
+      requireAccess(dir, constants.R_OK | constants.W_OK | constants.X_OK, 'writable');
+  }
+  for (const file of files) {
+    if (existsSync(file.path))
+      requireAccess(file.path, file.mode, file.mode & constants.W_OK ? 'writable' : 'readable');
+  }
+}
+
+function requireAccess(path: string, mode: number, what: string): void {
+  try {
+    accessSync(path, mode);
+  } catch {
+    const owner = statSync(path, { throwIfNoEntry: false })?.uid;
+    throw BadRequest(
+      `${path} is not ${what} by uid ${process.getuid?.() ?? 'unknown'}` +
+        (owner === undefined ? '' : ` (owned by uid ${owner})`) +
+        ': the whole data directory must belong to the user the service runs as (chown -R)',
+    );
   }
 }
 
@@ -119,7 +152,7 @@ export async function loadMasterKey(
   options: { readonly dataUnderKey: boolean },
 ): Promise<Buffer> {
   if (existsSync(paths.masterKey))
-    return checkMasterKey(await readFile(paths.masterKey), paths.masterKey);
+    return checkMasterKey(readKeyFile(paths.masterKey), paths.masterKey);
   if (process.env['LIGHTWELL_MASTER_KEY_FILE']) {
     throw BadRequest(`LIGHTWELL_MASTER_KEY_FILE names ${paths.masterKey}, which does not exist`);
   }
@@ -136,7 +169,22 @@ export async function loadMasterKey(
 
 /** Synchronous read for processes that start after the engine created the key. */
 export function readMasterKeySync(paths: DataDirPaths): Buffer {
-  return checkMasterKey(readFileSync(paths.masterKey), paths.masterKey);
+  return checkMasterKey(readKeyFile(paths.masterKey), paths.masterKey);
+}
+
+/** The key file's bytes; a failure names the file and what to do, in one line. */
+function readKeyFile(file: string): Buffer {
+  try {
+    return readFileSync(file);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? String(error);
+    const hint =
+      code === 'ENOENT'
+        ? ': the engine makes it at its first start; where the engine is given ' +
+          'LIGHTWELL_MASTER_KEY_FILE, every process needs the same'
+        : '';
+    throw BadRequest(`cannot read the master key ${file} (${code})${hint}`);
+  }
 }
 
 function checkMasterKey(key: Buffer, file: string): Buffer {

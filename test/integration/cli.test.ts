@@ -419,20 +419,21 @@ t.test('an unusable data directory is named in one line', async (t) => {
   mkdirSync(locked, { mode: 0o755 });
   makeUnwritable(locked);
   const uid = otherUser?.uid ?? process.getuid?.() ?? -1;
+  const unwritable = (path: string): RegExp =>
+    new RegExp(
+      `^${escapeRegExp(path)} is not writable by uid ${uid} \\(owned by uid \\d+\\): the whole ` +
+        'data directory must belong to the user the service runs as \\(chown -R\\)\\n$',
+    );
   for (const target of [locked, join(locked, 'new')]) {
     result = await run(CLI, ['serve', '--data-dir', target], dir, { user: otherUser });
     t.equal(result.code, 1, `serve on ${target}`);
-    t.equal(result.stderr, `lightwell: cannot start: ${locked} is not writable (uid ${uid})\n`);
+    t.match(result.stderr.replace('lightwell: cannot start: ', ''), unwritable(locked));
   }
   result = await run(bin('lightwell-engine'), ['--data-dir', locked], dir, { user: otherUser });
   t.equal(result.code, 1, 'lightwell-engine on an unwritable directory');
-  t.equal(
-    result.stderr,
-    `lightwell-engine: cannot start: ${locked} is not writable (uid ${uid})\n`,
-  );
+  t.match(result.stderr.replace('lightwell-engine: cannot start: ', ''), unwritable(locked));
 
-  // A directory the engine can write, with a keys/ it cannot: the master key cannot be made,
-  // and the errno error is one line, not a stack.
+  // A directory the service can write, with a keys/ it cannot: named before anything starts.
   const keysLocked = join(dir, 'keys-locked');
   mkdirSync(join(keysLocked, 'keys'), { recursive: true, mode: 0o755 });
   if (otherUser) chownSync(keysLocked, otherUser.uid, otherUser.gid);
@@ -442,10 +443,41 @@ t.test('an unusable data directory is named in one line', async (t) => {
   });
   t.equal(result.code, 1, 'lightwell-engine that cannot write its master key');
   t.match(
-    result.stderr,
-    /^lightwell-engine: cannot start: EACCES: permission denied, open '.*\/keys\/master\.key\.tmp-\d+'\n$/,
+    result.stderr.replace('lightwell-engine: cannot start: ', ''),
+    unwritable(join(keysLocked, 'keys')),
   );
+
+  // The common case: `admin-token create` run as root before the service's user owns only the
+  // top directory. The index it made is named, in one line, by every command.
+  if (otherUser) {
+    const handed = join(dir, 'handed-over');
+    result = await run(
+      CLI,
+      ['admin-token', 'create', '--role', 'owner', '--data-dir', handed],
+      dir,
+    );
+    t.equal(result.code, 0);
+    chownSync(handed, otherUser.uid, otherUser.gid);
+    result = await run(CLI, ['admin-token', 'list', '--data-dir', handed], dir, {
+      user: otherUser,
+    });
+    t.equal(result.code, 1, 'admin-token list on a root-owned index');
+    t.match(
+      result.stderr.replace('lightwell admin-token: ', ''),
+      unwritable(join(handed, 'index')),
+    );
+    result = await run(CLI, ['serve', '--data-dir', handed], dir, { user: otherUser });
+    t.equal(result.code, 1, 'serve on a root-owned index');
+    t.match(
+      result.stderr.replace('lightwell: cannot start: ', ''),
+      unwritable(join(handed, 'index')),
+    );
+  }
 });
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
 
 t.test(
   'admin-token list and revoke need an existing data directory; create makes one',
