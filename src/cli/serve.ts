@@ -28,6 +28,7 @@ import type { ReadyMessage, Role } from './child.js';
 import { tlsFilesOf, type ListenAddress, type Settings } from '../util/config.js';
 import { BadRequest, Unavailable, DataDirLocked } from '../util/errors.js';
 import { CHILD_MALLOC_ENV } from '../util/malloc-env.js';
+import { createRootLogger, type Logger } from '../util/log.js';
 
 const BACKOFF_MS_MAX = 10_000;
 
@@ -57,10 +58,14 @@ export async function serve(argv: readonly string[], exit: (code: number) => nev
   } catch (error) {
     return await refuseStart(error, { command: 'lightwell serve', program: 'lightwell' }, exit);
   }
-  const supervisor = new Supervisor(argv, settings);
+  // The supervisor's own notices are log records like its children's (JSON lines on stderr, at
+  // --log-level): a log shipper drops plain-text lines, and these are the ones an operator
+  // needs most. Only a refused start stays one line of text.
+  const log = createRootLogger({ level: settings.string('log.level'), process: 'serve' });
+  const supervisor = new Supervisor(argv, settings, log);
   const shutdown = async (signal: string): Promise<void> => {
     if (supervisor.stopping) return;
-    process.stderr.write(`lightwell: ${signal}: stopping\n`);
+    log.info({ signal }, 'stopping');
     await supervisor.stop();
     exit(0);
   };
@@ -96,6 +101,7 @@ class Supervisor {
   constructor(
     private readonly argv: readonly string[],
     private readonly settings: Settings,
+    private readonly log: Logger,
   ) {
     const gateways = Array.from({ length: settings.int('gateways') }, (_, index) =>
       supervised('gateway', `gateway-${index + 1}`),
@@ -177,8 +183,9 @@ class Supervisor {
 
   private restartLater(entry: Supervised, status: string): void {
     if (Date.now() - entry.startedAt > 30_000) entry.backoffMs = 100;
-    process.stderr.write(
-      `lightwell: ${entry.name} exited (${status}); restarting in ${entry.backoffMs} ms\n`,
+    this.log.error(
+      { child: entry.name, exit: status, restartInMs: entry.backoffMs },
+      'child exited; restarting',
     );
     const delay = entry.backoffMs;
     entry.backoffMs = Math.min(entry.backoffMs * 2, BACKOFF_MS_MAX);
