@@ -24,7 +24,7 @@ import { IndexStore } from '../engine/index/store.js';
 import { DB, type AdminTokenRecord, type AdminRole } from '../engine/index/schema.js';
 import * as control from '../engine/ops/control.js';
 import type { EngineContext } from '../engine/ops/context.js';
-import { newAdminToken } from '../security/access-keys.js';
+import { newAdminToken, ADMIN_TOKEN_PREFIX } from '../security/access-keys.js';
 import { parseAdminExpires } from '../security/expiry.js';
 import { refuseControlChars, validateTenantId } from '../security/names.js';
 import {
@@ -222,6 +222,12 @@ function readTokens(store: IndexStore): Array<Omit<AdminTokenRecord, 'hash'>> {
 }
 
 async function revoke(paths: DataDirPaths, tokenId: string, json: boolean): Promise<void> {
+  // A token pasted where its id belongs is refused without being echoed: the message would put
+  // the secret in terminal scrollback and CI logs.
+  if (tokenId.startsWith(ADMIN_TOKEN_PREFIX))
+    throw UsageError(
+      'that is a token, not a token id: revoke takes the id (adm_…) that admin-token list shows',
+    );
   const record = await withIndex(
     paths,
     async (engine) => engine.call<AdminTokenRecord>('revokeAdminToken', { tokenId }),

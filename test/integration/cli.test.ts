@@ -209,6 +209,21 @@ t.test('wrong arguments are refused with a message and exit code 2', async (t) =
   t.match(result.stderr, /usage: lightwell admin-token/);
   result = await run(CLI, ['admin-token', 'revoke', '--data-dir', dataDir], cwd);
   t.equal(result.code, 2, 'admin-token revoke without an id');
+  const created = await run(
+    CLI,
+    ['admin-token', 'create', '--data-dir', join(cwd, 'revoke-tokens'), '--role', 'viewer'],
+    cwd,
+  );
+  const token = created.stdout.trim().split('\n').pop() ?? '';
+  t.match(token, /^lwadm_/);
+  result = await run(
+    CLI,
+    ['admin-token', 'revoke', '--data-dir', join(cwd, 'revoke-tokens'), token],
+    cwd,
+  );
+  t.equal(result.code, 2, 'admin-token revoke given the token instead of its id');
+  t.match(result.stderr, /that is a token, not a token id/);
+  t.notMatch(result.stderr, token, 'the token is not echoed');
   result = await run(CLI, ['admin-token'], cwd);
   t.equal(result.code, 2, 'admin-token without an action');
   result = await run(CLI, ['admin-token', 'create', '--data-dir', dataDir], cwd);
