@@ -21,7 +21,7 @@ import * as docs from './route-docs.js';
 import { componentLogger, type Logger } from '../util/log.js';
 import { tlsFilesOf, type Settings } from '../util/config.js';
 import type { WorkerConfig } from '../workers/protocol.js';
-import { sealPoolSegments } from '../workers/pool-seal.js';
+import { PoolSealer } from '../workers/pool-seal.js';
 import { RELEASE } from '../engine/data-dir.js';
 import { AuditSink } from '../http/audit.js';
 import { SegmentWriter } from '../engine/segments/segment-writer.js';
@@ -77,6 +77,7 @@ export async function startGateway(options: {
     logLevel: settings.string('log.level'),
     sealChannel: `lightwell.pool-seal.${randomUUID()}`,
   };
+  const sealer = new PoolSealer(workerConfig.sealChannel);
   const pool = new Piscina({
     filename: fileURLToPath(new URL('../workers/worker.js', import.meta.url)),
     minThreads: threads,
@@ -94,6 +95,7 @@ export async function startGateway(options: {
     resourceLimits: { maxYoungGenerationSizeMb: 8 },
     workerData: workerConfig,
   });
+  pool.on('workerDestroy', (worker: { threadId: number }) => sealer.forget(worker.threadId));
   const ordered = new OrderedStage({ arena, blockBytes: BLOCK_BYTES });
   void ordered.kernel.then((kernel) =>
     log.debug({ gearScan: kernel ? 'webassembly' : 'javascript' }, 'ordered stage started'),
@@ -205,8 +207,9 @@ export async function startGateway(options: {
       engine.stopWaiting();
       await listener.close();
       await audit.close();
-      const seals = await sealPoolSegments(workerConfig.sealChannel, threads, POOL_SEAL_WAIT_MS);
-      if (seals.sealed < threads) log.info(seals, 'pool segments left to recovery');
+      const seals = await sealer.sealAll(POOL_SEAL_WAIT_MS);
+      if (seals.sealed < seals.asked) log.info(seals, 'pool segments left to recovery');
+      sealer.close();
       await pool.destroy();
       await inlineWriter.close();
       inlineReader.close();

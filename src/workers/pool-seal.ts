@@ -4,66 +4,99 @@
 // without a word to them, so without this step every clean stop left the pool's segments open
 // and the engine's next start recovered them by scanning each one to its end. Piscina's own
 // messages use the thread's `parentPort` (a message of ours there would be taken for its
-// start-up message), so the request goes over a BroadcastChannel whose name the pool's
-// workerData carries: every thread of the pool hears it, and answers on it once its segment is
-// sealed (or it had none).
+// start-up message), so ours go over a BroadcastChannel whose name the pool's workerData
+// carries: a worker says on it that it listens once its module has loaded, and answers a seal
+// request once its segment is sealed (or it had none).
 //
-// The gateway waits for as many answers as it has threads, or until a deadline: a worker that
-// cannot seal (the engine is stopping too, or a task still writes) leaves its segment to
-// recovery, as a crash would.
+// The gateway waits for an answer from every thread that said it listens and is still alive,
+// or until a deadline: a worker that cannot seal (the engine is stopping too, or a task still
+// writes) leaves its segment to recovery, as a crash would. A thread that never got as far as
+// listening has stored nothing, so a stop right after the start does not wait for it.
 
 import { BroadcastChannel, threadId } from 'node:worker_threads';
 
 const SEAL_REQUEST = 'seal';
 
-interface SealAnswer {
-  readonly threadId: number;
-  readonly sealed: boolean;
-}
+type WorkerMessage =
+  | { readonly kind: 'listening'; readonly threadId: number }
+  | { readonly kind: 'sealed'; readonly threadId: number; readonly sealed: boolean };
 
-/**
- * Asks every worker listening on `channelName` to seal its open segment. Resolves with the
- * number of workers that sealed, once `threads` have answered or `timeoutMs` has passed.
- */
-export async function sealPoolSegments(
-  channelName: string,
-  threads: number,
-  timeoutMs: number,
-): Promise<{ answered: number; sealed: number }> {
-  const channel = new BroadcastChannel(channelName);
-  const answered = new Map<number, boolean>();
-  try {
+/** The gateway's side: created with the pool, before its threads start. */
+export class PoolSealer {
+  private readonly channel: BroadcastChannel;
+  private readonly listening = new Set<number>();
+  private answers: Map<number, boolean> | undefined;
+  private answered: (() => void) | undefined;
+
+  constructor(channelName: string) {
+    this.channel = new BroadcastChannel(channelName);
+    this.channel.unref();
+    this.channel.onmessage = (event) => this.onMessage(event.data as WorkerMessage);
+  }
+
+  /** A thread the pool ended (Piscina's `workerDestroy`) will not answer. */
+  forget(workerThreadId: number): void {
+    this.listening.delete(workerThreadId);
+    this.settleIfAllAnswered();
+  }
+
+  /**
+   * Asks every listening thread to seal its open segment. Resolves once each has answered or
+   * `timeoutMs` has passed, with how many were asked and how many sealed.
+   */
+  async sealAll(timeoutMs: number): Promise<{ asked: number; sealed: number }> {
+    const answers = new Map<number, boolean>();
+    this.answers = answers;
+    const asked = this.listening.size;
     await new Promise<void>((done) => {
       const timer = setTimeout(done, timeoutMs);
-      channel.onmessage = (event) => {
-        const answer = event.data as SealAnswer;
-        answered.set(answer.threadId, answer.sealed);
-        if (answered.size >= threads) {
-          clearTimeout(timer);
-          done();
-        }
+      this.answered = () => {
+        clearTimeout(timer);
+        done();
       };
-      channel.postMessage(SEAL_REQUEST);
+      this.channel.postMessage(SEAL_REQUEST);
+      this.settleIfAllAnswered();
     });
-  } finally {
-    channel.close();
+    this.answers = undefined;
+    this.answered = undefined;
+    return { asked, sealed: [...answers.values()].filter(Boolean).length };
   }
-  const sealed = [...answered.values()].filter(Boolean).length;
-  return { answered: answered.size, sealed };
+
+  close(): void {
+    this.channel.close();
+  }
+
+  private onMessage(message: WorkerMessage): void {
+    if (message.kind === 'listening') {
+      this.listening.add(message.threadId);
+      return;
+    }
+    this.answers?.set(message.threadId, message.sealed);
+    this.settleIfAllAnswered();
+  }
+
+  private settleIfAllAnswered(): void {
+    const answers = this.answers;
+    if (!answers || !this.answered) return;
+    for (const id of this.listening) if (!answers.has(id)) return;
+    this.answered();
+  }
 }
 
 /**
- * Worker side: runs `seal` when the gateway asks, and answers whether it succeeded. The channel
- * does not keep the thread alive (Piscina decides when a thread ends).
+ * Worker side: says it listens, then runs `seal` whenever the gateway asks and answers whether
+ * it succeeded. The channel does not keep the thread alive (Piscina decides when it ends).
  */
 export function answerSealRequests(channelName: string, seal: () => Promise<void>): void {
   const channel = new BroadcastChannel(channelName);
   channel.unref();
+  const send = (message: WorkerMessage): void => channel.postMessage(message);
   channel.onmessage = (event) => {
     if (event.data !== SEAL_REQUEST) return;
     void seal().then(
-      () => channel.postMessage({ threadId, sealed: true } satisfies SealAnswer),
-      () => channel.postMessage({ threadId, sealed: false } satisfies SealAnswer),
+      () => send({ kind: 'sealed', threadId, sealed: true }),
+      () => send({ kind: 'sealed', threadId, sealed: false }),
     );
   };
+  send({ kind: 'listening', threadId });
 }
