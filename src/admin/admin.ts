@@ -5,7 +5,7 @@
 
 import { IndexStore } from '../engine/index/store.js';
 import { EngineClient } from '../engine/protocol.js';
-import { dataDirPaths, RELEASE } from '../engine/data-dir.js';
+import { dataDirPaths, checkDataDirFormat, RELEASE } from '../engine/data-dir.js';
 import { Router, type Route } from '../http/router.js';
 import { listen, type Handler } from '../http/server.js';
 import { openApiDocument } from '../http/openapi.js';
@@ -25,6 +25,7 @@ export async function startAdmin(options: {
   const { settings } = options;
   const log = componentLogger('admin');
   const paths = dataDirPaths(options.dataDir);
+  await checkDataDirFormat(paths);
   const engine = new EngineClient(paths.socket, 30_000);
   await engine.waitForEngine(log);
   const store = IndexStore.open({ path: paths.index, readOnly: true });

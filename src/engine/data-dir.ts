@@ -51,6 +51,22 @@ export function isDataDir(paths: DataDirPaths): boolean {
 }
 
 /**
+ * Refuses a data directory whose FORMAT names a newer format than this release reads. Every
+ * process reads it before anything else: a gateway or admin process started on its own on such
+ * a directory had waited 30 s for an engine that refuses it, then blamed the engine's socket.
+ * A directory without a marker yet passes (its engine may not have created it yet).
+ */
+export async function checkDataDirFormat(paths: DataDirPaths): Promise<void> {
+  if (!existsSync(paths.marker)) return;
+  const marker = decodeMarker(await readFile(paths.marker));
+  if (marker.formatVersion > FORMAT_VERSION) {
+    throw FormatTooNew(
+      `data directory format ${marker.formatVersion} is newer than this release supports (${FORMAT_VERSION})`,
+    );
+  }
+}
+
+/**
  * Creates the directory tree on first use, or checks the FORMAT marker of an existing one.
  * A marker of a newer format version refuses to open (`format_too_new`); a directory with an
  * index but no marker is not ours and is refused too.
@@ -60,12 +76,7 @@ export async function prepareDataDir(paths: DataDirPaths): Promise<{ created: bo
   await mkdir(paths.root, { recursive: true });
   let created = false;
   if (existsSync(paths.marker)) {
-    const marker = decodeMarker(await readFile(paths.marker));
-    if (marker.formatVersion > FORMAT_VERSION) {
-      throw FormatTooNew(
-        `data directory format ${marker.formatVersion} is newer than this release supports (${FORMAT_VERSION})`,
-      );
-    }
+    await checkDataDirFormat(paths);
   } else {
     if (existsSync(paths.index)) {
       throw BadRequest(`${paths.root} has an index but no FORMAT marker; refusing to open it`);

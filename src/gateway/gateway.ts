@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { randomUUID } from 'node:crypto';
 import { IndexStore } from '../engine/index/store.js';
 import { EngineClient } from '../engine/protocol.js';
-import { dataDirPaths } from '../engine/data-dir.js';
+import { dataDirPaths, checkDataDirFormat } from '../engine/data-dir.js';
 import { Router, type Route } from '../http/router.js';
 import { listen, type Handler, type Listener } from '../http/server.js';
 import { openApiDocument } from '../http/openapi.js';
@@ -45,6 +45,7 @@ export async function startGateway(options: {
   const { settings } = options;
   const log = componentLogger('gateway');
   const paths = dataDirPaths(options.dataDir);
+  await checkDataDirFormat(paths);
   const engine = new EngineClient(paths.socket, 30_000);
   await engine.waitForEngine(log);
   const store = IndexStore.open({ path: paths.index, readOnly: true });

@@ -362,6 +362,17 @@ t.test('a service that cannot start says why and exits 1', async (t) => {
     result.stderr,
     /cannot start: data directory has format version 2; this release reads format versions up to 1\n/,
   );
+  // Started on their own, the gateway and the admin process read FORMAT first too, instead of
+  // waiting for an engine that refuses the directory.
+  for (const name of ['lightwell-gateway', 'lightwell-admin']) {
+    const listen = name === 'lightwell-gateway' ? '--public-listen' : '--admin-listen';
+    result = await run(bin(name), ['--data-dir', newer, listen, '127.0.0.1:0'], cwd);
+    t.equal(result.code, 1, `${name} on a data directory of an unknown format version`);
+    t.match(
+      result.stderr,
+      new RegExp(`^${name}: cannot start: data directory has format version 2; this release`),
+    );
+  }
 });
 
 t.test('stdout carries the ready lines only; logs go to stderr', async (t) => {
