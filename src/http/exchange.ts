@@ -283,6 +283,9 @@ export class Exchange {
     const retryAfter = isLightwellError(error) ? error.details['retryAfterSeconds'] : undefined;
     if (typeof retryAfter === 'number')
       headers['Retry-After'] = String(Math.max(1, Math.ceil(retryAfter)));
+    // A 503 (the engine unreachable or restarting, a reclaimed chunk, a stop in progress) is
+    // worth retrying soon: RFC 9110 §10.2.3 lets the server say when.
+    else if (problem.status === 503) headers['Retry-After'] = '1';
     const details = isLightwellError(error) ? error.details : {};
     if (problem.status === 405 && typeof details['allow'] === 'string')
       headers['Allow'] = details['allow'];

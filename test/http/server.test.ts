@@ -11,7 +11,7 @@ import type { Exchange } from '../../src/http/exchange.js';
 import { Router, type RouteDoc } from '../../src/http/router.js';
 import { listen, type Handler } from '../../src/http/server.js';
 import { componentLogger } from '../../src/util/log.js';
-import { BadRequest, NotFound } from '../../src/util/errors.js';
+import { BadRequest, NotFound, Unavailable } from '../../src/util/errors.js';
 
 const DOC: RouteDoc = { summary: 'test', responses: { 200: { description: 'ok' } }, auth: 'none' };
 
@@ -29,6 +29,9 @@ const handlers: Record<string, Handler> = {
   'async-reject': async () => {
     await new Promise((resolve) => setImmediate(resolve));
     throw NotFound('rejected later');
+  },
+  'sync-unavailable': () => {
+    throw Unavailable('the engine is restarting');
   },
   'sync-silent': () => undefined,
   'async-silent': async () => {
@@ -63,6 +66,7 @@ t.test('sync and async handlers are settled once, with their audit row', async (
     'async-answer': [200, /^later$/],
     'sync-throw': [400, /"code":"bad_request".*thrown before returning/],
     'async-reject': [404, /"code":"not_found".*rejected later/],
+    'sync-unavailable': [503, /"code":"unavailable"/],
     'sync-silent': [500, /"status":500/],
     'async-silent': [500, /"status":500/],
   };
@@ -70,6 +74,12 @@ t.test('sync and async handlers are settled once, with their audit row', async (
     const response = await fetch(`http://127.0.0.1:${listener.port}/api/${name}`);
     t.equal(response.status, status, `${name}: status`);
     t.match(await response.text(), body, `${name}: body`);
+    // Every 503 says when to try again; nothing else gets a Retry-After unasked.
+    t.equal(
+      response.headers.get('retry-after'),
+      status === 503 ? '1' : null,
+      `${name}: Retry-After`,
+    );
   }
   await new Promise((resolve) => setTimeout(resolve, 20));
   t.same(
