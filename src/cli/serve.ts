@@ -8,6 +8,7 @@
 
 import { fork, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
+import { lookup } from 'node:dns/promises';
 import { fileURLToPath } from 'node:url';
 import {
   dataDirPaths,
@@ -217,7 +218,7 @@ function childEnv(): NodeJS.ProcessEnv {
  * created last: a start refused here leaves no new directory behind.
  */
 async function preflight(settings: Settings): Promise<void> {
-  checkListenersApart(settings);
+  await checkListenersApart(settings);
   const paths = dataDirPaths(settings.string('data_dir'));
   const owner = engineLockOwner(paths);
   if (owner !== undefined)
@@ -235,19 +236,33 @@ async function preflight(settings: Settings): Promise<void> {
 
 /**
  * The admin listener binds exclusively, so on the public listener's address it could never
- * start; a wildcard host (0.0.0.0, ::) takes the port on every address.
+ * start; a wildcard host (0.0.0.0, ::) takes the port on every address, and two names of one
+ * address (localhost and 127.0.0.1) are one address.
  */
-function checkListenersApart(settings: Settings): void {
+async function checkListenersApart(settings: Settings): Promise<void> {
   const publicAddress = settings.listen('public_listen');
   const adminAddress = settings.listen('admin_listen');
   if (publicAddress.port === 0 || publicAddress.port !== adminAddress.port) return;
   const wildcard = (host: string): boolean => host === '0.0.0.0' || host === '::';
   const hosts = [publicAddress.host, adminAddress.host];
-  if (publicAddress.host !== adminAddress.host && !hosts.some(wildcard)) return;
+  if (
+    publicAddress.host !== adminAddress.host &&
+    !hosts.some(wildcard) &&
+    !(await shareAnAddress(publicAddress.host, adminAddress.host))
+  )
+    return;
   throw BadRequest(
     `public_listen ${hostPort(publicAddress)} and admin_listen ${hostPort(adminAddress)} ` +
       'overlap: give the listeners different ports',
   );
+}
+
+/** Whether two host names resolve to a common address (a name that does not resolve: no). */
+async function shareAnAddress(a: string, b: string): Promise<boolean> {
+  const resolve = async (host: string): Promise<string[]> =>
+    (await lookup(host, { all: true }).catch(() => [])).map((entry) => entry.address);
+  const [first, second] = await Promise.all([resolve(a), resolve(b)]);
+  return first.some((address) => second.includes(address));
 }
 
 /** Binds `address` exclusively for a moment; answers the port (the one picked, for port 0). */

@@ -564,6 +564,14 @@ t.test('serve prints its ready lines once every process is ready', async (t) => 
   );
   t.equal(result.code, 1, 'a wildcard public listener on the admin port');
   t.match(result.stderr, /overlap/);
+  result = await run(
+    CLI,
+    ['serve', '--data-dir', dataDir, '--public-listen', `localhost:${port}`],
+    cwd,
+    { env: { LIGHTWELL_ADMIN_LISTEN: `127.0.0.1:${port}` } },
+  );
+  t.equal(result.code, 1, 'two names of one address');
+  t.match(result.stderr, /public_listen localhost:\d+ and admin_listen 127\.0\.0\.1:\d+ overlap/);
   t.notOk(existsSync(dataDir), 'no data directory was created');
 
   // A gateway that exits during the start (Node exits it before Lightwell's code runs): the
