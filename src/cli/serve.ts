@@ -222,7 +222,10 @@ async function preflight(settings: Settings): Promise<void> {
   const paths = dataDirPaths(settings.string('data_dir'));
   const owner = engineLockOwner(paths);
   if (owner !== undefined)
-    throw DataDirLocked(`data directory ${paths.root} is locked by running process ${owner}`);
+    throw DataDirLocked(
+      `data directory ${paths.root} is locked by running process ${owner} (${paths.lock}; ` +
+        'if that process is not a Lightwell engine, its pid was reused: remove the file)',
+    );
   checkDataDirUsable(paths);
   for (const [setting, name] of [
     ['public_listen', 'public'],

@@ -232,9 +232,13 @@ export async function acquireEngineLock(paths: DataDirPaths): Promise<() => Prom
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
       const owner = Number((await readFile(paths.lock, 'utf8').catch(() => '')).trim());
       if (owner > 0 && owner !== process.pid && processAlive(owner)) {
-        throw DataDirLocked(`data directory ${paths.root} is in use by process ${owner}`, {
-          pid: owner,
-        });
+        const hint = `${paths.lock}; if that process is not a Lightwell engine, remove the file`;
+        throw DataDirLocked(
+          `data directory ${paths.root} is in use by process ${owner} (${hint})`,
+          {
+            pid: owner,
+          },
+        );
       }
       await unlink(paths.lock).catch(() => undefined);
     }
