@@ -6,7 +6,7 @@
 // stays atomic on its own. The answer to a command is sent only after its commit is on disk.
 
 import { createServer, type Server, type Socket } from 'node:net';
-import { unlink } from 'node:fs/promises';
+import { stat, unlink } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { IndexStore, CommandBatch } from './index/store.js';
 import {
@@ -111,6 +111,13 @@ export async function startEngine(options: {
   try {
     masterKey = await loadMasterKey(paths, { dataUnderKey: indexHoldsKeyedData(store) });
     await settleMasterKeyCheck(store, masterKey, paths.masterKey);
+    // Anyone who can read the key can read every object: say so, as ssh does of a private key
+    // (a key on a secrets mount may be meant that way, so this does not refuse).
+    if (((await stat(paths.masterKey)).mode & 0o077) !== 0)
+      log.warn(
+        { file: paths.masterKey },
+        'the master key file is readable by other users: chmod 600 it, or restrict its mount',
+      );
   } catch (error) {
     await store.close();
     await releaseLock();

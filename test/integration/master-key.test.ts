@@ -62,3 +62,13 @@ t.test('a data directory starts only under its own master key', async (t) => {
   t.ok(recorded.get(DB.meta, META_MASTER_KEY_CHECK), 'the check value is recorded again');
   await recorded.close();
 });
+
+t.test('a master key file that others can read is warned about, not refused', async (t) => {
+  const keys = mkdtempSync(join(tmpdir(), 'lw-keys-'));
+  t.teardown(() => rmSync(keys, { recursive: true, force: true }));
+  const keyFile = join(keys, 'shared.key');
+  writeFileSync(keyFile, randomBytes(32), { mode: 0o644 });
+  const service = await Service.start({ env: { LIGHTWELL_MASTER_KEY_FILE: keyFile } });
+  t.teardown(() => service.close());
+  t.match(service.startOutput, /"level":40.*the master key file is readable by other users/);
+});
