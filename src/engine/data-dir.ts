@@ -132,7 +132,7 @@ function checkDataDirParts(paths: DataDirPaths): void {
     { path: paths.marker, mode: constants.R_OK },
     { path: join(paths.index, 'data.mdb'), mode: constants.R_OK | constants.W_OK },
     { path: join(paths.index, 'lock.mdb'), mode: constants.R_OK | constants.W_OK },
-    { path: join(paths.keys, 'master.key'), mode: constants.R_OK },
+    { path: paths.masterKey, mode: constants.R_OK },
   ];
   for (const dir of dirs) {
     if (existsSync(dir))

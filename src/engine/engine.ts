@@ -18,7 +18,7 @@ import {
 } from './data-dir.js';
 import { FrameDecoder, FrameWriter, encodeFrame, type Request } from './protocol.js';
 import { toWire, isLightwellError, MethodNotAllowed, BadRequest } from '../util/errors.js';
-import { componentLogger } from '../util/log.js';
+import { componentLogger, type Logger } from '../util/log.js';
 import type { Settings } from '../util/config.js';
 import type { EngineContext } from './ops/context.js';
 import * as control from './ops/control.js';
@@ -109,15 +109,7 @@ export async function startEngine(options: {
   const store = IndexStore.open({ path: paths.index, readOnly: false });
   let masterKey: Buffer;
   try {
-    masterKey = await loadMasterKey(paths, { dataUnderKey: indexHoldsKeyedData(store) });
-    await settleMasterKeyCheck(store, masterKey, paths.masterKey);
-    // Anyone who can read the key can read every object: say so, as ssh does of a private key
-    // (a key on a secrets mount may be meant that way, so this does not refuse).
-    if (((await stat(paths.masterKey)).mode & 0o077) !== 0)
-      log.warn(
-        { file: paths.masterKey },
-        'the master key file is readable by other users: chmod 600 it, or restrict its mount',
-      );
+    masterKey = await loadCheckedMasterKey(paths, store, log);
   } catch (error) {
     await store.close();
     await releaseLock();
@@ -131,13 +123,7 @@ export async function startEngine(options: {
     now: () => Date.now(),
     syncer,
   };
-  await recoverSegments({ paths, store, log: componentLogger('engine.recovery') });
-  const corrected = await store.transact(() => multipart.reconcilePartBytes(context));
-  if (corrected > 0)
-    log.warn(
-      { tenants: corrected },
-      "usage partBytes recomputed from the tenants' multipart parts",
-    );
+  await recoverAtStart(context, paths, log);
   const pins = new SegmentPins();
   const mintLimiter = new RateLimiter(options.settings.rate('security.token_mint_rate'));
   const compactor = new Compactor({
@@ -155,14 +141,8 @@ export async function startEngine(options: {
   });
   const sockets = new Set<Socket>();
   const batch = new CommandBatch(store);
-  const server = createServer((socket) =>
-    serveConnection(socket, { context, batch, pins, mintLimiter }, sockets),
-  );
-  if (existsSync(paths.socket)) await unlink(paths.socket);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(paths.socket, () => resolve());
-  });
+  const executor: Executor = { context, batch, pins, mintLimiter };
+  const server = await listenForCommands(paths.socket, executor, sockets);
   compactor.start();
   purger.start();
   deliverer.start();
@@ -182,6 +162,55 @@ export async function startEngine(options: {
       log.info('engine stopped');
     },
   };
+}
+
+/** What a crash or an older release can have left: open segments, and stale usage counts. */
+async function recoverAtStart(
+  context: EngineContext,
+  paths: DataDirPaths,
+  log: Logger,
+): Promise<void> {
+  const { store } = context;
+  await recoverSegments({ paths, store, log: componentLogger('engine.recovery') });
+  const corrected = await store.transact(() => multipart.reconcilePartBytes(context));
+  if (corrected > 0)
+    log.warn(
+      { tenants: corrected },
+      "usage partBytes recomputed from the tenants' multipart parts",
+    );
+}
+
+/** The command socket; a stale file left by an engine that is gone is replaced. */
+async function listenForCommands(
+  path: string,
+  executor: Executor,
+  sockets: Set<Socket>,
+): Promise<Server> {
+  const server = createServer((socket) => serveConnection(socket, executor, sockets));
+  if (existsSync(path)) await unlink(path);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(path, () => resolve());
+  });
+  return server;
+}
+
+/** The master key, made for a new directory, and proved against the index's check value. */
+async function loadCheckedMasterKey(
+  paths: DataDirPaths,
+  store: IndexStore,
+  log: Logger,
+): Promise<Buffer> {
+  const masterKey = await loadMasterKey(paths, { dataUnderKey: indexHoldsKeyedData(store) });
+  await settleMasterKeyCheck(store, masterKey, paths.masterKey);
+  // Anyone who can read the key can read every object: say so, as ssh does of a private key
+  // (a key on a secrets mount may be meant that way, so this does not refuse).
+  if (((await stat(paths.masterKey)).mode & 0o077) !== 0)
+    log.warn(
+      { file: paths.masterKey },
+      'the master key file is readable by other users: chmod 600 it, or restrict its mount',
+    );
+  return masterKey;
 }
 
 interface Executor {

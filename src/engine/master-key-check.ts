@@ -8,11 +8,13 @@
 // every process that loads the key compares before it serves anything.
 //
 // Invariants:
-// - The engine makes a new master key only for a directory whose index holds no check value
-//   and no tenant (a new one); otherwise a missing key file refuses the start.
-// - A directory from before the check existed is recorded at its first start once the key has
-//   opened a tenant's wrapped data key (AES-GCM authenticates it), or at once when it has no
-//   tenant: a key that opens nothing of the directory's is refused, never recorded.
+// - Only tenants hold data under the master key (their wrapped data keys, and under those every
+//   chunk, access-key secret and webhook secret of theirs). The engine makes a new master key
+//   only for a directory without a tenant; otherwise a missing key file refuses the start.
+// - A directory with a tenant starts only under a key that matches the recorded check value,
+//   or, from before the check existed, that opens the tenant's wrapped data key (AES-GCM
+//   authenticates it); the check is then recorded. A directory without a tenant takes any key
+//   and records its check (nothing in it was under the old one).
 
 import { timingSafeEqual } from 'node:crypto';
 import type { IndexStore } from './index/store.js';
@@ -31,11 +33,14 @@ export function masterKeyCheckOf(masterKey: Buffer): Buffer {
   return deriveKey(masterKey, PURPOSE_KEY_CHECK).subarray(0, MASTER_KEY_CHECK_BYTES);
 }
 
-/** The directory has data under some master key: a recorded check, or a tenant. */
+/** The directory has data under its master key: a tenant. */
 export function indexHoldsKeyedData(store: IndexStore): boolean {
-  if (store.get(DB.meta, META_MASTER_KEY_CHECK) !== undefined) return true;
-  for (const _ of store.range(DB.tenants, { limit: 1 })) return true;
-  return false;
+  return firstTenant(store) !== undefined;
+}
+
+function firstTenant(store: IndexStore): TenantRecord | undefined {
+  for (const { value } of store.range<TenantRecord>(DB.tenants, { limit: 1 })) return value;
+  return undefined;
 }
 
 function mismatch(keyFile: string): Error {
@@ -53,28 +58,26 @@ export function verifyMasterKey(store: IndexStore, masterKey: Buffer, keyFile: s
 }
 
 /**
- * The engine's check at start: compares with the recorded value, or records one for a
- * directory that has none yet, once the key has proved itself on a tenant's wrapped key.
+ * The engine's check at start: compares with the recorded value, or, where none matches yet,
+ * records the key's once it has proved itself on a tenant's wrapped key (or there is no tenant).
  */
 export async function settleMasterKeyCheck(
   store: IndexStore,
   masterKey: Buffer,
   keyFile: string,
 ): Promise<void> {
-  if (store.get(DB.meta, META_MASTER_KEY_CHECK) !== undefined) {
-    verifyMasterKey(store, masterKey, keyFile);
-    return;
-  }
-  for (const { value } of store.range<TenantRecord>(DB.tenants, { limit: 1 })) {
+  const recorded = store.get<MasterKeyCheckRecord>(DB.meta, META_MASTER_KEY_CHECK);
+  const check = masterKeyCheckOf(masterKey);
+  if (recorded && timingSafeEqual(Buffer.from(recorded.check), check)) return;
+  const tenant = firstTenant(store);
+  if (tenant) {
+    if (recorded) throw mismatch(keyFile);
     try {
-      unwrapTenantKey(masterKey, value.id, Buffer.from(value.wrappedKey));
+      unwrapTenantKey(masterKey, tenant.id, Buffer.from(tenant.wrappedKey));
     } catch {
       throw mismatch(keyFile);
     }
   }
-  const record: MasterKeyCheckRecord = {
-    check: masterKeyCheckOf(masterKey),
-    recordedAt: Date.now(),
-  };
+  const record: MasterKeyCheckRecord = { check, recordedAt: Date.now() };
   await store.transact(() => store.put(DB.meta, META_MASTER_KEY_CHECK, record));
 }

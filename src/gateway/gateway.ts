@@ -201,12 +201,13 @@ export async function startGateway(options: {
     port: listener.port,
     stop: async () => {
       clearInterval(statsTimer);
-      uploadPins.close();
       // In-flight requests and the seals of the open segments (the pool's and the inline one)
       // need the engine; when it is gone (stopped with this process), they fail at once, and
       // the engine's next start recovers the segments (src/engine/segments/recovery.ts).
       engine.stopWaiting();
       await listener.close();
+      // Only now: the requests that drained until here went on reporting their pins.
+      uploadPins.close();
       await audit.close();
       const seals = await sealer.sealAll(POOL_SEAL_WAIT_MS);
       if (seals.sealed < seals.asked) log.info(seals, 'pool segments left to recovery');

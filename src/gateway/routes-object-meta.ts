@@ -16,7 +16,7 @@ import {
   type ObjectVersionRecord,
   type ObjectTag,
 } from '../engine/index/schema.js';
-import { findVersionIn, seqOfVersionId } from '../engine/ops/objects.js';
+import { deleteMarkerNamed, findVersionIn, seqOfVersionId } from '../engine/ops/objects.js';
 import { authorize, type Principal } from './auth.js';
 import { keyQuery, objectJson, writeConditions, writtenHeaders, type RouteKit } from './routes.js';
 import { objectSchema, writeHeaders } from './route-docs.js';
@@ -29,7 +29,7 @@ import {
   validateUserMetadata,
 } from '../security/names.js';
 import { parseDateTime } from '../security/expiry.js';
-import { BadRequest, MethodNotAllowed, NotFound } from '../util/errors.js';
+import { BadRequest, NotFound } from '../util/errors.js';
 import { componentLogger } from '../util/log.js';
 
 const TAGS_MAX = 10;
@@ -135,11 +135,7 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
         : findVersionIn(store, bucket.id, key, versionId);
     // As the engine's targetVersion: a delete marker named by its id has no tags, retention or
     // legal hold to read (405, as S3).
-    if (version?.deleteMarker && versionId !== null)
-      throw MethodNotAllowed(`version ${version.versionId} of ${key} is a delete marker`, {
-        allow: '',
-        deleteMarkerVersionId: version.versionId,
-      });
+    if (version?.deleteMarker && versionId !== null) throw deleteMarkerNamed(version, '');
     if (!version || version.deleteMarker) throw NotFound(`object ${key} not found`);
     return version;
   };
@@ -675,40 +671,15 @@ export function listVersions(
   }
   const maxKeys = Number(maxKeysText);
   const range = prefixRange(bucket.id, prefix);
-  let start = range.start;
   const keyMarker = keyQuery(query, 'keyMarker');
   const versionIdMarker = query.get('versionIdMarker');
   if (versionIdMarker !== null && keyMarker === null)
     throw BadRequest('versionIdMarker needs the keyMarker it belongs to');
-  // Resuming inside the marker's key, its first version listed is the latest only if the key has
-  // none newer: the marker may name a version deleted since the last page, or no version of it.
-  let newestOfMarkerKey: number | undefined;
-  if (keyMarker !== null) {
-    const markerRange = versionRange(bucket.id, keyMarker);
-    let after = markerRange.end;
-    if (versionIdMarker !== null) {
-      const marker = findVersionIn(store, bucket.id, keyMarker, versionIdMarker);
-      const seq = marker?.seq ?? seqOfVersionId(versionIdMarker);
-      if (seq !== undefined) {
-        const markerKey = Buffer.alloc(9);
-        markerKey.writeBigUInt64BE(BigInt(Number.MAX_SAFE_INTEGER - seq), 1);
-        after = Buffer.concat([objectKey(bucket.id, keyMarker), markerKey, Buffer.from([0])]);
-      } else if (versionIdMarker === 'null') {
-        // A null version gone since the last page left no place to resume at: the key is
-        // listed again from its newest version (a repeat, never a version skipped).
-        after = markerRange.start;
-      } else {
-        throw BadRequest('malformed versionIdMarker: a versionId, or null');
-      }
-      for (const { value } of store.range<ObjectVersionRecord>(DB.versions, {
-        ...markerRange,
-        limit: 1,
-      })) {
-        newestOfMarkerKey = value.seq;
-      }
-    }
-    if (Buffer.compare(after, start) > 0) start = after;
-  }
+  const resume =
+    keyMarker === null ? undefined : resumeVersions(store, bucket, keyMarker, versionIdMarker);
+  const start =
+    resume && Buffer.compare(resume.after, range.start) > 0 ? resume.after : range.start;
+  const newestOfMarkerKey = resume?.newestSeq;
   const versions: Record<string, unknown>[] = [];
   let previousKey: string | undefined;
   let truncated = false;
@@ -735,6 +706,41 @@ export function listVersions(
     result['nextVersionIdMarker'] = last.versionId;
   }
   return result;
+}
+
+/**
+ * Where a versions page resumes: after the marker version of `keyMarker`, or after the whole
+ * key without a `versionIdMarker`. With one, also the newest version of the marker's key, the
+ * only one of it that is the latest: the marker may name a version deleted since the last page,
+ * or no version of this key (its id still places it). A `null` marker whose null version is
+ * gone leaves no place: the key is listed again from its newest version (a repeat, never a
+ * version skipped).
+ */
+function resumeVersions(
+  store: IndexStore,
+  bucket: BucketRecord,
+  keyMarker: string,
+  versionIdMarker: string | null,
+): { after: Buffer; newestSeq?: number } {
+  const markerRange = versionRange(bucket.id, keyMarker);
+  if (versionIdMarker === null) return { after: markerRange.end };
+  const marker = findVersionIn(store, bucket.id, keyMarker, versionIdMarker);
+  const seq = marker?.seq ?? seqOfVersionId(versionIdMarker);
+  let after = markerRange.start;
+  if (seq !== undefined) {
+    const markerKey = Buffer.alloc(9);
+    markerKey.writeBigUInt64BE(BigInt(Number.MAX_SAFE_INTEGER - seq), 1);
+    after = Buffer.concat([objectKey(bucket.id, keyMarker), markerKey, Buffer.from([0])]);
+  } else if (versionIdMarker !== 'null') {
+    throw BadRequest('malformed versionIdMarker: a versionId, or null');
+  }
+  for (const { value } of store.range<ObjectVersionRecord>(DB.versions, {
+    ...markerRange,
+    limit: 1,
+  })) {
+    return { after, newestSeq: value.seq };
+  }
+  return { after };
 }
 
 function versionEntry(version: ObjectVersionRecord, isLatest: boolean): Record<string, unknown> {

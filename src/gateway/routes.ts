@@ -22,7 +22,12 @@ import {
   type BucketRecord,
   type ObjectVersionRecord,
 } from '../engine/index/schema.js';
-import { checkPutQuotaIn, etagListMatches, findVersionIn } from '../engine/ops/objects.js';
+import {
+  checkPutQuotaIn,
+  deleteMarkerNamed,
+  etagListMatches,
+  findVersionIn,
+} from '../engine/ops/objects.js';
 import { Divert, receiveBody, type ReceivedBody, type UploadServices } from './upload.js';
 import { idempotencyOf, ReplayBody, type IdempotencyClaim } from './idempotency.js';
 import { auditRowOf } from '../http/audit.js';
@@ -45,7 +50,6 @@ import { ACCESS_KEY_ID_PATTERN } from '../security/access-keys.js';
 import {
   BadRequest,
   NotFound,
-  MethodNotAllowed,
   Forbidden,
   ChecksumMismatch,
   PayloadTooLarge,
@@ -122,9 +126,13 @@ function routeKit(services: GatewayServices): RouteKit {
     exchange.refuseUnclearQuery();
     return principal;
   };
-  /** Sends a mutation with its audit row, which then commits in the same transaction. */
-  // Adds to `args` (built for this call) the audit row and the caller, whose key the engine
-  // checks again when the write commits (a revoke or tenant disable stops writes in flight).
+  /**
+   * Sends a mutation with its audit row, which then commits in the same transaction. Adds to
+   * `args` (built for this call) the row and the caller: the access key the request was
+   * authenticated with (a bearer token's or a signed URL's, which is what the row names as its
+   * actor), whose state the engine checks again when the write commits, so that a revoke or a
+   * tenant disable stops writes in flight.
+   */
   const mutate = async <T>(
     exchange: Exchange,
     op: string,
@@ -217,9 +225,11 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
           if (tenantId !== undefined) exchange.audit.tenantId = tenantId;
         }
         // The engine keeps the limit, so that it holds per key across all the gateways.
-        const limited = await services.engine.call<RateLimitResult>('takeMintToken', {
-          accessKeyId,
-        });
+        // An id that cannot exist fails the secret check below without costing the engine a
+        // round trip or the limiter an entry.
+        const limited = ACCESS_KEY_ID_PATTERN.test(accessKeyId)
+          ? await services.engine.call<RateLimitResult>('takeMintToken', { accessKeyId })
+          : ({ ok: true } as const);
         if (!limited.ok)
           throw RateLimited('too many token requests for this access key', {
             retryAfterSeconds: limited.retryAfterSeconds,
@@ -432,11 +442,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
         : findVersionIn(store, bucket.id, key, versionId);
     // As on S3: a delete marker named by its version id is not a thing to read (405, with
     // Allow: DELETE); a key whose latest version is a delete marker is a 404 that says so.
-    if (version?.deleteMarker)
-      throw MethodNotAllowed(`version ${version.versionId} of ${key} is a delete marker`, {
-        allow: 'DELETE',
-        deleteMarkerVersionId: version.versionId,
-      });
+    if (version?.deleteMarker) throw deleteMarkerNamed(version, 'DELETE');
     if (!version) {
       const marker = versionId === null ? latestDeleteMarkerIn(store, bucket, key) : undefined;
       throw NotFound(

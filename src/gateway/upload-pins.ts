@@ -5,12 +5,13 @@
 //
 // The whole set goes to the engine in the event-loop turn after it changes, and again every
 // few seconds while it is not empty: an engine that restarted, or a connection that was lost
-// and made again, has it back before any retired segment's grace can run out.
+// and made again, has it back within one interval, and an engine deletes no segment until two
+// intervals after its start (SegmentPins.settled).
 
 import type { Logger } from '../util/log.js';
 import type { EngineClient } from '../engine/protocol.js';
-
-const REPORT_INTERVAL_MS = 5_000;
+import { PIN_REPORT_INTERVAL_MS } from '../engine/segments/segment-pins.js';
+import { isLightwellError } from '../util/errors.js';
 
 export class UploadPins {
   private readonly counts = new Map<number, number>();
@@ -23,7 +24,7 @@ export class UploadPins {
   ) {
     this.timer = setInterval(() => {
       if (this.counts.size > 0) this.report();
-    }, REPORT_INTERVAL_MS);
+    }, PIN_REPORT_INTERVAL_MS);
     this.timer.unref();
   }
 
@@ -64,8 +65,11 @@ export class UploadPins {
 
   private report(): void {
     this.engine.call('pinSegments', { segments: this.held() }).catch((error: unknown) => {
-      // The next report (the next change, or the interval) tries again.
-      this.log.debug({ err: error }, 'segment pins not reported');
+      // The next report (the next change, or the interval) tries again. An engine that is away
+      // is expected now and then; one that refuses the report is a bug worth seeing.
+      if (isLightwellError(error) && error.code === 'engine_unavailable')
+        this.log.debug({ err: error }, 'segment pins not reported');
+      else this.log.warn({ err: error }, 'segment pins refused by the engine');
     });
   }
 }

@@ -209,6 +209,9 @@ class BodyReceiver {
     this.single = input.contentLength <= this.blockBytes;
     if (!this.single) this.ordered = services.ordered.begin(input.algs, services.chunkAvgBytes);
     input.exchange.onAbort(() => {
+      // A body already received belongs to the route, which commits it and then releases its
+      // pins (ReceivedBody.release), whether or not the client waits for the answer.
+      if (this.finished) return;
       const error = BadRequest('the client went away before the body was complete');
       if (this.sink) this.endSink(error);
       else this.fail(error);

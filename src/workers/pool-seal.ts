@@ -25,6 +25,8 @@ type WorkerMessage =
 export class PoolSealer {
   private readonly channel: BroadcastChannel;
   private readonly listening = new Set<number>();
+  /** The threads a seal request in progress waits for (those listening when it was sent). */
+  private asked: Set<number> | undefined;
   private answers: Map<number, boolean> | undefined;
   private answered: (() => void) | undefined;
 
@@ -37,6 +39,7 @@ export class PoolSealer {
   /** A thread the pool ended (Piscina's `workerDestroy`) will not answer. */
   forget(workerThreadId: number): void {
     this.listening.delete(workerThreadId);
+    this.asked?.delete(workerThreadId);
     this.settleIfAllAnswered();
   }
 
@@ -47,7 +50,9 @@ export class PoolSealer {
   async sealAll(timeoutMs: number): Promise<{ asked: number; sealed: number }> {
     const answers = new Map<number, boolean>();
     this.answers = answers;
-    const asked = this.listening.size;
+    // A thread that starts listening after the request went out never saw it.
+    this.asked = new Set(this.listening);
+    const asked = this.asked.size;
     await new Promise<void>((done) => {
       const timer = setTimeout(done, timeoutMs);
       this.answered = () => {
@@ -59,6 +64,7 @@ export class PoolSealer {
     });
     this.answers = undefined;
     this.answered = undefined;
+    this.asked = undefined;
     return { asked, sealed: [...answers.values()].filter(Boolean).length };
   }
 
@@ -76,25 +82,26 @@ export class PoolSealer {
   }
 
   private settleIfAllAnswered(): void {
-    const answers = this.answers;
-    if (!answers || !this.answered) return;
-    for (const id of this.listening) if (!answers.has(id)) return;
-    this.answered();
+    const { answers, asked, answered } = this;
+    if (!answers || !asked || !answered) return;
+    for (const id of asked) if (!answers.has(id)) return;
+    answered();
   }
 }
 
 /**
  * Worker side: says it listens, then runs `seal` whenever the gateway asks and answers whether
- * it succeeded. The channel does not keep the thread alive (Piscina decides when it ends).
+ * it succeeded (what it resolves with; a rejection is a failure). The channel does not keep the
+ * thread alive (Piscina decides when it ends).
  */
-export function answerSealRequests(channelName: string, seal: () => Promise<void>): void {
+export function answerSealRequests(channelName: string, seal: () => Promise<boolean>): void {
   const channel = new BroadcastChannel(channelName);
   channel.unref();
   const send = (message: WorkerMessage): void => channel.postMessage(message);
   channel.onmessage = (event) => {
     if (event.data !== SEAL_REQUEST) return;
     void seal().then(
-      () => send({ kind: 'sealed', threadId, sealed: true }),
+      (sealed) => send({ kind: 'sealed', threadId, sealed }),
       () => send({ kind: 'sealed', threadId, sealed: false }),
     );
   };

@@ -76,7 +76,7 @@ answerSealRequests(config.sealChannel, async () => {
   engine?.stopWaiting();
   const open = writer;
   writer = undefined;
-  await open?.close();
+  return (await open?.close()) ?? true;
 });
 
 /** Records of chunks this large come from the pool's segments, written with O_DIRECT. */

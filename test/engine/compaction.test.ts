@@ -28,7 +28,7 @@ import {
 } from '../../src/engine/index/schema.js';
 import { dataDirPaths, prepareDataDir, type DataDirPaths } from '../../src/engine/data-dir.js';
 import { allocSegment, sealSegment } from '../../src/engine/ops/segments.js';
-import { SegmentPins } from '../../src/engine/segments/segment-pins.js';
+import { SegmentPins, PIN_REPORT_INTERVAL_MS } from '../../src/engine/segments/segment-pins.js';
 import { Compactor } from '../../src/engine/segments/compaction.js';
 import { SegmentWriter } from '../../src/engine/segments/segment-writer.js';
 import { scanSegment } from '../../src/engine/segments/segment-scan.js';
@@ -520,7 +520,8 @@ t.test('empty segments left by recovery are reclaimed', async (t) => {
 });
 
 t.test('a segment pinned by an upload in flight is retired but not deleted', async (t) => {
-  const pins = new SegmentPins();
+  // An engine up long enough for every gateway to have reported its pins.
+  const pins = new SegmentPins(Date.now() - 2 * PIN_REPORT_INTERVAL_MS);
   const fx = await fixture(t, {}, pins);
   // The upload's records are written and the segment sealed; nothing references them yet.
   const { segmentId, written } = await writeSealed(fx, [record(4096), record(4096)]);
@@ -539,3 +540,23 @@ t.test('a segment pinned by an upload in flight is retired but not deleted', asy
   t.equal(segment(fx, segmentId)?.state, 'sealed', 'live again once committed');
   t.ok(bytesAt(fx, chunk(fx, written[0] as Written))?.equals((written[0] as Written).record));
 });
+
+t.test(
+  'an engine that has just started deletes no segment until pins can be reported',
+  async (t) => {
+    const pins = new SegmentPins();
+    const fx = await fixture(t, {}, pins);
+    const { segmentId } = await writeSealed(fx, [record(4096)]);
+    await fx.compactor.runOnce();
+    t.equal(segment(fx, segmentId)?.state, 'retired', 'retired as empty');
+    await settle(350);
+    await fx.compactor.runOnce();
+    t.equal(
+      segment(fx, segmentId)?.state,
+      'retired',
+      'past its grace, but the engine just started',
+    );
+    t.notOk(pins.settled(), 'the pins are not settled yet');
+    t.ok(pins.settled(Date.now() + 2 * PIN_REPORT_INTERVAL_MS), 'they are two intervals on');
+  },
+);

@@ -814,6 +814,24 @@ t.test('data-plane API', async (t) => {
         t.equal((answer.json as Problem).code, 'method_not_allowed');
         t.equal(answer.headers.get('allow'), '', 'a marker allows none of them');
       }
+      // Retention and legal hold exist only in an object-lock bucket (400 elsewhere).
+      t.equal(
+        (await client.request('POST', '/buckets', { json: { name: 'dmlock', objectLock: true } }))
+          .status,
+        201,
+      );
+      await client.put('dmlock', 'k', 'v1');
+      const lockedMarker = (
+        await client.request('DELETE', '/buckets/dmlock/objects/k')
+      ).headers.get('x-service-version-id');
+      for (const subresource of ['object-retention', 'object-legal-hold']) {
+        const answer = await client.request(
+          'GET',
+          `/buckets/dmlock/${subresource}/k?versionId=${lockedMarker}`,
+        );
+        t.equal(answer.status, 405, `GET ${subresource} of a delete marker`);
+        t.equal(answer.headers.get('x-service-delete-marker'), 'true');
+      }
       const copied = await client.request('POST', '/buckets/dmark/object-copy/c', {
         json: { sourceBucket: 'dmark', sourceKey: 'k', sourceVersionId: markerId },
       });

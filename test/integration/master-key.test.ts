@@ -72,3 +72,18 @@ t.test('a master key file that others can read is warned about, not refused', as
   t.teardown(() => service.close());
   t.match(service.startOutput, /"level":40.*the master key file is readable by other users/);
 });
+
+t.test(
+  'a directory without a tenant takes a new key: nothing in it was under the old',
+  async (t) => {
+    const service = await Service.start();
+    t.teardown(() => service.close());
+    await service.stop();
+    rmSync(join(service.dataDir, 'keys', 'master.key'));
+    t.equal(await relaunch(service), '', 'starts, with a new key made');
+    const client = await service.tenant('rekeyed');
+    t.ok(client.token.startsWith('lwtk_'), 'and serves under it');
+    await service.stop();
+    t.equal(await relaunch(service), '', 'and starts again under it');
+  },
+);

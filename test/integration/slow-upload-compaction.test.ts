@@ -11,6 +11,7 @@ import t from 'tap';
 import { request } from 'node:http';
 import { randomBytes, createHash } from 'node:crypto';
 import { Service } from '../helpers/service.js';
+import { PIN_REPORT_INTERVAL_MS } from '../../src/engine/segments/segment-pins.js';
 
 const PIECES = 32;
 const SECONDS = 8;
@@ -56,6 +57,7 @@ function slowPut(
 const sha256 = (bytes: Buffer): string => createHash('sha256').update(bytes).digest('hex');
 
 t.test('slow uploads commit although compaction retires their segments meanwhile', async (t) => {
+  const startedAt = Date.now();
   const service = await Service.start({
     args: [
       '--storage.segment_bytes_max',
@@ -72,6 +74,10 @@ t.test('slow uploads commit although compaction retires their segments meanwhile
   const client = await service.tenant('slowpoke');
   t.equal((await client.request('POST', '/buckets', { json: { name: 'slow' } })).status, 201);
 
+  // A fresh engine deletes nothing until its gateways have had the time to report their pins
+  // (two report intervals): the uploads start after that, or the test could not fail.
+  const settledAt = startedAt + 2 * PIN_REPORT_INTERVAL_MS + 500;
+  await new Promise((resolve) => setTimeout(resolve, Math.max(0, settledAt - Date.now())));
   const bodies = Array.from({ length: 3 }, () => randomBytes(24 * 1024 * 1024));
   const port = Number(new URL(service.publicUrl).port);
   const answers = await Promise.all(

@@ -25,6 +25,7 @@ import {
   etagListMatches,
   checkWriteConditions,
   replacedNullIn,
+  deleteMarkerNamed,
 } from './objects.js';
 import { nextCounter } from './context.js';
 import { checkQuota } from './quota.js';
@@ -32,7 +33,6 @@ import { recordObjectEvent } from './notifications.js';
 import { parseBucketPolicy } from '../../security/bucket-policy.js';
 import {
   BadRequest,
-  MethodNotAllowed,
   Conflict,
   NotFound,
   Forbidden,
@@ -90,9 +90,11 @@ function targetVersion(
       ? context.store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, args.key))
       : findVersion(context, bucket.id, args.key, args.versionId);
   if (version?.deleteMarker && args.versionId !== undefined) {
-    const what = `version ${version.versionId} of ${args.key} is a delete marker`;
-    if (role === 'copy source') throw BadRequest(`the copy source ${what}`);
-    throw MethodNotAllowed(what, { allow: '', deleteMarkerVersionId: version.versionId });
+    if (role === 'copy source')
+      throw BadRequest(
+        `the copy source, version ${version.versionId} of ${args.key}, is a delete marker`,
+      );
+    throw deleteMarkerNamed(version, '');
   }
   if (!version || version.deleteMarker) throw NotFound(`object ${args.key} not found`);
   return { bucket, version };

@@ -41,6 +41,8 @@ import {
   Forbidden,
   ChunkGone,
   BadRequest,
+  MethodNotAllowed,
+  type LightwellError,
 } from '../../util/errors.js';
 import { validateBucketName } from '../../security/names.js';
 import { recordObjectEvent } from './notifications.js';
@@ -252,6 +254,21 @@ export function etagListMatches(
   return header.split(',').some((part) => {
     const tag = part.trim();
     return (comparison === 'weak' ? tag.replace(/^W\//, '') : tag) === etag;
+  });
+}
+
+/**
+ * S3's 405 for a delete marker named by its version id where a marker has nothing to give: a
+ * GET or HEAD of it (`allow` DELETE: the version can be deleted), or its tags, retention or
+ * legal hold (`allow` empty: a marker has none). The headers say it is a delete marker.
+ */
+export function deleteMarkerNamed(
+  marker: ObjectVersionRecord,
+  allow: '' | 'DELETE',
+): LightwellError {
+  return MethodNotAllowed(`version ${marker.versionId} of ${marker.key} is a delete marker`, {
+    allow,
+    deleteMarkerVersionId: marker.versionId,
   });
 }
 

@@ -75,7 +75,7 @@ export class Compactor {
       settings: Settings;
       log: Logger;
       /** Segments that uploads in flight wrote to: never deleted while pinned. */
-      pins?: { has(segmentId: number): boolean };
+      pins?: { has(segmentId: number): boolean; settled(): boolean };
     },
   ) {
     const { store, settings } = options;
@@ -312,6 +312,8 @@ export class Compactor {
 
   private async deleteRetired(): Promise<number> {
     const { store, paths, settings, log } = this.options;
+    // Just started: the gateways' uploads in flight have not all been reported yet.
+    if (this.options.pins && !this.options.pins.settled()) return 0;
     const cutoff = Date.now() - settings.duration('storage.retired_segment_grace');
     const expired: number[] = [];
     const unfinished: number[] = [];

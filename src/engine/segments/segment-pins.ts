@@ -11,6 +11,8 @@
 //
 // A record is written a moment before its pin arrives; the retired grace (a minute by default)
 // is what covers that moment, so a segment can never be both retired and deleted in between.
+// An engine that has just started knows no pins yet: until every gateway has had the time to
+// report again (two report intervals), it deletes no segment (`settled`).
 
 /** Whoever reports pins: one gateway connection. */
 export type PinOwner = object;
@@ -18,8 +20,19 @@ export type PinOwner = object;
 /** At most this many segments per report (a gateway's uploads in flight touch far fewer). */
 export const PINNED_SEGMENTS_MAX = 65_536;
 
+/** How often a gateway reports its pins while it holds any (src/gateway/upload-pins.ts). */
+export const PIN_REPORT_INTERVAL_MS = 5_000;
+
 export class SegmentPins {
   private readonly byOwner = new Map<PinOwner, ReadonlySet<number>>();
+
+  /** `startedAt`: when the engine began taking reports (tests move it back). */
+  constructor(private readonly startedAt = Date.now()) {}
+
+  /** Every gateway connected has reported since this engine started (or had the time to). */
+  settled(now = Date.now()): boolean {
+    return now - this.startedAt >= 2 * PIN_REPORT_INTERVAL_MS;
+  }
 
   /** Replaces `owner`'s pins with `segmentIds`. */
   set(owner: PinOwner, segmentIds: readonly number[]): void {

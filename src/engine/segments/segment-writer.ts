@@ -572,11 +572,15 @@ export class SegmentWriter {
     }
   }
 
-  /** Seals the open segment (on shutdown) and waits for every seal in progress. */
-  async close(): Promise<void> {
+  /**
+   * Seals the open segment (on shutdown) and waits for every seal in progress; answers whether
+   * all of them succeeded (a segment whose seal failed is left to recovery).
+   */
+  async close(): Promise<boolean> {
     const segment = this.current ?? (await this.opening?.catch(() => undefined));
     if (segment) this.retire(segment);
-    await Promise.allSettled([...this.sealing]);
+    const seals = await Promise.allSettled([...this.sealing]);
+    return seals.every((seal) => seal.status === 'fulfilled');
   }
 }
 
