@@ -821,9 +821,10 @@ t.test('data-plane API', async (t) => {
         201,
       );
       await client.put('dmlock', 'k', 'v1');
-      const lockedMarker = (
-        await client.request('DELETE', '/buckets/dmlock/objects/k')
-      ).headers.get('x-service-version-id');
+      const lockedMarker =
+        (await client.request('DELETE', '/buckets/dmlock/objects/k')).headers.get(
+          'x-service-version-id',
+        ) ?? '';
       for (const subresource of ['object-retention', 'object-legal-hold']) {
         const answer = await client.request(
           'GET',
