@@ -98,6 +98,7 @@ export class EngineClient {
   private closed = false;
   /** Cleared by `stopWaiting`: a lost engine is tried once, not until the timeout. */
   private waitsForEngine = true;
+  private readonly connectedListeners: Array<() => void> = [];
 
   constructor(
     private readonly socketPath: string,
@@ -112,6 +113,14 @@ export class EngineClient {
    */
   stopWaiting(): void {
     this.waitsForEngine = false;
+  }
+
+  /**
+   * Runs `listener` after every new connection to the engine, the first included: state the
+   * engine keeps per connection (upload pins) must be sent again after a reconnect.
+   */
+  onConnected(listener: () => void): void {
+    this.connectedListeners.push(listener);
   }
 
   async call<T>(op: string, args: unknown): Promise<T> {
@@ -210,6 +219,7 @@ export class EngineClient {
     socket.on('close', lost);
     this.socket = socket;
     this.writer = new FrameWriter(socket);
+    for (const listener of this.connectedListeners) listener();
   }
 
   private settle(response: Response): void {

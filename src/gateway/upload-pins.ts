@@ -3,10 +3,10 @@
 // segment-pins.ts). An upload holds a segment from the moment a record of it is written there
 // until its request has ended (committed, refused or abandoned).
 //
-// The whole set goes to the engine in the event-loop turn after it changes, and again every
-// few seconds while it is not empty: an engine that restarted, or a connection that was lost
-// and made again, has it back within one interval, and an engine deletes no segment until two
-// intervals after its start (SegmentPins.settled).
+// The whole set goes to the engine in the event-loop turn after it changes or a connection to
+// the engine is made (a restarted engine, or a lost link made again, knows none of it), and
+// again every few seconds while it is not empty; an engine deletes no segment until two such
+// intervals after its start (SegmentPins.settled), whoever reconnects first.
 
 import type { Logger } from '../util/log.js';
 import type { EngineClient } from '../engine/protocol.js';
@@ -26,6 +26,10 @@ export class UploadPins {
       if (this.counts.size > 0) this.report();
     }, PIN_REPORT_INTERVAL_MS);
     this.timer.unref();
+    // A new connection (a restarted engine, or a lost link made again) knows none of them.
+    engine.onConnected(() => {
+      if (this.counts.size > 0) this.changed();
+    });
   }
 
   hold(segmentId: number): void {
