@@ -45,6 +45,7 @@ import {
   parseMetadata,
   storeObject,
   requestedRange,
+  latestDeleteMarkerIn,
   type RouteKit,
 } from './routes.js';
 import { idempotencyOf } from './idempotency.js';
@@ -58,7 +59,11 @@ import {
 import { PURPOSE_SIGNED_URL } from '../security/keys.js';
 import { parseScopes, canMintSignedUrl, type Scope, type Verb } from '../security/scopes.js';
 import { policyDenies, type BucketPolicy } from '../security/bucket-policy.js';
-import { validateContentType, validateObjectKey } from '../security/names.js';
+import {
+  validateContentType,
+  validateObjectKey,
+  CONTENT_TYPE_CHARS_MAX,
+} from '../security/names.js';
 import {
   parseSignUrlRequest,
   clampTtlSeconds,
@@ -66,6 +71,9 @@ import {
   mintSignedUrlToken,
   verifySignedUrlToken,
   checkSignedUrlCovers,
+  SIGNED_URL_FIELD_CHARS_MAX,
+  SIGNED_URL_IDEMPOTENCY_KEY_CHARS_MAX,
+  SIGNED_URL_REASON_CHARS_MAX,
   type SignedUrlPayload,
 } from '../security/signed-url.js';
 import {
@@ -86,6 +94,8 @@ import {
 
 const str = { type: 'string' } as const;
 const int = { type: 'integer' } as const;
+/** A string field of at most `max` characters, as the request's parser holds it to. */
+const bounded = (max: number): JsonSchema => ({ type: 'string', minLength: 1, maxLength: max });
 const SCOPE_CACHE_MAX = 10_000;
 
 const signUrlSchema: JsonSchema = {
@@ -97,14 +107,14 @@ const signUrlSchema: JsonSchema = {
     key: str,
     keyPrefix: { ...str, description: 'PUT only; the browser chooses the rest of the key' },
     ttlSeconds: { ...int, description: 'clamped to security.max_presign_ttl; default 3600' },
-    contentType: str,
+    contentType: bounded(CONTENT_TYPE_CHARS_MAX),
     contentLengthMax: int,
     checksumAlg: { type: 'string', enum: ['CRC32', 'CRC32C', 'CRC64NVME', 'SHA1', 'SHA256'] },
-    checksumVal: str,
-    idempotencyKey: str,
-    responseContentType: str,
-    responseContentDisposition: str,
-    reason: str,
+    checksumVal: bounded(128),
+    idempotencyKey: bounded(SIGNED_URL_IDEMPOTENCY_KEY_CHARS_MAX),
+    responseContentType: bounded(SIGNED_URL_FIELD_CHARS_MAX),
+    responseContentDisposition: bounded(SIGNED_URL_FIELD_CHARS_MAX),
+    reason: bounded(SIGNED_URL_REASON_CHARS_MAX),
   },
 };
 const signedSchema: JsonSchema = {
@@ -248,14 +258,14 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
     bucket: BucketRecord,
     method: string,
   ): Record<string, string> => {
+    const rules = bucket.cors as CorsRule[] | undefined;
+    // The answer depends on Origin wherever the bucket has rules, matched or not: a cache must
+    // not give one origin's answer (with or without Allow-Origin) to another (Fetch §3.2.5).
+    const vary = rules !== undefined && rules.length > 0 ? { Vary: 'Origin' } : {};
     const origin = exchange.header('origin');
-    if (origin === undefined) return {};
-    const rule = matchCorsRule(bucket.cors as CorsRule[] | undefined, {
-      origin,
-      method,
-      headers: [],
-    });
-    return rule ? corsResponseHeaders(rule, origin) : {};
+    if (origin === undefined) return vary;
+    const rule = matchCorsRule(rules, { origin, method, headers: [] });
+    return rule ? corsResponseHeaders(rule, origin) : vary;
   };
 
   return [
@@ -343,7 +353,14 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
         const cors = corsHeaders(exchange, bucket, exchange.method);
         exchange.problemHeaders = cors;
         const version = store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, key));
-        if (!version || version.deleteMarker) throw NotFound(`object ${key} not found`);
+        if (!version || version.deleteMarker) {
+          // As the bearer GET: a key whose latest version is a delete marker says so.
+          const marker = latestDeleteMarkerIn(store, bucket, key);
+          throw NotFound(
+            `object ${key} not found`,
+            marker ? { deleteMarkerVersionId: marker.versionId } : {},
+          );
+        }
         const headers = { ...objectHeaders(version, bucket), ...cors };
         if (payload.rct !== undefined) headers['Content-Type'] = payload.rct;
         if (payload.rcd !== undefined) headers['Content-Disposition'] = payload.rcd;

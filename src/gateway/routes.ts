@@ -466,7 +466,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
 }
 
 /** The key's latest version when it is a delete marker (a bucket that has had versioning). */
-function latestDeleteMarkerIn(
+export function latestDeleteMarkerIn(
   store: IndexStore,
   bucket: BucketRecord,
   key: string,

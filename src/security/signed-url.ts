@@ -30,7 +30,12 @@ import {
   invalidToken,
   HMAC_TOKEN_SIGNATURE_BYTES,
 } from './hmac-token.js';
-import { validateBucketName, validateContentType, validateObjectKey } from './names.js';
+import {
+  validateBucketName,
+  validateContentType,
+  validateObjectKey,
+  CONTENT_TYPE_CHARS_MAX,
+} from './names.js';
 
 export const SIGNED_URL_PREFIX = 'lwurl_';
 export const SIGNED_URL_VERSION = 1;
@@ -200,7 +205,7 @@ export function parseSignUrlRequest(body: unknown): SignUrlRequest {
     const value = text(name, max);
     if (value !== undefined) request[name] = value;
   };
-  assign('contentType');
+  assign('contentType', CONTENT_TYPE_CHARS_MAX);
   // Pinned, it must be a Content-Type that an upload can send and that is stored as it is.
   if (request.contentType !== undefined) validateContentType(request.contentType);
   assign('checksumAlg', 16);

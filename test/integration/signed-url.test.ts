@@ -149,9 +149,32 @@ t.test('signed URLs and CORS preflight', async (t) => {
       403,
       'another bucket',
     );
+    // A key whose latest version is a delete marker: 404 that says so, as the bearer GET.
+    await client.request('POST', '/buckets', {
+      json: { name: 'versioned', versioning: 'Enabled' },
+    });
+    await client.put('versioned', 'gone', 'soon deleted');
+    const marker = await client.request('DELETE', '/buckets/versioned/objects/gone');
+    const gone = await browser(
+      urlOf(await sign({ method: 'GET', bucket: 'versioned', key: 'gone' })),
+    );
+    t.equal(gone.status, 404, 'a deleted key');
+    t.equal(gone.headers.get('x-service-delete-marker'), 'true');
+    t.equal(gone.headers.get('x-service-version-id'), marker.headers.get('x-service-version-id'));
   });
 
   await t.test('minting: scope, other-method fields, ttl clamp, expiry', async (t) => {
+    // A refused length names the limit that applies (a pinned type is a stored Content-Type).
+    for (const length of [0, 300, 1100]) {
+      const refused = await sign({
+        method: 'PUT',
+        bucket: 'site',
+        key: 'x',
+        contentType: 't'.repeat(length),
+      });
+      t.equal(refused.status, 400, `contentType of ${length} characters`);
+      t.match((refused.json as { message: string }).message, /1 to 256 /);
+    }
     t.equal(
       (await sign({ method: 'PUT', bucket: 'site', key: 'x' }, reader)).status,
       403,
@@ -511,6 +534,11 @@ t.test('signed URLs and CORS preflight', async (t) => {
     response = await browser(get, { headers: { Origin: 'https://evil.test' } });
     t.equal(response.status, 200, 'CORS never takes access away from a valid token either');
     t.equal(response.headers.get('access-control-allow-origin'), null);
+    // With rules on the bucket every answer depends on Origin, matched or not, or absent: a
+    // shared cache must not hand this one to an allowed origin.
+    t.equal(response.headers.get('vary'), 'Origin', 'Vary: Origin for an origin no rule allows');
+    response = await browser(get);
+    t.equal(response.headers.get('vary'), 'Origin', 'and for a request without Origin');
     // A refusal after the token was accepted carries the rule's headers too, so the page can
     // read why: a missing object, and a body over the URL's limit.
     const missing = urlOf(await sign({ method: 'GET', bucket: 'site', key: 'cors/missing' }));
