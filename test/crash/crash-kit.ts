@@ -14,7 +14,7 @@
 
 import http from 'node:http';
 import { createHash, randomBytes, randomInt } from 'node:crypto';
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { IndexStore } from '../../src/engine/index/store.js';
 import {
@@ -478,7 +478,8 @@ export async function segmentStates(dataDir: string): Promise<SegmentState[]> {
         ownerAlive: value.ownerPid !== undefined && processAlive(value.ownerPid),
         size: value.size,
         liveBytes: value.liveBytes,
-        fileSize: existsSync(path) ? statSync(path).size : undefined,
+        // The compactor may delete the file at any moment: a stat, not an exists-then-stat.
+        fileSize: statSync(path, { throwIfNoEntry: false })?.size,
       });
     }
     return states;
