@@ -47,7 +47,12 @@ const configSchema: JsonSchema = {
       description: 'only webhook is implemented (others: 501)',
     },
     url: str,
-    events: { type: 'array', items: { type: 'string', enum: [...NOTIFICATION_EVENT_TYPES] } },
+    events: {
+      type: 'array',
+      minItems: 1,
+      uniqueItems: true,
+      items: { type: 'string', enum: [...NOTIFICATION_EVENT_TYPES] },
+    },
     prefix: str,
     suffix: str,
     hasSecret: { type: 'boolean', readOnly: true, description: 'ignored in a PUT body' },

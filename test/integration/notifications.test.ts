@@ -67,6 +67,7 @@ t.test('notification configs: validation and server-side request forgery', async
     { ...hook, url: 'http://user:pw@93.184.216.34/' },
     { ...hook, events: ['object-touched'] },
     { ...hook, events: [] },
+    { ...hook, events: ['object-created', 'object-created'] },
     { ...hook, id: 'bad id' },
     { ...hook, type: 'carrier-pigeon' },
   ]) {

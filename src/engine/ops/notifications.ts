@@ -137,11 +137,16 @@ function parseConfig(value: unknown, where: string): NotificationConfigInput {
       `${where}.events must list one or more of ${NOTIFICATION_EVENT_TYPES.join(', ')}`,
     );
   }
+  // An event listed twice is refused, as a CORS rule's repeated entry is: misspelt input is
+  // never quietly taken for something else (docs/errors.md).
+  const listed = events as ObjectEventType[];
+  const repeated = listed.find((event, index) => listed.indexOf(event) !== index);
+  if (repeated !== undefined) throw BadRequest(`${where}.events lists ${repeated} twice`);
   const config: NotificationConfigInput = {
     id,
     type: 'webhook',
     url,
-    events: [...new Set(events as ObjectEventType[])],
+    events: listed,
   };
   for (const name of ['prefix', 'suffix'] as const) {
     const filter = fields[name];
