@@ -48,7 +48,7 @@ import {
   parseContentLength,
   parseChecksumHeaders,
   parseMetadata,
-  writeConditions,
+  addWriteConditions,
   type RouteKit,
 } from './routes.js';
 import { ANY_CONTENT_TYPE, objectSchema, writeHeaders } from './route-docs.js';
@@ -304,7 +304,7 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
           uploadId,
           parts,
         };
-        Object.assign(args, writeConditions(exchange));
+        addWriteConditions(exchange, args);
         const version = await mutate<ObjectVersionRecord>(
           exchange,
           'completeMultipartUpload',

@@ -18,7 +18,13 @@ import {
 } from '../engine/index/schema.js';
 import { deleteMarkerNamed, findVersionIn, seqOfVersionId } from '../engine/ops/objects.js';
 import { authorize, type Principal } from './auth.js';
-import { keyQuery, objectJson, writeConditions, writtenHeaders, type RouteKit } from './routes.js';
+import {
+  addWriteConditions,
+  keyQuery,
+  objectJson,
+  writtenHeaders,
+  type RouteKit,
+} from './routes.js';
 import { objectSchema, writeHeaders } from './route-docs.js';
 import {
   NO_CONTROL_CHARS_PATTERN,
@@ -394,12 +400,7 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
         const copy = parseCopyBody(await jsonBody(exchange));
         // The body's ifMatch and friends test the source; the headers, as on every other
         // write, test the destination.
-        const destination = writeConditions(exchange);
-        if (destination.ifMatch !== undefined) copy['destinationIfMatch'] = destination.ifMatch;
-        if (destination.ifNoneMatch !== undefined)
-          copy['destinationIfNoneMatch'] = destination.ifNoneMatch;
-        if (destination.ifUnmodifiedSince !== undefined)
-          copy['destinationIfUnmodifiedSince'] = destination.ifUnmodifiedSince;
+        addWriteConditions(exchange, copy, 'destination');
         authorize(principal, {
           verb: 'read',
           bucket: copy['sourceBucket'] as string,

@@ -410,7 +410,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
         };
         const versionId = exchange.query.get('versionId');
         if (versionId !== null) args['versionId'] = versionId;
-        Object.assign(args, writeConditions(exchange));
+        addWriteConditions(exchange, args);
         const result = await mutate<{ versionId?: string; deleteMarker?: boolean }>(
           exchange,
           'deleteObject',
@@ -592,7 +592,7 @@ export async function storeObject(
       compressed: received.compressed,
       chunks: received.chunks,
     };
-    Object.assign(args, writeConditions(exchange));
+    addWriteConditions(exchange, args);
     if (idempotency) args['idempotency'] = held ?? idempotency;
     return await kit.mutate<ObjectVersionRecord>(exchange, 'putObject', args, 200);
   } catch (error) {
@@ -653,25 +653,32 @@ export function parseMetadata(exchange: Exchange): Record<string, string> {
   return metadata;
 }
 
+/** The argument names a write's preconditions go under: its own, or a copy's destination's. */
+const WRITE_CONDITION_NAMES = {
+  own: ['ifMatch', 'ifNoneMatch', 'ifUnmodifiedSince'],
+  destination: ['destinationIfMatch', 'destinationIfNoneMatch', 'destinationIfUnmodifiedSince'],
+} as const;
+
 /**
- * The preconditions of a write (PUT, DELETE, a copy's destination, a multipart completion), for
- * the engine to check in the transaction that writes (`checkWriteConditions`): only those the
- * request gives. An If-Unmodified-Since that is not an HTTP-date is ignored, as on a read
- * (RFC 9110 §13.1.4); If-Modified-Since applies to reads only.
+ * Adds to `args` the preconditions of a write (PUT, DELETE, a copy's destination, a multipart
+ * completion) that the request gives, for the engine to check in the transaction that writes
+ * (`checkWriteConditions`). An If-Unmodified-Since that is not an HTTP-date is ignored, as on a
+ * read (RFC 9110 §13.1.4); If-Modified-Since applies to reads only.
  */
-export function writeConditions(exchange: Exchange): {
-  ifMatch?: string;
-  ifNoneMatch?: string;
-  ifUnmodifiedSince?: number;
-} {
-  const conditions: { ifMatch?: string; ifNoneMatch?: string; ifUnmodifiedSince?: number } = {};
+export function addWriteConditions(
+  exchange: Exchange,
+  args: Record<string, unknown>,
+  names: keyof typeof WRITE_CONDITION_NAMES = 'own',
+): void {
+  const [ifMatchName, ifNoneMatchName, ifUnmodifiedSinceName] = WRITE_CONDITION_NAMES[names];
   const ifMatch = exchange.header('if-match');
-  if (ifMatch !== undefined) conditions.ifMatch = ifMatch;
+  if (ifMatch !== undefined) args[ifMatchName] = ifMatch;
   const ifNoneMatch = exchange.header('if-none-match');
-  if (ifNoneMatch !== undefined) conditions.ifNoneMatch = ifNoneMatch;
-  const unmodifiedSince = parseHttpDate(exchange.header('if-unmodified-since'));
-  if (!Number.isNaN(unmodifiedSince)) conditions.ifUnmodifiedSince = unmodifiedSince;
-  return conditions;
+  if (ifNoneMatch !== undefined) args[ifNoneMatchName] = ifNoneMatch;
+  const unmodifiedSince = exchange.header('if-unmodified-since');
+  if (unmodifiedSince === undefined) return;
+  const date = parseHttpDate(unmodifiedSince);
+  if (!Number.isNaN(date)) args[ifUnmodifiedSinceName] = date;
 }
 
 /**
