@@ -50,11 +50,17 @@ function mismatch(keyFile: string): Error {
   );
 }
 
+/** Whether the recorded check value is `check`; undefined when none is recorded yet. */
+function recordedCheckIs(store: IndexStore, check: Buffer): boolean | undefined {
+  const recorded = store.get<MasterKeyCheckRecord>(DB.meta, META_MASTER_KEY_CHECK);
+  if (!recorded) return undefined;
+  const bytes = Buffer.from(recorded.check);
+  return bytes.length === check.length && timingSafeEqual(bytes, check);
+}
+
 /** Refuses `masterKey` when the index has a check value it does not match (any process). */
 export function verifyMasterKey(store: IndexStore, masterKey: Buffer, keyFile: string): void {
-  const recorded = store.get<MasterKeyCheckRecord>(DB.meta, META_MASTER_KEY_CHECK);
-  if (recorded && !timingSafeEqual(Buffer.from(recorded.check), masterKeyCheckOf(masterKey)))
-    throw mismatch(keyFile);
+  if (recordedCheckIs(store, masterKeyCheckOf(masterKey)) === false) throw mismatch(keyFile);
 }
 
 /**
@@ -66,12 +72,12 @@ export async function settleMasterKeyCheck(
   masterKey: Buffer,
   keyFile: string,
 ): Promise<void> {
-  const recorded = store.get<MasterKeyCheckRecord>(DB.meta, META_MASTER_KEY_CHECK);
   const check = masterKeyCheckOf(masterKey);
-  if (recorded && timingSafeEqual(Buffer.from(recorded.check), check)) return;
+  const matches = recordedCheckIs(store, check);
+  if (matches) return;
   const tenant = firstTenant(store);
   if (tenant) {
-    if (recorded) throw mismatch(keyFile);
+    if (matches === false) throw mismatch(keyFile);
     try {
       unwrapTenantKey(masterKey, tenant.id, Buffer.from(tenant.wrappedKey));
     } catch {
