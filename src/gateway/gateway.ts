@@ -38,6 +38,24 @@ export interface RunningGateway {
   stop(): Promise<void>;
 }
 
+/**
+ * What one gateway may use of the service's budgets: `limits.inflight_bytes_max` is the whole
+ * service's, split evenly among the `gateways` that serve starts, and so is the automatic pool
+ * size (`workers` 0: a thread per core and one more, at least one per gateway). An explicit
+ * `workers` is per gateway. Without the split, every added gateway added its own 64 MiB arena
+ * (and as much for downloads) and a pool as large as the machine's cores.
+ */
+export function gatewayShare(
+  settings: Settings,
+  cores: number,
+): { inflightBytes: number; threads: number } {
+  const gateways = settings.int('gateways');
+  return {
+    inflightBytes: Math.floor(settings.bytes('limits.inflight_bytes_max') / gateways),
+    threads: settings.int('workers') || Math.max(1, Math.ceil((cores + 1) / gateways)),
+  };
+}
+
 export async function startGateway(options: {
   dataDir: string;
   settings: Settings;
@@ -50,8 +68,8 @@ export async function startGateway(options: {
   await engine.waitForEngine(log);
   const store = IndexStore.open({ path: paths.index, readOnly: true });
   const chunkAvgBytes = settings.bytes('storage.chunk_bytes_avg');
+  const { inflightBytes, threads } = gatewayShare(settings, availableParallelism());
   // The arena holds at least the reserve of one upload of any size, so every upload can run.
-  const inflightBytes = settings.bytes('limits.inflight_bytes_max');
   const blockCount = Math.max(
     reserveBlocks(Number.MAX_SAFE_INTEGER, chunkAvgBytes, BLOCK_BYTES),
     Math.floor(inflightBytes / BLOCK_BYTES),
@@ -65,7 +83,6 @@ export async function startGateway(options: {
       Math.floor(inflightBytes / DOWNLOAD_BLOCK_BYTES),
     ),
   );
-  const threads = settings.int('workers') || availableParallelism() + 1;
   const workerConfig: WorkerConfig = {
     arena: arena.buffer,
     blockBytes: BLOCK_BYTES,

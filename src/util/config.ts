@@ -56,7 +56,7 @@ export const settingSpecs = {
     fallback: '0',
     min: 0,
     max: 256,
-    help: 'worker threads per gateway (0: cores + 1)',
+    help: 'worker threads per gateway (0: cores + 1, shared among the gateways)',
   },
   'log.level': {
     kind: 'string',
@@ -131,7 +131,7 @@ export const settingSpecs = {
   'limits.inflight_bytes_max': {
     kind: 'bytes',
     fallback: '64MiB',
-    help: 'body bytes buffered per gateway, for uploads and again for downloads',
+    help: 'body bytes buffered, for uploads and again for downloads, shared among the gateways',
   },
   'limits.socket_receive_bytes': {
     kind: 'bytes',

@@ -1,0 +1,27 @@
+// Goal: the gateways that serve starts share the service's upload and download budget and its
+// automatic pool size, so that `--gateways N` does not multiply the service's memory by N; an
+// explicit `workers` stays per gateway.
+import t from 'tap';
+import { loadSettings } from '../../src/util/config.js';
+import { gatewayShare } from '../../src/gateway/gateway.js';
+
+const MiB = 1024 * 1024;
+
+t.test('one gateway takes the whole budget and a thread per core and one more', async (t) => {
+  t.same(gatewayShare(loadSettings({}), 2), { inflightBytes: 64 * MiB, threads: 3 });
+  t.same(gatewayShare(loadSettings({}), 16), { inflightBytes: 64 * MiB, threads: 17 });
+});
+
+t.test('several gateways split the budget and the automatic pool', async (t) => {
+  const two = loadSettings({ flags: { gateways: '2' } });
+  t.same(gatewayShare(two, 2), { inflightBytes: 32 * MiB, threads: 2 });
+  const four = loadSettings({ flags: { gateways: '4', 'limits.inflight_bytes_max': '256MiB' } });
+  t.same(gatewayShare(four, 16), { inflightBytes: 64 * MiB, threads: 5 });
+  // More gateways than cores still leaves each gateway a pool thread.
+  t.same(gatewayShare(loadSettings({ flags: { gateways: '8' } }), 2).threads, 1);
+});
+
+t.test('an explicit pool size is per gateway', async (t) => {
+  const settings = loadSettings({ flags: { gateways: '2', workers: '3' } });
+  t.equal(gatewayShare(settings, 2).threads, 3);
+});
