@@ -125,7 +125,7 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
       bucket: bucket.name,
       key,
     };
-    const versionId = exchange.query.get('versionId');
+    const versionId = exchange.queryParam('versionId');
     if (versionId !== null) args['versionId'] = versionId;
     return { principal, bucket, key, args };
   };
@@ -134,7 +134,7 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
     key: string,
     exchange: Exchange,
   ): ObjectVersionRecord => {
-    const versionId = exchange.query.get('versionId');
+    const versionId = exchange.queryParam('versionId');
     const version =
       versionId === null
         ? store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, key))

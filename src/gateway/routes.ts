@@ -408,7 +408,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
           bucket: params['bucket'],
           key,
         };
-        const versionId = exchange.query.get('versionId');
+        const versionId = exchange.queryParam('versionId');
         if (versionId !== null) args['versionId'] = versionId;
         addWriteConditions(exchange, args);
         const result = await mutate<{ versionId?: string; deleteMarker?: boolean }>(
@@ -435,7 +435,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
     validateObjectKey(key);
     authorize(principal, { verb: 'read', bucket: params['bucket'], key });
     const bucket = bucketOf(principal, params['bucket'] ?? '', { verb: 'read', key });
-    const versionId = exchange.query.get('versionId');
+    const versionId = exchange.queryParam('versionId');
     const version =
       versionId === null
         ? store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, key))

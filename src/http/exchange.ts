@@ -35,6 +35,20 @@ export const BASIC_CHALLENGE = 'Basic realm="lightwell", charset="UTF-8"';
  */
 export function canonicalAddress(text: string): string {
   if (!text.includes(':')) return text;
+  // An IPv6 listener asks for every request; a URL parse per request is not free.
+  let canonical = canonicalAddresses.get(text);
+  if (canonical === undefined) {
+    canonical = canonicalIpv6(text);
+    if (canonicalAddresses.size >= CANONICAL_ADDRESSES_MAX) canonicalAddresses.clear();
+    canonicalAddresses.set(text, canonical);
+  }
+  return canonical;
+}
+
+const CANONICAL_ADDRESSES_MAX = 4096;
+const canonicalAddresses = new Map<string, string>();
+
+function canonicalIpv6(text: string): string {
   let compressed: string;
   try {
     compressed = new URL(`http://[${text}]/`).hostname.slice(1, -1);
@@ -92,7 +106,9 @@ const BODY_REARM_INTERVAL_MS = 1000;
 export class Exchange {
   readonly method: string;
   readonly path: string;
-  readonly query: URLSearchParams;
+  /** The query string, without its `?` ('' when there is none). */
+  readonly rawQuery: string;
+  private parsedQuery: URLSearchParams | undefined;
   readonly headers: Readonly<Record<string, string>>;
   /** Bytes of the request head: the URL with its query, and every header line. */
   readonly headerBytes: number;
@@ -124,9 +140,10 @@ export class Exchange {
     this.method = req.getCaseSensitiveMethod().toUpperCase();
     this.path = req.getUrl();
     // uWS answers undefined when the URL has no `?`, although its typings say string.
-    this.query = new URLSearchParams((req.getQuery() as string | undefined) ?? '');
+    const query = req.getQuery() as string | undefined;
+    this.rawQuery = query ?? '';
     const headers: Record<string, string> = {};
-    let headerBytes = this.path.length + ((req.getQuery() as string | undefined)?.length ?? 0);
+    let headerBytes = this.path.length + this.rawQuery.length;
     req.forEach((name, value) => {
       // ": " and CRLF; names are ASCII (uWS refuses others), values may be latin-1 or UTF-8
       headerBytes += name.length + Buffer.byteLength(value) + 4;
@@ -141,6 +158,17 @@ export class Exchange {
       if (!this.done) this.status = 499;
       for (const handler of this.abortHandlers) handler();
     });
+  }
+
+  /** The query parameters, parsed on first use (most requests have none). */
+  get query(): URLSearchParams {
+    this.parsedQuery ??= new URLSearchParams(this.rawQuery);
+    return this.parsedQuery;
+  }
+
+  /** The first value of query parameter `name`; null when absent, without parsing an empty query. */
+  queryParam(name: string): string | null {
+    return this.rawQuery === '' ? null : this.query.get(name);
   }
 
   header(name: string): string | undefined {
@@ -322,7 +350,8 @@ export class Exchange {
    * caller is known, so that a request without credentials is a 401 whatever its query.
    */
   refuseUnclearQuery(): void {
-    if (this.routeDoc) refuseUnclearQuery(this.method, this.routeDoc, this.query);
+    if (this.routeDoc && this.rawQuery !== '')
+      refuseUnclearQuery(this.method, this.routeDoc, this.query);
   }
 
   /**

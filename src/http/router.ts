@@ -74,6 +74,12 @@ export interface Match<H> {
 
 export class Router<H> {
   private readonly compiled: CompiledRoute<H>[] = [];
+  /**
+   * The routes that answer each method, in declaration order: a request is matched against its
+   * own method's routes only (HEAD: its own, then each GET without a HEAD on the same path);
+   * the rest are scanned only to tell a 405 from a 404.
+   */
+  private readonly byMethod = new Map<string, CompiledRoute<H>[]>();
 
   constructor(
     readonly prefix: string,
@@ -85,6 +91,18 @@ export class Router<H> {
         throw new TypeError(`duplicate operationId ${route.operationId}`);
       seen.add(route.operationId);
       this.compiled.push({ route, segments: compile(route.path) });
+    }
+    const headPaths = new Set(
+      routes.filter((route) => route.method === 'HEAD').map((route) => route.path),
+    );
+    for (const entry of this.compiled) {
+      const { method, path } = entry.route;
+      const methods = method === 'GET' && !headPaths.has(path) ? ['GET', 'HEAD'] : [method];
+      for (const name of methods) {
+        const list = this.byMethod.get(name) ?? [];
+        list.push(entry);
+        this.byMethod.set(name, list);
+      }
     }
   }
 
@@ -104,31 +122,20 @@ export class Router<H> {
     if (rawPath.includes('\uFFFD'))
       throw BadRequest('the path is not valid UTF-8; percent-encode the key');
     const parts = rest.split('/').slice(1);
-    const allowed: string[] = [];
-    for (const entry of this.compiled) {
+    for (const entry of this.byMethod.get(method) ?? []) {
       const params = matchSegments(entry.segments, parts);
-      if (!params) continue;
-      allowed.push(entry.route.method);
-      if (
-        entry.route.method === method ||
-        (method === 'HEAD' && entry.route.method === 'GET' && !this.hasHead(entry))
-      ) {
-        return { route: entry.route, params };
-      }
+      if (params) return { route: entry.route, params };
     }
-    if (allowed.length > 0) {
-      if (allowed.includes('GET') && !allowed.includes('HEAD')) allowed.push('HEAD');
+    const allowed = new Set<string>();
+    for (const entry of this.compiled)
+      if (matchSegments(entry.segments, parts)) allowed.add(entry.route.method);
+    if (allowed.size > 0) {
+      if (allowed.has('GET')) allowed.add('HEAD');
       throw MethodNotAllowed(`${method} is not allowed on ${rawPath}`, {
-        allow: [...new Set(allowed)].join(', '),
+        allow: [...allowed].join(', '),
       });
     }
     throw NotFound(`no route for ${method} ${rawPath}`);
-  }
-
-  private hasHead(entry: CompiledRoute<H>): boolean {
-    return this.compiled.some(
-      (other) => other.route.method === 'HEAD' && other.route.path === entry.route.path,
-    );
   }
 }
 
@@ -152,25 +159,28 @@ function matchSegments(
   segments: readonly Segment[],
   parts: readonly string[],
 ): Record<string, string> | undefined {
+  // The literals and the shape first, without a decode or an allocation: most routes tried
+  // fail here.
+  const last = segments.length - 1;
+  const restAt = segments[last]?.rest ? last : -1;
+  if (restAt < 0 ? parts.length !== segments.length : parts.length < segments.length)
+    return undefined;
+  for (let index = 0; index < segments.length; index += 1) {
+    if (index === restAt) break;
+    const segment = segments[index] as Segment;
+    const part = parts[index] as string;
+    if (segment.literal !== undefined ? part !== segment.literal : part.length === 0)
+      return undefined;
+  }
+  const rest = restAt < 0 ? undefined : parts.slice(restAt).join('/');
+  if (rest?.length === 0) return undefined;
   const params: Record<string, string> = {};
   for (let index = 0; index < segments.length; index += 1) {
-    const segment = segments[index] as Segment;
-    if (segment.rest) {
-      const rest = parts.slice(index).join('/');
-      if (rest.length === 0) return undefined;
-      params[segment.param ?? ''] = decode(rest);
-      return params;
-    }
-    const part = parts[index];
-    if (part === undefined) return undefined;
-    if (segment.literal !== undefined) {
-      if (part !== segment.literal) return undefined;
-    } else {
-      if (part.length === 0) return undefined;
-      params[segment.param ?? ''] = decode(part);
-    }
+    const { param } = segments[index] as Segment;
+    if (param === undefined) continue;
+    params[param] = decode(index === restAt ? (rest as string) : (parts[index] as string));
   }
-  return parts.length === segments.length ? params : undefined;
+  return params;
 }
 
 function decode(text: string): string {
