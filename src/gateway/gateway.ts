@@ -213,7 +213,10 @@ export async function startGateway(options: {
     new Router(API_PREFIX, routes),
     log,
   );
-  log.info({ port: listener.port }, 'gateway listening');
+  log.info(
+    { port: listener.port, inflightBytes: arena.blockCount * BLOCK_BYTES, poolThreads: threads },
+    'gateway listening',
+  );
   return {
     port: listener.port,
     stop: async () => {
