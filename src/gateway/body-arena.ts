@@ -1,6 +1,6 @@
 // The body arena: every request body byte the gateway holds lives in one SharedArrayBuffer cut
-// into fixed blocks. Its size (`limits.inflight_bytes_max`) bounds the gateway's body memory
-// under any number of uploads.
+// into fixed blocks. Its size (the gateway's share of `limits.inflight_bytes_max`, see
+// `gatewayShare`) bounds the gateway's body memory under any number of uploads.
 //
 // Progress guarantee: an upload first reserves the blocks it needs to complete one chunk of the
 // largest size and to pause (`takeMany`, all at once; upload.ts says how many). It keeps that

@@ -40,18 +40,26 @@ export interface RunningGateway {
 
 /**
  * What one gateway may use of the service's budgets: `limits.inflight_bytes_max` is the whole
- * service's, split evenly among the `gateways` that serve starts, and so is the automatic pool
- * size (`workers` 0: a thread per core and one more, at least one per gateway). An explicit
- * `workers` is per gateway. Without the split, every added gateway added its own 64 MiB arena
- * (and as much for downloads) and a pool as large as the machine's cores.
+ * service's, split evenly among the `gateways` that serve starts, but every gateway's upload
+ * arena holds at least one upload's reserve (so every upload can run), and so the service may
+ * hold more than the setting when it is small against the gateway count. The automatic pool
+ * size (`workers` 0) is a thread per core and one more, divided among the gateways and rounded
+ * up; an explicit `workers` is per gateway. Without the split, every added gateway added its own
+ * 64 MiB arena (and as much for downloads) and a pool as large as the machine's cores.
  */
 export function gatewayShare(
   settings: Settings,
   cores: number,
-): { inflightBytes: number; threads: number } {
+): { arenaBlocks: number; threads: number } {
   const gateways = settings.int('gateways');
+  const share = Math.floor(settings.bytes('limits.inflight_bytes_max') / gateways);
+  const reserve = reserveBlocks(
+    Number.MAX_SAFE_INTEGER,
+    settings.bytes('storage.chunk_bytes_avg'),
+    BLOCK_BYTES,
+  );
   return {
-    inflightBytes: Math.floor(settings.bytes('limits.inflight_bytes_max') / gateways),
+    arenaBlocks: Math.max(reserve, Math.floor(share / BLOCK_BYTES)),
     threads: settings.int('workers') || Math.max(1, Math.ceil((cores + 1) / gateways)),
   };
 }
@@ -68,19 +76,14 @@ export async function startGateway(options: {
   await engine.waitForEngine(log);
   const store = IndexStore.open({ path: paths.index, readOnly: true });
   const chunkAvgBytes = settings.bytes('storage.chunk_bytes_avg');
-  const { inflightBytes, threads } = gatewayShare(settings, availableParallelism());
-  // The arena holds at least the reserve of one upload of any size, so every upload can run.
-  const blockCount = Math.max(
-    reserveBlocks(Number.MAX_SAFE_INTEGER, chunkAvgBytes, BLOCK_BYTES),
-    Math.floor(inflightBytes / BLOCK_BYTES),
-  );
-  const arena = new BodyArena(BLOCK_BYTES, blockCount);
+  const { arenaBlocks, threads } = gatewayShare(settings, availableParallelism());
+  const arena = new BodyArena(BLOCK_BYTES, arenaBlocks);
   // Downloads get an arena of the same size (see download.ts), with room for the largest chunk.
   const downloadArena = new BodyArena(
     DOWNLOAD_BLOCK_BYTES,
     Math.max(
       Math.ceil((chunkAvgBytes * 4) / DOWNLOAD_BLOCK_BYTES),
-      Math.floor(inflightBytes / DOWNLOAD_BLOCK_BYTES),
+      (arenaBlocks * BLOCK_BYTES) / DOWNLOAD_BLOCK_BYTES,
     ),
   );
   const workerConfig: WorkerConfig = {

@@ -76,8 +76,8 @@ export class Router<H> {
   private readonly compiled: CompiledRoute<H>[] = [];
   /**
    * The routes that answer each method, in declaration order: a request is matched against its
-   * own method's routes only (HEAD: its own, then each GET without a HEAD on the same path);
-   * the rest are scanned only to tell a 405 from a 404.
+   * own method's routes only (HEAD: its own and each GET without a HEAD on the same path, in
+   * declaration order); the rest are scanned only to tell a 405 from a 404.
    */
   private readonly byMethod = new Map<string, CompiledRoute<H>[]>();
 

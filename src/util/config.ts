@@ -56,7 +56,7 @@ export const settingSpecs = {
     fallback: '0',
     min: 0,
     max: 256,
-    help: 'worker threads per gateway (0: cores + 1, shared among the gateways)',
+    help: 'worker threads per gateway (0: cores + 1, divided among the gateways)',
   },
   'log.level': {
     kind: 'string',

@@ -1,24 +1,40 @@
 // Goal: the gateways that serve starts share the service's upload and download budget and its
-// automatic pool size, so that `--gateways N` does not multiply the service's memory by N; an
-// explicit `workers` stays per gateway.
+// automatic pool size, so that `--gateways N` does not multiply the service's memory by N; each
+// gateway's arena still holds one upload's reserve, and an explicit `workers` stays per gateway.
 import t from 'tap';
 import { loadSettings } from '../../src/util/config.js';
 import { gatewayShare } from '../../src/gateway/gateway.js';
+import { reserveBlocks } from '../../src/gateway/upload.js';
 
 const MiB = 1024 * 1024;
 
 t.test('one gateway takes the whole budget and a thread per core and one more', async (t) => {
-  t.same(gatewayShare(loadSettings({}), 2), { inflightBytes: 64 * MiB, threads: 3 });
-  t.same(gatewayShare(loadSettings({}), 16), { inflightBytes: 64 * MiB, threads: 17 });
+  t.same(gatewayShare(loadSettings({}), 2), { arenaBlocks: 64, threads: 3 });
+  t.same(gatewayShare(loadSettings({}), 16), { arenaBlocks: 64, threads: 17 });
 });
 
 t.test('several gateways split the budget and the automatic pool', async (t) => {
   const two = loadSettings({ flags: { gateways: '2' } });
-  t.same(gatewayShare(two, 2), { inflightBytes: 32 * MiB, threads: 2 });
+  t.same(gatewayShare(two, 2), { arenaBlocks: 32, threads: 2 });
   const four = loadSettings({ flags: { gateways: '4', 'limits.inflight_bytes_max': '256MiB' } });
-  t.same(gatewayShare(four, 16), { inflightBytes: 64 * MiB, threads: 5 });
+  t.same(gatewayShare(four, 16), { arenaBlocks: 64, threads: 5 });
   // More gateways than cores still leaves each gateway a pool thread.
   t.same(gatewayShare(loadSettings({ flags: { gateways: '8' } }), 2).threads, 1);
+});
+
+t.test("every gateway keeps one upload's reserve, whatever the split", async (t) => {
+  for (const chunk of ['1MiB', '2MiB']) {
+    const settings = loadSettings({
+      flags: { gateways: '8', 'storage.chunk_bytes_avg': chunk },
+    });
+    const reserve = reserveBlocks(
+      Number.MAX_SAFE_INTEGER,
+      settings.bytes('storage.chunk_bytes_avg'),
+      MiB,
+    );
+    t.ok(reserve * MiB > (64 * MiB) / 8, `the reserve (${reserve} blocks) is over the share`);
+    t.equal(gatewayShare(settings, 2).arenaBlocks, reserve);
+  }
 });
 
 t.test('an explicit pool size is per gateway', async (t) => {

@@ -1,7 +1,9 @@
 // Goal: the router finds the operation a method and raw path name, decodes each parameter once,
 // and tells an unknown path (404) from a known path asked with another method (405, with the
 // methods it allows). Matching looks only at the request method's own routes first; these cases
-// pin down that it answers what a scan of every route in declaration order answered.
+// pin down that it answers what a scan of every route in declaration order answered, but for
+// one thing: a malformed percent-escape in a path that no route fits is a 404, not a 400 (the
+// scan decoded parameters before it compared the rest of the path).
 import t from 'tap';
 import { Router, type Method, type RouteDoc } from '../../src/http/router.js';
 import { isLightwellError } from '../../src/util/errors.js';
@@ -19,6 +21,7 @@ const table: Array<[Method, string, string]> = [
   ['HEAD', '/buckets/{bucket}/objects/{key...}', 'headObject'],
   ['PUT', '/buckets/{bucket}/objects/{key...}', 'putObject'],
   ['GET', '/buckets/{bucket}/{rest...}', 'catchAll'],
+  ['GET', '/tenants/{tenant}/keys', 'listKeys'],
 ];
 
 const router = new Router<string>(
@@ -121,6 +124,15 @@ t.test('malformed paths are refused', async (t) => {
   );
   t.match(
     errorOf(() => router.match('GET', '/api/v1/buckets/b\uFFFD')),
+    { status: 400 },
+  );
+  // A bad escape where a parameter would be, on a path that no route fits: no such route.
+  t.match(
+    errorOf(() => router.match('GET', '/api/v1/tenants/%ZZ/other')),
+    { status: 404 },
+  );
+  t.match(
+    errorOf(() => router.match('GET', '/api/v1/buckets/%ZZ')),
     { status: 400 },
   );
 });
