@@ -14,6 +14,7 @@ import type {
   QuotaRecord,
   UsageRecord,
 } from '../engine/index/schema.js';
+import { isLiveKey } from '../engine/index/schema.js';
 import { quotaBytesOf } from '../engine/ops/quota.js';
 
 export const iso = (ms: number | undefined): string | undefined =>
@@ -60,7 +61,7 @@ export function accountJson(account: AccountRecord): Record<string, unknown> {
 
 /** Key metadata; never the secret. `expired` is derived from expiresAt. */
 export function keyJson(key: AccessKeyRecord, now = Date.now()): Record<string, unknown> {
-  const expired = key.state === 'active' && key.expiresAt !== undefined && key.expiresAt <= now;
+  const expired = key.state === 'active' && !isLiveKey(key, now);
   return dropUndefined({
     accessKeyId: key.accessKeyId === '' ? undefined : key.accessKeyId,
     tenantId: key.tenantId,

@@ -24,6 +24,7 @@ import {
   type ObjectVersionRecord,
   type AccessKeyRecord,
   type UsageRecord,
+  isLiveKey,
 } from '../engine/index/schema.js';
 import { versionProtection } from '../engine/ops/tenant-delete.js';
 
@@ -124,7 +125,7 @@ export async function tenantPlan(
   };
   for (const { value } of store.range<AccessKeyRecord>(DB.accessKeys, {})) {
     if (value.tenantId !== tenant.id) continue;
-    if (action === 'deleteTenant' || value.state === 'active') counts.accessKeys += 1;
+    if (action === 'deleteTenant' || isLiveKey(value, now)) counts.accessKeys += 1;
   }
   for (const bucket of buckets) {
     await scanRange<ObjectVersionRecord>(

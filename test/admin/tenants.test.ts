@@ -409,6 +409,47 @@ t.test('tenant lifecycle', async (t) => {
     },
   );
 
+  await t.test('a disable counts and revokes only keys that are active now', async (t) => {
+    await call(service, 'POST', '/tenants', { token: owner, body: { id: 'kexp' } });
+    await call(service, 'POST', '/tenants/kexp/accounts', { token: owner, body: { id: 'app' } });
+    const keyOf = async (body: Record<string, unknown>): Promise<string> =>
+      (
+        (
+          await call(service, 'POST', '/tenants/kexp/keys', {
+            token: owner,
+            body: { accountId: 'app', scopes: 'read', ...body },
+          })
+        ).json as { accessKeyId: string }
+      ).accessKeyId;
+    const live = await keyOf({});
+    const expiring = await keyOf({ expiresAt: new Date(Date.now() + 1500).toISOString() });
+    const keysNow = async (): Promise<Record<string, { state: string; revokedAt?: string }>> =>
+      Object.fromEntries(
+        (
+          (await call(service, 'GET', '/tenants/kexp/keys', { token: owner })).json as {
+            keys: Array<{ accessKeyId: string; state: string; revokedAt?: string }>;
+          }
+        ).keys.map((key) => [key.accessKeyId, key]),
+      );
+    await waitFor('the key to expire', async () =>
+      (await keysNow())[expiring]?.state === 'expired' ? true : undefined,
+    );
+    const plan = await call(service, 'POST', '/tenants/kexp/disable?dryRun=true', {
+      token: owner,
+      body: { reason: 'test' },
+    });
+    t.match(plan.json, { counts: { accessKeys: 1 } }, 'the expired key is not counted');
+    const applied = await call(service, 'POST', '/tenants/kexp/disable', {
+      token: owner,
+      body: { reason: 'test' },
+    });
+    t.match(applied.json, { applied: true, counts: { accessKeys: 1 } });
+    const keys = await keysNow();
+    t.match(keys[live], { state: 'revoked', revokedAt: String });
+    t.equal(keys[expiring]?.state, 'expired', 'the expired key stays expired');
+    t.notOk(keys[expiring]?.revokedAt, 'and is not marked revoked');
+  });
+
   await t.test('names, reasons and external references refuse control characters', async (t) => {
     const created = await call(service, 'POST', '/tenants', {
       token: owner,

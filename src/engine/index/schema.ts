@@ -112,6 +112,14 @@ export interface AccountRecord {
 
 export type AccessKeyState = 'active' | 'revoked';
 
+/**
+ * A key that authenticates now: active and not past its expiry. An expired key keeps the stored
+ * state `active` (the listings derive `expired`), so every "active keys" question asks this.
+ */
+export function isLiveKey(key: AccessKeyRecord, now: number): boolean {
+  return key.state === 'active' && (key.expiresAt === undefined || key.expiresAt > now);
+}
+
 export interface AccessKeyRecord {
   accessKeyId: string;
   tenantId: string;

@@ -26,6 +26,7 @@ import {
   type AdminRole,
   type QuotaRecord,
   type NodeRecord,
+  isLiveKey,
 } from '../index/schema.js';
 import { nextCounter, type EngineContext } from './context.js';
 import { Conflict, NotFound, BadRequest, Forbidden, Unauthorized } from '../../util/errors.js';
@@ -240,14 +241,19 @@ export function revokeAccessKey(
   return key;
 }
 
-/** The tenant's keys that are still active (revoked ones excluded, expired ones included). */
+/**
+ * The tenant's keys that authenticate now: revoked and expired ones excluded (admin-api.md: a
+ * disable revokes the *active* keys). An expired key left as it is cannot come back: a rotate,
+ * the one way to give it a new expiry, needs an enabled tenant.
+ */
 export function activeKeysOf(
   context: EngineContext,
   tenantId: string,
 ): Array<{ key: Buffer; value: AccessKeyRecord }> {
   const found: Array<{ key: Buffer; value: AccessKeyRecord }> = [];
+  const now = context.now();
   for (const entry of context.store.range<AccessKeyRecord>(DB.accessKeys, {})) {
-    if (entry.value.tenantId === tenantId && entry.value.state === 'active')
+    if (entry.value.tenantId === tenantId && isLiveKey(entry.value, now))
       found.push({ key: Buffer.from(entry.key), value: entry.value });
   }
   return found;
