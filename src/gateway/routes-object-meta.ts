@@ -673,7 +673,8 @@ export function listVersions(
   const maxKeys = Number(maxKeysText);
   const range = prefixRange(bucket.id, prefix);
   const keyMarker = keyQuery(query, 'keyMarker');
-  const versionIdMarker = query.get('versionIdMarker');
+  // Empty, as every other list parameter, it is absent (S3 reads an empty marker so).
+  const versionIdMarker = query.get('versionIdMarker') || null;
   if (versionIdMarker !== null && keyMarker === null)
     throw BadRequest('versionIdMarker needs the keyMarker it belongs to');
   const resume =

@@ -143,6 +143,16 @@ t.test('data-plane API', async (t) => {
       400,
       'a malformed versionIdMarker',
     );
+    const emptyMarkers = await client.request(
+      'GET',
+      '/buckets/ver/versions?keyMarker=&versionIdMarker=',
+    );
+    t.equal(emptyMarkers.status, 200, 'empty markers are absent ones');
+    t.same(
+      (emptyMarkers.json as VersionsPage).versions.map((v) => v.versionId),
+      versions.map((v) => v.versionId),
+      'and the listing starts at the first key',
+    );
     // Removing the marker by id brings v2 back.
     t.equal(
       (await client.request('DELETE', `/buckets/ver/objects/k?versionId=${versions[0]!.versionId}`))
