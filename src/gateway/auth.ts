@@ -109,7 +109,8 @@ export class Authenticator {
    * request is audited under before its secret is checked.
    */
   tenantOfKey(accessKeyId: string): string | undefined {
-    return this.store.getShared<AccessKeyRecord>(DB.accessKeys, Buffer.from(accessKeyId))?.tenantId;
+    const key = Buffer.from(accessKeyId);
+    return this.store.getShared<AccessKeyRecord>(DB.accessKeys, key, accessKeyId)?.tenantId;
   }
 
   /** Checks an access key id and secret (token mint); the same answer for every failure. */
@@ -148,7 +149,11 @@ export class Authenticator {
   }
 
   private liveKey(accessKeyId: string): AccessKeyRecord {
-    const key = this.store.getShared<AccessKeyRecord>(DB.accessKeys, Buffer.from(accessKeyId));
+    const key = this.store.getShared<AccessKeyRecord>(
+      DB.accessKeys,
+      Buffer.from(accessKeyId),
+      accessKeyId,
+    );
     if (!key || key.state !== 'active') throw Unauthorized('the access key is revoked or unknown');
     if (key.expiresAt !== undefined && key.expiresAt <= Date.now())
       throw Unauthorized('the access key has expired');
@@ -156,7 +161,7 @@ export class Authenticator {
   }
 
   private liveTenant(tenantId: string): TenantRecord {
-    const tenant = this.store.getShared<TenantRecord>(DB.tenants, tenantKey(tenantId));
+    const tenant = this.store.getShared<TenantRecord>(DB.tenants, tenantKey(tenantId), tenantId);
     if (!tenant || tenant.state !== 'active')
       throw Unauthorized('the tenant is disabled or unknown');
     return tenant;

@@ -360,7 +360,7 @@ class StreamWriter {
         this.exchange.status = this.status;
         res.writeStatus(statusLine(this.status));
         res.writeHeader('X-Request-Id', this.exchange.requestId);
-        for (const [name, value] of Object.entries(this.headers)) res.writeHeader(name, value);
+        for (const name in this.headers) res.writeHeader(name, this.headers[name] as string);
       }
       base = res.getWriteOffset();
       ended = res.tryEnd(bytes, this.total);

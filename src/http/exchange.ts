@@ -260,8 +260,9 @@ export class Exchange {
     this.res.cork(() => {
       this.res.writeStatus(statusLine(status));
       this.res.writeHeader('X-Request-Id', this.requestId);
-      for (const [name, value] of Object.entries(headers)) {
-        if (name !== 'Content-Length') this.res.writeHeader(name, value);
+      // for-in: no array of entries per response (headers are plain records).
+      for (const name in headers) {
+        if (name !== 'Content-Length') this.res.writeHeader(name, headers[name] as string);
       }
       if (this.method === 'HEAD' || status === 204 || status === 304) {
         // A 204 never has a Content-Length (RFC 9110 §8.6); a HEAD reports the GET's. uWS's

@@ -64,6 +64,26 @@ t.test('getShared follows commits and hands out frozen values', async (t) => {
   t.equal(reader.getShared(DB.tenants, key), undefined, 'a removed record is gone');
 });
 
+t.test('getShared by a caller-given id follows commits the same way', async (t) => {
+  const { writer, reader } = openPair(t);
+  const key = Buffer.from('AKID1');
+  await writer.transact(() => {
+    writer.put(DB.accessKeys, key, { state: 'active' });
+    writer.put(DB.tenants, key, { state: 'tenant' });
+  });
+  reader.refresh();
+  const byId = reader.getShared<{ state: string }>(DB.accessKeys, key, 'AKID1');
+  t.same(byId, { state: 'active' });
+  t.equal(reader.getShared(DB.accessKeys, key, 'AKID1'), byId, 'unchanged: the same value');
+  t.same(reader.getShared(DB.tenants, key, 'AKID1'), { state: 'tenant' }, 'ids are per database');
+  await writer.transact(() => writer.put(DB.accessKeys, key, { state: 'revoked' }));
+  reader.refresh();
+  t.same(reader.getShared(DB.accessKeys, key, 'AKID1'), { state: 'revoked' }, 'a commit is seen');
+  await writer.transact(() => writer.remove(DB.accessKeys, key));
+  reader.refresh();
+  t.equal(reader.getShared(DB.accessKeys, key, 'AKID1'), undefined, 'a removal too');
+});
+
 t.test('an empty key finds nothing instead of throwing', async (t) => {
   const { writer, reader } = openPair(t);
   await writer.transact(() => writer.put(DB.accessKeys, Buffer.from('k'), { id: 'k' }));

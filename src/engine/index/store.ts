@@ -126,8 +126,8 @@ export class IndexStore {
     valueLength: 0,
   };
   readonly readOnly: boolean;
-  /** Decoded records of `getShared`, with the bytes they were decoded from. */
-  private readonly shared = new Map<string, { raw: Buffer; value: unknown }>();
+  /** Decoded records of `getShared` by database and id, with the bytes they were decoded from. */
+  private readonly shared = new Map<DbName, Map<string, { raw: Buffer; value: unknown }>>();
   /** Puts and removes so far; tells a batch whether a failed command wrote anything. */
   private writes = 0;
   /** The records of BATCH_CACHED databases that the running batch holds, by database and key. */
@@ -253,25 +253,31 @@ export class IndexStore {
   /**
    * Like `get`, for the records read on every request (access keys, tenants, buckets): the
    * decoded value is kept with its bytes and handed out again, frozen, while the stored bytes
-   * are unchanged. Callers must not (and cannot) modify it.
+   * are unchanged. Callers must not (and cannot) modify it. `id` names the record among its
+   * database's (the key's bytes by default); a caller that holds the key as text passes that,
+   * and spares decoding the bytes for each look-up.
    */
-  getShared<T>(name: DbName, key: Buffer): T | undefined {
+  getShared<T>(name: DbName, key: Buffer, id = key.toString('latin1')): T | undefined {
     const db = this.db(name);
     if (!storable(key)) return undefined;
     const fast = db.getBinaryFast(key);
-    const cacheKey = `${name}\0${key.toString('latin1')}`;
+    let records = this.shared.get(name);
+    if (!records) {
+      records = new Map();
+      this.shared.set(name, records);
+    }
     if (fast === undefined) {
-      this.shared.delete(cacheKey);
+      records.delete(id);
       return undefined;
     }
     // lmdb-js may hand out its shared read buffer with `length` set to the value's size.
     const raw = fast.subarray(0, fast.length);
-    const cached = this.shared.get(cacheKey);
+    const cached = records.get(id);
     if (cached && cached.raw.equals(raw)) return cached.value as T;
     const copy = Buffer.from(raw);
     const value = deepFreeze(decodeValue(copy).value);
-    if (this.shared.size >= SHARED_RECORDS_MAX) this.shared.clear();
-    this.shared.set(cacheKey, { raw: copy, value });
+    if (records.size >= SHARED_RECORDS_MAX) records.clear();
+    records.set(id, { raw: copy, value });
     return value as T;
   }
   /* eslint-enable @typescript-eslint/no-unnecessary-type-parameters */
