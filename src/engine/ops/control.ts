@@ -88,6 +88,17 @@ export function requireActiveTenant(context: EngineContext, tenantId: string): T
 }
 
 /**
+ * `requireActiveTenant` for a command that only reads the tenant: the decoded-record cache's
+ * frozen copy (`getShared`), which spares a decode on every write of an object.
+ */
+export function readActiveTenant(context: EngineContext, tenantId: string): Readonly<TenantRecord> {
+  const tenant = context.store.getShared<TenantRecord>(DB.tenants, tenantKey(tenantId), tenantId);
+  if (!tenant || tenant.state === 'deleted') throw NotFound(`tenant ${tenantId} not found`);
+  if (tenant.state !== 'active') throw Forbidden(`tenant ${tenantId} is ${tenant.state}`);
+  return tenant;
+}
+
+/**
  * The access key a data-plane write acts under is still active, unexpired and of an active
  * tenant when the write commits, not only when its request began: a revoke or a tenant disable
  * stops uploads already running (401, as the request would have been refused at its start).

@@ -32,7 +32,7 @@ import { checkQuota, checkQuotaIn, quotaOf } from './quota.js';
 import { completeIdempotent, requireClaim, type HeldKey } from './idempotency.js';
 import { nextCounter, type EngineContext } from './context.js';
 import type { IndexStore, EncodedRecord } from '../index/store.js';
-import { requireActiveTenant } from './control.js';
+import { readActiveTenant, requireActiveTenant } from './control.js';
 import {
   Conflict,
   NotFound,
@@ -102,6 +102,21 @@ export function requireBucket(
   return bucket;
 }
 
+/**
+ * `requireBucket` for a command that only reads the bucket: the decoded-record cache's frozen
+ * copy (`getShared`), which spares a decode on every write of an object.
+ */
+export function readBucket(
+  context: EngineContext,
+  tenantId: string,
+  name: string,
+): Readonly<BucketRecord> {
+  const key = tenantChildKey(tenantId, name);
+  const bucket = context.store.getShared<BucketRecord>(DB.buckets, key);
+  if (!bucket) throw NotFound(`bucket ${name} not found`);
+  return bucket;
+}
+
 /** A chunk of a manifest; `location` is present when this request wrote the chunk's record. */
 export interface ManifestChunk {
   id: Buffer;
@@ -128,8 +143,8 @@ export interface PutObjectArgs {
 }
 
 export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVersionRecord {
-  const tenant = requireActiveTenant(context, args.tenantId);
-  const bucket = requireBucket(context, tenant.id, args.bucket);
+  const tenant = readActiveTenant(context, args.tenantId);
+  const bucket = readBucket(context, tenant.id, args.bucket);
   const current = context.store.get<ObjectVersionRecord>(
     DB.objects,
     objectKey(bucket.id, args.key),
