@@ -68,9 +68,7 @@ export function createTenant(
 
 /** The tenant, unless it does not exist or was deleted (404). */
 export function requireTenant(context: EngineContext, tenantId: string): TenantRecord {
-  const tenant = context.store.get<TenantRecord>(DB.tenants, tenantKey(tenantId));
-  if (!tenant || tenant.state === 'deleted') throw NotFound(`tenant ${tenantId} not found`);
-  return tenant;
+  return existingTenant(context.store.get<TenantRecord>(DB.tenants, tenantKey(tenantId)), tenantId);
 }
 
 /** The tenant, which must be active: a disabled tenant gets no new accounts or keys (409). */
@@ -82,9 +80,7 @@ export function requireEnabledTenant(context: EngineContext, tenantId: string): 
 
 /** The tenant, which must be active: the data plane refuses a disabled tenant (403). */
 export function requireActiveTenant(context: EngineContext, tenantId: string): TenantRecord {
-  const tenant = requireTenant(context, tenantId);
-  if (tenant.state !== 'active') throw Forbidden(`tenant ${tenantId} is ${tenant.state}`);
-  return tenant;
+  return activeTenant(requireTenant(context, tenantId));
 }
 
 /**
@@ -93,8 +89,19 @@ export function requireActiveTenant(context: EngineContext, tenantId: string): T
  */
 export function readActiveTenant(context: EngineContext, tenantId: string): Readonly<TenantRecord> {
   const tenant = context.store.getShared<TenantRecord>(DB.tenants, tenantKey(tenantId), tenantId);
+  return activeTenant(existingTenant(tenant, tenantId));
+}
+
+function existingTenant<T extends Readonly<TenantRecord>>(
+  tenant: T | undefined,
+  tenantId: string,
+): T {
   if (!tenant || tenant.state === 'deleted') throw NotFound(`tenant ${tenantId} not found`);
-  if (tenant.state !== 'active') throw Forbidden(`tenant ${tenantId} is ${tenant.state}`);
+  return tenant;
+}
+
+function activeTenant<T extends Readonly<TenantRecord>>(tenant: T): T {
+  if (tenant.state !== 'active') throw Forbidden(`tenant ${tenant.id} is ${tenant.state}`);
   return tenant;
 }
 
