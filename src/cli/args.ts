@@ -37,6 +37,7 @@ const settingAliases: Record<string, string> = {
   'admin-listen': 'admin_listen',
   gateways: 'gateways',
   workers: 'workers',
+  'gateway-threads': 'gateway_threads',
   'log-level': 'log.level',
 };
 

@@ -32,7 +32,7 @@ export async function runChild(
     return await fail(role, error, exit);
   }
   const log = createRootLogger({ level: settings.string('log.level'), process: role });
-  let running: { port?: number; stop(): Promise<void> };
+  let running: { port?: number; failed?: Promise<never>; stop(): Promise<void> };
   try {
     const options = { dataDir: settings.string('data_dir'), settings };
     // Each process loads only its own role's modules (and native libraries): code it never runs
@@ -55,13 +55,13 @@ export async function runChild(
       `lightwell-${role}: ready${running.port === undefined ? '' : ` on port ${running.port}`}\n`,
     );
   let stopping = false;
-  const stop = (signal: string): void => {
+  const stop = (signal: string, code = 0): void => {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'stopping');
     stopHeapTrimmer();
     running.stop().then(
-      () => exit(0),
+      () => exit(code),
       (error: unknown) => {
         log.error({ err: error }, 'unclean stop');
         exit(1);
@@ -71,6 +71,12 @@ export async function runChild(
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('disconnect', () => stop('supervisor gone'));
+  // A part of the process failed (a gateway's listener thread): the rest stops, and the exit
+  // code says so (serve then restarts the process).
+  running.failed?.catch((error: unknown) => {
+    log.error({ err: error }, 'failed');
+    stop('failure', 1);
+  });
 }
 
 /**

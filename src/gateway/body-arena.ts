@@ -24,6 +24,26 @@ import {
 
 type Copy = (target: Uint8Array, offset: number, source: Uint8Array) => void;
 
+/**
+ * The shared memory of an arena. A gateway makes it for each of its listener threads before it
+ * starts its pool, whose threads read and write the blocks of every listener's arenas.
+ */
+export interface ArenaMemory {
+  readonly buffer: SharedArrayBuffer;
+  /** Set when the blocks and the gear kernel's table fit in one WebAssembly memory. */
+  readonly memory?: WebAssembly.Memory | undefined;
+}
+
+export function arenaMemory(blockBytes: number, blockCount: number): ArenaMemory {
+  const blocksBytes = blockBytes * blockCount;
+  const memoryBytes = blocksBytes + GEAR_KERNEL_TABLE_BYTES;
+  if (memoryBytes > GEAR_KERNEL_MEMORY_BYTES_MAX)
+    return { buffer: new SharedArrayBuffer(blocksBytes) };
+  const pages = Math.ceil(memoryBytes / WASM_PAGE_BYTES);
+  const memory = new WebAssembly.Memory({ initial: pages, maximum: pages, shared: true });
+  return { buffer: memory.buffer as SharedArrayBuffer, memory };
+}
+
 interface Waiter {
   readonly count: number;
   readonly resolve: (blocks: number[]) => void;
@@ -55,17 +75,13 @@ export class BodyArena {
     readonly blockBytes: number,
     readonly blockCount: number,
     private readonly copy: Copy = copyBytes,
+    shared: ArenaMemory = arenaMemory(blockBytes, blockCount),
   ) {
     assert(blockBytes > 0 && blockCount > 0);
     this.kernelOffset = blockBytes * blockCount;
-    const memoryBytes = this.kernelOffset + GEAR_KERNEL_TABLE_BYTES;
-    if (memoryBytes <= GEAR_KERNEL_MEMORY_BYTES_MAX) {
-      const pages = Math.ceil(memoryBytes / WASM_PAGE_BYTES);
-      this.memory = new WebAssembly.Memory({ initial: pages, maximum: pages, shared: true });
-      this.buffer = this.memory.buffer as SharedArrayBuffer;
-    } else {
-      this.buffer = new SharedArrayBuffer(this.kernelOffset);
-    }
+    assert(shared.buffer.byteLength >= this.kernelOffset, 'the memory is smaller than the blocks');
+    this.memory = shared.memory;
+    this.buffer = shared.buffer;
     // The blocks only: whatever follows them in the memory is the kernel's.
     this.bytes = Buffer.from(this.buffer, 0, this.kernelOffset);
     for (let block = blockCount - 1; block >= 0; block -= 1) this.free.push(block);

@@ -10,10 +10,9 @@
 // the rest). Each transferred buffer counts as external memory on this thread, and V8 answers a
 // stream of them with a mark-compact every few tens of milliseconds: the arena is the fast path.
 
-import type { Piscina } from 'piscina';
 import type { Exchange } from '../http/exchange.js';
 import { statusLine } from '../http/exchange.js';
-import type { TenantKeyMaterial, ReadTask, Outcome } from '../workers/protocol.js';
+import type { TenantKeyMaterial, ReadTask, Outcome, TaskRunner } from '../workers/protocol.js';
 import { unpackChunkRefs } from '../engine/ops/objects.js';
 import type { ObjectVersionRecord } from '../engine/index/schema.js';
 import { CorruptData, InvalidRange, fromWire } from '../util/errors.js';
@@ -65,7 +64,7 @@ export function parseRange(header: string | undefined, size: number): ByteRange 
 
 export interface DownloadServices {
   readonly arena: BodyArena;
-  readonly pool: Piscina;
+  readonly pool: TaskRunner;
   /** Reads chunks on the gateway's own thread (small ones, see INLINE_CHUNK_BYTES_MAX). */
   readonly inline: ChunkStoreDeps;
 }

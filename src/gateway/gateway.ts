@@ -1,5 +1,6 @@
-// The gateway process: the public listener (data-plane API at /api/v1), its worker pool, body
-// arena and ordered-stage thread. Several gateway processes may share the public port.
+// The gateway process: its listeners of the public port (data-plane API at /api/v1), one per
+// listener thread, each with its body arenas and ordered-stage thread, and the worker pool they
+// share. Several gateway processes may share the public port too.
 
 import { Piscina } from 'piscina';
 import { availableParallelism } from 'node:os';
@@ -7,11 +8,12 @@ import { fileURLToPath } from 'node:url';
 import { randomUUID } from 'node:crypto';
 import { IndexStore } from '../engine/index/store.js';
 import { EngineClient } from '../engine/protocol.js';
-import { dataDirPaths, checkDataDirFormat } from '../engine/data-dir.js';
+import { dataDirPaths, checkDataDirFormat, type DataDirPaths } from '../engine/data-dir.js';
 import { Router, type Route } from '../http/router.js';
 import { listen, type Handler, type Listener } from '../http/server.js';
 import { openApiDocument } from '../http/openapi.js';
-import { BodyArena } from './body-arena.js';
+import { BodyArena, arenaMemory, type ArenaMemory } from './body-arena.js';
+import { poolTasks, startListenerThread } from './listener-threads.js';
 import { reserveBlocks, UploadStats } from './upload.js';
 import { UploadPins } from './upload-pins.js';
 import { OrderedStage } from '../workers/ordered-stage.js';
@@ -20,7 +22,7 @@ import { dataRoutes } from './routes.js';
 import * as docs from './route-docs.js';
 import { componentLogger, type Logger } from '../util/log.js';
 import { tlsFilesOf, type Settings } from '../util/config.js';
-import type { WorkerConfig } from '../workers/protocol.js';
+import type { TaskRunner, WorkerConfig } from '../workers/protocol.js';
 import { PoolSealer } from '../workers/pool-seal.js';
 import { RELEASE } from '../engine/data-dir.js';
 import { AuditSink } from '../http/audit.js';
@@ -35,35 +37,80 @@ const DOWNLOAD_BLOCK_BYTES = 256 * 1024;
 
 export interface RunningGateway {
   readonly port: number;
+  /** Rejects when a listener thread fails; the process should then stop and exit non-zero. */
+  readonly failed: Promise<never>;
   stop(): Promise<void>;
+}
+
+/** The automatic listener threads of a gateway process (`gateway_threads` 0), before the split. */
+const LISTENERS_AUTO_MAX = 4;
+
+export interface GatewayShare {
+  /** Listener threads of this gateway process. */
+  readonly listeners: number;
+  /** The upload arena of each listener thread, in blocks of 1 MiB. */
+  readonly arenaBlocks: number;
+  /** The pool threads of this gateway process, shared by its listeners. */
+  readonly threads: number;
 }
 
 /**
  * What one gateway may use of the service's budgets: `limits.inflight_bytes_max` is the whole
- * service's, split evenly among the `gateways` that serve starts, but every gateway's upload
- * arena holds at least one upload's reserve (so every upload can run), and so the service may
- * hold more than the setting when it is small against the gateway count. The automatic pool
- * size (`workers` 0) is a thread per core and one more, divided among the gateways and rounded
- * up; an explicit `workers` is per gateway. Without the split, every added gateway added its own
- * 64 MiB arena (and as much for downloads) and a pool as large as the machine's cores.
+ * service's, split evenly among the `gateways` that serve starts and then among each gateway's
+ * listener threads, but every listener's upload arena holds at least one upload's reserve (so
+ * every upload can run), and so the service may hold more than the setting when it is small
+ * against the listener count. The automatic pool size (`workers` 0) is a thread per core and
+ * one more, divided among the gateways and rounded up; an explicit `workers` is per gateway. The
+ * automatic listener count (`gateway_threads` 0) is one per core, at most four, divided among
+ * the gateways, at least one each: small requests keep a listener's thread busy (on two cores
+ * two listeners served 30–45% more 4 KiB GETs than one, see docs/benchmarks.md), and each
+ * listener costs about 30 MiB of its own (a JavaScript heap and an ordered-stage thread).
  */
-export function gatewayShare(
-  settings: Settings,
-  cores: number,
-): { arenaBlocks: number; threads: number } {
+export function gatewayShare(settings: Settings, cores: number): GatewayShare {
   const gateways = settings.int('gateways');
-  const share = Math.floor(settings.bytes('limits.inflight_bytes_max') / gateways);
+  const listeners =
+    settings.int('gateway_threads') ||
+    Math.max(1, Math.floor(Math.min(cores, LISTENERS_AUTO_MAX) / gateways));
+  const share = Math.floor(settings.bytes('limits.inflight_bytes_max') / gateways / listeners);
   const reserve = reserveBlocks(
     Number.MAX_SAFE_INTEGER,
     settings.bytes('storage.chunk_bytes_avg'),
     BLOCK_BYTES,
   );
   return {
+    listeners,
     arenaBlocks: Math.max(reserve, Math.floor(share / BLOCK_BYTES)),
     threads: settings.int('workers') || Math.max(1, Math.ceil((cores + 1) / gateways)),
   };
 }
 
+/** A listener thread's arenas: made before the pool starts, whose threads use them all. */
+export interface ListenerMemory {
+  readonly arenaBlocks: number;
+  readonly upload: ArenaMemory;
+  readonly downloadBlocks: number;
+  readonly downloads: ArenaMemory;
+}
+
+function listenerMemory(arenaBlocks: number, chunkAvgBytes: number): ListenerMemory {
+  // Downloads get an arena of the same size (see download.ts), with room for the largest chunk.
+  const downloadBlocks = Math.max(
+    Math.ceil((chunkAvgBytes * 4) / DOWNLOAD_BLOCK_BYTES),
+    (arenaBlocks * BLOCK_BYTES) / DOWNLOAD_BLOCK_BYTES,
+  );
+  return {
+    arenaBlocks,
+    upload: arenaMemory(BLOCK_BYTES, arenaBlocks),
+    downloadBlocks,
+    downloads: arenaMemory(DOWNLOAD_BLOCK_BYTES, downloadBlocks),
+  };
+}
+
+/**
+ * Starts a gateway process: its worker pool, its first listener on this thread, and the other
+ * listener threads (listener-thread.ts), which share the public port (SO_REUSEPORT: the kernel
+ * spreads connections among them) and the pool (listener-tasks.ts).
+ */
 export async function startGateway(options: {
   dataDir: string;
   settings: Settings;
@@ -72,33 +119,84 @@ export async function startGateway(options: {
   const log = componentLogger('gateway');
   const paths = dataDirPaths(options.dataDir);
   await checkDataDirFormat(paths);
-  const engine = new EngineClient(paths.socket, 30_000);
-  await engine.waitForEngine(log);
-  const store = IndexStore.open({ path: paths.index, readOnly: true });
+  const share = gatewayShare(settings, availableParallelism());
   const chunkAvgBytes = settings.bytes('storage.chunk_bytes_avg');
-  const { arenaBlocks, threads } = gatewayShare(settings, availableParallelism());
-  const arena = new BodyArena(BLOCK_BYTES, arenaBlocks);
-  // Downloads get an arena of the same size (see download.ts), with room for the largest chunk.
-  const downloadArena = new BodyArena(
-    DOWNLOAD_BLOCK_BYTES,
-    Math.max(
-      Math.ceil((chunkAvgBytes * 4) / DOWNLOAD_BLOCK_BYTES),
-      (arenaBlocks * BLOCK_BYTES) / DOWNLOAD_BLOCK_BYTES,
-    ),
+  const memories = Array.from({ length: share.listeners }, () =>
+    listenerMemory(share.arenaBlocks, chunkAvgBytes),
   );
+  const sealer = new PoolSealer(`lightwell.pool-seal.${randomUUID()}`);
+  const pool = startPool(settings, paths.root, memories, sealer, share.threads);
+  const listeners: RunningListener[] = [];
+  let failed: (error: unknown) => void = () => {};
+  const failure = new Promise<never>((_, reject) => (failed = reject));
+  const stopAll = async (): Promise<void> => {
+    await Promise.all(listeners.map((listener) => listener.stop()));
+    const seals = await sealer.sealAll(POOL_SEAL_WAIT_MS);
+    if (seals.sealed < seals.asked) log.info(seals, 'pool segments left to recovery');
+    sealer.close();
+    await pool.destroy();
+  };
+  try {
+    const first = await startListener({
+      settings,
+      paths,
+      listener: 0,
+      memory: memories[0] as ListenerMemory,
+      tasks: poolTasks(pool, 0),
+      port: settings.listen('public_listen').port,
+    });
+    listeners.push(first);
+    // The others listen on the first one's port: with port 0, the one the first was given.
+    for (let listener = 1; listener < share.listeners; listener += 1) {
+      const thread = await startListenerThread({
+        settings,
+        dataDir: options.dataDir,
+        listener,
+        memory: memories[listener] as ListenerMemory,
+        pool,
+        port: first.port,
+      });
+      listeners.push(thread);
+      thread.failed.catch(failed);
+    }
+  } catch (error) {
+    await stopAll();
+    throw error;
+  }
+  const port = (listeners[0] as RunningListener).port;
+  log.info(
+    {
+      port,
+      listeners: share.listeners,
+      inflightBytes: share.listeners * share.arenaBlocks * BLOCK_BYTES,
+      poolThreads: share.threads,
+    },
+    'gateway listening',
+  );
+  return { port, failed: failure, stop: stopAll };
+}
+
+function startPool(
+  settings: Settings,
+  dataDir: string,
+  memories: readonly ListenerMemory[],
+  sealer: PoolSealer,
+  threads: number,
+): Piscina {
   const workerConfig: WorkerConfig = {
-    arena: arena.buffer,
+    arenas: memories.map((memory) => ({
+      upload: memory.upload.buffer,
+      downloads: memory.downloads.buffer,
+    })),
     blockBytes: BLOCK_BYTES,
-    downloads: downloadArena.buffer,
     downloadBlockBytes: DOWNLOAD_BLOCK_BYTES,
-    dataDir: paths.root,
+    dataDir,
     segmentBytesMax: settings.bytes('storage.segment_bytes_max'),
     directIo: settings.bool('storage.direct_io'),
     deadChunkGraceMs: settings.duration('storage.dead_chunk_grace'),
     logLevel: settings.string('log.level'),
-    sealChannel: `lightwell.pool-seal.${randomUUID()}`,
+    sealChannel: sealer.channelName,
   };
-  const sealer = new PoolSealer(workerConfig.sealChannel);
   const pool = new Piscina({
     filename: fileURLToPath(new URL('../workers/worker.js', import.meta.url)),
     minThreads: threads,
@@ -117,6 +215,41 @@ export async function startGateway(options: {
     workerData: workerConfig,
   });
   pool.on('workerDestroy', (worker: { threadId: number }) => sealer.forget(worker.threadId));
+  return pool;
+}
+
+export interface RunningListener {
+  readonly port: number;
+  stop(): Promise<void>;
+}
+
+/**
+ * One listener: the public port's routes on this thread's event loop, with its own engine
+ * connection, index view, arenas, ordered-stage thread and inline segment. Its pool tasks go to
+ * `tasks`.
+ */
+export async function startListener(options: {
+  settings: Settings;
+  paths: DataDirPaths;
+  listener: number;
+  memory: ListenerMemory;
+  tasks: TaskRunner;
+  port: number;
+}): Promise<RunningListener> {
+  const { settings, paths, memory } = options;
+  const log = componentLogger('gateway');
+  const engine = new EngineClient(paths.socket, 30_000);
+  await engine.waitForEngine(log);
+  const store = IndexStore.open({ path: paths.index, readOnly: true });
+  const chunkAvgBytes = settings.bytes('storage.chunk_bytes_avg');
+  const arena = new BodyArena(BLOCK_BYTES, memory.arenaBlocks, undefined, memory.upload);
+  const downloadArena = new BodyArena(
+    DOWNLOAD_BLOCK_BYTES,
+    memory.downloadBlocks,
+    undefined,
+    memory.downloads,
+  );
+  const pool = options.tasks;
   const ordered = new OrderedStage({ arena, blockBytes: BLOCK_BYTES });
   void ordered.kernel.then((kernel) =>
     log.debug({ gearScan: kernel ? 'webassembly' : 'javascript' }, 'ordered stage started'),
@@ -124,7 +257,7 @@ export async function startGateway(options: {
   const uploadStats = new UploadStats();
   const uploadPins = new UploadPins(engine, componentLogger('gateway.upload'));
   const statsTimer = logUploadStats(uploadStats, componentLogger('gateway.upload'));
-  // The gateway thread's own segment, for the small chunks it stores itself.
+  // The listener's own segment, for the small chunks it stores itself.
   const inlineWriter = new SegmentWriter({
     segmentsDir: paths.segments,
     segmentBytesMax: settings.bytes('storage.segment_bytes_max'),
@@ -149,7 +282,6 @@ export async function startGateway(options: {
   const routes: Route<Handler>[] = dataRoutes({
     store,
     engine,
-    pool,
     settings,
     tls: tlsFiles !== undefined,
     auth,
@@ -194,12 +326,11 @@ export async function startGateway(options: {
       },
     }),
   );
-  const address = settings.listen('public_listen');
   const audit = new AuditSink(engine, componentLogger('gateway.audit'));
   const listener: Listener = await listen(
     {
-      host: address.host,
-      port: address.port,
+      host: settings.listen('public_listen').host,
+      port: options.port,
       sharedPort: true,
       audit,
       identify: (exchange) => {
@@ -216,26 +347,19 @@ export async function startGateway(options: {
     new Router(API_PREFIX, routes),
     log,
   );
-  log.info(
-    { port: listener.port, inflightBytes: arena.blockCount * BLOCK_BYTES, poolThreads: threads },
-    'gateway listening',
-  );
+  log.debug({ port: listener.port, listener: options.listener }, 'listener started');
   return {
     port: listener.port,
     stop: async () => {
       clearInterval(statsTimer);
-      // In-flight requests and the seals of the open segments (the pool's and the inline one)
-      // need the engine; when it is gone (stopped with this process), they fail at once, and
-      // the engine's next start recovers the segments (src/engine/segments/recovery.ts).
+      // In-flight requests and the seal of the inline segment need the engine; when it is gone
+      // (stopped with this process), they fail at once, and the engine's next start recovers
+      // the segments (src/engine/segments/recovery.ts).
       engine.stopWaiting();
       await listener.close();
       // Only now: the requests that drained until here went on reporting their pins.
       uploadPins.close();
       await audit.close();
-      const seals = await sealer.sealAll(POOL_SEAL_WAIT_MS);
-      if (seals.sealed < seals.asked) log.info(seals, 'pool segments left to recovery');
-      sealer.close();
-      await pool.destroy();
       await inlineWriter.close();
       inlineReader.close();
       await ordered.close();

@@ -2,7 +2,6 @@
 // OpenAPI document. Handlers parse and check everything a client controls before a body byte
 // is read, then hand the body to the upload pipeline and the manifest to the engine.
 
-import type { Piscina } from 'piscina';
 import { BASIC_CHALLENGE, type Exchange } from '../http/exchange.js';
 import type { Route } from '../http/router.js';
 import type { Handler } from '../http/server.js';
@@ -74,7 +73,6 @@ export interface GatewayServices {
   readonly store: IndexStore;
   readonly engine: EngineClient;
   readonly auth: Authenticator;
-  readonly pool: Piscina;
   readonly upload: UploadServices;
   readonly download: DownloadServices;
   readonly settings: Settings;

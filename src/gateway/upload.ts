@@ -15,7 +15,6 @@
 // (garbage).
 
 import { createHash } from 'node:crypto';
-import type { Piscina } from 'piscina';
 import type { BodyArena } from './body-arena.js';
 import type { OrderedStage, OrderedUpload } from '../workers/ordered-stage.js';
 import {
@@ -25,6 +24,7 @@ import {
   type Outcome,
   type TenantKeyMaterial,
   type Slice,
+  type TaskRunner,
 } from '../workers/protocol.js';
 import type { Exchange } from '../http/exchange.js';
 import type { ManifestChunk } from '../engine/ops/objects.js';
@@ -98,7 +98,7 @@ export class UploadStats {
 
 export interface UploadServices {
   readonly arena: BodyArena;
-  readonly pool: Piscina;
+  readonly pool: TaskRunner;
   readonly ordered: OrderedStage;
   readonly chunkAvgBytes: number;
   /** Stores chunks on the gateway's own thread (small ones, see INLINE_CHUNK_BYTES_MAX). */

@@ -58,6 +58,15 @@ export const settingSpecs = {
     max: 256,
     help: 'worker threads per gateway (0: cores + 1, divided among the gateways)',
   },
+  gateway_threads: {
+    kind: 'int',
+    fallback: '0',
+    min: 0,
+    max: 64,
+    help:
+      'listener threads per gateway, each an event loop on the public port' +
+      ' (0: one per core up to 4, divided among the gateways)',
+  },
   'log.level': {
     kind: 'string',
     fallback: 'info',

@@ -30,7 +30,7 @@ export class PoolSealer {
   private answers: Map<number, boolean> | undefined;
   private answered: (() => void) | undefined;
 
-  constructor(channelName: string) {
+  constructor(readonly channelName: string) {
     this.channel = new BroadcastChannel(channelName);
     this.channel.unref();
     this.channel.onmessage = (event) => this.onMessage(event.data as WorkerMessage);

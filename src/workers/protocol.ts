@@ -1,6 +1,6 @@
 // Task and result types of the worker pool, and the shared body-block arena they point into.
 //
-// Body bytes live in one SharedArrayBuffer per gateway, cut into fixed blocks. The gateway
+// Body bytes live in one SharedArrayBuffer per listener thread, cut into fixed blocks. The gateway
 // copies each uWebSockets.js chunk into a block once; tasks name byte ranges of blocks and
 // workers read them in place, so a chunk that spans two blocks needs no copy and no transfer.
 // Results cross back as plain data; errors as `WireError` (structured clone drops subclasses).
@@ -14,11 +14,18 @@ import type { WireError } from '../util/errors.js';
 import type { ChecksumAlg } from '../engine/checksums.js';
 import type { TenantKeys } from '../engine/chunk-codec.js';
 
-export interface WorkerConfig {
-  readonly arena: SharedArrayBuffer;
-  readonly blockBytes: number;
+/** One listener thread's arenas (gateway.ts): the blocks its tasks name are in these. */
+export interface ListenerArenas {
+  /** The body arena, in blocks of `blockBytes`. */
+  readonly upload: SharedArrayBuffer;
   /** The download arena, in blocks of `downloadBlockBytes`. */
   readonly downloads: SharedArrayBuffer;
+}
+
+export interface WorkerConfig {
+  /** Every listener thread's arenas, by listener number. */
+  readonly arenas: readonly ListenerArenas[];
+  readonly blockBytes: number;
   readonly downloadBlockBytes: number;
   readonly dataDir: string;
   readonly segmentBytesMax: number;
@@ -88,6 +95,21 @@ export interface ReadTask {
 }
 
 export type Task = StoreTask | ReadTask;
+
+/** A task as the pool receives it: with the number of the listener whose arenas it names. */
+export interface PoolTask {
+  readonly listener: number;
+  readonly task: Task;
+}
+
+/**
+ * Where a listener's uploads and downloads send their tasks: the gateway's pool, straight from
+ * the gateway's first thread or through it from another listener thread (listener-tasks.ts).
+ * Answers what the pool's `run` answers (worker.ts).
+ */
+export interface TaskRunner {
+  run(task: Task): Promise<unknown>;
+}
 
 export type Outcome<T> =
   { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: WireError };

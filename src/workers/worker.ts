@@ -24,16 +24,18 @@ import { answerSealRequests } from './pool-seal.js';
 import {
   tenantKeysFrom,
   type WorkerConfig,
-  type Task,
   type StoreTask,
   type StoreResult,
   type ReadTask,
+  type PoolTask,
   type Outcome,
 } from './protocol.js';
 
 const config = workerData as WorkerConfig;
-const arena = Buffer.from(config.arena);
-const downloads = Buffer.from(config.downloads);
+const arenas = config.arenas.map((shared) => ({
+  upload: Buffer.from(shared.upload),
+  downloads: Buffer.from(shared.downloads),
+}));
 let index: IndexStore | undefined;
 let writer: SegmentWriter | undefined;
 let reader: SegmentReader | undefined;
@@ -95,18 +97,21 @@ function segmentReader(): SegmentReader {
  * the download-arena blocks the task named, else the plaintext ArrayBuffer itself (transferred,
  * not copied); a failed read answers a failed Outcome.
  */
-export default async function run(
-  task: Task,
-): Promise<Outcome<StoreResult> | ArrayBuffer | number> {
+export default async function run({
+  listener,
+  task,
+}: PoolTask): Promise<Outcome<StoreResult> | ArrayBuffer | number> {
+  const arena = arenas[listener];
+  assert.ok(arena !== undefined, `no arenas for listener ${listener}`);
   try {
     switch (task.kind) {
       case 'store': {
-        const value = await store(task);
+        const value = await store(task, arena.upload);
         // The chunk id may be a slice of this thread's buffer pool (see ownBytes).
         return { ok: true, value: { ...value, chunkId: ownBytes(value.chunkId) } };
       }
       case 'read':
-        return await read(task);
+        return await read(task, arena.downloads);
     }
   } catch (error) {
     if (error instanceof AssertionError)
@@ -124,7 +129,7 @@ const deps: ChunkStoreDeps = {
   deadChunkGraceMs: config.deadChunkGraceMs,
 };
 
-function store(task: StoreTask): Promise<StoreResult> {
+function store(task: StoreTask, arena: Buffer): Promise<StoreResult> {
   const slices = task.slices.map(([block, start, end]) => {
     const base = block * config.blockBytes;
     return arena.subarray(base + start, base + end);
@@ -137,7 +142,7 @@ function store(task: StoreTask): Promise<StoreResult> {
   });
 }
 
-async function read(task: ReadTask): Promise<ArrayBuffer | number> {
+async function read(task: ReadTask, downloads: Buffer): Promise<ArrayBuffer | number> {
   const input = {
     keys: tenantKeysFrom(task.keys),
     chunkId: task.chunkId,

@@ -16,13 +16,12 @@
 // or copies before `tryEnd` returns).
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
-import type { Piscina } from 'piscina';
 import { BodyArena } from '../../src/gateway/body-arena.js';
 import { sendObject, type DownloadServices } from '../../src/gateway/download.js';
 import { packChunkRefs } from '../../src/engine/ops/objects.js';
 import type { ObjectVersionRecord } from '../../src/engine/index/schema.js';
 import type { Exchange } from '../../src/http/exchange.js';
-import type { ReadTask, TenantKeyMaterial } from '../../src/workers/protocol.js';
+import type { ReadTask, TaskRunner, TenantKeyMaterial } from '../../src/workers/protocol.js';
 import type { ChunkStoreDeps } from '../../src/workers/chunk-store.js';
 import { chunkIdOf, encodeChunk } from '../../src/engine/chunk-codec.js';
 import { tenantKeysOf } from '../../src/gateway/upload.js';
@@ -87,7 +86,7 @@ function fixture(
   } as unknown as ObjectVersionRecord;
   const services: DownloadServices = {
     arena,
-    pool: pool as unknown as Piscina,
+    pool,
     inline: {} as ChunkStoreDeps,
   };
   return {
@@ -187,10 +186,10 @@ t.test('whole objects and ranges come out exact, through blocks and buffers', as
 t.test('a read task carries its chunk id alone, not the record it was cut from', async (t) => {
   const f = fixture([100 * 1024, 70 * 1024]);
   const tasks: ReadTask[] = [];
-  const pool = f.services.pool as unknown as { run: (task: ReadTask) => Promise<unknown> };
-  const run = pool.run;
+  const pool = f.services.pool;
+  const run = pool.run.bind(pool);
   pool.run = (task) => {
-    tasks.push(task);
+    tasks.push(task as ReadTask);
     return run(task);
   };
   const client = recordingExchange();
@@ -309,7 +308,7 @@ function smallObjects(sizes: readonly number[], waits = false) {
   } as unknown as ChunkStoreDeps;
   const services: DownloadServices = {
     arena: new BodyArena(BLOCK, 2),
-    pool: {} as unknown as Piscina,
+    pool: {} as TaskRunner,
     inline,
   };
   return { objects, services, counts };

@@ -50,7 +50,10 @@ t.test('uploads wait for admission instead of deadlocking', async (t) => {
 // an upload that then waits paused for longer than that must not be dropped.
 t.test('an upload waiting paused for admission outlives the idle timeout', async (t) => {
   // 16 MiB of arena is one upload's reserve: the slow upload holds it all while it trickles in.
-  const service = await Service.start({ args: ['--limits.inflight_bytes_max', '16MiB'] });
+  // One listener thread: another would have an arena of its own for the second upload.
+  const service = await Service.start({
+    args: ['--limits.inflight_bytes_max', '16MiB', '--gateway-threads', '1'],
+  });
   t.teardown(() => service.close());
   const client = await service.tenant('acme');
   await client.request('POST', '/buckets', { json: { name: 'waiting' } });

@@ -1,0 +1,160 @@
+// A gateway's listener threads other than its first (listener-entry.ts runs in each), and how
+// they share the gateway's one worker pool.
+//
+// The pool belongs to the gateway's first thread, which runs listener 0. Every other listener
+// thread sends its tasks there over a MessagePort; the first thread runs them on the pool and
+// sends the answers back (a read's plaintext ArrayBuffer transferred, not copied). Only chunks
+// that are worth the pool go this way (see upload.ts and download.ts), so the two hops cost
+// little against the task. A task names blocks of its own listener's arenas, which every pool
+// thread holds (WorkerConfig.arenas), so no body byte crosses a port.
+
+import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
+import type { Piscina } from 'piscina';
+import { fromWire, Internal, toWire, type WireError } from '../util/errors.js';
+import type { Settings, SettingName } from '../util/config.js';
+import type { PoolTask, Task, TaskRunner } from '../workers/protocol.js';
+import type { ListenerMemory, RunningListener } from './gateway.js';
+
+/** What a listener thread starts from (listener-entry.ts). */
+export interface ListenerThreadData {
+  readonly settings: Readonly<Record<SettingName, string>>;
+  readonly dataDir: string;
+  readonly listener: number;
+  readonly memory: ListenerMemory;
+  /** The public port, which the first listener already holds. */
+  readonly port: number;
+  /** Where the thread's pool tasks go (serveTasks). */
+  readonly tasks: MessagePort;
+}
+
+/**
+ * What a listener thread tells its gateway: that it listens, or that an exception nothing caught
+ * reached it (listener-entry.ts), after which the gateway stops all its listeners.
+ */
+export type ThreadMessage = 'listening' | { readonly failed: string };
+
+export interface ListenerThread extends RunningListener {
+  /** Rejects when the thread fails or ends without having been asked to stop. */
+  readonly failed: Promise<never>;
+}
+
+/** How long a stop waits for a thread to end on its own once its listener has drained. */
+const THREAD_EXIT_WAIT_MS = 10_000;
+
+/** Starts listener `listener` on its own thread; resolves once it listens. */
+export async function startListenerThread(options: {
+  settings: Settings;
+  dataDir: string;
+  listener: number;
+  memory: ListenerMemory;
+  pool: Piscina;
+  port: number;
+}): Promise<ListenerThread> {
+  const channel = new MessageChannel();
+  serveTasks(channel.port1, options.pool, options.listener);
+  const workerData: ListenerThreadData = {
+    settings: options.settings.raw,
+    dataDir: options.dataDir,
+    listener: options.listener,
+    memory: options.memory,
+    port: options.port,
+    tasks: channel.port2,
+  };
+  const worker = new Worker(new URL('./listener-entry.js', import.meta.url), {
+    workerData,
+    transferList: [channel.port2],
+  });
+  let stopping = false;
+  const exited = new Promise<number>((resolve) => worker.once('exit', resolve));
+  let listening: () => void = () => {};
+  const started = new Promise<void>((resolve) => (listening = resolve));
+  const failed = new Promise<never>((_, reject) => {
+    worker.on('message', (message: ThreadMessage) => {
+      if (message === 'listening') listening();
+      else reject(Internal(`listener thread ${options.listener} failed: ${message.failed}`));
+    });
+    worker.once('error', reject);
+    void exited.then((code) => {
+      if (!stopping) reject(Internal(`listener thread ${options.listener} ended (code ${code})`));
+    });
+  });
+  // Until the thread listens, its failure is the start's.
+  await Promise.race([started, failed]);
+  return {
+    port: options.port,
+    failed,
+    // Also after a failure: then the thread has ended already.
+    stop: async () => {
+      stopping = true;
+      worker.postMessage('stop');
+      const timer = setTimeout(() => void worker.terminate(), THREAD_EXIT_WAIT_MS);
+      await exited;
+      clearTimeout(timer);
+      channel.port1.close();
+    },
+  };
+}
+
+/** Listener 0's tasks: straight to the pool. */
+export function poolTasks(pool: Piscina, listener: number): TaskRunner {
+  return { run: (task) => pool.run({ listener, task }) };
+}
+
+interface TaskMessage {
+  readonly id: number;
+  readonly task: Task;
+}
+
+type AnswerMessage =
+  | { readonly id: number; readonly ok: true; readonly value: unknown }
+  | { readonly id: number; readonly ok: false; readonly error: WireError };
+
+/** What serveTasks needs of the pool. */
+export interface PoolRunner {
+  run(task: PoolTask): Promise<unknown>;
+}
+
+/** In the first thread: runs on the pool what listener `listener` sends over `port`. */
+export function serveTasks(port: MessagePort, pool: PoolRunner, listener: number): void {
+  port.on('message', ({ id, task }: TaskMessage) => {
+    pool.run({ listener, task }).then(
+      (value: unknown) =>
+        port.postMessage({ id, ok: true, value } satisfies AnswerMessage, transferOf(value)),
+      (error: unknown) =>
+        port.postMessage({ id, ok: false, error: toWire(error) } satisfies AnswerMessage),
+    );
+  });
+}
+
+/** In another listener thread: the tasks go to the first thread's pool over `port`. */
+export class PortTasks implements TaskRunner {
+  private nextId = 0;
+  private readonly waiting = new Map<number, (answer: AnswerMessage) => void>();
+
+  constructor(private readonly port: MessagePort) {
+    port.on('message', (answer: AnswerMessage) => {
+      const settle = this.waiting.get(answer.id);
+      this.waiting.delete(answer.id);
+      settle?.(answer);
+    });
+  }
+
+  run(task: Task): Promise<unknown> {
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.waiting.set(id, (answer) => {
+        if (answer.ok) resolve(answer.value);
+        else reject(fromWire(answer.error));
+      });
+      this.port.postMessage({ id, task } satisfies TaskMessage);
+    });
+  }
+
+  close(): void {
+    this.port.close();
+  }
+}
+
+function transferOf(value: unknown): ArrayBuffer[] {
+  return value instanceof ArrayBuffer ? [value] : [];
+}
