@@ -53,7 +53,7 @@ export async function serve(argv: readonly string[], exit: (code: number) => nev
         'usage: lightwell serve [options]\n  runs the engine, the gateways and the admin process' +
         `\n${SERVICE_FLAGS}  --gateways N               gateway processes (default 1)\n` +
         '  --gateway-threads N        listener threads per gateway (default 0: one per core up\n' +
-        '                             to 4, divided among the gateways)\n';
+        '                             to 4, divided among the gateways, two at the default budget)\n';
       return await writeThenExit(process.stdout, usage, 0, exit);
     }
     settings = settingsFrom(args);

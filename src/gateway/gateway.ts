@@ -60,26 +60,35 @@ export interface GatewayShare {
  * listener threads, but every listener's upload arena holds at least one upload's reserve (so
  * every upload can run), and so the service may hold more than the setting when it is small
  * against the listener count. The automatic pool size (`workers` 0) is a thread per core and
- * one more, divided among the gateways and rounded up; an explicit `workers` is per gateway. The
- * automatic listener count (`gateway_threads` 0) is one per core, at most four, divided among
- * the gateways, at least one each: small requests keep a listener's thread busy (on two cores
- * two listeners served 30–45% more 4 KiB GETs than one, see docs/benchmarks.md), and each
- * listener costs about 30 MiB of its own (a JavaScript heap and an ordered-stage thread).
+ * one more, divided among the gateways and rounded up; an explicit `workers` is per gateway.
+ *
+ * The automatic listener count (`gateway_threads` 0) is one per core, at most four, divided
+ * among the gateways, and no more than leaves each listener two uploads' reserves (an arena of
+ * one reserve admits one large upload at a time, while the other listeners' arenas may sit
+ * idle): two at the default budget. Small requests keep a listener's thread busy (on two cores
+ * two listeners served 16–47% more 4 KiB GETs and 4–8% more PUTs than one, docs/benchmarks.md),
+ * and each listener costs about 30 MiB of its own (a JavaScript heap, an ordered-stage thread).
  */
 export function gatewayShare(settings: Settings, cores: number): GatewayShare {
   const gateways = settings.int('gateways');
-  const listeners =
-    settings.int('gateway_threads') ||
-    Math.max(1, Math.floor(Math.min(cores, LISTENERS_AUTO_MAX) / gateways));
-  const share = Math.floor(settings.bytes('limits.inflight_bytes_max') / gateways / listeners);
+  const budget = Math.floor(settings.bytes('limits.inflight_bytes_max') / gateways);
   const reserve = reserveBlocks(
     Number.MAX_SAFE_INTEGER,
     settings.bytes('storage.chunk_bytes_avg'),
     BLOCK_BYTES,
   );
+  const listeners =
+    settings.int('gateway_threads') ||
+    Math.max(
+      1,
+      Math.min(
+        Math.floor(Math.min(cores, LISTENERS_AUTO_MAX) / gateways),
+        Math.floor(budget / (2 * reserve * BLOCK_BYTES)),
+      ),
+    );
   return {
     listeners,
-    arenaBlocks: Math.max(reserve, Math.floor(share / BLOCK_BYTES)),
+    arenaBlocks: Math.max(reserve, Math.floor(budget / listeners / BLOCK_BYTES)),
     threads: settings.int('workers') || Math.max(1, Math.ceil((cores + 1) / gateways)),
   };
 }
@@ -108,8 +117,8 @@ function listenerMemory(arenaBlocks: number, chunkAvgBytes: number): ListenerMem
 
 /**
  * Starts a gateway process: its worker pool, its first listener on this thread, and the other
- * listener threads (listener-thread.ts), which share the public port (SO_REUSEPORT: the kernel
- * spreads connections among them) and the pool (listener-tasks.ts).
+ * listener threads (listener-threads.ts), which share the public port (SO_REUSEPORT: the kernel
+ * spreads connections among them) and the pool.
  */
 export async function startGateway(options: {
   dataDir: string;
@@ -129,12 +138,17 @@ export async function startGateway(options: {
   const listeners: RunningListener[] = [];
   let failed: (error: unknown) => void = () => {};
   const failure = new Promise<never>((_, reject) => (failed = reject));
+  // Handled by whoever runs the process (child.ts), once the start has resolved; until then a
+  // rejection must not count as unhandled.
+  failure.catch(() => {});
   const stopAll = async (): Promise<void> => {
-    await Promise.all(listeners.map((listener) => listener.stop()));
+    // Every listener stops, and the pool's segments are sealed, even when one stop fails.
+    const stops = await Promise.allSettled(listeners.map((listener) => listener.stop()));
     const seals = await sealer.sealAll(POOL_SEAL_WAIT_MS);
     if (seals.sealed < seals.asked) log.info(seals, 'pool segments left to recovery');
     sealer.close();
     await pool.destroy();
+    for (const stop of stops) if (stop.status === 'rejected') throw stop.reason;
   };
   try {
     const first = await startListener({

@@ -5,6 +5,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import assert from 'node:assert';
 import { createRootLogger } from '../util/log.js';
+import { toWire } from '../util/errors.js';
 import { loadSettings } from '../util/config.js';
 import { dataDirPaths } from '../engine/data-dir.js';
 import { startListener } from './gateway.js';
@@ -17,7 +18,10 @@ assert(gateway !== null, 'a listener thread runs as a worker thread');
 // close a loop that still has handles).
 const fail = (error: unknown): void =>
   gateway.postMessage({
-    failed: error instanceof Error ? (error.stack ?? error.message) : String(error),
+    failed: {
+      error: toWire(error),
+      stack: error instanceof Error ? (error.stack ?? error.message) : String(error),
+    },
   } satisfies ThreadMessage);
 process.on('uncaughtException', fail);
 const data = workerData as ListenerThreadData;
@@ -37,7 +41,7 @@ try {
     tasks,
     port: data.port,
   });
-  gateway.once('message', () => void running.stop().then(ended, fail));
+  gateway.once('message', () => void running.stop().catch(fail).finally(ended));
   gateway.postMessage('listening' satisfies ThreadMessage);
 } catch (error) {
   fail(error);

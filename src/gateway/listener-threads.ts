@@ -10,7 +10,8 @@
 
 import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
 import type { Piscina } from 'piscina';
-import { fromWire, Internal, toWire, type WireError } from '../util/errors.js';
+import { fromWire, Internal, toWire, type LightwellError, type WireError } from '../util/errors.js';
+import { componentLogger } from '../util/log.js';
 import type { Settings, SettingName } from '../util/config.js';
 import type { PoolTask, Task, TaskRunner } from '../workers/protocol.js';
 import type { ListenerMemory, RunningListener } from './gateway.js';
@@ -31,15 +32,20 @@ export interface ListenerThreadData {
  * What a listener thread tells its gateway: that it listens, or that an exception nothing caught
  * reached it (listener-entry.ts), after which the gateway stops all its listeners.
  */
-export type ThreadMessage = 'listening' | { readonly failed: string };
+export type ThreadMessage = 'listening' | { readonly failed: ThreadFailure };
+
+export interface ThreadFailure {
+  readonly error: WireError;
+  readonly stack: string;
+}
 
 export interface ListenerThread extends RunningListener {
   /** Rejects when the thread fails or ends without having been asked to stop. */
   readonly failed: Promise<never>;
 }
 
-/** How long a stop waits for a thread to end on its own once its listener has drained. */
-const THREAD_EXIT_WAIT_MS = 10_000;
+/** How long a stop waits for a thread to end on its own: its listener's drain and 5 s more. */
+const THREAD_EXIT_WAIT_MS = 15_000;
 
 /** Starts listener `listener` on its own thread; resolves once it listens. */
 export async function startListenerThread(options: {
@@ -50,6 +56,7 @@ export async function startListenerThread(options: {
   pool: Piscina;
   port: number;
 }): Promise<ListenerThread> {
+  const log = componentLogger('gateway');
   const channel = new MessageChannel();
   serveTasks(channel.port1, options.pool, options.listener);
   const workerData: ListenerThreadData = {
@@ -71,28 +78,46 @@ export async function startListenerThread(options: {
   const failed = new Promise<never>((_, reject) => {
     worker.on('message', (message: ThreadMessage) => {
       if (message === 'listening') listening();
-      else reject(Internal(`listener thread ${options.listener} failed: ${message.failed}`));
+      else reject(threadFailure(options.listener, message.failed));
     });
     worker.once('error', reject);
     void exited.then((code) => {
       if (!stopping) reject(Internal(`listener thread ${options.listener} ended (code ${code})`));
     });
   });
-  // Until the thread listens, its failure is the start's.
-  await Promise.race([started, failed]);
-  return {
-    port: options.port,
-    failed,
-    // Also after a failure: then the thread has ended already.
-    stop: async () => {
-      stopping = true;
-      worker.postMessage('stop');
-      const timer = setTimeout(() => void worker.terminate(), THREAD_EXIT_WAIT_MS);
-      await exited;
-      clearTimeout(timer);
-      channel.port1.close();
-    },
+  const stop = async (): Promise<void> => {
+    stopping = true;
+    worker.postMessage('stop');
+    // Past the listener's drain (10 s, server.ts), after which its sockets are closed: a thread
+    // ended with sockets open would abort the process.
+    const timer = setTimeout(() => {
+      log.warn({ listener: options.listener }, 'listener thread ended by force');
+      void worker.terminate();
+    }, THREAD_EXIT_WAIT_MS);
+    await exited;
+    clearTimeout(timer);
+    channel.port1.close();
   };
+  // Until the thread listens, its failure is the start's. Such a thread holds no socket yet (a
+  // listener binds last), so it is ended at once.
+  try {
+    await Promise.race([started, failed]);
+  } catch (error) {
+    stopping = true;
+    await worker.terminate();
+    channel.port1.close();
+    throw error;
+  }
+  return { port: options.port, failed, stop };
+}
+
+/**
+ * A thread's failure: its own error when it has a code of the catalogue (a start refused, e.g.
+ * the port), else an internal error with the thread's stack.
+ */
+function threadFailure(listener: number, failure: ThreadFailure): LightwellError {
+  if (failure.error.code !== 'internal') return fromWire(failure.error);
+  return Internal(`listener thread ${listener} failed: ${failure.stack}`);
 }
 
 /** Listener 0's tasks: straight to the pool. */
@@ -117,12 +142,14 @@ export interface PoolRunner {
 /** In the first thread: runs on the pool what listener `listener` sends over `port`. */
 export function serveTasks(port: MessagePort, pool: PoolRunner, listener: number): void {
   port.on('message', ({ id, task }: TaskMessage) => {
-    pool.run({ listener, task }).then(
-      (value: unknown) =>
+    pool
+      .run({ listener, task })
+      .then((value: unknown) =>
         port.postMessage({ id, ok: true, value } satisfies AnswerMessage, transferOf(value)),
-      (error: unknown) =>
+      )
+      .catch((error: unknown) =>
         port.postMessage({ id, ok: false, error: toWire(error) } satisfies AnswerMessage),
-    );
+      );
   });
 }
 

@@ -65,7 +65,7 @@ export const settingSpecs = {
     max: 64,
     help:
       'listener threads per gateway, each an event loop on the public port' +
-      ' (0: one per core up to 4, divided among the gateways)',
+      ' (0: one per core up to 4, divided among the gateways, each with two uploads of the budget)',
   },
   'log.level': {
     kind: 'string',

@@ -104,7 +104,7 @@ export interface PoolTask {
 
 /**
  * Where a listener's uploads and downloads send their tasks: the gateway's pool, straight from
- * the gateway's first thread or through it from another listener thread (listener-tasks.ts).
+ * the gateway's first thread or through it from another listener thread (listener-threads.ts).
  * Answers what the pool's `run` answers (worker.ts).
  */
 export interface TaskRunner {

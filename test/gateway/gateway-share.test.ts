@@ -15,7 +15,11 @@ t.test(
   async (t) => {
     t.same(gatewayShare(loadSettings({}), 1), { listeners: 1, arenaBlocks: 64, threads: 2 });
     t.same(gatewayShare(loadSettings({}), 2), { listeners: 2, arenaBlocks: 32, threads: 3 });
-    t.same(gatewayShare(loadSettings({}), 16), { listeners: 4, arenaBlocks: 16, threads: 17 });
+    // At the default budget, two: each listener's arena keeps room for two uploads' reserves.
+    t.same(gatewayShare(loadSettings({}), 16), { listeners: 2, arenaBlocks: 32, threads: 17 });
+    const larger = loadSettings({ flags: { 'limits.inflight_bytes_max': '256MiB' } });
+    t.same(gatewayShare(larger, 16), { listeners: 4, arenaBlocks: 64, threads: 17 });
+    t.same(gatewayShare(larger, 3), { listeners: 3, arenaBlocks: 85, threads: 4 });
   },
 );
 
