@@ -126,6 +126,11 @@ export const SERVICE_FLAGS = `  --data-dir DIR            data directory (defaul
                              (environment: LIGHTWELL_ plus the name upper-cased, dots as underscores)
 `;
 
+/** The gateway's own flags, for `--help` of serve and of the gateway binary. */
+export const GATEWAY_FLAGS =
+  '  --gateway-threads N        listener threads per gateway (default 0: one per core up\n' +
+  '                             to 4, divided among the gateways, two at the default budget)\n';
+
 /**
  * Writes `text`, then exits with `code` once it is out: writes to a pipe are asynchronous on
  * POSIX, and an exit before they finish would cut them short. The promise never settles.

@@ -2,7 +2,14 @@
 // readiness to a supervising `lightwell serve` over IPC when there is one.
 
 import { createRootLogger } from '../util/log.js';
-import { parseArgs, settingsFrom, writeThenExit, refuseStart, SERVICE_FLAGS } from './args.js';
+import {
+  parseArgs,
+  settingsFrom,
+  writeThenExit,
+  refuseStart,
+  SERVICE_FLAGS,
+  GATEWAY_FLAGS,
+} from './args.js';
 import { startHeapTrimmer } from '../util/malloc-env.js';
 
 export type Role = 'engine' | 'gateway' | 'admin';
@@ -24,7 +31,8 @@ export async function runChild(
     if (args.flags.has('help')) {
       const usage =
         `usage: lightwell-${role} [options]\n  runs the ${role} process on its own` +
-        ` (lightwell serve runs them all)\n${SERVICE_FLAGS}`;
+        ` (lightwell serve runs them all)\n${SERVICE_FLAGS}` +
+        (role === 'gateway' ? GATEWAY_FLAGS : '');
       return await writeThenExit(process.stdout, usage, 0, exit);
     }
     settings = settingsFrom(args);

@@ -24,6 +24,7 @@ import {
   failureText,
   EXIT_FAILURE,
   SERVICE_FLAGS,
+  GATEWAY_FLAGS,
 } from './args.js';
 import type { ReadyMessage, Role } from './child.js';
 import { tlsFilesOf, type ListenAddress, type Settings } from '../util/config.js';
@@ -52,8 +53,7 @@ export async function serve(argv: readonly string[], exit: (code: number) => nev
       const usage =
         'usage: lightwell serve [options]\n  runs the engine, the gateways and the admin process' +
         `\n${SERVICE_FLAGS}  --gateways N               gateway processes (default 1)\n` +
-        '  --gateway-threads N        listener threads per gateway (default 0: one per core up\n' +
-        '                             to 4, divided among the gateways, two at the default budget)\n';
+        GATEWAY_FLAGS;
       return await writeThenExit(process.stdout, usage, 0, exit);
     }
     settings = settingsFrom(args);

@@ -26,7 +26,11 @@ const fail = (error: unknown): void =>
 process.on('uncaughtException', fail);
 const data = workerData as ListenerThreadData;
 const settings = loadSettings({ flags: data.settings });
-createRootLogger({ level: settings.string('log.level'), process: 'gateway' });
+createRootLogger({
+  level: settings.string('log.level'),
+  process: 'gateway',
+  listener: data.listener,
+});
 const tasks = new PortTasks(data.tasks);
 const ended = (): void => {
   tasks.close();

@@ -25,11 +25,20 @@ const redactPaths = [
 
 let root: Logger | undefined;
 
-export function createRootLogger(options: { level: string; process: string }): Logger {
+/** `listener`: set in a gateway's listener threads other than its first, on their every line. */
+export function createRootLogger(options: {
+  level: string;
+  process: string;
+  listener?: number;
+}): Logger {
   root = pino(
     {
       level: options.level,
-      base: { process: options.process, pid: process.pid },
+      base: {
+        process: options.process,
+        pid: process.pid,
+        ...(options.listener === undefined ? {} : { listener: options.listener }),
+      },
       redact: { paths: redactPaths, censor: '[redacted]' },
       timestamp: pino.stdTimeFunctions.isoTime,
     },
