@@ -32,16 +32,18 @@ export interface ArenaMemory {
   readonly buffer: SharedArrayBuffer;
   /** Set when the blocks and the gear kernel's table fit in one WebAssembly memory. */
   readonly memory?: WebAssembly.Memory | undefined;
+  /** Where the blocks end; the gear kernel's table follows them in `memory`. */
+  readonly kernelOffset: number;
 }
 
 export function arenaMemory(blockBytes: number, blockCount: number): ArenaMemory {
   const blocksBytes = blockBytes * blockCount;
   const memoryBytes = blocksBytes + GEAR_KERNEL_TABLE_BYTES;
   if (memoryBytes > GEAR_KERNEL_MEMORY_BYTES_MAX)
-    return { buffer: new SharedArrayBuffer(blocksBytes) };
+    return { buffer: new SharedArrayBuffer(blocksBytes), kernelOffset: blocksBytes };
   const pages = Math.ceil(memoryBytes / WASM_PAGE_BYTES);
   const memory = new WebAssembly.Memory({ initial: pages, maximum: pages, shared: true });
-  return { buffer: memory.buffer as SharedArrayBuffer, memory };
+  return { buffer: memory.buffer as SharedArrayBuffer, memory, kernelOffset: blocksBytes };
 }
 
 interface Waiter {
@@ -79,7 +81,7 @@ export class BodyArena {
   ) {
     assert(blockBytes > 0 && blockCount > 0);
     this.kernelOffset = blockBytes * blockCount;
-    assert(shared.buffer.byteLength >= this.kernelOffset, 'the memory is smaller than the blocks');
+    assert(shared.kernelOffset === this.kernelOffset, 'the memory was made for other blocks');
     this.memory = shared.memory;
     this.buffer = shared.buffer;
     // The blocks only: whatever follows them in the memory is the kernel's.

@@ -1,6 +1,6 @@
 // The gateway process: its listeners of the public port (data-plane API at /api/v1), one per
-// listener thread, each with its body arenas and ordered-stage thread, and the worker pool they
-// share. Several gateway processes may share the public port too.
+// listener thread, each with its body arenas, and the worker pool and ordered-stage threads
+// they share. Several gateway processes may share the public port too.
 
 import { Piscina } from 'piscina';
 import { availableParallelism } from 'node:os';
@@ -16,7 +16,8 @@ import { BodyArena, arenaMemory, type ArenaMemory } from './body-arena.js';
 import { poolTasks, startListenerThread } from './listener-threads.js';
 import { reserveBlocks, UploadStats } from './upload.js';
 import { UploadPins } from './upload-pins.js';
-import { OrderedStage } from '../workers/ordered-stage.js';
+import { OrderedStage, OrderedStageThread } from '../workers/ordered-stage.js';
+import type { MessagePort } from 'node:worker_threads';
 import { Authenticator } from './auth.js';
 import { dataRoutes } from './routes.js';
 import * as docs from './route-docs.js';
@@ -67,7 +68,7 @@ export interface GatewayShare {
  * one reserve admits one large upload at a time, while the other listeners' arenas may sit
  * idle): two at the default budget. Small requests keep a listener's thread busy (on two cores
  * two listeners served 16–47% more 4 KiB GETs and 4–8% more PUTs than one, docs/benchmarks.md),
- * and each listener costs about 30 MiB of its own (a JavaScript heap, an ordered-stage thread).
+ * and each listener costs about 20 MiB of its own (mostly its thread's JavaScript heap).
  */
 export function gatewayShare(settings: Settings, cores: number): GatewayShare {
   const gateways = settings.int('gateways');
@@ -141,6 +142,15 @@ export async function startGateway(options: {
   // Handled by whoever runs the process (child.ts), once the start has resolved; until then a
   // rejection must not count as unhandled.
   failure.catch(() => {});
+  const ordered = startOrderedStages(memories);
+  for (const thread of ordered) thread.failed.catch(failed);
+  void (ordered[0] as OrderedStageThread).kernel.then((kernel) =>
+    log.debug({ gearScan: kernel ? 'webassembly' : 'javascript' }, 'ordered stage started'),
+  );
+  const orderedPort = (listener: number): MessagePort =>
+    (ordered[Math.floor(listener / LISTENERS_PER_ORDERED_STAGE)] as OrderedStageThread).connect(
+      listener,
+    );
   const stopAll = async (): Promise<void> => {
     // Every listener stops, and the pool's segments are sealed, even when one stop fails.
     const stops = await Promise.allSettled(listeners.map((listener) => listener.stop()));
@@ -148,6 +158,7 @@ export async function startGateway(options: {
     if (seals.sealed < seals.asked) log.info(seals, 'pool segments left to recovery');
     sealer.close();
     await pool.destroy();
+    await Promise.all(ordered.map((thread) => thread.close()));
     for (const stop of stops) if (stop.status === 'rejected') throw stop.reason;
   };
   try {
@@ -157,6 +168,7 @@ export async function startGateway(options: {
       listener: 0,
       memory: memories[0] as ListenerMemory,
       tasks: poolTasks(pool, 0),
+      ordered: orderedPort(0),
       port: settings.listen('public_listen').port,
     });
     listeners.push(first);
@@ -168,6 +180,7 @@ export async function startGateway(options: {
         listener,
         memory: memories[listener] as ListenerMemory,
         pool,
+        ordered: orderedPort(listener),
         port: first.port,
       });
       listeners.push(thread);
@@ -188,6 +201,24 @@ export async function startGateway(options: {
     'gateway listening',
   );
   return { port, failed: failure, stop: stopAll };
+}
+
+/**
+ * Listeners per ordered-stage thread. One thread keeps up with 1.8-2.8 GB/s of uploads that ask
+ * for the default CRC32C alone, 0.9-1.1 with SHA-256 or CRC64NVME too and 0.45 with all five
+ * (bench/micro/workers/ordered-stage.bench.ts): more than two listeners' uploads reach on the pool
+ * they share but when clients ask for every checksum. Each thread costs about 8 MiB of an idle
+ * gateway's RSS.
+ */
+const LISTENERS_PER_ORDERED_STAGE = 2;
+
+/** The ordered-stage threads; each holds every listener's upload arena, as pool threads do. */
+function startOrderedStages(memories: readonly ListenerMemory[]): OrderedStageThread[] {
+  const arenas = memories.map((memory) => memory.upload);
+  return Array.from(
+    { length: Math.ceil(memories.length / LISTENERS_PER_ORDERED_STAGE) },
+    () => new OrderedStageThread({ arenas, blockBytes: BLOCK_BYTES }),
+  );
 }
 
 function startPool(
@@ -239,8 +270,8 @@ export interface RunningListener {
 
 /**
  * One listener: the public port's routes on this thread's event loop, with its own engine
- * connection, index view, arenas, ordered-stage thread and inline segment. Its pool tasks go to
- * `tasks`.
+ * connection, index view, arenas and inline segment. Its pool tasks go to `tasks`, its uploads'
+ * ordered work to the ordered-stage thread over `ordered`.
  */
 export async function startListener(options: {
   settings: Settings;
@@ -248,6 +279,7 @@ export async function startListener(options: {
   listener: number;
   memory: ListenerMemory;
   tasks: TaskRunner;
+  ordered: MessagePort;
   port: number;
 }): Promise<RunningListener> {
   const { settings, paths, memory } = options;
@@ -264,10 +296,7 @@ export async function startListener(options: {
     memory.downloads,
   );
   const pool = options.tasks;
-  const ordered = new OrderedStage({ arena, blockBytes: BLOCK_BYTES });
-  void ordered.kernel.then((kernel) =>
-    log.debug({ gearScan: kernel ? 'webassembly' : 'javascript' }, 'ordered stage started'),
-  );
+  const ordered = new OrderedStage(options.ordered);
   const uploadStats = new UploadStats();
   const uploadPins = new UploadPins(engine, componentLogger('gateway.upload'));
   const statsTimer = logUploadStats(uploadStats, componentLogger('gateway.upload'));
@@ -376,7 +405,7 @@ export async function startListener(options: {
       await audit.close();
       await inlineWriter.close();
       inlineReader.close();
-      await ordered.close();
+      ordered.close();
       engine.close();
       await store.close();
     },

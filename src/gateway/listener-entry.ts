@@ -5,25 +5,21 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import assert from 'node:assert';
 import { createRootLogger } from '../util/log.js';
-import { toWire } from '../util/errors.js';
 import { loadSettings } from '../util/config.js';
 import { dataDirPaths } from '../engine/data-dir.js';
 import { startListener } from './gateway.js';
-import { PortTasks, type ListenerThreadData, type ThreadMessage } from './listener-threads.js';
+import {
+  PortTasks,
+  reportFailures,
+  type ListenerThreadData,
+  type ThreadMessage,
+} from './listener-threads.js';
 
 const gateway = parentPort;
 assert(gateway !== null, 'a listener thread runs as a worker thread');
 // An exception that nothing caught fails the gateway process, as on its main thread, but through
-// a clean stop: a thread ended with its sockets open would abort the process (libuv refuses to
-// close a loop that still has handles).
-const fail = (error: unknown): void =>
-  gateway.postMessage({
-    failed: {
-      error: toWire(error),
-      stack: error instanceof Error ? (error.stack ?? error.message) : String(error),
-    },
-  } satisfies ThreadMessage);
-process.on('uncaughtException', fail);
+// a clean stop.
+const fail = reportFailures(gateway);
 const data = workerData as ListenerThreadData;
 const settings = loadSettings({ flags: data.settings });
 createRootLogger({
@@ -43,6 +39,7 @@ try {
     listener: data.listener,
     memory: data.memory,
     tasks,
+    ordered: data.ordered,
     port: data.port,
   });
   gateway.once('message', () => void running.stop().catch(fail).finally(ended));

@@ -9,7 +9,6 @@
 // thread holds (WorkerConfig.arenas), so no body byte crosses a port.
 
 import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
-import type { Piscina } from 'piscina';
 import { fromWire, Internal, toWire, type LightwellError, type WireError } from '../util/errors.js';
 import { componentLogger } from '../util/log.js';
 import type { Settings, SettingName } from '../util/config.js';
@@ -26,6 +25,8 @@ export interface ListenerThreadData {
   readonly port: number;
   /** Where the thread's pool tasks go (serveTasks). */
   readonly tasks: MessagePort;
+  /** The thread's port to the gateway's ordered-stage thread (ordered-stage.ts). */
+  readonly ordered: MessagePort;
 }
 
 /**
@@ -47,14 +48,21 @@ export interface ListenerThread extends RunningListener {
 /** How long a stop waits for a thread to end on its own: its listener's drain and 5 s more. */
 const THREAD_EXIT_WAIT_MS = 15_000;
 
-/** Starts listener `listener` on its own thread; resolves once it listens. */
+/**
+ * Starts listener `listener` on its own thread; resolves once it listens. `entry` is the thread's
+ * module, listener-entry.ts unless a test gives a double that speaks the same protocol.
+ */
 export async function startListenerThread(options: {
   settings: Settings;
   dataDir: string;
   listener: number;
   memory: ListenerMemory;
-  pool: Piscina;
+  pool: PoolRunner;
+  ordered: MessagePort;
   port: number;
+  entry?: URL;
+  /** How long a stop waits for the thread to end on its own before ending it by force. */
+  stopWaitMs?: number;
 }): Promise<ListenerThread> {
   const log = componentLogger('gateway');
   const channel = new MessageChannel();
@@ -66,10 +74,11 @@ export async function startListenerThread(options: {
     memory: options.memory,
     port: options.port,
     tasks: channel.port2,
+    ordered: options.ordered,
   };
-  const worker = new Worker(new URL('./listener-entry.js', import.meta.url), {
+  const worker = new Worker(options.entry ?? new URL('./listener-entry.js', import.meta.url), {
     workerData,
-    transferList: [channel.port2],
+    transferList: [channel.port2, options.ordered],
   });
   let stopping = false;
   const exited = new Promise<number>((resolve) => worker.once('exit', resolve));
@@ -93,7 +102,7 @@ export async function startListenerThread(options: {
     const timer = setTimeout(() => {
       log.warn({ listener: options.listener }, 'listener thread ended by force');
       void worker.terminate();
-    }, THREAD_EXIT_WAIT_MS);
+    }, options.stopWaitMs ?? THREAD_EXIT_WAIT_MS);
     await exited;
     clearTimeout(timer);
     channel.port1.close();
@@ -112,6 +121,24 @@ export async function startListenerThread(options: {
 }
 
 /**
+ * In a listener thread: an exception that nothing caught is reported to the gateway, which stops
+ * every listener cleanly and fails the process; a thread ended with its uWS sockets open would
+ * abort the process instead (libuv refuses to close a loop that still has handles). Returns the
+ * report, for a start that fails.
+ */
+export function reportFailures(gateway: MessagePort): (error: unknown) => void {
+  const fail = (error: unknown): void =>
+    gateway.postMessage({
+      failed: {
+        error: toWire(error),
+        stack: error instanceof Error ? (error.stack ?? error.message) : String(error),
+      },
+    } satisfies ThreadMessage);
+  process.on('uncaughtException', fail);
+  return fail;
+}
+
+/**
  * A thread's failure: its own error when it has a code of the catalogue (a start refused, e.g.
  * the port), else an internal error with the thread's stack.
  */
@@ -121,7 +148,7 @@ function threadFailure(listener: number, failure: ThreadFailure): LightwellError
 }
 
 /** Listener 0's tasks: straight to the pool. */
-export function poolTasks(pool: Piscina, listener: number): TaskRunner {
+export function poolTasks(pool: PoolRunner, listener: number): TaskRunner {
   return { run: (task) => pool.run({ listener, task }) };
 }
 
