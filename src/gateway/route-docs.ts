@@ -7,6 +7,18 @@ const int = { type: 'integer' } as const;
 const bool = { type: 'boolean' } as const;
 const time = { type: 'string', format: 'date-time' } as const;
 
+/**
+ * A new bucket's name as `validateBucketName` takes it (its other rules, no `..`, not an IP
+ * address, no reserved prefix, are in the description).
+ */
+export const bucketNameSchema: JsonSchema = {
+  type: 'string',
+  minLength: 3,
+  maxLength: 63,
+  pattern: '^[a-z0-9][a-z0-9.-]*[a-z0-9]$',
+  description: 'S3 bucket-name rules: no two adjacent dots, not an IPv4 address',
+};
+
 export const bucketSchema: JsonSchema = {
   type: 'object',
   required: ['name', 'createdAt', 'versioning', 'objectLock'],
@@ -174,7 +186,7 @@ export const createBucket: RouteDoc = {
       type: 'object',
       required: ['name'],
       properties: {
-        name: str,
+        name: bucketNameSchema,
         versioning: { type: 'string', enum: ['Enabled'] },
         objectLock: bool,
       },

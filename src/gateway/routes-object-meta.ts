@@ -535,8 +535,14 @@ const batchSchema: JsonSchema = {
   properties: {
     objects: {
       type: 'array',
+      minItems: 1,
       maxItems: BATCH_DELETE_KEYS_MAX,
-      items: { type: 'object', required: ['key'], properties: { key: str, versionId: str } },
+      items: {
+        type: 'object',
+        required: ['key'],
+        // An empty or malformed key is answered in `errors`, as any key that cannot be deleted.
+        properties: { key: str, versionId: str },
+      },
     },
   },
 };

@@ -32,7 +32,12 @@ import {
   type BucketRecord,
   type ObjectVersionRecord,
 } from '../engine/index/schema.js';
-import { parseChecksumAlg, parseChecksumHeader, type ChecksumAlg } from '../engine/checksums.js';
+import {
+  CHECKSUM_ALGS,
+  parseChecksumAlg,
+  parseChecksumHeader,
+  type ChecksumAlg,
+} from '../engine/checksums.js';
 import { sendObject } from './download.js';
 import { authorize, type Principal } from './auth.js';
 import {
@@ -51,6 +56,7 @@ import {
 import { idempotencyOf } from './idempotency.js';
 import {
   ANY_CONTENT_TYPE,
+  bucketNameSchema,
   objectReadResponses,
   objectSchema,
   readHeaders,
@@ -63,6 +69,7 @@ import {
   validateContentType,
   validateObjectKey,
   CONTENT_TYPE_CHARS_MAX,
+  OBJECT_KEY_BYTES_MAX,
 } from '../security/names.js';
 import {
   parseSignUrlRequest,
@@ -93,9 +100,25 @@ import {
 } from '../util/errors.js';
 
 const str = { type: 'string' } as const;
-const int = { type: 'integer' } as const;
-/** A string field of at most `max` characters, as the request's parser holds it to. */
-const bounded = (max: number): JsonSchema => ({ type: 'string', minLength: 1, maxLength: max });
+/** A text field of 1 to `max` printable ASCII characters, as the request's parser holds it to. */
+const bounded = (max: number): JsonSchema => ({
+  type: 'string',
+  minLength: 1,
+  maxLength: max,
+  pattern: '^[\\x20-\\x7e]*$',
+});
+/** An object key or key prefix: its limit is in bytes of UTF-8, which a schema cannot say. */
+const keySchema = (minLength: number, description: string): JsonSchema => ({
+  type: 'string',
+  minLength,
+  maxLength: OBJECT_KEY_BYTES_MAX,
+  description: `${description}at most ${OBJECT_KEY_BYTES_MAX} bytes of UTF-8`,
+});
+const count = (minimum: number): JsonSchema => ({
+  type: 'integer',
+  minimum,
+  maximum: Number.MAX_SAFE_INTEGER,
+});
 const SCOPE_CACHE_MAX = 10_000;
 
 const signUrlSchema: JsonSchema = {
@@ -103,15 +126,21 @@ const signUrlSchema: JsonSchema = {
   required: ['method', 'bucket'],
   properties: {
     method: { type: 'string', enum: ['GET', 'PUT'] },
-    bucket: str,
-    key: str,
-    keyPrefix: { ...str, description: 'PUT only; the browser chooses the rest of the key' },
-    ttlSeconds: { ...int, description: 'clamped to security.max_presign_ttl; default 3600' },
+    bucket: bucketNameSchema,
+    key: keySchema(1, ''),
+    keyPrefix: keySchema(0, 'PUT only; the browser chooses the rest of the key; '),
+    ttlSeconds: {
+      ...count(1),
+      description: 'clamped to security.max_presign_ttl; default 3600',
+    },
     contentType: bounded(CONTENT_TYPE_CHARS_MAX),
-    contentLengthMax: int,
+    contentLengthMax: count(0),
     checksumAlg: { type: 'string', enum: ['CRC32', 'CRC32C', 'CRC64NVME', 'SHA1', 'SHA256'] },
     checksumVal: bounded(128),
-    idempotencyKey: bounded(SIGNED_URL_IDEMPOTENCY_KEY_CHARS_MAX),
+    idempotencyKey: {
+      ...bounded(SIGNED_URL_IDEMPOTENCY_KEY_CHARS_MAX),
+      pattern: '^[\\x21-\\x7e]+$',
+    },
     responseContentType: bounded(SIGNED_URL_FIELD_CHARS_MAX),
     responseContentDisposition: bounded(SIGNED_URL_FIELD_CHARS_MAX),
     reason: bounded(SIGNED_URL_REASON_CHARS_MAX),
@@ -286,7 +315,10 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
         if (request.reason !== undefined) exchange.audit.reason = request.reason;
         let checksumAlg: ChecksumAlg | undefined;
         if (request.checksumAlg !== undefined) {
-          checksumAlg = parseChecksumAlg(request.checksumAlg);
+          // As the schema's enum spells them: a header name is case-insensitive, a JSON value not.
+          checksumAlg = (CHECKSUM_ALGS as readonly string[]).includes(request.checksumAlg)
+            ? (request.checksumAlg as ChecksumAlg)
+            : undefined;
           if (!checksumAlg)
             throw BadRequest('checksumAlg must be one of CRC32, CRC32C, CRC64NVME, SHA1, SHA256');
           parseChecksumHeader(checksumAlg, request.checksumVal ?? '');

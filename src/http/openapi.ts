@@ -1,6 +1,7 @@
 // Generates an OpenAPI 3.0 document from a route table, so the served contract and the routes
 // that serve requests are one declaration.
 
+import assert from 'node:assert';
 import type { Route, RouteDoc } from './router.js';
 import { closedSchema } from './strict-input.js';
 
@@ -65,6 +66,18 @@ export function openApiDocument(options: {
     paths[path] ??= {};
     paths[path][route.method.toLowerCase()] = operation(route, path);
   }
+  // The router answers HEAD wherever it answers GET (RFC 9110 §9.1), from the GET's handler, so
+  // a path without a HEAD route of its own documents one made from its GET.
+  // No answer to a HEAD has content, a problem neither: its responses describe headers only.
+  for (const item of Object.values(paths)) {
+    const get = item['get'] as Record<string, unknown> | undefined;
+    if (get && !item['head']) item['head'] = headOf(get);
+    if (item['head']) item['head'] = withoutContent(item['head'] as Record<string, unknown>);
+  }
+  const operationIds = Object.values(paths).flatMap((item) =>
+    Object.values(item).map((op) => (op as { operationId: string }).operationId),
+  );
+  assert(new Set(operationIds).size === operationIds.length, 'operationIds must be unique');
   return {
     openapi: '3.0.3',
     info: { title: options.title, version: options.version },
@@ -76,6 +89,31 @@ export function openApiDocument(options: {
       securitySchemes: options.securitySchemes,
     },
   };
+}
+
+/**
+ * The HEAD that a GET answers: its parameters, statuses, headers and security. Its operationId
+ * is the GET's with `get` turned into `head` (getBucket → headBucket), or `head` before it
+ * (listBuckets → headListBuckets).
+ */
+function headOf(get: Record<string, unknown>): Record<string, unknown> {
+  const id = get['operationId'] as string;
+  return {
+    ...get,
+    operationId: /^get[A-Z]/.test(id)
+      ? `head${id.slice(3)}`
+      : `head${id.charAt(0).toUpperCase()}${id.slice(1)}`,
+    summary: `${String(get['summary'])} (the headers of the GET, no content)`,
+  };
+}
+
+function withoutContent(op: Record<string, unknown>): Record<string, unknown> {
+  const responses: Record<string, unknown> = {};
+  for (const [status, response] of Object.entries(op['responses'] as Record<string, object>)) {
+    const { content: _content, ...bodiless } = response as Record<string, unknown>;
+    responses[status] = bodiless;
+  }
+  return { ...op, responses };
 }
 
 function operation(route: Route<unknown>, path: string): Record<string, unknown> {

@@ -240,8 +240,8 @@ export function validateUserMetadata(map: unknown): number {
     if (bytes > USER_METADATA_BYTES_MAX) break;
     if (!metadataValuePattern.test(value)) {
       throw BadRequest(
-        `metadata value of ${quoteForMessage(name)} must be printable ASCII (percent-encode ` +
-          'other characters) without leading or trailing whitespace',
+        `metadata value of ${quoteForMessage(name)} must be printable ASCII, with spaces or ` +
+          'tabs only inside it (percent-encode other characters)',
       );
     }
   }

@@ -1,10 +1,11 @@
 // Goal: the served OpenAPI documents are the contract: every endpoint of spec/data-api.md §4 and
-// spec/admin-api.md §4 is in them with its method, every operationId is unique (and the spec's
-// example ids exist), every operation documents the problem object (and every operation that
-// authenticates lists 401 and 403 itself), and the copies committed in
-// docs/openapi/ match what the service serves (regenerate them with LIGHTWELL_UPDATE_OPENAPI=1);
-// what every operation answers to a path parameter that is not UTF-8, and a read to a boolean
-// or integer query parameter of another value, is a status the operation declares.
+// spec/admin-api.md §4 is in them with its method (and HEAD wherever GET is, since the router
+// answers it), every operationId is unique (and the spec's example ids exist), every operation
+// documents the problem object (and every operation that authenticates lists 401 and 403
+// itself), and the copies committed in docs/openapi/ match what the service serves (regenerate
+// them with LIGHTWELL_UPDATE_OPENAPI=1); what every operation answers to a path parameter that
+// is not UTF-8, and a read to a boolean or integer query parameter of another value, is a status
+// the operation declares.
 // Method: start the real service, fetch both documents unauthenticated, compare; then walk every
 // operation of both with those malformed requests.
 import t, { type Test } from 'tap';
@@ -122,6 +123,20 @@ function check(
   const operationIds = [...found.values()].map((operation) => operation.operationId);
   t.equal(new Set(operationIds).size, operationIds.length, `${file}: operationIds are unique`);
   for (const id of ids) t.ok(operationIds.includes(id), `${file}: operationId ${id}`);
+  // The service answers HEAD wherever it answers GET, so the document says so too: with the
+  // GET's statuses and security, and no content in any answer (a HEAD's problems have none).
+  for (const [endpoint, get] of found) {
+    if (!endpoint.startsWith('GET ')) continue;
+    const head = found.get(`HEAD ${endpoint.slice(4)}`);
+    t.ok(head, `${file}: ${endpoint} has its HEAD`);
+    if (!head) continue;
+    t.same(Object.keys(head.responses), Object.keys(get.responses), `${file}: its statuses`);
+    t.same(head.security, get.security, `${file}: its security`);
+    t.notOk(
+      Object.values(head.responses).some((response) => 'content' in (response as object)),
+      `${file}: HEAD ${endpoint.slice(4)} answers without content`,
+    );
+  }
   for (const [endpoint, operation] of found) {
     t.ok(operation.responses['default'], `${file}: ${endpoint} documents the problem object`);
     // Every operation says how it authenticates, with schemes the document declares.

@@ -204,6 +204,10 @@ t.test('signed URLs and CORS preflight', async (t) => {
       { method: 'GET', bucket: 'site', keyPrefix: 'a' },
       { method: 'PUT', bucket: 'site', key: 'a', responseContentDisposition: 'inline' },
       { method: 'PUT', bucket: 'site', key: 'a', checksumAlg: 'MD5', checksumVal: 'AAAA' },
+      // A JSON value is spelled as the schema's enum, unlike a header name.
+      { method: 'PUT', bucket: 'site', key: 'a', checksumAlg: 'crc32c', checksumVal: 'AAAAAA==' },
+      { method: 'GET', bucket: 'site', key: 'a', ttlSeconds: 0 },
+      { method: 'GET', bucket: 'site', key: '' },
     ])
       t.equal((await sign(body)).status, 400, JSON.stringify(body));
     t.equal((await sign({ method: 'GET', bucket: 'nope', key: 'a' })).status, 404);
