@@ -35,6 +35,7 @@ import { SegmentSyncer } from './segments/segment-syncer.js';
 import { indexHoldsKeyedData, settleMasterKeyCheck } from './master-key-check.js';
 import { SegmentPins, PINNED_SEGMENTS_MAX } from './segments/segment-pins.js';
 import { RateLimiter, KEY_CHARS_MAX } from '../security/rate-limit.js';
+import { AuditBarriers, flushedBarrierOf } from './audit-barrier.js';
 import * as multipart from './ops/multipart.js';
 import * as notifications from './ops/notifications.js';
 import * as cors from './ops/cors.js';
@@ -141,7 +142,13 @@ export async function startEngine(options: {
   });
   const sockets = new Set<Socket>();
   const batch = new CommandBatch(store);
-  const executor: Executor = { context, batch, pins, mintLimiter };
+  const executor: Executor = {
+    context,
+    batch,
+    pins,
+    mintLimiter,
+    auditBarriers: new AuditBarriers(),
+  };
   const server = await listenForCommands(paths.socket, executor, sockets);
   compactor.start();
   purger.start();
@@ -220,6 +227,8 @@ interface Executor {
   readonly pins: SegmentPins;
   /** `security.token_mint_rate`, for all the gateways at once. */
   readonly mintLimiter: RateLimiter;
+  /** The connections that batch audit rows, flushed before an audit query reads. */
+  readonly auditBarriers: AuditBarriers;
 }
 
 function serveConnection(socket: Socket, executor: Executor, sockets: Set<Socket>): void {
@@ -231,6 +240,7 @@ function serveConnection(socket: Socket, executor: Executor, sockets: Set<Socket
   socket.on('close', () => {
     sockets.delete(socket);
     executor.pins.drop(socket);
+    executor.auditBarriers.drop(socket);
   });
   socket.on('error', () => socket.destroy());
   socket.on('data', (data: Buffer) => {
@@ -259,22 +269,43 @@ function writtenSegments(chunks: unknown): number[] {
 
 /**
  * Commands answered from the engine's memory, not the index, each with the connection it came
- * on: the segments a gateway's uploads in flight hold (segment-pins.ts), and the token-mint rate
+ * on: the segments a gateway's uploads in flight hold (segment-pins.ts); the token-mint rate
  * limit, kept here so that every gateway of the data directory draws on one bucket per access
- * key (`security.token_mint_rate` is per key, not per gateway process).
+ * key (`security.token_mint_rate` is per key, not per gateway process); and the audit barrier
+ * (audit-barrier.ts), answered once the rows every audit sink held have arrived and committed.
  */
-const memoryCommands: Readonly<
-  Record<string, (executor: Executor, socket: Socket, args: unknown) => unknown>
+const connectionCommands: Readonly<
+  Record<
+    string,
+    (executor: Executor, socket: Socket, writer: FrameWriter, args: unknown) => unknown
+  >
 > = {
-  pinSegments: (executor, socket, args) => {
+  pinSegments: (executor, socket, _writer, args) => {
     executor.pins.set(socket, pinnedSegmentsOf(args));
     return null;
   },
-  takeMintToken: (executor, _socket, args) => {
+  takeMintToken: (executor, _socket, _writer, args) => {
     const accessKeyId = (args as { accessKeyId?: unknown } | undefined)?.accessKeyId;
     if (typeof accessKeyId !== 'string' || accessKeyId.length > KEY_CHARS_MAX)
       throw BadRequest(`takeMintToken takes {accessKeyId} of at most ${KEY_CHARS_MAX} characters`);
     return executor.mintLimiter.take(accessKeyId, Date.now());
+  },
+  auditSource: (executor, socket, writer) => {
+    executor.auditBarriers.add(socket, (message) => writer.write(encodeFrame(message)));
+    return null;
+  },
+  auditFlushed: (executor, socket, _writer, args) => {
+    const barrier = flushedBarrierOf(args);
+    if (barrier === undefined) throw BadRequest('auditFlushed takes {barrier}: an integer');
+    executor.auditBarriers.flushed(socket, barrier);
+    return null;
+  },
+  // The commit after the sources' rows: they came in ahead of it, so they commit with it or
+  // before.
+  auditBarrier: async (executor) => {
+    await executor.auditBarriers.pass();
+    await executor.batch.submit(() => null);
+    return null;
   },
 };
 
@@ -322,11 +353,12 @@ async function execute(
         ? readOperations[request.o]
         : undefined;
     const answered =
-      typeof request.o === 'string' && Object.hasOwn(memoryCommands, request.o)
-        ? memoryCommands[request.o]
+      typeof request.o === 'string' && Object.hasOwn(connectionCommands, request.o)
+        ? connectionCommands[request.o]
         : undefined;
     if (answered) {
-      writer.write(encodeFrame({ i: request.i, r: answered(executor, socket, request.a) ?? null }));
+      const result = await answered(executor, socket, writer, request.a);
+      writer.write(encodeFrame({ i: request.i, r: result ?? null }));
       return;
     }
     if (read) {

@@ -3,7 +3,9 @@
 // Frame: u32 LE body length, then a msgpack body. A request is `{i: id, o: op, a: args}`; its
 // response is `{i: id, r: result}` or `{i: id, e: WireError}`. Requests are pipelined: a client
 // sends as many as it likes and matches responses by id, in any order. Errors cross the socket
-// as data and are rebuilt into typed errors with `fromWire`.
+// as data and are rebuilt into typed errors with `fromWire`. The engine also sends frames
+// unasked, `{p: name, a: args}` (a push: see audit-barrier.ts), which a client hands to the
+// handler it registered for the name (`EngineClient.onPush`).
 
 import { createConnection, type Socket } from 'node:net';
 import { Packr } from 'msgpackr';
@@ -22,6 +24,16 @@ export interface Response {
   readonly i: number;
   readonly r?: unknown;
   readonly e?: WireError;
+}
+
+/** A frame the engine sends unasked. */
+export interface Push {
+  readonly p: string;
+  readonly a: unknown;
+}
+
+function isPush(message: unknown): message is Push {
+  return typeof (message as { p?: unknown } | null)?.p === 'string';
 }
 
 export function encodeFrame(message: object): Buffer {
@@ -99,6 +111,7 @@ export class EngineClient {
   /** Cleared by `stopWaiting`: a lost engine is tried once, not until the timeout. */
   private waitsForEngine = true;
   private readonly connectedListeners: Array<() => void> = [];
+  private readonly pushHandlers = new Map<string, (args: unknown) => void>();
 
   constructor(
     private readonly socketPath: string,
@@ -121,6 +134,11 @@ export class EngineClient {
    */
   onConnected(listener: () => void): void {
     this.connectedListeners.push(listener);
+  }
+
+  /** Runs `handler` with the arguments of every push frame named `name` (one handler a name). */
+  onPush(name: string, handler: (args: unknown) => void): void {
+    this.pushHandlers.set(name, handler);
   }
 
   async call<T>(op: string, args: unknown): Promise<T> {
@@ -206,7 +224,10 @@ export class EngineClient {
         socket.destroy();
         return;
       }
-      for (const message of messages) this.settle(message as Response);
+      for (const message of messages) {
+        if (isPush(message)) this.pushHandlers.get(message.p)?.(message.a);
+        else this.settle(message as Response);
+      }
     });
     const lost = (): void => {
       if (this.socket === socket) this.socket = undefined;

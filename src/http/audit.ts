@@ -1,13 +1,15 @@
 // The audit sink of a listener: every request it answers becomes one audit row. Rows of requests
 // whose mutation already carried its row to the engine are skipped; the rest go to the engine in
 // one `appendAudit` command per turn of the event loop, the turn after their responses (the engine
-// commits the commands that arrive during one commit together). So a row reaches the engine before
-// the client can ask anyone about its request, and an audit query that first passes a barrier
-// through the engine (`settle`) finds it. At most 8 commands wait for answers; more rows wait in a
-// bounded buffer, whose oldest rows are dropped and counted in the log when the engine is slow or
-// unreachable for long. The rows of a command the engine could not be reached for go back to the
-// buffer, retried every 50 ms; a row the engine answered with an error three times is dropped and
-// logged, so one row the engine cannot store does not hold back the rest.
+// commits the commands that arrive during one commit together). A client can still ask for the
+// audit log before they arrive (this listener's thread may not have run since), so the sink is an
+// audit source of the engine (src/engine/audit-barrier.ts): an audit query first passes a
+// barrier (`settle`), for which the engine has every source send the rows it holds, and finds
+// the row of every request answered before it. At most 8 commands wait for answers; more rows
+// wait in a bounded buffer, whose oldest rows are dropped and counted in the log when the engine
+// is slow or unreachable for long. The rows of a command the engine could not be reached for go
+// back to the buffer, retried every 50 ms; a row the engine answered with an error three times is
+// dropped and logged, so one row the engine cannot store does not hold back the rest.
 
 import type { EngineClient } from '../engine/protocol.js';
 import { boundedAuditRow, type AuditInput } from '../engine/ops/audit.js';
@@ -61,18 +63,46 @@ export class AuditSink {
   private readonly refusals = new WeakMap<AuditInput, number>();
   /** Batches sent and not yet answered (at most SENDS_IN_FLIGHT_MAX). */
   private readonly sending = new Set<Promise<void>>();
-  /** A flush is due in the next turn of the event loop. */
+  /** A flush is due (in the next turn of the event loop, or after `sendDelayMs`). */
   private scheduled = false;
   /** The last send failed: wait for the retry timer rather than sending again at once. */
   private failing = false;
   private readonly timer: NodeJS.Timeout;
+  private readonly sendDelayMs: number;
 
+  /**
+   * `sendDelayMs`: how long a recorded row waits for the rows after it before it is sent; 0 (the
+   * default) sends the rows of one turn in the next. The retry timer sends whatever waits, too.
+   */
   constructor(
     private readonly engine: EngineClient,
     private readonly log: Logger,
+    options: { sendDelayMs?: number } = {},
   ) {
+    this.sendDelayMs = options.sendDelayMs ?? 0;
     this.timer = setInterval(() => void this.flush(), RETRY_INTERVAL_MS);
     this.timer.unref();
+    // A new connection (a restarted engine, or a lost link made again) does not know the sink.
+    engine.onConnected(() => this.announce());
+    engine.onPush('flushAudit', (args) => this.flushForBarrier(args));
+    this.announce();
+  }
+
+  private announce(): void {
+    this.engine.call('auditSource', {}).catch((error: unknown) => {
+      this.log.debug({ err: error }, 'audit source not announced; the next connection will');
+    });
+  }
+
+  /**
+   * The engine passes an audit barrier: the rows held now go out, then the answer, on the same
+   * connection and so after them.
+   */
+  private flushForBarrier(args: unknown): void {
+    void this.flush();
+    this.engine.call('auditFlushed', args).catch(() => {
+      // The connection is lost: the engine no longer waits for this source.
+    });
   }
 
   record(exchange: Exchange): void {
@@ -81,10 +111,12 @@ export class AuditSink {
     this.trim();
     if (!this.scheduled && !this.failing) {
       this.scheduled = true;
-      setImmediate(() => {
+      const send = (): void => {
         this.scheduled = false;
         void this.flush();
-      });
+      };
+      if (this.sendDelayMs > 0) setTimeout(send, this.sendDelayMs).unref();
+      else setImmediate(send);
     }
   }
 
@@ -153,14 +185,13 @@ export class AuditSink {
   }
 
   /**
-   * Resolves once the rows recorded before the call are committed (or their send failed), or
-   * after SETTLE_WAIT_MAX_MS when the engine does not answer. It sends them with an empty batch
-   * after them, which the engine commits after every command it received before: rows that
-   * another listener sent a moment ago are then committed too.
+   * Resolves once the rows recorded before the call are committed (or their send failed), with
+   * those every other audit source held (audit-barrier.ts), or after SETTLE_WAIT_MAX_MS when the
+   * engine does not answer.
    */
   async settle(): Promise<void> {
     const pending = [...this.sending, this.flush()];
-    pending.push(this.engine.call('appendAudit', { events: [] }).then(() => undefined));
+    pending.push(this.engine.call('auditBarrier', {}).then(() => undefined));
     let timer: NodeJS.Timeout | undefined;
     const givenUp = new Promise<void>(
       (resolve) => (timer = setTimeout(resolve, SETTLE_WAIT_MAX_MS)),

@@ -227,8 +227,9 @@ t.test('quotas, usage and audit', async (t) => {
   });
 
   await t.test('audit: data-plane reads and refusals are readable at once', async (t) => {
-    // The gateway sends its rows in the next turn of its event loop, and the audit query first
-    // passes a barrier through the engine: a query right after the response finds the row.
+    // The gateway sends its rows in the next turn of its event loop, which may come after the
+    // query; the query first passes a barrier through the engine, which has every listener send
+    // the rows it holds: a query right after the response finds the row.
     await readableAtOnce(
       t,
       async () => [

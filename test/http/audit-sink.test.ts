@@ -3,7 +3,8 @@
 // while the engine does not answer at all), puts the rows of a batch the engine could not be
 // reached for back and sends them again, drops a row the engine answered with an error three
 // times (it would hold back every later row), and `settle` resolves once every row before it
-// is committed, or after 2 s when the engine does not answer.
+// is committed, or after 2 s when the engine does not answer. It announces itself to the engine
+// as an audit source and, asked by a barrier, sends the rows it holds before its answer.
 // Method: the sink over a stand-in engine client whose answers the test releases or refuses.
 import t, { type Test } from 'tap';
 import { setImmediate as nextTurn } from 'node:timers/promises';
@@ -23,12 +24,28 @@ interface Call {
   refuse: () => void;
 }
 
-/** An engine client that holds every appendAudit call until the test answers it. */
-function heldEngine(): { engine: EngineClient; calls: Call[] } {
+/**
+ * An engine client that holds every appendAudit call until the test answers it, and every audit
+ * barrier as an appendAudit without rows. `sent` lists every command in order; `push` plays a
+ * push frame from the engine.
+ */
+function heldEngine(): {
+  engine: EngineClient;
+  calls: Call[];
+  sent: Array<{ op: string; args: unknown }>;
+  push: (name: string, args: unknown) => void;
+} {
   const calls: Call[] = [];
+  const sent: Array<{ op: string; args: unknown }> = [];
+  const pushHandlers = new Map<string, (args: unknown) => void>();
   const engine = {
+    onConnected: () => undefined,
+    onPush: (name: string, handler: (args: unknown) => void) => pushHandlers.set(name, handler),
     call(op: string, args: { events: AuditInput[] }): Promise<unknown> {
-      if (op !== 'appendAudit') throw new TypeError(`unexpected command ${op}`);
+      sent.push({ op, args });
+      if (op === 'auditSource' || op === 'auditFlushed') return Promise.resolve(null);
+      if (op === 'auditBarrier') args = { events: [] };
+      else if (op !== 'appendAudit') throw new TypeError(`unexpected command ${op}`);
       return new Promise((resolve, reject) => {
         calls.push({
           events: args.events,
@@ -39,7 +56,7 @@ function heldEngine(): { engine: EngineClient; calls: Call[] } {
       });
     },
   } as unknown as EngineClient;
-  return { engine, calls };
+  return { engine, calls, sent, push: (name, args) => pushHandlers.get(name)?.(args) };
 }
 
 let requests = 0;
@@ -57,14 +74,15 @@ function answered(): Exchange {
 const log = componentLogger('test.audit');
 
 /** A sink over a held engine, closed (every call answered) when the test ends. */
-function heldSink(t: Test): { sink: AuditSink; calls: Call[] } {
-  const { engine, calls } = heldEngine();
+function heldSink(t: Test): { sink: AuditSink } & ReturnType<typeof heldEngine> {
+  const held = heldEngine();
+  const { engine, calls } = held;
   const sink = new AuditSink(engine, log);
   t.teardown(() => {
     for (const call of calls) call.answer();
     return sink.close();
   });
-  return { sink, calls };
+  return { sink, ...held };
 }
 
 t.test('one batch per turn, at most 8 unanswered, the rest bounded', async (t) => {
@@ -157,7 +175,7 @@ t.test('settle waits for the rows before it and a barrier, or gives up', async (
   t.same(
     calls.map((call) => call.events.length),
     [1, 0],
-    'the row, then an empty batch as a barrier',
+    'the row, then the audit barrier',
   );
   calls[0]?.answer();
   await nextTurn();
@@ -168,4 +186,24 @@ t.test('settle waits for the rows before it and a barrier, or gives up', async (
   const started = Date.now();
   await sink.settle(); // no answer this time
   t.ok(Date.now() - started >= 1900, 'an engine that does not answer is waited for 2 s at most');
+});
+
+t.test('an audit source: announced, and flushed before it answers a barrier', async (t) => {
+  const { sink, sent, push } = heldSink(t);
+  t.same(sent, [{ op: 'auditSource', args: {} }], 'announced to the engine at once');
+  sink.record(answered());
+  sink.record(answered());
+  push('flushAudit', { barrier: 7 });
+  t.same(
+    sent
+      .slice(1)
+      .map(({ op, args }) =>
+        op === 'appendAudit' ? (args as { events: AuditInput[] }).events.length : [op, args],
+      ),
+    [2, ['auditFlushed', { barrier: 7 }]],
+    'in the turn of the push: both rows, then the answer naming the barrier',
+  );
+  push('flushAudit', { barrier: 8 });
+  t.same(sent.at(-1), { op: 'auditFlushed', args: { barrier: 8 } }, 'answered with no rows too');
+  t.equal(sent.length, 4, 'with no empty batch before it');
 });
