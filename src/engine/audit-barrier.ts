@@ -32,7 +32,17 @@ export class AuditBarriers {
   private readonly barriers = new Map<number, Barrier>();
   private nextBarrier = 1;
 
-  constructor(private readonly waitMaxMs = FLUSH_WAIT_MAX_MS) {}
+  private readonly waitMaxMs: number;
+  private readonly unanswered: (sources: number) => void;
+
+  /**
+   * `waitMaxMs`: how long a barrier waits for the sources (FLUSH_WAIT_MAX_MS); `unanswered`
+   * hears how many sources a barrier passed without (a listener thread blocked or overloaded).
+   */
+  constructor(options: { waitMaxMs?: number; unanswered?: (sources: number) => void } = {}) {
+    this.waitMaxMs = options.waitMaxMs ?? FLUSH_WAIT_MAX_MS;
+    this.unanswered = options.unanswered ?? (() => {});
+  }
 
   /** `source` holds audit rows; `push` sends it a push frame. Idempotent. */
   add(source: AuditSource, push: (message: object) => void): void {
@@ -59,7 +69,10 @@ export class AuditBarriers {
     if (this.sources.size === 0) return Promise.resolve();
     const id = this.nextBarrier++;
     return new Promise<void>((resolve) => {
-      const timer = setTimeout(() => this.end(id), this.waitMaxMs);
+      const timer = setTimeout(() => {
+        this.unanswered(this.barriers.get(id)?.waiting.size ?? 0);
+        this.end(id);
+      }, this.waitMaxMs);
       const barrier: Barrier = {
         waiting: new Set(this.sources.keys()),
         done: () => {

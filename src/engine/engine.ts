@@ -147,7 +147,13 @@ export async function startEngine(options: {
     batch,
     pins,
     mintLimiter,
-    auditBarriers: new AuditBarriers(),
+    auditBarriers: new AuditBarriers({
+      unanswered: (sources) =>
+        log.warn(
+          { sources },
+          'audit query read without the rows of sources that did not answer within 1 s',
+        ),
+    }),
   };
   const server = await listenForCommands(paths.socket, executor, sockets);
   compactor.start();
@@ -370,6 +376,9 @@ async function execute(
     if (!op) throw MethodNotAllowed(`unknown engine command ${String(request.o)}`);
     // A command may carry the audit row of the request it serves; it commits with the change.
     // A data-plane write names its caller, whose key must still be live when it commits.
+    // A command without chunks reaches `batch.submit` in the turn it was read in: the audit
+    // barrier counts on the rows a source sent before its `auditFlushed` being in a batch by the
+    // time that answer is read (audit-barrier.ts).
     const args = request.a as
       { audit?: audit.AuditInput; chunks?: unknown; caller?: unknown } | undefined;
     const caller = typeof args?.caller === 'string' ? args.caller : undefined;

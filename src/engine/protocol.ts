@@ -138,6 +138,7 @@ export class EngineClient {
 
   /** Runs `handler` with the arguments of every push frame named `name` (one handler a name). */
   onPush(name: string, handler: (args: unknown) => void): void {
+    if (this.pushHandlers.has(name)) throw new TypeError(`a handler of ${name} is already set`);
     this.pushHandlers.set(name, handler);
   }
 
@@ -224,10 +225,19 @@ export class EngineClient {
         socket.destroy();
         return;
       }
+      // A push handler that throws is a bug: it is thrown again once the responses read with it
+      // are settled, so that their callers are not left waiting.
+      let failure: { error: unknown } | undefined;
       for (const message of messages) {
-        if (isPush(message)) this.pushHandlers.get(message.p)?.(message.a);
-        else this.settle(message as Response);
+        if (!isPush(message)) this.settle(message as Response);
+        else
+          try {
+            this.pushHandlers.get(message.p)?.(message.a);
+          } catch (error) {
+            failure ??= { error };
+          }
       }
+      if (failure) throw failure.error;
     });
     const lost = (): void => {
       if (this.socket === socket) this.socket = undefined;

@@ -69,37 +69,47 @@ export class AuditSink {
   private failing = false;
   private readonly timer: NodeJS.Timeout;
   private readonly sendDelayMs: number;
+  private closed = false;
 
   /**
    * `sendDelayMs`: how long a recorded row waits for the rows after it before it is sent; 0 (the
-   * default) sends the rows of one turn in the next. The retry timer sends whatever waits, too.
+   * default) sends the rows of one turn in the next. `retryIntervalMs`: how often the retry timer
+   * sends whatever waits (50 ms).
    */
   constructor(
     private readonly engine: EngineClient,
     private readonly log: Logger,
-    options: { sendDelayMs?: number } = {},
+    options: { sendDelayMs?: number; retryIntervalMs?: number } = {},
   ) {
     this.sendDelayMs = options.sendDelayMs ?? 0;
-    this.timer = setInterval(() => void this.flush(), RETRY_INTERVAL_MS);
+    this.timer = setInterval(() => void this.flush(), options.retryIntervalMs ?? RETRY_INTERVAL_MS);
     this.timer.unref();
     // A new connection (a restarted engine, or a lost link made again) does not know the sink.
     engine.onConnected(() => this.announce());
-    engine.onPush('flushAudit', (args) => this.flushForBarrier(args));
+    engine.onPush('flushAudit', (args) => void this.flushForBarrier(args));
     this.announce();
   }
 
   private announce(): void {
+    if (this.closed) return;
     this.engine.call('auditSource', {}).catch((error: unknown) => {
       this.log.debug({ err: error }, 'audit source not announced; the next connection will');
     });
   }
 
   /**
-   * The engine passes an audit barrier: the rows held now go out, then the answer, on the same
-   * connection and so after them.
+   * The engine passes an audit barrier: every row held now goes out, also those waiting for a
+   * free send (SENDS_IN_FLIGHT_MAX), then the answer, on the same connection and so after them.
+   * Rows recorded after the push are not waited for; nor is anything once a send has failed (the
+   * engine does not wait for a lost connection, and gives up on a source after a second).
    */
-  private flushForBarrier(args: unknown): void {
+  private async flushForBarrier(args: unknown): Promise<void> {
     void this.flush();
+    const last = this.buffer.at(-1);
+    while (last && this.sending.size > 0 && !this.failing && this.buffer.includes(last)) {
+      await Promise.race(this.sending);
+      void this.flush();
+    }
     this.engine.call('auditFlushed', args).catch(() => {
       // The connection is lost: the engine no longer waits for this source.
     });
@@ -201,6 +211,7 @@ export class AuditSink {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     clearInterval(this.timer);
     await Promise.allSettled([...this.sending, this.flush()]);
     await this.flush(); // what waited for a free send

@@ -207,3 +207,32 @@ t.test('an audit source: announced, and flushed before it answers a barrier', as
   t.same(sent.at(-1), { op: 'auditFlushed', args: { barrier: 8 } }, 'answered with no rows too');
   t.equal(sent.length, 4, 'with no empty batch before it');
 });
+
+t.test('a barrier also sends the rows that waited for a free send', async (t) => {
+  const { sink, calls, sent, push } = heldSink(t);
+  for (let turn = 0; turn < 8; turn += 1) {
+    sink.record(answered());
+    await nextTurn();
+  }
+  t.equal(calls.length, 8, '8 commands wait for the engine');
+  sink.record(answered());
+  sink.record(answered());
+  push('flushAudit', { barrier: 3 });
+  await nextTurn();
+  t.notOk(
+    sent.some(({ op }) => op === 'auditFlushed'),
+    'no answer while two rows still wait for a free send',
+  );
+  calls[0]?.answer();
+  await nextTurn();
+  await nextTurn();
+  t.same(
+    sent
+      .slice(-2)
+      .map(({ op, args }) =>
+        op === 'appendAudit' ? (args as { events: AuditInput[] }).events.length : [op, args],
+      ),
+    [2, ['auditFlushed', { barrier: 3 }]],
+    'a freed send takes them, and the answer follows',
+  );
+});
