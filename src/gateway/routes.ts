@@ -599,8 +599,10 @@ export async function storeObject(
       return replay.result;
     }
     // Only a request that began the key frees it (a replay or a refused begin holds none), and
-    // only while its claim is current: the engine checks the claim id.
-    if (held) void engine.call('abandonIdempotent', { ...target, ...held }).catch(() => undefined);
+    // only while its claim is current: the engine checks the claim id. Freed before the failure
+    // is answered: a retry sent at once may reach the engine through another listener's
+    // connection, ahead of a free still waiting to be sent (409 or 422 instead of a new try).
+    if (held) await engine.call('abandonIdempotent', { ...target, ...held }).catch(() => undefined);
     throw error;
   } finally {
     received?.release();

@@ -1,9 +1,11 @@
 // Goal: the data-plane rules of spec/data-api.md beyond the byte path behave as specified:
 // versioning (S3 semantics with null versions and delete markers), the versions listing, tags
 // (S3's limits, no control characters), retention and legal hold (extend-only, gating deletes),
-// server-side copy, batch delete, idempotency keys, conditional writes decided atomically, read
-// preconditions and conditional deletes, checksum verification.
-// Method: one real service on loopback; every rule is driven through HTTP as a client would.
+// server-side copy, batch delete, idempotency keys (a failed request frees its key before it
+// answers), conditional writes decided atomically, read preconditions and conditional deletes,
+// checksum verification.
+// Method: one real service on loopback; every rule is driven through HTTP as a client would, and
+// the index is read where only it can tell.
 import t from 'tap';
 import { createHash, randomBytes } from 'node:crypto';
 import { request } from 'node:http';
@@ -19,6 +21,8 @@ interface VersionsPage {
   nextVersionIdMarker: string;
 }
 import { EngineClient } from '../../src/engine/protocol.js';
+import { IndexStore } from '../../src/engine/index/store.js';
+import { DB } from '../../src/engine/index/schema.js';
 import { crc32c } from '../../src/util/crc32c.js';
 
 const sha256 = (body: Buffer | string): string =>
@@ -606,12 +610,21 @@ t.test('data-plane API', async (t) => {
     t.equal((await client.get('idem', 'k-elsewhere')).status, 404, 'and stores nothing');
     response = await client.put('idem', 'k', body, { ...headers, 'Content-Type': 'text/plain' });
     t.equal(response.status, 422, 'the same key and body with another Content-Type is a reuse');
+    // Opened first, so that the look right after the answer is not late.
+    const index = IndexStore.open({ path: join(service.dataDir, 'index'), readOnly: true });
+    t.teardown(() => index.close());
     response = await client.put('idem', 'k2', other, {
       'Idempotency-Key': 'op-2',
       'X-Service-Checksum-SHA256': sha256(body),
     });
+    // Freed before the failure is answered: a retry at once may go through another listener.
+    index.refresh();
+    const held = [...index.range(DB.idempotency, {})].filter(({ key }) =>
+      Buffer.from(key).includes('op-2'),
+    );
     t.equal(response.status, 400, 'a wrong digest fails');
     t.equal((response.json as Problem).code, 'checksum_mismatch');
+    t.same(held, [], 'the failed request freed its key before it answered');
     response = await client.put('idem', 'k2', other, {
       'Idempotency-Key': 'op-2',
       'X-Service-Checksum-SHA256': sha256(other),
