@@ -9,6 +9,7 @@
 import t from 'tap';
 import { createHash, randomBytes } from 'node:crypto';
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { Service, type DataClient, type ObjectAnswer, type Problem } from '../helpers/service.js';
 
@@ -625,6 +626,32 @@ t.test('data-plane API', async (t) => {
     t.equal(response.status, 400, 'a wrong digest fails');
     t.equal((response.json as Problem).code, 'checksum_mismatch');
     t.same(held, [], 'the failed request freed its key before it answered');
+
+    // A client that goes away right after its headers: the request frees its key, so a retry
+    // runs instead of meeting the key in use (409) until the claim goes stale.
+    const url = new URL(`${client.baseUrl}/buckets/idem/objects/gone`);
+    for (let round = 0; round < 3; round += 1) {
+      const key = `op-gone-${round}`;
+      await new Promise<void>((resolve) => {
+        const socket = connect(Number(url.port), url.hostname, () => {
+          socket.write(
+            `PUT ${url.pathname} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${client.token}` +
+              `\r\nContent-Length: ${body.length}\r\nIdempotency-Key: ${key}\r\n` +
+              `X-Service-Checksum-SHA256: ${sha256(body)}\r\n\r\n`,
+            () => {
+              socket.destroy();
+              resolve();
+            },
+          );
+        });
+      });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      response = await client.put('idem', 'gone', body, {
+        'Idempotency-Key': key,
+        'X-Service-Checksum-SHA256': sha256(body),
+      });
+      t.equal(response.status, 200, `round ${round}: a retry after the client went away runs`);
+    }
     response = await client.put('idem', 'k2', other, {
       'Idempotency-Key': 'op-2',
       'X-Service-Checksum-SHA256': sha256(other),
