@@ -11,6 +11,9 @@ import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
+// The layers, lowest first (docs/architecture.md, "Layers"). The transports of the public port
+// (native JSON, S3, the ingest stream) are adapters over the data-plane service; the gateway and
+// admin processes mount them; the console is an adapter of the admin process.
 const rank: Record<string, number> = {
   util: 0,
   format: 1,
@@ -18,9 +21,16 @@ const rank: Record<string, number> = {
   engine: 2,
   workers: 3,
   http: 4,
-  gateway: 5,
-  admin: 5,
-  cli: 6,
+  cluster: 4.5,
+  service: 5,
+  native: 6,
+  s3: 6,
+  ingest: 6,
+  console: 6,
+  gateway: 7,
+  admin: 7,
+  client: 8,
+  cli: 9,
 };
 
 function sources(dir: string): string[] {
