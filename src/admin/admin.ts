@@ -8,6 +8,7 @@ import { EngineClient } from '../engine/protocol.js';
 import { dataDirPaths, checkDataDirFormat, RELEASE } from '../engine/data-dir.js';
 import { Router, type Route } from '../http/router.js';
 import { listen, type Handler } from '../http/server.js';
+import { routedApi, type Api } from '../http/api.js';
 import { openApiDocument } from '../http/openapi.js';
 import { adminRoutes } from './routes.js';
 import { AuditSink } from '../http/audit.js';
@@ -66,6 +67,9 @@ export async function startAdmin(options: {
       },
     }),
   );
+  // The admin port's APIs. The console (`/admin/console`) and `/metrics` mount here beside the
+  // admin API, each with its own errors and query rules (src/http/api.ts).
+  const apis: Api[] = [routedApi({ name: 'admin', router: new Router(ADMIN_PREFIX, routes) })];
   const listener = await listen(
     {
       host: address.host,
@@ -76,7 +80,7 @@ export async function startAdmin(options: {
       tls: tlsFilesOf(settings),
       bodyRateMin: settings.bytes('limits.body_rate_min'),
     },
-    new Router(ADMIN_PREFIX, routes),
+    apis,
     log,
   );
   return {
