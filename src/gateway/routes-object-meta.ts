@@ -18,7 +18,7 @@ import {
   type ObjectTag,
 } from '../engine/index/schema.js';
 import { deleteMarkerNamed, findVersionIn, seqOfVersionId } from '../engine/ops/objects.js';
-import { authorize, type Principal } from './auth.js';
+import { authorize, type Principal } from '../service/auth.js';
 import {
   addWriteConditions,
   keyQuery,
