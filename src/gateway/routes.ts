@@ -30,7 +30,12 @@ import {
 import { Divert, receiveBody, type ReceivedBody, type UploadServices } from '../service/upload.js';
 import { idempotencyOf, ReplayBody, type IdempotencyClaim } from '../service/idempotency.js';
 import { auditRowOf } from '../http/audit.js';
-import { sendObject, parseRange, type ByteRange, type DownloadServices } from '../service/download.js';
+import {
+  sendObject,
+  parseRange,
+  type ByteRange,
+  type DownloadServices,
+} from '../service/download.js';
 import { Authenticator, authorize, type Principal } from '../service/auth.js';
 import {
   parseChecksumAlg,
