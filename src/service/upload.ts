@@ -26,7 +26,7 @@ import {
   type Slice,
   type TaskRunner,
 } from '../workers/protocol.js';
-import type { Exchange } from '../http/exchange.js';
+import type { BodySource } from './body.js';
 import type { ManifestChunk } from '../engine/ops/objects.js';
 import { createMultiHasher, type ChecksumAlg } from '../engine/checksums.js';
 import { BadRequest, fromWire } from '../util/errors.js';
@@ -125,7 +125,8 @@ export interface ReceivedBody {
 
 /** Starts receiving at once (uWS needs `onData` before the handler's first await). */
 export interface UploadInput {
-  readonly exchange: Exchange;
+  /** The body, read as the arena admits it (paused while it cannot). */
+  readonly source: BodySource;
   readonly keys: TenantKeyMaterial;
   readonly contentLength: number;
   readonly algs: readonly ChecksumAlg[];
@@ -208,7 +209,7 @@ class BodyReceiver {
     this.blockBytes = services.arena.blockBytes;
     this.single = input.contentLength <= this.blockBytes;
     if (!this.single) this.ordered = services.ordered.begin(input.algs, services.chunkAvgBytes);
-    input.exchange.onAbort(() => {
+    input.source.onAbort(() => {
       // A body already received belongs to the route, which commits it and then releases its
       // pins (ReceivedBody.release), whether or not the client waits for the answer.
       if (this.finished) return;
@@ -231,7 +232,7 @@ class BodyReceiver {
     const reserve = input.gate ? undefined : services.arena.tryTakeMany(this.reserve);
     if (reserve) this.spare.push(...reserve);
     else this.awaitAdmission(input.gate);
-    input.exchange.onBody((chunk, isLast) => this.onData(chunk, isLast));
+    input.source.onBody((chunk, isLast) => this.onData(chunk, isLast));
   }
 
   /**
@@ -407,15 +408,15 @@ class BodyReceiver {
 
   /** Reads again; after the last byte the socket stays paused until the response (see above). */
   private resumeSocket(): void {
-    if (!this.paused || this.input.exchange.aborted || this.lastSeen) return;
+    if (!this.paused || this.input.source.aborted || this.lastSeen) return;
     this.paused = false;
-    this.input.exchange.resumeReading();
+    this.input.source.resumeReading();
   }
 
   private pauseSocket(): void {
-    if (this.paused || this.input.exchange.aborted) return;
+    if (this.paused || this.input.source.aborted) return;
     this.paused = true;
-    this.input.exchange.pauseReading();
+    this.input.source.pauseReading();
   }
 
   /**
