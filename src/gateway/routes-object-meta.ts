@@ -17,7 +17,8 @@ import {
   type ObjectVersionRecord,
   type ObjectTag,
 } from '../engine/index/schema.js';
-import { deleteMarkerNamed, findVersionIn, seqOfVersionId } from '../engine/ops/objects.js';
+import { findVersionIn, seqOfVersionId } from '../engine/ops/objects.js';
+import { resolveForAttributes } from '../service/read.js';
 import type { Principal } from '../service/auth.js';
 import {
   addWriteConditions,
@@ -134,16 +135,7 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
     key: string,
     exchange: Exchange,
   ): ObjectVersionRecord => {
-    const versionId = exchange.queryParam('versionId');
-    const version =
-      versionId === null
-        ? store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, key))
-        : findVersionIn(store, bucket.id, key, versionId);
-    // As the engine's targetVersion: a delete marker named by its id has no tags, retention or
-    // legal hold to read (405, as S3).
-    if (version?.deleteMarker && versionId !== null) throw deleteMarkerNamed(version, '');
-    if (!version || version.deleteMarker) throw NotFound(`object ${key} not found`);
-    return version;
+    return resolveForAttributes(store, bucket, key, exchange.queryParam('versionId'));
   };
   const jsonBody = async (exchange: Exchange): Promise<Record<string, unknown>> => {
     const body = await exchange.readJson();

@@ -10,23 +10,21 @@ import { JsonWriter, writeVersionJson } from './list-json.js';
 import { ListTokens } from '../service/list-token.js';
 import { PURPOSE_LIST_TOKEN } from '../security/keys.js';
 import type { EngineClient } from '../engine/protocol.js';
-import {
-  DB,
-  tenantChildKey,
-  type BucketRecord,
-  type ObjectVersionRecord,
-} from '../engine/index/schema.js';
-import { checkPutQuotaIn } from '../engine/ops/objects.js';
-import { Divert, receiveBody, type ReceivedBody, type UploadServices } from '../service/upload.js';
-import { idempotencyOf, ReplayBody, type IdempotencyClaim } from '../service/idempotency.js';
-import { auditRowOf } from '../http/audit.js';
+import { type BucketRecord, type ObjectVersionRecord } from '../engine/index/schema.js';
+import type { UploadServices } from '../service/upload.js';
+import { idempotencyOf, type IdempotencyClaim } from '../service/idempotency.js';
 import { sendObject, type DownloadServices } from '../service/download.js';
 import type { Authenticator, Principal } from '../service/auth.js';
 import { Access } from '../service/access.js';
+import { contextOf } from '../service/context.js';
+import {
+  addWriteConditions as addConditionArgs,
+  ObjectService,
+  type WriteConditions,
+} from '../service/objects.js';
 import { decodeListed, listObjectsPage, parsePageSize, LIST_KEYS_MAX } from '../service/list.js';
 import {
   checkReadConditions,
-  parseHttpDate,
   rangeToServe,
   resolveForRead,
   type ReadConditions,
@@ -47,14 +45,12 @@ import type { RateLimitResult } from '../security/rate-limit.js';
 import { ACCESS_KEY_ID_PATTERN } from '../security/access-keys.js';
 import {
   BadRequest,
-  ChecksumMismatch,
   PayloadTooLarge,
   RateLimited,
   TlsRequired,
   LengthRequired,
   Unauthorized,
 } from '../util/errors.js';
-import type { BeginResult, HeldKey } from '../engine/ops/idempotency.js';
 import type { Settings } from '../util/config.js';
 import * as docs from './route-docs.js';
 import { objectMetaRoutes } from './routes-object-meta.js';
@@ -81,6 +77,7 @@ export interface RouteKit {
   readonly bearer: (exchange: Exchange) => Principal;
   /** The one authorization resolver: scope and bucket policy (service/access.ts). */
   readonly access: Access;
+  readonly objects: ObjectService;
   readonly mutate: <T>(
     exchange: Exchange,
     op: string,
@@ -102,7 +99,7 @@ export function dataRoutes(services: GatewayServices): Route<Handler>[] {
 }
 
 function routeKit(services: GatewayServices): RouteKit {
-  const { store, engine, auth } = services;
+  const { store, auth } = services;
   const bearer = (exchange: Exchange): Principal => {
     // Read-your-writes: a snapshot renewed earlier in this event-loop turn may predate a commit
     // that was acknowledged (by this or another gateway) before this request arrived.
@@ -111,26 +108,15 @@ function routeKit(services: GatewayServices): RouteKit {
     exchange.refuseUnclearQuery();
     return principal;
   };
-  /**
-   * Sends a mutation with its audit row, which then commits in the same transaction. Adds to
-   * `args` (built for this call) the row and the caller: the access key the request was
-   * authenticated with (a bearer token's or a signed URL's, which is what the row names as its
-   * actor), whose state the engine checks again when the write commits, so that a revoke or a
-   * tenant disable stops writes in flight.
-   */
-  const mutate = async <T>(
+  const objects = new ObjectService(services);
+  /** Sends a mutation with its audit row (service/objects.ts `commit`). */
+  const mutate = <T>(
     exchange: Exchange,
     op: string,
     args: Record<string, unknown>,
     status: number,
-  ): Promise<T> => {
-    if (exchange.audit.actor !== undefined) args['caller'] = exchange.audit.actor;
-    args['audit'] = auditRowOf(exchange, status);
-    const result = await engine.call<T>(op, args);
-    exchange.audit.written = true;
-    return result;
-  };
-  return { services, bearer, access: new Access(store), mutate };
+  ): Promise<T> => objects.commit<T>(exchange, op, args, status);
+  return { services, bearer, access: new Access(store), objects, mutate };
 }
 
 function coreRoutes(kit: RouteKit): Route<Handler>[] {
@@ -332,7 +318,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
           idempotency,
         });
         // Read again: the versioning state may have changed while the body came in.
-        const now = bucketOfVersioned(principal, bucketName, store);
+        const now = access.current(principal, bucketName);
         exchange.sendJson(200, objectJson(version, now), writtenHeaders(version, now));
       },
     },
@@ -359,19 +345,15 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
         const principal = bearer(exchange);
         const key = params['key'] ?? '';
         validateObjectKey(key);
-        access.bucket(principal, params['bucket'] ?? '', { verb: 'delete', key });
-        const args: Record<string, unknown> = {
-          tenantId: principal.tenant.id,
-          bucket: params['bucket'],
-          key,
-        };
-        const versionId = exchange.queryParam('versionId');
-        if (versionId !== null) args['versionId'] = versionId;
-        addWriteConditions(exchange, args);
-        const result = await mutate<{ versionId?: string; deleteMarker?: boolean }>(
-          exchange,
-          'deleteObject',
-          args,
+        const bucket = access.bucket(principal, params['bucket'] ?? '', { verb: 'delete', key });
+        const result = await kit.objects.deleteObject(
+          contextOf(exchange, principal),
+          {
+            bucket,
+            key,
+            versionId: exchange.queryParam('versionId'),
+            conditions: writeConditionsOf(exchange),
+          },
           204,
         );
         const headers: Record<string, string> = {};
@@ -408,14 +390,6 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
   }
 }
 
-function bucketOfVersioned(
-  principal: Principal,
-  name: string,
-  store: IndexStore,
-): BucketRecord | undefined {
-  return store.getShared<BucketRecord>(DB.buckets, tenantChildKey(principal.tenant.id, name));
-}
-
 /** `address` is canonical (see canonicalAddress): IPv4-mapped peers are dotted IPv4. */
 function isLoopback(address: string): boolean {
   return address === '::1' || address.startsWith('127.');
@@ -444,99 +418,21 @@ export interface StoreObjectInput {
 }
 
 /**
- * The one object-write path of the bearer PUT and the signed-URL PUT: check the quota before a
- * byte is read, claim the idempotency key (the body waits, paused, until the claim is decided),
- * receive and store the body, verify the client's checksums, commit the manifest with the
- * conditions. Attaches `onData` at once, so it must be called before the handler's first await.
- *
- * With an idempotency key the quota is checked only once the claim is new: the retry of a write
- * that filled the quota replays its first result, as the retry of any write does.
+ * The object write of the bearer PUT and the signed-URL PUT: the service's `putObject` with the
+ * request's write preconditions, reading the exchange's body. Attaches to the body at once, so
+ * it must be called before the handler's first await.
  */
-export async function storeObject(
+export function storeObject(
   kit: RouteKit,
   exchange: Exchange,
   input: StoreObjectInput,
 ): Promise<ObjectVersionRecord> {
-  const { engine, auth } = kit.services;
-  const { idempotency, expected } = input;
-  const target = { tenantId: input.principal.tenant.id, bucket: input.bucket.name };
-  const checkQuota = (): void =>
-    checkPutQuotaIn(kit.services.store, {
-      tenantId: target.tenantId,
-      bucket: input.bucket,
-      key: input.key,
-      size: input.contentLength,
-    });
-  if (!idempotency) checkQuota();
-  // A replay stores nothing: its body is diverted to a check against the declared digests, and
-  // the first request's result is the answer.
-  let replay: { result: ObjectVersionRecord; body: ReplayBody } | undefined;
-  /** The key as this request holds it once begun: with the claim id its commit must carry. */
-  let held: HeldKey | undefined;
-  const gate = idempotency
-    ? engine
-        .call<BeginResult>('beginIdempotent', {
-          ...target,
-          ...idempotency,
-          ownerPid: process.pid,
-        })
-        .then(async (begun) => {
-          if (!('replay' in begun)) {
-            held = { ...idempotency, claim: begun.claim };
-            checkQuota();
-            return;
-          }
-          replay = { result: begun.replay, body: await ReplayBody.of(expected) };
-          // eslint-disable-next-line @typescript-eslint/only-throw-error -- caught below
-          throw new Divert(replay.body);
-        })
-    : undefined;
-  const algs: ChecksumAlg[] = [...new Set<ChecksumAlg>(['CRC32C', ...expected.keys()])];
-  const body = receiveBody(kit.services.upload, {
-    source: exchange,
-    keys: auth.keysOf(input.principal.tenant),
-    contentLength: input.contentLength,
-    algs,
-    ...(gate ? { gate } : {}),
-  });
-  let received: ReceivedBody | undefined;
-  try {
-    received = await body;
-    for (const [alg, digest] of expected) {
-      if (received.checksums[alg] !== digest.toString('base64'))
-        throw ChecksumMismatch(`the body does not match its ${alg} checksum`);
-    }
-    // Named field by field: a spread of `target` here sent V8 to its runtime for a new hidden
-    // class on every PUT (3% of the gateway's thread under 4 KiB PUTs).
-    const args: Record<string, unknown> = {
-      tenantId: target.tenantId,
-      bucket: target.bucket,
-      key: input.key,
-      size: input.contentLength,
-      etag: received.etag,
-      contentType: input.contentType,
-      metadata: input.metadata,
-      checksums: received.checksums,
-      compressed: received.compressed,
-      chunks: received.chunks,
-    };
-    addWriteConditions(exchange, args);
-    if (idempotency) args['idempotency'] = held ?? idempotency;
-    return await kit.mutate<ObjectVersionRecord>(exchange, 'putObject', args, 200);
-  } catch (error) {
-    if (error instanceof Divert && replay) {
-      await replay.body.checked;
-      return replay.result;
-    }
-    // Only a request that began the key frees it (a replay or a refused begin holds none), and
-    // only while its claim is current: the engine checks the claim id. Freed before the failure
-    // is answered: a retry sent at once may reach the engine through another listener's
-    // connection, ahead of a free still waiting to be sent (409 or 422 instead of a new try).
-    if (held) await engine.call('abandonIdempotent', { ...target, ...held }).catch(() => undefined);
-    throw error;
-  } finally {
-    received?.release();
-  }
+  const { principal, ...request } = input;
+  return kit.objects.putObject(
+    contextOf(exchange, principal),
+    { ...request, conditions: writeConditionsOf(exchange) },
+    exchange,
+  );
 }
 
 /**
@@ -583,32 +479,22 @@ export function parseMetadata(exchange: Exchange): Record<string, string> {
   return metadata;
 }
 
-/** The argument names a write's preconditions go under: its own, or a copy's destination's. */
-const WRITE_CONDITION_NAMES = {
-  own: ['ifMatch', 'ifNoneMatch', 'ifUnmodifiedSince'],
-  destination: ['destinationIfMatch', 'destinationIfNoneMatch', 'destinationIfUnmodifiedSince'],
-} as const;
+/** The preconditions of a write (PUT, DELETE, a copy's destination, a multipart completion). */
+export function writeConditionsOf(exchange: Exchange): WriteConditions {
+  return {
+    ifMatch: exchange.header('if-match'),
+    ifNoneMatch: exchange.header('if-none-match'),
+    ifUnmodifiedSince: exchange.header('if-unmodified-since'),
+  };
+}
 
-/**
- * Adds to `args` the preconditions of a write (PUT, DELETE, a copy's destination, a multipart
- * completion) that the request gives, for the engine to check in the transaction that writes
- * (`checkWriteConditions`). An If-Unmodified-Since that is not an HTTP-date is ignored, as on a
- * read (RFC 9110 §13.1.4); If-Modified-Since applies to reads only.
- */
+/** Adds the request's write preconditions to `args` (service/objects.ts `addWriteConditions`). */
 export function addWriteConditions(
   exchange: Exchange,
   args: Record<string, unknown>,
-  names: keyof typeof WRITE_CONDITION_NAMES = 'own',
+  names?: 'own' | 'destination',
 ): void {
-  const [ifMatchName, ifNoneMatchName, ifUnmodifiedSinceName] = WRITE_CONDITION_NAMES[names];
-  const ifMatch = exchange.header('if-match');
-  if (ifMatch !== undefined) args[ifMatchName] = ifMatch;
-  const ifNoneMatch = exchange.header('if-none-match');
-  if (ifNoneMatch !== undefined) args[ifNoneMatchName] = ifNoneMatch;
-  const unmodifiedSince = exchange.header('if-unmodified-since');
-  if (unmodifiedSince === undefined) return;
-  const date = parseHttpDate(unmodifiedSince);
-  if (!Number.isNaN(date)) args[ifUnmodifiedSinceName] = date;
+  addConditionArgs(writeConditionsOf(exchange), args, names);
 }
 
 /** The conditional and Range headers of a read (GET, HEAD), for the service. */

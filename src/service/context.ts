@@ -3,13 +3,14 @@
 // being filled in, and the clock. A transport builds one per request (`contextOf`).
 
 import type { AuditContext } from '../http/exchange.js';
+import type { AuditedRequest } from '../http/audit.js';
 import type { Principal } from './auth.js';
 
 export interface RequestContext {
   readonly principal: Principal;
   readonly requestId: string;
-  /** The peer's canonical address (http/exchange.ts `canonicalAddress`). */
-  readonly peer: string;
+  /** The peer's address, canonical (http/exchange.ts `canonicalAddress`). */
+  readonly remoteAddress: string;
   /**
    * The audit row as the request fills it in: the service names the resource and marks a row
    * written with its mutation; the transport records the rest after its answer.
@@ -22,12 +23,7 @@ export interface RequestContext {
 }
 
 /** What a transport request gives a context (the HTTP Exchange has all of it). */
-export interface ContextSource {
-  readonly requestId: string;
-  readonly remoteAddress: string;
-  readonly audit: AuditContext;
-  readonly path: string;
-}
+export type ContextSource = AuditedRequest;
 
 export function contextOf(
   request: ContextSource,
@@ -37,7 +33,7 @@ export function contextOf(
   return {
     principal,
     requestId: request.requestId,
-    peer: request.remoteAddress,
+    remoteAddress: request.remoteAddress,
     audit: request.audit,
     path: request.path,
     clock,

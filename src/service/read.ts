@@ -53,6 +53,26 @@ export function resolveForRead(
   return version;
 }
 
+/**
+ * The version whose tags, retention or legal hold a read asks for: as `resolveForRead`, but a
+ * delete marker named by its id has none of them (405 allowing nothing, as the engine's
+ * `targetVersion` answers a write of them), and a missing key is a plain 404.
+ */
+export function resolveForAttributes(
+  store: IndexStore,
+  bucket: BucketRecord,
+  key: string,
+  versionId: string | null,
+): ObjectVersionRecord {
+  const version =
+    versionId === null
+      ? store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, key))
+      : findVersionIn(store, bucket.id, key, versionId);
+  if (version?.deleteMarker && versionId !== null) throw deleteMarkerNamed(version, '');
+  if (!version || version.deleteMarker) throw NotFound(`object ${key} not found`);
+  return version;
+}
+
 /** The key's latest version when it is a delete marker (a bucket that has had versioning). */
 export function latestDeleteMarkerIn(
   store: IndexStore,
