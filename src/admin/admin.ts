@@ -15,6 +15,7 @@ import {
 } from '../engine/data-dir.js';
 import { Router, type Route } from '../http/router.js';
 import { listen, type Handler } from '../http/server.js';
+import { routedApi, type Api } from '../http/api.js';
 import { openApiDocument } from '../http/openapi.js';
 import { readyzRoute } from '../http/readiness.js';
 import { adminRoutes } from './routes.js';
@@ -79,6 +80,9 @@ export async function startAdmin(options: {
       },
     }),
   );
+  // The admin port's APIs. The console (`/admin/console`) and `/metrics` mount here beside the
+  // admin API, each with its own errors and query rules (src/http/api.ts).
+  const apis: Api[] = [routedApi({ name: 'admin', router: new Router(ADMIN_PREFIX, routes) })];
   const listener = await listen(
     {
       host: address.host,
@@ -89,7 +93,7 @@ export async function startAdmin(options: {
       tls: tlsFilesOf(settings),
       bodyRateMin: settings.bytes('limits.body_rate_min'),
     },
-    new Router(ADMIN_PREFIX, routes),
+    apis,
     log,
   );
   return {
