@@ -15,6 +15,7 @@ import { AdminAuth } from './auth.js';
 import type { NodeRecord } from '../engine/index/schema.js';
 import { componentLogger } from '../util/log.js';
 import { tlsFilesOf, type Settings } from '../util/config.js';
+import { consoleRoutes } from '../console/console.js';
 
 export const ADMIN_PREFIX = '/admin/api/v1';
 
@@ -76,7 +77,11 @@ export async function startAdmin(options: {
       tls: tlsFilesOf(settings),
       bodyRateMin: settings.bytes('limits.body_rate_min'),
     },
-    new Router(ADMIN_PREFIX, routes),
+    // One router for the whole listener: the admin API, the console and its API.
+    new Router('', [
+      ...routes.map((route) => ({ ...route, path: ADMIN_PREFIX + route.path })),
+      ...(await consoleRoutes({ store, engine, authenticate: auth.authenticate.bind(auth) })),
+    ]),
     log,
   );
   return {
