@@ -8,6 +8,7 @@ import { EngineClient } from '../engine/protocol.js';
 import { dataDirPaths, checkDataDirFormat, RELEASE } from '../engine/data-dir.js';
 import { Router, type Route } from '../http/router.js';
 import { listen, type Handler } from '../http/server.js';
+import { routedApi, type Api } from '../http/api.js';
 import { openApiDocument } from '../http/openapi.js';
 import { adminRoutes } from './routes.js';
 import { AuditSink } from '../http/audit.js';
@@ -15,7 +16,7 @@ import { AdminAuth } from './auth.js';
 import type { NodeRecord } from '../engine/index/schema.js';
 import { componentLogger } from '../util/log.js';
 import { tlsFilesOf, type Settings } from '../util/config.js';
-import { consoleRoutes } from '../console/console.js';
+import { consoleApis } from '../console/console.js';
 
 export const ADMIN_PREFIX = '/admin/api/v1';
 
@@ -67,6 +68,12 @@ export async function startAdmin(options: {
       },
     }),
   );
+  // The admin port's APIs. The console (`/admin/console`) and `/metrics` mount here beside the
+  // admin API, each with its own errors and query rules (src/http/api.ts).
+  const apis: Api[] = [
+    routedApi({ name: 'admin', router: new Router(ADMIN_PREFIX, routes) }),
+    ...(await consoleApis({ store, engine, authenticate: auth.authenticate.bind(auth) })),
+  ];
   const listener = await listen(
     {
       host: address.host,
@@ -77,11 +84,7 @@ export async function startAdmin(options: {
       tls: tlsFilesOf(settings),
       bodyRateMin: settings.bytes('limits.body_rate_min'),
     },
-    // One router for the whole listener: the admin API, the console and its API.
-    new Router('', [
-      ...routes.map((route) => ({ ...route, path: ADMIN_PREFIX + route.path })),
-      ...(await consoleRoutes({ store, engine, authenticate: auth.authenticate.bind(auth) })),
-    ]),
+    apis,
     log,
   );
   return {

@@ -12,7 +12,7 @@
 // runs when it stores them.
 
 import type { Route } from '../http/router.js';
-import type { Handler } from '../http/server.js';
+import type { Handler } from '../http/api.js';
 import type { Exchange } from '../http/exchange.js';
 import { auditRowOf } from '../http/audit.js';
 import type { IndexStore } from '../engine/index/store.js';

@@ -11,7 +11,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Route } from '../http/router.js';
-import type { Handler } from '../http/server.js';
+import type { Handler } from '../http/api.js';
 import type { Exchange } from '../http/exchange.js';
 import { NotFound, Unavailable } from '../util/errors.js';
 
@@ -91,7 +91,7 @@ export function consoleAssetRoutes(bundle: ConsoleBundle | undefined): Route<Han
   return [
     {
       method: 'GET',
-      path: CONSOLE_PREFIX,
+      path: '',
       operationId: 'consoleRedirect',
       doc: { summary: 'Redirect to the console page', auth: 'none', responses: { 308: html } },
       handler: (exchange) =>
@@ -99,14 +99,14 @@ export function consoleAssetRoutes(bundle: ConsoleBundle | undefined): Route<Han
     },
     {
       method: 'GET',
-      path: `${CONSOLE_PREFIX}/`,
+      path: '/',
       operationId: 'consolePage',
       doc: { summary: 'The console page', auth: 'none', responses: { 200: html } },
       handler: (exchange) => sendPage(exchange, bundle),
     },
     {
       method: 'GET',
-      path: `${CONSOLE_PREFIX}/assets/{file}`,
+      path: '/assets/{file}',
       operationId: 'consoleAsset',
       doc: {
         summary: 'A content-hashed script or style sheet of the console',

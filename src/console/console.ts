@@ -3,18 +3,18 @@
 // what this returns beside its admin API, lending the console its index, engine and
 // authenticator (so the console has exactly the admin API's RBAC, scope checks and audit).
 
-import type { Route } from '../http/router.js';
-import type { Handler } from '../http/server.js';
+import { Router } from '../http/router.js';
+import { routedApi, type Api } from '../http/api.js';
 import { openApiDocument } from '../http/openapi.js';
 import { RELEASE } from '../engine/data-dir.js';
-import { consoleAssetRoutes, loadConsoleBundle } from './assets.js';
+import { CONSOLE_PREFIX, consoleAssetRoutes, loadConsoleBundle } from './assets.js';
 import { CONSOLE_API_PREFIX, consoleApiRoutes, type ConsoleServices } from './api.js';
 
 export { CONSOLE_PREFIX } from './assets.js';
 export { CONSOLE_API_PREFIX, type ConsoleServices } from './api.js';
 
-/** Every route of the console, with full paths, ready to mount on the admin listener. */
-export async function consoleRoutes(services: ConsoleServices): Promise<Route<Handler>[]> {
+/** The console's two APIs, the page and the console API, to mount on the admin listener. */
+export async function consoleApis(services: ConsoleServices): Promise<Api[]> {
   const api = consoleApiRoutes(services);
   let text = '';
   api.push({
@@ -40,7 +40,10 @@ export async function consoleRoutes(services: ConsoleServices): Promise<Route<Ha
     }),
   );
   return [
-    ...consoleAssetRoutes(await loadConsoleBundle()),
-    ...api.map((route) => ({ ...route, path: CONSOLE_API_PREFIX + route.path })),
+    routedApi({
+      name: 'console',
+      router: new Router(CONSOLE_PREFIX, consoleAssetRoutes(await loadConsoleBundle())),
+    }),
+    routedApi({ name: 'console-api', router: new Router(CONSOLE_API_PREFIX, api) }),
   ];
 }

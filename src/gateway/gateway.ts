@@ -1,4 +1,4 @@
-// The gateway process: its listeners of the public port (data-plane API at /api/v1), one per
+// The gateway process: its listeners of the public port (its APIs: public-apis.ts), one per
 // listener thread, each with its body arenas, and the worker pool and ordered-stage threads
 // they share. Several gateway processes may share the public port too.
 
@@ -9,17 +9,18 @@ import { randomUUID } from 'node:crypto';
 import { IndexStore } from '../engine/index/store.js';
 import { EngineClient } from '../engine/protocol.js';
 import { dataDirPaths, checkDataDirFormat, type DataDirPaths } from '../engine/data-dir.js';
-import { Router, type Route } from '../http/router.js';
+import type { Route } from '../http/router.js';
 import { listen, type Handler, type Listener } from '../http/server.js';
+import { API_PREFIX, publicApis } from './public-apis.js';
 import { openApiDocument } from '../http/openapi.js';
-import { BodyArena, arenaMemory, type ArenaMemory } from './body-arena.js';
+import { BodyArena, arenaMemory, type ArenaMemory } from '../service/body-arena.js';
 import { poolTasks, startListenerThread } from './listener-threads.js';
-import { reserveBlocks, UploadStats } from './upload.js';
-import { UploadPins } from './upload-pins.js';
+import { reserveBlocks, UploadStats } from '../service/upload.js';
+import { UploadPins } from '../service/upload-pins.js';
 import { OrderedStage, OrderedStageThread } from '../workers/ordered-stage.js';
 import type { MessagePort } from 'node:worker_threads';
-import { Authenticator } from './auth.js';
-import { dataRoutes } from './routes.js';
+import { Authenticator } from '../service/auth.js';
+import { dataRoutes, type GatewayServices } from './routes.js';
 import * as docs from './route-docs.js';
 import { componentLogger, type Logger } from '../util/log.js';
 import { tlsFilesOf, type Settings } from '../util/config.js';
@@ -31,7 +32,7 @@ import { SegmentWriter } from '../engine/segments/segment-writer.js';
 import { SegmentReader } from '../engine/segments/segment-reader.js';
 import type { ChunkStoreDeps } from '../workers/chunk-store.js';
 
-export const API_PREFIX = '/api/v1';
+export { API_PREFIX } from './public-apis.js';
 const BLOCK_BYTES = 1024 * 1024;
 /** Smaller than an upload block: a chunk (1.13 MiB on average) wastes less of its last block. */
 const DOWNLOAD_BLOCK_BYTES = 256 * 1024;
@@ -322,7 +323,7 @@ export async function startListener(options: {
   };
   const tlsFiles = tlsFilesOf(settings);
   const auth = new Authenticator(paths, store);
-  const routes: Route<Handler>[] = dataRoutes({
+  const services: GatewayServices = {
     store,
     engine,
     settings,
@@ -338,7 +339,8 @@ export async function startListener(options: {
       pins: uploadPins,
     },
     download: { arena: downloadArena, pool, inline },
-  });
+  };
+  const routes: Route<Handler>[] = dataRoutes(services);
   // The document describes itself too, so its route is in the table it is generated from.
   let openapiText = '';
   routes.push({
@@ -376,6 +378,13 @@ export async function startListener(options: {
       port: options.port,
       sharedPort: true,
       audit,
+      receiveBufferBytes: settings.bytes('limits.socket_receive_bytes'),
+      bodyRateMin: settings.bytes('limits.body_rate_min'),
+      tls: tlsFiles,
+    },
+    publicApis({
+      native: routes,
+      services,
       identify: (exchange) => {
         try {
           auth.authenticate(exchange.header('authorization'), exchange.audit);
@@ -383,11 +392,7 @@ export async function startListener(options: {
           // No valid bearer token: the row stays anonymous, or names the token's key.
         }
       },
-      receiveBufferBytes: settings.bytes('limits.socket_receive_bytes'),
-      bodyRateMin: settings.bytes('limits.body_rate_min'),
-      tls: tlsFiles,
-    },
-    new Router(API_PREFIX, routes),
+    }),
     log,
   );
   log.debug({ port: listener.port, listener: options.listener }, 'listener started');
