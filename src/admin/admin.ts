@@ -24,6 +24,7 @@ import { AdminAuth } from './auth.js';
 import type { NodeRecord } from '../engine/index/schema.js';
 import { componentLogger } from '../util/log.js';
 import { tlsFilesOf, type Settings } from '../util/config.js';
+import { consoleApis } from '../console/console.js';
 
 export const ADMIN_PREFIX = '/admin/api/v1';
 
@@ -82,7 +83,10 @@ export async function startAdmin(options: {
   );
   // The admin port's APIs. The console (`/admin/console`) and `/metrics` mount here beside the
   // admin API, each with its own errors and query rules (src/http/api.ts).
-  const apis: Api[] = [routedApi({ name: 'admin', router: new Router(ADMIN_PREFIX, routes) })];
+  const apis: Api[] = [
+    routedApi({ name: 'admin', router: new Router(ADMIN_PREFIX, routes) }),
+    ...(await consoleApis({ store, engine, authenticate: auth.authenticate.bind(auth) })),
+  ];
   const listener = await listen(
     {
       host: address.host,
