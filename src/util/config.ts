@@ -328,7 +328,7 @@ function flatten(value: unknown, prefix: string, out: Record<string, string>): v
     out[prefix] = String(value);
     return;
   }
-  throw BadRequest(`${prefix}: expected a single value, got ${JSON.stringify(value) ?? 'none'}`);
+  throw BadRequest(`${prefix}: expected a single value, got ${JSON.stringify(value)}`);
 }
 
 function makeSettings(
