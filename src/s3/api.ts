@@ -27,6 +27,11 @@ import type { EngineClient } from '../engine/protocol.js';
 import type { TenantRecord } from '../engine/index/schema.js';
 import type { Scope } from '../security/scopes.js';
 import { auditRowOf } from '../http/audit.js';
+import type { Authenticator } from '../service/auth.js';
+import type { UploadServices } from '../service/upload.js';
+import type { DownloadServices } from '../service/download.js';
+import type { Api, Dispatch } from '../http/api.js';
+import type { ErrorRenderer } from '../http/error-answer.js';
 import { s3Error, s3ErrorOf } from './errors.js';
 import { XmlWriter } from './xml.js';
 import { addressOf, operationOf, type OperationSpec, type S3Address } from './request.js';
@@ -44,16 +49,19 @@ export interface S3Credential {
   readonly principal: S3Principal;
 }
 
-/** What the S3 adapter uses of the process that mounts it. */
+/** What the S3 adapter uses of the process that mounts it (the gateway's listener). */
 export interface S3Services {
   readonly settings: Settings;
   readonly store: IndexStore;
   readonly engine: EngineClient;
   /**
-   * The access key `accessKeyId` with its secret, its state checked now (a revoked key or a
-   * disabled tenant is refused at once); undefined for a key that does not exist.
+   * Access keys and tenants: `credential(id)` gives a live key with its secret, its state
+   * checked now (a revoked key or a disabled tenant is refused at once); `keysOf` the tenant's
+   * data keys for the upload and download pipelines.
    */
-  credential(accessKeyId: string): S3Credential | undefined;
+  readonly auth: Authenticator;
+  readonly upload: UploadServices;
+  readonly download: DownloadServices;
   readonly log: Logger;
 }
 
@@ -108,6 +116,26 @@ export class S3Api {
   /** The operations with a handler, for docs/s3.md's test. */
   get registered(): readonly string[] {
     return [...this.handlers.keys()];
+  }
+
+  /**
+   * The API the public listener mounts at '' (every path outside /api/v1): it hands every
+   * request to `handle`, which answers its own failures as S3 XML; `errors` renders only what
+   * the listener itself refuses (a stop in progress, oversized headers).
+   */
+  mount(): Api {
+    const dispatch: Dispatch = {
+      operationId: 's3',
+      handler: (exchange) => this.handle(exchange),
+      params: {},
+    };
+    return {
+      name: 's3',
+      prefix: '',
+      errors: s3Errors,
+      strictQuery: false,
+      dispatch: () => dispatch,
+    };
   }
 
   /** Serves one request; never throws, never rejects: every failure is an S3 error answer. */
@@ -201,6 +229,37 @@ export class S3Api {
     sendS3(exchange, problem.status, headers, xml.toString());
   }
 }
+
+/** The listener's own refusals in S3's form (their Lightwell code mapped, s3ErrorOf). */
+const s3Errors: ErrorRenderer = {
+  render(answer, request) {
+    const code =
+      answer.status === 503
+        ? 'ServiceUnavailable'
+        : answer.status === 431
+          ? 'RequestHeaderSectionTooLarge'
+          : answer.status >= 500
+            ? 'InternalError'
+            : 'InvalidRequest';
+    const xml = new XmlWriter()
+      .start('Error', false)
+      .leaf('Code', code)
+      .leaf('Message', answer.message)
+      .leaf('Resource', request.path)
+      .leaf('RequestId', request.requestId)
+      .end('Error');
+    return {
+      status: answer.status,
+      headers: {
+        ...answer.headers,
+        'Content-Type': 'application/xml',
+        'x-amz-request-id': request.requestId,
+        'x-amz-id-2': HOST_ID,
+      },
+      body: xml.toString(),
+    };
+  },
+};
 
 /** The audit row's resource: `bucket/key`, `bucket`, or `/`. */
 function resourceOf(address: S3Address): string {

@@ -174,7 +174,9 @@ function checkTime(claim: SignedClaim, services: S3Services): void {
 function liveCredential(accessKeyId: string, services: S3Services): S3Credential {
   let credential: S3Credential | undefined;
   try {
-    credential = services.credential(accessKeyId);
+    // Read-your-writes: a key made or revoked just before this request is seen.
+    services.store.refresh();
+    credential = services.auth.credential(accessKeyId);
   } catch (error) {
     if (isLightwellError(error) && error.code === 'unauthorized') {
       if (/tenant/.test(error.message)) throw s3Error('AccountProblem', error.message);
