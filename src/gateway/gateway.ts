@@ -20,6 +20,7 @@ import { OrderedStage, OrderedStageThread } from '../workers/ordered-stage.js';
 import type { MessagePort } from 'node:worker_threads';
 import { Authenticator } from './auth.js';
 import { dataRoutes } from './routes.js';
+import { s3Api } from '../s3/mount.js';
 import * as docs from './route-docs.js';
 import { componentLogger, type Logger } from '../util/log.js';
 import { tlsFilesOf, type Settings } from '../util/config.js';
@@ -370,6 +371,17 @@ export async function startListener(options: {
     }),
   );
   const audit = new AuditSink(engine, componentLogger('gateway.audit'));
+  // Every path outside /api/v1 is the S3-compatible API (DECISIONS.md).
+  const s3 = s3Api({
+    settings,
+    store,
+    engine,
+    credential: (accessKeyId) => {
+      store.refresh();
+      return auth.credential(accessKeyId);
+    },
+    log: componentLogger('gateway.s3'),
+  });
   const listener: Listener = await listen(
     {
       host: settings.listen('public_listen').host,
@@ -386,6 +398,7 @@ export async function startListener(options: {
       receiveBufferBytes: settings.bytes('limits.socket_receive_bytes'),
       bodyRateMin: settings.bytes('limits.body_rate_min'),
       tls: tlsFiles,
+      otherPaths: (exchange) => s3.handle(exchange),
     },
     new Router(API_PREFIX, routes),
     log,

@@ -110,6 +110,12 @@ export class Router<H> {
     return this.compiled.map((entry) => entry.route);
   }
 
+  /** True when `rawPath` is under this router's prefix (whole path segments). */
+  owns(rawPath: string): boolean {
+    if (!rawPath.startsWith(this.prefix)) return false;
+    return rawPath.length === this.prefix.length || rawPath.charCodeAt(this.prefix.length) === 47;
+  }
+
   /** Finds the route; 404 for an unknown path, 405 for a known path with another method. */
   match(method: string, rawPath: string): Match<H> {
     // The prefix is whole path segments: `/api/v1x/buckets` is not under `/api/v1`.

@@ -43,6 +43,11 @@ export interface ListenOptions {
    * or anything over uWebSockets.js's own floor of 16 KiB a second leaves that floor.
    */
   readonly bodyRateMin?: number | undefined;
+  /**
+   * Serves every request whose path is outside the router's prefix (the S3-compatible API on
+   * the public port): it answers each request itself, failures included, in its own API's form.
+   */
+  readonly otherPaths?: ((exchange: Exchange) => Promise<void> | void) | undefined;
 }
 
 export function listen<H extends Handler>(
@@ -57,6 +62,10 @@ export function listen<H extends Handler>(
     const exchange = new Exchange(res, req, options.bodyRateMin);
     if (draining) {
       exchange.sendProblem(Unavailable('the server is shutting down'), log);
+      return;
+    }
+    if (options.otherPaths && !router.owns(exchange.path)) {
+      serveOther(exchange, options.otherPaths, inFlight, options.audit, log);
       return;
     }
     let match: Match<H>;
@@ -126,6 +135,34 @@ export function listen<H extends Handler>(
       });
     });
   });
+}
+
+/** Serves a request outside the router's prefix with `serve`, tracked and audited as routed. */
+function serveOther(
+  exchange: Exchange,
+  serve: (exchange: Exchange) => Promise<void> | void,
+  inFlight: Set<Exchange>,
+  audit: AuditSink | undefined,
+  log: Logger,
+): void {
+  inFlight.add(exchange);
+  const finish = (): void => {
+    inFlight.delete(exchange);
+    audit?.record(exchange);
+  };
+  let pending: Promise<void> | void = undefined;
+  try {
+    pending = serve(exchange);
+  } catch (error) {
+    // `serve` answers its own failures; one that escapes is a bug, still answered.
+    exchange.sendProblem(error, log);
+  }
+  if (!pending) finish();
+  else
+    void pending.then(finish, (error: unknown) => {
+      exchange.sendProblem(error, log);
+      finish();
+    });
 }
 
 function capReceiveBuffer(port: number, bytes: number, log: Logger): void {

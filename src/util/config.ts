@@ -99,6 +99,17 @@ export const settingSpecs = {
     fallback: 'false',
     help: 'allow private webhook targets',
   },
+  's3.domains': {
+    kind: 'string',
+    fallback: '',
+    help: 'comma-separated domains whose subdomains name S3 buckets (virtual-hosted style)',
+  },
+  's3.region': {
+    kind: 'string',
+    fallback: 'us-east-1',
+    nonEmpty: true,
+    help: 'region of S3 credential scopes and of GetBucketLocation',
+  },
   'tls.cert_file': { kind: 'string', fallback: '', help: 'TLS certificate (PEM)' },
   'tls.key_file': { kind: 'string', fallback: '', help: 'TLS private key (PEM)' },
   'storage.segment_bytes_max': {
