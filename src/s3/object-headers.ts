@@ -15,7 +15,7 @@
 
 import { CHECKSUM_DIGEST_BYTES, parseChecksumAlg, type ChecksumAlg } from '../engine/checksums.js';
 import { validateUserMetadata } from '../security/names.js';
-import { BadRequest, ChecksumMismatch, type LightwellError } from '../util/errors.js';
+import { s3Error } from './errors.js';
 
 /** S3's Content-Type of an object stored without one. */
 export const S3_DEFAULT_CONTENT_TYPE = 'binary/octet-stream';
@@ -46,10 +46,6 @@ const RESPONSE_OVERRIDES: readonly (readonly [string, string])[] = [
 
 /** Headers by lower-case name, as the request carries them. */
 export type RequestHeaders = Readonly<Record<string, string | undefined>>;
-
-function s3Error(code: string, message: string): LightwellError {
-  return BadRequest(message, { s3Code: code });
-}
 
 /** What an S3 write stores beside the bytes: Content-Type, representation headers, metadata. */
 export interface ObjectRepresentation {
@@ -123,9 +119,7 @@ export function contentMd5Of(headers: RequestHeaders): Buffer | undefined {
 export function checkContentMd5(expected: Buffer | undefined, actual: Buffer | undefined): void {
   if (expected === undefined) return;
   if (actual === undefined || !expected.equals(actual)) {
-    throw ChecksumMismatch('the Content-MD5 you specified did not match what was received', {
-      s3Code: 'BadDigest',
-    });
+    throw s3Error('BadDigest', 'the Content-MD5 you specified did not match what was received');
   }
 }
 
@@ -203,9 +197,7 @@ export function checkDeclaredChecksums(
 ): void {
   for (const [alg, digest] of declared) {
     if (received[alg] !== digest.toString('base64')) {
-      throw ChecksumMismatch(`The ${alg} you specified did not match the calculated checksum.`, {
-        s3Code: 'BadDigest',
-      });
+      throw s3Error('BadDigest', `The ${alg} you specified did not match the calculated checksum.`);
     }
   }
 }
@@ -294,10 +286,10 @@ export function copySourceRangeOf(
   const start = Number(match[1]);
   const end = Number(match[2]);
   if (start > end || end >= sourceSize) {
-    throw BadRequest(`Range specified is not valid for source object of size: ${sourceSize}`, {
-      s3Code: 'InvalidRange',
-      s3Status: 416,
-    });
+    throw s3Error(
+      'InvalidRange',
+      `Range specified is not valid for source object of size: ${sourceSize}`,
+    );
   }
   return { start, end };
 }

@@ -8,13 +8,14 @@
 // - Text is kept exactly: no trimming of keys (S3 keys may start or end with spaces), no
 //   number conversion (`0001` stays a string); the predefined entities and character
 //   references are decoded, nothing else (no entity can be declared).
-// - Every refusal is a `bad_request` whose `details.s3Code` is S3's code for it
-//   (`MalformedXML`, `InvalidArgument`, `InvalidPartOrder`), so the S3 renderer can answer it.
+// - Every refusal is an S3 error (errors.ts): `MaxMessageLengthExceeded`, `MalformedXML`,
+//   `InvalidArgument`, `InvalidPartOrder`.
 //
 // Nothing here is persisted.
 
 import { XMLParser, XMLValidator } from 'fast-xml-parser';
-import { BadRequest, type LightwellError } from '../util/errors.js';
+import type { LightwellError } from '../util/errors.js';
+import { s3Error } from './errors.js';
 
 /** Deepest element nesting accepted in a request body (S3's bodies need 4). */
 export const XML_DEPTH_MAX = 16;
@@ -26,7 +27,7 @@ export const COMPLETE_PARTS_MAX = 10_000;
 export const COMPLETE_BODY_BYTES_MAX = 4 * 1024 * 1024;
 
 function malformed(message: string): LightwellError {
-  return BadRequest(message, { s3Code: 'MalformedXML' });
+  return s3Error('MalformedXML', message);
 }
 
 const parser = new XMLParser({
@@ -50,9 +51,10 @@ const parser = new XMLParser({
  */
 function parseDocument(body: Buffer, root: string, bytesMax: number): Record<string, unknown> {
   if (body.length > bytesMax) {
-    throw BadRequest(`the ${root} document is larger than ${bytesMax} bytes`, {
-      s3Code: 'MalformedXML',
-    });
+    throw s3Error(
+      'MaxMessageLengthExceeded',
+      `the ${root} document is larger than ${bytesMax} bytes`,
+    );
   }
   const text = body.toString('utf8');
   if (/<!DOCTYPE|<!ENTITY/i.test(text)) throw malformed('a document type declaration is refused');
@@ -64,14 +66,8 @@ function parseDocument(body: Buffer, root: string, bytesMax: number): Record<str
   let parsed: unknown;
   try {
     parsed = parser.parse(text);
-  } catch (error) {
-    throw BadRequest(
-      `the ${root} document is not XML`,
-      { s3Code: 'MalformedXML' },
-      {
-        cause: error,
-      },
-    );
+  } catch {
+    throw malformed(`the ${root} document is not XML`);
   }
   const top = (parsed ?? {}) as Record<string, unknown>;
   const names = Object.keys(top).filter((name) => name !== '#text');
@@ -208,14 +204,10 @@ export function parseCompleteRequest(body: Buffer): CompletePartEntry[] {
       throw malformed('every Part needs a PartNumber and an ETag');
     const partNumber = /^[0-9]{1,5}$/.test(numberText) ? Number(numberText) : NaN;
     if (!(partNumber >= 1 && partNumber <= COMPLETE_PARTS_MAX)) {
-      throw BadRequest(`part numbers run from 1 to ${COMPLETE_PARTS_MAX}`, {
-        s3Code: 'InvalidArgument',
-      });
+      throw s3Error('InvalidArgument', `part numbers run from 1 to ${COMPLETE_PARTS_MAX}`);
     }
     if (partNumber <= previous) {
-      throw BadRequest('the list of parts was not in ascending order', {
-        s3Code: 'InvalidPartOrder',
-      });
+      throw s3Error('InvalidPartOrder', 'the list of parts was not in ascending order');
     }
     previous = partNumber;
     const checksums: Record<string, string> = {};

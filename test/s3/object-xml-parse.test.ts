@@ -74,7 +74,7 @@ t.test('Delete: bad bodies are MalformedXML', async (t) => {
   const big = `<Delete><Object><Key>${'k'.repeat(DELETE_BODY_BYTES_MAX)}</Key></Object></Delete>`;
   t.equal(
     s3Code(() => parseDeleteRequest(xml(big))),
-    'MalformedXML',
+    'MaxMessageLengthExceeded',
     'over the size limit',
   );
   const full = `<Delete>${'<Object><Key>k</Key></Object>'.repeat(DELETE_KEYS_MAX)}</Delete>`;
