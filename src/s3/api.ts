@@ -30,6 +30,7 @@ import { auditRowOf } from '../http/audit.js';
 import { s3Error, s3ErrorOf } from './errors.js';
 import { XmlWriter } from './xml.js';
 import { addressOf, operationOf, type OperationSpec, type S3Address } from './request.js';
+import type { S3ObjectStore } from './object-port.js';
 
 /** Who sent a request: the access key, its tenant (the S3 account) and the key's scopes. */
 export interface S3Principal {
@@ -55,6 +56,8 @@ export interface S3Services {
    */
   credential(accessKeyId: string): S3Credential | undefined;
   readonly log: Logger;
+  /** The service's objects (object-port.ts); object operations answer 501 without it. */
+  readonly objects?: S3ObjectStore | undefined;
 }
 
 /** One S3 request on its way through the adapter. */
