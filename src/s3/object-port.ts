@@ -89,7 +89,7 @@ export interface ListPage {
   readonly last?: string | undefined;
 }
 
-export interface S3ObjectStore {
+export interface S3ObjectStore extends Partial<S3ObjectStoreMore> {
   put(request: S3Request, input: PutInput): Promise<StoredVersion>;
   resolveRead(request: S3Request, input: ReadInput): ResolvedRead;
   /** Streams the resolved bytes with `headers`; settles when the response is complete. */
@@ -102,4 +102,129 @@ export interface S3ObjectStore {
   list(request: S3Request, input: ListInput): ListPage;
   /** The S3 owner of the request's tenant (canonical id = tenant id, name = tenant name). */
   owner(request: S3Request): { id: string; displayName: string };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Copies, versions and multipart uploads.
+
+export interface CopyInput {
+  readonly source: {
+    readonly bucket: string;
+    readonly key: string;
+    readonly versionId?: string | undefined;
+    readonly ifMatch?: string | undefined;
+    readonly ifNoneMatch?: string | undefined;
+    readonly ifModifiedSince?: number | undefined;
+    readonly ifUnmodifiedSince?: number | undefined;
+  };
+  readonly bucket: string;
+  readonly key: string;
+  /** COPY keeps the source's representation; REPLACE stores `representation`. */
+  readonly directive: 'COPY' | 'REPLACE';
+  readonly representation: ObjectRepresentation;
+}
+
+export interface CopyOutcome extends StoredVersion {
+  /** The source version copied (for `x-amz-copy-source-version-id`). */
+  readonly sourceVersionId: string;
+  readonly sourceVersioned: boolean;
+}
+
+export interface VersionsInput {
+  readonly bucket: string;
+  readonly prefix: string;
+  readonly delimiter?: string | undefined;
+  readonly keyMarker?: string | undefined;
+  readonly versionIdMarker?: string | undefined;
+  readonly maxKeys: number;
+}
+
+export interface VersionsPage {
+  /** Versions and delete markers, by key, newest first within a key. */
+  readonly entries: readonly (ObjectVersionRecord & { readonly isLatest: boolean })[];
+  readonly commonPrefixes: readonly string[];
+  readonly isTruncated: boolean;
+  readonly nextKeyMarker?: string | undefined;
+  readonly nextVersionIdMarker?: string | undefined;
+}
+
+export interface UploadTarget {
+  readonly bucket: string;
+  readonly key: string;
+  readonly uploadId: string;
+}
+
+export interface PartInput extends UploadTarget {
+  readonly partNumber: number;
+  readonly contentLength: number;
+  readonly algs: readonly DigestAlg[];
+  check(received: ReceivedDigests): void;
+}
+
+export interface PartOutcome {
+  readonly etag: string;
+  readonly checksums: Readonly<Record<string, string>>;
+  readonly lastModified: number;
+}
+
+export interface CompleteInput extends UploadTarget {
+  readonly parts: readonly {
+    readonly partNumber: number;
+    readonly etag: string;
+    readonly checksums: Readonly<Record<string, string>>;
+  }[];
+  /** The completed object's ETag (S3's `md5(part md5s)-N`, from the listed part ETags). */
+  readonly etag: string;
+}
+
+export interface PartEntry {
+  readonly partNumber: number;
+  readonly etag: string;
+  readonly size: number;
+  readonly lastModified: number;
+  readonly checksums: Readonly<Record<string, string>>;
+}
+
+export interface UploadEntry {
+  readonly key: string;
+  readonly uploadId: string;
+  readonly initiated: number;
+}
+
+export interface S3MultipartStore {
+  create(
+    request: S3Request,
+    input: { bucket: string; key: string; representation: ObjectRepresentation },
+  ): Promise<{ uploadId: string }>;
+  uploadPart(request: S3Request, input: PartInput): Promise<PartOutcome>;
+  uploadPartCopy(
+    request: S3Request,
+    input: UploadTarget & {
+      partNumber: number;
+      source: CopyInput['source'];
+      range?: { start: number; end: number } | undefined;
+    },
+  ): Promise<PartOutcome>;
+  complete(request: S3Request, input: CompleteInput): Promise<StoredVersion>;
+  abort(request: S3Request, input: UploadTarget): Promise<void>;
+  listParts(
+    request: S3Request,
+    input: UploadTarget & { partNumberMarker: number; maxParts: number },
+  ): { parts: readonly PartEntry[]; isTruncated: boolean };
+  listUploads(
+    request: S3Request,
+    input: {
+      bucket: string;
+      prefix: string;
+      keyMarker?: string | undefined;
+      uploadIdMarker?: string | undefined;
+      maxUploads: number;
+    },
+  ): { uploads: readonly UploadEntry[]; isTruncated: boolean };
+}
+
+export interface S3ObjectStoreMore {
+  copy(request: S3Request, input: CopyInput): Promise<CopyOutcome>;
+  listVersions(request: S3Request, input: VersionsInput): VersionsPage;
+  readonly multipart: S3MultipartStore;
 }

@@ -135,7 +135,8 @@ export function readHeaders(
   if (mode?.toUpperCase() === 'ENABLED' && read.range === undefined) {
     for (const [alg, digest] of Object.entries(version.checksums))
       headers[`x-amz-checksum-${alg.toLowerCase()}`] = digest;
-    headers['x-amz-checksum-type'] = parts ? 'COMPOSITE' : 'FULL_OBJECT';
+    // A multipart object's CRCs are combined over the whole object (engine/ops/multipart.ts).
+    headers['x-amz-checksum-type'] = 'FULL_OBJECT';
   }
   return headers;
 }
