@@ -44,13 +44,13 @@ export function escapeXml(text: string): string {
  * It checks its own nesting (a bug otherwise), so a handler cannot write a malformed document.
  */
 export class XmlWriter {
-  private text = XML_DECLARATION;
+  private document = XML_DECLARATION;
   private readonly open: string[] = [];
 
   /** Opens an element; the root gets S3's namespace unless `namespace` is false. */
   start(name: string, namespace = true): this {
     const ns = this.open.length === 0 && namespace ? ` xmlns="${S3_NAMESPACE}"` : '';
-    this.text += `<${name}${ns}>`;
+    this.document += `<${name}${ns}>`;
     this.open.push(name);
     return this;
   }
@@ -58,21 +58,28 @@ export class XmlWriter {
   end(name: string): this {
     const top = this.open.pop();
     if (top !== name) throw new TypeError(`XmlWriter: </${name}> closes <${top ?? ''}>`);
-    this.text += `</${name}>`;
+    this.document += `</${name}>`;
     return this;
   }
 
   /** `<name>value</name>`; nothing when the value is undefined. */
   leaf(name: string, value: string | number | boolean | undefined): this {
     if (value === undefined) return this;
-    this.text += `<${name}>${escapeXml(String(value))}</${name}>`;
+    this.document += `<${name}>${escapeXml(String(value))}</${name}>`;
+    return this;
+  }
+
+  /** Character data inside the element open now. */
+  text(value: string): this {
+    if (this.open.length === 0) throw new TypeError('XmlWriter: text outside an element');
+    this.document += escapeXml(value);
     return this;
   }
 
   /** The finished document; every element must be closed. */
   toString(): string {
     if (this.open.length > 0) throw new TypeError(`XmlWriter: <${this.open.join('><')}> open`);
-    return this.text;
+    return this.document;
   }
 }
 

@@ -18,6 +18,7 @@ export const DB = {
   accessKeys: 'access-keys',
   adminTokens: 'admin-tokens',
   buckets: 'buckets',
+  bucketNames: 'bucket-names',
   objects: 'objects',
   versions: 'versions',
   chunks: 'chunks',
@@ -183,6 +184,19 @@ export interface BucketRecord {
     version: 1;
     statements: Array<{ effect: 'Deny'; actions: string[]; principals: string[]; prefix?: string }>;
   };
+}
+
+/**
+ * `bucket-names`: `utf8(name)` → the tenant that holds the name. Bucket names are global across
+ * the deployment (DECISIONS.md): the bucket commands keep this index in the transaction that
+ * creates or removes a bucket, and the engine checks it against `buckets` at every start.
+ */
+export interface BucketNameRecord {
+  tenantId: string;
+}
+
+export function bucketNameKey(name: string): Buffer {
+  return Buffer.from(name, 'utf8');
 }
 
 // ---- objects and versions -----------------------------------------------------------------
