@@ -5,11 +5,19 @@
 
 import { IndexStore } from '../engine/index/store.js';
 import { EngineClient } from '../engine/protocol.js';
-import { dataDirPaths, checkDataDirFormat, RELEASE } from '../engine/data-dir.js';
+import {
+  dataDirPaths,
+  checkDataDirFormat,
+  requireStore,
+  noEngineError,
+  ENGINE_WAIT_MS,
+  RELEASE,
+} from '../engine/data-dir.js';
 import { Router, type Route } from '../http/router.js';
 import { listen, type Handler } from '../http/server.js';
 import { routedApi, type Api } from '../http/api.js';
 import { openApiDocument } from '../http/openapi.js';
+import { readyzRoute } from '../http/readiness.js';
 import { adminRoutes } from './routes.js';
 import { AuditSink } from '../http/audit.js';
 import { AdminAuth } from './auth.js';
@@ -27,9 +35,12 @@ export async function startAdmin(options: {
   const { settings } = options;
   const log = componentLogger('admin');
   const paths = dataDirPaths(options.dataDir);
+  requireStore(paths, 'admin process');
   await checkDataDirFormat(paths);
-  const engine = new EngineClient(paths.socket, 30_000);
-  await engine.waitForEngine(log);
+  const engine = new EngineClient(paths.socket, ENGINE_WAIT_MS);
+  await engine.waitForEngine(log).catch((error: unknown) => {
+    throw noEngineError(paths, ENGINE_WAIT_MS, error);
+  });
   const store = IndexStore.open({ path: paths.index, readOnly: true });
   const node = await engine.call<NodeRecord>('nodeIdentity', {});
   const address = settings.listen('admin_listen');
@@ -45,6 +56,8 @@ export async function startAdmin(options: {
     node,
     address: hostPort,
   });
+  let indexOpen = true;
+  routes.push(readyzRoute({ engine, indexOpen: () => indexOpen }));
   let text = '';
   routes.push({
     method: 'GET',
@@ -91,9 +104,10 @@ export async function startAdmin(options: {
     port: listener.port,
     stop: async () => {
       engine.stopWaiting();
-      await listener.close();
+      await listener.close(settings.duration('shutdown.grace'));
       await audit.close();
       engine.close();
+      indexOpen = false;
       await store.close();
     },
   };

@@ -8,11 +8,20 @@ import { fileURLToPath } from 'node:url';
 import { randomUUID } from 'node:crypto';
 import { IndexStore } from '../engine/index/store.js';
 import { EngineClient } from '../engine/protocol.js';
-import { dataDirPaths, checkDataDirFormat, type DataDirPaths } from '../engine/data-dir.js';
+import {
+  dataDirPaths,
+  checkDataDirFormat,
+  requireStore,
+  noEngineError,
+  ENGINE_WAIT_MS,
+  type DataDirPaths,
+} from '../engine/data-dir.js';
+import { claimPublicPort } from './port-claim.js';
 import type { Route } from '../http/router.js';
 import { listen, type Handler, type Listener } from '../http/server.js';
 import { API_PREFIX, publicApis } from './public-apis.js';
 import { openApiDocument } from '../http/openapi.js';
+import { readyzRoute } from '../http/readiness.js';
 import { BodyArena, arenaMemory, type ArenaMemory } from '../service/body-arena.js';
 import { poolTasks, startListenerThread } from './listener-threads.js';
 import { reserveBlocks, UploadStats } from '../service/upload.js';
@@ -129,8 +138,10 @@ export async function startGateway(options: {
   const { settings } = options;
   const log = componentLogger('gateway');
   const paths = dataDirPaths(options.dataDir);
+  requireStore(paths, 'gateway');
   await checkDataDirFormat(paths);
   const share = gatewayShare(settings, availableParallelism());
+  const claim = await claimPublicPort(paths, settings.listen('public_listen'), share.listeners);
   const chunkAvgBytes = settings.bytes('storage.chunk_bytes_avg');
   const memories = Array.from({ length: share.listeners }, () =>
     listenerMemory(share.arenaBlocks, chunkAvgBytes),
@@ -160,6 +171,7 @@ export async function startGateway(options: {
     sealer.close();
     await pool.destroy();
     await Promise.all(ordered.map((thread) => thread.close()));
+    await claim.release();
     for (const stop of stops) if (stop.status === 'rejected') throw stop.reason;
   };
   try {
@@ -170,9 +182,10 @@ export async function startGateway(options: {
       memory: memories[0] as ListenerMemory,
       tasks: poolTasks(pool, 0),
       ordered: orderedPort(0),
-      port: settings.listen('public_listen').port,
+      port: claim.port,
     });
     listeners.push(first);
+    if (claim.port === 0) await claim.register(first.port);
     // The others listen on the first one's port: with port 0, the one the first was given.
     for (let listener = 1; listener < share.listeners; listener += 1) {
       const thread = await startListenerThread({
@@ -183,6 +196,8 @@ export async function startGateway(options: {
         pool,
         ordered: orderedPort(listener),
         port: first.port,
+        // Past the listener's own drain, after which its sockets are closed.
+        stopWaitMs: settings.duration('shutdown.grace') + THREAD_EXIT_MARGIN_MS,
       });
       listeners.push(thread);
       thread.failed.catch(failed);
@@ -285,8 +300,10 @@ export async function startListener(options: {
 }): Promise<RunningListener> {
   const { settings, paths, memory } = options;
   const log = componentLogger('gateway');
-  const engine = new EngineClient(paths.socket, 30_000);
-  await engine.waitForEngine(log);
+  const engine = new EngineClient(paths.socket, ENGINE_WAIT_MS);
+  await engine.waitForEngine(log).catch((error: unknown) => {
+    throw noEngineError(paths, ENGINE_WAIT_MS, error);
+  });
   const store = IndexStore.open({ path: paths.index, readOnly: true });
   const chunkAvgBytes = settings.bytes('storage.chunk_bytes_avg');
   const arena = new BodyArena(BLOCK_BYTES, memory.arenaBlocks, undefined, memory.upload);
@@ -341,6 +358,8 @@ export async function startListener(options: {
     download: { arena: downloadArena, pool, inline },
   };
   const routes: Route<Handler>[] = dataRoutes(services);
+  let indexOpen = true;
+  routes.push(readyzRoute({ engine, indexOpen: () => indexOpen }));
   // The document describes itself too, so its route is in the table it is generated from.
   let openapiText = '';
   routes.push({
@@ -404,7 +423,7 @@ export async function startListener(options: {
       // (stopped with this process), they fail at once, and the engine's next start recovers
       // the segments (src/engine/segments/recovery.ts).
       engine.stopWaiting();
-      await listener.close();
+      await listener.close(settings.duration('shutdown.grace'));
       // Only now: the requests that drained until here went on reporting their pins.
       uploadPins.close();
       await audit.close();
@@ -412,12 +431,15 @@ export async function startListener(options: {
       inlineReader.close();
       ordered.close();
       engine.close();
+      indexOpen = false;
       await store.close();
     },
   };
 }
 
 const UPLOAD_STATS_INTERVAL_MS = 10_000;
+/** How long past `shutdown.grace` a stop waits for a listener thread to end on its own. */
+const THREAD_EXIT_MARGIN_MS = 5_000;
 /** How long a stop waits for the pool's threads to seal their segments. */
 const POOL_SEAL_WAIT_MS = 5_000;
 

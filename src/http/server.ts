@@ -16,7 +16,10 @@ export type { Handler };
 
 export interface Listener {
   readonly port: number;
-  /** Stops accepting; resolves when in-flight requests have finished or `graceMs` passed. */
+  /**
+   * Drains: answers every new request 503 (readiness first), stops accepting connections, and
+   * resolves when in-flight requests have finished or `graceMs` passed.
+   */
   close(graceMs?: number): Promise<void>;
 }
 
