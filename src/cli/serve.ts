@@ -27,6 +27,7 @@ import {
   GATEWAY_FLAGS,
 } from './args.js';
 import type { ReadyMessage, Role } from './child.js';
+import type { ClusterAgent } from '../cluster/agent.js';
 import { tlsFilesOf, type ListenAddress, type Settings } from '../util/config.js';
 import { BadRequest, Unavailable, DataDirLocked } from '../util/errors.js';
 import { CHILD_MALLOC_ENV } from '../util/malloc-env.js';
@@ -66,23 +67,37 @@ export async function serve(argv: readonly string[], exit: (code: number) => nev
   // needs most. Only a refused start stays one line of text.
   const log = createRootLogger({ level: settings.string('log.level'), process: 'serve' });
   const supervisor = new Supervisor(argv, settings, log);
+  // Cluster mode only: the agent (and etcd's client) is loaded when `cluster.listen` is set.
+  let cluster: ClusterAgent | undefined;
   const shutdown = async (signal: string): Promise<void> => {
     if (supervisor.stopping) return;
     log.info({ signal }, 'stopping');
+    cluster?.stopping();
     await supervisor.stop();
+    await cluster?.stop();
     exit(0);
   };
   process.on('SIGINT', () => void shutdown('SIGINT'));
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
   try {
+    if (settings.string('cluster.listen') !== '') {
+      const { startClusterAgent } = await import('../cluster/agent.js');
+      cluster = await startClusterAgent({
+        settings,
+        dataDir: settings.string('data_dir'),
+        log: log.child({ component: 'cluster' }),
+      });
+    }
     await supervisor.startAll();
   } catch (error) {
     if (supervisor.stopping) return; // a signal during the start: shutdown() exits
     process.stderr.write(`lightwell: cannot start: ${failureText(error)}\n`);
     await supervisor.stop();
+    await cluster?.stop();
     exit(EXIT_FAILURE);
   }
-  if (!supervisor.stopping) process.stdout.write(readyLines(settings, supervisor.ports()));
+  if (!supervisor.stopping)
+    process.stdout.write(readyLines(settings, supervisor.ports()) + (cluster?.readyLine() ?? ''));
 }
 
 /**
@@ -220,6 +235,8 @@ function childEnv(): NodeJS.ProcessEnv {
  * created last: a start refused here leaves no new directory behind.
  */
 async function preflight(settings: Settings): Promise<void> {
+  if (settings.string('cluster.listen') === '' && settings.bool('cluster.bootstrap'))
+    throw BadRequest('--cluster.bootstrap needs --cluster.listen HOST:PORT and --cluster.node_id');
   await checkListenersApart(settings);
   const paths = dataDirPaths(settings.string('data_dir'));
   const owner = engineLockOwner(paths);
