@@ -392,7 +392,8 @@ export class Membership {
         `members/${record.id}`,
         dryRun,
         {
-          quorum: planQuorum(snapshot.voters, { removeId: record.id }),
+          // Marking lost changes no etcd membership; a drain demotes the voter.
+          quorum: planQuorum(snapshot.voters, input.forceLost ? {} : { removeId: record.id }),
           storage: planStorage(this.storageCount(snapshot), -holds, this.replicationFactor),
           blockers,
         },

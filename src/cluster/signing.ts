@@ -27,11 +27,7 @@ const SEAL_INFO = 'lightwell-join-v1';
 const NONCE_BYTES = 12;
 const TAG_BYTES = 16;
 
-export interface SignedHeaders {
-  readonly [HEADER_NODE]: string;
-  readonly [HEADER_TIME]: string;
-  readonly [HEADER_SIGNATURE]: string;
-}
+export type SignedHeaders = Readonly<Record<string, string>>;
 
 function mac(
   key: Buffer,
