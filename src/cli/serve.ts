@@ -122,6 +122,7 @@ export async function serve(argv: readonly string[], exit: (code: number) => nev
   }
   if (!supervisor.stopping)
     process.stdout.write(readyLines(settings, supervisor.ports()) + (cluster?.readyLine() ?? ''));
+  cluster?.servicesReady();
 }
 
 /**

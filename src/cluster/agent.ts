@@ -18,7 +18,8 @@
 
 import { randomBytes } from 'node:crypto';
 import type { Lease } from 'etcd3';
-import { RELEASE } from '../engine/data-dir.js';
+import { RELEASE, dataDirPaths } from '../engine/data-dir.js';
+import { startControlMirror, type ControlMirror } from './control-mirror.js';
 import { BadRequest, Conflict } from '../util/errors.js';
 import type { Logger } from '../util/log.js';
 import type { Settings } from '../util/config.js';
@@ -52,6 +53,8 @@ export interface ClusterAgent {
    * whole process group reaches it before `stop`, which runs after the other children).
    */
   stopping(): void;
+  /** The engine and the listeners run: records shared by the cluster can be mirrored now. */
+  servicesReady(): void;
   stop(): Promise<void>;
 }
 
@@ -60,7 +63,12 @@ export async function startClusterAgent(options: {
   dataDir: string;
   log: Logger;
 }): Promise<ClusterAgent> {
-  const agent = new Agent(options.settings, clusterPaths(options.dataDir), options.log);
+  const agent = new Agent(
+    options.settings,
+    clusterPaths(options.dataDir),
+    dataDirPaths(options.dataDir).socket,
+    options.log,
+  );
   try {
     await agent.start();
   } catch (error) {
@@ -81,10 +89,13 @@ class Agent implements ClusterAgent {
   private readonly addresses: ClusterAddresses;
   private readonly nodeId: string;
   private isStopping = false;
+  private servicesUp = false;
+  private mirror: ControlMirror | undefined;
 
   constructor(
     private readonly settings: Settings,
     private readonly paths: ClusterPaths,
+    private readonly engineSocket: string,
     private readonly log: Logger,
   ) {
     this.nodeId = validateNodeId(settings.string('cluster.node_id'));
@@ -286,6 +297,7 @@ class Agent implements ClusterAgent {
   private async startLiveness(): Promise<void> {
     const registry = this.registry;
     if (registry === undefined) return;
+    this.mirrorControlPlane();
     const onError = (error: unknown): void => {
       if (!this.isStopping) this.log.warn({ err: error }, 'liveness lease not written');
     };
@@ -343,8 +355,26 @@ class Agent implements ClusterAgent {
     await this.etcd?.retire();
   }
 
+  servicesReady(): void {
+    this.servicesUp = true;
+    this.mirrorControlPlane();
+  }
+
+  /** Mirrors the cluster's control-plane records into this node's index (once a member). */
+  private mirrorControlPlane(): void {
+    if (!this.servicesUp || this.isStopping || this.registry === undefined) return;
+    if (this.state.state !== 'member') return;
+    this.mirror?.stop();
+    this.mirror = startControlMirror({
+      registry: this.registry,
+      socketPath: this.engineSocket,
+      log: this.log.child({ component: 'cluster.mirror' }),
+    });
+  }
+
   stopping(): void {
     this.isStopping = true;
+    this.mirror?.stop();
     this.etcd?.hold();
   }
 

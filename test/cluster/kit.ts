@@ -228,6 +228,31 @@ export class KitNode {
     return token;
   }
 
+  /** `lightwell admin-token ARGS --data-dir DIR` on this node's data directory; its stdout. */
+  async adminTokenCli(args: readonly string[]): Promise<string> {
+    const { stdout } = await execFileAsync(process.execPath, [
+      CLI,
+      'admin-token',
+      ...args,
+      '--data-dir',
+      this.dataDir,
+    ]);
+    return stdout;
+  }
+
+  /** One admin request with `token` (undefined: none). */
+  async adminWith(token: string | undefined, method: string, path: string): Promise<number> {
+    const headers: Record<string, string> = {};
+    if (token !== undefined) headers['Authorization'] = `Bearer ${token}`;
+    const response = await fetch(this.adminUrl + path, {
+      method,
+      headers,
+      signal: AbortSignal.timeout(60_000),
+    });
+    await response.arrayBuffer();
+    return response.status;
+  }
+
   /** One admin request with this node's token of `role`. */
   async admin(
     method: string,

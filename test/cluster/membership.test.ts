@@ -106,6 +106,36 @@ t.test(
       );
     });
 
+    await t.test(
+      'an admin token minted on one node works on every node, and its revocation',
+      async (t) => {
+        const minted = JSON.parse(
+          (await n1.adminTokenCli(['create', '--role', 'viewer', '--json']))
+            .trim()
+            .split('\n')
+            .pop() ?? '{}',
+        ) as { token: string; tokenId: string };
+        const path = '/cluster/consensus/membership';
+        for (const node of [n1, n2, n3])
+          t.equal(
+            await waitFor(`${node.id} to accept the token minted on n1`, async () => {
+              const status = await node.adminWith(minted.token, 'GET', path);
+              return status === 200 ? status : undefined;
+            }),
+            200,
+          );
+        await n2.adminTokenCli(['revoke', minted.tokenId]);
+        for (const node of [n1, n2, n3])
+          t.equal(
+            await waitFor(`${node.id} to refuse the token revoked on n2`, async () => {
+              const status = await node.adminWith(minted.token, 'GET', path);
+              return status === 401 ? status : undefined;
+            }),
+            401,
+          );
+      },
+    );
+
     await t.test('refusals: an id in use, removing a member that is not drained', async (t) => {
       const again = await n1.admin('POST', '/cluster/consensus/join', {
         ...joinBody(n3),
