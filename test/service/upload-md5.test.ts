@@ -8,9 +8,9 @@
 import t, { type Test } from 'tap';
 import { createHash, randomBytes } from 'node:crypto';
 import type { Piscina } from 'piscina';
-import { BodyArena } from '../../src/gateway/body-arena.js';
-import { etagOf, receiveBody, UploadStats, type UploadServices } from '../../src/gateway/upload.js';
-import type { UploadPins } from '../../src/gateway/upload-pins.js';
+import { BodyArena } from '../../src/service/body-arena.js';
+import { etagOf, receiveBody, UploadStats, type UploadServices } from '../../src/service/upload.js';
+import type { UploadPins } from '../../src/service/upload-pins.js';
 import { OrderedStage, OrderedStageThread } from '../../src/workers/ordered-stage.js';
 import type { ChunkStoreDeps } from '../../src/workers/chunk-store.js';
 import type { Exchange } from '../../src/http/exchange.js';
@@ -69,7 +69,7 @@ function exchangeWith(body: Buffer): Exchange {
 async function receive(body: Buffer, algs: readonly DigestAlg[]) {
   const keys = { tenantNum: 1, dataKey: randomBytes(32), dedupKey: randomBytes(32) };
   return receiveBody(services(), {
-    exchange: exchangeWith(body),
+    source: exchangeWith(body),
     keys,
     contentLength: body.length,
     algs,
