@@ -95,6 +95,11 @@ export type S3Authenticate = (exchange: Exchange, services: S3Services) => S3Pri
 /** `x-amz-id-2`: which process answered, as S3's extended request id tells AWS support. */
 const HOST_ID = randomBytes(24).toString('base64');
 
+/** S3's request-id headers of `exchange`, for an answer not sent through `sendS3` (a body stream). */
+export function s3IdHeaders(exchange: Exchange): Record<string, string> {
+  return { 'x-amz-request-id': exchange.requestId, 'x-amz-id-2': HOST_ID };
+}
+
 export class S3Api {
   private readonly handlers = new Map<string, S3Handler>();
   private readonly domains: readonly string[];

@@ -8,9 +8,13 @@ import { registerBuckets } from './buckets.js';
 import { registerObjects } from './objects.js';
 import { registerMultipart } from './multipart.js';
 import { registerObjectExtras } from './object-extras.js';
+import { serviceObjectStore } from './object-store.js';
 
 export function s3Api(services: S3Services): S3Api {
-  const api = new S3Api(services, authenticateS3);
+  const api = new S3Api(
+    { ...services, objects: services.objects ?? serviceObjectStore(services) },
+    authenticateS3,
+  );
   registerBuckets(api);
   registerObjects(api);
   registerMultipart(api);

@@ -1,0 +1,171 @@
+// The object port of the S3 handlers (object-port.ts) on the data-plane service: the same
+// bucket resolution (global names, scopes, bucket policy), read resolution, preconditions,
+// ranges, listing pages, upload and download pipelines and audited engine commits as the native
+// API, so an S3 request obeys every rule a native one does (quota, versioning, object lock,
+// notifications and audit through the engine's commit).
+//
+// What is S3's own here is only what S3 stores beside the bytes: its representation headers
+// (Content-Encoding, Content-Disposition, ...) in the version's `headers`; a version written by
+// another transport has none. Before a write commits, the signed payload's check (payload.ts)
+// must have passed, and a trailing x-amz-checksum-* must match what was hashed.
+//
+// Persists: nothing itself; versions through the engine's `putObject` and `deleteObject`.
+
+import { s3IdHeaders, type S3Request, type S3Services } from './api.js';
+import { payloadCheckOf } from './auth.js';
+import { bucketFor } from './buckets.js';
+import { s3Error } from './errors.js';
+import type {
+  DeleteInput,
+  DeleteOutcome,
+  ListInput,
+  ListPage,
+  PutInput,
+  ReadInput,
+  ResolvedRead,
+  S3ObjectStore,
+  StoredVersion,
+} from './object-port.js';
+import { S3_DEFAULT_CONTENT_TYPE } from './object-headers.js';
+import type { BucketRecord, ObjectVersionRecord } from '../engine/index/schema.js';
+import { validateObjectKey } from '../security/names.js';
+import { contextOf } from '../service/context.js';
+import { ObjectService } from '../service/objects.js';
+import { checkReadConditions, rangeToServe, resolveForRead } from '../service/read.js';
+import { listObjectEntries } from '../service/list.js';
+import { sendObject } from '../service/download.js';
+
+function storedOf(version: ObjectVersionRecord, bucket: BucketRecord): StoredVersion {
+  return {
+    version,
+    representation: {
+      contentType: version.contentType === '' ? S3_DEFAULT_CONTENT_TYPE : version.contentType,
+      headers: version.headers ?? {},
+      metadata: version.metadata,
+    },
+    versioned: bucket.versioning !== 'Unversioned',
+  };
+}
+
+/** Refuses a body whose signed payload failed, or whose trailing checksum does not match. */
+function checkPayload(request: S3Request, checksums: Readonly<Record<string, string>>): void {
+  const check = payloadCheckOf(request.exchange);
+  if (!check) return;
+  check.verify();
+  for (const [name, value] of check.trailers) {
+    if (!name.startsWith('x-amz-checksum-')) continue;
+    const alg = name.slice('x-amz-checksum-'.length).toUpperCase();
+    if (checksums[alg] !== value)
+      throw s3Error('BadDigest', `The ${alg} you specified did not match the calculated checksum.`);
+  }
+}
+
+export function serviceObjectStore(services: S3Services): S3ObjectStore {
+  const objects = new ObjectService(services);
+
+  async function put(request: S3Request, input: PutInput): Promise<StoredVersion> {
+    const principal = request.requirePrincipal();
+    validateObjectKey(input.key);
+    const bucket = bucketFor(request, { verb: 'write', key: input.key });
+    const version = await objects.putObject(
+      contextOf(request.exchange, principal),
+      {
+        bucket,
+        key: input.key,
+        contentLength: input.contentLength,
+        expected: new Map(),
+        metadata: { ...input.representation.metadata },
+        contentType: input.representation.contentType,
+        idempotency: undefined,
+        conditions: { ifMatch: input.ifMatch, ifNoneMatch: input.ifNoneMatch },
+        digests: input.algs,
+        check: (received) => {
+          checkPayload(request, received.checksums);
+          input.check({ md5: received.md5, checksums: received.checksums });
+        },
+        headers: input.representation.headers,
+      },
+      request.exchange,
+    );
+    return storedOf(version, bucket);
+  }
+
+  function resolveRead(request: S3Request, input: ReadInput): ResolvedRead {
+    const bucket = bucketFor(request, { verb: 'read', key: input.key });
+    const version = resolveForRead(services.store, bucket, input.key, input.versionId);
+    const notModified = checkReadConditions(input, version) === 304;
+    const range = notModified ? undefined : rangeToServe(input, version);
+    return { ...storedOf(version, bucket), notModified, range };
+  }
+
+  function sendBody(
+    request: S3Request,
+    read: ResolvedRead,
+    headers: Readonly<Record<string, string>>,
+  ): Promise<void> | undefined {
+    const principal = request.requirePrincipal();
+    return sendObject(services.download, request.exchange, {
+      keys: services.auth.keysOf(principal.tenant),
+      version: read.version,
+      range: read.range,
+      headers: { ...headers, ...s3IdHeaders(request.exchange) },
+    });
+  }
+
+  async function remove(request: S3Request, input: DeleteInput): Promise<DeleteOutcome> {
+    const principal = request.requirePrincipal();
+    const bucket = bucketFor(request, { verb: 'delete', key: input.key });
+    const result = await objects.deleteObject(
+      contextOf(request.exchange, principal),
+      { bucket, key: input.key, versionId: input.versionId, conditions: {} },
+      204,
+    );
+    return {
+      versionId: bucket.versioning === 'Unversioned' ? undefined : result.versionId,
+      deleteMarker: result.deleteMarker === true,
+    };
+  }
+
+  function list(request: S3Request, input: ListInput): ListPage {
+    const bucket = bucketFor(request, { verb: 'read', listPrefix: input.prefix });
+    if (input.maxKeys === 0) return { entries: [], commonPrefixes: [], isTruncated: false };
+    const delimiter = input.delimiter ?? '';
+    const after = input.after;
+    const { entries, outcome } = listObjectEntries(services.store, bucket, {
+      prefix: input.prefix,
+      delimiter,
+      maxKeys: input.maxKeys,
+      after:
+        after === undefined
+          ? undefined
+          : {
+              kind: delimiter !== '' && after.endsWith(delimiter) ? 'prefix' : 'key',
+              value: after,
+            },
+    });
+    const versions: ObjectVersionRecord[] = [];
+    const prefixes: string[] = [];
+    for (const entry of entries) {
+      if (entry.kind === 'object') versions.push(entry.version);
+      else prefixes.push(entry.prefix);
+    }
+    return {
+      entries: versions,
+      commonPrefixes: prefixes,
+      isTruncated: outcome.truncated,
+      last: outcome.last?.value,
+    };
+  }
+
+  return {
+    put,
+    resolveRead,
+    sendBody,
+    delete: remove,
+    list,
+    owner: (request) => {
+      const { tenant } = request.requirePrincipal();
+      return { id: tenant.id, displayName: tenant.name ?? tenant.id };
+    },
+  };
+}
