@@ -121,6 +121,8 @@ function measured(
     ...shape,
     window: window.window,
     clientCpuSeconds: window.clientCpuSeconds,
+    // The AWS SDK runs on Node's HTTP client whatever --client says.
+    client: 'node',
   };
 }
 

@@ -24,6 +24,7 @@ import {
   writeDataset,
 } from './scenario-kit.js';
 import { listScenario, mixedScenario, multipartScenario } from './scenario-kinds.js';
+import { S3_SCENARIOS } from './s3-scenarios.js';
 
 export {
   emptyMeasured,
@@ -171,6 +172,8 @@ export const SCENARIOS: readonly Scenario[] = [
     unit: 'ops/s',
     bounds: ['http-sink-tiny'],
   }),
+  // The same 64 MiB and 4 KiB loads through S3 and the AWS SDK, after their native twins.
+  ...S3_SCENARIOS,
   putScenario(
     'put-1g-x1-random',
     '1 GiB PUT, single stream (the multipart object whole)',
