@@ -76,7 +76,11 @@ export async function serve(argv: readonly string[], exit: (code: number) => nev
   // The supervisor's own notices are log records like its children's (JSON lines on stderr, at
   // --log-level): a log shipper drops plain-text lines, and these are the ones an operator
   // needs most. Only a refused start stays one line of text.
-  const log = createRootLogger({ level: settings.string('log.level'), process: 'serve' });
+  const log = createRootLogger({
+    level: settings.string('log.level'),
+    process: 'serve',
+    format: settings.string('log.format'),
+  });
   if (created !== undefined) {
     // A new store is never silent: a line a person sees, and a record the log keeps.
     process.stderr.write(`lightwell: ${newStoreNotice(created)}\n`);
