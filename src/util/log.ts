@@ -85,7 +85,9 @@ export function prettyLine(line: string): string {
   }
   const time = typeof record['time'] === 'string' ? record['time'].slice(11, 23) : '';
   const level = LEVEL_NAMES[record['level'] as number] ?? String(record['level']);
-  const where = [record['process'], record['component']].filter((part) => part !== undefined);
+  const where = [record['process'], record['component']].filter(
+    (part): part is string => typeof part === 'string',
+  );
   const rest = Object.entries(record)
     .filter(([key]) => !HEAD_FIELDS.has(key))
     .map(([key, value]) => `${key}=${typeof value === 'string' ? value : JSON.stringify(value)}`);

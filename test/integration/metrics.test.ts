@@ -9,7 +9,7 @@
 // show those requests.
 import t from 'tap';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Service } from '../helpers/service.js';
@@ -116,4 +116,22 @@ t.test('metrics of every process, and the access log', async (t) => {
   t.notMatch(service.output, /sig-never-logged/, 'no query in the log');
   t.notMatch(service.output, new RegExp(client.token), 'no token in the log');
   t.notMatch(service.output, /Bearer|lwtk_|lwadm_/, 'no credentials in the log');
+});
+
+t.test('the Grafana dashboard queries only metrics the service exposes', async (t) => {
+  const file = new URL('../../../docs/grafana-dashboard.json', import.meta.url);
+  const dashboard = JSON.parse(readFileSync(file, 'utf8')) as {
+    panels: Array<{ title: string; targets: Array<{ expr: string }> }>;
+  };
+  const documented = readFileSync(new URL('../../../docs/operations.md', import.meta.url), 'utf8');
+  t.ok(dashboard.panels.length >= 10, `${dashboard.panels.length} panels`);
+  for (const panel of dashboard.panels)
+    for (const target of panel.targets)
+      for (const [name] of target.expr.matchAll(/lightwell_[a-z_]+/g)) {
+        const base = name.replace(/_(bucket|sum|count)$/, '');
+        t.ok(
+          documented.includes(base) || base.startsWith('lightwell_process_'),
+          `${panel.title}: ${name} is a documented metric`,
+        );
+      }
 });
