@@ -27,6 +27,7 @@ import { AdminAuth } from './auth.js';
 import type { NodeRecord } from '../engine/index/schema.js';
 import { componentLogger } from '../util/log.js';
 import { tlsFilesOf, type Settings } from '../util/config.js';
+import { consoleApis } from '../console/console.js';
 
 export const ADMIN_PREFIX = '/admin/api/v1';
 
@@ -90,6 +91,7 @@ export async function startAdmin(options: {
   const apis: Api[] = [
     routedApi({ name: 'admin', router: new Router(ADMIN_PREFIX, routes) }),
     metricsApi(engine, registry),
+    ...(await consoleApis({ store, engine, authenticate: auth.authenticate.bind(auth) })),
   ];
   const access = settings.bool('log.access') ? accessLogger(componentLogger('access')) : undefined;
   const listener = await listen(
