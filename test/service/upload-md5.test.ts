@@ -69,7 +69,7 @@ function exchangeWith(body: Buffer): Exchange {
 async function receive(body: Buffer, algs: readonly DigestAlg[]) {
   const keys = { tenantNum: 1, dataKey: randomBytes(32), dedupKey: randomBytes(32) };
   return receiveBody(services(), {
-    exchange: exchangeWith(body),
+    source: exchangeWith(body),
     keys,
     contentLength: body.length,
     algs,
