@@ -3,8 +3,9 @@
 // admin process as children. Once every child is ready it prints one ready line per listener,
 // with the port bound; a child that exits before then fails the start (exit 1, nothing
 // printed on stdout). After the start it restarts a crashed child with exponential backoff; on
-// SIGINT/SIGTERM it stops the listeners first (in-flight requests finish), then the engine,
-// and exits 0.
+// SIGINT/SIGTERM it drains the listeners first (readiness 503, no new connections, in-flight
+// requests finish within shutdown.grace), then stops the engine, and exits 0; a second signal
+// kills every child at once and exits 1.
 
 import { fork, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';

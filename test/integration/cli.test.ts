@@ -139,6 +139,11 @@ async function holdPort(): Promise<{ port: number; server: Server }> {
   return { port, server };
 }
 
+// Some sixty runs of the binaries, one after the other: about a minute on an idle machine and
+// three on a loaded one, where the suite's limit of 180 s a file cut it short. Its own limit
+// follows from its work; each run has its own, far shorter one (RUN_LIMIT_MS).
+t.setTimeout(600_000);
+
 const cwd = mkdtempSync(join(tmpdir(), 'lw-cli-'));
 t.teardown(() => rmSync(cwd, { recursive: true, force: true }));
 
