@@ -80,6 +80,12 @@ export const settingSpecs = {
     choices: LOG_LEVELS,
     help: LOG_LEVELS.join('|'),
   },
+  'log.format': {
+    kind: 'string',
+    fallback: 'auto',
+    choices: ['auto', 'json', 'pretty'],
+    help: 'log lines as JSON, or one readable line each (auto: readable when stderr is a terminal)',
+  },
   'log.access': {
     kind: 'bool',
     fallback: 'false',

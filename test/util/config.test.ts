@@ -236,3 +236,9 @@ t.test('the drain grace and the access log have defaults', async (t) => {
   t.equal(s.duration('shutdown.grace'), 30_000);
   t.equal(s.bool('log.access'), false);
 });
+
+t.test('log.format: auto, json or pretty', async (t) => {
+  t.equal(loadSettings({}).string('log.format'), 'auto');
+  t.equal(loadSettings({ flags: { 'log.format': 'pretty' } }).string('log.format'), 'pretty');
+  t.throws(() => loadSettings({ flags: { 'log.format': 'xml' } }), { code: 'bad_request' });
+});
