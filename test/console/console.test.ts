@@ -11,7 +11,16 @@
 import t from 'tap';
 import type { Browser, Page } from 'puppeteer-core';
 import { Service, DataClient } from '../helpers/service.js';
-import { chromiumPath, launch, newPage, screenshot, buttonTexts } from './browser.js';
+import { rmSync } from 'node:fs';
+import {
+  chromiumPath,
+  launch,
+  newPage,
+  screenshot,
+  buttonTexts,
+  SHOTS_DIR,
+  UPDATE_SHOTS,
+} from './browser.js';
 import { plantBadChunk } from './plant.js';
 
 const chromium = chromiumPath();
@@ -91,6 +100,7 @@ function run(path: string): void {
   t.teardown(async () => {
     await browser.close();
     await service.close();
+    if (!UPDATE_SHOTS) rmSync(SHOTS_DIR, { recursive: true, force: true });
   });
 
   t.test('an owner runs tenants, keys, quotas, policies and the audit log', async (t) => {
