@@ -289,6 +289,18 @@ export class KitNode {
     this.killGroup(); // anything left behind (etcd) goes too
   }
 
+  /**
+   * SIGKILL to the supervisor alone, as an out-of-memory killer may do: its service children
+   * notice and stop, its etcd member is left running (the next start must deal with it).
+   */
+  async killSupervisor(): Promise<void> {
+    const child = this.child;
+    if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    child.kill('SIGKILL');
+    await exited;
+  }
+
   /** SIGKILL to the whole process group: supervisor, engine, gateway, admin and etcd. */
   async kill9(): Promise<void> {
     const child = this.child;
