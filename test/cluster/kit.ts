@@ -228,6 +228,23 @@ export class KitNode {
     return token;
   }
 
+  /** `lightwell cluster join-secret --data-dir DIR`: its exit code, stdout and stderr. */
+  async joinSecretCli(): Promise<{ code: number; stdout: string; stderr: string }> {
+    try {
+      const { stdout, stderr } = await execFileAsync(process.execPath, [
+        CLI,
+        'cluster',
+        'join-secret',
+        '--data-dir',
+        this.dataDir,
+      ]);
+      return { code: 0, stdout, stderr };
+    } catch (error) {
+      const failed = error as { code: number; stdout: string; stderr: string };
+      return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
+    }
+  }
+
   /** `lightwell admin-token ARGS --data-dir DIR` on this node's data directory; its stdout. */
   async adminTokenCli(args: readonly string[]): Promise<string> {
     const { stdout } = await execFileAsync(process.execPath, [
