@@ -116,6 +116,17 @@ export const settingSpecs = {
     fallback: 'false',
     help: 'allow private webhook targets',
   },
+  's3.domains': {
+    kind: 'string',
+    fallback: '',
+    help: 'comma-separated domains whose subdomains name S3 buckets (virtual-hosted style)',
+  },
+  's3.region': {
+    kind: 'string',
+    fallback: 'us-east-1',
+    nonEmpty: true,
+    help: 'region of S3 credential scopes and of GetBucketLocation',
+  },
   'tls.cert_file': { kind: 'string', fallback: '', help: 'TLS certificate (PEM)' },
   'tls.key_file': { kind: 'string', fallback: '', help: 'TLS private key (PEM)' },
   'storage.segment_bytes_max': {
@@ -371,7 +382,7 @@ function flatten(value: unknown, prefix: string, out: Record<string, string>): v
     out[prefix] = String(value);
     return;
   }
-  throw BadRequest(`${prefix}: expected a single value, got ${JSON.stringify(value) ?? 'none'}`);
+  throw BadRequest(`${prefix}: expected a single value, got ${JSON.stringify(value)}`);
 }
 
 function makeSettings(
