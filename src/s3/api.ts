@@ -35,6 +35,7 @@ import type { ErrorRenderer } from '../http/error-answer.js';
 import { s3Error, s3ErrorOf } from './errors.js';
 import { XmlWriter } from './xml.js';
 import { addressOf, operationOf, type OperationSpec, type S3Address } from './request.js';
+import type { S3ObjectStore } from './object-port.js';
 
 /** Who sent a request: the access key, its tenant (the S3 account) and the key's scopes. */
 export interface S3Principal {
@@ -63,6 +64,8 @@ export interface S3Services {
   readonly upload: UploadServices;
   readonly download: DownloadServices;
   readonly log: Logger;
+  /** The service's objects (object-port.ts); object operations answer 501 without it. */
+  readonly objects?: S3ObjectStore | undefined;
 }
 
 /** One S3 request on its way through the adapter. */

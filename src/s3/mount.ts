@@ -5,9 +5,15 @@
 import { S3Api, type S3Services } from './api.js';
 import { authenticateS3 } from './auth.js';
 import { registerBuckets } from './buckets.js';
+import { registerObjects } from './objects.js';
+import { registerMultipart } from './multipart.js';
+import { registerObjectExtras } from './object-extras.js';
 
 export function s3Api(services: S3Services): S3Api {
   const api = new S3Api(services, authenticateS3);
   registerBuckets(api);
+  registerObjects(api);
+  registerMultipart(api);
+  registerObjectExtras(api);
   return api;
 }

@@ -212,6 +212,11 @@ export interface ObjectVersionRecord {
   etag: string;
   contentType: string;
   metadata: Record<string, string>;
+  /**
+   * Representation headers an S3 write stored (`cache-control`, `content-disposition`,
+   * `content-encoding`, `content-language`, `expires`, by lower-case name); absent otherwise.
+   */
+  headers?: Record<string, string>;
   /** Base64 big-endian digests by algorithm name; CRC32C is always present for objects. */
   checksums: Record<string, string>;
   /** Chunk references: 32-byte chunk id and u32 LE plain length each, concatenated. */

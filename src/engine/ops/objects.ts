@@ -184,6 +184,8 @@ export interface PutObjectArgs {
   etag: string;
   contentType: string;
   metadata: Record<string, string>;
+  /** S3's representation headers (ObjectVersionRecord.headers). */
+  headers?: Record<string, string>;
   checksums: Record<string, string>;
   compressed: boolean;
   chunks: ManifestChunk[];
@@ -224,6 +226,7 @@ export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVe
     storedBytes,
     compressed: args.compressed,
   };
+  if (args.headers !== undefined) version.headers = args.headers;
   writeVersion(context, { tenant, bucket, version, usage, existingNull: existingNull ?? null });
   saveUsage(context, usage);
   recordObjectEvent(context, bucket, 'object-created', version);
