@@ -6,7 +6,7 @@
 import { routedApi, unmountedApi, type Api, type Handler } from '../http/api.js';
 import type { Exchange } from '../http/exchange.js';
 import { Router, type Route } from '../http/router.js';
-import type { GatewayServices } from './routes.js';
+import type { GatewayServices } from '../native/routes.js';
 
 export const API_PREFIX = '/api/v1';
 
