@@ -35,6 +35,7 @@ import { componentLogger, type Logger } from '../util/log.js';
 import { tlsFilesOf, type Settings } from '../util/config.js';
 import type { TaskRunner, WorkerConfig } from '../workers/protocol.js';
 import { PoolSealer } from '../workers/pool-seal.js';
+import { checkChunkSetting } from '../engine/chunker.js';
 import { RELEASE } from '../engine/data-dir.js';
 import { AuditSink } from '../http/audit.js';
 import { SegmentWriter } from '../engine/segments/segment-writer.js';
@@ -137,6 +138,7 @@ export async function startGateway(options: {
 }): Promise<RunningGateway> {
   const { settings } = options;
   const log = componentLogger('gateway');
+  checkChunkSetting(settings.bytes('storage.chunk_bytes_avg'));
   const paths = dataDirPaths(options.dataDir);
   requireStore(paths, 'gateway');
   await checkDataDirFormat(paths);
