@@ -5,6 +5,7 @@
 // commit is being written share one durable commit (group commit, `CommandBatch`), while each
 // stays atomic on its own. The answer to a command is sent only after its commit is on disk.
 
+import { checkChunkSetting } from './chunker.js';
 import { createServer, type Server, type Socket } from 'node:net';
 import { stat, unlink } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
@@ -106,6 +107,7 @@ export async function startEngine(options: {
   settings: Settings;
 }): Promise<RunningEngine> {
   const log = componentLogger('engine');
+  checkChunkSetting(options.settings.bytes('storage.chunk_bytes_avg'));
   const paths = dataDirPaths(options.dataDir);
   if ((await prepareDataDir(paths)).created)
     log.warn({ dataDir: paths.root }, newStoreNotice(paths));

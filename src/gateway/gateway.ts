@@ -38,12 +38,13 @@ import { UploadPins } from '../service/upload-pins.js';
 import { OrderedStage, OrderedStageThread } from '../workers/ordered-stage.js';
 import type { MessagePort } from 'node:worker_threads';
 import { Authenticator } from '../service/auth.js';
-import { dataRoutes, type GatewayServices } from './routes.js';
-import * as docs from './route-docs.js';
+import { dataRoutes, type GatewayServices } from '../native/routes.js';
+import * as docs from '../native/route-docs.js';
 import { componentLogger, type Logger } from '../util/log.js';
 import { tlsFilesOf, type Settings } from '../util/config.js';
 import type { TaskRunner, WorkerConfig } from '../workers/protocol.js';
 import { PoolSealer } from '../workers/pool-seal.js';
+import { checkChunkSetting } from '../engine/chunker.js';
 import { RELEASE } from '../engine/data-dir.js';
 import { AuditSink } from '../http/audit.js';
 import { SegmentWriter } from '../engine/segments/segment-writer.js';
@@ -146,6 +147,7 @@ export async function startGateway(options: {
 }): Promise<RunningGateway> {
   const { settings } = options;
   const log = componentLogger('gateway');
+  checkChunkSetting(settings.bytes('storage.chunk_bytes_avg'));
   const paths = dataDirPaths(options.dataDir);
   requireStore(paths, 'gateway');
   await checkDataDirFormat(paths);

@@ -7,7 +7,7 @@ import { s3Api } from '../s3/mount.js';
 import { componentLogger } from '../util/log.js';
 import type { Exchange } from '../http/exchange.js';
 import { Router, type Route } from '../http/router.js';
-import type { GatewayServices } from './routes.js';
+import type { GatewayServices } from '../native/routes.js';
 
 export const API_PREFIX = '/api/v1';
 
