@@ -25,6 +25,8 @@ import type {
   ResolvedRead,
   S3ObjectStore,
   StoredVersion,
+  VersionsInput,
+  VersionsPage,
 } from './object-port.js';
 import { S3_DEFAULT_CONTENT_TYPE } from './object-headers.js';
 import type { BucketRecord, ObjectVersionRecord } from '../engine/index/schema.js';
@@ -33,6 +35,7 @@ import { contextOf } from '../service/context.js';
 import { ObjectService } from '../service/objects.js';
 import { checkReadConditions, rangeToServe, resolveForRead } from '../service/read.js';
 import { listObjectEntries } from '../service/list.js';
+import { listVersionsPage } from '../service/versions.js';
 import { sendObject } from '../service/download.js';
 
 function storedOf(version: ObjectVersionRecord, bucket: BucketRecord): StoredVersion {
@@ -157,9 +160,16 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
     };
   }
 
+  function listVersions(request: S3Request, input: VersionsInput): VersionsPage {
+    const bucket = bucketFor(request, { verb: 'read', listPrefix: input.prefix });
+    if (input.maxKeys === 0) return { entries: [], commonPrefixes: [], isTruncated: false };
+    return { ...listVersionsPage(services.store, bucket, input), commonPrefixes: [] };
+  }
+
   return {
     put,
     resolveRead,
+    listVersions,
     sendBody,
     delete: remove,
     list,

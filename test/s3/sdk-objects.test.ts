@@ -14,6 +14,7 @@ import {
   HeadObjectCommand,
   DeleteObjectCommand,
   ListObjectsV2Command,
+  ListObjectVersionsCommand,
   S3ServiceException,
 } from '@aws-sdk/client-s3';
 import { Service } from '../helpers/service.js';
@@ -116,6 +117,13 @@ t.test('objects through the AWS SDK', async (t) => {
   t.same(
     (folders.CommonPrefixes ?? []).map((p) => p.Prefix),
     ['dir/'],
+  );
+
+  const versions = await s3.send(new ListObjectVersionsCommand({ Bucket: 'objs' }));
+  t.same(
+    (versions.Versions ?? []).map((v) => [v.Key, v.VersionId, v.IsLatest]),
+    [['dir/a b.txt', 'null', true]],
+    'ListObjectVersions',
   );
 
   await s3.send(new DeleteObjectCommand({ Bucket: 'objs', Key: 'dir/a b.txt' }));
