@@ -19,7 +19,9 @@ import { UploadPins } from './upload-pins.js';
 import { OrderedStage, OrderedStageThread } from '../workers/ordered-stage.js';
 import type { MessagePort } from 'node:worker_threads';
 import { Authenticator } from './auth.js';
-import { dataRoutes } from './routes.js';
+import { dataRoutes, type GatewayServices } from './routes.js';
+import { ingestBackend } from './ingest-backend.js';
+import { ingestRoute, type IngestServer } from '../ingest/server.js';
 import * as docs from './route-docs.js';
 import { componentLogger, type Logger } from '../util/log.js';
 import { tlsFilesOf, type Settings } from '../util/config.js';
@@ -322,7 +324,7 @@ export async function startListener(options: {
   };
   const tlsFiles = tlsFilesOf(settings);
   const auth = new Authenticator(paths, store);
-  const routes: Route<Handler>[] = dataRoutes({
+  const services: GatewayServices = {
     store,
     engine,
     settings,
@@ -338,7 +340,8 @@ export async function startListener(options: {
       pins: uploadPins,
     },
     download: { arena: downloadArena, pool, inline },
-  });
+  };
+  const routes: Route<Handler>[] = dataRoutes(services);
   // The document describes itself too, so its route is in the table it is generated from.
   let openapiText = '';
   routes.push({
@@ -370,6 +373,7 @@ export async function startListener(options: {
     }),
   );
   const audit = new AuditSink(engine, componentLogger('gateway.audit'));
+  let ingest: IngestServer | undefined;
   const listener: Listener = await listen(
     {
       host: settings.listen('public_listen').host,
@@ -386,6 +390,10 @@ export async function startListener(options: {
       receiveBufferBytes: settings.bytes('limits.socket_receive_bytes'),
       bodyRateMin: settings.bytes('limits.body_rate_min'),
       tls: tlsFiles,
+      sockets: (app) => {
+        const backend = ingestBackend(services, audit);
+        ingest = ingestRoute(app, API_PREFIX, backend, componentLogger('gateway.ingest'));
+      },
     },
     new Router(API_PREFIX, routes),
     log,
@@ -399,6 +407,7 @@ export async function startListener(options: {
       // (stopped with this process), they fail at once, and the engine's next start recovers
       // the segments (src/engine/segments/recovery.ts).
       engine.stopWaiting();
+      await ingest?.close();
       await listener.close();
       // Only now: the requests that drained until here went on reporting their pins.
       uploadPins.close();

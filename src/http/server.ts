@@ -43,6 +43,8 @@ export interface ListenOptions {
    * or anything over uWebSockets.js's own floor of 16 KiB a second leaves that floor.
    */
   readonly bodyRateMin?: number | undefined;
+  /** Adds WebSocket routes to the app (before its HTTP routes), e.g. the ingest transport. */
+  readonly sockets?: ((app: uWS.TemplatedApp) => void) | undefined;
 }
 
 export function listen<H extends Handler>(
@@ -53,6 +55,7 @@ export function listen<H extends Handler>(
   const app = options.tls ? tlsApp(options.tls) : uWS.App();
   const inFlight = new Set<Exchange>();
   let draining = false;
+  options.sockets?.(app);
   app.any('/*', (res, req) => {
     const exchange = new Exchange(res, req, options.bodyRateMin);
     if (draining) {
