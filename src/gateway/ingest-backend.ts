@@ -9,7 +9,7 @@
 // over the write path, this function calls its put instead.
 
 import type { Exchange, AuditContext } from '../http/exchange.js';
-import { toProblem } from '../http/exchange.js';
+import { toProblem } from '../http/error-answer.js';
 import type { AuditSink } from '../http/audit.js';
 import type { BodySource, IngestBackend, IngestCaller, IngestPut } from '../ingest/server.js';
 import { verifyNativeToken } from '../security/native-token.js';
@@ -17,8 +17,8 @@ import { PURPOSE_NATIVE_TOKEN } from '../security/keys.js';
 import { validateContentType, validateObjectKey, validateUserMetadata } from '../security/names.js';
 import { DB, tenantChildKey, type BucketRecord } from '../engine/index/schema.js';
 import { PayloadTooLarge } from '../util/errors.js';
-import { idempotencyOf } from './idempotency.js';
-import { authorize } from './auth.js';
+import { idempotencyOf } from '../service/idempotency.js';
+import { authorize } from '../service/auth.js';
 import {
   objectJson,
   routeKit,

@@ -11,7 +11,8 @@
 import type { TemplatedApp, WebSocket, HttpResponse, HttpRequest } from 'uWebSockets.js';
 import { randomBytes } from 'node:crypto';
 import type { ChecksumAlg } from '../engine/checksums.js';
-import { canonicalAddress, toProblem } from '../http/exchange.js';
+import { canonicalAddress } from '../http/exchange.js';
+import { errorAnswer, problemJson, toProblem } from '../http/error-answer.js';
 import { errorCode, isLightwellError, Unavailable } from '../util/errors.js';
 import type { Logger } from '../util/log.js';
 import {
@@ -334,21 +335,17 @@ export function ingestRoute(
     error: unknown,
     requestId: string,
   ): void => {
-    const problem = toProblem(error);
-    if (problem.status >= 500 && problem.status !== 503 && problem.status !== 507)
-      log.error({ err: error, requestId }, 'ingest object failed');
-    acknowledge(connection, sequence, problem.status, {
-      type: `https://lightwell.dev/problems/${problem.code}`,
-      title: problem.title,
-      status: problem.status,
-      detail: problem.message,
-      instance: prefix + INGEST_PATH,
-      code: problem.code,
-      message: problem.message,
+    const answer = errorAnswer(error);
+    if (answer.kind === 'failure') log.error({ err: error, requestId }, 'ingest object failed');
+    // The native API's problem object, as its PUT would answer.
+    const rendered = problemJson.render(answer, {
+      path: prefix + INGEST_PATH,
       requestId,
+      method: 'PUT',
     });
+    acknowledge(connection, sequence, answer.status, JSON.parse(rendered.body));
     // A key revoked (or its tenant disabled) while the object was committing ends the connection.
-    if (errorCode(error) === 'unauthorized') end(connection, CLOSE_UNAUTHORIZED, problem.message);
+    if (errorCode(error) === 'unauthorized') end(connection, CLOSE_UNAUTHORIZED, answer.message);
   };
 
   const data = (connection: Connection, frame: DataFrame): void => {

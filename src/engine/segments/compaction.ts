@@ -79,7 +79,7 @@ export class Compactor {
     },
   ) {
     const { store, settings } = options;
-    this.liveRatioMin = Number(settings.string('storage.compaction_live_ratio'));
+    this.liveRatioMin = settings.ratio('storage.compaction_live_ratio');
     const context = { store, masterKey: Buffer.alloc(0), settings, now: () => Date.now() };
     this.writer = new SegmentWriter({
       segmentsDir: options.paths.segments,
