@@ -350,7 +350,7 @@ export class IngestStream extends EventEmitter {
     this.wakeSender();
     if (this.closing && this.queue.length === 0 && this.sent.size === 0) return;
     if (FATAL_CLOSES.has(code) || (code === CLOSE_UNAUTHORIZED && !this.client.renewable)) {
-      this.fail(clientProblem('connection_refused', `the server closed with ${code}: ${reason}`));
+      this.fail(closeProblem(code, reason));
       return;
     }
     this.lost(clientProblem('connection_lost', `closed with ${code}: ${reason}`));
@@ -481,6 +481,21 @@ export class IngestStream extends EventEmitter {
     }
     return socket === this.socket;
   }
+}
+
+/**
+ * The problem of a connection the server closed for good: the close codes 4400–4599 are 4000
+ * plus an HTTP status, and the reason is `code: message` (docs/ingest-protocol.md).
+ */
+function closeProblem(code: number, reason: string): LightwellProblem {
+  const match = /^([a-z_]+): (.*)$/s.exec(reason);
+  const status = code >= 4400 && code < 4600 ? code - 4000 : 0;
+  return new LightwellProblem({
+    status,
+    code: match?.[1] ?? 'connection_refused',
+    message: match?.[2] ?? `the server closed the connection with ${code}: ${reason}`,
+    closeCode: code,
+  });
 }
 
 function sizeOf(body: Uint8Array | BodyFile): number {
