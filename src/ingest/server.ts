@@ -295,8 +295,8 @@ export function ingestRoute(
       );
     if (draining) throw Unavailable('the server is shutting down');
     const complete = rules.begin(frame);
-    // The key and tenant are checked again at every object (revocation ends the connection).
-    backend.authenticate(connection.token as string);
+    // The backend checks the key and tenant again for every object: a 401 refuses the object
+    // and ends the connection (see `refusal`).
     const body = new ObjectBody(frame.size, creditOf(connection));
     if (!complete) connection.open = body;
     connection.pending += 1;
