@@ -1,8 +1,8 @@
 // Generates src/client/openapi-types.ts, the types of lightwell/client's native-API part, from
-// the native API's OpenAPI document (docs/openapi/data-api.json, which
-// test/integration/openapi.test.ts keeps equal to the served one) with openapi-typescript, then
-// formats it with the project's prettier settings. test/client/openapi-types.test.ts checks that
-// the committed file is what this produces. Run: node scripts/client-types.mjs --write
+// the native API's OpenAPI document with openapi-typescript, then formats it with the project's
+// prettier settings. test/client/openapi-types.test.ts checks that the committed file is what
+// this makes of the document the service serves (LIGHTWELL_UPDATE_CLIENT_TYPES=1 writes it);
+// `node scripts/client-types.mjs --write` makes it from docs/openapi/data-api.json instead.
 
 import { readFile, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';

@@ -441,6 +441,24 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/readyz': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** Readiness: 200 when this process can serve (engine reachable, index open, not draining) */
+    get: operations['readyz'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    /** Readiness: 200 when this process can serve (engine reachable, index open, not draining) (the headers of the GET, no content) */
+    head: operations['headReadyz'];
+    patch?: never;
+    trace?: never;
+  };
   '/openapi.json': {
     parameters: {
       query?: never;
@@ -6015,6 +6033,88 @@ export interface operations {
       404: {
         headers: {
           'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description problem */
+      default: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': components['headers']['RetryAfter'];
+          'WWW-Authenticate': components['headers']['WwwAuthenticate'];
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+    };
+  };
+  readyz: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description ready */
+      200: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            status?: string;
+          };
+        };
+      };
+      /** @description not ready: draining, engine unreachable or index closed */
+      503: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': components['headers']['RetryAfter'];
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description problem */
+      default: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': components['headers']['RetryAfter'];
+          'WWW-Authenticate': components['headers']['WwwAuthenticate'];
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': components['schemas']['Problem'];
+        };
+      };
+    };
+  };
+  headReadyz: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description ready */
+      200: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description not ready: draining, engine unreachable or index closed */
+      503: {
+        headers: {
+          'X-Request-Id': components['headers']['RequestId'];
+          'Retry-After': components['headers']['RetryAfter'];
           [name: string]: unknown;
         };
         content?: never;
