@@ -187,6 +187,8 @@ async function recoverAtStart(
 ): Promise<void> {
   const { store } = context;
   await recoverSegments({ paths, store, log: componentLogger('engine.recovery') });
+  const named = await store.transact(() => objects.checkBucketNames(context));
+  if (named > 0) log.info({ buckets: named }, 'global bucket names indexed');
   const corrected = await store.transact(() => multipart.reconcilePartBytes(context));
   if (corrected > 0)
     log.warn(

@@ -1,31 +1,23 @@
 // The domain side of the binary ingest transport (src/ingest/server.ts): a bearer token, a
-// bucket and each object go through what the native API's PUT does (`storeObject`: scopes,
-// bucket policy, quota, idempotency, the upload pipeline, checksums, the audited commit with its
-// conditions and object lock), so an object written over the stream is one written by a PUT.
-//
-// `putIngested` is the one place that maps an ingest object onto that pipeline: the PUT's
-// pieces take an Exchange, so each object gets a stand-in that answers what they read of one
-// (headers, the audit row, the body) and nothing else. When the data-plane service layer takes
-// over the write path, this function calls its put instead.
+// bucket and each object go through what the native API's PUT does: the same authentication,
+// the same authorization (service/access.ts: scopes and bucket policy), the same checks of the
+// key, content type, metadata and idempotency key, and the service's one object-write path
+// (`ObjectService.putObject`: quota, idempotency, the upload pipeline, checksums, the audited
+// commit with its conditions and object lock). An object written over the stream is one written
+// by a PUT; its refusal is the PUT's refusal.
 
-import type { Exchange, AuditContext } from '../http/exchange.js';
+import type { AuditContext, Exchange } from '../http/exchange.js';
 import { toProblem } from '../http/error-answer.js';
 import type { AuditSink } from '../http/audit.js';
-import type { BodySource, IngestBackend, IngestCaller, IngestPut } from '../ingest/server.js';
+import type { IngestBackend, IngestCaller, IngestPut } from '../ingest/server.js';
+import type { BodySource } from '../service/body.js';
+import { contextOf } from '../service/context.js';
+import { idempotencyOf } from '../service/idempotency.js';
 import { verifyNativeToken } from '../security/native-token.js';
 import { PURPOSE_NATIVE_TOKEN } from '../security/keys.js';
 import { validateContentType, validateObjectKey, validateUserMetadata } from '../security/names.js';
-import { DB, tenantChildKey, type BucketRecord } from '../engine/index/schema.js';
 import { PayloadTooLarge } from '../util/errors.js';
-import { idempotencyOf } from '../service/idempotency.js';
-import { authorize } from '../service/auth.js';
-import {
-  objectJson,
-  routeKit,
-  storeObject,
-  type GatewayServices,
-  type RouteKit,
-} from './routes.js';
+import { objectJson, routeKit, type GatewayServices, type RouteKit } from './routes.js';
 
 /** The ingest backend of one listener. */
 export function ingestBackend(services: GatewayServices, audit: AuditSink): IngestBackend {
@@ -47,64 +39,25 @@ export function ingestBackend(services: GatewayServices, audit: AuditSink): Inge
     },
     checkBucket(token: string, bucket: string): void {
       const principal = auth.authenticate(`Bearer ${token}`, {});
-      authorize(principal, { verb: 'write', bucket });
-      kit.bucketOf(principal, bucket);
+      kit.access.tenant(principal, 'write', bucket);
+      kit.access.existing(principal, bucket);
     },
     put: (token, request, body) => putIngested(kit, audit, objectBytesMax, token, request, body),
   };
 }
 
-/** What the PUT's pieces read of an Exchange, for one object of the stream. */
-class IngestExchange {
+/** One object's request as the audit row and the service's request context see it. */
+class IngestRequest {
   readonly audit: AuditContext = { action: 'putObject' };
   status = 0;
   readonly path: string;
-  private readonly headers: Record<string, string>;
+  readonly requestId: string;
+  readonly remoteAddress: string;
 
-  constructor(
-    token: string,
-    readonly request: IngestPut,
-    private readonly body: BodySource,
-  ) {
+  constructor(request: IngestPut) {
     this.path = `/api/v1/buckets/${request.bucket}/objects/${request.key}`;
-    this.headers = { authorization: `Bearer ${token}` };
-    if (request.ifMatch !== undefined) this.headers['if-match'] = request.ifMatch;
-    if (request.ifNoneMatch) this.headers['if-none-match'] = '*';
-  }
-
-  get requestId(): string {
-    return this.request.requestId;
-  }
-
-  get remoteAddress(): string {
-    return this.request.remoteAddress;
-  }
-
-  get aborted(): boolean {
-    return this.body.aborted;
-  }
-
-  header(name: string): string | undefined {
-    return this.headers[name];
-  }
-
-  /** An ingest object has no query string. */
-  refuseUnclearQuery(): void {}
-
-  onAbort(handler: () => void): void {
-    this.body.onAbort(handler);
-  }
-
-  onBody(handler: (chunk: ArrayBuffer, isLast: boolean) => void): void {
-    this.body.onBody(handler);
-  }
-
-  pauseReading(): void {
-    this.body.pauseReading();
-  }
-
-  resumeReading(): void {
-    this.body.resumeReading();
+    this.requestId = request.requestId;
+    this.remoteAddress = request.remoteAddress;
   }
 }
 
@@ -120,14 +73,18 @@ export async function putIngested(
   request: IngestPut,
   body: BodySource,
 ): Promise<Record<string, unknown>> {
-  const stand = new IngestExchange(token, request, body);
-  const exchange = stand as unknown as Exchange;
+  const audited = new IngestRequest(request);
   try {
-    const principal = kit.bearer(exchange);
-    stand.audit.resource = stand.path;
+    // Read-your-writes, as the native API's bearer check: a snapshot renewed earlier in this
+    // turn may predate a commit acknowledged before this object came.
+    kit.services.store.refresh();
+    const principal = kit.services.auth.authenticate(`Bearer ${token}`, audited.audit);
+    audited.audit.resource = audited.path;
     validateObjectKey(request.key);
-    authorize(principal, { verb: 'write', bucket: request.bucket, key: request.key });
-    const bucket = kit.bucketOf(principal, request.bucket, { verb: 'write', key: request.key });
+    const bucket = kit.access.bucket(principal, request.bucket, {
+      verb: 'write',
+      key: request.key,
+    });
     if (request.size > objectBytesMax)
       throw PayloadTooLarge(`objects are limited to ${objectBytesMax} bytes`);
     validateUserMetadata(request.metadata);
@@ -142,27 +99,32 @@ export async function putIngested(
       metadata: request.metadata,
       contentType,
     };
-    const idempotency = idempotencyOf(exchange, bound, request.idempotencyKey);
-    const version = await storeObject(kit, exchange, {
-      principal,
-      bucket,
-      key: request.key,
-      contentLength: request.size,
-      expected: request.checksums,
-      metadata: request.metadata,
-      contentType,
-      idempotency,
-    });
-    stand.status = 200;
-    // Read again: the versioning state may have changed while the body came in.
-    const now = kit.services.store.getShared<BucketRecord>(
-      DB.buckets,
-      tenantChildKey(principal.tenant.id, request.bucket),
+    // The key comes from the frame, not from a header.
+    const noHeaders = { header: () => undefined } as unknown as Exchange;
+    const idempotency = idempotencyOf(noHeaders, bound, request.idempotencyKey);
+    const version = await kit.objects.putObject(
+      contextOf(audited, principal),
+      {
+        bucket,
+        key: request.key,
+        contentLength: request.size,
+        expected: request.checksums,
+        metadata: request.metadata,
+        contentType,
+        idempotency,
+        conditions: {
+          ifMatch: request.ifMatch,
+          ifNoneMatch: request.ifNoneMatch ? '*' : undefined,
+        },
+      },
+      body,
     );
-    return objectJson(version, now);
+    audited.status = 200;
+    // Read again: the versioning state may have changed while the body came in.
+    return objectJson(version, kit.access.current(principal, request.bucket));
   } catch (error) {
-    stand.status = toProblem(error).status;
-    audit.record(exchange);
+    audited.status = toProblem(error).status;
+    audit.record(audited as unknown as Exchange);
     throw error;
   }
 }

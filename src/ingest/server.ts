@@ -5,12 +5,13 @@
 // bucket, quota, checksums, the commit) is the backend's, the same pipeline as a native PUT.
 //
 // Memory: bodies are handed on as they arrive; the window bounds the objects in flight, and a
-// body the upload pipeline cannot take yet pauses the socket (`BodySource.pauseReading`), as an
-// HTTP body does.
+// body the upload pipeline cannot take yet (`BodySource.pauseReading`, as for an HTTP body)
+// withholds the credit of its bytes, which holds the client back.
 
 import type { TemplatedApp, WebSocket, HttpResponse, HttpRequest } from 'uWebSockets.js';
 import { randomBytes } from 'node:crypto';
 import type { ChecksumAlg } from '../engine/checksums.js';
+import type { BodySource } from '../service/body.js';
 import { canonicalAddress } from '../http/exchange.js';
 import { errorAnswer, problemJson, toProblem } from '../http/error-answer.js';
 import { errorCode, isLightwellError, Unavailable } from '../util/errors.js';
@@ -64,15 +65,6 @@ export interface IngestPut {
   readonly idempotencyKey: string | undefined;
   readonly ifMatch: string | undefined;
   readonly ifNoneMatch: boolean;
-}
-
-/** An object's body as it arrives, for the upload pipeline (the shape of an HTTP body). */
-export interface BodySource {
-  onBody(handler: (chunk: ArrayBuffer, isLast: boolean) => void): void;
-  onAbort(handler: () => void): void;
-  readonly aborted: boolean;
-  pauseReading(): void;
-  resumeReading(): void;
 }
 
 /** The domain side: what the native API does for a bearer token, a bucket and a PUT. */
