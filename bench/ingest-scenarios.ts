@@ -7,8 +7,10 @@
 // records the server's CPU per object.
 
 import { randomBytes } from 'node:crypto';
+import WebSocket from 'ws';
 import { Histogram } from './histogram.js';
 import {
+  emptyMeasured,
   ensureBucket,
   mainBucket,
   timed,
@@ -73,15 +75,32 @@ export function ingestScenario(name: string, title: string, shape: IngestShape):
   };
 }
 
+/** Whether the service answers a WebSocket upgrade at /api/v1/ingest (a peer or a fake may not). */
+function servesIngest(endpoint: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const url = new URL('/api/v1/ingest', endpoint);
+    url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
+    const socket = new WebSocket(url, { perMessageDeflate: false, rejectUnauthorized: false });
+    socket.once('open', () => {
+      socket.terminate();
+      resolve(true);
+    });
+    socket.once('unexpected-response', () => resolve(false));
+    socket.once('error', () => resolve(false));
+  });
+}
+
 async function run(context: ScenarioContext, name: string, shape: IngestShape): Promise<Measured> {
+  const { target } = context.service;
+  const endpoint = `${target.tls ? 'https' : 'http'}://${target.host}:${target.port}${target.basePath}`;
+  if (!(await servesIngest(endpoint)))
+    return emptyMeasured({ skipped: 'the service does not serve the ingest WebSocket' });
   const objectBytes = shape.objectBytes(context.sizes);
   const objects = shape.objects(context.sizes);
   const bucket = mainBucket(context);
   await ensureBucket(context, bucket);
   const header = await context.service.authHeader();
   const token = /Bearer (\S+)/.exec(header)?.[1] ?? '';
-  const { target } = context.service;
-  const endpoint = `${target.tls ? 'https' : 'http'}://${target.host}:${target.port}${target.basePath}`;
   const client = new LightwellClient({ endpoint, token });
   const base = randomBytes(objectBytes);
   const latency = new Histogram();
