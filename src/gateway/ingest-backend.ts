@@ -17,7 +17,7 @@ import { verifyNativeToken } from '../security/native-token.js';
 import { PURPOSE_NATIVE_TOKEN } from '../security/keys.js';
 import { validateContentType, validateObjectKey, validateUserMetadata } from '../security/names.js';
 import { PayloadTooLarge } from '../util/errors.js';
-import { objectJson, routeKit, type GatewayServices, type RouteKit } from './routes.js';
+import { objectJson, routeKit, type GatewayServices, type RouteKit } from '../native/routes.js';
 
 /** The ingest backend of one listener. */
 export function ingestBackend(services: GatewayServices, audit: AuditSink): IngestBackend {

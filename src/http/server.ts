@@ -49,6 +49,11 @@ export interface ListenOptions {
   readonly bodyRateMin?: number | undefined;
   /** Adds WebSocket routes to the app (before its HTTP routes), e.g. the ingest transport. */
   readonly sockets?: ((app: uWS.TemplatedApp) => void) | undefined;
+  /**
+   * Told of every request once it is answered or aborted, with the name of its API: metrics
+   * and the access log (counter increments and a log line, nothing that waits).
+   */
+  readonly answered?: ((api: string, exchange: Exchange) => void) | undefined;
 }
 
 /**
@@ -75,6 +80,7 @@ export function listen(
     exchange.strictQuery = api.strictQuery;
     if (draining) {
       exchange.sendError(Unavailable('the server is shutting down'), log);
+      options.answered?.(api.name, exchange);
       return;
     }
     let match: Dispatch;
@@ -93,6 +99,7 @@ export function listen(
       if (exchange.routeDoc === undefined) (api.identify ?? options.identify)?.(exchange);
       exchange.sendError(error, log);
       options.audit?.record(exchange);
+      options.answered?.(api.name, exchange);
       return;
     }
     exchange.audit.action = match.operationId;
@@ -100,6 +107,7 @@ export function listen(
     const finish = (): void => {
       inFlight.delete(exchange);
       options.audit?.record(exchange);
+      options.answered?.(api.name, exchange);
     };
     let pending: Promise<void> | undefined;
     try {
