@@ -24,6 +24,7 @@ import {
   writeDataset,
 } from './scenario-kit.js';
 import { listScenario, mixedScenario, multipartScenario } from './scenario-kinds.js';
+import { INGEST_SCENARIOS } from './ingest-scenarios.js';
 
 export {
   emptyMeasured,
@@ -171,6 +172,8 @@ export const SCENARIOS: readonly Scenario[] = [
     unit: 'ops/s',
     bounds: ['http-sink-tiny'],
   }),
+  // In the same run as put-4k-c64 and put-64m-x1-random, which they are compared with.
+  ...INGEST_SCENARIOS,
   putScenario(
     'put-1g-x1-random',
     '1 GiB PUT, single stream (the multipart object whole)',

@@ -98,7 +98,7 @@ export function dataRoutes(services: GatewayServices): Route<Handler>[] {
   ];
 }
 
-function routeKit(services: GatewayServices): RouteKit {
+export function routeKit(services: GatewayServices): RouteKit {
   const { store, auth } = services;
   const bearer = (exchange: Exchange): Principal => {
     // Read-your-writes: a snapshot renewed earlier in this event-loop turn may predate a commit
