@@ -9,12 +9,14 @@
 //   engine.sock            the engine's command socket (runtime only)
 //   engine.lock            pid of the engine that holds the directory (runtime only)
 
-import { mkdir, readFile, writeFile, open, unlink, rename } from 'node:fs/promises';
+import assert from 'node:assert/strict';
+import { mkdir, readFile, writeFile, unlink } from 'node:fs/promises';
 import { accessSync, constants, existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { decodeMarker, encodeMarker, FORMAT_VERSION } from '../format/marker.js';
 import { DataDirLocked, FormatTooNew, BadRequest } from '../util/errors.js';
+import { nodeIo, type Io } from '../util/io.js';
 
 export const RELEASE = '0.1.0';
 export const MASTER_KEY_BYTES = 32;
@@ -71,7 +73,10 @@ export async function checkDataDirFormat(paths: DataDirPaths): Promise<void> {
  * A marker of a newer format version refuses to open (`format_too_new`); a directory with an
  * index but no marker is not ours and is refused too.
  */
-export async function prepareDataDir(paths: DataDirPaths): Promise<{ created: boolean }> {
+export async function prepareDataDir(
+  paths: DataDirPaths,
+  io: Io = nodeIo,
+): Promise<{ created: boolean }> {
   checkDataDirUsable(paths);
   await mkdir(paths.root, { recursive: true });
   let created = false;
@@ -84,12 +89,20 @@ export async function prepareDataDir(paths: DataDirPaths): Promise<{ created: bo
     await writeFileDurable(
       paths.marker,
       encodeMarker({ createdBy: RELEASE, createdAtMs: Date.now() }),
+      0o644,
+      io,
     );
     created = true;
   }
   await mkdir(paths.index, { recursive: true });
   await mkdir(paths.segments, { recursive: true });
   await mkdir(paths.keys, { recursive: true, mode: 0o700 });
+  // The new directories' entries in the root, and the root's in its parent, are made durable:
+  // a crash must not leave a marker whose segments/ or keys/ vanished.
+  if (created) {
+    await io.syncDirectory(paths.root);
+    await io.syncDirectory(dirname(paths.root));
+  }
   return { created };
 }
 
@@ -161,6 +174,7 @@ function requireAccess(path: string, mode: number, what: string): void {
 export async function loadMasterKey(
   paths: DataDirPaths,
   options: { readonly dataUnderKey: boolean },
+  io: Io = nodeIo,
 ): Promise<Buffer> {
   if (existsSync(paths.masterKey))
     return checkMasterKey(readKeyFile(paths.masterKey), paths.masterKey);
@@ -174,7 +188,7 @@ export async function loadMasterKey(
         'restore the key file, or point LIGHTWELL_MASTER_KEY_FILE at it',
     );
   const key = randomBytes(MASTER_KEY_BYTES);
-  await writeFileDurable(paths.masterKey, key, 0o600);
+  await writeFileDurable(paths.masterKey, key, 0o600, io);
   return key;
 }
 
@@ -204,17 +218,30 @@ function checkMasterKey(key: Buffer, file: string): Buffer {
   return key;
 }
 
-/** Write to a temporary name, fsync, rename: a reader sees the old file or the whole new one. */
-export async function writeFileDurable(file: string, data: Buffer, mode = 0o644): Promise<void> {
+/**
+ * Write to a temporary name, fsync, rename, fsync the directory: a reader sees the old file or
+ * the whole new one, and once this resolves a crash cannot lose the new name.
+ */
+export async function writeFileDurable(
+  file: string,
+  data: Buffer,
+  mode = 0o644,
+  io: Io = nodeIo,
+): Promise<void> {
   const temp = `${file}.tmp-${process.pid}`;
-  const handle = await open(temp, 'w', mode);
+  const handle = await io.open(temp, 'w', mode);
   try {
-    await handle.writeFile(data);
+    for (let done = 0; done < data.length;) {
+      const { bytesWritten } = await handle.write(data, done, data.length - done, done);
+      assert(bytesWritten > 0, 'a write to a regular file wrote nothing');
+      done += bytesWritten;
+    }
     await handle.sync();
   } finally {
     await handle.close();
   }
-  await rename(temp, file);
+  await io.rename(temp, file);
+  await io.syncDirectory(dirname(file));
 }
 
 /**

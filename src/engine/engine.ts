@@ -40,6 +40,8 @@ import * as multipart from './ops/multipart.js';
 import * as notifications from './ops/notifications.js';
 import * as cors from './ops/cors.js';
 import { Deliverer } from './delivery.js';
+import { nodeIo, type Io } from '../util/io.js';
+import { realClock, type Clock } from '../util/clock.js';
 
 type Op = (context: EngineContext, args: never) => unknown;
 
@@ -102,7 +104,13 @@ export interface RunningEngine {
 export async function startEngine(options: {
   dataDir: string;
   settings: Settings;
+  /** The segments' file system (node:fs by default; the fault simulation injects its own). */
+  io?: Io;
+  /** Grace periods, expiry and timestamps (the wall clock by default). */
+  clock?: Clock;
 }): Promise<RunningEngine> {
+  const io = options.io ?? nodeIo;
+  const clock = options.clock ?? realClock;
   const log = componentLogger('engine');
   const paths = dataDirPaths(options.dataDir);
   await prepareDataDir(paths);
@@ -116,15 +124,15 @@ export async function startEngine(options: {
     await releaseLock();
     throw error;
   }
-  const syncer = new SegmentSyncer(paths.segments);
+  const syncer = new SegmentSyncer(paths.segments, io);
   const context: EngineContext = {
     store,
     masterKey,
     settings: options.settings,
-    now: () => Date.now(),
+    now: () => clock.now(),
     syncer,
   };
-  await recoverAtStart(context, paths, log);
+  await recoverAtStart(context, paths, log, io);
   const pins = new SegmentPins();
   const mintLimiter = new RateLimiter(options.settings.rate('security.token_mint_rate'));
   const compactor = new Compactor({
@@ -133,6 +141,8 @@ export async function startEngine(options: {
     settings: options.settings,
     log: componentLogger('engine.compaction'),
     pins,
+    io,
+    clock,
   });
   const deliverer = new Deliverer({ context, log: componentLogger('engine.delivery') });
   const purger = new tenantDelete.TenantPurger({
@@ -182,9 +192,16 @@ async function recoverAtStart(
   context: EngineContext,
   paths: DataDirPaths,
   log: Logger,
+  io: Io,
 ): Promise<void> {
   const { store } = context;
-  await recoverSegments({ paths, store, log: componentLogger('engine.recovery') });
+  await recoverSegments({
+    paths,
+    store,
+    log: componentLogger('engine.recovery'),
+    io,
+    clock: { now: () => context.now() },
+  });
   const corrected = await store.transact(() => multipart.reconcilePartBytes(context));
   if (corrected > 0)
     log.warn(
@@ -294,7 +311,7 @@ const connectionCommands: Readonly<
     const accessKeyId = (args as { accessKeyId?: unknown } | undefined)?.accessKeyId;
     if (typeof accessKeyId !== 'string' || accessKeyId.length > KEY_CHARS_MAX)
       throw BadRequest(`takeMintToken takes {accessKeyId} of at most ${KEY_CHARS_MAX} characters`);
-    return executor.mintLimiter.take(accessKeyId, Date.now());
+    return executor.mintLimiter.take(accessKeyId, executor.context.now());
   },
   auditSource: (executor, socket, writer) => {
     executor.auditBarriers.add(socket, (message) => writer.write(encodeFrame(message)));

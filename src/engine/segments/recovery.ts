@@ -23,7 +23,6 @@
 //   know it: a writer registers a segment (durably) before it creates the file, so a listing
 //   can never see a live segment's file before the index does.
 
-import { open, readdir, rename, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { IndexStore } from '../index/store.js';
@@ -35,6 +34,8 @@ import {
 } from '../../format/segment-header.js';
 import { processAlive, type DataDirPaths } from '../data-dir.js';
 import { scanSegment } from './segment-scan.js';
+import { nodeIo, type Io } from '../../util/io.js';
+import { realClock, type Clock } from '../../util/clock.js';
 
 export interface RecoveryReport {
   recovered: number;
@@ -49,8 +50,12 @@ export async function recoverSegments(options: {
   store: IndexStore;
   log: Logger;
   includeOwn?: boolean;
+  io?: Io;
+  clock?: Clock;
 }): Promise<RecoveryReport> {
   const { paths, store, log } = options;
+  const io = options.io ?? nodeIo;
+  const clock = options.clock ?? realClock;
   const includeOwn = options.includeOwn ?? true;
   const report: RecoveryReport = { recovered: 0, truncatedBytes: 0, damaged: 0, quarantined: 0 };
   store.refresh();
@@ -61,7 +66,7 @@ export async function recoverSegments(options: {
   const scans = new Map<number, { path: string; fileSize: number; keep: number }>();
   for (const segment of open) {
     const path = join(paths.segments, segmentFileName(segment.id));
-    scans.set(segment.id, { path, ...(await measure(path)) });
+    scans.set(segment.id, { path, ...(await measure(io, path)) });
   }
   const referencedEnd = referencedEnds(
     store,
@@ -85,7 +90,7 @@ export async function recoverSegments(options: {
         report.damaged += 1;
         size = scan.fileSize;
       } else {
-        await cut(scan.path, scan.keep);
+        await cut(io, scan.path, scan.keep);
         report.truncatedBytes += scan.fileSize - scan.keep;
       }
     }
@@ -94,13 +99,13 @@ export async function recoverSegments(options: {
       if (!current || current.state !== 'open') return;
       current.state = 'sealed';
       current.size = size;
-      current.sealedAt = Date.now();
+      current.sealedAt = clock.now();
       delete current.ownerPid;
       store.put(DB.segments, segmentKey(segment.id), current);
     });
     report.recovered += 1;
   }
-  report.quarantined = await quarantineUnknownFiles(paths, store);
+  report.quarantined = await quarantineUnknownFiles(io, paths, store);
   if (report.recovered + report.quarantined > 0) log.info(report, 'segments recovered');
   return report;
 }
@@ -112,13 +117,13 @@ function ownerGone(ownerPid: number | undefined, includeOwn: boolean): boolean {
 }
 
 /** The file's size and the end of its last intact record (0 when there is no valid header). */
-async function measure(path: string): Promise<{ fileSize: number; keep: number }> {
+async function measure(io: Io, path: string): Promise<{ fileSize: number; keep: number }> {
   try {
-    await stat(path);
+    await io.size(path);
   } catch {
     return { fileSize: 0, keep: 0 };
   }
-  const scan = await scanSegment(path, () => undefined, { withBytes: false });
+  const scan = await scanSegment(path, () => undefined, { withBytes: false, io });
   const keep = scan.segmentId === undefined ? 0 : Math.max(scan.validEnd, SEGMENT_HEADER_SIZE);
   return { fileSize: scan.fileSize, keep: Math.min(keep, scan.fileSize) };
 }
@@ -138,8 +143,8 @@ function referencedEnds(store: IndexStore, segmentIds: readonly number[]): Map<n
   return ends;
 }
 
-async function cut(path: string, size: number): Promise<void> {
-  const handle = await open(path, 'r+');
+async function cut(io: Io, path: string, size: number): Promise<void> {
+  const handle = await io.open(path, 'r+');
   try {
     await handle.truncate(size);
     await handle.sync();
@@ -148,17 +153,22 @@ async function cut(path: string, size: number): Promise<void> {
   }
 }
 
-async function quarantineUnknownFiles(paths: DataDirPaths, store: IndexStore): Promise<number> {
+async function quarantineUnknownFiles(
+  io: Io,
+  paths: DataDirPaths,
+  store: IndexStore,
+): Promise<number> {
   let quarantined = 0;
-  const names = await readdir(paths.segments);
+  const names = await io.readdir(paths.segments);
   // Read the index after the listing: every file listed was registered before it was created.
   store.refresh();
   for (const name of names) {
     const segmentId = parseSegmentFileName(name);
     if (segmentId === undefined) continue;
     if (store.has(DB.segments, segmentKey(segmentId))) continue;
-    await rename(join(paths.segments, name), join(paths.segments, `${name}.orphan`));
+    await io.rename(join(paths.segments, name), join(paths.segments, `${name}.orphan`));
     quarantined += 1;
   }
+  if (quarantined > 0) await io.syncDirectory(paths.segments);
   return quarantined;
 }

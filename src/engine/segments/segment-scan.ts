@@ -1,7 +1,6 @@
 // Reads a segment file record by record without loading it whole: the basis of recovery (find
 // the torn tail) and of compaction (find the records that are still live).
 
-import { open } from 'node:fs/promises';
 import {
   decodeRecordHeader,
   verifyPayload,
@@ -10,6 +9,7 @@ import {
 } from '../../format/record-frame.js';
 import { decodeSegmentHeader, SEGMENT_HEADER_SIZE } from '../../format/segment-header.js';
 import { isLightwellError } from '../../util/errors.js';
+import { nodeIo, type Io } from '../../util/io.js';
 
 export interface ScannedRecord {
   readonly offset: number;
@@ -30,9 +30,9 @@ export interface SegmentScan {
 export async function scanSegment(
   path: string,
   visit: (record: ScannedRecord) => void | Promise<void>,
-  options: { withBytes: boolean },
+  options: { withBytes: boolean; io?: Io },
 ): Promise<SegmentScan> {
-  const handle = await open(path, 'r');
+  const handle = await (options.io ?? nodeIo).open(path, 'r');
   try {
     const fileSize = (await handle.stat()).size;
     const head = Buffer.alloc(SEGMENT_HEADER_SIZE);

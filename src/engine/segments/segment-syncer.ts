@@ -11,15 +11,15 @@
 // Invariant: `sync(ids)` resolves only after an fdatasync of each segment that *started* after
 // the call, so every write completed before the call is durable.
 
-import { open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { segmentFileName } from '../../format/segment-header.js';
 import { ChunkGone, SegmentIoError } from '../../util/errors.js';
+import { nodeIo, type Io, type IoFile } from '../../util/io.js';
 
 const HANDLES_MAX = 256;
 
 interface SyncState {
-  handle: Promise<FileHandle>;
+  handle: Promise<IoFile>;
   /** The fdatasync in flight. */
   running?: Promise<void> | undefined;
   /** The next fdatasync, which starts when the running one ends; joined by later callers. */
@@ -30,7 +30,10 @@ export class SegmentSyncer {
   private readonly states = new Map<number, SyncState>();
   syncs = 0;
 
-  constructor(private readonly segmentsDir: string) {}
+  constructor(
+    private readonly segmentsDir: string,
+    private readonly io: Io = nodeIo,
+  ) {}
 
   async sync(segmentIds: Iterable<number>): Promise<void> {
     await Promise.all([...new Set(segmentIds)].map((segmentId) => this.syncOne(segmentId)));
@@ -75,7 +78,7 @@ export class SegmentSyncer {
       this.states.set(segmentId, state);
       return state;
     }
-    const handle = open(join(this.segmentsDir, segmentFileName(segmentId)), 'r+');
+    const handle = this.io.open(join(this.segmentsDir, segmentFileName(segmentId)), 'r+');
     handle.catch(() => undefined);
     state = { handle };
     this.states.set(segmentId, state);

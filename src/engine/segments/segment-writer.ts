@@ -34,8 +34,6 @@
 // buffers cannot be aligned (no native library), writes go through the page cache as before.
 
 import assert from 'node:assert/strict';
-import { constants } from 'node:fs';
-import { open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   encodeSegmentHeader,
@@ -46,6 +44,8 @@ import { encodeSealFooter } from '../../format/seal-footer.js';
 import { SegmentIoError } from '../../util/errors.js';
 import { libc, native } from '../../util/libc.js';
 import { alignedBuffer } from '../../util/buffer-pool.js';
+import { nodeIo, O_DIRECT, O_WRONLY, type Io, type IoFile } from '../../util/io.js';
+import { realClock, type Clock } from '../../util/clock.js';
 
 export interface SegmentRegistry {
   allocate(): Promise<number>;
@@ -109,7 +109,7 @@ class DirectWrites {
   private failed = false;
 
   constructor(
-    private readonly handle: FileHandle,
+    private readonly handle: IoFile,
     written: Buffer,
     private readonly misalignment: (bytes: Uint8Array, alignment: number) => number,
   ) {
@@ -208,7 +208,7 @@ class OpenSegment {
 
   constructor(
     readonly id: number,
-    readonly handle: FileHandle,
+    readonly handle: IoFile,
     private readonly onBroken: (segment: OpenSegment) => void,
     private readonly startWriteback: StartWriteback | undefined,
     /** Present when the segment is written with O_DIRECT (see the header). */
@@ -402,11 +402,7 @@ class OpenSegment {
   }
 }
 
-async function writeAll(
-  handle: FileHandle,
-  parts: readonly Buffer[],
-  position: number,
-): Promise<void> {
+async function writeAll(handle: IoFile, parts: readonly Buffer[], position: number): Promise<void> {
   let offset = position;
   let pending = parts.filter((part) => part.length > 0);
   while (pending.length > 0) {
@@ -444,8 +440,18 @@ export class SegmentWriter {
       startWriteback?: StartWriteback | undefined;
       /** Writes records with O_DIRECT where the file system and the native library allow. */
       directIo?: boolean;
+      /** The file system (node:fs by default; tests inject faults). */
+      io?: Io;
+      /** Timestamps of headers and footers (the wall clock by default). */
+      clock?: Clock;
     },
-  ) {}
+  ) {
+    this.io = options.io ?? nodeIo;
+    this.clock = options.clock ?? realClock;
+  }
+
+  private readonly io: Io;
+  private readonly clock: Clock;
 
   /** Appends one record (given as parts, written contiguously). */
   async append(parts: readonly Buffer[]): Promise<Appended> {
@@ -503,24 +509,31 @@ export class SegmentWriter {
   private async create(): Promise<OpenSegment> {
     const segmentId = await this.options.registry.allocate();
     const path = join(this.options.segmentsDir, segmentFileName(segmentId));
-    const handle = await open(path, 'wx', 0o644);
-    const header = encodeSegmentHeader({ segmentId, createdAtMs: Date.now() });
+    const { io } = this;
+    let handle: IoFile;
+    try {
+      handle = await io.open(path, 'wx', 0o644);
+    } catch (error) {
+      throw SegmentIoError(`cannot create segment ${segmentId}`, { segmentId }, { cause: error });
+    }
+    const header = encodeSegmentHeader({ segmentId, createdAtMs: this.clock.now() });
     try {
       await handle.write(header, 0, SEGMENT_HEADER_SIZE, 0);
       await handle.datasync();
-      await syncDirectory(this.options.segmentsDir);
+      await io.syncDirectory(this.options.segmentsDir);
     } catch (error) {
       await handle.close().catch(() => undefined);
       throw SegmentIoError(`cannot create segment ${segmentId}`, { segmentId }, { cause: error });
     }
-    const direct = this.options.directIo ? await openDirect(path, header) : undefined;
+    const direct =
+      this.options.directIo && io.native ? await openDirect(io, path, header) : undefined;
     // The buffered handle served the header; a direct segment goes on with its own.
     if (direct) await handle.close().catch(() => undefined);
     return new OpenSegment(
       segmentId,
       direct?.handle ?? handle,
       (broken) => this.retire(broken),
-      direct
+      direct || !io.native
         ? undefined
         : 'startWriteback' in this.options
           ? this.options.startWriteback
@@ -540,7 +553,7 @@ export class SegmentWriter {
   }
 
   private async seal(segment: OpenSegment): Promise<void> {
-    let plain: FileHandle | undefined;
+    let plain: IoFile | undefined;
     try {
       await segment.drain();
       const { offset, records } = segment.cutPoint();
@@ -548,14 +561,17 @@ export class SegmentWriter {
       // of the page cache (every direct write has completed, so the two agree), and cut first,
       // since its file ends in the zero padding of its last block.
       if (segment.direct) {
-        plain = await open(join(this.options.segmentsDir, segmentFileName(segment.id)), 'r+');
+        plain = await this.io.open(
+          join(this.options.segmentsDir, segmentFileName(segment.id)),
+          'r+',
+        );
       }
       const handle = plain ?? segment.handle;
       if (segment.brokenAt !== undefined || plain) await handle.truncate(offset);
       const footer = encodeSealFooter({
         recordCount: records,
         dataEnd: offset,
-        sealedAtMs: Date.now(),
+        sealedAtMs: this.clock.now(),
       });
       await writeAll(handle, [footer], offset);
       await handle.datasync();
@@ -589,14 +605,15 @@ export class SegmentWriter {
  * (tmpfs refuses with EINVAL) and buffers can be aligned (the native library is there).
  */
 async function openDirect(
+  io: Io,
   path: string,
   written: Buffer,
-): Promise<{ handle: FileHandle; writes: DirectWrites } | undefined> {
+): Promise<{ handle: IoFile; writes: DirectWrites } | undefined> {
   const misalignment = native()?.misalignment;
-  if (!misalignment || !('O_DIRECT' in constants)) return undefined;
-  let handle: FileHandle;
+  if (!misalignment || O_DIRECT === 0) return undefined;
+  let handle: IoFile;
   try {
-    handle = await open(path, constants.O_WRONLY | constants.O_DIRECT);
+    handle = await io.open(path, O_WRONLY | O_DIRECT);
   } catch {
     return undefined;
   }
@@ -612,11 +629,7 @@ async function openDirect(
   return { handle, writes };
 }
 
-export async function syncDirectory(dir: string): Promise<void> {
-  const handle = await open(dir, 'r');
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
+/** Makes a directory's entries durable (node:fs by default). */
+export function syncDirectory(dir: string, io: Io = nodeIo): Promise<void> {
+  return io.syncDirectory(dir);
 }
