@@ -262,7 +262,11 @@ export class Compactor {
             if (!chunk || chunk.segmentId !== segment.id || chunk.offset !== record.offset) return;
             const appended = await this.writer.append([record.bytes]);
             copiedBytes += record.bytes.length;
-            waits.push(appended.durable());
+            const durable = appended.durable();
+            // Handled at once: a failed fdatasync while the scan goes on must not be an
+            // unhandled rejection, which ends the engine process; it is awaited below.
+            durable.catch(() => undefined);
+            waits.push(durable);
             moves.push({ key, from: record.offset, to: appended });
           },
           { withBytes: true, io: this.io },
