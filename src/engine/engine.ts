@@ -143,6 +143,7 @@ export async function startEngine(options: {
     pins,
     io,
     clock,
+    segmentFailed: (segmentId) => syncer.poison(segmentId),
   });
   const deliverer = new Deliverer({ context, log: componentLogger('engine.delivery') });
   const purger = new tenantDelete.TenantPurger({
@@ -305,6 +306,14 @@ const connectionCommands: Readonly<
 > = {
   pinSegments: (executor, socket, _writer, args) => {
     executor.pins.set(socket, pinnedSegmentsOf(args));
+    return null;
+  },
+  // A writer's fdatasync of a segment failed: no commit may point into it again.
+  segmentFailed: (executor, _socket, _writer, args) => {
+    const segmentId = (args as { segmentId?: unknown } | undefined)?.segmentId;
+    if (!Number.isSafeInteger(segmentId) || (segmentId as number) < 0)
+      throw BadRequest('segmentFailed takes {segmentId}: an integer');
+    executor.context.syncer?.poison(segmentId as number);
     return null;
   },
   takeMintToken: (executor, _socket, _writer, args) => {

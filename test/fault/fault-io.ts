@@ -149,6 +149,7 @@ export class FaultDisk {
 
   /** A power cut: what survives is decided by the PRNG; answers the restarted process's Io. */
   crash(): Io {
+    this.trace('crash');
     this.generation += 1;
     this.names = new Map(this.durableNames);
     for (const inode of new Set(this.names.values())) {
@@ -186,6 +187,14 @@ export class FaultDisk {
 
   private note(what: string): void {
     this.log.push(what);
+    this.trace(what);
+  }
+
+  /** Every operation, kept only when LIGHTWELL_SIM_TRACE is set (to debug a failing seed). */
+  readonly traced: string[] = [];
+
+  trace(what: string): void {
+    if (process.env['LIGHTWELL_SIM_TRACE']) this.traced.push(`g${this.generation} ${what}`);
   }
 
   /** Completes after 0-2 event-loop turns, or after a spike of 20-60. */
@@ -290,6 +299,7 @@ export class FaultDisk {
         return bytes.length;
       }
       disk.apply(inode, position, bytes);
+      disk.trace(`write ${path}@${position}+${bytes.length}`);
       return bytes.length;
     };
     const sync = async (): Promise<void> => {
@@ -308,6 +318,7 @@ export class FaultDisk {
       }
       inode.disk = Buffer.from(inode.cache);
       inode.pending = [];
+      disk.trace(`fdatasync ${path} size ${inode.disk.length}`);
     };
     return {
       fd: -1,
@@ -343,6 +354,7 @@ export class FaultDisk {
         await step();
         inode.cache = resize(inode.cache, size);
         inode.pending.push({ kind: 'truncate', size });
+        disk.trace(`truncate ${path} ${size}`);
       },
       async stat() {
         await step();

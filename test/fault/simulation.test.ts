@@ -143,6 +143,11 @@ class Simulation {
             sealSegment(context, { segmentId, size });
           });
         },
+        // As the engine's segmentFailed command does.
+        failed: (segmentId) => {
+          life.syncer.poison(segmentId);
+          return Promise.resolve();
+        },
       },
     });
     const syncer = new SegmentSyncer(paths.segments, io);
@@ -154,6 +159,7 @@ class Simulation {
       log: silent,
       io,
       clock: this.clock,
+      segmentFailed: (segmentId) => syncer.poison(segmentId),
     });
     return Object.assign(life, { io, writer, syncer, reader, compactor });
   }
@@ -461,7 +467,12 @@ async function runSeed(seed: number): Promise<string | undefined> {
     const faults = simulation.disk.log
       .slice(process.env['LIGHTWELL_SIM_VERBOSE'] ? 0 : -12)
       .join('\n  ');
-    return `seed ${seed}: ${(error as Error).message}\n  last faults:\n  ${faults}`;
+    const segment = /at (\d+)@/.exec((error as Error).message)?.[1];
+    const name = segment && segmentFileName(Number(segment));
+    const trace = simulation.disk.traced
+      .filter((line) => !name || line.includes(name) || line.includes('crash'))
+      .join('\n  ');
+    return `seed ${seed}: ${(error as Error).message}\n  last faults:\n  ${faults}\n  ${trace}`;
   } finally {
     await store.close();
     rmSync(root, { recursive: true, force: true });
@@ -474,15 +485,26 @@ const first = Number(process.env['LIGHTWELL_SIM_FIRST'] ?? 1);
 const seeds =
   only !== undefined ? [Number(only)] : Array.from({ length: count }, (_, i) => first + i);
 
-t.test(`${seeds.length} seeds of faults, crashes and restarts`, async (t) => {
-  const failures: string[] = [];
-  for (const seed of seeds) {
-    const failure = await runSeed(seed);
-    if (failure) failures.push(failure);
-  }
-  t.same(failures, [], `replay one with LIGHTWELL_SIM_SEED=<seed>`);
+/** Seeds per subtest: each has its own time-out, generous for a loaded machine. */
+const SEEDS_PER_TEST = 25;
+
+for (let start = 0; start < seeds.length; start += SEEDS_PER_TEST) {
+  const batch = seeds.slice(start, start + SEEDS_PER_TEST);
+  const name = `seeds ${String(batch[0])}..${String(batch.at(-1))}: faults, crashes and restarts`;
+  t.test(name, { timeout: 180_000 }, async (t) => {
+    const failures: string[] = [];
+    for (const seed of batch) {
+      const failure = await runSeed(seed);
+      if (failure) failures.push(failure);
+    }
+    t.same(failures, [], `replay one with LIGHTWELL_SIM_SEED=<seed>`);
+  });
+}
+
+t.test('the seeds did what they are meant to', (t) => {
   t.comment(JSON.stringify(totals));
   t.ok(totals.crashes >= seeds.length, 'every seed crashed at least once');
   t.ok(totals.commits > 0 && totals.chunksChecked > 0, 'objects were committed and read back');
   if (seeds.length >= 20) t.ok(totals.faults > 0, 'faults were injected');
+  t.end();
 });

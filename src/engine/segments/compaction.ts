@@ -83,6 +83,8 @@ export class Compactor {
       io?: Io;
       /** Grace periods and expiry read this clock (the wall clock by default). */
       clock?: Clock;
+      /** An fdatasync of the compactor's segment failed (SegmentRegistry.failed). */
+      segmentFailed?: (segmentId: number) => void;
     },
   ) {
     const { store, settings } = options;
@@ -104,6 +106,10 @@ export class Compactor {
             .segmentId,
         seal: async (segmentId, size) => {
           await store.transact(() => segmentOps.sealSegment(context, { segmentId, size }));
+        },
+        failed: (segmentId) => {
+          options.segmentFailed?.(segmentId);
+          return Promise.resolve();
         },
       },
     });

@@ -49,6 +49,14 @@ export class SegmentSyncer {
     await Promise.all([...new Set(segmentIds)].map((segmentId) => this.syncOne(segmentId)));
   }
 
+  /**
+   * A writer's fdatasync of the segment failed (SegmentRegistry.failed): the kernel told the
+   * writer, not this syncer, whose next fdatasync would succeed over lost bytes.
+   */
+  poison(segmentId: number): void {
+    this.poisoned.add(segmentId);
+  }
+
   private syncOne(segmentId: number): Promise<void> {
     if (this.poisoned.has(segmentId)) return Promise.reject(poisonedError(segmentId));
     const state = this.stateOf(segmentId);
@@ -77,6 +85,8 @@ export class SegmentSyncer {
         this.poisoned.add(segmentId);
         throw cause;
       }
+      // A writer reported a failure while this fdatasync ran: it may have covered lost pages.
+      if (this.poisoned.has(segmentId)) throw poisonedError(segmentId);
       this.syncs += 1;
     } catch (cause) {
       this.forget(segmentId);

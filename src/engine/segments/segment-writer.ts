@@ -15,6 +15,8 @@
 // - A failed write or fdatasync breaks the segment at the first record that is not known to be
 //   durable: that record and every record behind it fail (`segment_io`), the writer moves to a
 //   new segment, and the broken one is cut after its last good record and sealed there.
+// - A failed fdatasync (of a record or of the seal) is reported to the registry (`failed`)
+//   before anything else happens to the segment: the engine's syncer would not see it.
 // - A full segment is sealed once: pending writes finish, a seal footer is appended, the file is
 //   fsynced (which covers every record in it), and the engine records the final size. No record
 //   is appended to a segment once its seal has begun.
@@ -50,6 +52,13 @@ import { realClock, type Clock } from '../../util/clock.js';
 export interface SegmentRegistry {
   allocate(): Promise<number>;
   seal(segmentId: number, size: number): Promise<void>;
+  /**
+   * An fdatasync of the segment failed: the bytes it was to make durable may be lost, and the
+   * kernel reports that once, to this writer, not to the engine whose own fdatasync of the
+   * segment would then succeed. The engine must refuse every later commit into it
+   * (segment-syncer.ts). Best effort: a failure to tell it is logged by the caller's registry.
+   */
+  failed?(segmentId: number): Promise<void>;
 }
 
 export interface Appended {
@@ -210,6 +219,7 @@ class OpenSegment {
     readonly id: number,
     readonly handle: IoFile,
     private readonly onBroken: (segment: OpenSegment) => void,
+    private readonly onSyncFailed: (segment: OpenSegment) => Promise<void>,
     private readonly startWriteback: StartWriteback | undefined,
     /** Present when the segment is written with O_DIRECT (see the header). */
     readonly direct?: DirectWrites,
@@ -350,6 +360,7 @@ class OpenSegment {
       await this.handle.datasync();
     } catch (error) {
       // After a failed fdatasync the state of every unsynced page is unknown.
+      await this.onSyncFailed(this);
       this.breakAt(this.syncedThrough + 1, error);
       return;
     }
@@ -533,6 +544,7 @@ export class SegmentWriter {
       segmentId,
       direct?.handle ?? handle,
       (broken) => this.retire(broken),
+      (failed) => this.reportSyncFailure(failed.id),
       direct || !io.native
         ? undefined
         : 'startWriteback' in this.options
@@ -540,6 +552,11 @@ export class SegmentWriter {
           : libc()?.startWriteback,
       direct?.writes,
     );
+  }
+
+  /** Tells the registry that an fdatasync of the segment failed; never throws. */
+  private async reportSyncFailure(segmentId: number): Promise<void> {
+    await this.options.registry.failed?.(segmentId).catch(() => undefined);
   }
 
   /** Stops appending to `segment` and seals it (once). */
@@ -574,7 +591,12 @@ export class SegmentWriter {
         sealedAtMs: this.clock.now(),
       });
       await writeAll(handle, [footer], offset);
-      await handle.datasync();
+      try {
+        await handle.datasync();
+      } catch (error) {
+        await this.reportSyncFailure(segment.id);
+        throw error;
+      }
       // This fdatasync began after every record before the cut was written: they are durable.
       segment.markSynced(records, offset);
       await this.options.registry.seal(segment.id, offset + footer.length);
