@@ -7,7 +7,7 @@ import n from 'eslint-plugin-n';
 export default defineConfig(
   globalIgnores(['dist/', 'node_modules/', 'docs/', 'coverage/', '.tap/', 'tmp/', 'data/']),
   {
-    files: ['{src,bin,bench,test}/**/*.ts'],
+    files: ['{src,bin,bench,test}/**/*.{ts,tsx}'],
     extends: [tseslint.configs.strictTypeChecked],
     plugins: { n },
     languageOptions: {

@@ -63,7 +63,7 @@ const USAGE = `Usage: npm run bench:peers -- [options]
   --only NAME,NAME        the targets to run: lightwell, s3rver, nginx (default: all three)
   --install               install a missing nginx (Debian's nginx-core) with apt-get, as root
   --out DIR               where peers.md and peers.json go, created if missing (default
-                          docs/benchmarks in a Lightwell checkout, else ./lightwell-bench)
+                          ./lightwell-bench; --out docs/benchmarks for the committed ones)
   --data-parent DIR       where each target's temp directory goes (default: the OS temp dir);
                           use the disk production data would live on
   --port-base PORT        listen on PORT to PORT+3 (Lightwell's public and admin ports,

@@ -1,8 +1,8 @@
 // `npm run bench` (node dist/bench/run.js) and `lightwell bench`: measures this machine's
 // limits, then Lightwell through its public port, and writes results.md, results.json and
-// chart.svg to --out. The default is docs/benchmarks when the current directory is a Lightwell
-// checkout (where `npm run bench` always runs) and ./lightwell-bench anywhere else; either is
-// created when missing.
+// chart.svg to --out, ./lightwell-bench by default, created when missing. The committed results
+// in a checkout's docs/benchmarks change only when asked for (`--out docs/benchmarks`): a quick
+// run there had overwritten them.
 //
 // Without --endpoint it starts Lightwell (dist/bin/lightwell.js beside this file) on a fresh
 // temp data directory; with --endpoint it drives a running service. --quick shrinks every
@@ -15,7 +15,7 @@
 // starts the benchmark again under the allocator settings of Lightwell's own processes.
 
 import { spawn } from 'node:child_process';
-import { readFileSync, realpathSync, statfsSync } from 'node:fs';
+import { realpathSync, statfsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -53,8 +53,8 @@ const USAGE = `Usage: lightwell bench [options]
   --quick                 small sizes, under a minute (CI smoke test)
   --only NAME,NAME        run only these scenarios (see --list)
   --list                  print the scenario names and exit
-  --out DIR               where results go, created if missing (default docs/benchmarks
-                          in a Lightwell checkout, else ./lightwell-bench)
+  --out DIR               where results go, created if missing (default ./lightwell-bench;
+                          --out docs/benchmarks regenerates a checkout's committed results)
   --skip-limits           do not measure the machine's limits (no ratios)
   --limits-only           measure the machine's limits, run no scenario
   --client node|native    the load generator of the scenarios and the HTTP limits (default
@@ -213,17 +213,10 @@ export function clientOf(value: string | undefined): LoadClient {
 }
 
 /**
- * The committed results in a Lightwell checkout (a package.json named lightwell), so that
- * `npm run bench` regenerates them; ./lightwell-bench anywhere else, rather than a docs/ tree
- * in somebody else's directory. Relative to `cwd`.
+ * ./lightwell-bench, in a Lightwell checkout too: the committed results (docs/benchmarks) are
+ * written only when `--out` names them, never by a run that did not ask. Relative to `cwd`.
  */
 export function defaultOutDir(cwd: string): string {
-  try {
-    const pkg = JSON.parse(readFileSync(join(cwd, 'package.json'), 'utf8')) as { name?: unknown };
-    if (pkg.name === 'lightwell') return join(cwd, 'docs', 'benchmarks');
-  } catch {
-    // No readable package.json: not a checkout.
-  }
   return join(cwd, 'lightwell-bench');
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// lightwell: the command-line tool (serve, admin-token, bench).
+// lightwell: the command-line tool (serve, admin-token, config, bench).
 
 // A reader that closes the pipe early (`lightwell admin-token list | head`) ends the output
 // quietly, as in other command-line tools, instead of with an EPIPE stack trace.
@@ -14,8 +14,11 @@ const usage = `usage: lightwell serve [--data-dir DIR] [--public-listen HOST:POR
        lightwell admin-token create --role viewer|operator|owner [--tenant ID] [--expires 30d|RFC3339] [--name TEXT] [--json]
        lightwell admin-token list [--json]
        lightwell admin-token revoke ID
+       lightwell config [--config FILE] [--json]   every setting, its default, value and source
+       lightwell config --check --config FILE      validates settings without starting anything
        lightwell bench [--quick] [--only NAME,…] [--out DIR] [--endpoint URL --token TOKEN] …
                        (lightwell bench --help lists every flag)
+       lightwell --version
 `;
 // Each command loads only its own modules: `serve` stays a small supervisor (it never opens the
 // index, so it does not load LMDB), and the other commands start faster.
@@ -25,6 +28,12 @@ if (command === 'serve') {
 } else if (command === 'admin-token') {
   const { adminToken } = await import('../src/cli/admin-token.js');
   await adminToken(rest);
+} else if (command === 'config') {
+  const { configCommand } = await import('../src/cli/config.js');
+  configCommand(rest);
+} else if (command === '--version' || command === 'version') {
+  const { versionText } = await import('../src/cli/args.js');
+  process.stdout.write(versionText('lightwell'));
 } else if (command === 'bench') {
   // The benchmark is a client of the public port, not part of the service: it lives in bench/,
   // outside src/, and is loaded only for this command.

@@ -5,16 +5,26 @@
 
 import { IndexStore } from '../engine/index/store.js';
 import { EngineClient } from '../engine/protocol.js';
-import { dataDirPaths, checkDataDirFormat, RELEASE } from '../engine/data-dir.js';
+import {
+  dataDirPaths,
+  checkDataDirFormat,
+  requireStore,
+  noEngineError,
+  ENGINE_WAIT_MS,
+  RELEASE,
+} from '../engine/data-dir.js';
 import { Router, type Route } from '../http/router.js';
 import { listen, type Handler } from '../http/server.js';
+import { routedApi, type Api } from '../http/api.js';
 import { openApiDocument } from '../http/openapi.js';
+import { readyzRoute } from '../http/readiness.js';
 import { adminRoutes } from './routes.js';
 import { AuditSink } from '../http/audit.js';
 import { AdminAuth } from './auth.js';
 import type { NodeRecord } from '../engine/index/schema.js';
 import { componentLogger } from '../util/log.js';
 import { tlsFilesOf, type Settings } from '../util/config.js';
+import { consoleApis } from '../console/console.js';
 
 export const ADMIN_PREFIX = '/admin/api/v1';
 
@@ -25,9 +35,12 @@ export async function startAdmin(options: {
   const { settings } = options;
   const log = componentLogger('admin');
   const paths = dataDirPaths(options.dataDir);
+  requireStore(paths, 'admin process');
   await checkDataDirFormat(paths);
-  const engine = new EngineClient(paths.socket, 30_000);
-  await engine.waitForEngine(log);
+  const engine = new EngineClient(paths.socket, ENGINE_WAIT_MS);
+  await engine.waitForEngine(log).catch((error: unknown) => {
+    throw noEngineError(paths, ENGINE_WAIT_MS, error);
+  });
   const store = IndexStore.open({ path: paths.index, readOnly: true });
   const node = await engine.call<NodeRecord>('nodeIdentity', {});
   const address = settings.listen('admin_listen');
@@ -43,6 +56,8 @@ export async function startAdmin(options: {
     node,
     address: hostPort,
   });
+  let indexOpen = true;
+  routes.push(readyzRoute({ engine, indexOpen: () => indexOpen }));
   let text = '';
   routes.push({
     method: 'GET',
@@ -66,6 +81,12 @@ export async function startAdmin(options: {
       },
     }),
   );
+  // The admin port's APIs. The console (`/admin/console`) and `/metrics` mount here beside the
+  // admin API, each with its own errors and query rules (src/http/api.ts).
+  const apis: Api[] = [
+    routedApi({ name: 'admin', router: new Router(ADMIN_PREFIX, routes) }),
+    ...(await consoleApis({ store, engine, authenticate: auth.authenticate.bind(auth) })),
+  ];
   const listener = await listen(
     {
       host: address.host,
@@ -76,16 +97,17 @@ export async function startAdmin(options: {
       tls: tlsFilesOf(settings),
       bodyRateMin: settings.bytes('limits.body_rate_min'),
     },
-    new Router(ADMIN_PREFIX, routes),
+    apis,
     log,
   );
   return {
     port: listener.port,
     stop: async () => {
       engine.stopWaiting();
-      await listener.close();
+      await listener.close(settings.duration('shutdown.grace'));
       await audit.close();
       engine.close();
+      indexOpen = false;
       await store.close();
     },
   };

@@ -15,6 +15,7 @@ import {
   dataDirPaths,
   isDataDir,
   prepareDataDir,
+  newStoreNotice,
   engineLockOwner,
   acquireEngineLock,
   type DataDirPaths,
@@ -35,6 +36,7 @@ import {
   UsageError,
   EXIT_FAILURE,
   EXIT_USAGE,
+  versionText,
   type CommandSpec,
 } from './args.js';
 import { BadRequest, NotFound } from '../util/errors.js';
@@ -71,6 +73,10 @@ export async function adminToken(argv: readonly string[]): Promise<void> {
       process.stdout.write(`${USAGE}\n`);
       return;
     }
+    if (args.flags.has('version')) {
+      process.stdout.write(versionText('lightwell'));
+      return;
+    }
     const [action = '', ...rest] = args.positional;
     if (ARITY[action] !== rest.length) throw UsageError(USAGE);
     const createOnly = [...CREATE_OPTIONS].find((name) => args.options.has(name));
@@ -83,7 +89,8 @@ export async function adminToken(argv: readonly string[]): Promise<void> {
     // empty one as if there were no tokens.
     if (minted === undefined && !isDataDir(paths))
       throw NotFound(`no Lightwell data directory at ${paths.root}`);
-    await prepareDataDir(paths);
+    if ((await prepareDataDir(paths)).created)
+      process.stderr.write(`lightwell admin-token: ${newStoreNotice(paths)}\n`);
     const json = args.flags.has('json');
     if (minted !== undefined) await create(paths, minted, json);
     else if (action === 'list') await list(paths, json);

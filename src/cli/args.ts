@@ -1,6 +1,7 @@
 // Command-line parsing shared by every binary: `--flag value`, `--flag=value`, yes/no flags,
 // and settings by their dotted names (`--security.native_api_token_ttl 2h`). `--help` and `-h`
-// are the `help` flag: every binary then prints its usage and exits 0 without starting.
+// are the `help` flag: every binary then prints its usage and exits 0 without starting;
+// `--version` prints the release (`versionText`) and exits 0 likewise.
 //
 // Anything a command does not take is refused, never ignored: an unknown option or flag, a
 // single-dash argument other than `-h`, a word where the command takes none. Such a usage error
@@ -9,6 +10,8 @@
 
 import assert from 'node:assert';
 import { isSettingName, loadSettings, type Settings } from '../util/config.js';
+import { RELEASE } from '../engine/data-dir.js';
+import { FORMAT_VERSION } from '../format/marker.js';
 import { BadRequest, isLightwellError, type LightwellError } from '../util/errors.js';
 
 export const EXIT_FAILURE = 1;
@@ -71,7 +74,8 @@ export function parseArgs(argv: readonly string[], spec: CommandSpec = {}): Pars
     name === 'config' ||
     spec.options?.has(name) === true ||
     isSettingName(settingAliases[name] ?? name);
-  const takesFlag = (name: string): boolean => name === 'help' || spec.flags?.has(name) === true;
+  const takesFlag = (name: string): boolean =>
+    name === 'help' || name === 'version' || spec.flags?.has(name) === true;
   for (let index = 0; index < argv.length; index += 1) {
     const arg = argv[index] as string;
     if (arg === '-h') {
@@ -117,19 +121,30 @@ export function settingsFrom(args: ParsedArgs, spec: CommandSpec = {}): Settings
 }
 
 /** The flags every service binary takes, for `--help`. */
-export const SERVICE_FLAGS = `  --data-dir DIR            data directory (default ./data)
-  --public-listen HOST:PORT  public listener (default 0.0.0.0:9000)
-  --admin-listen HOST:PORT   admin listener (default 127.0.0.1:9001)
-  --config FILE              settings as JSON, before the environment and the flags
+export const SERVICE_FLAGS = `  --data-dir DIR             data directory (default ./data)
+  --config FILE              settings as TOML (.toml) or JSON, before the environment and flags
   --log-level LEVEL          fatal|error|warn|info|debug|trace|silent (default info)
   --NAME VALUE               any setting by its dotted name, e.g. --security.native_api_token_ttl 2h
-                             (environment: LIGHTWELL_ plus the name upper-cased, dots as underscores)
+                             (environment: LIGHTWELL_ plus the name upper-cased, dots as underscores;
+                             lightwell config lists them all)
+  --version                  print the release and exit
 `;
+
+/** The public listener's flags, for `--help` of serve and of the gateway binary. */
+export const PUBLIC_FLAGS = '  --public-listen HOST:PORT  public listener (default 0.0.0.0:9000)\n';
+
+/** The admin listener's flag, for `--help` of serve and of the admin binary. */
+export const ADMIN_FLAGS = '  --admin-listen HOST:PORT   admin listener (default 127.0.0.1:9001)\n';
 
 /** The gateway's own flags, for `--help` of serve and of the gateway binary. */
 export const GATEWAY_FLAGS =
   '  --gateway-threads N        listener threads per gateway (default 0: one per core up\n' +
   '                             to 4, divided among the gateways, two at the default budget)\n';
+
+/** What `--version` prints: the program, the release, the on-disk format and Node's version. */
+export function versionText(program: string): string {
+  return `${program} ${RELEASE} (data format ${FORMAT_VERSION}, node ${process.version})\n`;
+}
 
 /**
  * Writes `text`, then exits with `code` once it is out: writes to a pipe are asynchronous on

@@ -9,6 +9,9 @@ import {
   refuseStart,
   SERVICE_FLAGS,
   GATEWAY_FLAGS,
+  PUBLIC_FLAGS,
+  ADMIN_FLAGS,
+  versionText,
 } from './args.js';
 import { startHeapTrimmer } from '../util/malloc-env.js';
 
@@ -29,12 +32,17 @@ export async function runChild(
   try {
     const args = parseArgs(argv);
     if (args.flags.has('help')) {
+      // Only the flags this role reads: the engine listens on no port, the admin process has
+      // no listener threads.
       const usage =
         `usage: lightwell-${role} [options]\n  runs the ${role} process on its own` +
         ` (lightwell serve runs them all)\n${SERVICE_FLAGS}` +
-        (role === 'gateway' ? GATEWAY_FLAGS : '');
+        (role === 'gateway' ? PUBLIC_FLAGS + GATEWAY_FLAGS : '') +
+        (role === 'admin' ? ADMIN_FLAGS : '');
       return await writeThenExit(process.stdout, usage, 0, exit);
     }
+    if (args.flags.has('version'))
+      return await writeThenExit(process.stdout, versionText(`lightwell-${role}`), 0, exit);
     settings = settingsFrom(args);
   } catch (error) {
     return await fail(role, error, exit);
@@ -76,8 +84,18 @@ export async function runChild(
       },
     );
   };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+  // The first signal drains (listeners: readiness 503, no new connections, in-flight requests
+  // finish within shutdown.grace); a second one, to a process on its own, stops it at once.
+  // Under serve it is ignored: a terminal's Ctrl-C or a service manager may signal the whole
+  // process group as well as serve, whose own second signal ends the children (SIGKILL).
+  const onSignal = (signal: string): void => {
+    if (!stopping) return stop(signal);
+    if (process.send) return;
+    log.warn({ signal }, 'second signal: stopping at once');
+    exit(1);
+  };
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  process.on('SIGINT', () => onSignal('SIGINT'));
   process.on('disconnect', () => stop('supervisor gone'));
   // A part of the process failed (a gateway's listener thread): the rest stops, and the exit
   // code says so (serve then restarts the process).

@@ -15,6 +15,9 @@ import {
   prepareDataDir,
   engineLockOwner,
   checkDataDirUsable,
+  checkDataDirParent,
+  newStoreNotice,
+  type DataDirPaths,
 } from '../engine/data-dir.js';
 import {
   parseArgs,
@@ -25,6 +28,9 @@ import {
   EXIT_FAILURE,
   SERVICE_FLAGS,
   GATEWAY_FLAGS,
+  PUBLIC_FLAGS,
+  ADMIN_FLAGS,
+  versionText,
 } from './args.js';
 import type { ReadyMessage, Role } from './child.js';
 import { tlsFilesOf, type ListenAddress, type Settings } from '../util/config.js';
@@ -33,6 +39,8 @@ import { CHILD_MALLOC_ENV } from '../util/malloc-env.js';
 import { createRootLogger, type Logger } from '../util/log.js';
 
 const BACKOFF_MS_MAX = 10_000;
+/** How long past `shutdown.grace` a child may take to stop before it is killed. */
+const STOP_MARGIN_MS = 10_000;
 
 interface Supervised {
   readonly role: Role;
@@ -47,17 +55,21 @@ interface Supervised {
 /** `exit` ends the process once everything has stopped; bin/ supplies it (process.exit). */
 export async function serve(argv: readonly string[], exit: (code: number) => never): Promise<void> {
   let settings: Settings;
+  let created: DataDirPaths | undefined;
   try {
     const args = parseArgs(argv);
     if (args.flags.has('help')) {
       const usage =
         'usage: lightwell serve [options]\n  runs the engine, the gateways and the admin process' +
-        `\n${SERVICE_FLAGS}  --gateways N               gateway processes (default 1)\n` +
+        `\n${SERVICE_FLAGS}${PUBLIC_FLAGS}${ADMIN_FLAGS}` +
+        '  --gateways N               gateway processes (default 1)\n' +
         GATEWAY_FLAGS;
       return await writeThenExit(process.stdout, usage, 0, exit);
     }
+    if (args.flags.has('version'))
+      return await writeThenExit(process.stdout, versionText('lightwell'), 0, exit);
     settings = settingsFrom(args);
-    await preflight(settings);
+    created = await preflight(settings);
   } catch (error) {
     return await refuseStart(error, { command: 'lightwell serve', program: 'lightwell' }, exit);
   }
@@ -65,10 +77,20 @@ export async function serve(argv: readonly string[], exit: (code: number) => nev
   // --log-level): a log shipper drops plain-text lines, and these are the ones an operator
   // needs most. Only a refused start stays one line of text.
   const log = createRootLogger({ level: settings.string('log.level'), process: 'serve' });
+  if (created !== undefined) {
+    // A new store is never silent: a line a person sees, and a record the log keeps.
+    process.stderr.write(`lightwell: ${newStoreNotice(created)}\n`);
+    log.warn({ dataDir: created.root }, newStoreNotice(created));
+  }
   const supervisor = new Supervisor(argv, settings, log);
   const shutdown = async (signal: string): Promise<void> => {
-    if (supervisor.stopping) return;
-    log.info({ signal }, 'stopping');
+    if (supervisor.stopping) {
+      // A second signal: no more waiting for requests in flight.
+      log.warn({ signal }, 'second signal: stopping at once');
+      supervisor.kill();
+      exit(1);
+    }
+    log.info({ signal, graceMs: settings.duration('shutdown.grace') }, 'draining');
     await supervisor.stop();
     exit(0);
   };
@@ -141,11 +163,26 @@ class Supervisor {
     return { public: port('gateway'), admin: port('admin') };
   }
 
-  /** Stops the listeners first (in-flight requests finish), then the engine. */
+  /**
+   * Stops the listeners first (they drain: in-flight requests finish within shutdown.grace),
+   * then the engine. A child still running well past the grace is killed.
+   */
   async stop(): Promise<void> {
     this.stopping = true;
-    await stopAll(this.children.filter((entry) => entry.role !== 'engine'));
-    await stopAll(this.children.filter((entry) => entry.role === 'engine'));
+    const killAfterMs = this.settings.duration('shutdown.grace') + STOP_MARGIN_MS;
+    await stopAll(
+      this.children.filter((entry) => entry.role !== 'engine'),
+      killAfterMs,
+    );
+    await stopAll(
+      this.children.filter((entry) => entry.role === 'engine'),
+      killAfterMs,
+    );
+  }
+
+  /** Ends every child at once (a second signal). */
+  kill(): void {
+    for (const entry of this.children) entry.child?.kill('SIGKILL');
   }
 
   /** Resolves when the child is ready; never, when it exits first (see `failStart`). */
@@ -217,9 +254,10 @@ function childEnv(): NodeJS.ProcessEnv {
 
 /**
  * Everything that can be checked before a child starts, cheapest first, and the data directory
- * created last: a start refused here leaves no new directory behind.
+ * created last: a start refused here leaves no new directory behind. Answers the paths of a
+ * data directory it created.
  */
-async function preflight(settings: Settings): Promise<void> {
+async function preflight(settings: Settings): Promise<DataDirPaths | undefined> {
   await checkListenersApart(settings);
   const paths = dataDirPaths(settings.string('data_dir'));
   const owner = engineLockOwner(paths);
@@ -229,6 +267,7 @@ async function preflight(settings: Settings): Promise<void> {
         'if that process is not a Lightwell engine, its pid was reused: remove the file)',
     );
   checkDataDirUsable(paths);
+  checkDataDirParent(paths);
   for (const [setting, name] of [
     ['public_listen', 'public'],
     ['admin_listen', 'admin'],
@@ -236,7 +275,7 @@ async function preflight(settings: Settings): Promise<void> {
     const address = settings.listen(setting);
     if (address.port !== 0) await probePort(address, name);
   }
-  await prepareDataDir(paths);
+  return (await prepareDataDir(paths)).created ? paths : undefined;
 }
 
 /**
@@ -310,7 +349,7 @@ function readyLines(
   );
 }
 
-async function stopAll(entries: readonly Supervised[]): Promise<void> {
+async function stopAll(entries: readonly Supervised[], killAfterMs: number): Promise<void> {
   await Promise.all(
     entries.map(
       (entry) =>
@@ -320,7 +359,7 @@ async function stopAll(entries: readonly Supervised[]): Promise<void> {
             resolve();
             return;
           }
-          const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+          const timer = setTimeout(() => child.kill('SIGKILL'), killAfterMs);
           child.once('exit', () => {
             clearTimeout(timer);
             resolve();

@@ -15,11 +15,19 @@ import { accessSync, constants, existsSync, readFileSync, statSync } from 'node:
 import { dirname, join, resolve } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { decodeMarker, encodeMarker, FORMAT_VERSION } from '../format/marker.js';
-import { DataDirLocked, FormatTooNew, BadRequest } from '../util/errors.js';
+import {
+  DataDirLocked,
+  FormatTooNew,
+  BadRequest,
+  EngineUnavailable,
+  isLightwellError,
+} from '../util/errors.js';
 import { nodeIo, type Io } from '../util/io.js';
 
 export const RELEASE = '0.1.0';
 export const MASTER_KEY_BYTES = 32;
+/** How long a gateway or admin process waits for its engine at start. */
+export const ENGINE_WAIT_MS = 30_000;
 
 export interface DataDirPaths {
   readonly root: string;
@@ -69,15 +77,48 @@ export async function checkDataDirFormat(paths: DataDirPaths): Promise<void> {
 }
 
 /**
+ * For a gateway or admin process started on its own: refuses at once a path that holds no data
+ * directory and no running engine, which had waited 30 s and then blamed the engine's socket.
+ */
+export function requireStore(paths: DataDirPaths, role: string): void {
+  if (isDataDir(paths) || engineLockOwner(paths) !== undefined) return;
+  throw EngineUnavailable(
+    `no Lightwell data directory at ${paths.root} and no engine running on it: ` +
+      `the ${role} serves the store of an engine, so start lightwell-engine --data-dir ` +
+      `${paths.root} first (or run everything with lightwell serve)`,
+  );
+}
+
+/** A wait for the engine that ran out: says which data directory has no engine. */
+export function noEngineError(paths: DataDirPaths, waitedMs: number, cause: unknown): unknown {
+  if (!isLightwellError(cause) || cause.code !== 'engine_unavailable') return cause;
+  const running = engineLockOwner(paths);
+  const state =
+    running === undefined
+      ? 'no engine is running on it'
+      : `its engine (process ${running}) does not answer`;
+  return EngineUnavailable(
+    `no engine answered within ${Math.round(waitedMs / 1000)} s on data directory ` +
+      `${paths.root}: ${state} (start lightwell-engine --data-dir ${paths.root}, ` +
+      'or run everything with lightwell serve)',
+    {},
+    { cause },
+  );
+}
+
+/**
  * Creates the directory tree on first use, or checks the FORMAT marker of an existing one.
  * A marker of a newer format version refuses to open (`format_too_new`); a directory with an
- * index but no marker is not ours and is refused too.
+ * index but no marker is not ours and is refused too. `created` tells the caller a new store
+ * was made, which it must say out loud: a typo in `--data-dir` would otherwise start an empty
+ * store, with a new master key, without a word.
  */
 export async function prepareDataDir(
   paths: DataDirPaths,
   io: Io = nodeIo,
 ): Promise<{ created: boolean }> {
   checkDataDirUsable(paths);
+  checkDataDirParent(paths);
   await mkdir(paths.root, { recursive: true });
   let created = false;
   if (existsSync(paths.marker)) {
@@ -104,6 +145,28 @@ export async function prepareDataDir(
     await io.syncDirectory(dirname(paths.root));
   }
   return { created };
+}
+
+/**
+ * Refuses a new data directory whose parent does not exist: a new store is made only in a
+ * directory that is there, never with a whole tree of directories that a typo named.
+ */
+export function checkDataDirParent(paths: DataDirPaths): void {
+  if (existsSync(paths.root)) return;
+  const parent = dirname(paths.root);
+  if (!existsSync(parent))
+    throw BadRequest(
+      `${parent} does not exist, so no data directory is created at ${paths.root}: ` +
+        'check --data-dir, or create the parent directory first',
+    );
+}
+
+/** The notice of a new store, for stderr and the log. */
+export function newStoreNotice(paths: DataDirPaths): string {
+  return (
+    `created a new, empty data directory at ${paths.root} (a new store, with a new master ` +
+    'key); if you meant an existing one, stop and check --data-dir'
+  );
 }
 
 /**

@@ -12,6 +12,7 @@ import { IndexStore, CommandBatch } from './index/store.js';
 import {
   dataDirPaths,
   prepareDataDir,
+  newStoreNotice,
   acquireEngineLock,
   loadMasterKey,
   type DataDirPaths,
@@ -113,7 +114,8 @@ export async function startEngine(options: {
   const clock = options.clock ?? realClock;
   const log = componentLogger('engine');
   const paths = dataDirPaths(options.dataDir);
-  await prepareDataDir(paths);
+  if ((await prepareDataDir(paths)).created)
+    log.warn({ dataDir: paths.root }, newStoreNotice(paths));
   const releaseLock = await acquireEngineLock(paths);
   const store = IndexStore.open({ path: paths.index, readOnly: false });
   let masterKey: Buffer;

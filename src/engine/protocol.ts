@@ -128,6 +128,11 @@ export class EngineClient {
     this.waitsForEngine = false;
   }
 
+  /** Whether a connection to the engine is open now (readiness; a call reconnects anyway). */
+  get connected(): boolean {
+    return this.socket !== undefined && !this.socket.destroyed;
+  }
+
   /**
    * Runs `listener` after every new connection to the engine, the first included: state the
    * engine keeps per connection (upload pins) must be sent again after a reconnect.

@@ -1,4 +1,4 @@
-// The gateway process: its listeners of the public port (data-plane API at /api/v1), one per
+// The gateway process: its listeners of the public port (its APIs: public-apis.ts), one per
 // listener thread, each with its body arenas, and the worker pool and ordered-stage threads
 // they share. Several gateway processes may share the public port too.
 
@@ -8,18 +8,28 @@ import { fileURLToPath } from 'node:url';
 import { randomUUID } from 'node:crypto';
 import { IndexStore } from '../engine/index/store.js';
 import { EngineClient } from '../engine/protocol.js';
-import { dataDirPaths, checkDataDirFormat, type DataDirPaths } from '../engine/data-dir.js';
-import { Router, type Route } from '../http/router.js';
+import {
+  dataDirPaths,
+  checkDataDirFormat,
+  requireStore,
+  noEngineError,
+  ENGINE_WAIT_MS,
+  type DataDirPaths,
+} from '../engine/data-dir.js';
+import { claimPublicPort } from './port-claim.js';
+import type { Route } from '../http/router.js';
 import { listen, type Handler, type Listener } from '../http/server.js';
+import { API_PREFIX, publicApis } from './public-apis.js';
 import { openApiDocument } from '../http/openapi.js';
-import { BodyArena, arenaMemory, type ArenaMemory } from './body-arena.js';
+import { readyzRoute } from '../http/readiness.js';
+import { BodyArena, arenaMemory, type ArenaMemory } from '../service/body-arena.js';
 import { poolTasks, startListenerThread } from './listener-threads.js';
-import { reserveBlocks, UploadStats } from './upload.js';
-import { UploadPins } from './upload-pins.js';
+import { reserveBlocks, UploadStats } from '../service/upload.js';
+import { UploadPins } from '../service/upload-pins.js';
 import { OrderedStage, OrderedStageThread } from '../workers/ordered-stage.js';
 import type { MessagePort } from 'node:worker_threads';
-import { Authenticator } from './auth.js';
-import { dataRoutes } from './routes.js';
+import { Authenticator } from '../service/auth.js';
+import { dataRoutes, type GatewayServices } from './routes.js';
 import * as docs from './route-docs.js';
 import { componentLogger, type Logger } from '../util/log.js';
 import { tlsFilesOf, type Settings } from '../util/config.js';
@@ -31,7 +41,7 @@ import { SegmentWriter } from '../engine/segments/segment-writer.js';
 import { SegmentReader } from '../engine/segments/segment-reader.js';
 import type { ChunkStoreDeps } from '../workers/chunk-store.js';
 
-export const API_PREFIX = '/api/v1';
+export { API_PREFIX } from './public-apis.js';
 const BLOCK_BYTES = 1024 * 1024;
 /** Smaller than an upload block: a chunk (1.13 MiB on average) wastes less of its last block. */
 const DOWNLOAD_BLOCK_BYTES = 256 * 1024;
@@ -128,8 +138,10 @@ export async function startGateway(options: {
   const { settings } = options;
   const log = componentLogger('gateway');
   const paths = dataDirPaths(options.dataDir);
+  requireStore(paths, 'gateway');
   await checkDataDirFormat(paths);
   const share = gatewayShare(settings, availableParallelism());
+  const claim = await claimPublicPort(paths, settings.listen('public_listen'), share.listeners);
   const chunkAvgBytes = settings.bytes('storage.chunk_bytes_avg');
   const memories = Array.from({ length: share.listeners }, () =>
     listenerMemory(share.arenaBlocks, chunkAvgBytes),
@@ -159,6 +171,7 @@ export async function startGateway(options: {
     sealer.close();
     await pool.destroy();
     await Promise.all(ordered.map((thread) => thread.close()));
+    await claim.release();
     for (const stop of stops) if (stop.status === 'rejected') throw stop.reason;
   };
   try {
@@ -169,9 +182,10 @@ export async function startGateway(options: {
       memory: memories[0] as ListenerMemory,
       tasks: poolTasks(pool, 0),
       ordered: orderedPort(0),
-      port: settings.listen('public_listen').port,
+      port: claim.port,
     });
     listeners.push(first);
+    if (claim.port === 0) await claim.register(first.port);
     // The others listen on the first one's port: with port 0, the one the first was given.
     for (let listener = 1; listener < share.listeners; listener += 1) {
       const thread = await startListenerThread({
@@ -182,6 +196,8 @@ export async function startGateway(options: {
         pool,
         ordered: orderedPort(listener),
         port: first.port,
+        // Past the listener's own drain, after which its sockets are closed.
+        stopWaitMs: settings.duration('shutdown.grace') + THREAD_EXIT_MARGIN_MS,
       });
       listeners.push(thread);
       thread.failed.catch(failed);
@@ -284,8 +300,10 @@ export async function startListener(options: {
 }): Promise<RunningListener> {
   const { settings, paths, memory } = options;
   const log = componentLogger('gateway');
-  const engine = new EngineClient(paths.socket, 30_000);
-  await engine.waitForEngine(log);
+  const engine = new EngineClient(paths.socket, ENGINE_WAIT_MS);
+  await engine.waitForEngine(log).catch((error: unknown) => {
+    throw noEngineError(paths, ENGINE_WAIT_MS, error);
+  });
   const store = IndexStore.open({ path: paths.index, readOnly: true });
   const chunkAvgBytes = settings.bytes('storage.chunk_bytes_avg');
   const arena = new BodyArena(BLOCK_BYTES, memory.arenaBlocks, undefined, memory.upload);
@@ -325,7 +343,7 @@ export async function startListener(options: {
   };
   const tlsFiles = tlsFilesOf(settings);
   const auth = new Authenticator(paths, store);
-  const routes: Route<Handler>[] = dataRoutes({
+  const services: GatewayServices = {
     store,
     engine,
     settings,
@@ -341,7 +359,10 @@ export async function startListener(options: {
       pins: uploadPins,
     },
     download: { arena: downloadArena, pool, inline },
-  });
+  };
+  const routes: Route<Handler>[] = dataRoutes(services);
+  let indexOpen = true;
+  routes.push(readyzRoute({ engine, indexOpen: () => indexOpen }));
   // The document describes itself too, so its route is in the table it is generated from.
   let openapiText = '';
   routes.push({
@@ -379,6 +400,13 @@ export async function startListener(options: {
       port: options.port,
       sharedPort: true,
       audit,
+      receiveBufferBytes: settings.bytes('limits.socket_receive_bytes'),
+      bodyRateMin: settings.bytes('limits.body_rate_min'),
+      tls: tlsFiles,
+    },
+    publicApis({
+      native: routes,
+      services,
       identify: (exchange) => {
         try {
           auth.authenticate(exchange.header('authorization'), exchange.audit);
@@ -386,11 +414,7 @@ export async function startListener(options: {
           // No valid bearer token: the row stays anonymous, or names the token's key.
         }
       },
-      receiveBufferBytes: settings.bytes('limits.socket_receive_bytes'),
-      bodyRateMin: settings.bytes('limits.body_rate_min'),
-      tls: tlsFiles,
-    },
-    new Router(API_PREFIX, routes),
+    }),
     log,
   );
   log.debug({ port: listener.port, listener: options.listener }, 'listener started');
@@ -402,7 +426,7 @@ export async function startListener(options: {
       // (stopped with this process), they fail at once, and the engine's next start recovers
       // the segments (src/engine/segments/recovery.ts).
       engine.stopWaiting();
-      await listener.close();
+      await listener.close(settings.duration('shutdown.grace'));
       // Only now: the requests that drained until here went on reporting their pins.
       uploadPins.close();
       await audit.close();
@@ -410,12 +434,15 @@ export async function startListener(options: {
       inlineReader.close();
       ordered.close();
       engine.close();
+      indexOpen = false;
       await store.close();
     },
   };
 }
 
 const UPLOAD_STATS_INTERVAL_MS = 10_000;
+/** How long past `shutdown.grace` a stop waits for a listener thread to end on its own. */
+const THREAD_EXIT_MARGIN_MS = 5_000;
 /** How long a stop waits for the pool's threads to seal their segments. */
 const POOL_SEAL_WAIT_MS = 5_000;
 

@@ -45,8 +45,8 @@ export interface ListenerThread extends RunningListener {
   readonly failed: Promise<never>;
 }
 
-/** How long a stop waits for a thread to end on its own: its listener's drain and 5 s more. */
-const THREAD_EXIT_WAIT_MS = 15_000;
+/** How long a stop waits for a thread to end on its own, unless told: the default drain and more. */
+const THREAD_EXIT_WAIT_MS = 35_000;
 
 /**
  * Starts listener `listener` on its own thread; resolves once it listens. `entry` is the thread's
@@ -97,7 +97,7 @@ export async function startListenerThread(options: {
   const stop = async (): Promise<void> => {
     stopping = true;
     worker.postMessage('stop');
-    // Past the listener's drain (10 s, server.ts), after which its sockets are closed: a thread
+    // Past the listener's drain (`shutdown.grace`), after which its sockets are closed: a thread
     // ended with sockets open would abort the process.
     const timer = setTimeout(() => {
       log.warn({ listener: options.listener }, 'listener thread ended by force');

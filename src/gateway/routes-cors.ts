@@ -4,7 +4,7 @@
 
 import type { Route, RouteDoc, JsonSchema } from '../http/router.js';
 import type { Handler } from '../http/server.js';
-import { authorize } from './auth.js';
+import { authorize } from '../service/auth.js';
 import type { RouteKit } from './routes.js';
 import {
   parseCorsConfiguration,

@@ -39,8 +39,8 @@ import {
   type PartView,
 } from '../engine/ops/multipart.js';
 import type { ChecksumAlg } from '../engine/checksums.js';
-import { receiveBody } from './upload.js';
-import { authorize, type Principal } from './auth.js';
+import { receiveBody } from '../service/upload.js';
+import { authorize, type Principal } from '../service/auth.js';
 import {
   keyQuery,
   objectJson,

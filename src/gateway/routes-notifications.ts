@@ -28,7 +28,7 @@ import {
   type NotificationConfigView,
 } from '../engine/ops/notifications.js';
 import { checkWebhookTarget } from '../engine/delivery.js';
-import { authorize, type Principal } from './auth.js';
+import { authorize, type Principal } from '../service/auth.js';
 import type { RouteKit } from './routes.js';
 import type { Exchange } from '../http/exchange.js';
 

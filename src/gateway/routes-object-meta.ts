@@ -2,7 +2,8 @@
 // retention and legal hold, server-side copy and batch delete. Mutations go to the engine with
 // their audit row.
 
-import { toProblem, type Exchange } from '../http/exchange.js';
+import type { Exchange } from '../http/exchange.js';
+import { toProblem } from '../http/error-answer.js';
 import type { Route, RouteDoc, JsonSchema } from '../http/router.js';
 import type { Handler } from '../http/server.js';
 import type { IndexStore } from '../engine/index/store.js';
@@ -17,7 +18,7 @@ import {
   type ObjectTag,
 } from '../engine/index/schema.js';
 import { deleteMarkerNamed, findVersionIn, seqOfVersionId } from '../engine/ops/objects.js';
-import { authorize, type Principal } from './auth.js';
+import { authorize, type Principal } from '../service/auth.js';
 import {
   addWriteConditions,
   keyQuery,

@@ -38,8 +38,8 @@ import {
   parseChecksumHeader,
   type ChecksumAlg,
 } from '../engine/checksums.js';
-import { sendObject } from './download.js';
-import { authorize, type Principal } from './auth.js';
+import { sendObject } from '../service/download.js';
+import { authorize, type Principal } from '../service/auth.js';
 import {
   objectJson,
   writtenHeaders,
@@ -53,7 +53,7 @@ import {
   latestDeleteMarkerIn,
   type RouteKit,
 } from './routes.js';
-import { idempotencyOf } from './idempotency.js';
+import { idempotencyOf } from '../service/idempotency.js';
 import {
   ANY_CONTENT_TYPE,
   bucketNameSchema,

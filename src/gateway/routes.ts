@@ -8,7 +8,7 @@ import type { Handler } from '../http/server.js';
 import type { IndexStore, RawEntry } from '../engine/index/store.js';
 import { decodeValue } from '../format/values.js';
 import { JsonWriter, writeVersionJson } from './list-json.js';
-import { ListTokens, type ListPosition } from './list-token.js';
+import { ListTokens, type ListPosition } from '../service/list-token.js';
 import { PURPOSE_LIST_TOKEN } from '../security/keys.js';
 import type { EngineClient } from '../engine/protocol.js';
 import {
@@ -27,11 +27,16 @@ import {
   etagListMatches,
   findVersionIn,
 } from '../engine/ops/objects.js';
-import { Divert, receiveBody, type ReceivedBody, type UploadServices } from './upload.js';
-import { idempotencyOf, ReplayBody, type IdempotencyClaim } from './idempotency.js';
+import { Divert, receiveBody, type ReceivedBody, type UploadServices } from '../service/upload.js';
+import { idempotencyOf, ReplayBody, type IdempotencyClaim } from '../service/idempotency.js';
 import { auditRowOf } from '../http/audit.js';
-import { sendObject, parseRange, type ByteRange, type DownloadServices } from './download.js';
-import { Authenticator, authorize, type Principal } from './auth.js';
+import {
+  sendObject,
+  parseRange,
+  type ByteRange,
+  type DownloadServices,
+} from '../service/download.js';
+import { Authenticator, authorize, type Principal } from '../service/auth.js';
 import {
   parseChecksumAlg,
   parseChecksumHeader,

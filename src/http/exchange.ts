@@ -3,14 +3,15 @@
 //
 // uWS rules kept here: `onAborted` is attached before the first await; every write after the
 // first tick happens inside `res.cork()`; nothing touches `res` after an abort or after the
-// response ended. Errors map to HTTP in one place, `sendProblem`: the problem object of the
-// specs (RFC 9457 fields plus `code`, `message`, `requestId`), with `X-Request-Id` on it as on
-// every response.
+// response ended. Errors are answered in one place, `sendError`, through the table of
+// error-answer.ts and the renderer of the API the path is mounted on, with `X-Request-Id` on
+// them as on every response.
 
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { isUtf8 } from 'node:buffer';
 import { randomBytes } from 'node:crypto';
-import { BadRequest, PayloadTooLarge, errorCode, isLightwellError } from '../util/errors.js';
+import { BadRequest, PayloadTooLarge } from '../util/errors.js';
+import { errorAnswer, problemJson, REASONS, type ErrorRenderer } from './error-answer.js';
 import type { Logger } from '../util/log.js';
 import type { RouteDoc } from './router.js';
 import { jsonTextProblem, refuseUndeclaredFields, refuseUnclearQuery } from './strict-input.js';
@@ -23,8 +24,6 @@ function clipped(path: string): string {
   return path.length > PATH_SHOWN_CHARS_MAX ? `${path.slice(0, PATH_SHOWN_CHARS_MAX)}…` : path;
 }
 
-/** The challenge of a 401 from an API that takes bearer tokens. */
-const BEARER_CHALLENGE = 'Bearer realm="lightwell"';
 /** The challenge of a 401 where an access key id and secret are expected. */
 export const BASIC_CHALLENGE = 'Basic realm="lightwell", charset="UTF-8"';
 
@@ -126,6 +125,13 @@ export class Exchange {
   problemHeaders: Readonly<Record<string, string>> = NO_HEADERS;
   /** The operation's description: the query and JSON body it declares (see strict-input.ts). */
   routeDoc: RouteDoc | undefined;
+  /** How errors are answered: the renderer of the API this path is mounted on (server.ts). */
+  errors: ErrorRenderer = problemJson;
+  /**
+   * Whether the query is held to what the operation declares (`refuseUnclearQuery`): the native
+   * APIs are; the S3 API is not (SDKs add parameters such as `x-id`).
+   */
+  strictQuery = true;
   private readonly abortHandlers: Array<() => void> = [];
 
   /**
@@ -283,66 +289,39 @@ export class Exchange {
     this.send(status, { 'Content-Type': 'application/json', ...headers }, JSON.stringify(value));
   }
 
-  sendProblem(error: unknown, log: Logger): void {
-    const problem = toProblem(error);
-    // 501 (a feature this release does not have) and 507 (the tenant's quota) answer what the
-    // client asked for, as a 4xx does; 503 is a passing state. Only the rest is a failure of
-    // the service, logged with its stack.
-    if (problem.status >= 500 && !ANSWERS_NOT_FAILURES.has(problem.status))
+  /**
+   * Answers `error` in the form of the API this exchange's path is mounted on (`errors`, set by
+   * the listener), through the one table of error-answer.ts, and logs it by its kind.
+   */
+  sendError(error: unknown, log: Logger): void {
+    const answer = errorAnswer(error);
+    if (answer.kind === 'failure')
       log.error({ err: error, requestId: this.requestId }, 'request failed');
-    else if (problem.status === 503)
+    else if (answer.kind === 'passing')
       log.warn(
-        { code: errorCode(error), reason: (error as Error).message, requestId: this.requestId },
+        { code: answer.raisedCode, reason: (error as Error).message, requestId: this.requestId },
         'request not served now',
       );
     else
       log.info(
         {
-          code: problem.code,
-          status: problem.status,
+          code: answer.code,
+          status: answer.status,
           requestId: this.requestId,
           path: clipped(this.path),
         },
         'request refused',
       );
-    const headers: Record<string, string> = {
-      ...this.problemHeaders,
-      'Content-Type': 'application/problem+json',
-    };
-    const retryAfter = isLightwellError(error) ? error.details['retryAfterSeconds'] : undefined;
-    if (typeof retryAfter === 'number')
-      headers['Retry-After'] = String(Math.max(1, Math.ceil(retryAfter)));
-    // A 503 (the engine unreachable or restarting, a reclaimed chunk, a stop in progress) is
-    // worth retrying soon: RFC 9110 §10.2.3 lets the server say when.
-    else if (problem.status === 503) headers['Retry-After'] = '1';
-    const details = isLightwellError(error) ? error.details : {};
-    if (problem.status === 405 && typeof details['allow'] === 'string')
-      headers['Allow'] = details['allow'];
-    // RFC 9110 §11.6.1: a 401 names how to authenticate (`challenge` where it is not a bearer
-    // token, as at POST /auth/token); §15.5.17: a 416 names the representation's length.
-    if (problem.status === 401)
-      headers['WWW-Authenticate'] =
-        typeof details['challenge'] === 'string' ? details['challenge'] : BEARER_CHALLENGE;
-    if (problem.status === 416 && typeof details['size'] === 'number')
-      headers['Content-Range'] = `bytes */${details['size']}`;
-    // A read that met a delete marker says so, as S3 does (404 or 405).
-    if (typeof details['deleteMarkerVersionId'] === 'string') {
-      headers['X-Service-Delete-Marker'] = 'true';
-      headers['X-Service-Version-Id'] = details['deleteMarkerVersionId'];
-    }
-    const body = {
-      type: `https://lightwell.dev/problems/${problem.code}`,
-      title: problem.title,
-      status: problem.status,
-      detail: problem.message,
-      instance: clipped(this.path),
-      code: problem.code,
-      message: problem.message,
+    const rendered = this.errors.render(answer, {
+      path: clipped(this.path),
       requestId: this.requestId,
-      // A refused tenant delete (or its dry run) lists what is in its way, as its plan would.
-      ...(Array.isArray(details['blockers']) ? { blockers: details['blockers'] } : {}),
-    };
-    this.send(problem.status, headers, JSON.stringify(body));
+      method: this.method,
+    });
+    const headers =
+      this.problemHeaders === NO_HEADERS
+        ? rendered.headers
+        : { ...this.problemHeaders, ...rendered.headers };
+    this.send(rendered.status, headers, rendered.body);
   }
 
   /**
@@ -351,7 +330,7 @@ export class Exchange {
    * caller is known, so that a request without credentials is a 401 whatever its query.
    */
   refuseUnclearQuery(): void {
-    if (this.routeDoc && this.rawQuery !== '')
+    if (this.strictQuery && this.routeDoc && this.rawQuery !== '')
       refuseUnclearQuery(this.method, this.routeDoc, this.query);
   }
 
@@ -414,78 +393,11 @@ export class Exchange {
   }
 }
 
-/** Statuses of 500 and above that are answers to the request rather than failures. */
-const ANSWERS_NOT_FAILURES: ReadonlySet<number> = new Set([501, 503, 507]);
-
 function bodyLength(headers: Readonly<Record<string, string>>): number | undefined {
   const length = headers['Content-Length'];
   return length === undefined ? undefined : Number(length);
 }
 
-export interface Problem {
-  status: number;
-  code: string;
-  title: string;
-  message: string;
-}
-
-/**
- * What a client is told of `error`: its own status, code and message, except for a failure of
- * the service, which is `internal` (or `unavailable`) without its details.
- */
-export function toProblem(error: unknown): Problem {
-  if (isLightwellError(error)) {
-    const known = error;
-    const status = known.status;
-    // Internal conditions never leak their details to clients.
-    if (
-      status >= 500 &&
-      known.code !== 'unavailable' &&
-      known.code !== 'quota_exceeded' &&
-      known.code !== 'not_implemented'
-    ) {
-      return {
-        status: status === 503 ? 503 : 500,
-        code: status === 503 ? 'unavailable' : 'internal',
-        title: status === 503 ? titleOf(503) : 'Internal error',
-        message:
-          status === 503 ? 'the service is temporarily unavailable; retry' : 'internal error',
-      };
-    }
-    return { status, code: known.code, title: titleOf(status), message: known.message };
-  }
-  return { status: 500, code: 'internal', title: 'Internal error', message: 'internal error' };
-}
-
-const reasons: Record<number, string> = {
-  200: 'OK',
-  201: 'Created',
-  204: 'No Content',
-  206: 'Partial Content',
-  304: 'Not Modified',
-  400: 'Bad Request',
-  401: 'Unauthorized',
-  403: 'Forbidden',
-  404: 'Not Found',
-  405: 'Method Not Allowed',
-  409: 'Conflict',
-  411: 'Length Required',
-  412: 'Precondition Failed',
-  413: 'Payload Too Large',
-  416: 'Range Not Satisfiable',
-  422: 'Unprocessable Content',
-  429: 'Too Many Requests',
-  431: 'Request Header Fields Too Large',
-  500: 'Internal Server Error',
-  501: 'Not Implemented',
-  503: 'Service Unavailable',
-  507: 'Insufficient Storage',
-};
-
 export function statusLine(status: number): string {
-  return `${status} ${reasons[status] ?? 'Unknown'}`;
-}
-
-function titleOf(status: number): string {
-  return reasons[status] ?? 'Error';
+  return `${status} ${REASONS[status] ?? 'Unknown'}`;
 }

@@ -1,22 +1,25 @@
-// A uWebSockets.js listener that dispatches every request through a Router and turns every
-// failure into a problem object. Shared by the gateway and the admin process.
+// A uWebSockets.js listener that mounts one or more APIs (api.ts) and dispatches every request
+// to the API its path is mounted on, which answers its failures in its own form. Shared by the
+// gateway and the admin process.
 
 import * as uWS from 'uWebSockets.js';
 import { Exchange, HEADER_BYTES_MAX } from './exchange.js';
-import type { Router, Match } from './router.js';
+import { Router } from './router.js';
+import { Mounts, routedApi, type Api, type Dispatch } from './api.js';
 import type { Logger } from '../util/log.js';
 import { BadRequest, HeadersTooLarge, Unavailable } from '../util/errors.js';
 import type { AuditSink } from './audit.js';
 import { setReceiveBuffer } from './receive-buffer.js';
 
-export type Handler = (
-  exchange: Exchange,
-  params: Readonly<Record<string, string>>,
-) => Promise<void> | void;
+import type { Handler } from './api.js';
+export type { Handler };
 
 export interface Listener {
   readonly port: number;
-  /** Stops accepting; resolves when in-flight requests have finished or `graceMs` passed. */
+  /**
+   * Drains: answers every new request 503 (readiness first), stops accepting connections, and
+   * resolves when in-flight requests have finished or `graceMs` passed.
+   */
   close(graceMs?: number): Promise<void>;
 }
 
@@ -31,6 +34,7 @@ export interface ListenOptions {
   /**
    * Names the caller on the audit row of a request that matched no route (a 404 or 405), when
    * its credentials are valid; never throws. Routed requests are named by their authentication.
+   * For the APIs that have no `identify` of their own.
    */
   readonly identify?: ((exchange: Exchange) => void) | undefined;
   /**
@@ -45,39 +49,50 @@ export interface ListenOptions {
   readonly bodyRateMin?: number | undefined;
 }
 
-export function listen<H extends Handler>(
+/**
+ * Listens and serves `apis`: each request goes to the API whose prefix holds its path (the
+ * longest), else to the API of every other path (prefix ''), else it is a 404 problem. A Router
+ * alone is one API with the native rules (problem+json, a strict query).
+ */
+export function listen(
   options: ListenOptions,
-  router: Router<H>,
+  apis: Router<Handler> | readonly Api[],
   log: Logger,
 ): Promise<Listener> {
   const app = options.tls ? tlsApp(options.tls) : uWS.App();
+  const mounts = new Mounts(apis instanceof Router ? [routedApi({ router: apis })] : apis);
+  for (const api of apis instanceof Router ? [] : apis)
+    for (const endpoint of api.webSockets ?? []) app.ws(endpoint.pattern, endpoint.behavior);
   const inFlight = new Set<Exchange>();
   let draining = false;
   app.any('/*', (res, req) => {
     const exchange = new Exchange(res, req, options.bodyRateMin);
+    const api = mounts.apiOf(exchange.path);
+    exchange.errors = api.errors;
+    exchange.strictQuery = api.strictQuery;
     if (draining) {
-      exchange.sendProblem(Unavailable('the server is shutting down'), log);
+      exchange.sendError(Unavailable('the server is shutting down'), log);
       return;
     }
-    let match: Match<H>;
+    let match: Dispatch;
     try {
       if (exchange.headerBytes > HEADER_BYTES_MAX) {
         const size = `${exchange.headerBytes} bytes, over ${HEADER_BYTES_MAX}`;
         throw HeadersTooLarge(`the request headers are ${size}`);
       }
-      match = router.match(exchange.method, exchange.path);
-      const doc = match.route.doc;
+      match = api.dispatch(exchange);
+      const doc = match.doc;
       exchange.routeDoc = doc;
       // Operations without a bearer or signed-URL check of their own are checked at once; the
       // others when their caller is authenticated (Exchange.refuseUnclearQuery).
-      if (doc.auth === 'none' || doc.auth === 'basic-or-body') exchange.refuseUnclearQuery();
+      if (doc?.auth === 'none' || doc?.auth === 'basic-or-body') exchange.refuseUnclearQuery();
     } catch (error) {
-      if (exchange.routeDoc === undefined) options.identify?.(exchange);
-      exchange.sendProblem(error, log);
+      if (exchange.routeDoc === undefined) (api.identify ?? options.identify)?.(exchange);
+      exchange.sendError(error, log);
       options.audit?.record(exchange);
       return;
     }
-    exchange.audit.action = match.route.operationId;
+    exchange.audit.action = match.operationId;
     inFlight.add(exchange);
     const finish = (): void => {
       inFlight.delete(exchange);
@@ -146,14 +161,10 @@ function capReceiveBuffer(port: number, bytes: number, log: Logger): void {
  * answered before it returned (it returned nothing) is settled at once, with no promise: most
  * small reads are; one that returned a promise is settled when the promise is.
  */
-function run<H extends Handler>(
-  exchange: Exchange,
-  match: Match<H>,
-  log: Logger,
-): Promise<void> | undefined {
+function run(exchange: Exchange, match: Dispatch, log: Logger): Promise<void> | undefined {
   let pending: Promise<void> | void;
   try {
-    pending = match.route.handler(exchange, match.params);
+    pending = match.handler(exchange, match.params);
   } catch (error) {
     settle(exchange, match, log, { error });
     return undefined;
@@ -168,22 +179,19 @@ function run<H extends Handler>(
   );
 }
 
-function settle<H extends Handler>(
+function settle(
   exchange: Exchange,
-  match: Match<H>,
+  match: Dispatch,
   log: Logger,
   failed: { error: unknown } | undefined,
 ): void {
-  if (failed) exchange.sendProblem(failed.error, log);
+  if (failed) exchange.sendError(failed.error, log);
   else if (exchange.open)
-    exchange.sendProblem(
-      new TypeError(`${match.route.operationId} returned without answering`),
-      log,
-    );
+    exchange.sendError(new TypeError(`${match.operationId} returned without answering`), log);
   if (!exchange.aborted && log.isLevelEnabled('debug')) {
     log.debug(
       {
-        op: match.route.operationId,
+        op: match.operationId,
         status: exchange.status,
         ms: Math.round(performance.now() - exchange.startedAt),
         requestId: exchange.requestId,

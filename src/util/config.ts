@@ -1,17 +1,24 @@
 // Settings: one table of every setting with its type and default, and the loader that layers
-// them: defaults, then a config file (`--config FILE`, JSON), then the environment
-// (`LIGHTWELL_` + dotted name upper-cased, dots as underscores), then command-line flags.
+// them: defaults, then a config file (`--config FILE`), then the environment (`LIGHTWELL_` +
+// dotted name upper-cased, dots as underscores), then command-line flags. Every value remembers
+// which of the four it came from, for `lightwell config`.
 //
-// A config file may nest (`{"security": {"native_api_token_ttl": "2h"}}`) or use dotted keys
-// (`{"security.native_api_token_ttl": "2h"}`). Unknown settings are refused, so a typo is an
-// error at start and never a silently ignored value. A bad value from the environment or the
-// file is refused with the variable or the file named, since no flag on the command line shows
-// where it came from.
+// A config file is TOML (`.toml`) or JSON (any other name), by its extension. TOML allows
+// comments and is what people write by hand; JSON stays for files made by programs. Either
+// may nest (`[security]` / `{"security": {"native_api_token_ttl": "2h"}}`) or use dotted keys.
+// Unknown settings are refused, so a typo is an error at start and never a silently ignored
+// value. A bad value from the environment or the file is refused with the variable or the file
+// named, since no flag on the command line shows where it came from.
 
 import { readFileSync } from 'node:fs';
+import { extname } from 'node:path';
+import { parse as parseToml } from 'smol-toml';
 import { BadRequest, isLightwellError } from './errors.js';
 
-type Kind = 'string' | 'int' | 'bool' | 'duration' | 'bytes' | 'rate' | 'listen';
+type Kind = 'string' | 'int' | 'bool' | 'duration' | 'bytes' | 'rate' | 'listen' | 'ratio';
+
+/** Where a setting's value came from, lowest layer first. */
+export type SettingSource = 'default' | 'file' | 'env' | 'flag';
 
 export interface Rate {
   readonly perSecond: number;
@@ -73,6 +80,16 @@ export const settingSpecs = {
     choices: LOG_LEVELS,
     help: LOG_LEVELS.join('|'),
   },
+  'log.access': {
+    kind: 'bool',
+    fallback: 'false',
+    help: 'one log line per request (component access, level info); never tokens or signatures',
+  },
+  'shutdown.grace': {
+    kind: 'duration',
+    fallback: '30s',
+    help: 'on SIGTERM, how long in-flight requests may take to finish before the stop',
+  },
   'security.native_api_token_ttl': {
     kind: 'duration',
     fallback: '1h',
@@ -117,9 +134,9 @@ export const settingSpecs = {
     help: 'content-defined chunk target size',
   },
   'storage.compaction_live_ratio': {
-    kind: 'string',
+    kind: 'ratio',
     fallback: '0.5',
-    help: 'compact sealed segments below this live ratio',
+    help: 'compact sealed segments below this live ratio (a number from 0 to 1)',
   },
   'storage.compaction_interval': {
     kind: 'duration',
@@ -185,7 +202,11 @@ export type SettingName = keyof typeof settingSpecs;
 
 export interface Settings {
   readonly raw: Readonly<Record<SettingName, string>>;
+  /** Where each value came from. */
+  readonly sources: Readonly<Record<SettingName, SettingSource>>;
   string(name: SettingName): string;
+  /** A 'ratio' setting: a number from 0 to 1. */
+  ratio(name: SettingName): number;
   int(name: SettingName): number;
   bool(name: SettingName): boolean;
   /** Milliseconds. */
@@ -220,13 +241,18 @@ export function loadSettings(options: {
   configFile?: string | undefined;
 }): Settings {
   const raw = {} as Record<SettingName, string>;
+  const sources = {} as Record<SettingName, SettingSource>;
   /** Where a value from the file or the environment came from, for its error message. */
   const origins = new Map<SettingName, string>();
-  for (const [name, spec] of Object.entries(settingSpecs)) raw[name as SettingName] = spec.fallback;
+  for (const [name, spec] of Object.entries(settingSpecs)) {
+    raw[name as SettingName] = spec.fallback;
+    sources[name as SettingName] = 'default';
+  }
   if (options.configFile) {
     const fromFile = readConfigFile(options.configFile);
     for (const name of Object.keys(fromFile) as SettingName[]) {
       raw[name] = fromFile[name];
+      sources[name] = 'file';
       origins.set(name, `config file ${options.configFile}`);
     }
   }
@@ -235,14 +261,16 @@ export function loadSettings(options: {
     const value = env[envName(name)];
     if (value === undefined || value === '') continue;
     raw[name] = value;
+    sources[name] = 'env';
     origins.set(name, `environment variable ${envName(name)}`);
   }
   for (const [name, value] of Object.entries(options.flags ?? {})) {
     if (!isSettingName(name)) throw BadRequest(`unknown setting ${name}`);
     raw[name] = value;
+    sources[name] = 'flag';
     origins.delete(name);
   }
-  const settings = makeSettings(raw);
+  const settings = makeSettings(raw, sources);
   for (const name of Object.keys(settingSpecs) as SettingName[]) {
     try {
       validate(settings, name);
@@ -260,12 +288,21 @@ export function loadSettings(options: {
   return settings;
 }
 
+/** Whether a config file is read as TOML (by its extension), else JSON. */
+export function isTomlFile(file: string): boolean {
+  return extname(file).toLowerCase() === '.toml';
+}
+
 function readConfigFile(file: string): Record<SettingName, string> {
+  const toml = isTomlFile(file);
   let parsed: unknown;
   try {
-    parsed = JSON.parse(readFileSync(file, 'utf8'));
+    const text = readFileSync(file, 'utf8');
+    parsed = toml ? parseToml(text) : JSON.parse(text);
   } catch (cause) {
-    throw BadRequest(`cannot read config file ${file}: ${(cause as Error).message}`);
+    // smol-toml's messages span lines (with the offending line quoted): the first one says it.
+    const reason = ((cause as Error).message.split('\n')[0] ?? '').trim();
+    throw BadRequest(`cannot read config file ${file}: ${reason}`);
   }
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed))
     throw BadRequest(`config file must be a JSON object: ${file}`);
@@ -278,15 +315,26 @@ function readConfigFile(file: string): Record<SettingName, string> {
 }
 
 function flatten(value: unknown, prefix: string, out: Record<string, string>): void {
+  // A TOML date-time parses to a Date-like object: no setting takes one, and it would read
+  // as an empty table.
+  if (value instanceof Date)
+    throw BadRequest(`${prefix}: a date is not a setting value; quote it as a string`);
   if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
     for (const [key, inner] of Object.entries(value))
       flatten(inner, prefix ? `${prefix}.${key}` : key, out);
     return;
   }
-  out[prefix] = String(value);
+  if (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') {
+    out[prefix] = String(value);
+    return;
+  }
+  throw BadRequest(`${prefix}: expected a single value, got ${JSON.stringify(value)}`);
 }
 
-function makeSettings(raw: Record<SettingName, string>): Settings {
+function makeSettings(
+  raw: Record<SettingName, string>,
+  sources: Record<SettingName, SettingSource>,
+): Settings {
   // Values never change once loaded, and some are read per request (a token's lifetime, an
   // idempotency key's): each is parsed once, on first use.
   const parsed = new Map<SettingName, unknown>();
@@ -300,7 +348,9 @@ function makeSettings(raw: Record<SettingName, string>): Settings {
     };
   return {
     raw,
+    sources,
     string: (name) => raw[name],
+    ratio: once(parseRatio),
     int: once((value, name) => parseIntStrict(name, value, settingSpecs[name])),
     bool: once((value, name) => parseBool(name, value)),
     duration: once(parseDuration),
@@ -334,7 +384,19 @@ function validate(settings: Settings, name: SettingName): void {
     case 'listen':
       settings.listen(name);
       return;
+    case 'ratio':
+      settings.ratio(name);
+      return;
   }
+}
+
+/** A number from 0 to 1 (`0.5`, `.25`, `1`); anything else, `NaN` and `1e-1` included, is refused. */
+export function parseRatio(value: string, name = 'ratio'): number {
+  const text = value.trim();
+  const number = Number(text);
+  if (!/^(\d+(\.\d*)?|\.\d+)$/.test(text) || !(number >= 0 && number <= 1))
+    throw BadRequest(`${name}: expected a number from 0 to 1, got ${JSON.stringify(value)}`);
+  return number;
 }
 
 function checkString(name: SettingName, value: string): void {

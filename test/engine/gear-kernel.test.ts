@@ -20,7 +20,7 @@ import {
   GEAR_KERNEL_TABLE_BYTES,
   WASM_PAGE_BYTES,
 } from '../../src/engine/gear-kernel.js';
-import { BodyArena } from '../../src/gateway/body-arena.js';
+import { BodyArena } from '../../src/service/body-arena.js';
 
 /** A kernel on a fresh memory of `pages`, with its table in the last KiB. */
 function kernelOn(pages: number): { kernel: GearKernel; bytes: Uint8Array } {

@@ -6,7 +6,7 @@
 import t from 'tap';
 import { loadSettings } from '../../src/util/config.js';
 import { gatewayShare } from '../../src/gateway/gateway.js';
-import { reserveBlocks } from '../../src/gateway/upload.js';
+import { reserveBlocks } from '../../src/service/upload.js';
 
 const MiB = 1024 * 1024;
 

@@ -10,7 +10,7 @@
 import t from 'tap';
 import { MessageChannel } from 'node:worker_threads';
 import { startListenerThread, type ListenerThread } from '../../src/gateway/listener-threads.js';
-import { arenaMemory } from '../../src/gateway/body-arena.js';
+import { arenaMemory } from '../../src/service/body-arena.js';
 import { loadSettings } from '../../src/util/config.js';
 import { errorCode } from '../../src/util/errors.js';
 

@@ -20,8 +20,8 @@ import {
   type ObjectVersionRecord,
 } from '../../src/engine/index/schema.js';
 import { listObjects, objectJson } from '../../src/gateway/routes.js';
-import { ListTokens, type ListPosition } from '../../src/gateway/list-token.js';
-import { parseRange } from '../../src/gateway/download.js';
+import { ListTokens, type ListPosition } from '../../src/service/list-token.js';
+import { parseRange } from '../../src/service/download.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'lw-list-'));
 const store = IndexStore.open({ path: dir, readOnly: false });

@@ -162,3 +162,77 @@ t.test('parsers', async (t) => {
   t.same(parseListen('[::1]:80'), { host: '::1', port: 80 });
   t.same(parseListen(':80'), { host: '0.0.0.0', port: 80 });
 });
+
+t.test(
+  'a TOML config file, with comments, tables and dotted keys, chosen by extension',
+  async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'lw-config-'));
+    const file = join(dir, 'lightwell.toml');
+    writeFileSync(
+      file,
+      [
+        '# the settings of this node',
+        'data_dir = "/srv/lightwell"',
+        'gateways = 2 # a number, not a string',
+        '"log.level" = "warn"',
+        '[storage]',
+        'compaction_live_ratio = 0.25',
+        'direct_io = false',
+        '[security]',
+        'native_api_token_ttl = "2h"',
+        '',
+      ].join('\n'),
+    );
+    const s = loadSettings({ configFile: file, flags: { workers: '3' } });
+    t.equal(s.string('data_dir'), '/srv/lightwell');
+    t.equal(s.int('gateways'), 2);
+    t.equal(s.string('log.level'), 'warn');
+    t.equal(s.ratio('storage.compaction_live_ratio'), 0.25);
+    t.equal(s.bool('storage.direct_io'), false);
+    t.equal(s.duration('security.native_api_token_ttl'), 7_200_000);
+    t.equal(s.sources['data_dir'], 'file');
+    t.equal(s.sources['workers'], 'flag');
+    t.equal(s.sources['admin_listen'], 'default');
+    t.equal(loadSettings({ env: { LIGHTWELL_WORKERS: '2' } }).sources['workers'], 'env');
+
+    // A JSON file with a comment is not JSON: the extension decides, and the file is named.
+    const json = join(dir, 'lightwell.json');
+    writeFileSync(json, '# comment\n{"gateways": 2}\n');
+    t.throws(() => loadSettings({ configFile: json }), {
+      code: 'bad_request',
+      message: new RegExp(`^cannot read config file ${json}: `),
+    });
+    const bad = join(dir, 'bad.toml');
+    for (const [text, message] of [
+      ['gateways = ', /^cannot read config file .*bad\.toml: \S/],
+      ['[storage]\ncompaction_live_ratio = "banana"', /compaction_live_ratio.*from config file/],
+      ['nope = 1', /^unknown setting nope in /],
+      ['workers = [1, 2]', /^workers: expected a single value/],
+      ['data_dir = 1979-05-27T07:32:00Z', /^data_dir: a date is not a setting value/],
+    ] as const) {
+      writeFileSync(bad, text);
+      t.throws(() => loadSettings({ configFile: bad }), { code: 'bad_request', message }, text);
+    }
+  },
+);
+
+t.test('a ratio is a number from 0 to 1', async (t) => {
+  for (const good of ['0', '1', '0.5', '.25', '1.0'])
+    t.ok(loadSettings({ flags: { 'storage.compaction_live_ratio': good } }), good);
+  for (const bad of ['banana', '', '1.5', '-0.1', 'NaN', '1e-1', '0x1', ' '])
+    t.throws(
+      () => loadSettings({ flags: { 'storage.compaction_live_ratio': bad } }),
+      {
+        code: 'bad_request',
+        message: /^storage\.compaction_live_ratio: expected a number from 0 to 1/,
+      },
+      JSON.stringify(bad),
+    );
+  t.equal(loadSettings({}).ratio('storage.compaction_live_ratio'), 0.5);
+});
+
+t.test('the drain grace and the access log have defaults', async (t) => {
+  const s = loadSettings({});
+  t.equal(s.duration('shutdown.grace'), 30_000);
+  t.equal(s.bool('log.access'), false);
+});

@@ -4,7 +4,7 @@ import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { errorCatalogue, HeadersTooLarge, LengthRequired } from '../../src/util/errors.js';
-import { toProblem } from '../../src/http/exchange.js';
+import { toProblem } from '../../src/http/error-answer.js';
 
 const doc = readFileSync(
   fileURLToPath(new URL('../../../docs/errors.md', import.meta.url)),

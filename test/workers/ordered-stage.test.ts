@@ -13,7 +13,7 @@
 import t, { type Test } from 'tap';
 import { MessageChannel } from 'node:worker_threads';
 import { crc32cBase64 } from '../helpers/checksums.js';
-import { BodyArena } from '../../src/gateway/body-arena.js';
+import { BodyArena } from '../../src/service/body-arena.js';
 import { OrderedStage, OrderedStageThread } from '../../src/workers/ordered-stage.js';
 import { chunkBoundaries } from '../../src/engine/chunker.js';
 import { errorCode } from '../../src/util/errors.js';

@@ -9,7 +9,7 @@
 import { createHash, randomFillSync } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { parseBytes } from '../../../src/util/config.js';
-import { BodyArena } from '../../../src/gateway/body-arena.js';
+import { BodyArena } from '../../../src/service/body-arena.js';
 import { OrderedStage, OrderedStageThread } from '../../../src/workers/ordered-stage.js';
 import type { ChecksumAlg } from '../../../src/engine/checksums.js';
 

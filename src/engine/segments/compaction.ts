@@ -90,7 +90,7 @@ export class Compactor {
     const { store, settings } = options;
     this.io = options.io ?? nodeIo;
     this.clock = options.clock ?? realClock;
-    this.liveRatioMin = Number(settings.string('storage.compaction_live_ratio'));
+    this.liveRatioMin = settings.ratio('storage.compaction_live_ratio');
     const clock = this.clock;
     const context = { store, masterKey: Buffer.alloc(0), settings, now: () => clock.now() };
     this.writer = new SegmentWriter({

@@ -8,8 +8,8 @@
 // `write` with a recording copy function and with the default one (`copyBytes`).
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
-import { BodyArena } from '../../src/gateway/body-arena.js';
-import { reserveBlocks } from '../../src/gateway/upload.js';
+import { BodyArena } from '../../src/service/body-arena.js';
+import { reserveBlocks } from '../../src/service/upload.js';
 
 const MiB = 1024 * 1024;
 

@@ -1,7 +1,7 @@
 // Goal: a listing's continuation token round-trips its position and is refused, with 400,
 // whenever it was edited or is presented to a listing other than the one that issued it.
 import t from 'tap';
-import { ListTokens, type ListBinding } from '../../src/gateway/list-token.js';
+import { ListTokens, type ListBinding } from '../../src/service/list-token.js';
 import { isLightwellError } from '../../src/util/errors.js';
 
 const tokens = new ListTokens(Buffer.alloc(32, 1));

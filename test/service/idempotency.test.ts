@@ -3,7 +3,7 @@
 import t from 'tap';
 import { createHash, randomBytes } from 'node:crypto';
 import { crc32 } from '@node-rs/crc32';
-import { ReplayBody } from '../../src/gateway/idempotency.js';
+import { ReplayBody } from '../../src/service/idempotency.js';
 import { BadRequest, errorCode } from '../../src/util/errors.js';
 import type { ChecksumAlg } from '../../src/engine/checksums.js';
 

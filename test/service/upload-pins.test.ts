@@ -5,7 +5,7 @@
 // connection.
 import t from 'tap';
 import { setImmediate as turn } from 'node:timers/promises';
-import { UploadPins } from '../../src/gateway/upload-pins.js';
+import { UploadPins } from '../../src/service/upload-pins.js';
 import type { EngineClient } from '../../src/engine/protocol.js';
 import { componentLogger } from '../../src/util/log.js';
 

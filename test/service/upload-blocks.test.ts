@@ -8,9 +8,9 @@
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
 import type { Piscina } from 'piscina';
-import { BodyArena } from '../../src/gateway/body-arena.js';
-import { receiveBody, UploadStats, type UploadServices } from '../../src/gateway/upload.js';
-import type { UploadPins } from '../../src/gateway/upload-pins.js';
+import { BodyArena } from '../../src/service/body-arena.js';
+import { receiveBody, UploadStats, type UploadServices } from '../../src/service/upload.js';
+import type { UploadPins } from '../../src/service/upload-pins.js';
 import type { OrderedStage } from '../../src/workers/ordered-stage.js';
 import type { ChunkStoreDeps } from '../../src/workers/chunk-store.js';
 import type { Exchange } from '../../src/http/exchange.js';

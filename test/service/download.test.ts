@@ -16,15 +16,15 @@
 // or copies before `tryEnd` returns).
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
-import { BodyArena } from '../../src/gateway/body-arena.js';
-import { sendObject, type DownloadServices } from '../../src/gateway/download.js';
+import { BodyArena } from '../../src/service/body-arena.js';
+import { sendObject, type DownloadServices } from '../../src/service/download.js';
 import { packChunkRefs } from '../../src/engine/ops/objects.js';
 import type { ObjectVersionRecord } from '../../src/engine/index/schema.js';
 import type { Exchange } from '../../src/http/exchange.js';
 import type { ReadTask, TaskRunner, TenantKeyMaterial } from '../../src/workers/protocol.js';
 import type { ChunkStoreDeps } from '../../src/workers/chunk-store.js';
 import { chunkIdOf, encodeChunk } from '../../src/engine/chunk-codec.js';
-import { tenantKeysOf } from '../../src/gateway/upload.js';
+import { tenantKeysOf } from '../../src/service/upload.js';
 
 const BLOCK = 64 * 1024;
 const KEYS: TenantKeyMaterial = {

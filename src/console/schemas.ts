@@ -1,0 +1,116 @@
+// JSON schemas of the console API's answers and bodies, as its OpenAPI document publishes them.
+
+import type { JsonSchema, RouteDoc } from '../http/router.js';
+
+const str = { type: 'string' } as const;
+const time = { type: 'string', format: 'date-time' } as const;
+const int = { type: 'integer', minimum: 0 } as const;
+const obj = (properties: Record<string, unknown>, required: readonly string[] = []): JsonSchema =>
+  required.length === 0 ? { type: 'object', properties } : { type: 'object', required, properties };
+
+const nullableStr = { type: 'string', nullable: true } as const;
+
+const policy = obj(
+  {
+    version: { type: 'integer', enum: [1] },
+    statements: {
+      type: 'array',
+      maxItems: 100,
+      items: obj(
+        {
+          effect: { type: 'string', enum: ['Deny'] },
+          actions: {
+            type: 'array',
+            items: { type: 'string', enum: ['read', 'write', 'delete', 'admin', '*'] },
+          },
+          principals: { type: 'array', items: str, description: 'access key ids or *' },
+          prefix: str,
+        },
+        ['effect', 'actions', 'principals'],
+      ),
+    },
+  },
+  ['version', 'statements'],
+);
+
+const bucket = obj(
+  {
+    name: str,
+    createdAt: time,
+    versioning: { type: 'string', enum: ['Unversioned', 'Enabled', 'Suspended'] },
+    objectLock: { type: 'boolean' },
+    cors: { type: 'array', items: { type: 'object' } },
+    notifications: {
+      type: 'array',
+      items: obj({
+        id: str,
+        type: str,
+        url: str,
+        events: { type: 'array', items: str },
+        prefix: str,
+        suffix: str,
+      }),
+    },
+    policy: { ...policy, nullable: true },
+  },
+  ['name', 'versioning', 'objectLock', 'cors', 'notifications', 'policy'],
+);
+
+export const consoleSchemas = {
+  session: obj(
+    {
+      tokenId: str,
+      role: { type: 'string', enum: ['viewer', 'operator', 'owner'] },
+      tenant: { ...nullableStr, description: 'the one tenant the token is limited to' },
+      name: nullableStr,
+      expiresAt: { ...time, nullable: true },
+    },
+    ['tokenId', 'role', 'tenant'],
+  ),
+  bucket,
+  bucketList: obj({ tenantId: str, buckets: { type: 'array', items: bucket } }, [
+    'tenantId',
+    'buckets',
+  ]),
+  policyBody: {
+    type: 'object',
+    required: ['policy'],
+    additionalProperties: false,
+    properties: {
+      policy: { ...policy, nullable: true, description: 'null removes the policy' },
+      reason: { type: 'string', description: 'noted in the audit log' },
+    },
+  },
+  policyPlan: obj(
+    {
+      dryRun: { type: 'boolean', enum: [true] },
+      applied: { type: 'boolean', enum: [false] },
+      action: str,
+      target: str,
+      counts: obj({ policies: int }),
+      blockers: { type: 'array', items: { type: 'object' } },
+      result: bucket,
+    },
+    ['dryRun', 'applied', 'action', 'target', 'counts', 'blockers', 'result'],
+  ),
+} as const;
+
+/** Problem answers every authenticated operation can give, plus the ones it names. */
+export function problems(...statuses: number[]): RouteDoc['responses'] {
+  const known: Record<number, string> = {
+    400: 'malformed request or an invalid policy (the message names the field)',
+    401: 'missing, invalid, revoked or expired admin token',
+    403: 'role too low, or the token is limited to another tenant',
+    404: 'no such tenant or bucket',
+    409: 'the tenant is disabled',
+    429: 'per-token rate limit exceeded (see Retry-After)',
+  };
+  const out: Record<number, RouteDoc['responses'][number]> = {};
+  for (const status of [401, 403, 429, ...statuses])
+    out[status] = {
+      description: known[status] ?? 'error',
+      schema: { $ref: '#/components/schemas/Problem' },
+      contentType: 'application/problem+json',
+    };
+  return out;
+}

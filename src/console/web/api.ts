@@ -1,0 +1,185 @@
+// The console's client of the admin API and the console API: every call carries the admin token
+// as a bearer header (the page never uses cookies), and every failure becomes an ApiError built
+// from the answer's problem object, so the page can say what went wrong in the API's own words.
+
+export interface Problem {
+  readonly code: string;
+  readonly message: string;
+  readonly status: number;
+  readonly requestId?: string;
+  readonly blockers?: ReadonlyArray<{ code: string; message: string; count?: number }>;
+}
+
+export class ApiError extends Error {
+  constructor(readonly problem: Problem) {
+    super(problem.message);
+  }
+}
+
+export const ADMIN = '/admin/api/v1';
+export const CONSOLE = '/admin/console/api';
+
+export type Role = 'viewer' | 'operator' | 'owner';
+
+export interface Session {
+  readonly tokenId: string;
+  readonly role: Role;
+  readonly tenant: string | null;
+  readonly name: string | null;
+  readonly expiresAt: string | null;
+}
+
+const RANK: Readonly<Record<Role, number>> = { viewer: 0, operator: 1, owner: 2 };
+
+/** True when the session's role is at least `role`. */
+export function allows(session: Session, role: Role): boolean {
+  return RANK[session.role] >= RANK[role];
+}
+
+export class Api {
+  constructor(private readonly token: string) {}
+
+  async call<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const headers: Record<string, string> = { Authorization: `Bearer ${this.token}` };
+    const init: RequestInit = { method, headers, cache: 'no-store', credentials: 'omit' };
+    if (body !== undefined) {
+      headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    let response: Response;
+    try {
+      response = await fetch(path, init);
+    } catch {
+      throw new ApiError({
+        code: 'unreachable',
+        message: 'the admin listener did not answer; is the service running?',
+        status: 0,
+      });
+    }
+    const text = await response.text();
+    let value: unknown;
+    try {
+      value = text === '' ? undefined : JSON.parse(text);
+    } catch {
+      value = undefined;
+    }
+    if (!response.ok) {
+      const problem = value as Partial<Problem> | undefined;
+      throw new ApiError({
+        code: problem?.code ?? 'http_' + String(response.status),
+        message: problem?.message ?? response.statusText,
+        status: response.status,
+        ...(problem?.requestId === undefined ? {} : { requestId: problem.requestId }),
+        ...(problem?.blockers === undefined ? {} : { blockers: problem.blockers }),
+      });
+    }
+    return value as T;
+  }
+
+  get<T>(path: string): Promise<T> {
+    return this.call<T>('GET', path);
+  }
+}
+
+/** `text` for a path segment. */
+export const seg = encodeURIComponent;
+
+// ---- shapes of the answers the pages read ----------------------------------------------------
+
+export interface Tenant {
+  id: string;
+  name: string;
+  state: 'active' | 'disabled' | 'deleted';
+  createdAt: string;
+  disabledAt?: string;
+  deletedAt?: string;
+  deletion?: { state: string };
+}
+export interface Account {
+  id: string;
+  tenantId: string;
+  name?: string;
+  createdAt: string;
+}
+export interface AccessKey {
+  accessKeyId: string;
+  accountId: string;
+  scopes: string;
+  externalRef?: string;
+  state: 'active' | 'revoked' | 'expired';
+  createdAt: string;
+  expiresAt?: string;
+  rotatedAt?: string;
+  revokedAt?: string;
+  secretKey?: string;
+}
+export interface Quota {
+  tenantId: string;
+  maxBytes?: number;
+  maxObjects?: number;
+  usedBytes: number;
+  usedObjects: number;
+}
+export interface Usage {
+  tenantId: string;
+  logicalBytes: number;
+  physicalBytes: number;
+  objects: number;
+  versions: number;
+  deleteMarkers: number;
+  buckets: Array<{
+    name: string;
+    logicalBytes: number;
+    objects: number;
+    versions: number;
+    deleteMarkers: number;
+  }>;
+}
+export interface AuditEvent {
+  id: string;
+  time: string;
+  requestId: string;
+  tenantId?: string;
+  actor: string;
+  action: string;
+  resource: string;
+  outcome: 'allowed' | 'denied' | 'error';
+  status: number;
+  reason?: string;
+  remoteAddr?: string;
+  dryRun?: boolean;
+}
+export interface Plan {
+  dryRun: boolean;
+  applied: boolean;
+  action: string;
+  target: string;
+  counts: Record<string, number>;
+  blockers: Array<{ code: string; message: string; count?: number }>;
+}
+export interface PolicyStatement {
+  effect: 'Deny';
+  actions: string[];
+  principals: string[];
+  prefix?: string;
+}
+export interface BucketPolicy {
+  version: 1;
+  statements: PolicyStatement[];
+}
+export interface Bucket {
+  name: string;
+  createdAt: string;
+  versioning: string;
+  objectLock: boolean;
+  cors: unknown[];
+  notifications: Array<{ id: string; url: string; events: string[]; prefix?: string }>;
+  policy: BucketPolicy | null;
+}
+export interface Member {
+  id: string;
+  name: string;
+  address: string;
+  state: string;
+  zone?: string;
+}

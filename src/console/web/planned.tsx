@@ -1,0 +1,65 @@
+// A change shown before it is made: the first button runs the operation as a dry run and shows
+// its plan (or the problem that would stop it); only then does the confirm button apply it.
+
+import type { ComponentChildren, JSX } from 'preact';
+import { useState } from 'preact/hooks';
+import type { Plan } from './api.js';
+import { ErrorBox, PlanView, useAction } from './ui.js';
+
+export function PlannedAction(props: {
+  /** The verb on the buttons: "Disable tenant". */
+  label: string;
+  danger?: boolean;
+  /** Fields the operation needs (reason, confirmation), rendered above the buttons. */
+  children?: ComponentChildren;
+  ready?: boolean;
+  run: (dryRun: boolean) => Promise<unknown>;
+  onDone: (result: unknown) => void;
+  onCancel?: () => void;
+}): JSX.Element {
+  const [plan, setPlan] = useState<Plan | undefined>(undefined);
+  const action = useAction();
+  const preview = (event: Event): void => {
+    event.preventDefault();
+    void action.run(async () => {
+      setPlan(undefined);
+      setPlan((await props.run(true)) as Plan);
+    });
+  };
+  const apply = (): void => {
+    void action.run(async () => {
+      const result = await props.run(false);
+      setPlan(undefined);
+      props.onDone(result);
+    });
+  };
+  return (
+    <form class="planned" onSubmit={preview} aria-label={props.label}>
+      <div onInput={() => setPlan(undefined)}>{props.children}</div>
+      {plan && <PlanView plan={plan} />}
+      <ErrorBox error={action.error} />
+      <div class="buttons">
+        {!plan && (
+          <button type="submit" disabled={action.busy || props.ready === false}>
+            Preview: {props.label.toLowerCase()}
+          </button>
+        )}
+        {plan && (
+          <button
+            type="button"
+            class={props.danger ? 'danger' : 'primary'}
+            disabled={action.busy}
+            onClick={apply}
+          >
+            Confirm: {props.label.toLowerCase()}
+          </button>
+        )}
+        {props.onCancel && (
+          <button type="button" class="link" onClick={props.onCancel}>
+            Cancel
+          </button>
+        )}
+      </div>
+    </form>
+  );
+}

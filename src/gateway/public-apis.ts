@@ -1,0 +1,31 @@
+// The APIs of the public port, in one place: the native API at /api/v1 and the API of every
+// other path. The S3-compatible API mounts itself here (prefix '', its own XML errors, a query
+// that is not held to a declaration); until it does, every other path is a 404 problem, as the
+// listener answers outside its APIs.
+
+import { routedApi, unmountedApi, type Api, type Handler } from '../http/api.js';
+import type { Exchange } from '../http/exchange.js';
+import { Router, type Route } from '../http/router.js';
+import type { GatewayServices } from './routes.js';
+
+export const API_PREFIX = '/api/v1';
+
+/**
+ * The public port's APIs for one listener: `native` is the route table of /api/v1 (routes.ts
+ * and the OpenAPI route); `identify` names a caller whose request was not dispatched.
+ */
+export function publicApis(options: {
+  native: readonly Route<Handler>[];
+  services: GatewayServices;
+  identify: (exchange: Exchange) => void;
+}): Api[] {
+  return [
+    routedApi({ name: 'native', router: new Router(API_PREFIX, options.native) }),
+    otherPathsApi(options.services, options.identify),
+  ];
+}
+
+/** The API of every path outside /api/v1. */
+function otherPathsApi(_services: GatewayServices, identify: (exchange: Exchange) => void): Api {
+  return unmountedApi({ identify });
+}

@@ -1,0 +1,73 @@
+// Headless Chromium for the console's browser tests: Debian's `chromium`, installed with apt-get
+// when the tests run as root and it is missing; otherwise the tests skip and say why. Pages are
+// driven through puppeteer-core (no browser download), one browser per test file.
+
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+
+const CANDIDATES = ['/usr/bin/chromium', '/usr/bin/chromium-browser'];
+
+/** Where the screenshots of docs/console.md go. */
+export const SHOTS_DIR = join(dirname(fileURLToPath(import.meta.url)), '../../../docs/console');
+
+function found(): string | undefined {
+  return CANDIDATES.find((path) => existsSync(path));
+}
+
+/** The Chromium binary, installing Debian's package when possible; else the reason it is not. */
+export function chromiumPath(): { path: string } | { skip: string } {
+  const present = found();
+  if (present !== undefined) return { path: present };
+  if (process.getuid?.() !== 0)
+    return { skip: 'chromium is not installed (apt-get install chromium)' };
+  const install = (): boolean =>
+    spawnSync('apt-get', ['-o', 'DPkg::Lock::Timeout=600', 'install', '-y', 'chromium'], {
+      stdio: 'ignore',
+      timeout: 900_000,
+    }).status === 0;
+  if (!install()) {
+    spawnSync('apt-get', ['update'], { stdio: 'ignore', timeout: 300_000 });
+    install();
+  }
+  const after = found();
+  return after === undefined ? { skip: 'apt-get could not install chromium' } : { path: after };
+}
+
+export async function launch(path: string): Promise<Browser> {
+  return puppeteer.launch({
+    executablePath: path,
+    headless: true,
+    // The tests run as root in a container: Chromium's sandbox needs user namespaces it may
+    // not have. The pages it loads are the console's own, from loopback.
+    args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu', '--no-first-run'],
+  });
+}
+
+/** A new page at laptop size; script errors and CSP violations ("Refused to …") go to `errors`. */
+export async function newPage(browser: Browser, errors: string[]): Promise<Page> {
+  const page = await browser.newPage();
+  await page.setViewport({ width: 1366, height: 860 });
+  page.on('pageerror', (error) => errors.push(`page error: ${String(error)}`));
+  page.on('console', (message) => {
+    const text = message.text();
+    // Refused API calls (401, 403, 409…) are part of the tests; the page shows them itself.
+    if (message.type() === 'error' && !text.startsWith('Failed to load resource'))
+      errors.push(`console: ${text}`);
+  });
+  return page;
+}
+
+export async function screenshot(page: Page, name: string): Promise<void> {
+  mkdirSync(SHOTS_DIR, { recursive: true });
+  await page.screenshot({ path: join(SHOTS_DIR, `${name}.png`), fullPage: true });
+}
+
+/** Texts of the page's enabled buttons (what a user could press). */
+export async function buttonTexts(page: Page): Promise<string[]> {
+  return page.$$eval('button', (buttons: Array<{ textContent: string | null }>) =>
+    buttons.map((button) => (button.textContent ?? '').trim()),
+  );
+}
