@@ -22,6 +22,8 @@
 // - A file is quarantined only when the index, read after the directory listing, does not
 //   know it: a writer registers a segment (durably) before it creates the file, so a listing
 //   can never see a live segment's file before the index does.
+// - A file whose header names another segment than its file name is never cut: it is sealed at
+//   its size and counted as damaged (the reader refuses its records: segment-reader.ts).
 
 import { join } from 'node:path';
 import type { Logger } from 'pino';
@@ -63,7 +65,10 @@ export async function recoverSegments(options: {
   for (const { value } of store.range<SegmentRecord>(DB.segments, {})) {
     if (value.state === 'open' && ownerGone(value.ownerPid, includeOwn)) open.push(value);
   }
-  const scans = new Map<number, { path: string; fileSize: number; keep: number }>();
+  const scans = new Map<
+    number,
+    { path: string; fileSize: number; keep: number; headerId: number | undefined }
+  >();
   for (const segment of open) {
     const path = join(paths.segments, segmentFileName(segment.id));
     scans.set(segment.id, { path, ...(await measure(io, path)) });
@@ -73,10 +78,24 @@ export async function recoverSegments(options: {
     [...scans].filter(([, scan]) => scan.keep < scan.fileSize).map(([id]) => id),
   );
   for (const segment of open) {
-    const scan = scans.get(segment.id) as { path: string; fileSize: number; keep: number };
+    const scan = scans.get(segment.id) as {
+      path: string;
+      fileSize: number;
+      keep: number;
+      headerId: number | undefined;
+    };
     let size = scan.keep;
     const needed = referencedEnd.get(segment.id) ?? 0;
-    if (scan.keep < scan.fileSize) {
+    if (scan.headerId !== undefined && scan.headerId !== segment.id) {
+      // Another segment's file under this one's name (a misplaced or misdirected file): none of
+      // its bytes are this segment's to cut. It is sealed as it is and left to an operator.
+      log.error(
+        { segmentId: segment.id, headerSegmentId: scan.headerId, fileSize: scan.fileSize },
+        "segment file holds another segment's header; not cut",
+      );
+      report.damaged += 1;
+      size = scan.fileSize;
+    } else if (scan.keep < scan.fileSize) {
       if (needed > scan.keep) {
         log.error(
           {
@@ -117,15 +136,22 @@ function ownerGone(ownerPid: number | undefined, includeOwn: boolean): boolean {
 }
 
 /** The file's size and the end of its last intact record (0 when there is no valid header). */
-async function measure(io: Io, path: string): Promise<{ fileSize: number; keep: number }> {
+async function measure(
+  io: Io,
+  path: string,
+): Promise<{ fileSize: number; keep: number; headerId: number | undefined }> {
   try {
     await io.size(path);
   } catch {
-    return { fileSize: 0, keep: 0 };
+    return { fileSize: 0, keep: 0, headerId: undefined };
   }
   const scan = await scanSegment(path, () => undefined, { withBytes: false, io });
   const keep = scan.segmentId === undefined ? 0 : Math.max(scan.validEnd, SEGMENT_HEADER_SIZE);
-  return { fileSize: scan.fileSize, keep: Math.min(keep, scan.fileSize) };
+  return {
+    fileSize: scan.fileSize,
+    keep: Math.min(keep, scan.fileSize),
+    headerId: scan.segmentId,
+  };
 }
 
 /** For the given segments, the end of the furthest record a chunk entry points at. */

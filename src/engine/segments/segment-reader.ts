@@ -24,7 +24,11 @@
 // once. Cached handles are closed when evicted or after they sit idle.
 
 import { join } from 'node:path';
-import { segmentFileName } from '../../format/segment-header.js';
+import {
+  decodeSegmentHeader,
+  segmentFileName,
+  SEGMENT_HEADER_SIZE,
+} from '../../format/segment-header.js';
 import { NotFound, SegmentIoError } from '../../util/errors.js';
 import { libc, type Libc } from '../../util/libc.js';
 import { alignedBuffer, BufferPool } from '../../util/buffer-pool.js';
@@ -266,7 +270,7 @@ export class SegmentReader {
       this.handles.set(segmentId, cached);
       return cached;
     }
-    const handle = this.io.open(join(this.segmentsDir, segmentFileName(segmentId)), 'r');
+    const handle = this.openChecked(segmentId);
     const entry: CachedHandle = { handle, usedAt: this.clock.now(), readers: 0, dropped: false };
     this.handles.set(segmentId, entry);
     handle.then(
@@ -280,6 +284,42 @@ export class SegmentReader {
     );
     this.evict();
     return entry;
+  }
+
+  /**
+   * Opens a segment file and checks that its header names the segment its name says: a file
+   * misplaced under another segment's name would answer another chunk's bytes at an offset.
+   * One read of 64 bytes per open (handles are cached).
+   */
+  private async openChecked(segmentId: number): Promise<IoFile> {
+    const handle = await this.io.open(join(this.segmentsDir, segmentFileName(segmentId)), 'r');
+    const head = Buffer.alloc(SEGMENT_HEADER_SIZE);
+    let headerId: number | undefined;
+    try {
+      const bytesRead = await this.io.pread(handle, head, 0, SEGMENT_HEADER_SIZE, 0);
+      headerId =
+        bytesRead === SEGMENT_HEADER_SIZE ? decodeSegmentHeader(head).segmentId : undefined;
+    } catch (error) {
+      await handle.close().catch(() => undefined);
+      throw SegmentIoError(
+        `cannot read the header of segment ${segmentId}`,
+        { segmentId },
+        {
+          cause: error,
+        },
+      );
+    }
+    if (headerId !== segmentId) {
+      await handle.close().catch(() => undefined);
+      throw SegmentIoError(
+        `segment file ${segmentId} holds the header of segment ${String(headerId)}`,
+        {
+          segmentId,
+          headerSegmentId: headerId,
+        },
+      );
+    }
+    return handle;
   }
 
   private async opened(cached: CachedHandle, segmentId: number): Promise<IoFile> {
