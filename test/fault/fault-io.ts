@@ -25,55 +25,9 @@
 
 import { dirname } from 'node:path';
 import type { Io, IoFile } from '../../src/util/io.js';
+import { Prng } from '../helpers/prng.js';
 
-/** A small, fast PRNG (SplitMix32 seeding a xorshift128): the same seed, the same run. */
-export class Prng {
-  private a: number;
-  private b: number;
-  private c: number;
-  private d: number;
-
-  constructor(seed: number) {
-    let s = seed >>> 0;
-    const next = (): number => {
-      s = (s + 0x9e3779b9) >>> 0;
-      let z = s;
-      z = Math.imul(z ^ (z >>> 16), 0x85ebca6b) >>> 0;
-      z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35) >>> 0;
-      return (z ^ (z >>> 16)) >>> 0;
-    };
-    this.a = next();
-    this.b = next();
-    this.c = next();
-    this.d = next() | 1;
-  }
-
-  /** A uniform 32-bit unsigned integer. */
-  u32(): number {
-    const t = this.a ^ (this.a << 11);
-    this.a = this.b;
-    this.b = this.c;
-    this.c = this.d;
-    this.d = (this.d ^ (this.d >>> 19) ^ (t ^ (t >>> 8))) >>> 0;
-    return this.d;
-  }
-
-  /** An integer in [0, n). */
-  int(n: number): number {
-    return Math.floor((this.u32() / 0x1_0000_0000) * n);
-  }
-
-  /** True with probability p. */
-  chance(p: number): boolean {
-    return p > 0 && this.u32() / 0x1_0000_0000 < p;
-  }
-
-  bytes(length: number): Buffer {
-    const out = Buffer.allocUnsafe(length);
-    for (let i = 0; i < length; i += 1) out[i] = this.u32() & 0xff;
-    return out;
-  }
-}
+export { Prng };
 
 export interface FaultProbabilities {
   readEio: number;
