@@ -43,7 +43,7 @@ import {
   SEGMENT_HEADER_SIZE,
 } from '../../format/segment-header.js';
 import { encodeSealFooter } from '../../format/seal-footer.js';
-import { SegmentIoError } from '../../util/errors.js';
+import { DiskFull, SegmentIoError } from '../../util/errors.js';
 import { libc, native } from '../../util/libc.js';
 import { alignedBuffer } from '../../util/buffer-pool.js';
 import { nodeIo, O_DIRECT, O_WRONLY, type Io, type IoFile } from '../../util/io.js';
@@ -486,11 +486,7 @@ export class SegmentWriter {
     try {
       number = await segment.write(parts, offset, length);
     } catch (cause) {
-      throw SegmentIoError(
-        `write to segment ${segment.id} failed`,
-        { segmentId: segment.id },
-        { cause },
-      );
+      throw writeFailure(`write to segment ${segment.id} failed`, segment.id, cause);
     }
     const target = segment;
     return {
@@ -525,7 +521,7 @@ export class SegmentWriter {
     try {
       handle = await io.open(path, 'wx', 0o644);
     } catch (error) {
-      throw SegmentIoError(`cannot create segment ${segmentId}`, { segmentId }, { cause: error });
+      throw writeFailure(`cannot create segment ${segmentId}`, segmentId, error);
     }
     const header = encodeSegmentHeader({ segmentId, createdAtMs: this.clock.now() });
     try {
@@ -534,7 +530,7 @@ export class SegmentWriter {
       await io.syncDirectory(this.options.segmentsDir);
     } catch (error) {
       await handle.close().catch(() => undefined);
-      throw SegmentIoError(`cannot create segment ${segmentId}`, { segmentId }, { cause: error });
+      throw writeFailure(`cannot create segment ${segmentId}`, segmentId, error);
     }
     const direct =
       this.options.directIo && io.native ? await openDirect(io, path, header) : undefined;
@@ -649,6 +645,25 @@ async function openDirect(
     return undefined;
   }
   return { handle, writes };
+}
+
+/**
+ * The error of a failed append or segment creation: `disk_full` (503, reaching clients as
+ * `unavailable` with Retry-After) when the filesystem is full, so that a client retries later
+ * rather than report a fault; `segment_io` (500) otherwise. The writer moves to a new segment
+ * after either, so writes resume, without a restart, as soon as space returns.
+ */
+function writeFailure(message: string, segmentId: number, cause: unknown): Error {
+  if (enospc(cause)) return DiskFull(`${message}: no space left`, { segmentId }, { cause });
+  return SegmentIoError(message, { segmentId }, { cause });
+}
+
+function enospc(error: unknown): boolean {
+  for (let at = error, depth = 0; at && depth < 4; depth += 1) {
+    if ((at as NodeJS.ErrnoException).code === 'ENOSPC') return true;
+    at = (at as { cause?: unknown }).cause;
+  }
+  return false;
 }
 
 /** Makes a directory's entries durable (node:fs by default). */
