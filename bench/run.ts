@@ -46,6 +46,7 @@ import {
   writtenBytesEstimate,
 } from './scenarios.js';
 import { openService, type Service, type ServiceOptions } from './service.js';
+import { withNativeRatio } from './s3-scenarios.js';
 
 const USAGE = `Usage: lightwell bench [options]
        npm run bench -- [options]     (in a Lightwell checkout: builds, then the same)
@@ -391,7 +392,8 @@ async function runScenarios(
     });
     const reports: ScenarioReport[] = [];
     for (const scenario of scenarios) {
-      const report = scenarioReport(scenario, await runScenarioSafely(scenario, context), limits);
+      const measured = await runScenarioSafely(scenario, context);
+      const report = withNativeRatio(scenario, scenarioReport(scenario, measured, limits), reports);
       progress.note(summaryLine(report));
       reports.push(report);
     }

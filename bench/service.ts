@@ -68,6 +68,8 @@ export interface Service {
   readonly logFile: string | null;
   /** `Authorization: Bearer …\r\n`, re-minted when the token nears expiry. */
   authHeader(): Promise<string>;
+  /** The access key pair (the S3 credential), when the run has one (not with --token). */
+  readonly credentials?: Credentials | null;
   stop(): Promise<void>;
   /** Synchronous SIGTERM for signal handlers; leaves the data directory in place. */
   kill(): void;
@@ -177,6 +179,7 @@ async function startService(options: ServiceOptions): Promise<Service> {
       dataDir,
       logFile,
       authHeader: () => tokens.header(),
+      credentials,
       stop: async () => {
         process.off('exit', onExit);
         await stop();
@@ -361,14 +364,16 @@ async function connectService(options: ServiceOptions): Promise<Service> {
   assert.ok(options.endpoint !== undefined);
   const target = parseTarget(options.endpoint, options.insecure === true);
   let tokens: TokenSource;
+  let credentials: Credentials | null = null;
   if (options.token !== undefined) {
     tokens = new TokenSource(target, null, options.token);
   } else if (options.accessKey !== undefined && options.secretKey !== undefined) {
-    const credentials = { accessKeyId: options.accessKey, secretKey: options.secretKey };
+    credentials = { accessKeyId: options.accessKey, secretKey: options.secretKey };
     tokens = new TokenSource(target, credentials, null);
   } else if (options.adminUrl !== undefined && options.adminToken !== undefined) {
     const admin = parseTarget(options.adminUrl, options.insecure === true);
-    tokens = new TokenSource(target, await provisionKey(admin, options.adminToken), null);
+    credentials = await provisionKey(admin, options.adminToken);
+    tokens = new TokenSource(target, credentials, null);
   } else {
     throw new BenchError(
       '--endpoint needs --token, or --access-key and --secret-key, ' +
@@ -383,6 +388,7 @@ async function connectService(options: ServiceOptions): Promise<Service> {
     dataDir: null,
     logFile: null,
     authHeader: () => tokens.header(),
+    credentials,
     stop: () => Promise.resolve(),
     kill: () => undefined,
   };

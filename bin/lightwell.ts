@@ -14,6 +14,7 @@ const usage = `usage: lightwell serve [--data-dir DIR] [--public-listen HOST:POR
        lightwell admin-token create --role viewer|operator|owner [--tenant ID] [--expires 30d|RFC3339] [--name TEXT] [--json]
        lightwell admin-token list [--json]
        lightwell admin-token revoke ID
+       lightwell cluster join-secret [--data-dir DIR]
        lightwell config [--config FILE] [--json]   every setting, its default, value and source
        lightwell config --check --config FILE      validates settings without starting anything
        lightwell bench [--quick] [--only NAME,…] [--out DIR] [--endpoint URL --token TOKEN] …
@@ -28,6 +29,9 @@ if (command === 'serve') {
 } else if (command === 'admin-token') {
   const { adminToken } = await import('../src/cli/admin-token.js');
   await adminToken(rest);
+} else if (command === 'cluster') {
+  const { clusterCommand } = await import('../src/cli/cluster.js');
+  process.exitCode = clusterCommand(rest);
 } else if (command === 'config') {
   const { configCommand } = await import('../src/cli/config.js');
   configCommand(rest);

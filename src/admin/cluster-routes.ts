@@ -34,6 +34,8 @@ import {
 } from './request.js';
 import { membershipSchema, scrubReportSchema, problems, str } from './json.js';
 import { liveTenant } from './tenant-routes.js';
+import { ClusterAccess } from '../cluster/access.js';
+import type { Membership } from '../cluster/membership.js';
 
 /** The longest a rebalance request scrubs before it answers with `complete: false`. */
 export const REBALANCE_MS_MAX = 60_000;
@@ -110,6 +112,14 @@ export function clusterRoutes(services: AdminServices): Route<Handler>[] {
     members: [{ id: node.id, name: hostname(), address: services.address, state: 'voter' }],
     leaderId: node.id,
   };
+  // Cluster mode (docs/cluster.md §11): the same routes act on the cluster's membership.
+  const cluster =
+    services.settings.string('cluster.listen') === ''
+      ? undefined
+      : new ClusterAccess(
+          services.settings.string('data_dir'),
+          services.settings.int('cluster.replication_factor'),
+        );
   const routes: Route<Handler>[] = [
     {
       method: 'GET',
@@ -120,9 +130,10 @@ export function clusterRoutes(services: AdminServices): Route<Handler>[] {
         auth: bearer,
         responses: { 200: { description: 'membership', schema: membershipSchema }, ...problems() },
       },
-      handler: (exchange) => {
+      handler: async (exchange) => {
         auth.authenticate(exchange, 'viewer');
-        exchange.sendJson(200, membership);
+        if (cluster === undefined) exchange.sendJson(200, membership);
+        else exchange.sendJson(200, await (await cluster.membership()).view());
       },
     },
   ];
@@ -149,7 +160,12 @@ export function clusterRoutes(services: AdminServices): Route<Handler>[] {
         caller.requireGlobal();
         const body = await readBody(exchange);
         validateChange(exchange, change, body);
-        isDryRun(exchange);
+        const dryRun = isDryRun(exchange);
+        if (cluster !== undefined) {
+          const answer = await changeMembership(await cluster.membership(), change, body, dryRun);
+          exchange.sendJson(200, answer);
+          return;
+        }
         throw Conflict(
           `this node is not clustered: it runs as a single node with no consensus membership to ${change.name}; start the service in cluster mode to change membership`,
         );
@@ -158,6 +174,41 @@ export function clusterRoutes(services: AdminServices): Route<Handler>[] {
   }
   routes.push(rebalanceRoute(services));
   return routes;
+}
+
+/** One membership change in cluster mode; bodies were validated by `validateChange`. */
+async function changeMembership(
+  membership: Membership,
+  change: MembershipChange,
+  body: Body,
+  dryRun: boolean,
+): Promise<unknown> {
+  const text = (field: string): string => optionalString(body, field) ?? '';
+  const reason = text('reason');
+  const forceLost = optionalBoolean(body, 'forceLost') === true;
+  const joinInput = () => {
+    if (text('secret') === '') throw BadRequest('secret is required: the new node prints it');
+    return {
+      id: text('id'),
+      address: text('address'),
+      secret: text('secret'),
+      reason,
+      zone: text('zone'),
+      site: text('site'),
+      name: text('name'),
+      softwareVersion: text('softwareVersion'),
+    };
+  };
+  switch (change.name) {
+    case 'join':
+      return membership.join(joinInput(), dryRun);
+    case 'drain':
+      return membership.drain({ id: text('id'), reason, forceLost }, dryRun);
+    case 'remove':
+      return membership.remove({ id: text('id'), reason, forceLost }, dryRun);
+    case 'replace':
+      return membership.replace({ oldId: text('oldId'), join: joinInput() }, dryRun);
+  }
 }
 
 function rebalanceRoute(services: AdminServices): Route<Handler> {

@@ -24,6 +24,7 @@ import { EngineClient } from '../engine/protocol.js';
 import { IndexStore } from '../engine/index/store.js';
 import { DB, type AdminTokenRecord, type AdminRole } from '../engine/index/schema.js';
 import * as control from '../engine/ops/control.js';
+import { publishAdminToken } from '../cluster/control-mirror.js';
 import type { EngineContext } from '../engine/ops/context.js';
 import { newAdminToken, ADMIN_TOKEN_PREFIX } from '../security/access-keys.js';
 import { parseAdminExpires } from '../security/expiry.js';
@@ -138,6 +139,8 @@ function mint(options: Map<string, string>): Minted {
 async function create(paths: DataDirPaths, minted: Minted, json: boolean): Promise<void> {
   const { record } = minted;
   const { role, tenant } = record;
+  // A cluster member's token is cluster-wide: etcd first, so a failure there writes nothing.
+  await publishAdminToken(paths.root, record);
   await withIndex(
     paths,
     async (engine) => engine.call('putAdminToken', { record }),
@@ -240,6 +243,7 @@ async function revoke(paths: DataDirPaths, tokenId: string, json: boolean): Prom
     async (engine) => engine.call<AdminTokenRecord>('revokeAdminToken', { tokenId }),
     (context) => control.revokeAdminToken(context, { tokenId }),
   );
+  await publishAdminToken(paths.root, record);
   const { hash: _hash, ...rest } = record;
   if (json) process.stdout.write(`${JSON.stringify(tokenJson(rest))}\n`);
   else process.stdout.write(`revoked ${tokenId}\n`);

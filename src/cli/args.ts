@@ -9,7 +9,7 @@
 // cannot be carried out (a bad setting value, a port taken) exits with EXIT_FAILURE (1).
 
 import assert from 'node:assert';
-import { isSettingName, loadSettings, type Settings } from '../util/config.js';
+import { isSettingName, loadSettings, settingSpecs, type Settings } from '../util/config.js';
 import { RELEASE } from '../engine/data-dir.js';
 import { FORMAT_VERSION } from '../format/marker.js';
 import { BadRequest, isLightwellError, type LightwellError } from '../util/errors.js';
@@ -101,11 +101,24 @@ export function parseArgs(argv: readonly string[], spec: CommandSpec = {}): Pars
       continue;
     }
     const value = argv[index + 1];
+    // A yes/no setting given alone (`--cluster.bootstrap`) means yes.
+    if (isBoolSetting(settingAliases[name] ?? name) && (value === undefined || isOption(value))) {
+      options.set(name, 'true');
+      continue;
+    }
     if (value === undefined) throw UsageError(`--${name} needs a value`);
     options.set(name, value);
     index += 1;
   }
   return { positional, options, flags };
+}
+
+function isBoolSetting(name: string): boolean {
+  return isSettingName(name) && settingSpecs[name].kind === 'bool';
+}
+
+function isOption(arg: string): boolean {
+  return arg.startsWith('--') || arg === '-h';
 }
 
 /** Settings from the config file, the environment and the flags, in that order. */

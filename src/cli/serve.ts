@@ -33,6 +33,7 @@ import {
   versionText,
 } from './args.js';
 import type { ReadyMessage, Role } from './child.js';
+import type { ClusterAgent } from '../cluster/agent.js';
 import { tlsFilesOf, type ListenAddress, type Settings } from '../util/config.js';
 import { BadRequest, Unavailable, DataDirLocked } from '../util/errors.js';
 import { CHILD_MALLOC_ENV } from '../util/malloc-env.js';
@@ -83,28 +84,45 @@ export async function serve(argv: readonly string[], exit: (code: number) => nev
     log.warn({ dataDir: created.root }, newStoreNotice(created));
   }
   const supervisor = new Supervisor(argv, settings, log);
+  // Cluster mode only: the agent (and etcd's client) is loaded when `cluster.listen` is set.
+  let cluster: ClusterAgent | undefined;
   const shutdown = async (signal: string): Promise<void> => {
     if (supervisor.stopping) {
       // A second signal: no more waiting for requests in flight.
       log.warn({ signal }, 'second signal: stopping at once');
       supervisor.kill();
+      cluster?.stopping();
+      await cluster?.stop();
       exit(1);
     }
     log.info({ signal, graceMs: settings.duration('shutdown.grace') }, 'draining');
+    cluster?.stopping();
     await supervisor.stop();
+    await cluster?.stop();
     exit(0);
   };
   process.on('SIGINT', () => void shutdown('SIGINT'));
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
   try {
+    if (settings.string('cluster.listen') !== '') {
+      const { startClusterAgent } = await import('../cluster/agent.js');
+      cluster = await startClusterAgent({
+        settings,
+        dataDir: settings.string('data_dir'),
+        log: log.child({ component: 'cluster' }),
+      });
+    }
     await supervisor.startAll();
   } catch (error) {
     if (supervisor.stopping) return; // a signal during the start: shutdown() exits
     process.stderr.write(`lightwell: cannot start: ${failureText(error)}\n`);
     await supervisor.stop();
+    await cluster?.stop();
     exit(EXIT_FAILURE);
   }
-  if (!supervisor.stopping) process.stdout.write(readyLines(settings, supervisor.ports()));
+  if (!supervisor.stopping)
+    process.stdout.write(readyLines(settings, supervisor.ports()) + (cluster?.readyLine() ?? ''));
+  cluster?.servicesReady();
 }
 
 /**
@@ -258,6 +276,8 @@ function childEnv(): NodeJS.ProcessEnv {
  * data directory it created.
  */
 async function preflight(settings: Settings): Promise<DataDirPaths | undefined> {
+  if (settings.string('cluster.listen') === '' && settings.bool('cluster.bootstrap'))
+    throw BadRequest('--cluster.bootstrap needs --cluster.listen HOST:PORT and --cluster.node_id');
   await checkListenersApart(settings);
   const paths = dataDirPaths(settings.string('data_dir'));
   const owner = engineLockOwner(paths);

@@ -30,9 +30,12 @@ import {
   type TenantRecord,
 } from '../engine/index/schema.js';
 import { parseBucketPolicy } from '../security/bucket-policy.js';
-import { refuseControlChars, validateBucketName } from '../security/names.js';
+import { validateBucketName } from '../security/names.js';
 import { BadRequest, NotFound } from '../util/errors.js';
 import { consoleSchemas as schemas, problems } from './schemas.js';
+import { dryRunOf, readObject, reasonOf } from './request.js';
+import { scrubRoutes } from './scrub-routes.js';
+import type { ScrubJobs } from './scrub-jobs.js';
 
 export const CONSOLE_API_PREFIX = '/admin/console/api';
 
@@ -49,7 +52,6 @@ export interface ConsoleServices {
 }
 
 const bearer = 'bearer' as const;
-const REASON_CHARS_MAX = 1024;
 const dryRunQuery = {
   dryRun: { type: 'boolean', description: 'validate and return the plan; apply nothing' },
 } as const;
@@ -96,33 +98,7 @@ function bucketJson(store: IndexStore, bucket: BucketRecord): Record<string, unk
   };
 }
 
-/** The optional `reason` of a mutation, for its audit row. */
-function reasonOf(exchange: Exchange, body: Record<string, unknown>): void {
-  const reason = body['reason'];
-  if (reason === undefined) return;
-  if (typeof reason !== 'string' || reason.length > REASON_CHARS_MAX)
-    throw BadRequest(`reason must be a string of at most ${REASON_CHARS_MAX} characters`);
-  refuseControlChars(reason, 'reason');
-  exchange.audit.reason = reason;
-}
-
-function dryRunOf(exchange: Exchange): boolean {
-  const value = exchange.query.get('dryRun')?.toLowerCase();
-  if (value === undefined || value === 'false' || value === '0') return false;
-  if (value !== 'true' && value !== '1' && value !== '')
-    throw BadRequest('dryRun must be true or false');
-  exchange.audit.dryRun = true;
-  return true;
-}
-
-async function readObject(exchange: Exchange): Promise<Record<string, unknown>> {
-  const value = await exchange.readJson();
-  if (typeof value !== 'object' || value === null || Array.isArray(value))
-    throw BadRequest('the body must be a JSON object');
-  return value as Record<string, unknown>;
-}
-
-export function consoleApiRoutes(services: ConsoleServices): Route<Handler>[] {
+export function consoleApiRoutes(services: ConsoleServices, jobs: ScrubJobs): Route<Handler>[] {
   const { store } = services;
   return [
     {
@@ -169,6 +145,7 @@ export function consoleApiRoutes(services: ConsoleServices): Route<Handler>[] {
       },
     },
     putPolicyRoute(services),
+    ...scrubRoutes(services, jobs),
   ];
 }
 

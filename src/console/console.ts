@@ -9,13 +9,14 @@ import { openApiDocument } from '../http/openapi.js';
 import { RELEASE } from '../engine/data-dir.js';
 import { CONSOLE_PREFIX, consoleAssetRoutes, loadConsoleBundle } from './assets.js';
 import { CONSOLE_API_PREFIX, consoleApiRoutes, type ConsoleServices } from './api.js';
+import { ScrubJobs } from './scrub-jobs.js';
 
 export { CONSOLE_PREFIX } from './assets.js';
 export { CONSOLE_API_PREFIX, type ConsoleServices } from './api.js';
 
 /** The console's two APIs, the page and the console API, to mount on the admin listener. */
 export async function consoleApis(services: ConsoleServices): Promise<Api[]> {
-  const api = consoleApiRoutes(services);
+  const api = consoleApiRoutes(services, new ScrubJobs(services.engine));
   let text = '';
   api.push({
     method: 'GET',

@@ -56,7 +56,71 @@ const bucket = obj(
   ['name', 'versioning', 'objectLock', 'cors', 'notifications', 'policy'],
 );
 
+const scrubCounts = obj({
+  buckets: int,
+  versions: int,
+  chunkRefs: int,
+  logicalBytes: int,
+  chunksVerified: int,
+  bytesVerified: int,
+  corruptChunks: int,
+});
+
+const scrubJob = obj(
+  {
+    id: str,
+    tenantId: str,
+    bucket: str,
+    state: { type: 'string', enum: ['counting', 'running', 'complete', 'cancelled', 'failed'] },
+    startedBy: str,
+    startedAt: time,
+    finishedAt: time,
+    progress: { type: 'number', minimum: 0, description: 'chunk references verified / planned' },
+    planned: obj({ versions: int, chunkRefs: int, logicalBytes: int }),
+    counts: scrubCounts,
+    corrupt: {
+      type: 'array',
+      description: 'the corrupt chunks found, with the objects they belong to (at most 1000)',
+      items: obj({
+        bucket: str,
+        key: str,
+        versionId: str,
+        chunkIndex: int,
+        chunkId: str,
+        segmentId: int,
+        offset: int,
+        problem: str,
+      }),
+    },
+    error: str,
+  },
+  ['id', 'tenantId', 'state', 'startedBy', 'startedAt', 'progress', 'planned', 'counts', 'corrupt'],
+);
+
 export const consoleSchemas = {
+  scrubJob,
+  scrubList: obj({ jobs: { type: 'array', items: scrubJob } }, ['jobs']),
+  scrubBody: {
+    type: 'object',
+    required: ['tenantId'],
+    properties: {
+      tenantId: str,
+      bucket: { type: 'string', description: 'only this bucket' },
+      reason: { type: 'string', description: 'noted in the audit log' },
+    },
+  },
+  scrubPlan: obj(
+    {
+      dryRun: { type: 'boolean', enum: [true] },
+      applied: { type: 'boolean', enum: [false] },
+      action: str,
+      target: str,
+      complete: { type: 'boolean', description: 'false when counting ran out of time' },
+      counts: obj({ buckets: int, versions: int, chunkRefs: int, logicalBytes: int }),
+      blockers: { type: 'array', items: { type: 'object' } },
+    },
+    ['dryRun', 'applied', 'action', 'target', 'complete', 'counts', 'blockers'],
+  ),
   session: obj(
     {
       tokenId: str,
@@ -102,7 +166,7 @@ export function problems(...statuses: number[]): RouteDoc['responses'] {
     401: 'missing, invalid, revoked or expired admin token',
     403: 'role too low, or the token is limited to another tenant',
     404: 'no such tenant or bucket',
-    409: 'the tenant is disabled',
+    409: 'the tenant is disabled, or a scrub of it is already running',
     429: 'per-token rate limit exceeded (see Retry-After)',
   };
   const out: Record<number, RouteDoc['responses'][number]> = {};

@@ -11,8 +11,8 @@
 //   crc32_combine: multiply crcA by x^(8 * lengthB) modulo the polynomial).
 //
 // Backends, chosen by measurement (see MEASUREMENTS.md and bench/micro/engine):
-// CRC32 from @node-rs/crc32 (hardware), CRC32C from src/util/crc32c.ts, CRC64NVME from hash-wasm, SHA-1 and SHA-256
-// from node:crypto. Every backend accepts a Uint8Array view on a SharedArrayBuffer.
+// CRC32 from @node-rs/crc32 (hardware), CRC32C from src/util/crc32c.ts, CRC64NVME from
+// hash-wasm, SHA-1, SHA-256 and MD5 (the S3 ETag, not a checksum header) from node:crypto. Every backend accepts a Uint8Array view on a SharedArrayBuffer.
 //
 // Nothing here is persisted by this module; the digests it returns may be.
 import assert from 'node:assert/strict';
@@ -24,6 +24,21 @@ import { BadRequest } from '../util/errors.js';
 
 export type ChecksumAlg = 'CRC32' | 'CRC32C' | 'CRC64NVME' | 'SHA1' | 'SHA256';
 export type CrcAlg = 'CRC32' | 'CRC32C' | 'CRC64NVME';
+/**
+ * What a body can be hashed with: the checksum algorithms, and MD5 for the S3 ETag (asked for
+ * only by S3 writes; it is not a checksum a client declares in a checksum header).
+ */
+export type DigestAlg = ChecksumAlg | 'MD5';
+
+/** The digest algorithms a hasher accepts. */
+export const DIGEST_ALGS: readonly DigestAlg[] = Object.freeze([
+  'CRC32',
+  'CRC32C',
+  'CRC64NVME',
+  'SHA1',
+  'SHA256',
+  'MD5',
+]);
 
 export const CHECKSUM_ALGS: readonly ChecksumAlg[] = Object.freeze([
   'CRC32',
@@ -40,6 +55,12 @@ export const CHECKSUM_DIGEST_BYTES: Readonly<Record<ChecksumAlg, number>> = Obje
   CRC64NVME: 8,
   SHA1: 20,
   SHA256: 32,
+});
+
+/** Digest length in bytes of each digest algorithm. */
+export const DIGEST_BYTES: Readonly<Record<DigestAlg, number>> = Object.freeze({
+  ...CHECKSUM_DIGEST_BYTES,
+  MD5: 16,
 });
 
 /** Lower-case header name prefix; the algorithm name follows, e.g. `x-service-checksum-crc32c`. */
@@ -132,13 +153,14 @@ export async function preloadChecksums(count = 1): Promise<void> {
  * Hashes one body with a fixed set of algorithms, one `update` per received block. Build it
  * with `createMultiHasher`. `digest()` (or `dispose()`) ends it; using it afterwards is a bug.
  */
-export class MultiHasher<A extends ChecksumAlg = ChecksumAlg> {
+export class MultiHasher<A extends DigestAlg = ChecksumAlg> {
   readonly algs: readonly A[];
   private crc32State: number | undefined;
   private crc32cState: number | undefined;
   private crc64Hasher: IHasher | undefined;
   private sha1: Hash | undefined;
   private sha256: Hash | undefined;
+  private md5: Hash | undefined;
   private bytesHashed = 0;
   private ended = false;
 
@@ -148,9 +170,9 @@ export class MultiHasher<A extends ChecksumAlg = ChecksumAlg> {
    */
   constructor(options: { algs: readonly A[]; crc64Hasher: IHasher | undefined }) {
     const algs = [...new Set(options.algs)];
-    const wanted = new Set<ChecksumAlg>(algs);
+    const wanted = new Set<DigestAlg>(algs);
     for (const alg of algs) {
-      if (!CHECKSUM_ALGS.includes(alg)) assert.fail(`unknown algorithm ${alg}`);
+      if (!DIGEST_ALGS.includes(alg)) assert.fail(`unknown algorithm ${alg}`);
     }
     assert.equal(wanted.has('CRC64NVME'), options.crc64Hasher !== undefined);
     this.algs = Object.freeze(algs);
@@ -159,6 +181,7 @@ export class MultiHasher<A extends ChecksumAlg = ChecksumAlg> {
     this.crc64Hasher = options.crc64Hasher;
     this.sha1 = wanted.has('SHA1') ? createHash('sha1') : undefined;
     this.sha256 = wanted.has('SHA256') ? createHash('sha256') : undefined;
+    this.md5 = wanted.has('MD5') ? createHash('md5') : undefined;
   }
 
   /** Bytes passed to `update` so far. */
@@ -174,6 +197,7 @@ export class MultiHasher<A extends ChecksumAlg = ChecksumAlg> {
     if (this.crc64Hasher !== undefined) this.crc64Hasher.update(block);
     if (this.sha1 !== undefined) this.sha1.update(block);
     if (this.sha256 !== undefined) this.sha256.update(block);
+    if (this.md5 !== undefined) this.md5.update(block);
     this.bytesHashed += block.length;
   }
 
@@ -181,7 +205,7 @@ export class MultiHasher<A extends ChecksumAlg = ChecksumAlg> {
   digestBytes(): Record<A, Buffer> {
     assert.ok(!this.ended, 'MultiHasher digested twice');
     this.ended = true;
-    const digests: Partial<Record<ChecksumAlg, Buffer>> = {};
+    const digests: Partial<Record<DigestAlg, Buffer>> = {};
     if (this.crc32State !== undefined) digests.CRC32 = uint32Bytes(this.crc32State);
     if (this.crc32cState !== undefined) digests.CRC32C = uint32Bytes(this.crc32cState);
     if (this.crc64Hasher !== undefined) {
@@ -192,8 +216,9 @@ export class MultiHasher<A extends ChecksumAlg = ChecksumAlg> {
     }
     if (this.sha1 !== undefined) digests.SHA1 = this.sha1.digest();
     if (this.sha256 !== undefined) digests.SHA256 = this.sha256.digest();
+    if (this.md5 !== undefined) digests.MD5 = this.md5.digest();
     for (const alg of this.algs) {
-      assert.equal(digests[alg]?.length, CHECKSUM_DIGEST_BYTES[alg]);
+      assert.equal(digests[alg]?.length, DIGEST_BYTES[alg]);
     }
     return digests as Record<A, Buffer>;
   }
@@ -219,10 +244,10 @@ export class MultiHasher<A extends ChecksumAlg = ChecksumAlg> {
  * Builds a hasher for `algs`. Asynchronous only because a CRC-64 wasm instance may have to be
  * created; finished hashers return theirs to a pool, so steady state creates none.
  */
-export async function createMultiHasher<A extends ChecksumAlg>(
+export async function createMultiHasher<A extends DigestAlg>(
   algs: readonly A[],
 ): Promise<MultiHasher<A>> {
-  const wanted: readonly ChecksumAlg[] = algs;
+  const wanted: readonly DigestAlg[] = algs;
   const crc64Hasher = wanted.includes('CRC64NVME') ? await crc64HasherAcquire() : undefined;
   return new MultiHasher({ algs, crc64Hasher });
 }
@@ -456,4 +481,33 @@ export function combineChecksum(options: {
 
 function bufferView(bytes: Uint8Array): Buffer {
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+/**
+ * S3's composite multipart checksum: the digest, with the same algorithm, of the parts'
+ * digests joined in part order, then `-<parts>` (`x-amz-checksum-type: COMPOSITE`). Unlike a
+ * combined CRC it says nothing of the whole object's bytes, only of its parts.
+ */
+export async function compositeChecksum(
+  alg: ChecksumAlg,
+  partDigests: readonly Uint8Array[],
+): Promise<string> {
+  assert.ok(partDigests.length > 0, 'a composite checksum needs at least one part');
+  const hasher = await createMultiHasher([alg]);
+  for (const digest of partDigests) {
+    assert.equal(digest.length, CHECKSUM_DIGEST_BYTES[alg]);
+    hasher.update(digest);
+  }
+  return `${hasher.digest()[alg]}-${partDigests.length}`;
+}
+
+/** S3's multipart ETag: the MD5 of the parts' MD5 digests joined in order, then `-<parts>`. */
+export function multipartMd5Etag(partMd5s: readonly Uint8Array[]): string {
+  assert.ok(partMd5s.length > 0, 'a multipart ETag needs at least one part');
+  const hash = createHash('md5');
+  for (const md5 of partMd5s) {
+    assert.equal(md5.length, DIGEST_BYTES.MD5);
+    hash.update(md5);
+  }
+  return `"${hash.digest('hex')}-${partMd5s.length}"`;
 }

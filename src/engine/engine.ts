@@ -205,6 +205,8 @@ async function recoverAtStart(
     io,
     clock: { now: () => context.now() },
   });
+  const named = await store.transact(() => objects.checkBucketNames(context));
+  if (named > 0) log.info({ buckets: named }, 'global bucket names indexed');
   const corrected = await store.transact(() => multipart.reconcilePartBytes(context));
   if (corrected > 0)
     log.warn(

@@ -1,9 +1,10 @@
 // The APIs of the public port, in one place: the native API at /api/v1 and the API of every
-// other path. The S3-compatible API mounts itself here (prefix '', its own XML errors, a query
-// that is not held to a declaration); until it does, every other path is a 404 problem, as the
-// listener answers outside its APIs.
+// other path, which is the S3-compatible API (src/s3/: prefix '', its own XML errors, a query
+// that is not held to a declaration).
 
-import { routedApi, unmountedApi, type Api, type Handler } from '../http/api.js';
+import { routedApi, type Api, type Handler } from '../http/api.js';
+import { s3Api } from '../s3/mount.js';
+import { componentLogger } from '../util/log.js';
 import type { Exchange } from '../http/exchange.js';
 import { Router, type Route } from '../http/router.js';
 import type { GatewayServices } from './routes.js';
@@ -21,11 +22,11 @@ export function publicApis(options: {
 }): Api[] {
   return [
     routedApi({ name: 'native', router: new Router(API_PREFIX, options.native) }),
-    otherPathsApi(options.services, options.identify),
+    otherPathsApi(options.services),
   ];
 }
 
-/** The API of every path outside /api/v1. */
-function otherPathsApi(_services: GatewayServices, identify: (exchange: Exchange) => void): Api {
-  return unmountedApi({ identify });
+/** The API of every path outside /api/v1: the S3-compatible API (DECISIONS.md). */
+function otherPathsApi(services: GatewayServices): Api {
+  return s3Api({ ...services, log: componentLogger('gateway.s3') }).mount();
 }

@@ -4,7 +4,6 @@
 
 import type { Route, RouteDoc, JsonSchema } from '../http/router.js';
 import type { Handler } from '../http/server.js';
-import { authorize } from '../service/auth.js';
 import type { RouteKit } from './routes.js';
 import {
   parseCorsConfiguration,
@@ -81,7 +80,7 @@ const doc = (
 ): RouteDoc => ({ summary, auth: 'bearer', tags: ['cors'], responses, ...extra });
 
 export function corsRoutes(kit: RouteKit): Route<Handler>[] {
-  const { bearer, bucketOf, mutate } = kit;
+  const { bearer, access, mutate } = kit;
   return [
     {
       method: 'GET',
@@ -92,9 +91,8 @@ export function corsRoutes(kit: RouteKit): Route<Handler>[] {
       }),
       handler: (exchange, params) => {
         const principal = bearer(exchange);
-        authorize(principal, { verb: 'read', bucket: params['bucket'] });
         exchange.sendJson(200, {
-          rules: bucketOf(principal, params['bucket'] ?? '', { verb: 'read' }).cors ?? [],
+          rules: access.bucket(principal, params['bucket'] ?? '', { verb: 'read' }).cors ?? [],
         });
       },
     },
@@ -109,8 +107,7 @@ export function corsRoutes(kit: RouteKit): Route<Handler>[] {
       ),
       handler: async (exchange, params) => {
         const principal = bearer(exchange);
-        authorize(principal, { verb: 'admin', bucket: params['bucket'] });
-        const bucket = bucketOf(principal, params['bucket'] ?? '', { verb: 'admin' });
+        const bucket = access.bucket(principal, params['bucket'] ?? '', { verb: 'admin' });
         const rules = parseCorsConfiguration(await exchange.readJson()).rules;
         const stored = await mutate<{ cors?: unknown[] }>(
           exchange,
@@ -130,8 +127,7 @@ export function corsRoutes(kit: RouteKit): Route<Handler>[] {
       }),
       handler: async (exchange, params) => {
         const principal = bearer(exchange);
-        authorize(principal, { verb: 'admin', bucket: params['bucket'] });
-        const bucket = bucketOf(principal, params['bucket'] ?? '', { verb: 'admin' });
+        const bucket = access.bucket(principal, params['bucket'] ?? '', { verb: 'admin' });
         await mutate(
           exchange,
           'deleteBucketCors',

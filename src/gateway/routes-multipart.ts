@@ -40,7 +40,7 @@ import {
 } from '../engine/ops/multipart.js';
 import type { ChecksumAlg } from '../engine/checksums.js';
 import { receiveBody } from '../service/upload.js';
-import { authorize, type Principal } from '../service/auth.js';
+import type { Principal } from '../service/auth.js';
 import {
   keyQuery,
   objectJson,
@@ -141,7 +141,7 @@ const doc = (
 ): RouteDoc => ({ summary, auth: 'bearer', tags: ['multipart'], responses, ...extra });
 
 export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
-  const { services, bearer, bucketOf, mutate } = kit;
+  const { services, bearer, access, mutate } = kit;
   const { store, auth } = services;
 
   /** Authenticates, authorizes `verb` on the key and resolves the bucket. */
@@ -153,8 +153,11 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
   ): { principal: Principal; bucket: BucketRecord; key: string } => {
     const principal = bearer(exchange);
     validateObjectKey(key);
-    authorize(principal, { verb, bucket: params['bucket'], key });
-    return { principal, bucket: bucketOf(principal, params['bucket'] ?? '', { verb, key }), key };
+    return {
+      principal,
+      bucket: access.bucket(principal, params['bucket'] ?? '', { verb, key }),
+      key,
+    };
   };
   const upload = (bucket: BucketRecord, key: string, uploadId: string): MultipartUploadRecord => {
     const found = findUploadIn(store, bucket.id, key, uploadId);
@@ -252,8 +255,7 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
       handler: (exchange, params) => {
         const principal = bearer(exchange);
         const prefix = keyQuery(exchange.query, 'prefix') ?? '';
-        authorize(principal, { verb: 'read', bucket: params['bucket'], listPrefix: prefix });
-        const bucket = bucketOf(principal, params['bucket'] ?? '', {
+        const bucket = access.bucket(principal, params['bucket'] ?? '', {
           verb: 'read',
           listPrefix: prefix,
         });
@@ -369,7 +371,7 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
         const expected = parseChecksumHeaders(exchange);
         const algs = [...new Set<ChecksumAlg>(['CRC32C', 'SHA256', ...expected.keys()])];
         const received = await receiveBody(services.upload, {
-          exchange,
+          source: exchange,
           keys: auth.keysOf(principal.tenant),
           contentLength,
           algs,

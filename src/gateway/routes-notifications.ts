@@ -28,7 +28,7 @@ import {
   type NotificationConfigView,
 } from '../engine/ops/notifications.js';
 import { checkWebhookTarget } from '../engine/delivery.js';
-import { authorize, type Principal } from '../service/auth.js';
+import type { Principal } from '../service/auth.js';
 import type { RouteKit } from './routes.js';
 import type { Exchange } from '../http/exchange.js';
 
@@ -123,15 +123,17 @@ const doc = (
 });
 
 export function notificationRoutes(kit: RouteKit): Route<Handler>[] {
-  const { services, bearer, bucketOf, mutate } = kit;
+  const { services, bearer, access, mutate } = kit;
   const { store, settings } = services;
   const adminBucket = (
     exchange: Exchange,
     params: Readonly<Record<string, string>>,
   ): { principal: Principal; bucket: BucketRecord } => {
     const principal = bearer(exchange);
-    authorize(principal, { verb: 'admin', bucket: params['bucket'] });
-    return { principal, bucket: bucketOf(principal, params['bucket'] ?? '', { verb: 'admin' }) };
+    return {
+      principal,
+      bucket: access.bucket(principal, params['bucket'] ?? '', { verb: 'admin' }),
+    };
   };
   return [
     {

@@ -17,8 +17,9 @@ import {
   type ObjectVersionRecord,
   type ObjectTag,
 } from '../engine/index/schema.js';
-import { deleteMarkerNamed, findVersionIn, seqOfVersionId } from '../engine/ops/objects.js';
-import { authorize, type Principal } from '../service/auth.js';
+import { findVersionIn, seqOfVersionId } from '../engine/ops/objects.js';
+import { resolveForAttributes } from '../service/read.js';
+import type { Principal } from '../service/auth.js';
 import {
   addWriteConditions,
   keyQuery,
@@ -107,7 +108,7 @@ const json = (schema: JsonSchema): NonNullable<RouteDoc['requestBody']> => ({
 });
 
 export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
-  const { services, bearer, bucketOf, mutate } = kit;
+  const { services, bearer, access, mutate } = kit;
   const { store } = services;
 
   /** Authenticates, authorizes, and resolves the target for a `{bucket}/{key...}` route. */
@@ -119,8 +120,7 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
     const principal = bearer(exchange);
     const key = params['key'] ?? '';
     validateObjectKey(key);
-    authorize(principal, { verb, bucket: params['bucket'], key });
-    const bucket = bucketOf(principal, params['bucket'] ?? '', { verb, key });
+    const bucket = access.bucket(principal, params['bucket'] ?? '', { verb, key });
     const args: Record<string, unknown> = {
       tenantId: principal.tenant.id,
       bucket: bucket.name,
@@ -135,16 +135,7 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
     key: string,
     exchange: Exchange,
   ): ObjectVersionRecord => {
-    const versionId = exchange.queryParam('versionId');
-    const version =
-      versionId === null
-        ? store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, key))
-        : findVersionIn(store, bucket.id, key, versionId);
-    // As the engine's targetVersion: a delete marker named by its id has no tags, retention or
-    // legal hold to read (405, as S3).
-    if (version?.deleteMarker && versionId !== null) throw deleteMarkerNamed(version, '');
-    if (!version || version.deleteMarker) throw NotFound(`object ${key} not found`);
-    return version;
+    return resolveForAttributes(store, bucket, key, exchange.queryParam('versionId'));
   };
   const jsonBody = async (exchange: Exchange): Promise<Record<string, unknown>> => {
     const body = await exchange.readJson();
@@ -163,9 +154,8 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
       }),
       handler: (exchange, params) => {
         const principal = bearer(exchange);
-        authorize(principal, { verb: 'read', bucket: params['bucket'] });
         exchange.sendJson(200, {
-          status: bucketOf(principal, params['bucket'] ?? '', { verb: 'read' }).versioning,
+          status: access.bucket(principal, params['bucket'] ?? '', { verb: 'read' }).versioning,
         });
       },
     },
@@ -180,8 +170,7 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
       ),
       handler: async (exchange, params) => {
         const principal = bearer(exchange);
-        authorize(principal, { verb: 'write', bucket: params['bucket'] });
-        bucketOf(principal, params['bucket'] ?? '', { verb: 'write' });
+        access.bucket(principal, params['bucket'] ?? '', { verb: 'write' });
         const body = await jsonBody(exchange);
         const bucket = await mutate<BucketRecord>(
           exchange,
@@ -240,12 +229,11 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
       handler: (exchange, params) => {
         const principal = bearer(exchange);
         const prefix = keyQuery(exchange.query, 'prefix') ?? '';
-        authorize(principal, { verb: 'read', bucket: params['bucket'], listPrefix: prefix });
         exchange.sendJson(
           200,
           listVersions(
             store,
-            bucketOf(principal, params['bucket'] ?? '', { verb: 'read', listPrefix: prefix }),
+            access.bucket(principal, params['bucket'] ?? '', { verb: 'read', listPrefix: prefix }),
             exchange.query,
           ),
         );
@@ -402,12 +390,7 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
         // The body's ifMatch and friends test the source; the headers, as on every other
         // write, test the destination.
         addWriteConditions(exchange, copy, 'destination');
-        authorize(principal, {
-          verb: 'read',
-          bucket: copy['sourceBucket'] as string,
-          key: copy['sourceKey'] as string,
-        });
-        bucketOf(principal, copy['sourceBucket'] as string, {
+        access.bucket(principal, copy['sourceBucket'] as string, {
           verb: 'read',
           key: copy['sourceKey'] as string,
         });
@@ -442,7 +425,7 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
       ),
       handler: async (exchange, params) => {
         const principal = bearer(exchange);
-        const bucket = bucketOf(principal, params['bucket'] ?? '');
+        const bucket = access.existing(principal, params['bucket'] ?? '');
         const entries = parseBatch((await jsonBody(exchange))['objects']);
         const results = await Promise.all(
           entries.map((entry) => deleteOne(kit, principal, bucket, entry)),
@@ -466,8 +449,7 @@ async function deleteOne(
   if (entry.versionId !== undefined) base['versionId'] = entry.versionId;
   try {
     validateObjectKey(entry.key);
-    authorize(principal, { verb: 'delete', bucket: bucket.name, key: entry.key });
-    kit.bucketOf(principal, bucket.name, { verb: 'delete', key: entry.key });
+    kit.access.bucket(principal, bucket.name, { verb: 'delete', key: entry.key });
     const result = await kit.services.engine.call<{ versionId?: string; deleteMarker?: boolean }>(
       'deleteObject',
       {

@@ -24,13 +24,10 @@ import type { Route, RouteDoc, JsonSchema } from '../http/router.js';
 import type { Handler } from '../http/server.js';
 import {
   DB,
-  objectKey,
   tenantKey,
-  tenantChildKey,
   type AccessKeyRecord,
   type TenantRecord,
   type BucketRecord,
-  type ObjectVersionRecord,
 } from '../engine/index/schema.js';
 import {
   CHECKSUM_ALGS,
@@ -39,18 +36,17 @@ import {
   type ChecksumAlg,
 } from '../engine/checksums.js';
 import { sendObject } from '../service/download.js';
-import { authorize, type Principal } from '../service/auth.js';
+import { checkReadConditions, rangeToServe, resolveForRead } from '../service/read.js';
+import type { Principal } from '../service/auth.js';
 import {
   objectJson,
   writtenHeaders,
   objectHeaders,
-  conditionalRead,
   parseContentLength,
   parseChecksumHeaders,
   parseMetadata,
   storeObject,
-  requestedRange,
-  latestDeleteMarkerIn,
+  readConditionsOf,
   type RouteKit,
 } from './routes.js';
 import { idempotencyOf } from '../service/idempotency.js';
@@ -64,7 +60,6 @@ import {
 } from './route-docs.js';
 import { PURPOSE_SIGNED_URL } from '../security/keys.js';
 import { parseScopes, canMintSignedUrl, type Scope, type Verb } from '../security/scopes.js';
-import { policyDenies, type BucketPolicy } from '../security/bucket-policy.js';
 import {
   validateContentType,
   validateObjectKey,
@@ -92,7 +87,6 @@ import {
 } from '../security/cors.js';
 import {
   BadRequest,
-  NotFound,
   Forbidden,
   Unauthorized,
   PayloadTooLarge,
@@ -199,7 +193,8 @@ function withSignedUrlChallenge(error: unknown): unknown {
 }
 
 export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
-  const { services, bearer, bucketOf } = kit;
+  const { services, bearer } = kit;
+  const buckets = kit.access;
   const { store, settings, auth } = services;
   const objectBytesMax = settings.bytes('limits.object_bytes_max');
   const scopes = new Map<string, Scope>();
@@ -263,21 +258,7 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
     checkSignedUrlCovers(payload, { method, bucket: params['bucket'] ?? '', key });
     const principal = principalOf(payload);
     const verb: Verb = payload.m === 'GET' ? 'read' : 'write';
-    authorize(principal, { verb, bucket: payload.b, key });
-    const bucket = store.get<BucketRecord>(
-      DB.buckets,
-      tenantChildKey(principal.tenant.id, payload.b),
-    );
-    if (!bucket) throw NotFound(`bucket ${payload.b} not found`);
-    if (
-      policyDenies(bucket.policy as BucketPolicy | undefined, {
-        accessKeyId: principal.accessKeyId,
-        verb,
-        key,
-      })
-    ) {
-      throw Forbidden(`the policy of bucket ${payload.b} denies ${verb}`);
-    }
+    const bucket = buckets.bucket(principal, payload.b, { verb, key });
     return { payload, principal, bucket, key };
   };
 
@@ -338,7 +319,10 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
           );
         }
         const verb: Verb = request.method === 'GET' ? 'read' : 'write';
-        bucketOf(principal, request.bucket, { verb, key: request.key ?? request.keyPrefix ?? '' });
+        buckets.bucket(principal, request.bucket, {
+          verb,
+          key: request.key ?? request.keyPrefix ?? '',
+        });
         const now = Date.now();
         let ttlSeconds = clampTtlSeconds(
           request.ttlSeconds,
@@ -384,24 +368,17 @@ export function signedUrlRoutes(kit: RouteKit): Route<Handler>[] {
         const { payload, principal, bucket, key } = access(exchange, params, exchange.method);
         const cors = corsHeaders(exchange, bucket, exchange.method);
         exchange.problemHeaders = cors;
-        const version = store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, key));
-        if (!version || version.deleteMarker) {
-          // As the bearer GET: a key whose latest version is a delete marker says so.
-          const marker = latestDeleteMarkerIn(store, bucket, key);
-          throw NotFound(
-            `object ${key} not found`,
-            marker ? { deleteMarkerVersionId: marker.versionId } : {},
-          );
-        }
+        const version = resolveForRead(store, bucket, key, null);
         const headers = { ...objectHeaders(version, bucket), ...cors };
         if (payload.rct !== undefined) headers['Content-Type'] = payload.rct;
         if (payload.rcd !== undefined) headers['Content-Disposition'] = payload.rcd;
-        const notModified = conditionalRead(exchange, version);
+        const conditions = readConditionsOf(exchange);
+        const notModified = checkReadConditions(conditions, version);
         if (notModified) {
           exchange.send(notModified, headers);
           return;
         }
-        const range = requestedRange(exchange, version);
+        const range = rangeToServe(conditions, version);
         await sendObject(services.download, exchange, {
           keys: auth.keysOf(principal.tenant),
           version,

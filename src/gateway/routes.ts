@@ -5,38 +5,30 @@
 import { BASIC_CHALLENGE, type Exchange } from '../http/exchange.js';
 import type { Route } from '../http/router.js';
 import type { Handler } from '../http/server.js';
-import type { IndexStore, RawEntry } from '../engine/index/store.js';
-import { decodeValue } from '../format/values.js';
+import type { IndexStore } from '../engine/index/store.js';
 import { JsonWriter, writeVersionJson } from './list-json.js';
-import { ListTokens, type ListPosition } from '../service/list-token.js';
+import { ListTokens } from '../service/list-token.js';
 import { PURPOSE_LIST_TOKEN } from '../security/keys.js';
 import type { EngineClient } from '../engine/protocol.js';
+import { type BucketRecord, type ObjectVersionRecord } from '../engine/index/schema.js';
+import type { UploadServices } from '../service/upload.js';
+import { idempotencyOf, type IdempotencyClaim } from '../service/idempotency.js';
+import { sendObject, type DownloadServices } from '../service/download.js';
+import type { Authenticator, Principal } from '../service/auth.js';
+import { Access } from '../service/access.js';
+import { contextOf } from '../service/context.js';
 import {
-  DB,
-  tenantChildKey,
-  tenantChildRange,
-  objectKey,
-  prefixRange,
-  versionRange,
-  type BucketRecord,
-  type ObjectVersionRecord,
-} from '../engine/index/schema.js';
+  addWriteConditions as addConditionArgs,
+  ObjectService,
+  type WriteConditions,
+} from '../service/objects.js';
+import { decodeListed, listObjectsPage, parsePageSize, LIST_KEYS_MAX } from '../service/list.js';
 import {
-  checkPutQuotaIn,
-  deleteMarkerNamed,
-  etagListMatches,
-  findVersionIn,
-} from '../engine/ops/objects.js';
-import { Divert, receiveBody, type ReceivedBody, type UploadServices } from '../service/upload.js';
-import { idempotencyOf, ReplayBody, type IdempotencyClaim } from '../service/idempotency.js';
-import { auditRowOf } from '../http/audit.js';
-import {
-  sendObject,
-  parseRange,
-  type ByteRange,
-  type DownloadServices,
-} from '../service/download.js';
-import { Authenticator, authorize, type Principal } from '../service/auth.js';
+  checkReadConditions,
+  rangeToServe,
+  resolveForRead,
+  type ReadConditions,
+} from '../service/read.js';
 import {
   parseChecksumAlg,
   parseChecksumHeader,
@@ -53,19 +45,12 @@ import type { RateLimitResult } from '../security/rate-limit.js';
 import { ACCESS_KEY_ID_PATTERN } from '../security/access-keys.js';
 import {
   BadRequest,
-  NotFound,
-  Forbidden,
-  ChecksumMismatch,
   PayloadTooLarge,
   RateLimited,
   TlsRequired,
   LengthRequired,
-  PreconditionFailed,
   Unauthorized,
 } from '../util/errors.js';
-import { policyDenies, type BucketPolicy } from '../security/bucket-policy.js';
-import { readsIn, type Verb } from '../security/scopes.js';
-import type { BeginResult, HeldKey } from '../engine/ops/idempotency.js';
 import type { Settings } from '../util/config.js';
 import * as docs from './route-docs.js';
 import { objectMetaRoutes } from './routes-object-meta.js';
@@ -84,27 +69,21 @@ export interface GatewayServices {
   readonly tls: boolean;
 }
 
-const LIST_KEYS_MAX = 1000;
 const META_PREFIX = 'x-service-meta-';
 
 /** What every data-plane handler uses: authentication, bucket look-up, audited mutations. */
 export interface RouteKit {
   readonly services: GatewayServices;
   readonly bearer: (exchange: Exchange) => Principal;
-  /** The bucket, refused (403) when its policy denies `access` to this principal. */
-  readonly bucketOf: (principal: Principal, name: string, access?: BucketAccess) => BucketRecord;
+  /** The one authorization resolver: scope and bucket policy (service/access.ts). */
+  readonly access: Access;
+  readonly objects: ObjectService;
   readonly mutate: <T>(
     exchange: Exchange,
     op: string,
     args: Record<string, unknown>,
     status: number,
   ) => Promise<T>;
-}
-
-export interface BucketAccess {
-  readonly verb: Verb;
-  readonly key?: string;
-  readonly listPrefix?: string;
 }
 
 export function dataRoutes(services: GatewayServices): Route<Handler>[] {
@@ -120,7 +99,7 @@ export function dataRoutes(services: GatewayServices): Route<Handler>[] {
 }
 
 function routeKit(services: GatewayServices): RouteKit {
-  const { store, engine, auth } = services;
+  const { store, auth } = services;
   const bearer = (exchange: Exchange): Principal => {
     // Read-your-writes: a snapshot renewed earlier in this event-loop turn may predate a commit
     // that was acknowledged (by this or another gateway) before this request arrived.
@@ -129,47 +108,19 @@ function routeKit(services: GatewayServices): RouteKit {
     exchange.refuseUnclearQuery();
     return principal;
   };
-  /**
-   * Sends a mutation with its audit row, which then commits in the same transaction. Adds to
-   * `args` (built for this call) the row and the caller: the access key the request was
-   * authenticated with (a bearer token's or a signed URL's, which is what the row names as its
-   * actor), whose state the engine checks again when the write commits, so that a revoke or a
-   * tenant disable stops writes in flight.
-   */
-  const mutate = async <T>(
+  const objects = new ObjectService(services);
+  /** Sends a mutation with its audit row (service/objects.ts `commit`). */
+  const mutate = <T>(
     exchange: Exchange,
     op: string,
     args: Record<string, unknown>,
     status: number,
-  ): Promise<T> => {
-    if (exchange.audit.actor !== undefined) args['caller'] = exchange.audit.actor;
-    args['audit'] = auditRowOf(exchange, status);
-    const result = await engine.call<T>(op, args);
-    exchange.audit.written = true;
-    return result;
-  };
-  const bucketOf = (principal: Principal, name: string, access?: BucketAccess): BucketRecord => {
-    const bucket = store.getShared<BucketRecord>(
-      DB.buckets,
-      tenantChildKey(principal.tenant.id, name),
-    );
-    if (!bucket) throw NotFound(`bucket ${name} not found`);
-    if (
-      access &&
-      policyDenies(bucket.policy as BucketPolicy | undefined, {
-        accessKeyId: principal.accessKeyId,
-        ...access,
-      })
-    ) {
-      throw Forbidden(`the policy of bucket ${name} denies ${access.verb}`);
-    }
-    return bucket;
-  };
-  return { services, bearer, bucketOf, mutate };
+  ): Promise<T> => objects.commit<T>(exchange, op, args, status);
+  return { services, bearer, access: new Access(store), objects, mutate };
 }
 
 function coreRoutes(kit: RouteKit): Route<Handler>[] {
-  const { services, bearer, bucketOf, mutate } = kit;
+  const { services, bearer, access, mutate } = kit;
   const { store, auth, settings } = services;
   const objectBytesMax = settings.bytes('limits.object_bytes_max');
   const listTokens = new ListTokens(auth.purposeKey(PURPOSE_LIST_TOKEN));
@@ -253,15 +204,9 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
       doc: docs.listBuckets,
       handler: (exchange) => {
         const principal = bearer(exchange);
-        const { scope } = principal;
         // A key scoped to some buckets lists those it may read in; one that reads nowhere
         // is refused.
-        if (!readsIn(scope)) authorize(principal, { verb: 'read' });
-        const buckets = [
-          ...store.range<BucketRecord>(DB.buckets, tenantChildRange(principal.tenant.id)),
-        ]
-          .filter((entry) => readsIn(scope, entry.value.name))
-          .map((entry) => bucketJson(entry.value));
+        const buckets = [...access.readableBuckets(principal)].map(bucketJson);
         exchange.sendJson(200, { buckets });
       },
     },
@@ -275,7 +220,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
         const body = (await exchange.readJson()) as Record<string, unknown> | undefined;
         const name = body?.['name'];
         validateBucketName(name);
-        authorize(principal, { verb: 'write', bucket: name });
+        access.tenant(principal, 'write', name);
         const versioning = body?.['versioning'];
         if (versioning !== undefined && versioning !== 'Enabled')
           throw BadRequest('versioning must be "Enabled" when given');
@@ -300,10 +245,9 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
       doc: docs.getBucket,
       handler: (exchange, params) => {
         const principal = bearer(exchange);
-        authorize(principal, { verb: 'read', bucket: params['bucket'] });
         exchange.sendJson(
           200,
-          bucketJson(bucketOf(principal, params['bucket'] ?? '', { verb: 'read' })),
+          bucketJson(access.bucket(principal, params['bucket'] ?? '', { verb: 'read' })),
         );
       },
     },
@@ -314,8 +258,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
       doc: docs.deleteBucket,
       handler: async (exchange, params) => {
         const principal = bearer(exchange);
-        authorize(principal, { verb: 'delete', bucket: params['bucket'] });
-        bucketOf(principal, params['bucket'] ?? '', { verb: 'delete' });
+        access.bucket(principal, params['bucket'] ?? '', { verb: 'delete' });
         await mutate(
           exchange,
           'deleteBucket',
@@ -333,8 +276,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
       handler: (exchange, params) => {
         const principal = bearer(exchange);
         const prefix = keyQuery(exchange.query, 'prefix') ?? '';
-        authorize(principal, { verb: 'read', bucket: params['bucket'], listPrefix: prefix });
-        const bucket = bucketOf(principal, params['bucket'] ?? '', {
+        const bucket = access.bucket(principal, params['bucket'] ?? '', {
           verb: 'read',
           listPrefix: prefix,
         });
@@ -355,8 +297,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
         const bucketName = params['bucket'] ?? '';
         const key = params['key'] ?? '';
         validateObjectKey(key);
-        authorize(principal, { verb: 'write', bucket: bucketName, key });
-        const bucket = bucketOf(principal, bucketName, { verb: 'write', key });
+        const bucket = access.bucket(principal, bucketName, { verb: 'write', key });
         const contentLength = parseContentLength(exchange, objectBytesMax);
         const expected = parseChecksumHeaders(exchange);
         const metadata = parseMetadata(exchange);
@@ -382,7 +323,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
           idempotency,
         });
         // Read again: the versioning state may have changed while the body came in.
-        const now = bucketOfVersioned(principal, bucketName, store);
+        const now = access.current(principal, bucketName);
         exchange.sendJson(200, objectJson(version, now), writtenHeaders(version, now));
       },
     },
@@ -409,20 +350,15 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
         const principal = bearer(exchange);
         const key = params['key'] ?? '';
         validateObjectKey(key);
-        authorize(principal, { verb: 'delete', bucket: params['bucket'], key });
-        bucketOf(principal, params['bucket'] ?? '', { verb: 'delete', key });
-        const args: Record<string, unknown> = {
-          tenantId: principal.tenant.id,
-          bucket: params['bucket'],
-          key,
-        };
-        const versionId = exchange.queryParam('versionId');
-        if (versionId !== null) args['versionId'] = versionId;
-        addWriteConditions(exchange, args);
-        const result = await mutate<{ versionId?: string; deleteMarker?: boolean }>(
-          exchange,
-          'deleteObject',
-          args,
+        const bucket = access.bucket(principal, params['bucket'] ?? '', { verb: 'delete', key });
+        const result = await kit.objects.deleteObject(
+          contextOf(exchange, principal),
+          {
+            bucket,
+            key,
+            versionId: exchange.queryParam('versionId'),
+            conditions: writeConditionsOf(exchange),
+          },
           204,
         );
         const headers: Record<string, string> = {};
@@ -441,25 +377,11 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
     const principal = bearer(exchange);
     const key = params['key'] ?? '';
     validateObjectKey(key);
-    authorize(principal, { verb: 'read', bucket: params['bucket'], key });
-    const bucket = bucketOf(principal, params['bucket'] ?? '', { verb: 'read', key });
-    const versionId = exchange.queryParam('versionId');
-    const version =
-      versionId === null
-        ? store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, key))
-        : findVersionIn(store, bucket.id, key, versionId);
-    // As on S3: a delete marker named by its version id is not a thing to read (405, with
-    // Allow: DELETE); a key whose latest version is a delete marker is a 404 that says so.
-    if (version?.deleteMarker) throw deleteMarkerNamed(version, 'DELETE');
-    if (!version) {
-      const marker = versionId === null ? latestDeleteMarkerIn(store, bucket, key) : undefined;
-      throw NotFound(
-        `object ${key} not found`,
-        marker ? { deleteMarkerVersionId: marker.versionId } : {},
-      );
-    }
+    const bucket = access.bucket(principal, params['bucket'] ?? '', { verb: 'read', key });
+    const version = resolveForRead(store, bucket, key, exchange.queryParam('versionId'));
     const headers = objectHeaders(version, bucket);
-    const notModified = conditionalRead(exchange, version);
+    const conditions = readConditionsOf(exchange);
+    const notModified = checkReadConditions(conditions, version);
     if (notModified) {
       exchange.send(notModified, headers);
       return undefined;
@@ -467,33 +389,10 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
     return sendObject(services.download, exchange, {
       keys: auth.keysOf(principal.tenant),
       version,
-      range: requestedRange(exchange, version),
+      range: rangeToServe(conditions, version),
       headers,
     });
   }
-}
-
-/** The key's latest version when it is a delete marker (a bucket that has had versioning). */
-export function latestDeleteMarkerIn(
-  store: IndexStore,
-  bucket: BucketRecord,
-  key: string,
-): ObjectVersionRecord | undefined {
-  if (bucket.versioning === 'Unversioned') return undefined;
-  for (const { value } of store.range<ObjectVersionRecord>(DB.versions, {
-    ...versionRange(bucket.id, key),
-    limit: 1,
-  }))
-    return value.deleteMarker ? value : undefined;
-  return undefined;
-}
-
-function bucketOfVersioned(
-  principal: Principal,
-  name: string,
-  store: IndexStore,
-): BucketRecord | undefined {
-  return store.getShared<BucketRecord>(DB.buckets, tenantChildKey(principal.tenant.id, name));
 }
 
 /** `address` is canonical (see canonicalAddress): IPv4-mapped peers are dotted IPv4. */
@@ -524,99 +423,21 @@ export interface StoreObjectInput {
 }
 
 /**
- * The one object-write path of the bearer PUT and the signed-URL PUT: check the quota before a
- * byte is read, claim the idempotency key (the body waits, paused, until the claim is decided),
- * receive and store the body, verify the client's checksums, commit the manifest with the
- * conditions. Attaches `onData` at once, so it must be called before the handler's first await.
- *
- * With an idempotency key the quota is checked only once the claim is new: the retry of a write
- * that filled the quota replays its first result, as the retry of any write does.
+ * The object write of the bearer PUT and the signed-URL PUT: the service's `putObject` with the
+ * request's write preconditions, reading the exchange's body. Attaches to the body at once, so
+ * it must be called before the handler's first await.
  */
-export async function storeObject(
+export function storeObject(
   kit: RouteKit,
   exchange: Exchange,
   input: StoreObjectInput,
 ): Promise<ObjectVersionRecord> {
-  const { engine, auth } = kit.services;
-  const { idempotency, expected } = input;
-  const target = { tenantId: input.principal.tenant.id, bucket: input.bucket.name };
-  const checkQuota = (): void =>
-    checkPutQuotaIn(kit.services.store, {
-      tenantId: target.tenantId,
-      bucket: input.bucket,
-      key: input.key,
-      size: input.contentLength,
-    });
-  if (!idempotency) checkQuota();
-  // A replay stores nothing: its body is diverted to a check against the declared digests, and
-  // the first request's result is the answer.
-  let replay: { result: ObjectVersionRecord; body: ReplayBody } | undefined;
-  /** The key as this request holds it once begun: with the claim id its commit must carry. */
-  let held: HeldKey | undefined;
-  const gate = idempotency
-    ? engine
-        .call<BeginResult>('beginIdempotent', {
-          ...target,
-          ...idempotency,
-          ownerPid: process.pid,
-        })
-        .then(async (begun) => {
-          if (!('replay' in begun)) {
-            held = { ...idempotency, claim: begun.claim };
-            checkQuota();
-            return;
-          }
-          replay = { result: begun.replay, body: await ReplayBody.of(expected) };
-          // eslint-disable-next-line @typescript-eslint/only-throw-error -- caught below
-          throw new Divert(replay.body);
-        })
-    : undefined;
-  const algs: ChecksumAlg[] = [...new Set<ChecksumAlg>(['CRC32C', ...expected.keys()])];
-  const body = receiveBody(kit.services.upload, {
+  const { principal, ...request } = input;
+  return kit.objects.putObject(
+    contextOf(exchange, principal),
+    { ...request, conditions: writeConditionsOf(exchange) },
     exchange,
-    keys: auth.keysOf(input.principal.tenant),
-    contentLength: input.contentLength,
-    algs,
-    ...(gate ? { gate } : {}),
-  });
-  let received: ReceivedBody | undefined;
-  try {
-    received = await body;
-    for (const [alg, digest] of expected) {
-      if (received.checksums[alg] !== digest.toString('base64'))
-        throw ChecksumMismatch(`the body does not match its ${alg} checksum`);
-    }
-    // Named field by field: a spread of `target` here sent V8 to its runtime for a new hidden
-    // class on every PUT (3% of the gateway's thread under 4 KiB PUTs).
-    const args: Record<string, unknown> = {
-      tenantId: target.tenantId,
-      bucket: target.bucket,
-      key: input.key,
-      size: input.contentLength,
-      etag: received.etag,
-      contentType: input.contentType,
-      metadata: input.metadata,
-      checksums: received.checksums,
-      compressed: received.compressed,
-      chunks: received.chunks,
-    };
-    addWriteConditions(exchange, args);
-    if (idempotency) args['idempotency'] = held ?? idempotency;
-    return await kit.mutate<ObjectVersionRecord>(exchange, 'putObject', args, 200);
-  } catch (error) {
-    if (error instanceof Divert && replay) {
-      await replay.body.checked;
-      return replay.result;
-    }
-    // Only a request that began the key frees it (a replay or a refused begin holds none), and
-    // only while its claim is current: the engine checks the claim id. Freed before the failure
-    // is answered: a retry sent at once may reach the engine through another listener's
-    // connection, ahead of a free still waiting to be sent (409 or 422 instead of a new try).
-    if (held) await engine.call('abandonIdempotent', { ...target, ...held }).catch(() => undefined);
-    throw error;
-  } finally {
-    received?.release();
-  }
+  );
 }
 
 /**
@@ -663,92 +484,34 @@ export function parseMetadata(exchange: Exchange): Record<string, string> {
   return metadata;
 }
 
-/** The argument names a write's preconditions go under: its own, or a copy's destination's. */
-const WRITE_CONDITION_NAMES = {
-  own: ['ifMatch', 'ifNoneMatch', 'ifUnmodifiedSince'],
-  destination: ['destinationIfMatch', 'destinationIfNoneMatch', 'destinationIfUnmodifiedSince'],
-} as const;
+/** The preconditions of a write (PUT, DELETE, a copy's destination, a multipart completion). */
+export function writeConditionsOf(exchange: Exchange): WriteConditions {
+  return {
+    ifMatch: exchange.header('if-match'),
+    ifNoneMatch: exchange.header('if-none-match'),
+    ifUnmodifiedSince: exchange.header('if-unmodified-since'),
+  };
+}
 
-/**
- * Adds to `args` the preconditions of a write (PUT, DELETE, a copy's destination, a multipart
- * completion) that the request gives, for the engine to check in the transaction that writes
- * (`checkWriteConditions`). An If-Unmodified-Since that is not an HTTP-date is ignored, as on a
- * read (RFC 9110 §13.1.4); If-Modified-Since applies to reads only.
- */
+/** Adds the request's write preconditions to `args` (service/objects.ts `addWriteConditions`). */
 export function addWriteConditions(
   exchange: Exchange,
   args: Record<string, unknown>,
-  names: keyof typeof WRITE_CONDITION_NAMES = 'own',
+  names?: 'own' | 'destination',
 ): void {
-  const [ifMatchName, ifNoneMatchName, ifUnmodifiedSinceName] = WRITE_CONDITION_NAMES[names];
-  const ifMatch = exchange.header('if-match');
-  if (ifMatch !== undefined) args[ifMatchName] = ifMatch;
-  const ifNoneMatch = exchange.header('if-none-match');
-  if (ifNoneMatch !== undefined) args[ifNoneMatchName] = ifNoneMatch;
-  const unmodifiedSince = exchange.header('if-unmodified-since');
-  if (unmodifiedSince === undefined) return;
-  const date = parseHttpDate(unmodifiedSince);
-  if (!Number.isNaN(date)) args[ifUnmodifiedSinceName] = date;
+  addConditionArgs(writeConditionsOf(exchange), args, names);
 }
 
-/**
- * The preconditions of a GET or HEAD, in the order of RFC 9110 §13.2.2: If-Match, else
- * If-Unmodified-Since, refuse with 412 (thrown); If-None-Match, else If-Modified-Since, answer
- * 304 (returned). If-Match compares strongly (a weak tag never matches), If-None-Match weakly; a
- * date that is not an HTTP-date is ignored, as the RFC says.
- */
-export function conditionalRead(
-  exchange: Exchange,
-  version: ObjectVersionRecord,
-): number | undefined {
-  const lastModifiedSecond = Math.floor(version.lastModified / 1000) * 1000;
-  const ifMatch = exchange.header('if-match');
-  if (ifMatch !== undefined) {
-    if (!(ifMatch.trim() === '*' || etagListMatches(ifMatch, version.etag, 'strong')))
-      throw PreconditionFailed('If-Match: the object does not match');
-  } else {
-    const unmodifiedSince = parseHttpDate(exchange.header('if-unmodified-since'));
-    if (!Number.isNaN(unmodifiedSince) && lastModifiedSecond > unmodifiedSince)
-      throw PreconditionFailed('If-Unmodified-Since: the object was modified since');
-  }
-  const ifNoneMatch = exchange.header('if-none-match');
-  if (ifNoneMatch !== undefined) {
-    const matches = ifNoneMatch.trim() === '*' || etagListMatches(ifNoneMatch, version.etag);
-    return matches ? 304 : undefined;
-  }
-  const modifiedSince = parseHttpDate(exchange.header('if-modified-since'));
-  if (!Number.isNaN(modifiedSince) && lastModifiedSecond <= modifiedSince) return 304;
-  return undefined;
-}
-
-/**
- * The Range to serve, if any (see parseRange). RFC 9110 §13.1.5: with an If-Range that is not
- * a strong match of the ETag, nor the exact Last-Modified date, the whole object is served.
- */
-export function requestedRange(
-  exchange: Exchange,
-  version: ObjectVersionRecord,
-): ByteRange | undefined {
-  const ifRange = exchange.header('if-range')?.trim();
-  if (ifRange !== undefined) {
-    const current =
-      ifRange.startsWith('"') || ifRange.startsWith('W/')
-        ? ifRange === version.etag
-        : parseHttpDate(ifRange) === Math.floor(version.lastModified / 1000) * 1000;
-    if (!current) return undefined;
-  }
-  return parseRange(exchange.header('range'), version.size);
-}
-
-/** RFC 9110 §5.6.7: IMF-fixdate, and the obsolete RFC 850 and asctime forms (all in GMT). */
-const HTTP_DATE =
-  /^(?:[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT|[A-Z][a-z]{5,8}, \d{2}-[A-Z][a-z]{2}-\d{2} \d{2}:\d{2}:\d{2} GMT|[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4})$/;
-
-/** Milliseconds of an HTTP-date; NaN for anything else (`Date.parse` alone takes "2024"). */
-export function parseHttpDate(value: string | undefined): number {
-  const text = value?.trim() ?? '';
-  if (!HTTP_DATE.test(text)) return NaN;
-  return Date.parse(text.endsWith('GMT') ? text : `${text} GMT`);
+/** The conditional and Range headers of a read (GET, HEAD), for the service. */
+export function readConditionsOf(exchange: Exchange): ReadConditions {
+  return {
+    ifMatch: exchange.header('if-match'),
+    ifNoneMatch: exchange.header('if-none-match'),
+    ifModifiedSince: exchange.header('if-modified-since'),
+    ifUnmodifiedSince: exchange.header('if-unmodified-since'),
+    ifRange: exchange.header('if-range'),
+    range: exchange.header('range'),
+  };
 }
 
 export function bucketJson(bucket: BucketRecord): Record<string, unknown> {
@@ -834,151 +597,44 @@ export function listObjects(
   query: URLSearchParams,
   tokens: ListTokens,
 ): Buffer {
-  const page = new ListingPage(bucket, parseListQuery(bucket, query, tokens), tokens);
-  while (true) {
-    page.advanced = false;
-    store.scanRaw(DB.objects, { start: page.start, end: page.end }, page.visit);
-    // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- page.visit sets it
-    if (!page.advanced || page.truncated) break;
-  }
-  return page.finish();
-}
-
-interface ListQuery {
-  readonly prefix: string;
-  readonly delimiter: string;
-  readonly maxKeys: number;
-  /** Where the page starts in the index: the prefix, or just past the token's position. */
-  readonly start: Buffer;
-  readonly end: Buffer;
-}
-
-function parseListQuery(
-  bucket: BucketRecord,
-  query: URLSearchParams,
-  tokens: ListTokens,
-): ListQuery {
   const prefix = keyQuery(query, 'prefix') ?? '';
   const delimiter = keyQuery(query, 'delimiter') ?? '';
-  const maxKeysText = query.get('maxKeys') ?? String(LIST_KEYS_MAX);
-  if (
-    !/^\d+$/.test(maxKeysText) ||
-    Number(maxKeysText) < 1 ||
-    Number(maxKeysText) > LIST_KEYS_MAX
-  ) {
-    throw BadRequest(`maxKeys must be an integer from 1 to ${LIST_KEYS_MAX}`);
-  }
+  const maxKeys = parsePageSize(query.get('maxKeys'), 'maxKeys', LIST_KEYS_MAX);
   const token = query.get('continuationToken');
-  const after = token
-    ? tokens.decode({ bucketId: bucket.id, prefix, delimiter }, token)
-    : undefined;
-  const range = prefixRange(bucket.id, prefix);
-  let start = range.start;
-  if (after !== undefined) {
-    // After a common prefix, skip everything under it; after a key, resume right behind it.
-    const past = Buffer.concat([
-      objectKey(bucket.id, after.value),
-      Buffer.from([after.kind === 'prefix' ? 0xff : 0]),
-    ]);
-    if (Buffer.compare(past, start) > 0) start = past;
-  }
-  return { prefix, delimiter, maxKeys: Number(maxKeysText), start, end: range.end };
+  const binding = { bucketId: bucket.id, prefix, delimiter };
+  const after = token ? tokens.decode(binding, token) : undefined;
+  const page = listPageBytes;
+  page.reset();
+  page.ascii('{"objects":[');
+  const versioned = bucket.versioning !== 'Unversioned';
+  let objects = 0;
+  const commonPrefixes: string[] = [];
+  const outcome = listObjectsPage(
+    store,
+    bucket,
+    { prefix, delimiter, maxKeys, after },
+    {
+      object: (entry) => {
+        if (objects > 0) page.byte(0x2c); // ,
+        if (!writeVersionJson(page, entry.valueBytes, entry.valueLength, versioned))
+          // A record the in-place writer declines: decoded whole, as every record once was.
+          page.utf8(JSON.stringify(objectJson(decodeListed(entry), bucket)));
+        objects += 1;
+      },
+      commonPrefix: (common) => commonPrefixes.push(common),
+    },
+  );
+  page.ascii('],"commonPrefixes":');
+  page.utf8(JSON.stringify(commonPrefixes));
+  page.ascii(outcome.truncated ? ',"isTruncated":true' : ',"isTruncated":false');
+  if (outcome.last)
+    page.ascii(`,"nextContinuationToken":"${tokens.encode(binding, outcome.last)}"`);
+  page.byte(0x7d); // }
+  return page.view();
 }
 
 /** The page buffer of every listing (they run one at a time, synchronously). */
 const listPageBytes = new JsonWriter(256 * 1024);
-/** The index key of the last object listed, copied out of LMDB's buffer for the token. */
-let listLastKey = Buffer.alloc(1024);
-
-/**
- * One listing page being written: objects straight into `listPageBytes` as the scan visits
- * them, common prefixes collected (they come after the objects in the JSON).
- */
-class ListingPage {
-  start: Buffer;
-  readonly end: Buffer;
-  /** The last scan stopped at a common prefix and moved `start` past it. */
-  advanced = false;
-  truncated = false;
-  private objects = 0;
-  private readonly commonPrefixes: string[] = [];
-  /** Set when the page's last entry so far is a common prefix, else undefined. */
-  private lastPrefix: string | undefined;
-  private lastKeyLength = 0;
-  private readonly versioned: boolean;
-
-  constructor(
-    private readonly bucket: BucketRecord,
-    private readonly query: ListQuery,
-    private readonly tokens: ListTokens,
-  ) {
-    this.start = query.start;
-    this.end = query.end;
-    this.versioned = bucket.versioning !== 'Unversioned';
-    listPageBytes.reset();
-    listPageBytes.ascii('{"objects":[');
-  }
-
-  readonly visit = (entry: RawEntry): boolean => {
-    const { delimiter, prefix } = this.query;
-    if (this.objects + this.commonPrefixes.length >= this.query.maxKeys) {
-      this.truncated = true;
-      return false;
-    }
-    if (delimiter) {
-      const key = entry.keyBytes.toString('utf8', entry.keyStart + 4, entry.keyEnd);
-      const cut = key.indexOf(delimiter, prefix.length);
-      if (cut >= 0) {
-        const common = key.slice(0, cut + delimiter.length);
-        this.commonPrefixes.push(common);
-        this.lastPrefix = common;
-        this.start = Buffer.concat([objectKey(this.bucket.id, common), Buffer.from([0xff])]);
-        this.advanced = true;
-        return false;
-      }
-    }
-    this.addObject(entry);
-    return true;
-  };
-
-  private addObject(entry: RawEntry): void {
-    const page = listPageBytes;
-    if (this.objects > 0) page.byte(0x2c); // ,
-    if (!writeVersionJson(page, entry.valueBytes, entry.valueLength, this.versioned)) {
-      // A record the in-place writer declines: decoded whole, as every record once was.
-      const record = decodeValue(entry.valueBytes.subarray(0, entry.valueLength)).value;
-      page.utf8(JSON.stringify(objectJson(record as unknown as ObjectVersionRecord, this.bucket)));
-    }
-    this.objects += 1;
-    const length = entry.keyEnd - entry.keyStart;
-    if (length > listLastKey.length) listLastKey = Buffer.alloc(length);
-    // A loop: Buffer#copy costs more than these few bytes.
-    const keyBytes = entry.keyBytes;
-    for (let i = 0, from = entry.keyStart; i < length; i++, from++)
-      listLastKey[i] = keyBytes[from] as number;
-    this.lastKeyLength = length;
-    this.lastPrefix = undefined;
-  }
-
-  finish(): Buffer {
-    const page = listPageBytes;
-    page.ascii('],"commonPrefixes":');
-    page.utf8(JSON.stringify(this.commonPrefixes));
-    page.ascii(this.truncated ? ',"isTruncated":true' : ',"isTruncated":false');
-    // A truncated page has at least one entry (maxKeys is at least 1).
-    if (this.truncated) {
-      const last: ListPosition =
-        this.lastPrefix !== undefined
-          ? { kind: 'prefix', value: this.lastPrefix }
-          : { kind: 'key', value: listLastKey.toString('utf8', 4, this.lastKeyLength) };
-      const { prefix, delimiter } = this.query;
-      const token = this.tokens.encode({ bucketId: this.bucket.id, prefix, delimiter }, last);
-      page.ascii(`,"nextContinuationToken":"${token}"`);
-    }
-    page.byte(0x7d); // }
-    return page.view();
-  }
-}
 
 /**
  * A query parameter that holds a key or the start of one (`prefix`, `keyMarker`): valid Unicode

@@ -35,8 +35,11 @@ export function outcomeOf(status: number): AuditOutcome {
   return status >= 400 ? 'error' : 'allowed';
 }
 
+/** What an audit row is made of: an Exchange, or a service operation's request context. */
+export type AuditedRequest = Pick<Exchange, 'audit' | 'requestId' | 'path' | 'remoteAddress'>;
+
 /** The audit row of an exchange, as the engine stores it. */
-export function auditRowOf(exchange: Exchange, status: number): AuditInput {
+export function auditRowOf(exchange: AuditedRequest, status: number): AuditInput {
   const audit = exchange.audit;
   const row: AuditInput = {
     requestId: exchange.requestId,

@@ -82,6 +82,9 @@ function nextRequestId(): string {
   return `${requestIdPrefix}${requestCounter.toString(36).padStart(6, '0')}`;
 }
 
+/** Receives a request body: each delivery (uWS neuters `chunk` on return), the last flagged. */
+export type BodyHandler = (chunk: ArrayBuffer, isLast: boolean) => void;
+
 /** What the audit row of this exchange says; handlers fill it in as they learn it. */
 export interface AuditContext {
   action: string;
@@ -133,6 +136,8 @@ export class Exchange {
    */
   strictQuery = true;
   private readonly abortHandlers: Array<() => void> = [];
+  /** Set by `filterBody`: what `onBody` wraps its handler in. */
+  private bodyFilter: ((handler: BodyHandler) => BodyHandler) | undefined;
 
   /**
    * @param bodyRateMin the slowest request body kept open, in bytes a second (`onBody`); 0 leaves
@@ -212,12 +217,22 @@ export class Exchange {
    * paused socket paused through what uWS delivers after `pauseReading` (see `keepPaused`), and
    * a body that arrives at `bodyRateMin` or faster open (see `keepTimerArmed`).
    */
-  onBody(handler: (chunk: ArrayBuffer, isLast: boolean) => void): void {
+  onBody(handler: BodyHandler): void {
+    const filtered = this.bodyFilter ? this.bodyFilter(handler) : handler;
     this.res.onData((chunk, isLast) => {
       if (this.readingPaused) this.keepPaused();
       else if (!isLast) this.keepTimerArmed(chunk.byteLength);
-      handler(chunk, isLast);
+      filtered(chunk, isLast);
     });
+  }
+
+  /**
+   * Has every `onBody` handler receive the body through `filter` (a transport's decoding and
+   * checking of its framing, such as S3's aws-chunked bodies); set once, before any `onBody`.
+   */
+  filterBody(filter: (handler: BodyHandler) => BodyHandler): void {
+    if (this.bodyFilter) throw new TypeError('the body filter is set once');
+    this.bodyFilter = filter;
   }
 
   resumeReading(): void {

@@ -138,6 +138,27 @@ export class Authenticator {
     }
   }
 
+  /**
+   * A live access key with its secret, for the S3 API's SigV4 (which signs with the secret
+   * itself): undefined for an unknown id; `unauthorized` for a revoked or expired key or a
+   * disabled tenant, checked now, so either stops S3 requests at once.
+   */
+  credential(accessKeyId: string): { secretKey: string; principal: Principal } | undefined {
+    const stored = this.store.getShared<AccessKeyRecord>(
+      DB.accessKeys,
+      Buffer.from(accessKeyId),
+      accessKeyId,
+    );
+    if (!stored) return undefined;
+    const key = this.liveKey(accessKeyId);
+    const tenant = this.liveTenant(key.tenantId);
+    const secret = openSecret(this.sealKey, key.sealedSecret, `access-key:${key.accessKeyId}`);
+    return {
+      secretKey: secret.toString(),
+      principal: { accessKeyId: key.accessKeyId, tenant, scope: this.scopeOf(key.scopes) },
+    };
+  }
+
   mint(key: AccessKeyRecord, ttlMs: number): MintedNativeToken {
     const limit = key.expiresAt === undefined ? ttlMs : Math.min(ttlMs, key.expiresAt - Date.now());
     return mintNativeToken(this.tokenKey, {

@@ -26,9 +26,9 @@ import {
   type Slice,
   type TaskRunner,
 } from '../workers/protocol.js';
-import type { Exchange } from '../http/exchange.js';
+import type { BodySource } from './body.js';
 import type { ManifestChunk } from '../engine/ops/objects.js';
-import { createMultiHasher, type ChecksumAlg } from '../engine/checksums.js';
+import { createMultiHasher, type DigestAlg } from '../engine/checksums.js';
 import { BadRequest, fromWire } from '../util/errors.js';
 import { storeChunk, type ChunkStoreDeps } from '../workers/chunk-store.js';
 import type { TenantKeys } from '../engine/chunk-codec.js';
@@ -115,7 +115,13 @@ export interface ReceivedBody {
   readonly chunks: ManifestChunk[];
   readonly checksums: Record<string, string>;
   readonly compressed: boolean;
+  /**
+   * The entity tag: the hex MD5 of the body when `algs` asked for MD5 (S3 writes), else
+   * `etagOf` (native writes keep theirs). MD5 is never among `checksums`.
+   */
   readonly etag: string;
+  /** The body's MD5 digest, when `algs` asked for it (checked against a Content-MD5). */
+  readonly md5?: Buffer;
   /**
    * Lets compaction have the segments the chunks were written to: the caller calls it once the
    * commit has settled, whatever its outcome (committed chunks are then held by the index).
@@ -125,10 +131,11 @@ export interface ReceivedBody {
 
 /** Starts receiving at once (uWS needs `onData` before the handler's first await). */
 export interface UploadInput {
-  readonly exchange: Exchange;
+  /** The body, read as the arena admits it (paused while it cannot). */
+  readonly source: BodySource;
   readonly keys: TenantKeyMaterial;
   readonly contentLength: number;
-  readonly algs: readonly ChecksumAlg[];
+  readonly algs: readonly DigestAlg[];
   /**
    * Bytes wait (socket paused) until this settles; a rejection ends the upload with that error
    * and the rest of the body is read and discarded, or handed to a `Divert`'s sink.
@@ -208,7 +215,7 @@ class BodyReceiver {
     this.blockBytes = services.arena.blockBytes;
     this.single = input.contentLength <= this.blockBytes;
     if (!this.single) this.ordered = services.ordered.begin(input.algs, services.chunkAvgBytes);
-    input.exchange.onAbort(() => {
+    input.source.onAbort(() => {
       // A body already received belongs to the route, which commits it and then releases its
       // pins (ReceivedBody.release), whether or not the client waits for the answer.
       if (this.finished) return;
@@ -231,7 +238,7 @@ class BodyReceiver {
     const reserve = input.gate ? undefined : services.arena.tryTakeMany(this.reserve);
     if (reserve) this.spare.push(...reserve);
     else this.awaitAdmission(input.gate);
-    input.exchange.onBody((chunk, isLast) => this.onData(chunk, isLast));
+    input.source.onBody((chunk, isLast) => this.onData(chunk, isLast));
   }
 
   /**
@@ -407,15 +414,15 @@ class BodyReceiver {
 
   /** Reads again; after the last byte the socket stays paused until the response (see above). */
   private resumeSocket(): void {
-    if (!this.paused || this.input.exchange.aborted || this.lastSeen) return;
+    if (!this.paused || this.input.source.aborted || this.lastSeen) return;
     this.paused = false;
-    this.input.exchange.resumeReading();
+    this.input.source.resumeReading();
   }
 
   private pauseSocket(): void {
-    if (this.paused || this.input.exchange.aborted) return;
+    if (this.paused || this.input.source.aborted) return;
     this.paused = true;
-    this.input.exchange.pauseReading();
+    this.input.source.pauseReading();
   }
 
   /**
@@ -475,7 +482,7 @@ class BodyReceiver {
     }
   }
 
-  private dispatch(start: number, end: number, objectChecksums?: readonly ChecksumAlg[]): void {
+  private dispatch(start: number, end: number, objectChecksums?: readonly DigestAlg[]): void {
     const slices: Slice[] = [];
     const touched: number[] = [];
     for (
@@ -565,14 +572,18 @@ class BodyReceiver {
         return chunk;
       });
       const objectChecksums =
-        this.single && results[0]?.checksums ? { ...results[0].checksums } : checksums;
+        this.single && results[0]?.checksums ? { ...results[0].checksums } : { ...checksums };
+      const md5Base64 = objectChecksums['MD5'];
+      delete objectChecksums['MD5'];
+      const md5 = md5Base64 === undefined ? undefined : Buffer.from(md5Base64, 'base64');
       this.finished = true;
       this.releaseAll();
       this.resolve({
         chunks,
         checksums: objectChecksums,
         compressed: results.some((r) => r.compressed),
-        etag: etagOf(chunks, this.received),
+        etag: md5 ? `"${md5.toString('hex')}"` : etagOf(chunks, this.received),
+        ...(md5 ? { md5 } : {}),
         release: () => this.releasePins(),
       });
     } catch (error) {

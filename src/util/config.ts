@@ -116,6 +116,17 @@ export const settingSpecs = {
     fallback: 'false',
     help: 'allow private webhook targets',
   },
+  's3.domains': {
+    kind: 'string',
+    fallback: '',
+    help: 'comma-separated domains whose subdomains name S3 buckets (virtual-hosted style)',
+  },
+  's3.region': {
+    kind: 'string',
+    fallback: 'us-east-1',
+    nonEmpty: true,
+    help: 'region of S3 credential scopes and of GetBucketLocation',
+  },
   'tls.cert_file': { kind: 'string', fallback: '', help: 'TLS certificate (PEM)' },
   'tls.key_file': { kind: 'string', fallback: '', help: 'TLS private key (PEM)' },
   'storage.segment_bytes_max': {
@@ -190,6 +201,49 @@ export const settingSpecs = {
     kind: 'duration',
     fallback: '24h',
     help: 'a failing webhook event is retried this long, then dropped',
+  },
+  'cluster.listen': {
+    kind: 'string',
+    fallback: '',
+    help: 'cluster mode: the node-to-node listener HOST:PORT (empty: a single node, no cluster)',
+  },
+  'cluster.node_id': {
+    kind: 'string',
+    fallback: '',
+    help: "cluster mode: this node's id, 1 to 63 of [a-z0-9-] starting with a letter",
+  },
+  'cluster.bootstrap': {
+    kind: 'bool',
+    fallback: 'false',
+    help: 'cluster mode: start the first node of a new cluster (a flag: --cluster.bootstrap)',
+  },
+  'cluster.etcd_bin': { kind: 'string', fallback: 'etcd', help: 'the etcd server binary' },
+  'cluster.etcd_client_listen': {
+    kind: 'string',
+    fallback: '',
+    help: "this node's etcd member: client HOST:PORT (empty: cluster.listen's host, port 2379)",
+  },
+  'cluster.etcd_peer_listen': {
+    kind: 'string',
+    fallback: '',
+    help: "this node's etcd member: peer HOST:PORT (empty: cluster.listen's host, port 2380)",
+  },
+  'cluster.etcd_endpoints': {
+    kind: 'string',
+    fallback: '',
+    help: 'an existing etcd cluster (comma-separated URLs): this node then runs no etcd member',
+  },
+  'cluster.replication_factor': {
+    kind: 'int',
+    fallback: '3',
+    min: 1,
+    max: 7,
+    help: 'copies of every partition (effective: at most the storage node count)',
+  },
+  'cluster.lost_after': {
+    kind: 'duration',
+    fallback: '30m',
+    help: 'a member down this long is marked lost and its replicas rebuilt',
   },
   'notifications.delivery_timeout': {
     kind: 'duration',

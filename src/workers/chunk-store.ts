@@ -20,7 +20,7 @@ import {
   decodeChunkInto,
   type TenantKeys,
 } from '../engine/chunk-codec.js';
-import { createMultiHasher, type ChecksumAlg } from '../engine/checksums.js';
+import { createMultiHasher, type DigestAlg } from '../engine/checksums.js';
 import { NotFound, errorCode } from '../util/errors.js';
 import { BufferPool } from '../util/buffer-pool.js';
 import type { StoreResult } from './protocol.js';
@@ -38,7 +38,7 @@ export async function storeChunk(
     keys: TenantKeys;
     slices: readonly Buffer[];
     plainLength: number;
-    objectChecksums?: readonly ChecksumAlg[] | undefined;
+    objectChecksums?: readonly DigestAlg[] | undefined;
   },
 ): Promise<StoreResult> {
   const { keys, slices, plainLength } = input;
@@ -91,7 +91,7 @@ function withChecksums(
 }
 
 async function objectChecksums(
-  algs: readonly ChecksumAlg[],
+  algs: readonly DigestAlg[],
   slices: readonly Buffer[],
 ): Promise<Record<string, string>> {
   const hasher = await createMultiHasher(algs);

@@ -23,7 +23,7 @@ import {
 } from 'node:worker_threads';
 import { Chunker, GEAR_INT32 } from '../engine/chunker.js';
 import { GearKernel } from '../engine/gear-kernel.js';
-import { createMultiHasher, type ChecksumAlg, type MultiHasher } from '../engine/checksums.js';
+import { createMultiHasher, type DigestAlg, type MultiHasher } from '../engine/checksums.js';
 import assert from 'node:assert';
 import { toWire, fromWire, Internal, type WireError } from '../util/errors.js';
 
@@ -48,7 +48,7 @@ interface Connect {
 }
 
 type Command =
-  | { op: 'begin'; id: number; algs: ChecksumAlg[]; avgBytes: number }
+  | { op: 'begin'; id: number; algs: DigestAlg[]; avgBytes: number }
   | { op: 'block'; id: number; block: number; length: number }
   | { op: 'end'; id: number }
   | { op: 'drop'; id: number };
@@ -65,7 +65,7 @@ type Reply =
 
 interface UploadState {
   /** Rejects when the upload cannot start (a chunk size or checksum refused) or has failed. */
-  started: Promise<{ chunker: Chunker; hasher: MultiHasher }>;
+  started: Promise<{ chunker: Chunker; hasher: MultiHasher<DigestAlg> }>;
   /** Serialises this upload's commands behind its start. */
   tail: Promise<void>;
 }
@@ -244,7 +244,7 @@ export class OrderedStage {
     port.unref();
   }
 
-  begin(algs: readonly ChecksumAlg[], avgBytes: number): OrderedUpload {
+  begin(algs: readonly DigestAlg[], avgBytes: number): OrderedUpload {
     const id = this.nextId++;
     this.waiting.set(id, []);
     this.port.postMessage({ op: 'begin', id, algs: [...algs], avgBytes } satisfies Command);

@@ -11,7 +11,7 @@
 // with a full mark-compact every 30–60 ms.)
 
 import type { WireError } from '../util/errors.js';
-import type { ChecksumAlg } from '../engine/checksums.js';
+import type { DigestAlg } from '../engine/checksums.js';
 import type { TenantKeys } from '../engine/chunk-codec.js';
 
 /** One listener thread's arenas (gateway.ts): the blocks its tasks name are in these. */
@@ -63,7 +63,7 @@ export interface StoreTask {
   readonly slices: readonly Slice[];
   readonly plainLength: number;
   /** Set when this chunk is the whole body: the worker also computes the object checksums. */
-  readonly objectChecksums?: readonly ChecksumAlg[];
+  readonly objectChecksums?: readonly DigestAlg[];
 }
 
 export interface ChunkLocation {

@@ -109,25 +109,36 @@ function put(
 
 /** Builds a tenant with two buckets, shared chunks, a huge version and delete markers. */
 async function buildTenant(store: IndexStore, tenantId: string, segmentId: number): Promise<void> {
+  // Bucket names are global: each tenant's carry its id.
   const context = contextOf(store);
   const shared = newChunk(segmentId);
   await store.transact(() => {
     control.createTenant(context, { id: tenantId });
-    objects.createBucket(context, { tenantId, name: 'versioned', versioning: 'Enabled' });
-    objects.createBucket(context, { tenantId, name: 'plain' });
+    objects.createBucket(context, {
+      tenantId,
+      name: `versioned-${tenantId}`,
+      versioning: 'Enabled',
+    });
+    objects.createBucket(context, { tenantId, name: `plain-${tenantId}` });
     // Every write below queues one outbox row per config (nothing delivers them here): more
     // rows than one purge batch removes.
-    for (const bucket of ['versioned', 'plain', 'earlier']) {
-      if (bucket === 'earlier') objects.createBucket(context, { tenantId, name: bucket });
+    for (const bucket of [`versioned-${tenantId}`, `plain-${tenantId}`, `earlier-${tenantId}`]) {
+      if (bucket === `earlier-${tenantId}`)
+        objects.createBucket(context, { tenantId, name: bucket });
       notifications.putBucketNotifications(context, { tenantId, bucket, configs: HOOKS });
     }
     // A bucket deleted before the tenant: its config stays until its outbox drains.
-    put(context, { tenantId, bucket: 'earlier', key: 'last', chunks: [newChunk(segmentId)] });
-    objects.deleteObject(context, { tenantId, bucket: 'earlier', key: 'last' });
-    objects.deleteBucket(context, { tenantId, name: 'earlier' });
+    put(context, {
+      tenantId,
+      bucket: `earlier-${tenantId}`,
+      key: 'last',
+      chunks: [newChunk(segmentId)],
+    });
+    objects.deleteObject(context, { tenantId, bucket: `earlier-${tenantId}`, key: 'last' });
+    objects.deleteBucket(context, { tenantId, name: `earlier-${tenantId}` });
     idempotency.beginIdempotent(context, {
       tenantId,
-      bucket: 'plain',
+      bucket: `plain-${tenantId}`,
       key: 'op-1',
       fingerprint: 'f',
     });
@@ -135,7 +146,7 @@ async function buildTenant(store: IndexStore, tenantId: string, segmentId: numbe
       const chunks = index % 10 === 0 ? [shared, newChunk(segmentId)] : [newChunk(segmentId)];
       put(context, {
         tenantId,
-        bucket: index % 2 === 0 ? 'versioned' : 'plain',
+        bucket: index % 2 === 0 ? `versioned-${tenantId}` : `plain-${tenantId}`,
         key: `k/${index % 150}`,
         chunks,
       });
@@ -143,11 +154,15 @@ async function buildTenant(store: IndexStore, tenantId: string, segmentId: numbe
     const huge = Array.from({ length: PURGE_CHUNK_REFS_PER_BATCH + 500 }, () =>
       newChunk(segmentId, 10),
     );
-    put(context, { tenantId, bucket: 'versioned', key: 'huge', chunks: huge });
+    put(context, { tenantId, bucket: `versioned-${tenantId}`, key: 'huge', chunks: huge });
     for (let index = 0; index < 20; index += 1)
-      objects.deleteObject(context, { tenantId, bucket: 'versioned', key: `k/${index * 2}` });
+      objects.deleteObject(context, {
+        tenantId,
+        bucket: `versioned-${tenantId}`,
+        key: `k/${index * 2}`,
+      });
     // Unfinished multipart uploads hold chunk references through their parts.
-    for (const bucket of ['versioned', 'plain']) {
+    for (const bucket of [`versioned-${tenantId}`, `plain-${tenantId}`]) {
       const upload = multipart.createMultipartUpload(context, {
         tenantId,
         bucket,
@@ -320,7 +335,7 @@ t.test('delete: purge resumes after a crash and removes exactly the tenant', asy
   );
   // No purger runs yet: the first batch runs by hand, then the "crash".
   await store.transact(() => deleteTenant(context, { tenantId: 'doomed', reason: 'offboarding' }));
-  const late = { tenantId: 'doomed', bucket: 'plain', key: 'op-2', fingerprint: 'f' };
+  const late = { tenantId: 'doomed', bucket: 'plain-doomed', key: 'op-2', fingerprint: 'f' };
   await t.rejects(
     store.transact(() => idempotency.beginIdempotent(context, late)),
     { code: 'not_found' },
@@ -545,29 +560,31 @@ async function seedThroughApi(
     statuses.push(response.status);
     return (response as { json?: unknown }).json;
   };
-  for (const name of ['events', 'uploads', 'earlier'])
+  // Bucket names are global: each tenant's carry its id.
+  const named = (name: string): string => `${name}-${tenantId}`;
+  for (const name of ['events', 'uploads', 'earlier'].map(named))
     await record(client.request('POST', '/buckets', { json: { name } }));
   await record(
-    client.request('PUT', '/buckets/events/cors', {
+    client.request('PUT', `/buckets/${named('events')}/cors`, {
       json: { rules: [{ allowedOrigins: ['https://app.example.com'], allowedMethods: ['GET'] }] },
     }),
   );
-  await record(client.put('events', 'tagged', 'tagged body'));
+  await record(client.put(named('events'), 'tagged', 'tagged body'));
   await record(
-    client.request('PUT', '/buckets/events/object-tags/tagged', {
+    client.request('PUT', `/buckets/${named('events')}/object-tags/tagged`, {
       json: { tags: [{ key: 'team', value: 'ingest' }] },
     }),
   );
   const body = 'idempotent body';
   await record(
-    client.put('events', 'once', body, {
+    client.put(named('events'), 'once', body, {
       'Idempotency-Key': 'op-1',
       'X-Service-Checksum-SHA256': createHash('sha256').update(body).digest('base64'),
     }),
   );
   for (const [bucket, parts] of [
-    ['uploads', 2],
-    ['events', 1],
+    [named('uploads'), 2],
+    [named('events'), 1],
   ] as const) {
     const upload = (await record(
       client.request('POST', `/buckets/${bucket}/multipart/partial.bin`),
@@ -586,7 +603,7 @@ async function seedThroughApi(
     await record(
       client.request(
         'PUT',
-        `/buckets/${bucket}/notifications`,
+        `/buckets/${named(bucket)}/notifications`,
         hookOf(receiver, `/${tenantId}/${bucket}`),
       ),
     );
@@ -667,18 +684,18 @@ t.test(
     await watcher.close();
 
     // Deliveries work; then one hangs (in flight when the tenant is deleted) and others fail.
-    await gone.put('events', 'first', 'x');
+    await gone.put('events-gone', 'first', 'x');
     await receiver.waitFor(() =>
       receiver.eventsAt('/gone/events').some((event) => event['key'] === 'first'),
     );
     receiver.fail({ kind: 'hang' }, '/gone/events');
     receiver.fail({ kind: 'status', status: 503 }, '/gone/earlier');
-    await gone.put('events', 'second', 'x');
-    await gone.put('events', 'third', 'x');
-    await gone.put('earlier', 'last', 'x');
-    t.equal((await gone.request('DELETE', '/buckets/earlier/objects/last')).status, 204);
+    await gone.put('events-gone', 'second', 'x');
+    await gone.put('events-gone', 'third', 'x');
+    await gone.put('earlier-gone', 'last', 'x');
+    t.equal((await gone.request('DELETE', '/buckets/earlier-gone/objects/last')).status, 204);
     t.equal(
-      (await gone.request('DELETE', '/buckets/earlier')).status,
+      (await gone.request('DELETE', '/buckets/earlier-gone')).status,
       204,
       'a bucket deleted with events still queued',
     );
@@ -726,7 +743,7 @@ t.test(
 
     // The receiver recovers; the delivery loop goes on for the other tenant, and never for this one.
     receiver.recover();
-    await keeper.put('events', 'after', 'x');
+    await keeper.put('events-keeper', 'after', 'x');
     await receiver.waitFor(() =>
       receiver.eventsAt('/keeper/events').some((event) => event['key'] === 'after'),
     );

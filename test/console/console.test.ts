@@ -12,6 +12,7 @@ import t from 'tap';
 import type { Browser, Page } from 'puppeteer-core';
 import { Service, DataClient } from '../helpers/service.js';
 import { chromiumPath, launch, newPage, screenshot, buttonTexts } from './browser.js';
+import { plantBadChunk } from './plant.js';
 
 const chromium = chromiumPath();
 if ('skip' in chromium) {
@@ -199,6 +200,27 @@ function run(path: string): void {
     t.equal((await data.get('photos', 'cat.jpg')).status, 403, 'the policy is enforced');
     await screenshot(page, 'buckets');
 
+    // A scrub: previewed, started, watched; the planted bad chunk is reported with its object.
+    // (Planted after the last write: the engine rewrites the open segment's partial last page.)
+    t.equal((await data.put('photos', 'dog.jpg', Buffer.alloc(70_000, 9))).status, 200);
+    const chunkId = await plantBadChunk(service.dataDir, 'acme', 'photos', 'cat.jpg');
+    await go(page, '#/tenants/acme/scrub', 'Start a scrub');
+    await press(page, 'Preview: start scrub');
+    await page.waitForSelector('.plan');
+    t.match(await textOf(page, '.plan'), /Versions\s*2/, 'the plan counts both objects');
+    await press(page, 'Confirm: start scrub');
+    await waitText(page, 'complete');
+    await waitText(page, 'cat.jpg');
+    const findings = await textOf(page, 'table[aria-label="Corrupt chunks"]');
+    t.notMatch(findings, /dog\.jpg/, 'the intact object is not reported');
+    const jobs = await fetch(`${base}/admin/console/api/scrubs?tenant=acme`, {
+      headers: { Authorization: `Bearer ${owner}` },
+    });
+    t.match(await jobs.json(), {
+      jobs: [{ state: 'complete', corrupt: [{ key: 'cat.jpg', chunkId }] }],
+    });
+    await screenshot(page, 'scrub');
+
     // Disable and delete, each after its plan.
     const created = await service.admin('POST', '/tenants', owner, { id: 'old-co' });
     t.equal(created.status, 201);
@@ -220,6 +242,7 @@ function run(path: string): void {
     await go(page, '#/audit', 'Filters');
     await page.locator('::-p-aria(Tenant)').wait();
     await (await page.$('::-p-aria(Tenant)'))?.select('acme');
+    await fill(page, 'Action contains', 'TenantKey');
     await waitText(page, 'revokeTenantKey');
     await waitText(page, 'found in a build log');
     await screenshot(page, 'audit');
@@ -241,13 +264,15 @@ function run(path: string): void {
     t.equal((await service.admin('POST', '/tenants', owner, { id: 'globex' })).status, 201);
     const viewer = await newPage(browser, errors);
     await signIn(viewer, service, service.adminToken('viewer'));
-    const mutating = /create|rotate|revoke|save|remove|disable|delete|preview|confirm|validate/i;
+    const mutating =
+      /create|rotate|revoke|save|remove|disable|delete|preview|confirm|validate|start|cancel/i;
     for (const [hash, heading] of [
       ['#/tenants', 'All tenants'],
       ['#/tenants/acme', 'Created'],
       ['#/tenants/acme/keys', 'Access keys'],
       ['#/tenants/acme/quota', 'Objects:'],
       ['#/tenants/acme/buckets', 'photos'],
+      ['#/tenants/acme/scrub', 'cat.jpg'],
     ] as const) {
       await go(viewer, hash, heading);
       if (hash.endsWith('buckets')) {

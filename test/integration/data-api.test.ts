@@ -836,8 +836,8 @@ t.test('data-plane API', async (t) => {
     t.equal((await reader.get('late', 'late')).status, 404, 'and nothing was committed');
 
     const disabled = await service.tenant('disables', 'read,write', owner);
-    t.equal((await disabled.request('POST', '/buckets', { json: { name: 'late' } })).status, 201);
-    const disableStatus = await interrupted(disabled, 'late', async () => {
+    t.equal((await disabled.request('POST', '/buckets', { json: { name: 'later' } })).status, 201);
+    const disableStatus = await interrupted(disabled, 'later', async () => {
       const answer = await service.admin('POST', '/tenants/disables/disable', owner, {
         reason: 'test',
       });

@@ -87,7 +87,7 @@ t.test('small bodies hold one block each: N blocks admit N uploads at once', asy
   for (const body of bodies) {
     received.push(
       receiveBody(services, {
-        exchange: exchangeWith(body),
+        source: exchangeWith(body),
         keys,
         contentLength: body.length,
         algs: ['CRC32C'],

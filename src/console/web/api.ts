@@ -183,3 +183,30 @@ export interface Member {
   state: string;
   zone?: string;
 }
+export interface ScrubJob {
+  id: string;
+  tenantId: string;
+  bucket?: string;
+  state: 'counting' | 'running' | 'complete' | 'cancelled' | 'failed';
+  startedBy: string;
+  startedAt: string;
+  finishedAt?: string;
+  progress: number;
+  planned: { versions: number; chunkRefs: number; logicalBytes: number };
+  counts: {
+    versions: number;
+    chunkRefs: number;
+    chunksVerified: number;
+    bytesVerified: number;
+    corruptChunks: number;
+  };
+  corrupt: Array<{
+    bucket: string;
+    key: string;
+    versionId: string;
+    chunkIndex: number;
+    chunkId: string;
+    problem: string;
+  }>;
+  error?: string;
+}

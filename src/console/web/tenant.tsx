@@ -10,12 +10,14 @@ import { PlannedAction } from './planned.js';
 import { KeysTab } from './keys.js';
 import { QuotaTab } from './quota.js';
 import { BucketsTab } from './buckets.js';
+import { ScrubTab } from './scrub.js';
 
 const TABS: ReadonlyArray<readonly [string, string]> = [
   ['overview', 'Overview'],
   ['keys', 'Accounts and keys'],
   ['quota', 'Quota and usage'],
   ['buckets', 'Buckets'],
+  ['scrub', 'Scrub'],
 ];
 
 function Lifecycle(props: { context: Context; tenant: Tenant; onChange: () => void }) {
@@ -91,6 +93,7 @@ export function TenantPage(props: { context: Context; tenantId: string; tab: str
   else if (tenant && live && tab === 'quota') body = <QuotaTab context={context} tenant={tenant} />;
   else if (tenant && live && tab === 'buckets')
     body = <BucketsTab context={context} tenant={tenant} />;
+  else if (tenant && live && tab === 'scrub') body = <ScrubTab context={context} tenant={tenant} />;
   else if (tenant)
     body = (
       <>

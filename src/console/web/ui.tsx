@@ -196,6 +196,8 @@ const COUNT_LABELS: Readonly<Record<string, string>> = {
   retainedVersions: 'Versions under retention',
   accessKeys: 'Access keys',
   physicalBytes: 'Physical bytes',
+  chunkRefs: 'Chunk references',
+  logicalBytes: 'Logical bytes',
   policies: 'Policies',
 };
 
@@ -215,7 +217,7 @@ export function PlanView(props: { plan: Plan }): JSX.Element {
             .map(([name, value]) => (
               <tr key={name}>
                 <th scope="row">{COUNT_LABELS[name] ?? name}</th>
-                <td>{name === 'physicalBytes' ? formatBytes(value) : String(value)}</td>
+                <td>{name.endsWith('Bytes') ? formatBytes(value) : String(value)}</td>
               </tr>
             ))}
         </tbody>

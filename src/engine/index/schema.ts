@@ -18,6 +18,7 @@ export const DB = {
   accessKeys: 'access-keys',
   adminTokens: 'admin-tokens',
   buckets: 'buckets',
+  bucketNames: 'bucket-names',
   objects: 'objects',
   versions: 'versions',
   chunks: 'chunks',
@@ -185,6 +186,19 @@ export interface BucketRecord {
   };
 }
 
+/**
+ * `bucket-names`: `utf8(name)` → the tenant that holds the name. Bucket names are global across
+ * the deployment (DECISIONS.md): the bucket commands keep this index in the transaction that
+ * creates or removes a bucket, and the engine checks it against `buckets` at every start.
+ */
+export interface BucketNameRecord {
+  tenantId: string;
+}
+
+export function bucketNameKey(name: string): Buffer {
+  return Buffer.from(name, 'utf8');
+}
+
 // ---- objects and versions -----------------------------------------------------------------
 
 export interface ObjectVersionRecord {
@@ -198,6 +212,11 @@ export interface ObjectVersionRecord {
   etag: string;
   contentType: string;
   metadata: Record<string, string>;
+  /**
+   * Representation headers an S3 write stored (`cache-control`, `content-disposition`,
+   * `content-encoding`, `content-language`, `expires`, by lower-case name); absent otherwise.
+   */
+  headers?: Record<string, string>;
   /** Base64 big-endian digests by algorithm name; CRC32C is always present for objects. */
   checksums: Record<string, string>;
   /** Chunk references: 32-byte chunk id and u32 LE plain length each, concatenated. */

@@ -9,6 +9,7 @@
 import {
   DB,
   tenantChildKey,
+  bucketNameKey,
   objectKey,
   versionKey,
   versionRange,
@@ -19,6 +20,7 @@ import {
   SEQ_MAX,
   CHUNK_REF_SIZE,
   type BucketRecord,
+  type BucketNameRecord,
   type ObjectVersionRecord,
   type ChunkRecord,
   type SegmentRecord,
@@ -54,7 +56,11 @@ export function createBucket(
   const tenant = requireActiveTenant(context, args.tenantId);
   validateBucketName(args.name);
   const key = tenantChildKey(tenant.id, args.name);
-  if (context.store.has(DB.buckets, key)) throw Conflict(`bucket ${args.name} already exists`);
+  if (context.store.has(DB.buckets, key))
+    throw Conflict(`bucket ${args.name} already exists`, { bucketOwner: 'caller' });
+  // Bucket names are global: another tenant's name answers the same 409 without naming it.
+  if (context.store.has(DB.bucketNames, bucketNameKey(args.name)))
+    throw Conflict(`bucket ${args.name} already exists`, { bucketOwner: 'other' });
   const objectLock = args.objectLock === true;
   const bucket: BucketRecord = {
     id: nextCounter(context, 'nextBucketId'),
@@ -65,6 +71,9 @@ export function createBucket(
     objectLock,
   };
   context.store.put(DB.buckets, key, bucket);
+  context.store.put(DB.bucketNames, bucketNameKey(args.name), {
+    tenantId: tenant.id,
+  });
   return bucket;
 }
 
@@ -84,12 +93,55 @@ export function deleteBucket(
     );
   }
   context.store.remove(DB.buckets, tenantChildKey(args.tenantId, args.name));
+  removeBucketName(context, args.tenantId, args.name);
   const usage = loadUsage(context, args.tenantId);
   if (usage.buckets?.[args.name]) {
     const { [args.name]: _deleted, ...others } = usage.buckets;
     usage.buckets = others;
     saveUsage(context, usage);
   }
+}
+
+/** Frees a bucket's global name, when this tenant holds it. */
+export function removeBucketName(context: EngineContext, tenantId: string, name: string): void {
+  const key = bucketNameKey(name);
+  const holder = context.store.get<BucketNameRecord>(DB.bucketNames, key);
+  if (holder?.tenantId === tenantId) context.store.remove(DB.bucketNames, key);
+}
+
+/**
+ * Checks the global bucket-name index against the buckets at start: fills in the names of
+ * buckets made before the index existed, and refuses to start (naming them) when two tenants
+ * hold one name, which only a data directory from before the rule can have.
+ */
+export function checkBucketNames(context: EngineContext): number {
+  const holders = new Map<string, string[]>();
+  for (const entry of context.store.range<BucketRecord>(DB.buckets, {})) {
+    const list = holders.get(entry.value.name) ?? [];
+    list.push(entry.value.tenantId);
+    holders.set(entry.value.name, list);
+  }
+  const shared = [...holders].filter(([, tenants]) => tenants.length > 1);
+  if (shared.length > 0) {
+    const named = shared
+      .slice(0, 20)
+      .map(([name, tenants]) => `${name} (tenants ${tenants.join(', ')})`)
+      .join('; ');
+    throw Conflict(
+      `bucket names are global, but more than one tenant holds ${named}: delete or empty ` +
+        'and remove all but one of each before starting this release',
+      { sharedNames: shared.length },
+    );
+  }
+  let added = 0;
+  for (const [name, [tenantId]] of holders) {
+    const key = bucketNameKey(name);
+    const holder = context.store.get<BucketNameRecord>(DB.bucketNames, key);
+    if (holder?.tenantId === tenantId) continue;
+    context.store.put(DB.bucketNames, key, { tenantId: tenantId as string });
+    added += 1;
+  }
+  return added;
 }
 
 export function requireBucket(
@@ -132,6 +184,8 @@ export interface PutObjectArgs {
   etag: string;
   contentType: string;
   metadata: Record<string, string>;
+  /** S3's representation headers (ObjectVersionRecord.headers). */
+  headers?: Record<string, string>;
   checksums: Record<string, string>;
   compressed: boolean;
   chunks: ManifestChunk[];
@@ -172,6 +226,7 @@ export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVe
     storedBytes,
     compressed: args.compressed,
   };
+  if (args.headers !== undefined) version.headers = args.headers;
   writeVersion(context, { tenant, bucket, version, usage, existingNull: existingNull ?? null });
   saveUsage(context, usage);
   recordObjectEvent(context, bucket, 'object-created', version);

@@ -55,7 +55,13 @@ import {
 import type { EngineContext } from './context.js';
 import type { IndexStore } from '../index/store.js';
 import { requireReason, revokeTenantKeys } from './control.js';
-import { loadUsage, saveUsage, removeVersion, releaseChunkRefs } from './objects.js';
+import {
+  loadUsage,
+  saveUsage,
+  removeVersion,
+  releaseChunkRefs,
+  removeBucketName,
+} from './objects.js';
 import { dropBucketNotifications } from './notifications.js';
 import { releasePart } from './multipart.js';
 import { Conflict, NotFound } from '../../util/errors.js';
@@ -197,6 +203,7 @@ export function purgeTenantBatch(
       return { ...result, done: false };
     }
     context.store.remove(DB.buckets, Buffer.from(key));
+    removeBucketName(context, tenant.id, bucket.name);
     result.bucketsRemoved += 1;
   }
   saveUsage(context, usage);

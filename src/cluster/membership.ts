@@ -1,0 +1,605 @@
+// Membership changes of a cluster (docs/cluster.md §2, §3, §11), run by the admin process of
+// any member: join, drain, remove, replace, and the membership read.
+//
+// Every change holds the cluster's membership lock, reads the membership, computes its plan
+// (quorum.ts) and refuses with 409 and the plan's blockers before touching anything; a dry run
+// returns the plan. Each step is checked before it is done (a member already added to etcd is
+// not added again), so a change interrupted half-way can be repeated.
+//
+// etcd's refusals that pass with time (a member that reconnected less than ~5 s ago, a learner
+// not yet in sync) are retried for a bounded time; the others become 409 with etcd's message.
+
+import { RELEASE } from '../engine/data-dir.js';
+import { BadRequest, Conflict, NotFound } from '../util/errors.js';
+import { parseListen } from '../util/config.js';
+import { Registry, RECORD_VERSION, type MemberRecord, type Versioned } from './registry.js';
+import { joinSecretBytes, validateNodeId, type NodeState } from './node-state.js';
+import { callNode } from './transport.js';
+import { sealWithJoinSecret } from './signing.js';
+import {
+  planQuorum,
+  quorumBlockers,
+  planStorage,
+  storageFindings,
+  type Finding,
+  type QuorumPlan,
+  type StoragePlan,
+  type Voter,
+} from './quorum.js';
+
+/** How long a membership change retries etcd's transient refusals. */
+export const CHANGE_RETRY_MS_MAX = 20_000;
+/** How long a join waits for its learner to catch up before promoting it. */
+export const PROMOTE_MS_MAX = 60_000;
+const RETRY_MS = 250;
+
+export interface JoinInput {
+  readonly id: string;
+  readonly address: string;
+  readonly secret: string;
+  readonly reason: string;
+  readonly zone: string;
+  readonly site: string;
+  readonly name: string;
+  readonly softwareVersion: string;
+}
+
+export interface Plan {
+  readonly dryRun: boolean;
+  readonly applied: boolean;
+  readonly action: string;
+  readonly target: string;
+  readonly quorum: QuorumPlan;
+  readonly storage: StoragePlan;
+  readonly partitionsToMove: number;
+  readonly bytesToMove: number;
+  readonly blockers: Finding[];
+  readonly warnings: Finding[];
+}
+
+export interface MemberView {
+  readonly id: string;
+  readonly name: string;
+  readonly state: string;
+  readonly zone: string;
+  readonly site: string;
+  readonly address: string;
+  readonly live: boolean;
+  readonly isLearner: boolean;
+  readonly etcdMemberId?: string;
+  readonly softwareVersion: string;
+  readonly since: string;
+}
+
+export interface MembershipView {
+  readonly clusterId: string;
+  readonly leaderId: string;
+  readonly members: MemberView[];
+}
+
+/** Storage members: they hold (or will hold) partitions. */
+const STORAGE_STATES: ReadonlySet<string> = new Set(['learner', 'voter', 'draining']);
+
+interface Snapshot {
+  readonly records: Array<Versioned<MemberRecord>>;
+  readonly live: Set<string>;
+  /** etcd voters by Lightwell node id (empty with external etcd). */
+  readonly voters: Voter[];
+  readonly learners: string[];
+  readonly etcdMembers: Array<{ id: string; name: string; peerURLs: string[]; isLearner: boolean }>;
+}
+
+export class Membership {
+  constructor(
+    private readonly registry: Registry,
+    private readonly node: NodeState,
+    private readonly secret: Buffer,
+    private readonly replicationFactor: number,
+  ) {}
+
+  private get external(): boolean {
+    return this.node.etcd?.mode === 'external';
+  }
+
+  async snapshot(): Promise<Snapshot> {
+    const [records, live, etcdList] = await Promise.all([
+      this.registry.members(),
+      this.registry.liveIds(),
+      this.external ? Promise.resolve([]) : this.registry.etcdMembers(),
+    ]);
+    const nodeOf = (etcdId: string, name: string): string =>
+      records.find((entry) => entry.record.etcdMemberId === etcdId)?.record.id ?? name;
+    const etcdMembers = etcdList.map((member) => ({
+      id: member.ID,
+      name: nodeOf(member.ID, member.name),
+      peerURLs: member.peerURLs,
+      isLearner: member.isLearner,
+    }));
+    const voters = etcdMembers
+      .filter((member) => !member.isLearner)
+      .map((member) => ({ id: member.name, live: live.has(member.name) }));
+    const learners = etcdMembers.filter((member) => member.isLearner).map((member) => member.name);
+    return { records, live, voters, learners, etcdMembers };
+  }
+
+  async view(): Promise<MembershipView> {
+    const snapshot = await this.snapshot();
+    const leaderEtcdId = await this.registry.etcdLeaderId();
+    const leader =
+      snapshot.records.find((entry) => entry.record.etcdMemberId === leaderEtcdId)?.record.id ??
+      snapshot.records.find((entry) => entry.record.state === 'voter')?.record.id ??
+      '';
+    const members = snapshot.records.map(({ record }) => ({
+      id: record.id,
+      name: record.name,
+      state: record.state,
+      zone: record.zone,
+      site: record.site,
+      address: record.address,
+      live: snapshot.live.has(record.id),
+      isLearner: snapshot.learners.includes(record.id),
+      ...(record.etcdMemberId === undefined ? {} : { etcdMemberId: record.etcdMemberId }),
+      softwareVersion: record.softwareVersion,
+      since: record.stateSince,
+    }));
+    return { clusterId: this.registry.clusterId, leaderId: leader, members };
+  }
+
+  private storageCount(snapshot: Snapshot): number {
+    return snapshot.records.filter((entry) => STORAGE_STATES.has(entry.record.state)).length;
+  }
+
+  private plan(
+    action: string,
+    target: string,
+    dryRun: boolean,
+    parts: { quorum: QuorumPlan; storage: StoragePlan; blockers: Finding[]; warnings?: Finding[] },
+  ): Plan {
+    const storage = storageFindings(parts.storage);
+    return {
+      dryRun,
+      applied: false,
+      action,
+      target,
+      quorum: parts.quorum,
+      storage: parts.storage,
+      // No partition is placed on nodes yet (docs/cluster.md §12): nothing to move.
+      partitionsToMove: 0,
+      bytesToMove: 0,
+      blockers: [...parts.blockers, ...quorumBlockers(parts.quorum), ...storage.blockers],
+      warnings: [...(parts.warnings ?? []), ...storage.warnings],
+    };
+  }
+
+  /** Throws 409 with the plan's blockers when it has any. */
+  private static refuseBlocked(plan: Plan): void {
+    if (plan.blockers.length === 0) return;
+    const first = plan.blockers[0] as Finding;
+    throw Conflict(`${plan.action} ${plan.target} refused: ${first.message}`, {
+      blockers: plan.blockers,
+      plan,
+    });
+  }
+
+  // ---- join ------------------------------------------------------------------------------
+
+  async join(input: JoinInput, dryRun: boolean): Promise<Plan | MembershipView> {
+    validateNodeId(input.id, 'id');
+    checkAddress(input.address);
+    const joinKey = joinSecretBytes(input.secret);
+    return this.registry.withMembershipLock(async () => {
+      const snapshot = await this.snapshot();
+      const existing = snapshot.records.find((entry) => entry.record.id === input.id);
+      const blockers = joinBlockers(snapshot, input.id, existing?.record);
+      const hello = await this.hello(input, joinKey, existing?.record, blockers);
+      const plan = this.plan('join', `members/${input.id}`, dryRun, {
+        quorum: planQuorum(snapshot.voters, { add: !this.external && existing === undefined }),
+        storage: planStorage(
+          this.storageCount(snapshot),
+          existing === undefined ? 1 : 0,
+          this.replicationFactor,
+        ),
+        blockers,
+      });
+      if (dryRun) return plan;
+      Membership.refuseBlocked(plan);
+      await this.carryOutJoin(input, joinKey, hello, existing);
+      return this.view();
+    });
+  }
+
+  /** The new node's own account of itself, over the transport, signed with its join secret. */
+  private async hello(
+    input: JoinInput,
+    joinKey: Buffer,
+    existing: MemberRecord | undefined,
+    blockers: Finding[],
+  ): Promise<Record<string, unknown>> {
+    let hello: Record<string, unknown>;
+    try {
+      hello = await callNode({
+        address: input.address,
+        path: 'hello',
+        body: {},
+        key: joinKey,
+        from: this.node.nodeId,
+        timeoutMs: 10_000,
+      });
+    } catch (error) {
+      const message = (error as Error).message;
+      if (existing?.state !== 'learner')
+        blockers.push({ code: 'node_unreachable', message: `the new node: ${message}` });
+      return {};
+    }
+    if (hello['nodeId'] !== input.id)
+      blockers.push({
+        code: 'node_id_mismatch',
+        message: `the node at ${input.address} is ${String(hello['nodeId'])}, not ${input.id}`,
+      });
+    else if (hello['state'] !== 'waiting' && existing?.state !== 'learner')
+      blockers.push({
+        code: 'node_not_waiting',
+        message: `the node at ${input.address} is already a member of a cluster`,
+      });
+    return hello;
+  }
+
+  private async carryOutJoin(
+    input: JoinInput,
+    joinKey: Buffer,
+    hello: Record<string, unknown>,
+    existing: Versioned<MemberRecord> | undefined,
+  ): Promise<void> {
+    const now = new Date().toISOString();
+    let current = existing;
+    if (current === undefined) {
+      const record: MemberRecord = {
+        v: RECORD_VERSION,
+        id: input.id,
+        state: 'joining',
+        address: input.address,
+        name: input.name || input.id,
+        zone: input.zone,
+        site: input.site,
+        softwareVersion:
+          typeof hello['softwareVersion'] === 'string' ? hello['softwareVersion'] : RELEASE,
+        joinedAt: now,
+        stateSince: now,
+        reason: input.reason,
+      };
+      if (!(await this.registry.createMember(record)))
+        throw Conflict(`member id ${input.id} is (or was) in use; ids are never reused`);
+      current = await this.mustRead(input.id);
+    }
+    if (!this.external && current.record.state === 'joining')
+      current = await this.addLearner(current, hello);
+    if (current.record.state === 'joining' || current.record.state === 'learner') {
+      if (hello['state'] === 'waiting') await this.sendJoin(input, joinKey);
+      if (!this.external) await this.promote(current);
+      current = await this.mustRead(input.id);
+      await this.registry.updateMember(current, {
+        ...current.record,
+        state: 'voter',
+        stateSince: new Date().toISOString(),
+      });
+    }
+  }
+
+  private async addLearner(
+    current: Versioned<MemberRecord>,
+    hello: Record<string, unknown>,
+  ): Promise<Versioned<MemberRecord>> {
+    const peerUrl = hello['etcdPeerUrl'];
+    const clientUrl = hello['etcdClientUrl'];
+    if (typeof peerUrl !== 'string' || typeof clientUrl !== 'string')
+      throw BadRequest('the new node did not say where its etcd member listens');
+    const members = await this.registry.etcdMembers();
+    let etcdId = members.find((member) => member.peerURLs.includes(peerUrl))?.ID;
+    if (etcdId === undefined) {
+      const added = await retryEtcd('add the etcd learner', () =>
+        this.registry.client.cluster.memberAdd({ peerURLs: [peerUrl], isLearner: true }),
+      );
+      etcdId = added.member.ID;
+    }
+    await this.registry.updateMember(current, {
+      ...current.record,
+      state: 'learner',
+      etcdMemberId: etcdId,
+      etcdPeerUrl: peerUrl,
+      etcdClientUrl: clientUrl,
+      stateSince: new Date().toISOString(),
+    });
+    return this.mustRead(current.record.id);
+  }
+
+  /** Tells the new node its cluster: id, sealed secret, and how to reach etcd. */
+  private async sendJoin(input: JoinInput, joinKey: Buffer): Promise<void> {
+    const records = await this.registry.members();
+    const etcdMembers = this.external ? [] : await this.registry.etcdMembers();
+    const endpoints = this.external
+      ? [...(this.node.etcd?.endpoints ?? [])]
+      : etcdMembers.filter((member) => !member.isLearner).flatMap((member) => member.clientURLs);
+    const nameOf = (etcdId: string, fallback: string): string =>
+      records.find((entry) => entry.record.etcdMemberId === etcdId)?.record.id ?? fallback;
+    const initialCluster = etcdMembers
+      .map((member) => `${nameOf(member.ID, member.name)}=${member.peerURLs[0] ?? ''}`)
+      .join(',');
+    const clusterId = this.registry.clusterId;
+    await callNode({
+      address: input.address,
+      path: 'join',
+      body: {
+        clusterId,
+        sealedSecret: sealWithJoinSecret(
+          joinKey,
+          this.secret,
+          `cluster-secret:${clusterId}:${input.id}`,
+        ),
+        etcdEndpoints: endpoints,
+        ...(this.external ? {} : { initialCluster }),
+      },
+      key: joinKey,
+      from: this.node.nodeId,
+    });
+  }
+
+  /** Promotes the learner once etcd says it has caught up. */
+  private async promote(current: Versioned<MemberRecord>): Promise<void> {
+    const etcdId = current.record.etcdMemberId;
+    if (etcdId === undefined) return;
+    const members = await this.registry.etcdMembers();
+    const member = members.find((entry) => entry.ID === etcdId);
+    if (member === undefined)
+      throw Conflict(`the etcd member of ${current.record.id} is gone; remove the member`);
+    if (!member.isLearner) return;
+    await retryEtcd(
+      `promote ${current.record.id} once it has caught up`,
+      () => this.registry.client.cluster.memberPromote({ ID: etcdId }),
+      PROMOTE_MS_MAX,
+    );
+  }
+
+  private async mustRead(id: string): Promise<Versioned<MemberRecord>> {
+    const entry = await this.registry.member(id);
+    if (entry === undefined) throw NotFound(`no member ${id}`);
+    return entry;
+  }
+
+  // ---- drain, remove, replace --------------------------------------------------------------
+
+  async drain(
+    input: { id: string; reason: string; forceLost: boolean },
+    dryRun: boolean,
+  ): Promise<Plan | MembershipView> {
+    return this.registry.withMembershipLock(async () => {
+      const snapshot = await this.snapshot();
+      const entry = findMember(snapshot, input.id);
+      const record = entry.record;
+      const blockers: Finding[] = [];
+      if (input.forceLost) {
+        if (snapshot.live.has(record.id))
+          blockers.push({ code: 'member_live', message: `${record.id} is live; drain it instead` });
+        if (record.state === 'removed' || record.state === 'lost')
+          blockers.push({ code: 'bad_state', message: `${record.id} is ${record.state}` });
+      } else if (record.state !== 'voter')
+        blockers.push({
+          code: 'bad_state',
+          message: `${record.id} is ${record.state}; only a voter can be drained`,
+        });
+      const holds = STORAGE_STATES.has(record.state) ? 1 : 0;
+      const plan = this.plan(
+        input.forceLost ? 'markLost' : 'drain',
+        `members/${record.id}`,
+        dryRun,
+        {
+          // Marking lost changes no etcd membership; a drain demotes the voter.
+          quorum: planQuorum(snapshot.voters, input.forceLost ? {} : { removeId: record.id }),
+          storage: planStorage(this.storageCount(snapshot), -holds, this.replicationFactor),
+          blockers,
+        },
+      );
+      if (dryRun) return plan;
+      Membership.refuseBlocked(plan);
+      if (input.forceLost) await this.setState(entry, 'lost', input.reason);
+      else await this.carryOutDrain(entry, input.reason);
+      return this.view();
+    });
+  }
+
+  /**
+   * Draining: leadership and data move off (no partition is placed yet, so the move is done at
+   * once, docs/cluster.md §12), then the etcd voter is demoted, which in etcd means removed.
+   */
+  private async carryOutDrain(entry: Versioned<MemberRecord>, reason: string): Promise<void> {
+    await this.setState(entry, 'draining', reason);
+    await this.removeEtcdMember(await this.mustRead(entry.record.id));
+    await this.setState(await this.mustRead(entry.record.id), 'drained', reason);
+  }
+
+  async remove(
+    input: { id: string; reason: string; forceLost: boolean },
+    dryRun: boolean,
+  ): Promise<Plan | MembershipView> {
+    return this.registry.withMembershipLock(async () => {
+      const snapshot = await this.snapshot();
+      const entry = findMember(snapshot, input.id);
+      const record = entry.record;
+      const blockers: Finding[] = [];
+      const down = !snapshot.live.has(record.id);
+      const removable =
+        record.state === 'drained' ||
+        record.state === 'lost' ||
+        record.state === 'joining' ||
+        (input.forceLost && down && record.state !== 'removed');
+      if (!removable)
+        blockers.push({
+          code: record.state === 'removed' ? 'bad_state' : 'not_drained',
+          message:
+            record.state === 'removed'
+              ? `${record.id} is removed already`
+              : `${record.id} is ${record.state}: drain it first` +
+                (down ? ', or mark it lost (forceLost: true)' : ''),
+        });
+      const holds = STORAGE_STATES.has(record.state) ? 1 : 0;
+      const plan = this.plan('remove', `members/${record.id}`, dryRun, {
+        quorum: planQuorum(snapshot.voters, { removeId: record.id }),
+        storage: planStorage(this.storageCount(snapshot), -holds, this.replicationFactor),
+        blockers,
+      });
+      if (dryRun) return plan;
+      Membership.refuseBlocked(plan);
+      await this.removeEtcdMember(entry);
+      await this.setState(await this.mustRead(record.id), 'removed', input.reason);
+      return this.view();
+    });
+  }
+
+  /**
+   * Replace: a live old member is drained and removed after the new one has joined; a down one
+   * is marked lost and removed first, since etcd refuses to add a member while a voter is down.
+   * Each step takes the membership lock on its own; a failure stops the sequence where it is,
+   * and the answer names the steps that were done. A dry run plans the first step.
+   */
+  async replace(
+    input: { oldId: string; join: JoinInput },
+    dryRun: boolean,
+  ): Promise<Record<string, unknown>> {
+    const snapshot = await this.snapshot();
+    const old = findMember(snapshot, input.oldId).record;
+    const down = !snapshot.live.has(old.id);
+    const reason = input.join.reason;
+    const order = down ? ['remove', 'join'] : ['join', 'drain', 'remove'];
+    if (dryRun) {
+      const first = down
+        ? await this.remove({ id: old.id, reason, forceLost: true }, true)
+        : await this.join(input.join, true);
+      return {
+        dryRun: true,
+        applied: false,
+        action: 'replace',
+        steps: order,
+        firstStep: first,
+        blockers: (first as Plan).blockers,
+        warnings: (first as Plan).warnings,
+      };
+    }
+    const done: string[] = [];
+    for (const step of order) {
+      if (step === 'join') await this.join(input.join, false);
+      else if (step === 'drain') await this.drain({ id: old.id, reason, forceLost: false }, false);
+      else await this.remove({ id: old.id, reason, forceLost: down }, false);
+      done.push(step);
+    }
+    return { dryRun: false, applied: true, action: 'replace', steps: done, ...(await this.view()) };
+  }
+
+  private async removeEtcdMember(entry: Versioned<MemberRecord>): Promise<void> {
+    const etcdId = entry.record.etcdMemberId;
+    if (this.external || etcdId === undefined) return;
+    const members = await this.registry.etcdMembers();
+    if (!members.some((member) => member.ID === etcdId)) return;
+    await retryEtcd(`remove the etcd member of ${entry.record.id}`, () =>
+      this.registry.client.cluster.memberRemove({ ID: etcdId }),
+    );
+  }
+
+  private async setState(
+    entry: Versioned<MemberRecord>,
+    state: MemberRecord['state'],
+    reason: string,
+  ): Promise<void> {
+    await this.registry.updateMember(entry, {
+      ...entry.record,
+      state,
+      reason,
+      stateSince: new Date().toISOString(),
+    });
+  }
+}
+
+function joinBlockers(
+  snapshot: Snapshot,
+  id: string,
+  existing: MemberRecord | undefined,
+): Finding[] {
+  const blockers: Finding[] = [];
+  if (existing !== undefined && existing.state !== 'joining' && existing.state !== 'learner')
+    blockers.push({
+      code: 'id_in_use',
+      message:
+        `member id ${id} is ${existing.state === 'removed' ? 'was' : 'is'} in use` +
+        (existing.state === 'removed' ? ' (a removed id is never reused)' : ''),
+    });
+  const otherLearner = snapshot.learners.find((learner) => learner !== id);
+  if (otherLearner !== undefined)
+    blockers.push({
+      code: 'learner_in_progress',
+      message: `${otherLearner} is an etcd learner still; etcd allows one learner at a time`,
+    });
+  const down = snapshot.voters.filter((voter) => !voter.live).map((voter) => voter.id);
+  if (down.length > 0)
+    blockers.push({
+      code: 'voter_down',
+      message:
+        `etcd voter(s) ${down.join(', ')} down: etcd refuses to add a member while a voter ` +
+        'is down; bring it back, or mark it lost and remove it first',
+    });
+  return blockers;
+}
+
+function findMember(snapshot: Snapshot, id: string): Versioned<MemberRecord> {
+  validateNodeId(id, 'id');
+  const entry = snapshot.records.find((candidate) => candidate.record.id === id);
+  if (entry === undefined) throw NotFound(`no member ${id} in this cluster`);
+  return entry;
+}
+
+function checkAddress(address: string): void {
+  const parsed = parseListen(address, 'address');
+  if (parsed.host === '0.0.0.0' || parsed.host === '::' || parsed.port === 0)
+    throw BadRequest(`address must be the new node's cluster.listen HOST:PORT, got ${address}`);
+}
+
+/** Transient etcd refusals (a member reconnected < 5 s ago, a learner behind) pass: retry. */
+const TRANSIENT =
+  /unhealthy cluster|not in sync|circuit breaker|not enough started members|leader changed|no leader|timed out|Unavailable/i;
+
+async function retryEtcd<T>(what: string, step: () => Promise<T>, limitMs = CHANGE_RETRY_MS_MAX) {
+  const deadline = Date.now() + limitMs;
+  for (;;) {
+    try {
+      return await step();
+    } catch (error) {
+      const message = (error as Error).message;
+      if (!TRANSIENT.test(message))
+        throw Conflict(`etcd refused to ${what}: ${message}`, {
+          blockers: [{ code: 'etcd_refused', message }],
+        });
+      if (Date.now() > deadline)
+        throw Conflict(`etcd still refused to ${what} after ${limitMs} ms: ${message}`, {
+          blockers: [{ code: 'etcd_refused', message }],
+        });
+    }
+    await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
+  }
+}
+
+/** Opens the membership of the cluster this node belongs to (admin process, cluster mode). */
+export async function openMembership(options: {
+  node: NodeState;
+  secret: Buffer;
+  replicationFactor: number;
+}): Promise<{ membership: Membership; registry: Registry }> {
+  const { node } = options;
+  if (node.state !== 'member' || node.clusterId === undefined || node.etcd === undefined)
+    throw Conflict(
+      node.state === 'removed'
+        ? `node ${node.nodeId} was removed from its cluster`
+        : `node ${node.nodeId} waits to be joined: join it from a member of the cluster`,
+    );
+  const registry = await Registry.connect(node.etcd.endpoints, node.clusterId);
+  return {
+    membership: new Membership(registry, node, options.secret, options.replicationFactor),
+    registry,
+  };
+}

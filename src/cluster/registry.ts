@@ -1,0 +1,194 @@
+// Lightwell's records in etcd (docs/cluster.md §3, key layout), under `lw/<clusterId>/`:
+//
+//   cluster              {v, id, createdAt, partitions, replicationFactor}    once, at bootstrap
+//   members/<nodeId>     MemberRecord                                         compare-and-swap
+//   live/<nodeId>        {since, softwareVersion}                             under a lease
+//   locks/membership     etcd3's lock: one membership change at a time
+//
+// Every change of a record is a transaction that compares the record's mod revision (or its
+// absence), so two admins racing on one member cannot both win. etcd member ids are uint64 and
+// stay strings (the client gives strings; never Number, which loses bits above 2^53).
+
+import type { Etcd3, IMember, Lease } from 'etcd3';
+import assert from 'node:assert';
+import { Conflict, Unavailable } from '../util/errors.js';
+
+export const RECORD_VERSION = 1;
+export const PARTITIONS = 256;
+/** A node's liveness lease: it is down this long after its last keepalive. */
+export const LIVENESS_TTL_S = 10;
+
+export type MemberState =
+  'joining' | 'learner' | 'voter' | 'draining' | 'drained' | 'lost' | 'removed';
+
+export interface MemberRecord {
+  readonly v: number;
+  readonly id: string;
+  readonly state: MemberState;
+  /** The node's `cluster.listen`. */
+  readonly address: string;
+  readonly name: string;
+  readonly zone: string;
+  readonly site: string;
+  readonly softwareVersion: string;
+  /** Its etcd member (absent with external etcd, or before etcd added it). */
+  readonly etcdMemberId?: string;
+  readonly etcdPeerUrl?: string;
+  readonly etcdClientUrl?: string;
+  readonly joinedAt: string;
+  readonly stateSince: string;
+  readonly reason: string;
+}
+
+export interface ClusterRecord {
+  readonly v: number;
+  readonly id: string;
+  readonly createdAt: string;
+  readonly partitions: number;
+  readonly replicationFactor: number;
+}
+
+export interface Versioned<T> {
+  readonly record: T;
+  readonly modRevision: string;
+}
+
+export class Registry {
+  private constructor(
+    readonly client: Etcd3,
+    readonly clusterId: string,
+  ) {}
+
+  /** Loads the etcd client only now: a single node never loads it (nor gRPC). */
+  static async connect(endpoints: readonly string[], clusterId: string): Promise<Registry> {
+    assert(endpoints.length > 0, 'etcd endpoints');
+    const { Etcd3 } = await import('etcd3');
+    const client = new Etcd3({
+      hosts: [...endpoints],
+      dialTimeout: 3_000,
+      defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + 10_000 }),
+    });
+    return new Registry(client, clusterId);
+  }
+
+  key(name: string): string {
+    return `lw/${this.clusterId}/${name}`;
+  }
+
+  async cluster(): Promise<ClusterRecord | undefined> {
+    const text = await this.client.get(this.key('cluster')).string();
+    return text === null ? undefined : (JSON.parse(text) as ClusterRecord);
+  }
+
+  /** Writes the cluster record unless one exists; answers whether this call wrote it. */
+  async createCluster(record: ClusterRecord): Promise<boolean> {
+    const key = this.key('cluster');
+    const result = await this.client
+      .if(key, 'Version', '==', 0)
+      .then(this.client.put(key).value(JSON.stringify(record)))
+      .commit();
+    return result.succeeded;
+  }
+
+  async members(): Promise<Array<Versioned<MemberRecord>>> {
+    const response = await this.client.getAll().prefix(this.key('members/')).exec();
+    return response.kvs.map((kv) => ({
+      record: JSON.parse(kv.value.toString()) as MemberRecord,
+      modRevision: kv.mod_revision,
+    }));
+  }
+
+  async member(id: string): Promise<Versioned<MemberRecord> | undefined> {
+    const response = await this.client.get(this.key(`members/${id}`)).exec();
+    const kv = response.kvs[0];
+    if (kv === undefined) return undefined;
+    return {
+      record: JSON.parse(kv.value.toString()) as MemberRecord,
+      modRevision: kv.mod_revision,
+    };
+  }
+
+  /** Creates a member record; false when the id is (or ever was) in use. */
+  async createMember(record: MemberRecord): Promise<boolean> {
+    const key = this.key(`members/${record.id}`);
+    const result = await this.client
+      .if(key, 'Version', '==', 0)
+      .then(this.client.put(key).value(JSON.stringify(record)))
+      .commit();
+    return result.succeeded;
+  }
+
+  /**
+   * Replaces a member record if it has not changed since `modRevision`; a lost race is a 409,
+   * since another change of the same member committed first.
+   */
+  async updateMember(current: Versioned<MemberRecord>, record: MemberRecord): Promise<void> {
+    assert.equal(current.record.id, record.id);
+    const key = this.key(`members/${record.id}`);
+    const result = await this.client
+      .if(key, 'Mod', '==', current.modRevision)
+      .then(this.client.put(key).value(JSON.stringify(record)))
+      .commit();
+    if (!result.succeeded)
+      throw Conflict(`member ${record.id} changed meanwhile; read the membership and retry`);
+  }
+
+  /** The ids of the nodes whose liveness lease is alive. */
+  async liveIds(): Promise<Set<string>> {
+    const prefix = this.key('live/');
+    const keys = await this.client.getAll().prefix(prefix).keys();
+    return new Set(keys.map((key) => key.slice(prefix.length)));
+  }
+
+  /** Keeps `live/<nodeId>` alive while the returned lease lives; re-grants it when lost. */
+  keepAlive(nodeId: string, info: Record<string, unknown>, onError: (e: unknown) => void): Lease {
+    const lease = this.client.lease(LIVENESS_TTL_S, { autoKeepAlive: true });
+    const value = JSON.stringify({ since: new Date().toISOString(), ...info });
+    lease
+      .put(this.key(`live/${nodeId}`))
+      .value(value)
+      .exec()
+      .catch(onError);
+    return lease;
+  }
+
+  /** Runs `action` holding the cluster's membership lock (one change at a time). */
+  async withMembershipLock<T>(action: () => Promise<T>): Promise<T> {
+    const lock = this.client.lock(this.key('locks/membership')).ttl(30);
+    try {
+      await lock.acquire();
+    } catch (cause) {
+      throw Conflict(
+        'another membership change is in progress; retry when it is done',
+        {
+          blockers: [{ code: 'change_in_progress', message: 'another membership change runs' }],
+        },
+        { cause },
+      );
+    }
+    try {
+      return await action();
+    } finally {
+      await lock.release().catch(() => undefined);
+    }
+  }
+
+  async etcdMembers(): Promise<IMember[]> {
+    const response = await this.client.cluster.memberList({ linearizable: true });
+    return response.members;
+  }
+
+  /** The etcd member id of raft's leader, as any member reports it. */
+  async etcdLeaderId(): Promise<string | undefined> {
+    try {
+      const status = await this.client.maintenance.status({});
+      return status.leader === '0' ? undefined : status.leader;
+    } catch (cause) {
+      throw Unavailable('etcd did not answer its status', {}, { cause });
+    }
+  }
+
+  close(): void {
+    this.client.close();
+  }
+}

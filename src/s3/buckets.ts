@@ -1,0 +1,258 @@
+// S3's bucket operations: ListBuckets, CreateBucket, HeadBucket, DeleteBucket,
+// GetBucketLocation and Get/PutBucketVersioning, over the same engine commands as the native
+// API's bucket routes, and `bucketFor`, the bucket look-up every S3 handler uses.
+//
+// A tenant is the S3 account: `<Owner>` is the tenant's id and name. Bucket names are global
+// (the engine's `bucket-names` index): another tenant's bucket answers 403 `AccessDenied` here,
+// as AWS answers without a grant, while the native API keeps it invisible (404).
+//
+// Persists: nothing itself; bucket records through the engine.
+
+import { mutate, type S3Api, type S3Principal, type S3Request } from './api.js';
+import { XmlWriter, parseXml, xmlText } from './xml.js';
+import {
+  DB,
+  bucketNameKey,
+  tenantChildKey,
+  tenantChildRange,
+  type BucketNameRecord,
+  type BucketRecord,
+} from '../engine/index/schema.js';
+import { allows, readsIn, type Verb } from '../security/scopes.js';
+import { policyDenies, type BucketPolicy } from '../security/bucket-policy.js';
+import { validateBucketName } from '../security/names.js';
+import { s3Error } from './errors.js';
+import { isLightwellError } from '../util/errors.js';
+import { payloadCheckOf } from './auth.js';
+
+export function registerBuckets(api: S3Api): void {
+  api.register('ListBuckets', listBuckets);
+  api.register('CreateBucket', createBucket);
+  api.register('HeadBucket', headBucket);
+  api.register('DeleteBucket', deleteBucket);
+  api.register('GetBucketLocation', getBucketLocation);
+  api.register('GetBucketVersioning', getBucketVersioning);
+  api.register('PutBucketVersioning', putBucketVersioning);
+}
+
+/** What a handler asks of the bucket it addresses. */
+export interface BucketAccess {
+  readonly verb: Verb;
+  /** The object key, for scopes and policies that name prefixes. */
+  readonly key?: string;
+  readonly listPrefix?: string;
+}
+
+/**
+ * The request's bucket, for a principal allowed `access` in it: `NoSuchBucket` when no tenant
+ * holds the name, `AccessDenied` when another tenant does, or when the key's scopes or the
+ * bucket's policy deny the access.
+ */
+export function bucketFor(request: S3Request, access: BucketAccess): BucketRecord {
+  const principal = request.requirePrincipal();
+  const name = request.address.bucket ?? '';
+  const { store } = request.services;
+  const bucket = store.getShared<BucketRecord>(
+    DB.buckets,
+    tenantChildKey(principal.tenant.id, name),
+  );
+  if (!bucket) {
+    const holder = store.getShared<BucketNameRecord>(DB.bucketNames, bucketNameKey(name));
+    if (holder) throw s3Error('AccessDenied');
+    throw s3Error('NoSuchBucket', undefined, { bucketName: name });
+  }
+  authorizeIn(principal, name, access);
+  if (
+    policyDenies(bucket.policy as BucketPolicy | undefined, {
+      accessKeyId: principal.accessKeyId,
+      ...access,
+    })
+  )
+    throw s3Error('AccessDenied', `the policy of bucket ${name} denies ${access.verb}`);
+  return bucket;
+}
+
+/** The key's scopes must allow `access` in bucket `name`. */
+export function authorizeIn(principal: S3Principal, name: string, access: BucketAccess): void {
+  const request = {
+    verb: access.verb,
+    bucket: name,
+    key: access.key,
+    listPrefix: access.listPrefix,
+  };
+  if (!allows(principal.scope, request))
+    throw s3Error('AccessDenied', `the access key may not ${access.verb} in bucket ${name}`);
+}
+
+function listBuckets(request: S3Request): void {
+  const principal = request.requirePrincipal();
+  const { tenant, scope } = principal;
+  if (!readsIn(scope)) throw s3Error('AccessDenied', 'the access key may not read');
+  const xml = new XmlWriter()
+    .start('ListAllMyBucketsResult')
+    .start('Owner')
+    .leaf('ID', tenant.id)
+    .leaf('DisplayName', tenant.name ?? tenant.id)
+    .end('Owner')
+    .start('Buckets');
+  for (const entry of request.services.store.range<BucketRecord>(
+    DB.buckets,
+    tenantChildRange(tenant.id),
+  )) {
+    const bucket = entry.value;
+    if (!readsIn(scope, bucket.name)) continue;
+    xml
+      .start('Bucket')
+      .leaf('Name', bucket.name)
+      .leaf('CreationDate', new Date(bucket.createdAt).toISOString())
+      .end('Bucket');
+  }
+  xml.end('Buckets').end('ListAllMyBucketsResult');
+  request.sendXml(200, xml);
+}
+
+/** Bytes of a bucket-level XML body at most (CreateBucketConfiguration, versioning). */
+const SMALL_XML_BYTES_MAX = 64 * 1024;
+
+/**
+ * The request body, whole, at most `limit` bytes, checked against its signature (payload.ts)
+ * before it is returned. Starts reading at once: call it before the handler's first await.
+ */
+export function readBody(request: S3Request, limit: number): Promise<Buffer> {
+  const exchange = request.exchange;
+  const declared = Number(exchange.header('content-length') ?? '0');
+  if (declared > limit * 2 + 4096)
+    return Promise.reject(
+      s3Error('MaxMessageLengthExceeded', `bodies here are limited to ${limit} bytes`),
+    );
+  if (declared === 0 && exchange.header('transfer-encoding') === undefined)
+    return Promise.resolve(Buffer.alloc(0));
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = [];
+    let length = 0;
+    let failed = false;
+    exchange.onBody((chunk, isLast) => {
+      if (failed) return;
+      length += chunk.byteLength;
+      if (length > limit) {
+        failed = true;
+        reject(s3Error('MaxMessageLengthExceeded', `bodies here are limited to ${limit} bytes`));
+        return;
+      }
+      parts.push(Buffer.from(chunk.slice(0)));
+      if (!isLast) return;
+      const failure = payloadCheckOf(exchange)?.error;
+      if (failure) reject(failure);
+      else resolve(Buffer.concat(parts));
+    });
+    exchange.onAbort(() => reject(s3Error('IncompleteBody', 'the client went away')));
+  });
+}
+
+async function createBucket(request: S3Request): Promise<void> {
+  const principal = request.requirePrincipal();
+  const body = readBody(request, SMALL_XML_BYTES_MAX);
+  const name = request.address.bucket ?? '';
+  try {
+    validateBucketName(name);
+  } catch (error) {
+    throw s3Error('InvalidBucketName', isLightwellError(error) ? error.message : undefined, {
+      bucketName: name,
+    });
+  }
+  authorizeIn(principal, name, { verb: 'write' });
+  const acl = request.exchange.header('x-amz-acl');
+  if (acl !== undefined && acl !== 'private')
+    throw s3Error('NotImplemented', 'bucket ACLs other than private are not supported');
+  const lock = request.exchange.header('x-amz-bucket-object-lock-enabled');
+  const objectLock = lock?.toLowerCase() === 'true';
+  const bytes = await body;
+  const region = request.services.settings.string('s3.region');
+  if (bytes.length > 0) {
+    const doc = parseXml(bytes, SMALL_XML_BYTES_MAX);
+    const constraint = xmlText(doc['CreateBucketConfiguration'], 'LocationConstraint');
+    if (constraint !== undefined && constraint !== '' && constraint !== region)
+      throw s3Error(
+        'IllegalLocationConstraintException',
+        `the location constraint ${constraint.slice(0, 64)} is not this region (${region})`,
+      );
+  }
+  try {
+    await mutate<BucketRecord>(
+      request,
+      'createBucket',
+      { tenantId: principal.tenant.id, name, objectLock },
+      200,
+    );
+  } catch (error) {
+    if (isLightwellError(error) && error.code === 'conflict') {
+      throw error.details['bucketOwner'] === 'caller'
+        ? s3Error('BucketAlreadyOwnedByYou')
+        : s3Error('BucketAlreadyExists');
+    }
+    throw error;
+  }
+  request.send(200, { Location: `/${name}` });
+}
+
+function headBucket(request: S3Request): void {
+  bucketFor(request, { verb: 'read' });
+  request.send(200, {
+    'x-amz-bucket-region': request.services.settings.string('s3.region'),
+  });
+}
+
+async function deleteBucket(request: S3Request): Promise<void> {
+  const principal = request.requirePrincipal();
+  const bucket = bucketFor(request, { verb: 'delete' });
+  await mutate(request, 'deleteBucket', { tenantId: principal.tenant.id, name: bucket.name }, 204);
+  request.send(204, {});
+}
+
+function getBucketLocation(request: S3Request): void {
+  bucketFor(request, { verb: 'read' });
+  const region = request.services.settings.string('s3.region');
+  // AWS answers an empty constraint for us-east-1, its original region.
+  const xml = new XmlWriter()
+    .start('LocationConstraint')
+    .text(region === 'us-east-1' ? '' : region)
+    .end('LocationConstraint');
+  request.sendXml(200, xml);
+}
+
+function getBucketVersioning(request: S3Request): void {
+  const bucket = bucketFor(request, { verb: 'read' });
+  const xml = new XmlWriter().start('VersioningConfiguration');
+  if (bucket.versioning !== 'Unversioned') xml.leaf('Status', bucket.versioning);
+  xml.end('VersioningConfiguration');
+  request.sendXml(200, xml);
+}
+
+async function putBucketVersioning(request: S3Request): Promise<void> {
+  const principal = request.requirePrincipal();
+  const body = readBody(request, SMALL_XML_BYTES_MAX);
+  const bucket = bucketFor(request, { verb: 'write' });
+  const doc = parseXml(await body, SMALL_XML_BYTES_MAX);
+  const config = doc['VersioningConfiguration'];
+  if (config === undefined || typeof config === 'string' || Array.isArray(config))
+    throw s3Error('MalformedXML', 'the body must be a VersioningConfiguration');
+  const status = xmlText(config, 'Status');
+  const mfa = xmlText(config, 'MfaDelete');
+  if (mfa === 'Enabled') throw s3Error('NotImplemented', 'MFA delete is not supported');
+  if (status !== 'Enabled' && status !== 'Suspended')
+    throw s3Error('MalformedXML', 'Status must be Enabled or Suspended');
+  // Suspending an Unversioned bucket changes nothing S3 shows but the status.
+  try {
+    await mutate(
+      request,
+      'setVersioning',
+      { tenantId: principal.tenant.id, bucket: bucket.name, status },
+      200,
+    );
+  } catch (error) {
+    if (isLightwellError(error) && error.code === 'conflict')
+      throw s3Error('InvalidBucketState', error.message);
+    throw error;
+  }
+  request.send(200, {});
+}

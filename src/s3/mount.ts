@@ -1,0 +1,19 @@
+// The S3-compatible API as the public listener mounts it: the dispatcher with its
+// authentication and every module's handlers registered. A module of operations adds one
+// `register…(api)` call here.
+
+import { S3Api, type S3Services } from './api.js';
+import { authenticateS3 } from './auth.js';
+import { registerBuckets } from './buckets.js';
+import { registerObjects } from './objects.js';
+import { registerMultipart } from './multipart.js';
+import { registerObjectExtras } from './object-extras.js';
+
+export function s3Api(services: S3Services): S3Api {
+  const api = new S3Api(services, authenticateS3);
+  registerBuckets(api);
+  registerObjects(api);
+  registerMultipart(api);
+  registerObjectExtras(api);
+  return api;
+}

@@ -1,0 +1,216 @@
+// Object writes: put (a write request and a body source) and delete, and the audited commit
+// every mutation goes through. Every transport's object write is this one path, so each is
+// quota-checked, idempotent, checksum-verified, conditional and audited alike.
+
+import type { EngineClient } from '../engine/protocol.js';
+import type { IndexStore } from '../engine/index/store.js';
+import type { BucketRecord, ObjectVersionRecord } from '../engine/index/schema.js';
+import { checkPutQuotaIn } from '../engine/ops/objects.js';
+import type { BeginResult, HeldKey } from '../engine/ops/idempotency.js';
+import type { ChecksumAlg } from '../engine/checksums.js';
+import { auditRowOf, type AuditedRequest } from '../http/audit.js';
+import { ChecksumMismatch } from '../util/errors.js';
+import type { Authenticator } from './auth.js';
+import type { BodySource } from './body.js';
+import type { RequestContext } from './context.js';
+import { ReplayBody, type IdempotencyClaim } from './idempotency.js';
+import { parseHttpDate } from './read.js';
+import { Divert, receiveBody, type ReceivedBody, type UploadServices } from './upload.js';
+
+/** The preconditions of a write, as the client sent them (absent: not sent). */
+export interface WriteConditions {
+  readonly ifMatch?: string | undefined;
+  readonly ifNoneMatch?: string | undefined;
+  /** An HTTP-date; one that is not is ignored, as on a read (RFC 9110 §13.1.4). */
+  readonly ifUnmodifiedSince?: string | undefined;
+}
+
+/** The argument names a write's preconditions go under: its own, or a copy's destination's. */
+const WRITE_CONDITION_NAMES = {
+  own: ['ifMatch', 'ifNoneMatch', 'ifUnmodifiedSince'],
+  destination: ['destinationIfMatch', 'destinationIfNoneMatch', 'destinationIfUnmodifiedSince'],
+} as const;
+
+/**
+ * Adds to `args` the preconditions of a write (PUT, DELETE, a copy's destination, a multipart
+ * completion), for the engine to check in the transaction that writes (`checkWriteConditions`).
+ * If-Modified-Since applies to reads only.
+ */
+export function addWriteConditions(
+  conditions: WriteConditions,
+  args: Record<string, unknown>,
+  names: keyof typeof WRITE_CONDITION_NAMES = 'own',
+): void {
+  const [ifMatchName, ifNoneMatchName, ifUnmodifiedSinceName] = WRITE_CONDITION_NAMES[names];
+  if (conditions.ifMatch !== undefined) args[ifMatchName] = conditions.ifMatch;
+  if (conditions.ifNoneMatch !== undefined) args[ifNoneMatchName] = conditions.ifNoneMatch;
+  if (conditions.ifUnmodifiedSince === undefined) return;
+  const date = parseHttpDate(conditions.ifUnmodifiedSince);
+  if (!Number.isNaN(date)) args[ifUnmodifiedSinceName] = date;
+}
+
+/** A PUT of a whole object, parsed and checked by its transport. */
+export interface PutRequest {
+  /** The bucket, as `Access.bucket` resolved it for a write of `key`. */
+  readonly bucket: BucketRecord;
+  readonly key: string;
+  readonly contentLength: number;
+  /** The digests the client declared; the body must match each. */
+  readonly expected: Map<ChecksumAlg, Buffer>;
+  readonly metadata: Record<string, string>;
+  readonly contentType: string;
+  readonly idempotency: IdempotencyClaim | undefined;
+  readonly conditions: WriteConditions;
+}
+
+export interface DeleteRequest {
+  readonly bucket: BucketRecord;
+  readonly key: string;
+  readonly versionId: string | null;
+  readonly conditions: WriteConditions;
+}
+
+export interface DeleteResult {
+  readonly versionId?: string;
+  readonly deleteMarker?: boolean;
+}
+
+export interface ObjectServiceDeps {
+  readonly store: IndexStore;
+  readonly engine: EngineClient;
+  readonly auth: Authenticator;
+  readonly upload: UploadServices;
+}
+
+export class ObjectService {
+  constructor(private readonly deps: ObjectServiceDeps) {}
+
+  /**
+   * Sends a mutation with its audit row, which then commits in the same transaction. Adds to
+   * `args` (built for this call) the row and the caller: the access key the request was
+   * authenticated with (what the row names as its actor), whose state the engine checks again
+   * when the write commits, so that a revoke or a tenant disable stops writes in flight.
+   */
+  async commit<T>(
+    request: AuditedRequest,
+    op: string,
+    args: Record<string, unknown>,
+    status: number,
+  ): Promise<T> {
+    if (request.audit.actor !== undefined) args['caller'] = request.audit.actor;
+    args['audit'] = auditRowOf(request, status);
+    const result = await this.deps.engine.call<T>(op, args);
+    request.audit.written = true;
+    return result;
+  }
+
+  /**
+   * The one object-write path: check the quota before a byte is read, claim the idempotency key
+   * (the body waits, paused, until the claim is decided), receive and store the body, verify the
+   * client's checksums, commit the manifest with the conditions. Attaches to the body source at
+   * once, so it must be called before the operation's first await.
+   *
+   * With an idempotency key the quota is checked only once the claim is new: the retry of a
+   * write that filled the quota replays its first result, as the retry of any write does.
+   */
+  async putObject(
+    ctx: RequestContext,
+    input: PutRequest,
+    source: BodySource,
+  ): Promise<ObjectVersionRecord> {
+    const { engine, auth } = this.deps;
+    const { idempotency, expected } = input;
+    const target = { tenantId: ctx.principal.tenant.id, bucket: input.bucket.name };
+    const checkQuota = (): void =>
+      checkPutQuotaIn(this.deps.store, {
+        tenantId: target.tenantId,
+        bucket: input.bucket,
+        key: input.key,
+        size: input.contentLength,
+      });
+    if (!idempotency) checkQuota();
+    // A replay stores nothing: its body is diverted to a check against the declared digests,
+    // and the first request's result is the answer.
+    let replay: { result: ObjectVersionRecord; body: ReplayBody } | undefined;
+    /** The key as this request holds it once begun: with the claim id its commit must carry. */
+    let held: HeldKey | undefined;
+    const gate = idempotency
+      ? engine
+          .call<BeginResult>('beginIdempotent', {
+            ...target,
+            ...idempotency,
+            ownerPid: process.pid,
+          })
+          .then(async (begun) => {
+            if (!('replay' in begun)) {
+              held = { ...idempotency, claim: begun.claim };
+              checkQuota();
+              return;
+            }
+            replay = { result: begun.replay, body: await ReplayBody.of(expected) };
+            // eslint-disable-next-line @typescript-eslint/only-throw-error -- caught below
+            throw new Divert(replay.body);
+          })
+      : undefined;
+    const algs: ChecksumAlg[] = [...new Set<ChecksumAlg>(['CRC32C', ...expected.keys()])];
+    const body = receiveBody(this.deps.upload, {
+      source,
+      keys: auth.keysOf(ctx.principal.tenant),
+      contentLength: input.contentLength,
+      algs,
+      ...(gate ? { gate } : {}),
+    });
+    let received: ReceivedBody | undefined;
+    try {
+      received = await body;
+      for (const [alg, digest] of expected) {
+        if (received.checksums[alg] !== digest.toString('base64'))
+          throw ChecksumMismatch(`the body does not match its ${alg} checksum`);
+      }
+      // Named field by field: a spread of `target` here sent V8 to its runtime for a new hidden
+      // class on every PUT (3% of the gateway's thread under 4 KiB PUTs).
+      const args: Record<string, unknown> = {
+        tenantId: target.tenantId,
+        bucket: target.bucket,
+        key: input.key,
+        size: input.contentLength,
+        etag: received.etag,
+        contentType: input.contentType,
+        metadata: input.metadata,
+        checksums: received.checksums,
+        compressed: received.compressed,
+        chunks: received.chunks,
+      };
+      addWriteConditions(input.conditions, args);
+      if (idempotency) args['idempotency'] = held ?? idempotency;
+      return await this.commit<ObjectVersionRecord>(ctx, 'putObject', args, 200);
+    } catch (error) {
+      if (error instanceof Divert && replay) {
+        await replay.body.checked;
+        return replay.result;
+      }
+      // Only a request that began the key frees it (a replay or a refused begin holds none),
+      // and only while its claim is current: the engine checks the claim id. Freed before the
+      // failure is answered: a retry sent at once may reach the engine through another
+      // listener's connection, ahead of a free still waiting to be sent (409 or 422 instead of
+      // a new try).
+      if (held)
+        await engine.call('abandonIdempotent', { ...target, ...held }).catch(() => undefined);
+      throw error;
+    } finally {
+      received?.release();
+    }
+  }
+
+  /** Deletes a key (a delete marker where versioned) or one version of it. */
+  deleteObject(ctx: RequestContext, input: DeleteRequest, status: number): Promise<DeleteResult> {
+    const args: Record<string, unknown> = {
+      tenantId: ctx.principal.tenant.id,
+      bucket: input.bucket.name,
+      key: input.key,
+    };
+    if (input.versionId !== null) args['versionId'] = input.versionId;
+    addWriteConditions(input.conditions, args);
+    return this.commit<DeleteResult>(ctx, 'deleteObject', args, status);
+  }
+}

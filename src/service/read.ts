@@ -1,0 +1,148 @@
+// Reads: which version a read resolves to, its preconditions, and the range it serves. Every
+// transport that reads an object (the native GET and HEAD, the signed GET, S3's GetObject and
+// HeadObject, a copy's source) asks here, so they answer the same.
+//
+// - A key without a version id resolves to its current version. When there is none and the
+//   key's latest version is a delete marker, the 404 says so (its details carry the marker's
+//   version id, which the error table turns into the delete-marker headers), as on S3.
+// - A version id that names a delete marker is not a thing to read: 405 with `Allow: DELETE`.
+// - Preconditions follow RFC 9110 §13.2.2; If-Range §13.1.5; Range parseRange (download.ts).
+
+import {
+  DB,
+  objectKey,
+  versionRange,
+  type BucketRecord,
+  type ObjectVersionRecord,
+} from '../engine/index/schema.js';
+import type { IndexStore } from '../engine/index/store.js';
+import { deleteMarkerNamed, etagListMatches, findVersionIn } from '../engine/ops/objects.js';
+import { NotFound, PreconditionFailed } from '../util/errors.js';
+import { parseRange, type ByteRange } from './download.js';
+
+/** The conditional and range fields of a read, as the client sent them (absent: not sent). */
+export interface ReadConditions {
+  readonly ifMatch?: string | undefined;
+  readonly ifNoneMatch?: string | undefined;
+  readonly ifModifiedSince?: string | undefined;
+  readonly ifUnmodifiedSince?: string | undefined;
+  readonly ifRange?: string | undefined;
+  /** The Range header's value (`bytes=0-99`). */
+  readonly range?: string | undefined;
+}
+
+/** The version to read of `key`: the current one, or the one `versionId` names (null: none). */
+export function resolveForRead(
+  store: IndexStore,
+  bucket: BucketRecord,
+  key: string,
+  versionId: string | null,
+): ObjectVersionRecord {
+  const version =
+    versionId === null
+      ? store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, key))
+      : findVersionIn(store, bucket.id, key, versionId);
+  if (version?.deleteMarker && versionId !== null) throw deleteMarkerNamed(version, 'DELETE');
+  if (!version || version.deleteMarker) {
+    const marker = versionId === null ? latestDeleteMarkerIn(store, bucket, key) : undefined;
+    throw NotFound(
+      `object ${key} not found`,
+      marker ? { deleteMarkerVersionId: marker.versionId } : {},
+    );
+  }
+  return version;
+}
+
+/**
+ * The version whose tags, retention or legal hold a read asks for: as `resolveForRead`, but a
+ * delete marker named by its id has none of them (405 allowing nothing, as the engine's
+ * `targetVersion` answers a write of them), and a missing key is a plain 404.
+ */
+export function resolveForAttributes(
+  store: IndexStore,
+  bucket: BucketRecord,
+  key: string,
+  versionId: string | null,
+): ObjectVersionRecord {
+  const version =
+    versionId === null
+      ? store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, key))
+      : findVersionIn(store, bucket.id, key, versionId);
+  if (version?.deleteMarker && versionId !== null) throw deleteMarkerNamed(version, '');
+  if (!version || version.deleteMarker) throw NotFound(`object ${key} not found`);
+  return version;
+}
+
+/** The key's latest version when it is a delete marker (a bucket that has had versioning). */
+export function latestDeleteMarkerIn(
+  store: IndexStore,
+  bucket: BucketRecord,
+  key: string,
+): ObjectVersionRecord | undefined {
+  if (bucket.versioning === 'Unversioned') return undefined;
+  for (const { value } of store.range<ObjectVersionRecord>(DB.versions, {
+    ...versionRange(bucket.id, key),
+    limit: 1,
+  }))
+    return value.deleteMarker ? value : undefined;
+  return undefined;
+}
+
+/**
+ * The preconditions of a read, in the order of RFC 9110 §13.2.2: If-Match, else
+ * If-Unmodified-Since, refuse with 412 (thrown); If-None-Match, else If-Modified-Since, answer
+ * 304 (returned). If-Match compares strongly (a weak tag never matches), If-None-Match weakly; a
+ * date that is not an HTTP-date is ignored, as the RFC says.
+ */
+export function checkReadConditions(
+  conditions: ReadConditions,
+  version: ObjectVersionRecord,
+): 304 | undefined {
+  const lastModifiedSecond = Math.floor(version.lastModified / 1000) * 1000;
+  const { ifMatch, ifNoneMatch } = conditions;
+  if (ifMatch !== undefined) {
+    if (!(ifMatch.trim() === '*' || etagListMatches(ifMatch, version.etag, 'strong')))
+      throw PreconditionFailed('If-Match: the object does not match');
+  } else {
+    const unmodifiedSince = parseHttpDate(conditions.ifUnmodifiedSince);
+    if (!Number.isNaN(unmodifiedSince) && lastModifiedSecond > unmodifiedSince)
+      throw PreconditionFailed('If-Unmodified-Since: the object was modified since');
+  }
+  if (ifNoneMatch !== undefined) {
+    const matches = ifNoneMatch.trim() === '*' || etagListMatches(ifNoneMatch, version.etag);
+    return matches ? 304 : undefined;
+  }
+  const modifiedSince = parseHttpDate(conditions.ifModifiedSince);
+  if (!Number.isNaN(modifiedSince) && lastModifiedSecond <= modifiedSince) return 304;
+  return undefined;
+}
+
+/**
+ * The range to serve, if any (see parseRange). RFC 9110 §13.1.5: with an If-Range that is not
+ * a strong match of the ETag, nor the exact Last-Modified date, the whole object is served.
+ */
+export function rangeToServe(
+  conditions: ReadConditions,
+  version: ObjectVersionRecord,
+): ByteRange | undefined {
+  const ifRange = conditions.ifRange?.trim();
+  if (ifRange !== undefined) {
+    const current =
+      ifRange.startsWith('"') || ifRange.startsWith('W/')
+        ? ifRange === version.etag
+        : parseHttpDate(ifRange) === Math.floor(version.lastModified / 1000) * 1000;
+    if (!current) return undefined;
+  }
+  return parseRange(conditions.range, version.size);
+}
+
+/** RFC 9110 §5.6.7: IMF-fixdate, and the obsolete RFC 850 and asctime forms (all in GMT). */
+const HTTP_DATE =
+  /^(?:[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT|[A-Z][a-z]{5,8}, \d{2}-[A-Z][a-z]{2}-\d{2} \d{2}:\d{2}:\d{2} GMT|[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4})$/;
+
+/** Milliseconds of an HTTP-date; NaN for anything else (`Date.parse` alone takes "2024"). */
+export function parseHttpDate(value: string | undefined): number {
+  const text = value?.trim() ?? '';
+  if (!HTTP_DATE.test(text)) return NaN;
+  return Date.parse(text.endsWith('GMT') ? text : `${text} GMT`);
+}

@@ -1,0 +1,408 @@
+// The cluster test kit: starts 3 to 5 Lightwell nodes on this machine, each with its own
+// address, and etcd from Debian's `etcd-server` (installed with apt-get when missing and this
+// process is root).
+//
+// - Network: as root, one network namespace per node (scripts/cluster-net.sh: veth pairs on a
+//   bridge, names unique per run); a node can then be cut off (`partition`) and healed. Where
+//   namespaces cannot be made, each node gets a loopback address 127.S.T.2 and up (S, T random
+//   per run), and `canPartition` is false: tests that need a partition skip with a reason.
+// - Without etcd (not root and not installed, or the install failed) `clusterEnvironment()`
+//   answers a skip reason, and every cluster test skips with it, visibly.
+// - Every wait names what it waits for; `close()` (registered with t.teardown by `start`) kills
+//   every process of the run and removes its network and data, also after a failure.
+
+import { spawn, execFile, execFileSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { promisify } from 'node:util';
+import { fileURLToPath } from 'node:url';
+
+const execFileAsync = promisify(execFile);
+const ROOT = resolve(fileURLToPath(new URL('../../../', import.meta.url)));
+const CLI = join(ROOT, 'dist', 'bin', 'lightwell.js');
+const NET = join(ROOT, 'scripts', 'cluster-net.sh');
+/** Ports inside a node's own address (each node has its own address, so all alike). */
+export const PORTS = { public: 9000, admin: 9001, cluster: 7000 } as const;
+const START_MS_MAX = 90_000;
+
+export interface ClusterEnvironment {
+  /** Why cluster tests cannot run here; undefined when they can. */
+  readonly skip: string | undefined;
+  readonly etcdBin: string;
+  readonly namespaces: boolean;
+  /** Why a network partition cannot be made here; undefined when it can. */
+  readonly partitionSkip: string | undefined;
+}
+
+let environment: Promise<ClusterEnvironment> | undefined;
+
+/** Whether cluster tests can run, installing etcd-server when root and missing (once). */
+export function clusterEnvironment(): Promise<ClusterEnvironment> {
+  environment ??= probeEnvironment();
+  return environment;
+}
+
+async function probeEnvironment(): Promise<ClusterEnvironment> {
+  const root = process.getuid?.() === 0;
+  let etcdBin = which('etcd');
+  if (etcdBin === undefined && root) {
+    await aptInstall(['etcd-server']);
+    etcdBin = which('etcd');
+  }
+  if (etcdBin === undefined)
+    return {
+      skip: root
+        ? 'etcd is not installed and apt-get install etcd-server failed'
+        : 'etcd is not installed (apt-get install etcd-server) and this is not root',
+      etcdBin: '',
+      namespaces: false,
+      partitionSkip: 'no etcd',
+    };
+  const namespaces = root && canMakeNamespace();
+  return {
+    skip: undefined,
+    etcdBin,
+    namespaces,
+    partitionSkip: namespaces
+      ? undefined
+      : 'network namespaces cannot be made here (needs root and ip netns): no partition',
+  };
+}
+
+function which(name: string): string | undefined {
+  try {
+    return (
+      execFileSync('sh', ['-c', `command -v ${name}`], { encoding: 'utf8' }).trim() || undefined
+    );
+  } catch {
+    return undefined;
+  }
+}
+
+async function aptInstall(packages: readonly string[]): Promise<void> {
+  const install = ['-o', 'DPkg::Lock::Timeout=600', 'install', '-y', ...packages];
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  try {
+    await execFileAsync('apt-get', install, { env });
+  } catch {
+    await execFileAsync('apt-get', ['update'], { env }).catch(() => undefined);
+    await execFileAsync('apt-get', install, { env }).catch(() => undefined);
+  }
+}
+
+function canMakeNamespace(): boolean {
+  const name = `lw-probe-${randomBytes(3).toString('hex')}`;
+  try {
+    execFileSync('ip', ['netns', 'add', name], { stdio: 'ignore' });
+    execFileSync('ip', ['netns', 'del', name], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Waits for `probe` to answer a value; the timeout error names `what`. */
+export async function waitFor<T>(
+  what: string,
+  probe: () => Promise<T | undefined>,
+  timeoutMs = 60_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await probe();
+      if (value !== undefined) return value;
+    } catch (error) {
+      last = error;
+    }
+    if (Date.now() > deadline)
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for ${what}` +
+          (last === undefined ? '' : ` (last error: ${(last as Error).message})`),
+      );
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+export interface Answer {
+  readonly status: number;
+  readonly json: Record<string, unknown>;
+}
+
+export class KitNode {
+  private child: ChildProcess | undefined;
+  output = '';
+  private readonly tokens = new Map<string, string>();
+
+  constructor(
+    private readonly kit: ClusterKit,
+    readonly index: number,
+    readonly id: string,
+    readonly host: string,
+    readonly dataDir: string,
+  ) {}
+
+  get clusterAddress(): string {
+    return `${this.host}:${PORTS.cluster}`;
+  }
+  get adminUrl(): string {
+    return `http://${this.host}:${PORTS.admin}/admin/api/v1`;
+  }
+  get publicUrl(): string {
+    return `http://${this.host}:${PORTS.public}/api/v1`;
+  }
+
+  /** Starts `lightwell serve` in cluster mode; resolves once its ready lines are printed. */
+  async start(options: { bootstrap?: boolean; args?: readonly string[] } = {}): Promise<void> {
+    const serve = [
+      CLI,
+      'serve',
+      '--data-dir',
+      this.dataDir,
+      '--public-listen',
+      `${this.host}:${PORTS.public}`,
+      '--admin-listen',
+      `${this.host}:${PORTS.admin}`,
+      '--cluster.listen',
+      this.clusterAddress,
+      '--cluster.node_id',
+      this.id,
+      '--cluster.etcd_bin',
+      this.kit.env.etcdBin,
+      '--gateways',
+      '1',
+      '--workers',
+      '1',
+      '--gateway-threads',
+      '1',
+      '--log-level',
+      'warn',
+      ...(options.bootstrap === true ? ['--cluster.bootstrap'] : []),
+      ...(options.args ?? []),
+    ];
+    const [command, args] = this.kit.wrap(this.index, [process.execPath, ...serve]);
+    // Its own process group: kill9 reaches the supervisor, its children and etcd at once.
+    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    this.child = child;
+    this.output = '';
+    child.stdout.on('data', (data: Buffer) => (this.output += data.toString()));
+    child.stderr.on('data', (data: Buffer) => (this.output += data.toString()));
+    await waitFor(
+      `node ${this.id} to print its cluster ready line`,
+      () => {
+        if (child.exitCode !== null)
+          throw new Error(`node ${this.id} exited (${child.exitCode}):\n${this.output}`);
+        return Promise.resolve(/lightwell: cluster: .*\n/.test(this.output) ? true : undefined);
+      },
+      START_MS_MAX,
+    ).catch((error: unknown) => {
+      throw new Error(`${String(error)}\n--- output of ${this.id} ---\n${this.output}`);
+    });
+  }
+
+  /** The join secret from the ready line (a node that waits to be joined). */
+  joinSecret(): string {
+    const match = /cluster: waiting to be joined, secret (lwjoin_[A-Za-z0-9_-]+)/.exec(this.output);
+    if (match?.[1] === undefined) throw new Error(`node ${this.id} printed no join secret`);
+    return match[1];
+  }
+
+  /** An admin token of this node (admin tokens are per node until they are cluster-wide). */
+  async token(role: 'viewer' | 'operator' | 'owner' = 'owner'): Promise<string> {
+    const cached = this.tokens.get(role);
+    if (cached !== undefined) return cached;
+    const { stdout } = await execFileAsync(process.execPath, [
+      CLI,
+      'admin-token',
+      'create',
+      '--data-dir',
+      this.dataDir,
+      '--role',
+      role,
+    ]);
+    const token = stdout.trim().split('\n').pop() ?? '';
+    this.tokens.set(role, token);
+    return token;
+  }
+
+  /** `lightwell admin-token ARGS --data-dir DIR` on this node's data directory; its stdout. */
+  async adminTokenCli(args: readonly string[]): Promise<string> {
+    const { stdout } = await execFileAsync(process.execPath, [
+      CLI,
+      'admin-token',
+      ...args,
+      '--data-dir',
+      this.dataDir,
+    ]);
+    return stdout;
+  }
+
+  /** One admin request with `token` (undefined: none). */
+  async adminWith(token: string | undefined, method: string, path: string): Promise<number> {
+    const headers: Record<string, string> = {};
+    if (token !== undefined) headers['Authorization'] = `Bearer ${token}`;
+    const response = await fetch(this.adminUrl + path, {
+      method,
+      headers,
+      signal: AbortSignal.timeout(60_000),
+    });
+    await response.arrayBuffer();
+    return response.status;
+  }
+
+  /** One admin request with this node's token of `role`. */
+  async admin(
+    method: string,
+    path: string,
+    body?: unknown,
+    role: 'viewer' | 'operator' | 'owner' = 'owner',
+  ): Promise<Answer> {
+    const init: RequestInit = {
+      method,
+      headers: {
+        Authorization: `Bearer ${await this.token(role)}`,
+        'Content-Type': 'application/json',
+      },
+      signal: AbortSignal.timeout(120_000),
+    };
+    if (body !== undefined) init.body = JSON.stringify(body);
+    const response = await fetch(this.adminUrl + path, init);
+    const text = await response.text();
+    return { status: response.status, json: (text ? JSON.parse(text) : {}) as Answer['json'] };
+  }
+
+  /** SIGTERM to the supervisor; resolves when it has exited. */
+  async stop(): Promise<void> {
+    const child = this.child;
+    if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => this.killGroup(), 30_000);
+      child.once('exit', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      child.kill('SIGTERM');
+    });
+    this.killGroup(); // anything left behind (etcd) goes too
+  }
+
+  /** SIGKILL to the whole process group: supervisor, engine, gateway, admin and etcd. */
+  async kill9(): Promise<void> {
+    const child = this.child;
+    if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    this.killGroup();
+    await exited;
+  }
+
+  private killGroup(): void {
+    const pid = this.child?.pid;
+    if (pid === undefined) return;
+    try {
+      process.kill(-pid, 'SIGKILL');
+    } catch {
+      // gone already
+    }
+  }
+}
+
+export class ClusterKit {
+  readonly nodes: KitNode[] = [];
+  private readonly root: string;
+  private netUp = false;
+
+  private constructor(
+    readonly env: ClusterEnvironment,
+    readonly run: string,
+  ) {
+    this.root = mkdtempSync(join(tmpdir(), `lw-cluster-${run}-`));
+  }
+
+  get canPartition(): boolean {
+    return this.netUp;
+  }
+
+  /** Makes the network and the nodes' directories (no node runs yet). */
+  static async create(count: number, teardown: (fn: () => Promise<void>) => void) {
+    const env = await clusterEnvironment();
+    if (env.skip !== undefined) throw new Error(`cluster tests cannot run: ${env.skip}`);
+    const kit = new ClusterKit(env, randomBytes(3).toString('hex'));
+    teardown(() => kit.close());
+    const hosts = env.namespaces ? await kit.makeNetwork(count) : loopbackHosts(count);
+    for (let index = 0; index < count; index += 1)
+      kit.nodes.push(
+        new KitNode(
+          kit,
+          index + 1,
+          `n${index + 1}`,
+          hosts[index] as string,
+          join(kit.root, `n${index + 1}`),
+        ),
+      );
+    return kit;
+  }
+
+  private async makeNetwork(count: number): Promise<string[]> {
+    this.netUp = true; // set first: a failure half-way is still torn down
+    const { stdout } = await execFileAsync(NET, ['up', this.run, String(count)]);
+    const lines = stdout.trim().split('\n');
+    return lines.slice(1);
+  }
+
+  /** The command that runs `argv` on node `index`'s network. */
+  wrap(index: number, argv: readonly string[]): [string, string[]] {
+    if (!this.netUp) return [argv[0] as string, argv.slice(1)];
+    return ['ip', ['netns', 'exec', `lw-${this.run}-${index}`, ...argv]];
+  }
+
+  async partition(node: KitNode): Promise<void> {
+    await execFileAsync(NET, ['cut', this.run, String(node.index)]);
+  }
+
+  async heal(node: KitNode): Promise<void> {
+    await execFileAsync(NET, ['heal', this.run, String(node.index)]);
+  }
+
+  /** Bootstraps node 1 and joins the next `count - 1` nodes through node 1's admin API. */
+  async formCluster(count = this.nodes.length): Promise<void> {
+    const [first, ...others] = this.nodes.slice(0, count) as [KitNode, ...KitNode[]];
+    await Promise.all([first.start({ bootstrap: true }), ...others.map((node) => node.start())]);
+    for (const node of others) {
+      const answer = await first.admin('POST', '/cluster/consensus/join', joinBody(node));
+      if (answer.status !== 200)
+        throw new Error(
+          `join of ${node.id} answered ${answer.status}: ${JSON.stringify(answer.json)}`,
+        );
+    }
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.nodes.map((node) => node.stop().catch(() => node.kill9())));
+    if (this.netUp) await execFileAsync(NET, ['down', this.run]).catch(() => undefined);
+    rmSync(this.root, { recursive: true, force: true });
+  }
+}
+
+/** The join body for `node`, as DECISIONS.md gives it. */
+export function joinBody(
+  node: KitNode,
+  extra: Record<string, unknown> = {},
+): Record<string, unknown> {
+  return {
+    id: node.id,
+    address: node.clusterAddress,
+    secret: node.joinSecret(),
+    reason: 'test cluster',
+    confirm: node.id,
+    ...extra,
+  };
+}
+
+/** 127.S.T.2 and up, S and T random: parallel runs take different addresses. */
+function loopbackHosts(count: number): string[] {
+  const [s, t] = [1 + ((randomBytes(1)[0] as number) % 254), (randomBytes(1)[0] as number) % 256];
+  return Array.from({ length: count }, (_, index) => `127.${s}.${t}.${index + 2}`);
+}

@@ -1,0 +1,193 @@
+// Goal: the AWS SDK for JavaScript, in its default configuration, manages buckets on Lightwell:
+// SigV4 from the Authorization header and presigned URLs, bucket operations with S3's answers,
+// and global bucket names across tenants (403 on S3, invisible and 409 on the native API).
+// Method: a real `lightwell serve`, two tenants made through the admin API, @aws-sdk/client-s3.
+import t from 'tap';
+import {
+  S3Client,
+  ListBucketsCommand,
+  CreateBucketCommand,
+  HeadBucketCommand,
+  DeleteBucketCommand,
+  GetBucketLocationCommand,
+  GetBucketVersioningCommand,
+  PutBucketVersioningCommand,
+  S3ServiceException,
+} from '@aws-sdk/client-s3';
+import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
+import { Service, type DataClient } from '../helpers/service.js';
+
+function clientFor(
+  origin: string,
+  key: Pick<DataClient, 'accessKeyId' | 'secretKey'>,
+  secretKey = key.secretKey,
+): S3Client {
+  return new S3Client({
+    endpoint: origin,
+    region: 'us-east-1',
+    forcePathStyle: true,
+    credentials: { accessKeyId: key.accessKeyId, secretAccessKey: secretKey },
+    maxAttempts: 1,
+  });
+}
+
+async function errorOf(run: Promise<unknown>): Promise<{ name: string; status: number }> {
+  try {
+    await run;
+  } catch (error) {
+    if (error instanceof S3ServiceException)
+      return { name: error.name, status: error.$metadata.httpStatusCode ?? 0 };
+    throw error;
+  }
+  return { name: 'none', status: 0 };
+}
+
+t.test('bucket operations through the AWS SDK', async (t) => {
+  const service = await Service.start();
+  t.teardown(() => service.close());
+  const origin = service.publicUrl.replace(/\/api\/v1$/, '');
+  const alice = await service.tenant('alice');
+  const bob = await service.tenant('bob');
+  const s3 = clientFor(origin, alice);
+  const s3bob = clientFor(origin, bob);
+  t.teardown(() => {
+    s3.destroy();
+    s3bob.destroy();
+  });
+
+  const empty = await s3.send(new ListBucketsCommand({}));
+  t.same(empty.Buckets ?? [], []);
+  t.equal(empty.Owner?.ID, 'alice', 'the owner is the tenant');
+  t.ok(empty.Owner?.DisplayName);
+
+  await s3.send(new CreateBucketCommand({ Bucket: 'photos' }));
+  await s3.send(
+    new CreateBucketCommand({
+      Bucket: 'locked',
+      ObjectLockEnabledForBucket: true,
+      CreateBucketConfiguration: { LocationConstraint: 'us-east-1' as never },
+    }),
+  );
+  const listed = await s3.send(new ListBucketsCommand({}));
+  t.same(
+    listed.Buckets?.map((bucket) => bucket.Name),
+    ['locked', 'photos'],
+  );
+  t.ok(listed.Buckets?.[0]?.CreationDate instanceof Date);
+
+  t.same(await errorOf(s3.send(new CreateBucketCommand({ Bucket: 'photos' }))), {
+    name: 'BucketAlreadyOwnedByYou',
+    status: 409,
+  });
+  t.same(await errorOf(s3bob.send(new CreateBucketCommand({ Bucket: 'photos' }))), {
+    name: 'BucketAlreadyExists',
+    status: 409,
+  });
+  t.same(await errorOf(s3.send(new CreateBucketCommand({ Bucket: 'No_Such' }))), {
+    name: 'InvalidBucketName',
+    status: 400,
+  });
+  t.same(
+    await errorOf(
+      s3.send(
+        new CreateBucketCommand({
+          Bucket: 'elsewhere',
+          CreateBucketConfiguration: { LocationConstraint: 'eu-west-1' },
+        }),
+      ),
+    ),
+    { name: 'IllegalLocationConstraintException', status: 400 },
+  );
+
+  // The native API: another tenant's name is a 409 conflict, its bucket invisible.
+  const nativeCreate = await bob.request('POST', '/buckets', { json: { name: 'photos' } });
+  t.equal(nativeCreate.status, 409);
+  t.equal((await bob.request('GET', '/buckets/photos')).status, 404);
+
+  await s3.send(new HeadBucketCommand({ Bucket: 'photos' }));
+  t.equal(
+    (await errorOf(s3bob.send(new HeadBucketCommand({ Bucket: 'photos' })))).status,
+    403,
+    "another tenant's bucket is forbidden, not missing",
+  );
+  t.same(await errorOf(s3.send(new HeadBucketCommand({ Bucket: 'nothing-here' }))), {
+    name: 'NotFound',
+    status: 404,
+  });
+  t.same(await errorOf(s3bob.send(new GetBucketLocationCommand({ Bucket: 'photos' }))), {
+    name: 'AccessDenied',
+    status: 403,
+  });
+
+  const location = await s3.send(new GetBucketLocationCommand({ Bucket: 'photos' }));
+  t.notOk(location.LocationConstraint, 'us-east-1 is the empty constraint');
+
+  t.notOk((await s3.send(new GetBucketVersioningCommand({ Bucket: 'photos' }))).Status);
+  t.equal(
+    (await s3.send(new GetBucketVersioningCommand({ Bucket: 'locked' }))).Status,
+    'Enabled',
+    'object lock turns versioning on',
+  );
+  await s3.send(
+    new PutBucketVersioningCommand({
+      Bucket: 'photos',
+      VersioningConfiguration: { Status: 'Enabled' },
+    }),
+  );
+  t.equal((await s3.send(new GetBucketVersioningCommand({ Bucket: 'photos' }))).Status, 'Enabled');
+  t.same(
+    await errorOf(
+      s3.send(
+        new PutBucketVersioningCommand({
+          Bucket: 'locked',
+          VersioningConfiguration: { Status: 'Suspended' },
+        }),
+      ),
+    ),
+    { name: 'InvalidBucketState', status: 409 },
+  );
+
+  // A presigned ListBuckets-like GET: the bucket location, valid then expired.
+  const url = await getSignedUrl(s3, new GetBucketLocationCommand({ Bucket: 'photos' }), {
+    expiresIn: 60,
+  });
+  t.equal((await fetch(url)).status, 200, 'a presigned URL works');
+  const tampered = url.replace('location', 'versioning');
+  t.equal((await fetch(tampered)).status, 403, 'a changed presigned URL does not');
+  const expired = await getSignedUrl(s3, new GetBucketLocationCommand({ Bucket: 'photos' }), {
+    expiresIn: 60,
+    signingDate: new Date(Date.now() - 120_000),
+  });
+  const stale = await fetch(expired);
+  t.equal(stale.status, 403);
+  t.match(await stale.text(), /<Code>AccessDenied<\/Code><Message>Request has expired/);
+
+  // Bad credentials.
+  const wrong = clientFor(origin, alice, 'x'.repeat(40));
+  t.teardown(() => wrong.destroy());
+  t.same(await errorOf(wrong.send(new ListBucketsCommand({}))), {
+    name: 'SignatureDoesNotMatch',
+    status: 403,
+  });
+  const unknown = clientFor(origin, {
+    accessKeyId: 'LWAAAAAAAAAAAAAAAAAA',
+    secretKey: alice.secretKey,
+  });
+  t.teardown(() => unknown.destroy());
+  t.same(await errorOf(unknown.send(new ListBucketsCommand({}))), {
+    name: 'InvalidAccessKeyId',
+    status: 403,
+  });
+
+  await s3.send(new DeleteBucketCommand({ Bucket: 'photos' }));
+  t.same(await errorOf(s3.send(new DeleteBucketCommand({ Bucket: 'photos' }))), {
+    name: 'NoSuchBucket',
+    status: 404,
+  });
+  // The name is free again, for any tenant.
+  await s3bob.send(new CreateBucketCommand({ Bucket: 'photos' }));
+  t.same(
+    (await s3bob.send(new ListBucketsCommand({}))).Buckets?.map((bucket) => bucket.Name),
+    ['photos'],
+  );
+});
