@@ -56,7 +56,11 @@ import {
   COMPRESSION_NONE,
   CIPHER_NONE,
 } from '../../src/format/record-frame.js';
-import { parseSegmentFileName, segmentFileName } from '../../src/format/segment-header.js';
+import {
+  parseSegmentFileName,
+  segmentFileName,
+  SEGMENT_HEADER_SIZE,
+} from '../../src/format/segment-header.js';
 import { loadSettings, type Settings } from '../../src/util/config.js';
 import { ManualClock } from '../../src/util/clock.js';
 import type { Io } from '../../src/util/io.js';
@@ -339,9 +343,12 @@ class Simulation {
 
   private damaged(segmentId: number, offset: number, length: number): boolean {
     const path = join(this.paths.segments, segmentFileName(segmentId));
-    return this.disk
-      .damageOf(path)
-      .some((range) => range.from < offset + length && offset < range.to);
+    return this.disk.damageOf(path).some(
+      (range) =>
+        (range.from < offset + length && offset < range.to) ||
+        // A damaged header makes the reader refuse the whole file.
+        range.from < SEGMENT_HEADER_SIZE,
+    );
   }
 
   private async check(): Promise<void> {
