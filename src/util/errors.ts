@@ -119,6 +119,17 @@ export const ChunkGone = defineError('chunk_gone', 'Deduplicated chunk was recla
 /** The data filesystem is full (ENOSPC): new writes are refused until space returns. */
 export const DiskFull = defineError('disk_full', 'No space left for new data', 503);
 
+// Operator and start-up failures: a process refuses to start, naming what to fix. Never a
+// client's answer (an API that met one would answer `internal`).
+export const InvalidSetting = defineError('invalid_setting', 'Invalid setting', 500);
+export const DataDirUnusable = defineError('data_dir_unusable', 'Data directory unusable', 500);
+export const MasterKeyMismatch = defineError(
+  'master_key_mismatch',
+  'Master key of another data directory',
+  500,
+);
+export const MasterKeyUnusable = defineError('master_key_unusable', 'Master key unusable', 500);
+
 /** The plain-data form of an error, safe for structured clone and msgpack. */
 export interface WireError {
   readonly code: string;

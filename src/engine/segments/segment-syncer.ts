@@ -39,6 +39,8 @@ export class SegmentSyncer {
   /** Segments whose fdatasync failed once: never synced as good again (see the header). */
   private readonly poisoned = new Set<number>();
   syncs = 0;
+  /** Told of each fdatasync's seconds (metrics). */
+  onSync: ((seconds: number) => void) | undefined;
 
   constructor(
     private readonly segmentsDir: string,
@@ -78,6 +80,7 @@ export class SegmentSyncer {
     try {
       if (this.poisoned.has(segmentId)) throw poisonedError(segmentId);
       const handle = await state.handle;
+      const started = performance.now();
       try {
         await handle.datasync();
       } catch (cause) {
@@ -85,6 +88,7 @@ export class SegmentSyncer {
         this.poisoned.add(segmentId);
         throw cause;
       }
+      this.onSync?.((performance.now() - started) / 1000);
       // A writer reported a failure while this fdatasync ran: it may have covered lost pages.
       if (this.poisoned.has(segmentId)) throw poisonedError(segmentId);
       this.syncs += 1;
