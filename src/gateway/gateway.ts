@@ -342,6 +342,9 @@ export async function startListener(options: {
       seal: async (segmentId, size) => {
         await engine.call('sealSegment', { segmentId, size });
       },
+      failed: async (segmentId) => {
+        await engine.call('segmentFailed', { segmentId });
+      },
     },
   });
   const inlineReader = new SegmentReader(paths.segments, { cachedFirst: true });
