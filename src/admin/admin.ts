@@ -18,6 +18,9 @@ import { listen, type Handler } from '../http/server.js';
 import { routedApi, type Api } from '../http/api.js';
 import { openApiDocument } from '../http/openapi.js';
 import { readyzRoute } from '../http/readiness.js';
+import { processRegistry, RequestMetrics } from '../http/metrics.js';
+import { accessLogger, bothAnswered } from '../http/access-log.js';
+import { metricsApi } from './metrics-route.js';
 import { adminRoutes } from './routes.js';
 import { AuditSink } from '../http/audit.js';
 import { AdminAuth } from './auth.js';
@@ -83,10 +86,14 @@ export async function startAdmin(options: {
   );
   // The admin port's APIs. The console (`/admin/console`) and `/metrics` mount here beside the
   // admin API, each with its own errors and query rules (src/http/api.ts).
+  const registry = processRegistry('admin', true);
+  const requests = new RequestMetrics(registry);
   const apis: Api[] = [
     routedApi({ name: 'admin', router: new Router(ADMIN_PREFIX, routes) }),
+    metricsApi(engine, registry),
     ...(await consoleApis({ store, engine, authenticate: auth.authenticate.bind(auth) })),
   ];
+  const access = settings.bool('log.access') ? accessLogger(componentLogger('access')) : undefined;
   const listener = await listen(
     {
       host: address.host,
@@ -96,6 +103,7 @@ export async function startAdmin(options: {
       identify: (exchange) => auth.identify(exchange),
       tls: tlsFilesOf(settings),
       bodyRateMin: settings.bytes('limits.body_rate_min'),
+      answered: bothAnswered((api, exchange) => requests.observe(api, exchange), access),
     },
     apis,
     log,

@@ -246,8 +246,8 @@ function deleteRoute(services: AdminServices): Route<Handler> {
       if (!dryRun) checkDeletable(tenant);
       const plan = await tenantPlan(services.store, tenant, 'deleteTenant', dryRun);
       // A dry run answers as the real call would (admin-api.md §3): refused for the same
-      // blockers, all of them named in the problem's message.
-      refuseBlocked(plan.blockers);
+      // blockers, all of them named in the problem's message, with the whole plan.
+      refuseBlocked(plan);
       if (dryRun) {
         exchange.sendJson(200, { ...plan, applied: false, tenant: tenantJson(tenant) });
         return;
@@ -270,13 +270,21 @@ function checkDeletable(tenant: TenantRecord): void {
     throw Conflict(`tenant ${tenant.id} is ${tenant.state}; disable it before deleting it`);
 }
 
-/** 409 if the tenant's state forbids the delete, else 412 if object lock gates it. */
-function refuseBlocked(blockers: ReadonlyArray<{ code: string; message: string }>): void {
+/**
+ * 409 if the tenant's state forbids the delete, else 412 if object lock gates it. The problem
+ * carries the plan's `counts` (all eight) and `blockers` (http/error-answer.ts), so that a
+ * refused dry run still shows what the delete would touch.
+ */
+function refuseBlocked(plan: {
+  readonly counts: object;
+  readonly blockers: ReadonlyArray<{ code: string; message: string }>;
+}): void {
+  const { blockers, counts } = plan;
   if (blockers.length === 0) return;
   const all = blockers.map((blocker) => blocker.message).join('; ');
   const conflict = blockers.some(
     (blocker) => blocker.code === 'not_disabled' || blocker.code === 'already_deleted',
   );
-  if (conflict) throw Conflict(all, { blockers });
-  throw PreconditionFailed(`the delete is gated by object lock: ${all}`, { blockers });
+  if (conflict) throw Conflict(all, { counts, blockers });
+  throw PreconditionFailed(`the delete is gated by object lock: ${all}`, { counts, blockers });
 }

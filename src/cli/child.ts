@@ -47,7 +47,11 @@ export async function runChild(
   } catch (error) {
     return await fail(role, error, exit);
   }
-  const log = createRootLogger({ level: settings.string('log.level'), process: role });
+  const log = createRootLogger({
+    level: settings.string('log.level'),
+    process: role,
+    format: settings.string('log.format'),
+  });
   let running: { port?: number; failed?: Promise<never>; stop(): Promise<void> };
   try {
     const options = { dataDir: settings.string('data_dir'), settings };

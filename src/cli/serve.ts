@@ -3,8 +3,9 @@
 // admin process as children. Once every child is ready it prints one ready line per listener,
 // with the port bound; a child that exits before then fails the start (exit 1, nothing
 // printed on stdout). After the start it restarts a crashed child with exponential backoff; on
-// SIGINT/SIGTERM it stops the listeners first (in-flight requests finish), then the engine,
-// and exits 0.
+// SIGINT/SIGTERM it drains the listeners first (readiness 503, no new connections, in-flight
+// requests finish within shutdown.grace), then stops the engine, and exits 0; a second signal
+// kills every child at once and exits 1.
 
 import { fork, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
@@ -77,7 +78,11 @@ export async function serve(argv: readonly string[], exit: (code: number) => nev
   // The supervisor's own notices are log records like its children's (JSON lines on stderr, at
   // --log-level): a log shipper drops plain-text lines, and these are the ones an operator
   // needs most. Only a refused start stays one line of text.
-  const log = createRootLogger({ level: settings.string('log.level'), process: 'serve' });
+  const log = createRootLogger({
+    level: settings.string('log.level'),
+    process: 'serve',
+    format: settings.string('log.format'),
+  });
   if (created !== undefined) {
     // A new store is never silent: a line a person sees, and a record the log keeps.
     process.stderr.write(`lightwell: ${newStoreNotice(created)}\n`);

@@ -5,11 +5,15 @@
 // reconfiguration check, so that no operator has to remember them. `--initial-cluster*` matter
 // only on the member's first start; etcd ignores them once its data directory exists.
 //
+// A member left running by a supervisor that was killed (SIGKILL leaves its children behind)
+// would hold the ports and the data directory: its pid is kept in `<etcd data>.pid`, and a start
+// first kills that process when it is still an etcd on this data directory.
+//
 // A member that exits is restarted with backoff, unless this node was removed from the cluster
 // (etcd then exits on its own and must stay down) or the supervisor is stopping.
 
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { Unavailable } from '../util/errors.js';
 import type { Logger } from '../util/log.js';
 
@@ -84,7 +88,26 @@ export class EtcdMember {
   /** Starts the process; resolves once it has been spawned (not once it serves). */
   async start(): Promise<void> {
     await mkdir(this.options.dataDir, { recursive: true, mode: 0o700 });
+    await this.killLeftover();
     await this.spawnOnce();
+  }
+
+  private get pidFile(): string {
+    return `${this.options.dataDir}.pid`;
+  }
+
+  /** Kills an etcd on this data directory left by a supervisor that died without stopping it. */
+  private async killLeftover(): Promise<void> {
+    const pid = Number((await readFile(this.pidFile, 'utf8').catch(() => '')).trim());
+    if (!Number.isSafeInteger(pid) || pid <= 0) return;
+    const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+    if (!cmdline.includes(`\0--data-dir\0${this.options.dataDir}\0`)) return;
+    this.options.log.warn({ pid }, 'an etcd member left running on this data directory: killed');
+    process.kill(pid, 'SIGKILL');
+    for (let waited = 0; waited < 10_000; waited += 50) {
+      if (!(await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => ''))) return;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
   }
 
   private spawnOnce(): Promise<void> {
@@ -94,7 +117,9 @@ export class EtcdMember {
       });
       this.child = child;
       const startedAt = Date.now();
-      child.once('spawn', () => resolve());
+      child.once('spawn', () => {
+        writeFile(this.pidFile, `${String(child.pid)}\n`).then(resolve, reject);
+      });
       child.once('error', (error: NodeJS.ErrnoException) => {
         this.child = undefined;
         reject(

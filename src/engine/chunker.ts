@@ -20,7 +20,8 @@
 // - Cut points are absolute end offsets in the body.
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { BadRequest } from '../util/errors.js';
+import { BadRequest, InvalidSetting } from '../util/errors.js';
+import { RECORD_PLAIN_LENGTH_MAX } from '../format/record-frame.js';
 import type { GearKernel } from './gear-kernel.js';
 
 /** Seed of the splitmix64 stream that generates GEAR_TABLE ("Lightwel" in ASCII). */
@@ -33,6 +34,26 @@ export const GEAR_TABLE_CHECKSUM =
 export const chunkAvgBytesDefault = 1 << 20;
 export const chunkAvgBytesMin = 1 << 8;
 export const chunkAvgBytesMax = 1 << 26;
+
+/**
+ * `storage.chunk_bytes_avg` as a process checks it when it starts: a power of two in range whose
+ * largest chunk (4 × the average) fits one record (RECORD_PLAIN_LENGTH_MAX), so that no upload
+ * can cut a chunk that cannot be stored.
+ */
+export function checkChunkSetting(avgBytes: number): void {
+  const fits =
+    Number.isSafeInteger(avgBytes) &&
+    avgBytes >= chunkAvgBytesMin &&
+    avgBytes <= chunkAvgBytesMax &&
+    (avgBytes & (avgBytes - 1)) === 0 &&
+    avgBytes * 4 <= RECORD_PLAIN_LENGTH_MAX;
+  if (!fits)
+    throw InvalidSetting(
+      `storage.chunk_bytes_avg must be a power of two from ${chunkAvgBytesMin} bytes to ` +
+        `${RECORD_PLAIN_LENGTH_MAX / 4} (its largest chunk, 4 times the average, must fit one ` +
+        `record of ${RECORD_PLAIN_LENGTH_MAX} bytes); it is ${avgBytes}`,
+    );
+}
 
 /** Bytes of history the gear hash depends on. */
 const GEAR_WINDOW_BYTES = 32;

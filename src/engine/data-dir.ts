@@ -17,7 +17,8 @@ import { decodeMarker, encodeMarker, FORMAT_VERSION } from '../format/marker.js'
 import {
   DataDirLocked,
   FormatTooNew,
-  BadRequest,
+  DataDirUnusable,
+  MasterKeyUnusable,
   EngineUnavailable,
   isLightwellError,
 } from '../util/errors.js';
@@ -120,7 +121,7 @@ export async function prepareDataDir(paths: DataDirPaths): Promise<{ created: bo
     await checkDataDirFormat(paths);
   } else {
     if (existsSync(paths.index)) {
-      throw BadRequest(`${paths.root} has an index but no FORMAT marker; refusing to open it`);
+      throw DataDirUnusable(`${paths.root} has an index but no FORMAT marker; refusing to open it`);
     }
     await writeFileDurable(
       paths.marker,
@@ -142,7 +143,7 @@ export function checkDataDirParent(paths: DataDirPaths): void {
   if (existsSync(paths.root)) return;
   const parent = dirname(paths.root);
   if (!existsSync(parent))
-    throw BadRequest(
+    throw DataDirUnusable(
       `${parent} does not exist, so no data directory is created at ${paths.root}: ` +
         'check --data-dir, or create the parent directory first',
     );
@@ -175,9 +176,9 @@ export function checkDataDirUsable(paths: DataDirPaths): void {
         path = dirname(path);
         continue;
       }
-      throw BadRequest(`${path} cannot be read (${code ?? String(error)})`);
+      throw DataDirUnusable(`${path} cannot be read (${code ?? String(error)})`);
     }
-    if (!stats.isDirectory()) throw BadRequest(`${path} is not a directory`);
+    if (!stats.isDirectory()) throw DataDirUnusable(`${path} is not a directory`);
     requireAccess(path, constants.W_OK | constants.X_OK, 'writable');
     if (path === paths.root) checkDataDirParts(paths);
     return;
@@ -212,7 +213,7 @@ function requireAccess(path: string, mode: number, what: string): void {
     accessSync(path, mode);
   } catch {
     const owner = statSync(path, { throwIfNoEntry: false })?.uid;
-    throw BadRequest(
+    throw DataDirUnusable(
       `${path} is not ${what} by uid ${process.getuid?.() ?? 'unknown'}` +
         (owner === undefined ? '' : ` (owned by uid ${owner})`) +
         ': the whole data directory must belong to the user the service runs as (chown -R)',
@@ -228,11 +229,13 @@ export async function loadMasterKey(
   if (existsSync(paths.masterKey))
     return checkMasterKey(readKeyFile(paths.masterKey), paths.masterKey);
   if (process.env['LIGHTWELL_MASTER_KEY_FILE']) {
-    throw BadRequest(`LIGHTWELL_MASTER_KEY_FILE names ${paths.masterKey}, which does not exist`);
+    throw MasterKeyUnusable(
+      `LIGHTWELL_MASTER_KEY_FILE names ${paths.masterKey}, which does not exist`,
+    );
   }
   // A new key only for a new directory: data under a lost key would be unreadable with it.
   if (options.dataUnderKey)
-    throw BadRequest(
+    throw MasterKeyUnusable(
       `${paths.masterKey} is missing, but this data directory holds data under a master key: ` +
         'restore the key file, or point LIGHTWELL_MASTER_KEY_FILE at it',
     );
@@ -257,13 +260,13 @@ function readKeyFile(file: string): Buffer {
         ? ': the engine makes it at its first start; where the engine is given ' +
           'LIGHTWELL_MASTER_KEY_FILE, every process needs the same'
         : '';
-    throw BadRequest(`cannot read the master key ${file} (${code})${hint}`);
+    throw MasterKeyUnusable(`cannot read the master key ${file} (${code})${hint}`);
   }
 }
 
 function checkMasterKey(key: Buffer, file: string): Buffer {
   if (key.length !== MASTER_KEY_BYTES)
-    throw BadRequest(`${file} must hold exactly ${MASTER_KEY_BYTES} bytes`);
+    throw MasterKeyUnusable(`${file} must hold exactly ${MASTER_KEY_BYTES} bytes`);
   return key;
 }
 

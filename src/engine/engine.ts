@@ -5,6 +5,7 @@
 // commit is being written share one durable commit (group commit, `CommandBatch`), while each
 // stays atomic on its own. The answer to a command is sent only after its commit is on disk.
 
+import { checkChunkSetting } from './chunker.js';
 import { createServer, type Server, type Socket } from 'node:net';
 import { stat, unlink } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
@@ -41,6 +42,7 @@ import * as multipart from './ops/multipart.js';
 import * as notifications from './ops/notifications.js';
 import * as cors from './ops/cors.js';
 import { Deliverer } from './delivery.js';
+import { EngineMetrics } from './metrics.js';
 
 type Op = (context: EngineContext, args: never) => unknown;
 
@@ -105,6 +107,7 @@ export async function startEngine(options: {
   settings: Settings;
 }): Promise<RunningEngine> {
   const log = componentLogger('engine');
+  checkChunkSetting(options.settings.bytes('storage.chunk_bytes_avg'));
   const paths = dataDirPaths(options.dataDir);
   if ((await prepareDataDir(paths)).created)
     log.warn({ dataDir: paths.root }, newStoreNotice(paths));
@@ -143,10 +146,13 @@ export async function startEngine(options: {
     endDeliveries: (tenantId) => deliverer.endTenantDeliveries(tenantId),
   });
   const sockets = new Set<Socket>();
-  const batch = new CommandBatch(store);
+  const metrics = new EngineMetrics({ store, compaction: () => compactor.totals });
+  syncer.onSync = (seconds) => metrics.fdatasync(seconds);
+  const batch = new CommandBatch(store, (size, seconds) => metrics.commit(size, seconds));
   const executor: Executor = {
     context,
     batch,
+    metrics,
     pins,
     mintLimiter,
     auditBarriers: new AuditBarriers({
@@ -239,6 +245,8 @@ interface Executor {
   readonly mintLimiter: RateLimiter;
   /** The connections that batch audit rows, flushed before an audit query reads. */
   readonly auditBarriers: AuditBarriers;
+  /** The engine's figures and the other processes' snapshots (metrics.ts). */
+  readonly metrics: EngineMetrics;
 }
 
 function serveConnection(socket: Socket, executor: Executor, sockets: Set<Socket>): void {
@@ -251,6 +259,7 @@ function serveConnection(socket: Socket, executor: Executor, sockets: Set<Socket
     sockets.delete(socket);
     executor.pins.drop(socket);
     executor.auditBarriers.drop(socket);
+    executor.metrics.drop(socket);
   });
   socket.on('error', () => socket.destroy());
   socket.on('data', (data: Buffer) => {
@@ -294,6 +303,12 @@ const connectionCommands: Readonly<
     executor.pins.set(socket, pinnedSegmentsOf(args));
     return null;
   },
+  // A process's metrics snapshot, and a scrape's collection of all of them (metrics.ts).
+  reportMetrics: (executor, socket, _writer, args) => {
+    executor.metrics.report(socket, args);
+    return null;
+  },
+  collectMetrics: (executor) => executor.metrics.collect(),
   takeMintToken: (executor, _socket, _writer, args) => {
     const accessKeyId = (args as { accessKeyId?: unknown } | undefined)?.accessKeyId;
     if (typeof accessKeyId !== 'string' || accessKeyId.length > KEY_CHARS_MAX)
@@ -388,6 +403,8 @@ async function execute(
     const caller = typeof args?.caller === 'string' ? args.caller : undefined;
     // The bytes a manifest points at become durable before the manifest does.
     const written = writtenSegments(args?.chunks);
+    if (Array.isArray(args?.chunks))
+      executor.metrics.manifest(written.length, args.chunks.length - written.length);
     if (written.length > 0) await context.syncer?.sync(written);
     if (request.o === 'sealSegment')
       context.syncer?.forget((request.a as { segmentId: number }).segmentId);

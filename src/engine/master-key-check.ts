@@ -20,7 +20,7 @@ import { timingSafeEqual } from 'node:crypto';
 import type { IndexStore } from './index/store.js';
 import { DB, META_MASTER_KEY_CHECK, type TenantRecord } from './index/schema.js';
 import { deriveKey, unwrapTenantKey, PURPOSE_KEY_CHECK } from '../security/keys.js';
-import { BadRequest } from '../util/errors.js';
+import { MasterKeyMismatch } from '../util/errors.js';
 
 export const MASTER_KEY_CHECK_BYTES = 16;
 
@@ -44,7 +44,7 @@ function firstTenant(store: IndexStore): TenantRecord | undefined {
 }
 
 function mismatch(keyFile: string): Error {
-  return BadRequest(
+  return MasterKeyMismatch(
     `the master key in ${keyFile} is not the key of this data directory (its check value ` +
       'differs): restore the right key file, or point LIGHTWELL_MASTER_KEY_FILE at it',
   );

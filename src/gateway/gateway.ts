@@ -22,6 +22,15 @@ import { listen, type Handler, type Listener } from '../http/server.js';
 import { API_PREFIX, publicApis } from './public-apis.js';
 import { openApiDocument } from '../http/openapi.js';
 import { readyzRoute } from '../http/readiness.js';
+import {
+  processRegistry,
+  RequestMetrics,
+  reportToEngine,
+  counterOf,
+  gaugeOf,
+} from '../http/metrics.js';
+import { accessLogger, bothAnswered } from '../http/access-log.js';
+import type { Registry } from 'prom-client';
 import { BodyArena, arenaMemory, type ArenaMemory } from '../service/body-arena.js';
 import { poolTasks, startListenerThread } from './listener-threads.js';
 import { reserveBlocks, UploadStats } from '../service/upload.js';
@@ -29,12 +38,13 @@ import { UploadPins } from '../service/upload-pins.js';
 import { OrderedStage, OrderedStageThread } from '../workers/ordered-stage.js';
 import type { MessagePort } from 'node:worker_threads';
 import { Authenticator } from '../service/auth.js';
-import { dataRoutes, type GatewayServices } from './routes.js';
-import * as docs from './route-docs.js';
+import { dataRoutes, type GatewayServices } from '../native/routes.js';
+import * as docs from '../native/route-docs.js';
 import { componentLogger, type Logger } from '../util/log.js';
 import { tlsFilesOf, type Settings } from '../util/config.js';
 import type { TaskRunner, WorkerConfig } from '../workers/protocol.js';
 import { PoolSealer } from '../workers/pool-seal.js';
+import { checkChunkSetting } from '../engine/chunker.js';
 import { RELEASE } from '../engine/data-dir.js';
 import { AuditSink } from '../http/audit.js';
 import { SegmentWriter } from '../engine/segments/segment-writer.js';
@@ -137,6 +147,7 @@ export async function startGateway(options: {
 }): Promise<RunningGateway> {
   const { settings } = options;
   const log = componentLogger('gateway');
+  checkChunkSetting(settings.bytes('storage.chunk_bytes_avg'));
   const paths = dataDirPaths(options.dataDir);
   requireStore(paths, 'gateway');
   await checkDataDirFormat(paths);
@@ -391,6 +402,12 @@ export async function startListener(options: {
     }),
   );
   const audit = new AuditSink(engine, componentLogger('gateway.audit'));
+  // Process figures once a process: on the first listener's thread.
+  const registry = processRegistry('gateway', options.listener === 0);
+  const requests = new RequestMetrics(registry);
+  uploadMetrics(registry, uploadStats);
+  const stopReport = reportToEngine(engine, registry);
+  const access = settings.bool('log.access') ? accessLogger(componentLogger('access')) : undefined;
   const listener: Listener = await listen(
     {
       host: settings.listen('public_listen').host,
@@ -400,6 +417,7 @@ export async function startListener(options: {
       receiveBufferBytes: settings.bytes('limits.socket_receive_bytes'),
       bodyRateMin: settings.bytes('limits.body_rate_min'),
       tls: tlsFiles,
+      answered: bothAnswered((api, exchange) => requests.observe(api, exchange), access),
     },
     publicApis({
       native: routes,
@@ -419,6 +437,7 @@ export async function startListener(options: {
     port: listener.port,
     stop: async () => {
       clearInterval(statsTimer);
+      stopReport();
       // In-flight requests and the seal of the inline segment need the engine; when it is gone
       // (stopped with this process), they fail at once, and the engine's next start recovers
       // the segments (src/engine/segments/recovery.ts).
@@ -435,6 +454,35 @@ export async function startListener(options: {
       await store.close();
     },
   };
+}
+
+/** The upload admission figures (upload.ts) as metrics, read at each collection. */
+function uploadMetrics(registry: Registry, stats: UploadStats): void {
+  counterOf(registry, 'lightwell_upload_admissions_total', 'Uploads admitted', () => stats.uploads);
+  counterOf(
+    registry,
+    'lightwell_upload_admission_waits_total',
+    'Uploads that waited for their share of the in-flight budget before their first byte',
+    () => stats.admissionWaits,
+  );
+  counterOf(
+    registry,
+    'lightwell_upload_pauses_total',
+    'Times an upload socket was paused for want of budget',
+    () => stats.pauses,
+  );
+  counterOf(
+    registry,
+    'lightwell_upload_body_bytes_total',
+    'Upload body bytes taken in',
+    () => stats.bodyBytes,
+  );
+  gaugeOf(
+    registry,
+    'lightwell_upload_parked_bytes',
+    'Upload body bytes parked in heap copies now',
+    () => stats.parkedNow,
+  );
 }
 
 const UPLOAD_STATS_INTERVAL_MS = 10_000;

@@ -24,6 +24,7 @@ const data = workerData as ListenerThreadData;
 const settings = loadSettings({ flags: data.settings });
 createRootLogger({
   level: settings.string('log.level'),
+  format: settings.string('log.format'),
   process: 'gateway',
   listener: data.listener,
 });

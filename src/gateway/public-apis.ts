@@ -2,12 +2,12 @@
 // other path, which is the S3-compatible API (src/s3/: prefix '', its own XML errors, a query
 // that is not held to a declaration).
 
-import { routedApi, type Api, type Handler } from '../http/api.js';
+import { routedApi, unmountedApi, type Api, type Handler } from '../http/api.js';
 import { s3Api } from '../s3/mount.js';
 import { componentLogger } from '../util/log.js';
 import type { Exchange } from '../http/exchange.js';
 import { Router, type Route } from '../http/router.js';
-import type { GatewayServices } from './routes.js';
+import type { GatewayServices } from '../native/routes.js';
 
 export const API_PREFIX = '/api/v1';
 
@@ -22,6 +22,10 @@ export function publicApis(options: {
 }): Api[] {
   return [
     routedApi({ name: 'native', router: new Router(API_PREFIX, options.native) }),
+    // Namespaces that are no bucket's (names.ts reserves `api` and `admin`): other native API
+    // versions, and the admin API and console, which the public port never serves.
+    unmountedApi({ prefix: '/api', identify: options.identify }),
+    unmountedApi({ prefix: '/admin', identify: options.identify }),
     otherPathsApi(options.services),
   ];
 }

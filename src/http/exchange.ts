@@ -120,6 +120,9 @@ export class Exchange {
   aborted = false;
   done = false;
   status = 0;
+  /** Request body bytes received, and response body bytes handed to uWS (metrics). */
+  bytesIn = 0;
+  bytesOut = 0;
   readonly audit: AuditContext = { action: 'unrouted' };
   /**
    * Headers a problem answer carries too, set once the handler knows them: a signed URL's
@@ -220,6 +223,7 @@ export class Exchange {
   onBody(handler: BodyHandler): void {
     const filtered = this.bodyFilter ? this.bodyFilter(handler) : handler;
     this.res.onData((chunk, isLast) => {
+      this.bytesIn += chunk.byteLength;
       if (this.readingPaused) this.keepPaused();
       else if (!isLast) this.keepTimerArmed(chunk.byteLength);
       filtered(chunk, isLast);
@@ -296,7 +300,10 @@ export class Exchange {
             : (bodyLength(headers) ?? (body === undefined ? undefined : Buffer.byteLength(body)));
         if (length !== undefined) this.res.writeHeader('Content-Length', String(length));
         this.res.endWithoutBody();
-      } else this.res.end(body ?? '');
+      } else {
+        this.bytesOut += body === undefined ? 0 : Buffer.byteLength(body);
+        this.res.end(body ?? '');
+      }
     });
   }
 

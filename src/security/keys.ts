@@ -31,7 +31,7 @@ export const KEY_DERIVATION_SALT = 'lightwell';
 export const PURPOSE_NATIVE_TOKEN = 'native-token-v1';
 /** Signs signed-URL tokens (`lwurl_…`); deliberately separate from the bearer-token key. */
 export const PURPOSE_SIGNED_URL = 'signed-url-v1';
-/** Signs object listings' continuation tokens (`src/gateway/list-token.ts`). */
+/** Signs object listings' continuation tokens (`src/service/list-token.ts`). */
 export const PURPOSE_LIST_TOKEN = 'list-token-v1';
 /** Seals secrets at rest (access-key secrets, webhook signing secrets). */
 export const PURPOSE_SECRET_SEAL = 'secret-seal-v1';

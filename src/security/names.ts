@@ -26,6 +26,11 @@ export const CONTENT_TYPE_CHARS_MAX = 256;
 
 // Reserved by S3 for its own features; refused so every Lightwell bucket name is valid on S3.
 const bucketPrefixesReserved = ['xn--', 'sthree-', 'amzn-s3-demo-'];
+/**
+ * Names whose path-style S3 address is another API's namespace on the public port: `/api/…` is
+ * the native API and `/admin/…` the admin listener's (refused on the public port).
+ */
+const bucketNamesReserved = ['api', 'admin'];
 const bucketSuffixesReserved = ['-s3alias', '--ol-s3', '.mrap', '--x-s3', '--table-s3'];
 
 const loneSurrogatePattern =
@@ -130,6 +135,9 @@ export function validateBucketName(name: unknown): asserts name is string {
   }
   if (/^\d+\.\d+\.\d+\.\d+$/.test(name)) {
     throw BadRequest(`bucket name ${quoted} must not be formatted as an IP address`);
+  }
+  if (bucketNamesReserved.includes(name)) {
+    throw BadRequest(`bucket name ${quoted} is reserved: its path is another API's on this port`);
   }
   const prefix = bucketPrefixesReserved.find((reserved) => name.startsWith(reserved));
   if (prefix !== undefined) {

@@ -363,6 +363,7 @@ class StreamWriter {
       }
       base = res.getWriteOffset();
       ended = res.tryEnd(bytes, this.total);
+      this.exchange.bytesOut += bytes.length;
     });
     const [ok, done] = ended;
     if (done) this.exchange.done = true;

@@ -13,7 +13,7 @@
 import { readFileSync } from 'node:fs';
 import { extname } from 'node:path';
 import { parse as parseToml } from 'smol-toml';
-import { BadRequest, isLightwellError } from './errors.js';
+import { BadRequest, InvalidSetting, isLightwellError } from './errors.js';
 
 type Kind = 'string' | 'int' | 'bool' | 'duration' | 'bytes' | 'rate' | 'listen' | 'ratio';
 
@@ -79,6 +79,12 @@ export const settingSpecs = {
     fallback: 'info',
     choices: LOG_LEVELS,
     help: LOG_LEVELS.join('|'),
+  },
+  'log.format': {
+    kind: 'string',
+    fallback: 'auto',
+    choices: ['auto', 'json', 'pretty'],
+    help: 'log lines as JSON, or one readable line each (auto: readable when stderr is a terminal)',
   },
   'log.access': {
     kind: 'bool',
@@ -290,6 +296,21 @@ export function envName(name: string): string {
 
 /** Layers defaults, file, environment and flags; validates every value once, up front. */
 export function loadSettings(options: {
+  flags?: Readonly<Record<string, string>>;
+  env?: NodeJS.ProcessEnv;
+  configFile?: string | undefined;
+}): Settings {
+  try {
+    return readSettings(options);
+  } catch (error) {
+    // An operator's mistake, not a client's: its own code (docs/errors.md), the same message.
+    if (isLightwellError(error) && error.code === 'bad_request')
+      throw InvalidSetting(error.message, error.details, { cause: error });
+    throw error;
+  }
+}
+
+function readSettings(options: {
   flags?: Readonly<Record<string, string>>;
   env?: NodeJS.ProcessEnv;
   configFile?: string | undefined;

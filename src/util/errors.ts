@@ -117,6 +117,17 @@ export const EngineUnavailable = defineError('engine_unavailable', 'Engine not r
 export const DataDirLocked = defineError('data_dir_locked', 'Data directory in use', 500);
 export const ChunkGone = defineError('chunk_gone', 'Deduplicated chunk was reclaimed', 503);
 
+// Operator and start-up failures: a process refuses to start, naming what to fix. Never a
+// client's answer (an API that met one would answer `internal`).
+export const InvalidSetting = defineError('invalid_setting', 'Invalid setting', 500);
+export const DataDirUnusable = defineError('data_dir_unusable', 'Data directory unusable', 500);
+export const MasterKeyMismatch = defineError(
+  'master_key_mismatch',
+  'Master key of another data directory',
+  500,
+);
+export const MasterKeyUnusable = defineError('master_key_unusable', 'Master key unusable', 500);
+
 /** The plain-data form of an error, safe for structured clone and msgpack. */
 export interface WireError {
   readonly code: string;

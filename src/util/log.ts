@@ -6,7 +6,8 @@
 // Secrets never reach a log line: the redact list below removes the fields that can carry
 // them (authorization headers, secret keys, tokens), whatever component logs them.
 
-import { pino, type Logger } from 'pino';
+import { isatty } from 'node:tty';
+import { pino, type DestinationStream, type Logger } from 'pino';
 
 export type { Logger };
 
@@ -30,7 +31,10 @@ export function createRootLogger(options: {
   level: string;
   process: string;
   listener?: number;
+  /** `json`, `pretty`, or `auto` (the default): pretty when stderr is a terminal. */
+  format?: string;
 }): Logger {
+  const pretty = options.format === 'pretty' || (options.format !== 'json' && isatty(2));
   root = pino(
     {
       level: options.level,
@@ -42,9 +46,53 @@ export function createRootLogger(options: {
       redact: { paths: redactPaths, censor: '[redacted]' },
       timestamp: pino.stdTimeFunctions.isoTime,
     },
-    stderr(),
+    pretty ? prettyStderr() : stderr(),
   );
   return root;
+}
+
+const LEVEL_NAMES: Readonly<Record<number, string>> = {
+  10: 'TRACE',
+  20: 'DEBUG',
+  30: 'INFO ',
+  40: 'WARN ',
+  50: 'ERROR',
+  60: 'FATAL',
+};
+/** Fields every line has, shown in its head rather than among the rest. */
+const HEAD_FIELDS = new Set(['level', 'time', 'process', 'pid', 'component', 'msg', 'listener']);
+
+/**
+ * One readable line per record for a person at a terminal: time, level, process/component,
+ * message, then the other fields as key=value. The redaction has run already (the record is
+ * pino's serialized line). Synchronous: a terminal is slow anyway, and nothing is lost at exit.
+ */
+function prettyStderr(): DestinationStream {
+  const out = pino.destination({ dest: 2, sync: true });
+  return {
+    write: (line: string) => {
+      out.write(prettyLine(line));
+    },
+  };
+}
+
+export function prettyLine(line: string): string {
+  let record: Record<string, unknown>;
+  try {
+    record = JSON.parse(line) as Record<string, unknown>;
+  } catch {
+    return line;
+  }
+  const time = typeof record['time'] === 'string' ? record['time'].slice(11, 23) : '';
+  const level = LEVEL_NAMES[record['level'] as number] ?? String(record['level']);
+  const where = [record['process'], record['component']].filter(
+    (part): part is string => typeof part === 'string',
+  );
+  const rest = Object.entries(record)
+    .filter(([key]) => !HEAD_FIELDS.has(key))
+    .map(([key, value]) => `${key}=${typeof value === 'string' ? value : JSON.stringify(value)}`);
+  const message = typeof record['msg'] === 'string' ? record['msg'] : '';
+  return `${time} ${level} [${where.join('/')}] ${message}${rest.length ? ' ' + rest.join(' ') : ''}\n`;
 }
 
 /**

@@ -1,5 +1,5 @@
 // The part of the WebAssembly JavaScript API that Lightwell uses (engine/gear-kernel.ts,
-// gateway/body-arena.ts). Node provides the API as a global; the type definitions in use (lib
+// service/body-arena.ts). Node provides the API as a global; the type definitions in use (lib
 // es2023 and @types/node 20) do not declare it, and lib "dom" would declare far more than Node
 // has.
 

@@ -330,6 +330,10 @@ t.test('tenant lifecycle', async (t) => {
         { code: 'legal_hold', count: 1 },
       ],
     });
+    // The refusal carries the whole plan: what the delete would touch, all eight counts.
+    const counts = (answer.json as { counts?: Record<string, number> }).counts ?? {};
+    t.equal(Object.keys(counts).length, 8, 'all eight counts');
+    t.match(counts, { buckets: 1, objects: 2 });
     answer = await call(service, 'POST', '/tenants/vault/delete', {
       token: owner,
       body: { reason: 'closing', confirm: 'vault' },

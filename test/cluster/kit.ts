@@ -228,6 +228,23 @@ export class KitNode {
     return token;
   }
 
+  /** `lightwell cluster join-secret --data-dir DIR`: its exit code, stdout and stderr. */
+  async joinSecretCli(): Promise<{ code: number; stdout: string; stderr: string }> {
+    try {
+      const { stdout, stderr } = await execFileAsync(process.execPath, [
+        CLI,
+        'cluster',
+        'join-secret',
+        '--data-dir',
+        this.dataDir,
+      ]);
+      return { code: 0, stdout, stderr };
+    } catch (error) {
+      const failed = error as { code: number; stdout: string; stderr: string };
+      return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
+    }
+  }
+
   /** `lightwell admin-token ARGS --data-dir DIR` on this node's data directory; its stdout. */
   async adminTokenCli(args: readonly string[]): Promise<string> {
     const { stdout } = await execFileAsync(process.execPath, [
@@ -287,6 +304,18 @@ export class KitNode {
       child.kill('SIGTERM');
     });
     this.killGroup(); // anything left behind (etcd) goes too
+  }
+
+  /**
+   * SIGKILL to the supervisor alone, as an out-of-memory killer may do: its service children
+   * notice and stop, its etcd member is left running (the next start must deal with it).
+   */
+  async killSupervisor(): Promise<void> {
+    const child = this.child;
+    if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    child.kill('SIGKILL');
+    await exited;
   }
 
   /** SIGKILL to the whole process group: supervisor, engine, gateway, admin and etcd. */

@@ -52,6 +52,13 @@ t.test(
     t.match(n1.output, /lightwell: cluster: member of cluster c[0-9a-f]{16} \(node n1 on /);
     t.match(n2.output, /lightwell: cluster: waiting to be joined, secret lwjoin_/);
 
+    await t.test('a waiting node: its join secret, and no membership yet', async (t) => {
+      t.same(await n2.joinSecretCli(), { code: 0, stdout: n2.joinSecret() + '\n', stderr: '' });
+      const waiting = await n2.admin('GET', '/cluster/consensus/membership', undefined, 'viewer');
+      t.equal(waiting.status, 409);
+      t.match(waiting.json, { code: 'conflict', message: /waits to be joined/ });
+    });
+
     await t.test('join: a dry run plans, a bad secret is refused, the join commits', async (t) => {
       const plan = await n1.admin('POST', '/cluster/consensus/join?dryRun=true', joinBody(n2));
       t.equal(plan.status, 200);
@@ -83,6 +90,9 @@ t.test(
       // The third joins through the second: any member serves membership changes.
       const third = await n2.admin('POST', '/cluster/consensus/join', joinBody(n3, { zone: 'c' }));
       t.equal(third.status, 200, JSON.stringify(third.json));
+      const gone = await n3.joinSecretCli();
+      t.equal(gone.code, 1, 'a joined node has no join secret any more');
+      t.match(gone.stderr, /has no join secret: the node has joined a cluster/);
     });
 
     await t.test('membership is the same from every node', async (t) => {

@@ -5,13 +5,21 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 
 const CANDIDATES = ['/usr/bin/chromium', '/usr/bin/chromium-browser'];
 
-/** Where the screenshots of docs/console.md go. */
-export const SHOTS_DIR = join(dirname(fileURLToPath(import.meta.url)), '../../../docs/console');
+/**
+ * Where the screenshots go: docs/console/ (shown by docs/console.md) with
+ * LIGHTWELL_UPDATE_SCREENSHOTS=1, else a temporary directory, so that a test run leaves the
+ * working tree as it was (every run's pictures differ in their timestamps and ids).
+ */
+export const UPDATE_SHOTS = process.env['LIGHTWELL_UPDATE_SCREENSHOTS'] === '1';
+export const SHOTS_DIR = UPDATE_SHOTS
+  ? join(dirname(fileURLToPath(import.meta.url)), '../../../docs/console')
+  : join(tmpdir(), `lightwell-console-shots-${String(process.pid)}`);
 
 function found(): string | undefined {
   return CANDIDATES.find((path) => existsSync(path));

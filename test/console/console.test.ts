@@ -11,7 +11,16 @@
 import t from 'tap';
 import type { Browser, Page } from 'puppeteer-core';
 import { Service, DataClient } from '../helpers/service.js';
-import { chromiumPath, launch, newPage, screenshot, buttonTexts } from './browser.js';
+import { rmSync } from 'node:fs';
+import {
+  chromiumPath,
+  launch,
+  newPage,
+  screenshot,
+  buttonTexts,
+  SHOTS_DIR,
+  UPDATE_SHOTS,
+} from './browser.js';
 import { plantBadChunk } from './plant.js';
 
 const chromium = chromiumPath();
@@ -66,8 +75,10 @@ async function go(page: Page, hash: string, heading: string): Promise<void> {
 async function signIn(page: Page, service: Service, token: string): Promise<void> {
   const base = service.adminUrl.replace('/admin/api/v1', '');
   await page.goto(`${base}/admin/console/`);
-  await fill(page, 'Admin token', token);
-  await press(page, 'Sign in');
+  // By keyboard alone: the token field has the focus, Enter submits.
+  await page.waitForSelector('input:focus');
+  await page.keyboard.type(token);
+  await page.keyboard.press('Enter');
   await waitText(page, 'Sign out');
 }
 
@@ -91,6 +102,7 @@ function run(path: string): void {
   t.teardown(async () => {
     await browser.close();
     await service.close();
+    if (!UPDATE_SHOTS) rmSync(SHOTS_DIR, { recursive: true, force: true });
   });
 
   t.test('an owner runs tenants, keys, quotas, policies and the audit log', async (t) => {
@@ -148,14 +160,18 @@ function run(path: string): void {
     await press(page, 'I have stored it');
 
     await press(page, `Revoke ${keyId}`);
-    await press(page, 'Preview: revoke key').catch(() => undefined);
-    t.notOk(await page.$('.plan'), 'no plan without a reason');
+    t.ok(
+      await page.$('::-p-aria(Preview: revoke key[role="button"])[disabled]'),
+      'no preview without a reason',
+    );
     await fill(page, 'Reason (for the audit log)', 'found in a build log');
     await press(page, 'Preview: revoke key');
     await page.waitForSelector('.plan');
     t.match(await textOf(page, '.plan'), /Access keys\s*1/, 'the plan counts one key');
     await screenshot(page, 'key-revoke-plan');
-    await press(page, 'Confirm: revoke key');
+    // The confirm button takes the focus once the plan is shown: Enter confirms.
+    await page.waitForSelector('button.danger:focus');
+    await page.keyboard.press('Enter');
     await page.waitForSelector('.badge-revoked');
     t.equal(await loginStatus(service, keyId, rotated), 401, 'a revoked key mints nothing');
     await screenshot(page, 'keys');

@@ -14,6 +14,8 @@ const here = dirname(fileURLToPath(import.meta.url));
 export const CLI = resolve(here, '../../bin/lightwell.js');
 
 const PORT_ATTEMPTS = 3;
+/** How long a start may take before it fails (see `launch`). */
+const START_LIMIT_MS = 120_000;
 
 export async function freePort(): Promise<number> {
   return new Promise((resolvePort, reject) => {
@@ -112,9 +114,14 @@ export class Service {
     });
     this.child = child;
     await new Promise<void>((resolveReady, reject) => {
+      // Far above a start on a loaded machine, and below tap's limit for a file (180 s): a
+      // start that hangs fails here, saying what it waited for, not with tap's handle dump.
       const timer = setTimeout(
-        () => reject(new Error(`service did not start:\n${this.output}`)),
-        30_000,
+        () =>
+          reject(
+            new Error(`waited ${START_LIMIT_MS / 1000} s for both ready lines:\n${this.output}`),
+          ),
+        START_LIMIT_MS,
       );
       const onData = (data: Buffer): void => {
         this.output += data.toString();

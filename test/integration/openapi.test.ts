@@ -17,6 +17,7 @@ const docsDir = fileURLToPath(new URL('../../../docs/openapi/', import.meta.url)
 
 const dataEndpoints = [
   'GET /healthz',
+  'GET /readyz',
   'GET /openapi.json',
   'POST /auth/token',
   'POST /sign-url',
@@ -60,6 +61,7 @@ const dataEndpoints = [
 
 const adminEndpoints = [
   'GET /healthz',
+  'GET /readyz',
   'GET /openapi.json',
   'GET /tenants',
   'POST /tenants',
@@ -147,7 +149,8 @@ function check(
     if (endpoint.includes(' /signed/'))
       t.same(operation.security, [{ signedUrl: [] }], `${file}: ${endpoint} takes the URL token`);
     // An operation that authenticates names the refusals it can give, not only `default`.
-    if (endpoint.includes('healthz') || endpoint.includes('openapi.json')) continue;
+    const probe = endpoint.includes('healthz') || endpoint.includes('readyz');
+    if (probe || endpoint.includes('openapi.json')) continue;
     for (const status of ['401', '403'])
       t.ok(operation.responses[status], `${file}: ${endpoint} lists ${status}`);
   }

@@ -40,6 +40,8 @@ t.test('bucket names: each rule refused with its message', async (t) => {
     ['bucket.', /begin and end with a letter or digit/],
     ['my..bucket', /two adjacent dots/],
     ['192.168.5.4', /IP address/],
+    ['api', /reserved: its path is another API's/],
+    ['admin', /reserved: its path is another API's/],
     ['xn--bucket', /reserved prefix xn--/],
     ['sthree-bucket', /reserved prefix sthree-/],
     ['amzn-s3-demo-bucket', /reserved prefix amzn-s3-demo-/],

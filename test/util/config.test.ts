@@ -46,8 +46,8 @@ t.test('file, then environment, then flags', async (t) => {
 });
 
 t.test('bad values are refused', async (t) => {
-  t.throws(() => loadSettings({ flags: { 'nope.setting': '1' } }), { code: 'bad_request' });
-  t.throws(() => loadSettings({ env: { LIGHTWELL_GATEWAYS: 'two' } }), { code: 'bad_request' });
+  t.throws(() => loadSettings({ flags: { 'nope.setting': '1' } }), { code: 'invalid_setting' });
+  t.throws(() => loadSettings({ env: { LIGHTWELL_GATEWAYS: 'two' } }), { code: 'invalid_setting' });
   t.throws(() => parseDuration('10 parsecs'), { code: 'bad_request' });
   t.throws(() => parseDuration(''), { code: 'bad_request' });
   t.throws(() => parseListen('localhost'), { code: 'bad_request' });
@@ -57,7 +57,7 @@ t.test('bad values are refused', async (t) => {
 t.test('an empty data directory is refused: it would mean the current directory', async (t) => {
   const file = join(mkdtempSync(join(tmpdir(), 'lw-config-')), 'c.json');
   writeFileSync(file, JSON.stringify({ data_dir: '' }));
-  const empty = { code: 'bad_request', message: /^data_dir must not be empty/ };
+  const empty = { code: 'invalid_setting', message: /^data_dir must not be empty/ };
   t.throws(() => loadSettings({ flags: { data_dir: '' } }), empty, 'from a flag');
   t.throws(() => loadSettings({ configFile: file }), empty, 'from the config file');
   // An empty environment variable is unset (LIGHTWELL_DATA_DIR= keeps the default).
@@ -67,7 +67,10 @@ t.test('an empty data directory is refused: it would mean the current directory'
 t.test(
   'a TLS certificate without its key, or a key without its certificate, is refused',
   async (t) => {
-    const half = { code: 'bad_request', message: /^tls\.cert_file and tls\.key_file go together/ };
+    const half = {
+      code: 'invalid_setting',
+      message: /^tls\.cert_file and tls\.key_file go together/,
+    };
     t.throws(() => loadSettings({ flags: { 'tls.cert_file': '/etc/c.pem' } }), half, 'cert alone');
     t.throws(
       () => loadSettings({ env: { LIGHTWELL_TLS_KEY_FILE: '/etc/k.pem' } }),
@@ -85,7 +88,7 @@ t.test('log.level is one of pino levels', async (t) => {
   for (const level of LOG_LEVELS)
     t.equal(loadSettings({ flags: { 'log.level': level } }).string('log.level'), level);
   t.throws(() => loadSettings({ flags: { 'log.level': 'verbose' } }), {
-    code: 'bad_request',
+    code: 'invalid_setting',
     message:
       'log.level: expected one of fatal, error, warn, info, debug, trace, silent, got "verbose"',
   });
@@ -199,7 +202,7 @@ t.test(
     const json = join(dir, 'lightwell.json');
     writeFileSync(json, '# comment\n{"gateways": 2}\n');
     t.throws(() => loadSettings({ configFile: json }), {
-      code: 'bad_request',
+      code: 'invalid_setting',
       message: new RegExp(`^cannot read config file ${json}: `),
     });
     const bad = join(dir, 'bad.toml');
@@ -211,7 +214,7 @@ t.test(
       ['data_dir = 1979-05-27T07:32:00Z', /^data_dir: a date is not a setting value/],
     ] as const) {
       writeFileSync(bad, text);
-      t.throws(() => loadSettings({ configFile: bad }), { code: 'bad_request', message }, text);
+      t.throws(() => loadSettings({ configFile: bad }), { code: 'invalid_setting', message }, text);
     }
   },
 );
@@ -223,7 +226,7 @@ t.test('a ratio is a number from 0 to 1', async (t) => {
     t.throws(
       () => loadSettings({ flags: { 'storage.compaction_live_ratio': bad } }),
       {
-        code: 'bad_request',
+        code: 'invalid_setting',
         message: /^storage\.compaction_live_ratio: expected a number from 0 to 1/,
       },
       JSON.stringify(bad),
@@ -235,4 +238,10 @@ t.test('the drain grace and the access log have defaults', async (t) => {
   const s = loadSettings({});
   t.equal(s.duration('shutdown.grace'), 30_000);
   t.equal(s.bool('log.access'), false);
+});
+
+t.test('log.format: auto, json or pretty', async (t) => {
+  t.equal(loadSettings({}).string('log.format'), 'auto');
+  t.equal(loadSettings({ flags: { 'log.format': 'pretty' } }).string('log.format'), 'pretty');
+  t.throws(() => loadSettings({ flags: { 'log.format': 'xml' } }), { code: 'bad_request' });
 });

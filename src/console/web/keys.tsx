@@ -3,7 +3,7 @@
 // can show it again (the API never returns it twice).
 
 import type { JSX } from 'preact';
-import { useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { ADMIN, allows, seg, type AccessKey, type Account, type Tenant } from './api.js';
 import type { Context } from './main.js';
 import {
@@ -21,8 +21,10 @@ import { PlannedAction } from './planned.js';
 function SecretPanel(props: { keyAnswer: AccessKey; onDismiss: () => void }): JSX.Element {
   const { keyAnswer } = props;
   const [copied, setCopied] = useState(false);
+  const panel = useRef<HTMLDivElement>(null);
+  useEffect(() => panel.current?.focus(), []);
   return (
-    <div class="secret" role="alert" aria-label="New secret key">
+    <div class="secret" role="alert" aria-label="New secret key" tabIndex={-1} ref={panel}>
       <h3>Store this secret now: it will not be shown again</h3>
       <dl class="facts">
         <dt>Access key id</dt>
@@ -35,16 +37,19 @@ function SecretPanel(props: { keyAnswer: AccessKey; onDismiss: () => void }): JS
         </dd>
       </dl>
       <div class="buttons">
-        <button
-          type="button"
-          onClick={() =>
-            void navigator.clipboard
-              .writeText(keyAnswer.secretKey ?? '')
-              .then(() => setCopied(true))
-          }
-        >
-          {copied ? 'Copied' : 'Copy secret'}
-        </button>
+        {/* The clipboard needs a secure context (HTTPS, or loopback). */}
+        {isSecureContext && (
+          <button
+            type="button"
+            onClick={() =>
+              void navigator.clipboard
+                .writeText(keyAnswer.secretKey ?? '')
+                .then(() => setCopied(true))
+            }
+          >
+            {copied ? 'Copied' : 'Copy secret'}
+          </button>
+        )}
         <button type="button" class="primary" onClick={props.onDismiss}>
           I have stored it
         </button>

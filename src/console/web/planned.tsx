@@ -2,7 +2,7 @@
 // its plan (or the problem that would stop it); only then does the confirm button apply it.
 
 import type { ComponentChildren, JSX } from 'preact';
-import { useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import type { Plan } from './api.js';
 import { ErrorBox, PlanView, useAction } from './ui.js';
 
@@ -19,6 +19,12 @@ export function PlannedAction(props: {
 }): JSX.Element {
   const [plan, setPlan] = useState<Plan | undefined>(undefined);
   const action = useAction();
+  const confirm = useRef<HTMLButtonElement>(null);
+  // A keyboard user lands on the confirm button once the plan is there to read above it.
+  // (The button is disabled while the preview is still busy, and cannot take the focus then.)
+  useEffect(() => {
+    if (plan && !action.busy) confirm.current?.focus();
+  }, [plan, action.busy]);
   const preview = (event: Event): void => {
     event.preventDefault();
     void action.run(async () => {
@@ -46,6 +52,7 @@ export function PlannedAction(props: {
         )}
         {plan && (
           <button
+            ref={confirm}
             type="button"
             class={props.danger ? 'danger' : 'primary'}
             disabled={action.busy}

@@ -462,7 +462,11 @@ export class IndexStore {
 export class CommandBatch {
   private open: Array<PendingCommand> | undefined;
 
-  constructor(private readonly store: IndexStore) {}
+  /** `committed`: told of each group's size and seconds from opening to commit (metrics). */
+  constructor(
+    private readonly store: IndexStore,
+    private readonly committed?: (size: number, seconds: number) => void,
+  ) {}
 
   submit<T>(apply: () => T): Promise<T> {
     return new Promise<T>((resolve, reject) => {
@@ -478,6 +482,7 @@ export class CommandBatch {
   }
 
   private async run(batch: PendingCommand[]): Promise<void> {
+    const opened = performance.now();
     let settled: Settled[] | undefined;
     try {
       settled = await this.store.transactAll(() => {
@@ -493,6 +498,7 @@ export class CommandBatch {
         this.store.transact(command.apply).then(command.resolve, command.reject);
       return;
     }
+    this.committed?.(batch.length, (performance.now() - opened) / 1000);
     settled.forEach((outcome, index) => {
       const command = batch[index] as PendingCommand;
       if (outcome.ok) command.resolve(outcome.value);

@@ -29,6 +29,7 @@
 // - A segment whose scan does not reach its end (damaged) is never retired: its records past
 //   the damage may be referenced. It is logged once and left for an operator.
 
+import assert from 'node:assert';
 import { unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
@@ -302,8 +303,14 @@ export class Compactor {
     const old = store.get<SegmentRecord>(DB.segments, segmentKey(segmentId));
     if (old) {
       old.state = 'retired';
-      // What remains belongs to chunks committed into the segment after the scan.
-      old.liveBytes = Math.max(0, old.liveBytes - movedLive);
+      // What remains belongs to chunks committed into the segment after the scan. The moved
+      // chunks were live here, so their bytes are part of the count: less is a broken ledger,
+      // which must stop the engine rather than be hidden as zero.
+      assert(
+        old.liveBytes >= movedLive,
+        `segment ${segmentId} counts ${old.liveBytes} live bytes, under the ${movedLive} moved`,
+      );
+      old.liveBytes -= movedLive;
       old.retiredAt = Date.now();
       store.put(DB.segments, segmentKey(segmentId), old);
     }

@@ -20,7 +20,7 @@ export type PinOwner = object;
 /** At most this many segments per report (a gateway's uploads in flight touch far fewer). */
 export const PINNED_SEGMENTS_MAX = 65_536;
 
-/** How often a gateway reports its pins while it holds any (src/gateway/upload-pins.ts). */
+/** How often a gateway reports its pins while it holds any (src/service/upload-pins.ts). */
 export const PIN_REPORT_INTERVAL_MS = 5_000;
 
 export class SegmentPins {

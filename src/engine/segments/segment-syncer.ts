@@ -29,6 +29,8 @@ interface SyncState {
 export class SegmentSyncer {
   private readonly states = new Map<number, SyncState>();
   syncs = 0;
+  /** Told of each fdatasync's seconds (metrics). */
+  onSync: ((seconds: number) => void) | undefined;
 
   constructor(private readonly segmentsDir: string) {}
 
@@ -55,7 +57,9 @@ export class SegmentSyncer {
   private async run(state: SyncState, segmentId: number): Promise<void> {
     try {
       const handle = await state.handle;
+      const started = performance.now();
       await handle.datasync();
+      this.onSync?.((performance.now() - started) / 1000);
       this.syncs += 1;
     } catch (cause) {
       this.forget(segmentId);

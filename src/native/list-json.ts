@@ -17,7 +17,7 @@
 // it); 64-bit integers, float32, NaN and infinities; ext types and the never-used 0xc1; dates
 // outside 1970-01-01..9999-12-31 (toISOString writes other years with six digits); bytes past
 // the map or missing from it. A top-level name that repeats counts with its last value, as in
-// msgpackr. test/gateway/list-json.prop.test.ts compares both paths.
+// msgpackr. test/native/list-json.prop.test.ts compares both paths.
 
 import { isUtf8 } from 'node:buffer';
 

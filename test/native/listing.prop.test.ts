@@ -19,7 +19,7 @@ import {
   type BucketRecord,
   type ObjectVersionRecord,
 } from '../../src/engine/index/schema.js';
-import { listObjects, objectJson } from '../../src/gateway/routes.js';
+import { listObjects, objectJson } from '../../src/native/routes.js';
 import { ListTokens, type ListPosition } from '../../src/service/list-token.js';
 import { parseRange } from '../../src/service/download.js';
 

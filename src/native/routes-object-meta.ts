@@ -15,10 +15,17 @@ import {
   decodeObjectKey,
   type BucketRecord,
   type ObjectVersionRecord,
-  type ObjectTag,
 } from '../engine/index/schema.js';
 import { findVersionIn, seqOfVersionId } from '../engine/ops/objects.js';
 import { resolveForAttributes } from '../service/read.js';
+import {
+  checkCopyChanges,
+  checkRetainUntil,
+  checkTags,
+  TAGS_MAX,
+  TAG_KEY_CHARS_MAX,
+  TAG_VALUE_CHARS_MAX,
+} from '../service/attributes.js';
 import type { Principal } from '../service/auth.js';
 import {
   addWriteConditions,
@@ -30,8 +37,6 @@ import {
 import { objectSchema, writeHeaders } from './route-docs.js';
 import {
   NO_CONTROL_CHARS_PATTERN,
-  quoteForMessage,
-  refuseControlChars,
   validateContentType,
   validateObjectKey,
   validateUserMetadata,
@@ -40,9 +45,6 @@ import { parseDateTime } from '../security/expiry.js';
 import { BadRequest, NotFound } from '../util/errors.js';
 import { componentLogger } from '../util/log.js';
 
-const TAGS_MAX = 10;
-const TAG_KEY_CHARS_MAX = 128;
-const TAG_VALUE_CHARS_MAX = 256;
 const BATCH_DELETE_KEYS_MAX = 1000;
 const VERSIONS_PAGE_MAX = 1000;
 /** Longest text field of a copy body (keys are validated on their own). */
@@ -264,7 +266,7 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
       ),
       handler: async (exchange, params) => {
         const { args } = target(exchange, params, 'write');
-        const tags = parseTags((await jsonBody(exchange))['tags']);
+        const tags = checkTags((await jsonBody(exchange))['tags']);
         const version = await mutate<ObjectVersionRecord>(
           exchange,
           'putObjectTags',
@@ -318,7 +320,7 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
         const { args } = target(exchange, params, 'write');
         const body = await jsonBody(exchange);
         const retainUntil = parseDateTime(body['retainUntil'], 'retainUntil');
-        if (retainUntil <= Date.now()) throw BadRequest('retainUntil must be in the future');
+        checkRetainUntil(retainUntil, Date.now());
         const version = await mutate<ObjectVersionRecord>(
           exchange,
           'putRetention',
@@ -394,17 +396,15 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
           verb: 'read',
           key: copy['sourceKey'] as string,
         });
-        // As S3: a copy onto itself must change something (its metadata) or name a version
-        // to restore; otherwise it would only add an identical version.
-        if (
-          copy['sourceBucket'] === params['bucket'] &&
-          copy['sourceKey'] === params['key'] &&
-          copy['sourceVersionId'] === undefined &&
-          copy['metadataDirective'] === 'COPY'
-        )
-          throw BadRequest(
-            'copying an object onto itself needs metadataDirective REPLACE or a sourceVersionId',
-          );
+        checkCopyChanges(
+          {
+            bucket: copy['sourceBucket'] as string,
+            key: copy['sourceKey'] as string,
+            versionId: copy['sourceVersionId'] as string | undefined,
+            replacesMetadata: copy['metadataDirective'] !== 'COPY',
+          },
+          { bucket: params['bucket'] ?? '', key: params['key'] ?? '' },
+        );
         const version = await mutate<ObjectVersionRecord>(
           exchange,
           'copyObject',
@@ -551,28 +551,6 @@ const batchResultSchema: JsonSchema = {
     },
   },
 };
-
-function parseTags(value: unknown): ObjectTag[] {
-  if (!Array.isArray(value)) throw BadRequest('tags must be an array of {key, value}');
-  if (value.length > TAGS_MAX) throw BadRequest(`at most ${TAGS_MAX} tags`);
-  const seen = new Set<string>();
-  return value.map((tag: unknown) => {
-    const { key, value: tagValue } = (tag ?? {}) as Record<string, unknown>;
-    // Characters are Unicode code points, as S3 counts them (not UTF-16 units).
-    if (typeof key !== 'string' || key.length === 0 || Array.from(key).length > TAG_KEY_CHARS_MAX)
-      throw BadRequest(`tag keys are 1 to ${TAG_KEY_CHARS_MAX} characters`);
-    if (typeof tagValue !== 'string')
-      throw BadRequest(`the tag ${JSON.stringify(key)} needs a string value (it may be empty)`);
-    if (Array.from(tagValue).length > TAG_VALUE_CHARS_MAX)
-      throw BadRequest(`tag values are at most ${TAG_VALUE_CHARS_MAX} characters`);
-    // Not S3's `aws:` prefix rule: DECISIONS.md takes S3's limits only (architecture.md).
-    refuseControlChars(key, 'a tag key');
-    refuseControlChars(tagValue, `the value of tag ${quoteForMessage(key)}`);
-    if (seen.has(key)) throw BadRequest(`duplicate tag key ${key}`);
-    seen.add(key);
-    return { key, value: tagValue };
-  });
-}
 
 /** Retention and legal hold exist only in a bucket with object lock (400 elsewhere, as S3). */
 function requireObjectLock(bucket: BucketRecord): void {

@@ -1,4 +1,4 @@
-// Goal: the in-place listing writer (src/gateway/list-json.ts) writes exactly the bytes of
+// Goal: the in-place listing writer (src/native/list-json.ts) writes exactly the bytes of
 // JSON.stringify(objectJson(decodeValue(record), bucket)) for every record it accepts, declines
 // (leaving the page as it was) every record it cannot reproduce, and accepts every record
 // Lightwell writes: objects, delete markers, null and generated version ids, metadata,
@@ -11,8 +11,8 @@
 import t from 'tap';
 import fc from 'fast-check';
 import { encodeValue, decodeValue } from '../../src/format/values.js';
-import { JsonWriter, writeVersionJson } from '../../src/gateway/list-json.js';
-import { objectJson } from '../../src/gateway/routes.js';
+import { JsonWriter, writeVersionJson } from '../../src/native/list-json.js';
+import { objectJson } from '../../src/native/routes.js';
 import type { BucketRecord, ObjectVersionRecord } from '../../src/engine/index/schema.js';
 
 const bucket = (versioning: BucketRecord['versioning']): BucketRecord => ({
