@@ -25,6 +25,7 @@ import {
 } from './scenario-kit.js';
 import { listScenario, mixedScenario, multipartScenario } from './scenario-kinds.js';
 import { S3_SCENARIOS } from './s3-scenarios.js';
+import { INGEST_SCENARIOS } from './ingest-scenarios.js';
 
 export {
   emptyMeasured,
@@ -174,6 +175,8 @@ export const SCENARIOS: readonly Scenario[] = [
   }),
   // The same 64 MiB and 4 KiB loads through S3 and the AWS SDK, after their native twins.
   ...S3_SCENARIOS,
+  // In the same run as put-4k-c64 and put-64m-x1-random, which they are compared with.
+  ...INGEST_SCENARIOS,
   putScenario(
     'put-1g-x1-random',
     '1 GiB PUT, single stream (the multipart object whole)',

@@ -17,6 +17,8 @@ const usage = `usage: lightwell serve [--data-dir DIR] [--public-listen HOST:POR
        lightwell cluster join-secret [--data-dir DIR]
        lightwell config [--config FILE] [--json]   every setting, its default, value and source
        lightwell config --check --config FILE      validates settings without starting anything
+       lightwell ingest DIR --bucket B [--prefix P] [--endpoint URL] [--connections N]
+                       (lightwell ingest --help lists every flag)
        lightwell bench [--quick] [--only NAME,…] [--out DIR] [--endpoint URL --token TOKEN] …
                        (lightwell bench --help lists every flag)
        lightwell --version
@@ -29,6 +31,9 @@ if (command === 'serve') {
 } else if (command === 'admin-token') {
   const { adminToken } = await import('../src/cli/admin-token.js');
   await adminToken(rest);
+} else if (command === 'ingest') {
+  const { ingestCommand } = await import('../src/cli/ingest.js');
+  await ingestCommand(rest);
 } else if (command === 'cluster') {
   const { clusterCommand } = await import('../src/cli/cluster.js');
   process.exitCode = clusterCommand(rest);

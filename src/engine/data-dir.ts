@@ -9,7 +9,8 @@
 //   engine.sock            the engine's command socket (runtime only)
 //   engine.lock            pid of the engine that holds the directory (runtime only)
 
-import { mkdir, readFile, writeFile, open, unlink, rename } from 'node:fs/promises';
+import assert from 'node:assert/strict';
+import { mkdir, readFile, writeFile, unlink } from 'node:fs/promises';
 import { accessSync, constants, existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -22,6 +23,7 @@ import {
   EngineUnavailable,
   isLightwellError,
 } from '../util/errors.js';
+import { nodeIo, type Io } from '../util/io.js';
 
 export const RELEASE = '0.1.0';
 export const MASTER_KEY_BYTES = 32;
@@ -112,7 +114,10 @@ export function noEngineError(paths: DataDirPaths, waitedMs: number, cause: unkn
  * was made, which it must say out loud: a typo in `--data-dir` would otherwise start an empty
  * store, with a new master key, without a word.
  */
-export async function prepareDataDir(paths: DataDirPaths): Promise<{ created: boolean }> {
+export async function prepareDataDir(
+  paths: DataDirPaths,
+  io: Io = nodeIo,
+): Promise<{ created: boolean }> {
   checkDataDirUsable(paths);
   checkDataDirParent(paths);
   await mkdir(paths.root, { recursive: true });
@@ -126,12 +131,20 @@ export async function prepareDataDir(paths: DataDirPaths): Promise<{ created: bo
     await writeFileDurable(
       paths.marker,
       encodeMarker({ createdBy: RELEASE, createdAtMs: Date.now() }),
+      0o644,
+      io,
     );
     created = true;
   }
   await mkdir(paths.index, { recursive: true });
   await mkdir(paths.segments, { recursive: true });
   await mkdir(paths.keys, { recursive: true, mode: 0o700 });
+  // The new directories' entries in the root, and the root's in its parent, are made durable:
+  // a crash must not leave a marker whose segments/ or keys/ vanished.
+  if (created) {
+    await io.syncDirectory(paths.root);
+    await io.syncDirectory(dirname(paths.root));
+  }
   return { created };
 }
 
@@ -225,6 +238,7 @@ function requireAccess(path: string, mode: number, what: string): void {
 export async function loadMasterKey(
   paths: DataDirPaths,
   options: { readonly dataUnderKey: boolean },
+  io: Io = nodeIo,
 ): Promise<Buffer> {
   if (existsSync(paths.masterKey))
     return checkMasterKey(readKeyFile(paths.masterKey), paths.masterKey);
@@ -240,7 +254,7 @@ export async function loadMasterKey(
         'restore the key file, or point LIGHTWELL_MASTER_KEY_FILE at it',
     );
   const key = randomBytes(MASTER_KEY_BYTES);
-  await writeFileDurable(paths.masterKey, key, 0o600);
+  await writeFileDurable(paths.masterKey, key, 0o600, io);
   return key;
 }
 
@@ -270,17 +284,30 @@ function checkMasterKey(key: Buffer, file: string): Buffer {
   return key;
 }
 
-/** Write to a temporary name, fsync, rename: a reader sees the old file or the whole new one. */
-export async function writeFileDurable(file: string, data: Buffer, mode = 0o644): Promise<void> {
+/**
+ * Write to a temporary name, fsync, rename, fsync the directory: a reader sees the old file or
+ * the whole new one, and once this resolves a crash cannot lose the new name.
+ */
+export async function writeFileDurable(
+  file: string,
+  data: Buffer,
+  mode = 0o644,
+  io: Io = nodeIo,
+): Promise<void> {
   const temp = `${file}.tmp-${process.pid}`;
-  const handle = await open(temp, 'w', mode);
+  const handle = await io.open(temp, 'w', mode);
   try {
-    await handle.writeFile(data);
+    for (let done = 0; done < data.length;) {
+      const { bytesWritten } = await handle.write(data, done, data.length - done, done);
+      assert(bytesWritten > 0, 'a write to a regular file wrote nothing');
+      done += bytesWritten;
+    }
     await handle.sync();
   } finally {
     await handle.close();
   }
-  await rename(temp, file);
+  await io.rename(temp, file);
+  await io.syncDirectory(dirname(file));
 }
 
 /**

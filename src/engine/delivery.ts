@@ -104,7 +104,7 @@ export class Deliverer {
 
   private schedule(delayMs: number): void {
     if (this.stopped) return;
-    const at = Date.now() + delayMs;
+    const at = this.options.context.now() + delayMs;
     if (this.timer && this.timerAt <= at) return;
     if (this.timer) clearTimeout(this.timer);
     this.timerAt = at;
@@ -126,10 +126,10 @@ export class Deliverer {
     this.scanning = true;
     this.again = false;
     const { store } = this.options.context;
-    let next = Date.now() + POLL_MS;
+    let next = this.options.context.now() + POLL_MS;
     try {
       store.refresh();
-      const now = Date.now();
+      const now = this.options.context.now();
       let start: Buffer | undefined;
       for (;;) {
         const head = first(
@@ -153,7 +153,7 @@ export class Deliverer {
     } finally {
       this.scanning = false;
       // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- set while awaiting
-      this.schedule(this.again ? 0 : Math.max(0, next - Date.now()));
+      this.schedule(this.again ? 0 : Math.max(0, next - this.options.context.now()));
     }
   }
 
@@ -187,7 +187,7 @@ export class Deliverer {
     } else {
       const error = await this.post(record, config.url, row, flight);
       if (this.stopped && error !== undefined) return;
-      const now = Date.now();
+      const now = this.options.context.now();
       if (error === undefined) outcome = { kind: 'delivered' };
       else if (now - row.createdAt >= settings.duration('notifications.retry_window')) {
         outcome = {
@@ -223,7 +223,7 @@ export class Deliverer {
       }
     }
     await store.transact(() =>
-      settleDelivery(store, { key, seq: row.seq, outcome, now: Date.now() }),
+      settleDelivery(store, { key, seq: row.seq, outcome, now: this.options.context.now() }),
     );
   }
 
@@ -249,7 +249,7 @@ export class Deliverer {
     if (!allowPrivate && isIP(host) !== 0 && isPrivateAddress(host))
       return Promise.resolve('target address is private');
     const body = JSON.stringify(row.event);
-    const time = Math.floor(Date.now() / 1000);
+    const time = Math.floor(this.options.context.now() / 1000);
     const secret = openSigningSecret(context.masterKey, record, config);
     const signature = createHmac('sha256', secret).update(`${time}.${body}`).digest('hex');
     secret.fill(0);

@@ -42,6 +42,8 @@ import * as multipart from './ops/multipart.js';
 import * as notifications from './ops/notifications.js';
 import * as cors from './ops/cors.js';
 import { Deliverer } from './delivery.js';
+import { nodeIo, type Io } from '../util/io.js';
+import { realClock, type Clock } from '../util/clock.js';
 import { EngineMetrics } from './metrics.js';
 
 type Op = (context: EngineContext, args: never) => unknown;
@@ -105,7 +107,13 @@ export interface RunningEngine {
 export async function startEngine(options: {
   dataDir: string;
   settings: Settings;
+  /** The segments' file system (node:fs by default; the fault simulation injects its own). */
+  io?: Io;
+  /** Grace periods, expiry and timestamps (the wall clock by default). */
+  clock?: Clock;
 }): Promise<RunningEngine> {
+  const io = options.io ?? nodeIo;
+  const clock = options.clock ?? realClock;
   const log = componentLogger('engine');
   checkChunkSetting(options.settings.bytes('storage.chunk_bytes_avg'));
   const paths = dataDirPaths(options.dataDir);
@@ -121,15 +129,15 @@ export async function startEngine(options: {
     await releaseLock();
     throw error;
   }
-  const syncer = new SegmentSyncer(paths.segments);
+  const syncer = new SegmentSyncer(paths.segments, io);
   const context: EngineContext = {
     store,
     masterKey,
     settings: options.settings,
-    now: () => Date.now(),
+    now: () => clock.now(),
     syncer,
   };
-  await recoverAtStart(context, paths, log);
+  await recoverAtStart(context, paths, log, io);
   const pins = new SegmentPins();
   const mintLimiter = new RateLimiter(options.settings.rate('security.token_mint_rate'));
   const compactor = new Compactor({
@@ -138,6 +146,9 @@ export async function startEngine(options: {
     settings: options.settings,
     log: componentLogger('engine.compaction'),
     pins,
+    io,
+    clock,
+    segmentFailed: (segmentId) => syncer.poison(segmentId),
   });
   const deliverer = new Deliverer({ context, log: componentLogger('engine.delivery') });
   const purger = new tenantDelete.TenantPurger({
@@ -190,9 +201,16 @@ async function recoverAtStart(
   context: EngineContext,
   paths: DataDirPaths,
   log: Logger,
+  io: Io,
 ): Promise<void> {
   const { store } = context;
-  await recoverSegments({ paths, store, log: componentLogger('engine.recovery') });
+  await recoverSegments({
+    paths,
+    store,
+    log: componentLogger('engine.recovery'),
+    io,
+    clock: { now: () => context.now() },
+  });
   const named = await store.transact(() => objects.checkBucketNames(context));
   if (named > 0) log.info({ buckets: named }, 'global bucket names indexed');
   const corrected = await store.transact(() => multipart.reconcilePartBytes(context));
@@ -303,6 +321,14 @@ const connectionCommands: Readonly<
     executor.pins.set(socket, pinnedSegmentsOf(args));
     return null;
   },
+  // A writer's fdatasync of a segment failed: no commit may point into it again.
+  segmentFailed: (executor, _socket, _writer, args) => {
+    const segmentId = (args as { segmentId?: unknown } | undefined)?.segmentId;
+    if (!Number.isSafeInteger(segmentId) || (segmentId as number) < 0)
+      throw BadRequest('segmentFailed takes {segmentId}: an integer');
+    executor.context.syncer?.poison(segmentId as number);
+    return null;
+  },
   // A process's metrics snapshot, and a scrape's collection of all of them (metrics.ts).
   reportMetrics: (executor, socket, _writer, args) => {
     executor.metrics.report(socket, args);
@@ -313,7 +339,7 @@ const connectionCommands: Readonly<
     const accessKeyId = (args as { accessKeyId?: unknown } | undefined)?.accessKeyId;
     if (typeof accessKeyId !== 'string' || accessKeyId.length > KEY_CHARS_MAX)
       throw BadRequest(`takeMintToken takes {accessKeyId} of at most ${KEY_CHARS_MAX} characters`);
-    return executor.mintLimiter.take(accessKeyId, Date.now());
+    return executor.mintLimiter.take(accessKeyId, executor.context.now());
   },
   auditSource: (executor, socket, writer) => {
     executor.auditBarriers.add(socket, (message) => writer.write(encodeFrame(message)));

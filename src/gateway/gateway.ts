@@ -40,6 +40,8 @@ import type { MessagePort } from 'node:worker_threads';
 import { Authenticator } from '../service/auth.js';
 import { dataRoutes, type GatewayServices } from '../native/routes.js';
 import * as docs from '../native/route-docs.js';
+import { ingestBackend } from './ingest-backend.js';
+import { ingestRoute, type IngestServer } from '../ingest/server.js';
 import { componentLogger, type Logger } from '../util/log.js';
 import { tlsFilesOf, type Settings } from '../util/config.js';
 import type { TaskRunner, WorkerConfig } from '../workers/protocol.js';
@@ -340,6 +342,9 @@ export async function startListener(options: {
       seal: async (segmentId, size) => {
         await engine.call('sealSegment', { segmentId, size });
       },
+      failed: async (segmentId) => {
+        await engine.call('segmentFailed', { segmentId });
+      },
     },
   });
   const inlineReader = new SegmentReader(paths.segments, { cachedFirst: true });
@@ -402,6 +407,7 @@ export async function startListener(options: {
     }),
   );
   const audit = new AuditSink(engine, componentLogger('gateway.audit'));
+  let ingest: IngestServer | undefined;
   // Process figures once a process: on the first listener's thread.
   const registry = processRegistry('gateway', options.listener === 0);
   const requests = new RequestMetrics(registry);
@@ -418,6 +424,10 @@ export async function startListener(options: {
       bodyRateMin: settings.bytes('limits.body_rate_min'),
       tls: tlsFiles,
       answered: bothAnswered((api, exchange) => requests.observe(api, exchange), access),
+      sockets: (app) => {
+        const backend = ingestBackend(services, audit);
+        ingest = ingestRoute(app, API_PREFIX, backend, componentLogger('gateway.ingest'));
+      },
     },
     publicApis({
       native: routes,
@@ -442,6 +452,7 @@ export async function startListener(options: {
       // (stopped with this process), they fail at once, and the engine's next start recovers
       // the segments (src/engine/segments/recovery.ts).
       engine.stopWaiting();
+      await ingest?.close(settings.duration('shutdown.grace'));
       await listener.close(settings.duration('shutdown.grace'));
       // Only now: the requests that drained until here went on reporting their pins.
       uploadPins.close();

@@ -21,7 +21,11 @@ export function publicApis(options: {
   identify: (exchange: Exchange) => void;
 }): Api[] {
   return [
-    routedApi({ name: 'native', router: new Router(API_PREFIX, options.native) }),
+    routedApi({
+      name: 'native',
+      router: new Router(API_PREFIX, options.native),
+      identify: options.identify,
+    }),
     // Namespaces that are no bucket's (names.ts reserves `api` and `admin`): other native API
     // versions, and the admin API and console, which the public port never serves.
     unmountedApi({ prefix: '/api', identify: options.identify }),

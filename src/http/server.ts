@@ -47,6 +47,8 @@ export interface ListenOptions {
    * or anything over uWebSockets.js's own floor of 16 KiB a second leaves that floor.
    */
   readonly bodyRateMin?: number | undefined;
+  /** Adds WebSocket routes to the app (before its HTTP routes), e.g. the ingest transport. */
+  readonly sockets?: ((app: uWS.TemplatedApp) => void) | undefined;
   /**
    * Told of every request once it is answered or aborted, with the name of its API: metrics
    * and the access log (counter increments and a log line, nothing that waits).
@@ -70,6 +72,7 @@ export function listen(
     for (const endpoint of api.webSockets ?? []) app.ws(endpoint.pattern, endpoint.behavior);
   const inFlight = new Set<Exchange>();
   let draining = false;
+  options.sockets?.(app);
   app.any('/*', (res, req) => {
     const exchange = new Exchange(res, req, options.bodyRateMin);
     const api = mounts.apiOf(exchange.path);

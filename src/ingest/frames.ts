@@ -18,6 +18,7 @@ export const FRAME_DATA = 0x03;
 export const FRAME_TOKEN = 0x04;
 export const FRAME_WELCOME = 0x81;
 export const FRAME_ACK = 0x82;
+export const FRAME_CREDIT = 0x83;
 
 // WebSocket close codes (docs/ingest-protocol.md, "Closing"). 1000 and 1009 are the RFC's.
 export const CLOSE_NORMAL = 1000;
@@ -90,6 +91,13 @@ export const ACK_OFFSET_SEQUENCE = 4;
 export const ACK_FIXED_BYTES = 12;
 /** ACK flag: the object was refused; the JSON is a problem object. */
 export const ACK_FLAG_REFUSED = 0x01;
+
+// CREDIT: server → client, body bytes the client may send again.
+export const CREDIT_OFFSET_TYPE = 0;
+export const CREDIT_OFFSET_FLAGS = 1;
+export const CREDIT_OFFSET_RESERVED = 2;
+export const CREDIT_OFFSET_BYTES = 4;
+export const CREDIT_FIXED_BYTES = 8;
 
 // Limits of the variable fields (the service's own limits are checked where they apply).
 export const TOKEN_BYTES_MAX = 4096;
@@ -173,8 +181,13 @@ export interface AckFrame {
   readonly json: unknown;
 }
 
+export interface CreditFrame {
+  readonly type: typeof FRAME_CREDIT;
+  readonly bytes: number;
+}
+
 export type ClientFrame = HelloFrame | ObjectFrame | DataFrame | TokenFrame;
-export type ServerFrame = WelcomeFrame | AckFrame;
+export type ServerFrame = WelcomeFrame | AckFrame | CreditFrame;
 
 /** A frame the codec refuses; `details.closeCode` is what the receiver closes with. */
 export function FrameError(message: string, closeCode = CLOSE_MALFORMED): LightwellError {
@@ -287,6 +300,7 @@ export function decodeServerFrame(bytes: Uint8Array): ServerFrame {
   const type = bytes[0];
   if (type === FRAME_WELCOME) return decodeWelcome(bytes);
   if (type === FRAME_ACK) return decodeAck(bytes);
+  if (type === FRAME_CREDIT) return decodeCredit(bytes);
   throw FrameError(`unknown frame type 0x${(type ?? 0).toString(16)}`);
 }
 
@@ -438,6 +452,17 @@ function decodeAck(bytes: Uint8Array): AckFrame {
   if (typeof json !== 'object' || json === null || Array.isArray(json))
     throw FrameError('ACK JSON is not an object');
   return { type: FRAME_ACK, sequence, status, refused, json };
+}
+
+function decodeCredit(bytes: Uint8Array): CreditFrame {
+  const reader = new Reader(bytes, CREDIT_FIXED_BYTES);
+  reader.fixed(CREDIT_FIXED_BYTES, 'CREDIT');
+  checkFlags(reader.u8(CREDIT_OFFSET_FLAGS), 0, 'CREDIT');
+  if (reader.u16(CREDIT_OFFSET_RESERVED) !== 0) throw FrameError('CREDIT reserved bytes are set');
+  const credit = reader.u32(CREDIT_OFFSET_BYTES);
+  if (credit === 0) throw FrameError('CREDIT of no bytes');
+  reader.end('CREDIT');
+  return { type: FRAME_CREDIT, bytes: credit };
 }
 
 /** Writes a frame whose size is known up front. */
@@ -599,5 +624,13 @@ export function encodeAck(frame: Omit<AckFrame, 'type'>): Uint8Array {
   writer.view.setUint16(ACK_OFFSET_STATUS, frame.status, false);
   writer.u64(ACK_OFFSET_SEQUENCE, frame.sequence);
   writer.put(json);
+  return writer.bytes;
+}
+
+export function encodeCredit(bytes: number): Uint8Array {
+  if (bytes < 1 || bytes > 0xffffffff) throw FrameError(`CREDIT of ${bytes} bytes`);
+  const writer = new Writer(CREDIT_FIXED_BYTES, CREDIT_FIXED_BYTES);
+  writer.view.setUint8(CREDIT_OFFSET_TYPE, FRAME_CREDIT);
+  writer.view.setUint32(CREDIT_OFFSET_BYTES, bytes, false);
   return writer.bytes;
 }

@@ -5,51 +5,65 @@
 // - An object is begun by OBJECT and its body follows in the frame and in DATA frames until its
 //   declared size is reached; only then may the next OBJECT come (bodies never interleave).
 // - Sequence numbers grow strictly from one OBJECT to the next on a connection.
-// - The credit window: an object may begin only while fewer than `windowObjects` are begun and
-//   not acknowledged, and while the sizes of those plus its own stay within `windowBytes`; an
-//   object larger than that may begin when nothing else is in flight.
+// - The window: at most `windowObjects` objects begun and not acknowledged, and at most
+//   `windowBytes` body bytes sent and not yet given back by a CREDIT frame.
 
-import {
-  CLOSE_MALFORMED,
-  CLOSE_WINDOW,
-  FrameError,
-  type DataFrame,
-  type ObjectFrame,
-} from './frames.js';
+import { CLOSE_WINDOW, FrameError, type DataFrame, type ObjectFrame } from './frames.js';
 
 export interface Window {
   readonly windowObjects: number;
   readonly windowBytes: number;
 }
 
-/** Whether an object of `size` may begin with `objects` objects of `bytes` bytes in flight. */
-export function windowAdmits(
-  window: Window,
-  objects: number,
-  bytes: number,
-  size: number,
-): boolean {
-  if (objects >= window.windowObjects) return false;
-  return objects === 0 || bytes + size <= window.windowBytes;
+/** Both ends' count of one connection's window. */
+export class WindowCount {
+  /** Objects begun and not acknowledged, by sequence. */
+  readonly inFlight = new Set<number>();
+  /** Body bytes sent and not yet credited back. */
+  outstanding = 0;
+
+  constructor(readonly window: Window) {}
+
+  /** Whether an object whose OBJECT frame carries `bodyBytes` body bytes may begin. */
+  admitsObject(bodyBytes: number): boolean {
+    return this.inFlight.size < this.window.windowObjects && this.admitsBytes(bodyBytes);
+  }
+
+  admitsBytes(bytes: number): boolean {
+    return this.outstanding + bytes <= this.window.windowBytes;
+  }
+
+  /** The bytes the client may send now. */
+  get room(): number {
+    return this.window.windowBytes - this.outstanding;
+  }
+
+  credit(bytes: number): void {
+    this.outstanding = Math.max(0, this.outstanding - bytes);
+  }
+
+  settle(sequence: number): boolean {
+    return this.inFlight.delete(sequence);
+  }
 }
 
 /** The server's view of one connection's objects: in flight, and the one whose body is open. */
 export class StreamRules {
   private lastSequence = -1;
-  /** Sizes of the objects begun and not acknowledged, by sequence. */
-  private readonly inFlight = new Map<number, number>();
-  private bytes = 0;
+  readonly count: WindowCount;
   /** The object whose body is still coming, and how much of it has come. */
   private open: { sequence: number; size: number; received: number } | undefined;
 
-  constructor(private readonly window: Window) {}
-
-  get objectsInFlight(): number {
-    return this.inFlight.size;
+  constructor(window: Window) {
+    this.count = new WindowCount(window);
   }
 
-  get bytesInFlight(): number {
-    return this.bytes;
+  get objectsInFlight(): number {
+    return this.count.inFlight.size;
+  }
+
+  get bytesOutstanding(): number {
+    return this.count.outstanding;
   }
 
   /** The sequence of the object whose body is still coming, if any. */
@@ -63,15 +77,15 @@ export class StreamRules {
       throw FrameError(`OBJECT ${frame.sequence} before the body of ${this.open.sequence} ended`);
     if (frame.sequence <= this.lastSequence)
       throw FrameError(`sequence ${frame.sequence} does not follow ${this.lastSequence}`);
-    if (!windowAdmits(this.window, this.inFlight.size, this.bytes, frame.size))
+    if (!this.count.admitsObject(frame.body.length))
       throw FrameError(
-        `object ${frame.sequence} exceeds the window (${this.inFlight.size} objects, ` +
-          `${this.bytes} bytes in flight)`,
+        `object ${frame.sequence} exceeds the window (${this.count.inFlight.size} objects, ` +
+          `${this.count.outstanding} bytes outstanding)`,
         CLOSE_WINDOW,
       );
     this.lastSequence = frame.sequence;
-    this.inFlight.set(frame.sequence, frame.size);
-    this.bytes += frame.size;
+    this.count.inFlight.add(frame.sequence);
+    this.count.outstanding += frame.body.length;
     if (frame.body.length === frame.size) return true;
     this.open = { sequence: frame.sequence, size: frame.size, received: frame.body.length };
     return false;
@@ -84,18 +98,26 @@ export class StreamRules {
     if (frame.sequence !== open.sequence)
       throw FrameError(`DATA for ${frame.sequence} while ${open.sequence} is open`);
     if (open.received + frame.body.length > open.size)
-      throw FrameError(`DATA runs past the size of object ${open.sequence}`, CLOSE_MALFORMED);
+      throw FrameError(`DATA runs past the size of object ${open.sequence}`);
+    if (!this.count.admitsBytes(frame.body.length))
+      throw FrameError(
+        `DATA exceeds the window (${this.count.outstanding} bytes outstanding)`,
+        CLOSE_WINDOW,
+      );
+    this.count.outstanding += frame.body.length;
     open.received += frame.body.length;
     if (open.received < open.size) return false;
     this.open = undefined;
     return true;
   }
 
-  /** The object was acknowledged (committed or refused): its credit returns. */
+  /** Body bytes the server gave back (CREDIT). */
+  credit(bytes: number): void {
+    this.count.credit(bytes);
+  }
+
+  /** The object was acknowledged (committed or refused). */
   settle(sequence: number): void {
-    const size = this.inFlight.get(sequence);
-    if (size === undefined) return;
-    this.inFlight.delete(sequence);
-    this.bytes -= size;
+    this.count.settle(sequence);
   }
 }

@@ -553,8 +553,9 @@ function partJson(part: PartView): Record<string, unknown> {
   };
 }
 
+/** A part number as its canonical decimal: `01` is not part 1 (one object, one spelling). */
 function parsePartNumber(text: string): number {
-  if (!/^\d{1,5}$/.test(text) || Number(text) < 1 || Number(text) > MULTIPART_PARTS_MAX) {
+  if (!/^[1-9]\d{0,4}$/.test(text) || Number(text) > MULTIPART_PARTS_MAX) {
     throw BadRequest(`part numbers are integers from 1 to ${MULTIPART_PARTS_MAX}`);
   }
   return Number(text);

@@ -98,7 +98,7 @@ export function dataRoutes(services: GatewayServices): Route<Handler>[] {
   ];
 }
 
-function routeKit(services: GatewayServices): RouteKit {
+export function routeKit(services: GatewayServices): RouteKit {
   const { store, auth } = services;
   const bearer = (exchange: Exchange): Principal => {
     // Read-your-writes: a snapshot renewed earlier in this event-loop turn may predate a commit
@@ -178,11 +178,16 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
           const tenantId = auth.tenantOfKey(accessKeyId);
           if (tenantId !== undefined) exchange.audit.tenantId = tenantId;
         }
-        // The engine keeps the limit, so that it holds per key across all the gateways.
-        // An id that cannot exist fails the secret check below without costing the engine a
-        // round trip or the limiter an entry.
+        // The engine keeps the limit, so that it holds per key across all the gateways. It is
+        // kept per key and peer address: someone who knows a key id and sends wrong secrets
+        // from elsewhere spends their own bucket, never the owner's (behind a trusted proxy
+        // every peer is the proxy, and the limit is per key as before). An id that cannot
+        // exist fails the secret check below without costing the engine a round trip or the
+        // limiter an entry.
         const limited = ACCESS_KEY_ID_PATTERN.test(accessKeyId)
-          ? await services.engine.call<RateLimitResult>('takeMintToken', { accessKeyId })
+          ? await services.engine.call<RateLimitResult>('takeMintToken', {
+              accessKeyId: `${accessKeyId}@${exchange.remoteAddress}`,
+            })
           : ({ ok: true } as const);
         if (!limited.ok)
           throw RateLimited('too many token requests for this access key', {

@@ -66,6 +66,9 @@ function segmentWriter(): SegmentWriter {
       seal: async (segmentId, size) => {
         await engineClient().call('sealSegment', { segmentId, size });
       },
+      failed: async (segmentId) => {
+        await engineClient().call('segmentFailed', { segmentId });
+      },
     },
   });
   return writer;

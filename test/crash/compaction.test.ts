@@ -15,7 +15,6 @@ import t from 'tap';
 import { PIN_REPORT_INTERVAL_MS } from '../../src/engine/segments/segment-pins.js';
 import { readFileSync, statSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { randomBytes, randomInt } from 'node:crypto';
 import { Service } from '../helpers/service.js';
 import {
   HttpClient,
@@ -34,6 +33,8 @@ import {
   MiB,
   KiB,
   type SegmentState,
+  crashRandom,
+  CRASH_SEED,
 } from './crash-kit.js';
 import { segmentFileName } from '../../src/format/segment-header.js';
 
@@ -83,6 +84,7 @@ async function compactionMoment(
 t.test(
   'SIGKILL during compaction loses nothing, and space is reclaimed after restart',
   async (t) => {
+    t.comment(`seed ${CRASH_SEED} (replay its choices with LIGHTWELL_CRASH_SEED=${CRASH_SEED})`);
     const service = await Service.start({
       args: [
         '--storage.segment_bytes_max',
@@ -124,7 +126,7 @@ t.test(
         ledger,
         deleteShare: 0.25,
       });
-      await sleep(1200 + randomInt(1200));
+      await sleep(1200 + crashRandom.int(1200));
       const want: Moment = round % 2 === 1 ? 'copying' : 'retired';
       const moment = await compactionMoment(service.dataDir, want, 4000);
       // kill9 stops and kills the whole tree before it returns its promise; the lanes stop after.
@@ -189,13 +191,13 @@ t.test(
     // Deduplication, also of chunks that compaction has moved.
     const client = new HttpClient(service.publicUrl, tenant.token);
     t.teardown(() => client.destroy());
-    const body = randomBytes((3 * MiB) / 2);
+    const body = crashRandom.bytes((3 * MiB) / 2);
     // Garbage-to-be next to the deduplicated chunks, so that compaction will move them; then
     // fillers that fill (and so seal) the open segments. Sent at once, so every worker gets some.
     const putAll = async (keys: readonly string[], bytes: number): Promise<boolean> =>
-      (await Promise.all(keys.map((key) => client.put(BUCKET, key, randomBytes(bytes))))).every(
-        (response) => response.status === 200,
-      );
+      (
+        await Promise.all(keys.map((key) => client.put(BUCKET, key, crashRandom.bytes(bytes))))
+      ).every((response) => response.status === 200);
     const fillers = Array.from({ length: 24 }, (_, index) => `filler/${index}`);
     t.ok(await putAll(fillers.slice(0, 12), 200 * KiB), 'garbage-to-be stored');
     t.equal((await client.put(BUCKET, 'dedup/one', body)).status, 200);

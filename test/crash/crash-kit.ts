@@ -13,7 +13,18 @@
 // operations issued after it whose outcome is unknown; never anything else.
 
 import http from 'node:http';
-import { createHash, randomBytes, randomInt } from 'node:crypto';
+import { createHash } from 'node:crypto';
+import { Prng, seedFrom } from '../helpers/prng.js';
+
+/**
+ * Every random choice of a crash test (bodies, keys, deletes, ranges, kill moments) comes from
+ * this seed: LIGHTWELL_CRASH_SEED=<seed> replays a run's choices (the moments the kernel
+ * schedules stay its own). Each test prints it.
+ */
+export const CRASH_SEED = seedFrom('LIGHTWELL_CRASH_SEED');
+export const crashRandom = new Prng(CRASH_SEED);
+const randomInt = (n: number): number => crashRandom.int(n);
+const randomBytes = (n: number): Buffer => crashRandom.bytes(n);
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { IndexStore } from '../../src/engine/index/store.js';
@@ -174,7 +185,7 @@ export class Bodies {
 
   next(): Body {
     const total = Object.values(this.weights).reduce((sum, weight) => sum + weight, 0);
-    let pick = Math.random() * total;
+    let pick = crashRandom.float() * total;
     let kind: BodyKind = 'small';
     for (const [name, weight] of Object.entries(this.weights) as Array<[BodyKind, number]>) {
       pick -= weight;
@@ -337,7 +348,7 @@ export function startIngest(options: {
       const key = free[randomInt(free.length)] as string;
       busy.add(key);
       try {
-        if (Math.random() < options.deleteShare) {
+        if (crashRandom.float() < options.deleteShare) {
           const op = options.ledger.begin(key, 'delete', null);
           const status = await options
             .client()

@@ -14,7 +14,6 @@
 // once; open segments are scanned before the restart; after it, every key is read (plus a
 // Range read of known bodies) and the index is inspected read-only.
 import t from 'tap';
-import { randomInt } from 'node:crypto';
 import { Service } from '../helpers/service.js';
 import {
   HttpClient,
@@ -29,6 +28,8 @@ import {
   sleep,
   MiB,
   KiB,
+  crashRandom,
+  CRASH_SEED,
 } from './crash-kit.js';
 import { scanSegment } from '../../src/engine/segments/segment-scan.js';
 import { segmentFileName } from '../../src/format/segment-header.js';
@@ -41,6 +42,7 @@ const BUCKET = 'ingest';
 t.test(
   'acknowledged writes survive SIGKILL of the whole service in the middle of ingest',
   async (t) => {
+    t.comment(`seed ${CRASH_SEED} (replay its choices with LIGHTWELL_CRASH_SEED=${CRASH_SEED})`);
     const service = await Service.start({
       gateways: 2,
       args: [
@@ -83,7 +85,7 @@ t.test(
         ledger,
         deleteShare: 0.15,
       });
-      const killAfter = 700 + randomInt(2800);
+      const killAfter = 700 + crashRandom.int(2800);
       await sleep(killAfter);
       // kill9 stops and kills the whole tree before it returns its promise; the lanes stop after.
       const killed = service.kill9();

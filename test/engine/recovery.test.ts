@@ -310,3 +310,19 @@ t.test('unknown segment files are quarantined as .orphan, never deleted', async 
     [segmentFileName(known), `${segmentFileName(4242)}.orphan`, 'notes.txt'].sort(),
   );
 });
+
+t.test("a file holding another segment's header is not cut, and counts as damaged", async (t) => {
+  const fx = await fixture(t);
+  const id = await register(fx, deadPid());
+  const path = segmentPath(fx, id);
+  // Segment id + 100's bytes, with a torn tail, under this segment's name.
+  writeSegment(path, id + 100, [chunkRecord(500)]);
+  appendFileSync(path, chunkRecord(900).subarray(0, 30));
+  const size = statSync(path).size;
+  const report = await recoverSegments({ paths: fx.paths, store: fx.store, log });
+  t.equal(report.damaged, 1, 'counted as damaged');
+  t.equal(report.truncatedBytes, 0, 'nothing cut');
+  t.equal(statSync(path).size, size, 'the file is as it was');
+  t.equal(segmentRecord(fx, id)?.state, 'sealed');
+  t.equal(segmentRecord(fx, id)?.size, size, 'sealed at its size, where compaction leaves it');
+});

@@ -12,7 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SegmentReader } from '../../src/engine/segments/segment-reader.js';
-import { segmentFileName } from '../../src/format/segment-header.js';
+import { encodeSegmentHeader, segmentFileName } from '../../src/format/segment-header.js';
 import { libc } from '../../src/util/libc.js';
 
 const SEGMENT_ID = 7;
@@ -21,6 +21,8 @@ function segmentDir(t: Test, bytes: Buffer): string {
   const dir = mkdtempSync(join(tmpdir(), 'lw-reader-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   mkdirSync(dir, { recursive: true });
+  // A real header: the reader checks that the file is the segment its name says.
+  encodeSegmentHeader({ segmentId: SEGMENT_ID, createdAtMs: 0 }).copy(bytes, 0);
   writeFileSync(join(dir, segmentFileName(SEGMENT_ID)), bytes);
   return dir;
 }
@@ -221,4 +223,22 @@ t.test('readNow copies at most 1 MiB per turn, as cached reads do', async (t) =>
     128 * 1024,
     'the next turn reads now again',
   );
+});
+
+t.test("a file that holds another segment's header is refused, never read", async (t) => {
+  const bytes = randomBytes(4096);
+  const dir = segmentDir(t, bytes);
+  // Segment 8's file is a copy of segment 7's: misplaced.
+  writeFileSync(join(dir, segmentFileName(8)), bytes);
+  const reader = new SegmentReader(dir);
+  t.teardown(() => reader.close());
+  t.same(
+    await reader.read({ segmentId: SEGMENT_ID, offset: 100, length: 10 }),
+    bytes.subarray(100, 110),
+  );
+  const error = await reader
+    .read({ segmentId: 8, offset: 100, length: 10 })
+    .catch((e: unknown) => e);
+  t.match(error, { code: 'segment_io' });
+  t.match(String((error as { cause?: unknown }).cause ?? error), /header of segment 7/);
 });

@@ -468,3 +468,40 @@ t.test('durable() of a record in a segment sealed meanwhile still resolves', asy
   t.pass('durable after the seal');
   await writer.close();
 });
+
+t.test('a failed fdatasync is reported to the registry before anything else', async (t) => {
+  // The kernel reports a failed write-back once, to the file that asked: the engine, whose own
+  // fdatasync of the segment would then succeed over lost pages, must hear it from the writer.
+  const dir = tempDir(t);
+  const registry = new RecordingRegistry();
+  const failed: number[] = [];
+  const writer = new SegmentWriter({
+    segmentsDir: dir,
+    segmentBytesMax: 64 * MiB,
+    registry: Object.assign(registry, {
+      failed: (segmentId: number) => {
+        failed.push(segmentId);
+        return Promise.resolve();
+      },
+    }),
+  });
+  const first = await writer.append([chunkRecord(100)]);
+  await first.written();
+  let fail = true;
+  await hookFileHandle(t, 'datasync', async (original) => {
+    if (fail) {
+      fail = false;
+      throw Object.assign(new Error('EIO: injected'), { code: 'EIO' });
+    }
+    return original();
+  });
+  await t.rejects(first.durable(), { code: 'segment_io' }, 'the record is not durable');
+  t.same(failed, [first.segmentId], 'the registry heard of the failure');
+  await writer.close();
+  // The seal's own fdatasync failing is reported too.
+  const second = await writer.append([chunkRecord(100)]);
+  await second.written();
+  fail = true;
+  t.equal(await writer.close(), false, 'the seal failed');
+  t.same(failed, [first.segmentId, second.segmentId]);
+});

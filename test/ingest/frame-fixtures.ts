@@ -7,6 +7,7 @@
 import {
   PROTOCOL_VERSION,
   encodeAck,
+  encodeCredit,
   encodeData,
   encodeHello,
   encodeObject,
@@ -55,4 +56,5 @@ export const goldenFrames: Record<string, Uint8Array> = {
   data: encodeData(7, dataBody),
   token: encodeToken('lwtk_v1.renewed'),
   ack: encodeAck(ackFields),
+  credit: encodeCredit(1024 * 1024),
 };

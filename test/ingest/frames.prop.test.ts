@@ -15,6 +15,7 @@ import {
   decodeServerFrame,
   encodeData,
   encodeObject,
+  type DataFrame,
   type ObjectFrame,
   type ObjectHeader,
 } from '../../src/ingest/frames.js';
@@ -82,7 +83,7 @@ const validFrames = Object.entries(goldenFrames);
 
 t.test('every truncation and every bit flip is a frame or a codec error', async () => {
   for (const [name, bytes] of validFrames) {
-    const server = name === 'welcome' || name === 'ack';
+    const server = name === 'welcome' || name === 'ack' || name === 'credit';
     for (let length = 0; length < bytes.length; length += 1)
       decodeOrRefuse(bytes.subarray(0, length), server);
     for (let bit = 0; bit < bytes.length * 8; bit += 1) {
@@ -109,7 +110,7 @@ t.test('arbitrary bytes are a frame or a codec error', async () => {
       decodeOrRefuse(bytes, server);
       if (bytes.length > 0) {
         // The same bytes behind each type code.
-        for (const type of [0x01, 0x02, 0x03, 0x04, 0x81, 0x82]) {
+        for (const type of [0x01, 0x02, 0x03, 0x04, 0x81, 0x82, 0x83]) {
           const typed = Uint8Array.from(bytes);
           typed[0] = type;
           decodeOrRefuse(typed, server);
@@ -204,38 +205,55 @@ function closeCodeOf(run: () => unknown): unknown {
   return undefined;
 }
 
-t.test('the window refuses an object beyond it', async (t) => {
+t.test('the window refuses an object or bytes beyond it', async (t) => {
   const rules = new StreamRules({ windowObjects: 2, windowBytes: 100 });
-  const object = (sequence: number, size: number): ObjectFrame =>
+  const object = (sequence: number, size: number, first = size): ObjectFrame =>
     decodeClientFrame(
-      encodeObject({ ...objectFields, sequence, size }, new Uint8Array(size)),
+      encodeObject({ ...objectFields, sequence, size }, new Uint8Array(first)),
     ) as ObjectFrame;
-  rules.begin(object(1, 200)); // alone: larger than the window is allowed
+  const data = (sequence: number, size: number): DataFrame =>
+    decodeClientFrame(encodeData(sequence, new Uint8Array(size))) as DataFrame;
   t.equal(
-    closeCodeOf(() => rules.begin(object(2, 1))),
+    closeCodeOf(() => rules.begin(object(1, 101))),
     4429,
-    'bytes',
+    'first body bytes',
   );
-  rules.settle(1);
-  rules.begin(object(3, 60));
+  rules.begin(object(2, 500, 60));
   t.equal(
-    closeCodeOf(() => rules.begin(object(4, 41))),
+    closeCodeOf(() => rules.data(data(2, 41))),
     4429,
-    'bytes',
+    'DATA beyond the credit',
   );
-  rules.begin(object(5, 40));
+  rules.data(data(2, 40));
+  rules.credit(100);
+  t.equal(rules.bytesOutstanding, 0);
+  rules.data(data(2, 100));
+  rules.credit(100);
   t.equal(
-    closeCodeOf(() => rules.begin(object(6, 0))),
+    closeCodeOf(() => rules.begin(object(3, 0))),
+    4400,
+    'OBJECT inside a body',
+  );
+  rules.data(data(2, 100));
+  rules.credit(100);
+  rules.data(data(2, 100));
+  rules.credit(100);
+  rules.data(data(2, 100));
+  t.equal(rules.openSequence, undefined, 'the body is complete');
+  rules.credit(100);
+  rules.begin(object(3, 0));
+  t.equal(
+    closeCodeOf(() => rules.begin(object(4, 0))),
     4429,
     'objects',
   );
   t.equal(
-    closeCodeOf(() => rules.begin(object(5, 0))),
+    closeCodeOf(() => rules.begin(object(3, 0))),
     4400,
     'sequence',
   );
-  rules.settle(3);
-  rules.begin(object(7, 0));
+  rules.settle(2);
+  rules.begin(object(5, 10));
   t.equal(rules.objectsInFlight, 2);
-  t.equal(rules.bytesInFlight, 40);
+  t.equal(rules.bytesOutstanding, 10);
 });

@@ -54,6 +54,7 @@ t.test('the golden files decode to their fields', async (t) => {
   if (data.type === 0x03) t.same(Buffer.from(data.body), Buffer.from(dataBody));
   t.same(decodeClientFrame(golden('token')), { type: 0x04, token: 'lwtk_v1.renewed' });
   t.same(decodeServerFrame(golden('ack')), { type: FRAME_ACK, ...ackFields });
+  t.same(decodeServerFrame(golden('credit')), { type: 0x83, bytes: 1024 * 1024 });
 });
 
 t.test('bytes pinned by hand', async (t) => {

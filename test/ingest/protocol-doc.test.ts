@@ -37,7 +37,7 @@ function tableAfter(marker: string): string[][] {
 
 const snake = (field: string): string => field.replace(/([a-z])([A-Z])/g, '$1_$2').toUpperCase();
 
-const FRAMES = ['HELLO', 'WELCOME', 'OBJECT', 'DATA', 'TOKEN', 'ACK'];
+const FRAMES = ['HELLO', 'WELCOME', 'OBJECT', 'DATA', 'TOKEN', 'ACK', 'CREDIT'];
 
 t.test('frame layouts match the codec', async (t) => {
   for (const name of FRAMES) {

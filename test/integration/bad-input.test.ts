@@ -439,7 +439,9 @@ t.test('bad input', async (t) => {
     );
     expectProblem(
       t,
-      await json(await fetch(`${base.replace('/api/v1', '')}/elsewhere`, { headers: auth() })),
+      await json(
+        await fetch(`${base.replace('/api/v1', '/api/v2')}/elsewhere`, { headers: auth() }),
+      ),
       404,
       'not_found',
     );

@@ -18,6 +18,7 @@ function mint(
   port: number,
   accessKeyId: string,
   secretKey: string,
+  localAddress = '127.0.0.1',
 ): Promise<{ status: number; retryAfter: string | undefined }> {
   const basic = Buffer.from(`${accessKeyId}:${secretKey}`).toString('base64');
   return new Promise((resolve, reject) => {
@@ -28,6 +29,7 @@ function mint(
         method: 'POST',
         path: '/api/v1/auth/token',
         agent: false,
+        localAddress,
         headers: { Authorization: `Basic ${basic}` },
       },
       (res) => {
@@ -70,4 +72,24 @@ t.test('the token-mint limit is one per access key across two gateways', async (
       `${name}: each 429 says when to retry`,
     );
   }
+});
+
+t.test("wrong secrets from one address never lock the key's owner out", async (t) => {
+  // Anyone who knows a key id could otherwise spend its bucket and make its owner's correct
+  // mints answer 429.
+  const service = await Service.start();
+  t.teardown(() => service.close());
+  const port = Number(new URL(service.publicUrl).port);
+  const client = await service.tenant('mint-owner');
+  const attacks = await Promise.all(
+    Array.from({ length: ATTEMPTS }, () =>
+      mint(port, client.accessKeyId, 'not-the-secret', '127.0.0.2'),
+    ),
+  );
+  t.ok(
+    attacks.some((answer) => answer.status === 429),
+    'the attacker from 127.0.0.2 is rate limited',
+  );
+  const owner = await mint(port, client.accessKeyId, client.secretKey, '127.0.0.1');
+  t.equal(owner.status, 200, "the owner's correct mint from 127.0.0.1 succeeds");
 });

@@ -103,6 +103,14 @@ t.test('multipart uploads', async (t) => {
       });
       const etags = [etagOf(response)];
 
+      for (const spelling of ['01', '00001']) {
+        const padded = await client.request(
+          'PUT',
+          `/buckets/mpu/multipart/${uploadId}/parts/${spelling}/${key}`,
+          { body: parts[0]! },
+        );
+        t.equal(padded.status, 400, `part number ${spelling} is not part 1`);
+      }
       response = await putPart(client, 'mpu', key, uploadId, 2, parts[1]!, {
         'X-Service-Checksum-SHA256': sha256(parts[0]!),
       });

@@ -179,6 +179,18 @@ t.test('bucket operations through the AWS SDK', async (t) => {
     status: 403,
   });
 
+  // Audit rows name the S3 operation, and a refusal is audited under the key's tenant.
+  const audit = await service.admin('GET', '/audit?tenant=alice&limit=1000', service.adminToken());
+  const actions = (audit.json as { events: Array<{ action: string; outcome: string }> }).events;
+  t.ok(
+    actions.some((event) => event.action === 's3:CreateBucket' && event.outcome === 'allowed'),
+    'CreateBucket is audited as s3:CreateBucket',
+  );
+  t.ok(
+    actions.some((event) => event.action === 's3:ListBuckets' && event.outcome === 'denied'),
+    'a bad signature is audited as a denial',
+  );
+
   await s3.send(new DeleteBucketCommand({ Bucket: 'photos' }));
   t.same(await errorOf(s3.send(new DeleteBucketCommand({ Bucket: 'photos' }))), {
     name: 'NoSuchBucket',

@@ -243,5 +243,5 @@ t.test('the drain grace and the access log have defaults', async (t) => {
 t.test('log.format: auto, json or pretty', async (t) => {
   t.equal(loadSettings({}).string('log.format'), 'auto');
   t.equal(loadSettings({ flags: { 'log.format': 'pretty' } }).string('log.format'), 'pretty');
-  t.throws(() => loadSettings({ flags: { 'log.format': 'xml' } }), { code: 'bad_request' });
+  t.throws(() => loadSettings({ flags: { 'log.format': 'xml' } }), { code: 'invalid_setting' });
 });

@@ -37,7 +37,13 @@
 // raw key bytes and never writes.
 
 import { open, ABORT, type RootDatabase, type Database } from 'lmdb';
-import { decodeValue, encodeValue, VALUE_SCHEMA_VERSION } from '../../format/values.js';
+import assert from 'node:assert/strict';
+import { encodeValue, VALUE_SCHEMA_VERSION } from '../../format/values.js';
+import { CURRENT_VERSIONS, decodeRecord } from './migrate.js';
+
+const ALL_AT_FIRST_VERSION = Object.values(CURRENT_VERSIONS).every(
+  (version) => version === VALUE_SCHEMA_VERSION,
+);
 import { DB, type DbName } from './schema.js';
 
 export interface RangeOptions {
@@ -236,7 +242,7 @@ export class IndexStore {
       return held.value as T | undefined;
     }
     const raw = this.db(name).getBinary(key);
-    return raw === undefined ? undefined : (decodeValue(raw).value as T);
+    return raw === undefined ? undefined : (decodeRecord(name, raw) as T);
   }
 
   /**
@@ -275,7 +281,7 @@ export class IndexStore {
     const cached = records.get(id);
     if (cached && cached.raw.equals(raw)) return cached.value as T;
     const copy = Buffer.from(raw);
-    const value = deepFreeze(decodeValue(copy).value);
+    const value = deepFreeze(decodeRecord(name, copy));
     if (records.size >= SHARED_RECORDS_MAX) records.clear();
     records.set(id, { raw: copy, value });
     return value as T;
@@ -301,7 +307,7 @@ export class IndexStore {
     let held = records.get(id);
     if (!held) {
       const raw = this.db(name).getBinary(key);
-      held = { value: raw === undefined ? undefined : decodeValue(raw).value, dirty: false };
+      held = { value: raw === undefined ? undefined : decodeRecord(name, raw), dirty: false };
       records.set(id, held);
     }
     return held;
@@ -329,7 +335,7 @@ export class IndexStore {
         held.dirty = false;
         const key = Buffer.from(id, 'latin1');
         if (held.value === undefined) this.db(db).removeSync(key);
-        else this.db(db).putSync(key, encodeValue(VALUE_SCHEMA_VERSION, held.value));
+        else this.db(db).putSync(key, encodeValue(CURRENT_VERSIONS[db], held.value));
       }
     }
   }
@@ -342,7 +348,7 @@ export class IndexStore {
     if (options.limit !== undefined) query.limit = options.limit;
     if (options.reverse) query.reverse = true;
     for (const { key, value } of this.db(name).getRange(query)) {
-      yield { key, value: decodeValue(value).value as T };
+      yield { key, value: decodeRecord(name, value) as T };
     }
   }
 
@@ -385,12 +391,16 @@ export class IndexStore {
       this.batchRecordsOf(name)?.delete(key.toString('latin1'));
     this.db(name).putSync(
       key,
-      value instanceof EncodedRecord ? value.bytes : encodeValue(VALUE_SCHEMA_VERSION, value),
+      value instanceof EncodedRecord ? value.bytes : encodeValue(CURRENT_VERSIONS[name], value),
     );
   }
 
-  /** A record encoded for `put`, when the same value goes under more than one key. */
+  /**
+   * A record encoded for `put`, when the same value goes under more than one key (of families
+   * still at the first schema version: asserted, so that a bump cannot pass unnoticed).
+   */
   encode(value: object): EncodedRecord {
+    assert.ok(ALL_AT_FIRST_VERSION, 'encode() without a family: every family at version 1');
     return new EncodedRecord(encodeValue(VALUE_SCHEMA_VERSION, value));
   }
 

@@ -30,7 +30,6 @@
 //   the damage may be referenced. It is logged once and left for an operator.
 
 import assert from 'node:assert';
-import { unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { IndexStore } from '../index/store.js';
@@ -45,6 +44,8 @@ import * as segmentOps from '../ops/segments.js';
 import { expireAudit } from '../ops/audit.js';
 import { expireIdempotency } from '../ops/idempotency.js';
 import { expireMultipartUploads, MULTIPART_EXPIRE_PARTS_PER_BATCH } from '../ops/multipart.js';
+import { nodeIo, type Io } from '../../util/io.js';
+import { realClock, type Clock } from '../../util/clock.js';
 
 export interface CompactionStats {
   segmentsCompacted: number;
@@ -59,6 +60,8 @@ export class Compactor {
   private running: Promise<unknown> | undefined;
   private readonly writer: SegmentWriter;
   private readonly liveRatioMin: number;
+  private readonly io: Io;
+  private readonly clock: Clock;
   /** Segments found damaged: logged once, never compacted. */
   private readonly damaged = new Set<number>();
   readonly totals: CompactionStats = {
@@ -77,12 +80,23 @@ export class Compactor {
       log: Logger;
       /** Segments that uploads in flight wrote to: never deleted while pinned. */
       pins?: { has(segmentId: number): boolean; settled(): boolean };
+      /** The file system (node:fs by default). */
+      io?: Io;
+      /** Grace periods and expiry read this clock (the wall clock by default). */
+      clock?: Clock;
+      /** An fdatasync of the compactor's segment failed (SegmentRegistry.failed). */
+      segmentFailed?: (segmentId: number) => void;
     },
   ) {
     const { store, settings } = options;
+    this.io = options.io ?? nodeIo;
+    this.clock = options.clock ?? realClock;
     this.liveRatioMin = settings.ratio('storage.compaction_live_ratio');
-    const context = { store, masterKey: Buffer.alloc(0), settings, now: () => Date.now() };
+    const clock = this.clock;
+    const context = { store, masterKey: Buffer.alloc(0), settings, now: () => clock.now() };
     this.writer = new SegmentWriter({
+      io: this.io,
+      clock,
       segmentsDir: options.paths.segments,
       segmentBytesMax: settings.bytes('storage.segment_bytes_max'),
       // Moved records are copies that nothing reads soon: past the page cache, as the pool's.
@@ -93,6 +107,10 @@ export class Compactor {
             .segmentId,
         seal: async (segmentId, size) => {
           await store.transact(() => segmentOps.sealSegment(context, { segmentId, size }));
+        },
+        failed: (segmentId) => {
+          options.segmentFailed?.(segmentId);
+          return Promise.resolve();
         },
       },
     });
@@ -136,7 +154,7 @@ export class Compactor {
       chunksDropped: 0,
       segmentsDeleted: 0,
     };
-    await recoverSegments({ paths, store, log, includeOwn: false });
+    await recoverSegments({ paths, store, log, includeOwn: false, io: this.io, clock: this.clock });
     store.refresh();
     const { dropped, keptBytes } = await this.dropDeadChunks();
     stats.chunksDropped = dropped;
@@ -152,9 +170,9 @@ export class Compactor {
       }
     }
     stats.segmentsDeleted = await this.deleteRetired();
-    const auditCutoff = Date.now() - this.options.settings.duration('audit.retention');
+    const auditCutoff = this.clock.now() - this.options.settings.duration('audit.retention');
     while ((await store.transact(() => expireAudit(store, auditCutoff, 10_000))) === 10_000);
-    const now = Date.now();
+    const now = this.clock.now();
     while ((await store.transact(() => expireIdempotency(store, now, 10_000))) === 10_000);
     // Abandoned multipart uploads (and uploads of deleted buckets) release their parts' chunks.
     const expiry = {
@@ -166,7 +184,7 @@ export class Compactor {
       store,
       masterKey: Buffer.alloc(0),
       settings: this.options.settings,
-      now: () => Date.now(),
+      now: () => this.clock.now(),
     };
     while (
       (await store.transact(() => expireMultipartUploads(context, expiry))) >= expiry.partsMax
@@ -185,7 +203,7 @@ export class Compactor {
    */
   private async dropDeadChunks(): Promise<{ dropped: number; keptBytes: Map<number, number> }> {
     const { store, settings } = this.options;
-    const cutoff = Date.now() - settings.duration('storage.dead_chunk_grace');
+    const cutoff = this.clock.now() - settings.duration('storage.dead_chunk_grace');
     const dead: Buffer[] = [];
     const keptBytes = new Map<number, number>();
     for (const { key, value } of store.range<ChunkRecord>(DB.chunks, {})) {
@@ -251,10 +269,14 @@ export class Compactor {
             if (!chunk || chunk.segmentId !== segment.id || chunk.offset !== record.offset) return;
             const appended = await this.writer.append([record.bytes]);
             copiedBytes += record.bytes.length;
-            waits.push(appended.durable());
+            const durable = appended.durable();
+            // Handled at once: a failed fdatasync while the scan goes on must not be an
+            // unhandled rejection, which ends the engine process; it is awaited below.
+            durable.catch(() => undefined);
+            waits.push(durable);
             moves.push({ key, from: record.offset, to: appended });
           },
-          { withBytes: true },
+          { withBytes: true, io: this.io },
         );
       } finally {
         // Every durable() is awaited, even when the scan failed half way.
@@ -311,7 +333,7 @@ export class Compactor {
         `segment ${segmentId} counts ${old.liveBytes} live bytes, under the ${movedLive} moved`,
       );
       old.liveBytes -= movedLive;
-      old.retiredAt = Date.now();
+      old.retiredAt = this.clock.now();
       store.put(DB.segments, segmentKey(segmentId), old);
     }
     return moved;
@@ -321,7 +343,7 @@ export class Compactor {
     const { store, paths, settings, log } = this.options;
     // Just started: the gateways' uploads in flight have not all been reported yet.
     if (this.options.pins && !this.options.pins.settled()) return 0;
-    const cutoff = Date.now() - settings.duration('storage.retired_segment_grace');
+    const cutoff = this.clock.now() - settings.duration('storage.retired_segment_grace');
     const expired: number[] = [];
     const unfinished: number[] = [];
     for (const { value } of store.range<SegmentRecord>(DB.segments, {})) {
@@ -361,10 +383,15 @@ export class Compactor {
       );
     const gone = [...unfinished, ...removed];
     for (const segmentId of gone) {
-      await unlink(join(paths.segments, segmentFileName(segmentId))).catch((error: unknown) => {
-        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
-      });
+      await this.io
+        .unlink(join(paths.segments, segmentFileName(segmentId)))
+        .catch((error: unknown) => {
+          if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+        });
     }
+    // The files are gone for good before their index entries go (a crash between the two
+    // leaves a known entry whose file is missing, which the next pass finishes).
+    if (gone.length > 0) await this.io.syncDirectory(paths.segments);
     await store.transact(() => {
       for (const segmentId of gone) {
         if (store.get<SegmentRecord>(DB.segments, segmentKey(segmentId))?.state === 'deleted')

@@ -22,8 +22,9 @@
 // - A file is quarantined only when the index, read after the directory listing, does not
 //   know it: a writer registers a segment (durably) before it creates the file, so a listing
 //   can never see a live segment's file before the index does.
+// - A file whose header names another segment than its file name is never cut: it is sealed at
+//   its size and counted as damaged (the reader refuses its records: segment-reader.ts).
 
-import { open, readdir, rename, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { IndexStore } from '../index/store.js';
@@ -35,6 +36,8 @@ import {
 } from '../../format/segment-header.js';
 import { processAlive, type DataDirPaths } from '../data-dir.js';
 import { scanSegment } from './segment-scan.js';
+import { nodeIo, type Io } from '../../util/io.js';
+import { realClock, type Clock } from '../../util/clock.js';
 
 export interface RecoveryReport {
   recovered: number;
@@ -49,8 +52,12 @@ export async function recoverSegments(options: {
   store: IndexStore;
   log: Logger;
   includeOwn?: boolean;
+  io?: Io;
+  clock?: Clock;
 }): Promise<RecoveryReport> {
   const { paths, store, log } = options;
+  const io = options.io ?? nodeIo;
+  const clock = options.clock ?? realClock;
   const includeOwn = options.includeOwn ?? true;
   const report: RecoveryReport = { recovered: 0, truncatedBytes: 0, damaged: 0, quarantined: 0 };
   store.refresh();
@@ -58,20 +65,37 @@ export async function recoverSegments(options: {
   for (const { value } of store.range<SegmentRecord>(DB.segments, {})) {
     if (value.state === 'open' && ownerGone(value.ownerPid, includeOwn)) open.push(value);
   }
-  const scans = new Map<number, { path: string; fileSize: number; keep: number }>();
+  const scans = new Map<
+    number,
+    { path: string; fileSize: number; keep: number; headerId: number | undefined }
+  >();
   for (const segment of open) {
     const path = join(paths.segments, segmentFileName(segment.id));
-    scans.set(segment.id, { path, ...(await measure(path)) });
+    scans.set(segment.id, { path, ...(await measure(io, path)) });
   }
   const referencedEnd = referencedEnds(
     store,
     [...scans].filter(([, scan]) => scan.keep < scan.fileSize).map(([id]) => id),
   );
   for (const segment of open) {
-    const scan = scans.get(segment.id) as { path: string; fileSize: number; keep: number };
+    const scan = scans.get(segment.id) as {
+      path: string;
+      fileSize: number;
+      keep: number;
+      headerId: number | undefined;
+    };
     let size = scan.keep;
     const needed = referencedEnd.get(segment.id) ?? 0;
-    if (scan.keep < scan.fileSize) {
+    if (scan.headerId !== undefined && scan.headerId !== segment.id) {
+      // Another segment's file under this one's name (a misplaced or misdirected file): none of
+      // its bytes are this segment's to cut. It is sealed as it is and left to an operator.
+      log.error(
+        { segmentId: segment.id, headerSegmentId: scan.headerId, fileSize: scan.fileSize },
+        "segment file holds another segment's header; not cut",
+      );
+      report.damaged += 1;
+      size = scan.fileSize;
+    } else if (scan.keep < scan.fileSize) {
       if (needed > scan.keep) {
         log.error(
           {
@@ -85,7 +109,7 @@ export async function recoverSegments(options: {
         report.damaged += 1;
         size = scan.fileSize;
       } else {
-        await cut(scan.path, scan.keep);
+        await cut(io, scan.path, scan.keep);
         report.truncatedBytes += scan.fileSize - scan.keep;
       }
     }
@@ -94,13 +118,13 @@ export async function recoverSegments(options: {
       if (!current || current.state !== 'open') return;
       current.state = 'sealed';
       current.size = size;
-      current.sealedAt = Date.now();
+      current.sealedAt = clock.now();
       delete current.ownerPid;
       store.put(DB.segments, segmentKey(segment.id), current);
     });
     report.recovered += 1;
   }
-  report.quarantined = await quarantineUnknownFiles(paths, store);
+  report.quarantined = await quarantineUnknownFiles(io, paths, store);
   if (report.recovered + report.quarantined > 0) log.info(report, 'segments recovered');
   return report;
 }
@@ -112,15 +136,22 @@ function ownerGone(ownerPid: number | undefined, includeOwn: boolean): boolean {
 }
 
 /** The file's size and the end of its last intact record (0 when there is no valid header). */
-async function measure(path: string): Promise<{ fileSize: number; keep: number }> {
+async function measure(
+  io: Io,
+  path: string,
+): Promise<{ fileSize: number; keep: number; headerId: number | undefined }> {
   try {
-    await stat(path);
+    await io.size(path);
   } catch {
-    return { fileSize: 0, keep: 0 };
+    return { fileSize: 0, keep: 0, headerId: undefined };
   }
-  const scan = await scanSegment(path, () => undefined, { withBytes: false });
+  const scan = await scanSegment(path, () => undefined, { withBytes: false, io });
   const keep = scan.segmentId === undefined ? 0 : Math.max(scan.validEnd, SEGMENT_HEADER_SIZE);
-  return { fileSize: scan.fileSize, keep: Math.min(keep, scan.fileSize) };
+  return {
+    fileSize: scan.fileSize,
+    keep: Math.min(keep, scan.fileSize),
+    headerId: scan.segmentId,
+  };
 }
 
 /** For the given segments, the end of the furthest record a chunk entry points at. */
@@ -138,8 +169,8 @@ function referencedEnds(store: IndexStore, segmentIds: readonly number[]): Map<n
   return ends;
 }
 
-async function cut(path: string, size: number): Promise<void> {
-  const handle = await open(path, 'r+');
+async function cut(io: Io, path: string, size: number): Promise<void> {
+  const handle = await io.open(path, 'r+');
   try {
     await handle.truncate(size);
     await handle.sync();
@@ -148,17 +179,22 @@ async function cut(path: string, size: number): Promise<void> {
   }
 }
 
-async function quarantineUnknownFiles(paths: DataDirPaths, store: IndexStore): Promise<number> {
+async function quarantineUnknownFiles(
+  io: Io,
+  paths: DataDirPaths,
+  store: IndexStore,
+): Promise<number> {
   let quarantined = 0;
-  const names = await readdir(paths.segments);
+  const names = await io.readdir(paths.segments);
   // Read the index after the listing: every file listed was registered before it was created.
   store.refresh();
   for (const name of names) {
     const segmentId = parseSegmentFileName(name);
     if (segmentId === undefined) continue;
     if (store.has(DB.segments, segmentKey(segmentId))) continue;
-    await rename(join(paths.segments, name), join(paths.segments, `${name}.orphan`));
+    await io.rename(join(paths.segments, name), join(paths.segments, `${name}.orphan`));
     quarantined += 1;
   }
+  if (quarantined > 0) await io.syncDirectory(paths.segments);
   return quarantined;
 }

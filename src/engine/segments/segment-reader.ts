@@ -23,14 +23,18 @@
 // `not_found` with `segmentMissing` set, so that the caller re-resolves the chunk's new location
 // once. Cached handles are closed when evicted or after they sit idle.
 
-import { open, type FileHandle } from 'node:fs/promises';
-import { constants, read as readCallback } from 'node:fs';
 import { join } from 'node:path';
-import { segmentFileName } from '../../format/segment-header.js';
+import {
+  decodeSegmentHeader,
+  segmentFileName,
+  SEGMENT_HEADER_SIZE,
+} from '../../format/segment-header.js';
 import { NotFound, SegmentIoError } from '../../util/errors.js';
 import { libc, type Libc } from '../../util/libc.js';
 import { alignedBuffer, BufferPool } from '../../util/buffer-pool.js';
 import { alignUp, DIRECT_IO_ALIGNMENT } from './segment-writer.js';
+import { nodeIo, O_DIRECT, O_RDONLY, type Io, type IoFile } from '../../util/io.js';
+import { realClock, type Clock } from '../../util/clock.js';
 
 const HANDLES_MAX = 64;
 const CACHED_BYTES_PER_TURN = 1024 * 1024;
@@ -39,11 +43,11 @@ const READ_NOW_BYTES_MAX = 128 * 1024;
 const IDLE_CLOSE_MS = 30_000;
 
 interface CachedHandle {
-  handle: Promise<FileHandle>;
+  handle: Promise<IoFile>;
   /** The descriptor, once `handle` has opened. */
   fd?: number;
   /** The same file opened with O_DIRECT, once a direct read wanted it. */
-  direct?: Promise<FileHandle | undefined>;
+  direct?: Promise<IoFile | undefined>;
   usedAt: number;
   /** Reads in progress: a dropped handle is closed only when they are done. */
   readers: number;
@@ -60,6 +64,10 @@ export interface SegmentReaderOptions {
     readonly minBytes: number;
     readonly misalignment: (bytes: Uint8Array, alignment: number) => number;
   };
+  /** The file system (node:fs by default). The fast paths need a native one. */
+  readonly io?: Io;
+  /** When a cached handle was last used (idle ones are closed). */
+  readonly clock?: Clock;
 }
 
 /** Staging buffers kept for reuse: a worker runs two tasks at once. */
@@ -77,13 +85,19 @@ export class SegmentReader {
   private directRefused = false;
   /** What `readNow` reads into, grown to the largest record it has read. */
   private nowBuffer = Buffer.alloc(0);
+  private readonly io: Io;
+  private readonly clock: Clock;
 
   constructor(
     private readonly segmentsDir: string,
     options: SegmentReaderOptions = {},
   ) {
-    this.readCached = options.cachedFirst ? (options.readCached ?? libc()?.readCached) : undefined;
-    const direct = options.direct;
+    this.io = options.io ?? nodeIo;
+    this.clock = options.clock ?? realClock;
+    const fast = this.io.native;
+    this.readCached =
+      options.cachedFirst && fast ? (options.readCached ?? libc()?.readCached) : undefined;
+    const direct = fast && O_DIRECT !== 0 ? options.direct : undefined;
     this.direct = direct && {
       minBytes: direct.minBytes,
       staging: new BufferPool(STAGING_KEPT_MAX, (bytes) =>
@@ -162,7 +176,7 @@ export class SegmentReader {
   }
 
   private async readDirect<T>(
-    handle: FileHandle,
+    handle: IoFile,
     staging: BufferPool,
     location: { segmentId: number; offset: number; length: number },
     use: (bytes: Buffer) => T,
@@ -175,7 +189,13 @@ export class SegmentReader {
       let filled = 0;
       // The last block of a sealed segment may be short: the read stops at the file's end.
       while (start + filled < end) {
-        const bytesRead = await readAt(handle.fd, buffer, filled, span - filled, start + filled);
+        const bytesRead = await this.io.pread(
+          handle,
+          buffer,
+          filled,
+          span - filled,
+          start + filled,
+        );
         if (bytesRead === 0)
           throw SegmentIoError(`segment ${location.segmentId} ends before ${end}`);
         filled += bytesRead;
@@ -188,22 +208,18 @@ export class SegmentReader {
   }
 
   /** The O_DIRECT handle of the segment; undefined where the file system refuses it. */
-  private async openedDirect(
-    cached: CachedHandle,
-    segmentId: number,
-  ): Promise<FileHandle | undefined> {
+  private async openedDirect(cached: CachedHandle, segmentId: number): Promise<IoFile | undefined> {
     if (this.directRefused) return undefined;
     await this.opened(cached, segmentId);
-    cached.direct ??= open(
-      join(this.segmentsDir, segmentFileName(segmentId)),
-      constants.O_RDONLY | constants.O_DIRECT,
-    ).catch((error: unknown) => {
-      // EINVAL: the file system has no direct I/O. Anything else (the file went away): this
-      // read goes through the buffered handle, which still holds the file.
-      if ((error as NodeJS.ErrnoException).code === 'EINVAL') this.directRefused = true;
-      delete cached.direct;
-      return undefined;
-    });
+    cached.direct ??= this.io
+      .open(join(this.segmentsDir, segmentFileName(segmentId)), O_RDONLY | O_DIRECT)
+      .catch((error: unknown) => {
+        // EINVAL: the file system has no direct I/O. Anything else (the file went away): this
+        // read goes through the buffered handle, which still holds the file.
+        if ((error as NodeJS.ErrnoException).code === 'EINVAL') this.directRefused = true;
+        delete cached.direct;
+        return undefined;
+      });
     return cached.direct;
   }
 
@@ -219,10 +235,9 @@ export class SegmentReader {
       this.chargeCached(filled);
     }
     while (filled < location.length) {
-      // fs.read with a callback: the promise API costs several times more per call. The fd
-      // stays valid: a dropped handle is closed only after its last reader.
-      const bytesRead = await readAt(
-        handle.fd,
+      // The fd stays valid: a dropped handle is closed only after its last reader.
+      const bytesRead = await this.io.pread(
+        handle,
         target,
         filled,
         location.length - filled,
@@ -250,13 +265,13 @@ export class SegmentReader {
   private cachedOf(segmentId: number): CachedHandle {
     const cached = this.handles.get(segmentId);
     if (cached) {
-      cached.usedAt = Date.now();
+      cached.usedAt = this.clock.now();
       this.handles.delete(segmentId);
       this.handles.set(segmentId, cached);
       return cached;
     }
-    const handle = open(join(this.segmentsDir, segmentFileName(segmentId)), 'r');
-    const entry: CachedHandle = { handle, usedAt: Date.now(), readers: 0, dropped: false };
+    const handle = this.openChecked(segmentId);
+    const entry: CachedHandle = { handle, usedAt: this.clock.now(), readers: 0, dropped: false };
     this.handles.set(segmentId, entry);
     handle.then(
       (opened) => {
@@ -271,7 +286,43 @@ export class SegmentReader {
     return entry;
   }
 
-  private async opened(cached: CachedHandle, segmentId: number): Promise<FileHandle> {
+  /**
+   * Opens a segment file and checks that its header names the segment its name says: a file
+   * misplaced under another segment's name would answer another chunk's bytes at an offset.
+   * One read of 64 bytes per open (handles are cached).
+   */
+  private async openChecked(segmentId: number): Promise<IoFile> {
+    const handle = await this.io.open(join(this.segmentsDir, segmentFileName(segmentId)), 'r');
+    const head = Buffer.alloc(SEGMENT_HEADER_SIZE);
+    let headerId: number | undefined;
+    try {
+      const bytesRead = await this.io.pread(handle, head, 0, SEGMENT_HEADER_SIZE, 0);
+      headerId =
+        bytesRead === SEGMENT_HEADER_SIZE ? decodeSegmentHeader(head).segmentId : undefined;
+    } catch (error) {
+      await handle.close().catch(() => undefined);
+      throw SegmentIoError(
+        `cannot read the header of segment ${segmentId}`,
+        { segmentId },
+        {
+          cause: error,
+        },
+      );
+    }
+    if (headerId !== segmentId) {
+      await handle.close().catch(() => undefined);
+      throw SegmentIoError(
+        `segment file ${segmentId} holds the header of segment ${String(headerId)}`,
+        {
+          segmentId,
+          headerSegmentId: headerId,
+        },
+      );
+    }
+    return handle;
+  }
+
+  private async opened(cached: CachedHandle, segmentId: number): Promise<IoFile> {
     try {
       return await cached.handle;
     } catch (error) {
@@ -304,7 +355,7 @@ export class SegmentReader {
   }
 
   private closeIdle(): void {
-    const cutoff = Date.now() - IDLE_CLOSE_MS;
+    const cutoff = this.clock.now() - IDLE_CLOSE_MS;
     for (const [segmentId, cached] of this.handles)
       if (cached.usedAt < cutoff) this.drop(segmentId);
   }
@@ -313,20 +364,6 @@ export class SegmentReader {
     clearInterval(this.sweeper);
     for (const segmentId of [...this.handles.keys()]) this.drop(segmentId);
   }
-}
-
-function readAt(
-  fd: number,
-  target: Buffer,
-  offset: number,
-  length: number,
-  position: number,
-): Promise<number> {
-  return new Promise((resolve, reject) => {
-    readCallback(fd, target, offset, length, position, (error, bytesRead) =>
-      error ? reject(error) : resolve(bytesRead),
-    );
-  });
 }
 
 function closeHandle(cached: CachedHandle): void {

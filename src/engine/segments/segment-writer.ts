@@ -15,6 +15,8 @@
 // - A failed write or fdatasync breaks the segment at the first record that is not known to be
 //   durable: that record and every record behind it fail (`segment_io`), the writer moves to a
 //   new segment, and the broken one is cut after its last good record and sealed there.
+// - A failed fdatasync (of a record or of the seal) is reported to the registry (`failed`)
+//   before anything else happens to the segment: the engine's syncer would not see it.
 // - A full segment is sealed once: pending writes finish, a seal footer is appended, the file is
 //   fsynced (which covers every record in it), and the engine records the final size. No record
 //   is appended to a segment once its seal has begun.
@@ -34,8 +36,6 @@
 // buffers cannot be aligned (no native library), writes go through the page cache as before.
 
 import assert from 'node:assert/strict';
-import { constants } from 'node:fs';
-import { open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   encodeSegmentHeader,
@@ -43,13 +43,22 @@ import {
   SEGMENT_HEADER_SIZE,
 } from '../../format/segment-header.js';
 import { encodeSealFooter } from '../../format/seal-footer.js';
-import { SegmentIoError } from '../../util/errors.js';
+import { DiskFull, SegmentIoError } from '../../util/errors.js';
 import { libc, native } from '../../util/libc.js';
 import { alignedBuffer } from '../../util/buffer-pool.js';
+import { nodeIo, O_DIRECT, O_WRONLY, type Io, type IoFile } from '../../util/io.js';
+import { realClock, type Clock } from '../../util/clock.js';
 
 export interface SegmentRegistry {
   allocate(): Promise<number>;
   seal(segmentId: number, size: number): Promise<void>;
+  /**
+   * An fdatasync of the segment failed: the bytes it was to make durable may be lost, and the
+   * kernel reports that once, to this writer, not to the engine whose own fdatasync of the
+   * segment would then succeed. The engine must refuse every later commit into it
+   * (segment-syncer.ts). Best effort: a failure to tell it is logged by the caller's registry.
+   */
+  failed?(segmentId: number): Promise<void>;
 }
 
 export interface Appended {
@@ -109,7 +118,7 @@ class DirectWrites {
   private failed = false;
 
   constructor(
-    private readonly handle: FileHandle,
+    private readonly handle: IoFile,
     written: Buffer,
     private readonly misalignment: (bytes: Uint8Array, alignment: number) => number,
   ) {
@@ -208,8 +217,9 @@ class OpenSegment {
 
   constructor(
     readonly id: number,
-    readonly handle: FileHandle,
+    readonly handle: IoFile,
     private readonly onBroken: (segment: OpenSegment) => void,
+    private readonly onSyncFailed: (segment: OpenSegment) => Promise<void>,
     private readonly startWriteback: StartWriteback | undefined,
     /** Present when the segment is written with O_DIRECT (see the header). */
     readonly direct?: DirectWrites,
@@ -350,6 +360,7 @@ class OpenSegment {
       await this.handle.datasync();
     } catch (error) {
       // After a failed fdatasync the state of every unsynced page is unknown.
+      await this.onSyncFailed(this);
       this.breakAt(this.syncedThrough + 1, error);
       return;
     }
@@ -402,11 +413,7 @@ class OpenSegment {
   }
 }
 
-async function writeAll(
-  handle: FileHandle,
-  parts: readonly Buffer[],
-  position: number,
-): Promise<void> {
+async function writeAll(handle: IoFile, parts: readonly Buffer[], position: number): Promise<void> {
   let offset = position;
   let pending = parts.filter((part) => part.length > 0);
   while (pending.length > 0) {
@@ -444,8 +451,18 @@ export class SegmentWriter {
       startWriteback?: StartWriteback | undefined;
       /** Writes records with O_DIRECT where the file system and the native library allow. */
       directIo?: boolean;
+      /** The file system (node:fs by default; tests inject faults). */
+      io?: Io;
+      /** Timestamps of headers and footers (the wall clock by default). */
+      clock?: Clock;
     },
-  ) {}
+  ) {
+    this.io = options.io ?? nodeIo;
+    this.clock = options.clock ?? realClock;
+  }
+
+  private readonly io: Io;
+  private readonly clock: Clock;
 
   /** Appends one record (given as parts, written contiguously). */
   async append(parts: readonly Buffer[]): Promise<Appended> {
@@ -469,11 +486,7 @@ export class SegmentWriter {
     try {
       number = await segment.write(parts, offset, length);
     } catch (cause) {
-      throw SegmentIoError(
-        `write to segment ${segment.id} failed`,
-        { segmentId: segment.id },
-        { cause },
-      );
+      throw writeFailure(`write to segment ${segment.id} failed`, segment.id, cause);
     }
     const target = segment;
     return {
@@ -503,30 +516,43 @@ export class SegmentWriter {
   private async create(): Promise<OpenSegment> {
     const segmentId = await this.options.registry.allocate();
     const path = join(this.options.segmentsDir, segmentFileName(segmentId));
-    const handle = await open(path, 'wx', 0o644);
-    const header = encodeSegmentHeader({ segmentId, createdAtMs: Date.now() });
+    const { io } = this;
+    let handle: IoFile;
+    try {
+      handle = await io.open(path, 'wx', 0o644);
+    } catch (error) {
+      throw writeFailure(`cannot create segment ${segmentId}`, segmentId, error);
+    }
+    const header = encodeSegmentHeader({ segmentId, createdAtMs: this.clock.now() });
     try {
       await handle.write(header, 0, SEGMENT_HEADER_SIZE, 0);
       await handle.datasync();
-      await syncDirectory(this.options.segmentsDir);
+      await io.syncDirectory(this.options.segmentsDir);
     } catch (error) {
       await handle.close().catch(() => undefined);
-      throw SegmentIoError(`cannot create segment ${segmentId}`, { segmentId }, { cause: error });
+      throw writeFailure(`cannot create segment ${segmentId}`, segmentId, error);
     }
-    const direct = this.options.directIo ? await openDirect(path, header) : undefined;
+    const direct =
+      this.options.directIo && io.native ? await openDirect(io, path, header) : undefined;
     // The buffered handle served the header; a direct segment goes on with its own.
     if (direct) await handle.close().catch(() => undefined);
     return new OpenSegment(
       segmentId,
       direct?.handle ?? handle,
       (broken) => this.retire(broken),
-      direct
+      (failed) => this.reportSyncFailure(failed.id),
+      direct || !io.native
         ? undefined
         : 'startWriteback' in this.options
           ? this.options.startWriteback
           : libc()?.startWriteback,
       direct?.writes,
     );
+  }
+
+  /** Tells the registry that an fdatasync of the segment failed; never throws. */
+  private async reportSyncFailure(segmentId: number): Promise<void> {
+    await this.options.registry.failed?.(segmentId).catch(() => undefined);
   }
 
   /** Stops appending to `segment` and seals it (once). */
@@ -540,7 +566,7 @@ export class SegmentWriter {
   }
 
   private async seal(segment: OpenSegment): Promise<void> {
-    let plain: FileHandle | undefined;
+    let plain: IoFile | undefined;
     try {
       await segment.drain();
       const { offset, records } = segment.cutPoint();
@@ -548,17 +574,25 @@ export class SegmentWriter {
       // of the page cache (every direct write has completed, so the two agree), and cut first,
       // since its file ends in the zero padding of its last block.
       if (segment.direct) {
-        plain = await open(join(this.options.segmentsDir, segmentFileName(segment.id)), 'r+');
+        plain = await this.io.open(
+          join(this.options.segmentsDir, segmentFileName(segment.id)),
+          'r+',
+        );
       }
       const handle = plain ?? segment.handle;
       if (segment.brokenAt !== undefined || plain) await handle.truncate(offset);
       const footer = encodeSealFooter({
         recordCount: records,
         dataEnd: offset,
-        sealedAtMs: Date.now(),
+        sealedAtMs: this.clock.now(),
       });
       await writeAll(handle, [footer], offset);
-      await handle.datasync();
+      try {
+        await handle.datasync();
+      } catch (error) {
+        await this.reportSyncFailure(segment.id);
+        throw error;
+      }
       // This fdatasync began after every record before the cut was written: they are durable.
       segment.markSynced(records, offset);
       await this.options.registry.seal(segment.id, offset + footer.length);
@@ -589,14 +623,15 @@ export class SegmentWriter {
  * (tmpfs refuses with EINVAL) and buffers can be aligned (the native library is there).
  */
 async function openDirect(
+  io: Io,
   path: string,
   written: Buffer,
-): Promise<{ handle: FileHandle; writes: DirectWrites } | undefined> {
+): Promise<{ handle: IoFile; writes: DirectWrites } | undefined> {
   const misalignment = native()?.misalignment;
-  if (!misalignment || !('O_DIRECT' in constants)) return undefined;
-  let handle: FileHandle;
+  if (!misalignment || O_DIRECT === 0) return undefined;
+  let handle: IoFile;
   try {
-    handle = await open(path, constants.O_WRONLY | constants.O_DIRECT);
+    handle = await io.open(path, O_WRONLY | O_DIRECT);
   } catch {
     return undefined;
   }
@@ -612,11 +647,26 @@ async function openDirect(
   return { handle, writes };
 }
 
-export async function syncDirectory(dir: string): Promise<void> {
-  const handle = await open(dir, 'r');
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
+/**
+ * The error of a failed append or segment creation: `disk_full` (503, reaching clients as
+ * `unavailable` with Retry-After) when the filesystem is full, so that a client retries later
+ * rather than report a fault; `segment_io` (500) otherwise. The writer moves to a new segment
+ * after either, so writes resume, without a restart, as soon as space returns.
+ */
+function writeFailure(message: string, segmentId: number, cause: unknown): Error {
+  if (enospc(cause)) return DiskFull(`${message}: no space left`, { segmentId }, { cause });
+  return SegmentIoError(message, { segmentId }, { cause });
+}
+
+function enospc(error: unknown): boolean {
+  for (let at = error, depth = 0; at && depth < 4; depth += 1) {
+    if ((at as NodeJS.ErrnoException).code === 'ENOSPC') return true;
+    at = (at as { cause?: unknown }).cause;
   }
+  return false;
+}
+
+/** Makes a directory's entries durable (node:fs by default). */
+export function syncDirectory(dir: string, io: Io = nodeIo): Promise<void> {
+  return io.syncDirectory(dir);
 }

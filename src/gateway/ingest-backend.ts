@@ -1,0 +1,130 @@
+// The domain side of the binary ingest transport (src/ingest/server.ts): a bearer token, a
+// bucket and each object go through what the native API's PUT does: the same authentication,
+// the same authorization (service/access.ts: scopes and bucket policy), the same checks of the
+// key, content type, metadata and idempotency key, and the service's one object-write path
+// (`ObjectService.putObject`: quota, idempotency, the upload pipeline, checksums, the audited
+// commit with its conditions and object lock). An object written over the stream is one written
+// by a PUT; its refusal is the PUT's refusal.
+
+import type { AuditContext, Exchange } from '../http/exchange.js';
+import { toProblem } from '../http/error-answer.js';
+import type { AuditSink } from '../http/audit.js';
+import type { IngestBackend, IngestCaller, IngestPut } from '../ingest/server.js';
+import type { BodySource } from '../service/body.js';
+import { contextOf } from '../service/context.js';
+import { idempotencyOf } from '../service/idempotency.js';
+import { verifyNativeToken } from '../security/native-token.js';
+import { PURPOSE_NATIVE_TOKEN } from '../security/keys.js';
+import { validateContentType, validateObjectKey, validateUserMetadata } from '../security/names.js';
+import { PayloadTooLarge } from '../util/errors.js';
+import { objectJson, routeKit, type GatewayServices, type RouteKit } from '../native/routes.js';
+
+/** The ingest backend of one listener. */
+export function ingestBackend(services: GatewayServices, audit: AuditSink): IngestBackend {
+  const kit = routeKit(services);
+  const { auth, store, settings } = services;
+  const tokenKey = auth.purposeKey(PURPOSE_NATIVE_TOKEN);
+  const objectBytesMax = settings.bytes('limits.object_bytes_max');
+  return {
+    objectBytesMax,
+    authenticate(token: string): IngestCaller {
+      store.refresh();
+      const principal = auth.authenticate(`Bearer ${token}`, {});
+      const payload = verifyNativeToken(tokenKey, token, Date.now());
+      return {
+        accessKeyId: principal.accessKeyId,
+        tenantId: principal.tenant.id,
+        tokenExpiresAt: payload.exp * 1000,
+      };
+    },
+    checkBucket(token: string, bucket: string): void {
+      const principal = auth.authenticate(`Bearer ${token}`, {});
+      kit.access.tenant(principal, 'write', bucket);
+      kit.access.existing(principal, bucket);
+    },
+    put: (token, request, body) => putIngested(kit, audit, objectBytesMax, token, request, body),
+  };
+}
+
+/** One object's request as the audit row and the service's request context see it. */
+class IngestRequest {
+  readonly audit: AuditContext = { action: 'putObject' };
+  status = 0;
+  readonly path: string;
+  readonly requestId: string;
+  readonly remoteAddress: string;
+
+  constructor(request: IngestPut) {
+    this.path = `/api/v1/buckets/${request.bucket}/objects/${request.key}`;
+    this.requestId = request.requestId;
+    this.remoteAddress = request.remoteAddress;
+  }
+}
+
+/**
+ * Writes one object of the stream as the native PUT handler does, checked in the same order;
+ * resolves with the PUT's 200 body. A refusal is audited here (a commit carries its own row).
+ */
+export async function putIngested(
+  kit: RouteKit,
+  audit: AuditSink,
+  objectBytesMax: number,
+  token: string,
+  request: IngestPut,
+  body: BodySource,
+): Promise<Record<string, unknown>> {
+  const audited = new IngestRequest(request);
+  try {
+    // Read-your-writes, as the native API's bearer check: a snapshot renewed earlier in this
+    // turn may predate a commit acknowledged before this object came.
+    kit.services.store.refresh();
+    const principal = kit.services.auth.authenticate(`Bearer ${token}`, audited.audit);
+    audited.audit.resource = audited.path;
+    validateObjectKey(request.key);
+    const bucket = kit.access.bucket(principal, request.bucket, {
+      verb: 'write',
+      key: request.key,
+    });
+    if (request.size > objectBytesMax)
+      throw PayloadTooLarge(`objects are limited to ${objectBytesMax} bytes`);
+    validateUserMetadata(request.metadata);
+    const contentType = validateContentType(
+      request.contentType ?? 'application/octet-stream',
+      'Content-Type',
+    );
+    const bound = {
+      objectKey: request.key,
+      expected: request.checksums,
+      contentLength: request.size,
+      metadata: request.metadata,
+      contentType,
+    };
+    // The key comes from the frame, not from a header.
+    const noHeaders = { header: () => undefined } as unknown as Exchange;
+    const idempotency = idempotencyOf(noHeaders, bound, request.idempotencyKey);
+    const version = await kit.objects.putObject(
+      contextOf(audited, principal),
+      {
+        bucket,
+        key: request.key,
+        contentLength: request.size,
+        expected: request.checksums,
+        metadata: request.metadata,
+        contentType,
+        idempotency,
+        conditions: {
+          ifMatch: request.ifMatch,
+          ifNoneMatch: request.ifNoneMatch ? '*' : undefined,
+        },
+      },
+      body,
+    );
+    audited.status = 200;
+    // Read again: the versioning state may have changed while the body came in.
+    return objectJson(version, kit.access.current(principal, request.bucket));
+  } catch (error) {
+    audited.status = toProblem(error).status;
+    audit.record(audited as unknown as Exchange);
+    throw error;
+  }
+}

@@ -1,0 +1,503 @@
+// The server side of the binary ingest transport (docs/ingest-protocol.md): the WebSocket route
+// `/api/v1/ingest` on the public listener's uWebSockets.js app. This module is the transport
+// only: it decodes frames, keeps the order and window rules, feeds each object's body to a
+// `BodySource` and sends one ACK per object. What an object is (authentication, scopes, the
+// bucket, quota, checksums, the commit) is the backend's, the same pipeline as a native PUT.
+//
+// Memory: bodies are handed on as they arrive; the window bounds the objects in flight, and a
+// body the upload pipeline cannot take yet (`BodySource.pauseReading`, as for an HTTP body)
+// withholds the credit of its bytes, which holds the client back.
+
+import type { TemplatedApp, WebSocket, HttpResponse, HttpRequest } from 'uWebSockets.js';
+import { randomBytes } from 'node:crypto';
+import type { ChecksumAlg } from '../engine/checksums.js';
+import type { BodySource } from '../service/body.js';
+import { canonicalAddress } from '../http/exchange.js';
+import { errorAnswer, problemJson, toProblem } from '../http/error-answer.js';
+import { errorCode, isLightwellError, Unavailable } from '../util/errors.js';
+import type { Logger } from '../util/log.js';
+import {
+  CLOSE_FORBIDDEN,
+  CLOSE_HELLO_TIMEOUT,
+  CLOSE_INTERNAL,
+  CLOSE_MALFORMED,
+  CLOSE_NOT_FOUND,
+  CLOSE_TOO_BIG,
+  CLOSE_TOO_LARGE,
+  CLOSE_UNAUTHORIZED,
+  CLOSE_UNAVAILABLE,
+  CLOSE_VERSION,
+  FRAME_DATA,
+  FRAME_HELLO,
+  FRAME_OBJECT,
+  FRAME_TOKEN,
+  FrameError,
+  PROTOCOL_VERSION,
+  decodeClientFrame,
+  encodeAck,
+  encodeCredit,
+  encodeWelcome,
+  type DataFrame,
+  type HelloFrame,
+  type ObjectFrame,
+} from './frames.js';
+import { StreamRules, type Window } from './stream-rules.js';
+
+/** Who a connection's token names, as the backend found it. */
+export interface IngestCaller {
+  readonly accessKeyId: string;
+  readonly tenantId: string;
+  /** When the token expires, ms since the epoch. */
+  readonly tokenExpiresAt: number;
+}
+
+/** One object to write, as an OBJECT frame gave it (validated by the backend). */
+export interface IngestPut {
+  readonly requestId: string;
+  readonly remoteAddress: string;
+  readonly bucket: string;
+  readonly key: string;
+  readonly size: number;
+  /** Undefined: application/octet-stream. */
+  readonly contentType: string | undefined;
+  readonly metadata: Record<string, string>;
+  readonly checksums: Map<ChecksumAlg, Buffer>;
+  readonly idempotencyKey: string | undefined;
+  readonly ifMatch: string | undefined;
+  readonly ifNoneMatch: boolean;
+}
+
+/** The domain side: what the native API does for a bearer token, a bucket and a PUT. */
+export interface IngestBackend {
+  readonly objectBytesMax: number;
+  /** The token's caller; throws 401 (bad, expired, revoked, tenant disabled). */
+  authenticate(token: string): IngestCaller;
+  /** Throws what reading `bucket` with `token` for a write would (404, 403). */
+  checkBucket(token: string, bucket: string): void;
+  /**
+   * Writes one object through the native PUT's pipeline: resolves with what a PUT's 200 body
+   * carries once the commit is durable, or rejects with the refusal (audited either way). Must
+   * attach `body.onBody` before it returns.
+   */
+  put(token: string, request: IngestPut, body: BodySource): Promise<Record<string, unknown>>;
+}
+
+export interface IngestOptions {
+  readonly windowObjects: number;
+  readonly windowBytes: number;
+  /** The largest body bytes of one frame; the frame limit adds room for the largest header. */
+  readonly bodyFrameBytes: number;
+  readonly helloTimeoutMs: number;
+  /** How often every connection's key and tenant are checked again. */
+  readonly recheckIntervalMs: number;
+}
+
+export const INGEST_DEFAULTS: IngestOptions = {
+  windowObjects: 512,
+  windowBytes: 8 * 1024 * 1024,
+  bodyFrameBytes: 1024 * 1024,
+  helloTimeoutMs: 10_000,
+  recheckIntervalMs: 1000,
+};
+
+/** Room for an OBJECT frame's largest header beside its body bytes. */
+const HEADER_ROOM_BYTES = 4096;
+const CLOSE_REASON_BYTES_MAX = 123;
+const OVERSIZE_SLACK_BYTES = 64 * 1024;
+export const INGEST_PATH = '/ingest';
+
+/** The state of one connection (uWS user data). */
+interface Connection {
+  readonly remoteAddress: string;
+  readonly id: string;
+  ws?: WebSocket<Connection>;
+  token?: string;
+  caller?: IngestCaller;
+  bucket: string;
+  rules?: StreamRules;
+  /** The object whose body is still coming. */
+  open?: ObjectBody | undefined;
+  /** Body bytes to credit back in the next CREDIT frame. */
+  credit: number;
+  /** Objects whose ACK is not sent yet. */
+  pending: number;
+  objects: number;
+  closed: boolean;
+  helloTimer?: NodeJS.Timeout;
+}
+
+/**
+ * One object's body, fed from frames, read by the backend's upload pipeline. WebSockets cannot
+ * stop reading (uWS has no pause for them): the pipeline's pause withholds the credit of the
+ * bytes it parks instead, so the client stops sending once the window is used up.
+ */
+class ObjectBody implements BodySource {
+  private handler: ((chunk: ArrayBuffer, isLast: boolean) => void) | undefined;
+  private readonly abortHandlers: Array<() => void> = [];
+  private paused = false;
+  private received = 0;
+  /** Bytes fed while the pipeline was paused: credited when it resumes or the object ends. */
+  private withheld = 0;
+  aborted = false;
+
+  constructor(
+    private readonly size: number,
+    private readonly credit: (bytes: number) => void,
+  ) {}
+
+  onBody(handler: (chunk: ArrayBuffer, isLast: boolean) => void): void {
+    this.handler = handler;
+  }
+
+  onAbort(handler: () => void): void {
+    if (this.aborted) handler();
+    else this.abortHandlers.push(handler);
+  }
+
+  pauseReading(): void {
+    this.paused = true;
+  }
+
+  resumeReading(): void {
+    this.paused = false;
+    this.release();
+  }
+
+  /** Hands on body bytes (copied: uWS's message is gone when its handler returns). */
+  feed(bytes: Uint8Array): void {
+    this.received += bytes.length;
+    const isLast = this.received === this.size;
+    if (bytes.length > 0 || isLast) {
+      const copy = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
+      this.handler?.(copy as ArrayBuffer, isLast);
+    }
+    if (this.paused && !this.aborted) this.withheld += bytes.length;
+    else this.credit(bytes.length);
+  }
+
+  /** The object was acknowledged or abandoned: nothing of it is parked any more. */
+  release(): void {
+    if (this.withheld === 0) return;
+    const bytes = this.withheld;
+    this.withheld = 0;
+    this.credit(bytes);
+  }
+
+  abort(): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    for (const handler of this.abortHandlers.splice(0)) handler();
+  }
+}
+
+export interface IngestServer {
+  /** Stops taking objects, waits up to `graceMs` for the ACKs in flight, then closes all. */
+  close(graceMs?: number): Promise<void>;
+  readonly connections: number;
+}
+
+/** Registers `/api/v1/ingest` on `app`; `prefix` is the API's (`/api/v1`). */
+export function ingestRoute(
+  app: TemplatedApp,
+  prefix: string,
+  backend: IngestBackend,
+  log: Logger,
+  options: IngestOptions = INGEST_DEFAULTS,
+): IngestServer {
+  const connections = new Set<Connection>();
+  const window: Window = { windowObjects: options.windowObjects, windowBytes: options.windowBytes };
+  const frameBytesMax = options.bodyFrameBytes + HEADER_ROOM_BYTES;
+  const idPrefix = randomBytes(6).toString('base64url');
+  let connectionCount = 0;
+  let draining = false;
+
+  const end = (connection: Connection, code: number, reason: string): void => {
+    if (connection.closed) return;
+    connection.closed = true;
+    const text = Buffer.from(reason).subarray(0, CLOSE_REASON_BYTES_MAX).toString();
+    connection.ws?.end(code, text.replace(/\uFFFD$/, ''));
+  };
+
+  const refuse = (connection: Connection, error: unknown): void => {
+    if (isLightwellError(error) && typeof error.details['closeCode'] === 'number') {
+      end(connection, error.details['closeCode'], `${error.code}: ${error.message}`);
+      return;
+    }
+    const problem = toProblem(error);
+    const code = closeCodeOf(problem.status);
+    if (code === CLOSE_INTERNAL) log.error({ err: error }, 'ingest connection failed');
+    end(connection, code, `${problem.code}: ${problem.message}`);
+  };
+
+  const send = (connection: Connection, bytes: Uint8Array): void => {
+    if (!connection.closed) connection.ws?.send(bytes, true);
+  };
+
+  /** Credits go out once per turn of the event loop, for all the bodies fed in it. */
+  const crediting = new Set<Connection>();
+  const sendCredits = (): void => {
+    for (const connection of crediting) {
+      const bytes = connection.credit;
+      connection.credit = 0;
+      connection.rules?.credit(bytes);
+      if (bytes > 0) send(connection, encodeCredit(bytes));
+    }
+    crediting.clear();
+  };
+  const creditOf =
+    (connection: Connection) =>
+    (bytes: number): void => {
+      if (bytes === 0 || connection.closed) return;
+      connection.credit += bytes;
+      if (crediting.size === 0) setImmediate(sendCredits);
+      crediting.add(connection);
+    };
+
+  const hello = (connection: Connection, frame: HelloFrame): void => {
+    clearTimeout(connection.helloTimer);
+    if (frame.version !== PROTOCOL_VERSION)
+      throw FrameError(
+        `unsupported version ${frame.version}; supported: ${PROTOCOL_VERSION}`,
+        CLOSE_VERSION,
+      );
+    const caller = backend.authenticate(frame.token);
+    if (frame.bucket !== '') backend.checkBucket(frame.token, frame.bucket);
+    connection.token = frame.token;
+    connection.caller = caller;
+    connection.bucket = frame.bucket;
+    connection.rules = new StreamRules(window);
+    send(
+      connection,
+      encodeWelcome({
+        version: PROTOCOL_VERSION,
+        ...window,
+        frameBytesMax,
+        objectBytesMax: backend.objectBytesMax,
+        tokenExpiresAt: caller.tokenExpiresAt,
+      }),
+    );
+  };
+
+  const begin = (connection: Connection, frame: ObjectFrame): void => {
+    const rules = connection.rules as StreamRules;
+    if (frame.size > backend.objectBytesMax)
+      throw FrameError(
+        `object ${frame.sequence} is ${frame.size} bytes, over ${backend.objectBytesMax}`,
+        CLOSE_TOO_LARGE,
+      );
+    if (draining) throw Unavailable('the server is shutting down');
+    const complete = rules.begin(frame);
+    // The backend checks the key and tenant again for every object: a 401 refuses the object
+    // and ends the connection (see `refusal`).
+    const body = new ObjectBody(frame.size, creditOf(connection));
+    if (!complete) connection.open = body;
+    connection.pending += 1;
+    connection.objects += 1;
+    const request = putOf(connection, frame, `${idPrefix}${connection.id}-${connection.objects}`);
+    let written: Promise<Record<string, unknown>>;
+    try {
+      written = backend.put(connection.token as string, request, body);
+    } catch (error) {
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- passed on as is
+      written = Promise.reject(error);
+    }
+    written
+      .then(
+        (json) => acknowledge(connection, frame.sequence, 200, json),
+        (error: unknown) => refusal(connection, frame.sequence, error, request.requestId),
+      )
+      .finally(() => body.release());
+    body.feed(frame.body);
+  };
+
+  const acknowledge = (
+    connection: Connection,
+    sequence: number,
+    status: number,
+    json: unknown,
+  ): void => {
+    connection.pending -= 1;
+    connection.rules?.settle(sequence);
+    send(connection, encodeAck({ sequence, status, refused: status !== 200, json }));
+  };
+
+  const refusal = (
+    connection: Connection,
+    sequence: number,
+    error: unknown,
+    requestId: string,
+  ): void => {
+    const answer = errorAnswer(error);
+    if (answer.kind === 'failure') log.error({ err: error, requestId }, 'ingest object failed');
+    // The native API's problem object, as its PUT would answer.
+    const rendered = problemJson.render(answer, {
+      path: prefix + INGEST_PATH,
+      requestId,
+      method: 'PUT',
+    });
+    acknowledge(connection, sequence, answer.status, JSON.parse(rendered.body));
+    // A key revoked (or its tenant disabled) while the object was committing ends the connection.
+    if (errorCode(error) === 'unauthorized') end(connection, CLOSE_UNAUTHORIZED, answer.message);
+  };
+
+  const data = (connection: Connection, frame: DataFrame): void => {
+    const open = connection.open;
+    if ((connection.rules as StreamRules).data(frame)) connection.open = undefined;
+    open?.feed(frame.body);
+  };
+
+  const message = (connection: Connection, bytes: Uint8Array): void => {
+    const frame = decodeClientFrame(bytes);
+    if (!connection.rules) {
+      if (frame.type !== FRAME_HELLO) throw FrameError('the first frame must be HELLO');
+      hello(connection, frame);
+      return;
+    }
+    switch (frame.type) {
+      case FRAME_HELLO:
+        throw FrameError('HELLO after WELCOME');
+      case FRAME_OBJECT:
+        begin(connection, frame);
+        return;
+      case FRAME_DATA:
+        data(connection, frame);
+        return;
+      case FRAME_TOKEN: {
+        const caller = backend.authenticate(frame.token);
+        if (caller.accessKeyId !== connection.caller?.accessKeyId)
+          throw FrameError('TOKEN names another access key', CLOSE_UNAUTHORIZED);
+        connection.token = frame.token;
+        connection.caller = caller;
+      }
+    }
+  };
+
+  app.ws<Connection>(prefix + INGEST_PATH, {
+    // Beyond this, uWS drops the connection unread (no close frame); up to it, 1009 says why.
+    maxPayloadLength: frameBytesMax + OVERSIZE_SLACK_BYTES,
+    // ACKs waiting to be sent are bounded by the window; this only catches a bug.
+    maxBackpressure: 64 * 1024 * 1024,
+    idleTimeout: 120,
+    sendPingsAutomatically: true,
+    compression: 0,
+    upgrade: (res: HttpResponse, req: HttpRequest, context) => {
+      if (draining) {
+        res.writeStatus('503 Service Unavailable').end('the server is shutting down');
+        return;
+      }
+      connectionCount += 1;
+      const connection: Connection = {
+        remoteAddress: canonicalAddress(Buffer.from(res.getRemoteAddressAsText()).toString()),
+        id: connectionCount.toString(36),
+        bucket: '',
+        credit: 0,
+        pending: 0,
+        objects: 0,
+        closed: false,
+      };
+      res.upgrade(
+        connection,
+        req.getHeader('sec-websocket-key'),
+        req.getHeader('sec-websocket-protocol'),
+        req.getHeader('sec-websocket-extensions'),
+        context,
+      );
+    },
+    open: (ws) => {
+      const connection = ws.getUserData();
+      connection.ws = ws;
+      connections.add(connection);
+      connection.helloTimer = setTimeout(
+        () => end(connection, CLOSE_HELLO_TIMEOUT, 'no HELLO in time'),
+        options.helloTimeoutMs,
+      );
+    },
+    message: (ws, bytes, isBinary) => {
+      const connection = ws.getUserData();
+      if (connection.closed) return;
+      try {
+        if (!isBinary) throw FrameError('a text message; frames are binary');
+        if (bytes.byteLength > frameBytesMax)
+          throw FrameError(
+            `a frame of ${bytes.byteLength} bytes, over ${frameBytesMax}`,
+            CLOSE_TOO_BIG,
+          );
+        message(connection, new Uint8Array(bytes));
+      } catch (error) {
+        refuse(connection, error);
+      }
+    },
+    close: (ws) => {
+      const connection = ws.getUserData();
+      connection.closed = true;
+      clearTimeout(connection.helloTimer);
+      connections.delete(connection);
+      // Nothing of an object whose body was still coming is committed.
+      connection.open?.abort();
+      connection.open = undefined;
+    },
+  });
+
+  const recheck = setInterval(() => {
+    for (const connection of connections) {
+      if (connection.token === undefined || connection.closed) continue;
+      try {
+        backend.authenticate(connection.token);
+      } catch (error) {
+        refuse(connection, error);
+      }
+    }
+  }, options.recheckIntervalMs);
+  recheck.unref();
+
+  return {
+    get connections() {
+      return connections.size;
+    },
+    close: async (graceMs = 10_000) => {
+      draining = true;
+      clearInterval(recheck);
+      const deadline = Date.now() + graceMs;
+      const busy = (): boolean => [...connections].some((c) => c.pending > 0 && !c.closed);
+      while (busy() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+      for (const connection of connections)
+        end(connection, CLOSE_UNAVAILABLE, 'unavailable: the server is shutting down');
+    },
+  };
+}
+
+function putOf(connection: Connection, frame: ObjectFrame, requestId: string): IngestPut {
+  const metadata: Record<string, string> = {};
+  for (const [name, value] of frame.metadata) metadata[name.toLowerCase()] = value;
+  return {
+    requestId,
+    remoteAddress: connection.remoteAddress,
+    bucket: frame.bucket === '' ? connection.bucket : frame.bucket,
+    key: frame.key,
+    size: frame.size,
+    contentType: frame.contentType === '' ? undefined : frame.contentType,
+    metadata,
+    checksums: new Map(frame.checksums.map(([alg, digest]) => [alg, Buffer.from(digest)])),
+    idempotencyKey: frame.idempotencyKey === '' ? undefined : frame.idempotencyKey,
+    ifMatch: frame.ifMatch === '' ? undefined : frame.ifMatch,
+    ifNoneMatch: frame.ifNoneMatch,
+  };
+}
+
+/** The close code of a refusal that ends a connection (HELLO, TOKEN, revocation). */
+function closeCodeOf(status: number): number {
+  switch (status) {
+    case 401:
+      return CLOSE_UNAUTHORIZED;
+    case 403:
+      return CLOSE_FORBIDDEN;
+    case 404:
+      return CLOSE_NOT_FOUND;
+    case 400:
+      return CLOSE_MALFORMED;
+    case 503:
+      return CLOSE_UNAVAILABLE;
+    default:
+      return CLOSE_INTERNAL;
+  }
+}
