@@ -37,8 +37,9 @@ import { checkReadConditions, rangeToServe, resolveForRead } from '../service/re
 import { listObjectEntries } from '../service/list.js';
 import { listVersionsPage } from '../service/versions.js';
 import { sendObject } from '../service/download.js';
+import { serviceMultipartStore } from './object-store-multipart.js';
 
-function storedOf(version: ObjectVersionRecord, bucket: BucketRecord): StoredVersion {
+export function storedOf(version: ObjectVersionRecord, bucket: BucketRecord): StoredVersion {
   return {
     version,
     representation: {
@@ -51,7 +52,10 @@ function storedOf(version: ObjectVersionRecord, bucket: BucketRecord): StoredVer
 }
 
 /** Refuses a body whose signed payload failed, or whose trailing checksum does not match. */
-function checkPayload(request: S3Request, checksums: Readonly<Record<string, string>>): void {
+export function checkPayload(
+  request: S3Request,
+  checksums: Readonly<Record<string, string>>,
+): void {
   const check = payloadCheckOf(request.exchange);
   if (!check) return;
   check.verify();
@@ -168,6 +172,7 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
 
   return {
     put,
+    multipart: serviceMultipartStore(services, objects),
     resolveRead,
     listVersions,
     sendBody,

@@ -271,6 +271,9 @@ export interface CompletePart {
 
 export interface CompleteArgs extends UploadTarget {
   parts: CompletePart[];
+  /** The object's ETag in a transport's own form (S3's `md5(part md5s)-N`), computed from the
+   * listed part ETags, which are checked here to be the uploaded parts'. */
+  etag?: string;
   ifMatch?: string;
   ifNoneMatch?: string;
   ifUnmodifiedSince?: number;
@@ -281,6 +284,9 @@ export function completeMultipartUpload(
   args: CompleteArgs,
 ): ObjectVersionRecord {
   const { tenant, bucket, upload } = requireUpload(context, args);
+  const etag: unknown = args.etag;
+  if (etag !== undefined && (typeof etag !== 'string' || !/^"[0-9a-f]{32}-\d{1,5}"$/.test(etag)))
+    throw BadRequest('a multipart ETag is "<32 hex digits>-<part count>"');
   const stored = new Map<number, { key: Buffer; part: MultipartPartRecord }>();
   for (const { key, value } of context.store.range<MultipartPartRecord>(
     DB.multipartParts,
@@ -311,7 +317,7 @@ export function completeMultipartUpload(
     seq,
     lastModified: context.now(),
     size,
-    etag: multipartEtag(parts),
+    etag: args.etag ?? multipartEtag(parts),
     contentType: upload.contentType,
     metadata: upload.metadata,
     checksums: combinedChecksums(parts),
@@ -354,20 +360,25 @@ function checkCompleteList(
   const entries = list.map((entry: unknown, index) => {
     const checked = completePartOf(entry, index);
     if (checked.partNumber <= previous)
-      throw BadRequest('parts must be listed in strictly ascending partNumber order');
+      throw BadRequest('parts must be listed in strictly ascending partNumber order', {
+        reason: 'part_order',
+      });
     previous = checked.partNumber;
     return checked;
   });
   return entries.map((entry, index) => {
     const { partNumber } = entry;
     const part = stored.get(partNumber)?.part;
-    if (!part) throw BadRequest(`part ${partNumber} was not uploaded`);
+    if (!part) throw BadRequest(`part ${partNumber} was not uploaded`, { reason: 'part_missing' });
     if (normalEtag(part.etag) !== normalEtag(entry.etag))
-      throw BadRequest(`the etag of part ${partNumber} does not match the uploaded part`);
+      throw BadRequest(`the etag of part ${partNumber} does not match the uploaded part`, {
+        reason: 'part_missing',
+      });
     checkCompletePartAgainst(entry, part);
     if (index < entries.length - 1 && part.size < MULTIPART_PART_BYTES_MIN) {
       throw BadRequest(
         `part ${partNumber} is ${part.size} bytes; every part but the last needs at least ${MULTIPART_PART_BYTES_MIN}`,
+        { reason: 'part_too_small' },
       );
     }
     return part;

@@ -1,0 +1,144 @@
+// The multipart half of the S3 object port (object-port.ts `S3MultipartStore`) on the service's
+// multipart uploads (src/service/multipart.ts): the same upload records, part pipeline, quota,
+// complete checks and audited commits as the native API. What is S3's own here: a part is
+// hashed with MD5 (its ETag is its hex MD5), the completed object's ETag is the handler's
+// `md5(part md5s)-N`, and the complete list's refusals carry S3's codes (`InvalidPart`,
+// `InvalidPartOrder`, `EntityTooSmall`), mapped from the reason the service gives.
+//
+// Persists: nothing itself; uploads and parts through the service.
+
+import type { S3Request, S3Services } from './api.js';
+import { bucketFor } from './buckets.js';
+import { s3Error, type S3Code } from './errors.js';
+import type { S3MultipartStore, StoredVersion } from './object-port.js';
+import { checkPayload, storedOf } from './object-store.js';
+import type { ObjectService } from '../service/objects.js';
+import { contextOf } from '../service/context.js';
+import {
+  listPartsPage,
+  listUploadsPage,
+  MultipartService,
+  requireUploadIn,
+} from '../service/multipart.js';
+import { isLightwellError } from '../util/errors.js';
+import { validateObjectKey } from '../security/names.js';
+
+/** The S3 code of each reason the service refuses a complete list for. */
+const COMPLETE_REFUSALS: Readonly<Record<string, S3Code>> = {
+  part_missing: 'InvalidPart',
+  part_order: 'InvalidPartOrder',
+  part_too_small: 'EntityTooSmall',
+};
+
+export function serviceMultipartStore(
+  services: S3Services,
+  objects: ObjectService,
+): S3MultipartStore {
+  const multipart = new MultipartService(services, objects);
+
+  const target = (
+    request: S3Request,
+    input: { key: string; uploadId: string },
+    verb: 'read' | 'write',
+  ): { bucket: ReturnType<typeof bucketFor>; key: string; uploadId: string } => {
+    validateObjectKey(input.key);
+    const bucket = bucketFor(request, { verb, key: input.key });
+    return { bucket, key: input.key, uploadId: input.uploadId };
+  };
+
+  const complete: S3MultipartStore['complete'] = async (request, input) => {
+    const principal = request.requirePrincipal();
+    const address = target(request, input, 'write');
+    let version;
+    try {
+      version = await multipart.complete(contextOf(request.exchange, principal), {
+        ...address,
+        parts: input.parts.map((part) => ({
+          partNumber: part.partNumber,
+          etag: part.etag,
+          ...(Object.keys(part.checksums).length > 0 ? { checksums: { ...part.checksums } } : {}),
+        })),
+        conditions: {},
+        etag: input.etag,
+      });
+    } catch (error) {
+      const reason = isLightwellError(error) ? error.details['reason'] : undefined;
+      const code = typeof reason === 'string' ? COMPLETE_REFUSALS[reason] : undefined;
+      if (code !== undefined && isLightwellError(error)) throw s3Error(code, error.message);
+      throw error;
+    }
+    return storedOf(version, address.bucket) satisfies StoredVersion;
+  };
+
+  return {
+    create: async (request, input) => {
+      const principal = request.requirePrincipal();
+      validateObjectKey(input.key);
+      const bucket = bucketFor(request, { verb: 'write', key: input.key });
+      const created = await multipart.create(contextOf(request.exchange, principal), {
+        bucket,
+        key: input.key,
+        contentType: input.representation.contentType,
+        metadata: { ...input.representation.metadata },
+      });
+      return { uploadId: created.uploadId };
+    },
+    uploadPart: async (request, input) => {
+      const principal = request.requirePrincipal();
+      const address = target(request, input, 'write');
+      const part = await multipart.uploadPart(
+        contextOf(request.exchange, principal),
+        {
+          ...address,
+          partNumber: input.partNumber,
+          contentLength: input.contentLength,
+          expected: new Map(),
+          digests: [...input.algs, 'MD5'],
+          check: (received) => {
+            checkPayload(request, received.checksums);
+            input.check({ md5: received.md5, checksums: received.checksums });
+          },
+        },
+        request.exchange,
+      );
+      return { etag: part.etag, checksums: part.checksums, lastModified: part.lastModified };
+    },
+    uploadPartCopy: () => {
+      throw s3Error('NotImplemented', 'UploadPartCopy is not served yet');
+    },
+    complete,
+    abort: async (request, input) => {
+      const principal = request.requirePrincipal();
+      await multipart.abort(
+        contextOf(request.exchange, principal),
+        target(request, input, 'write'),
+      );
+    },
+    listParts: (request, input) => {
+      const address = target(request, input, 'read');
+      const upload = requireUploadIn(services.store, address);
+      return listPartsPage(services.store, upload, {
+        marker: input.partNumberMarker,
+        max: input.maxParts,
+      });
+    },
+    listUploads: (request, input) => {
+      const bucket = bucketFor(request, { verb: 'read', listPrefix: input.prefix });
+      if (input.maxUploads === 0) return { uploads: [], isTruncated: false };
+      const page = listUploadsPage(services.store, bucket, {
+        prefix: input.prefix,
+        ...(input.keyMarker !== undefined ? { keyMarker: input.keyMarker } : {}),
+        ...(input.uploadIdMarker !== undefined ? { uploadIdMarker: input.uploadIdMarker } : {}),
+        max: input.maxUploads,
+      });
+      return {
+        uploads: page.uploads.map((upload) => ({
+          key: upload.key,
+          uploadId: upload.uploadId,
+          initiated: upload.initiatedAt,
+        })),
+        isTruncated: page.isTruncated,
+      };
+    },
+  };
+}

@@ -1,0 +1,244 @@
+// Multipart uploads as every transport sees them: create, upload a part through the object
+// upload pipeline, complete, abort, and the pages of parts and uploads read from the index.
+// A transport adds only its protocol (its ETag form, its codes and its documents); the rules
+// (quota before a byte is read, checksums verified before a part commits, the complete list's
+// checks, audited commits) are here and in the engine's multipart ops.
+//
+// Persists: nothing itself; uploads and parts through the engine's multipart commands.
+
+import type { DigestAlg } from '../engine/checksums.js';
+import {
+  DB,
+  objectKey,
+  prefixRange,
+  multipartUploadKey,
+  multipartPartRange,
+  type BucketRecord,
+  type MultipartPartRecord,
+  type MultipartUploadRecord,
+  type ObjectVersionRecord,
+} from '../engine/index/schema.js';
+import type { IndexStore } from '../engine/index/store.js';
+import {
+  checkPartQuotaIn,
+  findUploadIn,
+  isUploadId,
+  partView,
+  MULTIPART_PART_BYTES_MAX,
+  type CompletePart,
+  type PartView,
+} from '../engine/ops/multipart.js';
+import { ChecksumMismatch, NotFound, PayloadTooLarge } from '../util/errors.js';
+import type { BodySource } from './body.js';
+import type { RequestContext } from './context.js';
+import { addWriteConditions, type ObjectService, type ObjectServiceDeps } from './objects.js';
+import { receiveBody, type ReceivedBody } from './upload.js';
+import type { WriteConditions } from './objects.js';
+
+export interface UploadAddress {
+  readonly bucket: BucketRecord;
+  readonly key: string;
+  readonly uploadId: string;
+}
+
+export interface PartRequest extends UploadAddress {
+  readonly partNumber: number;
+  readonly contentLength: number;
+  /** Checksums the client declared, verified before the part commits. */
+  readonly expected: ReadonlyMap<string, Buffer>;
+  /** Digests to compute beside them (MD5: the part's ETag is then its hex MD5). */
+  readonly digests: readonly DigestAlg[];
+  /** The transport's own checks of what was received, before the commit. */
+  readonly check?: (received: ReceivedBody) => void;
+}
+
+export interface CompleteRequest extends UploadAddress {
+  readonly parts: readonly CompletePart[];
+  readonly conditions: WriteConditions;
+  /** The object's ETag in the transport's form, else the engine's own multipart tag. */
+  readonly etag?: string | undefined;
+}
+
+/** The upload `uploadId` of `key`, or a 404 that names an upload. */
+export function requireUploadIn(store: IndexStore, address: UploadAddress): MultipartUploadRecord {
+  const found = findUploadIn(store, address.bucket.id, address.key, address.uploadId);
+  if (!found) throw NotFound(`upload ${address.uploadId.slice(0, 64)} of ${address.key} not found`);
+  return found;
+}
+
+export class MultipartService {
+  constructor(
+    private readonly deps: ObjectServiceDeps,
+    private readonly objects: ObjectService,
+  ) {}
+
+  create(
+    ctx: RequestContext,
+    input: { bucket: BucketRecord; key: string; contentType: string; metadata: object },
+  ): Promise<MultipartUploadRecord> {
+    return this.objects.commit<MultipartUploadRecord>(
+      ctx,
+      'createMultipartUpload',
+      {
+        tenantId: ctx.principal.tenant.id,
+        bucket: input.bucket.name,
+        key: input.key,
+        contentType: input.contentType,
+        metadata: input.metadata,
+      },
+      200,
+    );
+  }
+
+  /**
+   * Checks the upload and the quota before a byte is read, receives the part through the
+   * object pipeline, verifies its checksums and commits it. Attaches to `source` before its
+   * first await, as putObject does.
+   */
+  async uploadPart(ctx: RequestContext, input: PartRequest, source: BodySource): Promise<PartView> {
+    const { store, auth } = this.deps;
+    const tenantId = ctx.principal.tenant.id;
+    requireUploadIn(store, input);
+    if (input.contentLength > MULTIPART_PART_BYTES_MAX)
+      throw PayloadTooLarge(`a part is at most ${MULTIPART_PART_BYTES_MAX} bytes`);
+    checkPartQuotaIn(store, {
+      tenantId,
+      bucketId: input.bucket.id,
+      key: input.key,
+      uploadId: input.uploadId,
+      partNumber: input.partNumber,
+      size: input.contentLength,
+    });
+    const algs = [
+      ...new Set<DigestAlg>([
+        'CRC32C',
+        'SHA256',
+        ...(input.expected.keys() as Iterable<DigestAlg>),
+        ...input.digests,
+      ]),
+    ];
+    const received = await receiveBody(this.deps.upload, {
+      source,
+      keys: auth.keysOf(ctx.principal.tenant),
+      contentLength: input.contentLength,
+      algs,
+    });
+    try {
+      for (const [alg, digest] of input.expected) {
+        if (received.checksums[alg] !== digest.toString('base64'))
+          throw ChecksumMismatch(`the part does not match its ${alg} checksum`);
+      }
+      input.check?.(received);
+      return await this.objects.commit<PartView>(
+        ctx,
+        'uploadPart',
+        {
+          tenantId,
+          bucket: input.bucket.name,
+          key: input.key,
+          uploadId: input.uploadId,
+          partNumber: input.partNumber,
+          size: input.contentLength,
+          etag: received.etag,
+          checksums: received.checksums,
+          compressed: received.compressed,
+          chunks: received.chunks,
+        },
+        200,
+      );
+    } finally {
+      received.release();
+    }
+  }
+
+  complete(ctx: RequestContext, input: CompleteRequest): Promise<ObjectVersionRecord> {
+    requireUploadIn(this.deps.store, input);
+    const args: Record<string, unknown> = {
+      tenantId: ctx.principal.tenant.id,
+      bucket: input.bucket.name,
+      key: input.key,
+      uploadId: input.uploadId,
+      parts: input.parts,
+    };
+    if (input.etag !== undefined) args['etag'] = input.etag;
+    addWriteConditions(input.conditions, args);
+    return this.objects.commit<ObjectVersionRecord>(ctx, 'completeMultipartUpload', args, 200);
+  }
+
+  async abort(ctx: RequestContext, input: UploadAddress): Promise<void> {
+    requireUploadIn(this.deps.store, input);
+    await this.objects.commit(
+      ctx,
+      'abortMultipartUpload',
+      {
+        tenantId: ctx.principal.tenant.id,
+        bucket: input.bucket.name,
+        key: input.key,
+        uploadId: input.uploadId,
+      },
+      204,
+    );
+  }
+}
+
+/** A page of an upload's parts after part `marker` (0: from the first). */
+export function listPartsPage(
+  store: IndexStore,
+  upload: MultipartUploadRecord,
+  page: { marker: number; max: number },
+): { parts: PartView[]; isTruncated: boolean } {
+  const range = multipartPartRange(upload.bucketId, upload.key, upload.uploadId);
+  const start = Buffer.concat([range.start, Buffer.alloc(4)]);
+  start.writeUInt32BE(page.marker + 1, start.length - 4);
+  const parts: PartView[] = [];
+  let isTruncated = false;
+  for (const { value } of store.range<MultipartPartRecord>(DB.multipartParts, {
+    start,
+    end: range.end,
+    limit: page.max + 1,
+  })) {
+    if (parts.length >= page.max) {
+      isTruncated = true;
+      break;
+    }
+    parts.push(partView(value));
+  }
+  return { parts, isTruncated };
+}
+
+/**
+ * A page of a bucket's in-progress uploads under `prefix`, by key then upload id, after the
+ * markers. The upload id marker must be an upload id (the caller refuses another).
+ */
+export function listUploadsPage(
+  store: IndexStore,
+  bucket: BucketRecord,
+  page: { prefix: string; keyMarker?: string; uploadIdMarker?: string; max: number },
+): { uploads: MultipartUploadRecord[]; isTruncated: boolean } {
+  const range = prefixRange(bucket.id, page.prefix);
+  let start = range.start;
+  if (page.keyMarker !== undefined) {
+    const after =
+      page.uploadIdMarker !== undefined && isUploadId(page.uploadIdMarker)
+        ? Buffer.concat([
+            multipartUploadKey(bucket.id, page.keyMarker, page.uploadIdMarker),
+            Buffer.from([0]),
+          ])
+        : Buffer.concat([objectKey(bucket.id, page.keyMarker), Buffer.from([1])]);
+    if (Buffer.compare(after, start) > 0) start = after;
+  }
+  const uploads: MultipartUploadRecord[] = [];
+  let isTruncated = false;
+  for (const { value } of store.range<MultipartUploadRecord>(DB.multipart, {
+    start,
+    end: range.end,
+    limit: page.max + 1,
+  })) {
+    if (uploads.length >= page.max) {
+      isTruncated = true;
+      break;
+    }
+    uploads.push(value);
+  }
+  return { uploads, isTruncated };
+}

@@ -1,0 +1,194 @@
+// Goal: multipart uploads through the AWS SDK for JavaScript store what was sent: a 3-part
+// upload (two 5 MiB parts and a small last part) reads back byte for byte with S3's ETag
+// `md5(part md5s)-3`, each part's ETag is its MD5, ListParts and ListMultipartUploads show what
+// is in progress, a part under 5 MiB that is not the last is refused (`EntityTooSmall`), a
+// wrong part ETag is `InvalidPart`, and an aborted upload is gone (`NoSuchUpload`).
+// Method: a real `lightwell serve`, a tenant made through the admin API, @aws-sdk/client-s3.
+import t from 'tap';
+import { createHash } from 'node:crypto';
+import {
+  S3Client,
+  CreateBucketCommand,
+  CreateMultipartUploadCommand,
+  UploadPartCommand,
+  CompleteMultipartUploadCommand,
+  AbortMultipartUploadCommand,
+  ListPartsCommand,
+  ListMultipartUploadsCommand,
+  GetObjectCommand,
+  S3ServiceException,
+} from '@aws-sdk/client-s3';
+import { Service } from '../helpers/service.js';
+
+const MiB = 1024 * 1024;
+
+async function errorOf(run: Promise<unknown>): Promise<{ name: string; status: number }> {
+  try {
+    await run;
+  } catch (error) {
+    if (error instanceof S3ServiceException)
+      return { name: error.name, status: error.$metadata.httpStatusCode ?? 0 };
+    throw error;
+  }
+  return { name: 'none', status: 0 };
+}
+
+/** Deterministic bytes that differ by `seed` (no two parts alike, so dedup cannot hide one). */
+function bytesOf(size: number, seed: number): Buffer {
+  const out = Buffer.alloc(size);
+  let x = seed * 2654435761 + 1;
+  for (let i = 0; i < size; i += 4) {
+    x = (x ^ (x << 13)) >>> 0;
+    x = (x ^ (x >>> 17)) >>> 0;
+    x = (x ^ (x << 5)) >>> 0;
+    out.writeUInt32LE(x, i);
+  }
+  return out;
+}
+
+const md5 = (body: Buffer): Buffer => createHash('md5').update(body).digest();
+
+t.test('multipart uploads through the AWS SDK', async (t) => {
+  const service = await Service.start();
+  t.teardown(() => service.close());
+  const origin = service.publicUrl.replace(/\/api\/v1$/, '');
+  const alice = await service.tenant('alice');
+  const s3 = new S3Client({
+    endpoint: origin,
+    region: 'us-east-1',
+    forcePathStyle: true,
+    credentials: { accessKeyId: alice.accessKeyId, secretAccessKey: alice.secretKey },
+    maxAttempts: 1,
+  });
+  t.teardown(() => s3.destroy());
+  await s3.send(new CreateBucketCommand({ Bucket: 'multi' }));
+  const Bucket = 'multi';
+
+  await t.test('three parts read back with the multipart ETag', async (t) => {
+    const Key = 'big/object.bin';
+    const bodies = [bytesOf(5 * MiB, 1), bytesOf(5 * MiB, 2), bytesOf(1000, 3)];
+    const { UploadId } = await s3.send(
+      new CreateMultipartUploadCommand({ Bucket, Key, ContentType: 'application/x-test' }),
+    );
+    t.type(UploadId, 'string');
+    const listed = await s3.send(new ListMultipartUploadsCommand({ Bucket }));
+    t.same(
+      listed.Uploads?.map((upload) => [upload.Key, upload.UploadId]),
+      [[Key, UploadId]],
+      'the upload is in progress',
+    );
+    const etags: string[] = [];
+    for (const [index, Body] of bodies.entries()) {
+      const part = await s3.send(
+        new UploadPartCommand({ Bucket, Key, UploadId, PartNumber: index + 1, Body }),
+      );
+      t.equal(part.ETag, `"${md5(Body).toString('hex')}"`, `part ${index + 1}'s ETag is its MD5`);
+      etags.push(part.ETag ?? '');
+    }
+    const parts = await s3.send(new ListPartsCommand({ Bucket, Key, UploadId }));
+    t.same(
+      parts.Parts?.map((part) => [part.PartNumber, part.ETag, part.Size]),
+      bodies.map((body, index) => [index + 1, etags[index], body.length]),
+      'ListParts shows the parts',
+    );
+    const paged = await s3.send(new ListPartsCommand({ Bucket, Key, UploadId, MaxParts: 2 }));
+    t.equal(paged.IsTruncated, true);
+    t.equal(paged.Parts?.length, 2);
+    const done = await s3.send(
+      new CompleteMultipartUploadCommand({
+        Bucket,
+        Key,
+        UploadId,
+        MultipartUpload: { Parts: etags.map((ETag, index) => ({ ETag, PartNumber: index + 1 })) },
+      }),
+    );
+    const expected = createHash('md5')
+      .update(Buffer.concat(bodies.map(md5)))
+      .digest('hex');
+    t.equal(done.ETag, `"${expected}-3"`, "the ETag is S3's md5(part md5s)-N");
+    const got = await s3.send(new GetObjectCommand({ Bucket, Key }));
+    const back = Buffer.from((await got.Body?.transformToByteArray()) ?? []);
+    t.equal(back.length, 10 * MiB + 1000);
+    t.ok(back.equals(Buffer.concat(bodies)), 'the object is the parts byte for byte');
+    t.equal(got.ETag, done.ETag);
+    t.equal(got.ContentType, 'application/x-test');
+    const after = await s3.send(new ListMultipartUploadsCommand({ Bucket }));
+    t.same(after.Uploads ?? [], [], 'a completed upload is no longer in progress');
+  });
+
+  await t.test('a small part that is not the last is refused', async (t) => {
+    const Key = 'small';
+    const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket, Key }));
+    const bodies = [bytesOf(1024, 4), bytesOf(1024, 5)];
+    const etags: string[] = [];
+    for (const [index, Body] of bodies.entries()) {
+      const part = await s3.send(
+        new UploadPartCommand({ Bucket, Key, UploadId, PartNumber: index + 1, Body }),
+      );
+      etags.push(part.ETag ?? '');
+    }
+    const complete = (Parts: { ETag: string; PartNumber: number }[]): Promise<unknown> =>
+      s3.send(
+        new CompleteMultipartUploadCommand({ Bucket, Key, UploadId, MultipartUpload: { Parts } }),
+      );
+    t.same(await errorOf(complete(etags.map((ETag, index) => ({ ETag, PartNumber: index + 1 })))), {
+      name: 'EntityTooSmall',
+      status: 400,
+    });
+    t.same(
+      await errorOf(complete([{ ETag: `"${'0'.repeat(32)}"`, PartNumber: 1 }])),
+      { name: 'InvalidPart', status: 400 },
+      'a part ETag that is not the uploaded one',
+    );
+    t.same(
+      await errorOf(complete([{ ETag: etags[0] ?? '', PartNumber: 7 }])),
+      { name: 'InvalidPart', status: 400 },
+      'a part never uploaded',
+    );
+    t.same(await errorOf(s3.send(new GetObjectCommand({ Bucket, Key }))), {
+      name: 'NoSuchKey',
+      status: 404,
+    });
+    // The last part alone may be small.
+    const one = await s3.send(
+      new CompleteMultipartUploadCommand({
+        Bucket,
+        Key,
+        UploadId,
+        MultipartUpload: { Parts: [{ ETag: etags[0] ?? '', PartNumber: 1 }] },
+      }),
+    );
+    t.match(one.ETag, /^"[0-9a-f]{32}-1"$/);
+    const got = await s3.send(new GetObjectCommand({ Bucket, Key }));
+    t.ok(
+      Buffer.from((await got.Body?.transformToByteArray()) ?? []).equals(
+        bodies[0] ?? Buffer.alloc(0),
+      ),
+    );
+  });
+
+  await t.test('abort', async (t) => {
+    const Key = 'aborted';
+    const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket, Key }));
+    await s3.send(
+      new UploadPartCommand({ Bucket, Key, UploadId, PartNumber: 1, Body: bytesOf(4096, 6) }),
+    );
+    await s3.send(new AbortMultipartUploadCommand({ Bucket, Key, UploadId }));
+    t.same(await errorOf(s3.send(new ListPartsCommand({ Bucket, Key, UploadId }))), {
+      name: 'NoSuchUpload',
+      status: 404,
+    });
+    t.same(
+      await errorOf(
+        s3.send(new UploadPartCommand({ Bucket, Key, UploadId, PartNumber: 2, Body: 'x' })),
+      ),
+      { name: 'NoSuchUpload', status: 404 },
+    );
+    t.same(await errorOf(s3.send(new AbortMultipartUploadCommand({ Bucket, Key, UploadId }))), {
+      name: 'NoSuchUpload',
+      status: 404,
+    });
+    const listed = await s3.send(new ListMultipartUploadsCommand({ Bucket }));
+    t.same(listed.Uploads ?? [], []);
+  });
+});
