@@ -44,13 +44,16 @@ export interface BucketAccess {
 }
 
 /**
- * The request's bucket, for a principal allowed `access` in it: `NoSuchBucket` when no tenant
- * holds the name, `AccessDenied` when another tenant does, or when the key's scopes or the
- * bucket's policy deny the access.
+ * The request's bucket (or bucket `name`, a copy's source), for a principal allowed `access` in
+ * it: `NoSuchBucket` when no tenant holds the name, `AccessDenied` when another tenant does, or
+ * when the key's scopes or the bucket's policy deny the access.
  */
-export function bucketFor(request: S3Request, access: BucketAccess): BucketRecord {
+export function bucketFor(
+  request: S3Request,
+  access: BucketAccess,
+  name: string = request.address.bucket ?? '',
+): BucketRecord {
   const principal = request.requirePrincipal();
-  const name = request.address.bucket ?? '';
   const { store } = request.services;
   const bucket = store.getShared<BucketRecord>(
     DB.buckets,

@@ -16,6 +16,8 @@ import { payloadCheckOf } from './auth.js';
 import { bucketFor } from './buckets.js';
 import { s3Error } from './errors.js';
 import type {
+  CopyInput,
+  CopyOutcome,
   DeleteInput,
   DeleteOutcome,
   ListInput,
@@ -37,6 +39,7 @@ import { checkReadConditions, rangeToServe, resolveForRead } from '../service/re
 import { listObjectEntries } from '../service/list.js';
 import { listVersionsPage } from '../service/versions.js';
 import { sendObject } from '../service/download.js';
+import { copyObject } from '../service/copy.js';
 import { serviceMultipartStore } from './object-store-multipart.js';
 
 export function storedOf(version: ObjectVersionRecord, bucket: BucketRecord): StoredVersion {
@@ -164,6 +167,50 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
     };
   }
 
+  /**
+   * The source is resolved first (read access, NoSuchKey/NoSuchVersion), for the version S3
+   * names in `x-amz-copy-source-version-id`; the engine copies that version (by id when the
+   * source bucket is versioned, else the key's only version).
+   */
+  async function copy(request: S3Request, input: CopyInput): Promise<CopyOutcome> {
+    const principal = request.requirePrincipal();
+    validateObjectKey(input.key);
+    validateObjectKey(input.source.key);
+    const sourceBucket = bucketFor(
+      request,
+      { verb: 'read', key: input.source.key },
+      input.source.bucket,
+    );
+    const bucket = bucketFor(request, { verb: 'write', key: input.key });
+    const sourceVersion = resolveForRead(
+      services.store,
+      sourceBucket,
+      input.source.key,
+      input.source.versionId ?? null,
+    );
+    const sourceVersioned = sourceBucket.versioning !== 'Unversioned';
+    const version = await copyObject(objects, contextOf(request.exchange, principal), {
+      source: {
+        ...input.source,
+        bucket: sourceBucket,
+        versionId:
+          input.source.versionId ?? (sourceVersioned ? sourceVersion.versionId : undefined),
+      },
+      bucket,
+      key: input.key,
+      directive: input.directive,
+      contentType: input.representation.contentType,
+      metadata: input.representation.metadata,
+      headers: input.representation.headers,
+      conditions: {},
+    });
+    return {
+      ...storedOf(version, bucket),
+      sourceVersionId: sourceVersion.versionId,
+      sourceVersioned,
+    };
+  }
+
   function listVersions(request: S3Request, input: VersionsInput): VersionsPage {
     const bucket = bucketFor(request, { verb: 'read', listPrefix: input.prefix });
     if (input.maxKeys === 0) return { entries: [], commonPrefixes: [], isTruncated: false };
@@ -172,6 +219,7 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
 
   return {
     put,
+    copy,
     multipart: serviceMultipartStore(services, objects),
     resolveRead,
     listVersions,

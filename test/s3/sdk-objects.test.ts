@@ -2,7 +2,9 @@
 // aws-chunked bodies where it streams, response checksum validation) stores, reads, lists and
 // deletes objects on Lightwell through S3: the ETag is the body's MD5, representation headers
 // and metadata come back, Range and conditional reads answer as S3 does, and a wrong
-// Content-MD5 or a failed precondition commits nothing.
+// Content-MD5 or a failed precondition commits nothing. CopyObject copies the bytes with the
+// source's representation (COPY) or the request's (REPLACE), and refuses a copy onto itself
+// that changes nothing or from a missing source.
 // Method: a real `lightwell serve`, a tenant made through the admin API, @aws-sdk/client-s3.
 import t from 'tap';
 import { createHash } from 'node:crypto';
@@ -15,6 +17,7 @@ import {
   DeleteObjectCommand,
   ListObjectsV2Command,
   ListObjectVersionsCommand,
+  CopyObjectCommand,
   S3ServiceException,
 } from '@aws-sdk/client-s3';
 import { Service } from '../helpers/service.js';
@@ -125,6 +128,62 @@ t.test('objects through the AWS SDK', async (t) => {
     [['dir/a b.txt', 'null', true]],
     'ListObjectVersions',
   );
+
+  await t.test('CopyObject', async (t) => {
+    const copied = await s3.send(
+      new CopyObjectCommand({ Bucket: 'objs', Key: 'copy', CopySource: 'objs/dir/a%20b.txt' }),
+    );
+    t.equal(copied.CopyObjectResult?.ETag, put.ETag, "the copy's ETag is the source's MD5");
+    const back = await s3.send(new GetObjectCommand({ Bucket: 'objs', Key: 'copy' }));
+    t.equal(
+      Buffer.from((await back.Body?.transformToByteArray()) ?? []).toString(),
+      body.toString(),
+    );
+    t.equal(back.ContentType, 'text/plain', 'COPY keeps the representation');
+    t.equal(back.ContentDisposition, 'attachment');
+    t.same(back.Metadata, { color: 'blue' });
+    await s3.send(
+      new CopyObjectCommand({
+        Bucket: 'objs',
+        Key: 'copy',
+        CopySource: 'objs/copy',
+        MetadataDirective: 'REPLACE',
+        ContentType: 'text/x-copy',
+        Metadata: { color: 'red' },
+      }),
+    );
+    const replaced = await s3.send(new HeadObjectCommand({ Bucket: 'objs', Key: 'copy' }));
+    t.equal(replaced.ContentType, 'text/x-copy', "REPLACE takes the request's representation");
+    t.same(replaced.Metadata, { color: 'red' });
+    t.equal(replaced.ContentDisposition, undefined);
+    t.same(
+      await errorOf(
+        s3.send(new CopyObjectCommand({ Bucket: 'objs', Key: 'copy', CopySource: 'objs/copy' })),
+      ),
+      { name: 'InvalidRequest', status: 400 },
+      'a copy onto itself that changes nothing',
+    );
+    t.same(
+      await errorOf(
+        s3.send(new CopyObjectCommand({ Bucket: 'objs', Key: 'c2', CopySource: 'objs/absent' })),
+      ),
+      { name: 'NoSuchKey', status: 404 },
+    );
+    t.same(
+      await errorOf(
+        s3.send(
+          new CopyObjectCommand({
+            Bucket: 'objs',
+            Key: 'c3',
+            CopySource: 'objs/copy',
+            CopySourceIfMatch: '"0123"',
+          }),
+        ),
+      ),
+      { name: 'PreconditionFailed', status: 412 },
+    );
+    await s3.send(new DeleteObjectCommand({ Bucket: 'objs', Key: 'copy' }));
+  });
 
   await s3.send(new DeleteObjectCommand({ Bucket: 'objs', Key: 'dir/a b.txt' }));
   const gone = await errorOf(

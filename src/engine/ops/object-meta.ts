@@ -168,6 +168,8 @@ export interface CopyObjectArgs {
   metadataDirective: 'COPY' | 'REPLACE';
   contentType?: string;
   metadata?: Record<string, string>;
+  /** REPLACE's representation headers (S3's; ObjectVersionRecord.headers); COPY keeps the source's. */
+  headers?: Record<string, string>;
   /** Source conditions (S3's x-amz-copy-source-if-*). */
   ifMatch?: string;
   ifNoneMatch?: string;
@@ -229,6 +231,8 @@ export function copyObject(context: EngineContext, args: CopyObjectArgs): Object
   // Tags follow the source whatever the metadata directive, as S3's tagging directive defaults
   // to COPY (the copy body has no tags of its own).
   if (source.tags) version.tags = source.tags;
+  const headers = replace ? args.headers : source.headers;
+  if (headers !== undefined && Object.keys(headers).length > 0) version.headers = headers;
   writeVersion(context, { tenant, bucket, version, usage });
   saveUsage(context, usage);
   recordObjectEvent(context, bucket, 'object-created', version);
