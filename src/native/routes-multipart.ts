@@ -18,28 +18,24 @@ import type { Exchange } from '../http/exchange.js';
 import type { Route, RouteDoc, JsonSchema } from '../http/router.js';
 import type { Handler } from '../http/server.js';
 import { refuseUndeclaredFields } from '../http/strict-input.js';
-import {
-  DB,
-  objectKey,
-  prefixRange,
-  multipartUploadKey,
-  multipartPartRange,
-  type BucketRecord,
-  type MultipartUploadRecord,
-  type MultipartPartRecord,
-  type ObjectVersionRecord,
+import type {
+  BucketRecord,
+  MultipartUploadRecord,
+  ObjectVersionRecord,
 } from '../engine/index/schema.js';
 import {
-  checkPartQuotaIn,
-  findUploadIn,
   isUploadId,
-  partView,
   MULTIPART_PARTS_MAX,
   MULTIPART_PART_BYTES_MAX,
   type PartView,
 } from '../engine/ops/multipart.js';
-import type { ChecksumAlg } from '../engine/checksums.js';
-import { receiveBody } from '../service/upload.js';
+import { contextOf } from '../service/context.js';
+import {
+  listPartsPage,
+  listUploadsPage,
+  MultipartService,
+  requireUploadIn,
+} from '../service/multipart.js';
 import type { Principal } from '../service/auth.js';
 import {
   keyQuery,
@@ -55,7 +51,7 @@ import { ANY_CONTENT_TYPE, objectSchema, writeHeaders } from './route-docs.js';
 import { validateContentType, validateObjectKey, validateUserMetadata } from '../security/names.js';
 
 /** The fields of a multipart create body. */
-import { BadRequest, NotFound, ChecksumMismatch } from '../util/errors.js';
+import { BadRequest, NotFound } from '../util/errors.js';
 
 const LIST_PAGE_MAX = 1000;
 
@@ -142,7 +138,7 @@ const doc = (
 
 export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
   const { services, bearer, access, mutate } = kit;
-  const { store, auth } = services;
+  const { store } = services;
 
   /** Authenticates, authorizes `verb` on the key and resolves the bucket. */
   const target = (
@@ -159,11 +155,9 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
       key,
     };
   };
-  const upload = (bucket: BucketRecord, key: string, uploadId: string): MultipartUploadRecord => {
-    const found = findUploadIn(store, bucket.id, key, uploadId);
-    if (!found) throw NotFound(`upload ${uploadId.slice(0, 64)} of ${key} not found`);
-    return found;
-  };
+  const multipart = new MultipartService(services, kit.objects);
+  const upload = (bucket: BucketRecord, key: string, uploadId: string): MultipartUploadRecord =>
+    requireUploadIn(store, { bucket, key, uploadId });
 
   /**
    * The Content-Type and user metadata the completed object will have: from the JSON body's
@@ -360,48 +354,19 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
         const partNumber = parsePartNumber(params['partNumber'] ?? '');
         upload(bucket, key, uploadId);
         const contentLength = parseContentLength(exchange, MULTIPART_PART_BYTES_MAX);
-        checkPartQuotaIn(store, {
-          tenantId: principal.tenant.id,
-          bucketId: bucket.id,
-          key,
-          uploadId,
-          partNumber,
-          size: contentLength,
-        });
-        const expected = parseChecksumHeaders(exchange);
-        const algs = [...new Set<ChecksumAlg>(['CRC32C', 'SHA256', ...expected.keys()])];
-        const received = await receiveBody(services.upload, {
-          source: exchange,
-          keys: auth.keysOf(principal.tenant),
-          contentLength,
-          algs,
-        });
-        let part: PartView;
-        try {
-          for (const [alg, digest] of expected) {
-            if (received.checksums[alg] !== digest.toString('base64'))
-              throw ChecksumMismatch(`the part does not match X-Service-Checksum-${alg}`);
-          }
-          part = await mutate<PartView>(
-            exchange,
-            'uploadPart',
-            {
-              tenantId: principal.tenant.id,
-              bucket: bucket.name,
-              key,
-              uploadId,
-              partNumber,
-              size: contentLength,
-              etag: received.etag,
-              checksums: received.checksums,
-              compressed: received.compressed,
-              chunks: received.chunks,
-            },
-            200,
-          );
-        } finally {
-          received.release();
-        }
+        const part = await multipart.uploadPart(
+          contextOf(exchange, principal),
+          {
+            bucket,
+            key,
+            uploadId,
+            partNumber,
+            contentLength,
+            expected: parseChecksumHeaders(exchange),
+            digests: [],
+          },
+          exchange,
+        );
         exchange.sendJson(200, partJson(part), { ETag: part.etag });
       },
     },
@@ -462,38 +427,21 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
   function listUploads(bucket: BucketRecord, query: URLSearchParams): Record<string, unknown> {
     const prefix = query.get('prefix') ?? '';
     const max = pageSize(query.get('maxUploads'), 'maxUploads');
-    const range = prefixRange(bucket.id, prefix);
-    let start = range.start;
     const keyMarker = keyQuery(query, 'keyMarker');
     const uploadIdMarker = query.get('uploadIdMarker');
     if (uploadIdMarker !== null && keyMarker === null)
       throw BadRequest('uploadIdMarker needs the keyMarker it belongs to');
-    if (keyMarker !== null) {
-      let after: Buffer;
-      if (uploadIdMarker !== null) {
-        if (!isUploadId(uploadIdMarker)) throw BadRequest('malformed uploadIdMarker');
-        after = Buffer.concat([
-          multipartUploadKey(bucket.id, keyMarker, uploadIdMarker),
-          Buffer.from([0]),
-        ]);
-      } else after = Buffer.concat([objectKey(bucket.id, keyMarker), Buffer.from([1])]);
-      if (Buffer.compare(after, start) > 0) start = after;
-    }
-    const uploads: Record<string, unknown>[] = [];
-    let truncated = false;
-    let last: MultipartUploadRecord | undefined;
-    for (const { value } of store.range<MultipartUploadRecord>(DB.multipart, {
-      start,
-      end: range.end,
-      limit: max + 1,
-    })) {
-      if (uploads.length >= max) {
-        truncated = true;
-        break;
-      }
-      uploads.push(uploadJson(value));
-      last = value;
-    }
+    if (uploadIdMarker !== null && !isUploadId(uploadIdMarker))
+      throw BadRequest('malformed uploadIdMarker');
+    const page = listUploadsPage(store, bucket, {
+      prefix,
+      ...(keyMarker !== null ? { keyMarker } : {}),
+      ...(uploadIdMarker !== null ? { uploadIdMarker } : {}),
+      max,
+    });
+    const uploads = page.uploads.map(uploadJson);
+    const truncated = page.isTruncated;
+    const last = page.uploads[page.uploads.length - 1];
     const result: Record<string, unknown> = { uploads, isTruncated: truncated };
     if (truncated && last) {
       result['nextKeyMarker'] = last.key;
@@ -510,24 +458,10 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
     const markerText = query.get('partNumberMarker');
     // 0, like no marker, starts at the first part (as S3 takes it).
     const marker = markerText === null || markerText === '0' ? 0 : parsePartNumber(markerText);
-    const range = multipartPartRange(found.bucketId, found.key, found.uploadId);
-    const start = Buffer.concat([range.start, Buffer.alloc(4)]);
-    start.writeUInt32BE(marker + 1, start.length - 4);
-    const parts: Record<string, unknown>[] = [];
-    let truncated = false;
-    let last = 0;
-    for (const { value } of store.range<MultipartPartRecord>(DB.multipartParts, {
-      start,
-      end: range.end,
-      limit: max + 1,
-    })) {
-      if (parts.length >= max) {
-        truncated = true;
-        break;
-      }
-      parts.push(partJson(partView(value)));
-      last = value.partNumber;
-    }
+    const page = listPartsPage(store, found, { marker, max });
+    const parts = page.parts.map(partJson);
+    const truncated = page.isTruncated;
+    const last = page.parts[page.parts.length - 1]?.partNumber ?? 0;
     const result: Record<string, unknown> = { ...uploadJson(found), parts, isTruncated: truncated };
     if (truncated) result['nextPartNumberMarker'] = last;
     return result;
