@@ -80,6 +80,7 @@ export function serviceMultipartStore(
         key: input.key,
         contentType: input.representation.contentType,
         metadata: { ...input.representation.metadata },
+        headers: input.representation.headers,
       });
       return { uploadId: created.uploadId };
     },

@@ -74,20 +74,25 @@ export class MultipartService {
 
   create(
     ctx: RequestContext,
-    input: { bucket: BucketRecord; key: string; contentType: string; metadata: object },
+    input: {
+      bucket: BucketRecord;
+      key: string;
+      contentType: string;
+      metadata: object;
+      /** Representation headers the completed object keeps (S3's). */
+      headers?: Readonly<Record<string, string>>;
+    },
   ): Promise<MultipartUploadRecord> {
-    return this.objects.commit<MultipartUploadRecord>(
-      ctx,
-      'createMultipartUpload',
-      {
-        tenantId: ctx.principal.tenant.id,
-        bucket: input.bucket.name,
-        key: input.key,
-        contentType: input.contentType,
-        metadata: input.metadata,
-      },
-      200,
-    );
+    const args: Record<string, unknown> = {
+      tenantId: ctx.principal.tenant.id,
+      bucket: input.bucket.name,
+      key: input.key,
+      contentType: input.contentType,
+      metadata: input.metadata,
+    };
+    if (input.headers !== undefined && Object.keys(input.headers).length > 0)
+      args['headers'] = { ...input.headers };
+    return this.objects.commit<MultipartUploadRecord>(ctx, 'createMultipartUpload', args, 200);
   }
 
   /**

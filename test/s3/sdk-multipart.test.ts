@@ -68,7 +68,13 @@ t.test('multipart uploads through the AWS SDK', async (t) => {
     const Key = 'big/object.bin';
     const bodies = [bytesOf(5 * MiB, 1), bytesOf(5 * MiB, 2), bytesOf(1000, 3)];
     const { UploadId } = await s3.send(
-      new CreateMultipartUploadCommand({ Bucket, Key, ContentType: 'application/x-test' }),
+      new CreateMultipartUploadCommand({
+        Bucket,
+        Key,
+        ContentType: 'application/x-test',
+        ContentDisposition: 'attachment',
+        Metadata: { shade: 'green' },
+      }),
     );
     t.type(UploadId, 'string');
     const listed = await s3.send(new ListMultipartUploadsCommand({ Bucket }));
@@ -112,6 +118,8 @@ t.test('multipart uploads through the AWS SDK', async (t) => {
     t.ok(back.equals(Buffer.concat(bodies)), 'the object is the parts byte for byte');
     t.equal(got.ETag, done.ETag);
     t.equal(got.ContentType, 'application/x-test');
+    t.equal(got.ContentDisposition, 'attachment', 'representation headers given at create');
+    t.same(got.Metadata, { shade: 'green' });
     const after = await s3.send(new ListMultipartUploadsCommand({ Bucket }));
     t.same(after.Uploads ?? [], [], 'a completed upload is no longer in progress');
   });

@@ -449,6 +449,8 @@ export interface MultipartUploadRecord {
   initiatedAt: number;
   contentType: string;
   metadata: Record<string, string>;
+  /** The completed object's representation headers (ObjectVersionRecord.headers), if any. */
+  headers?: Record<string, string>;
 }
 
 export interface MultipartPartRecord {

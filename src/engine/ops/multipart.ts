@@ -137,6 +137,7 @@ export function createMultipartUpload(
     key: string;
     contentType: string;
     metadata: Record<string, string>;
+    headers?: Record<string, string>;
   },
 ): MultipartUploadRecord {
   const tenant = requireActiveTenant(context, args.tenantId);
@@ -153,6 +154,8 @@ export function createMultipartUpload(
     contentType: args.contentType,
     metadata: args.metadata,
   };
+  if (args.headers !== undefined && Object.keys(args.headers).length > 0)
+    upload.headers = args.headers;
   context.store.put(DB.multipart, multipartUploadKey(bucket.id, args.key, upload.uploadId), upload);
   return upload;
 }
@@ -320,6 +323,7 @@ export function completeMultipartUpload(
     etag: args.etag ?? multipartEtag(parts),
     contentType: upload.contentType,
     metadata: upload.metadata,
+    ...(upload.headers ? { headers: upload.headers } : {}),
     checksums: combinedChecksums(parts),
     // The listed parts' references become the version's: no chunk entry changes.
     chunks: Buffer.concat(parts.map((part) => Buffer.from(part.chunks))),
