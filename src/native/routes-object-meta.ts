@@ -19,7 +19,6 @@ import {
 import { findVersionIn, seqOfVersionId } from '../engine/ops/objects.js';
 import { resolveForAttributes } from '../service/read.js';
 import {
-  checkCopyChanges,
   checkRetainUntil,
   checkTags,
   TAGS_MAX,
@@ -27,9 +26,11 @@ import {
   TAG_VALUE_CHARS_MAX,
 } from '../service/attributes.js';
 import type { Principal } from '../service/auth.js';
+import { contextOf } from '../service/context.js';
+import { copyObject } from '../service/copy.js';
 import {
-  addWriteConditions,
   keyQuery,
+  writeConditionsOf,
   objectJson,
   writtenHeaders,
   type RouteKit,
@@ -387,30 +388,36 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
       ),
       handler: async (exchange, params) => {
         // No ?versionId here (refused as undeclared): the source version is in the body.
-        const { principal, bucket, args } = target(exchange, params, 'write');
+        const { principal, bucket, key } = target(exchange, params, 'write');
         const copy = parseCopyBody(await jsonBody(exchange));
+        const sourceKey = copy['sourceKey'] as string;
+        const sourceBucket = access.bucket(principal, copy['sourceBucket'] as string, {
+          verb: 'read',
+          key: sourceKey,
+        });
+        const text = (name: string): string | undefined => copy[name] as string | undefined;
+        const time = (name: string): number | undefined => copy[name] as number | undefined;
         // The body's ifMatch and friends test the source; the headers, as on every other
         // write, test the destination.
-        addWriteConditions(exchange, copy, 'destination');
-        access.bucket(principal, copy['sourceBucket'] as string, {
-          verb: 'read',
-          key: copy['sourceKey'] as string,
-        });
-        checkCopyChanges(
-          {
-            bucket: copy['sourceBucket'] as string,
-            key: copy['sourceKey'] as string,
-            versionId: copy['sourceVersionId'] as string | undefined,
-            replacesMetadata: copy['metadataDirective'] !== 'COPY',
+        const version = await copyObject(kit.objects, contextOf(exchange, principal), {
+          source: {
+            bucket: sourceBucket,
+            key: sourceKey,
+            versionId: text('sourceVersionId'),
+            ifMatch: text('ifMatch'),
+            ifNoneMatch: text('ifNoneMatch'),
+            ifModifiedSince: time('ifModifiedSince'),
+            ifUnmodifiedSince: time('ifUnmodifiedSince'),
           },
-          { bucket: params['bucket'] ?? '', key: params['key'] ?? '' },
-        );
-        const version = await mutate<ObjectVersionRecord>(
-          exchange,
-          'copyObject',
-          { ...args, ...copy },
-          200,
-        );
+          bucket,
+          key,
+          directive: copy['metadataDirective'] as 'COPY' | 'REPLACE',
+          contentType: text('contentType'),
+          metadata: copy['metadata'] as Record<string, string> | undefined,
+          conditions: writeConditionsOf(exchange),
+          requireAbsent: copy['requireAbsent'] as boolean | undefined,
+          requireMatchEtag: text('requireMatchEtag'),
+        });
         exchange.sendJson(200, objectJson(version, bucket), writtenHeaders(version, bucket));
       },
     },

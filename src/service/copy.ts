@@ -31,8 +31,10 @@ export interface CopyRequest {
   readonly contentType?: string | undefined;
   readonly metadata?: Readonly<Record<string, string>> | undefined;
   readonly headers?: Readonly<Record<string, string>> | undefined;
-  /** The destination's preconditions. */
+  /** The destination's preconditions: the request's, and the native body's own two. */
   readonly conditions: WriteConditions;
+  readonly requireAbsent?: boolean | undefined;
+  readonly requireMatchEtag?: string | undefined;
 }
 
 export function copyObject(
@@ -66,6 +68,8 @@ export function copyObject(
     if (input.metadata !== undefined) args['metadata'] = { ...input.metadata };
     if (input.headers !== undefined) args['headers'] = { ...input.headers };
   }
+  if (input.requireAbsent !== undefined) args['requireAbsent'] = input.requireAbsent;
+  if (input.requireMatchEtag !== undefined) args['requireMatchEtag'] = input.requireMatchEtag;
   addWriteConditions(input.conditions, args, 'destination');
   return objects.commit<ObjectVersionRecord>(ctx, 'copyObject', args, 200);
 }
