@@ -18,15 +18,12 @@ import type { Exchange } from '../http/exchange.js';
 import type { Route, RouteDoc, JsonSchema } from '../http/router.js';
 import type { Handler } from '../http/server.js';
 import { refuseUndeclaredFields } from '../http/strict-input.js';
-import type {
-  BucketRecord,
-  MultipartUploadRecord,
-  ObjectVersionRecord,
-} from '../engine/index/schema.js';
+import type { BucketRecord, MultipartUploadRecord } from '../engine/index/schema.js';
 import {
   isUploadId,
   MULTIPART_PARTS_MAX,
   MULTIPART_PART_BYTES_MAX,
+  type CompletePart,
   type PartView,
 } from '../engine/ops/multipart.js';
 import { contextOf } from '../service/context.js';
@@ -44,7 +41,7 @@ import {
   parseContentLength,
   parseChecksumHeaders,
   parseMetadata,
-  addWriteConditions,
+  writeConditionsOf,
   type RouteKit,
 } from './routes.js';
 import { ANY_CONTENT_TYPE, objectSchema, writeHeaders } from './route-docs.js';
@@ -137,7 +134,7 @@ const doc = (
 ): RouteDoc => ({ summary, auth: 'bearer', tags: ['multipart'], responses, ...extra });
 
 export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
-  const { services, bearer, access, mutate } = kit;
+  const { services, bearer, access } = kit;
   const { store } = services;
 
   /** Authenticates, authorizes `verb` on the key and resolves the bucket. */
@@ -204,10 +201,9 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
     if (read) refuseUndeclaredFields(raw, createSchema);
     const body = raw as Record<string, unknown> | undefined;
     const { contentType, metadata } = createdObjectFields(exchange, body);
-    const created = await mutate<MultipartUploadRecord>(
-      exchange,
-      'createMultipartUpload',
-      { tenantId: principal.tenant.id, bucket: bucket.name, key, contentType, metadata },
+    const created = await multipart.create(
+      contextOf(exchange, principal),
+      { bucket, key, contentType, metadata },
       201,
     );
     exchange.sendJson(201, uploadJson(created), {
@@ -293,20 +289,14 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
         const parts = body?.['parts'];
         if (!Array.isArray(parts))
           throw BadRequest('the body must be {parts: [{partNumber, etag}]}');
-        const args: Record<string, unknown> = {
-          tenantId: principal.tenant.id,
-          bucket: bucket.name,
+        // The entries' shapes are checked by the engine, with the list (completePartOf).
+        const version = await multipart.complete(contextOf(exchange, principal), {
+          bucket,
           key,
           uploadId,
-          parts,
-        };
-        addWriteConditions(exchange, args);
-        const version = await mutate<ObjectVersionRecord>(
-          exchange,
-          'completeMultipartUpload',
-          args,
-          200,
-        );
+          parts: parts as CompletePart[],
+          conditions: writeConditionsOf(exchange),
+        });
         exchange.sendJson(200, objectJson(version, bucket), writtenHeaders(version, bucket));
       },
     },
@@ -412,13 +402,7 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
       handler: async (exchange, params) => {
         const { principal, bucket, key } = target(exchange, params, 'write');
         const uploadId = params['uploadId'] ?? '';
-        upload(bucket, key, uploadId);
-        await mutate(
-          exchange,
-          'abortMultipartUpload',
-          { tenantId: principal.tenant.id, bucket: bucket.name, key, uploadId },
-          204,
-        );
+        await multipart.abort(contextOf(exchange, principal), { bucket, key, uploadId });
         exchange.send(204, {});
       },
     },

@@ -82,6 +82,8 @@ export class MultipartService {
       /** Representation headers the completed object keeps (S3's). */
       headers?: Readonly<Record<string, string>>;
     },
+    /** The status the transport answers with, for the audit row (native 201, S3 200). */
+    status = 200,
   ): Promise<MultipartUploadRecord> {
     const args: Record<string, unknown> = {
       tenantId: ctx.principal.tenant.id,
@@ -92,7 +94,7 @@ export class MultipartService {
     };
     if (input.headers !== undefined && Object.keys(input.headers).length > 0)
       args['headers'] = { ...input.headers };
-    return this.objects.commit<MultipartUploadRecord>(ctx, 'createMultipartUpload', args, 200);
+    return this.objects.commit<MultipartUploadRecord>(ctx, 'createMultipartUpload', args, status);
   }
 
   /**
