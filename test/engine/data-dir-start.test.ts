@@ -22,10 +22,10 @@ t.teardown(() => rmSync(root, { recursive: true, force: true }));
 t.test('a new data directory only inside an existing parent, and said so', async (t) => {
   const typo = dataDirPaths(join(root, 'typo', 'data'));
   t.throws(() => checkDataDirParent(typo), {
-    code: 'bad_request',
-    message: `${join(root, 'typo')} does not exist, so no data directory is created at ${typo.root}`,
+    code: 'data_dir_unusable',
+    message: `${join(root, 'typo')} does not exist, so no data directory is created at ${typo.root}: check --data-dir, or create the parent directory first`,
   });
-  await t.rejects(prepareDataDir(typo), { code: 'bad_request' });
+  await t.rejects(prepareDataDir(typo), { code: 'data_dir_unusable' });
   const fresh = dataDirPaths(join(root, 'fresh'));
   t.same(await prepareDataDir(fresh), { created: true }, 'a new store');
   t.same(await prepareDataDir(fresh), { created: false }, 'then an existing one');

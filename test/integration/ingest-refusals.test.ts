@@ -7,6 +7,7 @@
 // src/ingest/frames.ts, and reads through the native API.
 
 import t from 'tap';
+import { readFileSync } from 'node:fs';
 import WebSocket from 'ws';
 import { Service, type DataClient } from '../helpers/service.js';
 import {
@@ -118,10 +119,17 @@ t.test('refusals', async (t) => {
   t.test('an OBJECT beyond the window: 4429', async (t) => {
     const raw = new Raw(url);
     const welcome = await raw.hello(data.token);
-    // Sent in one burst: the server reads them before any commit could be acknowledged.
-    for (let i = 0; i <= welcome.windowObjects; i += 1)
-      raw.socket.send(encodeObject(header(i, `w/${i}`, 0)));
-    t.equal((await raw.closed).code, 4429);
+    // The engine is stopped while the objects go out, so none of them can be committed and
+    // acknowledged (which would give its place in the window back) before the last one arrives.
+    const engine = enginePid(service);
+    process.kill(engine, 'SIGSTOP');
+    try {
+      for (let i = 0; i <= welcome.windowObjects; i += 1)
+        raw.socket.send(encodeObject(header(i, `w/${i}`, 0)));
+      t.equal((await raw.closed).code, 4429);
+    } finally {
+      process.kill(engine, 'SIGCONT');
+    }
   });
 
   t.test('a bad token: 4401; a version not spoken: 4426', async (t) => {
@@ -176,3 +184,14 @@ t.test('refusals', async (t) => {
     t.equal(closed.code, 4401);
   });
 });
+
+/** The engine process of a running service (its command line names `lightwell-engine.js`). */
+function enginePid(running: Service): number {
+  const pid = running
+    .pids()
+    .find((candidate) =>
+      readFileSync(`/proc/${candidate}/cmdline`, 'utf8').includes('lightwell-engine'),
+    );
+  if (pid === undefined) throw new TypeError('the service has no engine process');
+  return pid;
+}
