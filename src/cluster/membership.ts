@@ -562,7 +562,7 @@ function checkAddress(address: string): void {
 
 /** Transient etcd refusals (a member reconnected < 5 s ago, a learner behind) pass: retry. */
 const TRANSIENT =
-  /unhealthy cluster|not in sync|circuit breaker|not enough started members|leader changed|no leader|timed out|Unavailable/i;
+  /unhealthy cluster|not in sync|in sync with leader|circuit breaker|not enough started members|leader changed|no leader|timed out|Unavailable/i;
 
 async function retryEtcd<T>(what: string, step: () => Promise<T>, limitMs = CHANGE_RETRY_MS_MAX) {
   const deadline = Date.now() + limitMs;
