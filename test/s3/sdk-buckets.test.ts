@@ -4,7 +4,6 @@
 // Method: a real `lightwell serve`, two tenants made through the admin API, @aws-sdk/client-s3.
 import t from 'tap';
 import {
-  S3Client,
   ListBucketsCommand,
   CreateBucketCommand,
   HeadBucketCommand,
@@ -12,35 +11,10 @@ import {
   GetBucketLocationCommand,
   GetBucketVersioningCommand,
   PutBucketVersioningCommand,
-  S3ServiceException,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
-import { Service, type DataClient } from '../helpers/service.js';
-
-function clientFor(
-  origin: string,
-  key: Pick<DataClient, 'accessKeyId' | 'secretKey'>,
-  secretKey = key.secretKey,
-): S3Client {
-  return new S3Client({
-    endpoint: origin,
-    region: 'us-east-1',
-    forcePathStyle: true,
-    credentials: { accessKeyId: key.accessKeyId, secretAccessKey: secretKey },
-    maxAttempts: 1,
-  });
-}
-
-async function errorOf(run: Promise<unknown>): Promise<{ name: string; status: number }> {
-  try {
-    await run;
-  } catch (error) {
-    if (error instanceof S3ServiceException)
-      return { name: error.name, status: error.$metadata.httpStatusCode ?? 0 };
-    throw error;
-  }
-  return { name: 'none', status: 0 };
-}
+import { s3ClientFor, s3ErrorOf } from '../helpers/s3-sdk.js';
+import { Service } from '../helpers/service.js';
 
 t.test('bucket operations through the AWS SDK', async (t) => {
   const service = await Service.start();
@@ -48,8 +22,8 @@ t.test('bucket operations through the AWS SDK', async (t) => {
   const origin = service.publicUrl.replace(/\/api\/v1$/, '');
   const alice = await service.tenant('alice');
   const bob = await service.tenant('bob');
-  const s3 = clientFor(origin, alice);
-  const s3bob = clientFor(origin, bob);
+  const s3 = s3ClientFor(origin, alice);
+  const s3bob = s3ClientFor(origin, bob);
   t.teardown(() => {
     s3.destroy();
     s3bob.destroy();
@@ -75,20 +49,20 @@ t.test('bucket operations through the AWS SDK', async (t) => {
   );
   t.ok(listed.Buckets?.[0]?.CreationDate instanceof Date);
 
-  t.same(await errorOf(s3.send(new CreateBucketCommand({ Bucket: 'photos' }))), {
+  t.same(await s3ErrorOf(s3.send(new CreateBucketCommand({ Bucket: 'photos' }))), {
     name: 'BucketAlreadyOwnedByYou',
     status: 409,
   });
-  t.same(await errorOf(s3bob.send(new CreateBucketCommand({ Bucket: 'photos' }))), {
+  t.same(await s3ErrorOf(s3bob.send(new CreateBucketCommand({ Bucket: 'photos' }))), {
     name: 'BucketAlreadyExists',
     status: 409,
   });
-  t.same(await errorOf(s3.send(new CreateBucketCommand({ Bucket: 'No_Such' }))), {
+  t.same(await s3ErrorOf(s3.send(new CreateBucketCommand({ Bucket: 'No_Such' }))), {
     name: 'InvalidBucketName',
     status: 400,
   });
   t.same(
-    await errorOf(
+    await s3ErrorOf(
       s3.send(
         new CreateBucketCommand({
           Bucket: 'elsewhere',
@@ -106,15 +80,15 @@ t.test('bucket operations through the AWS SDK', async (t) => {
 
   await s3.send(new HeadBucketCommand({ Bucket: 'photos' }));
   t.equal(
-    (await errorOf(s3bob.send(new HeadBucketCommand({ Bucket: 'photos' })))).status,
+    (await s3ErrorOf(s3bob.send(new HeadBucketCommand({ Bucket: 'photos' })))).status,
     403,
     "another tenant's bucket is forbidden, not missing",
   );
-  t.same(await errorOf(s3.send(new HeadBucketCommand({ Bucket: 'nothing-here' }))), {
+  t.same(await s3ErrorOf(s3.send(new HeadBucketCommand({ Bucket: 'nothing-here' }))), {
     name: 'NotFound',
     status: 404,
   });
-  t.same(await errorOf(s3bob.send(new GetBucketLocationCommand({ Bucket: 'photos' }))), {
+  t.same(await s3ErrorOf(s3bob.send(new GetBucketLocationCommand({ Bucket: 'photos' }))), {
     name: 'AccessDenied',
     status: 403,
   });
@@ -136,7 +110,7 @@ t.test('bucket operations through the AWS SDK', async (t) => {
   );
   t.equal((await s3.send(new GetBucketVersioningCommand({ Bucket: 'photos' }))).Status, 'Enabled');
   t.same(
-    await errorOf(
+    await s3ErrorOf(
       s3.send(
         new PutBucketVersioningCommand({
           Bucket: 'locked',
@@ -163,18 +137,18 @@ t.test('bucket operations through the AWS SDK', async (t) => {
   t.match(await stale.text(), /<Code>AccessDenied<\/Code><Message>Request has expired/);
 
   // Bad credentials.
-  const wrong = clientFor(origin, alice, 'x'.repeat(40));
+  const wrong = s3ClientFor(origin, alice, 'x'.repeat(40));
   t.teardown(() => wrong.destroy());
-  t.same(await errorOf(wrong.send(new ListBucketsCommand({}))), {
+  t.same(await s3ErrorOf(wrong.send(new ListBucketsCommand({}))), {
     name: 'SignatureDoesNotMatch',
     status: 403,
   });
-  const unknown = clientFor(origin, {
+  const unknown = s3ClientFor(origin, {
     accessKeyId: 'LWAAAAAAAAAAAAAAAAAA',
     secretKey: alice.secretKey,
   });
   t.teardown(() => unknown.destroy());
-  t.same(await errorOf(unknown.send(new ListBucketsCommand({}))), {
+  t.same(await s3ErrorOf(unknown.send(new ListBucketsCommand({}))), {
     name: 'InvalidAccessKeyId',
     status: 403,
   });
@@ -192,7 +166,7 @@ t.test('bucket operations through the AWS SDK', async (t) => {
   );
 
   await s3.send(new DeleteBucketCommand({ Bucket: 'photos' }));
-  t.same(await errorOf(s3.send(new DeleteBucketCommand({ Bucket: 'photos' }))), {
+  t.same(await s3ErrorOf(s3.send(new DeleteBucketCommand({ Bucket: 'photos' }))), {
     name: 'NoSuchBucket',
     status: 404,
   });

@@ -7,7 +7,6 @@
 import t from 'tap';
 import { createHash } from 'node:crypto';
 import {
-  S3Client,
   CreateBucketCommand,
   CreateMultipartUploadCommand,
   UploadPartCommand,
@@ -16,22 +15,11 @@ import {
   ListPartsCommand,
   ListMultipartUploadsCommand,
   GetObjectCommand,
-  S3ServiceException,
 } from '@aws-sdk/client-s3';
+import { s3ClientFor, s3ErrorOf } from '../helpers/s3-sdk.js';
 import { Service } from '../helpers/service.js';
 
 const MiB = 1024 * 1024;
-
-async function errorOf(run: Promise<unknown>): Promise<{ name: string; status: number }> {
-  try {
-    await run;
-  } catch (error) {
-    if (error instanceof S3ServiceException)
-      return { name: error.name, status: error.$metadata.httpStatusCode ?? 0 };
-    throw error;
-  }
-  return { name: 'none', status: 0 };
-}
 
 /** Deterministic bytes that differ by `seed` (no two parts alike, so dedup cannot hide one). */
 function bytesOf(size: number, seed: number): Buffer {
@@ -53,13 +41,7 @@ t.test('multipart uploads through the AWS SDK', async (t) => {
   t.teardown(() => service.close());
   const origin = service.publicUrl.replace(/\/api\/v1$/, '');
   const alice = await service.tenant('alice');
-  const s3 = new S3Client({
-    endpoint: origin,
-    region: 'us-east-1',
-    forcePathStyle: true,
-    credentials: { accessKeyId: alice.accessKeyId, secretAccessKey: alice.secretKey },
-    maxAttempts: 1,
-  });
+  const s3 = s3ClientFor(origin, alice);
   t.teardown(() => s3.destroy());
   await s3.send(new CreateBucketCommand({ Bucket: 'multi' }));
   const Bucket = 'multi';
@@ -139,21 +121,24 @@ t.test('multipart uploads through the AWS SDK', async (t) => {
       s3.send(
         new CompleteMultipartUploadCommand({ Bucket, Key, UploadId, MultipartUpload: { Parts } }),
       );
-    t.same(await errorOf(complete(etags.map((ETag, index) => ({ ETag, PartNumber: index + 1 })))), {
-      name: 'EntityTooSmall',
-      status: 400,
-    });
     t.same(
-      await errorOf(complete([{ ETag: `"${'0'.repeat(32)}"`, PartNumber: 1 }])),
+      await s3ErrorOf(complete(etags.map((ETag, index) => ({ ETag, PartNumber: index + 1 })))),
+      {
+        name: 'EntityTooSmall',
+        status: 400,
+      },
+    );
+    t.same(
+      await s3ErrorOf(complete([{ ETag: `"${'0'.repeat(32)}"`, PartNumber: 1 }])),
       { name: 'InvalidPart', status: 400 },
       'a part ETag that is not the uploaded one',
     );
     t.same(
-      await errorOf(complete([{ ETag: etags[0] ?? '', PartNumber: 7 }])),
+      await s3ErrorOf(complete([{ ETag: etags[0] ?? '', PartNumber: 7 }])),
       { name: 'InvalidPart', status: 400 },
       'a part never uploaded',
     );
-    t.same(await errorOf(s3.send(new GetObjectCommand({ Bucket, Key }))), {
+    t.same(await s3ErrorOf(s3.send(new GetObjectCommand({ Bucket, Key }))), {
       name: 'NoSuchKey',
       status: 404,
     });
@@ -182,17 +167,17 @@ t.test('multipart uploads through the AWS SDK', async (t) => {
       new UploadPartCommand({ Bucket, Key, UploadId, PartNumber: 1, Body: bytesOf(4096, 6) }),
     );
     await s3.send(new AbortMultipartUploadCommand({ Bucket, Key, UploadId }));
-    t.same(await errorOf(s3.send(new ListPartsCommand({ Bucket, Key, UploadId }))), {
+    t.same(await s3ErrorOf(s3.send(new ListPartsCommand({ Bucket, Key, UploadId }))), {
       name: 'NoSuchUpload',
       status: 404,
     });
     t.same(
-      await errorOf(
+      await s3ErrorOf(
         s3.send(new UploadPartCommand({ Bucket, Key, UploadId, PartNumber: 2, Body: 'x' })),
       ),
       { name: 'NoSuchUpload', status: 404 },
     );
-    t.same(await errorOf(s3.send(new AbortMultipartUploadCommand({ Bucket, Key, UploadId }))), {
+    t.same(await s3ErrorOf(s3.send(new AbortMultipartUploadCommand({ Bucket, Key, UploadId }))), {
       name: 'NoSuchUpload',
       status: 404,
     });

@@ -9,7 +9,6 @@
 import t from 'tap';
 import { createHash } from 'node:crypto';
 import {
-  S3Client,
   CreateBucketCommand,
   PutObjectCommand,
   GetObjectCommand,
@@ -18,33 +17,16 @@ import {
   ListObjectsV2Command,
   ListObjectVersionsCommand,
   CopyObjectCommand,
-  S3ServiceException,
 } from '@aws-sdk/client-s3';
+import { s3ClientFor, s3ErrorOf } from '../helpers/s3-sdk.js';
 import { Service } from '../helpers/service.js';
-
-async function errorOf(run: Promise<unknown>): Promise<{ name: string; status: number }> {
-  try {
-    await run;
-  } catch (error) {
-    if (error instanceof S3ServiceException)
-      return { name: error.name, status: error.$metadata.httpStatusCode ?? 0 };
-    throw error;
-  }
-  return { name: 'none', status: 0 };
-}
 
 t.test('objects through the AWS SDK', async (t) => {
   const service = await Service.start();
   t.teardown(() => service.close());
   const origin = service.publicUrl.replace(/\/api\/v1$/, '');
   const alice = await service.tenant('alice');
-  const s3 = new S3Client({
-    endpoint: origin,
-    region: 'us-east-1',
-    forcePathStyle: true,
-    credentials: { accessKeyId: alice.accessKeyId, secretAccessKey: alice.secretKey },
-    maxAttempts: 1,
-  });
+  const s3 = s3ClientFor(origin, alice);
   t.teardown(() => s3.destroy());
   await s3.send(new CreateBucketCommand({ Bucket: 'objs' }));
 
@@ -83,16 +65,16 @@ t.test('objects through the AWS SDK', async (t) => {
   t.equal(head.ContentLength, body.length);
   t.ok(head.ChecksumCRC32 ?? head.ChecksumCRC32C, 'a checksum in checksum mode');
 
-  const notModified = await errorOf(
+  const notModified = await s3ErrorOf(
     s3.send(new GetObjectCommand({ Bucket: 'objs', Key: 'dir/a b.txt', IfNoneMatch: put.ETag })),
   );
   t.equal(notModified.status, 304);
-  const failed = await errorOf(
+  const failed = await s3ErrorOf(
     s3.send(new GetObjectCommand({ Bucket: 'objs', Key: 'dir/a b.txt', IfMatch: '"nope"' })),
   );
   t.equal(failed.status, 412);
 
-  const badMd5 = await errorOf(
+  const badMd5 = await s3ErrorOf(
     s3.send(
       new PutObjectCommand({
         Bucket: 'objs',
@@ -103,7 +85,7 @@ t.test('objects through the AWS SDK', async (t) => {
     ),
   );
   t.same(badMd5, { name: 'BadDigest', status: 400 });
-  const absent = await errorOf(
+  const absent = await s3ErrorOf(
     s3.send(
       new PutObjectCommand({ Bucket: 'objs', Key: 'dir/a b.txt', Body: body, IfNoneMatch: '*' }),
     ),
@@ -157,20 +139,20 @@ t.test('objects through the AWS SDK', async (t) => {
     t.same(replaced.Metadata, { color: 'red' });
     t.equal(replaced.ContentDisposition, undefined);
     t.same(
-      await errorOf(
+      await s3ErrorOf(
         s3.send(new CopyObjectCommand({ Bucket: 'objs', Key: 'copy', CopySource: 'objs/copy' })),
       ),
       { name: 'InvalidRequest', status: 400 },
       'a copy onto itself that changes nothing',
     );
     t.same(
-      await errorOf(
+      await s3ErrorOf(
         s3.send(new CopyObjectCommand({ Bucket: 'objs', Key: 'c2', CopySource: 'objs/absent' })),
       ),
       { name: 'NoSuchKey', status: 404 },
     );
     t.same(
-      await errorOf(
+      await s3ErrorOf(
         s3.send(
           new CopyObjectCommand({
             Bucket: 'objs',
@@ -186,7 +168,7 @@ t.test('objects through the AWS SDK', async (t) => {
   });
 
   await s3.send(new DeleteObjectCommand({ Bucket: 'objs', Key: 'dir/a b.txt' }));
-  const gone = await errorOf(
+  const gone = await s3ErrorOf(
     s3.send(new HeadObjectCommand({ Bucket: 'objs', Key: 'dir/a b.txt' })),
   );
   t.equal(gone.status, 404);
