@@ -208,7 +208,13 @@ function headBucket(request: S3Request): void {
 async function deleteBucket(request: S3Request): Promise<void> {
   const principal = request.requirePrincipal();
   const bucket = bucketFor(request, { verb: 'delete' });
-  await mutate(request, 'deleteBucket', { tenantId: principal.tenant.id, name: bucket.name }, 204);
+  await mutate(
+    request,
+    'deleteBucket',
+    // As AWS and RGW: uploads in progress do not keep a bucket (docs/s3.md).
+    { tenantId: principal.tenant.id, name: bucket.name, abortUploads: true },
+    204,
+  );
   request.send(204, {});
 }
 

@@ -432,3 +432,57 @@ t.test('engine start recomputes partBytes from the counted parts', async (t) => 
   t.equal(usageOf(store).partBytes, 0);
   t.equal(await store.transact(() => multipart.reconcilePartBytes(context)), 0);
 });
+
+t.test("a bucket delete's abort of its uploads is bounded per transaction", async (t) => {
+  const fixture = await freshIndex(t);
+  const { store, context, segmentId } = fixture;
+  await store.transact(() => objects.createBucket(context, { tenantId: TENANT, name: 'gone' }));
+  const uploads: string[] = [];
+  for (const key of ['a', 'b']) {
+    const { uploadId } = await store.transact(() =>
+      multipart.createMultipartUpload(context, {
+        tenantId: TENANT,
+        bucket: 'gone',
+        key,
+        contentType: 'x',
+        metadata: {},
+      }),
+    );
+    uploads.push(uploadId);
+    for (const partNumber of [1, 2, 3])
+      await store.transact(() =>
+        multipart.uploadPart(context, {
+          tenantId: TENANT,
+          bucket: 'gone',
+          key,
+          uploadId,
+          partNumber,
+          size: 100,
+          etag: `"p${partNumber}"`,
+          checksums: {},
+          compressed: false,
+          chunks: [chunkOf(segmentId, 100)],
+        }),
+      );
+  }
+  t.equal(usageOf(store).partBytes, 600);
+  await t.rejects(
+    store.transact(() => objects.deleteBucket(context, { tenantId: TENANT, name: 'gone' })),
+    { code: 'bucket_not_empty' },
+    'without abortUploads a bucket delete still refuses',
+  );
+  const bucket = objects.requireBucket(context, TENANT, 'gone');
+  const tenant = control.requireActiveTenant(context, TENANT);
+  // Four parts' room: upload a whole (3 parts and its record), then one part of b.
+  const work = await store.transact(() =>
+    multipart.abortBucketUploads(context, { tenant, bucket, partsMax: 5 }),
+  );
+  t.equal(work, 5, 'a: three parts and its record; b: one part, then the bound');
+  t.equal(usageOf(store).partBytes, 200, 'the released parts are given back at once');
+  await store.transact(() =>
+    objects.deleteBucket(context, { tenantId: TENANT, name: 'gone', abortUploads: true }),
+  );
+  t.equal(usageOf(store).partBytes, 0, 'the delete released what was left');
+  t.equal([...store.range(DB.multipart, {})].length, 0, 'no upload record is left');
+  t.equal([...store.range(DB.multipartParts, {})].length, 0, 'no part record is left');
+});

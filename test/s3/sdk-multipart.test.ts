@@ -2,7 +2,9 @@
 // upload (two 5 MiB parts and a small last part) reads back byte for byte with S3's ETag
 // `md5(part md5s)-3`, each part's ETag is its MD5, ListParts and ListMultipartUploads show what
 // is in progress, a part under 5 MiB that is not the last is refused (`EntityTooSmall`), a
-// wrong part ETag is `InvalidPart`, and an aborted upload is gone (`NoSuchUpload`).
+// wrong part ETag is `InvalidPart`, and an aborted upload is gone (`NoSuchUpload`). A bucket
+// delete aborts the uploads in progress and gives their parts' bytes back, as AWS and RGW do,
+// but still refuses a bucket that holds an object (`BucketNotEmpty`, nothing aborted).
 // Method: a real `lightwell serve`, a tenant made through the admin API, @aws-sdk/client-s3.
 import t from 'tap';
 import { createHash } from 'node:crypto';
@@ -15,6 +17,9 @@ import {
   ListPartsCommand,
   ListMultipartUploadsCommand,
   GetObjectCommand,
+  PutObjectCommand,
+  DeleteObjectCommand,
+  DeleteBucketCommand,
 } from '@aws-sdk/client-s3';
 import { s3ClientFor, s3ErrorOf } from '../helpers/s3-sdk.js';
 import { Service } from '../helpers/service.js';
@@ -183,5 +188,59 @@ t.test('multipart uploads through the AWS SDK', async (t) => {
     });
     const listed = await s3.send(new ListMultipartUploadsCommand({ Bucket }));
     t.same(listed.Uploads ?? [], []);
+  });
+
+  await t.test('a bucket delete aborts the uploads in progress', async (t) => {
+    const admin = service.adminToken();
+    const usedBytes = async (): Promise<number> =>
+      ((await service.admin('GET', '/tenants/alice/quota', admin)).json as { usedBytes: number })
+        .usedBytes;
+    const before = await usedBytes();
+    const doomed = 'doomed';
+    await s3.send(new CreateBucketCommand({ Bucket: doomed }));
+    const uploads: string[] = [];
+    for (const Key of ['a', 'b/c']) {
+      const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: doomed, Key }));
+      for (const PartNumber of [1, 2])
+        await s3.send(
+          new UploadPartCommand({
+            Bucket: doomed,
+            Key,
+            UploadId,
+            PartNumber,
+            Body: bytesOf(64 * 1024, 10 + PartNumber + uploads.length * 2),
+          }),
+        );
+      uploads.push(UploadId ?? '');
+    }
+    t.equal(await usedBytes(), before + 4 * 64 * 1024, 'the parts count while in progress');
+    await s3.send(new PutObjectCommand({ Bucket: doomed, Key: 'kept', Body: 'x' }));
+    t.same(await s3ErrorOf(s3.send(new DeleteBucketCommand({ Bucket: doomed }))), {
+      name: 'BucketNotEmpty',
+      status: 409,
+    });
+    const listed = await s3.send(new ListMultipartUploadsCommand({ Bucket: doomed }));
+    t.equal(listed.Uploads?.length, 2, 'a refused delete aborts nothing');
+    await s3.send(new DeleteObjectCommand({ Bucket: doomed, Key: 'kept' }));
+    await s3.send(new DeleteBucketCommand({ Bucket: doomed }));
+    t.equal(await usedBytes(), before, "the aborted parts' bytes are given back");
+    await s3.send(new CreateBucketCommand({ Bucket: doomed }));
+    const again = await s3.send(new ListMultipartUploadsCommand({ Bucket: doomed }));
+    t.same(again.Uploads ?? [], [], 'a bucket made again under the name has no uploads');
+    t.same(
+      await s3ErrorOf(
+        s3.send(
+          new UploadPartCommand({
+            Bucket: doomed,
+            Key: 'a',
+            UploadId: uploads[0],
+            PartNumber: 3,
+            Body: 'x',
+          }),
+        ),
+      ),
+      { name: 'NoSuchUpload', status: 404 },
+      'an aborted upload takes no more parts',
+    );
   });
 });

@@ -477,6 +477,47 @@ export function abortMultipartUpload(context: EngineContext, args: UploadTarget)
   saveUsage(context, usage);
 }
 
+/**
+ * Aborts the uploads in progress in `bucket` (its delete, for S3), releasing at most
+ * `partsMax` parts and upload records in this transaction; an upload whose parts are not all
+ * released stays, for the background pass to finish once the bucket is gone. Returns that work.
+ */
+export function abortBucketUploads(
+  context: EngineContext,
+  args: { tenant: TenantRecord; bucket: BucketRecord; partsMax: number },
+): number {
+  const { store } = context;
+  const prefix = bucketKeyPrefix(args.bucket.id);
+  const range = { start: prefix, end: Buffer.concat([prefix, Buffer.from([0xff])]) };
+  const uploads = [
+    ...store.range<MultipartUploadRecord>(DB.multipart, { ...range, limit: args.partsMax }),
+  ];
+  if (uploads.length === 0) return 0;
+  const usage = loadUsage(context, args.tenant.id);
+  // Parts and upload records removed: the transaction's work, bounded by partsMax.
+  let work = 0;
+  for (const { key: uploadKey, value: upload } of uploads) {
+    const room = args.partsMax - work;
+    const parts = [
+      ...store.range<MultipartPartRecord>(DB.multipartParts, {
+        ...multipartPartRange(upload.bucketId, upload.key, upload.uploadId),
+        limit: room + 1,
+      }),
+    ];
+    for (const { key, value } of parts.slice(0, room)) {
+      releasePart(context, { tenantNum: args.tenant.num, part: value, usage });
+      store.remove(DB.multipartParts, Buffer.from(key));
+      work += 1;
+    }
+    if (parts.length > room) break;
+    store.remove(DB.multipart, Buffer.from(uploadKey));
+    work += 1;
+    if (work >= args.partsMax) break;
+  }
+  saveUsage(context, usage);
+  return work;
+}
+
 /** True while the bucket has an upload in progress (a bucket delete refuses then). */
 export function hasMultipartUploads(store: IndexStore, bucketId: number): boolean {
   const prefix = bucketKeyPrefix(bucketId);

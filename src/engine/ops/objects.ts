@@ -48,6 +48,7 @@ import {
 } from '../../util/errors.js';
 import { validateBucketName } from '../../security/names.js';
 import { recordObjectEvent } from './notifications.js';
+import { abortBucketUploads, MULTIPART_EXPIRE_PARTS_PER_BATCH } from './multipart.js';
 
 export function createBucket(
   context: EngineContext,
@@ -77,9 +78,15 @@ export function createBucket(
   return bucket;
 }
 
+/**
+ * Deletes an empty bucket. Uploads in progress refuse it, unless `abortUploads` (S3's
+ * DeleteBucket, as AWS and RGW do): they are then aborted in this transaction, at most
+ * MULTIPART_EXPIRE_PARTS_PER_BATCH parts released here; any beyond are the background pass's
+ * (the uploads of a bucket that is gone), so the transaction stays bounded.
+ */
 export function deleteBucket(
   context: EngineContext,
-  args: { tenantId: string; name: string },
+  args: { tenantId: string; name: string; abortUploads?: boolean },
 ): void {
   const bucket = requireBucket(context, args.tenantId, args.name);
   const start = objectKey(bucket.id, '');
@@ -87,10 +94,15 @@ export function deleteBucket(
   for (const _entry of context.store.range(DB.versions, { start, end, limit: 1 })) {
     throw BucketNotEmpty(`bucket ${args.name} is not empty`);
   }
-  for (const _entry of context.store.range(DB.multipart, { start, end, limit: 1 })) {
-    throw BucketNotEmpty(
-      `bucket ${args.name} has multipart uploads in progress; complete or abort them first`,
-    );
+  if (args.abortUploads === true) {
+    const tenant = requireActiveTenant(context, args.tenantId);
+    abortBucketUploads(context, { tenant, bucket, partsMax: MULTIPART_EXPIRE_PARTS_PER_BATCH });
+  } else {
+    for (const _entry of context.store.range(DB.multipart, { start, end, limit: 1 })) {
+      throw BucketNotEmpty(
+        `bucket ${args.name} has multipart uploads in progress; complete or abort them first`,
+      );
+    }
   }
   context.store.remove(DB.buckets, tenantChildKey(args.tenantId, args.name));
   removeBucketName(context, args.tenantId, args.name);
