@@ -154,7 +154,10 @@ async function uploadPartCopy(request: S3Request): Promise<void> {
     source,
     range: copySourceRangeOf(request.exchange.headers),
   });
-  request.send(200, { 'Content-Type': 'application/xml' }, copyResultXml('CopyPartResult', part));
+  const headers: Record<string, string> = { 'Content-Type': 'application/xml' };
+  if (part.sourceVersionId !== undefined)
+    headers['x-amz-copy-source-version-id'] = part.sourceVersionId;
+  request.send(200, headers, copyResultXml('CopyPartResult', part));
 }
 
 async function completeUpload(request: S3Request): Promise<void> {

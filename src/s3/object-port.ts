@@ -204,7 +204,7 @@ export interface S3MultipartStore {
       source: CopyInput['source'];
       range?: { start: number; end: number } | undefined;
     },
-  ): Promise<PartOutcome>;
+  ): Promise<PartOutcome & { sourceVersionId?: string | undefined }>;
   complete(request: S3Request, input: CompleteInput): Promise<StoredVersion>;
   abort(request: S3Request, input: UploadTarget): Promise<void>;
   listParts(

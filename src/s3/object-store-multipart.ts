@@ -104,8 +104,32 @@ export function serviceMultipartStore(
       );
       return { etag: part.etag, checksums: part.checksums, lastModified: part.lastModified };
     },
-    uploadPartCopy: () => {
-      throw s3Error('NotImplemented', 'UploadPartCopy is not served yet');
+    uploadPartCopy: async (request, input) => {
+      const principal = request.requirePrincipal();
+      const address = target(request, input, 'write');
+      validateObjectKey(input.source.key);
+      const sourceBucket = bucketFor(
+        request,
+        { verb: 'read', key: input.source.key },
+        input.source.bucket,
+      );
+      const { part, source } = await multipart.uploadPartCopy(
+        contextOf(request.exchange, principal),
+        {
+          ...address,
+          partNumber: input.partNumber,
+          source: { ...input.source, bucket: sourceBucket },
+          range: input.range,
+          digests: ['MD5'],
+        },
+        services.download,
+      );
+      return {
+        etag: part.etag,
+        checksums: part.checksums,
+        lastModified: part.lastModified,
+        sourceVersionId: sourceBucket.versioning === 'Unversioned' ? undefined : source.versionId,
+      };
     },
     complete,
     abort: async (request, input) => {

@@ -10,6 +10,7 @@
 // the rest). Each transferred buffer counts as external memory on this thread, and V8 answers a
 // stream of them with a mark-compact every few tens of milliseconds: the arena is the fast path.
 
+import assert from 'node:assert/strict';
 import type { Exchange } from '../http/exchange.js';
 import { statusLine } from '../http/exchange.js';
 import type { TenantKeyMaterial, ReadTask, Outcome, TaskRunner } from '../workers/protocol.js';
@@ -122,6 +123,54 @@ export function sendObject(
     }
   }
   return sendPieces(services, exchange, input.keys, pieces, writer);
+}
+
+/** Pieces a server-side read (`versionBytes`) reads ahead of its consumer. */
+const COPY_READ_AHEAD_CHUNKS = 2;
+
+/**
+ * The bytes of `range` of a version (all of them without one), in order, for a server-side copy
+ * that writes them again (a part copied from an object): each yielded buffer is the caller's
+ * own. At most COPY_READ_AHEAD_CHUNKS pieces are read ahead; ending the iteration early (or a
+ * failed read) gives back the blocks of those still in flight.
+ */
+export async function* versionBytes(
+  services: DownloadServices,
+  keys: TenantKeyMaterial,
+  version: ObjectVersionRecord,
+  range: ByteRange | undefined,
+): AsyncGenerator<ArrayBuffer, void, undefined> {
+  const pieces = coveringChunks(version, range?.start ?? 0, range ? range.end + 1 : version.size);
+  const reads: Array<Promise<ReadPiece>> = [];
+  const readNext = (): void => {
+    const piece = pieces[reads.length] as Piece;
+    const read = readOne(services, keys, piece, { mayTransfer: true, deep: false });
+    assert.ok(read, 'a read that may transfer is always made');
+    read.catch(() => undefined);
+    reads.push(read);
+  };
+  let index = 0;
+  try {
+    for (; index < pieces.length; index += 1) {
+      while (reads.length < Math.min(pieces.length, index + 1 + COPY_READ_AHEAD_CHUNKS)) readNext();
+      const piece = await (reads[index] as Promise<ReadPiece>);
+      const own = new Uint8Array(piece.bytes.reduce((sum, bytes) => sum + bytes.length, 0));
+      let at = 0;
+      for (const bytes of piece.bytes) {
+        own.set(bytes, at);
+        at += bytes.length;
+      }
+      piece.release();
+      yield own.buffer;
+    }
+  } finally {
+    for (const read of reads.slice(index + 1)) {
+      void read.then(
+        (piece) => piece.release(),
+        () => undefined,
+      );
+    }
+  }
 }
 
 /** Streams `pieces` through `writer`, reading ahead of the socket (see the header). */

@@ -1,8 +1,9 @@
 // Multipart uploads as every transport sees them: create, upload a part through the object
-// upload pipeline, complete, abort, and the pages of parts and uploads read from the index.
-// A transport adds only its protocol (its ETag form, its codes and its documents); the rules
-// (quota before a byte is read, checksums verified before a part commits, the complete list's
-// checks, audited commits) are here and in the engine's multipart ops.
+// upload pipeline, copy a part from an object, complete, abort, and the pages of parts and
+// uploads read from the index. A transport adds only its protocol (its ETag form, its codes and
+// its documents); the rules (quota before a byte is read, checksums verified before a part
+// commits, a copied part's source conditions and range, the complete list's checks, audited
+// commits) are here and in the engine's multipart ops.
 //
 // Persists: nothing itself; uploads and parts through the engine's multipart commands.
 
@@ -28,7 +29,11 @@ import {
   type CompletePart,
   type PartView,
 } from '../engine/ops/multipart.js';
-import { ChecksumMismatch, NotFound, PayloadTooLarge } from '../util/errors.js';
+import { checkSourceConditions, type SourceConditions } from '../engine/ops/object-meta.js';
+import { ChecksumMismatch, InvalidRange, NotFound, PayloadTooLarge } from '../util/errors.js';
+import { CopiedBody } from './copy-body.js';
+import { versionBytes, type DownloadServices } from './download.js';
+import { resolveForRead } from './read.js';
 import type { BodySource } from './body.js';
 import type { RequestContext } from './context.js';
 import { addWriteConditions, type ObjectService, type ObjectServiceDeps } from './objects.js';
@@ -50,6 +55,20 @@ export interface PartRequest extends UploadAddress {
   readonly digests: readonly DigestAlg[];
   /** The transport's own checks of what was received, before the commit. */
   readonly check?: (received: ReceivedBody) => void;
+}
+
+export interface PartCopyRequest extends UploadAddress {
+  readonly partNumber: number;
+  /** The source object: its bucket resolved by the transport with read access. */
+  readonly source: {
+    readonly bucket: BucketRecord;
+    readonly key: string;
+    readonly versionId?: string | undefined;
+  } & SourceConditions;
+  /** Inclusive byte offsets in the source; it must lie inside (`invalid_range`). */
+  readonly range?: { readonly start: number; readonly end: number } | undefined;
+  /** Digests to compute beside the part's own (MD5: its ETag is then its hex MD5). */
+  readonly digests: readonly DigestAlg[];
 }
 
 export interface CompleteRequest extends UploadAddress {
@@ -155,6 +174,54 @@ export class MultipartService {
       );
     } finally {
       received.release();
+    }
+  }
+
+  /**
+   * A part copied from `range` of an object version (the whole version without one): the
+   * upload and the source are checked first (the source readable, its conditions met, the range
+   * inside it), then the bytes are read and stored as `uploadPart` stores a body, so the part
+   * gets its own MD5, checksums and quota check, and shares chunks with the source where the
+   * chunking meets. Answers the part and the source version it was copied from.
+   */
+  async uploadPartCopy(
+    ctx: RequestContext,
+    input: PartCopyRequest,
+    download: DownloadServices,
+  ): Promise<{ part: PartView; source: ObjectVersionRecord }> {
+    const { store, auth } = this.deps;
+    requireUploadIn(store, input);
+    const { source } = input;
+    const version = resolveForRead(store, source.bucket, source.key, source.versionId ?? null);
+    checkSourceConditions(version, source);
+    const { range } = input;
+    if (range !== undefined && (range.start > range.end || range.end >= version.size))
+      throw InvalidRange(
+        `the copy range ${range.start}-${range.end} is not inside the source's ${version.size} bytes`,
+        { size: version.size },
+      );
+    const length = range === undefined ? version.size : range.end - range.start + 1;
+    const keys = auth.keysOf(ctx.principal.tenant);
+    const body = new CopiedBody(versionBytes(download, keys, version, range), length);
+    try {
+      const part = await this.uploadPart(
+        ctx,
+        {
+          bucket: input.bucket,
+          key: input.key,
+          uploadId: input.uploadId,
+          partNumber: input.partNumber,
+          contentLength: length,
+          expected: new Map(),
+          digests: input.digests,
+        },
+        body,
+      );
+      return { part, source: version };
+    } catch (error) {
+      throw body.failure ?? error;
+    } finally {
+      body.close();
     }
   }
 

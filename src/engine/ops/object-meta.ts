@@ -158,6 +158,14 @@ export function putLegalHold(
   return version;
 }
 
+/** A copy source's conditions (S3's x-amz-copy-source-if-*; dates in epoch milliseconds). */
+export interface SourceConditions {
+  readonly ifMatch?: string | undefined;
+  readonly ifNoneMatch?: string | undefined;
+  readonly ifModifiedSince?: number | undefined;
+  readonly ifUnmodifiedSince?: number | undefined;
+}
+
 export interface CopyObjectArgs {
   tenantId: string;
   bucket: string;
@@ -240,11 +248,11 @@ export function copyObject(context: EngineContext, args: CopyObjectArgs): Object
 }
 
 /**
- * S3's x-amz-copy-source-if-* with RFC 9110's precedence: an ifMatch decides instead of
+ * S3's x-amz-copy-source-if-* (of CopyObject and UploadPartCopy) with RFC 9110's precedence: an ifMatch decides instead of
  * ifUnmodifiedSince, an ifNoneMatch instead of ifModifiedSince. The tags come in a JSON body,
  * so one written without its quotes (`abc` for `"abc"`) is read as quoted.
  */
-function checkSourceConditions(source: ObjectVersionRecord, args: CopyObjectArgs): void {
+export function checkSourceConditions(source: ObjectVersionRecord, args: SourceConditions): void {
   const modifiedSeconds = Math.floor(source.lastModified / 1000) * 1000;
   const ifMatch = args.ifMatch === undefined ? undefined : quotedEtags(args.ifMatch);
   const ifNoneMatch = args.ifNoneMatch === undefined ? undefined : quotedEtags(args.ifNoneMatch);
