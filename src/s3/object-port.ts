@@ -51,6 +51,8 @@ export interface ReadInput {
   readonly ifUnmodifiedSince?: string | undefined;
   /** The Range header's value. */
   readonly range?: string | undefined;
+  /** The `partNumber` query parameter (1..10000): the bytes of that part. */
+  readonly partNumber?: number | undefined;
 }
 
 /** What a read resolved to: the version, and either 304 or the bytes to send. */
@@ -58,6 +60,8 @@ export interface ResolvedRead extends StoredVersion {
   readonly notModified: boolean;
   /** Inclusive byte range; undefined for the whole object. */
   readonly range?: { readonly start: number; readonly end: number } | undefined;
+  /** With `partNumber`, the version's part count when it was uploaded in parts. */
+  readonly partsCount?: number | undefined;
 }
 
 export interface DeleteInput {

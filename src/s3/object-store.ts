@@ -35,7 +35,8 @@ import type { BucketRecord, ObjectVersionRecord } from '../engine/index/schema.j
 import { validateObjectKey } from '../security/names.js';
 import { contextOf } from '../service/context.js';
 import { ObjectService } from '../service/objects.js';
-import { checkReadConditions, rangeToServe, resolveForRead } from '../service/read.js';
+import { checkReadConditions, partToServe, rangeToServe, resolveForRead } from '../service/read.js';
+import { isLightwellError } from '../util/errors.js';
 import { listObjectEntries } from '../service/list.js';
 import { listVersionsPage } from '../service/versions.js';
 import { sendObject } from '../service/download.js';
@@ -104,6 +105,18 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
     const bucket = bucketFor(request, { verb: 'read', key: input.key });
     const version = resolveForRead(services.store, bucket, input.key, input.versionId);
     const notModified = checkReadConditions(input, version) === 304;
+    if (input.partNumber !== undefined) {
+      let part;
+      try {
+        part = partToServe(version, input.partNumber);
+      } catch (error) {
+        if (isLightwellError(error) && error.details['reason'] === 'part_missing')
+          throw s3Error('InvalidPart', error.message);
+        throw error;
+      }
+      const range = notModified ? undefined : part.range;
+      return { ...storedOf(version, bucket), notModified, range, partsCount: part.partsCount };
+    }
     const range = notModified ? undefined : rangeToServe(input, version);
     return { ...storedOf(version, bucket), notModified, range };
   }

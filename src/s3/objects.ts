@@ -119,7 +119,7 @@ async function putObject(request: S3Request): Promise<void> {
 /** The headers of a GET or HEAD answer (Content-Length and Content-Range come with the body). */
 export function readHeaders(
   request: S3Request,
-  read: StoredVersion & { range?: unknown },
+  read: StoredVersion & { range?: unknown; partsCount?: number | undefined },
 ): Record<string, string> {
   const query = Object.fromEntries(request.exchange.query);
   const headers = representationHeaders(read.representation, query);
@@ -128,9 +128,7 @@ export function readHeaders(
   headers['Last-Modified'] = new Date(version.lastModified).toUTCString();
   headers['Accept-Ranges'] = 'bytes';
   if (read.versioned) headers['x-amz-version-id'] = version.versionId;
-  const parts = /-(\d+)"$/.exec(version.etag);
-  if (parts && request.exchange.queryParam('partNumber') !== null)
-    headers['x-amz-mp-parts-count'] = parts[1] as string;
+  if (read.partsCount !== undefined) headers['x-amz-mp-parts-count'] = String(read.partsCount);
   const mode = header(request, 'x-amz-checksum-mode');
   if (mode?.toUpperCase() === 'ENABLED' && read.range === undefined) {
     for (const [alg, digest] of Object.entries(version.checksums))
@@ -141,15 +139,23 @@ export function readHeaders(
   return headers;
 }
 
+/** GetObject's and HeadObject's `partNumber`: absent, or a part number 1..10000. */
+function partNumberOf(text: string | null): number | undefined {
+  if (text === null) return undefined;
+  const number = /^\d{1,5}$/.test(text) ? Number(text) : NaN;
+  if (!(number >= 1 && number <= 10_000))
+    throw s3Error('InvalidArgument', 'Part number must be an integer between 1 and 10000');
+  return number;
+}
+
 function readObject(request: S3Request): Promise<void> | undefined {
   const store = objectStoreOf(request);
   const { bucket, key } = target(request);
   const query = request.exchange.query;
-  const partNumber = query.get('partNumber');
-  // A single-part object has one part, the whole object; parts of a multipart object are not
-  // kept apart once completed.
-  if (partNumber !== null && partNumber !== '1')
-    throw s3Error('NotImplemented', 'partNumber reads beyond part 1 are not supported');
+  const partNumber = partNumberOf(query.get('partNumber'));
+  const range = header(request, 'range');
+  if (partNumber !== undefined && range !== undefined)
+    throw s3Error('InvalidRequest', 'Cannot specify both Range header and partNumber query');
   const read: ResolvedRead = store.resolveRead(request, {
     bucket,
     key,
@@ -158,7 +164,8 @@ function readObject(request: S3Request): Promise<void> | undefined {
     ifNoneMatch: header(request, 'if-none-match'),
     ifModifiedSince: header(request, 'if-modified-since'),
     ifUnmodifiedSince: header(request, 'if-unmodified-since'),
-    range: header(request, 'range'),
+    range,
+    partNumber,
   });
   const headers = readHeaders(request, read);
   if (read.notModified) {

@@ -17,7 +17,7 @@ import {
 } from '../engine/index/schema.js';
 import type { IndexStore } from '../engine/index/store.js';
 import { deleteMarkerNamed, etagListMatches, findVersionIn } from '../engine/ops/objects.js';
-import { NotFound, PreconditionFailed } from '../util/errors.js';
+import { BadRequest, InvalidRange, NotFound, PreconditionFailed } from '../util/errors.js';
 import { parseRange, type ByteRange } from './download.js';
 
 /** The conditional and range fields of a read, as the client sent them (absent: not sent). */
@@ -145,4 +145,36 @@ export function parseHttpDate(value: string | undefined): number {
   const text = value?.trim() ?? '';
   if (!HTTP_DATE.test(text)) return NaN;
   return Date.parse(text.endsWith('GMT') ? text : `${text} GMT`);
+}
+
+/**
+ * The bytes of part `partNumber` of a version (S3's GetObject and HeadObject `partNumber`): a
+ * part of the completed multipart upload it came from, or the whole of any other version as its
+ * one part. Answers the range (undefined: the whole version) and the version's part count
+ * (undefined when it was not uploaded in parts). A part it does not have is `bad_request` with
+ * the reason `part_missing`.
+ */
+export function partToServe(
+  version: ObjectVersionRecord,
+  partNumber: number,
+): { range: ByteRange | undefined; partsCount: number | undefined } {
+  const sizes = version.partSizes;
+  if (sizes === undefined) {
+    if (partNumber !== 1)
+      throw BadRequest(`the object has one part, not ${partNumber}`, { reason: 'part_missing' });
+    return { range: undefined, partsCount: undefined };
+  }
+  const size = sizes[partNumber - 1];
+  if (size === undefined)
+    throw BadRequest(`the object has ${sizes.length} parts, not ${partNumber}`, {
+      reason: 'part_missing',
+    });
+  let start = 0;
+  for (let index = 0; index < partNumber - 1; index += 1) start += sizes[index] as number;
+  if (size === 0) {
+    // An empty part (only ever the last) has no byte range to name.
+    if (version.size === 0) return { range: undefined, partsCount: sizes.length };
+    throw InvalidRange(`part ${partNumber} is empty`, { size: version.size });
+  }
+  return { range: { start, end: start + size - 1 }, partsCount: sizes.length };
 }

@@ -2,7 +2,8 @@
 // upload (two 5 MiB parts and a small last part) reads back byte for byte with S3's ETag
 // `md5(part md5s)-3`, each part's ETag is its MD5, ListParts and ListMultipartUploads show what
 // is in progress, a part under 5 MiB that is not the last is refused (`EntityTooSmall`), a
-// wrong part ETag is `InvalidPart`, and an aborted upload is gone (`NoSuchUpload`). A bucket
+// wrong part ETag is `InvalidPart`, and an aborted upload is gone (`NoSuchUpload`). GetObject and
+// HeadObject `partNumber` read one part of a completed upload (`InvalidPart` past the last). A bucket
 // delete aborts the uploads in progress and gives their parts' bytes back, as AWS and RGW do,
 // but still refuses a bucket that holds an object (`BucketNotEmpty`, nothing aborted).
 // Method: a real `lightwell serve`, a tenant made through the admin API, @aws-sdk/client-s3.
@@ -17,6 +18,7 @@ import {
   ListPartsCommand,
   ListMultipartUploadsCommand,
   GetObjectCommand,
+  HeadObjectCommand,
   PutObjectCommand,
   DeleteObjectCommand,
   DeleteBucketCommand,
@@ -109,6 +111,34 @@ t.test('multipart uploads through the AWS SDK', async (t) => {
     t.same(got.Metadata, { shade: 'green' });
     const after = await s3.send(new ListMultipartUploadsCommand({ Bucket }));
     t.same(after.Uploads ?? [], [], 'a completed upload is no longer in progress');
+    for (const [index, body] of bodies.entries()) {
+      const part = await s3.send(new GetObjectCommand({ Bucket, Key, PartNumber: index + 1 }));
+      const bytes = Buffer.from((await part.Body?.transformToByteArray()) ?? []);
+      t.ok(bytes.equals(body), `partNumber ${index + 1} reads that part's bytes`);
+      t.equal(part.PartsCount, 3);
+      t.equal(part.ETag, done.ETag, "a part read has the object's ETag");
+    }
+    const head = await s3.send(new HeadObjectCommand({ Bucket, Key, PartNumber: 3 }));
+    t.equal(head.ContentLength, 1000, 'HeadObject partNumber: the part length');
+    t.same(await s3ErrorOf(s3.send(new GetObjectCommand({ Bucket, Key, PartNumber: 4 }))), {
+      name: 'InvalidPart',
+      status: 400,
+    });
+    t.same(
+      await s3ErrorOf(
+        s3.send(new GetObjectCommand({ Bucket, Key, PartNumber: 1, Range: 'bytes=0-1' })),
+      ),
+      { name: 'InvalidRequest', status: 400 },
+      'a range and a part number',
+    );
+    await s3.send(new PutObjectCommand({ Bucket, Key: 'single', Body: 'one part' }));
+    const whole = await s3.send(new GetObjectCommand({ Bucket, Key: 'single', PartNumber: 1 }));
+    t.equal(await whole.Body?.transformToString(), 'one part', 'a single-part object is part 1');
+    t.equal(whole.PartsCount, undefined);
+    t.same(
+      await s3ErrorOf(s3.send(new GetObjectCommand({ Bucket, Key: 'single', PartNumber: 2 }))),
+      { name: 'InvalidPart', status: 400 },
+    );
   });
 
   await t.test('a small part that is not the last is refused', async (t) => {

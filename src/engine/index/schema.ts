@@ -227,6 +227,8 @@ export interface ObjectVersionRecord {
   tags?: ObjectTag[];
   retention?: { mode: RetentionMode; retainUntil: number };
   legalHold?: 'ON' | 'OFF';
+  /** A completed multipart upload's part sizes, in part order (reads by part number). */
+  partSizes?: number[];
 }
 
 export interface ObjectTag {

@@ -329,6 +329,7 @@ export function completeMultipartUpload(
     chunks: Buffer.concat(parts.map((part) => Buffer.from(part.chunks))),
     storedBytes: parts.reduce((sum, part) => sum + part.storedBytes, 0),
     compressed: parts.some((part) => part.compressed),
+    partSizes: parts.map((part) => part.size),
   };
   writeVersion(context, { tenant, bucket, version, usage });
   const used = new Set(parts.map((part) => part.partNumber));

@@ -239,6 +239,8 @@ export function copyObject(context: EngineContext, args: CopyObjectArgs): Object
   // Tags follow the source whatever the metadata directive, as S3's tagging directive defaults
   // to COPY (the copy body has no tags of its own).
   if (source.tags) version.tags = source.tags;
+  // The copy keeps the source's ETag, so it keeps the parts that ETag counts.
+  if (source.partSizes) version.partSizes = source.partSizes;
   const headers = replace ? args.headers : source.headers;
   if (headers !== undefined && Object.keys(headers).length > 0) version.headers = headers;
   writeVersion(context, { tenant, bucket, version, usage });
