@@ -32,7 +32,7 @@ import type { UploadServices } from '../service/upload.js';
 import type { DownloadServices } from '../service/download.js';
 import type { Api, Dispatch } from '../http/api.js';
 import type { ErrorRenderer } from '../http/error-answer.js';
-import { s3Error, s3ErrorOf } from './errors.js';
+import { s3Error, s3ErrorHeaders, s3ErrorOf } from './errors.js';
 import { XmlWriter } from './xml.js';
 import { addressOf, operationOf, type OperationSpec, type S3Address } from './request.js';
 import type { S3ObjectStore } from './object-port.js';
@@ -231,9 +231,11 @@ export class S3Api {
       .leaf('RequestId', exchange.requestId)
       .leaf('HostId', HOST_ID)
       .end('Error');
-    const headers: Record<string, string> = { 'Content-Type': 'application/xml' };
+    const headers: Record<string, string> = {
+      'Content-Type': 'application/xml',
+      ...s3ErrorHeaders(error, problem.status),
+    };
     if (problem.status === 503) headers['Retry-After'] = '1';
-    if (problem.status === 405) headers['Allow'] = 'GET, HEAD, PUT, POST, DELETE';
     sendS3(exchange, problem.status, headers, xml.toString());
   }
 }

@@ -272,6 +272,26 @@ export function s3ErrorOf(error: unknown, target: S3Target): S3Problem {
   return { code: mapped, status: codes[mapped].status, message: error.message };
 }
 
+/**
+ * The headers an S3 error answer carries beside its XML: a read that met a delete marker says so
+ * (`x-amz-delete-marker`, the marker's `x-amz-version-id`), on the 404 of a key whose latest
+ * version is one and on the 405 of a marker named by its id; a 405 names what is allowed.
+ */
+export function s3ErrorHeaders(error: unknown, status: number): Record<string, string> {
+  const headers: Record<string, string> = {};
+  const details = isLightwellError(error) ? error.details : {};
+  const marker = details['deleteMarkerVersionId'];
+  if (typeof marker === 'string' && (status === 404 || status === 405)) {
+    headers['x-amz-delete-marker'] = 'true';
+    headers['x-amz-version-id'] = marker;
+  }
+  if (status === 405) {
+    const allow = details['allow'];
+    headers['Allow'] = typeof allow === 'string' ? allow : 'GET, HEAD, PUT, POST, DELETE';
+  }
+  return headers;
+}
+
 function problem(code: S3Code): S3Problem {
   return { code, status: codes[code].status, message: codes[code].message };
 }
