@@ -80,6 +80,8 @@ async function copyObject(request: S3Request): Promise<void> {
     key,
     directive,
     representation: representationOf(headers),
+    ifMatch: headers['if-match'],
+    ifNoneMatch: headers['if-none-match'],
   });
   const answer: Record<string, string> = { 'Content-Type': 'application/xml' };
   if (copied.versioned) answer['x-amz-version-id'] = copied.version.versionId;

@@ -123,6 +123,9 @@ export interface CopyInput {
   };
   readonly bucket: string;
   readonly key: string;
+  /** The destination's conditions (If-Match, If-None-Match), as on a PutObject. */
+  readonly ifMatch?: string | undefined;
+  readonly ifNoneMatch?: string | undefined;
   /** COPY keeps the source's representation; REPLACE stores `representation`. */
   readonly directive: 'COPY' | 'REPLACE';
   readonly representation: ObjectRepresentation;

@@ -215,7 +215,7 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
       contentType: input.representation.contentType,
       metadata: input.representation.metadata,
       headers: input.representation.headers,
-      conditions: {},
+      conditions: { ifMatch: input.ifMatch, ifNoneMatch: input.ifNoneMatch },
     });
     return {
       ...storedOf(version, bucket),

@@ -4,7 +4,8 @@
 // and metadata come back, Range and conditional reads answer as S3 does, and a wrong
 // Content-MD5 or a failed precondition commits nothing. CopyObject copies the bytes with the
 // source's representation (COPY) or the request's (REPLACE), and refuses a copy onto itself
-// that changes nothing or from a missing source.
+// that changes nothing or from a missing source, and one whose destination conditions
+// (If-Match, If-None-Match) fail, writing nothing.
 // Method: a real `lightwell serve`, a tenant made through the admin API, @aws-sdk/client-s3.
 import t from 'tap';
 import { createHash } from 'node:crypto';
@@ -164,6 +165,60 @@ t.test('objects through the AWS SDK', async (t) => {
       ),
       { name: 'PreconditionFailed', status: 412 },
     );
+    // The destination's conditions, as a PutObject's: nothing is written when they fail.
+    const destination = { Bucket: 'objs', CopySource: 'objs/copy' };
+    t.same(
+      await s3ErrorOf(
+        s3.send(
+          new CopyObjectCommand({
+            ...destination,
+            Key: 'copy',
+            MetadataDirective: 'REPLACE',
+            IfNoneMatch: '*',
+          }),
+        ),
+      ),
+      { name: 'PreconditionFailed', status: 412 },
+      'If-None-Match: * and the destination exists',
+    );
+    t.same(
+      await s3ErrorOf(
+        s3.send(new CopyObjectCommand({ ...destination, Key: 'c4', IfMatch: '"0123"' })),
+      ),
+      { name: 'PreconditionFailed', status: 412 },
+      'If-Match and no destination (as a PutObject: 412)',
+    );
+    t.same(
+      await s3ErrorOf(
+        s3.send(
+          new CopyObjectCommand({
+            ...destination,
+            Key: 'copy',
+            MetadataDirective: 'REPLACE',
+            IfMatch: '"0123"',
+          }),
+        ),
+      ),
+      { name: 'PreconditionFailed', status: 412 },
+      'If-Match that is not the destination',
+    );
+    t.same(
+      (await s3.send(new HeadObjectCommand({ Bucket: 'objs', Key: 'copy' }))).Metadata,
+      { color: 'red' },
+      'a refused copy changed nothing',
+    );
+    t.same(await s3ErrorOf(s3.send(new HeadObjectCommand({ Bucket: 'objs', Key: 'c4' }))), {
+      name: 'NotFound',
+      status: 404,
+    });
+    const met = await s3.send(
+      new CopyObjectCommand({ ...destination, Key: 'c5', IfNoneMatch: '*' }),
+    );
+    t.equal(met.CopyObjectResult?.ETag, put.ETag, 'If-None-Match: * and no destination');
+    await s3.send(
+      new CopyObjectCommand({ ...destination, Key: 'c5', IfMatch: met.CopyObjectResult?.ETag }),
+    );
+    await s3.send(new DeleteObjectCommand({ Bucket: 'objs', Key: 'c5' }));
     await s3.send(new DeleteObjectCommand({ Bucket: 'objs', Key: 'copy' }));
   });
 
