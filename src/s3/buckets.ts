@@ -189,6 +189,12 @@ async function createBucket(request: S3Request): Promise<void> {
     );
   } catch (error) {
     if (isLightwellError(error) && error.code === 'conflict') {
+      // AWS's legacy rule for its original region: re-creating one's own bucket there answers
+      // 200 and changes nothing (ACLs aside, which Lightwell does not keep); 409 elsewhere.
+      if (error.details['bucketOwner'] === 'caller' && region === 'us-east-1') {
+        request.send(200, { Location: `/${name}` });
+        return;
+      }
       throw error.details['bucketOwner'] === 'caller'
         ? s3Error('BucketAlreadyOwnedByYou')
         : s3Error('BucketAlreadyExists');
