@@ -177,7 +177,8 @@ async function completeUpload(request: S3Request): Promise<void> {
     etag: multipartMd5Etag(md5s),
   });
   const headers: Record<string, string> = { 'Content-Type': 'application/xml' };
-  if (stored.versioned) headers['x-amz-version-id'] = stored.version.versionId;
+  // A write to a Suspended bucket makes the null version, which S3 does not name.
+  if (stored.version.versionId !== 'null') headers['x-amz-version-id'] = stored.version.versionId;
   const host = request.exchange.header('host') ?? 'localhost';
   request.send(
     200,

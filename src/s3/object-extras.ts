@@ -21,6 +21,7 @@ import {
   declaredChecksums,
   directiveOf,
   encodingUrlOf,
+  etagConditionOf,
   maxCountOf,
   objectAttributesOf,
   representationOf,
@@ -80,11 +81,12 @@ async function copyObject(request: S3Request): Promise<void> {
     key,
     directive,
     representation: representationOf(headers),
-    ifMatch: headers['if-match'],
-    ifNoneMatch: headers['if-none-match'],
+    ifMatch: etagConditionOf(headers['if-match']),
+    ifNoneMatch: etagConditionOf(headers['if-none-match']),
   });
   const answer: Record<string, string> = { 'Content-Type': 'application/xml' };
-  if (copied.versioned) answer['x-amz-version-id'] = copied.version.versionId;
+  // A write to a Suspended bucket makes the null version, which S3 does not name.
+  if (copied.version.versionId !== 'null') answer['x-amz-version-id'] = copied.version.versionId;
   if (copied.sourceVersioned) answer['x-amz-copy-source-version-id'] = copied.sourceVersionId;
   request.send(
     200,

@@ -323,6 +323,21 @@ export function copySourceConditionsOf(headers: RequestHeaders): {
   return conditions;
 }
 
+/**
+ * An If-Match or If-None-Match list as the service compares it: S3 clients often send an ETag
+ * without its quotes (`abc` for `"abc"`), which S3 matches, so a bare tag is read as quoted.
+ */
+export function etagConditionOf(value: string | undefined): string | undefined {
+  if (value === undefined || value.trim() === '*') return value;
+  return value
+    .split(',')
+    .map((part) => {
+      const tag = part.trim();
+      return tag === '' || tag.startsWith('"') || tag.startsWith('W/"') ? tag : `"${tag}"`;
+    })
+    .join(', ');
+}
+
 /** An HTTP date as epoch milliseconds; S3 ignores a date it cannot read, and so does this. */
 export function httpDateOf(value: string | undefined): number | undefined {
   if (value === undefined) return undefined;

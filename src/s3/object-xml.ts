@@ -222,9 +222,11 @@ function encoded(page: { encodingUrl: boolean }, value: string | undefined): str
 
 /** ListBucketResult of ListObjects (V1). */
 export function listObjectsV1Xml(page: ListObjectsV1Page): Buffer {
+  // V1's Prefix is the request's, as sent: clients (botocore) do not decode it, as they do the
+  // V2 one, and RGW does not encode it.
   const doc = new XmlDoc('ListBucketResult')
     .el('Name', page.bucket)
-    .el('Prefix', encoded(page, page.prefix))
+    .el('Prefix', page.prefix)
     .el('Marker', encoded(page, page.marker))
     .el('NextMarker', page.isTruncated ? encoded(page, page.nextMarker) : undefined)
     .el('MaxKeys', page.maxKeys)

@@ -24,6 +24,7 @@ import {
   contentMd5Of,
   declaredChecksums,
   encodingUrlOf,
+  etagConditionOf,
   maxCountOf,
   representationHeaders,
   representationOf,
@@ -100,15 +101,16 @@ async function putObject(request: S3Request): Promise<void> {
     contentLength,
     algs,
     representation: writeRepresentation(request),
-    ifMatch: header(request, 'if-match'),
-    ifNoneMatch: header(request, 'if-none-match'),
+    ifMatch: etagConditionOf(header(request, 'if-match')),
+    ifNoneMatch: etagConditionOf(header(request, 'if-none-match')),
     check: (received) => {
       checkContentMd5(md5, received.md5);
       checkDeclaredChecksums(declared.expected, received.checksums);
     },
   });
   const headers: Record<string, string> = { ETag: stored.version.etag };
-  if (stored.versioned) headers['x-amz-version-id'] = stored.version.versionId;
+  // A write to a Suspended bucket makes the null version, which S3 does not name.
+  if (stored.version.versionId !== 'null') headers['x-amz-version-id'] = stored.version.versionId;
   for (const alg of declared.algs) {
     const digest = stored.version.checksums[alg];
     if (digest !== undefined) headers[`x-amz-checksum-${alg.toLowerCase()}`] = digest;
@@ -160,8 +162,8 @@ function readObject(request: S3Request): Promise<void> | undefined {
     bucket,
     key,
     versionId: query.get('versionId'),
-    ifMatch: header(request, 'if-match'),
-    ifNoneMatch: header(request, 'if-none-match'),
+    ifMatch: etagConditionOf(header(request, 'if-match')),
+    ifNoneMatch: etagConditionOf(header(request, 'if-none-match')),
     ifModifiedSince: header(request, 'if-modified-since'),
     ifUnmodifiedSince: header(request, 'if-unmodified-since'),
     range,
@@ -228,6 +230,10 @@ function listQuery(request: S3Request): ListQuery {
   const bucket = request.address.bucket;
   if (bucket === undefined) throw s3Error('InvalidRequest', 'no bucket named');
   const delimiter = query.get('delimiter');
+  // RGW's `allow-unordered` (boto clients send it): Lightwell's pages are always in key order,
+  // which an unordered listing may be; with a delimiter RGW refuses it, and so does this.
+  if (query.get('allow-unordered') === 'true' && delimiter !== null && delimiter !== '')
+    throw s3Error('InvalidArgument', 'allow-unordered cannot be used with a delimiter');
   return {
     bucket,
     prefix: query.get('prefix') ?? '',
@@ -243,7 +249,9 @@ function listObjectsV2(request: S3Request): void {
   const query = request.exchange.query;
   const continuation = query.get('continuation-token') ?? undefined;
   const startAfter = query.get('start-after') ?? undefined;
-  const after = continuation !== undefined ? afterToken(continuation) : startAfter;
+  // An empty token is no token (the first page), echoed back as sent, as S3 and RGW do.
+  const after =
+    continuation !== undefined && continuation !== '' ? afterToken(continuation) : startAfter;
   const page = store.list(request, { ...list, after });
   const body = listObjectsV2Xml({
     ...list,

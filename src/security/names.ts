@@ -133,6 +133,10 @@ export function validateBucketName(name: unknown): asserts name is string {
   if (name.includes('..')) {
     throw BadRequest(`bucket name ${quoted} must not contain two adjacent dots`);
   }
+  // Each dot-separated label is a DNS label: it begins and ends with a letter or digit.
+  if (name.includes('.-') || name.includes('-.')) {
+    throw BadRequest(`bucket name ${quoted} must not have a hyphen beside a dot`);
+  }
   if (/^\d+\.\d+\.\d+\.\d+$/.test(name)) {
     throw BadRequest(`bucket name ${quoted} must not be formatted as an IP address`);
   }

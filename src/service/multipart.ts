@@ -225,8 +225,22 @@ export class MultipartService {
     }
   }
 
+  /**
+   * Completes the upload. A complete sent again after it succeeded (a client that lost the
+   * answer retries) finds no upload; while the object it made is still the key's current
+   * version, which the transport's ETag of the same part list names, it answers that version
+   * again, as S3 does, instead of NoSuchUpload.
+   */
   complete(ctx: RequestContext, input: CompleteRequest): Promise<ObjectVersionRecord> {
-    requireUploadIn(this.deps.store, input);
+    const { store } = this.deps;
+    if (!findUploadIn(store, input.bucket.id, input.key, input.uploadId)) {
+      const current = store.get<ObjectVersionRecord>(
+        DB.objects,
+        objectKey(input.bucket.id, input.key),
+      );
+      if (input.etag !== undefined && current?.etag === input.etag) return Promise.resolve(current);
+    }
+    requireUploadIn(store, input);
     const args: Record<string, unknown> = {
       tenantId: ctx.principal.tenant.id,
       bucket: input.bucket.name,

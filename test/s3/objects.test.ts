@@ -276,8 +276,10 @@ t.test('GetObject and HeadObject: headers, overrides, checksum mode, 304', async
   const etag = get.headers['ETag'] as string;
   const notModified = await call(api, 'GET', '/b/k', { 'if-none-match': etag });
   t.equal(notModified.status, 304);
-  const part2 = await call(api, 'GET', '/b/k?partNumber=2');
-  t.equal(part2.status, 501);
+  // Which parts an object has is the service's (sdk-multipart.test.ts); a part number that is
+  // not one is the handler's to refuse.
+  const part0 = await call(api, 'GET', '/b/k?partNumber=0');
+  t.equal(part0.status, 400);
 });
 
 t.test('DeleteObject: version and delete marker headers', async (t) => {

@@ -39,6 +39,8 @@ t.test('bucket names: each rule refused with its message', async (t) => {
     ['.bucket', /begin and end with a letter or digit/],
     ['bucket.', /begin and end with a letter or digit/],
     ['my..bucket', /two adjacent dots/],
+    ['foo-.bar', /hyphen beside a dot/],
+    ['foo.-bar', /hyphen beside a dot/],
     ['192.168.5.4', /IP address/],
     ['api', /reserved: its path is another API's/],
     ['admin', /reserved: its path is another API's/],
