@@ -24,6 +24,7 @@ import {
   declaredChecksums,
   encodingUrlOf,
   maxCountOf,
+  checksumTypeOf,
   multipartChecksumOf,
   representationOf,
 } from './object-headers.js';
@@ -37,7 +38,7 @@ import {
   listPartsXml,
 } from './object-xml.js';
 import { objectLengthOf, objectStoreOf } from './objects.js';
-import { multipartMd5Etag, type DigestAlg } from '../engine/checksums.js';
+import { CHECKSUM_ALGS, multipartMd5Etag, type DigestAlg } from '../engine/checksums.js';
 
 export function registerMultipart(api: S3Api): void {
   api.register('CreateMultipartUpload', createUpload);
@@ -103,6 +104,10 @@ async function createUpload(request: S3Request): Promise<void> {
   const { uploadId } = await multipart.create(request, {
     ...target,
     representation: representationOf(request.exchange.headers),
+    checksum:
+      checksum.alg === undefined
+        ? undefined
+        : { alg: checksum.alg, type: checksum.type ?? 'COMPOSITE' },
   });
   const headers: Record<string, string> = { 'Content-Type': 'application/xml' };
   if (checksum.alg !== undefined) {
@@ -126,6 +131,7 @@ async function uploadPart(request: S3Request): Promise<void> {
     partNumber,
     contentLength,
     algs,
+    declared: declaredAlgsOf(request, declared.algs),
     check: (received) => {
       checkContentMd5(md5, received.md5);
       checkDeclaredChecksums(declared.expected, received.checksums);
@@ -137,6 +143,26 @@ async function uploadPart(request: S3Request): Promise<void> {
     if (digest !== undefined) headers[`x-amz-checksum-${alg.toLowerCase()}`] = digest;
   }
   request.send(200, headers);
+}
+
+/** The checksum algorithms a part's request names: its headers, trailer and SDK algorithm. */
+function declaredAlgsOf(request: S3Request, headerAlgs: readonly string[]): string[] {
+  const names = [...headerAlgs];
+  const trailer = request.exchange.header('x-amz-trailer')?.toLowerCase();
+  if (trailer?.startsWith('x-amz-checksum-') === true)
+    names.push(trailer.slice('x-amz-checksum-'.length).toUpperCase());
+  const sdk = request.exchange.header('x-amz-sdk-checksum-algorithm');
+  if (sdk !== undefined) names.push(sdk.toUpperCase());
+  return [...new Set(names)];
+}
+
+/** The x-amz-checksum-* a CompleteMultipartUpload gives for the whole object, if any. */
+function completeChecksumOf(request: S3Request): { alg: string; value: string } | undefined {
+  for (const alg of CHECKSUM_ALGS) {
+    const value = request.exchange.header(`x-amz-checksum-${alg.toLowerCase()}`);
+    if (value !== undefined) return { alg, value };
+  }
+  return undefined;
 }
 
 async function uploadPartCopy(request: S3Request): Promise<void> {
@@ -175,6 +201,7 @@ async function completeUpload(request: S3Request): Promise<void> {
     ...target,
     parts,
     etag: multipartMd5Etag(md5s),
+    checksum: completeChecksumOf(request),
   });
   const headers: Record<string, string> = { 'Content-Type': 'application/xml' };
   // A write to a Suspended bucket makes the null version, which S3 does not name.
@@ -189,7 +216,7 @@ async function completeUpload(request: S3Request): Promise<void> {
       key: target.key,
       etag: stored.version.etag,
       checksums: stored.version.checksums,
-      checksumType: 'FULL_OBJECT',
+      checksumType: checksumTypeOf(stored.version.checksums),
     }),
   );
 }

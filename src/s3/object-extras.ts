@@ -15,6 +15,7 @@ import { s3Error, s3ErrorOf } from './errors.js';
 import {
   checkContentMd5,
   checkDeclaredChecksums,
+  checksumTypeOf,
   contentMd5Of,
   copySourceConditionsOf,
   copySourceOf,
@@ -227,8 +228,7 @@ function getObjectAttributes(request: S3Request): void {
       etag: version.etag,
       size: version.size,
       checksums: version.checksums,
-      // Multipart objects carry CRCs combined over the whole object (engine/ops/multipart.ts).
-      checksumType: 'FULL_OBJECT',
+      checksumType: checksumTypeOf(version.checksums),
     }),
   );
 }

@@ -228,6 +228,18 @@ export function multipartChecksumOf(headers: RequestHeaders): {
   return { alg, type };
 }
 
+/**
+ * S3's x-amz-checksum-type of an object's checksums: COMPOSITE when one is a multipart upload's
+ * composite (`<digest>-<parts>`), else FULL_OBJECT.
+ */
+export function checksumTypeOf(
+  checksums: Readonly<Record<string, string>>,
+): 'COMPOSITE' | 'FULL_OBJECT' {
+  return Object.values(checksums).some((value) => /-\d+$/.test(value))
+    ? 'COMPOSITE'
+    : 'FULL_OBJECT';
+}
+
 // ---------------------------------------------------------------------------------------------
 // Copy.
 

@@ -165,6 +165,8 @@ export interface PartInput extends UploadTarget {
   readonly partNumber: number;
   readonly contentLength: number;
   readonly algs: readonly DigestAlg[];
+  /** The checksum algorithms the request declared (header or trailer). */
+  readonly declared: readonly string[];
   check(received: ReceivedDigests): void;
 }
 
@@ -182,6 +184,8 @@ export interface CompleteInput extends UploadTarget {
   }[];
   /** The completed object's ETag (S3's `md5(part md5s)-N`, from the listed part ETags). */
   readonly etag: string;
+  /** The object's checksum as the client gave it (x-amz-checksum-* on complete), checked. */
+  readonly checksum?: { readonly alg: string; readonly value: string } | undefined;
 }
 
 export interface PartEntry {
@@ -201,7 +205,12 @@ export interface UploadEntry {
 export interface S3MultipartStore {
   create(
     request: S3Request,
-    input: { bucket: string; key: string; representation: ObjectRepresentation },
+    input: {
+      bucket: string;
+      key: string;
+      representation: ObjectRepresentation;
+      checksum?: { alg: string; type: 'COMPOSITE' | 'FULL_OBJECT' } | undefined;
+    },
   ): Promise<{ uploadId: string }>;
   uploadPart(request: S3Request, input: PartInput): Promise<PartOutcome>;
   uploadPartCopy(

@@ -21,6 +21,7 @@ import {
   requireUploadIn,
 } from '../service/multipart.js';
 import { isLightwellError } from '../util/errors.js';
+import type { DigestAlg } from '../engine/checksums.js';
 import { validateObjectKey } from '../security/names.js';
 
 /** The S3 code of each reason the service refuses a complete list for. */
@@ -60,6 +61,7 @@ export function serviceMultipartStore(
         })),
         conditions: {},
         etag: input.etag,
+        checksum: input.checksum,
       });
     } catch (error) {
       const reason = isLightwellError(error) ? error.details['reason'] : undefined;
@@ -81,12 +83,22 @@ export function serviceMultipartStore(
         contentType: input.representation.contentType,
         metadata: { ...input.representation.metadata },
         headers: input.representation.headers,
+        checksum: input.checksum,
       });
       return { uploadId: created.uploadId };
     },
     uploadPart: async (request, input) => {
       const principal = request.requirePrincipal();
       const address = target(request, input, 'write');
+      const chosen = requireUploadIn(services.store, address).checksum?.alg as
+        DigestAlg | undefined;
+      // AWS's rule: a part of an upload created with a checksum algorithm that declares a
+      // checksum declares that one (a part without any is hashed with it all the same).
+      if (chosen !== undefined && input.declared.length > 0 && !input.declared.includes(chosen))
+        throw s3Error(
+          'InvalidRequest',
+          `Checksum Type mismatch occurred, expected checksum Type: ${chosen.toLowerCase()}, actual checksum Type: ${(input.declared[0] ?? '').toLowerCase()}`,
+        );
       const part = await multipart.uploadPart(
         contextOf(request.exchange, principal),
         {
@@ -94,7 +106,7 @@ export function serviceMultipartStore(
           partNumber: input.partNumber,
           contentLength: input.contentLength,
           expected: new Map(),
-          digests: [...input.algs, 'MD5'],
+          digests: [...input.algs, 'MD5', ...(chosen === undefined ? [] : [chosen])],
           check: (received) => {
             checkPayload(request, received.checksums);
             input.check({ md5: received.md5, checksums: received.checksums });

@@ -21,6 +21,7 @@ import { s3Error } from './errors.js';
 import {
   checkContentMd5,
   checkDeclaredChecksums,
+  checksumTypeOf,
   contentMd5Of,
   declaredChecksums,
   encodingUrlOf,
@@ -135,8 +136,9 @@ export function readHeaders(
   if (mode?.toUpperCase() === 'ENABLED' && read.range === undefined) {
     for (const [alg, digest] of Object.entries(version.checksums))
       headers[`x-amz-checksum-${alg.toLowerCase()}`] = digest;
-    // A multipart object's CRCs are combined over the whole object (engine/ops/multipart.ts).
-    headers['x-amz-checksum-type'] = 'FULL_OBJECT';
+    // A multipart object's CRCs are combined over the whole object, its SHA-1 or SHA-256 a
+    // composite of its parts' (engine/ops/multipart.ts).
+    headers['x-amz-checksum-type'] = checksumTypeOf(version.checksums);
   }
   return headers;
 }

@@ -76,6 +76,8 @@ export interface CompleteRequest extends UploadAddress {
   readonly conditions: WriteConditions;
   /** The object's ETag in the transport's form, else the engine's own multipart tag. */
   readonly etag?: string | undefined;
+  /** The object's checksum as the client computed it; it must be the one the object gets. */
+  readonly checksum?: { readonly alg: string; readonly value: string } | undefined;
 }
 
 /** The upload `uploadId` of `key`, or a 404 that names an upload. */
@@ -100,6 +102,8 @@ export class MultipartService {
       metadata: object;
       /** Representation headers the completed object keeps (S3's). */
       headers?: Readonly<Record<string, string>>;
+      /** The checksum chosen at create: parts are hashed with it, a COMPOSITE one kept. */
+      checksum?: { alg: string; type: 'COMPOSITE' | 'FULL_OBJECT' } | undefined;
     },
     /** The status the transport answers with, for the audit row (native 201, S3 200). */
     status = 200,
@@ -113,6 +117,7 @@ export class MultipartService {
     };
     if (input.headers !== undefined && Object.keys(input.headers).length > 0)
       args['headers'] = { ...input.headers };
+    if (input.checksum !== undefined) args['checksum'] = { ...input.checksum };
     return this.objects.commit<MultipartUploadRecord>(ctx, 'createMultipartUpload', args, status);
   }
 
@@ -249,6 +254,7 @@ export class MultipartService {
       parts: input.parts,
     };
     if (input.etag !== undefined) args['etag'] = input.etag;
+    if (input.checksum !== undefined) args['checksum'] = { ...input.checksum };
     addWriteConditions(input.conditions, args);
     return this.objects.commit<ObjectVersionRecord>(ctx, 'completeMultipartUpload', args, 200);
   }

@@ -3,7 +3,9 @@
 // `md5(part md5s)-3`, each part's ETag is its MD5, ListParts and ListMultipartUploads show what
 // is in progress, a part under 5 MiB that is not the last is refused (`EntityTooSmall`), a
 // wrong part ETag is `InvalidPart`, and an aborted upload is gone (`NoSuchUpload`). GetObject and
-// HeadObject `partNumber` read one part of a completed upload (`InvalidPart` past the last). A bucket
+// HeadObject `partNumber` read one part of a completed upload (`InvalidPart` past the last). An
+// upload created with SHA256 refuses a part that declares another algorithm (`InvalidRequest`)
+// and a complete whose checksum is not the parts' composite (`BadDigest`), and keeps the composite. A bucket
 // delete aborts the uploads in progress and gives their parts' bytes back, as AWS and RGW do,
 // but still refuses a bucket that holds an object (`BucketNotEmpty`, nothing aborted).
 // Method: a real `lightwell serve`, a tenant made through the admin API, @aws-sdk/client-s3.
@@ -272,5 +274,75 @@ t.test('multipart uploads through the AWS SDK', async (t) => {
       { name: 'NoSuchUpload', status: 404 },
       'an aborted upload takes no more parts',
     );
+  });
+
+  await t.test('an upload created with SHA256: parts, composite checksum, refusals', async (t) => {
+    const Key = 'summed';
+    const { UploadId, ChecksumAlgorithm } = await s3.send(
+      new CreateMultipartUploadCommand({ Bucket, Key, ChecksumAlgorithm: 'SHA256' }),
+    );
+    t.equal(ChecksumAlgorithm, 'SHA256');
+    const bodies = [bytesOf(5 * MiB, 21), bytesOf(776, 22)];
+    const parts: { ETag: string; PartNumber: number; ChecksumSHA256: string }[] = [];
+    for (const [index, Body] of bodies.entries()) {
+      const part = await s3.send(
+        new UploadPartCommand({
+          Bucket,
+          Key,
+          UploadId,
+          PartNumber: index + 1,
+          Body,
+          ChecksumAlgorithm: 'SHA256',
+        }),
+      );
+      const sha = createHash('sha256').update(Body).digest('base64');
+      t.equal(part.ChecksumSHA256, sha, `part ${index + 1}: its SHA-256`);
+      parts.push({ ETag: part.ETag ?? '', PartNumber: index + 1, ChecksumSHA256: sha });
+    }
+    t.same(
+      await s3ErrorOf(
+        s3.send(
+          new UploadPartCommand({
+            Bucket,
+            Key,
+            UploadId,
+            PartNumber: 3,
+            Body: 'x',
+            ChecksumAlgorithm: 'CRC32',
+          }),
+        ),
+      ),
+      { name: 'InvalidRequest', status: 400 },
+      'a part that declares another algorithm',
+    );
+    const composite =
+      createHash('sha256')
+        .update(Buffer.concat(parts.map((part) => Buffer.from(part.ChecksumSHA256, 'base64'))))
+        .digest('base64') + '-2';
+    const complete = (ChecksumSHA256: string) =>
+      s3.send(
+        new CompleteMultipartUploadCommand({
+          Bucket,
+          Key,
+          UploadId,
+          ChecksumSHA256,
+          MultipartUpload: { Parts: parts },
+        }),
+      );
+    t.same(
+      await s3ErrorOf(complete(Buffer.alloc(32).toString('base64') + '-2')),
+      { name: 'BadDigest', status: 400 },
+      'a complete whose checksum is not the composite',
+    );
+    t.same(await s3ErrorOf(s3.send(new GetObjectCommand({ Bucket, Key }))), {
+      name: 'NoSuchKey',
+      status: 404,
+    });
+    const done = await complete(composite);
+    t.equal(done.ChecksumSHA256, composite, 'the composite of the parts');
+    t.equal(done.ChecksumType, 'COMPOSITE');
+    const head = await s3.send(new HeadObjectCommand({ Bucket, Key, ChecksumMode: 'ENABLED' }));
+    t.equal(head.ChecksumSHA256, composite, 'HeadObject with checksum mode');
+    t.equal(head.ChecksumType, 'COMPOSITE');
   });
 });

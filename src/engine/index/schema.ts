@@ -453,6 +453,8 @@ export interface MultipartUploadRecord {
   metadata: Record<string, string>;
   /** The completed object's representation headers (ObjectVersionRecord.headers), if any. */
   headers?: Record<string, string>;
+  /** The checksum the client chose at create (S3's x-amz-checksum-algorithm and -type). */
+  checksum?: { alg: string; type: 'COMPOSITE' | 'FULL_OBJECT' };
 }
 
 export interface MultipartPartRecord {

@@ -138,6 +138,7 @@ export function createMultipartUpload(
     contentType: string;
     metadata: Record<string, string>;
     headers?: Record<string, string>;
+    checksum?: { alg: string; type: 'COMPOSITE' | 'FULL_OBJECT' };
   },
 ): MultipartUploadRecord {
   const tenant = requireActiveTenant(context, args.tenantId);
@@ -156,6 +157,12 @@ export function createMultipartUpload(
   };
   if (args.headers !== undefined && Object.keys(args.headers).length > 0)
     upload.headers = args.headers;
+  if (args.checksum !== undefined) {
+    const alg = parseChecksumAlg(args.checksum.alg);
+    if (alg !== args.checksum.alg || !['COMPOSITE', 'FULL_OBJECT'].includes(args.checksum.type))
+      throw BadRequest('checksum is {alg: CRC32|CRC32C|CRC64NVME|SHA1|SHA256, type}');
+    upload.checksum = { alg, type: args.checksum.type };
+  }
   context.store.put(DB.multipart, multipartUploadKey(bucket.id, args.key, upload.uploadId), upload);
   return upload;
 }
@@ -274,6 +281,9 @@ export interface CompletePart {
 
 export interface CompleteArgs extends UploadTarget {
   parts: CompletePart[];
+  /** The whole object's checksum as the client computed it (S3's x-amz-checksum-* on complete),
+   * which must be the one the object gets (else `checksum_mismatch`). */
+  checksum?: { alg: string; value: string };
   /** The object's ETag in a transport's own form (S3's `md5(part md5s)-N`), computed from the
    * listed part ETags, which are checked here to be the uploaded parts'. */
   etag?: string;
@@ -324,13 +334,15 @@ export function completeMultipartUpload(
     contentType: upload.contentType,
     metadata: upload.metadata,
     ...(upload.headers ? { headers: upload.headers } : {}),
-    checksums: combinedChecksums(parts),
+    checksums: { ...combinedChecksums(parts), ...compositeChecksums(upload, parts) },
     // The listed parts' references become the version's: no chunk entry changes.
     chunks: Buffer.concat(parts.map((part) => Buffer.from(part.chunks))),
     storedBytes: parts.reduce((sum, part) => sum + part.storedBytes, 0),
     compressed: parts.some((part) => part.compressed),
     partSizes: parts.map((part) => part.size),
   };
+  if (args.checksum !== undefined && version.checksums[args.checksum.alg] !== args.checksum.value)
+    throw ChecksumMismatch(`the object's ${args.checksum.alg} checksum is not the one given`);
   writeVersion(context, { tenant, bucket, version, usage });
   const used = new Set(parts.map((part) => part.partNumber));
   for (const [partNumber, entry] of stored) {
@@ -460,6 +472,23 @@ function combinedChecksums(parts: readonly MultipartPartRecord[]): Record<string
     if (digest) checksums[alg] = digest.toString('base64');
   }
   return checksums;
+}
+
+/**
+ * S3's COMPOSITE checksum of an upload created with SHA-1 or SHA-256 (those have no
+ * whole-object form): the digest of the parts' digests joined in order, then `-<parts>`, when
+ * every part has one. Other algorithms keep their combined whole-object CRCs.
+ */
+function compositeChecksums(
+  upload: MultipartUploadRecord,
+  parts: readonly MultipartPartRecord[],
+): Record<string, string> {
+  const alg = upload.checksum?.type === 'COMPOSITE' ? upload.checksum.alg : undefined;
+  if (alg !== 'SHA1' && alg !== 'SHA256') return {};
+  if (!parts.every((part) => part.checksums[alg] !== undefined)) return {};
+  const hash = createHash(alg === 'SHA1' ? 'sha1' : 'sha256');
+  for (const part of parts) hash.update(Buffer.from(part.checksums[alg] as string, 'base64'));
+  return { [alg]: `${hash.digest('base64')}-${parts.length}` };
 }
 
 export function abortMultipartUpload(context: EngineContext, args: UploadTarget): void {
