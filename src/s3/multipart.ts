@@ -191,16 +191,16 @@ async function completeUpload(request: S3Request): Promise<void> {
   request.requirePrincipal();
   const target = uploadTarget(request);
   const parts = parseCompleteRequest(await readSmallBody(request, COMPLETE_BODY_BYTES_MAX));
-  const md5s = parts.map((part) => {
-    const hex = part.etag.replace(/^"(.*)"$/, '$1');
-    if (!/^[0-9a-f]{32}$/i.test(hex))
-      throw s3Error('InvalidPart', `part ${part.partNumber}'s ETag is not one Lightwell gave`);
-    return Buffer.from(hex, 'hex');
-  });
+  // A part ETag that is not an MD5 is no part Lightwell gave: InvalidPart, once the upload is
+  // known to exist (a missing upload is NoSuchUpload whatever the list says).
+  const hexes = parts.map((part) => part.etag.replace(/^"(.*)"$/, '$1'));
+  const md5s = hexes.every((hex) => /^[0-9a-f]{32}$/i.test(hex))
+    ? hexes.map((hex) => Buffer.from(hex, 'hex'))
+    : undefined;
   const stored = await multipart.complete(request, {
     ...target,
     parts,
-    etag: multipartMd5Etag(md5s),
+    etag: md5s === undefined ? undefined : multipartMd5Etag(md5s),
     checksum: completeChecksumOf(request),
   });
   const headers: Record<string, string> = { 'Content-Type': 'application/xml' };

@@ -182,8 +182,11 @@ export interface CompleteInput extends UploadTarget {
     readonly etag: string;
     readonly checksums: Readonly<Record<string, string>>;
   }[];
-  /** The completed object's ETag (S3's `md5(part md5s)-N`, from the listed part ETags). */
-  readonly etag: string;
+  /**
+   * The completed object's ETag (S3's `md5(part md5s)-N`, from the listed part ETags);
+   * undefined when a listed ETag is not an MD5 (`InvalidPart` once the upload is found).
+   */
+  readonly etag: string | undefined;
   /** The object's checksum as the client gave it (x-amz-checksum-* on complete), checked. */
   readonly checksum?: { readonly alg: string; readonly value: string } | undefined;
 }

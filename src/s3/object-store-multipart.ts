@@ -50,6 +50,10 @@ export function serviceMultipartStore(
   const complete: S3MultipartStore['complete'] = async (request, input) => {
     const principal = request.requirePrincipal();
     const address = target(request, input, 'write');
+    if (input.etag === undefined) {
+      requireUploadIn(services.store, address);
+      throw s3Error('InvalidPart', "a part's ETag is not one Lightwell gave");
+    }
     let version;
     try {
       version = await multipart.complete(contextOf(request.exchange, principal), {

@@ -31,7 +31,12 @@ import type {
   VersionsPage,
 } from './object-port.js';
 import { S3_DEFAULT_CONTENT_TYPE } from './object-headers.js';
-import type { BucketRecord, ObjectVersionRecord } from '../engine/index/schema.js';
+import {
+  DB,
+  objectKey,
+  type BucketRecord,
+  type ObjectVersionRecord,
+} from '../engine/index/schema.js';
 import { validateObjectKey } from '../security/names.js';
 import { contextOf } from '../service/context.js';
 import { ObjectService } from '../service/objects.js';
@@ -71,6 +76,29 @@ export function checkPayload(
   }
 }
 
+/**
+ * Runs a write with an If-Match: when it fails its precondition because no current object is
+ * there at all, S3 answers 404 `NoSuchKey` rather than 412 (a tag cannot match nothing).
+ */
+async function ifMatchWrite<T>(
+  store: S3Services['store'],
+  target: { bucket: BucketRecord; key: string; ifMatch: string | undefined },
+  write: () => Promise<T>,
+): Promise<T> {
+  try {
+    return await write();
+  } catch (error) {
+    if (
+      target.ifMatch !== undefined &&
+      isLightwellError(error) &&
+      error.code === 'precondition_failed' &&
+      !store.has(DB.objects, objectKey(target.bucket.id, target.key))
+    )
+      throw s3Error('NoSuchKey', 'If-Match: no object has this key');
+    throw error;
+  }
+}
+
 export function serviceObjectStore(services: S3Services): S3ObjectStore {
   const objects = new ObjectService(services);
 
@@ -78,25 +106,28 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
     const principal = request.requirePrincipal();
     validateObjectKey(input.key);
     const bucket = bucketFor(request, { verb: 'write', key: input.key });
-    const version = await objects.putObject(
-      contextOf(request.exchange, principal),
-      {
-        bucket,
-        key: input.key,
-        contentLength: input.contentLength,
-        expected: new Map(),
-        metadata: { ...input.representation.metadata },
-        contentType: input.representation.contentType,
-        idempotency: undefined,
-        conditions: { ifMatch: input.ifMatch, ifNoneMatch: input.ifNoneMatch },
-        digests: input.algs,
-        check: (received) => {
-          checkPayload(request, received.checksums);
-          input.check({ md5: received.md5, checksums: received.checksums });
+    const target = { bucket, key: input.key, ifMatch: input.ifMatch };
+    const version = await ifMatchWrite(services.store, target, () =>
+      objects.putObject(
+        contextOf(request.exchange, principal),
+        {
+          bucket,
+          key: input.key,
+          contentLength: input.contentLength,
+          expected: new Map(),
+          metadata: { ...input.representation.metadata },
+          contentType: input.representation.contentType,
+          idempotency: undefined,
+          conditions: { ifMatch: input.ifMatch, ifNoneMatch: input.ifNoneMatch },
+          digests: input.algs,
+          check: (received) => {
+            checkPayload(request, received.checksums);
+            input.check({ md5: received.md5, checksums: received.checksums });
+          },
+          headers: input.representation.headers,
         },
-        headers: input.representation.headers,
-      },
-      request.exchange,
+        request.exchange,
+      ),
     );
     return storedOf(version, bucket);
   }
@@ -202,21 +233,24 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
       input.source.versionId ?? null,
     );
     const sourceVersioned = sourceBucket.versioning !== 'Unversioned';
-    const version = await copyObject(objects, contextOf(request.exchange, principal), {
-      source: {
-        ...input.source,
-        bucket: sourceBucket,
-        versionId:
-          input.source.versionId ?? (sourceVersioned ? sourceVersion.versionId : undefined),
-      },
-      bucket,
-      key: input.key,
-      directive: input.directive,
-      contentType: input.representation.contentType,
-      metadata: input.representation.metadata,
-      headers: input.representation.headers,
-      conditions: { ifMatch: input.ifMatch, ifNoneMatch: input.ifNoneMatch },
-    });
+    const target = { bucket, key: input.key, ifMatch: input.ifMatch };
+    const version = await ifMatchWrite(services.store, target, () =>
+      copyObject(objects, contextOf(request.exchange, principal), {
+        source: {
+          ...input.source,
+          bucket: sourceBucket,
+          versionId:
+            input.source.versionId ?? (sourceVersioned ? sourceVersion.versionId : undefined),
+        },
+        bucket,
+        key: input.key,
+        directive: input.directive,
+        contentType: input.representation.contentType,
+        metadata: input.representation.metadata,
+        headers: input.representation.headers,
+        conditions: { ifMatch: input.ifMatch, ifNoneMatch: input.ifNoneMatch },
+      }),
+    );
     return {
       ...storedOf(version, bucket),
       sourceVersionId: sourceVersion.versionId,

@@ -102,6 +102,13 @@ t.test('S3 compatibility details through the AWS SDK', async (t) => {
       { name: 'PreconditionFailed', status: 412 },
       'If-None-Match with a bare ETag matched',
     );
+    t.same(
+      await s3ErrorOf(
+        s3.send(new PutObjectCommand({ Bucket, Key: 'absent', Body: 'no', IfMatch: `"${zar}"` })),
+      ),
+      { name: 'NoSuchKey', status: 404 },
+      'If-Match of a key with no object: 404, as AWS answers',
+    );
     const still = await s3.send(new GetObjectCommand({ Bucket, Key: 'cond' }));
     t.equal(await still.Body?.transformToString(), 'zar', 'the refused write changed nothing');
   });

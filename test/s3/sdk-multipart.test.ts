@@ -218,6 +218,20 @@ t.test('multipart uploads through the AWS SDK', async (t) => {
       name: 'NoSuchUpload',
       status: 404,
     });
+    t.same(
+      await s3ErrorOf(
+        s3.send(
+          new CompleteMultipartUploadCommand({
+            Bucket,
+            Key,
+            UploadId,
+            MultipartUpload: { Parts: [{ ETag: '1234', PartNumber: 1 }] },
+          }),
+        ),
+      ),
+      { name: 'NoSuchUpload', status: 404 },
+      'a complete of no upload is NoSuchUpload, whatever its part list',
+    );
     const listed = await s3.send(new ListMultipartUploadsCommand({ Bucket }));
     t.same(listed.Uploads ?? [], []);
   });

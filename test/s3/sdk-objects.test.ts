@@ -185,8 +185,8 @@ t.test('objects through the AWS SDK', async (t) => {
       await s3ErrorOf(
         s3.send(new CopyObjectCommand({ ...destination, Key: 'c4', IfMatch: '"0123"' })),
       ),
-      { name: 'PreconditionFailed', status: 412 },
-      'If-Match and no destination (as a PutObject: 412)',
+      { name: 'NoSuchKey', status: 404 },
+      'If-Match and no destination: 404, as on a PutObject',
     );
     t.same(
       await s3ErrorOf(
