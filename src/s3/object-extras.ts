@@ -39,6 +39,7 @@ import {
 import { objectStoreOf } from './objects.js';
 import { readSmallBody } from './multipart.js';
 import { createMultiHasher } from '../engine/checksums.js';
+import { versionPartsPage } from '../service/read.js';
 
 export function registerObjectExtras(api: S3Api): void {
   api.register('CopyObject', copyObject);
@@ -221,6 +222,13 @@ function getObjectAttributes(request: S3Request): void {
     'Last-Modified': new Date(version.lastModified).toUTCString(),
   };
   if (read.versioned) headers['x-amz-version-id'] = version.versionId;
+  const markerText = request.exchange.header('x-amz-part-number-marker') ?? '0';
+  if (!/^\d{1,5}$/.test(markerText))
+    throw s3Error('InvalidArgument', 'x-amz-part-number-marker must be an integer');
+  const marker = Number(markerText);
+  const maxParts = maxCountOf(request.exchange.header('x-amz-max-parts'), 'x-amz-max-parts');
+  const page = versionPartsPage(version, { marker, max: maxParts });
+  const last = page?.parts[page.parts.length - 1];
   request.send(
     200,
     headers,
@@ -229,6 +237,17 @@ function getObjectAttributes(request: S3Request): void {
       size: version.size,
       checksums: version.checksums,
       checksumType: checksumTypeOf(version.checksums),
+      parts:
+        page === undefined
+          ? undefined
+          : {
+              totalPartsCount: page.total,
+              partNumberMarker: marker,
+              nextPartNumberMarker: page.isTruncated ? last?.partNumber : undefined,
+              maxParts,
+              isTruncated: page.isTruncated,
+              parts: page.parts,
+            },
     }),
   );
 }

@@ -515,14 +515,16 @@ export interface ObjectAttributes {
   readonly size: number;
   readonly checksums?: XmlChecksums;
   readonly checksumType?: 'COMPOSITE' | 'FULL_OBJECT' | undefined;
-  readonly parts?: {
-    readonly totalPartsCount: number;
-    readonly partNumberMarker: number;
-    readonly nextPartNumberMarker?: number | undefined;
-    readonly maxParts: number;
-    readonly isTruncated: boolean;
-    readonly parts: readonly { partNumber: number; size: number; checksums?: XmlChecksums }[];
-  };
+  readonly parts?:
+    | {
+        readonly totalPartsCount: number;
+        readonly partNumberMarker: number;
+        readonly nextPartNumberMarker?: number | undefined;
+        readonly maxParts: number;
+        readonly isTruncated: boolean;
+        readonly parts: readonly { partNumber: number; size: number; checksums?: XmlChecksums }[];
+      }
+    | undefined;
 }
 
 /** GetObjectAttributesResponse with the attributes asked for. */
@@ -542,7 +544,8 @@ export function objectAttributesXml(
   if (wanted.has('ObjectParts') && parts !== undefined) {
     doc
       .open('ObjectParts')
-      .el('TotalPartsCount', parts.totalPartsCount)
+      // The element is PartsCount on the wire; the SDKs' models call the member TotalPartsCount.
+      .el('PartsCount', parts.totalPartsCount)
       .el('PartNumberMarker', parts.partNumberMarker)
       .el('NextPartNumberMarker', parts.nextPartNumberMarker)
       .el('MaxParts', parts.maxParts)

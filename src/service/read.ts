@@ -148,6 +148,29 @@ export function parseHttpDate(value: string | undefined): number {
 }
 
 /**
+ * A page of a version's parts (S3's GetObjectAttributes `ObjectParts`): the parts after part
+ * `marker`, at most `max`; undefined for a version not uploaded in parts. Only sizes are kept
+ * per part once an upload completes.
+ */
+export function versionPartsPage(
+  version: ObjectVersionRecord,
+  page: { marker: number; max: number },
+):
+  | {
+      total: number;
+      parts: { partNumber: number; size: number }[];
+      isTruncated: boolean;
+    }
+  | undefined {
+  const sizes = version.partSizes;
+  if (sizes === undefined) return undefined;
+  const parts = sizes
+    .map((size, index) => ({ partNumber: index + 1, size }))
+    .slice(page.marker, page.marker + page.max);
+  return { total: sizes.length, parts, isTruncated: page.marker + page.max < sizes.length };
+}
+
+/**
  * The bytes of part `partNumber` of a version (S3's GetObject and HeadObject `partNumber`): a
  * part of the completed multipart upload it came from, or the whole of any other version as its
  * one part. Answers the range (undefined: the whole version) and the version's part count

@@ -3,7 +3,8 @@
 // `md5(part md5s)-3`, each part's ETag is its MD5, ListParts and ListMultipartUploads show what
 // is in progress, a part under 5 MiB that is not the last is refused (`EntityTooSmall`), a
 // wrong part ETag is `InvalidPart`, and an aborted upload is gone (`NoSuchUpload`). GetObject and
-// HeadObject `partNumber` read one part of a completed upload (`InvalidPart` past the last). An
+// HeadObject `partNumber` read one part of a completed upload (`InvalidPart` past the last), and
+// GetObjectAttributes pages its parts. An
 // upload created with SHA256 refuses a part that declares another algorithm (`InvalidRequest`)
 // and a complete whose checksum is not the parts' composite (`BadDigest`), and keeps the composite. A bucket
 // delete aborts the uploads in progress and gives their parts' bytes back, as AWS and RGW do,
@@ -21,6 +22,7 @@ import {
   ListMultipartUploadsCommand,
   GetObjectCommand,
   HeadObjectCommand,
+  GetObjectAttributesCommand,
   PutObjectCommand,
   DeleteObjectCommand,
   DeleteBucketCommand,
@@ -120,6 +122,36 @@ t.test('multipart uploads through the AWS SDK', async (t) => {
       t.equal(part.PartsCount, 3);
       t.equal(part.ETag, done.ETag, "a part read has the object's ETag");
     }
+    const attributes = await s3.send(
+      new GetObjectAttributesCommand({
+        Bucket,
+        Key,
+        ObjectAttributes: ['ObjectParts', 'ObjectSize'],
+        MaxParts: 2,
+      }),
+    );
+    t.equal(attributes.ObjectParts?.TotalPartsCount, 3, 'GetObjectAttributes: the part count');
+    t.same(
+      attributes.ObjectParts?.Parts?.map((part) => [part.PartNumber, part.Size]),
+      [
+        [1, 5 * MiB],
+        [2, 5 * MiB],
+      ],
+    );
+    t.equal(attributes.ObjectParts?.IsTruncated, true);
+    const rest = await s3.send(
+      new GetObjectAttributesCommand({
+        Bucket,
+        Key,
+        ObjectAttributes: ['ObjectParts'],
+        PartNumberMarker: attributes.ObjectParts?.NextPartNumberMarker,
+      }),
+    );
+    t.same(
+      rest.ObjectParts?.Parts?.map((part) => [part.PartNumber, part.Size]),
+      [[3, 1000]],
+      'the next page of parts',
+    );
     const head = await s3.send(new HeadObjectCommand({ Bucket, Key, PartNumber: 3 }));
     t.equal(head.ContentLength, 1000, 'HeadObject partNumber: the part length');
     t.same(await s3ErrorOf(s3.send(new GetObjectCommand({ Bucket, Key, PartNumber: 4 }))), {
