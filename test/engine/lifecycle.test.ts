@@ -14,7 +14,9 @@ import {
   versionRange,
   type AuditEvent,
   type ObjectVersionRecord,
+  type OutboxRecord,
 } from '../../src/engine/index/schema.js';
+import { putBucketNotifications } from '../../src/engine/ops/notifications.js';
 import type { LifecycleRuleRecord } from '../../src/engine/index/lifecycle-schema.js';
 import type { EngineContext } from '../../src/engine/ops/context.js';
 import * as control from '../../src/engine/ops/control.js';
@@ -153,6 +155,13 @@ t.test('unversioned: Expiration Days removes the covered objects at midnight UTC
   await configure(fixture, 'logs', [
     rule('tmp', { filter: { form: 'prefix', prefix: 'tmp/' }, expiration: { days: 1 } }),
   ]);
+  await fixture.store.transact(() =>
+    putBucketNotifications(fixture.context, {
+      tenantId: TENANT,
+      bucket: 'logs',
+      configs: [{ id: 'hook', url: 'https://hooks.example.com/in', events: ['object-removed'] }],
+    }),
+  );
   t.equal(dueEntries(fixture), 1, 'only the covered object has an entry');
   const midnight = Date.UTC(2026, 0, 3);
   const early = await passAt(fixture, midnight - 1);
@@ -164,6 +173,10 @@ t.test('unversioned: Expiration Days removes the covered objects at midnight UTC
   t.same(versionsOf(fixture, 'logs', 'tmp/a'), [], 'no version left: the bucket is unversioned');
   t.ok(currentOf(fixture, 'logs', 'keep/b'), 'an object outside the filter stays');
   t.equal(dueEntries(fixture), 0, 'the index holds nothing more');
+  const events = [...fixture.store.range<OutboxRecord>(DB.outbox, {})].map(
+    (entry) => entry.value.event,
+  );
+  t.match(events, [{ type: 'object-removed', bucket: 'logs', key: 'tmp/a' }], 'notified');
   const rows = [...fixture.store.range<AuditEvent>(DB.audit, {})].map((entry) => entry.value);
   const row = rows.find((event) => event.actor === 'lifecycle');
   t.match(row, {
