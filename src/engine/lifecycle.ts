@@ -48,6 +48,8 @@ export type Submit = <T>(apply: () => T) => Promise<T>;
 
 export class LifecycleExecutor {
   private running: Promise<PassStats> | undefined;
+  /** A configuration changed while a pass ran: run another when it ends. */
+  private again = false;
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
   private unsubscribe: (() => void) | undefined;
@@ -66,7 +68,10 @@ export class LifecycleExecutor {
   ) {}
 
   start(): void {
-    this.unsubscribe = onLifecycleChange(() => void this.runPass());
+    this.unsubscribe = onLifecycleChange(() => {
+      if (this.running) this.again = true;
+      else void this.runPass();
+    });
     this.timer = setInterval(() => void this.runPass(), this.options.intervalMs);
     this.timer.unref();
     void this.runPass();
@@ -88,6 +93,10 @@ export class LifecycleExecutor {
       })
       .finally(() => {
         this.running = undefined;
+        if (this.again && !this.stopped) {
+          this.again = false;
+          void this.runPass();
+        }
       });
     return this.running;
   }
