@@ -6,8 +6,9 @@
 // Invariants:
 // - `setDue` is the only writer of `lifecycle-due` and `lifecycle-subjects`; it keeps exactly one
 //   pair per subject (lifecycle-schema.ts).
-// - A bucket without rules costs a write nothing here, and a removal one `get` (an entry a
-//   configuration delete has not cleared yet must not outlive its version).
+// - A bucket without rules costs a write or a removal nothing here. A row that a configuration
+//   delete has not cleared yet may outlive its version; the clear job, or the executor (which
+//   finds the version gone), drops it.
 // - The due time of a version depends on its neighbours in the key's chain (noncurrent since
 //   its successor's creation; a delete marker is "expired" only while it is the only version;
 //   NewerNoncurrentVersions counts the noncurrent versions above it). A write at the head moves
@@ -181,17 +182,20 @@ export function lifecycleAfterWrite(
 }
 
 /**
- * After `removed` left its chain: its own entry goes (whatever the bucket's rules now are), and
- * the head's and its older neighbour's are set again.
+ * After `removed` left its chain: its own entry goes, and the head's and its older neighbour's
+ * are set again.
  */
 export function lifecycleAfterRemove(
   context: EngineContext,
   bucket: BucketRecord,
   removed: ObjectVersionRecord,
 ): void {
+  // Without rules the bucket's rows are being cleared (or were never written): a row left for a
+  // removed version is dropped by the clear job, or by the executor when it comes due (its
+  // version is gone), so the data path pays nothing here.
+  if (!bucket.lifecycle || bucket.lifecycle.length === 0) return;
   const where = { tenantId: bucket.tenantId, bucket: bucket.name };
   setDue(context.store, versionSubjectKey(bucket.id, removed.key, removed.seq), undefined, where);
-  if (!bucket.lifecycle || bucket.lifecycle.length === 0) return;
   const chain = versionRange(bucket.id, removed.key);
   const gone = versionKey(bucket.id, removed.key, removed.seq);
   for (const { value } of context.store.range<ObjectVersionRecord>(DB.versions, {
