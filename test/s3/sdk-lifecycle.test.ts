@@ -294,6 +294,12 @@ t.test('lifecycle configuration and execution through the AWS SDK', async (t) =>
     await put(s3, 'expiring', [
       { ID: 'tmp', Filter: { Prefix: 'tmp/' }, Status: 'Enabled', Expiration: { Days: 1 } },
       {
+        ID: 'large',
+        Filter: { And: { Prefix: 'sized/', ObjectSizeGreaterThan: 5 } },
+        Status: 'Enabled',
+        Expiration: { Days: 1 },
+      },
+      {
         ID: 'uploads',
         Filter: { Prefix: 'up/' },
         Status: 'Enabled',
@@ -302,61 +308,81 @@ t.test('lifecycle configuration and execution through the AWS SDK', async (t) =>
     ]);
     await s3.send(new PutObjectCommand({ Bucket: 'expiring', Key: 'tmp/a', Body: 'a' }));
     await s3.send(new PutObjectCommand({ Bucket: 'expiring', Key: 'keep/b', Body: 'b' }));
+    await s3.send(new PutObjectCommand({ Bucket: 'expiring', Key: 'sized/small', Body: 's' }));
+    await s3.send(
+      new PutObjectCommand({ Bucket: 'expiring', Key: 'sized/large', Body: 'large body' }),
+    );
     await s3.send(new CreateMultipartUploadCommand({ Bucket: 'expiring', Key: 'up/big' }));
     const keys = async (): Promise<string[]> =>
       ((await s3.send(new ListObjectsV2Command({ Bucket: 'expiring' }))).Contents ?? []).map(
         (entry) => entry.Key ?? '',
       );
-    await until('tmp/a to expire', async () => !(await keys()).includes('tmp/a'));
-    t.same(await keys(), ['keep/b'], 'the object outside the rule stays');
+    await until('tmp/a and sized/large to expire', async () => {
+      const left = await keys();
+      return !left.includes('tmp/a') && !left.includes('sized/large');
+    });
+    t.same(await keys(), ['keep/b', 'sized/small'], 'the objects no rule covers stay');
     await until('the upload to be aborted', async () => {
       const uploads = await s3.send(new ListMultipartUploadsCommand({ Bucket: 'expiring' }));
       return (uploads.Uploads ?? []).length === 0;
     });
   });
 
-  t.test('versioned: a delete marker, then the noncurrent version and the marker go', async (t) => {
-    await s3.send(new CreateBucketCommand({ Bucket: 'history' }));
-    await s3.send(
-      new PutBucketVersioningCommand({
-        Bucket: 'history',
-        VersioningConfiguration: { Status: 'Enabled' },
-      }),
-    );
-    await s3.send(new PutObjectCommand({ Bucket: 'history', Key: 'doc', Body: 'v1' }));
-    await s3.send(new PutObjectCommand({ Bucket: 'history', Key: 'gone', Body: 'v1' }));
-    await s3.send(new DeleteObjectCommand({ Bucket: 'history', Key: 'gone' }));
-    await put(s3, 'history', [
-      {
-        ID: 'old',
-        Filter: {},
-        Status: 'Enabled',
-        NoncurrentVersionExpiration: { NoncurrentDays: 2 },
-      },
-      {
-        ID: 'markers',
-        Filter: { Prefix: 'gone' },
-        Status: 'Enabled',
-        Expiration: { ExpiredObjectDeleteMarker: true },
-      },
-    ]);
-    await s3.send(new PutObjectCommand({ Bucket: 'history', Key: 'doc', Body: 'v2' }));
-    const versions = async (): Promise<string[]> => {
-      const listed = await s3.send(new ListObjectVersionsCommand({ Bucket: 'history' }));
-      return [
-        ...(listed.Versions ?? []).map((entry) => `${entry.Key ?? ''}:v`),
-        ...(listed.DeleteMarkers ?? []).map((entry) => `${entry.Key ?? ''}:m`),
-      ].sort();
-    };
-    await until('the noncurrent versions and the lone marker to go', async () => {
-      const left = await versions();
-      return left.length === 1 && left[0] === 'doc:v';
-    });
-    t.pass('only the current version of doc is left');
-    await s3.send(new DeleteBucketLifecycleCommand({ Bucket: 'history' }));
-    t.same(
-      await s3ErrorOf(s3.send(new GetBucketLifecycleConfigurationCommand({ Bucket: 'history' }))),
-      { name: 'NoSuchLifecycleConfiguration', status: 404 },
-    );
-  });
+  t.test(
+    'versioned: noncurrent expiry, NewerNoncurrentVersions, the lone delete marker',
+    async (t) => {
+      await s3.send(new CreateBucketCommand({ Bucket: 'history' }));
+      await s3.send(
+        new PutBucketVersioningCommand({
+          Bucket: 'history',
+          VersioningConfiguration: { Status: 'Enabled' },
+        }),
+      );
+      await s3.send(new PutObjectCommand({ Bucket: 'history', Key: 'doc', Body: 'v1' }));
+      await s3.send(new PutObjectCommand({ Bucket: 'history', Key: 'gone', Body: 'v1' }));
+      await s3.send(new DeleteObjectCommand({ Bucket: 'history', Key: 'gone' }));
+      await put(s3, 'history', [
+        {
+          ID: 'old',
+          Filter: { Prefix: 'doc' },
+          Status: 'Enabled',
+          NoncurrentVersionExpiration: { NoncurrentDays: 2 },
+        },
+        {
+          ID: 'markers',
+          Filter: { Prefix: 'gone' },
+          Status: 'Enabled',
+          Expiration: { ExpiredObjectDeleteMarker: true },
+          NoncurrentVersionExpiration: { NoncurrentDays: 1 },
+        },
+        {
+          ID: 'keep2',
+          Filter: { Prefix: 'many' },
+          Status: 'Enabled',
+          NoncurrentVersionExpiration: { NoncurrentDays: 1, NewerNoncurrentVersions: 2 },
+        },
+      ]);
+      await s3.send(new PutObjectCommand({ Bucket: 'history', Key: 'doc', Body: 'v2' }));
+      for (let index = 0; index < 5; index += 1)
+        await s3.send(new PutObjectCommand({ Bucket: 'history', Key: 'many', Body: `${index}` }));
+      const versions = async (): Promise<string[]> => {
+        const listed = await s3.send(new ListObjectVersionsCommand({ Bucket: 'history' }));
+        return [
+          ...(listed.Versions ?? []).map((entry) => `${entry.Key ?? ''}:v`),
+          ...(listed.DeleteMarkers ?? []).map((entry) => `${entry.Key ?? ''}:m`),
+        ].sort();
+      };
+      const wanted = ['doc:v', 'many:v', 'many:v', 'many:v'];
+      await until(`the versions left to be ${wanted.join(' ')}`, async () => {
+        const left = await versions();
+        return left.join(' ') === wanted.join(' ');
+      });
+      t.pass('doc keeps its current version, many two noncurrent ones, gone nothing');
+      await s3.send(new DeleteBucketLifecycleCommand({ Bucket: 'history' }));
+      t.same(
+        await s3ErrorOf(s3.send(new GetBucketLifecycleConfigurationCommand({ Bucket: 'history' }))),
+        { name: 'NoSuchLifecycleConfiguration', status: 404 },
+      );
+    },
+  );
 });
