@@ -19,24 +19,16 @@ import { bucketFor, readBody } from './buckets.js';
 import { s3Error } from './errors.js';
 import { parseXml, xmlList, xmlText, XmlWriter, type XmlNode, type XmlValue } from './xml.js';
 import { checkContentMd5, contentMd5Of } from './object-headers.js';
-import {
-  DB,
-  bucketNameKey,
-  tenantChildKey,
-  type BucketNameRecord,
-  type BucketRecord,
-  type ObjectVersionRecord,
-} from '../engine/index/schema.js';
+import type { ObjectVersionRecord } from '../engine/index/schema.js';
 import type { LifecycleRuleRecord } from '../engine/index/lifecycle-schema.js';
 import {
-  expirationOf,
+  expirationFor,
   putLifecycleArgs,
   validateLifecycle,
   type LifecycleFilterInput,
   type LifecycleRuleInput,
 } from '../service/lifecycle.js';
 import { isLightwellError } from '../util/errors.js';
-import type { IndexStore } from '../engine/index/store.js';
 
 /** A lifecycle document of 1,000 rules fits in well under this. */
 export const LIFECYCLE_BODY_BYTES_MAX = 1024 * 1024;
@@ -244,8 +236,7 @@ function writeRule(xml: XmlWriter, rule: LifecycleRuleRecord): void {
 
 /**
  * Adds `x-amz-expiration` to the headers of a PUT, GET or HEAD answer for `version` of bucket
- * `name` when a rule of the bucket will expire it. The bucket is the name's holder's (a read
- * granted across tenants sees the owner's rules).
+ * `name` when a rule of the bucket will expire it.
  */
 export function addExpirationHeader(
   request: S3Request,
@@ -256,11 +247,7 @@ export function addExpirationHeader(
   const { store, settings } = request.services;
   // An adapter mounted over an object store without the index (the handlers' unit tests) has
   // no rules to read.
-  if ((store as IndexStore | undefined) === undefined) return;
-  const holder = store.getShared<BucketNameRecord>(DB.bucketNames, bucketNameKey(name));
-  if (!holder) return;
-  const bucket = store.getShared<BucketRecord>(DB.buckets, tenantChildKey(holder.tenantId, name));
-  if (!bucket?.lifecycle) return;
-  const value = expirationOf(bucket, version, settings);
+  if ((store as typeof store | undefined) === undefined) return;
+  const value = expirationFor(store, { bucket: name, version, settings });
   if (value !== undefined) headers['x-amz-expiration'] = value;
 }

@@ -20,7 +20,16 @@ import type {
   LifecycleFilterRecord,
   LifecycleRuleRecord,
 } from '../engine/index/lifecycle-schema.js';
-import type { BucketRecord, ObjectTag, ObjectVersionRecord } from '../engine/index/schema.js';
+import {
+  DB,
+  bucketNameKey,
+  tenantChildKey,
+  type BucketNameRecord,
+  type BucketRecord,
+  type ObjectTag,
+  type ObjectVersionRecord,
+} from '../engine/index/schema.js';
+import type { IndexStore } from '../engine/index/store.js';
 import { DAY_MS, expirationHeader } from '../engine/lifecycle-rules.js';
 import { LIFECYCLE_RULES_MAX } from '../engine/ops/lifecycle.js';
 import type { Settings } from '../util/config.js';
@@ -320,4 +329,21 @@ export function expirationOf(
 ): string | undefined {
   if (!bucket.lifecycle) return undefined;
   return expirationHeader(bucket.lifecycle, version, lifecycleDayOf(settings));
+}
+
+/**
+ * `x-amz-expiration` for a version of the bucket named `bucket`, read from the index: the rules
+ * are the bucket's owner's (a read granted across tenants sees the owner's rules).
+ */
+export function expirationFor(
+  store: IndexStore,
+  args: { bucket: string; version: ObjectVersionRecord; settings: Settings },
+): string | undefined {
+  const holder = store.getShared<BucketNameRecord>(DB.bucketNames, bucketNameKey(args.bucket));
+  if (!holder) return undefined;
+  const record = store.getShared<BucketRecord>(
+    DB.buckets,
+    tenantChildKey(holder.tenantId, args.bucket),
+  );
+  return record ? expirationOf(record, args.version, args.settings) : undefined;
 }
