@@ -133,8 +133,9 @@ export class LifecycleExecutor {
         else log.error({ err: outcome.reason }, 'lifecycle entry failed; retrying next pass');
       }
       // An action can make another entry due at once (the marker left alone by a noncurrent
-      // expiry): read again until a page finds nothing due.
-      if (keys.length === 0 || outcomes.some((outcome) => outcome.status === 'rejected')) break;
+      // expiry): read again until a page finds nothing due, or nothing but entries that fail
+      // (they stay at the head of the index, and are tried again by the next pass).
+      if (outcomes.every((outcome) => outcome.status === 'rejected')) break;
     }
     addStats(this.totals, stats);
     const acted = Object.values(stats.outcomes).reduce((sum, count) => sum + count, 0);
