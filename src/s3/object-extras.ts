@@ -37,6 +37,7 @@ import {
 import { objectStoreOf } from './objects.js';
 import { readSmallBody } from './multipart.js';
 import { createMultiHasher } from '../engine/checksums.js';
+import { bypassRequested, newVersionAttributesOf } from './object-lock.js';
 
 export function registerObjectExtras(api: S3Api): void {
   api.register('CopyObject', copyObject);
@@ -80,6 +81,7 @@ async function copyObject(request: S3Request): Promise<void> {
     key,
     directive,
     representation: representationOf(headers),
+    attributes: newVersionAttributesOf(request),
   });
   const answer: Record<string, string> = { 'Content-Type': 'application/xml' };
   if (copied.versioned) answer['x-amz-version-id'] = copied.version.versionId;
@@ -128,6 +130,7 @@ async function deleteObjects(request: S3Request): Promise<void> {
         bucket,
         key: entry.key,
         versionId: entry.versionId ?? null,
+        bypassGovernance: bypassRequested(request),
       });
       outcomes.push(
         outcome.deleteMarker

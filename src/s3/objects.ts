@@ -32,6 +32,7 @@ import {
 import type { ResolvedRead, S3ObjectStore, StoredVersion } from './object-port.js';
 import { listObjectsV1Xml, listObjectsV2Xml, type XmlListEntry } from './object-xml.js';
 import type { DigestAlg } from '../engine/checksums.js';
+import { addLockHeaders, bypassRequested, newVersionAttributesOf } from './object-lock.js';
 
 export function registerObjects(api: S3Api): void {
   api.register('PutObject', putObject);
@@ -102,6 +103,7 @@ async function putObject(request: S3Request): Promise<void> {
     representation: writeRepresentation(request),
     ifMatch: header(request, 'if-match'),
     ifNoneMatch: header(request, 'if-none-match'),
+    attributes: newVersionAttributesOf(request),
     check: (received) => {
       checkContentMd5(md5, received.md5);
       checkDeclaredChecksums(declared.expected, received.checksums);
@@ -138,6 +140,7 @@ export function readHeaders(
     // A multipart object's CRCs are combined over the whole object (engine/ops/multipart.ts).
     headers['x-amz-checksum-type'] = 'FULL_OBJECT';
   }
+  addLockHeaders(version, headers);
   return headers;
 }
 
@@ -178,6 +181,7 @@ async function deleteObject(request: S3Request): Promise<void> {
     bucket,
     key,
     versionId: request.exchange.queryParam('versionId'),
+    bypassGovernance: bypassRequested(request),
   });
   const headers: Record<string, string> = {};
   if (outcome.versionId !== undefined) headers['x-amz-version-id'] = outcome.versionId;

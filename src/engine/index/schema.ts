@@ -177,6 +177,8 @@ export interface BucketRecord {
   createdAt: number;
   versioning: Versioning;
   objectLock: boolean;
+  /** Object lock's default retention for new versions (engine/ops/object-lock.ts). */
+  lockDefault?: { mode: RetentionMode; days?: number; years?: number };
   /** Browser CORS rules (src/security/cors.ts validates them); absent: none. */
   cors?: CorsRuleRecord[];
   /** Explicit denials (src/security/bucket-policy.ts). */
@@ -451,6 +453,9 @@ export interface MultipartUploadRecord {
   metadata: Record<string, string>;
   /** The completed object's representation headers (ObjectVersionRecord.headers), if any. */
   headers?: Record<string, string>;
+  /** The completed object's lock and tags as the create asked (engine/ops/object-lock.ts). */
+  lock?: { mode?: RetentionMode; retainUntil?: number; legalHold?: 'ON' | 'OFF' };
+  tags?: ObjectTag[];
 }
 
 export interface MultipartPartRecord {

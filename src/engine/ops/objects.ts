@@ -28,6 +28,7 @@ import {
   type Versioning,
   type TenantRecord,
   type BucketUsageRecord,
+  type ObjectTag,
   versionLocked,
 } from '../index/schema.js';
 import { checkQuota, checkQuotaIn, quotaOf } from './quota.js';
@@ -48,6 +49,7 @@ import {
 } from '../../util/errors.js';
 import { validateBucketName } from '../../security/names.js';
 import { recordObjectEvent } from './notifications.js';
+import { newVersionLock, refuseLockedDelete, type NewVersionLock } from './object-lock.js';
 
 export function createBucket(
   context: EngineContext,
@@ -194,6 +196,9 @@ export interface PutObjectArgs {
   ifUnmodifiedSince?: number;
   /** Completes the idempotency record begun by `beginIdempotent`. */
   idempotency?: HeldKey;
+  /** The new version's lock (object-lock.ts) and tags, as the request gave them. */
+  lock?: NewVersionLock;
+  tags?: ObjectTag[];
 }
 
 export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVersionRecord {
@@ -204,6 +209,7 @@ export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVe
     objectKey(bucket.id, args.key),
   );
   checkWriteConditions(current, args);
+  const locked = newVersionLock(context, bucket, args.lock);
   if (args.idempotency)
     requireClaim(context, { tenantId: tenant.id, bucket: bucket.name, ...args.idempotency });
   const existingNull = replacedNullIn(context.store, bucket, args.key, current);
@@ -227,6 +233,8 @@ export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVe
     compressed: args.compressed,
   };
   if (args.headers !== undefined) version.headers = args.headers;
+  if (args.tags !== undefined && args.tags.length > 0) version.tags = args.tags;
+  Object.assign(version, locked);
   writeVersion(context, { tenant, bucket, version, usage, existingNull: existingNull ?? null });
   saveUsage(context, usage);
   recordObjectEvent(context, bucket, 'object-created', version);
@@ -486,6 +494,8 @@ export interface DeleteObjectArgs {
   bucket: string;
   key: string;
   versionId?: string;
+  /** S3's x-amz-bypass-governance-retention, allowed by the service (object-lock.ts). */
+  bypassGovernance?: boolean;
   /** The preconditions (WriteConditions) test the object, or the version with versionId. */
   ifMatch?: string;
   ifNoneMatch?: string;
@@ -512,8 +522,7 @@ export function deleteObject(context: EngineContext, args: DeleteObjectArgs): De
   if (args.versionId !== undefined) {
     const version = findVersion(context, bucket.id, args.key, args.versionId);
     if (!version) throw NotFound(`version ${args.versionId} of ${args.key} not found`);
-    if (versionLocked(version, context.now()))
-      throw Forbidden(`version ${args.versionId} of ${args.key} is under retention or legal hold`);
+    refuseLockedDelete(version, context.now(), args.bypassGovernance === true);
     preconditions(version);
     usage = loadUsage(context, tenant.id);
     removeVersion(context, { tenant, bucket, version, usage });
