@@ -71,6 +71,7 @@ export const operations: Readonly<Record<string, Op>> = {
   copyObject: objectMeta.copyObject,
   setBucketPolicy: objectMeta.setBucketPolicy,
   setObjectLockConfig: objectLock.setObjectLockConfig,
+  setBucketTags: objectMeta.setBucketTags,
   beginIdempotent: idempotency.beginIdempotent,
   abandonIdempotent: idempotency.abandonIdempotent,
   disableTenant: control.disableTenant,

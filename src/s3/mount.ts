@@ -9,6 +9,7 @@ import { registerObjects } from './objects.js';
 import { registerMultipart } from './multipart.js';
 import { registerObjectExtras } from './object-extras.js';
 import { registerObjectLock } from './object-lock.js';
+import { registerTagging } from './tagging.js';
 import { serviceObjectStore } from './object-store.js';
 
 export function s3Api(services: S3Services): S3Api {
@@ -21,5 +22,6 @@ export function s3Api(services: S3Services): S3Api {
   registerMultipart(api);
   registerObjectExtras(api);
   registerObjectLock(api);
+  registerTagging(api);
   return api;
 }

@@ -38,7 +38,7 @@ import {
 } from './object-xml.js';
 import { objectLengthOf, objectStoreOf } from './objects.js';
 import { multipartMd5Etag, type DigestAlg } from '../engine/checksums.js';
-import { newVersionAttributesOf } from './object-lock.js';
+import { newVersionAttributesOf } from './version-attributes.js';
 
 export function registerMultipart(api: S3Api): void {
   api.register('CreateMultipartUpload', createUpload);

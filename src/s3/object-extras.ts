@@ -37,7 +37,8 @@ import {
 import { objectStoreOf } from './objects.js';
 import { readSmallBody } from './multipart.js';
 import { createMultiHasher } from '../engine/checksums.js';
-import { bypassRequested, newVersionAttributesOf } from './object-lock.js';
+import { bypassRequested } from './object-lock.js';
+import { newVersionAttributesOf } from './version-attributes.js';
 
 export function registerObjectExtras(api: S3Api): void {
   api.register('CopyObject', copyObject);
@@ -81,7 +82,7 @@ async function copyObject(request: S3Request): Promise<void> {
     key,
     directive,
     representation: representationOf(headers),
-    attributes: newVersionAttributesOf(request),
+    attributes: newVersionAttributesOf(request, { copy: true }),
   });
   const answer: Record<string, string> = { 'Content-Type': 'application/xml' };
   if (copied.versioned) answer['x-amz-version-id'] = copied.version.versionId;

@@ -33,7 +33,6 @@ import {
   putObjectLockConfig,
   putRetention,
   type LockDefault,
-  type NewVersionAttributes,
   type NewVersionLock,
 } from '../service/object-lock.js';
 import { isLightwellError } from '../util/errors.js';
@@ -292,9 +291,4 @@ function getObjectLegalHold(request: S3Request): void {
   if (!version.legalHold) throw s3Error('NoSuchObjectLockConfiguration');
   const xml = new XmlWriter().start('LegalHold').leaf('Status', version.legalHold).end('LegalHold');
   request.sendXml(200, xml);
-}
-
-/** What a write's headers ask of its new version besides the bytes: its lock and its tags. */
-export function newVersionAttributesOf(request: S3Request): NewVersionAttributes {
-  return { lock: writeLockOf(request) };
 }

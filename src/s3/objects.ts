@@ -32,7 +32,9 @@ import {
 import type { ResolvedRead, S3ObjectStore, StoredVersion } from './object-port.js';
 import { listObjectsV1Xml, listObjectsV2Xml, type XmlListEntry } from './object-xml.js';
 import type { DigestAlg } from '../engine/checksums.js';
-import { addLockHeaders, bypassRequested, newVersionAttributesOf } from './object-lock.js';
+import { addLockHeaders, bypassRequested } from './object-lock.js';
+import { addTaggingCount } from './tagging.js';
+import { newVersionAttributesOf } from './version-attributes.js';
 
 export function registerObjects(api: S3Api): void {
   api.register('PutObject', putObject);
@@ -141,6 +143,7 @@ export function readHeaders(
     headers['x-amz-checksum-type'] = 'FULL_OBJECT';
   }
   addLockHeaders(version, headers);
+  addTaggingCount(version, headers);
   return headers;
 }
 

@@ -179,6 +179,8 @@ export interface BucketRecord {
   objectLock: boolean;
   /** Object lock's default retention for new versions (engine/ops/object-lock.ts). */
   lockDefault?: { mode: RetentionMode; days?: number; years?: number };
+  /** The bucket's own tags (S3's bucket tagging); absent: none. */
+  tags?: ObjectTag[];
   /** Browser CORS rules (src/security/cors.ts validates them); absent: none. */
   cors?: CorsRuleRecord[];
   /** Explicit denials (src/security/bucket-policy.ts). */

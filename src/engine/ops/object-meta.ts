@@ -61,6 +61,21 @@ export function setBucketPolicy(
   return bucket;
 }
 
+/** Sets (or, with an empty list, clears) a bucket's tags, checked by the service. */
+export function setBucketTags(
+  context: EngineContext,
+  args: { tenantId: string; bucket: string; tags: ObjectTag[] },
+): BucketRecord {
+  requireActiveTenant(context, args.tenantId);
+  const bucket = requireBucket(context, args.tenantId, args.bucket);
+  if (!Array.isArray(args.tags) || args.tags.length > 50)
+    throw BadRequest('a bucket has at most 50 tags');
+  if (args.tags.length === 0) delete bucket.tags;
+  else bucket.tags = args.tags;
+  context.store.put(DB.buckets, tenantChildKey(args.tenantId, args.bucket), bucket);
+  return bucket;
+}
+
 interface VersionTarget {
   tenantId: string;
   bucket: string;
