@@ -29,6 +29,7 @@ import * as segments from './ops/segments.js';
 import * as audit from './ops/audit.js';
 import * as objectMeta from './ops/object-meta.js';
 import * as objectLock from './ops/object-lock.js';
+import * as encryption from './ops/encryption.js';
 import * as idempotency from './ops/idempotency.js';
 import * as tenantDelete from './ops/tenant-delete.js';
 import * as tenantScrub from './ops/tenant-scrub.js';
@@ -72,6 +73,7 @@ export const operations: Readonly<Record<string, Op>> = {
   setBucketPolicy: objectMeta.setBucketPolicy,
   setObjectLockConfig: objectLock.setObjectLockConfig,
   setBucketTags: objectMeta.setBucketTags,
+  setBucketEncryption: encryption.setBucketEncryption,
   beginIdempotent: idempotency.beginIdempotent,
   abandonIdempotent: idempotency.abandonIdempotent,
   disableTenant: control.disableTenant,

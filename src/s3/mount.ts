@@ -10,6 +10,7 @@ import { registerMultipart } from './multipart.js';
 import { registerObjectExtras } from './object-extras.js';
 import { registerObjectLock } from './object-lock.js';
 import { registerTagging } from './tagging.js';
+import { registerEncryption } from './encryption.js';
 import { serviceObjectStore } from './object-store.js';
 
 export function s3Api(services: S3Services): S3Api {
@@ -23,5 +24,6 @@ export function s3Api(services: S3Services): S3Api {
   registerObjectExtras(api);
   registerObjectLock(api);
   registerTagging(api);
+  registerEncryption(api);
   return api;
 }

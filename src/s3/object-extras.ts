@@ -39,6 +39,7 @@ import { readSmallBody } from './multipart.js';
 import { createMultiHasher } from '../engine/checksums.js';
 import { bypassRequested } from './object-lock.js';
 import { newVersionAttributesOf } from './version-attributes.js';
+import { addSseHeaders } from './encryption.js';
 
 export function registerObjectExtras(api: S3Api): void {
   api.register('CopyObject', copyObject);
@@ -87,6 +88,7 @@ async function copyObject(request: S3Request): Promise<void> {
   const answer: Record<string, string> = { 'Content-Type': 'application/xml' };
   if (copied.versioned) answer['x-amz-version-id'] = copied.version.versionId;
   if (copied.sourceVersioned) answer['x-amz-copy-source-version-id'] = copied.sourceVersionId;
+  addSseHeaders(copied.version, answer);
   request.send(
     200,
     answer,

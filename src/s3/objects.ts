@@ -34,6 +34,7 @@ import { listObjectsV1Xml, listObjectsV2Xml, type XmlListEntry } from './object-
 import type { DigestAlg } from '../engine/checksums.js';
 import { addLockHeaders, bypassRequested } from './object-lock.js';
 import { addTaggingCount } from './tagging.js';
+import { addSseHeaders, checkReadSseOf } from './encryption.js';
 import { newVersionAttributesOf } from './version-attributes.js';
 
 export function registerObjects(api: S3Api): void {
@@ -113,6 +114,7 @@ async function putObject(request: S3Request): Promise<void> {
   });
   const headers: Record<string, string> = { ETag: stored.version.etag };
   if (stored.versioned) headers['x-amz-version-id'] = stored.version.versionId;
+  addSseHeaders(stored.version, headers);
   for (const alg of declared.algs) {
     const digest = stored.version.checksums[alg];
     if (digest !== undefined) headers[`x-amz-checksum-${alg.toLowerCase()}`] = digest;
@@ -144,12 +146,14 @@ export function readHeaders(
   }
   addLockHeaders(version, headers);
   addTaggingCount(version, headers);
+  addSseHeaders(version, headers);
   return headers;
 }
 
 function readObject(request: S3Request): Promise<void> | undefined {
   const store = objectStoreOf(request);
   const { bucket, key } = target(request);
+  checkReadSseOf(request);
   const query = request.exchange.query;
   const partNumber = query.get('partNumber');
   // A single-part object has one part, the whole object; parts of a multipart object are not

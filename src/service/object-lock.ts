@@ -22,6 +22,7 @@ import type {
   ObjectTag,
   ObjectVersionRecord,
   RetentionMode,
+  ServerSideEncryption,
 } from '../engine/index/schema.js';
 import {
   deletionBlock,
@@ -40,10 +41,14 @@ export type { LockDefault, NewVersionLock };
 /** What the audit row of a request that bypassed GOVERNANCE retention gives as its reason. */
 export const BYPASS_AUDIT_REASON = 'bypass-governance-retention';
 
-/** The attributes a new version is written with besides its bytes: its lock and its tags. */
+/**
+ * The attributes a new version is written with besides its bytes: its lock, its tags and the
+ * S3 encryption it reports (encryption.ts).
+ */
 export interface NewVersionAttributes {
   readonly lock?: NewVersionLock | undefined;
   readonly tags?: readonly ObjectTag[] | undefined;
+  readonly sse?: ServerSideEncryption | undefined;
 }
 
 /** Adds a new version's attributes to the arguments of a write command. */
@@ -53,6 +58,7 @@ export function addNewVersionAttributes(
 ): void {
   if (attributes?.lock !== undefined) args['lock'] = { ...attributes.lock };
   if (attributes?.tags !== undefined) args['tags'] = attributes.tags.map((tag) => ({ ...tag }));
+  if (attributes?.sse !== undefined) args['sse'] = { ...attributes.sse };
 }
 
 /**

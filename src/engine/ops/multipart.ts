@@ -52,6 +52,7 @@ import {
   type MultipartPartRecord,
   type UsageRecord,
   type ObjectTag,
+  type ServerSideEncryption,
 } from '../index/schema.js';
 import type { IndexStore } from '../index/store.js';
 import { nextCounter, type EngineContext } from './context.js';
@@ -72,6 +73,7 @@ import {
 import { checkQuota, checkQuotaIn, quotaOf } from './quota.js';
 import { recordObjectEvent } from './notifications.js';
 import { newVersionLock, type NewVersionLock } from './object-lock.js';
+import { newVersionSse } from './encryption.js';
 import { combineChecksum, parseChecksumAlg, type CrcAlg } from '../checksums.js';
 import { validateObjectKey, validateUserMetadata } from '../../security/names.js';
 import { BadRequest, ChecksumMismatch, NotFound, PayloadTooLarge } from '../../util/errors.js';
@@ -142,6 +144,7 @@ export function createMultipartUpload(
     headers?: Record<string, string>;
     lock?: NewVersionLock;
     tags?: ObjectTag[];
+    sse?: ServerSideEncryption;
   },
 ): MultipartUploadRecord {
   const tenant = requireActiveTenant(context, args.tenantId);
@@ -150,6 +153,7 @@ export function createMultipartUpload(
   validateUserMetadata(args.metadata);
   // Checked now, as S3 refuses a bad lock at the create; the date is checked again at complete.
   newVersionLock(context, bucket, args.lock);
+  const sse = newVersionSse(bucket, args.sse);
   const upload: MultipartUploadRecord = {
     uploadId: newUploadId(context.now()),
     tenantId: tenant.id,
@@ -164,6 +168,7 @@ export function createMultipartUpload(
     upload.headers = args.headers;
   if (args.lock !== undefined) upload.lock = args.lock;
   if (args.tags !== undefined && args.tags.length > 0) upload.tags = args.tags;
+  if (sse.sse) upload.sse = sse.sse;
   context.store.put(DB.multipart, multipartUploadKey(bucket.id, args.key, upload.uploadId), upload);
   return upload;
 }
@@ -339,6 +344,7 @@ export function completeMultipartUpload(
     storedBytes: parts.reduce((sum, part) => sum + part.storedBytes, 0),
     compressed: parts.some((part) => part.compressed),
     ...(upload.tags ? { tags: upload.tags } : {}),
+    ...(upload.sse ? { sse: upload.sse } : {}),
     ...locked,
   };
   writeVersion(context, { tenant, bucket, version, usage });

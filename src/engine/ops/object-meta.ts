@@ -10,6 +10,7 @@ import {
   type BucketRecord,
   type ObjectVersionRecord,
   type ObjectTag,
+  type ServerSideEncryption,
 } from '../index/schema.js';
 import type { EngineContext } from './context.js';
 import { requireActiveTenant } from './control.js';
@@ -31,6 +32,7 @@ import { nextCounter } from './context.js';
 import { checkQuota } from './quota.js';
 import { recordObjectEvent } from './notifications.js';
 import { parseBucketPolicy } from '../../security/bucket-policy.js';
+import { newVersionSse } from './encryption.js';
 import { checkRetentionChange, newVersionLock, type NewVersionLock } from './object-lock.js';
 import { BadRequest, Conflict, NotFound, PreconditionFailed } from '../../util/errors.js';
 
@@ -200,6 +202,8 @@ export interface CopyObjectArgs {
   lock?: NewVersionLock;
   /** The copy's tags (S3's tagging directive REPLACE); absent: the source's tags. */
   tags?: ObjectTag[];
+  /** The copy's S3 encryption (never the source's: the request's, else the bucket's). */
+  sse?: ServerSideEncryption;
 }
 
 export function copyObject(context: EngineContext, args: CopyObjectArgs): ObjectVersionRecord {
@@ -222,7 +226,10 @@ export function copyObject(context: EngineContext, args: CopyObjectArgs): Object
   );
   if (args.requireAbsent && current) throw PreconditionFailed('the destination exists');
   checkWriteConditions(current, { ifMatch: args.requireMatchEtag });
-  const locked = newVersionLock(context, bucket, args.lock);
+  const locked = {
+    ...newVersionLock(context, bucket, args.lock),
+    ...newVersionSse(bucket, args.sse),
+  };
   checkWriteConditions(current, {
     ifMatch: args.destinationIfMatch,
     ifNoneMatch: args.destinationIfNoneMatch,

@@ -29,6 +29,7 @@ import {
   type TenantRecord,
   type BucketUsageRecord,
   type ObjectTag,
+  type ServerSideEncryption,
   versionLocked,
 } from '../index/schema.js';
 import { checkQuota, checkQuotaIn, quotaOf } from './quota.js';
@@ -49,6 +50,7 @@ import {
 } from '../../util/errors.js';
 import { validateBucketName } from '../../security/names.js';
 import { recordObjectEvent } from './notifications.js';
+import { newVersionSse } from './encryption.js';
 import { newVersionLock, refuseLockedDelete, type NewVersionLock } from './object-lock.js';
 
 export function createBucket(
@@ -196,9 +198,10 @@ export interface PutObjectArgs {
   ifUnmodifiedSince?: number;
   /** Completes the idempotency record begun by `beginIdempotent`. */
   idempotency?: HeldKey;
-  /** The new version's lock (object-lock.ts) and tags, as the request gave them. */
+  /** The new version's lock (object-lock.ts), tags and S3 encryption (encryption.ts). */
   lock?: NewVersionLock;
   tags?: ObjectTag[];
+  sse?: ServerSideEncryption;
 }
 
 export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVersionRecord {
@@ -209,7 +212,10 @@ export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVe
     objectKey(bucket.id, args.key),
   );
   checkWriteConditions(current, args);
-  const locked = newVersionLock(context, bucket, args.lock);
+  const locked = {
+    ...newVersionLock(context, bucket, args.lock),
+    ...newVersionSse(bucket, args.sse),
+  };
   if (args.idempotency)
     requireClaim(context, { tenantId: tenant.id, bucket: bucket.name, ...args.idempotency });
   const existingNull = replacedNullIn(context.store, bucket, args.key, current);
