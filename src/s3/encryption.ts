@@ -42,6 +42,11 @@ function sseRequestOf(request: S3Request): SseRequest {
     algorithm: headers['x-amz-server-side-encryption'],
     kmsKeyId: headers['x-amz-server-side-encryption-aws-kms-key-id'],
     customerKey,
+    customer: {
+      algorithm: headers['x-amz-server-side-encryption-customer-algorithm'],
+      key: headers['x-amz-server-side-encryption-customer-key'],
+      keyMd5: headers['x-amz-server-side-encryption-customer-key-md5'],
+    },
   };
 }
 

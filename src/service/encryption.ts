@@ -9,6 +9,7 @@
 // Persists: nothing itself; BucketRecord.encryption and ObjectVersionRecord.sse through the
 // engine (`setBucketEncryption`, the write commands' `sse`).
 
+import { createHash, timingSafeEqual } from 'node:crypto';
 import type { BucketRecord, ServerSideEncryption } from '../engine/index/schema.js';
 import { BadRequest, NotImplemented } from '../util/errors.js';
 import type { RequestContext } from './context.js';
@@ -20,14 +21,42 @@ export interface SseRequest {
   readonly kmsKeyId?: string | undefined;
   /** Any SSE-C (customer key) field was sent, for the object or a copy's source. */
   readonly customerKey?: boolean | undefined;
+  /** The object's SSE-C fields as sent (x-amz-server-side-encryption-customer-*). */
+  readonly customer?: {
+    readonly algorithm?: string | undefined;
+    readonly key?: string | undefined;
+    readonly keyMd5?: string | undefined;
+  };
 }
+
+/** Bytes of an SSE-C key: AES-256. */
+const CUSTOMER_KEY_BYTES = 32;
 
 /** The KMS key id that names a tenant's data key: the tenant's id. */
 export function tenantKmsKeyId(tenantId: string): string {
   return tenantId;
 }
 
+/**
+ * SSE-C fields are checked as S3 checks them (an AES256 algorithm, a 256-bit base64 key and its
+ * MD5, never with another encryption) so a malformed request is a 400, then refused: SSE-C is
+ * not served yet.
+ */
 function refuseCustomerKeys(input: SseRequest): void {
+  const customer = input.customer;
+  if (customer && Object.values(customer).some((value) => value !== undefined)) {
+    if (input.algorithm !== undefined)
+      throw BadRequest('SSE-C cannot be combined with x-amz-server-side-encryption');
+    if (customer.algorithm !== 'AES256')
+      throw BadRequest('the SSE-C algorithm must be given, and be AES256');
+    const key = Buffer.from(customer.key ?? '', 'base64');
+    if (key.length !== CUSTOMER_KEY_BYTES || key.toString('base64') !== customer.key)
+      throw BadRequest('the SSE-C key must be 256 bits, base64-encoded');
+    const md5 = createHash('md5').update(key).digest();
+    const given = Buffer.from(customer.keyMd5 ?? '', 'base64');
+    if (given.length !== md5.length || !timingSafeEqual(given, md5))
+      throw BadRequest('the SSE-C key MD5 does not match the key');
+  }
   if (input.customerKey === true)
     throw NotImplemented(
       'server-side encryption with customer-provided keys (SSE-C) is not supported yet',

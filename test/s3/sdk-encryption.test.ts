@@ -103,6 +103,19 @@ t.test('server-side encryption through the AWS SDK', async (t) => {
       501,
       'SSE-C is refused, never stored readable without its key',
     );
+    const key = Buffer.alloc(32, 7).toString('base64');
+    await refused(
+      { SSECustomerAlgorithm: 'AES256', SSECustomerKey: key, ServerSideEncryption: 'AES256' },
+      'InvalidArgument',
+      400,
+      'SSE-C with SSE-S3',
+    );
+    await refused(
+      { SSECustomerAlgorithm: 'AES256', SSECustomerKey: Buffer.alloc(16).toString('base64') },
+      'InvalidArgument',
+      400,
+      'an SSE-C key of 128 bits',
+    );
     t.same(
       await s3ErrorOf(
         s3.send(
