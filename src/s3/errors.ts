@@ -178,6 +178,11 @@ const codes = {
     message: 'The specified object does not have an ObjectLock configuration',
   },
   NoSuchTagSet: { status: 404, lightwell: 'not_found', message: 'There is no tag set' },
+  NoSuchLifecycleConfiguration: {
+    status: 404,
+    lightwell: 'not_found',
+    message: 'The lifecycle configuration does not exist',
+  },
   NoSuchUpload: {
     status: 404,
     lightwell: 'not_found',

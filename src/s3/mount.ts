@@ -11,6 +11,7 @@ import { registerObjectExtras } from './object-extras.js';
 import { registerObjectLock } from './object-lock.js';
 import { registerTagging } from './tagging.js';
 import { registerEncryption } from './encryption.js';
+import { registerLifecycle } from './lifecycle.js';
 import { serviceObjectStore } from './object-store.js';
 
 export function s3Api(services: S3Services): S3Api {
@@ -25,5 +26,6 @@ export function s3Api(services: S3Services): S3Api {
   registerObjectLock(api);
   registerTagging(api);
   registerEncryption(api);
+  registerLifecycle(api);
   return api;
 }
