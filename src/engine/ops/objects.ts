@@ -33,7 +33,7 @@ import {
   versionLocked,
 } from '../index/schema.js';
 import { checkQuota, checkQuotaIn, quotaOf } from './quota.js';
-import { completeIdempotent, requireClaim, type HeldKey } from './idempotency.js';
+import { completeIdempotent, replayInCommit, requireClaim, type HeldKey } from './idempotency.js';
 import { nextCounter, type EngineContext } from './context.js';
 import type { IndexStore, EncodedRecord } from '../index/store.js';
 import { readActiveTenant, requireActiveTenant } from './control.js';
@@ -220,13 +220,18 @@ export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVe
     DB.objects,
     objectKey(bucket.id, args.key),
   );
+  const held = args.idempotency
+    ? { tenantId: tenant.id, bucket: bucket.name, ...args.idempotency }
+    : undefined;
+  // A key decided here replays before the conditions, as one begun before the body would.
+  const first = held?.inCommit ? replayInCommit(context, held) : undefined;
+  if (first) return first;
   checkWriteConditions(current, args);
   const locked = {
     ...newVersionLock(context, bucket, args.lock),
     ...newVersionSse(bucket, args.sse),
   };
-  if (args.idempotency)
-    requireClaim(context, { tenantId: tenant.id, bucket: bucket.name, ...args.idempotency });
+  if (held && !held.inCommit) requireClaim(context, held);
   const existingNull = replacedNullIn(context.store, bucket, args.key, current);
   checkQuota(context, tenant.id, args.size - (existingNull?.size ?? 0), current ? 0 : 1);
   // Loaded after the checks: a command that fails before it fails alone in its batch.
