@@ -34,6 +34,8 @@ import * as objects from './ops/objects.js';
 import * as segments from './ops/segments.js';
 import * as audit from './ops/audit.js';
 import * as objectMeta from './ops/object-meta.js';
+import * as objectLock from './ops/object-lock.js';
+import * as encryption from './ops/encryption.js';
 import * as idempotency from './ops/idempotency.js';
 import * as tenantDelete from './ops/tenant-delete.js';
 import * as tenantScrub from './ops/tenant-scrub.js';
@@ -47,6 +49,8 @@ import { AuditBarriers, flushedBarrierOf } from './audit-barrier.js';
 import * as multipart from './ops/multipart.js';
 import * as notifications from './ops/notifications.js';
 import * as cors from './ops/cors.js';
+import * as lifecycle from './ops/lifecycle.js';
+import { LifecycleExecutor } from './lifecycle.js';
 import { Deliverer } from './delivery.js';
 import { nodeIo, type Io } from '../util/io.js';
 import { realClock, type Clock } from '../util/clock.js';
@@ -75,6 +79,9 @@ export const operations: Readonly<Record<string, Op>> = {
   putLegalHold: objectMeta.putLegalHold,
   copyObject: objectMeta.copyObject,
   setBucketPolicy: objectMeta.setBucketPolicy,
+  setObjectLockConfig: objectLock.setObjectLockConfig,
+  setBucketTags: objectMeta.setBucketTags,
+  setBucketEncryption: encryption.setBucketEncryption,
   beginIdempotent: idempotency.beginIdempotent,
   abandonIdempotent: idempotency.abandonIdempotent,
   disableTenant: control.disableTenant,
@@ -92,6 +99,8 @@ export const operations: Readonly<Record<string, Op>> = {
   deleteBucketCors: cors.deleteBucketCors,
   putBucketNotifications: notifications.putBucketNotifications,
   deleteBucketNotifications: notifications.deleteBucketNotifications,
+  putBucketLifecycle: lifecycle.putBucketLifecycle,
+  deleteBucketLifecycle: lifecycle.deleteBucketLifecycle,
 };
 
 type ReadOp = (context: EngineContext, args: never) => Promise<unknown>;
@@ -180,8 +189,15 @@ export async function startEngine(options: {
         ),
     }),
   };
+  const lifecycleExecutor = new LifecycleExecutor({
+    context,
+    submit: (apply) => batch.submit(apply),
+    log: componentLogger('engine.lifecycle'),
+    intervalMs: options.settings.duration('lifecycle.interval'),
+  });
   const server = await listenForCommands(paths.socket, executor, sockets);
   compactor.start();
+  lifecycleExecutor.start();
   purger.start();
   deliverer.start();
   log.info({ dataDir: paths.root }, 'engine ready');
@@ -190,6 +206,7 @@ export async function startEngine(options: {
     store,
     stop: async () => {
       syncer.close();
+      await lifecycleExecutor.stop();
       await deliverer.stop();
       await purger.stop();
       await compactor.stop();

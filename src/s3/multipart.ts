@@ -39,6 +39,7 @@ import {
 } from './object-xml.js';
 import { objectLengthOf, objectStoreOf } from './objects.js';
 import { CHECKSUM_ALGS, multipartMd5Etag, type DigestAlg } from '../engine/checksums.js';
+import { newVersionAttributesOf } from './version-attributes.js';
 
 export function registerMultipart(api: S3Api): void {
   api.register('CreateMultipartUpload', createUpload);
@@ -108,6 +109,7 @@ async function createUpload(request: S3Request): Promise<void> {
       checksum.alg === undefined
         ? undefined
         : { alg: checksum.alg, type: checksum.type ?? 'COMPOSITE' },
+    attributes: newVersionAttributesOf(request),
   });
   const headers: Record<string, string> = { 'Content-Type': 'application/xml' };
   if (checksum.alg !== undefined) {

@@ -40,6 +40,9 @@ import { objectStoreOf } from './objects.js';
 import { readSmallBody } from './multipart.js';
 import { createMultiHasher } from '../engine/checksums.js';
 import { versionPartsPage } from '../service/read.js';
+import { bypassRequested } from './object-lock.js';
+import { newVersionAttributesOf } from './version-attributes.js';
+import { addSseHeaders } from './encryption.js';
 
 export function registerObjectExtras(api: S3Api): void {
   api.register('CopyObject', copyObject);
@@ -85,11 +88,13 @@ async function copyObject(request: S3Request): Promise<void> {
     representation: representationOf(headers),
     ifMatch: etagConditionOf(headers['if-match']),
     ifNoneMatch: etagConditionOf(headers['if-none-match']),
+    attributes: newVersionAttributesOf(request, { copy: true }),
   });
   const answer: Record<string, string> = { 'Content-Type': 'application/xml' };
   // A write to a Suspended bucket makes the null version, which S3 does not name.
   if (copied.version.versionId !== 'null') answer['x-amz-version-id'] = copied.version.versionId;
   if (copied.sourceVersioned) answer['x-amz-copy-source-version-id'] = copied.sourceVersionId;
+  addSseHeaders(copied.version, answer);
   request.send(
     200,
     answer,
@@ -134,6 +139,7 @@ async function deleteObjects(request: S3Request): Promise<void> {
         bucket,
         key: entry.key,
         versionId: entry.versionId ?? null,
+        bypassGovernance: bypassRequested(request),
       });
       outcomes.push(
         outcome.deleteMarker

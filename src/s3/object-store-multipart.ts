@@ -88,6 +88,7 @@ export function serviceMultipartStore(
         metadata: { ...input.representation.metadata },
         headers: input.representation.headers,
         checksum: input.checksum,
+        attributes: input.attributes,
       });
       return { uploadId: created.uploadId };
     },

@@ -16,6 +16,7 @@
 //
 // Persists: nothing itself; objects through the service.
 
+import { addExpirationHeader } from './lifecycle.js';
 import type { S3Api, S3Request } from './api.js';
 import { s3Error } from './errors.js';
 import {
@@ -34,6 +35,10 @@ import {
 import type { ResolvedRead, S3ObjectStore, StoredVersion } from './object-port.js';
 import { listObjectsV1Xml, listObjectsV2Xml, type XmlListEntry } from './object-xml.js';
 import type { DigestAlg } from '../engine/checksums.js';
+import { addLockHeaders, bypassRequested } from './object-lock.js';
+import { addTaggingCount } from './tagging.js';
+import { addSseHeaders, checkReadSseOf } from './encryption.js';
+import { newVersionAttributesOf } from './version-attributes.js';
 
 export function registerObjects(api: S3Api): void {
   api.register('PutObject', putObject);
@@ -104,6 +109,7 @@ async function putObject(request: S3Request): Promise<void> {
     representation: writeRepresentation(request),
     ifMatch: etagConditionOf(header(request, 'if-match')),
     ifNoneMatch: etagConditionOf(header(request, 'if-none-match')),
+    attributes: newVersionAttributesOf(request),
     check: (received) => {
       checkContentMd5(md5, received.md5);
       checkDeclaredChecksums(declared.expected, received.checksums);
@@ -112,6 +118,8 @@ async function putObject(request: S3Request): Promise<void> {
   const headers: Record<string, string> = { ETag: stored.version.etag };
   // A write to a Suspended bucket makes the null version, which S3 does not name.
   if (stored.version.versionId !== 'null') headers['x-amz-version-id'] = stored.version.versionId;
+  addSseHeaders(stored.version, headers);
+  addExpirationHeader(request, bucket, stored.version, headers);
   for (const alg of declared.algs) {
     const digest = stored.version.checksums[alg];
     if (digest !== undefined) headers[`x-amz-checksum-${alg.toLowerCase()}`] = digest;
@@ -131,6 +139,8 @@ export function readHeaders(
   headers['Last-Modified'] = new Date(version.lastModified).toUTCString();
   headers['Accept-Ranges'] = 'bytes';
   if (read.versioned) headers['x-amz-version-id'] = version.versionId;
+  if (request.address.bucket !== undefined)
+    addExpirationHeader(request, request.address.bucket, version, headers);
   if (read.partsCount !== undefined) headers['x-amz-mp-parts-count'] = String(read.partsCount);
   const mode = header(request, 'x-amz-checksum-mode');
   if (mode?.toUpperCase() === 'ENABLED' && read.range === undefined) {
@@ -140,6 +150,9 @@ export function readHeaders(
     // composite of its parts' (engine/ops/multipart.ts).
     headers['x-amz-checksum-type'] = checksumTypeOf(version.checksums);
   }
+  addLockHeaders(version, headers);
+  addTaggingCount(version, headers);
+  addSseHeaders(version, headers);
   return headers;
 }
 
@@ -155,6 +168,7 @@ function partNumberOf(text: string | null): number | undefined {
 function readObject(request: S3Request): Promise<void> | undefined {
   const store = objectStoreOf(request);
   const { bucket, key } = target(request);
+  checkReadSseOf(request);
   const query = request.exchange.query;
   const partNumber = partNumberOf(query.get('partNumber'));
   const range = header(request, 'range');
@@ -189,6 +203,7 @@ async function deleteObject(request: S3Request): Promise<void> {
     bucket,
     key,
     versionId: request.exchange.queryParam('versionId'),
+    bypassGovernance: bypassRequested(request),
   });
   const headers: Record<string, string> = {};
   if (outcome.versionId !== undefined) headers['x-amz-version-id'] = outcome.versionId;

@@ -39,6 +39,7 @@ import type { RequestContext } from './context.js';
 import { addWriteConditions, type ObjectService, type ObjectServiceDeps } from './objects.js';
 import { receiveBody, type ReceivedBody } from './upload.js';
 import type { WriteConditions } from './objects.js';
+import { addNewVersionAttributes, type NewVersionAttributes } from './object-lock.js';
 
 export interface UploadAddress {
   readonly bucket: BucketRecord;
@@ -104,6 +105,8 @@ export class MultipartService {
       headers?: Readonly<Record<string, string>>;
       /** The checksum chosen at create: parts are hashed with it, a COMPOSITE one kept. */
       checksum?: { alg: string; type: 'COMPOSITE' | 'FULL_OBJECT' } | undefined;
+      /** The completed object's lock and tags (object-lock.ts). */
+      attributes?: NewVersionAttributes | undefined;
     },
     /** The status the transport answers with, for the audit row (native 201, S3 200). */
     status = 200,
@@ -118,6 +121,7 @@ export class MultipartService {
     if (input.headers !== undefined && Object.keys(input.headers).length > 0)
       args['headers'] = { ...input.headers };
     if (input.checksum !== undefined) args['checksum'] = { ...input.checksum };
+    addNewVersionAttributes(input.attributes, args);
     return this.objects.commit<MultipartUploadRecord>(ctx, 'createMultipartUpload', args, status);
   }
 

@@ -11,6 +11,8 @@
 // - Version sequence numbers are engine-wide and strictly increasing; versions of a key sort
 //   newest first because the key stores `SEQ_MAX - seq`.
 
+import type { LifecycleRuleRecord } from './lifecycle-schema.js';
+
 export const DB = {
   meta: 'meta',
   tenants: 'tenants',
@@ -33,6 +35,10 @@ export const DB = {
   notifications: 'notifications',
   outbox: 'outbox',
   outboxStatus: 'outbox-status',
+  // Lifecycle (lifecycle-schema.ts): the due-date index, its reverse map and reindex jobs.
+  lifecycleDue: 'lifecycle-due',
+  lifecycleSubjects: 'lifecycle-subjects',
+  lifecycleJobs: 'lifecycle-jobs',
 } as const;
 
 export type DbName = (typeof DB)[keyof typeof DB];
@@ -177,6 +183,12 @@ export interface BucketRecord {
   createdAt: number;
   versioning: Versioning;
   objectLock: boolean;
+  /** Object lock's default retention for new versions (engine/ops/object-lock.ts). */
+  lockDefault?: { mode: RetentionMode; days?: number; years?: number };
+  /** The bucket's own tags (S3's bucket tagging); absent: none. */
+  tags?: ObjectTag[];
+  /** S3's default encryption as configured (every object is encrypted at rest regardless). */
+  encryption?: ServerSideEncryption;
   /** Browser CORS rules (src/security/cors.ts validates them); absent: none. */
   cors?: CorsRuleRecord[];
   /** Explicit denials (src/security/bucket-policy.ts). */
@@ -184,6 +196,8 @@ export interface BucketRecord {
     version: 1;
     statements: Array<{ effect: 'Deny'; actions: string[]; principals: string[]; prefix?: string }>;
   };
+  /** Lifecycle rules (src/service/lifecycle.ts validates them); absent: none. */
+  lifecycle?: LifecycleRuleRecord[];
 }
 
 /**
@@ -225,6 +239,8 @@ export interface ObjectVersionRecord {
   storedBytes: number;
   compressed: boolean;
   tags?: ObjectTag[];
+  /** The encryption S3 reports for the version when it is not the default (SSE-S3, AES256). */
+  sse?: ServerSideEncryption;
   retention?: { mode: RetentionMode; retainUntil: number };
   legalHold?: 'ON' | 'OFF';
   /** A completed multipart upload's part sizes, in part order (reads by part number). */
@@ -237,6 +253,16 @@ export interface ObjectTag {
 }
 
 export type RetentionMode = 'GOVERNANCE' | 'COMPLIANCE';
+
+/**
+ * How S3 sees an object's encryption: `AES256` (SSE-S3) or `aws:kms` with the tenant key id it
+ * names (src/service/encryption.ts). The bytes are encrypted under the tenant's data key either
+ * way.
+ */
+export interface ServerSideEncryption {
+  algorithm: 'AES256' | 'aws:kms';
+  kmsKeyId?: string;
+}
 
 /** True while a version may not be deleted or overwritten in place. */
 export function versionLocked(version: ObjectVersionRecord, now: number): boolean {
@@ -455,6 +481,10 @@ export interface MultipartUploadRecord {
   headers?: Record<string, string>;
   /** The checksum the client chose at create (S3's x-amz-checksum-algorithm and -type). */
   checksum?: { alg: string; type: 'COMPOSITE' | 'FULL_OBJECT' };
+  /** The completed object's lock and tags as the create asked (engine/ops/object-lock.ts). */
+  lock?: { mode?: RetentionMode; retainUntil?: number; legalHold?: 'ON' | 'OFF' };
+  tags?: ObjectTag[];
+  sse?: ServerSideEncryption;
 }
 
 export interface MultipartPartRecord {
