@@ -15,6 +15,11 @@ export interface EngineContext {
   now(): number;
   /** Makes worker-written segment data durable before a commit references it (engine only). */
   readonly syncer?: SegmentSyncer;
+  /**
+   * Counter values taken elsewhere (a cluster member's tenant numbers and bucket ids come from
+   * etcd, docs/cluster.md §4): `nextCounter` answers these instead of the local counter.
+   */
+  readonly reserved?: Partial<Counters>;
 }
 
 const initialCounters: Counters = {
@@ -26,6 +31,8 @@ const initialCounters: Counters = {
 
 /** Takes the next value of a counter; inside a transaction. */
 export function nextCounter(context: EngineContext, name: keyof Counters): number {
+  const reserved = context.reserved?.[name];
+  if (reserved !== undefined) return reserved;
   const counters = context.store.get<Counters>(DB.meta, META_COUNTERS) ?? { ...initialCounters };
   const value = counters[name];
   counters[name] = value + 1;
