@@ -27,7 +27,12 @@
 import { pack, unpack } from 'msgpackr';
 import type { IWatchResponse, Watcher } from 'etcd3';
 import assert from 'node:assert/strict';
-import type { CommandRouter, LocalEngine, RecordWrite } from '../engine/command-router.js';
+import {
+  META_CLUSTER_REVISION,
+  type CommandRouter,
+  type LocalEngine,
+  type RecordWrite,
+} from '../engine/command-router.js';
 import type { StoreAccess } from '../engine/index/store.js';
 import {
   DB,
@@ -50,6 +55,10 @@ import { Unavailable, FormatError } from '../util/errors.js';
 import type { Logger } from '../util/log.js';
 import { clusterPaths, readClusterSecret, readNodeState } from './node-state.js';
 import { Registry } from './registry.js';
+import { Replicator } from './replication.js';
+import { EtcdClusterView } from './cluster-view.js';
+import { dataAddressOf, startDataTransport } from './data-transport.js';
+import { clusterEndpoints } from './addresses.js';
 
 export const SHARED_PREFIX = 'shared/';
 const SHARED_RECORD_VERSION = 1;
@@ -80,12 +89,13 @@ export const ROUTED: ReadonlySet<string> = new Set([
   'putBucketCors',
   'deleteBucketCors',
 ]);
+/** The data-plane commands a member replicates (replication.ts). */
+const REPLICATED: ReadonlySet<string> = new Set(['putObject', 'deleteObject', 'clusterFreshen']);
 /** The etcd counter each allocating command takes its id from (§4). */
 const COUNTER_OF: Readonly<Record<string, { name: keyof Counters; key: string }>> = {
   createTenant: { name: 'nextTenantNum', key: 'ids/tenantNum' },
   createBucket: { name: 'nextBucketId', key: 'ids/bucketId' },
 };
-const META_REVISION = Buffer.from('clusterRevision');
 const PURPOSE_CONTROL = 'cluster-control-v1';
 /** Tries of one command against writers on other nodes before it answers 503. */
 const ATTEMPTS_MAX = 8;
@@ -187,7 +197,7 @@ export class SharedMirror {
   }
 
   start(): void {
-    const stored = this.local.store.get<{ revision: number }>(DB.meta, META_REVISION);
+    const stored = this.local.store.get<{ revision: number }>(DB.meta, META_CLUSTER_REVISION);
     this.applied = stored?.revision ?? 0;
     void this.follow(this.applied === 0);
   }
@@ -301,7 +311,10 @@ export class SharedMirror {
   private async apply(writes: RecordWrite[], revision: number): Promise<void> {
     assert.ok(Number.isSafeInteger(revision), 'etcd revision is a safe integer');
     if (revision < this.applied) return;
-    await this.local.commit([...writes, { db: DB.meta, key: META_REVISION, value: { revision } }]);
+    await this.local.commit([
+      ...writes,
+      { db: DB.meta, key: META_CLUSTER_REVISION, value: { revision } },
+    ]);
     this.applied = revision;
     for (const waiter of this.waiters)
       if (waiter.revision <= revision) {
@@ -325,13 +338,19 @@ export class SharedStateRouter implements CommandRouter {
     private readonly local: LocalEngine,
     private readonly mirror: SharedMirror,
     private readonly keys: SealKeys,
+    private readonly data: {
+      replicator: Replicator;
+      view: EtcdClusterView;
+      transport: { close(): Promise<void> };
+    },
   ) {}
 
   handles(name: string): boolean {
-    return ROUTED.has(name);
+    return ROUTED.has(name) || REPLICATED.has(name);
   }
 
   async run(name: string, args: unknown): Promise<unknown> {
+    if (REPLICATED.has(name)) return this.replicate(name, args as Record<string, unknown>);
     // A dry run writes only its audit row: nothing to agree on.
     if ((args as { dryRun?: unknown } | undefined)?.dryRun === true)
       return this.local.runLocal(name, args);
@@ -406,7 +425,22 @@ export class SharedStateRouter implements CommandRouter {
     return newest;
   }
 
+  private async replicate(name: string, args: Record<string, unknown>): Promise<unknown> {
+    const { replicator } = this.data;
+    if (name === 'putObject') return replicator.put(args);
+    if (name === 'deleteObject') return replicator.delete(args);
+    await replicator.freshen(args as { tenantId: string; bucket: string; key: string });
+    return null;
+  }
+
+  private closed = false;
+
   async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.data.transport.close();
+    this.data.view.close();
+    await this.data.replicator.close();
     await this.mirror.stop();
     this.registry.close();
   }
@@ -432,8 +466,23 @@ export async function openSharedState(
     master: local.masterKey,
     control: deriveKey(await readClusterSecret(paths), PURPOSE_CONTROL),
   };
+  const secret = await readClusterSecret(paths);
   const registry = await Registry.connect(node.etcd.endpoints, node.clusterId);
   const mirror = new SharedMirror(registry, local, keys, log);
   mirror.start();
-  return new SharedStateRouter(stateKey, registry, local, mirror, keys);
+  const view = await EtcdClusterView.open(registry, node.nodeId, log);
+  const replicator = new Replicator(local, view, secret, log);
+  // The previous router's listener must be closed before this one binds the same port.
+  await previous?.close();
+  const transport = await startDataTransport({
+    address: dataAddressOf(clusterEndpoints(local.settings).listenText),
+    secret,
+    handlers: replicator.handlers(),
+    log,
+  });
+  return new SharedStateRouter(stateKey, registry, local, mirror, keys, {
+    replicator,
+    view,
+    transport,
+  });
 }

@@ -7,6 +7,17 @@
 import type { IndexStore, StoreAccess } from './index/store.js';
 import type { Counters } from './index/schema.js';
 import type { AuditInput } from './ops/audit.js';
+import type { Settings } from '../util/config.js';
+
+/** In `meta` on a cluster member only: the etcd revision its shared records are at. */
+export const META_CLUSTER_REVISION = Buffer.from('clusterRevision');
+
+/** What a command runs with instead of this node's own counters and clock. */
+export interface RunOptions {
+  readonly reserved?: Partial<Counters>;
+  /** The command's time (a replica's version keeps the time the coordinator gave it). */
+  readonly now?: number;
+}
 
 /** One record to put (`value`) or remove, as `commit` applies it. */
 export interface RecordWrite {
@@ -18,6 +29,9 @@ export interface RecordWrite {
 export interface LocalEngine {
   readonly store: IndexStore;
   readonly masterKey: Buffer;
+  readonly settings: Settings;
+  /** The data directory's segment files. */
+  readonly segmentsDir: string;
   /**
    * Runs command `name` in a transaction that is rolled back, with `reserved` counter values:
    * what it answers and every record it read and wrote. Its rules throw as they would for real.
@@ -27,8 +41,8 @@ export interface LocalEngine {
     args: unknown,
     reserved: Partial<Counters>,
   ): Promise<{ result: unknown; accesses: StoreAccess[] }>;
-  /** Runs command `name` as a single node does. */
-  runLocal(name: string, args: unknown): Promise<unknown>;
+  /** Runs command `name` as a single node does (with `options`' counters and time). */
+  runLocal(name: string, args: unknown, options?: RunOptions): Promise<unknown>;
   /** Writes records (decided elsewhere) and an audit row in one durable group commit. */
   commit(writes: readonly RecordWrite[], audit?: AuditInput): Promise<void>;
 }

@@ -52,6 +52,9 @@ type Op = (context: EngineContext, args: never) => unknown;
 /** Every command the engine accepts. Each runs inside one durable transaction. */
 export const operations: Readonly<Record<string, Op>> = {
   ping: () => ({ ok: true }),
+  // A read is about to be served: a cluster member first makes its copy of the object current
+  // (its router serves this); a single node has nothing to do.
+  clusterFreshen: () => null,
   createTenant: control.createTenant,
   createAccount: control.createAccount,
   createAccessKey: control.createAccessKey,
@@ -178,7 +181,7 @@ export async function startEngine(options: {
         ),
     }),
   };
-  const router = new RouterSlot(options.router, localEngine(executor));
+  const router = new RouterSlot(options.router, localEngine(executor, paths.segments));
   (executor as { router: RouterSlot }).router = router;
   await router.refresh();
   const server = await listenForCommands(paths.socket, executor, sockets);
@@ -278,7 +281,7 @@ interface Executor {
 }
 
 /** What a router may do with this engine (command-router.ts). */
-function localEngine(executor: Executor): LocalEngine {
+function localEngine(executor: Executor, segmentsDir: string): LocalEngine {
   const { context } = executor;
   const commandOf = (name: string): Op => {
     const op = Object.hasOwn(operations, name) ? operations[name] : undefined;
@@ -288,15 +291,27 @@ function localEngine(executor: Executor): LocalEngine {
   return {
     store: context.store,
     masterKey: context.masterKey,
+    settings: context.settings,
+    segmentsDir,
     capture: (name, args, reserved) => {
       const op = commandOf(name);
       const caller = (args as { caller?: unknown } | undefined)?.caller;
       return context.store.capture(() => {
         if (typeof caller === 'string') control.requireLiveCaller(context, caller);
-        return op({ ...context, reserved }, args as never);
+        return op({ ...context, reserved: { ...reserved } }, args as never);
       });
     },
-    runLocal: (name, args) => runCommand(executor, name, commandOf(name), args),
+    runLocal: (name, args, options) => {
+      const run =
+        options === undefined
+          ? context
+          : {
+              ...context,
+              ...(options.reserved === undefined ? {} : { reserved: { ...options.reserved } }),
+              ...(options.now === undefined ? {} : { now: () => options.now as number }),
+            };
+      return runCommand({ ...executor, context: run }, name, commandOf(name), args);
+    },
     commit: (writes, row) =>
       executor.batch.submit(() => {
         for (const write of writes) {
