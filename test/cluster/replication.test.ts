@@ -8,7 +8,9 @@
 // node's public port. Skips, with the reason, where etcd cannot be had.
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
+import { GetObjectCommand, PutObjectCommand, DeleteObjectCommand } from '@aws-sdk/client-s3';
 import { ClusterKit, clusterEnvironment, waitFor, type KitNode } from './kit.js';
+import { s3ClientFor, s3ErrorOf } from '../helpers/s3-sdk.js';
 
 const env = await clusterEnvironment();
 
@@ -104,6 +106,22 @@ t.test('objects are replicated to a majority', { skip: env.skip ?? false }, asyn
     t.ok(read.bytes.equals(small), `small byte for byte on ${client.node.id}`);
     t.ok((await client.get('large')).bytes.equals(large), `large on ${client.node.id}`);
   }
+
+  // S3 goes through the same service: a PUT on n1 is read on n3; a DELETE on n3 is gone on n2.
+  const s3 = kit.nodes.map((node) =>
+    s3ClientFor(new URL(node.publicUrl).origin, { accessKeyId: keyId, secretKey: secret }),
+  );
+  const viaS3 = randomBytes(70 * 1024);
+  await s3[0]?.send(new PutObjectCommand({ Bucket: 'data', Key: 's3-object', Body: viaS3 }));
+  const got = await s3[2]?.send(new GetObjectCommand({ Bucket: 'data', Key: 's3-object' }));
+  const gotBytes = Buffer.from((await got?.Body?.transformToByteArray()) ?? []);
+  t.ok(gotBytes.equals(viaS3), 'an S3 PUT on n1 is read through S3 on n3');
+  t.ok((await c2.get('s3-object')).bytes.equals(viaS3), 'and through the native API on n2');
+  await s3[2]?.send(new DeleteObjectCommand({ Bucket: 'data', Key: 's3-object' }));
+  const gone = await s3ErrorOf(
+    s3[1]?.send(new GetObjectCommand({ Bucket: 'data', Key: 's3-object' })) ?? Promise.resolve(),
+  );
+  t.equal(gone.status, 404, 'an S3 DELETE on n3 is a 404 through S3 on n2');
 
   // Ingest from two clients; n3 is SIGKILLed after the first few writes.
   const acknowledged = new Map<string, Buffer>();
