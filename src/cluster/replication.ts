@@ -49,6 +49,14 @@ import { BadRequest, NotFound, Unavailable } from '../util/errors.js';
 import type { Logger } from '../util/log.js';
 import { callData, dataAddressOf, DATA_BATCH_BYTES, type DataHandler } from './data-transport.js';
 import type { MemberRecord } from './registry.js';
+import {
+  addCounts,
+  emptyCounts,
+  repairTenant,
+  REPAIR_PAGE_KEYS,
+  type RepairCounts,
+  type RepairPeer,
+} from './repair.js';
 
 const EPOCH_MS = Date.UTC(2025, 0, 1);
 const NODE_NUMS = 128;
@@ -57,6 +65,9 @@ const PER_MS = 256;
 const TOMB_PREFIX = 'tomb/';
 /** How long a read waits for the replicas' answers. */
 const HEAD_MS_MAX = 5_000;
+/** The longest one member's share of a repair may take before it is reported unreachable. */
+const REPAIR_MS_MAX = 10 * 60_000;
+const ZERO = Buffer.from([0]);
 
 export interface ClusterView {
   readonly nodeId: string;
@@ -92,7 +103,7 @@ function tombKey(bucketId: number, key: string): Buffer {
   return Buffer.concat([Buffer.from(`${TOMB_PREFIX}${bucketId}/`), Buffer.from(key, 'utf8')]);
 }
 
-export class Replicator {
+export class Replicator implements RepairPeer {
   private last = 0;
   private writer: SegmentWriter;
 
@@ -100,7 +111,7 @@ export class Replicator {
     private readonly local: LocalEngine,
     private readonly view: ClusterView,
     private readonly secret: Buffer,
-    private readonly log: Logger,
+    readonly log: Logger,
   ) {
     assert.ok(view.nodeNum >= 0 && view.nodeNum < NODE_NUMS, 'node number in range');
     this.writer = new SegmentWriter({
@@ -145,6 +156,8 @@ export class Replicator {
       ['/cluster/v1/data/head', (_from, body) => Promise.resolve(this.headOf(body))],
       ['/cluster/v1/data/fetch', (_from, body) => Promise.resolve(this.manifestOf(body))],
       ['/cluster/v1/data/chunks', (_from, body) => this.recordsOf(body)],
+      ['/cluster/v1/data/heads', (_from, body) => Promise.resolve(this.headsOf(body))],
+      ['/cluster/v1/data/repair', (_from, body) => this.repairHere(body)],
     ]);
   }
 
@@ -326,11 +339,13 @@ export class Replicator {
     address: string,
     tenant: TenantRecord,
     refs: ReadonlyArray<{ id: Buffer }>,
-  ): Promise<void> {
+  ): Promise<number> {
     let batch: Buffer[] = [];
     let bytes = 0;
+    let total = 0;
     for (const ref of refs) {
       const record = await this.readRecord(tenant.num, ref.id);
+      total += record.length;
       if (bytes + record.length > DATA_BATCH_BYTES && batch.length > 0) {
         await this.call(address, 'records', { tenantNum: tenant.num, records: batch });
         batch = [];
@@ -341,6 +356,137 @@ export class Replicator {
     }
     if (batch.length > 0)
       await this.call(address, 'records', { tenantNum: tenant.num, records: batch });
+    return total;
+  }
+
+  // ---- repair (repair.ts) -------------------------------------------------------------------
+
+  get store(): LocalEngine['store'] {
+    return this.local.store;
+  }
+
+  otherReplicas(bucket: BucketRecord): string[] {
+    const members = this.view.members();
+    return this.replicaIds(bucket)
+      .filter((id) => id !== this.view.nodeId)
+      .map((id) => dataAddressOf((members.get(id) as MemberRecord).address));
+  }
+
+  async heads(
+    address: string,
+    args: { tenantId: string; bucket: string; keys: string[] },
+  ): Promise<Head[]> {
+    return (await this.call(address, 'heads', args))['heads'] as Head[];
+  }
+
+  async copyVersion(
+    address: string,
+    tenant: TenantRecord,
+    bucket: BucketRecord,
+    version: ObjectVersionRecord,
+  ): Promise<number> {
+    const chunks = unpackChunkRefs(version.chunks);
+    const bytes = await this.sendRecords(address, tenant, chunks);
+    const args = { ...putArgsOf(tenant.id, bucket.name, version), chunks };
+    await this.call(address, 'put', { args, seq: version.seq, now: version.lastModified });
+    return bytes;
+  }
+
+  async sendDelete(address: string, bucket: BucketRecord, key: string, seq: number): Promise<void> {
+    const args = { tenantId: bucket.tenantId, bucket: bucket.name, key };
+    await this.call(address, 'delete', { args, seq, now: Date.now() });
+  }
+
+  tombstones(
+    bucket: BucketRecord,
+    after: string | undefined,
+    limit: number,
+  ): Array<{ key: string; seq: number }> {
+    const prefix = tombKey(bucket.id, '');
+    const start = after === undefined ? prefix : Buffer.concat([tombKey(bucket.id, after), ZERO]);
+    const found: Array<{ key: string; seq: number }> = [];
+    for (const { key, value } of this.local.store.range<{ seq: number }>(DB.meta, {
+      start,
+      end: Buffer.concat([prefix, Buffer.from([0xff])]),
+      limit,
+    }))
+      found.push({ key: key.subarray(prefix.length).toString('utf8'), seq: value.seq });
+    return found;
+  }
+
+  private headsOf(body: Record<string, unknown>): Record<string, unknown> {
+    const { bucket } = this.bucketOf(body);
+    const keys = body['keys'];
+    if (!Array.isArray(keys) || keys.length > REPAIR_PAGE_KEYS)
+      throw BadRequest(`heads takes at most ${REPAIR_PAGE_KEYS} keys`);
+    return { heads: keys.map((key) => this.localHead(bucket, String(key))) };
+  }
+
+  /** A repair of one tenant (or bucket) by this node, from its own copies. */
+  private async repairHere(body: Record<string, unknown>): Promise<RepairCounts> {
+    const tenantId = String(body['tenantId']);
+    const tenant = this.local.store.get<TenantRecord>(DB.tenants, tenantKey(tenantId));
+    if (tenant === undefined) throw NotFound(`tenant ${tenantId} is not known on this node`);
+    const bucket = typeof body['bucket'] === 'string' ? body['bucket'] : undefined;
+    return repairTenant(this, tenant, bucket, body['dryRun'] === true);
+  }
+
+  /**
+   * A node that starts asks every other member to push what this node missed while it was down
+   * (each of them repairs every tenant it holds). In the background; failures are logged.
+   */
+  async catchUp(): Promise<void> {
+    const tenants = [...this.local.store.range<TenantRecord>(DB.tenants, {})]
+      .map((entry) => entry.value)
+      .filter((tenant) => tenant.state !== 'deleted');
+    const others = [...this.view.members().values()].filter(
+      (member) => member.id !== this.view.nodeId,
+    );
+    for (const tenant of tenants)
+      for (const member of others) {
+        const args = { tenantId: tenant.id, dryRun: false };
+        await this.call(dataAddressOf(member.address), 'repair', args, REPAIR_MS_MAX).then(
+          (counts) =>
+            this.log.info({ nodeId: member.id, tenantId: tenant.id, counts }, 'caught up'),
+          (error: unknown) =>
+            this.log.warn({ err: error, nodeId: member.id }, 'not caught up from a member'),
+        );
+      }
+  }
+
+  /**
+   * Repairs a tenant (or one bucket) on every storage member: each pushes what the other
+   * replicas lack. Answers the counts summed, and each member's.
+   */
+  async repair(args: {
+    tenantId: string;
+    bucket?: string;
+    dryRun: boolean;
+  }): Promise<{ counts: RepairCounts; nodes: Record<string, unknown> }> {
+    const counts = emptyCounts();
+    const nodes: Record<string, unknown> = {};
+    const started = performance.now();
+    await Promise.all(
+      [...this.view.members().values()].map(async (member) => {
+        try {
+          const result =
+            member.id === this.view.nodeId
+              ? await this.repairHere(args)
+              : ((await this.call(
+                  dataAddressOf(member.address),
+                  'repair',
+                  args,
+                  REPAIR_MS_MAX,
+                )) as unknown as RepairCounts);
+          addCounts(counts, result);
+          nodes[member.id] = result;
+        } catch (error) {
+          nodes[member.id] = { error: (error as Error).message };
+        }
+      }),
+    );
+    const seconds = (performance.now() - started) / 1000;
+    return { counts, nodes: { ...nodes, seconds } };
   }
 
   // ---- the replica's side -------------------------------------------------------------------
@@ -470,18 +616,7 @@ export class Replicator {
       seq: version.seq,
       now: version.lastModified,
       chunks: unpackChunkRefs(version.chunks),
-      args: {
-        tenantId: body['tenantId'],
-        bucket: body['bucket'],
-        key,
-        size: version.size,
-        etag: version.etag,
-        contentType: version.contentType,
-        metadata: version.metadata,
-        checksums: version.checksums,
-        compressed: version.compressed,
-        ...(version.headers === undefined ? {} : { headers: version.headers }),
-      },
+      args: putArgsOf(String(body['tenantId']), bucket.name, version),
     };
   }
 
@@ -560,6 +695,26 @@ export class Replicator {
     if (tomb !== undefined && tomb.seq < seq)
       void this.local.commit([{ db: DB.meta, key: tombKey(bucketId, key) }]);
   }
+}
+
+/** The arguments of the `putObject` that wrote `version` (its chunks apart). */
+function putArgsOf(
+  tenantId: string,
+  bucket: string,
+  version: ObjectVersionRecord,
+): Record<string, unknown> {
+  return {
+    tenantId,
+    bucket,
+    key: version.key,
+    size: version.size,
+    etag: version.etag,
+    contentType: version.contentType,
+    metadata: version.metadata,
+    checksums: version.checksums,
+    compressed: version.compressed,
+    ...(version.headers === undefined ? {} : { headers: version.headers }),
+  };
 }
 
 /** A put's arguments as a replica runs them: no caller, conditions, idempotency or audit. */

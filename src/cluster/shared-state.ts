@@ -90,7 +90,14 @@ export const ROUTED: ReadonlySet<string> = new Set([
   'deleteBucketCors',
 ]);
 /** The data-plane commands a member replicates (replication.ts). */
-const REPLICATED: ReadonlySet<string> = new Set(['putObject', 'deleteObject', 'clusterFreshen']);
+const REPLICATED: ReadonlySet<string> = new Set([
+  'putObject',
+  'deleteObject',
+  'clusterFreshen',
+  'clusterRepair',
+]);
+/** A member that starts catches up this long after (its listeners are up by then). */
+const CATCH_UP_DELAY_MS = 5_000;
 /** The etcd counter each allocating command takes its id from (§4). */
 const COUNTER_OF: Readonly<Record<string, { name: keyof Counters; key: string }>> = {
   createTenant: { name: 'nextTenantNum', key: 'ids/tenantNum' },
@@ -429,6 +436,8 @@ export class SharedStateRouter implements CommandRouter {
     const { replicator } = this.data;
     if (name === 'putObject') return replicator.put(args);
     if (name === 'deleteObject') return replicator.delete(args);
+    if (name === 'clusterRepair')
+      return replicator.repair(args as { tenantId: string; bucket?: string; dryRun: boolean });
     await replicator.freshen(args as { tenantId: string; bucket: string; key: string });
     return null;
   }
@@ -480,6 +489,9 @@ export async function openSharedState(
     handlers: replicator.handlers(),
     log,
   });
+  setTimeout(() => {
+    replicator.catchUp().catch((error: unknown) => log.warn({ err: error }, 'catch-up failed'));
+  }, CATCH_UP_DELAY_MS).unref();
   return new SharedStateRouter(stateKey, registry, local, mirror, keys, {
     replicator,
     view,

@@ -9,7 +9,8 @@
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
 import { GetObjectCommand, PutObjectCommand, DeleteObjectCommand } from '@aws-sdk/client-s3';
-import { ClusterKit, clusterEnvironment, waitFor, type KitNode } from './kit.js';
+import { ClusterKit, clusterEnvironment, joinBody, waitFor, type KitNode } from './kit.js';
+import { replicasOf } from '../../src/cluster/replication.js';
 import { s3ClientFor, s3ErrorOf } from '../helpers/s3-sdk.js';
 
 const env = await clusterEnvironment();
@@ -86,11 +87,11 @@ async function makeKey(node: KitNode): Promise<[string, string]> {
 }
 
 t.test('objects are replicated to a majority', { skip: env.skip ?? false }, async (t) => {
-  const kit = await ClusterKit.create(3, (fn) => t.teardown(fn));
-  const n3 = kit.nodes[2] as KitNode;
+  const kit = await ClusterKit.create(4, (fn) => t.teardown(fn));
+  const [n1, , n3, n4] = kit.nodes as [KitNode, KitNode, KitNode, KitNode];
   await kit.formCluster(3);
   const [keyId, secret] = await makeKey(kit.nodes[0] as KitNode);
-  const clients = kit.nodes.map((node) => new Client(node, keyId, secret));
+  const clients = kit.nodes.slice(0, 3).map((node) => new Client(node, keyId, secret));
   const [c1, c2, c3] = clients as [Client, Client, Client];
   await c1.login();
   t.equal((await c1.send('POST', '/buckets', JSON.stringify({ name: 'data' }))).status, 201);
@@ -108,9 +109,11 @@ t.test('objects are replicated to a majority', { skip: env.skip ?? false }, asyn
   }
 
   // S3 goes through the same service: a PUT on n1 is read on n3; a DELETE on n3 is gone on n2.
-  const s3 = kit.nodes.map((node) =>
-    s3ClientFor(new URL(node.publicUrl).origin, { accessKeyId: keyId, secretKey: secret }),
-  );
+  const s3 = kit.nodes
+    .slice(0, 3)
+    .map((node) =>
+      s3ClientFor(new URL(node.publicUrl).origin, { accessKeyId: keyId, secretKey: secret }),
+    );
   const viaS3 = randomBytes(70 * 1024);
   await s3[0]?.send(new PutObjectCommand({ Bucket: 'data', Key: 's3-object', Body: viaS3 }));
   const got = await s3[2]?.send(new GetObjectCommand({ Bucket: 'data', Key: 's3-object' }));
@@ -156,4 +159,41 @@ t.test('objects are replicated to a majority', { skip: env.skip ?? false }, asyn
   }
   t.equal((await c3.get('small')).status, 404, 'the delete n3 missed is seen on n3');
   t.ok((await c3.get('large')).bytes.equals(large), 'what n3 held is still there');
+
+  const rebalance = async (dryRun: boolean): Promise<Record<string, unknown>> => {
+    const answer = await n1.admin(
+      'POST',
+      `/cluster/repair/rebalance${dryRun ? '?dryRun=true' : ''}`,
+      { tenantId: 'acme', reason: 'test', confirmTenant: 'acme' },
+    );
+    t.equal(answer.status, 200, JSON.stringify(answer.json));
+    return answer.json;
+  };
+  const repaired = await rebalance(false);
+  t.match(repaired, {
+    mode: 'cluster-rebalance',
+    replication: { counts: { buckets: 3, replicasUnreachable: 0 } },
+  });
+  t.match(await rebalance(true), { replication: { counts: { copiesSent: 0, deletesSent: 0 } } });
+
+  // A fourth node joins; the bucket's replica set now names it (bucket id 1, by rendezvous) and
+  // a rebalance copies every object onto it.
+  await n4.start();
+  const joined = await n1.admin('POST', '/cluster/consensus/join', joinBody(n4));
+  t.equal(joined.status, 200, JSON.stringify(joined.json));
+  const owners = replicasOf(1, ['n1', 'n2', 'n3', 'n4'], 3);
+  t.ok(owners.includes('n4'), `n4 is a replica of the bucket (${owners.join(', ')})`);
+  const moved = await waitFor('a rebalance onto n4', async () => {
+    const report = await rebalance(false);
+    const counts = (report['replication'] as { counts: { bytesSent: number } }).counts;
+    return counts.bytesSent > 0 ? report : undefined;
+  });
+  t.match(moved, { replication: { counts: { replicasUnreachable: 0 } } });
+  t.match(await rebalance(true), { replication: { counts: { copiesSent: 0 } } });
+  const c4 = new Client(n4, keyId, secret);
+  await c4.login();
+  for (const [key, body] of acknowledged) {
+    const read = await c4.get(key);
+    t.ok(read.status === 200 && read.bytes.equals(body), `${key} on n4`);
+  }
 });
