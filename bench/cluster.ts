@@ -5,7 +5,9 @@
 // `cluster.etcd_bin`, default `etcd`), each on its own loopback addresses (127.78.R.2 and up),
 // and drives the native API of the single node and of the cluster's first node with the same
 // load: N 4 KiB PUTs, 16 at a time, then M 64 MiB PUTs one at a time. Prints a markdown table
-// with the ratios. Every PUT must answer 200; speed is never asserted. Everything it started is
+// with the ratios. Then a fourth node joins and a rebalance of the tenant copies its share of
+// the data onto it: the bytes copied over the rebalance's seconds. Every PUT must answer 200;
+// speed is never asserted. Everything it started is
 // stopped and its directories removed at the end, also after a failure.
 
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
@@ -159,6 +161,28 @@ async function formCluster(nodes: readonly Node[]): Promise<void> {
   }
 }
 
+/** Joins `joiner` to the cluster of `first` and rebalances the tenant `bench` onto it. */
+async function rebalanceOnto(
+  first: Node,
+  joiner: Node,
+): Promise<{ bytes: number; seconds: number }> {
+  await startNode(joiner, ['--cluster.listen', `${joiner.host}:7000`, '--cluster.node_id', 'n4']);
+  const token = await ownerToken(first);
+  const secret = /secret (lwjoin_[A-Za-z0-9_-]+)/.exec(joiner.output)?.[1] ?? '';
+  const body = { id: 'n4', address: `${joiner.host}:7000`, secret, reason: 'bench', confirm: 'n4' };
+  await admin(first, token, '/cluster/consensus/join', body);
+  // Every member re-reads the membership within 2 s (cluster-view.ts).
+  await new Promise((resolve) => setTimeout(resolve, 3_000));
+  const started = performance.now();
+  const report = (await admin(first, token, '/cluster/repair/rebalance', {
+    tenantId: 'bench',
+    reason: 'bench',
+    confirmTenant: 'bench',
+  })) as { replication?: { counts: { bytesSent: number } } };
+  const seconds = (performance.now() - started) / 1000;
+  return { bytes: report.replication?.counts.bytesSent ?? 0, seconds };
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
@@ -169,7 +193,7 @@ async function main(): Promise<void> {
   const counts = { small: Number(values.small), large: Number(values.large) };
   const root = mkdtempSync(join(tmpdir(), 'lw-bench-cluster-'));
   const run = 1 + ((randomBytes(1)[0] as number) % 250);
-  const nodes: Node[] = Array.from({ length: 4 }, (_, index) => ({
+  const nodes: Node[] = Array.from({ length: 5 }, (_, index) => ({
     host: `127.78.${run}.${index + 2}`,
     dir: join(root, `n${index}`),
     output: '',
@@ -179,9 +203,10 @@ async function main(): Promise<void> {
     await startNode(single, []);
     const alone = await measure(single, await prepare(single), counts);
     process.kill(-(single.child?.pid ?? 0), 'SIGTERM');
-    const cluster = nodes.slice(1);
+    const cluster = nodes.slice(1, 4);
     await formCluster(cluster);
     const together = await measure(cluster[0] as Node, await prepare(cluster[0] as Node), counts);
+    const moved = await rebalanceOnto(cluster[0] as Node, nodes[4] as Node);
     const row = (name: string, a: number, b: number, unit: string): string =>
       `| ${name} | ${a.toFixed(1)} ${unit} | ${b.toFixed(1)} ${unit} | ${(b / a).toFixed(2)} |`;
     process.stdout.write(
@@ -190,6 +215,9 @@ async function main(): Promise<void> {
         '|---|---|---|---|',
         row(`4 KiB × ${counts.small}, 16 at a time`, alone.smallPerS, together.smallPerS, '/s'),
         row(`64 MiB × ${counts.large}, one at a time`, alone.largeMBs, together.largeMBs, 'MB/s'),
+        '',
+        `Rebalance onto a fourth node: ${(moved.bytes / 1e6).toFixed(1)} MB in ` +
+          `${moved.seconds.toFixed(1)} s, ${(moved.bytes / 1e6 / moved.seconds).toFixed(1)} MB/s`,
       ].join('\n') + '\n',
     );
   } finally {
