@@ -19,7 +19,13 @@ import {
   type DataDirPaths,
 } from './data-dir.js';
 import { FrameDecoder, FrameWriter, encodeFrame, type Request } from './protocol.js';
-import { toWire, isLightwellError, MethodNotAllowed, BadRequest } from '../util/errors.js';
+import {
+  toWire,
+  isLightwellError,
+  MethodNotAllowed,
+  BadRequest,
+  EngineUnavailable,
+} from '../util/errors.js';
 import { componentLogger, type Logger } from '../util/log.js';
 import type { Settings } from '../util/config.js';
 import type { EngineContext } from './ops/context.js';
@@ -485,9 +491,10 @@ async function execute(
     if (!op) throw MethodNotAllowed(`unknown engine command ${String(request.o)}`);
     const name = request.o as string;
     const router = executor.router.current;
+    const deadline = (request as { d?: unknown }).d;
     const result = router?.handles(name)
       ? await router.run(name, request.a)
-      : await runCommand(executor, name, op, request.a);
+      : await runCommand(executor, name, op, request.a, deadline);
     frame = encodeFrame({ i: request.i, r: result ?? null });
   } catch (error) {
     if (!isLightwellError(error)) log.error({ err: error, op: request.o }, 'engine command failed');
@@ -502,6 +509,7 @@ async function runCommand(
   name: string,
   op: Op,
   commandArgs: unknown,
+  deadline?: unknown,
 ): Promise<unknown> {
   const { context } = executor;
   // A command may carry the audit row of the request it serves; it commits with the change.
@@ -520,6 +528,11 @@ async function runCommand(
   if (name === 'sealSegment')
     context.syncer?.forget((commandArgs as { segmentId: number }).segmentId);
   return executor.batch.submit(() => {
+    // Its caller has given up on it (protocol.ts): applied now, it would be a change nobody
+    // is told of. Wall-clock time, as the caller's deadline is (an injected engine clock
+    // may be anywhere).
+    if (typeof deadline === 'number' && Date.now() > deadline)
+      throw EngineUnavailable(`${name} reached the engine after its deadline`);
     if (caller !== undefined) control.requireLiveCaller(context, caller);
     const value = op(context, commandArgs as never);
     if (args?.audit) audit.writeAudit(context, args.audit);
