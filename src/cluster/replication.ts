@@ -68,6 +68,8 @@ const HEAD_MS_MAX = 5_000;
 /** The longest one member's share of a repair may take before it is reported unreachable. */
 const REPAIR_MS_MAX = 10 * 60_000;
 const ZERO = Buffer.from([0]);
+/** Locations of received records a node keeps for their manifests, per tenant. */
+const PENDING_RECORDS_MAX = 100_000;
 
 export interface ClusterView {
   readonly nodeId: string;
@@ -82,17 +84,32 @@ interface Head {
   readonly deleted: boolean;
 }
 
-/** The members that hold bucket `bucketId` (see the header). */
+/**
+ * The members that hold bucket `bucketId` (see the header): ranked by rendezvous hashing, the
+ * best-ranked member of each zone first (so copies land in as many zones as there are), then the
+ * best-ranked of the rest; deterministic for a given membership.
+ */
 export function replicasOf(
   bucketId: number,
-  members: readonly string[],
+  members: ReadonlyArray<{ readonly id: string; readonly zone: string }>,
   replicationFactor: number,
 ): string[] {
   const score = (nodeId: string): Buffer =>
     createHash('sha256').update(`${bucketId}:${nodeId}`).digest();
-  return [...members]
-    .sort((a, b) => Buffer.compare(score(b), score(a)) || (a < b ? -1 : 1))
-    .slice(0, Math.min(replicationFactor, members.length));
+  const ranked = members
+    .map((member) => ({ ...member, score: score(member.id) }))
+    .sort((a, b) => Buffer.compare(b.score, a.score) || (a.id < b.id ? -1 : 1));
+  const count = Math.min(replicationFactor, ranked.length);
+  const chosen: string[] = [];
+  const zones = new Set<string>();
+  for (const member of ranked)
+    if (chosen.length < count && !zones.has(member.zone)) {
+      zones.add(member.zone);
+      chosen.push(member.id);
+    }
+  for (const member of ranked)
+    if (chosen.length < count && !chosen.includes(member.id)) chosen.push(member.id);
+  return chosen;
 }
 
 export function majorityOf(count: number): number {
@@ -524,7 +541,12 @@ export class Replicator implements RepairPeer {
       });
     }
     await Promise.all(appended);
-    this.pending.set(tenantNum, new Map([...(this.pending.get(tenantNum) ?? []), ...locations]));
+    // Records whose manifest never came (its sender died) are only forgotten, never committed:
+    // their bytes are garbage that compaction reclaims.
+    const held = this.pending.get(tenantNum) ?? new Map<string, ManifestChunk['location']>();
+    if (held.size > PENDING_RECORDS_MAX) held.clear();
+    for (const [id, location] of locations) held.set(id, location);
+    this.pending.set(tenantNum, held);
     return locations;
   }
 
@@ -667,7 +689,7 @@ export class Replicator implements RepairPeer {
   }
 
   private replicaIds(bucket: BucketRecord): string[] {
-    return replicasOf(bucket.id, [...this.view.members().keys()], this.view.replicationFactor);
+    return replicasOf(bucket.id, [...this.view.members().values()], this.view.replicationFactor);
   }
 
   private call(

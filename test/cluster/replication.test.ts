@@ -181,7 +181,11 @@ t.test('objects are replicated to a majority', { skip: env.skip ?? false }, asyn
   await n4.start();
   const joined = await n1.admin('POST', '/cluster/consensus/join', joinBody(n4));
   t.equal(joined.status, 200, JSON.stringify(joined.json));
-  const owners = replicasOf(1, ['n1', 'n2', 'n3', 'n4'], 3);
+  const owners = replicasOf(
+    1,
+    ['n1', 'n2', 'n3', 'n4'].map((id) => ({ id, zone: '' })),
+    3,
+  );
   t.ok(owners.includes('n4'), `n4 is a replica of the bucket (${owners.join(', ')})`);
   const moved = await waitFor('a rebalance onto n4', async () => {
     const report = await rebalance(false);
