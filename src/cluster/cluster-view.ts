@@ -1,7 +1,8 @@
 // What a member's engine knows of the cluster to place objects (replication.ts): its own node
 // number, the replication factor, and the storage members with their addresses, re-read from
 // etcd every VIEW_REFRESH_MS (membership changes are rare, and placement tolerates a view a few
-// seconds old: a write still needs a majority of the set it was sent to).
+// seconds old: a write still needs a majority of the set it was sent to). A node that has not
+// read it for QUORUM_STALE_MS cannot reach etcd's quorum and refuses writes (`quorate`).
 
 import { Unavailable } from '../util/errors.js';
 import type { Logger } from '../util/log.js';
@@ -9,6 +10,12 @@ import type { MemberRecord, Registry } from './registry.js';
 import type { ClusterView } from './replication.js';
 
 const VIEW_REFRESH_MS = 2_000;
+/**
+ * A node whose last read of the membership (a linearizable etcd read: it needs etcd's quorum) is
+ * older than this refuses writes: it is on the minority side of a partition, or etcd has lost
+ * its quorum.
+ */
+const QUORUM_STALE_MS = 10_000;
 const NODE_NUMS_MAX = 128;
 /** Members that hold data: every state before `drained`, except a join in progress. */
 const STORAGE_STATES = new Set(['voter', 'draining']);
@@ -16,6 +23,7 @@ const STORAGE_STATES = new Set(['voter', 'draining']);
 export class EtcdClusterView implements ClusterView {
   private current = new Map<string, MemberRecord>();
   private timer: NodeJS.Timeout | undefined;
+  private agreedAt = 0;
 
   private constructor(
     readonly nodeId: string,
@@ -40,9 +48,14 @@ export class EtcdClusterView implements ClusterView {
     return this.current;
   }
 
+  quorate(): boolean {
+    return Date.now() - this.agreedAt < QUORUM_STALE_MS;
+  }
+
   private async refresh(): Promise<void> {
     try {
       const members = await this.registry.members();
+      this.agreedAt = Date.now();
       this.current = new Map(
         members
           .map((entry) => entry.record)

@@ -77,6 +77,8 @@ export interface ClusterView {
   readonly replicationFactor: number;
   /** Storage members, by id. */
   members(): ReadonlyMap<string, MemberRecord>;
+  /** Whether this node reached etcd's quorum lately; writes are refused when it has not. */
+  quorate(): boolean;
 }
 
 interface Head {
@@ -186,6 +188,7 @@ export class Replicator implements RepairPeer {
 
   /** `putObject` here, then on a majority of the bucket's replicas. */
   async put(args: Record<string, unknown>): Promise<unknown> {
+    this.requireQuorum();
     const seq = this.nextSeq();
     const now = Date.now();
     const version = (await this.local.runLocal('putObject', args, {
@@ -204,6 +207,7 @@ export class Replicator implements RepairPeer {
 
   /** `deleteObject` here, then on a majority of the bucket's replicas. */
   async delete(args: Record<string, unknown>): Promise<unknown> {
+    this.requireQuorum();
     const seq = this.nextSeq();
     const now = Date.now();
     const { bucket } = this.bucketOf(args);
@@ -223,6 +227,15 @@ export class Replicator implements RepairPeer {
       this.call(address, 'delete', { args: replicated, seq, now }).then(() => undefined),
     );
     return result;
+  }
+
+  /**
+   * A node cut off from etcd's quorum (the minority side of a partition) refuses a write before
+   * it changes anything, so that no write it could not replicate is left behind on it.
+   */
+  private requireQuorum(): void {
+    if (!this.view.quorate())
+      throw Unavailable('this node cannot reach a majority of the cluster; writes are refused');
   }
 
   /** Makes this node's copy of `key` as new as a majority of its replicas' (see the header). */
