@@ -10,6 +10,8 @@ import type { MemberRecord, Registry } from './registry.js';
 import type { ClusterView } from './replication.js';
 
 const VIEW_REFRESH_MS = 2_000;
+/** How long an engine that starts waits for its first read of the membership. */
+const FIRST_READ_MS_MAX = 3_000;
 /**
  * A node whose last read of the membership (a linearizable etcd read: it needs etcd's quorum) is
  * older than this refuses writes: it is on the minority side of a partition, or etcd has lost
@@ -33,12 +35,43 @@ export class EtcdClusterView implements ClusterView {
     private readonly log: Logger,
   ) {}
 
-  static async open(registry: Registry, nodeId: string, log: Logger): Promise<EtcdClusterView> {
-    const cluster = await registry.cluster();
-    if (cluster === undefined) throw Unavailable('the cluster record is not in etcd');
-    const nodeNum = await nodeNumOf(registry, nodeId);
-    const view = new EtcdClusterView(nodeId, nodeNum, cluster.replicationFactor, registry, log);
-    await view.refresh();
+  /**
+   * The view of this node; its number and the replication factor are kept in the index once
+   * read (`saved`), so that an engine restarting while etcd has no quorum still starts (its
+   * writes are refused until etcd answers again).
+   */
+  static async open(options: {
+    registry: Registry;
+    nodeId: string;
+    saved: { nodeNum: number; replicationFactor: number } | undefined;
+    save: (identity: { nodeNum: number; replicationFactor: number }) => Promise<void>;
+    log: Logger;
+  }): Promise<EtcdClusterView> {
+    const { registry, nodeId, log } = options;
+    let identity = options.saved;
+    if (identity === undefined) {
+      const cluster = await registry.cluster();
+      if (cluster === undefined) throw Unavailable('the cluster record is not in etcd');
+      identity = {
+        nodeNum: await nodeNumOf(registry, nodeId),
+        replicationFactor: cluster.replicationFactor,
+      };
+      await options.save(identity);
+    }
+    const view = new EtcdClusterView(
+      nodeId,
+      identity.nodeNum,
+      identity.replicationFactor,
+      registry,
+      log,
+    );
+    // The first read, if etcd answers soon; without it, the engine starts all the same.
+    let waited: NodeJS.Timeout | undefined;
+    await Promise.race([
+      view.refresh(),
+      new Promise((resolve) => (waited = setTimeout(resolve, FIRST_READ_MS_MAX))),
+    ]);
+    clearTimeout(waited);
     view.timer = setInterval(() => void view.refresh(), VIEW_REFRESH_MS);
     view.timer.unref();
     return view;

@@ -88,6 +88,8 @@ export const ROUTED: ReadonlySet<string> = new Set([
   'setBucketPolicy',
   'putBucketCors',
   'deleteBucketCors',
+  'putBucketLifecycle',
+  'deleteBucketLifecycle',
 ]);
 /** The data-plane commands a member replicates (replication.ts). */
 const REPLICATED: ReadonlySet<string> = new Set([
@@ -479,7 +481,14 @@ export async function openSharedState(
   const registry = await Registry.connect(node.etcd.endpoints, node.clusterId);
   const mirror = new SharedMirror(registry, local, keys, log);
   mirror.start();
-  const view = await EtcdClusterView.open(registry, node.nodeId, log);
+  const identityKey = Buffer.from('clusterNode');
+  const view = await EtcdClusterView.open({
+    registry,
+    nodeId: node.nodeId,
+    saved: local.store.get(DB.meta, identityKey),
+    save: (identity) => local.commit([{ db: DB.meta, key: identityKey, value: identity }]),
+    log,
+  });
   const replicator = new Replicator(local, view, secret, log);
   // The previous router's listener must be closed before this one binds the same port.
   await previous?.close();

@@ -47,6 +47,8 @@ import { AuditBarriers, flushedBarrierOf } from './audit-barrier.js';
 import * as multipart from './ops/multipart.js';
 import * as notifications from './ops/notifications.js';
 import * as cors from './ops/cors.js';
+import * as lifecycle from './ops/lifecycle.js';
+import { LifecycleExecutor } from './lifecycle.js';
 import { Deliverer } from './delivery.js';
 import { nodeIo, type Io } from '../util/io.js';
 import { realClock, type Clock } from '../util/clock.js';
@@ -98,6 +100,8 @@ export const operations: Readonly<Record<string, Op>> = {
   deleteBucketCors: cors.deleteBucketCors,
   putBucketNotifications: notifications.putBucketNotifications,
   deleteBucketNotifications: notifications.deleteBucketNotifications,
+  putBucketLifecycle: lifecycle.putBucketLifecycle,
+  deleteBucketLifecycle: lifecycle.deleteBucketLifecycle,
 };
 
 type ReadOp = (context: EngineContext, args: never) => Promise<unknown>;
@@ -192,8 +196,15 @@ export async function startEngine(options: {
   const router = new RouterSlot(options.router, localEngine(executor, paths.segments));
   (executor as { router: RouterSlot }).router = router;
   await router.refresh();
+  const lifecycleExecutor = new LifecycleExecutor({
+    context,
+    submit: (apply) => batch.submit(apply),
+    log: componentLogger('engine.lifecycle'),
+    intervalMs: options.settings.duration('lifecycle.interval'),
+  });
   const server = await listenForCommands(paths.socket, executor, sockets);
   compactor.start();
+  lifecycleExecutor.start();
   purger.start();
   deliverer.start();
   log.info({ dataDir: paths.root }, 'engine ready');
@@ -203,6 +214,7 @@ export async function startEngine(options: {
     stop: async () => {
       syncer.close();
       await router.close();
+      await lifecycleExecutor.stop();
       await deliverer.stop();
       await purger.stop();
       await compactor.stop();
