@@ -8,6 +8,9 @@ import { registerBuckets } from './buckets.js';
 import { registerObjects } from './objects.js';
 import { registerMultipart } from './multipart.js';
 import { registerObjectExtras } from './object-extras.js';
+import { registerObjectLock } from './object-lock.js';
+import { registerTagging } from './tagging.js';
+import { registerEncryption } from './encryption.js';
 import { registerLifecycle } from './lifecycle.js';
 import { serviceObjectStore } from './object-store.js';
 
@@ -20,6 +23,9 @@ export function s3Api(services: S3Services): S3Api {
   registerObjects(api);
   registerMultipart(api);
   registerObjectExtras(api);
+  registerObjectLock(api);
+  registerTagging(api);
+  registerEncryption(api);
   registerLifecycle(api);
   return api;
 }

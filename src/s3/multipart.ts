@@ -38,6 +38,7 @@ import {
 } from './object-xml.js';
 import { objectLengthOf, objectStoreOf } from './objects.js';
 import { multipartMd5Etag, type DigestAlg } from '../engine/checksums.js';
+import { newVersionAttributesOf } from './version-attributes.js';
 
 export function registerMultipart(api: S3Api): void {
   api.register('CreateMultipartUpload', createUpload);
@@ -103,6 +104,7 @@ async function createUpload(request: S3Request): Promise<void> {
   const { uploadId } = await multipart.create(request, {
     ...target,
     representation: representationOf(request.exchange.headers),
+    attributes: newVersionAttributesOf(request),
   });
   const headers: Record<string, string> = { 'Content-Type': 'application/xml' };
   if (checksum.alg !== undefined) {

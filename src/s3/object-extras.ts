@@ -37,6 +37,9 @@ import {
 import { objectStoreOf } from './objects.js';
 import { readSmallBody } from './multipart.js';
 import { createMultiHasher } from '../engine/checksums.js';
+import { bypassRequested } from './object-lock.js';
+import { newVersionAttributesOf } from './version-attributes.js';
+import { addSseHeaders } from './encryption.js';
 
 export function registerObjectExtras(api: S3Api): void {
   api.register('CopyObject', copyObject);
@@ -80,10 +83,12 @@ async function copyObject(request: S3Request): Promise<void> {
     key,
     directive,
     representation: representationOf(headers),
+    attributes: newVersionAttributesOf(request, { copy: true }),
   });
   const answer: Record<string, string> = { 'Content-Type': 'application/xml' };
   if (copied.versioned) answer['x-amz-version-id'] = copied.version.versionId;
   if (copied.sourceVersioned) answer['x-amz-copy-source-version-id'] = copied.sourceVersionId;
+  addSseHeaders(copied.version, answer);
   request.send(
     200,
     answer,
@@ -128,6 +133,7 @@ async function deleteObjects(request: S3Request): Promise<void> {
         bucket,
         key: entry.key,
         versionId: entry.versionId ?? null,
+        bypassGovernance: bypassRequested(request),
       });
       outcomes.push(
         outcome.deleteMarker

@@ -15,6 +15,7 @@ import type { BodySource } from './body.js';
 import type { RequestContext } from './context.js';
 import { ReplayBody, type IdempotencyClaim } from './idempotency.js';
 import { parseHttpDate } from './read.js';
+import { addNewVersionAttributes, type NewVersionAttributes } from './object-lock.js';
 import { Divert, receiveBody, type ReceivedBody, type UploadServices } from './upload.js';
 
 /** The preconditions of a write, as the client sent them (absent: not sent). */
@@ -67,6 +68,8 @@ export interface PutRequest {
   readonly check?: (received: ReceivedBody) => void;
   /** Representation headers the version keeps (S3's; ObjectVersionRecord.headers). */
   readonly headers?: Readonly<Record<string, string>>;
+  /** The new version's lock and tags (object-lock.ts). */
+  readonly attributes?: NewVersionAttributes | undefined;
 }
 
 export interface DeleteRequest {
@@ -74,6 +77,8 @@ export interface DeleteRequest {
   readonly key: string;
   readonly versionId: string | null;
   readonly conditions: WriteConditions;
+  /** GOVERNANCE retention is bypassed (decided by object-lock.ts `governanceBypass`). */
+  readonly bypassGovernance?: boolean;
 }
 
 export interface DeleteResult {
@@ -181,6 +186,7 @@ export class ObjectService {
       const args: Record<string, unknown> = {
         tenantId: target.tenantId,
         bucket: target.bucket,
+        bucketId: input.bucket.id,
         key: input.key,
         size: input.contentLength,
         etag: received.etag,
@@ -192,6 +198,7 @@ export class ObjectService {
       };
       if (input.headers !== undefined && Object.keys(input.headers).length > 0)
         args['headers'] = input.headers;
+      addNewVersionAttributes(input.attributes, args);
       addWriteConditions(input.conditions, args);
       if (idempotency) args['idempotency'] = held ?? idempotency;
       return await this.commit<ObjectVersionRecord>(ctx, 'putObject', args, 200);
@@ -221,6 +228,7 @@ export class ObjectService {
       key: input.key,
     };
     if (input.versionId !== null) args['versionId'] = input.versionId;
+    if (input.bypassGovernance === true) args['bypassGovernance'] = true;
     addWriteConditions(input.conditions, args);
     return this.commit<DeleteResult>(ctx, 'deleteObject', args, status);
   }
