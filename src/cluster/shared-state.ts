@@ -90,6 +90,9 @@ export const ROUTED: ReadonlySet<string> = new Set([
   'deleteBucketCors',
   'putBucketLifecycle',
   'deleteBucketLifecycle',
+  'setObjectLockConfig',
+  'setBucketTags',
+  'setBucketEncryption',
 ]);
 /** The data-plane commands a member replicates (replication.ts). */
 const REPLICATED: ReadonlySet<string> = new Set([
