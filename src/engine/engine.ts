@@ -41,6 +41,8 @@ import { AuditBarriers, flushedBarrierOf } from './audit-barrier.js';
 import * as multipart from './ops/multipart.js';
 import * as notifications from './ops/notifications.js';
 import * as cors from './ops/cors.js';
+import * as keyRotation from './ops/key-rotation.js';
+import { rotateMasterKey, settleMasterKeyRotation } from './master-key-rotation.js';
 import { Deliverer } from './delivery.js';
 import { nodeIo, type Io } from '../util/io.js';
 import { realClock, type Clock } from '../util/clock.js';
@@ -86,6 +88,7 @@ export const operations: Readonly<Record<string, Op>> = {
   deleteBucketCors: cors.deleteBucketCors,
   putBucketNotifications: notifications.putBucketNotifications,
   deleteBucketNotifications: notifications.deleteBucketNotifications,
+  rotateTenantDataKey: keyRotation.rotateTenantDataKey,
 };
 
 type ReadOp = (context: EngineContext, args: never) => Promise<unknown>;
@@ -123,6 +126,7 @@ export async function startEngine(options: {
   const store = IndexStore.open({ path: paths.index, readOnly: false });
   let masterKey: Buffer;
   try {
+    await settleMasterKeyRotation(paths, store, log);
     masterKey = await loadCheckedMasterKey(paths, store, log);
   } catch (error) {
     await store.close();
@@ -161,6 +165,7 @@ export async function startEngine(options: {
   syncer.onSync = (seconds) => metrics.fdatasync(seconds);
   const batch = new CommandBatch(store, (size, seconds) => metrics.commit(size, seconds));
   const executor: Executor = {
+    paths,
     context,
     batch,
     metrics,
@@ -255,6 +260,7 @@ async function loadCheckedMasterKey(
 }
 
 interface Executor {
+  readonly paths: DataDirPaths;
   readonly context: EngineContext;
   readonly batch: CommandBatch;
   /** The segments each connection's uploads in flight wrote to (segment-pins.ts). */
@@ -335,6 +341,9 @@ const connectionCommands: Readonly<
     return null;
   },
   collectMetrics: (executor) => executor.metrics.collect(),
+  // Async between its steps (key files, then one commit): master-key-rotation.ts.
+  rotateMasterKey: (executor, _socket, _writer, args) =>
+    rotateMasterKey({ ...executor, log: componentLogger('engine.key-rotation') }, args),
   takeMintToken: (executor, _socket, _writer, args) => {
     const accessKeyId = (args as { accessKeyId?: unknown } | undefined)?.accessKeyId;
     if (typeof accessKeyId !== 'string' || accessKeyId.length > KEY_CHARS_MAX)
