@@ -56,6 +56,8 @@ t.test('the console API on the admin gates', async (t) => {
   t.equal(text, readFileSync(docPath, 'utf8'), 'docs/openapi/console-api.json is current');
   const paths = Object.keys((doc.json as { paths: Record<string, unknown> }).paths);
   t.same(paths.sort(), [
+    '/keys',
+    '/master-key/rotate',
     '/openapi.json',
     '/scrubs',
     '/scrubs/{jobId}',
@@ -63,6 +65,7 @@ t.test('the console API on the admin gates', async (t) => {
     '/session',
     '/tenants/{id}/buckets',
     '/tenants/{id}/buckets/{bucket}/policy',
+    '/tenants/{id}/data-key/rotate',
   ]);
   for (const [method, path] of [
     ['GET', '/session'],
