@@ -157,6 +157,23 @@ export interface Plan {
   counts: Record<string, number>;
   blockers: Array<{ code: string; message: string; count?: number }>;
 }
+export interface TenantKeyState {
+  tenantId: string;
+  state: string;
+  keyGeneration: number;
+  retiredKeys: number;
+  rotatedAt: string | null;
+}
+export interface KeyState {
+  masterKey: { fingerprint: string | null; since: string | null };
+  tenants: TenantKeyState[];
+}
+export interface MasterKeyRotation {
+  rotatedAt: string;
+  fingerprint: string;
+  previousFingerprint: string;
+  counts: { tenants: number; tenantKeys: number; accessKeys: number; webhookSecrets: number };
+}
 export interface PolicyStatement {
   effect: 'Deny';
   actions: string[];
