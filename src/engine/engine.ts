@@ -43,6 +43,7 @@ import * as notifications from './ops/notifications.js';
 import * as cors from './ops/cors.js';
 import * as keyRotation from './ops/key-rotation.js';
 import { rotateMasterKey, settleMasterKeyRotation } from './master-key-rotation.js';
+import { ScrubScheduler, setScrubSchedule } from './scrub-schedule.js';
 import { Deliverer } from './delivery.js';
 import { nodeIo, type Io } from '../util/io.js';
 import { realClock, type Clock } from '../util/clock.js';
@@ -89,6 +90,7 @@ export const operations: Readonly<Record<string, Op>> = {
   putBucketNotifications: notifications.putBucketNotifications,
   deleteBucketNotifications: notifications.deleteBucketNotifications,
   rotateTenantDataKey: keyRotation.rotateTenantDataKey,
+  setScrubSchedule,
 };
 
 type ReadOp = (context: EngineContext, args: never) => Promise<unknown>;
@@ -160,6 +162,10 @@ export async function startEngine(options: {
     log: componentLogger('engine.tenant-purge'),
     endDeliveries: (tenantId) => deliverer.endTenantDeliveries(tenantId),
   });
+  const scrubScheduler = new ScrubScheduler({
+    context,
+    log: componentLogger('engine.scrub-schedule'),
+  });
   const sockets = new Set<Socket>();
   const metrics = new EngineMetrics({ store, compaction: () => compactor.totals });
   syncer.onSync = (seconds) => metrics.fdatasync(seconds);
@@ -183,12 +189,14 @@ export async function startEngine(options: {
   compactor.start();
   purger.start();
   deliverer.start();
+  scrubScheduler.start();
   log.info({ dataDir: paths.root }, 'engine ready');
   return {
     paths,
     store,
     stop: async () => {
       syncer.close();
+      await scrubScheduler.stop();
       await deliverer.stop();
       await purger.stop();
       await compactor.stop();
