@@ -59,6 +59,8 @@ t.test('the console API on the admin gates', async (t) => {
     '/keys',
     '/master-key/rotate',
     '/openapi.json',
+    '/scrub-schedules',
+    '/scrub-schedules/{target}',
     '/scrubs',
     '/scrubs/{jobId}',
     '/scrubs/{jobId}/cancel',
