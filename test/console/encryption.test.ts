@@ -4,7 +4,8 @@
 // new key file's); every object written before and after both reads back byte-exact once the
 // data client logs in again. A viewer sees the key state and no control; a tenant-scoped
 // operator sees only its tenant, may rotate its data key and not the master key. No script
-// error or CSP violation. Screenshots for docs/console.md are taken on the way.
+// error or CSP violation. The overview's live charts, read from /metrics, are drawn.
+// Screenshots for docs/console.md are taken on the way.
 // Method: `lightwell serve` on loopback, Debian's Chromium through puppeteer-core.
 import t, { type Test } from 'tap';
 import { createHash, randomBytes } from 'node:crypto';
@@ -147,6 +148,13 @@ function run(path: string): void {
       'no master-key control for a scoped token',
     );
     t.ok(scopedButtons.includes('Rotate…'), 'its own data key may be rotated');
+    // The overview's live charts read /metrics (three reads make the first two rates).
+    await page.bringToFront();
+    await go(page, '#/', 'Live, from /metrics');
+    await waitText(page, '2xx/3xx');
+    t.ok(await page.$('[aria-label="Requests a second by status, from /metrics"]'), 'a chart');
+    t.ok(await page.$('[aria-label="KiB a second received and sent, from /metrics"]'));
+    await screenshot(page, 'overview-metrics');
     t.same(errors, [], 'no script error or CSP violation');
   });
 }
