@@ -50,6 +50,8 @@ import * as cors from './ops/cors.js';
 import * as keyRotation from './ops/key-rotation.js';
 import { rotateMasterKey, settleMasterKeyRotation } from './master-key-rotation.js';
 import { ScrubScheduler, setScrubSchedule } from './scrub-schedule.js';
+import * as lifecycle from './ops/lifecycle.js';
+import { LifecycleExecutor } from './lifecycle.js';
 import { Deliverer } from './delivery.js';
 import { nodeIo, type Io } from '../util/io.js';
 import { realClock, type Clock } from '../util/clock.js';
@@ -97,6 +99,8 @@ export const operations: Readonly<Record<string, Op>> = {
   deleteBucketNotifications: notifications.deleteBucketNotifications,
   rotateTenantDataKey: keyRotation.rotateTenantDataKey,
   setScrubSchedule,
+  putBucketLifecycle: lifecycle.putBucketLifecycle,
+  deleteBucketLifecycle: lifecycle.deleteBucketLifecycle,
 };
 
 type ReadOp = (context: EngineContext, args: never) => Promise<unknown>;
@@ -191,8 +195,15 @@ export async function startEngine(options: {
         ),
     }),
   };
+  const lifecycleExecutor = new LifecycleExecutor({
+    context,
+    submit: (apply) => batch.submit(apply),
+    log: componentLogger('engine.lifecycle'),
+    intervalMs: options.settings.duration('lifecycle.interval'),
+  });
   const server = await listenForCommands(paths.socket, executor, sockets);
   compactor.start();
+  lifecycleExecutor.start();
   purger.start();
   deliverer.start();
   scrubScheduler.start();
@@ -203,6 +214,7 @@ export async function startEngine(options: {
     stop: async () => {
       syncer.close();
       await scrubScheduler.stop();
+      await lifecycleExecutor.stop();
       await deliverer.stop();
       await purger.stop();
       await compactor.stop();

@@ -8,6 +8,7 @@ import { registerBuckets } from './buckets.js';
 import { registerObjects } from './objects.js';
 import { registerMultipart } from './multipart.js';
 import { registerObjectExtras } from './object-extras.js';
+import { registerLifecycle } from './lifecycle.js';
 import { serviceObjectStore } from './object-store.js';
 
 export function s3Api(services: S3Services): S3Api {
@@ -19,5 +20,6 @@ export function s3Api(services: S3Services): S3Api {
   registerObjects(api);
   registerMultipart(api);
   registerObjectExtras(api);
+  registerLifecycle(api);
   return api;
 }

@@ -11,6 +11,8 @@
 // - Version sequence numbers are engine-wide and strictly increasing; versions of a key sort
 //   newest first because the key stores `SEQ_MAX - seq`.
 
+import type { LifecycleRuleRecord } from './lifecycle-schema.js';
+
 export const DB = {
   meta: 'meta',
   tenants: 'tenants',
@@ -33,6 +35,10 @@ export const DB = {
   notifications: 'notifications',
   outbox: 'outbox',
   outboxStatus: 'outbox-status',
+  // Lifecycle (lifecycle-schema.ts): the due-date index, its reverse map and reindex jobs.
+  lifecycleDue: 'lifecycle-due',
+  lifecycleSubjects: 'lifecycle-subjects',
+  lifecycleJobs: 'lifecycle-jobs',
 } as const;
 
 export type DbName = (typeof DB)[keyof typeof DB];
@@ -196,6 +202,8 @@ export interface BucketRecord {
     version: 1;
     statements: Array<{ effect: 'Deny'; actions: string[]; principals: string[]; prefix?: string }>;
   };
+  /** Lifecycle rules (src/service/lifecycle.ts validates them); absent: none. */
+  lifecycle?: LifecycleRuleRecord[];
 }
 
 /**
