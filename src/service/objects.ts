@@ -181,6 +181,7 @@ export class ObjectService {
       const args: Record<string, unknown> = {
         tenantId: target.tenantId,
         bucket: target.bucket,
+        bucketId: input.bucket.id,
         key: input.key,
         size: input.contentLength,
         etag: received.etag,

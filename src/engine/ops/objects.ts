@@ -195,11 +195,19 @@ export interface PutObjectArgs {
   ifUnmodifiedSince?: number;
   /** Completes the idempotency record begun by `beginIdempotent`. */
   idempotency?: HeldKey;
+  /**
+   * The id of the bucket the upload began in: a bucket deleted and made again under the same
+   * name while the body streamed in is another bucket, with other settings, and the object is
+   * not put there.
+   */
+  bucketId?: number;
 }
 
 export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVersionRecord {
   const tenant = readActiveTenant(context, args.tenantId);
   const bucket = readBucket(context, tenant.id, args.bucket);
+  if (args.bucketId !== undefined && bucket.id !== args.bucketId)
+    throw NotFound(`bucket ${args.bucket} was deleted while the object was uploaded`);
   const current = context.store.get<ObjectVersionRecord>(
     DB.objects,
     objectKey(bucket.id, args.key),
