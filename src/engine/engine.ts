@@ -49,6 +49,9 @@ import { AuditBarriers, flushedBarrierOf } from './audit-barrier.js';
 import * as multipart from './ops/multipart.js';
 import * as notifications from './ops/notifications.js';
 import * as cors from './ops/cors.js';
+import * as keyRotation from './ops/key-rotation.js';
+import { rotateMasterKey, settleMasterKeyRotation } from './master-key-rotation.js';
+import { ScrubScheduler, setScrubSchedule } from './scrub-schedule.js';
 import * as lifecycle from './ops/lifecycle.js';
 import { LifecycleExecutor } from './lifecycle.js';
 import { Deliverer } from './delivery.js';
@@ -105,6 +108,8 @@ export const operations: Readonly<Record<string, Op>> = {
   deleteBucketCors: cors.deleteBucketCors,
   putBucketNotifications: notifications.putBucketNotifications,
   deleteBucketNotifications: notifications.deleteBucketNotifications,
+  rotateTenantDataKey: keyRotation.rotateTenantDataKey,
+  setScrubSchedule,
   putBucketLifecycle: lifecycle.putBucketLifecycle,
   deleteBucketLifecycle: lifecycle.deleteBucketLifecycle,
 };
@@ -146,6 +151,7 @@ export async function startEngine(options: {
   const store = IndexStore.open({ path: paths.index, readOnly: false });
   let masterKey: Buffer;
   try {
+    await settleMasterKeyRotation(paths, store, log);
     masterKey = await loadCheckedMasterKey(paths, store, log);
   } catch (error) {
     await store.close();
@@ -179,11 +185,16 @@ export async function startEngine(options: {
     log: componentLogger('engine.tenant-purge'),
     endDeliveries: (tenantId) => deliverer.endTenantDeliveries(tenantId),
   });
+  const scrubScheduler = new ScrubScheduler({
+    context,
+    log: componentLogger('engine.scrub-schedule'),
+  });
   const sockets = new Set<Socket>();
   const metrics = new EngineMetrics({ store, compaction: () => compactor.totals });
   syncer.onSync = (seconds) => metrics.fdatasync(seconds);
   const batch = new CommandBatch(store, (size, seconds) => metrics.commit(size, seconds));
   const executor: Executor = {
+    paths,
     context,
     batch,
     metrics,
@@ -212,6 +223,7 @@ export async function startEngine(options: {
   lifecycleExecutor.start();
   purger.start();
   deliverer.start();
+  scrubScheduler.start();
   log.info({ dataDir: paths.root }, 'engine ready');
   return {
     paths,
@@ -219,6 +231,7 @@ export async function startEngine(options: {
     stop: async () => {
       syncer.close();
       await router.close();
+      await scrubScheduler.stop();
       await lifecycleExecutor.stop();
       await deliverer.stop();
       await purger.stop();
@@ -291,6 +304,7 @@ async function loadCheckedMasterKey(
 }
 
 interface Executor {
+  readonly paths: DataDirPaths;
   readonly context: EngineContext;
   readonly batch: CommandBatch;
   /** The segments each connection's uploads in flight wrote to (segment-pins.ts). */
@@ -422,6 +436,9 @@ const connectionCommands: Readonly<
     await executor.router.refresh();
     return null;
   },
+  // Async between its steps (key files, then one commit): master-key-rotation.ts.
+  rotateMasterKey: (executor, _socket, _writer, args) =>
+    rotateMasterKey({ ...executor, log: componentLogger('engine.key-rotation') }, args),
   takeMintToken: (executor, _socket, _writer, args) => {
     const accessKeyId = (args as { accessKeyId?: unknown } | undefined)?.accessKeyId;
     if (typeof accessKeyId !== 'string' || accessKeyId.length > KEY_CHARS_MAX)

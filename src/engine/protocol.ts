@@ -112,6 +112,8 @@ const LONG_COMMANDS: ReadonlySet<string> = new Set([
   // A cluster member's rebalance copies a tenant's data between nodes; a refresh reconnects.
   'clusterRepair',
   'clusterRefresh',
+  // One transaction over every tenant and key (master-key-rotation.ts): seconds on a large store.
+  'rotateMasterKey',
 ]);
 /**
  * The caller waits this much past the deadline it sent before it gives up, so that an engine

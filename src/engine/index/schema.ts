@@ -95,11 +95,23 @@ export interface TenantRecord {
   /** The tenant data key sealed under the master key's wrap key. */
   wrappedKey: Buffer;
   /**
+   * Earlier data keys, newest first, sealed like `wrappedKey`: chunks written before a data-key
+   * rotation stay under them and are read with them (src/engine/ops/key-rotation.ts). Absent
+   * for a tenant whose key was never rotated.
+   */
+  retiredKeys?: RetiredTenantKey[];
+  /**
    * Set in the transaction that makes the state `deleted`. While `completedAt` is absent the
    * engine's tenant purger is still removing the tenant's contents in batches (and resumes
    * after a restart); `blockedAt` stops it when a version turns out to be protected.
    */
   deletion?: TenantDeletion;
+}
+
+export interface RetiredTenantKey {
+  wrappedKey: Buffer;
+  /** When a rotation replaced it (ms). */
+  retiredAt: number;
 }
 
 export interface TenantDeletion {

@@ -10,7 +10,8 @@ import type { SegmentSyncer } from '../segments/segment-syncer.js';
 
 export interface EngineContext {
   readonly store: IndexStore;
-  readonly masterKey: Buffer;
+  /** Replaced only by a master-key rotation (master-key-rotation.ts), inside its commit. */
+  masterKey: Buffer;
   readonly settings: Settings;
   now(): number;
   /** Makes worker-written segment data durable before a commit references it (engine only). */
