@@ -28,6 +28,7 @@ import * as objects from './ops/objects.js';
 import * as segments from './ops/segments.js';
 import * as audit from './ops/audit.js';
 import * as objectMeta from './ops/object-meta.js';
+import * as access from './ops/access.js';
 import * as idempotency from './ops/idempotency.js';
 import * as tenantDelete from './ops/tenant-delete.js';
 import * as tenantScrub from './ops/tenant-scrub.js';
@@ -69,6 +70,11 @@ export const operations: Readonly<Record<string, Op>> = {
   putLegalHold: objectMeta.putLegalHold,
   copyObject: objectMeta.copyObject,
   setBucketPolicy: objectMeta.setBucketPolicy,
+  putBucketAcl: access.putBucketAcl,
+  putObjectAcl: access.putObjectAcl,
+  putBucketS3Policy: access.putBucketS3Policy,
+  putPublicAccessBlock: access.putPublicAccessBlock,
+  putTenantPublicAccessBlock: access.putTenantPublicAccessBlock,
   beginIdempotent: idempotency.beginIdempotent,
   abandonIdempotent: idempotency.abandonIdempotent,
   disableTenant: control.disableTenant,

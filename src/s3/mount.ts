@@ -9,6 +9,8 @@ import { registerObjects } from './objects.js';
 import { registerMultipart } from './multipart.js';
 import { registerObjectExtras } from './object-extras.js';
 import { serviceObjectStore } from './object-store.js';
+import { registerAccessOps } from './access-ops.js';
+import { registerCors } from './cors.js';
 
 export function s3Api(services: S3Services): S3Api {
   const api = new S3Api(
@@ -19,5 +21,7 @@ export function s3Api(services: S3Services): S3Api {
   registerObjects(api);
   registerMultipart(api);
   registerObjectExtras(api);
+  registerAccessOps(api);
+  registerCors(api);
   return api;
 }

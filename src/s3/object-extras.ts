@@ -35,6 +35,7 @@ import {
   type XmlDeleteOutcome,
 } from './object-xml.js';
 import { objectStoreOf } from './objects.js';
+import { withRequestedAcl } from './access-ops.js';
 import { readSmallBody } from './multipart.js';
 import { createMultiHasher } from '../engine/checksums.js';
 
@@ -79,7 +80,7 @@ async function copyObject(request: S3Request): Promise<void> {
     bucket,
     key,
     directive,
-    representation: representationOf(headers),
+    representation: withRequestedAcl(request, representationOf(headers)),
   });
   const answer: Record<string, string> = { 'Content-Type': 'application/xml' };
   if (copied.versioned) answer['x-amz-version-id'] = copied.version.versionId;
