@@ -295,6 +295,37 @@ export function withRequestedAcl(
   };
 }
 
+/**
+ * After a copy: a COPY directive keeps the source's representation headers, its ACL among
+ * them, but a copy gets the ACL its request asks for (else private), as on S3.
+ */
+export async function settleCopyAcl(
+  request: S3Request,
+  version: { readonly versionId: string; readonly headers?: Readonly<Record<string, string>> },
+  representation: ObjectRepresentation,
+): Promise<void> {
+  const wanted = representation.headers[OBJECT_ACL_HEADER];
+  const got = version.headers?.[OBJECT_ACL_HEADER];
+  if (wanted === got) return;
+  const { bucket } = bucketByName(request.services.store, request.address.bucket ?? '');
+  const acl =
+    wanted === undefined
+      ? aclRecordOf(cannedAcl('private', bucket.tenantId))
+      : (JSON.parse(wanted) as unknown);
+  await mutate(
+    request,
+    'putObjectAcl',
+    {
+      tenantId: bucket.tenantId,
+      bucket: bucket.name,
+      key: request.address.key ?? '',
+      ...(version.versionId !== 'null' ? { versionId: version.versionId } : {}),
+      acl,
+    },
+    200,
+  );
+}
+
 /** After CreateBucket: the ACL its headers asked for, if any, stored on the new bucket. */
 export async function applyCreateBucketAcl(request: S3Request, name: string): Promise<void> {
   const principal = request.requirePrincipal();

@@ -98,11 +98,11 @@ export function cannedAcl(name: string, owner: string, bucketOwner: string = own
 }
 
 const GRANT_HEADERS: Readonly<Record<string, Permission>> = {
-  'x-amz-grant-full-control': 'FULL_CONTROL',
   'x-amz-grant-read': 'READ',
   'x-amz-grant-write': 'WRITE',
   'x-amz-grant-read-acp': 'READ_ACP',
   'x-amz-grant-write-acp': 'WRITE_ACP',
+  'x-amz-grant-full-control': 'FULL_CONTROL',
 };
 
 /** True when the request carries any x-amz-grant-* header. */
