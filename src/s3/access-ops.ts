@@ -98,8 +98,8 @@ export function aclFromHeaders(
   request: S3Request,
   owner: string,
   bucketOwner: string,
+  headers: Readonly<Record<string, string>> = request.exchange.headers,
 ): Acl | undefined {
-  const headers = request.exchange.headers;
   const canned = headers['x-amz-acl'];
   const grants = hasGrantHeaders(headers);
   if (canned !== undefined && grants)
@@ -270,6 +270,7 @@ async function putObjectAcl(request: S3Request): Promise<void> {
 export function withRequestedAcl(
   request: S3Request,
   representation: ObjectRepresentation,
+  headers: Readonly<Record<string, string>> = request.exchange.headers,
 ): ObjectRepresentation {
   const name = request.address.bucket;
   if (name === undefined) return representation;
@@ -281,7 +282,7 @@ export function withRequestedAcl(
   }
   const { bucket, owner } = found;
   const writer = request.principal?.tenant.id ?? bucket.tenantId;
-  const acl = aclFromHeaders(request, writer, bucket.tenantId);
+  const acl = aclFromHeaders(request, writer, bucket.tenantId, headers);
   if (acl === undefined && writer === bucket.tenantId) return representation;
   const stored = acl ?? cannedAcl('private', writer);
   checkGrantees(request, stored);

@@ -256,6 +256,12 @@ const codes = {
     lightwell: 'forbidden',
     message: 'CORSResponse: This CORS request is not allowed',
   },
+  InvalidPolicyDocument: {
+    status: 400,
+    lightwell: 'bad_request',
+    message:
+      'The content of the form does not meet the conditions specified in the policy document',
+  },
   MalformedPOSTRequest: {
     status: 400,
     lightwell: 'bad_request',

@@ -11,6 +11,7 @@ import { registerObjectExtras } from './object-extras.js';
 import { serviceObjectStore } from './object-store.js';
 import { registerAccessOps } from './access-ops.js';
 import { registerCors } from './cors.js';
+import { registerPostObject } from './post-object.js';
 
 export function s3Api(services: S3Services): S3Api {
   const api = new S3Api(
@@ -23,5 +24,6 @@ export function s3Api(services: S3Services): S3Api {
   registerObjectExtras(api);
   registerAccessOps(api);
   registerCors(api);
+  registerPostObject(api);
   return api;
 }
