@@ -246,9 +246,10 @@ function parseForm(
   exchange.onBody((chunk, isLast) => {
     if (discarding) return;
     const bytes = Buffer.from(chunk.slice(0));
+    // The bytes before the file are kept (the file's offset is found in them): a chunk is kept
+    // before the parser sees it, and the limit applies once it is known the file did not begin.
     if (!fileSeen) {
       rawBytes += bytes.byteLength;
-      if (rawBytes > PRE_FILE_BYTES_MAX) return fail(s3Error('MaxPostPreDataLengthExceededError'));
       raw.push(bytes);
     }
     try {
@@ -257,6 +258,8 @@ function parseForm(
     } catch (error) {
       fail(s3Error('MalformedPOSTRequest', error instanceof Error ? error.message : undefined));
     }
+    if (!fileSeen && rawBytes > PRE_FILE_BYTES_MAX)
+      fail(s3Error('MaxPostPreDataLengthExceededError'));
   });
   const discard = (): void => {
     if (discarding) return;
@@ -447,7 +450,9 @@ function checkCondition(
   if (!Array.isArray(condition) || condition.length !== 3)
     throw s3Error('InvalidPolicyDocument', 'a condition is an object or a three-element list');
   const [operator, first, second] = condition as [unknown, unknown, unknown];
-  if (operator === 'content-length-range') {
+  // Operators are matched in any case (AWS's); field names too, below.
+  const op = typeof operator === 'string' ? operator.toLowerCase() : operator;
+  if (op === 'content-length-range') {
     const min = Number(first);
     const max = Number(second);
     if (!Number.isSafeInteger(min) || !Number.isSafeInteger(max) || min < 0)
@@ -456,11 +461,11 @@ function checkCondition(
     if (fileLength < min) throw s3Error('EntityTooSmall');
     return;
   }
-  if (operator !== 'eq' && operator !== 'starts-with')
+  if (op !== 'eq' && op !== 'starts-with')
     throw s3Error('InvalidPolicyDocument', `unknown condition ${String(operator).slice(0, 32)}`);
   if (typeof first !== 'string' || !first.startsWith('$'))
     throw s3Error('InvalidPolicyDocument', 'a condition names its field as $field');
-  checkMatch(operator, first.slice(1), second, value, covered);
+  checkMatch(op, first.slice(1), second, value, covered);
 }
 
 function checkMatch(

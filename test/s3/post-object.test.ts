@@ -59,8 +59,6 @@ function form(fields: Record<string, string>, file: string, filename = 'upload.t
 t.test('POST object through browser forms', async (t) => {
   const service = await Service.start();
   t.teardown(() => service.close());
-  if (process.env['LW_DEBUG_POST'])
-    t.teardown(() => console.error((service as unknown as { output: string }).output));
   const origin = service.publicUrl.replace(/\/api\/v1$/, '');
   const alice = await service.tenant('alice');
   const s3 = s3ClientFor(origin, alice);
