@@ -40,7 +40,11 @@ export async function startAdmin(options: {
   const paths = dataDirPaths(options.dataDir);
   requireStore(paths, 'admin process');
   await checkDataDirFormat(paths);
-  const engine = new EngineClient(paths.socket, ENGINE_WAIT_MS);
+  const engine = new EngineClient(
+    paths.socket,
+    ENGINE_WAIT_MS,
+    settings.duration('engine.call_timeout'),
+  );
   await engine.waitForEngine(log).catch((error: unknown) => {
     throw noEngineError(paths, ENGINE_WAIT_MS, error);
   });

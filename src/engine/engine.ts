@@ -19,7 +19,13 @@ import {
   type DataDirPaths,
 } from './data-dir.js';
 import { FrameDecoder, FrameWriter, encodeFrame, type Request } from './protocol.js';
-import { toWire, isLightwellError, MethodNotAllowed, BadRequest } from '../util/errors.js';
+import {
+  toWire,
+  isLightwellError,
+  MethodNotAllowed,
+  BadRequest,
+  EngineUnavailable,
+} from '../util/errors.js';
 import { componentLogger, type Logger } from '../util/log.js';
 import type { Settings } from '../util/config.js';
 import type { EngineContext } from './ops/context.js';
@@ -440,7 +446,13 @@ async function execute(
     if (written.length > 0) await context.syncer?.sync(written);
     if (request.o === 'sealSegment')
       context.syncer?.forget((request.a as { segmentId: number }).segmentId);
+    const deadline = (request as { d?: unknown }).d;
     const result = await executor.batch.submit(() => {
+      // Its caller has given up on it (protocol.ts): applied now, it would be a change nobody
+      // is told of. Wall-clock time, as the caller's deadline is (an injected engine clock
+      // may be anywhere).
+      if (typeof deadline === 'number' && Date.now() > deadline)
+        throw EngineUnavailable(`${String(request.o)} reached the engine after its deadline`);
       if (caller !== undefined) control.requireLiveCaller(context, caller);
       const value = op(context, request.a as never);
       if (args?.audit) audit.writeAudit(context, args.audit);

@@ -18,6 +18,11 @@ export interface Request {
   readonly i: number;
   readonly o: string;
   readonly a: unknown;
+  /**
+   * The deadline (ms since the epoch, this machine's clock): the engine refuses a command it
+   * would start applying later, since its caller has given up on it by then.
+   */
+  readonly d?: number;
 }
 
 export interface Response {
@@ -91,7 +96,22 @@ export class FrameDecoder {
 interface Pending {
   resolve(value: unknown): void;
   reject(error: Error): void;
+  /** When the caller stops waiting (ms since the epoch); Infinity for a long command. */
+  readonly giveUpAt: number;
 }
+
+/** A call's default time limit (`engine.call_timeout`). */
+export const CALL_TIMEOUT_MS = 15_000;
+/**
+ * Commands that may legitimately run for long (a scrub reads a tenant's every chunk; a
+ * connection command waits for other work): they carry no deadline.
+ */
+const LONG_COMMANDS: ReadonlySet<string> = new Set(['scrubTenantChunks', 'auditBarrier']);
+/**
+ * The caller waits this much past the deadline it sent before it gives up, so that an engine
+ * that refuses a late command at its deadline is heard first.
+ */
+const GIVE_UP_GRACE_MS = 1000;
 
 /** How long a process waits for the engine before it logs that it is waiting. */
 const WAIT_NOTICE_MS = 1000;
@@ -113,9 +133,21 @@ export class EngineClient {
   private readonly connectedListeners: Array<() => void> = [];
   private readonly pushHandlers = new Map<string, (args: unknown) => void>();
 
+  /** Fails the calls whose engine went silent past their deadline (see `call`). */
+  private sweeper: NodeJS.Timeout | undefined;
+
+  /**
+   * @param callTimeoutMs how long a call waits for its answer: an engine stopped or stuck
+   *   (SIGSTOP, a disk that hangs) must not hold a client's request without bound. The call then
+   *   fails with `engine_unavailable` (503 with Retry-After), and the engine refuses the command
+   *   if it reaches it only after the deadline. A write that timed out may still have committed
+   *   just before: like a lost connection, its outcome is unknown to the caller, and it was
+   *   never acknowledged to a client.
+   */
   constructor(
     private readonly socketPath: string,
     private readonly connectTimeoutMs = 10_000,
+    private readonly callTimeoutMs = CALL_TIMEOUT_MS,
   ) {}
 
   /**
@@ -153,11 +185,52 @@ export class EngineClient {
     if (socket.destroyed || socket !== this.socket || !writer)
       throw EngineUnavailable('lost the connection to the engine');
     const id = this.nextId++;
+    const long = LONG_COMMANDS.has(op);
+    const deadline = long ? undefined : Date.now() + this.callTimeoutMs;
+    const giveUpAt = deadline === undefined ? Infinity : deadline + GIVE_UP_GRACE_MS;
     const result = new Promise<unknown>((resolve, reject) =>
-      this.pending.set(id, { resolve, reject }),
+      this.pending.set(id, { resolve, reject, giveUpAt }),
     );
-    writer.write(encodeFrame({ i: id, o: op, a: args }));
+    if (!long) this.sweep();
+    writer.write(
+      encodeFrame(
+        deadline === undefined ? { i: id, o: op, a: args } : { i: id, o: op, a: args, d: deadline },
+      ),
+    );
     return (await result) as T;
+  }
+
+  /**
+   * One timer for every call in flight, not one a call: it runs while calls wait and fails
+   * those past their give-up time. Calls are in the map in the order they were made, and all
+   * have one timeout, so the scan stops at the first that may still wait (long commands,
+   * which never give up, are skipped).
+   */
+  private sweep(): void {
+    if (this.sweeper) return;
+    const tick = Math.max(100, Math.min(1000, this.callTimeoutMs / 4));
+    this.sweeper = setInterval(() => {
+      const now = Date.now();
+      let waiting = false;
+      for (const [id, request] of this.pending) {
+        if (request.giveUpAt === Infinity) continue;
+        if (request.giveUpAt > now) {
+          waiting = true;
+          break;
+        }
+        this.pending.delete(id);
+        request.reject(
+          EngineUnavailable(`the engine did not answer within ${this.callTimeoutMs} ms`, {
+            retryAfterSeconds: 1,
+          }),
+        );
+      }
+      if (!waiting && this.sweeper) {
+        clearInterval(this.sweeper);
+        this.sweeper = undefined;
+      }
+    }, tick);
+    this.sweeper.unref();
   }
 
   /**
@@ -268,6 +341,8 @@ export class EngineClient {
 
   close(): void {
     this.closed = true;
+    if (this.sweeper) clearInterval(this.sweeper);
+    this.sweeper = undefined;
     this.socket?.destroy();
     this.socket = undefined;
   }

@@ -313,7 +313,11 @@ export async function startListener(options: {
 }): Promise<RunningListener> {
   const { settings, paths, memory } = options;
   const log = componentLogger('gateway');
-  const engine = new EngineClient(paths.socket, ENGINE_WAIT_MS);
+  const engine = new EngineClient(
+    paths.socket,
+    ENGINE_WAIT_MS,
+    settings.duration('engine.call_timeout'),
+  );
   await engine.waitForEngine(log).catch((error: unknown) => {
     throw noEngineError(paths, ENGINE_WAIT_MS, error);
   });

@@ -60,6 +60,8 @@ interface Segment {
   readonly literal?: string;
   readonly param?: string;
   readonly rest?: boolean;
+  /** An integer parameter (its doc says `type: 'integer'`): digits only, never percent-encoded. */
+  readonly integer?: boolean;
 }
 
 interface CompiledRoute<H> {
@@ -90,7 +92,7 @@ export class Router<H> {
       if (seen.has(route.operationId))
         throw new TypeError(`duplicate operationId ${route.operationId}`);
       seen.add(route.operationId);
-      this.compiled.push({ route, segments: compile(route.path) });
+      this.compiled.push({ route, segments: compile(route.path, route.doc.pathParams) });
     }
     const headPaths = new Set(
       routes.filter((route) => route.method === 'HEAD').map((route) => route.path),
@@ -139,7 +141,7 @@ export class Router<H> {
   }
 }
 
-function compile(path: string): Segment[] {
+function compile(path: string, docs: RouteDoc['pathParams']): Segment[] {
   return path
     .split('/')
     .slice(1)
@@ -150,7 +152,12 @@ function compile(path: string): Segment[] {
         return { param: rest[1] ?? '', rest: true };
       }
       const param = /^\{(\w+)\}$/.exec(part);
-      if (param) return { param: param[1] ?? '' };
+      if (param) {
+        const name = param[1] ?? '';
+        return docs?.[name]?.['type'] === 'integer'
+          ? { param: name, integer: true }
+          : { param: name };
+      }
       return { literal: part };
     });
 }
@@ -176,8 +183,11 @@ function matchSegments(
   if (rest?.length === 0) return undefined;
   const params: Record<string, string> = {};
   for (let index = 0; index < segments.length; index += 1) {
-    const { param } = segments[index] as Segment;
+    const { param, integer } = segments[index] as Segment;
     if (param === undefined) continue;
+    // `%31` is `1` once decoded; a number spelled with escapes is refused, not guessed.
+    if (integer && !/^\d+$/.test(parts[index] as string))
+      throw BadRequest(`path parameter ${param} must be written as plain decimal digits`);
     params[param] = decode(index === restAt ? (rest as string) : (parts[index] as string));
   }
   return params;

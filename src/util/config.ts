@@ -165,6 +165,11 @@ export const settingSpecs = {
     fallback: '15m',
     help: 'a dead chunk stays reusable this long',
   },
+  'engine.call_timeout': {
+    kind: 'duration',
+    fallback: '15s',
+    help: 'a request waiting on the engine longer than this is answered 503 with Retry-After',
+  },
   'storage.retired_segment_grace': {
     kind: 'duration',
     fallback: '60s',

@@ -103,7 +103,7 @@ t.test('multipart uploads', async (t) => {
       });
       const etags = [etagOf(response)];
 
-      for (const spelling of ['01', '00001']) {
+      for (const spelling of ['01', '00001', '%31', '%2B1']) {
         const padded = await client.request(
           'PUT',
           `/buckets/mpu/multipart/${uploadId}/parts/${spelling}/${key}`,
