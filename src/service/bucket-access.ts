@@ -30,12 +30,18 @@ import {
   type TenantRecord,
 } from '../engine/index/schema.js';
 import type { IndexStore } from '../engine/index/store.js';
+import type { EngineClient } from '../engine/protocol.js';
+import type { AuditInput } from '../engine/ops/audit.js';
 import { OBJECT_ACL_HEADER } from '../engine/ops/access.js';
 
 export { OBJECT_ACL_HEADER };
 import { aclGrants, aclOf, privateAcl, type Acl, type Permission } from '../security/acl.js';
 import { compilePolicy, evaluatePolicy, type StoredPolicy } from '../security/policy.js';
-import { effectiveBlock, type PublicAccessBlock } from '../security/public-access.js';
+import {
+  effectiveBlock,
+  parsePublicAccessBlock,
+  type PublicAccessBlock,
+} from '../security/public-access.js';
 import { allows, type Verb } from '../security/scopes.js';
 import { Forbidden, NotFound } from '../util/errors.js';
 import type { Principal } from './auth.js';
@@ -192,4 +198,29 @@ function conditionValue(
     return version?.tags?.find((t) => t.key.toLowerCase() === tag[1])?.value;
   }
   return undefined;
+}
+
+/**
+ * Sets (or with null removes) the public access block of every bucket of tenant `tenantId`: the
+ * tenant-wide setting the console sets. Validated here and again by the engine command.
+ */
+export async function putTenantPublicAccessBlock(
+  engine: EngineClient,
+  args: { tenantId: string; block: unknown; audit?: AuditInput },
+): Promise<PublicAccessBlock | undefined> {
+  const block = args.block === null ? null : parsePublicAccessBlock(args.block);
+  await engine.call('putTenantPublicAccessBlock', {
+    tenantId: args.tenantId,
+    block,
+    ...(args.audit ? { audit: args.audit } : {}),
+  });
+  return block ?? undefined;
+}
+
+/** The tenant-wide public access block of `tenantId`, when it has one. */
+export function tenantPublicAccessBlock(
+  store: IndexStore,
+  tenantId: string,
+): PublicAccessBlock | undefined {
+  return tenantById(store, tenantId)?.publicAccessBlock;
 }
