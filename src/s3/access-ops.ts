@@ -182,7 +182,12 @@ function aclXml(request: S3Request, acl: Acl): XmlWriter {
     .end('Owner')
     .start('AccessControlList');
   const xsi = { 'xmlns:xsi': 'http://www.w3.org/2001/XMLSchema-instance' };
-  for (const { grantee, permission } of acl.grants) {
+  // The public groups' grants first, as S3 lists them (clients sort by grantee name).
+  const ordered = [
+    ...acl.grants.filter((g) => g.grantee.type === 'group'),
+    ...acl.grants.filter((g) => g.grantee.type === 'user'),
+  ];
+  for (const { grantee, permission } of ordered) {
     xml.start('Grant');
     if (grantee.type === 'user')
       xml

@@ -180,7 +180,7 @@ export class S3Api {
       // A preflight carries no credentials (a presigned URL's are for another method).
       const principal =
         operation.name === 'PreflightCors' ? undefined : this.authenticate(exchange, this.services);
-      if (exchange.header('origin') !== undefined)
+      if (exchange.header('origin') !== undefined && operation.name !== 'PreflightCors')
         corsHeaders.set(exchange, actualCorsHeaders(exchange, this.services.store, address.bucket));
       const handler = this.handlers.get(operation.name);
       if (!handler)
