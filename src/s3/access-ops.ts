@@ -432,9 +432,11 @@ async function deleteBucketPolicy(request: S3Request): Promise<void> {
 function getBucketPolicyStatus(request: S3Request): void {
   request.requirePrincipal();
   const bucket = bucketFor(request, { verb: 'admin' });
+  // Public by its policy or, as RGW reports it, by a public bucket ACL.
   const policy = bucket.policy as StoredPolicy | undefined;
-  if (!policy) throw s3Error('NoSuchBucketPolicy', undefined, { bucketName: bucket.name });
-  const isPublic = compilePolicy(policy, bucket.name).isPublic;
+  const isPublic =
+    (policy !== undefined && compilePolicy(policy, bucket.name).isPublic) ||
+    aclIsPublic(bucketAcl(bucket));
   request.sendXml(
     200,
     new XmlWriter().start('PolicyStatus').leaf('IsPublic', isPublic).end('PolicyStatus'),

@@ -187,6 +187,11 @@ function conditionsOf(request: S3Request): Record<string, string | undefined> {
     'x-amz-content-sha256',
   ])
     values[`s3:${name}`] = exchange.header(name);
+  // s3:RequestObjectTag/<key>: the tags a write sets (x-amz-tagging, URL-encoded pairs).
+  const tagging = exchange.header('x-amz-tagging');
+  if (tagging !== undefined)
+    for (const [key, value] of new URLSearchParams(tagging))
+      values[`s3:requestobjecttag/${key.toLowerCase()}`] = value;
   return values;
 }
 

@@ -261,10 +261,17 @@ function parsePrincipal(value: unknown, where: string): PrincipalSet {
     throw BadRequest(`${where} must be "*" or {"AWS": [...]}`);
   const tenants = new Set<string>();
   const keys = new Set<string>();
+  let services = false;
   for (const [kind, list] of Object.entries(value as Record<string, unknown>)) {
-    if (kind !== 'AWS' && kind !== 'CanonicalUser')
+    if (kind !== 'AWS' && kind !== 'CanonicalUser' && kind !== 'Service')
       throw BadRequest(`${where}: principals of type ${kind.slice(0, 32)} are not supported`);
-    for (const item of stringList(list, `${where}.${kind}`)) {
+    const items = stringList(list, `${where}.${kind}`);
+    // AWS service principals (logging.s3.amazonaws.com) name no tenant: they match no request.
+    if (kind === 'Service') {
+      services = true;
+      continue;
+    }
+    for (const item of items) {
       if (item === '*') return '*';
       const arn = TENANT_ARN.exec(item);
       if (arn && arn[3] !== undefined) keys.add(`${arn[1] ?? ''}/${arn[3]}`);
@@ -273,7 +280,8 @@ function parsePrincipal(value: unknown, where: string): PrincipalSet {
       else throw BadRequest(`Invalid principal in policy: ${item.slice(0, 64)}`);
     }
   }
-  if (tenants.size === 0 && keys.size === 0) throw BadRequest(`${where} names no principal`);
+  if (tenants.size === 0 && keys.size === 0 && !services)
+    throw BadRequest(`${where} names no principal`);
   return { tenants, keys };
 }
 
