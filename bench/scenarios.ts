@@ -26,6 +26,7 @@ import {
 import { listScenario, mixedScenario, multipartScenario } from './scenario-kinds.js';
 import { S3_SCENARIOS } from './s3-scenarios.js';
 import { INGEST_SCENARIOS } from './ingest-scenarios.js';
+import { LIFECYCLE_SCENARIOS } from './lifecycle-scenario.js';
 
 export {
   emptyMeasured,
@@ -177,6 +178,8 @@ export const SCENARIOS: readonly Scenario[] = [
   ...S3_SCENARIOS,
   // In the same run as put-4k-c64 and put-64m-x1-random, which they are compared with.
   ...INGEST_SCENARIOS,
+  // In-process (the engine's executor on an index of its own): see lifecycle-scenario.ts.
+  ...LIFECYCLE_SCENARIOS,
   putScenario(
     'put-1g-x1-random',
     '1 GiB PUT, single stream (the multipart object whole)',

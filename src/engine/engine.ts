@@ -48,6 +48,8 @@ import { AuditBarriers, flushedBarrierOf } from './audit-barrier.js';
 import * as multipart from './ops/multipart.js';
 import * as notifications from './ops/notifications.js';
 import * as cors from './ops/cors.js';
+import * as lifecycle from './ops/lifecycle.js';
+import { LifecycleExecutor } from './lifecycle.js';
 import { Deliverer } from './delivery.js';
 import { nodeIo, type Io } from '../util/io.js';
 import { realClock, type Clock } from '../util/clock.js';
@@ -98,6 +100,8 @@ export const operations: Readonly<Record<string, Op>> = {
   deleteBucketCors: cors.deleteBucketCors,
   putBucketNotifications: notifications.putBucketNotifications,
   deleteBucketNotifications: notifications.deleteBucketNotifications,
+  putBucketLifecycle: lifecycle.putBucketLifecycle,
+  deleteBucketLifecycle: lifecycle.deleteBucketLifecycle,
 };
 
 type ReadOp = (context: EngineContext, args: never) => Promise<unknown>;
@@ -186,8 +190,15 @@ export async function startEngine(options: {
         ),
     }),
   };
+  const lifecycleExecutor = new LifecycleExecutor({
+    context,
+    submit: (apply) => batch.submit(apply),
+    log: componentLogger('engine.lifecycle'),
+    intervalMs: options.settings.duration('lifecycle.interval'),
+  });
   const server = await listenForCommands(paths.socket, executor, sockets);
   compactor.start();
+  lifecycleExecutor.start();
   purger.start();
   deliverer.start();
   log.info({ dataDir: paths.root }, 'engine ready');
@@ -196,6 +207,7 @@ export async function startEngine(options: {
     store,
     stop: async () => {
       syncer.close();
+      await lifecycleExecutor.stop();
       await deliverer.stop();
       await purger.stop();
       await compactor.stop();

@@ -166,6 +166,11 @@ const codes = {
     message: 'The specified bucket does not exist',
   },
   NoSuchKey: { status: 404, lightwell: 'not_found', message: 'The specified key does not exist' },
+  NoSuchLifecycleConfiguration: {
+    status: 404,
+    lightwell: 'not_found',
+    message: 'The lifecycle configuration does not exist',
+  },
   NoSuchUpload: {
     status: 404,
     lightwell: 'not_found',

@@ -8,6 +8,7 @@ import { registerBuckets } from './buckets.js';
 import { registerObjects } from './objects.js';
 import { registerMultipart } from './multipart.js';
 import { registerObjectExtras } from './object-extras.js';
+import { registerLifecycle } from './lifecycle.js';
 import { serviceObjectStore } from './object-store.js';
 import { registerAccessOps } from './access-ops.js';
 import { registerCors } from './cors.js';
@@ -22,6 +23,7 @@ export function s3Api(services: S3Services): S3Api {
   registerObjects(api);
   registerMultipart(api);
   registerObjectExtras(api);
+  registerLifecycle(api);
   registerAccessOps(api);
   registerCors(api);
   registerPostObject(api);

@@ -16,6 +16,7 @@
 //
 // Persists: nothing itself; objects through the service.
 
+import { addExpirationHeader } from './lifecycle.js';
 import type { S3Api, S3Request } from './api.js';
 import { s3Error } from './errors.js';
 import {
@@ -110,6 +111,7 @@ async function putObject(request: S3Request): Promise<void> {
   });
   const headers: Record<string, string> = { ETag: stored.version.etag };
   if (stored.versioned) headers['x-amz-version-id'] = stored.version.versionId;
+  addExpirationHeader(request, bucket, stored.version, headers);
   for (const alg of declared.algs) {
     const digest = stored.version.checksums[alg];
     if (digest !== undefined) headers[`x-amz-checksum-${alg.toLowerCase()}`] = digest;
@@ -129,6 +131,8 @@ export function readHeaders(
   headers['Last-Modified'] = new Date(version.lastModified).toUTCString();
   headers['Accept-Ranges'] = 'bytes';
   if (read.versioned) headers['x-amz-version-id'] = version.versionId;
+  if (request.address.bucket !== undefined)
+    addExpirationHeader(request, request.address.bucket, version, headers);
   const parts = /-(\d+)"$/.exec(version.etag);
   if (parts && request.exchange.queryParam('partNumber') !== null)
     headers['x-amz-mp-parts-count'] = parts[1] as string;

@@ -198,6 +198,16 @@ export const settingSpecs = {
     fallback: '7d',
     help: 'abandoned multipart uploads expire after',
   },
+  'lifecycle.interval': {
+    kind: 'duration',
+    fallback: '60s',
+    help: 'how often the lifecycle executor reads what is due',
+  },
+  'lifecycle.day': {
+    kind: 'duration',
+    fallback: '1d',
+    help: 'length of a lifecycle rule day (shorter only to test rules on a running service)',
+  },
   'notifications.retry_backoff_min': {
     kind: 'duration',
     fallback: '1s',

@@ -13,6 +13,7 @@
 
 import type { AclRecord } from '../../security/acl.js';
 import type { PublicAccessBlock } from '../../security/public-access.js';
+import type { LifecycleRuleRecord } from './lifecycle-schema.js';
 
 export const DB = {
   meta: 'meta',
@@ -36,6 +37,10 @@ export const DB = {
   notifications: 'notifications',
   outbox: 'outbox',
   outboxStatus: 'outbox-status',
+  // Lifecycle (lifecycle-schema.ts): the due-date index, its reverse map and reindex jobs.
+  lifecycleDue: 'lifecycle-due',
+  lifecycleSubjects: 'lifecycle-subjects',
+  lifecycleJobs: 'lifecycle-jobs',
 } as const;
 
 export type DbName = (typeof DB)[keyof typeof DB];
@@ -203,6 +208,8 @@ export interface BucketRecord {
   acl?: AclRecord;
   /** The bucket's public access block (src/security/public-access.ts); absent: none. */
   publicAccessBlock?: PublicAccessBlock;
+  /** Lifecycle rules (src/service/lifecycle.ts validates them); absent: none. */
+  lifecycle?: LifecycleRuleRecord[];
 }
 
 /**

@@ -70,6 +70,7 @@ import {
 } from './objects.js';
 import { checkQuota, checkQuotaIn, quotaOf } from './quota.js';
 import { recordObjectEvent } from './notifications.js';
+import { forgetUpload, lifecycleOfUpload } from './lifecycle-index.js';
 import { combineChecksum, parseChecksumAlg, type CrcAlg } from '../checksums.js';
 import { validateObjectKey, validateUserMetadata } from '../../security/names.js';
 import { BadRequest, ChecksumMismatch, NotFound, PayloadTooLarge } from '../../util/errors.js';
@@ -157,6 +158,7 @@ export function createMultipartUpload(
   if (args.headers !== undefined && Object.keys(args.headers).length > 0)
     upload.headers = args.headers;
   context.store.put(DB.multipart, multipartUploadKey(bucket.id, args.key, upload.uploadId), upload);
+  lifecycleOfUpload(context, bucket, upload, true);
   return upload;
 }
 
@@ -338,6 +340,12 @@ export function completeMultipartUpload(
     context.store.remove(DB.multipartParts, entry.key);
   }
   context.store.remove(DB.multipart, multipartUploadKey(bucket.id, args.key, args.uploadId));
+  lifecycleOfUpload(
+    context,
+    bucket,
+    { key: args.key, uploadId: args.uploadId, initiatedAt: 0 },
+    false,
+  );
   saveUsage(context, usage);
   recordObjectEvent(context, bucket, 'object-created', version);
   return version;
@@ -474,6 +482,12 @@ export function abortMultipartUpload(context: EngineContext, args: UploadTarget)
     context.store.remove(DB.multipartParts, Buffer.from(key));
   }
   context.store.remove(DB.multipart, multipartUploadKey(bucket.id, args.key, args.uploadId));
+  lifecycleOfUpload(
+    context,
+    bucket,
+    { key: args.key, uploadId: args.uploadId, initiatedAt: 0 },
+    false,
+  );
   saveUsage(context, usage);
 }
 
@@ -535,6 +549,7 @@ export function expireMultipartUploads(
     if (counted) saveUsage(context, usage);
     if ([...store.range(DB.multipartParts, { ...range, limit: 1 })].length === 0) {
       store.remove(DB.multipart, Buffer.from(rawKey));
+      forgetUpload(store, upload);
       work += 1;
     }
   }

@@ -30,6 +30,7 @@ import {
 import { nextCounter } from './context.js';
 import { checkQuota } from './quota.js';
 import { recordObjectEvent } from './notifications.js';
+import { reindexVersion } from './lifecycle-index.js';
 import { parseBucketPolicy } from '../../security/bucket-policy.js';
 import {
   BadRequest,
@@ -113,6 +114,8 @@ export function saveVersion(
   );
   if (current && current.seq === version.seq)
     context.store.put(DB.objects, objectKey(bucket.id, version.key), version);
+  // Tag filters read the tags: their change can move the version's due time.
+  if (bucket.lifecycle) reindexVersion(context, bucket, version);
 }
 
 export function putObjectTags(

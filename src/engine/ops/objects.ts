@@ -48,6 +48,7 @@ import {
 } from '../../util/errors.js';
 import { validateBucketName } from '../../security/names.js';
 import { recordObjectEvent } from './notifications.js';
+import { lifecycleAfterRemove, lifecycleAfterWrite } from './lifecycle-index.js';
 
 export function createBucket(
   context: EngineContext,
@@ -393,6 +394,7 @@ export function writeVersion(
   }
   // A new version has the highest sequence number: it is the key's current version.
   setCurrent(context, bucket, version.key, version, usage, encoded);
+  lifecycleAfterWrite(context, bucket, version);
 }
 
 /** Makes `objects` hold `latest` for the key, or nothing when there is none or it is a marker. */
@@ -479,6 +481,7 @@ export function removeVersion(
     counters.logicalBytes -= version.size;
     releaseChunkRefs(context, tenant.num, version.chunks, usage);
   }
+  lifecycleAfterRemove(context, bucket, version);
 }
 
 export interface DeleteObjectArgs {
