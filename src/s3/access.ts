@@ -123,6 +123,7 @@ export function grantedBucket(request: S3Request, ask: AccessAsk, name: string):
     ? { action: 's3:GetObject', versioned: 's3:GetObjectVersion', permission: objectRead }
     : (ACTIONS[operation] ?? { action: RENAMED[operation] ?? `s3:${operation}` });
   const versionId = ask.source ? ask.source.versionId : request.exchange.queryParam('versionId');
+  let conditions: Record<string, string | undefined> | undefined;
   try {
     const granted = authorizeBucketAccess(request.services.store, {
       requester: request.principal,
@@ -136,7 +137,7 @@ export function grantedBucket(request: S3Request, ask: AccessAsk, name: string):
       versionId: versionId ?? null,
       listPrefix: ask.listPrefix,
       permission: spec.permission,
-      conditions: conditionsOf(request),
+      conditions: () => (conditions ??= conditionsOf(request)),
     });
     if (!granted.own && !DELEGABLE.has(operation) && !ask.source)
       throw s3Error('AccessDenied', `only the bucket's owner may ${operation}`);

@@ -61,8 +61,11 @@ export interface BucketAccessRequest {
   /** What an ACL may grant this with, and whose ACL: undefined when only the owner may. */
   readonly permission?:
     { readonly level: 'bucket' | 'object'; readonly is: Permission } | undefined;
-  /** The request's condition values by lower-case key (aws:SourceIp, s3:prefix, ...). */
-  readonly conditions: Readonly<Record<string, string | undefined>>;
+  /**
+   * The request's condition values by lower-case key (aws:SourceIp, s3:prefix, ...), built
+   * only when a policy statement asks (an owner's request to a bucket without one never does).
+   */
+  readonly conditions: () => Readonly<Record<string, string | undefined>>;
 }
 
 /** What an allowed request gets: the bucket and its owner tenant. */
@@ -190,7 +193,8 @@ function conditionValue(
   request: BucketAccessRequest,
   key: string,
 ): string | undefined {
-  if (key in request.conditions) return request.conditions[key];
+  const values = request.conditions();
+  if (key in values) return values[key];
   const tag = /^s3:existingobjecttag\/(.+)$/.exec(key);
   if (tag && request.key !== undefined) {
     const version = addressedVersion(store, bucket, request.key, request.versionId ?? null);
