@@ -35,6 +35,8 @@ import * as segments from './ops/segments.js';
 import * as audit from './ops/audit.js';
 import * as objectMeta from './ops/object-meta.js';
 import * as access from './ops/access.js';
+import * as objectLock from './ops/object-lock.js';
+import * as encryption from './ops/encryption.js';
 import * as idempotency from './ops/idempotency.js';
 import * as tenantDelete from './ops/tenant-delete.js';
 import * as tenantScrub from './ops/tenant-scrub.js';
@@ -83,6 +85,9 @@ export const operations: Readonly<Record<string, Op>> = {
   putBucketS3Policy: access.putBucketS3Policy,
   putPublicAccessBlock: access.putPublicAccessBlock,
   putTenantPublicAccessBlock: access.putTenantPublicAccessBlock,
+  setObjectLockConfig: objectLock.setObjectLockConfig,
+  setBucketTags: objectMeta.setBucketTags,
+  setBucketEncryption: encryption.setBucketEncryption,
   beginIdempotent: idempotency.beginIdempotent,
   abandonIdempotent: idempotency.abandonIdempotent,
   disableTenant: control.disableTenant,

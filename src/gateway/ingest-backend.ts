@@ -17,6 +17,8 @@ import { verifyNativeToken } from '../security/native-token.js';
 import { PURPOSE_NATIVE_TOKEN } from '../security/keys.js';
 import { validateContentType, validateObjectKey, validateUserMetadata } from '../security/names.js';
 import { PayloadTooLarge } from '../util/errors.js';
+import { INLINE_CHUNK_BYTES_MAX } from '../service/upload.js';
+import type { Principal } from '../service/auth.js';
 import { objectJson, routeKit, type GatewayServices, type RouteKit } from '../native/routes.js';
 
 /** The ingest backend of one listener. */
@@ -27,6 +29,7 @@ export function ingestBackend(services: GatewayServices, audit: AuditSink): Inge
   const objectBytesMax = settings.bytes('limits.object_bytes_max');
   return {
     objectBytesMax,
+    wholeBytesMax: INLINE_CHUNK_BYTES_MAX,
     authenticate(token: string): IngestCaller {
       store.refresh();
       const principal = auth.authenticate(`Bearer ${token}`, {});
@@ -45,6 +48,43 @@ export function ingestBackend(services: GatewayServices, audit: AuditSink): Inge
     put: (token, request, body) => putIngested(kit, audit, objectBytesMax, token, request, body),
   };
 }
+
+/**
+ * The principal of each token, authenticated once per turn of the event loop for all the objects
+ * that arrived in it (a batch of a stream's small objects), after a snapshot renewed once for
+ * them: read-your-writes, as the native API's bearer check, since a commit acknowledged before
+ * the turn is in that snapshot. A key revoked or a tenant disabled later in the turn still stops
+ * each write where it commits (the engine checks the caller again).
+ */
+class TurnPrincipals {
+  private readonly byToken = new Map<
+    string,
+    { principal: Principal; actor: string | undefined; tenantId: string | undefined }
+  >();
+  private scheduled = false;
+
+  of(kit: RouteKit, token: string, audit: AuditContext): Principal {
+    const known = this.byToken.get(token);
+    if (known) {
+      if (known.actor !== undefined) audit.actor = known.actor;
+      if (known.tenantId !== undefined) audit.tenantId = known.tenantId;
+      return known.principal;
+    }
+    if (!this.scheduled) {
+      this.scheduled = true;
+      kit.services.store.refresh();
+      setImmediate(() => {
+        this.scheduled = false;
+        this.byToken.clear();
+      });
+    }
+    const principal = kit.services.auth.authenticate(`Bearer ${token}`, audit);
+    this.byToken.set(token, { principal, actor: audit.actor, tenantId: audit.tenantId });
+    return principal;
+  }
+}
+
+const turnPrincipals = new TurnPrincipals();
 
 /** One object's request as the audit row and the service's request context see it. */
 class IngestRequest {
@@ -71,14 +111,11 @@ export async function putIngested(
   objectBytesMax: number,
   token: string,
   request: IngestPut,
-  body: BodySource,
+  body: BodySource | Buffer,
 ): Promise<Record<string, unknown>> {
   const audited = new IngestRequest(request);
   try {
-    // Read-your-writes, as the native API's bearer check: a snapshot renewed earlier in this
-    // turn may predate a commit acknowledged before this object came.
-    kit.services.store.refresh();
-    const principal = kit.services.auth.authenticate(`Bearer ${token}`, audited.audit);
+    const principal = turnPrincipals.of(kit, token, audited.audit);
     audited.audit.resource = audited.path;
     validateObjectKey(request.key);
     const bucket = kit.access.bucket(principal, request.bucket, {

@@ -74,12 +74,18 @@ export interface IngestBackend {
   authenticate(token: string): IngestCaller;
   /** Throws what reading `bucket` with `token` for a write would (404, 403). */
   checkBucket(token: string, bucket: string): void;
+  /** Objects of at most this many bytes, whole in their OBJECT frame, go to `put` whole. */
+  readonly wholeBytesMax: number;
   /**
    * Writes one object through the native PUT's pipeline: resolves with what a PUT's 200 body
    * carries once the commit is durable, or rejects with the refusal (audited either way). Must
-   * attach `body.onBody` before it returns.
+   * attach `body.onBody` before it returns; a Buffer is the whole body (see `wholeBytesMax`).
    */
-  put(token: string, request: IngestPut, body: BodySource): Promise<Record<string, unknown>>;
+  put(
+    token: string,
+    request: IngestPut,
+    body: BodySource | Buffer,
+  ): Promise<Record<string, unknown>>;
 }
 
 export interface IngestOptions {
@@ -100,6 +106,12 @@ export const INGEST_DEFAULTS: IngestOptions = {
   recheckIntervalMs: 1000,
 };
 
+/**
+ * Bytes of whole small objects (copied out of their frames, credited at once) one listener holds
+ * until their ACKs at most; an object beyond it streams through the upload pipeline's arena,
+ * which withholds its credit while it cannot take the bytes.
+ */
+const WHOLE_HELD_BYTES_MAX = 16 * 1024 * 1024;
 /** Room for an OBJECT frame's largest header beside its body bytes. */
 const HEADER_ROOM_BYTES = 4096;
 const CLOSE_REASON_BYTES_MAX = 123;
@@ -119,6 +131,8 @@ interface Connection {
   open?: ObjectBody | undefined;
   /** Body bytes to credit back in the next CREDIT frame. */
   credit: number;
+  /** ACK frames to send at the end of this turn (`flush`). */
+  readonly queued: Uint8Array[];
   /** Objects whose ACK is not sent yet. */
   pending: number;
   objects: number;
@@ -210,9 +224,13 @@ export function ingestRoute(
   const idPrefix = randomBytes(6).toString('base64url');
   let connectionCount = 0;
   let draining = false;
+  /** Bytes of whole objects held now (WHOLE_HELD_BYTES_MAX). */
+  let wholeHeld = 0;
 
   const end = (connection: Connection, code: number, reason: string): void => {
     if (connection.closed) return;
+    // ACKs still queued for this turn go out first: they answer objects settled before the end.
+    for (const frame of connection.queued.splice(0)) send(connection, frame);
     connection.closed = true;
     const text = Buffer.from(reason).subarray(0, CLOSE_REASON_BYTES_MAX).toString();
     connection.ws?.end(code, text.replace(/\uFFFD$/, ''));
@@ -233,24 +251,37 @@ export function ingestRoute(
     if (!connection.closed) connection.ws?.send(bytes, true);
   };
 
-  /** Credits go out once per turn of the event loop, for all the bodies fed in it. */
-  const crediting = new Set<Connection>();
-  const sendCredits = (): void => {
-    for (const connection of crediting) {
+  /**
+   * Frames sent outside uWS's own handlers (ACKs and credits, from settled commits) wait for the
+   * end of the turn and go out corked, all of a connection's in one write: uWS writes a frame
+   * sent outside a cork at once, a syscall each.
+   */
+  const flushing = new Set<Connection>();
+  const flush = (): void => {
+    for (const connection of flushing) {
       const bytes = connection.credit;
       connection.credit = 0;
       connection.rules?.credit(bytes);
-      if (bytes > 0) send(connection, encodeCredit(bytes));
+      const frames = connection.queued.splice(0);
+      if (bytes > 0) frames.push(encodeCredit(bytes));
+      if (connection.closed || !connection.ws) continue;
+      const ws = connection.ws;
+      ws.cork(() => {
+        for (const frame of frames) ws.send(frame, true);
+      });
     }
-    crediting.clear();
+    flushing.clear();
+  };
+  const schedule = (connection: Connection): void => {
+    if (flushing.size === 0) setImmediate(flush);
+    flushing.add(connection);
   };
   const creditOf =
     (connection: Connection) =>
     (bytes: number): void => {
       if (bytes === 0 || connection.closed) return;
       connection.credit += bytes;
-      if (crediting.size === 0) setImmediate(sendCredits);
-      crediting.add(connection);
+      schedule(connection);
     };
 
   const hello = (connection: Connection, frame: HelloFrame): void => {
@@ -287,13 +318,20 @@ export function ingestRoute(
       );
     if (draining) throw Unavailable('the server is shutting down');
     const complete = rules.begin(frame);
-    // The backend checks the key and tenant again for every object: a 401 refuses the object
-    // and ends the connection (see `refusal`).
-    const body = new ObjectBody(frame.size, creditOf(connection));
-    if (!complete) connection.open = body;
     connection.pending += 1;
     connection.objects += 1;
     const request = putOf(connection, frame, `${idPrefix}${connection.id}-${connection.objects}`);
+    // A small object whole in its frame goes to the backend whole: copied once, stored at once,
+    // committed with the others of its turn (one engine command each, one group commit).
+    const whole =
+      complete &&
+      frame.size <= backend.wholeBytesMax &&
+      wholeHeld + frame.size <= WHOLE_HELD_BYTES_MAX;
+    const body = whole ? Buffer.from(frame.body) : new ObjectBody(frame.size, creditOf(connection));
+    if (!complete) connection.open = body as ObjectBody;
+    if (whole) wholeHeld += frame.size;
+    // The backend checks the key and tenant again for every object: a 401 refuses the object
+    // and ends the connection (see `refusal`).
     let written: Promise<Record<string, unknown>>;
     try {
       written = backend.put(connection.token as string, request, body);
@@ -306,8 +344,12 @@ export function ingestRoute(
         (json) => acknowledge(connection, frame.sequence, 200, json),
         (error: unknown) => refusal(connection, frame.sequence, error, request.requestId),
       )
-      .finally(() => body.release());
-    body.feed(frame.body);
+      .finally(() => {
+        if (whole) wholeHeld -= frame.size;
+        else (body as ObjectBody).release();
+      });
+    if (whole) creditOf(connection)(frame.body.length);
+    else (body as ObjectBody).feed(frame.body);
   };
 
   const acknowledge = (
@@ -318,7 +360,9 @@ export function ingestRoute(
   ): void => {
     connection.pending -= 1;
     connection.rules?.settle(sequence);
-    send(connection, encodeAck({ sequence, status, refused: status !== 200, json }));
+    if (connection.closed) return;
+    connection.queued.push(encodeAck({ sequence, status, refused: status !== 200, json }));
+    schedule(connection);
   };
 
   const refusal = (
@@ -391,6 +435,7 @@ export function ingestRoute(
         id: connectionCount.toString(36),
         bucket: '',
         credit: 0,
+        queued: [],
         pending: 0,
         objects: 0,
         closed: false,

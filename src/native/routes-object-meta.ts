@@ -20,7 +20,6 @@ import { findVersionIn, seqOfVersionId } from '../engine/ops/objects.js';
 import { resolveForAttributes } from '../service/read.js';
 import {
   checkRetainUntil,
-  checkTags,
   TAGS_MAX,
   TAG_KEY_CHARS_MAX,
   TAG_VALUE_CHARS_MAX,
@@ -28,6 +27,8 @@ import {
 import type { Principal } from '../service/auth.js';
 import { contextOf } from '../service/context.js';
 import { copyObject } from '../service/copy.js';
+import { putLegalHold, putRetention } from '../service/object-lock.js';
+import { putObjectTags } from '../service/tagging.js';
 import {
   keyQuery,
   writeConditionsOf,
@@ -111,8 +112,10 @@ const json = (schema: JsonSchema): NonNullable<RouteDoc['requestBody']> => ({
 });
 
 export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
-  const { services, bearer, access, mutate } = kit;
+  const { services, bearer, access, mutate, objects } = kit;
   const { store } = services;
+  const versionIdOf = (exchange: Exchange): string | undefined =>
+    exchange.queryParam('versionId') ?? undefined;
 
   /** Authenticates, authorizes, and resolves the target for a `{bucket}/{key...}` route. */
   const target = (
@@ -266,14 +269,10 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
         { query: versionQuery, requestBody: json(tagsRequestSchema) },
       ),
       handler: async (exchange, params) => {
-        const { args } = target(exchange, params, 'write');
-        const tags = checkTags((await jsonBody(exchange))['tags']);
-        const version = await mutate<ObjectVersionRecord>(
-          exchange,
-          'putObjectTags',
-          { ...args, tags },
-          200,
-        );
+        const { principal, bucket, key } = target(exchange, params, 'write');
+        const tags = (await jsonBody(exchange))['tags'];
+        const address = { bucket, key, versionId: versionIdOf(exchange) };
+        const version = await putObjectTags(objects, contextOf(exchange, principal), address, tags);
         exchange.sendJson(200, { tags: version.tags ?? [] });
       },
     },
@@ -283,8 +282,9 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
       operationId: 'deleteObjectTags',
       doc: doc('Clear the tag set', { 204: { description: 'cleared' } }, { query: versionQuery }),
       handler: async (exchange, params) => {
-        const { args } = target(exchange, params, 'write');
-        await mutate(exchange, 'putObjectTags', { ...args, tags: [] }, 204);
+        const { principal, bucket, key } = target(exchange, params, 'write');
+        const address = { bucket, key, versionId: versionIdOf(exchange) };
+        await putObjectTags(objects, contextOf(exchange, principal), address, [], 204);
         exchange.send(204, {});
       },
     },
@@ -318,15 +318,20 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
         { query: versionQuery, requestBody: json(retentionSchema) },
       ),
       handler: async (exchange, params) => {
-        const { args } = target(exchange, params, 'write');
+        const { principal, bucket, key } = target(exchange, params, 'write');
         const body = await jsonBody(exchange);
         const retainUntil = parseDateTime(body['retainUntil'], 'retainUntil');
         checkRetainUntil(retainUntil, Date.now());
-        const version = await mutate<ObjectVersionRecord>(
-          exchange,
-          'putRetention',
-          { ...args, mode: body['mode'], retainUntil },
-          200,
+        const mode = body['mode'];
+        if (mode !== 'GOVERNANCE' && mode !== 'COMPLIANCE')
+          throw BadRequest('mode must be GOVERNANCE or COMPLIANCE');
+        // The native API never bypasses GOVERNANCE retention: it is only ever extended.
+        const version = await putRetention(
+          objects,
+          contextOf(exchange, principal),
+          { bucket, key, versionId: versionIdOf(exchange) },
+          { mode, retainUntil },
+          false,
         );
         exchange.sendJson(200, {
           mode: version.retention?.mode,
@@ -359,13 +364,14 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
         { query: versionQuery, requestBody: json(legalHoldSchema) },
       ),
       handler: async (exchange, params) => {
-        const { args } = target(exchange, params, 'write');
-        const body = await jsonBody(exchange);
-        const version = await mutate<ObjectVersionRecord>(
-          exchange,
-          'putLegalHold',
-          { ...args, status: body['status'] },
-          200,
+        const { principal, bucket, key } = target(exchange, params, 'write');
+        const status = (await jsonBody(exchange))['status'];
+        if (status !== 'ON' && status !== 'OFF') throw BadRequest('status must be ON or OFF');
+        const version = await putLegalHold(
+          objects,
+          contextOf(exchange, principal),
+          { bucket, key, versionId: versionIdOf(exchange) },
+          status,
         );
         exchange.sendJson(200, { status: version.legalHold ?? 'OFF' });
       },

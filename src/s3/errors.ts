@@ -119,6 +119,12 @@ const codes = {
     message: 'The requested range is not satisfiable',
   },
   InvalidRequest: { status: 400, lightwell: 'bad_request', message: 'Invalid Request' },
+  InvalidRetentionPeriod: {
+    status: 400,
+    lightwell: 'bad_request',
+    message: 'The retention period must be a positive whole number of days or years',
+  },
+  InvalidTag: { status: 400, lightwell: 'bad_request', message: 'The tag provided was not valid' },
   InvalidURI: {
     status: 400,
     lightwell: 'bad_request',
@@ -166,6 +172,12 @@ const codes = {
     message: 'The specified bucket does not exist',
   },
   NoSuchKey: { status: 404, lightwell: 'not_found', message: 'The specified key does not exist' },
+  NoSuchObjectLockConfiguration: {
+    status: 404,
+    lightwell: 'not_found',
+    message: 'The specified object does not have an ObjectLock configuration',
+  },
+  NoSuchTagSet: { status: 404, lightwell: 'not_found', message: 'There is no tag set' },
   NoSuchLifecycleConfiguration: {
     status: 404,
     lightwell: 'not_found',
@@ -187,6 +199,11 @@ const codes = {
     message: 'A header or operation you provided implies functionality that is not implemented',
   },
   NotModified: { status: 304, lightwell: 'precondition_failed', message: 'Not Modified' },
+  ObjectLockConfigurationNotFoundError: {
+    status: 404,
+    lightwell: 'not_found',
+    message: 'Object Lock configuration does not exist for this bucket',
+  },
   PreconditionFailed: {
     status: 412,
     lightwell: 'precondition_failed',
@@ -206,6 +223,11 @@ const codes = {
     status: 503,
     lightwell: 'unavailable',
     message: 'Please reduce your request rate',
+  },
+  ServerSideEncryptionConfigurationNotFoundError: {
+    status: 404,
+    lightwell: 'not_found',
+    message: 'The server side encryption configuration was not found',
   },
   SignatureDoesNotMatch: {
     status: 403,

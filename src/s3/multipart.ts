@@ -39,6 +39,7 @@ import {
 import { objectLengthOf, objectStoreOf } from './objects.js';
 import { withRequestedAcl } from './access-ops.js';
 import { multipartMd5Etag, type DigestAlg } from '../engine/checksums.js';
+import { newVersionAttributesOf } from './version-attributes.js';
 
 export function registerMultipart(api: S3Api): void {
   api.register('CreateMultipartUpload', createUpload);
@@ -104,6 +105,7 @@ async function createUpload(request: S3Request): Promise<void> {
   const { uploadId } = await multipart.create(request, {
     ...target,
     representation: withRequestedAcl(request, representationOf(request.exchange.headers)),
+    attributes: newVersionAttributesOf(request),
   });
   const headers: Record<string, string> = { 'Content-Type': 'application/xml' };
   if (checksum.alg !== undefined) {

@@ -38,6 +38,9 @@ import { objectStoreOf } from './objects.js';
 import { settleCopyAcl, withRequestedAcl } from './access-ops.js';
 import { readSmallBody } from './multipart.js';
 import { createMultiHasher } from '../engine/checksums.js';
+import { bypassRequested } from './object-lock.js';
+import { newVersionAttributesOf } from './version-attributes.js';
+import { addSseHeaders } from './encryption.js';
 
 export function registerObjectExtras(api: S3Api): void {
   api.register('CopyObject', copyObject);
@@ -76,11 +79,19 @@ async function copyObject(request: S3Request): Promise<void> {
     );
   }
   const representation = withRequestedAcl(request, representationOf(headers));
-  const copied = await copy(request, { source, bucket, key, directive, representation });
+  const copied = await copy(request, {
+    source,
+    bucket,
+    key,
+    directive,
+    representation,
+    attributes: newVersionAttributesOf(request, { copy: true }),
+  });
   await settleCopyAcl(request, copied.version, representation);
   const answer: Record<string, string> = { 'Content-Type': 'application/xml' };
   if (copied.versioned) answer['x-amz-version-id'] = copied.version.versionId;
   if (copied.sourceVersioned) answer['x-amz-copy-source-version-id'] = copied.sourceVersionId;
+  addSseHeaders(copied.version, answer);
   request.send(
     200,
     answer,
@@ -125,6 +136,7 @@ async function deleteObjects(request: S3Request): Promise<void> {
         bucket,
         key: entry.key,
         versionId: entry.versionId ?? null,
+        bypassGovernance: bypassRequested(request),
       });
       outcomes.push(
         outcome.deleteMarker

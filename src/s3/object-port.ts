@@ -10,6 +10,7 @@ import type { ObjectVersionRecord } from '../engine/index/schema.js';
 import type { DigestAlg } from '../engine/checksums.js';
 import type { S3Request } from './api.js';
 import type { ObjectRepresentation } from './object-headers.js';
+import type { NewVersionAttributes } from '../service/object-lock.js';
 
 /** What a received body gives the handler to check before anything commits. */
 export interface ReceivedDigests {
@@ -31,6 +32,8 @@ export interface PutInput {
   readonly ifNoneMatch?: string | undefined;
   /** Runs on the received digests before the commit; a throw commits nothing. */
   check(received: ReceivedDigests): void;
+  /** The new version's lock and tags (x-amz-object-lock-*, x-amz-tagging). */
+  readonly attributes?: NewVersionAttributes | undefined;
 }
 
 /** A version as S3 answers it: the record, its representation and its bucket's versioning. */
@@ -64,6 +67,8 @@ export interface DeleteInput {
   readonly bucket: string;
   readonly key: string;
   readonly versionId: string | null;
+  /** x-amz-bypass-governance-retention was sent (the service decides whether it holds). */
+  readonly bypassGovernance?: boolean | undefined;
 }
 
 export interface DeleteOutcome {
@@ -122,6 +127,8 @@ export interface CopyInput {
   /** COPY keeps the source's representation; REPLACE stores `representation`. */
   readonly directive: 'COPY' | 'REPLACE';
   readonly representation: ObjectRepresentation;
+  /** The copy's lock, and its tags when the tagging directive is REPLACE. */
+  readonly attributes?: NewVersionAttributes | undefined;
 }
 
 export interface CopyOutcome extends StoredVersion {
@@ -194,7 +201,12 @@ export interface UploadEntry {
 export interface S3MultipartStore {
   create(
     request: S3Request,
-    input: { bucket: string; key: string; representation: ObjectRepresentation },
+    input: {
+      bucket: string;
+      key: string;
+      representation: ObjectRepresentation;
+      attributes?: NewVersionAttributes | undefined;
+    },
   ): Promise<{ uploadId: string }>;
   uploadPart(request: S3Request, input: PartInput): Promise<PartOutcome>;
   uploadPartCopy(

@@ -81,6 +81,7 @@ export function serviceMultipartStore(
         contentType: input.representation.contentType,
         metadata: { ...input.representation.metadata },
         headers: input.representation.headers,
+        attributes: input.attributes,
       });
       return { uploadId: created.uploadId };
     },

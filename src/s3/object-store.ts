@@ -40,6 +40,7 @@ import { listObjectEntries } from '../service/list.js';
 import { listVersionsPage } from '../service/versions.js';
 import { sendObject } from '../service/download.js';
 import { copyObject } from '../service/copy.js';
+import { governanceBypass } from '../service/object-lock.js';
 import { serviceMultipartStore } from './object-store-multipart.js';
 
 export function storedOf(version: ObjectVersionRecord, bucket: BucketRecord): StoredVersion {
@@ -94,6 +95,7 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
           input.check({ md5: received.md5, checksums: received.checksums });
         },
         headers: input.representation.headers,
+        attributes: input.attributes,
       },
       request.exchange,
     );
@@ -125,9 +127,15 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
   async function remove(request: S3Request, input: DeleteInput): Promise<DeleteOutcome> {
     const principal = request.requirePrincipal();
     const bucket = bucketFor(request, { verb: 'delete', key: input.key });
+    const ctx = contextOf(request.exchange, principal);
+    const bypassGovernance = governanceBypass(
+      ctx,
+      { bucket: bucket.name, key: input.key },
+      input.bypassGovernance === true,
+    );
     const result = await objects.deleteObject(
-      contextOf(request.exchange, principal),
-      { bucket, key: input.key, versionId: input.versionId, conditions: {} },
+      ctx,
+      { bucket, key: input.key, versionId: input.versionId, conditions: {}, bypassGovernance },
       204,
     );
     return {
@@ -203,6 +211,7 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
       metadata: input.representation.metadata,
       headers: input.representation.headers,
       conditions: {},
+      attributes: input.attributes,
     });
     return {
       ...storedOf(version, bucket),

@@ -34,6 +34,10 @@ import type { ResolvedRead, S3ObjectStore, StoredVersion } from './object-port.j
 import { listObjectsV1Xml, listObjectsV2Xml, type XmlListEntry } from './object-xml.js';
 import type { DigestAlg } from '../engine/checksums.js';
 import { withRequestedAcl } from './access-ops.js';
+import { addLockHeaders, bypassRequested } from './object-lock.js';
+import { addTaggingCount } from './tagging.js';
+import { addSseHeaders, checkReadSseOf } from './encryption.js';
+import { newVersionAttributesOf } from './version-attributes.js';
 
 export function registerObjects(api: S3Api): void {
   api.register('PutObject', putObject);
@@ -104,6 +108,7 @@ async function putObject(request: S3Request): Promise<void> {
     representation: writeRepresentation(request),
     ifMatch: header(request, 'if-match'),
     ifNoneMatch: header(request, 'if-none-match'),
+    attributes: newVersionAttributesOf(request),
     check: (received) => {
       checkContentMd5(md5, received.md5);
       checkDeclaredChecksums(declared.expected, received.checksums);
@@ -111,6 +116,7 @@ async function putObject(request: S3Request): Promise<void> {
   });
   const headers: Record<string, string> = { ETag: stored.version.etag };
   if (stored.versioned) headers['x-amz-version-id'] = stored.version.versionId;
+  addSseHeaders(stored.version, headers);
   addExpirationHeader(request, bucket, stored.version, headers);
   for (const alg of declared.algs) {
     const digest = stored.version.checksums[alg];
@@ -143,12 +149,16 @@ export function readHeaders(
     // A multipart object's CRCs are combined over the whole object (engine/ops/multipart.ts).
     headers['x-amz-checksum-type'] = 'FULL_OBJECT';
   }
+  addLockHeaders(version, headers);
+  addTaggingCount(version, headers);
+  addSseHeaders(version, headers);
   return headers;
 }
 
 function readObject(request: S3Request): Promise<void> | undefined {
   const store = objectStoreOf(request);
   const { bucket, key } = target(request);
+  checkReadSseOf(request);
   const query = request.exchange.query;
   const partNumber = query.get('partNumber');
   // A single-part object has one part, the whole object; parts of a multipart object are not
@@ -183,6 +193,7 @@ async function deleteObject(request: S3Request): Promise<void> {
     bucket,
     key,
     versionId: request.exchange.queryParam('versionId'),
+    bypassGovernance: bypassRequested(request),
   });
   const headers: Record<string, string> = {};
   if (outcome.versionId !== undefined) headers['x-amz-version-id'] = outcome.versionId;

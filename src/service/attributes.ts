@@ -6,17 +6,19 @@ import { quoteForMessage, refuseControlChars } from '../security/names.js';
 import { BadRequest } from '../util/errors.js';
 
 export const TAGS_MAX = 10;
+/** Tags on a bucket at most (S3's limit; the per-tag limits are the objects'). */
+export const BUCKET_TAGS_MAX = 50;
 export const TAG_KEY_CHARS_MAX = 128;
 export const TAG_VALUE_CHARS_MAX = 256;
 
 /**
- * A tag set as the client gave it (an array of `{key, value}`), checked: at most TAGS_MAX tags,
+ * A tag set as the client gave it (an array of `{key, value}`), checked: at most `max` tags,
  * keys of 1 to TAG_KEY_CHARS_MAX and values of at most TAG_VALUE_CHARS_MAX characters (Unicode
  * code points), no control characters, no key twice.
  */
-export function checkTags(value: unknown): ObjectTag[] {
+export function checkTags(value: unknown, max = TAGS_MAX): ObjectTag[] {
   if (!Array.isArray(value)) throw BadRequest('tags must be an array of {key, value}');
-  if (value.length > TAGS_MAX) throw BadRequest(`at most ${TAGS_MAX} tags`);
+  if (value.length > max) throw BadRequest(`at most ${max} tags`);
   const seen = new Set<string>();
   return value.map((tag: unknown) => {
     const { key, value: tagValue } = (tag ?? {}) as Record<string, unknown>;

@@ -24,6 +24,8 @@ import {
 } from '../security/native-token.js';
 
 const VERIFIED_TOKENS_MAX = 10_000;
+/** Access keys whose opened secret is kept (`secretOf`); all are dropped when it is full. */
+const OPENED_SECRETS_MAX = 10_000;
 import { parseScopes, allows, type Scope, type ScopeRequest } from '../security/scopes.js';
 import { constantTimeEqual } from '../security/access-keys.js';
 import { Unauthorized, Forbidden, isLightwellError } from '../util/errors.js';
@@ -53,6 +55,7 @@ export class Authenticator {
   private readonly scopes = new Map<string, Scope>();
   private readonly tenantKeys = new Map<string, TenantKeyMaterial>();
   private readonly tokens = new Map<string, NativeTokenPayload>();
+  private readonly secrets = new Map<string, { sealed: Buffer; secret: string }>();
 
   constructor(
     paths: DataDirPaths,
@@ -150,11 +153,10 @@ export class Authenticator {
       accessKeyId,
     );
     if (!stored) return undefined;
-    const key = this.liveKey(accessKeyId);
+    const key = this.liveKey(accessKeyId, stored);
     const tenant = this.liveTenant(key.tenantId);
-    const secret = openSecret(this.sealKey, key.sealedSecret, `access-key:${key.accessKeyId}`);
     return {
-      secretKey: secret.toString(),
+      secretKey: this.secretOf(key),
       principal: { accessKeyId: key.accessKeyId, tenant, scope: this.scopeOf(key.scopes) },
     };
   }
@@ -169,12 +171,35 @@ export class Authenticator {
     });
   }
 
-  private liveKey(accessKeyId: string): AccessKeyRecord {
-    const key = this.store.getShared<AccessKeyRecord>(
+  /**
+   * The secret of an access key, opened once and kept with the sealed bytes it came from: an
+   * S3 request needs it to check its signature, and opening it (AES-GCM through node:crypto)
+   * cost more than the rest of the key and tenant look-up. A rotated secret is sealed anew, so
+   * its bytes differ and it is opened again.
+   */
+  private secretOf(key: AccessKeyRecord): string {
+    const cached = this.secrets.get(key.accessKeyId);
+    if (cached?.sealed.equals(key.sealedSecret)) return cached.secret;
+    const secret = openSecret(
+      this.sealKey,
+      key.sealedSecret,
+      `access-key:${key.accessKeyId}`,
+    ).toString();
+    if (this.secrets.size >= OPENED_SECRETS_MAX) this.secrets.clear();
+    this.secrets.set(key.accessKeyId, { sealed: Buffer.from(key.sealedSecret), secret });
+    return secret;
+  }
+
+  /** `stored`: the key's record when the caller has just read it (one look-up per request). */
+  private liveKey(
+    accessKeyId: string,
+    stored = this.store.getShared<AccessKeyRecord>(
       DB.accessKeys,
       Buffer.from(accessKeyId),
       accessKeyId,
-    );
+    ),
+  ): AccessKeyRecord {
+    const key = stored;
     if (!key || key.state !== 'active') throw Unauthorized('the access key is revoked or unknown');
     if (key.expiresAt !== undefined && key.expiresAt <= Date.now())
       throw Unauthorized('the access key has expired');

@@ -9,6 +9,7 @@
 import type { BucketRecord, ObjectVersionRecord } from '../engine/index/schema.js';
 import { checkCopyChanges } from './attributes.js';
 import type { RequestContext } from './context.js';
+import { addNewVersionAttributes, type NewVersionAttributes } from './object-lock.js';
 import { addWriteConditions, type ObjectService, type WriteConditions } from './objects.js';
 
 export interface CopySource {
@@ -35,6 +36,8 @@ export interface CopyRequest {
   readonly conditions: WriteConditions;
   readonly requireAbsent?: boolean | undefined;
   readonly requireMatchEtag?: string | undefined;
+  /** The copy's lock, and its tags when they replace the source's (object-lock.ts). */
+  readonly attributes?: NewVersionAttributes | undefined;
 }
 
 export function copyObject(
@@ -71,5 +74,6 @@ export function copyObject(
   if (input.requireAbsent !== undefined) args['requireAbsent'] = input.requireAbsent;
   if (input.requireMatchEtag !== undefined) args['requireMatchEtag'] = input.requireMatchEtag;
   addWriteConditions(input.conditions, args, 'destination');
+  addNewVersionAttributes(input.attributes, args);
   return objects.commit<ObjectVersionRecord>(ctx, 'copyObject', args, 200);
 }

@@ -34,6 +34,7 @@ import type { RequestContext } from './context.js';
 import { addWriteConditions, type ObjectService, type ObjectServiceDeps } from './objects.js';
 import { receiveBody, type ReceivedBody } from './upload.js';
 import type { WriteConditions } from './objects.js';
+import { addNewVersionAttributes, type NewVersionAttributes } from './object-lock.js';
 
 export interface UploadAddress {
   readonly bucket: BucketRecord;
@@ -81,6 +82,8 @@ export class MultipartService {
       metadata: object;
       /** Representation headers the completed object keeps (S3's). */
       headers?: Readonly<Record<string, string>>;
+      /** The completed object's lock and tags (object-lock.ts). */
+      attributes?: NewVersionAttributes | undefined;
     },
     /** The status the transport answers with, for the audit row (native 201, S3 200). */
     status = 200,
@@ -94,6 +97,7 @@ export class MultipartService {
     };
     if (input.headers !== undefined && Object.keys(input.headers).length > 0)
       args['headers'] = { ...input.headers };
+    addNewVersionAttributes(input.attributes, args);
     return this.objects.commit<MultipartUploadRecord>(ctx, 'createMultipartUpload', args, status);
   }
 

@@ -14,6 +14,7 @@
 // verifying the checksums, so a failed or aborted upload leaves only unreferenced records
 // (garbage).
 
+import assert from 'node:assert';
 import { createHash } from 'node:crypto';
 import type { BodyArena } from './body-arena.js';
 import type { OrderedStage, OrderedUpload } from '../workers/ordered-stage.js';
@@ -160,6 +161,74 @@ export class Divert {
 
 export function receiveBody(services: UploadServices, input: UploadInput): Promise<ReceivedBody> {
   return new BodyReceiver(services, input).result;
+}
+
+/** A body whole in memory, for `storeWhole`. */
+export interface WholeInput {
+  /** At most INLINE_CHUNK_BYTES_MAX bytes, not changed until the promise settles. */
+  readonly bytes: Buffer;
+  readonly keys: TenantKeyMaterial;
+  readonly algs: readonly DigestAlg[];
+}
+
+/**
+ * Stores a body that is already whole in memory and small enough for one inline chunk (the
+ * ingest stream's small objects, complete in their first frame): one store on this thread, with
+ * the object checksums, and none of the arena, admission or ordered-stage steps a streamed body
+ * needs. What it resolves with is what `receiveBody` resolves with for the same bytes.
+ */
+export async function storeWhole(
+  services: UploadServices,
+  input: WholeInput,
+): Promise<ReceivedBody> {
+  const { bytes } = input;
+  assert(bytes.length <= INLINE_CHUNK_BYTES_MAX, 'storeWhole takes bodies of one inline chunk');
+  services.stats.uploads += 1;
+  services.stats.bodyBytes += bytes.length;
+  if (bytes.length === 0) {
+    const hasher = await createMultiHasher(input.algs);
+    return receivedOf([], hasher.digest(), false, 0, () => undefined);
+  }
+  const result = await storeChunk(services.inline, {
+    keys: tenantKeysOf(input.keys),
+    slices: [bytes],
+    plainLength: bytes.length,
+    objectChecksums: input.algs,
+  });
+  assert(result.checksums !== undefined, 'a store with object checksums returns them');
+  const chunk: ManifestChunk = { id: Buffer.from(result.chunkId), plainLength: bytes.length };
+  const segmentId = result.location?.segmentId;
+  if (result.location) chunk.location = result.location;
+  if (segmentId !== undefined) services.pins.hold(segmentId);
+  let pinned = segmentId !== undefined;
+  const release = (): void => {
+    if (!pinned) return;
+    pinned = false;
+    services.pins.release(segmentId as number);
+  };
+  return receivedOf([chunk], result.checksums, result.compressed, bytes.length, release);
+}
+
+/** A ReceivedBody of stored chunks and their object checksums (MD5, if any, taken out). */
+function receivedOf(
+  chunks: ManifestChunk[],
+  checksums: Readonly<Record<string, string>>,
+  compressed: boolean,
+  size: number,
+  release: () => void,
+): ReceivedBody {
+  const objectChecksums = { ...checksums };
+  const md5Base64 = objectChecksums['MD5'];
+  delete objectChecksums['MD5'];
+  const md5 = md5Base64 === undefined ? undefined : Buffer.from(md5Base64, 'base64');
+  return {
+    chunks,
+    checksums: objectChecksums,
+    compressed,
+    etag: md5 ? `"${md5.toString('hex')}"` : etagOf(chunks, size),
+    ...(md5 ? { md5 } : {}),
+    release,
+  };
 }
 
 class BodyReceiver {
@@ -572,20 +641,18 @@ class BodyReceiver {
         return chunk;
       });
       const objectChecksums =
-        this.single && results[0]?.checksums ? { ...results[0].checksums } : { ...checksums };
-      const md5Base64 = objectChecksums['MD5'];
-      delete objectChecksums['MD5'];
-      const md5 = md5Base64 === undefined ? undefined : Buffer.from(md5Base64, 'base64');
+        this.single && results[0]?.checksums ? results[0].checksums : checksums;
       this.finished = true;
       this.releaseAll();
-      this.resolve({
-        chunks,
-        checksums: objectChecksums,
-        compressed: results.some((r) => r.compressed),
-        etag: md5 ? `"${md5.toString('hex')}"` : etagOf(chunks, this.received),
-        ...(md5 ? { md5 } : {}),
-        release: () => this.releasePins(),
-      });
+      this.resolve(
+        receivedOf(
+          chunks,
+          objectChecksums,
+          results.some((r) => r.compressed),
+          this.received,
+          () => this.releasePins(),
+        ),
+      );
     } catch (error) {
       this.fail(error);
     }

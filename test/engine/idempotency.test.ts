@@ -45,7 +45,10 @@ async function fixture(t: Test) {
     store
       .transact(() => beginIdempotent(context, { ...target, ownerPid }))
       .catch((error: unknown) => errorCode(error) ?? 'thrown');
-  const commit = (claim: string): Promise<string> =>
+  const commitWith = (
+    idempotency: objects.PutObjectArgs['idempotency'],
+    fingerprint = target.fingerprint,
+  ): Promise<string> =>
     store
       .transact(() =>
         objects.putObject(context, {
@@ -65,18 +68,22 @@ async function fixture(t: Test) {
               location: { segmentId, offset: 64, length: 81, payloadChecksum: 1 },
             },
           ],
-          idempotency: { key: target.key, fingerprint: target.fingerprint, claim },
+          ...(idempotency ? { idempotency: { ...idempotency, fingerprint } } : {}),
         }),
       )
       .then(
-        () => 'committed',
+        (version) => `committed ${version.seq}`,
         (error: unknown) => errorCode(error) ?? 'thrown',
       );
+  const commit = (claim: string): Promise<string> =>
+    commitWith({ key: target.key, fingerprint: target.fingerprint, claim }).then((answer) =>
+      answer.startsWith('committed') ? 'committed' : answer,
+    );
   const versions = (): number => {
     const bucket = objects.requireBucket(context, TENANT, 'box');
     return store.get(DB.objects, objectKey(bucket.id, 'k')) ? 1 : 0;
   };
-  return { store, context, begin, commit, versions };
+  return { store, context, begin, commit, commitWith, versions };
 }
 
 const claimOf = (result: BeginResult | string): string =>
@@ -101,4 +108,25 @@ t.test('a key whose gateway lives stays in use', async (t) => {
   const { begin } = await fixture(t);
   t.ok(claimOf(await begin(process.pid)));
   t.equal(await begin(process.pid), 'idempotency_key_in_use');
+});
+
+// A body stored before its commit (the ingest stream's small objects) has its key decided in the
+// commit itself: the same answers as a begin, without a command of its own.
+const inCommit = { key: target.key, fingerprint: target.fingerprint, inCommit: true };
+
+t.test('a key decided in the commit: new, then replayed, then reused', async (t) => {
+  const { begin, commitWith, versions } = await fixture(t);
+  const first = await commitWith(inCommit);
+  t.match(first, /^committed \d+$/, 'a new key commits');
+  t.equal(versions(), 1);
+  t.equal(await commitWith(inCommit), first, 'the same key again answers the first version');
+  t.match(await begin(process.pid), { replay: { key: 'k' } }, 'and a begin replays it too');
+  t.equal(await commitWith(inCommit, 'other'), 'idempotency_key_reused', 'another fingerprint');
+});
+
+t.test('a key decided in the commit is in use while a begun request runs', async (t) => {
+  const { begin, commitWith, versions } = await fixture(t);
+  t.ok(claimOf(await begin(process.pid)));
+  t.equal(await commitWith(inCommit), 'idempotency_key_in_use');
+  t.equal(versions(), 0, 'wrote nothing');
 });

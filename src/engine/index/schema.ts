@@ -187,6 +187,12 @@ export interface BucketRecord {
   createdAt: number;
   versioning: Versioning;
   objectLock: boolean;
+  /** Object lock's default retention for new versions (engine/ops/object-lock.ts). */
+  lockDefault?: { mode: RetentionMode; days?: number; years?: number };
+  /** The bucket's own tags (S3's bucket tagging); absent: none. */
+  tags?: ObjectTag[];
+  /** S3's default encryption as configured (every object is encrypted at rest regardless). */
+  encryption?: ServerSideEncryption;
   /** Browser CORS rules (src/security/cors.ts validates them); absent: none. */
   cors?: CorsRuleRecord[];
   /**
@@ -251,6 +257,8 @@ export interface ObjectVersionRecord {
   storedBytes: number;
   compressed: boolean;
   tags?: ObjectTag[];
+  /** The encryption S3 reports for the version when it is not the default (SSE-S3, AES256). */
+  sse?: ServerSideEncryption;
   retention?: { mode: RetentionMode; retainUntil: number };
   legalHold?: 'ON' | 'OFF';
 }
@@ -261,6 +269,16 @@ export interface ObjectTag {
 }
 
 export type RetentionMode = 'GOVERNANCE' | 'COMPLIANCE';
+
+/**
+ * How S3 sees an object's encryption: `AES256` (SSE-S3) or `aws:kms` with the tenant key id it
+ * names (src/service/encryption.ts). The bytes are encrypted under the tenant's data key either
+ * way.
+ */
+export interface ServerSideEncryption {
+  algorithm: 'AES256' | 'aws:kms';
+  kmsKeyId?: string;
+}
 
 /** True while a version may not be deleted or overwritten in place. */
 export function versionLocked(version: ObjectVersionRecord, now: number): boolean {
@@ -477,6 +495,10 @@ export interface MultipartUploadRecord {
   metadata: Record<string, string>;
   /** The completed object's representation headers (ObjectVersionRecord.headers), if any. */
   headers?: Record<string, string>;
+  /** The completed object's lock and tags as the create asked (engine/ops/object-lock.ts). */
+  lock?: { mode?: RetentionMode; retainUntil?: number; legalHold?: 'ON' | 'OFF' };
+  tags?: ObjectTag[];
+  sse?: ServerSideEncryption;
 }
 
 export interface MultipartPartRecord {

@@ -39,6 +39,8 @@ export interface HeldKey {
   fingerprint: string;
   /** From `beginIdempotent`; absent from a gateway of a release without claims. */
   claim?: string;
+  /** Not begun: the commit begins and completes the key (`replayInCommit`). */
+  inCommit?: boolean;
 }
 
 export function beginIdempotent(
@@ -48,18 +50,8 @@ export function beginIdempotent(
   requireActiveTenant(context, args.tenantId);
   const now = context.now();
   const dbKey = idempotencyKey(args.tenantId, args.bucket, args.key);
-  const existing = context.store.get<IdempotencyRecord>(DB.idempotency, dbKey);
-  if (existing && existing.expiresAt > now) {
-    if (existing.fingerprint !== args.fingerprint) {
-      throw IdempotencyKeyReused('this Idempotency-Key was used with a different body or metadata');
-    }
-    if (existing.state === 'done' && existing.result) return { replay: existing.result };
-    if (stillRunning(existing, now)) {
-      throw IdempotencyKeyInUse('a request with this Idempotency-Key is still running', {
-        retryAfterSeconds: 1,
-      });
-    }
-  }
+  const first = firstResultOf(context, dbKey, args.fingerprint, now);
+  if (first) return { replay: first };
   const ttl = context.settings.duration('idempotency.ttl');
   const claim = randomBytes(CLAIM_BYTES).toString('hex');
   const record: IdempotencyRecord = {
@@ -73,6 +65,45 @@ export function beginIdempotent(
   if (owner !== undefined && Number.isSafeInteger(owner) && owner > 0) record.ownerPid = owner;
   context.store.put(DB.idempotency, dbKey, record);
   return { started: true, claim };
+}
+
+/**
+ * The result a key replays; undefined when the key is free (none, expired, or its request is
+ * gone). Throws 422 for another fingerprint and 409 while the first request still runs.
+ */
+function firstResultOf(
+  context: EngineContext,
+  dbKey: Buffer,
+  fingerprint: string,
+  now: number,
+): ObjectVersionRecord | undefined {
+  const existing = context.store.get<IdempotencyRecord>(DB.idempotency, dbKey);
+  if (!existing || existing.expiresAt <= now) return undefined;
+  if (existing.fingerprint !== fingerprint) {
+    throw IdempotencyKeyReused('this Idempotency-Key was used with a different body or metadata');
+  }
+  if (existing.state === 'done' && existing.result) return existing.result;
+  if (stillRunning(existing, now)) {
+    throw IdempotencyKeyInUse('a request with this Idempotency-Key is still running', {
+      retryAfterSeconds: 1,
+    });
+  }
+  return undefined;
+}
+
+/**
+ * Begin and commit in one: for a write whose body was stored before its commit (HeldKey
+ * `inCommit`), the commit's transaction decides the key as `beginIdempotent` would, before it
+ * writes anything: the first result to replay (the caller answers it and writes nothing; the
+ * bytes it stored are the first request's, deduplicated, or garbage), or undefined, and the
+ * commit then completes the key. One engine command per write instead of two.
+ */
+export function replayInCommit(
+  context: EngineContext,
+  args: { tenantId: string; bucket: string; key: string; fingerprint: string },
+): ObjectVersionRecord | undefined {
+  const dbKey = idempotencyKey(args.tenantId, args.bucket, args.key);
+  return firstResultOf(context, dbKey, args.fingerprint, context.now());
 }
 
 /**

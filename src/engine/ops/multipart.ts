@@ -51,6 +51,8 @@ import {
   type MultipartUploadRecord,
   type MultipartPartRecord,
   type UsageRecord,
+  type ObjectTag,
+  type ServerSideEncryption,
 } from '../index/schema.js';
 import type { IndexStore } from '../index/store.js';
 import { nextCounter, type EngineContext } from './context.js';
@@ -70,6 +72,8 @@ import {
 } from './objects.js';
 import { checkQuota, checkQuotaIn, quotaOf } from './quota.js';
 import { recordObjectEvent } from './notifications.js';
+import { newVersionLock, type NewVersionLock } from './object-lock.js';
+import { newVersionSse } from './encryption.js';
 import { forgetUpload, lifecycleOfUpload } from './lifecycle-index.js';
 import { combineChecksum, parseChecksumAlg, type CrcAlg } from '../checksums.js';
 import { validateObjectKey, validateUserMetadata } from '../../security/names.js';
@@ -139,12 +143,18 @@ export function createMultipartUpload(
     contentType: string;
     metadata: Record<string, string>;
     headers?: Record<string, string>;
+    lock?: NewVersionLock;
+    tags?: ObjectTag[];
+    sse?: ServerSideEncryption;
   },
 ): MultipartUploadRecord {
   const tenant = requireActiveTenant(context, args.tenantId);
   const bucket = requireBucket(context, tenant.id, args.bucket);
   validateObjectKey(args.key);
   validateUserMetadata(args.metadata);
+  // Checked now, as S3 refuses a bad lock at the create; the date is checked again at complete.
+  newVersionLock(context, bucket, args.lock);
+  const sse = newVersionSse(bucket, args.sse);
   const upload: MultipartUploadRecord = {
     uploadId: newUploadId(context.now()),
     tenantId: tenant.id,
@@ -157,6 +167,9 @@ export function createMultipartUpload(
   };
   if (args.headers !== undefined && Object.keys(args.headers).length > 0)
     upload.headers = args.headers;
+  if (args.lock !== undefined) upload.lock = args.lock;
+  if (args.tags !== undefined && args.tags.length > 0) upload.tags = args.tags;
+  if (sse.sse) upload.sse = sse.sse;
   context.store.put(DB.multipart, multipartUploadKey(bucket.id, args.key, upload.uploadId), upload);
   lifecycleOfUpload(context, bucket, upload, true);
   return upload;
@@ -309,6 +322,7 @@ export function completeMultipartUpload(
     objectKey(bucket.id, args.key),
   );
   checkWriteConditions(current, args);
+  const locked = newVersionLock(context, bucket, upload.lock);
   const replacedBytes = replacedNullIn(context.store, bucket, args.key, current)?.size ?? 0;
   // The upload's parts already count (partBytes) and leave partBytes here, listed or not.
   let countedBytes = 0;
@@ -331,6 +345,9 @@ export function completeMultipartUpload(
     chunks: Buffer.concat(parts.map((part) => Buffer.from(part.chunks))),
     storedBytes: parts.reduce((sum, part) => sum + part.storedBytes, 0),
     compressed: parts.some((part) => part.compressed),
+    ...(upload.tags ? { tags: upload.tags } : {}),
+    ...(upload.sse ? { sse: upload.sse } : {}),
+    ...locked,
   };
   writeVersion(context, { tenant, bucket, version, usage });
   const used = new Set(parts.map((part) => part.partNumber));

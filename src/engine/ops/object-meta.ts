@@ -10,6 +10,7 @@ import {
   type BucketRecord,
   type ObjectVersionRecord,
   type ObjectTag,
+  type ServerSideEncryption,
 } from '../index/schema.js';
 import type { EngineContext } from './context.js';
 import { requireActiveTenant } from './control.js';
@@ -32,13 +33,9 @@ import { checkQuota } from './quota.js';
 import { recordObjectEvent } from './notifications.js';
 import { reindexVersion } from './lifecycle-index.js';
 import { parseBucketPolicy } from '../../security/bucket-policy.js';
-import {
-  BadRequest,
-  Conflict,
-  NotFound,
-  Forbidden,
-  PreconditionFailed,
-} from '../../util/errors.js';
+import { newVersionSse } from './encryption.js';
+import { checkRetentionChange, newVersionLock, type NewVersionLock } from './object-lock.js';
+import { BadRequest, Conflict, NotFound, PreconditionFailed } from '../../util/errors.js';
 
 export function setVersioning(
   context: EngineContext,
@@ -63,6 +60,21 @@ export function setBucketPolicy(
   const bucket = requireBucket(context, args.tenantId, args.bucket);
   if (args.policy === null || args.policy === undefined) delete bucket.policy;
   else bucket.policy = parseBucketPolicy(args.policy) as NonNullable<BucketRecord['policy']>;
+  context.store.put(DB.buckets, tenantChildKey(args.tenantId, args.bucket), bucket);
+  return bucket;
+}
+
+/** Sets (or, with an empty list, clears) a bucket's tags, checked by the service. */
+export function setBucketTags(
+  context: EngineContext,
+  args: { tenantId: string; bucket: string; tags: ObjectTag[] },
+): BucketRecord {
+  requireActiveTenant(context, args.tenantId);
+  const bucket = requireBucket(context, args.tenantId, args.bucket);
+  if (!Array.isArray(args.tags) || args.tags.length > 50)
+    throw BadRequest('a bucket has at most 50 tags');
+  if (args.tags.length === 0) delete bucket.tags;
+  else bucket.tags = args.tags;
   context.store.put(DB.buckets, tenantChildKey(args.tenantId, args.bucket), bucket);
   return bucket;
 }
@@ -129,22 +141,27 @@ export function putObjectTags(
   return version;
 }
 
+/**
+ * Sets, extends or (mode null) removes a version's retention, under object lock's rules
+ * (object-lock.ts): only an extension in the same mode unless GOVERNANCE is bypassed.
+ */
 export function putRetention(
   context: EngineContext,
-  args: VersionTarget & { mode: unknown; retainUntil: number },
+  args: VersionTarget & { mode: unknown; retainUntil?: number; bypassGovernance?: boolean },
 ): ObjectVersionRecord {
   const { bucket, version } = targetVersion(context, args);
   if (!bucket.objectLock) throw BadRequest('retention needs a bucket created with objectLock');
-  if (args.mode !== 'GOVERNANCE' && args.mode !== 'COMPLIANCE')
-    throw BadRequest('mode must be GOVERNANCE or COMPLIANCE');
-  const current = version.retention;
-  if (current && current.retainUntil > context.now()) {
-    if (args.retainUntil < current.retainUntil)
-      throw Forbidden('retention can be extended but never shortened');
-    if (current.mode === 'COMPLIANCE' && args.mode !== 'COMPLIANCE')
-      throw Forbidden('COMPLIANCE retention cannot be weakened');
+  let next: ObjectVersionRecord['retention'];
+  if (args.mode !== null) {
+    if (args.mode !== 'GOVERNANCE' && args.mode !== 'COMPLIANCE')
+      throw BadRequest('mode must be GOVERNANCE or COMPLIANCE');
+    if (typeof args.retainUntil !== 'number' || !Number.isFinite(args.retainUntil))
+      throw BadRequest('retainUntil must be a date');
+    next = { mode: args.mode, retainUntil: args.retainUntil };
   }
-  version.retention = { mode: args.mode, retainUntil: args.retainUntil };
+  checkRetentionChange(version.retention, next, context.now(), args.bypassGovernance === true);
+  if (next) version.retention = next;
+  else delete version.retention;
   saveVersion(context, bucket, version);
   return version;
 }
@@ -184,6 +201,12 @@ export interface CopyObjectArgs {
   destinationIfMatch?: string;
   destinationIfNoneMatch?: string;
   destinationIfUnmodifiedSince?: number;
+  /** The copy's lock (never the source's, as S3: explicit, else the bucket's default). */
+  lock?: NewVersionLock;
+  /** The copy's tags (S3's tagging directive REPLACE); absent: the source's tags. */
+  tags?: ObjectTag[];
+  /** The copy's S3 encryption (never the source's: the request's, else the bucket's). */
+  sse?: ServerSideEncryption;
 }
 
 export function copyObject(context: EngineContext, args: CopyObjectArgs): ObjectVersionRecord {
@@ -206,6 +229,10 @@ export function copyObject(context: EngineContext, args: CopyObjectArgs): Object
   );
   if (args.requireAbsent && current) throw PreconditionFailed('the destination exists');
   checkWriteConditions(current, { ifMatch: args.requireMatchEtag });
+  const locked = {
+    ...newVersionLock(context, bucket, args.lock),
+    ...newVersionSse(bucket, args.sse),
+  };
   checkWriteConditions(current, {
     ifMatch: args.destinationIfMatch,
     ifNoneMatch: args.destinationIfNoneMatch,
@@ -232,8 +259,10 @@ export function copyObject(context: EngineContext, args: CopyObjectArgs): Object
     compressed: source.compressed,
   };
   // Tags follow the source whatever the metadata directive, as S3's tagging directive defaults
-  // to COPY (the copy body has no tags of its own).
-  if (source.tags) version.tags = source.tags;
+  // to COPY, unless the request replaces them.
+  const tags = args.tags ?? source.tags;
+  if (tags !== undefined && tags.length > 0) version.tags = tags;
+  Object.assign(version, locked);
   const headers = replace ? args.headers : source.headers;
   if (headers !== undefined && Object.keys(headers).length > 0) version.headers = headers;
   writeVersion(context, { tenant, bucket, version, usage });

@@ -28,10 +28,12 @@ import {
   type Versioning,
   type TenantRecord,
   type BucketUsageRecord,
+  type ObjectTag,
+  type ServerSideEncryption,
   versionLocked,
 } from '../index/schema.js';
 import { checkQuota, checkQuotaIn, quotaOf } from './quota.js';
-import { completeIdempotent, requireClaim, type HeldKey } from './idempotency.js';
+import { completeIdempotent, replayInCommit, requireClaim, type HeldKey } from './idempotency.js';
 import { nextCounter, type EngineContext } from './context.js';
 import type { IndexStore, EncodedRecord } from '../index/store.js';
 import { readActiveTenant, requireActiveTenant } from './control.js';
@@ -48,6 +50,8 @@ import {
 } from '../../util/errors.js';
 import { validateBucketName } from '../../security/names.js';
 import { recordObjectEvent } from './notifications.js';
+import { newVersionSse } from './encryption.js';
+import { newVersionLock, refuseLockedDelete, type NewVersionLock } from './object-lock.js';
 import { lifecycleAfterRemove, lifecycleAfterWrite } from './lifecycle-index.js';
 
 export function createBucket(
@@ -195,18 +199,39 @@ export interface PutObjectArgs {
   ifUnmodifiedSince?: number;
   /** Completes the idempotency record begun by `beginIdempotent`. */
   idempotency?: HeldKey;
+  /**
+   * The id of the bucket the upload began in: a bucket deleted and made again under the same
+   * name while the body streamed in is another bucket, with other settings, and the object is
+   * not put there.
+   */
+  bucketId?: number;
+  /** The new version's lock (object-lock.ts), tags and S3 encryption (encryption.ts). */
+  lock?: NewVersionLock;
+  tags?: ObjectTag[];
+  sse?: ServerSideEncryption;
 }
 
 export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVersionRecord {
   const tenant = readActiveTenant(context, args.tenantId);
   const bucket = readBucket(context, tenant.id, args.bucket);
+  if (args.bucketId !== undefined && bucket.id !== args.bucketId)
+    throw NotFound(`bucket ${args.bucket} was deleted while the object was uploaded`);
   const current = context.store.get<ObjectVersionRecord>(
     DB.objects,
     objectKey(bucket.id, args.key),
   );
+  const held = args.idempotency
+    ? { tenantId: tenant.id, bucket: bucket.name, ...args.idempotency }
+    : undefined;
+  // A key decided here replays before the conditions, as one begun before the body would.
+  const first = held?.inCommit ? replayInCommit(context, held) : undefined;
+  if (first) return first;
   checkWriteConditions(current, args);
-  if (args.idempotency)
-    requireClaim(context, { tenantId: tenant.id, bucket: bucket.name, ...args.idempotency });
+  const locked = {
+    ...newVersionLock(context, bucket, args.lock),
+    ...newVersionSse(bucket, args.sse),
+  };
+  if (held && !held.inCommit) requireClaim(context, held);
   const existingNull = replacedNullIn(context.store, bucket, args.key, current);
   checkQuota(context, tenant.id, args.size - (existingNull?.size ?? 0), current ? 0 : 1);
   // Loaded after the checks: a command that fails before it fails alone in its batch.
@@ -228,6 +253,8 @@ export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVe
     compressed: args.compressed,
   };
   if (args.headers !== undefined) version.headers = args.headers;
+  if (args.tags !== undefined && args.tags.length > 0) version.tags = args.tags;
+  Object.assign(version, locked);
   writeVersion(context, { tenant, bucket, version, usage, existingNull: existingNull ?? null });
   saveUsage(context, usage);
   recordObjectEvent(context, bucket, 'object-created', version);
@@ -489,6 +516,8 @@ export interface DeleteObjectArgs {
   bucket: string;
   key: string;
   versionId?: string;
+  /** S3's x-amz-bypass-governance-retention, allowed by the service (object-lock.ts). */
+  bypassGovernance?: boolean;
   /** The preconditions (WriteConditions) test the object, or the version with versionId. */
   ifMatch?: string;
   ifNoneMatch?: string;
@@ -515,8 +544,7 @@ export function deleteObject(context: EngineContext, args: DeleteObjectArgs): De
   if (args.versionId !== undefined) {
     const version = findVersion(context, bucket.id, args.key, args.versionId);
     if (!version) throw NotFound(`version ${args.versionId} of ${args.key} not found`);
-    if (versionLocked(version, context.now()))
-      throw Forbidden(`version ${args.versionId} of ${args.key} is under retention or legal hold`);
+    refuseLockedDelete(version, context.now(), args.bypassGovernance === true);
     preconditions(version);
     usage = loadUsage(context, tenant.id);
     removeVersion(context, { tenant, bucket, version, usage });

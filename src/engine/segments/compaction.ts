@@ -30,6 +30,7 @@
 //   the damage may be referenced. It is logged once and left for an operator.
 
 import assert from 'node:assert';
+import { errorCode } from '../../util/errors.js';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { IndexStore } from '../index/store.js';
@@ -162,6 +163,15 @@ export class Compactor {
       try {
         await this.compact(segment, stats);
       } catch (error) {
+        // A full disk is not damage: the segment is tried again on a later pass, once there is
+        // room for the records it still holds.
+        if (errorCode(error) === 'disk_full') {
+          log.warn(
+            { segmentId: segment.id },
+            'no space to compact segment now; trying again later',
+          );
+          break;
+        }
         this.damaged.add(segment.id);
         log.error(
           { err: error, segmentId: segment.id },
@@ -244,7 +254,8 @@ export class Compactor {
       )
         found.push(value);
     }
-    return found;
+    // The emptiest first: they cost the least room to copy, which a full disk has little of.
+    return found.sort((a, b) => a.liveBytes - b.liveBytes);
   }
 
   private async compact(segment: SegmentRecord, stats: CompactionStats): Promise<void> {

@@ -1,0 +1,59 @@
+// S3's view of server-side encryption, as the engine stores it: a bucket's default encryption
+// configuration and the encryption a new version reports. Every chunk is encrypted at rest
+// under its tenant's data key whatever is configured here (docs/on-disk-format.md); these
+// records only say which S3 encryption a client asked for and is answered (service/
+// encryption.ts checks what clients send).
+//
+// Persists: BucketRecord.encryption, ObjectVersionRecord.sse and MultipartUploadRecord.sse.
+
+import {
+  DB,
+  tenantChildKey,
+  type BucketRecord,
+  type ObjectVersionRecord,
+  type ServerSideEncryption,
+} from '../index/schema.js';
+import type { EngineContext } from './context.js';
+import { requireActiveTenant } from './control.js';
+import { requireBucket } from './objects.js';
+import { BadRequest } from '../../util/errors.js';
+
+/** Characters of a KMS key id at most. */
+const KMS_KEY_ID_CHARS_MAX = 2048;
+
+/** Checks an encryption record received over the engine's socket. */
+export function checkSse(value: unknown): ServerSideEncryption {
+  const { algorithm, kmsKeyId } = (value ?? {}) as Record<string, unknown>;
+  if (algorithm !== 'AES256' && algorithm !== 'aws:kms')
+    throw BadRequest('the encryption algorithm is AES256 or aws:kms');
+  if (kmsKeyId === undefined) return { algorithm };
+  if (algorithm !== 'aws:kms' || typeof kmsKeyId !== 'string' || kmsKeyId.length === 0)
+    throw BadRequest('a KMS key id goes with aws:kms only');
+  if (kmsKeyId.length > KMS_KEY_ID_CHARS_MAX) throw BadRequest('the KMS key id is too long');
+  return { algorithm, kmsKeyId };
+}
+
+/** Sets (or, with `encryption` null, removes) a bucket's default encryption. */
+export function setBucketEncryption(
+  context: EngineContext,
+  args: { tenantId: string; bucket: string; encryption?: unknown },
+): BucketRecord {
+  requireActiveTenant(context, args.tenantId);
+  const bucket = requireBucket(context, args.tenantId, args.bucket);
+  if (args.encryption === undefined || args.encryption === null) delete bucket.encryption;
+  else bucket.encryption = checkSse(args.encryption);
+  context.store.put(DB.buckets, tenantChildKey(args.tenantId, args.bucket), bucket);
+  return bucket;
+}
+
+/**
+ * The encryption a new version reports: the request's, else the bucket's default; nothing for
+ * SSE-S3 (AES256), which every version reports without a record.
+ */
+export function newVersionSse(
+  bucket: BucketRecord,
+  requested: unknown,
+): Pick<ObjectVersionRecord, 'sse'> {
+  const sse = requested === undefined ? bucket.encryption : checkSse(requested);
+  return sse === undefined || sse.algorithm === 'AES256' ? {} : { sse: { ...sse } };
+}

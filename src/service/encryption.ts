@@ -1,0 +1,122 @@
+// Server-side encryption as S3 clients ask for it. Every chunk Lightwell stores is encrypted at
+// rest under its tenant's data key (docs/on-disk-format.md), so SSE-S3 (`AES256`) is what every
+// object already has and is always reported; SSE-KMS (`aws:kms`) is accepted with the tenant's
+// own key as the only key id (the data key the console rotates), stored on the version so it is
+// reported back; a bucket's default encryption applies to new versions that ask for none.
+// SSE-C (customer-provided keys) is refused (501) rather than accepted and ignored: an object
+// its client believes readable only with its key must not be stored readable without it.
+//
+// Persists: nothing itself; BucketRecord.encryption and ObjectVersionRecord.sse through the
+// engine (`setBucketEncryption`, the write commands' `sse`).
+
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { BucketRecord, ServerSideEncryption } from '../engine/index/schema.js';
+import { BadRequest, NotImplemented } from '../util/errors.js';
+import type { RequestContext } from './context.js';
+import type { ObjectService } from './objects.js';
+
+/** What a request says about encryption, as sent (absent: not sent). */
+export interface SseRequest {
+  readonly algorithm?: string | undefined;
+  readonly kmsKeyId?: string | undefined;
+  /** Any SSE-C (customer key) field was sent, for the object or a copy's source. */
+  readonly customerKey?: boolean | undefined;
+  /** The object's SSE-C fields as sent (x-amz-server-side-encryption-customer-*). */
+  readonly customer?: {
+    readonly algorithm?: string | undefined;
+    readonly key?: string | undefined;
+    readonly keyMd5?: string | undefined;
+  };
+}
+
+/** Bytes of an SSE-C key: AES-256. */
+const CUSTOMER_KEY_BYTES = 32;
+
+/** The KMS key id that names a tenant's data key: the tenant's id. */
+export function tenantKmsKeyId(tenantId: string): string {
+  return tenantId;
+}
+
+/**
+ * SSE-C fields are checked as S3 checks them (an AES256 algorithm, a 256-bit base64 key and its
+ * MD5, never with another encryption) so a malformed request is a 400, then refused: SSE-C is
+ * not served yet.
+ */
+function refuseCustomerKeys(input: SseRequest): void {
+  const customer = input.customer;
+  if (customer && Object.values(customer).some((value) => value !== undefined)) {
+    if (input.algorithm !== undefined)
+      throw BadRequest('SSE-C cannot be combined with x-amz-server-side-encryption');
+    if (customer.algorithm !== 'AES256')
+      throw BadRequest('the SSE-C algorithm must be given, and be AES256');
+    const key = Buffer.from(customer.key ?? '', 'base64');
+    if (key.length !== CUSTOMER_KEY_BYTES || key.toString('base64') !== customer.key)
+      throw BadRequest('the SSE-C key must be 256 bits, base64-encoded');
+    const md5 = createHash('md5').update(key).digest();
+    const given = Buffer.from(customer.keyMd5 ?? '', 'base64');
+    if (given.length !== md5.length || !timingSafeEqual(given, md5))
+      throw BadRequest('the SSE-C key MD5 does not match the key');
+  }
+  if (input.customerKey === true)
+    throw NotImplemented(
+      'server-side encryption with customer-provided keys (SSE-C) is not supported yet',
+    );
+}
+
+/**
+ * The encryption a write asks for (undefined: none, the bucket's default applies): `AES256`, or
+ * `aws:kms` with this tenant's key (named, or by default).
+ */
+export function requestedSse(
+  input: SseRequest,
+  tenantId: string,
+): ServerSideEncryption | undefined {
+  refuseCustomerKeys(input);
+  const { algorithm, kmsKeyId } = input;
+  if (algorithm === undefined) {
+    if (kmsKeyId !== undefined)
+      throw BadRequest('a KMS key id needs x-amz-server-side-encryption: aws:kms');
+    return undefined;
+  }
+  if (algorithm === 'AES256') {
+    if (kmsKeyId !== undefined) throw BadRequest('a KMS key id goes with aws:kms only');
+    return { algorithm };
+  }
+  if (algorithm !== 'aws:kms') throw BadRequest('the server-side encryption is AES256 or aws:kms');
+  return { algorithm, kmsKeyId: checkKmsKeyId(kmsKeyId, tenantId) };
+}
+
+/** A KMS key id of this tenant (its own key is its only one), or a 400. */
+export function checkKmsKeyId(kmsKeyId: string | undefined, tenantId: string): string {
+  const own = tenantKmsKeyId(tenantId);
+  if (kmsKeyId === undefined || kmsKeyId === own) return own;
+  throw BadRequest(`the KMS key ${kmsKeyId.slice(0, 64)} is not a key of this tenant (${own})`);
+}
+
+/** A read names no encryption (S3 refuses SSE headers on GET and HEAD). */
+export function checkReadSse(input: SseRequest): void {
+  refuseCustomerKeys(input);
+  if (input.algorithm !== undefined || input.kmsKeyId !== undefined)
+    throw BadRequest('server-side encryption headers are for writes, not reads');
+}
+
+/** The encryption S3 reports for a version: its record, else SSE-S3. */
+export function reportedSse(version: { readonly sse?: ServerSideEncryption | undefined }): {
+  algorithm: string;
+  kmsKeyId?: string | undefined;
+} {
+  return version.sse ?? { algorithm: 'AES256' };
+}
+
+/** Sets (or, undefined, removes) a bucket's default encryption. */
+export function putBucketEncryption(
+  objects: ObjectService,
+  ctx: RequestContext,
+  bucket: BucketRecord,
+  encryption: ServerSideEncryption | undefined,
+  status = 200,
+): Promise<BucketRecord> {
+  const args: Record<string, unknown> = { tenantId: ctx.principal.tenant.id, bucket: bucket.name };
+  if (encryption !== undefined) args['encryption'] = { ...encryption };
+  return objects.commit<BucketRecord>(ctx, 'setBucketEncryption', args, status);
+}
