@@ -156,6 +156,13 @@ export function readHeaders(
 }
 
 function readObject(request: S3Request): Promise<void> | undefined {
+  const { bucket, key } = target(request);
+  const versionId = request.exchange.query.get('versionId');
+  const fresh = objectStoreOf(request).freshen?.(request, { bucket, key, versionId });
+  return fresh === undefined ? readFresh(request) : fresh.then(() => readFresh(request));
+}
+
+function readFresh(request: S3Request): Promise<void> | undefined {
   const store = objectStoreOf(request);
   const { bucket, key } = target(request);
   checkReadSseOf(request);
