@@ -34,6 +34,7 @@ import * as objects from './ops/objects.js';
 import * as segments from './ops/segments.js';
 import * as audit from './ops/audit.js';
 import * as objectMeta from './ops/object-meta.js';
+import * as access from './ops/access.js';
 import * as objectLock from './ops/object-lock.js';
 import * as encryption from './ops/encryption.js';
 import * as idempotency from './ops/idempotency.js';
@@ -88,6 +89,11 @@ export const operations: Readonly<Record<string, Op>> = {
   putLegalHold: objectMeta.putLegalHold,
   copyObject: objectMeta.copyObject,
   setBucketPolicy: objectMeta.setBucketPolicy,
+  putBucketAcl: access.putBucketAcl,
+  putObjectAcl: access.putObjectAcl,
+  putBucketS3Policy: access.putBucketS3Policy,
+  putPublicAccessBlock: access.putPublicAccessBlock,
+  putTenantPublicAccessBlock: access.putTenantPublicAccessBlock,
   setObjectLockConfig: objectLock.setObjectLockConfig,
   setBucketTags: objectMeta.setBucketTags,
   setBucketEncryption: encryption.setBucketEncryption,

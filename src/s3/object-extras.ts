@@ -35,6 +35,7 @@ import {
   type XmlDeleteOutcome,
 } from './object-xml.js';
 import { objectStoreOf } from './objects.js';
+import { settleCopyAcl, withRequestedAcl } from './access-ops.js';
 import { readSmallBody } from './multipart.js';
 import { createMultiHasher } from '../engine/checksums.js';
 import { bypassRequested } from './object-lock.js';
@@ -77,14 +78,16 @@ async function copyObject(request: S3Request): Promise<void> {
       "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.",
     );
   }
+  const representation = withRequestedAcl(request, representationOf(headers));
   const copied = await copy(request, {
     source,
     bucket,
     key,
     directive,
-    representation: representationOf(headers),
+    representation,
     attributes: newVersionAttributesOf(request, { copy: true }),
   });
+  await settleCopyAcl(request, copied.version, representation);
   const answer: Record<string, string> = { 'Content-Type': 'application/xml' };
   if (copied.versioned) answer['x-amz-version-id'] = copied.version.versionId;
   if (copied.sourceVersioned) answer['x-amz-copy-source-version-id'] = copied.sourceVersionId;

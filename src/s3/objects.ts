@@ -33,6 +33,7 @@ import {
 import type { ResolvedRead, S3ObjectStore, StoredVersion } from './object-port.js';
 import { listObjectsV1Xml, listObjectsV2Xml, type XmlListEntry } from './object-xml.js';
 import type { DigestAlg } from '../engine/checksums.js';
+import { withRequestedAcl } from './access-ops.js';
 import { addLockHeaders, bypassRequested } from './object-lock.js';
 import { addTaggingCount } from './tagging.js';
 import { addSseHeaders, checkReadSseOf } from './encryption.js';
@@ -78,7 +79,7 @@ export function objectLengthOf(request: S3Request): number {
 
 /** The representation of a write, without the transfer coding `aws-chunked` (not the object's). */
 function writeRepresentation(request: S3Request): ObjectRepresentation {
-  const representation = representationOf(request.exchange.headers);
+  const representation = withRequestedAcl(request, representationOf(request.exchange.headers));
   const encoding = representation.headers['content-encoding'];
   if (encoding === undefined) return representation;
   const kept = encoding
