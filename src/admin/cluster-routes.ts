@@ -262,6 +262,11 @@ function rebalanceRoute(services: AdminServices): Route<Handler> {
       const dryRun = isDryRun(exchange);
       liveTenant(services, tenantId);
       const report = await runScrub(services, { tenantId, bucket, verify: !dryRun });
+      // On a cluster member the engine then copies what any replica lacks (cluster/repair.ts).
+      const replication = await services.engine.call<Record<string, unknown> | null>(
+        'clusterRepair',
+        { tenantId, dryRun, ...(bucket === undefined ? {} : { bucket }) },
+      );
       const target =
         bucket === undefined ? `tenants/${tenantId}` : `tenants/${tenantId}/buckets/${bucket}`;
       exchange.sendJson(200, {
@@ -269,8 +274,9 @@ function rebalanceRoute(services: AdminServices): Route<Handler> {
         applied: !dryRun,
         action: 'rebalanceRepair',
         target,
-        mode: 'single-node-scrub',
+        mode: replication === null ? 'single-node-scrub' : 'cluster-rebalance',
         ...report,
+        ...(replication === null ? {} : { replication }),
         blockers: [],
       });
     },

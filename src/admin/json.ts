@@ -262,7 +262,7 @@ export const scrubReportSchema = obj(
     applied: { type: 'boolean' },
     action: str,
     target: str,
-    mode: { type: 'string', enum: ['single-node-scrub'] },
+    mode: { type: 'string', enum: ['single-node-scrub', 'cluster-rebalance'] },
     complete: { type: 'boolean', description: 'false when the time budget ran out before the end' },
     counts: obj({
       buckets: int,
@@ -286,6 +286,20 @@ export const scrubReportSchema = obj(
         problem: str,
       }),
     },
+    replication: obj(
+      {
+        counts: obj({
+          buckets: int,
+          objectsChecked: int,
+          copiesSent: int,
+          deletesSent: int,
+          bytesSent: int,
+          replicasUnreachable: int,
+        }),
+        nodes: { type: 'object', description: "each member's counts, and the seconds taken" },
+      },
+      ['counts'],
+    ),
     blockers: { type: 'array', items: blockerSchema },
   },
   ['dryRun', 'applied', 'action', 'target', 'counts', 'blockers'],

@@ -58,7 +58,20 @@ export async function runChild(
     // Each process loads only its own role's modules (and native libraries): code it never runs
     // would still take memory in every process.
     if (role === 'engine')
-      running = await (await import('../engine/engine.js')).startEngine(options);
+      running = await (
+        await import('../engine/engine.js')
+      ).startEngine({
+        ...options,
+        // A cluster member's cluster-wide records (docs/cluster.md §6); a single node loads
+        // nothing more than a look at <data>/cluster/node.json.
+        router: async (local, previous) =>
+          (await import('../cluster/shared-state.js')).openSharedState(
+            options.dataDir,
+            local,
+            previous,
+            log.child({ component: 'cluster.shared' }),
+          ),
+      });
     else if (role === 'gateway')
       running = await (await import('../gateway/gateway.js')).startGateway(options);
     else running = await (await import('../admin/admin.js')).startAdmin(options);

@@ -20,6 +20,7 @@ import { randomBytes } from 'node:crypto';
 import type { Lease } from 'etcd3';
 import { RELEASE, dataDirPaths } from '../engine/data-dir.js';
 import { startControlMirror, type ControlMirror } from './control-mirror.js';
+import { EngineClient } from '../engine/protocol.js';
 import { BadRequest, Conflict } from '../util/errors.js';
 import type { Logger } from '../util/log.js';
 import type { Settings } from '../util/config.js';
@@ -370,6 +371,19 @@ class Agent implements ClusterAgent {
       socketPath: this.engineSocket,
       log: this.log.child({ component: 'cluster.mirror' }),
     });
+    void this.refreshEngine();
+  }
+
+  /** Tells the engine that this node's cluster state changed (it follows the cluster's records). */
+  private async refreshEngine(): Promise<void> {
+    const engine = new EngineClient(this.engineSocket, 30_000);
+    try {
+      await engine.call('clusterRefresh', {});
+    } catch (error) {
+      if (!this.isStopping) this.log.warn({ err: error }, 'engine not told of the cluster state');
+    } finally {
+      engine.close();
+    }
   }
 
   stopping(): void {

@@ -7,7 +7,9 @@
 //
 // Operations: who the token is (role and scope, so the page shows only what the token may do);
 // the buckets of a tenant with their settings (versioning, object lock, CORS, notifications,
-// policy); and the bucket policy editor's validate (dry run) and save. Policies are today's
+// policy); the bucket policy editor's validate (dry run) and save; scrubs (scrub-routes.ts) and
+// their schedules (schedule-routes.ts);
+// and encryption keys: master-key and tenant data-key rotation (key-routes.ts). Policies are today's
 // explicit denials (src/security/bucket-policy.ts), validated by the same parser the engine
 // runs when it stores them.
 
@@ -35,6 +37,8 @@ import { BadRequest, NotFound } from '../util/errors.js';
 import { consoleSchemas as schemas, problems } from './schemas.js';
 import { dryRunOf, readObject, reasonOf } from './request.js';
 import { scrubRoutes } from './scrub-routes.js';
+import { keyRoutes } from './key-routes.js';
+import { scheduleRoutes } from './schedule-routes.js';
 import type { ScrubJobs } from './scrub-jobs.js';
 
 export const CONSOLE_API_PREFIX = '/admin/console/api';
@@ -146,6 +150,8 @@ export function consoleApiRoutes(services: ConsoleServices, jobs: ScrubJobs): Ro
     },
     putPolicyRoute(services),
     ...scrubRoutes(services, jobs),
+    ...keyRoutes(services),
+    ...scheduleRoutes(services),
   ];
 }
 

@@ -97,7 +97,111 @@ const scrubJob = obj(
   ['id', 'tenantId', 'state', 'startedBy', 'startedAt', 'progress', 'planned', 'counts', 'corrupt'],
 );
 
+const resealCounts = obj({ tenants: int, tenantKeys: int, accessKeys: int, webhookSecrets: int }, [
+  'tenants',
+  'tenantKeys',
+  'accessKeys',
+  'webhookSecrets',
+]);
+
+const tenantKey = obj(
+  {
+    tenantId: str,
+    state: str,
+    keyGeneration: { type: 'integer', minimum: 1, description: '1 for the key it was made with' },
+    retiredKeys: { ...int, description: 'earlier data keys kept to read older chunks' },
+    rotatedAt: { ...time, nullable: true },
+  },
+  ['tenantId', 'keyGeneration', 'retiredKeys', 'rotatedAt'],
+);
+
+const fingerprint = {
+  type: 'string',
+  description: "16 hex digits: the start of the key's check value (never key bytes)",
+} as const;
+
+const scheduledRun = obj(
+  {
+    state: { type: 'string', enum: ['complete', 'failed', 'stopped'] },
+    startedAt: time,
+    finishedAt: time,
+    tenants: int,
+    versions: int,
+    chunksVerified: int,
+    bytesVerified: int,
+    corruptChunks: int,
+    corrupt: { type: 'array', maxItems: 100, items: { type: 'object' } },
+    error: str,
+  },
+  ['state', 'startedAt', 'finishedAt', 'chunksVerified', 'corruptChunks', 'corrupt'],
+);
+
+const schedule = obj(
+  {
+    target: { type: 'string', description: 'a tenant id, or * for every active tenant' },
+    intervalHours: { type: 'integer', minimum: 1, maximum: 8784 },
+    nextRunAt: time,
+    createdAt: time,
+    updatedAt: time,
+    lastRun: { ...scheduledRun, nullable: true },
+  },
+  ['target', 'intervalHours', 'nextRunAt', 'lastRun'],
+);
+
 export const consoleSchemas = {
+  scheduleList: obj({ schedules: { type: 'array', items: schedule } }, ['schedules']),
+  scheduleBody: {
+    type: 'object',
+    required: ['intervalHours'],
+    additionalProperties: false,
+    properties: {
+      intervalHours: {
+        type: 'integer',
+        minimum: 1,
+        maximum: 8784,
+        nullable: true,
+        description: 'null removes the schedule',
+      },
+      runNow: { type: 'boolean', description: 'the first run is due now, not one interval on' },
+      reason: { type: 'string', description: 'noted in the audit log' },
+    },
+  },
+  scheduleAnswer: obj(
+    {
+      dryRun: { type: 'boolean', enum: [true] },
+      applied: { type: 'boolean', enum: [false] },
+      target: str,
+      schedule: { ...schedule, nullable: true },
+    },
+    ['target', 'schedule'],
+  ),
+  tenantKey,
+  keyState: obj(
+    {
+      masterKey: obj(
+        { fingerprint: { ...fingerprint, nullable: true }, since: { ...time, nullable: true } },
+        ['fingerprint', 'since'],
+      ),
+      tenants: { type: 'array', items: tenantKey },
+    },
+    ['masterKey', 'tenants'],
+  ),
+  masterKeyRotation: obj(
+    { rotatedAt: time, fingerprint, previousFingerprint: fingerprint, counts: resealCounts },
+    ['rotatedAt', 'fingerprint', 'previousFingerprint', 'counts'],
+  ),
+  keyPlan: obj(
+    {
+      dryRun: { type: 'boolean', enum: [true] },
+      applied: { type: 'boolean', enum: [false] },
+      action: str,
+      target: str,
+      counts: { type: 'object', description: 'what the rotation would re-seal or replace' },
+      blockers: { type: 'array', items: { type: 'object' } },
+      result: { type: 'object' },
+    },
+    ['dryRun', 'applied', 'action', 'target', 'counts', 'blockers'],
+  ),
   scrubJob,
   scrubList: obj({ jobs: { type: 'array', items: scrubJob } }, ['jobs']),
   scrubBody: {

@@ -26,7 +26,7 @@ import {
   recordAad,
   type RecordHeader,
 } from '../format/record-frame.js';
-import { CorruptData } from '../util/errors.js';
+import { CorruptData, isLightwellError } from '../util/errors.js';
 import { copyBytes, libc, native, type AesGcm } from '../util/libc.js';
 import { ScratchBuffer } from '../util/buffer-pool.js';
 
@@ -44,6 +44,11 @@ export interface TenantKeys {
   readonly tenantNum: number;
   readonly dataKey: Buffer;
   readonly dedupKey: Buffer;
+  /**
+   * Keys a data-key rotation retired, newest first (src/engine/ops/key-rotation.ts). A record
+   * that the current key does not authenticate is tried with each; new records never use them.
+   */
+  readonly retiredDataKeys?: readonly Buffer[];
 }
 
 /** HMAC-SHA256 of the chunk's bytes under the tenant's dedup key: the chunk id. */
@@ -238,7 +243,33 @@ export function decodeChunk(
   expected: ExpectedRecord,
   aesGcm: AesGcm | null = libc()?.aesGcm ?? null,
 ): Buffer {
-  return plaintextOf(keys, record, checkRecord(keys, record, expected), aesGcm);
+  const checked = checkRecord(keys, record, expected);
+  return withRetiredKeys(keys, (under) => plaintextOf(under, record, checked, aesGcm));
+}
+
+/**
+ * `open` with the tenant's current key, then, while the record fails authentication, with each
+ * retired key. Only an authentication failure moves on: any other error is the record's.
+ */
+function withRetiredKeys<T>(keys: TenantKeys, open: (keys: TenantKeys) => T): T {
+  try {
+    return open(keys);
+  } catch (error) {
+    const retired = keys.retiredDataKeys;
+    if (retired === undefined || !failedAuthentication(error)) throw error;
+    for (const dataKey of retired) {
+      try {
+        return open({ ...keys, dataKey });
+      } catch (again) {
+        if (!failedAuthentication(again)) throw again;
+      }
+    }
+    throw error;
+  }
+}
+
+function failedAuthentication(error: unknown): boolean {
+  return isLightwellError(error) && error.details['reason'] === 'authentication';
 }
 
 /**
@@ -261,13 +292,13 @@ export function decodeChunkInto(
     if (payload.length - TAG_BYTES !== header.plainLength) {
       throw CorruptData('record decodes to the wrong length');
     }
-    openPayload(aesGcm, keys, record, header, payload, targets);
+    withRetiredKeys(keys, (under) => openPayload(aesGcm, under, record, header, payload, targets));
     return true;
   }
   const [single] = targets;
   const compressed = header.compression === COMPRESSION_LZ4;
   const into = compressed && targets.length === 1 && native()?.lz4Decompress ? single : undefined;
-  const plain = plaintextOf(keys, record, checked, aesGcm, into);
+  const plain = withRetiredKeys(keys, (under) => plaintextOf(under, record, checked, aesGcm, into));
   if (into) return false; // decompressed straight into the target
   let offset = 0;
   for (const target of targets) {
@@ -303,7 +334,7 @@ function plaintextOf(
       const tail = decipher.final(); // empty for GCM; checks the tag
       if (tail.length > 0) plain = Buffer.concat([plain, tail]);
     } catch (cause) {
-      throw CorruptData('record failed authentication', {}, { cause });
+      throw CorruptData('record failed authentication', { reason: 'authentication' }, { cause });
     }
   }
   if (header.compression === COMPRESSION_LZ4) plain = decompressed(plain, header.plainLength, into);
@@ -347,7 +378,7 @@ function openPayload(
     payload.subarray(payload.length - TAG_BYTES),
     targets,
   );
-  if (!opened) throw CorruptData('record failed authentication');
+  if (!opened) throw CorruptData('record failed authentication', { reason: 'authentication' });
 }
 
 /** The record's header and payload, once they agree with each other and with the index. */

@@ -34,6 +34,7 @@ import * as objects from './ops/objects.js';
 import * as segments from './ops/segments.js';
 import * as audit from './ops/audit.js';
 import * as objectMeta from './ops/object-meta.js';
+import * as access from './ops/access.js';
 import * as objectLock from './ops/object-lock.js';
 import * as encryption from './ops/encryption.js';
 import * as idempotency from './ops/idempotency.js';
@@ -49,18 +50,27 @@ import { AuditBarriers, flushedBarrierOf } from './audit-barrier.js';
 import * as multipart from './ops/multipart.js';
 import * as notifications from './ops/notifications.js';
 import * as cors from './ops/cors.js';
+import * as keyRotation from './ops/key-rotation.js';
+import { rotateMasterKey, settleMasterKeyRotation } from './master-key-rotation.js';
+import { ScrubScheduler, setScrubSchedule } from './scrub-schedule.js';
 import * as lifecycle from './ops/lifecycle.js';
 import { LifecycleExecutor } from './lifecycle.js';
 import { Deliverer } from './delivery.js';
 import { nodeIo, type Io } from '../util/io.js';
 import { realClock, type Clock } from '../util/clock.js';
 import { EngineMetrics } from './metrics.js';
+import { RouterSlot, type LocalEngine, type RouterFactory } from './command-router.js';
 
 type Op = (context: EngineContext, args: never) => unknown;
 
 /** Every command the engine accepts. Each runs inside one durable transaction. */
 export const operations: Readonly<Record<string, Op>> = {
   ping: () => ({ ok: true }),
+  // A read is about to be served: a cluster member first makes its copy of the object current
+  // (its router serves this); a single node has nothing to do.
+  clusterFreshen: () => null,
+  // A rebalance of a tenant's replicas: a cluster member's router runs it; none on one node.
+  clusterRepair: () => null,
   createTenant: control.createTenant,
   createAccount: control.createAccount,
   createAccessKey: control.createAccessKey,
@@ -79,6 +89,11 @@ export const operations: Readonly<Record<string, Op>> = {
   putLegalHold: objectMeta.putLegalHold,
   copyObject: objectMeta.copyObject,
   setBucketPolicy: objectMeta.setBucketPolicy,
+  putBucketAcl: access.putBucketAcl,
+  putObjectAcl: access.putObjectAcl,
+  putBucketS3Policy: access.putBucketS3Policy,
+  putPublicAccessBlock: access.putPublicAccessBlock,
+  putTenantPublicAccessBlock: access.putTenantPublicAccessBlock,
   setObjectLockConfig: objectLock.setObjectLockConfig,
   setBucketTags: objectMeta.setBucketTags,
   setBucketEncryption: encryption.setBucketEncryption,
@@ -99,6 +114,8 @@ export const operations: Readonly<Record<string, Op>> = {
   deleteBucketCors: cors.deleteBucketCors,
   putBucketNotifications: notifications.putBucketNotifications,
   deleteBucketNotifications: notifications.deleteBucketNotifications,
+  rotateTenantDataKey: keyRotation.rotateTenantDataKey,
+  setScrubSchedule,
   putBucketLifecycle: lifecycle.putBucketLifecycle,
   deleteBucketLifecycle: lifecycle.deleteBucketLifecycle,
 };
@@ -126,6 +143,8 @@ export async function startEngine(options: {
   io?: Io;
   /** Grace periods, expiry and timestamps (the wall clock by default). */
   clock?: Clock;
+  /** A cluster member's router of cluster-wide commands (command-router.ts). */
+  router?: RouterFactory;
 }): Promise<RunningEngine> {
   const io = options.io ?? nodeIo;
   const clock = options.clock ?? realClock;
@@ -138,6 +157,7 @@ export async function startEngine(options: {
   const store = IndexStore.open({ path: paths.index, readOnly: false });
   let masterKey: Buffer;
   try {
+    await settleMasterKeyRotation(paths, store, log);
     masterKey = await loadCheckedMasterKey(paths, store, log);
   } catch (error) {
     await store.close();
@@ -171,16 +191,22 @@ export async function startEngine(options: {
     log: componentLogger('engine.tenant-purge'),
     endDeliveries: (tenantId) => deliverer.endTenantDeliveries(tenantId),
   });
+  const scrubScheduler = new ScrubScheduler({
+    context,
+    log: componentLogger('engine.scrub-schedule'),
+  });
   const sockets = new Set<Socket>();
   const metrics = new EngineMetrics({ store, compaction: () => compactor.totals });
   syncer.onSync = (seconds) => metrics.fdatasync(seconds);
   const batch = new CommandBatch(store, (size, seconds) => metrics.commit(size, seconds));
   const executor: Executor = {
+    paths,
     context,
     batch,
     metrics,
     pins,
     mintLimiter,
+    router: undefined as unknown as RouterSlot,
     auditBarriers: new AuditBarriers({
       unanswered: (sources) =>
         log.warn(
@@ -189,6 +215,9 @@ export async function startEngine(options: {
         ),
     }),
   };
+  const router = new RouterSlot(options.router, localEngine(executor, paths.segments));
+  (executor as { router: RouterSlot }).router = router;
+  await router.refresh();
   const lifecycleExecutor = new LifecycleExecutor({
     context,
     submit: (apply) => batch.submit(apply),
@@ -200,12 +229,15 @@ export async function startEngine(options: {
   lifecycleExecutor.start();
   purger.start();
   deliverer.start();
+  scrubScheduler.start();
   log.info({ dataDir: paths.root }, 'engine ready');
   return {
     paths,
     store,
     stop: async () => {
       syncer.close();
+      await router.close();
+      await scrubScheduler.stop();
       await lifecycleExecutor.stop();
       await deliverer.stop();
       await purger.stop();
@@ -278,6 +310,7 @@ async function loadCheckedMasterKey(
 }
 
 interface Executor {
+  readonly paths: DataDirPaths;
   readonly context: EngineContext;
   readonly batch: CommandBatch;
   /** The segments each connection's uploads in flight wrote to (segment-pins.ts). */
@@ -288,6 +321,51 @@ interface Executor {
   readonly auditBarriers: AuditBarriers;
   /** The engine's figures and the other processes' snapshots (metrics.ts). */
   readonly metrics: EngineMetrics;
+  /** A cluster member's router of cluster-wide commands; empty on a single node. */
+  readonly router: RouterSlot;
+}
+
+/** What a router may do with this engine (command-router.ts). */
+function localEngine(executor: Executor, segmentsDir: string): LocalEngine {
+  const { context } = executor;
+  const commandOf = (name: string): Op => {
+    const op = Object.hasOwn(operations, name) ? operations[name] : undefined;
+    if (!op) throw MethodNotAllowed(`unknown engine command ${name}`);
+    return op;
+  };
+  return {
+    store: context.store,
+    masterKey: context.masterKey,
+    settings: context.settings,
+    segmentsDir,
+    capture: (name, args, reserved) => {
+      const op = commandOf(name);
+      const caller = (args as { caller?: unknown } | undefined)?.caller;
+      return context.store.capture(() => {
+        if (typeof caller === 'string') control.requireLiveCaller(context, caller);
+        return op({ ...context, reserved: { ...reserved } }, args as never);
+      });
+    },
+    runLocal: (name, args, options) => {
+      const run =
+        options === undefined
+          ? context
+          : {
+              ...context,
+              ...(options.reserved === undefined ? {} : { reserved: { ...options.reserved } }),
+              ...(options.now === undefined ? {} : { now: () => options.now as number }),
+            };
+      return runCommand({ ...executor, context: run }, name, commandOf(name), args);
+    },
+    commit: (writes, row) =>
+      executor.batch.submit(() => {
+        for (const write of writes) {
+          if (write.value === undefined) context.store.remove(write.db, write.key);
+          else context.store.put(write.db, write.key, write.value);
+        }
+        if (row) audit.writeAudit(context, row);
+      }),
+  };
 }
 
 function serveConnection(socket: Socket, executor: Executor, sockets: Set<Socket>): void {
@@ -358,6 +436,15 @@ const connectionCommands: Readonly<
     return null;
   },
   collectMetrics: (executor) => executor.metrics.collect(),
+  // This node's cluster state changed (it joined, or its etcd endpoints moved): re-open the
+  // router of cluster-wide commands.
+  clusterRefresh: async (executor) => {
+    await executor.router.refresh();
+    return null;
+  },
+  // Async between its steps (key files, then one commit): master-key-rotation.ts.
+  rotateMasterKey: (executor, _socket, _writer, args) =>
+    rotateMasterKey({ ...executor, log: componentLogger('engine.key-rotation') }, args),
   takeMintToken: (executor, _socket, _writer, args) => {
     const accessKeyId = (args as { accessKeyId?: unknown } | undefined)?.accessKeyId;
     if (typeof accessKeyId !== 'string' || accessKeyId.length > KEY_CHARS_MAX)
@@ -442,39 +529,55 @@ async function execute(
       return;
     }
     if (!op) throw MethodNotAllowed(`unknown engine command ${String(request.o)}`);
-    // A command may carry the audit row of the request it serves; it commits with the change.
-    // A data-plane write names its caller, whose key must still be live when it commits.
-    // A command without chunks reaches `batch.submit` in the turn it was read in: the audit
-    // barrier counts on the rows a source sent before its `auditFlushed` being in a batch by the
-    // time that answer is read (audit-barrier.ts).
-    const args = request.a as
-      { audit?: audit.AuditInput; chunks?: unknown; caller?: unknown } | undefined;
-    const caller = typeof args?.caller === 'string' ? args.caller : undefined;
-    // The bytes a manifest points at become durable before the manifest does.
-    const written = writtenSegments(args?.chunks);
-    if (Array.isArray(args?.chunks))
-      executor.metrics.manifest(written.length, args.chunks.length - written.length);
-    if (written.length > 0) await context.syncer?.sync(written);
-    if (request.o === 'sealSegment')
-      context.syncer?.forget((request.a as { segmentId: number }).segmentId);
+    const name = request.o as string;
+    const router = executor.router.current;
     const deadline = (request as { d?: unknown }).d;
-    const result = await executor.batch.submit(() => {
-      // Its caller has given up on it (protocol.ts): applied now, it would be a change nobody
-      // is told of. Wall-clock time, as the caller's deadline is (an injected engine clock
-      // may be anywhere).
-      if (typeof deadline === 'number' && Date.now() > deadline)
-        throw EngineUnavailable(`${String(request.o)} reached the engine after its deadline`);
-      if (caller !== undefined) control.requireLiveCaller(context, caller);
-      const value = op(context, request.a as never);
-      if (args?.audit) audit.writeAudit(context, args.audit);
-      return value;
-    });
+    const result = router?.handles(name)
+      ? await router.run(name, request.a)
+      : await runCommand(executor, name, op, request.a, deadline);
     frame = encodeFrame({ i: request.i, r: result ?? null });
   } catch (error) {
     if (!isLightwellError(error)) log.error({ err: error, op: request.o }, 'engine command failed');
     frame = encodeFrame({ i: request.i, e: toWire(error) });
   }
   writer.write(frame);
+}
+
+/** One command in the next group commit, with the audit row and the caller check it carries. */
+async function runCommand(
+  executor: Executor,
+  name: string,
+  op: Op,
+  commandArgs: unknown,
+  deadline?: unknown,
+): Promise<unknown> {
+  const { context } = executor;
+  // A command may carry the audit row of the request it serves; it commits with the change.
+  // A data-plane write names its caller, whose key must still be live when it commits.
+  // A command without chunks reaches `batch.submit` in the turn it was read in: the audit
+  // barrier counts on the rows a source sent before its `auditFlushed` being in a batch by the
+  // time that answer is read (audit-barrier.ts).
+  const args = commandArgs as
+    { audit?: audit.AuditInput; chunks?: unknown; caller?: unknown } | undefined;
+  const caller = typeof args?.caller === 'string' ? args.caller : undefined;
+  // The bytes a manifest points at become durable before the manifest does.
+  const written = writtenSegments(args?.chunks);
+  if (Array.isArray(args?.chunks))
+    executor.metrics.manifest(written.length, args.chunks.length - written.length);
+  if (written.length > 0) await context.syncer?.sync(written);
+  if (name === 'sealSegment')
+    context.syncer?.forget((commandArgs as { segmentId: number }).segmentId);
+  return executor.batch.submit(() => {
+    // Its caller has given up on it (protocol.ts): applied now, it would be a change nobody
+    // is told of. Wall-clock time, as the caller's deadline is (an injected engine clock
+    // may be anywhere).
+    if (typeof deadline === 'number' && Date.now() > deadline)
+      throw EngineUnavailable(`${name} reached the engine after its deadline`);
+    if (caller !== undefined) control.requireLiveCaller(context, caller);
+    const value = op(context, commandArgs as never);
+    if (args?.audit) audit.writeAudit(context, args.audit);
+    return value;
+  });
 }
 
 async function closeServer(server: Server, sockets: Set<Socket>): Promise<void> {

@@ -106,7 +106,15 @@ export const CALL_TIMEOUT_MS = 15_000;
  * Commands that may legitimately run for long (a scrub reads a tenant's every chunk; a
  * connection command waits for other work): they carry no deadline.
  */
-const LONG_COMMANDS: ReadonlySet<string> = new Set(['scrubTenantChunks', 'auditBarrier']);
+const LONG_COMMANDS: ReadonlySet<string> = new Set([
+  'scrubTenantChunks',
+  'auditBarrier',
+  // A cluster member's rebalance copies a tenant's data between nodes; a refresh reconnects.
+  'clusterRepair',
+  'clusterRefresh',
+  // One transaction over every tenant and key (master-key-rotation.ts): seconds on a large store.
+  'rotateMasterKey',
+]);
 /**
  * The caller waits this much past the deadline it sent before it gives up, so that an engine
  * that refuses a late command at its deadline is heard first.

@@ -10,6 +10,7 @@ import { JsonWriter, writeVersionJson } from './list-json.js';
 import { ListTokens } from '../service/list-token.js';
 import { PURPOSE_LIST_TOKEN } from '../security/keys.js';
 import type { EngineClient } from '../engine/protocol.js';
+import { freshenForRead } from '../service/cluster-read.js';
 import { type BucketRecord, type ObjectVersionRecord } from '../engine/index/schema.js';
 import type { UploadServices } from '../service/upload.js';
 import { idempotencyOf, type IdempotencyClaim } from '../service/idempotency.js';
@@ -378,9 +379,24 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
     const key = params['key'] ?? '';
     validateObjectKey(key);
     const bucket = access.bucket(principal, params['bucket'] ?? '', { verb: 'read', key });
-    const version = resolveForRead(store, bucket, key, exchange.queryParam('versionId'));
-    const headers = objectHeaders(version, bucket);
+    const versionId = exchange.queryParam('versionId');
     const conditions = readConditionsOf(exchange);
+    const fresh = freshenForRead(store, services.engine, bucket, key, versionId);
+    if (fresh !== undefined)
+      return fresh.then(() => serveRead(exchange, principal, bucket, key, versionId, conditions));
+    return serveRead(exchange, principal, bucket, key, versionId, conditions);
+  }
+
+  function serveRead(
+    exchange: Exchange,
+    principal: Principal,
+    bucket: BucketRecord,
+    key: string,
+    versionId: string | null,
+    conditions: ReturnType<typeof readConditionsOf>,
+  ): Promise<void> | undefined {
+    const version = resolveForRead(store, bucket, key, versionId);
+    const headers = objectHeaders(version, bucket);
     const notModified = checkReadConditions(conditions, version);
     if (notModified) {
       exchange.send(notModified, headers);

@@ -36,6 +36,8 @@ import { s3Error, s3ErrorHeaders, s3ErrorOf } from './errors.js';
 import { XmlWriter } from './xml.js';
 import { addressOf, operationOf, type OperationSpec, type S3Address } from './request.js';
 import type { S3ObjectStore } from './object-port.js';
+import { actingPrincipal } from './access.js';
+import { actualCorsHeaders } from './cors.js';
 
 /** Who sent a request: the access key, its tenant (the S3 account) and the key's scopes. */
 export interface S3Principal {
@@ -80,7 +82,11 @@ export interface S3Request {
   send(status: number, headers: Readonly<Record<string, string>>, body?: string | Buffer): void;
   /** Sends `xml` as `application/xml`. */
   sendXml(status: number, xml: XmlWriter, headers?: Readonly<Record<string, string>>): void;
-  /** The principal, or `AccessDenied` for an anonymous request. */
+  /**
+   * The principal the operation acts as: the requester, or in another tenant's bucket for an
+   * operation a grant may allow, the requester's key with that tenant (access.ts); an anonymous
+   * request is refused with `AccessDenied` for every other operation.
+   */
   requirePrincipal(): S3Principal;
 }
 
@@ -97,8 +103,15 @@ const HOST_ID = randomBytes(24).toString('base64');
 
 /** S3's request-id headers of `exchange`, for an answer not sent through `sendS3` (a body stream). */
 export function s3IdHeaders(exchange: Exchange): Record<string, string> {
-  return { 'x-amz-request-id': exchange.requestId, 'x-amz-id-2': HOST_ID };
+  return {
+    ...corsHeaders.get(exchange),
+    'x-amz-request-id': exchange.requestId,
+    'x-amz-id-2': HOST_ID,
+  };
 }
+
+/** The Access-Control-* headers every answer to a cross-origin request carries (cors.ts). */
+const corsHeaders = new WeakMap<Exchange, Record<string, string>>();
 
 export class S3Api {
   private readonly handlers = new Map<string, S3Handler>();
@@ -164,7 +177,11 @@ export class S3Api {
       });
       exchange.audit.action = `s3:${operation.name}`;
       exchange.audit.resource = resourceOf(address);
-      const principal = this.authenticate(exchange, this.services);
+      // A preflight carries no credentials (a presigned URL's are for another method).
+      const principal =
+        operation.name === 'PreflightCors' ? undefined : this.authenticate(exchange, this.services);
+      if (exchange.header('origin') !== undefined && operation.name !== 'PreflightCors')
+        corsHeaders.set(exchange, actualCorsHeaders(exchange, this.services.store, address.bucket));
       const handler = this.handlers.get(operation.name);
       if (!handler)
         throw s3Error('NotImplemented', `${operation.name} is not implemented by Lightwell`);
@@ -190,7 +207,7 @@ export class S3Api {
     operation: OperationSpec,
     principal: S3Principal | undefined,
   ): S3Request {
-    return {
+    const request: S3Request = {
       exchange,
       address,
       operation,
@@ -199,11 +216,9 @@ export class S3Api {
       send: (status, headers, body) => sendS3(exchange, status, headers, body),
       sendXml: (status, xml, headers = {}) =>
         sendS3(exchange, status, { ...headers, 'Content-Type': 'application/xml' }, xml.toString()),
-      requirePrincipal: () => {
-        if (!principal) throw s3Error('AccessDenied', 'anonymous access is not allowed');
-        return principal;
-      },
+      requirePrincipal: () => actingPrincipal(request),
     };
+    return request;
   }
 
   private settle(exchange: Exchange, address: S3Address, name: string): void {
@@ -286,7 +301,7 @@ export function sendS3(
 ): void {
   exchange.send(
     status,
-    { ...headers, 'x-amz-request-id': exchange.requestId, 'x-amz-id-2': HOST_ID },
+    { ...headers, ...s3IdHeaders(exchange) },
     status === 304 || exchange.method === 'HEAD' ? undefined : body,
   );
 }

@@ -171,7 +171,7 @@ function checkTime(claim: SignedClaim, services: S3Services): void {
 }
 
 /** The key and its principal, its state checked now; every refusal is S3's. */
-function liveCredential(accessKeyId: string, services: S3Services): S3Credential {
+export function liveCredential(accessKeyId: string, services: S3Services): S3Credential {
   let credential: S3Credential | undefined;
   try {
     // Read-your-writes: a key made or revoked just before this request is seen.

@@ -10,20 +10,14 @@
 
 import { mutate, type S3Api, type S3Principal, type S3Request } from './api.js';
 import { XmlWriter, parseXml, xmlText } from './xml.js';
-import {
-  DB,
-  bucketNameKey,
-  tenantChildKey,
-  tenantChildRange,
-  type BucketNameRecord,
-  type BucketRecord,
-} from '../engine/index/schema.js';
+import { DB, tenantChildRange, type BucketRecord } from '../engine/index/schema.js';
 import { allows, readsIn, type Verb } from '../security/scopes.js';
-import { policyDenies, type BucketPolicy } from '../security/bucket-policy.js';
 import { validateBucketName } from '../security/names.js';
 import { s3Error } from './errors.js';
 import { isLightwellError } from '../util/errors.js';
 import { payloadCheckOf } from './auth.js';
+import { grantedBucket } from './access.js';
+import { applyCreateBucketAcl, checkCreateBucketAcl } from './access-ops.js';
 
 export function registerBuckets(api: S3Api): void {
   api.register('ListBuckets', listBuckets);
@@ -41,38 +35,26 @@ export interface BucketAccess {
   /** The object key, for scopes and policies that name prefixes. */
   readonly key?: string;
   readonly listPrefix?: string;
+  /** Set for a copy's source: it is read (s3:GetObject) whatever the operation. */
+  readonly source?: { readonly versionId?: string | undefined };
 }
 
 /**
- * The request's bucket (or bucket `name`, a copy's source), for a principal allowed `access` in
- * it: `NoSuchBucket` when no tenant holds the name, `AccessDenied` when another tenant does, or
- * when the key's scopes or the bucket's policy deny the access.
+ * The request's bucket (or bucket `name`, a copy's source), for a requester allowed `access` in
+ * it (its own tenant, another tenant or anyone, by the key's scopes, the bucket policy, ACLs
+ * and the public access block: access.ts): `NoSuchBucket` when no tenant holds the name,
+ * `AccessDenied` when the request is not allowed.
  */
 export function bucketFor(
   request: S3Request,
   access: BucketAccess,
   name: string = request.address.bucket ?? '',
 ): BucketRecord {
-  const principal = request.requirePrincipal();
-  const { store } = request.services;
-  const bucket = store.getShared<BucketRecord>(
-    DB.buckets,
-    tenantChildKey(principal.tenant.id, name),
-  );
-  if (!bucket) {
-    const holder = store.getShared<BucketNameRecord>(DB.bucketNames, bucketNameKey(name));
-    if (holder) throw s3Error('AccessDenied');
-    throw s3Error('NoSuchBucket', undefined, { bucketName: name });
-  }
-  authorizeIn(principal, name, access);
-  if (
-    policyDenies(bucket.policy as BucketPolicy | undefined, {
-      accessKeyId: principal.accessKeyId,
-      ...access,
-    })
-  )
-    throw s3Error('AccessDenied', `the policy of bucket ${name} denies ${access.verb}`);
-  return bucket;
+  // A copy reads its source and writes its target: the read is the source's.
+  const copy =
+    request.operation.name === 'CopyObject' || request.operation.name === 'UploadPartCopy';
+  const source = access.source ?? (copy && access.verb === 'read' ? {} : undefined);
+  return grantedBucket(request, source ? { ...access, source } : access, name);
 }
 
 /** The key's scopes must allow `access` in bucket `name`. */
@@ -164,9 +146,7 @@ async function createBucket(request: S3Request): Promise<void> {
     });
   }
   authorizeIn(principal, name, { verb: 'write' });
-  const acl = request.exchange.header('x-amz-acl');
-  if (acl !== undefined && acl !== 'private')
-    throw s3Error('NotImplemented', 'bucket ACLs other than private are not supported');
+  checkCreateBucketAcl(request);
   const lock = request.exchange.header('x-amz-bucket-object-lock-enabled');
   const objectLock = lock?.toLowerCase() === 'true';
   const bytes = await body;
@@ -201,6 +181,7 @@ async function createBucket(request: S3Request): Promise<void> {
     }
     throw error;
   }
+  await applyCreateBucketAcl(request, name);
   request.send(200, { Location: `/${name}` });
 }
 

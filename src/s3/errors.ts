@@ -247,6 +247,58 @@ const codes = {
     lightwell: 'checksum_mismatch',
     message: 'The checksum you specified did not match what was received',
   },
+  // Access control, CORS and browser uploads (src/s3/access-ops.ts, cors.ts, post-object.ts).
+  MalformedPolicy: {
+    status: 400,
+    lightwell: 'bad_request',
+    message: 'Policies must be valid JSON',
+  },
+  MalformedACLError: {
+    status: 400,
+    lightwell: 'bad_request',
+    message: 'The XML you provided was not well-formed or did not validate against our schema',
+  },
+  UnresolvableGrantByEmailAddress: {
+    status: 400,
+    lightwell: 'bad_request',
+    message: 'The e-mail address you provided does not match any account on record',
+  },
+  NoSuchBucketPolicy: {
+    status: 404,
+    lightwell: 'not_found',
+    message: 'The bucket policy does not exist',
+  },
+  NoSuchPublicAccessBlockConfiguration: {
+    status: 404,
+    lightwell: 'not_found',
+    message: 'The public access block configuration was not found',
+  },
+  NoSuchCORSConfiguration: {
+    status: 404,
+    lightwell: 'not_found',
+    message: 'The CORS configuration does not exist',
+  },
+  CORSForbidden: {
+    status: 403,
+    lightwell: 'forbidden',
+    message: 'CORSResponse: This CORS request is not allowed',
+  },
+  InvalidPolicyDocument: {
+    status: 400,
+    lightwell: 'bad_request',
+    message:
+      'The content of the form does not meet the conditions specified in the policy document',
+  },
+  MalformedPOSTRequest: {
+    status: 400,
+    lightwell: 'bad_request',
+    message: 'The body of your POST request is not well-formed multipart/form-data',
+  },
+  MaxPostPreDataLengthExceededError: {
+    status: 400,
+    lightwell: 'bad_request',
+    message: 'Your POST request fields preceding the upload file were too large',
+  },
 } as const satisfies Record<string, S3CodeSpec>;
 
 export type S3Code = keyof typeof codes;

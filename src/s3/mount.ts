@@ -13,6 +13,9 @@ import { registerTagging } from './tagging.js';
 import { registerEncryption } from './encryption.js';
 import { registerLifecycle } from './lifecycle.js';
 import { serviceObjectStore } from './object-store.js';
+import { registerAccessOps } from './access-ops.js';
+import { registerCors } from './cors.js';
+import { registerPostObject } from './post-object.js';
 
 export function s3Api(services: S3Services): S3Api {
   const api = new S3Api(
@@ -27,5 +30,8 @@ export function s3Api(services: S3Services): S3Api {
   registerTagging(api);
   registerEncryption(api);
   registerLifecycle(api);
+  registerAccessOps(api);
+  registerCors(api);
+  registerPostObject(api);
   return api;
 }

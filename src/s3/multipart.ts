@@ -38,6 +38,7 @@ import {
   listPartsXml,
 } from './object-xml.js';
 import { objectLengthOf, objectStoreOf } from './objects.js';
+import { withRequestedAcl } from './access-ops.js';
 import { CHECKSUM_ALGS, multipartMd5Etag, type DigestAlg } from '../engine/checksums.js';
 import { newVersionAttributesOf } from './version-attributes.js';
 
@@ -104,7 +105,7 @@ async function createUpload(request: S3Request): Promise<void> {
   const checksum = multipartChecksumOf(request.exchange.headers);
   const { uploadId } = await multipart.create(request, {
     ...target,
-    representation: representationOf(request.exchange.headers),
+    representation: withRequestedAcl(request, representationOf(request.exchange.headers)),
     checksum:
       checksum.alg === undefined
         ? undefined

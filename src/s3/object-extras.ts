@@ -37,6 +37,7 @@ import {
   type XmlDeleteOutcome,
 } from './object-xml.js';
 import { objectStoreOf } from './objects.js';
+import { settleCopyAcl, withRequestedAcl } from './access-ops.js';
 import { readSmallBody } from './multipart.js';
 import { createMultiHasher } from '../engine/checksums.js';
 import { versionPartsPage } from '../service/read.js';
@@ -80,16 +81,18 @@ async function copyObject(request: S3Request): Promise<void> {
       "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.",
     );
   }
+  const representation = withRequestedAcl(request, representationOf(headers));
   const copied = await copy(request, {
     source,
     bucket,
     key,
     directive,
-    representation: representationOf(headers),
+    representation,
     ifMatch: etagConditionOf(headers['if-match']),
     ifNoneMatch: etagConditionOf(headers['if-none-match']),
     attributes: newVersionAttributesOf(request, { copy: true }),
   });
+  await settleCopyAcl(request, copied.version, representation);
   const answer: Record<string, string> = { 'Content-Type': 'application/xml' };
   // A write to a Suspended bucket makes the null version, which S3 does not name.
   if (copied.version.versionId !== 'null') answer['x-amz-version-id'] = copied.version.versionId;

@@ -101,6 +101,8 @@ export interface ListPage {
 export interface S3ObjectStore extends Partial<S3ObjectStoreMore> {
   put(request: S3Request, input: PutInput): Promise<StoredVersion>;
   resolveRead(request: S3Request, input: ReadInput): ResolvedRead;
+  /** On a cluster member, first makes this node's copy current (undefined: nothing to do). */
+  freshen?(request: S3Request, input: ReadInput): Promise<void> | undefined;
   /** Streams the resolved bytes with `headers`; settles when the response is complete. */
   sendBody(
     request: S3Request,

@@ -14,6 +14,7 @@
 import { s3IdHeaders, type S3Request, type S3Services } from './api.js';
 import { payloadCheckOf } from './auth.js';
 import { bucketFor } from './buckets.js';
+import { freshenForRead } from '../service/cluster-read.js';
 import { s3Error } from './errors.js';
 import type {
   CopyInput,
@@ -132,6 +133,11 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
       ),
     );
     return storedOf(version, bucket);
+  }
+
+  function freshen(request: S3Request, input: ReadInput): Promise<void> | undefined {
+    const bucket = bucketFor(request, { verb: 'read', key: input.key });
+    return freshenForRead(services.store, services.engine, bucket, input.key, input.versionId);
   }
 
   function resolveRead(request: S3Request, input: ReadInput): ResolvedRead {
@@ -278,6 +284,7 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
     copy,
     multipart: serviceMultipartStore(services, objects),
     resolveRead,
+    freshen,
     listVersions,
     sendBody,
     delete: remove,

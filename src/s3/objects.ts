@@ -35,6 +35,7 @@ import {
 import type { ResolvedRead, S3ObjectStore, StoredVersion } from './object-port.js';
 import { listObjectsV1Xml, listObjectsV2Xml, type XmlListEntry } from './object-xml.js';
 import type { DigestAlg } from '../engine/checksums.js';
+import { withRequestedAcl } from './access-ops.js';
 import { addLockHeaders, bypassRequested } from './object-lock.js';
 import { addTaggingCount } from './tagging.js';
 import { addSseHeaders, checkReadSseOf } from './encryption.js';
@@ -80,7 +81,7 @@ export function objectLengthOf(request: S3Request): number {
 
 /** The representation of a write, without the transfer coding `aws-chunked` (not the object's). */
 function writeRepresentation(request: S3Request): ObjectRepresentation {
-  const representation = representationOf(request.exchange.headers);
+  const representation = withRequestedAcl(request, representationOf(request.exchange.headers));
   const encoding = representation.headers['content-encoding'];
   if (encoding === undefined) return representation;
   const kept = encoding
@@ -166,6 +167,13 @@ function partNumberOf(text: string | null): number | undefined {
 }
 
 function readObject(request: S3Request): Promise<void> | undefined {
+  const { bucket, key } = target(request);
+  const versionId = request.exchange.query.get('versionId');
+  const fresh = objectStoreOf(request).freshen?.(request, { bucket, key, versionId });
+  return fresh === undefined ? readFresh(request) : fresh.then(() => readFresh(request));
+}
+
+function readFresh(request: S3Request): Promise<void> | undefined {
   const store = objectStoreOf(request);
   const { bucket, key } = target(request);
   checkReadSseOf(request);

@@ -19,7 +19,7 @@ export type Level = 'service' | 'bucket' | 'object';
 export interface OperationSpec {
   /** The AWS operation name (`PutObject`); audit rows name it as `s3:PutObject`. */
   readonly name: string;
-  readonly method: 'GET' | 'HEAD' | 'PUT' | 'POST' | 'DELETE';
+  readonly method: 'GET' | 'HEAD' | 'PUT' | 'POST' | 'DELETE' | 'OPTIONS';
   readonly level: Level;
   /** Query parameters that must all be present (sub-resources such as `uploadId`). */
   readonly query?: readonly string[];
@@ -105,6 +105,9 @@ export const OPERATIONS: readonly OperationSpec[] = [
   { name: 'DeleteBucket', method: 'DELETE', level: 'bucket' },
   { name: 'DeleteObjects', method: 'POST', level: 'bucket', query: ['delete'] },
   { name: 'PostObject', method: 'POST', level: 'bucket' },
+  // A browser's CORS preflight, on a bucket or an object (src/s3/cors.ts).
+  { name: 'PreflightCors', method: 'OPTIONS', level: 'bucket' },
+  { name: 'PreflightCors', method: 'OPTIONS', level: 'object' },
   // Object level.
   {
     name: 'UploadPartCopy',

@@ -55,6 +55,16 @@ export class XmlWriter {
     return this;
   }
 
+  /** Opens a nested element with attributes (`xsi:type` of an ACL's grantee). */
+  startWith(name: string, attributes: Readonly<Record<string, string>>): this {
+    const text = Object.entries(attributes)
+      .map(([attribute, value]) => ` ${attribute}="${escapeXml(value)}"`)
+      .join('');
+    this.document += `<${name}${text}>`;
+    this.open.push(name);
+    return this;
+  }
+
   end(name: string): this {
     const top = this.open.pop();
     if (top !== name) throw new TypeError(`XmlWriter: </${name}> closes <${top ?? ''}>`);

@@ -8,7 +8,7 @@
 
 import { DB, tenantChildKey, tenantChildRange, type BucketRecord } from '../engine/index/schema.js';
 import type { IndexStore } from '../engine/index/store.js';
-import { policyDenies, type BucketPolicy } from '../security/bucket-policy.js';
+import { actionOfVerb, evaluatePolicy, type StoredPolicy } from '../security/policy.js';
 import { readsIn, type Verb } from '../security/scopes.js';
 import { Forbidden, NotFound } from '../util/errors.js';
 import { authorize, type Principal } from './auth.js';
@@ -28,13 +28,17 @@ export class Access {
   bucket(principal: Principal, name: string, access: BucketAccess): BucketRecord {
     authorize(principal, { ...access, bucket: name });
     const bucket = this.find(principal, name);
-    if (
-      policyDenies(bucket.policy as BucketPolicy | undefined, {
-        accessKeyId: principal.accessKeyId,
-        ...access,
-      })
-    )
-      throw Forbidden(`the policy of bucket ${name} denies ${access.verb}`);
+    const decision = evaluatePolicy(bucket.policy as StoredPolicy | undefined, {
+      principal: { tenantId: principal.tenant.id, accessKeyId: principal.accessKeyId },
+      action: actionOfVerb(access),
+      verb: access.verb,
+      bucket: name,
+      key: access.key,
+      listPrefix: access.listPrefix,
+      conditionValue: () => undefined,
+      conditionsUnknown: true,
+    });
+    if (decision === 'deny') throw Forbidden(`the policy of bucket ${name} denies ${access.verb}`);
     return bucket;
   }
 

@@ -2,12 +2,30 @@
 //
 // A bearer token is verified statelessly (HMAC under the token key), then its access key is
 // looked up on every request, so revoking the key or disabling the tenant takes effect at
-// once. Scopes are checked per operation. Tenant data keys are unwrapped once and cached.
+// once. Scopes are checked per operation. Tenant data keys are unwrapped once and cached, until
+// the tenant's wrapped key changes (a data-key rotation, or a master-key rotation's re-seal).
+//
+// A master-key rotation (src/engine/master-key-rotation.ts) is seen here by the check value the
+// index records, compared on each request: the new key is then read (without blocking the event
+// loop; requests meanwhile answer 503 `unavailable`, retryable) and every key derived from it is
+// replaced in place, in the very Buffers handed out by `purposeKey`, so a holder of one (the
+// list-token signer, the signed-URL routes, the ingest stream) follows without being told.
 
 import { readMasterKeySync, type DataDirPaths } from '../engine/data-dir.js';
-import { verifyMasterKey } from '../engine/master-key-check.js';
+import {
+  masterKeyCheckOf,
+  verifyMasterKey,
+  type MasterKeyCheckRecord,
+} from '../engine/master-key-check.js';
+import { readCurrentMasterKey, readCurrentMasterKeySync } from '../engine/master-key-rotation.js';
 import type { IndexStore } from '../engine/index/store.js';
-import { DB, tenantKey, type AccessKeyRecord, type TenantRecord } from '../engine/index/schema.js';
+import {
+  DB,
+  META_MASTER_KEY_CHECK,
+  tenantKey,
+  type AccessKeyRecord,
+  type TenantRecord,
+} from '../engine/index/schema.js';
 import {
   deriveKey,
   unwrapTenantKey,
@@ -28,7 +46,7 @@ const VERIFIED_TOKENS_MAX = 10_000;
 const OPENED_SECRETS_MAX = 10_000;
 import { parseScopes, allows, type Scope, type ScopeRequest } from '../security/scopes.js';
 import { constantTimeEqual } from '../security/access-keys.js';
-import { Unauthorized, Forbidden, isLightwellError } from '../util/errors.js';
+import { Unauthorized, Forbidden, Unavailable, isLightwellError } from '../util/errors.js';
 import { BASIC_CHALLENGE } from '../http/exchange.js';
 import type { TenantKeyMaterial } from '../workers/protocol.js';
 import { ownBytes } from '../util/buffer-pool.js';
@@ -49,28 +67,71 @@ export interface Claimant {
 }
 
 export class Authenticator {
-  private readonly masterKey: Buffer;
+  private masterKey: Buffer;
+  /** The check value of `masterKey`, compared with the index's on each request. */
+  private masterCheck: Buffer;
+  /** The key derived for each purpose handed out; rewritten in place by a rotation. */
+  private readonly purposeKeys = new Map<string, Buffer>();
   private readonly tokenKey: Buffer;
   private readonly sealKey: Buffer;
+  private reloading: Promise<void> | undefined;
   private readonly scopes = new Map<string, Scope>();
-  private readonly tenantKeys = new Map<string, TenantKeyMaterial>();
+  private readonly tenantKeys = new Map<string, { material: TenantKeyMaterial; wrapped: Buffer }>();
   private readonly tokens = new Map<string, NativeTokenPayload>();
   private readonly secrets = new Map<string, { sealed: Buffer; secret: string }>();
 
   constructor(
-    paths: DataDirPaths,
+    private readonly paths: DataDirPaths,
     private readonly store: IndexStore,
   ) {
-    this.masterKey = readMasterKeySync(paths);
+    this.masterKey = readCurrentMasterKeySync(paths, store, readMasterKeySync(paths));
     // A gateway started on its own may be given another key file than its engine's.
     verifyMasterKey(store, this.masterKey, paths.masterKey);
-    this.tokenKey = deriveKey(this.masterKey, PURPOSE_NATIVE_TOKEN);
-    this.sealKey = deriveKey(this.masterKey, PURPOSE_SECRET_SEAL);
+    this.masterCheck = masterKeyCheckOf(this.masterKey);
+    this.tokenKey = this.purposeKey(PURPOSE_NATIVE_TOKEN);
+    this.sealKey = this.purposeKey(PURPOSE_SECRET_SEAL);
   }
 
-  /** The master key's subkey for `purpose` (a `PURPOSE_*` of `src/security/keys.ts`). */
+  /**
+   * The master key's subkey for `purpose` (a `PURPOSE_*` of `src/security/keys.ts`): one Buffer
+   * per purpose, whose bytes a master-key rotation replaces in place.
+   */
   purposeKey(purpose: string): Buffer {
-    return deriveKey(this.masterKey, purpose);
+    let key = this.purposeKeys.get(purpose);
+    if (!key) {
+      key = deriveKey(this.masterKey, purpose);
+      this.purposeKeys.set(purpose, key);
+    }
+    return key;
+  }
+
+  /**
+   * Follows a master-key rotation: when the index records another key's check value, the new
+   * key is read in the background and this request (and any until it is loaded) answers 503.
+   */
+  private currentMasterKey(): void {
+    const recorded = this.store.getShared<MasterKeyCheckRecord>(DB.meta, META_MASTER_KEY_CHECK);
+    if (!recorded || this.masterCheck.equals(recorded.check)) return;
+    this.reloading ??= readCurrentMasterKey(this.paths, this.store)
+      .then((key) => this.useMasterKey(key))
+      .catch(() => undefined)
+      .finally(() => {
+        this.reloading = undefined;
+      });
+    throw Unavailable('the master key was just rotated; retry the request', {
+      retryAfterSeconds: 1,
+    });
+  }
+
+  private useMasterKey(key: Buffer): void {
+    const check = masterKeyCheckOf(key);
+    const recorded = this.store.getShared<MasterKeyCheckRecord>(DB.meta, META_MASTER_KEY_CHECK);
+    if (!recorded || !check.equals(recorded.check)) return; // not (yet) the recorded key
+    this.masterKey = key;
+    this.masterCheck = check;
+    for (const [purpose, derived] of this.purposeKeys) deriveKey(key, purpose).copy(derived);
+    this.tokens.clear();
+    this.tenantKeys.clear();
   }
 
   /**
@@ -80,6 +141,7 @@ export class Authenticator {
   authenticate(authorization: string | undefined, claimant: Claimant): Principal {
     const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
     if (!match) throw Unauthorized('a bearer token is required (Authorization: Bearer lwtk_…)');
+    this.currentMasterKey();
     const payload = this.verified(match[1] ?? '');
     claimant.actor = payload.kid;
     claimant.tenantId = payload.tid;
@@ -121,6 +183,7 @@ export class Authenticator {
     accessKeyId: string,
     secretKey: string,
   ): { key: AccessKeyRecord; tenant: TenantRecord } {
+    this.currentMasterKey();
     const key = this.store.get<AccessKeyRecord>(DB.accessKeys, Buffer.from(accessKeyId));
     let expected = '';
     if (key)
@@ -147,6 +210,7 @@ export class Authenticator {
    * disabled tenant, checked now, so either stops S3 requests at once.
    */
   credential(accessKeyId: string): { secretKey: string; principal: Principal } | undefined {
+    this.currentMasterKey();
     const stored = this.store.getShared<AccessKeyRecord>(
       DB.accessKeys,
       Buffer.from(accessKeyId),
@@ -224,18 +288,27 @@ export class Authenticator {
   }
 
   keysOf(tenant: TenantRecord): TenantKeyMaterial {
-    let keys = this.tenantKeys.get(tenant.id);
-    if (!keys || keys.tenantNum !== tenant.num) {
-      const dataKey = unwrapTenantKey(this.masterKey, tenant.id, Buffer.from(tenant.wrappedKey));
-      // Each pool task carries these: each in its own ArrayBuffer (see ownBytes).
-      keys = {
-        tenantNum: tenant.num,
-        dataKey: ownBytes(dataKey),
-        dedupKey: ownBytes(dedupKey(dataKey)),
-      };
-      this.tenantKeys.set(tenant.id, keys);
-    }
-    return keys;
+    const cached = this.tenantKeys.get(tenant.id);
+    if (
+      cached &&
+      cached.material.tenantNum === tenant.num &&
+      cached.wrapped.equals(tenant.wrappedKey)
+    )
+      return cached.material;
+    const unwrap = (wrapped: Uint8Array): Buffer =>
+      unwrapTenantKey(this.masterKey, tenant.id, Buffer.from(wrapped));
+    const dataKey = unwrap(tenant.wrappedKey);
+    // Each pool task carries these: each in its own ArrayBuffer (see ownBytes).
+    const material: TenantKeyMaterial = {
+      tenantNum: tenant.num,
+      dataKey: ownBytes(dataKey),
+      dedupKey: ownBytes(dedupKey(dataKey)),
+      ...(tenant.retiredKeys?.length && {
+        retiredDataKeys: tenant.retiredKeys.map((retired) => ownBytes(unwrap(retired.wrappedKey))),
+      }),
+    };
+    this.tenantKeys.set(tenant.id, { material, wrapped: Buffer.from(tenant.wrappedKey) });
+    return material;
   }
 }
 

@@ -44,6 +44,8 @@ export interface TenantKeyMaterial {
   readonly tenantNum: number;
   readonly dataKey: Uint8Array;
   readonly dedupKey: Uint8Array;
+  /** Data keys a rotation retired, newest first: older chunks are read with them. */
+  readonly retiredDataKeys?: readonly Uint8Array[];
 }
 
 /** The TenantKeys that chunk encoding takes, as Buffers over the material's own memory. */
@@ -54,6 +56,9 @@ export function tenantKeysFrom(material: TenantKeyMaterial): TenantKeys {
     tenantNum: material.tenantNum,
     dataKey: over(material.dataKey),
     dedupKey: over(material.dedupKey),
+    ...(material.retiredDataKeys?.length && {
+      retiredDataKeys: material.retiredDataKeys.map(over),
+    }),
   };
 }
 

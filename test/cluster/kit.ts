@@ -180,6 +180,9 @@ export class KitNode {
       '1',
       '--log-level',
       'warn',
+      ...(this.kit.clientHost === undefined
+        ? []
+        : ['--security.trusted_proxy', this.kit.clientHost]),
       ...(options.bootstrap === true ? ['--cluster.bootstrap'] : []),
       ...(options.args ?? []),
     ];
@@ -352,6 +355,15 @@ export class ClusterKit {
 
   get canPartition(): boolean {
     return this.netUp;
+  }
+
+  /**
+   * The address the tests' requests come from: the bridge's, in namespaces. Nodes take it as a
+   * trusted proxy, so that tokens are minted over plain HTTP as from loopback.
+   */
+  get clientHost(): string | undefined {
+    const first = this.nodes[0];
+    return this.netUp && first ? first.host.replace(/\.\d+$/, '.1') : undefined;
   }
 
   /** Makes the network and the nodes' directories (no node runs yet). */

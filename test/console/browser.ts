@@ -8,6 +8,7 @@ import { dirname, join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import type { Service } from '../helpers/service.js';
 
 const CANDIDATES = ['/usr/bin/chromium', '/usr/bin/chromium-browser'];
 
@@ -78,4 +79,56 @@ export async function buttonTexts(page: Page): Promise<string[]> {
   return page.$$eval('button', (buttons: Array<{ textContent: string | null }>) =>
     buttons.map((button) => (button.textContent ?? '').trim()),
   );
+}
+
+// Browser globals, used inside page.evaluate callbacks (tests compile without the DOM library).
+declare const document: { body: { innerText: string } };
+declare const location: { hash: string };
+
+const WAIT_MS = 20_000;
+
+export async function waitText(page: Page, text: string): Promise<void> {
+  try {
+    await page.waitForFunction(
+      (wanted: string) => document.body.innerText.includes(wanted),
+      { timeout: WAIT_MS },
+      text,
+    );
+  } catch (error) {
+    const body = await page.evaluate(() => document.body.innerText);
+    throw new Error(`timed out waiting for the page to show "${text}"; it shows:\n${body}`, {
+      cause: error,
+    });
+  }
+}
+
+export async function textOf(page: Page, selector: string): Promise<string> {
+  return String(
+    await page.$eval(selector, (node: { textContent: string | null }) => node.textContent),
+  );
+}
+
+export async function fill(page: Page, label: string, value: string): Promise<void> {
+  await page.locator(`::-p-aria(${label})`).fill(value);
+}
+
+export async function press(page: Page, name: string): Promise<void> {
+  await page.locator(`::-p-aria(${name}[role="button"])`).click();
+}
+
+export async function go(page: Page, hash: string, heading: string): Promise<void> {
+  await page.evaluate((target: string) => {
+    location.hash = target;
+  }, hash);
+  await waitText(page, heading);
+}
+
+export async function signIn(page: Page, service: Service, token: string): Promise<void> {
+  const base = service.adminUrl.replace('/admin/api/v1', '');
+  await page.goto(`${base}/admin/console/`);
+  // By keyboard alone: the token field has the focus, Enter submits.
+  await page.waitForSelector('input:focus');
+  await page.keyboard.type(token);
+  await page.keyboard.press('Enter');
+  await waitText(page, 'Sign out');
 }

@@ -56,13 +56,18 @@ t.test('the console API on the admin gates', async (t) => {
   t.equal(text, readFileSync(docPath, 'utf8'), 'docs/openapi/console-api.json is current');
   const paths = Object.keys((doc.json as { paths: Record<string, unknown> }).paths);
   t.same(paths.sort(), [
+    '/keys',
+    '/master-key/rotate',
     '/openapi.json',
+    '/scrub-schedules',
+    '/scrub-schedules/{target}',
     '/scrubs',
     '/scrubs/{jobId}',
     '/scrubs/{jobId}/cancel',
     '/session',
     '/tenants/{id}/buckets',
     '/tenants/{id}/buckets/{bucket}/policy',
+    '/tenants/{id}/data-key/rotate',
   ]);
   for (const [method, path] of [
     ['GET', '/session'],

@@ -9,7 +9,7 @@
 // are taken on the way.
 // Method: `lightwell serve` on loopback, Debian's Chromium through puppeteer-core.
 import t from 'tap';
-import type { Browser, Page } from 'puppeteer-core';
+import type { Browser } from 'puppeteer-core';
 import { Service, DataClient } from '../helpers/service.js';
 import { rmSync } from 'node:fs';
 import {
@@ -18,68 +18,25 @@ import {
   newPage,
   screenshot,
   buttonTexts,
+  waitText,
+  textOf,
+  fill,
+  press,
+  go,
+  signIn,
   SHOTS_DIR,
   UPDATE_SHOTS,
 } from './browser.js';
 import { plantBadChunk } from './plant.js';
+
+// A browser global, used inside page.evaluate callbacks (tests compile without the DOM library).
+declare const document: { body: { innerText: string } };
 
 const chromium = chromiumPath();
 if ('skip' in chromium) {
   t.plan(0, chromium.skip);
 } else {
   run(chromium.path);
-}
-
-// Browser globals, used inside page.evaluate callbacks (tests compile without the DOM library).
-declare const document: { body: { innerText: string } };
-declare const location: { hash: string };
-
-const WAIT_MS = 20_000;
-
-async function waitText(page: Page, text: string): Promise<void> {
-  try {
-    await page.waitForFunction(
-      (wanted: string) => document.body.innerText.includes(wanted),
-      { timeout: WAIT_MS },
-      text,
-    );
-  } catch (error) {
-    const body = await page.evaluate(() => document.body.innerText);
-    throw new Error(`timed out waiting for the page to show "${text}"; it shows:\n${body}`, {
-      cause: error,
-    });
-  }
-}
-
-async function textOf(page: Page, selector: string): Promise<string> {
-  return String(
-    await page.$eval(selector, (node: { textContent: string | null }) => node.textContent),
-  );
-}
-
-async function fill(page: Page, label: string, value: string): Promise<void> {
-  await page.locator(`::-p-aria(${label})`).fill(value);
-}
-
-async function press(page: Page, name: string): Promise<void> {
-  await page.locator(`::-p-aria(${name}[role="button"])`).click();
-}
-
-async function go(page: Page, hash: string, heading: string): Promise<void> {
-  await page.evaluate((target: string) => {
-    location.hash = target;
-  }, hash);
-  await waitText(page, heading);
-}
-
-async function signIn(page: Page, service: Service, token: string): Promise<void> {
-  const base = service.adminUrl.replace('/admin/api/v1', '');
-  await page.goto(`${base}/admin/console/`);
-  // By keyboard alone: the token field has the focus, Enter submits.
-  await page.waitForSelector('input:focus');
-  await page.keyboard.type(token);
-  await page.keyboard.press('Enter');
-  await waitText(page, 'Sign out');
 }
 
 async function loginStatus(service: Service, accessKeyId: string, secret: string) {

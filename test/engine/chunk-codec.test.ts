@@ -202,6 +202,37 @@ t.test('corrupt or foreign records never decode', async (t) => {
   }
 });
 
+t.test(
+  'a record under a retired data key decodes with it; new records use the current key',
+  async (t) => {
+    const old = keysOf(9);
+    for (const data of [random, text]) {
+      const { record, expected } = encode(old, [data]);
+      const rotated: TenantKeys = {
+        ...old,
+        dataKey: randomBytes(32),
+        retiredDataKeys: [randomBytes(32), old.dataKey],
+      };
+      for (const [name, decode] of decoders) {
+        t.same(decode(rotated, record, expected), data, `${name}: read with the retired key`);
+        t.throws(
+          () => decode({ ...rotated, retiredDataKeys: [randomBytes(32)] }, record, expected),
+          { code: 'corrupt_data' },
+          `${name}: no key opens it`,
+        );
+        const moved = { ...expected, chunkId: randomBytes(32) };
+        t.throws(() => decode(rotated, record, moved), { code: 'corrupt_data' }, `${name}: index`);
+      }
+      const fresh = encode(rotated, [data]);
+      t.same(
+        decodeChunk({ ...rotated, retiredDataKeys: [] }, fresh.record, fresh.expected, null),
+        data,
+        'a new record opens with the current key alone',
+      );
+    }
+  },
+);
+
 /** `bytes` copied into a SharedArrayBuffer at an odd offset and cut in two there. */
 function sharedSlices(bytes: Buffer, cut: number): Uint8Array[] {
   const shared = new Uint8Array(new SharedArrayBuffer(bytes.length + 3), 3, bytes.length);

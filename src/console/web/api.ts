@@ -157,6 +157,48 @@ export interface Plan {
   counts: Record<string, number>;
   blockers: Array<{ code: string; message: string; count?: number }>;
 }
+export interface ScrubSchedule {
+  target: string;
+  intervalHours: number;
+  nextRunAt: string;
+  createdAt: string;
+  updatedAt: string;
+  lastRun: null | {
+    state: string;
+    startedAt: string;
+    finishedAt: string;
+    tenants: number;
+    versions: number;
+    chunksVerified: number;
+    bytesVerified: number;
+    corruptChunks: number;
+    corrupt: Array<{
+      tenantId: string;
+      bucket: string;
+      key: string;
+      versionId: string;
+      problem: string;
+    }>;
+    error?: string;
+  };
+}
+export interface TenantKeyState {
+  tenantId: string;
+  state: string;
+  keyGeneration: number;
+  retiredKeys: number;
+  rotatedAt: string | null;
+}
+export interface KeyState {
+  masterKey: { fingerprint: string | null; since: string | null };
+  tenants: TenantKeyState[];
+}
+export interface MasterKeyRotation {
+  rotatedAt: string;
+  fingerprint: string;
+  previousFingerprint: string;
+  counts: { tenants: number; tenantKeys: number; accessKeys: number; webhookSecrets: number };
+}
 export interface PolicyStatement {
   effect: 'Deny';
   actions: string[];

@@ -16,6 +16,7 @@ import { TenantsPage } from './tenants.js';
 import { TenantPage } from './tenant.js';
 import { AuditPage } from './audit.js';
 import { ClusterPage } from './cluster.js';
+import { EncryptionPage } from './encryption.js';
 
 export interface Context {
   readonly api: Api;
@@ -83,6 +84,7 @@ function SignIn(props: { onSignedIn: (context: Context) => void }): JSX.Element 
 const NAV: ReadonlyArray<readonly [string, string]> = [
   ['#/', 'Overview'],
   ['#/tenants', 'Tenants'],
+  ['#/encryption', 'Encryption keys'],
   ['#/audit', 'Audit log'],
   ['#/cluster', 'Cluster'],
 ];
@@ -103,6 +105,8 @@ function Page(props: { context: Context; hash: string }): JSX.Element {
       return <AuditPage context={props.context} />;
     case 'cluster':
       return <ClusterPage context={props.context} />;
+    case 'encryption':
+      return <EncryptionPage context={props.context} />;
     default:
       return <p>No such page. Choose one from the menu.</p>;
   }

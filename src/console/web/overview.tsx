@@ -1,5 +1,6 @@
-// Overview: health, the tenants and their usage, the request rate of the last hour (counted from
-// the audit log, one row per request on both planes) and the latest audit events.
+// Overview: health, the tenants and their usage, live request and byte rates from the service's
+// Prometheus metrics (live-metrics.tsx), the request rate of the last hour (counted from the
+// audit log, one row per request on both planes) and the latest audit events.
 
 import type { JSX } from 'preact';
 import { ADMIN, seg, type AuditEvent, type Tenant, type Usage } from './api.js';
@@ -7,6 +8,7 @@ import type { Context } from './main.js';
 import { ErrorBox, Section, Stat, StateBadge, formatBytes, useLoad } from './ui.js';
 import { TimeChart } from './chart.js';
 import { AuditTable } from './audit.js';
+import { LiveMetrics } from './live-metrics.js';
 
 /** Tenants whose usage the overview fetches at most (the tenants page lists them all). */
 const USAGE_TENANTS_MAX = 50;
@@ -92,6 +94,7 @@ export function OverviewPage(props: { context: Context }): JSX.Element {
         <Stat label="Logical bytes" value={formatBytes(sum((usage) => usage.logicalBytes))} />
         <Stat label="Stored bytes" value={formatBytes(sum((usage) => usage.physicalBytes))} />
       </div>
+      <LiveMetrics />
       <Section title="Requests a minute, last hour (from the audit log)">
         <TimeChart title="Requests a minute by outcome" times={rate.times} series={rate.series} />
       </Section>

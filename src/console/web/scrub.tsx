@@ -16,6 +16,7 @@ import {
   useLoad,
 } from './ui.js';
 import { PlannedAction } from './planned.js';
+import { ScrubSchedules } from './schedule.js';
 
 const POLL_MS = 1000;
 
@@ -214,6 +215,7 @@ export function ScrubTab(props: { context: Context; tenant: Tenant }): JSX.Eleme
           <Findings job={shown} />
         </Section>
       )}
+      <ScrubSchedules context={context} tenant={tenant} />
     </>
   );
 }

@@ -199,6 +199,9 @@ const COUNT_LABELS: Readonly<Record<string, string>> = {
   chunkRefs: 'Chunk references',
   logicalBytes: 'Logical bytes',
   policies: 'Policies',
+  tenants: 'Tenants',
+  tenantKeys: 'Tenant data keys to re-seal',
+  webhookSecrets: 'Webhook secrets',
 };
 
 /** What a dry run says the operation would do. */

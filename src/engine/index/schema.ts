@@ -11,6 +11,8 @@
 // - Version sequence numbers are engine-wide and strictly increasing; versions of a key sort
 //   newest first because the key stores `SEQ_MAX - seq`.
 
+import type { AclRecord } from '../../security/acl.js';
+import type { PublicAccessBlock } from '../../security/public-access.js';
 import type { LifecycleRuleRecord } from './lifecycle-schema.js';
 
 export const DB = {
@@ -85,6 +87,8 @@ export type TenantState = 'active' | 'disabled' | 'deleted';
 
 export interface TenantRecord {
   id: string;
+  /** The public access block of every bucket of the tenant (set from the console). */
+  publicAccessBlock?: PublicAccessBlock;
   num: number;
   name?: string;
   state: TenantState;
@@ -95,11 +99,23 @@ export interface TenantRecord {
   /** The tenant data key sealed under the master key's wrap key. */
   wrappedKey: Buffer;
   /**
+   * Earlier data keys, newest first, sealed like `wrappedKey`: chunks written before a data-key
+   * rotation stay under them and are read with them (src/engine/ops/key-rotation.ts). Absent
+   * for a tenant whose key was never rotated.
+   */
+  retiredKeys?: RetiredTenantKey[];
+  /**
    * Set in the transaction that makes the state `deleted`. While `completedAt` is absent the
    * engine's tenant purger is still removing the tenant's contents in batches (and resumes
    * after a restart); `blockedAt` stops it when a version turns out to be protected.
    */
   deletion?: TenantDeletion;
+}
+
+export interface RetiredTenantKey {
+  wrappedKey: Buffer;
+  /** When a rotation replaced it (ms). */
+  retiredAt: number;
 }
 
 export interface TenantDeletion {
@@ -191,11 +207,25 @@ export interface BucketRecord {
   encryption?: ServerSideEncryption;
   /** Browser CORS rules (src/security/cors.ts validates them); absent: none. */
   cors?: CorsRuleRecord[];
-  /** Explicit denials (src/security/bucket-policy.ts). */
-  policy?: {
-    version: 1;
-    statements: Array<{ effect: 'Deny'; actions: string[]; principals: string[]; prefix?: string }>;
-  };
+  /**
+   * The bucket policy (src/security/policy.ts evaluates both forms): the native explicit-deny
+   * form (src/security/bucket-policy.ts), or an AWS policy document (`{document}`, S3's).
+   */
+  policy?:
+    | {
+        version: 1;
+        statements: Array<{
+          effect: 'Deny';
+          actions: string[];
+          principals: string[];
+          prefix?: string;
+        }>;
+      }
+    | { document: string };
+  /** The bucket's S3 ACL (src/security/acl.ts); absent: private to its tenant. */
+  acl?: AclRecord;
+  /** The bucket's public access block (src/security/public-access.ts); absent: none. */
+  publicAccessBlock?: PublicAccessBlock;
   /** Lifecycle rules (src/service/lifecycle.ts validates them); absent: none. */
   lifecycle?: LifecycleRuleRecord[];
 }

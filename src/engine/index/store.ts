@@ -64,6 +64,14 @@ export interface Entry<T> {
  * entry only until the visit returns (the next read overwrites them), and may be longer than
  * the entry. The object itself is reused for every entry.
  */
+/** A record that `capture` saw read (`write: false`), put (`value`) or removed. */
+export interface StoreAccess {
+  readonly db: DbName;
+  readonly key: Buffer;
+  readonly write: boolean;
+  readonly value?: object | EncodedRecord;
+}
+
 export interface RawEntry {
   keyBytes: Buffer;
   keyStart: number;
@@ -138,6 +146,8 @@ export class IndexStore {
   private writes = 0;
   /** The records of BATCH_CACHED databases that the running batch holds, by database and key. */
   private batchRecords: Map<DbName, Map<string, BatchRecord>> | undefined;
+  /** While `capture` runs its callback: every record read and written, in order. */
+  private recorder: StoreAccess[] | undefined;
 
   private constructor(root: RootDatabase, readOnly: boolean) {
     this.root = root;
@@ -236,6 +246,7 @@ export class IndexStore {
    */
   get<T>(name: DbName, key: Buffer): T | undefined {
     if (!storable(key)) return undefined;
+    this.recorder?.push({ db: name, key: Buffer.from(key), write: false });
     const held = this.batchRecordOf(name, key);
     if (held) {
       if (held.value !== undefined) this.writes += 1; // the caller may change it in place
@@ -266,6 +277,7 @@ export class IndexStore {
   getShared<T>(name: DbName, key: Buffer, id = key.toString('latin1')): T | undefined {
     const db = this.db(name);
     if (!storable(key)) return undefined;
+    this.recorder?.push({ db: name, key: Buffer.from(key), write: false });
     const fast = db.getBinaryFast(key);
     let records = this.shared.get(name);
     if (!records) {
@@ -290,6 +302,7 @@ export class IndexStore {
 
   has(name: DbName, key: Buffer): boolean {
     if (!storable(key)) return false;
+    this.recorder?.push({ db: name, key: Buffer.from(key), write: false });
     const held = this.batchRecordOf(name, key);
     if (held) return held.value !== undefined;
     return this.db(name).getBinary(key) !== undefined;
@@ -381,6 +394,7 @@ export class IndexStore {
   /** Only inside `transact`. `value` may be encoded once beforehand, to be stored under several keys. */
   put(name: DbName, key: Buffer, value: object | EncodedRecord): void {
     this.writes += 1;
+    this.recorder?.push({ db: name, key: Buffer.from(key), write: true, value });
     const held = value instanceof EncodedRecord ? undefined : this.batchRecordOf(name, key);
     if (held) {
       held.value = value;
@@ -407,6 +421,7 @@ export class IndexStore {
   /** Only inside `transact`. */
   remove(name: DbName, key: Buffer): void {
     this.writes += 1;
+    this.recorder?.push({ db: name, key: Buffer.from(key), write: true });
     const held = this.batchRecordOf(name, key);
     if (held) {
       held.value = undefined;
@@ -448,6 +463,32 @@ export class IndexStore {
         }
       })
       .then((result) => (result === ABORT ? undefined : (result as Settled[])));
+  }
+
+  /**
+   * Runs `apply` in a child transaction that is always rolled back, and answers what it returned
+   * with every record it read (`get`, `peek`, `getShared`, `has`; not range scans) and wrote, in
+   * order. A cluster member runs a command this way to learn what it would change, before it
+   * publishes the change to the cluster (docs/cluster.md §6). Outside every batch.
+   */
+  capture<T>(apply: () => T): Promise<{ result: T; accesses: StoreAccess[] }> {
+    let captured: { result: T; accesses: StoreAccess[] } | undefined;
+    return this.root
+      .childTransaction(() => {
+        assert.equal(this.recorder, undefined, 'captures do not nest');
+        const accesses: StoreAccess[] = [];
+        this.recorder = accesses;
+        try {
+          captured = { result: apply(), accesses };
+        } finally {
+          this.recorder = undefined;
+        }
+        return ABORT;
+      })
+      .then(() => {
+        assert.ok(captured, 'capture ran its callback');
+        return captured;
+      });
   }
 
   /** A synchronous durable transaction, for offline tools that run without the engine. */

@@ -10,11 +10,18 @@ import type { SegmentSyncer } from '../segments/segment-syncer.js';
 
 export interface EngineContext {
   readonly store: IndexStore;
-  readonly masterKey: Buffer;
+  /** Replaced only by a master-key rotation (master-key-rotation.ts), inside its commit. */
+  masterKey: Buffer;
   readonly settings: Settings;
   now(): number;
   /** Makes worker-written segment data durable before a commit references it (engine only). */
   readonly syncer?: SegmentSyncer;
+  /**
+   * Counter values taken elsewhere (a cluster member's tenant numbers and bucket ids come from
+   * etcd, docs/cluster.md §4; a replicated version's sequence from its coordinator): the next
+   * `nextCounter` of each answers it, once, instead of the local counter.
+   */
+  readonly reserved?: { [K in keyof Counters]?: number | undefined };
 }
 
 const initialCounters: Counters = {
@@ -26,6 +33,11 @@ const initialCounters: Counters = {
 
 /** Takes the next value of a counter; inside a transaction. */
 export function nextCounter(context: EngineContext, name: keyof Counters): number {
+  const reserved = context.reserved?.[name];
+  if (reserved !== undefined && context.reserved !== undefined) {
+    context.reserved[name] = undefined;
+    return reserved;
+  }
   const counters = context.store.get<Counters>(DB.meta, META_COUNTERS) ?? { ...initialCounters };
   const value = counters[name];
   counters[name] = value + 1;

@@ -79,7 +79,7 @@ export function setBucketTags(
   return bucket;
 }
 
-interface VersionTarget {
+export interface VersionTarget {
   tenantId: string;
   bucket: string;
   key: string;
@@ -91,7 +91,7 @@ interface VersionTarget {
  * its id is refused as S3 refuses it: a copy source is 400, and tags, retention and legal hold
  * are 405 (a marker has none), with the marker's headers; a key whose latest is one is 404.
  */
-function targetVersion(
+export function targetVersion(
   context: EngineContext,
   args: VersionTarget,
   role: 'subject' | 'copy source' = 'subject',
@@ -114,7 +114,7 @@ function targetVersion(
 }
 
 /** Rewrites a version's record in place (and the current copy when it is the current one). */
-function saveVersion(
+export function saveVersion(
   context: EngineContext,
   bucket: BucketRecord,
   version: ObjectVersionRecord,

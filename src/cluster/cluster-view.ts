@@ -1,0 +1,129 @@
+// What a member's engine knows of the cluster to place objects (replication.ts): its own node
+// number, the replication factor, and the storage members with their addresses, re-read from
+// etcd every VIEW_REFRESH_MS (membership changes are rare, and placement tolerates a view a few
+// seconds old: a write still needs a majority of the set it was sent to). A node that has not
+// read it for QUORUM_STALE_MS cannot reach etcd's quorum and refuses writes (`quorate`).
+
+import { Unavailable } from '../util/errors.js';
+import type { Logger } from '../util/log.js';
+import type { MemberRecord, Registry } from './registry.js';
+import type { ClusterView } from './replication.js';
+
+const VIEW_REFRESH_MS = 2_000;
+/** How long an engine that starts waits for its first read of the membership. */
+const FIRST_READ_MS_MAX = 3_000;
+/**
+ * A node whose last read of the membership (a linearizable etcd read: it needs etcd's quorum) is
+ * older than this refuses writes: it is on the minority side of a partition, or etcd has lost
+ * its quorum.
+ */
+const QUORUM_STALE_MS = 10_000;
+const NODE_NUMS_MAX = 128;
+/** Members that hold data: every state before `drained`, except a join in progress. */
+const STORAGE_STATES = new Set(['voter', 'draining']);
+
+export class EtcdClusterView implements ClusterView {
+  private current = new Map<string, MemberRecord>();
+  private timer: NodeJS.Timeout | undefined;
+  private agreedAt = 0;
+
+  private constructor(
+    readonly nodeId: string,
+    readonly nodeNum: number,
+    readonly replicationFactor: number,
+    private readonly registry: Registry,
+    private readonly log: Logger,
+  ) {}
+
+  /**
+   * The view of this node; its number and the replication factor are kept in the index once
+   * read (`saved`), so that an engine restarting while etcd has no quorum still starts (its
+   * writes are refused until etcd answers again).
+   */
+  static async open(options: {
+    registry: Registry;
+    nodeId: string;
+    saved: { nodeNum: number; replicationFactor: number } | undefined;
+    save: (identity: { nodeNum: number; replicationFactor: number }) => Promise<void>;
+    log: Logger;
+  }): Promise<EtcdClusterView> {
+    const { registry, nodeId, log } = options;
+    let identity = options.saved;
+    if (identity === undefined) {
+      const cluster = await registry.cluster();
+      if (cluster === undefined) throw Unavailable('the cluster record is not in etcd');
+      identity = {
+        nodeNum: await nodeNumOf(registry, nodeId),
+        replicationFactor: cluster.replicationFactor,
+      };
+      await options.save(identity);
+    }
+    const view = new EtcdClusterView(
+      nodeId,
+      identity.nodeNum,
+      identity.replicationFactor,
+      registry,
+      log,
+    );
+    // The first read, if etcd answers soon; without it, the engine starts all the same.
+    let waited: NodeJS.Timeout | undefined;
+    await Promise.race([
+      view.refresh(),
+      new Promise((resolve) => (waited = setTimeout(resolve, FIRST_READ_MS_MAX))),
+    ]);
+    clearTimeout(waited);
+    view.timer = setInterval(() => void view.refresh(), VIEW_REFRESH_MS);
+    view.timer.unref();
+    return view;
+  }
+
+  members(): ReadonlyMap<string, MemberRecord> {
+    return this.current;
+  }
+
+  quorate(): boolean {
+    return Date.now() - this.agreedAt < QUORUM_STALE_MS;
+  }
+
+  private async refresh(): Promise<void> {
+    try {
+      const members = await this.registry.members();
+      this.agreedAt = Date.now();
+      this.current = new Map(
+        members
+          .map((entry) => entry.record)
+          .filter((record) => STORAGE_STATES.has(record.state))
+          .map((record) => [record.id, record]),
+      );
+    } catch (error) {
+      this.log.warn({ err: error }, 'membership not re-read; placement uses the last one');
+    }
+  }
+
+  close(): void {
+    clearInterval(this.timer);
+  }
+}
+
+/** This node's number (0 to 127), taken once from etcd's counter `ids/nodeNum`. */
+async function nodeNumOf(registry: Registry, nodeId: string): Promise<number> {
+  const own = registry.key(`node-nums/${nodeId}`);
+  const counter = registry.key('ids/nodeNum');
+  for (;;) {
+    const held = await registry.client.get(own).string();
+    if (held !== null) return Number(held);
+    const response = await registry.client.get(counter).exec();
+    const kv = response.kvs[0];
+    const next = kv === undefined ? 0 : Number(kv.value.toString());
+    if (next >= NODE_NUMS_MAX)
+      throw Unavailable(`a cluster has at most ${NODE_NUMS_MAX} storage nodes in its life`);
+    await registry.client
+      .if(counter, 'Mod', '==', kv?.mod_revision ?? '0')
+      .and(own, 'Create', '==', 0)
+      .then(
+        registry.client.put(own).value(String(next)),
+        registry.client.put(counter).value(String(next + 1)),
+      )
+      .commit();
+  }
+}

@@ -1,0 +1,201 @@
+// Anti-entropy between the replicas of a bucket (docs/cluster.md §9, as built): this node pushes
+// every write it holds that a replica lacks or holds older. Run on every replica of a bucket, it
+// leaves each of them with the newest write of every key any of them held (the union), whatever
+// writes each missed while it was down or cut off, and it puts a bucket's data on the nodes that
+// newly became its replicas after a membership change (rebalance).
+//
+// A page of REPAIR_PAGE_KEYS current versions (and then of tombstones) is read from the index,
+// each replica is asked for its newest sequence of those keys in one message, and what it lacks
+// is copied as a replicated write (records verified by the receiver, then the version with its
+// sequence) or a replicated delete. Copies are throttled to REPAIR_BYTES_PER_S per node, so a
+// rebalance does not starve the data path. A dry run only counts.
+
+import {
+  DB,
+  prefixRange,
+  tenantChildRange,
+  type BucketRecord,
+  type ObjectVersionRecord,
+  type TenantRecord,
+} from '../engine/index/schema.js';
+import type { IndexStore } from '../engine/index/store.js';
+import type { Logger } from '../util/log.js';
+
+export const REPAIR_PAGE_KEYS = 256;
+/** The most a repair copies per second from one node (100 MB/s). */
+export const REPAIR_BYTES_PER_S = 100_000_000;
+
+export interface RepairCounts {
+  buckets: number;
+  objectsChecked: number;
+  copiesSent: number;
+  deletesSent: number;
+  bytesSent: number;
+  replicasUnreachable: number;
+}
+
+export function emptyCounts(): RepairCounts {
+  return {
+    buckets: 0,
+    objectsChecked: 0,
+    copiesSent: 0,
+    deletesSent: 0,
+    bytesSent: 0,
+    replicasUnreachable: 0,
+  };
+}
+
+export function addCounts(into: RepairCounts, from: Partial<RepairCounts>): void {
+  for (const field of Object.keys(into) as Array<keyof RepairCounts>)
+    into[field] += typeof from[field] === 'number' ? from[field] : 0;
+}
+
+/** What repair needs of the replicator (replication.ts), as one interface. */
+export interface RepairPeer {
+  readonly log: Logger;
+  readonly store: IndexStore;
+  /** The other replicas of `bucket` with their data addresses. */
+  otherReplicas(bucket: BucketRecord): string[];
+  heads(
+    address: string,
+    args: { tenantId: string; bucket: string; keys: string[] },
+  ): Promise<Array<{ seq: number; deleted: boolean }>>;
+  /** Copies the version to `address` (records, then the version); answers the bytes sent. */
+  copyVersion(
+    address: string,
+    tenant: TenantRecord,
+    bucket: BucketRecord,
+    version: ObjectVersionRecord,
+  ): Promise<number>;
+  sendDelete(address: string, bucket: BucketRecord, key: string, seq: number): Promise<void>;
+  tombstones(
+    bucket: BucketRecord,
+    after: string | undefined,
+    limit: number,
+  ): Array<{ key: string; seq: number }>;
+}
+
+/** Repairs every bucket of `tenant` (or only `bucketName`) from this node's copies. */
+export async function repairTenant(
+  peer: RepairPeer,
+  tenant: TenantRecord,
+  bucketName: string | undefined,
+  dryRun: boolean,
+): Promise<RepairCounts> {
+  const counts = emptyCounts();
+  const throttle = new Throttle(REPAIR_BYTES_PER_S);
+  for (const { value: bucket } of peer.store.range<BucketRecord>(
+    DB.buckets,
+    tenantChildRange(tenant.id),
+  )) {
+    if (bucketName !== undefined && bucket.name !== bucketName) continue;
+    counts.buckets += 1;
+    await repairBucket(peer, tenant, bucket, { dryRun, counts, throttle });
+  }
+  return counts;
+}
+
+async function repairBucket(
+  peer: RepairPeer,
+  tenant: TenantRecord,
+  bucket: BucketRecord,
+  run: { dryRun: boolean; counts: RepairCounts; throttle: Throttle },
+): Promise<void> {
+  const others = peer.otherReplicas(bucket);
+  if (others.length === 0) return;
+  const range = prefixRange(bucket.id, '');
+  let start = range.start;
+  for (;;) {
+    const page: ObjectVersionRecord[] = [];
+    for (const { key, value } of peer.store.range<ObjectVersionRecord>(DB.objects, {
+      start,
+      end: range.end,
+      limit: REPAIR_PAGE_KEYS,
+    })) {
+      page.push(value);
+      start = Buffer.concat([key, Buffer.from([0])]);
+    }
+    if (page.length === 0) break;
+    run.counts.objectsChecked += page.length;
+    await pushNewer(peer, others, tenant, bucket, run, {
+      keys: page.map((version) => version.key),
+      send: async (address, index) => {
+        const version = page[index] as ObjectVersionRecord;
+        if (version.deleteMarker === true) return 0;
+        return peer.copyVersion(address, tenant, bucket, version);
+      },
+      seqOf: (index) => (page[index] as ObjectVersionRecord).seq,
+    });
+  }
+  let after: string | undefined;
+  for (;;) {
+    const tombs = peer.tombstones(bucket, after, REPAIR_PAGE_KEYS);
+    if (tombs.length === 0) break;
+    after = tombs[tombs.length - 1]?.key;
+    await pushNewer(peer, others, tenant, bucket, run, {
+      keys: tombs.map((tomb) => tomb.key),
+      send: async (address, index) => {
+        const tomb = tombs[index] as { key: string; seq: number };
+        await peer.sendDelete(address, bucket, tomb.key, tomb.seq);
+        run.counts.deletesSent += 1;
+        return 0;
+      },
+      seqOf: (index) => (tombs[index] as { seq: number }).seq,
+    });
+  }
+}
+
+async function pushNewer(
+  peer: RepairPeer,
+  others: readonly string[],
+  tenant: TenantRecord,
+  bucket: BucketRecord,
+  run: { dryRun: boolean; counts: RepairCounts; throttle: Throttle },
+  page: {
+    keys: string[];
+    send: (address: string, index: number) => Promise<number>;
+    seqOf: (index: number) => number;
+  },
+): Promise<void> {
+  for (const address of others) {
+    let heads: Array<{ seq: number; deleted: boolean }>;
+    try {
+      heads = await peer.heads(address, {
+        tenantId: tenant.id,
+        bucket: bucket.name,
+        keys: page.keys,
+      });
+    } catch (error) {
+      peer.log.warn({ err: error, address }, 'replica not repaired: it did not answer');
+      run.counts.replicasUnreachable += 1;
+      continue;
+    }
+    for (const [index, head] of heads.entries()) {
+      if (head.seq >= page.seqOf(index)) continue;
+      if (run.dryRun) {
+        run.counts.copiesSent += 1;
+        continue;
+      }
+      const bytes = await page.send(address, index);
+      if (bytes > 0) {
+        run.counts.copiesSent += 1;
+        run.counts.bytesSent += bytes;
+        await run.throttle.spend(bytes);
+      }
+    }
+  }
+}
+
+/** At most `bytesPerS` on average: waits when the bytes sent run ahead of the clock. */
+class Throttle {
+  private readonly started = performance.now();
+  private sent = 0;
+
+  constructor(private readonly bytesPerS: number) {}
+
+  async spend(bytes: number): Promise<void> {
+    this.sent += bytes;
+    const due = (this.sent / this.bytesPerS) * 1000 - (performance.now() - this.started);
+    if (due > 0) await new Promise((resolve) => setTimeout(resolve, due));
+  }
+}

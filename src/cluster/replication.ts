@@ -1,0 +1,774 @@
+// Replicated objects (docs/cluster.md §8, as built): in a member's engine process, writes of
+// objects are copied to the replicas of their bucket and acknowledged once a majority of them has
+// each made the copy durable; reads first make this node's copy current from a majority.
+//
+// - Placement: a bucket's replicas are `min(replicationFactor, storage members)` members, chosen
+//   by rendezvous hashing of (bucket id, node id) over the storage members (`voter`,
+//   `draining`), so every node computes the same set from the same membership.
+// - Order: every replicated write carries a sequence `((ms since 2025) × 256 + n) × 128 + node
+//   number`, a hybrid logical clock: it grows on each node, takes the largest it has seen from
+//   others, and the node number (from etcd, once per node) makes it unique in the cluster. The
+//   newest sequence wins (last writer wins, as Garage's objects do). It is the version's `seq`
+//   on every replica, so a versioned bucket's version ids agree everywhere.
+// - A write (`putObject`, `deleteObject`) runs here first, as on a single node (its rules,
+//   conditions, quota, idempotency and audit row), then its chunk records (bytes as stored:
+//   encrypted under the tenant's key, which every member holds) and its manifest go to every
+//   other replica, which verifies each record's checksums, appends it to its own segments,
+//   fdatasyncs, and commits the version with the same sequence. The answer waits for a majority
+//   of the replica set, this node counted when it is one; fewer is 503 `unavailable` (the write
+//   may still be found later on the replicas that took it).
+// - A replica refuses nothing newer: an incoming write older than what it holds for the key (a
+//   newer version, or the tombstone of a newer delete) is acknowledged and dropped. An unversioned
+//   delete leaves a tombstone (the delete's sequence) so that a replica that missed it cannot
+//   bring the object back.
+// - A read asks the replicas for their newest sequence of the key; once a majority answered, a
+//   newer one than this node's is fetched (manifest, then record batches) and committed here,
+//   then the read goes on locally. So a node that was down catches up on each key it serves.
+
+import { createHash } from 'node:crypto';
+import { open } from 'node:fs/promises';
+import { join } from 'node:path';
+import assert from 'node:assert/strict';
+import type { LocalEngine } from '../engine/command-router.js';
+import {
+  DB,
+  chunkKey,
+  objectKey,
+  tenantChildKey,
+  tenantKey,
+  type BucketRecord,
+  type ChunkRecord,
+  type ObjectVersionRecord,
+  type TenantRecord,
+} from '../engine/index/schema.js';
+import { unpackChunkRefs, type ManifestChunk } from '../engine/ops/objects.js';
+import { SegmentWriter } from '../engine/segments/segment-writer.js';
+import { segmentFileName } from '../format/segment-header.js';
+import { decodeRecordHeader, verifyPayload, RECORD_HEADER_SIZE } from '../format/record-frame.js';
+import { BadRequest, NotFound, Unavailable } from '../util/errors.js';
+import type { Logger } from '../util/log.js';
+import { callData, dataAddressOf, DATA_BATCH_BYTES, type DataHandler } from './data-transport.js';
+import type { MemberRecord } from './registry.js';
+import {
+  addCounts,
+  emptyCounts,
+  repairTenant,
+  REPAIR_PAGE_KEYS,
+  type RepairCounts,
+  type RepairPeer,
+} from './repair.js';
+
+const EPOCH_MS = Date.UTC(2025, 0, 1);
+const NODE_NUMS = 128;
+const PER_MS = 256;
+/** A tombstone of an unversioned delete, in `meta` under `tomb/<bucketId>/<key>`. */
+const TOMB_PREFIX = 'tomb/';
+/** How long a read waits for the replicas' answers. */
+const HEAD_MS_MAX = 5_000;
+/** The longest one member's share of a repair may take before it is reported unreachable. */
+const REPAIR_MS_MAX = 10 * 60_000;
+const ZERO = Buffer.from([0]);
+/** Locations of received records a node keeps for their manifests, per tenant. */
+const PENDING_RECORDS_MAX = 100_000;
+
+export interface ClusterView {
+  readonly nodeId: string;
+  readonly nodeNum: number;
+  readonly replicationFactor: number;
+  /** Storage members, by id. */
+  members(): ReadonlyMap<string, MemberRecord>;
+  /** Whether this node reached etcd's quorum lately; writes are refused when it has not. */
+  quorate(): boolean;
+}
+
+interface Head {
+  readonly seq: number;
+  readonly deleted: boolean;
+}
+
+/**
+ * The members that hold bucket `bucketId` (see the header): ranked by rendezvous hashing, the
+ * best-ranked member of each zone first (so copies land in as many zones as there are), then the
+ * best-ranked of the rest; deterministic for a given membership.
+ */
+export function replicasOf(
+  bucketId: number,
+  members: ReadonlyArray<{ readonly id: string; readonly zone: string }>,
+  replicationFactor: number,
+): string[] {
+  const score = (nodeId: string): Buffer =>
+    createHash('sha256').update(`${bucketId}:${nodeId}`).digest();
+  const ranked = members
+    .map((member) => ({ ...member, score: score(member.id) }))
+    .sort((a, b) => Buffer.compare(b.score, a.score) || (a.id < b.id ? -1 : 1));
+  const count = Math.min(replicationFactor, ranked.length);
+  const chosen: string[] = [];
+  const zones = new Set<string>();
+  for (const member of ranked)
+    if (chosen.length < count && !zones.has(member.zone)) {
+      zones.add(member.zone);
+      chosen.push(member.id);
+    }
+  for (const member of ranked)
+    if (chosen.length < count && !chosen.includes(member.id)) chosen.push(member.id);
+  return chosen;
+}
+
+export function majorityOf(count: number): number {
+  return Math.floor(count / 2) + 1;
+}
+
+function tombKey(bucketId: number, key: string): Buffer {
+  return Buffer.concat([Buffer.from(`${TOMB_PREFIX}${bucketId}/`), Buffer.from(key, 'utf8')]);
+}
+
+export class Replicator implements RepairPeer {
+  private last = 0;
+  private writer: SegmentWriter;
+
+  constructor(
+    private readonly local: LocalEngine,
+    private readonly view: ClusterView,
+    private readonly secret: Buffer,
+    readonly log: Logger,
+  ) {
+    assert.ok(view.nodeNum >= 0 && view.nodeNum < NODE_NUMS, 'node number in range');
+    this.writer = new SegmentWriter({
+      segmentsDir: local.segmentsDir,
+      segmentBytesMax: local.settings.bytes('storage.segment_bytes_max'),
+      directIo: local.settings.bool('storage.direct_io'),
+      registry: {
+        allocate: async () =>
+          (
+            (await local.runLocal('allocSegment', { ownerPid: process.pid })) as {
+              segmentId: number;
+            }
+          ).segmentId,
+        seal: async (segmentId, size) => {
+          await local.runLocal('sealSegment', { segmentId, size });
+        },
+      },
+    });
+  }
+
+  /** The next sequence of this node (see the header). */
+  nextSeq(): number {
+    const floor = (Date.now() - EPOCH_MS) * PER_MS * NODE_NUMS + this.view.nodeNum;
+    const next = Math.max(
+      floor,
+      this.last - (this.last % NODE_NUMS) + NODE_NUMS + this.view.nodeNum,
+    );
+    assert.ok(Number.isSafeInteger(next), 'sequence is a safe integer');
+    this.last = next;
+    return next;
+  }
+
+  private observe(seq: number): void {
+    if (seq > this.last) this.last = seq;
+  }
+
+  handlers(): Map<string, DataHandler> {
+    return new Map<string, DataHandler>([
+      ['/cluster/v1/data/records', (_from, body) => this.acceptRecords(body)],
+      ['/cluster/v1/data/put', (_from, body) => this.acceptPut(body)],
+      ['/cluster/v1/data/delete', (_from, body) => this.acceptDelete(body)],
+      ['/cluster/v1/data/head', (_from, body) => Promise.resolve(this.headOf(body))],
+      ['/cluster/v1/data/fetch', (_from, body) => Promise.resolve(this.manifestOf(body))],
+      ['/cluster/v1/data/chunks', (_from, body) => this.recordsOf(body)],
+      ['/cluster/v1/data/heads', (_from, body) => Promise.resolve(this.headsOf(body))],
+      ['/cluster/v1/data/repair', (_from, body) => this.repairHere(body)],
+    ]);
+  }
+
+  async close(): Promise<void> {
+    await this.writer.close();
+  }
+
+  // ---- the coordinator's side ---------------------------------------------------------------
+
+  /** `putObject` here, then on a majority of the bucket's replicas. */
+  async put(args: Record<string, unknown>): Promise<unknown> {
+    this.requireQuorum();
+    const seq = this.nextSeq();
+    const now = Date.now();
+    const version = (await this.local.runLocal('putObject', args, {
+      reserved: { nextSeq: seq },
+      now,
+    })) as ObjectVersionRecord;
+    const { tenant, bucket } = this.bucketOf(args);
+    this.clearTomb(bucket.id, version.key, seq);
+    const manifest = replicaPutArgs(args);
+    await this.toReplicas(bucket, async (address) => {
+      await this.sendRecords(address, tenant, unpackChunkRefs(version.chunks));
+      await this.call(address, 'put', { args: manifest, seq, now });
+    });
+    return version;
+  }
+
+  /** `deleteObject` here, then on a majority of the bucket's replicas. */
+  async delete(args: Record<string, unknown>): Promise<unknown> {
+    this.requireQuorum();
+    const seq = this.nextSeq();
+    const now = Date.now();
+    const { bucket } = this.bucketOf(args);
+    const result = await this.local.runLocal('deleteObject', args, {
+      reserved: { nextSeq: seq },
+      now,
+    });
+    if (bucket.versioning === 'Unversioned' && args['versionId'] === undefined)
+      await this.writeTomb(bucket.id, String(args['key']), seq);
+    const replicated = {
+      tenantId: args['tenantId'],
+      bucket: args['bucket'],
+      key: args['key'],
+      ...(args['versionId'] === undefined ? {} : { versionId: args['versionId'] }),
+    };
+    await this.toReplicas(bucket, (address) =>
+      this.call(address, 'delete', { args: replicated, seq, now }).then(() => undefined),
+    );
+    return result;
+  }
+
+  /**
+   * A node cut off from etcd's quorum (the minority side of a partition) refuses a write before
+   * it changes anything, so that no write it could not replicate is left behind on it.
+   */
+  private requireQuorum(): void {
+    if (!this.view.quorate())
+      throw Unavailable('this node cannot reach a majority of the cluster; writes are refused');
+  }
+
+  /** Makes this node's copy of `key` as new as a majority of its replicas' (see the header). */
+  async freshen(args: { tenantId: string; bucket: string; key: string }): Promise<void> {
+    const { tenant, bucket } = this.bucketOf(args);
+    const replicas = this.replicaIds(bucket);
+    const self = this.view.nodeId;
+    const own = this.localHead(bucket, args.key);
+    const others = replicas.filter((id) => id !== self);
+    const needed = majorityOf(replicas.length) - (replicas.includes(self) ? 1 : 0);
+    if (needed <= 0 && others.length === 0) return;
+    const heads = await this.gather(others, needed, (address) =>
+      this.call(address, 'head', args, HEAD_MS_MAX),
+    );
+    let best: { address: string; head: Head } | undefined;
+    for (const [address, answer] of heads) {
+      const head = answer as unknown as Head;
+      if (head.seq > (best?.head.seq ?? own.seq)) best = { address, head };
+    }
+    if (best === undefined) return;
+    this.observe(best.head.seq);
+    if (best.head.deleted) {
+      await this.applyDelete({ ...args }, best.head.seq, Date.now());
+      return;
+    }
+    await this.pull(best.address, tenant, args);
+  }
+
+  private async pull(
+    address: string,
+    tenant: TenantRecord,
+    args: { tenantId: string; bucket: string; key: string },
+  ): Promise<void> {
+    const fetched = await this.call(address, 'fetch', args);
+    const chunks = (fetched['chunks'] as Array<{ id: Buffer; plainLength: number }>).map(
+      (chunk) => ({ id: Buffer.from(chunk.id), plainLength: chunk.plainLength }),
+    );
+    const locations = new Map<string, ManifestChunk['location']>();
+    for (let start = 0; start < chunks.length;) {
+      const answer = await this.call(address, 'chunks', {
+        tenantNum: tenant.num,
+        ids: chunks.slice(start).map((chunk) => chunk.id),
+      });
+      const records = answer['records'] as Buffer[];
+      if (records.length === 0) throw Unavailable(`node at ${address} sent no chunk records`);
+      for (const [id, location] of await this.storeRecords(tenant.num, records))
+        locations.set(id, location);
+      start += records.length;
+    }
+    const manifest = {
+      ...(fetched['args'] as Record<string, unknown>),
+      chunks: chunks.map((chunk) => ({
+        ...chunk,
+        location: locations.get(chunk.id.toString('hex')),
+      })),
+    };
+    await this.applyPut(manifest, fetched['seq'] as number, fetched['now'] as number);
+  }
+
+  /** Runs `send` to every other replica; resolves once a majority of the set holds the write. */
+  private async toReplicas(
+    bucket: BucketRecord,
+    send: (address: string) => Promise<void>,
+  ): Promise<void> {
+    const replicas = this.replicaIds(bucket);
+    const self = this.view.nodeId;
+    const needed = majorityOf(replicas.length) - (replicas.includes(self) ? 1 : 0);
+    const others = replicas.filter((id) => id !== self);
+    await this.gather(others, needed, async (address) => {
+      await send(address);
+      return {};
+    });
+  }
+
+  /**
+   * Calls `each` on the members `ids` at once; resolves with the answers once `needed` of them
+   * answered (the others go on, their failures logged), or fails once that cannot happen.
+   */
+  private gather(
+    ids: readonly string[],
+    needed: number,
+    each: (address: string) => Promise<Record<string, unknown>>,
+  ): Promise<Map<string, Record<string, unknown>>> {
+    const answers = new Map<string, Record<string, unknown>>();
+    if (needed <= 0) {
+      for (const id of ids) void this.tryOne(id, each, answers);
+      return Promise.resolve(answers);
+    }
+    return new Promise((resolve, reject) => {
+      let failed = 0;
+      const errors: string[] = [];
+      for (const id of ids) {
+        this.tryOne(id, each, answers).then(
+          () => {
+            if (answers.size === needed) resolve(new Map(answers));
+          },
+          (error: unknown) => {
+            failed += 1;
+            errors.push(`${id}: ${(error as Error).message}`);
+            if (ids.length - failed < needed)
+              reject(
+                Unavailable(
+                  `a majority of the replicas did not answer (${needed} more needed): ` +
+                    errors.join('; '),
+                ),
+              );
+          },
+        );
+      }
+      if (ids.length < needed) reject(Unavailable('too few replicas are members'));
+    });
+  }
+
+  private async tryOne(
+    id: string,
+    each: (address: string) => Promise<Record<string, unknown>>,
+    answers: Map<string, Record<string, unknown>>,
+  ): Promise<void> {
+    const member = this.view.members().get(id);
+    if (member === undefined) throw Unavailable(`member ${id} is gone`);
+    try {
+      const address = dataAddressOf(member.address);
+      answers.set(address, await each(address));
+    } catch (error) {
+      this.log.warn({ err: error, nodeId: id }, 'replica did not take the write or answer');
+      throw error;
+    }
+  }
+
+  private async sendRecords(
+    address: string,
+    tenant: TenantRecord,
+    refs: ReadonlyArray<{ id: Buffer }>,
+  ): Promise<number> {
+    let batch: Buffer[] = [];
+    let bytes = 0;
+    let total = 0;
+    for (const ref of refs) {
+      const record = await this.readRecord(tenant.num, ref.id);
+      total += record.length;
+      if (bytes + record.length > DATA_BATCH_BYTES && batch.length > 0) {
+        await this.call(address, 'records', { tenantNum: tenant.num, records: batch });
+        batch = [];
+        bytes = 0;
+      }
+      batch.push(record);
+      bytes += record.length;
+    }
+    if (batch.length > 0)
+      await this.call(address, 'records', { tenantNum: tenant.num, records: batch });
+    return total;
+  }
+
+  // ---- repair (repair.ts) -------------------------------------------------------------------
+
+  get store(): LocalEngine['store'] {
+    return this.local.store;
+  }
+
+  otherReplicas(bucket: BucketRecord): string[] {
+    const members = this.view.members();
+    return this.replicaIds(bucket)
+      .filter((id) => id !== this.view.nodeId)
+      .map((id) => dataAddressOf((members.get(id) as MemberRecord).address));
+  }
+
+  async heads(
+    address: string,
+    args: { tenantId: string; bucket: string; keys: string[] },
+  ): Promise<Head[]> {
+    return (await this.call(address, 'heads', args))['heads'] as Head[];
+  }
+
+  async copyVersion(
+    address: string,
+    tenant: TenantRecord,
+    bucket: BucketRecord,
+    version: ObjectVersionRecord,
+  ): Promise<number> {
+    const chunks = unpackChunkRefs(version.chunks);
+    const bytes = await this.sendRecords(address, tenant, chunks);
+    const args = { ...putArgsOf(tenant.id, bucket.name, version), chunks };
+    await this.call(address, 'put', { args, seq: version.seq, now: version.lastModified });
+    return bytes;
+  }
+
+  async sendDelete(address: string, bucket: BucketRecord, key: string, seq: number): Promise<void> {
+    const args = { tenantId: bucket.tenantId, bucket: bucket.name, key };
+    await this.call(address, 'delete', { args, seq, now: Date.now() });
+  }
+
+  tombstones(
+    bucket: BucketRecord,
+    after: string | undefined,
+    limit: number,
+  ): Array<{ key: string; seq: number }> {
+    const prefix = tombKey(bucket.id, '');
+    const start = after === undefined ? prefix : Buffer.concat([tombKey(bucket.id, after), ZERO]);
+    const found: Array<{ key: string; seq: number }> = [];
+    for (const { key, value } of this.local.store.range<{ seq: number }>(DB.meta, {
+      start,
+      end: Buffer.concat([prefix, Buffer.from([0xff])]),
+      limit,
+    }))
+      found.push({ key: key.subarray(prefix.length).toString('utf8'), seq: value.seq });
+    return found;
+  }
+
+  private headsOf(body: Record<string, unknown>): Record<string, unknown> {
+    const { bucket } = this.bucketOf(body);
+    const keys = body['keys'];
+    if (!Array.isArray(keys) || keys.length > REPAIR_PAGE_KEYS)
+      throw BadRequest(`heads takes at most ${REPAIR_PAGE_KEYS} keys`);
+    return { heads: keys.map((key) => this.localHead(bucket, String(key))) };
+  }
+
+  /** A repair of one tenant (or bucket) by this node, from its own copies. */
+  private async repairHere(body: Record<string, unknown>): Promise<RepairCounts> {
+    const tenantId = String(body['tenantId']);
+    const tenant = this.local.store.get<TenantRecord>(DB.tenants, tenantKey(tenantId));
+    if (tenant === undefined) throw NotFound(`tenant ${tenantId} is not known on this node`);
+    const bucket = typeof body['bucket'] === 'string' ? body['bucket'] : undefined;
+    return repairTenant(this, tenant, bucket, body['dryRun'] === true);
+  }
+
+  /**
+   * A node that starts asks every other member to push what this node missed while it was down
+   * (each of them repairs every tenant it holds). In the background; failures are logged.
+   */
+  async catchUp(): Promise<void> {
+    const tenants = [...this.local.store.range<TenantRecord>(DB.tenants, {})]
+      .map((entry) => entry.value)
+      .filter((tenant) => tenant.state !== 'deleted');
+    const others = [...this.view.members().values()].filter(
+      (member) => member.id !== this.view.nodeId,
+    );
+    for (const tenant of tenants)
+      for (const member of others) {
+        const args = { tenantId: tenant.id, dryRun: false };
+        await this.call(dataAddressOf(member.address), 'repair', args, REPAIR_MS_MAX).then(
+          (counts) =>
+            this.log.info({ nodeId: member.id, tenantId: tenant.id, counts }, 'caught up'),
+          (error: unknown) =>
+            this.log.warn({ err: error, nodeId: member.id }, 'not caught up from a member'),
+        );
+      }
+  }
+
+  /**
+   * Repairs a tenant (or one bucket) on every storage member: each pushes what the other
+   * replicas lack. Answers the counts summed, and each member's.
+   */
+  async repair(args: {
+    tenantId: string;
+    bucket?: string;
+    dryRun: boolean;
+  }): Promise<{ counts: RepairCounts; nodes: Record<string, unknown> }> {
+    const counts = emptyCounts();
+    const nodes: Record<string, unknown> = {};
+    const started = performance.now();
+    await Promise.all(
+      [...this.view.members().values()].map(async (member) => {
+        try {
+          const result =
+            member.id === this.view.nodeId
+              ? await this.repairHere(args)
+              : ((await this.call(
+                  dataAddressOf(member.address),
+                  'repair',
+                  args,
+                  REPAIR_MS_MAX,
+                )) as unknown as RepairCounts);
+          addCounts(counts, result);
+          nodes[member.id] = result;
+        } catch (error) {
+          nodes[member.id] = { error: (error as Error).message };
+        }
+      }),
+    );
+    const seconds = (performance.now() - started) / 1000;
+    return { counts, nodes: { ...nodes, seconds } };
+  }
+
+  // ---- the replica's side -------------------------------------------------------------------
+
+  /** Verifies and stores chunk records; answers where they are now. */
+  private async acceptRecords(body: Record<string, unknown>): Promise<Record<string, unknown>> {
+    const tenantNum = body['tenantNum'];
+    const records = body['records'];
+    if (typeof tenantNum !== 'number' || !Array.isArray(records))
+      throw BadRequest('records takes {tenantNum, records}');
+    const stored = await this.storeRecords(tenantNum, records as Buffer[]);
+    return { stored: stored.size };
+  }
+
+  private async storeRecords(
+    tenantNum: number,
+    records: readonly Buffer[],
+  ): Promise<Map<string, ManifestChunk['location']>> {
+    const locations = new Map<string, ManifestChunk['location']>();
+    const appended = [];
+    for (const raw of records) {
+      const record = Buffer.from(raw);
+      const header = decodeRecordHeader(record, 0);
+      if (header.tenantNum !== tenantNum) throw BadRequest('a chunk record of another tenant');
+      if (record.length !== RECORD_HEADER_SIZE + header.payloadLength)
+        throw BadRequest('a chunk record with a bad length');
+      verifyPayload(header, record.subarray(RECORD_HEADER_SIZE));
+      const at = await this.writer.append([record]);
+      appended.push(at.durable());
+      locations.set(Buffer.from(header.chunkId).toString('hex'), {
+        segmentId: at.segmentId,
+        offset: at.offset,
+        length: at.length,
+        payloadChecksum: header.payloadChecksum,
+      });
+    }
+    await Promise.all(appended);
+    // Records whose manifest never came (its sender died) are only forgotten, never committed:
+    // their bytes are garbage that compaction reclaims.
+    const held = this.pending.get(tenantNum) ?? new Map<string, ManifestChunk['location']>();
+    if (held.size > PENDING_RECORDS_MAX) held.clear();
+    for (const [id, location] of locations) held.set(id, location);
+    this.pending.set(tenantNum, held);
+    return locations;
+  }
+
+  /** Locations of records received ahead of their manifest, by tenant number and chunk id. */
+  private readonly pending = new Map<number, Map<string, ManifestChunk['location']>>();
+
+  private async acceptPut(body: Record<string, unknown>): Promise<Record<string, unknown>> {
+    const args = body['args'] as Record<string, unknown> | undefined;
+    const seq = body['seq'];
+    const now = body['now'];
+    if (args === undefined || typeof seq !== 'number' || typeof now !== 'number')
+      throw BadRequest('put takes {args, seq, now}');
+    const { tenant } = this.bucketOf(args);
+    const held = this.pending.get(tenant.num);
+    const chunks = (args['chunks'] as Array<{ id: Buffer; plainLength: number }>).map((chunk) => {
+      const id = Buffer.from(chunk.id);
+      const location = held?.get(id.toString('hex'));
+      return { id, plainLength: chunk.plainLength, ...(location ? { location } : {}) };
+    });
+    await this.applyPut({ ...args, chunks }, seq, now);
+    for (const chunk of chunks) held?.delete(chunk.id.toString('hex'));
+    return { seq };
+  }
+
+  private async acceptDelete(body: Record<string, unknown>): Promise<Record<string, unknown>> {
+    const args = body['args'] as Record<string, unknown> | undefined;
+    const seq = body['seq'];
+    const now = body['now'];
+    if (args === undefined || typeof seq !== 'number' || typeof now !== 'number')
+      throw BadRequest('delete takes {args, seq, now}');
+    await this.applyDelete(args, seq, now);
+    return { seq };
+  }
+
+  /** Commits a replicated version, unless this node holds a newer write of its key. */
+  private async applyPut(args: Record<string, unknown>, seq: number, now: number): Promise<void> {
+    this.observe(seq);
+    const { bucket } = this.bucketOf(args);
+    const key = String(args['key']);
+    if (this.localHead(bucket, key).seq >= seq) return;
+    await this.local.runLocal('putObject', args, { reserved: { nextSeq: seq }, now });
+    this.clearTomb(bucket.id, key, seq);
+  }
+
+  private async applyDelete(
+    args: Record<string, unknown>,
+    seq: number,
+    now: number,
+  ): Promise<void> {
+    this.observe(seq);
+    const { bucket } = this.bucketOf(args);
+    const key = String(args['key']);
+    if (this.localHead(bucket, key).seq >= seq) return;
+    try {
+      await this.local.runLocal('deleteObject', args, { reserved: { nextSeq: seq }, now });
+    } catch (error) {
+      if (!(error instanceof Error && 'code' in error && error.code === 'not_found')) throw error;
+    }
+    if (bucket.versioning === 'Unversioned' && args['versionId'] === undefined)
+      await this.writeTomb(bucket.id, key, seq);
+  }
+
+  private headOf(body: Record<string, unknown>): Head {
+    const { bucket } = this.bucketOf(body);
+    return this.localHead(bucket, String(body['key']));
+  }
+
+  /** The newest write of `key` this node holds: its version's sequence, or its tombstone's. */
+  private localHead(bucket: BucketRecord, key: string): Head {
+    const { store } = this.local;
+    store.refresh();
+    const current = store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, key));
+    const tomb = store.get<{ seq: number }>(DB.meta, tombKey(bucket.id, key));
+    const seq = current?.seq ?? 0;
+    if (tomb !== undefined && tomb.seq > seq) return { seq: tomb.seq, deleted: true };
+    return { seq, deleted: current?.deleteMarker === true && seq > 0 };
+  }
+
+  private manifestOf(body: Record<string, unknown>): Record<string, unknown> {
+    const { bucket } = this.bucketOf(body);
+    const key = String(body['key']);
+    const version = this.local.store.get<ObjectVersionRecord>(
+      DB.objects,
+      objectKey(bucket.id, key),
+    );
+    if (version === undefined || version.deleteMarker === true)
+      throw NotFound(`object ${key} not found on this replica`);
+    return {
+      seq: version.seq,
+      now: version.lastModified,
+      chunks: unpackChunkRefs(version.chunks),
+      args: putArgsOf(String(body['tenantId']), bucket.name, version),
+    };
+  }
+
+  /** Chunk records by id, as many as fit one batch (at least one). */
+  private async recordsOf(body: Record<string, unknown>): Promise<Record<string, unknown>> {
+    const tenantNum = body['tenantNum'];
+    const ids = body['ids'];
+    if (typeof tenantNum !== 'number' || !Array.isArray(ids))
+      throw BadRequest('chunks takes {tenantNum, ids}');
+    const records: Buffer[] = [];
+    let bytes = 0;
+    for (const id of ids as Buffer[]) {
+      const record = await this.readRecord(tenantNum, Buffer.from(id));
+      if (records.length > 0 && bytes + record.length > DATA_BATCH_BYTES) break;
+      records.push(record);
+      bytes += record.length;
+    }
+    return { records };
+  }
+
+  // ---- helpers ------------------------------------------------------------------------------
+
+  private async readRecord(tenantNum: number, id: Buffer): Promise<Buffer> {
+    const chunk = this.local.store.get<ChunkRecord>(DB.chunks, chunkKey(tenantNum, id));
+    if (chunk === undefined) throw NotFound('a chunk of the object is not on this node');
+    const file = await open(join(this.local.segmentsDir, segmentFileName(chunk.segmentId)), 'r');
+    try {
+      const record = Buffer.alloc(chunk.length);
+      const { bytesRead } = await file.read(record, 0, chunk.length, chunk.offset);
+      if (bytesRead !== chunk.length) throw Unavailable('a chunk record was cut short');
+      const header = decodeRecordHeader(record, 0);
+      verifyPayload(header, record.subarray(RECORD_HEADER_SIZE));
+      return record;
+    } finally {
+      await file.close();
+    }
+  }
+
+  private bucketOf(args: Record<string, unknown>): { tenant: TenantRecord; bucket: BucketRecord } {
+    const tenantId = String(args['tenantId']);
+    const name = String(args['bucket']);
+    const { store } = this.local;
+    const tenant = store.get<TenantRecord>(DB.tenants, tenantKey(tenantId));
+    const bucket = store.get<BucketRecord>(DB.buckets, tenantChildKey(tenantId, name));
+    if (tenant === undefined || bucket === undefined)
+      throw NotFound(`bucket ${name} is not known on this node yet`);
+    return { tenant, bucket };
+  }
+
+  private replicaIds(bucket: BucketRecord): string[] {
+    return replicasOf(bucket.id, [...this.view.members().values()], this.view.replicationFactor);
+  }
+
+  private call(
+    address: string,
+    name: string,
+    body: Record<string, unknown>,
+    timeoutMs?: number,
+  ): Promise<Record<string, unknown>> {
+    return callData({
+      address,
+      name,
+      body,
+      secret: this.secret,
+      from: this.view.nodeId,
+      ...(timeoutMs === undefined ? {} : { timeoutMs }),
+    });
+  }
+
+  private async writeTomb(bucketId: number, key: string, seq: number): Promise<void> {
+    await this.local.commit([{ db: DB.meta, key: tombKey(bucketId, key), value: { seq } }]);
+  }
+
+  private clearTomb(bucketId: number, key: string, seq: number): void {
+    const tomb = this.local.store.get<{ seq: number }>(DB.meta, tombKey(bucketId, key));
+    if (tomb !== undefined && tomb.seq < seq)
+      void this.local.commit([{ db: DB.meta, key: tombKey(bucketId, key) }]);
+  }
+}
+
+/** The arguments of the `putObject` that wrote `version` (its chunks apart). */
+function putArgsOf(
+  tenantId: string,
+  bucket: string,
+  version: ObjectVersionRecord,
+): Record<string, unknown> {
+  return {
+    tenantId,
+    bucket,
+    key: version.key,
+    size: version.size,
+    etag: version.etag,
+    contentType: version.contentType,
+    metadata: version.metadata,
+    checksums: version.checksums,
+    compressed: version.compressed,
+    ...(version.headers === undefined ? {} : { headers: version.headers }),
+  };
+}
+
+/** A put's arguments as a replica runs them: no caller, conditions, idempotency or audit. */
+function replicaPutArgs(args: Record<string, unknown>): Record<string, unknown> {
+  const {
+    caller: _caller,
+    ifMatch: _ifMatch,
+    ifNoneMatch: _ifNoneMatch,
+    ifUnmodifiedSince: _ifUnmodifiedSince,
+    idempotency: _idempotency,
+    audit: _audit,
+    chunks,
+    ...rest
+  } = args;
+  return {
+    ...rest,
+    chunks: (chunks as ManifestChunk[]).map((chunk) => ({
+      id: chunk.id,
+      plainLength: chunk.plainLength,
+    })),
+  };
+}
