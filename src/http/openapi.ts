@@ -17,6 +17,11 @@ export const problemSchema = {
     code: { type: 'string', description: 'stable machine-readable code' },
     message: { type: 'string' },
     requestId: { type: 'string', description: 'also sent as X-Request-Id' },
+    counts: {
+      type: 'object',
+      description: 'a refused tenant delete: what it would touch, as in the plan',
+      additionalProperties: { type: 'integer' },
+    },
     blockers: {
       type: 'array',
       description: 'a refused tenant delete: what is in its way, as in the plan',
