@@ -141,6 +141,13 @@ export function grantedBucket(request: S3Request, ask: AccessAsk, name: string):
     });
     if (!granted.own && !DELEGABLE.has(operation) && !ask.source)
       throw s3Error('AccessDenied', `only the bucket's owner may ${operation}`);
+    // The caller's guard against a bucket name now held by someone else: the owner's id (the
+    // tenant id, as `<Owner><ID>`) must be the one it expects, for the source of a copy too.
+    const expected = request.exchange.header(
+      ask.source ? 'x-amz-source-expected-bucket-owner' : 'x-amz-expected-bucket-owner',
+    );
+    if (expected !== undefined && expected !== granted.bucket.tenantId)
+      throw s3Error('AccessDenied', 'the bucket is not owned by the expected owner');
     return granted.bucket;
   } catch (error) {
     if (isLightwellError(error) && error.code === 'not_found')
