@@ -492,6 +492,10 @@ export interface components {
       message: string;
       /** @description also sent as X-Request-Id */
       requestId: string;
+      /** @description a refused tenant delete: what it would touch, as in the plan */
+      counts?: {
+        [key: string]: number;
+      };
       /** @description a refused tenant delete: what is in its way, as in the plan */
       blockers?: {
         code: string;
