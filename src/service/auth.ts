@@ -50,6 +50,17 @@ import { Unauthorized, Forbidden, Unavailable, isLightwellError } from '../util/
 import { BASIC_CHALLENGE } from '../http/exchange.js';
 import type { TenantKeyMaterial } from '../workers/protocol.js';
 import { ownBytes } from '../util/buffer-pool.js';
+import {
+  clusterPaths,
+  readClusterSecret,
+  readClusterSecretSync,
+  readJoinSecretSync,
+} from '../cluster/node-state.js';
+
+/** The derivation of the cluster secret that signs a cluster's bearer tokens. */
+const PURPOSE_CLUSTER_TOKEN = 'cluster-native-token-v1';
+/** How often a node waiting to be joined looks for its cluster secret. */
+const CLUSTER_LOOK_MS = 2_000;
 
 export interface Principal {
   readonly accessKeyId: string;
@@ -78,6 +89,8 @@ export class Authenticator {
   private readonly scopes = new Map<string, Scope>();
   private readonly tenantKeys = new Map<string, { material: TenantKeyMaterial; wrapped: Buffer }>();
   private readonly tokens = new Map<string, NativeTokenPayload>();
+  /** Bearer tokens are signed under the cluster's key (`followCluster`). */
+  private clustered = false;
   private readonly secrets = new Map<string, { sealed: Buffer; secret: string }>();
 
   constructor(
@@ -90,6 +103,37 @@ export class Authenticator {
     this.masterCheck = masterKeyCheckOf(this.masterKey);
     this.tokenKey = this.purposeKey(PURPOSE_NATIVE_TOKEN);
     this.sealKey = this.purposeKey(PURPOSE_SECRET_SEAL);
+    this.followCluster();
+  }
+
+  /**
+   * In a cluster, bearer tokens are signed under a key of the cluster secret instead of this
+   * node's master key, so a token minted on one member is good on every member (docs/cluster.md
+   * §6). The key's bytes are replaced in place, as a master-key rotation replaces them, so every
+   * holder of `purposeKey(PURPOSE_NATIVE_TOKEN)` (the ingest stream) follows. A node waiting to
+   * be joined looks again every few seconds until it is a member; a single node never looks
+   * again.
+   */
+  private followCluster(): void {
+    const paths = clusterPaths(this.paths.root);
+    const secret = readClusterSecretSync(paths);
+    if (secret !== undefined) {
+      deriveKey(secret, PURPOSE_CLUSTER_TOKEN).copy(this.tokenKey);
+      this.clustered = true;
+      return;
+    }
+    if (readJoinSecretSync(paths) === undefined) return;
+    const look = (): void => {
+      readClusterSecret(paths).then(
+        (found) => {
+          deriveKey(found, PURPOSE_CLUSTER_TOKEN).copy(this.tokenKey);
+          this.clustered = true;
+          this.tokens.clear();
+        },
+        () => setTimeout(look, CLUSTER_LOOK_MS).unref(),
+      );
+    };
+    setTimeout(look, CLUSTER_LOOK_MS).unref();
   }
 
   /**
@@ -129,7 +173,9 @@ export class Authenticator {
     if (!recorded || !check.equals(recorded.check)) return; // not (yet) the recorded key
     this.masterKey = key;
     this.masterCheck = check;
-    for (const [purpose, derived] of this.purposeKeys) deriveKey(key, purpose).copy(derived);
+    for (const [purpose, derived] of this.purposeKeys)
+      if (!(this.clustered && purpose === PURPOSE_NATIVE_TOKEN))
+        deriveKey(key, purpose).copy(derived);
     this.tokens.clear();
     this.tenantKeys.clear();
   }
