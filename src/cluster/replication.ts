@@ -233,7 +233,7 @@ export class Replicator implements RepairPeer {
    * A node cut off from etcd's quorum (the minority side of a partition) refuses a write before
    * it changes anything, so that no write it could not replicate is left behind on it.
    */
-  private requireQuorum(): void {
+  requireQuorum(): void {
     if (!this.view.quorate())
       throw Unavailable('this node cannot reach a majority of the cluster; writes are refused');
   }
@@ -296,10 +296,7 @@ export class Replicator implements RepairPeer {
   }
 
   /** Runs `send` to every other replica; resolves once a majority of the set holds the write. */
-  private async toReplicas(
-    bucket: BucketRecord,
-    send: (address: string) => Promise<void>,
-  ): Promise<void> {
+  async toReplicas(bucket: BucketRecord, send: (address: string) => Promise<void>): Promise<void> {
     const replicas = this.replicaIds(bucket);
     const self = this.view.nodeId;
     const needed = majorityOf(replicas.length) - (replicas.includes(self) ? 1 : 0);
@@ -365,7 +362,7 @@ export class Replicator implements RepairPeer {
     }
   }
 
-  private async sendRecords(
+  async sendRecords(
     address: string,
     tenant: TenantRecord,
     refs: ReadonlyArray<{ id: Buffer }>,
@@ -573,15 +570,27 @@ export class Replicator implements RepairPeer {
     if (args === undefined || typeof seq !== 'number' || typeof now !== 'number')
       throw BadRequest('put takes {args, seq, now}');
     const { tenant } = this.bucketOf(args);
-    const held = this.pending.get(tenant.num);
-    const chunks = (args['chunks'] as Array<{ id: Buffer; plainLength: number }>).map((chunk) => {
+    const chunks = this.located(tenant.num, args['chunks']);
+    await this.applyPut({ ...args, chunks }, seq, now);
+    this.forget(tenant.num, chunks);
+    return { seq };
+  }
+
+  /** A manifest's chunks with where this node stored the records sent ahead of it. */
+  located(tenantNum: number, refs: unknown): ManifestChunk[] {
+    if (!Array.isArray(refs)) throw BadRequest('a manifest has chunks');
+    const held = this.pending.get(tenantNum);
+    return (refs as Array<{ id: Buffer; plainLength: number }>).map((chunk) => {
       const id = Buffer.from(chunk.id);
       const location = held?.get(id.toString('hex'));
       return { id, plainLength: chunk.plainLength, ...(location ? { location } : {}) };
     });
-    await this.applyPut({ ...args, chunks }, seq, now);
+  }
+
+  /** Forgets the held locations of chunks a committed manifest now references. */
+  forget(tenantNum: number, chunks: ReadonlyArray<{ id: Buffer }>): void {
+    const held = this.pending.get(tenantNum);
     for (const chunk of chunks) held?.delete(chunk.id.toString('hex'));
-    return { seq };
   }
 
   private async acceptDelete(body: Record<string, unknown>): Promise<Record<string, unknown>> {
@@ -690,7 +699,7 @@ export class Replicator implements RepairPeer {
     }
   }
 
-  private bucketOf(args: Record<string, unknown>): { tenant: TenantRecord; bucket: BucketRecord } {
+  bucketOf(args: Record<string, unknown>): { tenant: TenantRecord; bucket: BucketRecord } {
     const tenantId = String(args['tenantId']);
     const name = String(args['bucket']);
     const { store } = this.local;
@@ -705,7 +714,7 @@ export class Replicator implements RepairPeer {
     return replicasOf(bucket.id, [...this.view.members().values()], this.view.replicationFactor);
   }
 
-  private call(
+  call(
     address: string,
     name: string,
     body: Record<string, unknown>,
@@ -732,8 +741,11 @@ export class Replicator implements RepairPeer {
   }
 }
 
-/** The arguments of the `putObject` that wrote `version` (its chunks apart). */
-function putArgsOf(
+/**
+ * The arguments of a `putObject` that writes `version` again (its chunks apart): what it holds
+ * of tags, retention, legal hold, encryption and part sizes too.
+ */
+export function putArgsOf(
   tenantId: string,
   bucket: string,
   version: ObjectVersionRecord,
@@ -749,6 +761,19 @@ function putArgsOf(
     checksums: version.checksums,
     compressed: version.compressed,
     ...(version.headers === undefined ? {} : { headers: version.headers }),
+    ...(version.tags === undefined ? {} : { tags: version.tags }),
+    ...(version.sse === undefined ? {} : { sse: version.sse }),
+    ...(version.partSizes === undefined ? {} : { partSizes: version.partSizes }),
+    ...(version.retention === undefined && version.legalHold === undefined
+      ? {}
+      : {
+          lock: {
+            ...(version.retention === undefined
+              ? {}
+              : { mode: version.retention.mode, retainUntil: version.retention.retainUntil }),
+            ...(version.legalHold === undefined ? {} : { legalHold: version.legalHold }),
+          },
+        }),
   };
 }
 

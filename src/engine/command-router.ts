@@ -17,6 +17,8 @@ export interface RunOptions {
   readonly reserved?: Partial<Counters>;
   /** The command's time (a replica's version keeps the time the coordinator gave it). */
   readonly now?: number;
+  /** The id a replicated `createMultipartUpload` takes (its coordinator's). */
+  readonly uploadId?: string;
 }
 
 /** One record to put (`value`) or remove, as `commit` applies it. */

@@ -354,6 +354,7 @@ function localEngine(executor: Executor, segmentsDir: string): LocalEngine {
               ...context,
               ...(options.reserved === undefined ? {} : { reserved: { ...options.reserved } }),
               ...(options.now === undefined ? {} : { now: () => options.now as number }),
+              ...(options.uploadId === undefined ? {} : { uploadId: options.uploadId }),
             };
       return runCommand({ ...executor, context: run }, name, commandOf(name), args);
     },
