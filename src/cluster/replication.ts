@@ -64,7 +64,7 @@ const PER_MS = 256;
 /** A tombstone of an unversioned delete, in `meta` under `tomb/<bucketId>/<key>`. */
 const TOMB_PREFIX = 'tomb/';
 /** How long a read waits for the replicas' answers. */
-const HEAD_MS_MAX = 5_000;
+export const HEAD_MS_MAX = 5_000;
 /** The longest one member's share of a repair may take before it is reported unreachable. */
 const REPAIR_MS_MAX = 10 * 60_000;
 const ZERO = Buffer.from([0]);
@@ -81,7 +81,7 @@ export interface ClusterView {
   quorate(): boolean;
 }
 
-interface Head {
+export interface Head {
   readonly seq: number;
   readonly deleted: boolean;
 }
@@ -118,7 +118,7 @@ export function majorityOf(count: number): number {
   return Math.floor(count / 2) + 1;
 }
 
-function tombKey(bucketId: number, key: string): Buffer {
+export function tombKey(bucketId: number, key: string): Buffer {
   return Buffer.concat([Buffer.from(`${TOMB_PREFIX}${bucketId}/`), Buffer.from(key, 'utf8')]);
 }
 
@@ -151,6 +151,10 @@ export class Replicator implements RepairPeer {
     });
   }
 
+  get nodeId(): string {
+    return this.view.nodeId;
+  }
+
   /** The next sequence of this node (see the header). */
   nextSeq(): number {
     const floor = (Date.now() - EPOCH_MS) * PER_MS * NODE_NUMS + this.view.nodeNum;
@@ -163,7 +167,7 @@ export class Replicator implements RepairPeer {
     return next;
   }
 
-  private observe(seq: number): void {
+  observe(seq: number): void {
     if (seq > this.last) this.last = seq;
   }
 
@@ -264,7 +268,7 @@ export class Replicator implements RepairPeer {
     await this.pull(best.address, tenant, args);
   }
 
-  private async pull(
+  async pull(
     address: string,
     tenant: TenantRecord,
     args: { tenantId: string; bucket: string; key: string },
@@ -311,7 +315,7 @@ export class Replicator implements RepairPeer {
    * Calls `each` on the members `ids` at once; resolves with the answers once `needed` of them
    * answered (the others go on, their failures logged), or fails once that cannot happen.
    */
-  private gather(
+  gather(
     ids: readonly string[],
     needed: number,
     each: (address: string) => Promise<Record<string, unknown>>,
@@ -613,11 +617,7 @@ export class Replicator implements RepairPeer {
     this.clearTomb(bucket.id, key, seq);
   }
 
-  private async applyDelete(
-    args: Record<string, unknown>,
-    seq: number,
-    now: number,
-  ): Promise<void> {
+  async applyDelete(args: Record<string, unknown>, seq: number, now: number): Promise<void> {
     this.observe(seq);
     const { bucket } = this.bucketOf(args);
     const key = String(args['key']);
@@ -637,7 +637,7 @@ export class Replicator implements RepairPeer {
   }
 
   /** The newest write of `key` this node holds: its version's sequence, or its tombstone's. */
-  private localHead(bucket: BucketRecord, key: string): Head {
+  localHead(bucket: BucketRecord, key: string): Head {
     const { store } = this.local;
     store.refresh();
     const current = store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, key));
@@ -710,7 +710,7 @@ export class Replicator implements RepairPeer {
     return { tenant, bucket };
   }
 
-  private replicaIds(bucket: BucketRecord): string[] {
+  replicaIds(bucket: BucketRecord): string[] {
     return replicasOf(bucket.id, [...this.view.members().values()], this.view.replicationFactor);
   }
 

@@ -59,6 +59,7 @@ import { clusterPaths, readClusterSecret, readNodeState } from './node-state.js'
 import { Registry } from './registry.js';
 import { Replicator } from './replication.js';
 import { CommandReplicator, REPLICATED_COMMANDS } from './replicated-commands.js';
+import { ListingFreshener } from './listing.js';
 import { EtcdClusterView } from './cluster-view.js';
 import { dataAddressOf, startDataTransport } from './data-transport.js';
 import { clusterEndpoints } from './addresses.js';
@@ -105,6 +106,7 @@ const REPLICATED: ReadonlySet<string> = new Set([
   'putObject',
   'deleteObject',
   'clusterFreshen',
+  'clusterFreshenList',
   'clusterRepair',
   ...REPLICATED_COMMANDS,
 ]);
@@ -393,6 +395,7 @@ export class SharedStateRouter implements CommandRouter {
     private readonly data: {
       replicator: Replicator;
       commands: CommandReplicator;
+      listings: ListingFreshener;
       view: EtcdClusterView;
       transport: { close(): Promise<void> };
     },
@@ -479,8 +482,12 @@ export class SharedStateRouter implements CommandRouter {
   }
 
   private async replicate(name: string, args: Record<string, unknown>): Promise<unknown> {
-    const { replicator, commands } = this.data;
+    const { replicator, commands, listings } = this.data;
     if (REPLICATED_COMMANDS.has(name)) return commands.run(name, args);
+    if (name === 'clusterFreshenList') {
+      await listings.freshen(args);
+      return null;
+    }
     if (name === 'putObject') return replicator.put(args);
     if (name === 'deleteObject') return replicator.delete(args);
     if (name === 'clusterRepair')
@@ -536,12 +543,13 @@ export async function openSharedState(
   });
   const replicator = new Replicator(local, view, secret, log);
   const commands = new CommandReplicator(replicator, local);
+  const listings = new ListingFreshener(replicator, local);
   // The previous router's listener must be closed before this one binds the same port.
   await previous?.close();
   const transport = await startDataTransport({
     address: dataAddressOf(clusterEndpoints(local.settings).listenText),
     secret,
-    handlers: new Map([...replicator.handlers(), ...commands.handlers()]),
+    handlers: new Map([...replicator.handlers(), ...commands.handlers(), ...listings.handlers()]),
     log,
   });
   setTimeout(() => {
@@ -550,6 +558,7 @@ export async function openSharedState(
   return new SharedStateRouter(stateKey, registry, local, mirror, keys, {
     replicator,
     commands,
+    listings,
     view,
     transport,
   });

@@ -69,6 +69,8 @@ export const operations: Readonly<Record<string, Op>> = {
   // A read is about to be served: a cluster member first makes its copy of the object current
   // (its router serves this); a single node has nothing to do.
   clusterFreshen: () => null,
+  // A page of a listing is about to be served: likewise for the page's range of keys.
+  clusterFreshenList: () => null,
   // A rebalance of a tenant's replicas: a cluster member's router runs it; none on one node.
   clusterRepair: () => null,
   createTenant: control.createTenant,

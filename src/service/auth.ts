@@ -31,8 +31,10 @@ import {
   unwrapTenantKey,
   dedupKey,
   openSecret,
+  PURPOSE_LIST_TOKEN,
   PURPOSE_NATIVE_TOKEN,
   PURPOSE_SECRET_SEAL,
+  PURPOSE_SIGNED_URL,
 } from '../security/keys.js';
 import {
   verifyNativeToken,
@@ -57,8 +59,16 @@ import {
   readJoinSecretSync,
 } from '../cluster/node-state.js';
 
-/** The derivation of the cluster secret that signs a cluster's bearer tokens. */
-const PURPOSE_CLUSTER_TOKEN = 'cluster-native-token-v1';
+/**
+ * What a cluster member signs under a key of the cluster secret (`cluster-<purpose>`) instead of
+ * its master key, so that it is good on every member: bearer tokens, listing continuation
+ * tokens and signed URLs.
+ */
+const CLUSTER_PURPOSES: readonly string[] = [
+  PURPOSE_NATIVE_TOKEN,
+  PURPOSE_LIST_TOKEN,
+  PURPOSE_SIGNED_URL,
+];
 /** How often a node waiting to be joined looks for its cluster secret. */
 const CLUSTER_LOOK_MS = 2_000;
 
@@ -107,10 +117,10 @@ export class Authenticator {
   }
 
   /**
-   * In a cluster, bearer tokens are signed under a key of the cluster secret instead of this
-   * node's master key, so a token minted on one member is good on every member (docs/cluster.md
-   * §6). The key's bytes are replaced in place, as a master-key rotation replaces them, so every
-   * holder of `purposeKey(PURPOSE_NATIVE_TOKEN)` (the ingest stream) follows. A node waiting to
+   * In a cluster, tokens are signed under keys of the cluster secret (CLUSTER_PURPOSES) instead
+   * of this node's master key, so a token minted on one member is good on every member
+   * (docs/cluster.md §6). The keys' bytes are replaced in place, as a master-key rotation
+   * replaces them, so every holder of `purposeKey(…)` (the ingest stream, say) follows. A node waiting to
    * be joined looks again every few seconds until it is a member; a single node never looks
    * again.
    */
@@ -118,18 +128,13 @@ export class Authenticator {
     const paths = clusterPaths(this.paths.root);
     const secret = readClusterSecretSync(paths);
     if (secret !== undefined) {
-      deriveKey(secret, PURPOSE_CLUSTER_TOKEN).copy(this.tokenKey);
-      this.clustered = true;
+      this.useClusterSecret(secret);
       return;
     }
     if (readJoinSecretSync(paths) === undefined) return;
     const look = (): void => {
       readClusterSecret(paths).then(
-        (found) => {
-          deriveKey(found, PURPOSE_CLUSTER_TOKEN).copy(this.tokenKey);
-          this.clustered = true;
-          this.tokens.clear();
-        },
+        (found) => this.useClusterSecret(found),
         () => setTimeout(look, CLUSTER_LOOK_MS).unref(),
       );
     };
@@ -147,6 +152,13 @@ export class Authenticator {
       this.purposeKeys.set(purpose, key);
     }
     return key;
+  }
+
+  private useClusterSecret(secret: Buffer): void {
+    for (const purpose of CLUSTER_PURPOSES)
+      deriveKey(secret, `cluster-${purpose}`).copy(this.purposeKey(purpose));
+    this.clustered = true;
+    this.tokens.clear();
   }
 
   /**
@@ -174,7 +186,7 @@ export class Authenticator {
     this.masterKey = key;
     this.masterCheck = check;
     for (const [purpose, derived] of this.purposeKeys)
-      if (!(this.clustered && purpose === PURPOSE_NATIVE_TOKEN))
+      if (!(this.clustered && CLUSTER_PURPOSES.includes(purpose)))
         deriveKey(key, purpose).copy(derived);
     this.tokens.clear();
     this.tenantKeys.clear();

@@ -1,8 +1,9 @@
 // Goal: every kind of write a cluster member takes is on a majority of the bucket's replicas
 // when it is acknowledged (docs/cluster.md §8, "Other writes"): multipart uploads (create, parts,
 // complete, abort), copies, object tags, retention, legal holds and bucket notification configs;
-// and a node that was down when they happened ends up with them. A bearer token minted on one
-// node is good on every node.
+// and a node that was down when they happened ends up with them. A listing on any node shows the
+// whole cluster's objects and pages on across nodes; a bearer token minted on one node is good on
+// every node.
 // Method: the cluster kit, three nodes on real etcd (replication factor 3). n3 is SIGKILLed
 // first, so every acknowledged write had to reach both n1 and n2; the writes go through n1 and
 // n2 in turn (an upload created on one node takes parts and is completed on the other). Then n1
@@ -16,11 +17,13 @@ import {
   CopyObjectCommand,
   CreateBucketCommand,
   CreateMultipartUploadCommand,
+  DeleteObjectCommand,
   GetObjectCommand,
   GetObjectLegalHoldCommand,
   GetObjectRetentionCommand,
   GetObjectTaggingCommand,
   HeadBucketCommand,
+  ListObjectsV2Command,
   ListPartsCommand,
   PutObjectCommand,
   PutObjectLegalHoldCommand,
@@ -68,7 +71,10 @@ t.test('every write is on a majority of replicas', { skip: env.skip ?? false }, 
     t.equal(answer.status, 404, `n1's bearer token is taken on ${node.id}`);
   }
 
+  const doomed = randomBytes(1000);
+  await s1.send(new PutObjectCommand({ Bucket: 'data', Key: 'doomed', Body: doomed }));
   await n3.kill9();
+  await s1.send(new DeleteObjectCommand({ Bucket: 'data', Key: 'doomed' }));
 
   // An upload created on n1, a part through each node, completed on n2.
   const part1 = randomBytes(5 * MIB);
@@ -134,6 +140,40 @@ t.test('every write is on a majority of replicas', { skip: env.skip ?? false }, 
 
   await n1.kill9();
   await n3.start();
+
+  // Listings on n3, which missed every write, show the whole cluster's objects, page by page;
+  // a native continuation token from n2 carries on on n3.
+  const listed: string[] = [];
+  let token: string | undefined;
+  do {
+    const page = await s3.send(
+      new ListObjectsV2Command({ Bucket: 'data', MaxKeys: 2, ContinuationToken: token }),
+    );
+    listed.push(...(page.Contents ?? []).map((entry) => entry.Key ?? ''));
+    token = page.NextContinuationToken;
+  } while (token !== undefined);
+  t.same(listed, ['big', 'copied', 'src'], 'an S3 listing on n3, in pages of 2');
+  const first = await (natives[1] as Client).send('GET', '/buckets/data/objects?maxKeys=2');
+  const firstPage = JSON.parse(first.bytes.toString()) as {
+    objects: Array<{ key: string }>;
+    nextContinuationToken: string;
+  };
+  t.same(
+    firstPage.objects.map((entry) => entry.key),
+    ['big', 'copied'],
+    'page 1 on n2',
+  );
+  const next = await (natives[2] as Client).send(
+    'GET',
+    `/buckets/data/objects?maxKeys=2&continuationToken=${encodeURIComponent(firstPage.nextContinuationToken)}`,
+  );
+  t.equal(next.status, 200, `page 2 on n3: ${next.bytes.toString().slice(0, 300)}`);
+  const nextPage = JSON.parse(next.bytes.toString()) as { objects: Array<{ key: string }> };
+  t.same(
+    nextPage.objects.map((entry) => entry.key),
+    ['src'],
+    "page 2 on n3, with n2's token",
+  );
 
   // n2 took every acknowledged write itself.
   const expectations = async (s: S3Client, where: string): Promise<void> => {
