@@ -69,7 +69,9 @@ export class CommandReplicator {
   ) {}
 
   handlers(): Map<string, DataHandler> {
-    return new Map<string, DataHandler>([[COMMAND_PATH, (_from, body) => this.accept(body)]]);
+    return new Map<string, DataHandler>([
+      [COMMAND_PATH, this.replicator.admitted((body) => this.accept(body))],
+    ]);
   }
 
   /** Runs `name` here, then on a majority of the bucket's replicas (see the header). */

@@ -45,7 +45,7 @@ import { unpackChunkRefs, type ManifestChunk } from '../engine/ops/objects.js';
 import { SegmentWriter } from '../engine/segments/segment-writer.js';
 import { segmentFileName } from '../format/segment-header.js';
 import { decodeRecordHeader, verifyPayload, RECORD_HEADER_SIZE } from '../format/record-frame.js';
-import { BadRequest, NotFound, Unavailable } from '../util/errors.js';
+import { BadRequest, Conflict, NotFound, Unavailable } from '../util/errors.js';
 import type { Logger } from '../util/log.js';
 import { callData, dataAddressOf, DATA_BATCH_BYTES, type DataHandler } from './data-transport.js';
 import type { MemberRecord } from './registry.js';
@@ -79,7 +79,14 @@ export interface ClusterView {
   members(): ReadonlyMap<string, MemberRecord>;
   /** Whether this node reached etcd's quorum lately; writes are refused when it has not. */
   quorate(): boolean;
+  /** Reads the membership again now (a repair places by the state just written). */
+  refresh(): Promise<void>;
+  /** A member's state as last read, storage or not; undefined for an id etcd does not know. */
+  stateOf(nodeId: string): MemberRecord['state'] | undefined;
 }
+
+/** Member states whose replicated writes a replica refuses (see `Replicator.admit`). */
+const FENCED_STATES: ReadonlySet<string> = new Set(['lost', 'removed']);
 
 export interface Head {
   readonly seq: number;
@@ -173,9 +180,9 @@ export class Replicator implements RepairPeer {
 
   handlers(): Map<string, DataHandler> {
     return new Map<string, DataHandler>([
-      ['/cluster/v1/data/records', (_from, body) => this.acceptRecords(body)],
-      ['/cluster/v1/data/put', (_from, body) => this.acceptPut(body)],
-      ['/cluster/v1/data/delete', (_from, body) => this.acceptDelete(body)],
+      ['/cluster/v1/data/records', this.admitted((body) => this.acceptRecords(body))],
+      ['/cluster/v1/data/put', this.admitted((body) => this.acceptPut(body))],
+      ['/cluster/v1/data/delete', this.admitted((body) => this.acceptDelete(body))],
       ['/cluster/v1/data/head', (_from, body) => Promise.resolve(this.headOf(body))],
       ['/cluster/v1/data/fetch', (_from, body) => Promise.resolve(this.manifestOf(body))],
       ['/cluster/v1/data/chunks', (_from, body) => this.recordsOf(body)],
@@ -186,6 +193,26 @@ export class Replicator implements RepairPeer {
 
   async close(): Promise<void> {
     await this.writer.close();
+  }
+
+  /**
+   * Fencing: a replicated write is taken only from a node that is still a member. One marked lost
+   * (forceLost) or removed may come back still believing it holds replicas; its writes are
+   * refused (409), so nothing it changes after it was replaced reaches the others. An id this
+   * node does not know yet (a join moments ago) makes it read the membership once more first.
+   */
+  admitted(
+    handler: (body: Record<string, unknown>) => Promise<unknown>,
+  ): (from: string, body: Record<string, unknown>) => Promise<unknown> {
+    return async (from, body) => {
+      if (this.view.stateOf(from) === undefined) await this.view.refresh();
+      const state = this.view.stateOf(from);
+      if (state === undefined || FENCED_STATES.has(state))
+        throw Conflict(
+          `node ${from} is ${state ?? 'not a member'}: its replicated writes are refused`,
+        );
+      return handler(body);
+    };
   }
 
   // ---- the coordinator's side ---------------------------------------------------------------
@@ -445,6 +472,25 @@ export class Replicator implements RepairPeer {
     return found;
   }
 
+  timeOfSeq(seq: number): number {
+    return EPOCH_MS + Math.floor(seq / (PER_MS * NODE_NUMS));
+  }
+
+  async dropTombstones(
+    bucket: BucketRecord,
+    tombs: ReadonlyArray<{ key: string; seq: number }>,
+  ): Promise<void> {
+    await this.local.commit(() =>
+      tombs
+        .filter(
+          (tomb) =>
+            this.local.store.get<{ seq: number }>(DB.meta, tombKey(bucket.id, tomb.key))?.seq ===
+            tomb.seq,
+        )
+        .map((tomb) => ({ db: DB.meta, key: tombKey(bucket.id, tomb.key) })),
+    );
+  }
+
   private headsOf(body: Record<string, unknown>): Record<string, unknown> {
     const { bucket } = this.bucketOf(body);
     const keys = body['keys'];
@@ -455,6 +501,7 @@ export class Replicator implements RepairPeer {
 
   /** A repair of one tenant (or bucket) by this node, from its own copies. */
   private async repairHere(body: Record<string, unknown>): Promise<RepairCounts> {
+    await this.view.refresh();
     const tenantId = String(body['tenantId']);
     const tenant = this.local.store.get<TenantRecord>(DB.tenants, tenantKey(tenantId));
     if (tenant === undefined) throw NotFound(`tenant ${tenantId} is not known on this node`);
@@ -493,7 +540,17 @@ export class Replicator implements RepairPeer {
     tenantId: string;
     bucket?: string;
     dryRun: boolean;
-  }): Promise<{ counts: RepairCounts; nodes: Record<string, unknown> }> {
+    corrupt?: string[];
+  }): Promise<{
+    counts: RepairCounts;
+    nodes: Record<string, unknown>;
+    chunks?: { repaired: number; unrepaired: number };
+  }> {
+    const chunks =
+      args.corrupt === undefined || args.corrupt.length === 0 || args.dryRun
+        ? undefined
+        : await this.repairChunks(args.tenantId, args.corrupt);
+    await this.view.refresh();
     const counts = emptyCounts();
     const nodes: Record<string, unknown> = {};
     const started = performance.now();
@@ -517,7 +574,58 @@ export class Replicator implements RepairPeer {
       }),
     );
     const seconds = (performance.now() - started) / 1000;
-    return { counts, nodes: { ...nodes, seconds } };
+    return { counts, nodes: { ...nodes, seconds }, ...(chunks === undefined ? {} : { chunks }) };
+  }
+
+  /**
+   * Replaces this node's corrupt chunk records (a scrub found them: a flipped bit, a torn write)
+   * with a good copy from another member: the first that has the chunk and whose copy verifies
+   * (its reader checks it, and so does this node before it appends it and fsyncs). The chunk's
+   * record then points at the new copy; its references are untouched.
+   */
+  async repairChunks(
+    tenantId: string,
+    hexIds: readonly string[],
+  ): Promise<{ repaired: number; unrepaired: number }> {
+    const tenant = this.local.store.get<TenantRecord>(DB.tenants, tenantKey(tenantId));
+    if (tenant === undefined) throw NotFound(`tenant ${tenantId} is not known on this node`);
+    const others = [...this.view.members().values()].filter(
+      (member) => member.id !== this.view.nodeId,
+    );
+    let repaired = 0;
+    for (const hex of new Set(hexIds)) {
+      const id = Buffer.from(hex, 'hex');
+      for (const member of others) {
+        const fixed = await this.repairChunk(dataAddressOf(member.address), tenant, id).catch(
+          (error: unknown) => {
+            this.log.warn({ err: error, nodeId: member.id }, 'no good copy of a chunk there');
+            return false;
+          },
+        );
+        if (fixed) {
+          repaired += 1;
+          break;
+        }
+      }
+    }
+    return { repaired, unrepaired: new Set(hexIds).size - repaired };
+  }
+
+  private async repairChunk(address: string, tenant: TenantRecord, id: Buffer): Promise<boolean> {
+    const answer = await this.call(address, 'chunks', { tenantNum: tenant.num, ids: [id] });
+    const record = (answer['records'] as Buffer[])[0];
+    if (record === undefined) return false;
+    const location = (await this.storeRecords(tenant.num, [record])).get(id.toString('hex'));
+    this.forget(tenant.num, [{ id }]);
+    if (location === undefined) return false;
+    const key = chunkKey(tenant.num, id);
+    await this.local.commit(() => {
+      const chunk = this.local.store.get<ChunkRecord>(DB.chunks, key);
+      if (chunk === undefined) return [];
+      return [{ db: DB.chunks, key, value: { ...chunk, ...location } }];
+    });
+    this.log.warn({ tenantId: tenant.id, chunkId: id.toString('hex') }, 'corrupt chunk repaired');
+    return true;
   }
 
   // ---- the replica's side -------------------------------------------------------------------
@@ -710,8 +818,18 @@ export class Replicator implements RepairPeer {
     return { tenant, bucket };
   }
 
+  /**
+   * The bucket's replica set. A draining member is no candidate (its data moves off, and a
+   * repair pushes what it holds to the set without it); it still coordinates requests.
+   */
   replicaIds(bucket: BucketRecord): string[] {
-    return replicasOf(bucket.id, [...this.view.members().values()], this.view.replicationFactor);
+    const members = [...this.view.members().values()];
+    const candidates = members.filter((member) => member.state !== 'draining');
+    return replicasOf(
+      bucket.id,
+      candidates.length > 0 ? candidates : members,
+      this.view.replicationFactor,
+    );
   }
 
   call(

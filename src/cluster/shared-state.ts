@@ -491,7 +491,9 @@ export class SharedStateRouter implements CommandRouter {
     if (name === 'putObject') return replicator.put(args);
     if (name === 'deleteObject') return replicator.delete(args);
     if (name === 'clusterRepair')
-      return replicator.repair(args as { tenantId: string; bucket?: string; dryRun: boolean });
+      return replicator.repair(
+        args as { tenantId: string; bucket?: string; dryRun: boolean; corrupt?: string[] },
+      );
     await replicator.freshen(args as { tenantId: string; bucket: string; key: string });
     return null;
   }

@@ -362,7 +362,7 @@ function localEngine(executor: Executor, segmentsDir: string): LocalEngine {
     },
     commit: (writes, row) =>
       executor.batch.submit(() => {
-        for (const write of writes) {
+        for (const write of typeof writes === 'function' ? writes() : writes) {
           if (write.value === undefined) context.store.remove(write.db, write.key);
           else context.store.put(write.db, write.key, write.value);
         }
