@@ -41,6 +41,7 @@ import {
 } from './node-state.js';
 import { EtcdMember } from './etcd-member.js';
 import { Registry, PARTITIONS, RECORD_VERSION, type MemberRecord } from './registry.js';
+import { dataForward } from './data-transport.js';
 import { startTransport, type TransportRoute, type TransportServer } from './transport.js';
 import { openWithJoinSecret } from './signing.js';
 import { waitForEtcd } from './etcd-ready.js';
@@ -119,6 +120,7 @@ class Agent implements ClusterAgent {
       host: this.addresses.listen.host,
       port: this.addresses.listen.port,
       routes: this.routes(),
+      forward: dataForward(this.paths.dataSocket),
       log: this.log,
     });
   }

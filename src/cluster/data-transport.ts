@@ -1,14 +1,16 @@
 // The node-to-node data transport (docs/cluster.md §7): replicas of objects between the engines
-// of a cluster's members. An HTTP/1.1 listener of the engine process on the port after
-// `cluster.listen`'s (7001 for 7000), never the public port; every request signed with the
-// cluster secret (signing.ts), refused unsigned (401) or too old.
+// of a cluster's members. Carried on `cluster.listen` itself, never the public port and never a
+// second port: the engine process listens on a local socket in the data directory
+// (`cluster/data.sock`), and the `cluster.listen` listener hands every request under DATA_PREFIX
+// on to it, streamed (transport.ts's `forward`). Every request is signed with the cluster secret
+// (signing.ts) and checked by the engine: refused unsigned (401) or too old.
 //
 // Messages are msgpack maps, so chunk records travel as bytes. One message holds at most
 // DATA_MESSAGE_BYTES_MAX bytes: an object is copied as a sequence of record batches, each
 // verified and made durable by the receiver before it answers, so neither side ever holds a whole
 // large object.
 
-import { callRpc, MSGPACK_CODEC, startRpcListener } from './node-rpc.js';
+import { callRpc, MSGPACK_CODEC, startRpcListener, type RpcForward } from './node-rpc.js';
 import type { Logger } from '../util/log.js';
 
 export const DATA_PREFIX = '/cluster/v1/data/';
@@ -21,23 +23,28 @@ export const DATA_CALL_MS_MAX = 30_000;
 
 export type DataHandler = (from: string, body: Record<string, unknown>) => Promise<unknown>;
 
-/** The data address of a member whose `cluster.listen` is `address`: the next port. */
+/** The data address of a member whose `cluster.listen` is `address`: the same one. */
 export function dataAddressOf(address: string): string {
-  const colon = address.lastIndexOf(':');
-  return `${address.slice(0, colon)}:${Number(address.slice(colon + 1)) + 1}`;
+  return address;
 }
 
+/** What the `cluster.listen` listener hands on to the engine at `socketPath`. */
+export function dataForward(socketPath: string): RpcForward {
+  return { prefix: DATA_PREFIX, socketPath, codec: MSGPACK_CODEC };
+}
+
+/** Listens on the local socket `socketPath` (node-state.ts `clusterPaths().dataSocket`). */
 export async function startDataTransport(options: {
-  address: string;
+  socketPath: string;
   secret: Buffer;
   handlers: ReadonlyMap<string, DataHandler>;
   log: Logger;
 }): Promise<{ close(): Promise<void> }> {
-  const colon = options.address.lastIndexOf(':');
   const key = (): Buffer => options.secret;
   return startRpcListener({
-    host: options.address.slice(0, colon).replace(/^\[|\]$/g, ''),
-    port: Number(options.address.slice(colon + 1)),
+    host: 'localhost',
+    port: 0,
+    socketPath: options.socketPath,
     codec: MSGPACK_CODEC,
     bytesMax: DATA_MESSAGE_BYTES_MAX,
     requestMs: DATA_CALL_MS_MAX * 2,

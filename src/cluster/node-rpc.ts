@@ -4,7 +4,14 @@
 // their codec; a refusal is `{code, message}` with the error's status, turned back into the same
 // Lightwell error by the caller. Only the codec, the size limit and the time limits differ.
 
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import {
+  createServer,
+  request as httpRequest,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
+import { unlink } from 'node:fs/promises';
 import { pack, unpack } from 'msgpackr';
 import {
   BadRequest,
@@ -65,9 +72,23 @@ export interface RpcRoute {
   readonly handler: (from: string, body: Record<string, unknown>) => Promise<unknown>;
 }
 
+/**
+ * Requests under `prefix` that a listener hands on whole, unread, to the listener on the local
+ * socket `socketPath` (the engine's data transport behind `cluster.listen`): that listener checks
+ * their signature and answers in its own codec.
+ */
+export interface RpcForward {
+  readonly prefix: string;
+  readonly socketPath: string;
+  readonly codec: Codec;
+}
+
 export interface RpcListenerOptions {
   readonly host: string;
   readonly port: number;
+  /** Listen on this local socket instead of host:port (a stale one is replaced). */
+  readonly socketPath?: string;
+  readonly forward?: RpcForward;
   readonly codec: Codec;
   readonly bytesMax: number;
   readonly requestMs: number;
@@ -86,6 +107,11 @@ export interface RpcListener {
 
 export async function startRpcListener(options: RpcListenerOptions): Promise<RpcListener> {
   const server = createServer((request, response) => {
+    const forward = options.forward;
+    if (forward !== undefined && (request.url ?? '').startsWith(forward.prefix)) {
+      forwardOne(forward, request, response, options.log);
+      return;
+    }
     serveOne(options, request, response).catch((error: unknown) => {
       options.log.error({ err: error }, `${options.what} request failed`);
       if (!response.headersSent)
@@ -94,20 +120,62 @@ export async function startRpcListener(options: RpcListenerOptions): Promise<Rpc
   });
   server.headersTimeout = 10_000;
   server.requestTimeout = options.requestMs;
+  const socketPath = options.socketPath;
+  // Only the engine that holds the data directory binds its socket: one left by a crash is stale.
+  if (socketPath !== undefined) await unlink(socketPath).catch(() => undefined);
+  const where = socketPath ?? `${options.host}:${options.port}`;
   await new Promise<void>((resolve, reject) => {
     server.once('error', (error: NodeJS.ErrnoException) =>
       reject(
-        Unavailable(
-          `${options.what} ${options.host}:${options.port} is not available ` +
-            `(${error.code ?? error.message})`,
-        ),
+        Unavailable(`${options.what} ${where} is not available (${error.code ?? error.message})`),
       ),
     );
-    server.listen({ host: options.host, port: options.port, exclusive: true }, () => resolve());
+    if (socketPath !== undefined) server.listen({ path: socketPath, exclusive: true }, resolve);
+    else server.listen({ host: options.host, port: options.port, exclusive: true }, resolve);
   });
   const bound = server.address();
   const port = typeof bound === 'object' && bound !== null ? bound.port : options.port;
   return { port, close: () => closeServer(server, options.closeBusy) };
+}
+
+/**
+ * Streams one request to the local listener and its answer back, neither held whole; a local
+ * listener that is not there (the engine restarting, or not yet a member) is a 503.
+ */
+function forwardOne(
+  forward: RpcForward,
+  request: IncomingMessage,
+  response: ServerResponse,
+  log: Logger,
+): void {
+  const upstream = httpRequest({
+    socketPath: forward.socketPath,
+    method: request.method,
+    path: request.url,
+    headers: request.headers,
+  });
+  upstream.on('response', (answer) => {
+    response.writeHead(answer.statusCode ?? 502, answer.headers);
+    answer.pipe(response);
+    answer.on('error', () => response.destroy());
+  });
+  upstream.on('error', (error: NodeJS.ErrnoException) => {
+    if (response.headersSent) {
+      response.destroy();
+      return;
+    }
+    log.warn({ err: error }, 'the data transport behind cluster.listen is not answering');
+    request.resume();
+    answer(forward.codec, response, 503, {
+      code: 'unavailable',
+      message: `this node's data transport is not running (${error.code ?? error.message})`,
+    });
+  });
+  request.on('error', () => upstream.destroy());
+  response.on('close', () => {
+    if (!response.writableFinished) upstream.destroy();
+  });
+  request.pipe(upstream);
 }
 
 async function serveOne(

@@ -54,6 +54,8 @@ export interface ClusterPaths {
   readonly secret: string;
   readonly joinSecret: string;
   readonly etcdData: string;
+  /** The engine's data transport socket: reached only through `cluster.listen` (runtime only). */
+  readonly dataSocket: string;
 }
 
 export function clusterPaths(dataDir: string): ClusterPaths {
@@ -64,6 +66,7 @@ export function clusterPaths(dataDir: string): ClusterPaths {
     secret: join(dir, 'secret'),
     joinSecret: join(dir, 'join-secret'),
     etcdData: join(dir, 'etcd'),
+    dataSocket: join(dir, 'data.sock'),
   };
 }
 

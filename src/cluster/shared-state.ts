@@ -61,8 +61,7 @@ import { Replicator } from './replication.js';
 import { CommandReplicator, REPLICATED_COMMANDS } from './replicated-commands.js';
 import { ListingFreshener } from './listing.js';
 import { EtcdClusterView } from './cluster-view.js';
-import { dataAddressOf, startDataTransport } from './data-transport.js';
-import { clusterEndpoints } from './addresses.js';
+import { startDataTransport } from './data-transport.js';
 
 export const SHARED_PREFIX = 'shared/';
 const SHARED_RECORD_VERSION = 1;
@@ -549,7 +548,7 @@ export async function openSharedState(
   // The previous router's listener must be closed before this one binds the same port.
   await previous?.close();
   const transport = await startDataTransport({
-    address: dataAddressOf(clusterEndpoints(local.settings).listenText),
+    socketPath: paths.dataSocket,
     secret,
     handlers: new Map([...replicator.handlers(), ...commands.handlers(), ...listings.handlers()]),
     log,

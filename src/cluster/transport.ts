@@ -7,7 +7,7 @@
 // it is read whole. Answers are JSON; failures are `{code, message}` with the error's status.
 
 import type { Logger } from '../util/log.js';
-import { callRpc, JSON_CODEC, startRpcListener } from './node-rpc.js';
+import { callRpc, JSON_CODEC, startRpcListener, type RpcForward } from './node-rpc.js';
 
 export const MESSAGE_BYTES_MAX = 64 * 1024;
 export const TRANSPORT_PREFIX = '/cluster/v1';
@@ -35,6 +35,8 @@ export function startTransport(options: {
   port: number;
   routes: ReadonlyMap<string, TransportRoute>;
   log: Logger;
+  /** The engine's data messages, carried on the same port (data-transport.ts). */
+  forward?: RpcForward;
 }): Promise<TransportServer> {
   const routes = new Map(
     [...options.routes].map(([path, route]) => [
@@ -52,6 +54,7 @@ export function startTransport(options: {
     bytesMax: MESSAGE_BYTES_MAX,
     requestMs: CALL_MS_MAX,
     routes,
+    ...(options.forward === undefined ? {} : { forward: options.forward }),
     log: options.log,
     what: 'cluster.listen',
     // A join in flight (it waits for etcd) finishes; only idle connections are cut.

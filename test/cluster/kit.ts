@@ -25,6 +25,15 @@ const CLI = join(ROOT, 'dist', 'bin', 'lightwell.js');
 const NET = join(ROOT, 'scripts', 'cluster-net.sh');
 /** Ports inside a node's own address (each node has its own address, so all alike). */
 export const PORTS = { public: 9000, admin: 9001, cluster: 7000 } as const;
+
+/** A node's ports: PORTS on its own address, or its own ports on an address shared by all. */
+interface NodePorts {
+  readonly public: number;
+  readonly admin: number;
+  readonly cluster: number;
+  /** Its etcd member's client and peer ports, when the address is shared. */
+  readonly etcd?: { readonly client: number; readonly peer: number };
+}
 const START_MS_MAX = 90_000;
 
 export interface ClusterEnvironment {
@@ -143,16 +152,17 @@ export class KitNode {
     readonly id: string,
     readonly host: string,
     readonly dataDir: string,
+    readonly ports: NodePorts = PORTS,
   ) {}
 
   get clusterAddress(): string {
-    return `${this.host}:${PORTS.cluster}`;
+    return `${this.host}:${this.ports.cluster}`;
   }
   get adminUrl(): string {
-    return `http://${this.host}:${PORTS.admin}/admin/api/v1`;
+    return `http://${this.host}:${this.ports.admin}/admin/api/v1`;
   }
   get publicUrl(): string {
-    return `http://${this.host}:${PORTS.public}/api/v1`;
+    return `http://${this.host}:${this.ports.public}/api/v1`;
   }
 
   /** Starts `lightwell serve` in cluster mode; resolves once its ready lines are printed. */
@@ -163,9 +173,9 @@ export class KitNode {
       '--data-dir',
       this.dataDir,
       '--public-listen',
-      `${this.host}:${PORTS.public}`,
+      `${this.host}:${this.ports.public}`,
       '--admin-listen',
-      `${this.host}:${PORTS.admin}`,
+      `${this.host}:${this.ports.admin}`,
       '--cluster.listen',
       this.clusterAddress,
       '--cluster.node_id',
@@ -183,6 +193,14 @@ export class KitNode {
       ...(this.kit.clientHost === undefined
         ? []
         : ['--security.trusted_proxy', this.kit.clientHost]),
+      ...(this.ports.etcd === undefined
+        ? []
+        : [
+            '--cluster.etcd_client_listen',
+            `${this.host}:${this.ports.etcd.client}`,
+            '--cluster.etcd_peer_listen',
+            `${this.host}:${this.ports.etcd.peer}`,
+          ]),
       ...(options.bootstrap === true ? ['--cluster.bootstrap'] : []),
       ...(options.args ?? []),
     ];
@@ -366,23 +384,40 @@ export class ClusterKit {
     return this.netUp && first ? first.host.replace(/\.\d+$/, '.1') : undefined;
   }
 
-  /** Makes the network and the nodes' directories (no node runs yet). */
-  static async create(count: number, teardown: (fn: () => Promise<void>) => void) {
+  /**
+   * Makes the network and the nodes' directories (no node runs yet). `sameHost`: every node on
+   * one loopback address, with consecutive `cluster.listen` ports (7001, 7002, …) as an operator
+   * running several nodes on one machine would give them.
+   */
+  static async create(
+    count: number,
+    teardown: (fn: () => Promise<void>) => void,
+    options: { sameHost?: boolean } = {},
+  ) {
     const env = await clusterEnvironment();
     if (env.skip !== undefined) throw new Error(`cluster tests cannot run: ${env.skip}`);
     const kit = new ClusterKit(env, randomBytes(3).toString('hex'));
     teardown(() => kit.close());
-    const hosts = env.namespaces ? await kit.makeNetwork(count) : loopbackHosts(count);
-    for (let index = 0; index < count; index += 1)
+    const shared = options.sameHost === true;
+    const hosts = shared
+      ? new Array<string>(count).fill(loopbackHosts(1)[0] as string)
+      : env.namespaces
+        ? await kit.makeNetwork(count)
+        : loopbackHosts(count);
+    for (let index = 0; index < count; index += 1) {
+      const n = index + 1;
+      const ports = shared
+        ? {
+            public: 9000 + 2 * n,
+            admin: 9001 + 2 * n,
+            cluster: 7000 + n,
+            etcd: { client: 2379 + 10 * n, peer: 2380 + 10 * n },
+          }
+        : PORTS;
       kit.nodes.push(
-        new KitNode(
-          kit,
-          index + 1,
-          `n${index + 1}`,
-          hosts[index] as string,
-          join(kit.root, `n${index + 1}`),
-        ),
+        new KitNode(kit, n, `n${n}`, hosts[index] as string, join(kit.root, `n${n}`), ports),
       );
+    }
     return kit;
   }
 
