@@ -36,7 +36,7 @@ import {
 import { membershipSchema, scrubReportSchema, problems, str } from './json.js';
 import { liveTenant } from './tenant-routes.js';
 import { ClusterAccess } from '../cluster/access.js';
-import type { Membership } from '../cluster/membership.js';
+import type { Membership, MemberView } from '../cluster/membership.js';
 
 /** The longest a rebalance request scrubs before it answers with `complete: false`. */
 export const REBALANCE_MS_MAX = 60_000;
@@ -134,7 +134,7 @@ export function clusterRoutes(services: AdminServices): Route<Handler>[] {
       handler: async (exchange) => {
         auth.authenticate(exchange, 'viewer');
         if (cluster === undefined) exchange.sendJson(200, membership());
-        else exchange.sendJson(200, await (await cluster.membership()).view());
+        else exchange.sendJson(200, contractMembership(await (await cluster.membership()).view()));
       },
     },
   ];
@@ -170,7 +170,7 @@ export function clusterRoutes(services: AdminServices): Route<Handler>[] {
             dryRun,
             () => moveReplicas(services),
           );
-          exchange.sendJson(200, answer);
+          exchange.sendJson(200, contractMembership(answer));
           return;
         }
         throw Conflict(
@@ -184,6 +184,31 @@ export function clusterRoutes(services: AdminServices): Route<Handler>[] {
 }
 
 /** One membership change in cluster mode; bodies were validated by `validateChange`. */
+/**
+ * A member as DECISIONS.md's membership shape gives it (docs/cluster.md §2, "At the API"): the
+ * states are voter, learner, draining, lost and removed, so a join in progress (`joining`) is a
+ * `learner`, and a drained member stays `draining` (it is still readable and still to be
+ * removed) with `drained: true`; an empty zone or site is absent.
+ */
+export function contractMember(member: MemberView): Record<string, unknown> {
+  const { zone, site, state, ...rest } = member;
+  return {
+    ...rest,
+    state: state === 'joining' ? 'learner' : state === 'drained' ? 'draining' : state,
+    ...(state === 'drained' ? { drained: true } : {}),
+    ...(zone === '' ? {} : { zone }),
+    ...(site === '' ? {} : { site }),
+  };
+}
+
+/** Any answer that carries the membership (a dry run's plan does not) in the contract's shape. */
+function contractMembership(answer: unknown): unknown {
+  if (answer === null || typeof answer !== 'object' || !('members' in answer)) return answer;
+  const members = answer.members;
+  if (!Array.isArray(members)) return answer;
+  return { ...answer, members: (members as MemberView[]).map(contractMember) };
+}
+
 async function changeMembership(
   membership: Membership,
   change: MembershipChange,

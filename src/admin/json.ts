@@ -246,6 +246,10 @@ export const membershipSchema = obj(
           name: str,
           address: str,
           state: { type: 'string', enum: ['voter', 'learner', 'draining', 'lost', 'removed'] },
+          drained: {
+            type: 'boolean',
+            description: 'a draining member whose data has all moved off: it may be removed',
+          },
           zone: str,
           site: str,
         },

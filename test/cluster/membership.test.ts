@@ -9,13 +9,16 @@
 // two on a loaded machine). Skips, with the reason, where etcd cannot be had.
 import t from 'tap';
 import { ClusterKit, clusterEnvironment, joinBody, waitFor, type KitNode } from './kit.js';
+import { answerSchema, schemaErrors } from '../helpers/json-schema.js';
 
 interface Member {
   id: string;
   state: string;
   live: boolean;
   isLearner: boolean;
-  zone: string;
+  zone?: string;
+  site?: string;
+  drained?: boolean;
   etcdMemberId?: string;
 }
 interface Membership {
@@ -110,6 +113,11 @@ t.test(
       }
       const n2View = first.members.find((member) => member.id === 'n2');
       t.equal(n2View?.zone, 'b');
+      t.notOk(n2View !== undefined && 'site' in n2View, 'an empty site is absent');
+      t.notOk(
+        first.members.some((member) => member.id === 'n1' && 'zone' in member),
+        'an empty zone is absent',
+      );
       t.match(n2View?.etcdMemberId, /^\d+$/, 'etcd member ids are decimal strings (> 2^53)');
       await waitFor('every node live', async () =>
         (await membership(n1)).members.every((member) => member.live) ? true : undefined,
@@ -226,7 +234,12 @@ t.test(
           const body = { id: 'n2', reason: 'retire', confirm: 'n2' };
           const drained = await n1.admin('POST', '/cluster/consensus/drain', body);
           t.equal(drained.status, 200, JSON.stringify(drained.json));
-          t.equal(states(drained.json as unknown as Membership)['n2'], 'drained');
+          // DECISIONS.md's states: a drained member is `draining` (and `drained`) until removed.
+          t.equal(states(drained.json as unknown as Membership)['n2'], 'draining');
+          const n2Drained = (drained.json as unknown as Membership).members.find(
+            (member) => member.id === 'n2',
+          );
+          t.equal(n2Drained?.drained, true, 'the drain is done: n2 may be removed');
           const view = await waitFor('n2 to answer membership as a drained node', async () => {
             const answer = await n2.admin(
               'GET',
@@ -236,7 +249,20 @@ t.test(
             );
             return answer.status === 200 ? (answer.json as unknown as Membership) : undefined;
           });
-          t.same(states(view), { n1: 'voter', n2: 'drained', n3: 'removed' });
+          t.same(states(view), { n1: 'voter', n2: 'draining', n3: 'removed' });
+          const openapi = (await (await fetch(`${n2.adminUrl}/openapi.json`)).json()) as Record<
+            string,
+            unknown
+          >;
+          for (const [path, answer] of [
+            ['/cluster/consensus/membership', view],
+            ['/cluster/consensus/drain', drained.json],
+          ] as const) {
+            const method = path.endsWith('membership') ? 'GET' : 'POST';
+            const schema = answerSchema(openapi, method, path, 200);
+            t.ok(schema, `the served document has ${method} ${path}'s answer`);
+            t.same(schemaErrors(answer, schema, openapi), [], `${path}: the answer is valid`);
+          }
           t.notOk(
             view.members.find((member) => member.id === 'n2')?.isLearner,
             'no longer an etcd member',
