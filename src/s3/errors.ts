@@ -88,6 +88,11 @@ const codes = {
     message: 'The AWS access key Id you provided does not exist in our records',
   },
   InvalidArgument: { status: 400, lightwell: 'bad_request', message: 'Invalid Argument' },
+  InvalidTargetBucketForLogging: {
+    status: 400,
+    lightwell: 'bad_request',
+    message: 'The target bucket for logging does not exist or is not fit for logging',
+  },
   InvalidBucketName: {
     status: 400,
     lightwell: 'bad_request',

@@ -16,6 +16,7 @@ import { serviceObjectStore } from './object-store.js';
 import { registerAccessOps } from './access-ops.js';
 import { registerCors } from './cors.js';
 import { registerPostObject } from './post-object.js';
+import { registerLogging } from './logging.js';
 
 export function s3Api(services: S3Services): S3Api {
   const api = new S3Api(
@@ -33,5 +34,6 @@ export function s3Api(services: S3Services): S3Api {
   registerAccessOps(api);
   registerCors(api);
   registerPostObject(api);
+  registerLogging(api);
   return api;
 }
