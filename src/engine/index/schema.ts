@@ -310,6 +310,8 @@ export interface ObjectVersionRecord {
   legalHold?: 'ON' | 'OFF';
   /** A completed multipart upload's part sizes, in part order (reads by part number). */
   partSizes?: number[];
+  /** Its parts' checksums of the upload's algorithm, in part order (GetObjectAttributes). */
+  partChecksums?: { alg: string; values: string[] };
 }
 
 export interface ObjectTag {
