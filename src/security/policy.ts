@@ -6,8 +6,8 @@
 //   `*` (anyone, anonymous included) or tenants (the S3 accounts: `{"AWS": "<tenant>"}`,
 //   `arn:aws:iam::<tenant>:root`, `{"CanonicalUser": "<tenant>"}`) or one access key of a tenant
 //   (`arn:aws:iam::<tenant>:user/<accessKeyId>`), or a service (`{"Service": "logging.s3.
-//   amazonaws.com"}`: only that service acting matches it, never `*`); `NotPrincipal` names who
-//   a statement is not about. Actions and resources take `*` and `?`; a resource ARN may carry
+//   amazonaws.com"}`: only that service acting matches it, never `*`); `NotPrincipal` (with
+//   Deny only) names who a statement is not about. Actions and resources take `*` and `?`; a resource ARN may carry
 //   an account (`arn:aws:s3::<tenant>:bucket`), which is ignored (bucket names are global).
 //   Operators: String*, Numeric*, Date*, Bool, IpAddress/NotIpAddress, Arn* (globs on whole
 //   ARNs), BinaryEquals and Null, each with IfExists and ForAnyValue/ForAllValues accepted.
@@ -237,6 +237,9 @@ function parseStatement(value: unknown, where: string, bucket: string): Statemen
   const notPrincipal = fields['NotPrincipal'] !== undefined;
   if (notPrincipal === (fields['Principal'] !== undefined))
     throw BadRequest(`${where} needs one of Principal and NotPrincipal`);
+  // An Allow for everyone but someone would open the bucket to anyone, anonymous included.
+  if (notPrincipal && effect === 'Allow')
+    throw BadRequest(`${where}: NotPrincipal goes with Deny only`);
   const principalField = notPrincipal ? 'NotPrincipal' : 'Principal';
   const principals = parsePrincipal(fields[principalField], `${where}.${principalField}`);
   const hasAction = fields['Action'] !== undefined;

@@ -263,6 +263,11 @@ t.test('NotPrincipal: everyone but the named', async (t) => {
     ],
   });
   t.throws(() => parseAwsPolicy(both, 'b'), /one of Principal and NotPrincipal/);
+  const allowAllBut = JSON.stringify({
+    Version: '2012-10-17',
+    Statement: [{ Effect: 'Allow', NotPrincipal: { AWS: 'a' }, Action: '*', Resource: '*' }],
+  });
+  t.throws(() => parseAwsPolicy(allowAllBut, 'b'), /NotPrincipal goes with Deny only/);
 });
 
 t.test('service principals, Arn operators and tenanted resource ARNs', async (t) => {
