@@ -18,6 +18,7 @@ import { isLightwellError } from '../util/errors.js';
 import { payloadCheckOf } from './auth.js';
 import { grantedBucket } from './access.js';
 import { applyCreateBucketAcl, checkCreateBucketAcl } from './access-ops.js';
+import { applyCreateBucketOwnership, requestedOwnership } from './ownership.js';
 
 export function registerBuckets(api: S3Api): void {
   api.register('ListBuckets', listBuckets);
@@ -147,6 +148,7 @@ async function createBucket(request: S3Request): Promise<void> {
   }
   authorizeIn(principal, name, { verb: 'write' });
   checkCreateBucketAcl(request);
+  const ownership = requestedOwnership(request);
   const lock = request.exchange.header('x-amz-bucket-object-lock-enabled');
   const objectLock = lock?.toLowerCase() === 'true';
   const bytes = await body;
@@ -182,6 +184,7 @@ async function createBucket(request: S3Request): Promise<void> {
     throw error;
   }
   await applyCreateBucketAcl(request, name);
+  await applyCreateBucketOwnership(request, name, ownership);
   request.send(200, { Location: `/${name}` });
 }
 

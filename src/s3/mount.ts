@@ -17,6 +17,7 @@ import { registerAccessOps } from './access-ops.js';
 import { registerCors } from './cors.js';
 import { registerPostObject } from './post-object.js';
 import { registerLogging } from './logging.js';
+import { registerOwnership } from './ownership.js';
 
 export function s3Api(services: S3Services): S3Api {
   const api = new S3Api(
@@ -35,5 +36,6 @@ export function s3Api(services: S3Services): S3Api {
   registerCors(api);
   registerPostObject(api);
   registerLogging(api);
+  registerOwnership(api);
   return api;
 }

@@ -155,7 +155,8 @@ function aclAllows(
   ignorePublic: boolean,
 ): boolean {
   const permission = request.permission;
-  if (!permission) return false;
+  // BucketOwnerEnforced: ACLs no longer grant anything (S3 Object Ownership).
+  if (!permission || bucket.ownership === 'BucketOwnerEnforced') return false;
   const requester = request.requester?.tenant.id;
   if (permission.level === 'bucket' || request.key === undefined)
     return aclGrants(bucketAcl(bucket), requester, permission.is, ignorePublic);

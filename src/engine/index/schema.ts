@@ -232,7 +232,12 @@ export interface BucketRecord {
   lifecycle?: LifecycleRuleRecord[];
   /** S3 bucket logging of this bucket's requests (engine/ops/access-log.ts); absent: off. */
   logging?: BucketLoggingRecord;
+  /** S3 Object Ownership (service/ownership.ts); absent: none set (ObjectWriter's behaviour). */
+  ownership?: ObjectOwnership;
 }
+
+/** S3's OwnershipControls rule: who owns new objects, and whether ACLs apply at all. */
+export type ObjectOwnership = 'BucketOwnerEnforced' | 'BucketOwnerPreferred' | 'ObjectWriter';
 
 /** Where a source bucket's access-log records go (S3's LoggingEnabled). */
 export interface BucketLoggingRecord {
