@@ -162,8 +162,9 @@ async function createBucket(request: S3Request): Promise<void> {
         `the location constraint ${constraint.slice(0, 64)} is not this region (${region})`,
       );
   }
+  let created: BucketRecord;
   try {
-    await mutate<BucketRecord>(
+    created = await mutate<BucketRecord>(
       request,
       'createBucket',
       { tenantId: principal.tenant.id, name, objectLock },
@@ -184,7 +185,7 @@ async function createBucket(request: S3Request): Promise<void> {
     throw error;
   }
   await applyCreateBucketAcl(request, name);
-  await applyCreateBucketOwnership(request, name, ownership);
+  await applyCreateBucketOwnership(request, created, ownership);
   request.send(200, { Location: `/${name}` });
 }
 

@@ -11,7 +11,6 @@ import { objectServiceOf, readXmlBody, rootOf } from './object-lock.js';
 import { XmlWriter, xmlList, xmlText } from './xml.js';
 import type { BucketRecord } from '../engine/index/schema.js';
 import { contextOf } from '../service/context.js';
-import { bucketByName } from '../service/bucket-access.js';
 import {
   aclsDisabled,
   objectOwnerOf,
@@ -104,11 +103,11 @@ export function requestedOwnership(request: S3Request): ObjectOwnership | undefi
 /** Sets a new bucket's ownership rule (a second commit, as CreateBucket's ACL). */
 export async function applyCreateBucketOwnership(
   request: S3Request,
-  name: string,
+  bucket: BucketRecord,
   ownership: ObjectOwnership | undefined,
 ): Promise<void> {
   if (ownership === undefined) return;
-  await setOwnership(request, bucketByName(request.services.store, name).bucket, ownership);
+  await setOwnership(request, bucket, ownership);
 }
 
 /** Refuses an ACL change on a bucket whose ACLs are off. */
