@@ -45,6 +45,15 @@ export const LOGGING_SERVICE = 'logging.s3.amazonaws.com';
 /** A logging configuration as a client asks for it (engine/index/schema.ts keeps it). */
 export type LoggingConfig = Omit<BucketLoggingRecord, 'updatedAt'>;
 
+/** The failures of a delivery that retrying cannot cure (the target's), by error code. */
+const UNDELIVERABLE: ReadonlySet<string> = new Set([
+  'not_found',
+  'forbidden',
+  'quota_exceeded',
+  'bad_request',
+  'payload_too_large',
+]);
+
 /** Deliveries one pass makes at most; the rest wait for the next pass. */
 const DELIVERIES_PER_PASS_MAX = 64;
 
@@ -326,11 +335,14 @@ export class AccessLogDelivery {
       }
       return true;
     } catch (error) {
-      const code = errorCode(error);
+      const code = errorCode(error) ?? 'internal';
       if (code === 'conflict') return true;
-      if (code === 'engine_unavailable' || code === 'unavailable' || code === 'disk_full')
+      // Anything but a target that cannot take the object is retried on a later pass.
+      if (!UNDELIVERABLE.has(code)) {
+        log.warn({ err: error, stream }, 'access-log delivery failed; retried');
         return false;
-      // A target gone or full: the records are dropped so that the stream stays bounded.
+      }
+      // A target gone, full or refusing: the records are dropped so the stream stays bounded.
       log.warn({ err: error, stream, records: batch.keys.length }, 'access-log records dropped');
       delete args['put'];
       delete args['audit'];
