@@ -19,6 +19,7 @@ import { isLightwellError } from '../util/errors.js';
 import { payloadCheckOf } from './auth.js';
 import { grantedBucket } from './access.js';
 import { applyCreateBucketAcl, checkCreateBucketAcl } from './access-ops.js';
+import { applyCreateBucketOwnership, requestedOwnership } from './ownership.js';
 
 export function registerBuckets(api: S3Api): void {
   api.register('ListBuckets', listBuckets);
@@ -176,6 +177,7 @@ async function createBucket(request: S3Request): Promise<void> {
   }
   authorizeIn(principal, name, { verb: 'write' });
   checkCreateBucketAcl(request);
+  const ownership = requestedOwnership(request);
   const lock = request.exchange.header('x-amz-bucket-object-lock-enabled');
   const objectLock = lock?.toLowerCase() === 'true';
   const bytes = await body;
@@ -189,8 +191,9 @@ async function createBucket(request: S3Request): Promise<void> {
         `the location constraint ${constraint.slice(0, 64)} is not this region (${region})`,
       );
   }
+  let created: BucketRecord;
   try {
-    await mutate<BucketRecord>(
+    created = await mutate<BucketRecord>(
       request,
       'createBucket',
       { tenantId: principal.tenant.id, name, objectLock },
@@ -211,6 +214,7 @@ async function createBucket(request: S3Request): Promise<void> {
     throw error;
   }
   await applyCreateBucketAcl(request, name);
+  await applyCreateBucketOwnership(request, created, ownership);
   request.send(200, { Location: `/${name}` });
 }
 
