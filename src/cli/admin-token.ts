@@ -99,10 +99,16 @@ export async function adminToken(argv: readonly string[]): Promise<void> {
   } catch (error) {
     const usage = isUsageError(error);
     const hint = usage && !failureText(error).startsWith('usage:') ? USAGE_HINT : '';
-    process.stderr.write(`lightwell admin-token: ${failureText(error)}${hint}\n`);
+    // One line, never a stack: an unexpected error's first line names it.
+    const text = failureText(error).split('\n')[0] ?? '';
+    process.stderr.write(`lightwell admin-token: ${text}${hint}\n`);
     process.exitCode = usage ? EXIT_USAGE : EXIT_FAILURE;
   }
 }
+
+const OUTBOX_NOTICE =
+  'lightwell admin-token: the cluster is not reachable from here; the change is made on this ' +
+  'node and published to the cluster when this member starts\n';
 
 interface Minted {
   readonly token: string;
@@ -139,8 +145,10 @@ function mint(options: Map<string, string>): Minted {
 async function create(paths: DataDirPaths, minted: Minted, json: boolean): Promise<void> {
   const { record } = minted;
   const { role, tenant } = record;
-  // A cluster member's token is cluster-wide: etcd first, so a failure there writes nothing.
-  await publishAdminToken(paths.root, record);
+  // A cluster member's token is cluster-wide: etcd first; a stopped member (its etcd member
+  // down too) keeps it in an outbox that the member publishes when it starts.
+  const published = await publishAdminToken(paths.root, record);
+  if (published === 'outbox') process.stderr.write(OUTBOX_NOTICE);
   await withIndex(
     paths,
     async (engine) => engine.call('putAdminToken', { record }),
@@ -243,7 +251,8 @@ async function revoke(paths: DataDirPaths, tokenId: string, json: boolean): Prom
     async (engine) => engine.call<AdminTokenRecord>('revokeAdminToken', { tokenId }),
     (context) => control.revokeAdminToken(context, { tokenId }),
   );
-  await publishAdminToken(paths.root, record);
+  if ((await publishAdminToken(paths.root, record)) === 'outbox')
+    process.stderr.write(OUTBOX_NOTICE);
   const { hash: _hash, ...rest } = record;
   if (json) process.stdout.write(`${JSON.stringify(tokenJson(rest))}\n`);
   else process.stdout.write(`revoked ${tokenId}\n`);

@@ -18,6 +18,7 @@
 
 import { randomBytes } from 'node:crypto';
 import type { Lease } from 'etcd3';
+import { dirname } from 'node:path';
 import { RELEASE, dataDirPaths } from '../engine/data-dir.js';
 import { startControlMirror, type ControlMirror } from './control-mirror.js';
 import { EngineClient } from '../engine/protocol.js';
@@ -371,6 +372,8 @@ class Agent implements ClusterAgent {
     this.mirror = startControlMirror({
       registry: this.registry,
       socketPath: this.engineSocket,
+      // The data directory holds the cluster directory (node-state.ts `clusterPaths`).
+      dataDir: dirname(this.paths.dir),
       log: this.log.child({ component: 'cluster.mirror' }),
     });
     void this.refreshEngine();
