@@ -36,6 +36,7 @@ import {
 import { membershipSchema, scrubReportSchema, problems, str } from './json.js';
 import { liveTenant } from './tenant-routes.js';
 import { ClusterAccess } from '../cluster/access.js';
+import { RepairJobs } from './repair-jobs.js';
 import type { Membership, MemberView } from '../cluster/membership.js';
 
 /** The longest a rebalance request scrubs before it answers with `complete: false`. */
@@ -179,7 +180,8 @@ export function clusterRoutes(services: AdminServices): Route<Handler>[] {
       },
     });
   }
-  routes.push(rebalanceRoute(services));
+  const jobs = new RepairJobs();
+  routes.push(rebalanceRoute(services, jobs), repairJobRoute(services, jobs));
   return routes;
 }
 
@@ -270,7 +272,48 @@ async function moveReplicas(services: AdminServices): Promise<void> {
   }
 }
 
-function rebalanceRoute(services: AdminServices): Route<Handler> {
+const repairJobSchema = {
+  type: 'object',
+  required: ['jobId', 'state'],
+  properties: {
+    jobId: str,
+    state: { type: 'string', enum: ['queued', 'running', 'succeeded', 'failed'] },
+    tenantId: str,
+    startedAt: str,
+    finishedAt: str,
+    result: { ...scrubReportSchema, description: 'the report, once succeeded' },
+    error: {
+      type: 'object',
+      description: 'why it failed',
+      properties: { code: str, message: str },
+    },
+  },
+};
+
+function repairJobRoute(services: AdminServices, jobs: RepairJobs): Route<Handler> {
+  return {
+    method: 'GET',
+    path: '/cluster/repair/jobs/{jobId}',
+    operationId: 'getRepairJob',
+    doc: {
+      summary:
+        "A rebalance job's state and, once done, its report (kept in this node's memory: not across a restart)",
+      auth: bearer,
+      responses: {
+        200: { description: 'the job', schema: repairJobSchema },
+        ...problems(400, 404),
+      },
+    },
+    handler: (exchange, params) => {
+      const caller = services.auth.authenticate(exchange, 'viewer');
+      const job = jobs.get(params['jobId'] ?? '');
+      caller.requireTenant(job.tenantId);
+      exchange.sendJson(200, job);
+    },
+  };
+}
+
+function rebalanceRoute(services: AdminServices, jobs: RepairJobs): Route<Handler> {
   return {
     method: 'POST',
     path: '/cluster/repair/rebalance',
@@ -302,6 +345,14 @@ function rebalanceRoute(services: AdminServices): Route<Handler> {
           description: 'completed scrub report (or the dry-run plan)',
           schema: scrubReportSchema,
         },
+        202: {
+          description: 'still running: follow it at GET /cluster/repair/jobs/{jobId}',
+          schema: {
+            type: 'object',
+            required: ['jobId', 'state'],
+            properties: { jobId: str, state: { type: 'string', enum: ['queued', 'running'] } },
+          },
+        },
         ...problems(400, 404),
       },
     },
@@ -320,27 +371,40 @@ function rebalanceRoute(services: AdminServices): Route<Handler> {
         throw BadRequest('confirmBucket is only for a rebalance of one bucket (give bucketName)');
       const dryRun = isDryRun(exchange);
       liveTenant(services, tenantId);
-      const report = await runScrub(services, { tenantId, bucket, verify: !dryRun });
-      // On a cluster member the engine then copies what any replica lacks (cluster/repair.ts).
-      // and replaces the corrupt chunks the scrub found with good copies from other members.
-      const corrupt = (report['corrupt'] as CorruptChunk[]).map((entry) => entry.chunkId);
-      const replication = await services.engine.call<Record<string, unknown> | null>(
-        'clusterRepair',
-        { tenantId, dryRun, corrupt, ...(bucket === undefined ? {} : { bucket }) },
-      );
-      const target =
-        bucket === undefined ? `tenants/${tenantId}` : `tenants/${tenantId}/buckets/${bucket}`;
-      exchange.sendJson(200, {
-        dryRun,
-        applied: !dryRun,
-        action: 'rebalanceRepair',
-        target,
-        mode: replication === null ? 'single-node-scrub' : 'cluster-rebalance',
-        ...report,
-        ...(replication === null ? {} : { replication }),
-        blockers: [],
-      });
+      const outcome = await jobs.run(tenantId, rebalance(services, { tenantId, bucket, dryRun }));
+      if ('done' in outcome) exchange.sendJson(200, outcome.done);
+      else exchange.sendJson(202, { jobId: outcome.job.jobId, state: outcome.job.state });
     },
+  };
+}
+
+/** The scrub, then (on a cluster member) the replicas' repair: the rebalance's report. */
+async function rebalance(
+  services: AdminServices,
+  args: { tenantId: string; bucket: string | undefined; dryRun: boolean },
+): Promise<Record<string, unknown>> {
+  const { tenantId, bucket, dryRun } = args;
+  const report = await runScrub(services, { tenantId, bucket, verify: !dryRun });
+  // On a cluster member the engine then copies what any replica lacks (cluster/repair.ts).
+  // and replaces the corrupt chunks the scrub found with good copies from other members.
+  const corrupt = (report['corrupt'] as CorruptChunk[]).map((entry) => entry.chunkId);
+  const replication = await services.engine.call<Record<string, unknown> | null>('clusterRepair', {
+    tenantId,
+    dryRun,
+    corrupt,
+    ...(bucket === undefined ? {} : { bucket }),
+  });
+  const target =
+    bucket === undefined ? `tenants/${tenantId}` : `tenants/${tenantId}/buckets/${bucket}`;
+  return {
+    dryRun,
+    applied: !dryRun,
+    action: 'rebalanceRepair',
+    target,
+    mode: replication === null ? 'single-node-scrub' : 'cluster-rebalance',
+    ...report,
+    ...(replication === null ? {} : { replication }),
+    blockers: [],
   };
 }
 

@@ -55,11 +55,7 @@ t.test('a flipped bit is repaired from a replica', { skip: env.skip ?? false }, 
 
   await flipByte(n2);
   const rebalance = async (): Promise<Record<string, unknown>> => {
-    const answer = await n2.admin('POST', '/cluster/repair/rebalance', {
-      tenantId: 'acme',
-      reason: 'test',
-      confirmTenant: 'acme',
-    });
+    const answer = await n2.rebalance({ tenantId: 'acme', reason: 'test', confirmTenant: 'acme' });
     t.equal(answer.status, 200, JSON.stringify(answer.json));
     return answer.json;
   };

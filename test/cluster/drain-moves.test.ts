@@ -39,10 +39,9 @@ t.test('drain and forceLost move data', { skip: env.skip ?? false }, async (t) =
   }
 
   const rebalance = async (dryRun: boolean): Promise<Record<string, number>> => {
-    const answer = await writer.admin(
-      'POST',
-      `/cluster/repair/rebalance${dryRun ? '?dryRun=true' : ''}`,
+    const answer = await writer.rebalance(
       { tenantId: 'acme', reason: 'test', confirmTenant: 'acme' },
+      dryRun,
     );
     t.equal(answer.status, 200, JSON.stringify(answer.json));
     return (answer.json['replication'] as { counts: Record<string, number> }).counts;

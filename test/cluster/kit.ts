@@ -312,6 +312,28 @@ export class KitNode {
     return { status: response.status, json: (text ? JSON.parse(text) : {}) as Answer['json'] };
   }
 
+  /**
+   * `POST /cluster/repair/rebalance` on this node: its report, from the answer (200) or, when it
+   * went on as a job (202), from `GET /cluster/repair/jobs/{jobId}` once the job has ended.
+   */
+  async rebalance(body: Record<string, unknown>, dryRun = false): Promise<Answer> {
+    const query = dryRun ? '?dryRun=true' : '';
+    const answer = await this.admin('POST', `/cluster/repair/rebalance${query}`, body);
+    if (answer.status !== 202) return answer;
+    const jobId = String(answer.json['jobId']);
+    const job = await waitFor(
+      `rebalance job ${jobId} on ${this.id} to end`,
+      async () => {
+        const polled = await this.admin('GET', `/cluster/repair/jobs/${jobId}`);
+        const state = polled.json['state'];
+        return state === 'succeeded' || state === 'failed' ? polled.json : undefined;
+      },
+      300_000,
+    );
+    if (job['state'] === 'failed') return { status: 503, json: job['error'] as Answer['json'] };
+    return { status: 200, json: job['result'] as Answer['json'] };
+  }
+
   /** SIGTERM to the supervisor; resolves when it has exited. */
   async stop(): Promise<void> {
     const child = this.child;

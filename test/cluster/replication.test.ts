@@ -91,10 +91,9 @@ t.test('objects are replicated to a majority', { skip: env.skip ?? false }, asyn
   t.ok((await c3.get('large')).bytes.equals(large), 'what n3 held is still there');
 
   const rebalance = async (dryRun: boolean): Promise<Record<string, unknown>> => {
-    const answer = await n1.admin(
-      'POST',
-      `/cluster/repair/rebalance${dryRun ? '?dryRun=true' : ''}`,
+    const answer = await n1.rebalance(
       { tenantId: 'acme', reason: 'test', confirmTenant: 'acme' },
+      dryRun,
     );
     t.equal(answer.status, 200, JSON.stringify(answer.json));
     return answer.json;
