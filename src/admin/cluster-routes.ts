@@ -16,7 +16,7 @@ import { hostname } from 'node:os';
 import type { Route } from '../http/router.js';
 import type { Handler } from '../http/server.js';
 import type { Exchange } from '../http/exchange.js';
-import type { ScrubResult, ScrubCursor, CorruptChunk } from '../engine/ops/tenant-scrub.js';
+import type { ScrubArgs, ScrubCursor, CorruptChunk } from '../engine/ops/tenant-scrub.js';
 import { validateTenantId, validateBucketName } from '../security/names.js';
 import { BadRequest, Conflict } from '../util/errors.js';
 import {
@@ -263,10 +263,11 @@ function rebalanceRoute(services: AdminServices): Route<Handler> {
       liveTenant(services, tenantId);
       const report = await runScrub(services, { tenantId, bucket, verify: !dryRun });
       // On a cluster member the engine then copies what any replica lacks (cluster/repair.ts).
-      const replication = await services.engine.call<Record<string, unknown> | null>(
-        'clusterRepair',
-        { tenantId, dryRun, ...(bucket === undefined ? {} : { bucket }) },
-      );
+      const replication = await services.engine.call('clusterRepair', {
+        tenantId,
+        dryRun,
+        ...(bucket === undefined ? {} : { bucket }),
+      });
       const target =
         bucket === undefined ? `tenants/${tenantId}` : `tenants/${tenantId}/buckets/${bucket}`;
       exchange.sendJson(200, {
@@ -300,10 +301,10 @@ async function runScrub(
   const corrupt: CorruptChunk[] = [];
   let cursor: ScrubCursor | undefined;
   do {
-    const request: Record<string, unknown> = { tenantId: args.tenantId, verify: args.verify };
-    if (args.bucket !== undefined) request['bucket'] = args.bucket;
-    if (cursor !== undefined) request['cursor'] = cursor;
-    const step = await services.engine.call<ScrubResult>('scrubTenantChunks', request);
+    const request: ScrubArgs = { tenantId: args.tenantId, verify: args.verify };
+    if (args.bucket !== undefined) request.bucket = args.bucket;
+    if (cursor !== undefined) request.cursor = cursor;
+    const step = await services.engine.call('scrubTenantChunks', request);
     for (const field of Object.keys(counts) as Array<keyof typeof counts>)
       counts[field] += step[field];
     for (const entry of step.corrupt) if (corrupt.length < 1000) corrupt.push(entry);

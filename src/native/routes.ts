@@ -11,6 +11,7 @@ import { PURPOSE_LIST_TOKEN } from '../security/keys.js';
 import { freshenForRead } from '../service/cluster-read.js';
 import { type BucketRecord, type ObjectVersionRecord } from '../engine/index/schema.js';
 import type { DataServices, IndexView } from '../service/services.js';
+import type { CommandName } from '../engine/commands.js';
 import { idempotencyOf, type IdempotencyClaim } from '../service/idempotency.js';
 import { sendObject } from '../service/download.js';
 import type { Principal } from '../service/auth.js';
@@ -40,7 +41,6 @@ import {
   validateObjectKey,
   validateUserMetadata,
 } from '../security/names.js';
-import type { RateLimitResult } from '../security/rate-limit.js';
 import { ACCESS_KEY_ID_PATTERN } from '../security/access-keys.js';
 import {
   BadRequest,
@@ -71,7 +71,7 @@ export interface RouteKit {
   readonly objects: ObjectService;
   readonly mutate: <T>(
     exchange: Exchange,
-    op: string,
+    op: CommandName,
     args: Record<string, unknown>,
     status: number,
   ) => Promise<T>;
@@ -103,7 +103,7 @@ export function routeKit(services: GatewayServices): RouteKit {
   /** Sends a mutation with its audit row (service/objects.ts `commit`). */
   const mutate = <T>(
     exchange: Exchange,
-    op: string,
+    op: CommandName,
     args: Record<string, unknown>,
     status: number,
   ): Promise<T> => objects.commit<T>(exchange, op, args, status);
@@ -176,7 +176,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
         // exist fails the secret check below without costing the engine a round trip or the
         // limiter an entry.
         const limited = ACCESS_KEY_ID_PATTERN.test(accessKeyId)
-          ? await services.engine.call<RateLimitResult>('takeMintToken', {
+          ? await services.engine.call('takeMintToken', {
               accessKeyId: `${accessKeyId}@${exchange.remoteAddress}`,
             })
           : ({ ok: true } as const);

@@ -85,15 +85,12 @@ async function deleteOne(
   try {
     validateObjectKey(entry.key);
     deps.access.bucket(principal, bucket.name, { verb: 'delete', key: entry.key });
-    const result = await deps.engine.call<{ versionId?: string; deleteMarker?: boolean }>(
-      'deleteObject',
-      {
-        tenantId: principal.tenant.id,
-        bucket: bucket.name,
-        ...entry,
-        caller: principal.accessKeyId,
-      },
-    );
+    const result = await deps.engine.call('deleteObject', {
+      tenantId: principal.tenant.id,
+      bucket: bucket.name,
+      ...entry,
+      caller: principal.accessKeyId,
+    });
     const deleted: { key: string; versionId?: string; deleteMarker?: true } = { key: entry.key };
     if (result.versionId !== undefined) deleted.versionId = result.versionId;
     if (result.deleteMarker) deleted.deleteMarker = true;
