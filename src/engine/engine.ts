@@ -27,6 +27,7 @@ import {
   EngineUnavailable,
 } from '../util/errors.js';
 import { componentLogger, type Logger } from '../util/log.js';
+import { crashOnInvariantFailure } from '../util/invariant.js';
 import type { Settings } from '../util/config.js';
 import type { EngineContext } from './ops/context.js';
 import * as control from './ops/control.js';
@@ -555,6 +556,8 @@ async function execute(
   } catch (error) {
     if (!isLightwellError(error)) log.error({ err: error, op: request.o }, 'engine command failed');
     frame = encodeFrame({ i: request.i, e: toWire(error) });
+    // Answered (`internal`), then the engine ends: its state may be wrong (util/invariant.ts).
+    crashOnInvariantFailure(error);
   }
   writer.write(frame);
 }
