@@ -3,9 +3,10 @@
 // src/security/cors.ts, the validator every CORS route shares; the engine validates again before
 // it stores. GET of a bucket without rules answers `{rules: []}`.
 
-import type { Route, RouteDoc, JsonSchema } from '../http/router.js';
+import type { Route, JsonSchema } from '../http/router.js';
 import type { Handler } from '../http/server.js';
 import type { RouteKit } from './routes.js';
+import { bearerDocs } from './route-docs.js';
 import { contextOf } from '../service/context.js';
 import { corsRulesOf, deleteBucketCors, putBucketCors } from '../service/cors.js';
 import {
@@ -75,11 +76,7 @@ function corsSchemaOf(rulesMin: number): JsonSchema {
 export const corsSchema = corsSchemaOf(1);
 /** What GET answers: `{rules: []}` for a bucket without rules. */
 const corsReadSchema = corsSchemaOf(0);
-const doc = (
-  summary: string,
-  responses: RouteDoc['responses'],
-  extra: Partial<RouteDoc> = {},
-): RouteDoc => ({ summary, auth: 'bearer', tags: ['cors'], responses, ...extra });
+const doc = bearerDocs('cors');
 
 export function corsRoutes(kit: RouteKit): Route<Handler>[] {
   const { bearer, access, objects } = kit;

@@ -15,7 +15,7 @@
 // unknown upload.
 
 import type { Exchange } from '../http/exchange.js';
-import type { Route, RouteDoc, JsonSchema } from '../http/router.js';
+import type { Route, JsonSchema } from '../http/router.js';
 import type { Handler } from '../http/server.js';
 import { refuseUndeclaredFields } from '../http/strict-input.js';
 import type { BucketRecord, MultipartUploadRecord } from '../engine/index/schema.js';
@@ -44,7 +44,7 @@ import {
   writeConditionsOf,
   type RouteKit,
 } from './routes.js';
-import { ANY_CONTENT_TYPE, objectSchema, writeHeaders } from './route-docs.js';
+import { ANY_CONTENT_TYPE, bearerDocs, objectSchema, writeHeaders } from './route-docs.js';
 import { validateContentType, validateObjectKey, validateUserMetadata } from '../security/names.js';
 
 /** The fields of a multipart create body. */
@@ -127,11 +127,7 @@ const checksumHeaders = {
   'X-Service-Checksum-SHA1': 'base64 digest to verify',
   'X-Service-Checksum-SHA256': 'base64 digest to verify',
 };
-const doc = (
-  summary: string,
-  responses: RouteDoc['responses'],
-  extra: Partial<RouteDoc> = {},
-): RouteDoc => ({ summary, auth: 'bearer', tags: ['multipart'], responses, ...extra });
+const doc = bearerDocs('multipart');
 
 export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
   const { services, bearer, access } = kit;

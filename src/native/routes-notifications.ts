@@ -3,7 +3,7 @@
 // admin-scoped key: a config sends the bucket's events to a URL of the caller's choosing. The
 // rules (validation, private targets, secrets once) are the service's (service/notifications.ts).
 
-import type { Route, RouteDoc, JsonSchema } from '../http/router.js';
+import type { Route, JsonSchema } from '../http/router.js';
 import type { Handler } from '../http/server.js';
 import type { BucketRecord } from '../engine/index/schema.js';
 import type { Principal } from '../service/auth.js';
@@ -18,6 +18,7 @@ import {
   type DeliveryStatus,
 } from '../service/notifications.js';
 import type { RouteKit } from './routes.js';
+import { bearerDocs } from './route-docs.js';
 import type { Exchange } from '../http/exchange.js';
 
 const str = { type: 'string' } as const;
@@ -98,17 +99,7 @@ const statusSchema: JsonSchema = {
     },
   },
 };
-const doc = (
-  summary: string,
-  responses: RouteDoc['responses'],
-  extra: Partial<RouteDoc> = {},
-): RouteDoc => ({
-  summary: `${summary} (an access key with the admin scope on the bucket)`,
-  auth: 'bearer',
-  tags: ['notifications'],
-  responses,
-  ...extra,
-});
+const doc = bearerDocs('notifications', ' (an access key with the admin scope on the bucket)');
 
 export function notificationRoutes(kit: RouteKit): Route<Handler>[] {
   const { services, bearer, access, objects } = kit;

@@ -29,7 +29,7 @@ import {
   writtenHeaders,
   type RouteKit,
 } from './routes.js';
-import { objectSchema, writeHeaders } from './route-docs.js';
+import { bearerDocs, objectSchema, writeHeaders } from './route-docs.js';
 import {
   NO_CONTROL_CHARS_PATTERN,
   validateContentType,
@@ -91,11 +91,7 @@ const versioningRequestSchema: JsonSchema = {
   properties: { status: { type: 'string', enum: ['Enabled', 'Suspended'] } },
 };
 const versionQuery = { versionId: str };
-const doc = (
-  summary: string,
-  responses: RouteDoc['responses'],
-  extra: Partial<RouteDoc> = {},
-): RouteDoc => ({ summary, auth: 'bearer', responses, ...extra });
+const doc = bearerDocs(undefined);
 const json = (schema: JsonSchema): NonNullable<RouteDoc['requestBody']> => ({
   contentType: 'application/json',
   schema,
