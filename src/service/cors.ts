@@ -15,7 +15,7 @@ import {
 } from '../security/cors.js';
 import { Forbidden } from '../util/errors.js';
 import type { RequestContext } from './context.js';
-import type { ObjectService } from './objects.js';
+import { commitBucketChange, type ObjectService } from './objects.js';
 
 /** The bucket's rules, empty when it has none. */
 export function corsRulesOf(bucket: BucketRecord): CorsRule[] {
@@ -30,10 +30,12 @@ export async function putBucketCors(
   body: unknown,
 ): Promise<unknown[]> {
   const rules = parseCorsConfiguration(body).rules;
-  const stored = await objects.commit<{ cors?: unknown[] }>(
+  const stored = await commitBucketChange<{ cors?: unknown[] }>(
+    objects,
     ctx,
+    bucket,
     'putBucketCors',
-    { tenantId: ctx.principal.tenant.id, bucket: bucket.name, cors: { rules } },
+    { cors: { rules } },
     200,
   );
   return stored.cors ?? [];
@@ -45,12 +47,7 @@ export async function deleteBucketCors(
   ctx: RequestContext,
   bucket: BucketRecord,
 ): Promise<void> {
-  await objects.commit(
-    ctx,
-    'deleteBucketCors',
-    { tenantId: ctx.principal.tenant.id, bucket: bucket.name },
-    204,
-  );
+  await commitBucketChange(objects, ctx, bucket, 'deleteBucketCors', {}, 204);
 }
 
 /**

@@ -27,7 +27,7 @@ import {
   type NotificationConfigView,
 } from '../engine/ops/notifications.js';
 import type { RequestContext } from './context.js';
-import type { ObjectService } from './objects.js';
+import { commitBucketChange, type ObjectService } from './objects.js';
 
 export { NOTIFICATION_CONFIGS_MAX, NOTIFICATION_EVENT_TYPES };
 export type { NotificationConfigView };
@@ -75,15 +75,10 @@ export async function putNotificationConfigs(
 ): Promise<StoredNotificationConfig[]> {
   const configs = parseNotificationConfigs(body);
   for (const config of configs) await checkWebhookTarget(new URL(config.url), allowPrivateTargets);
-  const stored = await objects.commit<{
+  const stored = await commitBucketChange<{
     configs: NotificationConfigView[];
     secrets: Record<string, string>;
-  }>(
-    ctx,
-    'putBucketNotifications',
-    { tenantId: ctx.principal.tenant.id, bucket: bucket.name, configs },
-    200,
-  );
+  }>(objects, ctx, bucket, 'putBucketNotifications', { configs }, 200);
   return stored.configs.map((config) => {
     const secret = stored.secrets[config.id];
     return secret === undefined ? config : { ...config, signingSecret: secret };
@@ -96,12 +91,7 @@ export async function deleteNotificationConfigs(
   ctx: RequestContext,
   bucket: BucketRecord,
 ): Promise<void> {
-  await objects.commit(
-    ctx,
-    'deleteBucketNotifications',
-    { tenantId: ctx.principal.tenant.id, bucket: bucket.name },
-    204,
-  );
+  await commitBucketChange(objects, ctx, bucket, 'deleteBucketNotifications', {}, 204);
 }
 
 /** The bucket's delivery counters and the head of each target's queue, by config id. */

@@ -129,6 +129,22 @@ function putArgsOf(
   return args;
 }
 
+/**
+ * A change of a bucket's configuration (`{tenantId, bucket, ...fields}` for command `op`), sent
+ * with its audit row by `objects.commit`.
+ */
+export function commitBucketChange<T>(
+  objects: Pick<ObjectService, 'commit'>,
+  ctx: RequestContext,
+  bucket: BucketRecord,
+  op: CommandName,
+  fields: Record<string, unknown>,
+  status: number,
+): Promise<T> {
+  const args = { tenantId: ctx.principal.tenant.id, bucket: bucket.name, ...fields };
+  return objects.commit<T>(ctx, op, args, status);
+}
+
 export class ObjectService {
   constructor(private readonly deps: ObjectServiceDeps) {}
 
