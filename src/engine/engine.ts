@@ -64,6 +64,13 @@ import { RouterSlot, type LocalEngine, type RouterFactory } from './command-rout
 
 type Op = (context: EngineContext, args: never) => unknown;
 
+/** What a cluster member's repair answers (src/cluster/repair.ts); a single node answers null. */
+interface ClusterRepairReport {
+  readonly counts: { readonly replicasUnreachable: number } & Record<string, number>;
+  readonly nodes: Record<string, unknown>;
+  readonly [field: string]: unknown;
+}
+
 /**
  * Every command the engine accepts. Each runs inside one durable transaction. The table's own
  * type (not a string record) is the command map's source (commands.ts).
@@ -76,11 +83,16 @@ export const operations = {
     _context: EngineContext,
     _args: { tenantId: string; bucket: string; key: string },
   ) => null,
+  // A page of a listing is about to be served: likewise for the page's range of keys.
+  clusterFreshenList: (
+    _context: EngineContext,
+    _args: { tenantId: string; bucket: string; prefix: string; after?: string; limit: number },
+  ) => null,
   // A rebalance of a tenant's replicas: a cluster member's router runs it; none on one node.
   clusterRepair: (
     _context: EngineContext,
-    _args: { tenantId: string; dryRun: boolean; bucket?: string },
-  ): Record<string, unknown> | null => null,
+    _args: { tenantId: string; dryRun: boolean; bucket?: string; corrupt?: string[] },
+  ): ClusterRepairReport | null => null,
   createTenant: control.createTenant,
   createAccount: control.createAccount,
   createAccessKey: control.createAccessKey,
@@ -367,12 +379,13 @@ function localEngine(executor: Executor, segmentsDir: string): LocalEngine {
               ...context,
               ...(options.reserved === undefined ? {} : { reserved: { ...options.reserved } }),
               ...(options.now === undefined ? {} : { now: () => options.now as number }),
+              ...(options.uploadId === undefined ? {} : { uploadId: options.uploadId }),
             };
       return runCommand({ ...executor, context: run }, name, commandOf(name), args);
     },
     commit: (writes, row) =>
       executor.batch.submit(() => {
-        for (const write of writes) {
+        for (const write of typeof writes === 'function' ? writes() : writes) {
           if (write.value === undefined) context.store.remove(write.db, write.key);
           else context.store.put(write.db, write.key, write.value);
         }
