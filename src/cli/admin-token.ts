@@ -240,7 +240,7 @@ async function revoke(paths: DataDirPaths, tokenId: string, json: boolean): Prom
     );
   const record = await withIndex(
     paths,
-    async (engine) => engine.call<AdminTokenRecord>('revokeAdminToken', { tokenId }),
+    async (engine) => engine.call('revokeAdminToken', { tokenId }),
     (context) => control.revokeAdminToken(context, { tokenId }),
   );
   await publishAdminToken(paths.root, record);

@@ -195,7 +195,7 @@ function putPolicyRoute(services: ConsoleServices): Route<Handler> {
         });
         return;
       }
-      const saved = await services.engine.call<BucketRecord>('setBucketPolicy', {
+      const saved = await services.engine.call('setBucketPolicy', {
         tenantId: tenant.id,
         bucket: bucket.name,
         policy,

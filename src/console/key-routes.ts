@@ -14,7 +14,6 @@ import { auditRowOf } from '../http/audit.js';
 import { DB, META_MASTER_KEY_CHECK, tenantKey, type TenantRecord } from '../engine/index/schema.js';
 import type { MasterKeyCheckRecord } from '../engine/master-key-check.js';
 import type { MasterKeyRotation } from '../engine/master-key-rotation.js';
-import type { TenantKeyRotation } from '../engine/ops/key-rotation.js';
 import { validateTenantId } from '../security/names.js';
 import { Forbidden, NotFound } from '../util/errors.js';
 import type { ConsoleServices } from './api.js';
@@ -115,7 +114,7 @@ export function keyRoutes(services: ConsoleServices): Route<Handler>[] {
           );
         reasonOf(exchange, await readObject(exchange));
         const dryRun = dryRunOf(exchange);
-        const result = await services.engine.call<MasterKeyRotation>('rotateMasterKey', {
+        const result = await services.engine.call('rotateMasterKey', {
           dryRun,
           audit: auditRowOf(exchange, 200),
         });
@@ -162,7 +161,7 @@ export function keyRoutes(services: ConsoleServices): Route<Handler>[] {
         if (!tenant || tenant.state === 'deleted') throw NotFound(`tenant ${tenantId} not found`);
         reasonOf(exchange, await readObject(exchange));
         const dryRun = dryRunOf(exchange);
-        const result = await services.engine.call<TenantKeyRotation>('rotateTenantDataKey', {
+        const result = await services.engine.call('rotateTenantDataKey', {
           tenantId,
           dryRun,
           audit: auditRowOf(exchange, 200),

@@ -1,6 +1,7 @@
 // JSON schemas of the console API's answers and bodies, as its OpenAPI document publishes them.
 
-import type { JsonSchema, RouteDoc } from '../http/router.js';
+import type { JsonSchema } from '../http/router.js';
+import { problemResponses } from '../http/openapi.js';
 
 const str = { type: 'string' } as const;
 const time = { type: 'string', format: 'date-time' } as const;
@@ -264,21 +265,11 @@ export const consoleSchemas = {
 } as const;
 
 /** Problem answers every authenticated operation can give, plus the ones it names. */
-export function problems(...statuses: number[]): RouteDoc['responses'] {
-  const known: Record<number, string> = {
-    400: 'malformed request or an invalid policy (the message names the field)',
-    401: 'missing, invalid, revoked or expired admin token',
-    403: 'role too low, or the token is limited to another tenant',
-    404: 'no such tenant or bucket',
-    409: 'the tenant is disabled, or a scrub of it is already running',
-    429: 'per-token rate limit exceeded (see Retry-After)',
-  };
-  const out: Record<number, RouteDoc['responses'][number]> = {};
-  for (const status of [401, 403, 429, ...statuses])
-    out[status] = {
-      description: known[status] ?? 'error',
-      schema: { $ref: '#/components/schemas/Problem' },
-      contentType: 'application/problem+json',
-    };
-  return out;
-}
+export const problems = problemResponses({
+  400: 'malformed request or an invalid policy (the message names the field)',
+  401: 'missing, invalid, revoked or expired admin token',
+  403: 'role too low, or the token is limited to another tenant',
+  404: 'no such tenant or bucket',
+  409: 'the tenant is disabled, or a scrub of it is already running',
+  429: 'per-token rate limit exceeded (see Retry-After)',
+});

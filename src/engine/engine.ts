@@ -27,6 +27,7 @@ import {
   EngineUnavailable,
 } from '../util/errors.js';
 import { componentLogger, type Logger } from '../util/log.js';
+import { crashOnInvariantFailure } from '../util/invariant.js';
 import type { Settings } from '../util/config.js';
 import type { EngineContext } from './ops/context.js';
 import * as accessLog from './ops/access-log.js';
@@ -65,16 +66,35 @@ import { RouterSlot, type LocalEngine, type RouterFactory } from './command-rout
 
 type Op = (context: EngineContext, args: never) => unknown;
 
-/** Every command the engine accepts. Each runs inside one durable transaction. */
-export const operations: Readonly<Record<string, Op>> = {
+/** What a cluster member's repair answers (src/cluster/repair.ts); a single node answers null. */
+interface ClusterRepairReport {
+  readonly counts: { readonly replicasUnreachable: number } & Record<string, number>;
+  readonly nodes: Record<string, unknown>;
+  readonly [field: string]: unknown;
+}
+
+/**
+ * Every command the engine accepts. Each runs inside one durable transaction. The table's own
+ * type (not a string record) is the command map's source (commands.ts).
+ */
+export const operations = {
   ping: () => ({ ok: true }),
   // A read is about to be served: a cluster member first makes its copy of the object current
   // (its router serves this); a single node has nothing to do.
-  clusterFreshen: () => null,
+  clusterFreshen: (
+    _context: EngineContext,
+    _args: { tenantId: string; bucket: string; key: string },
+  ) => null,
   // A page of a listing is about to be served: likewise for the page's range of keys.
-  clusterFreshenList: () => null,
+  clusterFreshenList: (
+    _context: EngineContext,
+    _args: { tenantId: string; bucket: string; prefix: string; after?: string; limit: number },
+  ) => null,
   // A rebalance of a tenant's replicas: a cluster member's router runs it; none on one node.
-  clusterRepair: () => null,
+  clusterRepair: (
+    _context: EngineContext,
+    _args: { tenantId: string; dryRun: boolean; bucket?: string; corrupt?: string[] },
+  ): ClusterRepairReport | null => null,
   createTenant: control.createTenant,
   createAccount: control.createAccount,
   createAccessKey: control.createAccessKey,
@@ -125,7 +145,9 @@ export const operations: Readonly<Record<string, Op>> = {
   setBucketLogging: accessLog.setBucketLogging,
   deliverAccessLog: accessLog.deliverAccessLog,
   setBucketOwnership: ownership.setBucketOwnership,
-};
+} satisfies Readonly<Record<string, Op>>;
+/** The table as the dispatcher looks a name off the wire up in it. */
+const transactionTable: Readonly<Record<string, Op>> = operations;
 
 type ReadOp = (context: EngineContext, args: never) => Promise<unknown>;
 
@@ -133,9 +155,10 @@ type ReadOp = (context: EngineContext, args: never) => Promise<unknown>;
  * Commands that only read (the index and segment files). They run outside every write
  * transaction, may await I/O, must never write, and do a bounded amount of work per call.
  */
-export const readOperations: Readonly<Record<string, ReadOp>> = {
+export const readOperations = {
   scrubTenantChunks: tenantScrub.scrubTenantChunks,
-};
+} satisfies Readonly<Record<string, ReadOp>>;
+const readTable: Readonly<Record<string, ReadOp>> = readOperations;
 
 export interface RunningEngine {
   readonly paths: DataDirPaths;
@@ -336,7 +359,7 @@ interface Executor {
 function localEngine(executor: Executor, segmentsDir: string): LocalEngine {
   const { context } = executor;
   const commandOf = (name: string): Op => {
-    const op = Object.hasOwn(operations, name) ? operations[name] : undefined;
+    const op = Object.hasOwn(transactionTable, name) ? transactionTable[name] : undefined;
     if (!op) throw MethodNotAllowed(`unknown engine command ${name}`);
     return op;
   };
@@ -420,12 +443,14 @@ function writtenSegments(chunks: unknown): number[] {
  * key (`security.token_mint_rate` is per key, not per gateway process); and the audit barrier
  * (audit-barrier.ts), answered once the rows every audit sink held have arrived and committed.
  */
-const connectionCommands: Readonly<
-  Record<
-    string,
-    (executor: Executor, socket: Socket, writer: FrameWriter, args: unknown) => unknown
-  >
-> = {
+type ConnectionCommand = (
+  executor: Executor,
+  socket: Socket,
+  writer: FrameWriter,
+  args: unknown,
+) => unknown;
+
+export const connectionCommands = {
   pinSegments: (executor, socket, _writer, args) => {
     executor.pins.set(socket, pinnedSegmentsOf(args));
     return null;
@@ -476,7 +501,9 @@ const connectionCommands: Readonly<
     await executor.batch.submit(() => null);
     return null;
   },
-};
+} satisfies Readonly<Record<string, ConnectionCommand>>;
+/** The table as the dispatcher looks a name off the wire up in it. */
+const connectionTable: Readonly<Record<string, ConnectionCommand>> = connectionCommands;
 
 /** The segment ids of a `pinSegments` command: `{segments: number[]}`. */
 function pinnedSegmentsOf(args: unknown): number[] {
@@ -514,16 +541,16 @@ async function execute(
   let frame: Buffer;
   try {
     const op =
-      typeof request.o === 'string' && Object.hasOwn(operations, request.o)
-        ? operations[request.o]
+      typeof request.o === 'string' && Object.hasOwn(transactionTable, request.o)
+        ? transactionTable[request.o]
         : undefined;
     const read =
-      typeof request.o === 'string' && Object.hasOwn(readOperations, request.o)
-        ? readOperations[request.o]
+      typeof request.o === 'string' && Object.hasOwn(readTable, request.o)
+        ? readTable[request.o]
         : undefined;
     const answered =
-      typeof request.o === 'string' && Object.hasOwn(connectionCommands, request.o)
-        ? connectionCommands[request.o]
+      typeof request.o === 'string' && Object.hasOwn(connectionTable, request.o)
+        ? connectionTable[request.o]
         : undefined;
     if (answered) {
       const result = await answered(executor, socket, writer, request.a);
@@ -547,6 +574,8 @@ async function execute(
   } catch (error) {
     if (!isLightwellError(error)) log.error({ err: error, op: request.o }, 'engine command failed');
     frame = encodeFrame({ i: request.i, e: toWire(error) });
+    // Answered (`internal`), then the engine ends: its state may be wrong (util/invariant.ts).
+    crashOnInvariantFailure(error);
   }
   writer.write(frame);
 }

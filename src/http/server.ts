@@ -8,6 +8,7 @@ import { Router } from './router.js';
 import { Mounts, routedApi, type Api, type Dispatch } from './api.js';
 import type { Logger } from '../util/log.js';
 import { BadRequest, HeadersTooLarge, Unavailable } from '../util/errors.js';
+import { crashOnInvariantFailure } from '../util/invariant.js';
 import type { AuditSink } from './audit.js';
 import { setReceiveBuffer } from './receive-buffer.js';
 
@@ -100,6 +101,7 @@ export function listen(
       exchange.sendError(error, log);
       options.audit?.record(exchange);
       options.answered?.(api.name, exchange);
+      crashOnInvariantFailure(error);
       return;
     }
     exchange.audit.action = match.operationId;
@@ -196,8 +198,11 @@ function settle(
   log: Logger,
   failed: { error: unknown } | undefined,
 ): void {
-  if (failed) exchange.sendError(failed.error, log);
-  else if (exchange.open)
+  if (failed) {
+    exchange.sendError(failed.error, log);
+    // Answered (a 500), then the process ends: its state may be wrong (util/invariant.ts).
+    crashOnInvariantFailure(failed.error);
+  } else if (exchange.open)
     exchange.sendError(new TypeError(`${match.operationId} returned without answering`), log);
   if (!exchange.aborted && log.isLevelEnabled('debug')) {
     log.debug(

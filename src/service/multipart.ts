@@ -26,11 +26,18 @@ import {
   isUploadId,
   partView,
   MULTIPART_PART_BYTES_MAX,
+  MULTIPART_PARTS_MAX,
   type CompletePart,
   type PartView,
 } from '../engine/ops/multipart.js';
 import { checkSourceConditions, type SourceConditions } from '../engine/ops/object-meta.js';
-import { ChecksumMismatch, InvalidRange, NotFound, PayloadTooLarge } from '../util/errors.js';
+import {
+  BadRequest,
+  ChecksumMismatch,
+  InvalidRange,
+  NotFound,
+  PayloadTooLarge,
+} from '../util/errors.js';
 import { CopiedBody } from './copy-body.js';
 import { versionBytes, type DownloadServices } from './download.js';
 import { resolveForRead } from './read.js';
@@ -41,6 +48,18 @@ import { addWriteConditions, type ObjectService, type ObjectServiceDeps } from '
 import { receiveBody, type ReceivedBody } from './upload.js';
 import type { WriteConditions } from './objects.js';
 import { addNewVersionAttributes, type NewVersionAttributes } from './object-lock.js';
+
+// The engine's multipart limits and shapes, as a transport sees them.
+export { isUploadId, MULTIPART_PARTS_MAX, MULTIPART_PART_BYTES_MAX };
+export type { CompletePart, PartView };
+
+/** A part number as its canonical decimal: `01` is not part 1 (one object, one spelling). */
+export function parsePartNumber(text: string): number {
+  if (!/^[1-9]\d{0,4}$/.test(text) || Number(text) > MULTIPART_PARTS_MAX) {
+    throw BadRequest(`part numbers are integers from 1 to ${MULTIPART_PARTS_MAX}`);
+  }
+  return Number(text);
+}
 
 export interface UploadAddress {
   readonly bucket: BucketRecord;

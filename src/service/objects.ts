@@ -4,10 +4,11 @@
 
 import assert from 'node:assert';
 import type { EngineClient } from '../engine/protocol.js';
+import type { CommandName } from '../engine/commands.js';
 import type { IndexStore } from '../engine/index/store.js';
 import type { BucketRecord, ObjectVersionRecord } from '../engine/index/schema.js';
 import { checkPutQuotaIn } from '../engine/ops/objects.js';
-import type { BeginResult, HeldKey } from '../engine/ops/idempotency.js';
+import type { HeldKey } from '../engine/ops/idempotency.js';
 import type { ChecksumAlg, DigestAlg } from '../engine/checksums.js';
 import { auditRowOf, type AuditedRequest } from '../http/audit.js';
 import { ChecksumMismatch } from '../util/errors.js';
@@ -128,6 +129,22 @@ function putArgsOf(
   return args;
 }
 
+/**
+ * A change of a bucket's configuration (`{tenantId, bucket, ...fields}` for command `op`), sent
+ * with its audit row by `objects.commit`.
+ */
+export function commitBucketChange<T>(
+  objects: Pick<ObjectService, 'commit'>,
+  ctx: RequestContext,
+  bucket: BucketRecord,
+  op: CommandName,
+  fields: Record<string, unknown>,
+  status: number,
+): Promise<T> {
+  const args = { tenantId: ctx.principal.tenant.id, bucket: bucket.name, ...fields };
+  return objects.commit<T>(ctx, op, args, status);
+}
+
 export class ObjectService {
   constructor(private readonly deps: ObjectServiceDeps) {}
 
@@ -139,13 +156,13 @@ export class ObjectService {
    */
   async commit<T>(
     request: AuditedRequest,
-    op: string,
+    op: CommandName,
     args: Record<string, unknown>,
     status: number,
   ): Promise<T> {
     if (request.audit.actor !== undefined) args['caller'] = request.audit.actor;
     args['audit'] = auditRowOf(request, status);
-    const result = await this.deps.engine.call<T>(op, args);
+    const result = (await this.deps.engine.callUnchecked(op, args)) as T;
     request.audit.written = true;
     return result;
   }
@@ -183,7 +200,7 @@ export class ObjectService {
     let held: HeldKey | undefined;
     const gate = idempotency
       ? engine
-          .call<BeginResult>('beginIdempotent', {
+          .call('beginIdempotent', {
             ...target,
             ...idempotency,
             ownerPid: process.pid,

@@ -55,7 +55,7 @@ import {
   type ServerSideEncryption,
 } from '../index/schema.js';
 import type { IndexStore } from '../index/store.js';
-import { nextCounter, type EngineContext } from './context.js';
+import type { EngineContext } from './context.js';
 import { requireActiveTenant } from './control.js';
 import {
   requireBucket,
@@ -66,7 +66,7 @@ import {
   writeVersion,
   replacedNullIn,
   checkWriteConditions,
-  versionIdOf,
+  nextVersionOf,
   packChunkRefs,
   type ManifestChunk,
 } from './objects.js';
@@ -355,10 +355,10 @@ export function completeMultipartUpload(
   for (const { part } of stored.values()) countedBytes += partQuotaBytes(part);
   checkQuota(context, tenant.id, size - replacedBytes - countedBytes, current ? 0 : 1);
   const usage = loadUsage(context, tenant.id);
-  const seq = nextCounter(context, 'nextSeq');
+  const { seq, versionId } = nextVersionOf(context, bucket);
   const version: ObjectVersionRecord = {
     key: args.key,
-    versionId: bucket.versioning === 'Enabled' ? versionIdOf(seq) : 'null',
+    versionId,
     seq,
     lastModified: context.now(),
     size,

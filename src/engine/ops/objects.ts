@@ -251,10 +251,10 @@ export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVe
   // Loaded after the checks: a command that fails before it fails alone in its batch.
   const usage = loadUsage(context, tenant.id);
   const storedBytes = addChunkRefs(context, tenant.num, args.chunks, usage);
-  const seq = nextCounter(context, 'nextSeq');
+  const { seq, versionId } = nextVersionOf(context, bucket);
   const version: ObjectVersionRecord = {
     key: args.key,
-    versionId: bucket.versioning === 'Enabled' ? versionIdOf(seq) : 'null',
+    versionId,
     seq,
     lastModified: context.now(),
     size: args.size,
@@ -387,6 +387,19 @@ export function deleteMarkerNamed(
 
 export function versionIdOf(seq: number): string {
   return seq.toString(16).padStart(16, '0');
+}
+
+/**
+ * The sequence number and version id of a new version (an object, a copy, a completed upload,
+ * a delete marker): the next sequence number, and its id in a versioned bucket or `null` in an
+ * unversioned or suspended one. Every new version record is numbered here.
+ */
+export function nextVersionOf(
+  context: EngineContext,
+  bucket: BucketRecord,
+): { seq: number; versionId: string } {
+  const seq = nextCounter(context, 'nextSeq');
+  return { seq, versionId: bucket.versioning === 'Enabled' ? versionIdOf(seq) : 'null' };
 }
 
 /**
@@ -583,10 +596,10 @@ export function deleteObject(context: EngineContext, args: DeleteObjectArgs): De
       context.store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, args.key)),
     );
     usage = loadUsage(context, tenant.id);
-    const seq = nextCounter(context, 'nextSeq');
+    const { seq, versionId } = nextVersionOf(context, bucket);
     const marker: ObjectVersionRecord = {
       key: args.key,
-      versionId: bucket.versioning === 'Enabled' ? versionIdOf(seq) : 'null',
+      versionId,
       seq,
       lastModified: context.now(),
       deleteMarker: true,
