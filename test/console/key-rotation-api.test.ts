@@ -13,14 +13,10 @@ import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Service, type DataClient } from '../helpers/service.js';
+import { consoleCaller } from './console-call.js';
 import { masterKeyCheckOf } from '../../src/engine/master-key-check.js';
 import { GetObjectCommand } from '@aws-sdk/client-s3';
 import { s3ClientFor } from '../helpers/s3-sdk.js';
-
-interface Answer {
-  status: number;
-  json: unknown;
-}
 
 interface KeyState {
   masterKey: { fingerprint: string; since: string };
@@ -70,22 +66,7 @@ async function readsBack(
 t.test('key rotation through the console API', async (t) => {
   const service = await Service.start();
   t.teardown(() => service.close());
-  const base = service.adminUrl.replace('/admin/api/v1', '') + '/admin/console/api';
-  const call = async (
-    method: string,
-    path: string,
-    token?: string,
-    body?: unknown,
-  ): Promise<Answer> => {
-    const headers: Record<string, string> = { 'Content-Type': 'application/json' };
-    if (token !== undefined) headers['Authorization'] = `Bearer ${token}`;
-    const init: RequestInit = { method, headers };
-    if (body !== undefined) init.body = JSON.stringify(body);
-    const response = await fetch(base + path, init);
-    const text = await response.text();
-    const json: unknown = text === '' ? undefined : JSON.parse(text);
-    return { status: response.status, json };
-  };
+  const call = consoleCaller(service);
   const owner = service.adminToken('owner');
   const viewer = service.adminToken('viewer');
   const scopedOwner = service.adminToken('owner', ['--tenant', 'acme']);
