@@ -115,6 +115,35 @@ const tenantKey = obj(
   ['tenantId', 'keyGeneration', 'retiredKeys', 'rotatedAt'],
 );
 
+const reencryption = obj(
+  {
+    tenantId: str,
+    state: {
+      type: 'string',
+      enum: ['none', 'running', 'paused', 'settling', 'complete'],
+      description:
+        'settling: every chunk was looked at; waiting for uploads in flight, then dropping keys',
+    },
+    keyGeneration: { type: 'integer', minimum: 1 },
+    retiredKeys: int,
+    startedAt: { ...time, nullable: true },
+    updatedAt: { ...time, nullable: true },
+    finishedAt: { ...time, nullable: true },
+    chunksTotal: { ...int, nullable: true, description: "the tenant's chunks when the pass began" },
+    chunksScanned: int,
+    chunksRewritten: int,
+    bytesRewritten: int,
+    chunksUnreadable: int,
+    unreadable: {
+      type: 'array',
+      maxItems: 20,
+      items: obj({ chunkId: str, problem: str }, ['chunkId', 'problem']),
+    },
+    keysDropped: { ...int, nullable: true },
+  },
+  ['tenantId', 'state', 'keyGeneration', 'retiredKeys', 'chunksScanned', 'chunksRewritten'],
+);
+
 const fingerprint = {
   type: 'string',
   description: "16 hex digits: the start of the key's check value (never key bytes)",
@@ -176,6 +205,31 @@ export const consoleSchemas = {
     ['target', 'schedule'],
   ),
   tenantKey,
+  reencryption,
+  reencryptionBody: {
+    type: 'object',
+    required: ['paused'],
+    additionalProperties: false,
+    properties: {
+      paused: {
+        type: 'boolean',
+        description: 'false starts a pass (when none is active) or resumes one; true pauses it',
+      },
+      reason: { type: 'string', description: 'noted in the audit log' },
+    },
+  },
+  reencryptionPlan: obj(
+    {
+      dryRun: { type: 'boolean', enum: [true] },
+      applied: { type: 'boolean', enum: [false] },
+      action: str,
+      target: str,
+      counts: obj({ retiredKeys: int }),
+      blockers: { type: 'array', items: { type: 'object' } },
+      result: reencryption,
+    },
+    ['dryRun', 'applied', 'action', 'target', 'counts', 'blockers', 'result'],
+  ),
   keyState: obj(
     {
       masterKey: obj(

@@ -53,6 +53,8 @@ import * as cors from './ops/cors.js';
 import * as keyRotation from './ops/key-rotation.js';
 import { rotateMasterKey, settleMasterKeyRotation } from './master-key-rotation.js';
 import { ScrubScheduler, setScrubSchedule } from './scrub-schedule.js';
+import { Reencryptor } from './reencryption.js';
+import { setReencryption } from './ops/reencryption.js';
 import * as lifecycle from './ops/lifecycle.js';
 import { LifecycleExecutor } from './lifecycle.js';
 import { Deliverer } from './delivery.js';
@@ -116,6 +118,7 @@ export const operations: Readonly<Record<string, Op>> = {
   deleteBucketNotifications: notifications.deleteBucketNotifications,
   rotateTenantDataKey: keyRotation.rotateTenantDataKey,
   setScrubSchedule,
+  setReencryption,
   putBucketLifecycle: lifecycle.putBucketLifecycle,
   deleteBucketLifecycle: lifecycle.deleteBucketLifecycle,
 };
@@ -195,6 +198,12 @@ export async function startEngine(options: {
     context,
     log: componentLogger('engine.scrub-schedule'),
   });
+  const reencryptor = new Reencryptor({
+    context,
+    log: componentLogger('engine.reencryption'),
+    pins,
+    io,
+  });
   const sockets = new Set<Socket>();
   const metrics = new EngineMetrics({ store, compaction: () => compactor.totals });
   syncer.onSync = (seconds) => metrics.fdatasync(seconds);
@@ -230,6 +239,7 @@ export async function startEngine(options: {
   purger.start();
   deliverer.start();
   scrubScheduler.start();
+  reencryptor.start();
   log.info({ dataDir: paths.root }, 'engine ready');
   return {
     paths,
@@ -238,6 +248,7 @@ export async function startEngine(options: {
       syncer.close();
       await router.close();
       await scrubScheduler.stop();
+      await reencryptor.stop();
       await lifecycleExecutor.stop();
       await deliverer.stop();
       await purger.stop();

@@ -49,6 +49,7 @@ t.test('the console API on the admin gates', async (t) => {
     '/session',
     '/tenants/{id}/buckets',
     '/tenants/{id}/buckets/{bucket}/policy',
+    '/tenants/{id}/data-key/reencryption',
     '/tenants/{id}/data-key/rotate',
   ]);
   for (const [method, path] of [
