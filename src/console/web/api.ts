@@ -189,6 +189,22 @@ export interface TenantKeyState {
   retiredKeys: number;
   rotatedAt: string | null;
 }
+export interface Reencryption {
+  tenantId: string;
+  state: 'none' | 'running' | 'paused' | 'settling' | 'complete';
+  keyGeneration: number;
+  retiredKeys: number;
+  startedAt: string | null;
+  updatedAt: string | null;
+  finishedAt: string | null;
+  chunksTotal: number | null;
+  chunksScanned: number;
+  chunksRewritten: number;
+  bytesRewritten: number;
+  chunksUnreadable: number;
+  unreadable: Array<{ chunkId: string; problem: string }>;
+  keysDropped: number | null;
+}
 export interface KeyState {
   masterKey: { fingerprint: string | null; since: string | null };
   tenants: TenantKeyState[];
