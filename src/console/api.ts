@@ -10,7 +10,8 @@
 // policy); the bucket policy editor's validate (dry run) and save; scrubs (scrub-routes.ts) and
 // their schedules (schedule-routes.ts);
 // and encryption keys: master-key and tenant data-key rotation (key-routes.ts) and the background
-// re-encryption that follows a data-key rotation (reencrypt-routes.ts). Policies are today's
+// re-encryption that follows a data-key rotation (reencrypt-routes.ts); backups of the whole store
+// (backup-routes.ts). Policies are today's
 // explicit denials (src/security/bucket-policy.ts), validated by the same parser the engine
 // runs when it stores them.
 
@@ -40,6 +41,7 @@ import { dryRunOf, readObject, reasonOf } from './request.js';
 import { scrubRoutes } from './scrub-routes.js';
 import { keyRoutes } from './key-routes.js';
 import { reencryptRoutes } from './reencrypt-routes.js';
+import { backupRoutes } from './backup-routes.js';
 import { scheduleRoutes } from './schedule-routes.js';
 import type { ScrubJobs } from './scrub-jobs.js';
 
@@ -154,6 +156,7 @@ export function consoleApiRoutes(services: ConsoleServices, jobs: ScrubJobs): Ro
     ...scrubRoutes(services, jobs),
     ...keyRoutes(services),
     ...reencryptRoutes(services),
+    ...backupRoutes(services),
     ...scheduleRoutes(services),
   ];
 }

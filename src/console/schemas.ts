@@ -144,6 +144,29 @@ const reencryption = obj(
   ['tenantId', 'state', 'keyGeneration', 'retiredKeys', 'chunksScanned', 'chunksRewritten'],
 );
 
+const backup = obj(
+  {
+    name: str,
+    state: { type: 'string', enum: ['queued', 'running', 'complete', 'failed'] },
+    base: { ...str, nullable: true, description: 'the backup whose sealed segments it links' },
+    queuedAt: time,
+    startedAt: { ...time, nullable: true },
+    finishedAt: { ...time, nullable: true },
+    snapshotAt: { ...time, nullable: true },
+    segmentsTotal: int,
+    segmentsDone: int,
+    segmentsReused: int,
+    bytesTotal: int,
+    bytesDone: int,
+    counts: {
+      ...obj({ tenants: int, buckets: int, versions: int, chunks: int }),
+      nullable: true,
+    },
+    error: { ...str, nullable: true },
+  },
+  ['name', 'state', 'queuedAt', 'segmentsTotal', 'segmentsDone', 'bytesTotal', 'bytesDone'],
+);
+
 const fingerprint = {
   type: 'string',
   description: "16 hex digits: the start of the key's check value (never key bytes)",
@@ -205,6 +228,34 @@ export const consoleSchemas = {
     ['target', 'schedule'],
   ),
   tenantKey,
+  backup,
+  backupList: obj({ backups: { type: 'array', items: backup } }, ['backups']),
+  backupBody: {
+    type: 'object',
+    required: ['name'],
+    additionalProperties: false,
+    properties: {
+      name: {
+        type: 'string',
+        pattern: '^[a-z0-9][a-z0-9._-]{0,62}$',
+        description: 'the directory under backup.directory; used once',
+      },
+      base: { type: 'string', description: 'a complete backup whose sealed segments are linked' },
+      reason: { type: 'string', description: 'noted in the audit log' },
+    },
+  },
+  backupPlan: obj(
+    {
+      dryRun: { type: 'boolean', enum: [true] },
+      applied: { type: 'boolean', enum: [false] },
+      action: str,
+      target: str,
+      counts: obj({ segments: int, sealedBytes: int }),
+      blockers: { type: 'array', items: { type: 'object' } },
+      result: backup,
+    },
+    ['dryRun', 'applied', 'action', 'target', 'counts', 'blockers', 'result'],
+  ),
   reencryption,
   reencryptionBody: {
     type: 'object',

@@ -54,6 +54,8 @@ import * as keyRotation from './ops/key-rotation.js';
 import { rotateMasterKey, settleMasterKeyRotation } from './master-key-rotation.js';
 import { ScrubScheduler, setScrubSchedule } from './scrub-schedule.js';
 import { Reencryptor } from './reencryption.js';
+import { BackupRunner } from './backup.js';
+import { startBackup } from './ops/backup.js';
 import { setReencryption } from './ops/reencryption.js';
 import * as lifecycle from './ops/lifecycle.js';
 import { LifecycleExecutor } from './lifecycle.js';
@@ -119,6 +121,7 @@ export const operations: Readonly<Record<string, Op>> = {
   rotateTenantDataKey: keyRotation.rotateTenantDataKey,
   setScrubSchedule,
   setReencryption,
+  startBackup,
   putBucketLifecycle: lifecycle.putBucketLifecycle,
   deleteBucketLifecycle: lifecycle.deleteBucketLifecycle,
 };
@@ -204,6 +207,7 @@ export async function startEngine(options: {
     pins,
     io,
   });
+  const backups = new BackupRunner({ context, paths, pins, log: componentLogger('engine.backup') });
   const sockets = new Set<Socket>();
   const metrics = new EngineMetrics({ store, compaction: () => compactor.totals });
   syncer.onSync = (seconds) => metrics.fdatasync(seconds);
@@ -240,6 +244,7 @@ export async function startEngine(options: {
   deliverer.start();
   scrubScheduler.start();
   reencryptor.start();
+  await backups.start();
   log.info({ dataDir: paths.root }, 'engine ready');
   return {
     paths,
@@ -249,6 +254,7 @@ export async function startEngine(options: {
       await router.close();
       await scrubScheduler.stop();
       await reencryptor.stop();
+      await backups.stop();
       await lifecycleExecutor.stop();
       await deliverer.stop();
       await purger.stop();

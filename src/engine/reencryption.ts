@@ -173,12 +173,16 @@ export class Reencryptor {
   async runAll(): Promise<void> {
     for (;;) {
       if (this.stopped) return;
-      const jobs = [
-        ...this.options.context.store.range<ReencryptionRecord>(DB.meta, {
-          start: Buffer.from(REENCRYPT_PREFIX, 'latin1'),
-          end: prefixEnd(Buffer.from(REENCRYPT_PREFIX, 'latin1')),
-        }),
-      ].map((entry) => entry.value);
+      // Read in a transaction of its own: it queues behind the command that woke the runner.
+      const { store } = this.options.context;
+      const jobs = await store.transact(() =>
+        [
+          ...store.range<ReencryptionRecord>(DB.meta, {
+            start: Buffer.from(REENCRYPT_PREFIX, 'latin1'),
+            end: prefixEnd(Buffer.from(REENCRYPT_PREFIX, 'latin1')),
+          }),
+        ].map((entry) => entry.value),
+      );
       let progressed = false;
       for (const job of jobs) {
         if (this.isStopped()) return;
