@@ -189,6 +189,22 @@ export interface TenantKeyState {
   retiredKeys: number;
   rotatedAt: string | null;
 }
+export interface BackupJob {
+  name: string;
+  state: 'queued' | 'running' | 'complete' | 'failed';
+  base: string | null;
+  queuedAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+  snapshotAt: string | null;
+  segmentsTotal: number;
+  segmentsDone: number;
+  segmentsReused: number;
+  bytesTotal: number;
+  bytesDone: number;
+  counts: { tenants: number; buckets: number; versions: number; chunks: number } | null;
+  error: string | null;
+}
 export interface Reencryption {
   tenantId: string;
   state: 'none' | 'running' | 'paused' | 'settling' | 'complete';
