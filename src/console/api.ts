@@ -11,7 +11,7 @@
 // their schedules (schedule-routes.ts);
 // and encryption keys: master-key and tenant data-key rotation (key-routes.ts) and the background
 // re-encryption that follows a data-key rotation (reencrypt-routes.ts); backups of the whole store
-// (backup-routes.ts). Policies are today's
+// (backup-routes.ts); a tenant's public access block (access-routes.ts). Policies are today's
 // explicit denials (src/security/bucket-policy.ts), validated by the same parser the engine
 // runs when it stores them.
 
@@ -42,6 +42,7 @@ import { scrubRoutes } from './scrub-routes.js';
 import { keyRoutes } from './key-routes.js';
 import { reencryptRoutes } from './reencrypt-routes.js';
 import { backupRoutes } from './backup-routes.js';
+import { accessRoutes } from './access-routes.js';
 import { scheduleRoutes } from './schedule-routes.js';
 import type { ScrubJobs } from './scrub-jobs.js';
 
@@ -157,6 +158,7 @@ export function consoleApiRoutes(services: ConsoleServices, jobs: ScrubJobs): Ro
     ...keyRoutes(services),
     ...reencryptRoutes(services),
     ...backupRoutes(services),
+    ...accessRoutes(services),
     ...scheduleRoutes(services),
   ];
 }

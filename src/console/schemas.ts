@@ -167,6 +167,32 @@ const backup = obj(
   ['name', 'state', 'queuedAt', 'segmentsTotal', 'segmentsDone', 'bytesTotal', 'bytesDone'],
 );
 
+const accessBlock = obj(
+  {
+    blockPublicAcls: { type: 'boolean' },
+    ignorePublicAcls: { type: 'boolean' },
+    blockPublicPolicy: { type: 'boolean' },
+    restrictPublicBuckets: { type: 'boolean' },
+  },
+  ['blockPublicAcls', 'ignorePublicAcls', 'blockPublicPolicy', 'restrictPublicBuckets'],
+);
+
+const publicAccess = obj(
+  {
+    tenantId: str,
+    block: { ...accessBlock, nullable: true },
+    buckets: {
+      type: 'array',
+      items: obj({ name: str, block: { ...accessBlock, nullable: true }, effective: accessBlock }, [
+        'name',
+        'block',
+        'effective',
+      ]),
+    },
+  },
+  ['tenantId', 'block', 'buckets'],
+);
+
 const fingerprint = {
   type: 'string',
   description: "16 hex digits: the start of the key's check value (never key bytes)",
@@ -228,6 +254,39 @@ export const consoleSchemas = {
     ['target', 'schedule'],
   ),
   tenantKey,
+  publicAccess,
+  publicAccessBody: {
+    type: 'object',
+    required: ['block'],
+    additionalProperties: false,
+    properties: {
+      block: {
+        type: 'object',
+        nullable: true,
+        additionalProperties: false,
+        description: 'absent switches are off; null removes the block',
+        properties: {
+          blockPublicAcls: { type: 'boolean' },
+          ignorePublicAcls: { type: 'boolean' },
+          blockPublicPolicy: { type: 'boolean' },
+          restrictPublicBuckets: { type: 'boolean' },
+        },
+      },
+      reason: { type: 'string', description: 'noted in the audit log' },
+    },
+  },
+  publicAccessPlan: obj(
+    {
+      dryRun: { type: 'boolean', enum: [true] },
+      applied: { type: 'boolean', enum: [false] },
+      action: str,
+      target: str,
+      counts: obj({ buckets: int }),
+      blockers: { type: 'array', items: { type: 'object' } },
+      result: publicAccess,
+    },
+    ['dryRun', 'applied', 'action', 'target', 'counts', 'blockers', 'result'],
+  ),
   backup,
   backupList: obj({ backups: { type: 'array', items: backup } }, ['backups']),
   backupBody: {

@@ -52,6 +52,7 @@ t.test('the console API on the admin gates', async (t) => {
     '/tenants/{id}/buckets/{bucket}/policy',
     '/tenants/{id}/data-key/reencryption',
     '/tenants/{id}/data-key/rotate',
+    '/tenants/{id}/public-access-block',
   ]);
   for (const [method, path] of [
     ['GET', '/session'],

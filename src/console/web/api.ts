@@ -189,6 +189,17 @@ export interface TenantKeyState {
   retiredKeys: number;
   rotatedAt: string | null;
 }
+export interface AccessBlock {
+  blockPublicAcls: boolean;
+  ignorePublicAcls: boolean;
+  blockPublicPolicy: boolean;
+  restrictPublicBuckets: boolean;
+}
+export interface PublicAccess {
+  tenantId: string;
+  block: AccessBlock | null;
+  buckets: Array<{ name: string; block: AccessBlock | null; effective: AccessBlock }>;
+}
 export interface BackupJob {
   name: string;
   state: 'queued' | 'running' | 'complete' | 'failed';
