@@ -182,7 +182,7 @@ export const settingSpecs = {
   },
   'keys.reencrypt_rate': {
     kind: 'bytes',
-    fallback: '64MiB',
+    fallback: '16MiB',
     help: 'chunk bytes a second that re-encryption after a data-key rotation reads (0: no limit)',
   },
   'storage.retired_segment_grace': {
