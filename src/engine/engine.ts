@@ -206,6 +206,7 @@ export async function startEngine(options: {
   const reencryptor = new Reencryptor({
     context,
     log: componentLogger('engine.reencryption'),
+    segments: paths.segments,
     pins,
     io,
   });

@@ -47,7 +47,6 @@ import {
   type TenantRecord,
 } from './index/schema.js';
 import type { EngineContext } from './ops/context.js';
-import { dataDirPaths } from './data-dir.js';
 import { SegmentReader } from './segments/segment-reader.js';
 import { SegmentWriter } from './segments/segment-writer.js';
 import * as segmentOps from './ops/segments.js';
@@ -101,6 +100,8 @@ function failedAuthentication(error: unknown): boolean {
 export interface ReencryptorOptions {
   context: EngineContext;
   log: Logger;
+  /** The data directory's segments folder (DataDirPaths.segments). */
+  segments: string;
   /** Segments uploads in flight wrote to (segment-pins.ts). */
   pins: { pinnedNow(): number[]; has(segmentId: number): boolean; settled(): boolean };
   io?: Io;
@@ -124,7 +125,7 @@ export class Reencryptor {
     const { context } = options;
     const { store, settings } = context;
     const io = options.io ?? nodeIo;
-    const segments = dataDirPaths(settings.string('data_dir')).segments;
+    const { segments } = options;
     this.rate = settings.bytes('keys.reencrypt_rate');
     this.reader = new SegmentReader(segments);
     this.writer = new SegmentWriter({
