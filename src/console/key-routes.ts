@@ -14,6 +14,7 @@ import { auditRowOf } from '../http/audit.js';
 import { DB, META_MASTER_KEY_CHECK, tenantKey, type TenantRecord } from '../engine/index/schema.js';
 import type { MasterKeyCheckRecord } from '../engine/master-key-check.js';
 import type { MasterKeyRotation } from '../engine/master-key-rotation.js';
+import { keyGenerationOf } from '../engine/ops/key-rotation.js';
 import { validateTenantId } from '../security/names.js';
 import { Forbidden, NotFound } from '../util/errors.js';
 import type { ConsoleServices } from './api.js';
@@ -42,7 +43,7 @@ function tenantKeyJson(tenant: TenantRecord): Record<string, unknown> {
   return {
     tenantId: tenant.id,
     state: tenant.state,
-    keyGeneration: retired.length + 1,
+    keyGeneration: keyGenerationOf(tenant),
     retiredKeys: retired.length,
     rotatedAt: iso(retired[0]?.retiredAt) ?? null,
   };

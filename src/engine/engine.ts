@@ -56,6 +56,10 @@ import * as cors from './ops/cors.js';
 import * as keyRotation from './ops/key-rotation.js';
 import { rotateMasterKey, settleMasterKeyRotation } from './master-key-rotation.js';
 import { ScrubScheduler, setScrubSchedule } from './scrub-schedule.js';
+import { Reencryptor } from './reencryption.js';
+import { BackupRunner } from './backup.js';
+import { startBackup } from './ops/backup.js';
+import { setReencryption } from './ops/reencryption.js';
 import * as lifecycle from './ops/lifecycle.js';
 import { LifecycleExecutor } from './lifecycle.js';
 import { Deliverer } from './delivery.js';
@@ -140,6 +144,8 @@ export const operations = {
   deleteBucketNotifications: notifications.deleteBucketNotifications,
   rotateTenantDataKey: keyRotation.rotateTenantDataKey,
   setScrubSchedule,
+  setReencryption,
+  startBackup,
   putBucketLifecycle: lifecycle.putBucketLifecycle,
   deleteBucketLifecycle: lifecycle.deleteBucketLifecycle,
   setBucketLogging: accessLog.setBucketLogging,
@@ -225,6 +231,14 @@ export async function startEngine(options: {
     context,
     log: componentLogger('engine.scrub-schedule'),
   });
+  const reencryptor = new Reencryptor({
+    context,
+    log: componentLogger('engine.reencryption'),
+    segments: paths.segments,
+    pins,
+    io,
+  });
+  const backups = new BackupRunner({ context, paths, pins, log: componentLogger('engine.backup') });
   const sockets = new Set<Socket>();
   const metrics = new EngineMetrics({ store, compaction: () => compactor.totals });
   syncer.onSync = (seconds) => metrics.fdatasync(seconds);
@@ -260,6 +274,8 @@ export async function startEngine(options: {
   purger.start();
   deliverer.start();
   scrubScheduler.start();
+  reencryptor.start();
+  await backups.start();
   log.info({ dataDir: paths.root }, 'engine ready');
   return {
     paths,
@@ -268,6 +284,8 @@ export async function startEngine(options: {
       syncer.close();
       await router.close();
       await scrubScheduler.stop();
+      await reencryptor.stop();
+      await backups.stop();
       await lifecycleExecutor.stop();
       await deliverer.stop();
       await purger.stop();

@@ -175,6 +175,16 @@ export const settingSpecs = {
     fallback: '15s',
     help: 'a request waiting on the engine longer than this is answered 503 with Retry-After',
   },
+  'backup.directory': {
+    kind: 'string',
+    fallback: '',
+    help: 'where the engine writes backups, one directory each (empty: backups are off)',
+  },
+  'keys.reencrypt_rate': {
+    kind: 'bytes',
+    fallback: '16MiB',
+    help: 'chunk bytes a second that re-encryption after a data-key rotation reads (0: no limit)',
+  },
   'storage.retired_segment_grace': {
     kind: 'duration',
     fallback: '60s',

@@ -106,6 +106,8 @@ export interface TenantRecord {
    * for a tenant whose key was never rotated.
    */
   retiredKeys?: RetiredTenantKey[];
+  /** Retired keys dropped once every chunk was re-encrypted (src/engine/reencryption.ts). */
+  droppedKeys?: number;
   /**
    * Set in the transaction that makes the state `deleted`. While `completedAt` is absent the
    * engine's tenant purger is still removing the tenant's contents in batches (and resumes

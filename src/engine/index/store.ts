@@ -432,6 +432,14 @@ export class IndexStore {
   }
 
   /** Runs `apply` atomically in the next group commit; resolves once durable. */
+  /**
+   * A compacted copy of the whole index into the directory `path` (its `data.mdb`), taken in
+   * one read transaction: a consistent snapshot while commits go on (src/engine/backup.ts).
+   */
+  backup(path: string): Promise<void> {
+    return this.root.backup(path, true);
+  }
+
   transact<T>(apply: () => T): Promise<T> {
     return this.root.childTransaction(apply);
   }

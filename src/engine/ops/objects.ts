@@ -35,6 +35,7 @@ import {
 import { checkQuota, checkQuotaIn, quotaOf } from './quota.js';
 import { completeIdempotent, replayInCommit, requireClaim, type HeldKey } from './idempotency.js';
 import { nextCounter, type EngineContext } from './context.js';
+import { noteNewChunks } from './reencryption.js';
 import type { IndexStore, EncodedRecord } from '../index/store.js';
 import { readActiveTenant, requireActiveTenant } from './control.js';
 import {
@@ -685,6 +686,7 @@ export function addChunkRefs(
   usage: UsageRecord,
 ): number {
   let stored = 0;
+  const created: Buffer[] = [];
   for (const chunk of chunks) {
     const key = chunkKey(tenantNum, chunk.id);
     const record = context.store.get<ChunkRecord>(DB.chunks, key);
@@ -704,7 +706,7 @@ export function addChunkRefs(
     // Named field by field (in the stored order): a spread of the decoded frame's object built a
     // new hidden class on every call, and would carry any stray field of it into the index.
     const { segmentId, offset, length, payloadChecksum } = chunk.location;
-    const created: ChunkRecord = {
+    const entry: ChunkRecord = {
       segmentId,
       offset,
       length,
@@ -712,11 +714,14 @@ export function addChunkRefs(
       plainLength: chunk.plainLength,
       refs: 1,
     };
-    context.store.put(DB.chunks, key, created);
-    adjustSegmentLive(context, created.segmentId, created.length);
-    usage.physicalBytes += created.length;
-    stored += created.length;
+    context.store.put(DB.chunks, key, entry);
+    adjustSegmentLive(context, entry.segmentId, entry.length);
+    usage.physicalBytes += entry.length;
+    stored += entry.length;
+    created.push(chunk.id);
   }
+  // A re-encryption in progress looks again at chunks an upload under the old key may add.
+  noteNewChunks(context, tenantNum, created);
   return stored;
 }
 
