@@ -10,7 +10,6 @@ import {
   checkDataDirFormat,
   requireStore,
   noEngineError,
-  ENGINE_WAIT_MS,
   RELEASE,
 } from '../engine/data-dir.js';
 import { Router, type Route } from '../http/router.js';
@@ -40,20 +39,23 @@ export async function startAdmin(options: {
   const paths = dataDirPaths(options.dataDir);
   requireStore(paths, 'admin process');
   await checkDataDirFormat(paths);
+  const connectWaitMs = settings.duration('engine.connect_wait');
   const engine = new EngineClient(
     paths.socket,
-    ENGINE_WAIT_MS,
+    connectWaitMs,
     settings.duration('engine.call_timeout'),
   );
   await engine.waitForEngine(log).catch((error: unknown) => {
-    throw noEngineError(paths, ENGINE_WAIT_MS, error);
+    throw noEngineError(paths, connectWaitMs, error);
   });
   const store = IndexStore.open({ path: paths.index, readOnly: true });
   const node = await engine.call<NodeRecord>('nodeIdentity', {});
   const address = settings.listen('admin_listen');
   const auth = new AdminAuth(store, settings.rate('admin.rate_limit'));
   const audit = new AuditSink(engine, componentLogger('admin.audit'));
-  const hostPort = `${address.host.includes(':') ? `[${address.host}]` : address.host}:${address.port}`;
+  const host = address.host.includes(':') ? `[${address.host}]` : address.host;
+  // Port 0 asks the kernel for one: the address reported is the bound one, once it is known.
+  let boundPort = address.port;
   const routes: Route<Handler>[] = adminRoutes({
     store,
     engine,
@@ -61,7 +63,7 @@ export async function startAdmin(options: {
     auth,
     audit,
     node,
-    address: hostPort,
+    address: () => `${host}:${boundPort}`,
   });
   let indexOpen = true;
   routes.push(readyzRoute({ engine, indexOpen: () => indexOpen }));
@@ -112,6 +114,7 @@ export async function startAdmin(options: {
     apis,
     log,
   );
+  boundPort = listener.port;
   return {
     port: listener.port,
     stop: async () => {

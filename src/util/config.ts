@@ -172,6 +172,11 @@ export const settingSpecs = {
       'space kept back for compaction and the index on a full disk (at most an eighth of the ' +
       'file system; 0: none)',
   },
+  'engine.connect_wait': {
+    kind: 'duration',
+    fallback: '30s',
+    help: 'a gateway or admin process started before its engine waits this long for it',
+  },
   'engine.call_timeout': {
     kind: 'duration',
     fallback: '15s',
