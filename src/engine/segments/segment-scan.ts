@@ -2,7 +2,8 @@
 // the torn tail) and of compaction (find the records that are still live).
 //
 // A seal footer (seal-footer.ts) is checked where it is found: it must end the file, name its
-// own offset as `dataEnd` and count the records before it. A footer that does not is damage:
+// own offset as `dataEnd` and count the records before it; one that does is visited last, as
+// any record (kind 2: compaction copies only chunks). A footer that does not is damage:
 // the scan stops before it (`torn`), so compaction leaves the segment alone. A segment sealed
 // before recovery wrote footers has none, and scans to its end as before.
 
@@ -73,7 +74,9 @@ export async function scanSegment(
       if (!payloadIntact(again, record)) break;
       if (again.kind === RECORD_KIND_SEAL) {
         sealed = footerAgrees(again, record, offset, records, fileSize);
-        if (sealed) offset += header.recordLength;
+        if (!sealed) break;
+        await visit(options.withBytes ? { offset, header, bytes: record } : { offset, header });
+        offset += header.recordLength;
         break;
       }
       await visit(options.withBytes ? { offset, header, bytes: record } : { offset, header });
