@@ -252,7 +252,9 @@ export function actingPrincipal(request: S3Request): S3Principal {
   try {
     owner = bucketByName(request.services.store, name).owner;
   } catch {
-    if (!real) throw s3Error('AccessDenied', 'anonymous access is not allowed');
+    // AWS answers a bucket that does not exist with NoSuchBucket, to anyone (names are global
+    // and public, as DNS names are); only an existing bucket's answers depend on grants.
+    if (!real) throw s3Error('NoSuchBucket', `bucket ${name} does not exist`);
     return real;
   }
   if (real && real.tenant.id === owner.id) return real;
