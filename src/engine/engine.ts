@@ -25,6 +25,7 @@ import {
   MethodNotAllowed,
   BadRequest,
   EngineUnavailable,
+  DiskFull,
 } from '../util/errors.js';
 import { componentLogger, type Logger } from '../util/log.js';
 import { crashOnInvariantFailure } from '../util/invariant.js';
@@ -67,6 +68,7 @@ import { nodeIo, type Io } from '../util/io.js';
 import { realClock, type Clock } from '../util/clock.js';
 import { EngineMetrics } from './metrics.js';
 import { RouterSlot, type LocalEngine, type RouterFactory } from './command-router.js';
+import { SpaceReserve } from './space-reserve.js';
 
 type Op = (context: EngineContext, args: never) => unknown;
 
@@ -209,6 +211,13 @@ export async function startEngine(options: {
     syncer,
   };
   await recoverAtStart(context, paths, log, io);
+  const reserve = new SpaceReserve({
+    root: paths.root,
+    configuredBytes: options.settings.bytes('storage.space_reserve'),
+    log: componentLogger('engine.space'),
+    io,
+  });
+  await reserve.open();
   const pins = new SegmentPins();
   const mintLimiter = new RateLimiter(options.settings.rate('security.token_mint_rate'));
   const compactor = new Compactor({
@@ -220,6 +229,7 @@ export async function startEngine(options: {
     io,
     clock,
     segmentFailed: (segmentId) => syncer.poison(segmentId),
+    space: reserve,
   });
   const deliverer = new Deliverer({ context, log: componentLogger('engine.delivery') });
   const purger = new tenantDelete.TenantPurger({
@@ -242,7 +252,11 @@ export async function startEngine(options: {
   const sockets = new Set<Socket>();
   const metrics = new EngineMetrics({ store, compaction: () => compactor.totals });
   syncer.onSync = (seconds) => metrics.fdatasync(seconds);
-  const batch = new CommandBatch(store, (size, seconds) => metrics.commit(size, seconds));
+  const batch = new CommandBatch(
+    store,
+    (size, seconds) => metrics.commit(size, seconds),
+    async () => (await reserve.release('an index commit found the disk full')) > 0,
+  );
   const executor: Executor = {
     paths,
     context,
@@ -250,6 +264,7 @@ export async function startEngine(options: {
     metrics,
     pins,
     mintLimiter,
+    reserve,
     router: undefined as unknown as RouterSlot,
     auditBarriers: new AuditBarriers({
       unanswered: (sources) =>
@@ -371,6 +386,8 @@ interface Executor {
   readonly metrics: EngineMetrics;
   /** A cluster member's router of cluster-wide commands; empty on a single node. */
   readonly router: RouterSlot;
+  /** Room kept for reclaiming space on a full disk (space-reserve.ts). */
+  readonly reserve: SpaceReserve;
 }
 
 /** What a router may do with this engine (command-router.ts). */
@@ -620,6 +637,9 @@ async function runCommand(
   if (Array.isArray(args?.chunks))
     executor.metrics.manifest(written.length, args.chunks.length - written.length);
   if (written.length > 0) await context.syncer?.sync(written);
+  // The reserve was given to reclaiming space: no new segment until it is taken back.
+  if (name === 'allocSegment' && !executor.reserve.whole)
+    throw DiskFull('the data filesystem is short of space; deleted data is being reclaimed');
   if (name === 'sealSegment')
     context.syncer?.forget((commandArgs as { segmentId: number }).segmentId);
   return executor.batch.submit(() => {

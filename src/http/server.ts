@@ -79,8 +79,16 @@ export function listen(
     const api = mounts.apiOf(exchange.path);
     exchange.errors = api.errors;
     exchange.strictQuery = api.strictQuery;
-    if (draining) {
-      exchange.sendError(Unavailable('the server is shutting down'), log);
+    // Refused before any work: while draining, and while the audit sink holds as many rows as
+    // it may (the engine has not taken them), since a request served then would have its row
+    // dropped. Each refusal has its row too (admin-api.md: every request writes one).
+    if (draining || options.audit?.full) {
+      const reason = draining
+        ? 'the server is shutting down'
+        : 'the audit log is behind: its rows have not reached the engine yet';
+      exchange.sendError(Unavailable(reason), log);
+      (api.identify ?? options.identify)?.(exchange);
+      options.audit?.record(exchange);
       options.answered?.(api.name, exchange);
       return;
     }

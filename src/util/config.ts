@@ -165,6 +165,13 @@ export const settingSpecs = {
     fallback: '15m',
     help: 'a dead chunk stays reusable this long',
   },
+  'storage.space_reserve': {
+    kind: 'bytes',
+    fallback: '192MiB',
+    help:
+      'space kept back for compaction and the index on a full disk (at most an eighth of the ' +
+      'file system; 0: none)',
+  },
   'engine.connect_wait': {
     kind: 'duration',
     fallback: '30s',

@@ -21,7 +21,7 @@ import {
   type TenantKeys,
 } from '../engine/chunk-codec.js';
 import { createMultiHasher, type DigestAlg } from '../engine/checksums.js';
-import { NotFound, errorCode } from '../util/errors.js';
+import { CorruptData, NotFound, errorCode, isLightwellError } from '../util/errors.js';
 import { BufferPool } from '../util/buffer-pool.js';
 import type { StoreResult } from './protocol.js';
 
@@ -165,6 +165,31 @@ function expectedRecord(
 }
 
 /** Resolves the chunk, reads its record and decodes it with `decode`. */
+/**
+ * A corrupt chunk, with where it is (never shown to clients: a 500 carries no details), so that
+ * the log line under the request id is the repair record: which tenant's chunk, in which
+ * segment at which offset, and whether the bytes are damaged or under no key it has.
+ */
+function corruptAt(
+  error: unknown,
+  record: ChunkRecord,
+  input: { keys: TenantKeys; chunkId: Uint8Array },
+): Error {
+  const reason = isLightwellError(error) ? error.details['reason'] : undefined;
+  return CorruptData(
+    isLightwellError(error) ? error.message : 'stored chunk failed verification',
+    {
+      ...(typeof reason === 'string' ? { reason } : {}),
+      tenantNum: input.keys.tenantNum,
+      chunkId: Buffer.from(input.chunkId).toString('hex'),
+      segmentId: record.segmentId,
+      offset: record.offset,
+      length: record.length,
+    },
+    { cause: error },
+  );
+}
+
 async function readRecord<T>(
   deps: ChunkStoreDeps,
   input: { keys: TenantKeys; chunkId: Uint8Array; plainLength: number },
@@ -185,6 +210,7 @@ async function readRecord<T>(
         .reader()
         .readWith(record, (bytes) => decode(bytes, expectedRecord(input, record)));
     } catch (error) {
+      if (errorCode(error) === 'corrupt_data') throw corruptAt(error, record, input);
       // Compaction moved the chunk and deleted the old segment: look it up again, once.
       if (attempt > 0 || errorCode(error) !== 'not_found') throw error;
       deps.index().refresh();
