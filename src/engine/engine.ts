@@ -54,6 +54,7 @@ import * as keyRotation from './ops/key-rotation.js';
 import { rotateMasterKey, settleMasterKeyRotation } from './master-key-rotation.js';
 import { ScrubScheduler, setScrubSchedule } from './scrub-schedule.js';
 import * as lifecycle from './ops/lifecycle.js';
+import * as kmsKeys from './ops/kms-keys.js';
 import { LifecycleExecutor } from './lifecycle.js';
 import { Deliverer } from './delivery.js';
 import { nodeIo, type Io } from '../util/io.js';
@@ -104,6 +105,8 @@ export const operations: Readonly<Record<string, Op>> = {
   rotateAccessKey: control.rotateAccessKey,
   revokeAccessKey: control.revokeAccessKey,
   setTenantQuota: control.setTenantQuota,
+  createKmsKey: kmsKeys.createKmsKey,
+  deleteKmsKey: kmsKeys.deleteKmsKey,
   clearTenantQuota: control.clearTenantQuota,
   nodeIdentity: control.nodeIdentity,
   createMultipartUpload: multipart.createMultipartUpload,

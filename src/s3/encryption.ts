@@ -18,6 +18,7 @@ import {
   putBucketEncryption,
   reportedSse,
   requestedSse,
+  type KmsKeyOwner,
   type SseRequest,
 } from '../service/encryption.js';
 import { isLightwellError } from '../util/errors.js';
@@ -64,7 +65,7 @@ function asInvalidArgument<T>(run: () => T): T {
 /** The encryption a write's headers ask for (undefined: the bucket's default). */
 export function writeSseOf(request: S3Request): ServerSideEncryption | undefined {
   const principal = request.requirePrincipal();
-  return asInvalidArgument(() => requestedSse(sseRequestOf(request), principal.tenant.id));
+  return asInvalidArgument(() => requestedSse(sseRequestOf(request), principal.tenant));
 }
 
 /** Refuses SSE headers on a GET or HEAD. */
@@ -83,7 +84,7 @@ export function addSseHeaders(
     headers['x-amz-server-side-encryption-aws-kms-key-id'] = sse.kmsKeyId;
 }
 
-function defaultOf(config: XmlValue, tenantId: string): ServerSideEncryption {
+function defaultOf(config: XmlValue, tenant: KmsKeyOwner): ServerSideEncryption {
   const rule = (config as Record<string, XmlValue>)['Rule'];
   if (rule === undefined || typeof rule === 'string' || Array.isArray(rule))
     throw s3Error('MalformedXML', 'expected one <Rule>');
@@ -100,7 +101,7 @@ function defaultOf(config: XmlValue, tenantId: string): ServerSideEncryption {
     );
   return {
     algorithm,
-    kmsKeyId: asInvalidArgument(() => checkKmsKeyId(kmsKeyId, tenantId)),
+    kmsKeyId: asInvalidArgument(() => checkKmsKeyId(kmsKeyId, tenant)),
   };
 }
 
@@ -109,7 +110,7 @@ async function putBucketEncryptionHandler(request: S3Request): Promise<void> {
   const body = readXmlBody(request, ENCRYPTION_XML_BYTES_MAX);
   const bucket = bucketFor(request, { verb: 'write' });
   const config = rootOf(await body, 'ServerSideEncryptionConfiguration');
-  const encryption = defaultOf(config, principal.tenant.id);
+  const encryption = defaultOf(config, principal.tenant);
   await putBucketEncryption(
     objectServiceOf(request),
     contextOf(request.exchange, principal),

@@ -10,7 +10,7 @@
 // engine (`setBucketEncryption`, the write commands' `sse`).
 
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { BucketRecord, ServerSideEncryption } from '../engine/index/schema.js';
+import type { BucketRecord, ServerSideEncryption, TenantRecord } from '../engine/index/schema.js';
 import { BadRequest, NotImplemented } from '../util/errors.js';
 import type { RequestContext } from './context.js';
 import type { ObjectService } from './objects.js';
@@ -63,13 +63,16 @@ function refuseCustomerKeys(input: SseRequest): void {
     );
 }
 
+/** What a KMS key id is checked against: the tenant's id and its named keys. */
+export type KmsKeyOwner = Pick<TenantRecord, 'id' | 'kmsKeys'>;
+
 /**
  * The encryption a write asks for (undefined: none, the bucket's default applies): `AES256`, or
- * `aws:kms` with this tenant's key (named, or by default).
+ * `aws:kms` with one of this tenant's keys (named, or its own by default).
  */
 export function requestedSse(
   input: SseRequest,
-  tenantId: string,
+  tenant: KmsKeyOwner,
 ): ServerSideEncryption | undefined {
   refuseCustomerKeys(input);
   const { algorithm, kmsKeyId } = input;
@@ -83,14 +86,21 @@ export function requestedSse(
     return { algorithm };
   }
   if (algorithm !== 'aws:kms') throw BadRequest('the server-side encryption is AES256 or aws:kms');
-  return { algorithm, kmsKeyId: checkKmsKeyId(kmsKeyId, tenantId) };
+  return { algorithm, kmsKeyId: checkKmsKeyId(kmsKeyId, tenant) };
 }
 
-/** A KMS key id of this tenant (its own key is its only one), or a 400. */
-export function checkKmsKeyId(kmsKeyId: string | undefined, tenantId: string): string {
-  const own = tenantKmsKeyId(tenantId);
+/**
+ * A KMS key id of this tenant: its own id (also without a key id), or a named key an operator
+ * created (engine/ops/kms-keys.ts). Any other id is a 400 that S3 answers as AWS does,
+ * `KMS.NotFoundException`.
+ */
+export function checkKmsKeyId(kmsKeyId: string | undefined, tenant: KmsKeyOwner): string {
+  const own = tenantKmsKeyId(tenant.id);
   if (kmsKeyId === undefined || kmsKeyId === own) return own;
-  throw BadRequest(`the KMS key ${kmsKeyId.slice(0, 64)} is not a key of this tenant (${own})`);
+  if (tenant.kmsKeys?.some((key) => key.id === kmsKeyId) === true) return kmsKeyId;
+  throw BadRequest(`Invalid keyId ${kmsKeyId.slice(0, 64)}`, {
+    s3Code: 'KMS.NotFoundException',
+  });
 }
 
 /** A read names no encryption (S3 refuses SSE headers on GET and HEAD). */

@@ -1,6 +1,7 @@
 // Goal: server-side encryption as S3 clients see it through the AWS SDK: SSE-S3 accepted and
-// reported on every object, SSE-KMS with the tenant's own key as the only key id (stored and
-// reported, a bucket default applied), Put/Get/DeleteBucketEncryption, and the refusals: SSE
+// reported on every object, SSE-KMS with the tenant's own key or a named key an operator created
+// through the admin API (stored and reported, a bucket default applied, an unknown id
+// KMS.NotFoundException), Put/Get/DeleteBucketEncryption, and the refusals: SSE
 // headers on reads, an unknown algorithm, another tenant's key, SSE-C (501, never ignored), and
 // other tenants' buckets.
 // Method: a real `lightwell serve`, two tenants, @aws-sdk/client-s3.
@@ -83,7 +84,7 @@ t.test('server-side encryption through the AWS SDK', async (t) => {
       );
     await refused(
       { ServerSideEncryption: 'aws:kms', SSEKMSKeyId: 'bob' },
-      'InvalidArgument',
+      'KMS.NotFoundException',
       400,
       "another tenant's key",
     );
@@ -131,6 +132,74 @@ t.test('server-side encryption through the AWS SDK', async (t) => {
     );
   });
 
+  await t.test('named KMS keys an operator creates', async (t) => {
+    const owner = service.adminToken();
+    const put = (key: string, kmsKeyId: string) =>
+      s3.send(
+        new PutObjectCommand({
+          Bucket: 'enc',
+          Key: key,
+          Body: `under ${kmsKeyId}`,
+          ServerSideEncryption: 'aws:kms',
+          SSEKMSKeyId: kmsKeyId,
+        }),
+      );
+    t.same(await s3ErrorOf(put('n1', 'testkey-1')), {
+      name: 'KMS.NotFoundException',
+      status: 400,
+    });
+    const created = await service.admin('POST', '/tenants/alice/kms-keys', owner, {
+      id: 'testkey-1',
+      description: 'for the tests',
+    });
+    t.equal(created.status, 201);
+    t.match(created.json, { id: 'testkey-1', tenantId: 'alice', description: 'for the tests' });
+    t.equal(
+      (await service.admin('POST', '/tenants/alice/kms-keys', owner, { id: 'testkey-1' })).status,
+      409,
+      'one key per id',
+    );
+    t.equal(
+      (await service.admin('POST', '/tenants/alice/kms-keys', owner, { id: 'bad key' })).status,
+      400,
+    );
+    const listed = await service.admin('GET', '/tenants/alice/kms-keys', owner);
+    t.same(
+      (listed.json as { keys: Array<{ id: string }> }).keys.map((key) => key.id),
+      ['testkey-1'],
+    );
+    t.equal((await put('n1', 'testkey-1')).SSEKMSKeyId, 'testkey-1');
+    const head = await s3.send(new HeadObjectCommand({ Bucket: 'enc', Key: 'n1' }));
+    t.equal(head.SSEKMSKeyId, 'testkey-1', 'reported on reads');
+    t.same(
+      await s3ErrorOf(
+        bob.send(
+          new PutObjectCommand({
+            Bucket: 'enc',
+            Key: 'n2',
+            Body: 'x',
+            ServerSideEncryption: 'aws:kms',
+            SSEKMSKeyId: 'testkey-1',
+          }),
+        ),
+      ),
+      { name: 'AccessDenied', status: 403 },
+      "another tenant's bucket stays refused",
+    );
+    const deleted = await service.admin('DELETE', '/tenants/alice/kms-keys/testkey-1', owner);
+    t.equal(deleted.status, 204);
+    t.same(await s3ErrorOf(put('n3', 'testkey-1')), {
+      name: 'KMS.NotFoundException',
+      status: 400,
+    });
+    const old = await s3.send(new GetObjectCommand({ Bucket: 'enc', Key: 'n1' }));
+    t.equal(await old.Body?.transformToString(), 'under testkey-1', 'old versions stay readable');
+    t.equal(
+      (await service.admin('DELETE', '/tenants/alice/kms-keys/testkey-1', owner)).status,
+      404,
+    );
+  });
+
   await t.test('bucket default encryption', async (t) => {
     t.same(await s3ErrorOf(s3.send(new GetBucketEncryptionCommand({ Bucket: 'enc' }))), {
       name: 'ServerSideEncryptionConfigurationNotFoundError',
@@ -173,7 +242,7 @@ t.test('server-side encryption through the AWS SDK', async (t) => {
           }),
         ),
       ),
-      { name: 'InvalidArgument', status: 400 },
+      { name: 'KMS.NotFoundException', status: 400 },
     );
     t.same(
       await s3ErrorOf(

@@ -1,5 +1,5 @@
 // Goal: the service's reading of what S3 clients send about encryption: AES256 and aws:kms with
-// the tenant's own key only, a key id never without aws:kms, SSE-C checked as S3 checks it (400
+// the tenant's own key or a named key of it, a key id never without aws:kms, SSE-C checked as S3 checks it (400
 // for a malformed key, its MD5 or a conflict) and then refused (501), no SSE on reads.
 // Method: the pure functions of service/encryption.ts.
 import t from 'tap';
@@ -16,17 +16,30 @@ function codeOf(run: () => unknown): string {
   return 'none';
 }
 
+const alice = { id: 'alice', kmsKeys: [{ id: 'testkey-1', createdAt: 0 }] };
+
 t.test('what a write asks for', async (t) => {
-  t.equal(requestedSse({}, 'alice'), undefined);
-  t.same(requestedSse({ algorithm: 'AES256' }, 'alice'), { algorithm: 'AES256' });
-  t.same(requestedSse({ algorithm: 'aws:kms' }, 'alice'), {
+  t.equal(requestedSse({}, alice), undefined);
+  t.same(requestedSse({ algorithm: 'AES256' }, alice), { algorithm: 'AES256' });
+  t.same(requestedSse({ algorithm: 'aws:kms' }, alice), {
     algorithm: 'aws:kms',
     kmsKeyId: 'alice',
   });
-  t.same(requestedSse({ algorithm: 'aws:kms', kmsKeyId: 'alice' }, 'alice'), {
+  t.same(requestedSse({ algorithm: 'aws:kms', kmsKeyId: 'alice' }, alice), {
     algorithm: 'aws:kms',
     kmsKeyId: 'alice',
   });
+  t.same(
+    requestedSse({ algorithm: 'aws:kms', kmsKeyId: 'testkey-1' }, alice),
+    { algorithm: 'aws:kms', kmsKeyId: 'testkey-1' },
+    'a named key of the tenant',
+  );
+  try {
+    requestedSse({ algorithm: 'aws:kms', kmsKeyId: 'testkey-2' }, alice);
+    t.fail('an unknown key id is refused');
+  } catch (error) {
+    t.ok(isLightwellError(error) && error.details['s3Code'] === 'KMS.NotFoundException');
+  }
   for (const bad of [
     { algorithm: 'aws:kms', kmsKeyId: 'bob' },
     { kmsKeyId: 'alice' },
@@ -34,7 +47,7 @@ t.test('what a write asks for', async (t) => {
     { algorithm: 'aes:kms' },
   ])
     t.equal(
-      codeOf(() => requestedSse(bad, 'alice')),
+      codeOf(() => requestedSse(bad, alice)),
       'bad_request',
       JSON.stringify(bad),
     );
@@ -48,7 +61,7 @@ t.test('SSE-C is checked, then refused', async (t) => {
     keyMd5: createHash('md5').update(key).digest('base64'),
   };
   const ask = (customer: Record<string, string | undefined>, algorithm?: string) =>
-    codeOf(() => requestedSse({ customer, customerKey: true, algorithm }, 'alice'));
+    codeOf(() => requestedSse({ customer, customerKey: true, algorithm }, alice));
   t.equal(ask(good), 'not_implemented');
   t.equal(ask({ ...good, keyMd5: 'AAAAAAAAAAAAAAAAAAAAAA==' }), 'bad_request', 'MD5 mismatch');
   t.equal(ask({ ...good, keyMd5: undefined }), 'bad_request', 'no MD5');

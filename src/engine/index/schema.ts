@@ -110,6 +110,14 @@ export interface TenantRecord {
    * after a restart); `blockedAt` stops it when a version turns out to be protected.
    */
   deletion?: TenantDeletion;
+  /** Named KMS keys SSE-KMS writes may name (engine/ops/kms-keys.ts), in creation order. */
+  kmsKeys?: KmsKeyRecord[];
+}
+
+export interface KmsKeyRecord {
+  id: string;
+  description?: string;
+  createdAt: number;
 }
 
 export interface RetiredTenantKey {
