@@ -97,7 +97,7 @@ async function copyObject(request: S3Request): Promise<void> {
   // A write to a Suspended bucket makes the null version, which S3 does not name.
   if (copied.version.versionId !== 'null') answer['x-amz-version-id'] = copied.version.versionId;
   if (copied.sourceVersioned) answer['x-amz-copy-source-version-id'] = copied.sourceVersionId;
-  addSseHeaders(copied.version, answer);
+  addSseHeaders(copied.version, answer, copied.customerKey);
   request.send(
     200,
     answer,

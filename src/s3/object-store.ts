@@ -49,9 +49,20 @@ import { sendObject } from '../service/download.js';
 import { copyObject } from '../service/copy.js';
 import { governanceBypass } from '../service/object-lock.js';
 import { serviceMultipartStore } from './object-store-multipart.js';
+import { customerKeyOf } from './encryption.js';
+import {
+  CustomerCipher,
+  requireCustomerKeyFor,
+  type CustomerKey,
+} from '../service/customer-key.js';
 
-export function storedOf(version: ObjectVersionRecord, bucket: BucketRecord): StoredVersion {
+export function storedOf(
+  version: ObjectVersionRecord,
+  bucket: BucketRecord,
+  customerKey?: CustomerKey,
+): StoredVersion {
   return {
+    customerKey,
     version,
     representation: {
       contentType: version.contentType === '' ? S3_DEFAULT_CONTENT_TYPE : version.contentType,
@@ -109,6 +120,7 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
     validateObjectKey(input.key);
     const bucket = bucketFor(request, { verb: 'write', key: input.key });
     const target = { bucket, key: input.key, ifMatch: input.ifMatch };
+    const customerKey = customerKeyOf(request);
     const version = await ifMatchWrite(services.store, target, () =>
       objects.putObject(
         contextOf(request.exchange, principal),
@@ -128,11 +140,12 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
           },
           headers: input.representation.headers,
           attributes: input.attributes,
+          customerKey,
         },
         request.exchange,
       ),
     );
-    return storedOf(version, bucket);
+    return storedOf(version, bucket, customerKey);
   }
 
   function freshen(request: S3Request, input: ReadInput): Promise<void> | undefined {
@@ -153,11 +166,15 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
           throw s3Error('InvalidPart', error.message);
         throw error;
       }
+      // After the part number, as S3 answers InvalidPart before it asks for the key.
+      const customerKey = requireCustomerKeyFor(version, customerKeyOf(request));
       const range = notModified ? undefined : part.range;
-      return { ...storedOf(version, bucket), notModified, range, partsCount: part.partsCount };
+      const stored = storedOf(version, bucket, customerKey);
+      return { ...stored, notModified, range, partsCount: part.partsCount };
     }
+    const customerKey = requireCustomerKeyFor(version, customerKeyOf(request));
     const range = notModified ? undefined : rangeToServe(input, version);
-    return { ...storedOf(version, bucket), notModified, range };
+    return { ...storedOf(version, bucket, customerKey), notModified, range };
   }
 
   function sendBody(
@@ -166,11 +183,14 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
     headers: Readonly<Record<string, string>>,
   ): Promise<void> | undefined {
     const principal = request.requirePrincipal();
+    const { customerKey, version } = read;
+    const cipher = customerKey && CustomerCipher.forVersion(version, customerKey);
     return sendObject(services.download, request.exchange, {
       keys: services.auth.keysOf(principal.tenant),
-      version: read.version,
+      version,
       range: read.range,
       headers: { ...headers, ...s3IdHeaders(request.exchange) },
+      transform: cipher && ((bytes, offset) => cipher.apply(bytes, offset)),
     });
   }
 
@@ -248,26 +268,39 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
     );
     const sourceVersioned = sourceBucket.versioning !== 'Unversioned';
     const target = { bucket, key: input.key, ifMatch: input.ifMatch };
+    const customerKey = customerKeyOf(request);
+    const rewrite = {
+      store: services.store,
+      keys: services.auth.keysOf(principal.tenant),
+      download: services.download,
+    };
     const version = await ifMatchWrite(services.store, target, () =>
-      copyObject(objects, contextOf(request.exchange, principal), {
-        source: {
-          ...input.source,
-          bucket: sourceBucket,
-          versionId:
-            input.source.versionId ?? (sourceVersioned ? sourceVersion.versionId : undefined),
+      copyObject(
+        objects,
+        contextOf(request.exchange, principal),
+        {
+          source: {
+            ...input.source,
+            bucket: sourceBucket,
+            versionId:
+              input.source.versionId ?? (sourceVersioned ? sourceVersion.versionId : undefined),
+          },
+          bucket,
+          key: input.key,
+          directive: input.directive,
+          contentType: input.representation.contentType,
+          metadata: input.representation.metadata,
+          headers: input.representation.headers,
+          conditions: { ifMatch: input.ifMatch, ifNoneMatch: input.ifNoneMatch },
+          attributes: input.attributes,
+          sourceCustomerKey: customerKeyOf(request, 'copy source'),
+          customerKey,
         },
-        bucket,
-        key: input.key,
-        directive: input.directive,
-        contentType: input.representation.contentType,
-        metadata: input.representation.metadata,
-        headers: input.representation.headers,
-        conditions: { ifMatch: input.ifMatch, ifNoneMatch: input.ifNoneMatch },
-        attributes: input.attributes,
-      }),
+        rewrite,
+      ),
     );
     return {
-      ...storedOf(version, bucket),
+      ...storedOf(version, bucket, customerKey),
       sourceVersionId: sourceVersion.versionId,
       sourceVersioned,
     };

@@ -38,6 +38,13 @@ import type { BodySource } from './body.js';
 import type { RequestContext } from './context.js';
 import { addWriteConditions, type ObjectService, type ObjectServiceDeps } from './objects.js';
 import { receiveBody, type ReceivedBody } from './upload.js';
+import {
+  CustomerCipher,
+  decrypted,
+  requireCustomerKeyFor,
+  sealedUpload,
+  type CustomerKey,
+} from './customer-key.js';
 import type { WriteConditions } from './objects.js';
 import { addNewVersionAttributes, type NewVersionAttributes } from './object-lock.js';
 
@@ -56,6 +63,8 @@ export interface PartRequest extends UploadAddress {
   readonly digests: readonly DigestAlg[];
   /** The transport's own checks of what was received, before the commit. */
   readonly check?: (received: ReceivedBody) => void;
+  /** SSE-C: the upload's customer key, which the part is stored under. */
+  readonly customerKey?: CustomerKey | undefined;
 }
 
 export interface PartCopyRequest extends UploadAddress {
@@ -70,6 +79,9 @@ export interface PartCopyRequest extends UploadAddress {
   readonly range?: { readonly start: number; readonly end: number } | undefined;
   /** Digests to compute beside the part's own (MD5: its ETag is then its hex MD5). */
   readonly digests: readonly DigestAlg[];
+  /** SSE-C: the source's customer key, and the upload's (the part is stored under it). */
+  readonly sourceCustomerKey?: CustomerKey | undefined;
+  readonly customerKey?: CustomerKey | undefined;
 }
 
 export interface CompleteRequest extends UploadAddress {
@@ -79,6 +91,8 @@ export interface CompleteRequest extends UploadAddress {
   readonly etag?: string | undefined;
   /** The object's checksum as the client computed it; it must be the one the object gets. */
   readonly checksum?: { readonly alg: string; readonly value: string } | undefined;
+  /** SSE-C: the upload's customer key, required when the upload has one. */
+  readonly customerKey?: CustomerKey | undefined;
 }
 
 /** The upload `uploadId` of `key`, or a 404 that names an upload. */
@@ -107,6 +121,8 @@ export class MultipartService {
       checksum?: { alg: string; type: 'COMPOSITE' | 'FULL_OBJECT' } | undefined;
       /** The completed object's lock and tags (object-lock.ts). */
       attributes?: NewVersionAttributes | undefined;
+      /** SSE-C: every part and the completed object are stored under this customer key. */
+      customerKey?: CustomerKey | undefined;
     },
     /** The status the transport answers with, for the audit row (native 201, S3 200). */
     status = 200,
@@ -122,6 +138,7 @@ export class MultipartService {
       args['headers'] = { ...input.headers };
     if (input.checksum !== undefined) args['checksum'] = { ...input.checksum };
     addNewVersionAttributes(input.attributes, args);
+    if (input.customerKey !== undefined) args['sseCustomer'] = input.customerKey.seal();
     return this.objects.commit<MultipartUploadRecord>(ctx, 'createMultipartUpload', args, status);
   }
 
@@ -133,7 +150,8 @@ export class MultipartService {
   async uploadPart(ctx: RequestContext, input: PartRequest, source: BodySource): Promise<PartView> {
     const { store, auth } = this.deps;
     const tenantId = ctx.principal.tenant.id;
-    requireUploadIn(store, input);
+    const upload = requireUploadIn(store, input);
+    const customerKey = requireCustomerKeyFor(upload, input.customerKey, 'upload');
     if (input.contentLength > MULTIPART_PART_BYTES_MAX)
       throw PayloadTooLarge(`a part is at most ${MULTIPART_PART_BYTES_MAX} bytes`);
     checkPartQuotaIn(store, {
@@ -152,13 +170,18 @@ export class MultipartService {
         ...input.digests,
       ]),
     ];
-    const received = await receiveBody(this.deps.upload, {
-      source,
+    const sealed =
+      customerKey === undefined
+        ? undefined
+        : sealedUpload(source, customerKey, input.contentLength, algs, upload.sseCustomer?.salt);
+    let received = await receiveBody(this.deps.upload, {
+      source: sealed?.source ?? source,
       keys: auth.keysOf(ctx.principal.tenant),
       contentLength: input.contentLength,
       algs,
     });
     try {
+      if (sealed) received = await sealed.plaintext(received);
       for (const [alg, digest] of input.expected) {
         if (received.checksums[alg] !== digest.toString('base64'))
           throw ChecksumMismatch(`the part does not match its ${alg} checksum`);
@@ -178,6 +201,7 @@ export class MultipartService {
           checksums: received.checksums,
           compressed: received.compressed,
           chunks: received.chunks,
+          ...(sealed ? { sseSalt: sealed.record.salt } : {}),
         },
         200,
       );
@@ -203,6 +227,7 @@ export class MultipartService {
     const { source } = input;
     const version = resolveForRead(store, source.bucket, source.key, source.versionId ?? null);
     checkSourceConditions(version, source);
+    const sourceKey = requireCustomerKeyFor(version, input.sourceCustomerKey, 'copy source');
     const { range } = input;
     if (range !== undefined && (range.start > range.end || range.end >= version.size))
       throw InvalidRange(
@@ -211,7 +236,12 @@ export class MultipartService {
       );
     const length = range === undefined ? version.size : range.end - range.start + 1;
     const keys = auth.keysOf(ctx.principal.tenant);
-    const body = new CopiedBody(versionBytes(download, keys, version, range), length);
+    const stored = versionBytes(download, keys, version, range);
+    const bytes =
+      sourceKey === undefined
+        ? stored
+        : decrypted(stored, CustomerCipher.forVersion(version, sourceKey), range?.start ?? 0);
+    const body = new CopiedBody(bytes, length);
     try {
       const part = await this.uploadPart(
         ctx,
@@ -223,6 +253,7 @@ export class MultipartService {
           contentLength: length,
           expected: new Map(),
           digests: input.digests,
+          customerKey: input.customerKey,
         },
         body,
       );
@@ -249,7 +280,7 @@ export class MultipartService {
       );
       if (input.etag !== undefined && current?.etag === input.etag) return Promise.resolve(current);
     }
-    requireUploadIn(store, input);
+    requireCustomerKeyFor(requireUploadIn(store, input), input.customerKey, 'upload');
     const args: Record<string, unknown> = {
       tenantId: ctx.principal.tenant.id,
       bucket: input.bucket.name,

@@ -283,6 +283,20 @@ export interface ObjectVersionRecord {
   legalHold?: 'ON' | 'OFF';
   /** A completed multipart upload's part sizes, in part order (reads by part number). */
   partSizes?: number[];
+  /** SSE-C: the version's bytes are encrypted under its customer's key (service/customer-key.ts). */
+  sseCustomer?: SseCustomerRecord;
+}
+
+/**
+ * What the index keeps of an SSE-C key: never the key, only a random salt and a verifier derived
+ * from the key and the salt (HKDF-SHA256), so a request's key is checked in constant time and
+ * the data key is derived from the key the client sends. A completed multipart upload keeps the
+ * salt of each listed part (16 bytes each, in part order): every part has its own data key.
+ */
+export interface SseCustomerRecord {
+  salt: Buffer;
+  verifier: Buffer;
+  partSalts?: Buffer;
 }
 
 export interface ObjectTag {
@@ -523,6 +537,8 @@ export interface MultipartUploadRecord {
   lock?: { mode?: RetentionMode; retainUntil?: number; legalHold?: 'ON' | 'OFF' };
   tags?: ObjectTag[];
   sse?: ServerSideEncryption;
+  /** SSE-C: the key every part and the completed object are under (its verifier). */
+  sseCustomer?: SseCustomerRecord;
 }
 
 export interface MultipartPartRecord {
@@ -542,6 +558,8 @@ export interface MultipartPartRecord {
    * against the quota lack it; they count nowhere until complete makes them a version.
    */
   quotaCounted?: true;
+  /** SSE-C: the salt of this part's data key (the upload's `sseCustomer` says whose key). */
+  sseSalt?: Buffer;
 }
 
 /** `u32be(bucketId) | utf8(key) | 0x00 | uploadId[16]`: a bucket's uploads sort by key. */

@@ -12,6 +12,7 @@ import {
   type BucketRecord,
   type ObjectVersionRecord,
   type ServerSideEncryption,
+  type SseCustomerRecord,
 } from '../index/schema.js';
 import type { EngineContext } from './context.js';
 import { requireActiveTenant } from './control.js';
@@ -31,6 +32,25 @@ export function checkSse(value: unknown): ServerSideEncryption {
     throw BadRequest('a KMS key id goes with aws:kms only');
   if (kmsKeyId.length > KMS_KEY_ID_CHARS_MAX) throw BadRequest('the KMS key id is too long');
   return { algorithm, kmsKeyId };
+}
+
+/** Bytes of an SSE-C salt and of its verifier (service/customer-key.ts). */
+export const SSE_C_SALT_BYTES = 16;
+export const SSE_C_VERIFIER_BYTES = 32;
+
+/** Checks an SSE-C salt received over the engine's socket. */
+export function checkSseSalt(value: unknown): Buffer {
+  if (!(value instanceof Uint8Array) || value.length !== SSE_C_SALT_BYTES)
+    throw BadRequest(`an SSE-C salt is ${SSE_C_SALT_BYTES} bytes`);
+  return Buffer.from(value);
+}
+
+/** Checks an SSE-C record (salt and verifier) received over the engine's socket. */
+export function checkSseCustomer(value: unknown): SseCustomerRecord {
+  const { salt, verifier } = (value ?? {}) as Record<string, unknown>;
+  if (!(verifier instanceof Uint8Array) || verifier.length !== SSE_C_VERIFIER_BYTES)
+    throw BadRequest(`an SSE-C verifier is ${SSE_C_VERIFIER_BYTES} bytes`);
+  return { salt: checkSseSalt(salt), verifier: Buffer.from(verifier) };
 }
 
 /** Sets (or, with `encryption` null, removes) a bucket's default encryption. */

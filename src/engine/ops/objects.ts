@@ -51,7 +51,7 @@ import {
 import { validateBucketName } from '../../security/names.js';
 import { recordObjectEvent } from './notifications.js';
 import { abortBucketUploads, MULTIPART_EXPIRE_PARTS_PER_BATCH } from './multipart.js';
-import { newVersionSse } from './encryption.js';
+import { checkSseCustomer, newVersionSse } from './encryption.js';
 import { newVersionLock, refuseLockedDelete, type NewVersionLock } from './object-lock.js';
 import { lifecycleAfterRemove, lifecycleAfterWrite } from './lifecycle-index.js';
 
@@ -221,6 +221,8 @@ export interface PutObjectArgs {
   lock?: NewVersionLock;
   tags?: ObjectTag[];
   sse?: ServerSideEncryption;
+  /** SSE-C: the salt and verifier of the customer key the chunks' bytes are under. */
+  sseCustomer?: unknown;
 }
 
 export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVersionRecord {
@@ -241,7 +243,10 @@ export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVe
   checkWriteConditions(current, args);
   const locked = {
     ...newVersionLock(context, bucket, args.lock),
-    ...newVersionSse(bucket, args.sse),
+    // A version under a customer key reports SSE-C, never the bucket's default encryption.
+    ...(args.sseCustomer === undefined
+      ? newVersionSse(bucket, args.sse)
+      : { sseCustomer: checkSseCustomer(args.sseCustomer) }),
   };
   if (held && !held.inCommit) requireClaim(context, held);
   const existingNull = replacedNullIn(context.store, bucket, args.key, current);
