@@ -269,11 +269,6 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
     const sourceVersioned = sourceBucket.versioning !== 'Unversioned';
     const target = { bucket, key: input.key, ifMatch: input.ifMatch };
     const customerKey = customerKeyOf(request);
-    const rewrite = {
-      store: services.store,
-      keys: services.auth.keysOf(principal.tenant),
-      download: services.download,
-    };
     const version = await ifMatchWrite(services.store, target, () =>
       copyObject(
         objects,
@@ -296,7 +291,7 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
           sourceCustomerKey: customerKeyOf(request, 'copy source'),
           customerKey,
         },
-        rewrite,
+        services,
       ),
     );
     return {

@@ -4,20 +4,26 @@
 // chunks, checks the source's and the destination's conditions and the quota, and commits the
 // version audited, as the native API's object-copy does.
 //
-// A copy from or to an SSE-C version cannot share chunks: its bytes are under the customer's
-// key. It reads the source through the download pipeline (decrypted with the source's key),
-// and writes it again as a PUT of those bytes does (encrypted under the destination's key, if
-// any): the same quota, conditions, lock and audit, with the copy's metadata and tags
-// (`copyRewritten`).
+// Two kinds of copy share no chunks and write the bytes again (`copyRewritten`), through the
+// same put as an upload (quota, conditions, lock, audit), with the copy's metadata and tags:
+// - a source in another tenant's bucket (shared with the destination's tenant by a policy or an
+//   ACL): its bytes are sealed under its own tenant's keys, so they are read with those and
+//   stored anew under the destination's;
+// - a source or a destination under an SSE-C key (customer-key.ts): the source is decrypted with
+//   the copy-source key, and the copy is stored under the destination's key if the request
+//   sends one, else as a plain object.
 //
 // Persists: nothing itself; the version through the engine's `copyObject` or `putObject`.
 
-import assert from 'node:assert/strict';
 import type { BucketRecord, ObjectVersionRecord } from '../engine/index/schema.js';
 import type { IndexStore } from '../engine/index/store.js';
 import { DIGEST_ALGS, type DigestAlg } from '../engine/checksums.js';
 import { checkSourceConditions } from '../engine/ops/object-meta.js';
-import type { TenantKeyMaterial } from '../workers/protocol.js';
+import { NotFound } from '../util/errors.js';
+import { checkCopyChanges } from './attributes.js';
+import type { Authenticator } from './auth.js';
+import { tenantById } from './bucket-access.js';
+import type { RequestContext } from './context.js';
 import { CopiedBody } from './copy-body.js';
 import {
   CustomerCipher,
@@ -26,11 +32,9 @@ import {
   type CustomerKey,
 } from './customer-key.js';
 import { versionBytes, type DownloadServices } from './download.js';
-import { resolveForRead } from './read.js';
-import { checkCopyChanges } from './attributes.js';
-import type { RequestContext } from './context.js';
 import { addNewVersionAttributes, type NewVersionAttributes } from './object-lock.js';
 import { addWriteConditions, type ObjectService, type WriteConditions } from './objects.js';
+import { resolveForRead } from './read.js';
 
 export interface CopySource {
   readonly bucket: BucketRecord;
@@ -63,10 +67,10 @@ export interface CopyRequest {
   readonly customerKey?: CustomerKey | undefined;
 }
 
-/** What a copy that writes its bytes again reads them with. */
-export interface RewriteDeps {
+/** What a copy that writes its bytes again reads the source with. */
+export interface CopyReaders {
   readonly store: IndexStore;
-  readonly keys: TenantKeyMaterial;
+  readonly auth: Authenticator;
   readonly download: DownloadServices;
 }
 
@@ -74,19 +78,14 @@ export function copyObject(
   objects: ObjectService,
   ctx: RequestContext,
   input: CopyRequest,
-  rewrite?: RewriteDeps,
+  readers: CopyReaders,
 ): Promise<ObjectVersionRecord> {
   const { source } = input;
-  if (rewrite !== undefined) {
-    const version = resolveForRead(
-      rewrite.store,
-      source.bucket,
-      source.key,
-      source.versionId ?? null,
-    );
-    if (version.sseCustomer || input.sourceCustomerKey || input.customerKey)
-      return copyRewritten(objects, ctx, input, { ...rewrite, version });
-  }
+  if (source.bucket.tenantId !== input.bucket.tenantId)
+    return copyRewritten(objects, ctx, input, readers);
+  if (input.sourceCustomerKey !== undefined || input.customerKey !== undefined)
+    return copyRewritten(objects, ctx, input, readers);
+  if (underCustomerKey(readers.store, source)) return copyRewritten(objects, ctx, input, readers);
   checkCopyChanges(
     {
       bucket: source.bucket.name,
@@ -119,6 +118,16 @@ export function copyObject(
   return objects.commit<ObjectVersionRecord>(ctx, 'copyObject', args, 200);
 }
 
+/** Whether the source version is under an SSE-C key (a missing one is the engine's to answer). */
+function underCustomerKey(store: IndexStore, source: CopySource): boolean {
+  try {
+    const version = resolveForRead(store, source.bucket, source.key, source.versionId ?? null);
+    return version.sseCustomer !== undefined;
+  } catch {
+    return false;
+  }
+}
+
 /** The digests a rewritten copy keeps: MD5 (its ETag) and the source's checksum algorithms. */
 function digestsOf(version: ObjectVersionRecord): DigestAlg[] {
   const algs = Object.keys(version.checksums).filter((alg): alg is DigestAlg =>
@@ -129,32 +138,37 @@ function digestsOf(version: ObjectVersionRecord): DigestAlg[] {
 
 /**
  * A copy that reads the source's bytes and writes them again (see the header): the source
- * version, resolved once, must be readable with the request's source key and meet the source
- * conditions; the copy gets the source's representation (COPY) or the request's (REPLACE), the
- * source's tags unless the request replaces them, and the request's lock and encryption.
+ * version, resolved here, must meet the source conditions and be readable with the request's
+ * source key (if under one); its bytes stream through the download pipeline under its owner's
+ * keys into a put under the destination's. COPY keeps the source's type, metadata, headers and
+ * tags (unless the request replaces the tags), as the engine's copy does.
  */
 async function copyRewritten(
   objects: ObjectService,
   ctx: RequestContext,
   input: CopyRequest,
-  deps: RewriteDeps & { version: ObjectVersionRecord },
+  readers: CopyReaders,
 ): Promise<ObjectVersionRecord> {
   const { source } = input;
-  const { version } = deps;
-  assert(input.requireAbsent === undefined && input.requireMatchEtag === undefined);
+  const version = resolveForRead(
+    readers.store,
+    source.bucket,
+    source.key,
+    source.versionId ?? null,
+  );
   checkSourceConditions(version, source);
   const sourceKey = requireCustomerKeyFor(version, input.sourceCustomerKey, 'copy source');
-  const stored = versionBytes(deps.download, deps.keys, version, undefined);
+  const owner = tenantById(readers.store, source.bucket.tenantId);
+  if (!owner) throw NotFound("the copy source's tenant is gone");
+  const stored = versionBytes(readers.download, readers.auth.keysOf(owner), version, undefined);
   const bytes =
     sourceKey === undefined
       ? stored
       : decrypted(stored, CustomerCipher.forVersion(version, sourceKey), 0);
+  const keeps = input.directive === 'COPY';
+  const headers = keeps ? version.headers : input.headers;
+  const tags = input.attributes?.tags ?? version.tags;
   const body = new CopiedBody(bytes, version.size);
-  const replace = input.directive === 'REPLACE';
-  const attributes = {
-    ...input.attributes,
-    tags: input.attributes?.tags ?? version.tags,
-  };
   try {
     return await objects.putObject(
       ctx,
@@ -163,15 +177,17 @@ async function copyRewritten(
         key: input.key,
         contentLength: version.size,
         expected: new Map(),
-        metadata: { ...(replace ? (input.metadata ?? {}) : version.metadata) },
-        contentType: replace
-          ? (input.contentType ?? 'application/octet-stream')
-          : version.contentType,
+        metadata: { ...(keeps ? version.metadata : (input.metadata ?? {})) },
+        contentType: (keeps ? version.contentType : input.contentType) ?? version.contentType,
         idempotency: undefined,
-        conditions: input.conditions,
+        conditions: {
+          ...input.conditions,
+          ...(input.requireAbsent ? { ifNoneMatch: '*' } : {}),
+          ...(input.requireMatchEtag === undefined ? {} : { ifMatch: input.requireMatchEtag }),
+        },
         digests: digestsOf(version),
-        headers: (replace ? input.headers : version.headers) ?? {},
-        attributes,
+        ...(headers === undefined ? {} : { headers }),
+        attributes: { ...input.attributes, ...(tags === undefined ? {} : { tags }) },
         customerKey: input.customerKey,
       },
       body,
