@@ -16,8 +16,9 @@ import {
   PutBucketEncryptionCommand,
   PutObjectCommand,
 } from '@aws-sdk/client-s3';
+import { execFileSync } from 'node:child_process';
 import { s3ClientFor, s3ErrorOf } from '../helpers/s3-sdk.js';
-import { Service } from '../helpers/service.js';
+import { CLI, Service } from '../helpers/service.js';
 
 t.test('server-side encryption through the AWS SDK', async (t) => {
   const service = await Service.start();
@@ -190,6 +191,24 @@ t.test('server-side encryption through the AWS SDK', async (t) => {
       (await service.admin('DELETE', '/tenants/alice/kms-keys/testkey-1', owner)).status,
       404,
     );
+    // The CLI over the same admin API.
+    const cli = (...args: string[]) =>
+      execFileSync(process.execPath, [CLI, 'kms-key', ...args], {
+        encoding: 'utf8',
+        env: { ...process.env, LIGHTWELL_ADMIN_TOKEN: owner },
+      });
+    const endpoint = service.adminUrl.replace(/\/admin\/api\/v1$/, '');
+    t.match(JSON.parse(cli('create', 'alice', 'alias/cli', '--endpoint', endpoint)), {
+      id: 'alias/cli',
+    });
+    t.same(
+      (
+        JSON.parse(cli('list', 'alice', '--endpoint', endpoint)) as { keys: Array<{ id: string }> }
+      ).keys.map((key) => key.id),
+      ['alias/cli'],
+    );
+    t.equal((await put('n4', 'alias/cli')).SSEKMSKeyId, 'alias/cli');
+    t.equal(cli('delete', 'alice', 'alias/cli', '--endpoint', endpoint), 'deleted alias/cli\n');
   });
 
   await t.test('bucket default encryption', async (t) => {
