@@ -483,7 +483,9 @@ function checkMatch(
   if (typeof expected !== 'string')
     throw s3Error('InvalidPolicyDocument', `the value of the ${name} condition must be a string`);
   covered.add(name);
-  const actual = value(name);
+  // `["starts-with", "$field", ""]` allows any content (AWS's words), none included: forms that
+  // leave out an optional field (x-amz-server-side-encryption) pass such a policy.
+  const actual = value(name) ?? (operator === 'starts-with' && expected === '' ? '' : undefined);
   const ok =
     actual !== undefined && (operator === 'eq' ? actual === expected : actual.startsWith(expected));
   if (!ok) throw policyRefusal(`Policy Condition failed: ["${operator}", "$${name}", ...]`);
