@@ -108,10 +108,10 @@ function validateChange(exchange: Exchange, change: MembershipChange, body: Body
 
 export function clusterRoutes(services: AdminServices): Route<Handler>[] {
   const { auth, node } = services;
-  const membership = {
-    members: [{ id: node.id, name: hostname(), address: services.address, state: 'voter' }],
+  const membership = (): object => ({
+    members: [{ id: node.id, name: hostname(), address: services.address(), state: 'voter' }],
     leaderId: node.id,
-  };
+  });
   // Cluster mode (docs/cluster.md §11): the same routes act on the cluster's membership.
   const cluster =
     services.settings.string('cluster.listen') === ''
@@ -132,7 +132,7 @@ export function clusterRoutes(services: AdminServices): Route<Handler>[] {
       },
       handler: async (exchange) => {
         auth.authenticate(exchange, 'viewer');
-        if (cluster === undefined) exchange.sendJson(200, membership);
+        if (cluster === undefined) exchange.sendJson(200, membership());
         else exchange.sendJson(200, await (await cluster.membership()).view());
       },
     },
