@@ -189,6 +189,16 @@ t.test('SSE-C through the AWS SDK', async (t) => {
       new CopyObjectCommand({ Bucket: 'sec', Key: 'c3', CopySource: 'sec/plain', ...ssec(KEY_A) }),
     );
     t.same(await read('c3', ssec(KEY_A)), data, 'a plain object copied under a key');
+    await s3.send(
+      new CopyObjectCommand({
+        Bucket: 'sec',
+        Key: 'c3',
+        CopySource: 'sec/c3',
+        ...sourceSsec(KEY_A),
+        ...ssec(KEY_B),
+      }),
+    );
+    t.same(await read('c3', ssec(KEY_B)), data, 'copied onto itself under another key');
 
     const created = await s3.send(
       new CreateMultipartUploadCommand({ Bucket: 'sec', Key: 'pc', ...ssec(KEY_B) }),
