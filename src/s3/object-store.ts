@@ -14,7 +14,7 @@
 import { s3IdHeaders, type S3Request, type S3Services } from './api.js';
 import { payloadCheckOf } from './auth.js';
 import { bucketFor } from './buckets.js';
-import { freshenForRead } from '../service/cluster-read.js';
+import { freshenForList, freshenForRead } from '../service/cluster-read.js';
 import { s3Error } from './errors.js';
 import type {
   CopyInput,
@@ -151,6 +151,12 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
   function freshen(request: S3Request, input: ReadInput): Promise<void> | undefined {
     const bucket = bucketFor(request, { verb: 'read', key: input.key });
     return freshenForRead(services.store, services.engine, bucket, input.key, input.versionId);
+  }
+
+  function freshenList(request: S3Request, input: ListInput): Promise<void> | undefined {
+    const bucket = bucketFor(request, { verb: 'read', listPrefix: input.prefix });
+    const range = { prefix: input.prefix, after: input.after, limit: input.maxKeys };
+    return freshenForList(services.store, services.engine, bucket, range);
   }
 
   function resolveRead(request: S3Request, input: ReadInput): ResolvedRead {
@@ -313,6 +319,7 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
     multipart: serviceMultipartStore(services, objects),
     resolveRead,
     freshen,
+    freshenList,
     listVersions,
     sendBody,
     delete: remove,

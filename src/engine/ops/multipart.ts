@@ -160,7 +160,7 @@ export function createMultipartUpload(
   newVersionLock(context, bucket, args.lock);
   const sse = args.sseCustomer === undefined ? newVersionSse(bucket, args.sse) : {};
   const upload: MultipartUploadRecord = {
-    uploadId: newUploadId(context.now()),
+    uploadId: context.uploadId ?? newUploadId(context.now()),
     tenantId: tenant.id,
     bucketId: bucket.id,
     bucket: bucket.name,
