@@ -45,6 +45,7 @@ t.test('the SSE-C records read back as the engine checks them', async (t) => {
   t.same(checkSseCustomer(single.sseCustomer), single.sseCustomer);
   const multipart = decoded('version-sse-c-multipart') as ObjectVersionRecord;
   t.equal(multipart.sseCustomer?.partSalts?.length, 16 * (multipart.partSizes?.length ?? 0));
+  t.same(checkSseCustomer(multipart.sseCustomer), multipart.sseCustomer, 'with its part salts');
   const part = decoded('part-sse-c') as MultipartPartRecord;
   t.same(checkSseSalt(part.sseSalt), part.sseSalt);
   const tenant = decoded('tenant-kms-keys') as TenantRecord;

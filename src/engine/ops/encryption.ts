@@ -45,12 +45,19 @@ export function checkSseSalt(value: unknown): Buffer {
   return Buffer.from(value);
 }
 
-/** Checks an SSE-C record (salt and verifier) received over the engine's socket. */
+/**
+ * Checks an SSE-C record received over the engine's socket: a salt and a verifier, and the part
+ * salts of a multipart version (a cluster member writing a copy of one sends them).
+ */
 export function checkSseCustomer(value: unknown): SseCustomerRecord {
-  const { salt, verifier } = (value ?? {}) as Record<string, unknown>;
+  const { salt, verifier, partSalts } = (value ?? {}) as Record<string, unknown>;
   if (!(verifier instanceof Uint8Array) || verifier.length !== SSE_C_VERIFIER_BYTES)
     throw BadRequest(`an SSE-C verifier is ${SSE_C_VERIFIER_BYTES} bytes`);
-  return { salt: checkSseSalt(salt), verifier: Buffer.from(verifier) };
+  const record: SseCustomerRecord = { salt: checkSseSalt(salt), verifier: Buffer.from(verifier) };
+  if (partSalts === undefined) return record;
+  if (!(partSalts instanceof Uint8Array) || partSalts.length % SSE_C_SALT_BYTES !== 0)
+    throw BadRequest(`SSE-C part salts are ${SSE_C_SALT_BYTES} bytes each`);
+  return { ...record, partSalts: Buffer.from(partSalts) };
 }
 
 /** Sets (or, with `encryption` null, removes) a bucket's default encryption. */
