@@ -16,6 +16,7 @@ const usage = `usage: lightwell serve [--data-dir DIR] [--public-listen HOST:POR
        lightwell admin-token revoke ID
        lightwell restore --from BACKUP_DIR --data-dir DIR [--json]
        lightwell cluster join-secret [--data-dir DIR]
+       lightwell kms-key create|list|delete TENANT [KEY_ID]   named SSE-KMS keys (--help)
        lightwell config [--config FILE] [--json]   every setting, its default, value and source
        lightwell config --check --config FILE      validates settings without starting anything
        lightwell ingest DIR --bucket B [--prefix P] [--endpoint URL] [--connections N]
@@ -41,6 +42,9 @@ if (command === 'serve') {
 } else if (command === 'cluster') {
   const { clusterCommand } = await import('../src/cli/cluster.js');
   process.exitCode = clusterCommand(rest);
+} else if (command === 'kms-key') {
+  const { kmsKeyCommand } = await import('../src/cli/kms-key.js');
+  process.exitCode = await kmsKeyCommand(rest);
 } else if (command === 'config') {
   const { configCommand } = await import('../src/cli/config.js');
   configCommand(rest);

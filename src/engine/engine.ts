@@ -62,6 +62,7 @@ import { BackupRunner } from './backup.js';
 import { startBackup } from './ops/backup.js';
 import { setReencryption } from './ops/reencryption.js';
 import * as lifecycle from './ops/lifecycle.js';
+import * as kmsKeys from './ops/kms-keys.js';
 import { LifecycleExecutor } from './lifecycle.js';
 import { Deliverer } from './delivery.js';
 import { nodeIo, type Io } from '../util/io.js';
@@ -134,6 +135,8 @@ export const operations = {
   rotateAccessKey: control.rotateAccessKey,
   revokeAccessKey: control.revokeAccessKey,
   setTenantQuota: control.setTenantQuota,
+  createKmsKey: kmsKeys.createKmsKey,
+  deleteKmsKey: kmsKeys.deleteKmsKey,
   clearTenantQuota: control.clearTenantQuota,
   nodeIdentity: control.nodeIdentity,
   createMultipartUpload: multipart.createMultipartUpload,

@@ -17,6 +17,7 @@ import type { BodySource } from './body.js';
 import type { RequestContext } from './context.js';
 import { ReplayBody, type IdempotencyClaim } from './idempotency.js';
 import { parseHttpDate } from './read.js';
+import { sealedUpload, type CustomerKey } from './customer-key.js';
 import { addNewVersionAttributes, type NewVersionAttributes } from './object-lock.js';
 import {
   Divert,
@@ -78,6 +79,8 @@ export interface PutRequest {
   readonly headers?: Readonly<Record<string, string>>;
   /** The new version's lock and tags (object-lock.ts). */
   readonly attributes?: NewVersionAttributes | undefined;
+  /** SSE-C: the body is stored under this customer key (customer-key.ts). */
+  readonly customerKey?: CustomerKey | undefined;
 }
 
 export interface DeleteRequest {
@@ -219,8 +222,12 @@ export class ObjectService {
     const algs: DigestAlg[] = [
       ...new Set<DigestAlg>(['CRC32C', ...expected.keys(), ...(input.digests ?? [])]),
     ];
+    const sealed =
+      input.customerKey === undefined
+        ? undefined
+        : sealedUpload(source, input.customerKey, input.contentLength, algs);
     const body = receiveBody(this.deps.upload, {
-      source,
+      source: sealed?.source ?? source,
       keys: auth.keysOf(ctx.principal.tenant),
       contentLength: input.contentLength,
       algs,
@@ -229,12 +236,14 @@ export class ObjectService {
     let received: ReceivedBody | undefined;
     try {
       received = await body;
+      if (sealed) received = await sealed.plaintext(received);
       for (const [alg, digest] of expected) {
         if (received.checksums[alg] !== digest.toString('base64'))
           throw ChecksumMismatch(`the body does not match its ${alg} checksum`);
       }
       input.check?.(received);
       const args = putArgsOf(target.tenantId, input, received);
+      if (sealed) args['sseCustomer'] = sealed.record;
       if (idempotency) args['idempotency'] = held ?? idempotency;
       return await this.commit<ObjectVersionRecord>(ctx, 'putObject', args, 200);
     } catch (error) {
@@ -269,6 +278,7 @@ export class ObjectService {
     bytes: Buffer,
   ): Promise<ObjectVersionRecord> {
     assert(bytes.length === input.contentLength, 'a whole body is its declared length');
+    assert(input.customerKey === undefined, 'an SSE-C body is streamed (putObject)');
     const { idempotency, expected } = input;
     const tenantId = ctx.principal.tenant.id;
     if (!idempotency)

@@ -122,6 +122,11 @@ export const settingSpecs = {
     fallback: 'false',
     help: 'allow private webhook targets',
   },
+  'kms.new_tenant_keys': {
+    kind: 'string',
+    fallback: '',
+    help: 'comma-separated KMS key ids every new tenant is created with',
+  },
   's3.domains': {
     kind: 'string',
     fallback: '',

@@ -229,6 +229,10 @@ export function copyObject(context: EngineContext, args: CopyObjectArgs): Object
     'copy source',
   ).version;
   checkSourceConditions(source, args);
+  // Its bytes are under its customer's key, which a copy that shares chunks cannot change or
+  // check: the service copies such a version by reading and writing it again (service/copy.ts).
+  if (source.sseCustomer !== undefined)
+    throw BadRequest('an SSE-C version is copied with its key, by the S3 API');
   const bucket = requireBucket(context, tenant.id, args.bucket);
   const current = context.store.get<ObjectVersionRecord>(
     DB.objects,

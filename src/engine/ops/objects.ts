@@ -52,7 +52,7 @@ import {
 import { validateBucketName } from '../../security/names.js';
 import { recordObjectEvent } from './notifications.js';
 import { abortBucketUploads, MULTIPART_EXPIRE_PARTS_PER_BATCH } from './multipart.js';
-import { newVersionSse } from './encryption.js';
+import { checkSseCustomer, newVersionSse } from './encryption.js';
 import { newVersionLock, refuseLockedDelete, type NewVersionLock } from './object-lock.js';
 import { lifecycleAfterRemove, lifecycleAfterWrite } from './lifecycle-index.js';
 
@@ -222,6 +222,8 @@ export interface PutObjectArgs {
   lock?: NewVersionLock;
   tags?: ObjectTag[];
   sse?: ServerSideEncryption;
+  /** SSE-C: the salt and verifier of the customer key the chunks' bytes are under. */
+  sseCustomer?: unknown;
   /** A completed upload's part sizes, kept when a cluster member copies the version. */
   partSizes?: number[];
 }
@@ -244,7 +246,10 @@ export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVe
   checkWriteConditions(current, args);
   const locked = {
     ...newVersionLock(context, bucket, args.lock),
-    ...newVersionSse(bucket, args.sse),
+    // A version under a customer key reports SSE-C, never the bucket's default encryption.
+    ...(args.sseCustomer === undefined
+      ? newVersionSse(bucket, args.sse)
+      : { sseCustomer: checkSseCustomer(args.sseCustomer) }),
   };
   if (held && !held.inCommit) requireClaim(context, held);
   const existingNull = replacedNullIn(context.store, bucket, args.key, current);
