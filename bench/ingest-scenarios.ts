@@ -153,6 +153,11 @@ async function run(context: ScenarioContext, name: string, shape: IngestShape): 
     cpu === undefined
       ? []
       : [`server CPU ${((cpu / Math.max(1, acknowledged)) * 1e6).toFixed(0)} µs per object`];
+  // The memory bound's figure (bench/proc-stats.ts): the RSS sum with shared file pages once.
+  if (load.window)
+    notes.push(
+      `server peak RSS with shared file pages once ${(load.window.peakOnceBytes / 2 ** 20).toFixed(0)} MiB`,
+    );
   return {
     operations: acknowledged,
     bytes: acknowledged * objectBytes,
