@@ -130,7 +130,7 @@ function putArgsOf(
 }
 
 export class ObjectService {
-  /** The commits of whole small bodies, sent to the engine a turn's worth at a time. */
+  /** Object commits, sent to the engine a turn's worth at a time. */
   private readonly group: PutGroup;
 
   constructor(private readonly deps: ObjectServiceDeps) {
@@ -154,6 +154,21 @@ export class ObjectService {
     const result = await this.deps.engine.call<T>(op, args);
     request.audit.written = true;
     return result;
+  }
+
+  /**
+   * `commit` of a `putObject`, sent with the other object commits of this turn as one
+   * `putObjects` command (put-group.ts): the same caller check and audit row, the same answer.
+   */
+  private async commitPut(
+    request: AuditedRequest,
+    args: Record<string, unknown>,
+  ): Promise<ObjectVersionRecord> {
+    if (request.audit.actor !== undefined) args['caller'] = request.audit.actor;
+    args['audit'] = auditRowOf(request, 200);
+    const version = await this.group.commit(args);
+    request.audit.written = true;
+    return version;
   }
 
   /**
@@ -225,7 +240,7 @@ export class ObjectService {
       input.check?.(received);
       const args = putArgsOf(target.tenantId, input, received);
       if (idempotency) args['idempotency'] = held ?? idempotency;
-      return await this.commit<ObjectVersionRecord>(ctx, 'putObject', args, 200);
+      return await this.commitPut(ctx, args);
     } catch (error) {
       if (error instanceof Divert && replay) {
         await replay.body.checked;
@@ -283,12 +298,7 @@ export class ObjectService {
       input.check?.(received);
       const args = putArgsOf(tenantId, input, received);
       if (idempotency) args['idempotency'] = { ...idempotency, inCommit: true };
-      // `commit`'s caller and audit row, in one `putObjects` with the others of this turn.
-      if (ctx.audit.actor !== undefined) args['caller'] = ctx.audit.actor;
-      args['audit'] = auditRowOf(ctx, 200);
-      const version = await this.group.commit(args);
-      ctx.audit.written = true;
-      return version;
+      return await this.commitPut(ctx, args);
     } finally {
       received.release();
     }
