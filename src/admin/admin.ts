@@ -10,7 +10,6 @@ import {
   checkDataDirFormat,
   requireStore,
   noEngineError,
-  ENGINE_WAIT_MS,
   RELEASE,
 } from '../engine/data-dir.js';
 import { Router, type Route } from '../http/router.js';
@@ -40,13 +39,14 @@ export async function startAdmin(options: {
   const paths = dataDirPaths(options.dataDir);
   requireStore(paths, 'admin process');
   await checkDataDirFormat(paths);
+  const connectWaitMs = settings.duration('engine.connect_wait');
   const engine = new EngineClient(
     paths.socket,
-    ENGINE_WAIT_MS,
+    connectWaitMs,
     settings.duration('engine.call_timeout'),
   );
   await engine.waitForEngine(log).catch((error: unknown) => {
-    throw noEngineError(paths, ENGINE_WAIT_MS, error);
+    throw noEngineError(paths, connectWaitMs, error);
   });
   const store = IndexStore.open({ path: paths.index, readOnly: true });
   const node = await engine.call<NodeRecord>('nodeIdentity', {});

@@ -27,8 +27,6 @@ import { nodeIo, type Io } from '../util/io.js';
 
 export const RELEASE = '0.1.0';
 export const MASTER_KEY_BYTES = 32;
-/** How long a gateway or admin process waits for its engine at start. */
-export const ENGINE_WAIT_MS = 30_000;
 
 export interface DataDirPaths {
   readonly root: string;

@@ -13,7 +13,6 @@ import {
   checkDataDirFormat,
   requireStore,
   noEngineError,
-  ENGINE_WAIT_MS,
   type DataDirPaths,
 } from '../engine/data-dir.js';
 import { claimPublicPort } from './port-claim.js';
@@ -313,13 +312,14 @@ export async function startListener(options: {
 }): Promise<RunningListener> {
   const { settings, paths, memory } = options;
   const log = componentLogger('gateway');
+  const connectWaitMs = settings.duration('engine.connect_wait');
   const engine = new EngineClient(
     paths.socket,
-    ENGINE_WAIT_MS,
+    connectWaitMs,
     settings.duration('engine.call_timeout'),
   );
   await engine.waitForEngine(log).catch((error: unknown) => {
-    throw noEngineError(paths, ENGINE_WAIT_MS, error);
+    throw noEngineError(paths, connectWaitMs, error);
   });
   const store = IndexStore.open({ path: paths.index, readOnly: true });
   const chunkAvgBytes = settings.bytes('storage.chunk_bytes_avg');

@@ -2,7 +2,7 @@
 // other path, which is the S3-compatible API (src/s3/: prefix '', its own XML errors, a query
 // that is not held to a declaration).
 
-import { routedApi, unmountedApi, type Api, type Handler } from '../http/api.js';
+import { routedApi, type Api, type Handler } from '../http/api.js';
 import { s3Api } from '../s3/mount.js';
 import { componentLogger } from '../util/log.js';
 import type { Exchange } from '../http/exchange.js';
@@ -26,10 +26,9 @@ export function publicApis(options: {
       router: new Router(API_PREFIX, options.native),
       identify: options.identify,
     }),
-    // Namespaces that are no bucket's (names.ts reserves `api` and `admin`): other native API
-    // versions, and the admin API and console, which the public port never serves.
-    unmountedApi({ prefix: '/api', identify: options.identify }),
-    unmountedApi({ prefix: '/admin', identify: options.identify }),
+    // Every other path is S3 (DECISIONS.md), `/api/v2/…` and `/admin/…` included: the admin API
+    // and the console are never on this port, and a path there names a bucket like any other
+    // (`api` is a reserved bucket name, names.ts, so `/api/…` outside /api/v1 is NoSuchBucket).
     otherPathsApi(options.services),
   ];
 }

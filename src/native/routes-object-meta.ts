@@ -405,25 +405,30 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
         const time = (name: string): number | undefined => copy[name] as number | undefined;
         // The body's ifMatch and friends test the source; the headers, as on every other
         // write, test the destination.
-        const version = await copyObject(kit.objects, contextOf(exchange, principal), {
-          source: {
-            bucket: sourceBucket,
-            key: sourceKey,
-            versionId: text('sourceVersionId'),
-            ifMatch: text('ifMatch'),
-            ifNoneMatch: text('ifNoneMatch'),
-            ifModifiedSince: time('ifModifiedSince'),
-            ifUnmodifiedSince: time('ifUnmodifiedSince'),
+        const version = await copyObject(
+          kit.objects,
+          contextOf(exchange, principal),
+          {
+            source: {
+              bucket: sourceBucket,
+              key: sourceKey,
+              versionId: text('sourceVersionId'),
+              ifMatch: text('ifMatch'),
+              ifNoneMatch: text('ifNoneMatch'),
+              ifModifiedSince: time('ifModifiedSince'),
+              ifUnmodifiedSince: time('ifUnmodifiedSince'),
+            },
+            bucket,
+            key,
+            directive: copy['metadataDirective'] as 'COPY' | 'REPLACE',
+            contentType: text('contentType'),
+            metadata: copy['metadata'] as Record<string, string> | undefined,
+            conditions: writeConditionsOf(exchange),
+            requireAbsent: copy['requireAbsent'] as boolean | undefined,
+            requireMatchEtag: text('requireMatchEtag'),
           },
-          bucket,
-          key,
-          directive: copy['metadataDirective'] as 'COPY' | 'REPLACE',
-          contentType: text('contentType'),
-          metadata: copy['metadata'] as Record<string, string> | undefined,
-          conditions: writeConditionsOf(exchange),
-          requireAbsent: copy['requireAbsent'] as boolean | undefined,
-          requireMatchEtag: text('requireMatchEtag'),
-        });
+          kit.services,
+        );
         exchange.sendJson(200, objectJson(version, bucket), writtenHeaders(version, bucket));
       },
     },

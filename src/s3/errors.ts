@@ -124,6 +124,11 @@ const codes = {
     lightwell: 'bad_request',
     message: 'The retention period must be a positive whole number of days or years',
   },
+  InvalidStorageClass: {
+    status: 400,
+    lightwell: 'bad_request',
+    message: 'The storage class you specified is not valid',
+  },
   InvalidTag: { status: 400, lightwell: 'bad_request', message: 'The tag provided was not valid' },
   InvalidURI: {
     status: 400,

@@ -57,6 +57,7 @@ export interface ObjectRepresentation {
 
 /** The representation of an S3 PutObject, CreateMultipartUpload or CopyObject (REPLACE). */
 export function representationOf(headers: RequestHeaders): ObjectRepresentation {
+  refuseUnkeptPromises(headers);
   const metadata: Record<string, string> = {};
   for (const [name, value] of Object.entries(headers)) {
     if (value !== undefined && name.startsWith(META_PREFIX))
@@ -75,6 +76,22 @@ export function representationOf(headers: RequestHeaders): ObjectRepresentation 
     headers: stored,
     metadata,
   };
+}
+
+/**
+ * Headers asking for what Lightwell does not do are refused rather than dropped (a silent
+ * success would tell the client it got them): one storage class, STANDARD, is all there is, and
+ * there is no website hosting to redirect.
+ */
+function refuseUnkeptPromises(headers: RequestHeaders): void {
+  const storageClass = headers['x-amz-storage-class'];
+  if (storageClass !== undefined && storageClass !== 'STANDARD')
+    throw s3Error(
+      'InvalidStorageClass',
+      `the storage class ${storageClass.slice(0, 64)} is not offered: Lightwell stores STANDARD`,
+    );
+  if (headers['x-amz-website-redirect-location'] !== undefined)
+    throw s3Error('NotImplemented', 'x-amz-website-redirect-location is not supported');
 }
 
 /** The answer headers of an object's representation, with `response-*` overrides applied. */

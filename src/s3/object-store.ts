@@ -249,22 +249,27 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
     const sourceVersioned = sourceBucket.versioning !== 'Unversioned';
     const target = { bucket, key: input.key, ifMatch: input.ifMatch };
     const version = await ifMatchWrite(services.store, target, () =>
-      copyObject(objects, contextOf(request.exchange, principal), {
-        source: {
-          ...input.source,
-          bucket: sourceBucket,
-          versionId:
-            input.source.versionId ?? (sourceVersioned ? sourceVersion.versionId : undefined),
+      copyObject(
+        objects,
+        contextOf(request.exchange, principal),
+        {
+          source: {
+            ...input.source,
+            bucket: sourceBucket,
+            versionId:
+              input.source.versionId ?? (sourceVersioned ? sourceVersion.versionId : undefined),
+          },
+          bucket,
+          key: input.key,
+          directive: input.directive,
+          contentType: input.representation.contentType,
+          metadata: input.representation.metadata,
+          headers: input.representation.headers,
+          conditions: { ifMatch: input.ifMatch, ifNoneMatch: input.ifNoneMatch },
+          attributes: input.attributes,
         },
-        bucket,
-        key: input.key,
-        directive: input.directive,
-        contentType: input.representation.contentType,
-        metadata: input.representation.metadata,
-        headers: input.representation.headers,
-        conditions: { ifMatch: input.ifMatch, ifNoneMatch: input.ifNoneMatch },
-        attributes: input.attributes,
-      }),
+        services,
+      ),
     );
     return {
       ...storedOf(version, bucket),

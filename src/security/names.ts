@@ -27,10 +27,10 @@ export const CONTENT_TYPE_CHARS_MAX = 256;
 // Reserved by S3 for its own features; refused so every Lightwell bucket name is valid on S3.
 const bucketPrefixesReserved = ['xn--', 'sthree-', 'amzn-s3-demo-'];
 /**
- * Names whose path-style S3 address is another API's namespace on the public port: `/api/…` is
- * the native API and `/admin/…` the admin listener's (refused on the public port).
+ * Names whose path-style S3 address is another API's namespace on the public port: `/api/v1/…`
+ * is the native API, so a bucket `api` could not be reached for keys under `v1/`.
  */
-const bucketNamesReserved = ['api', 'admin'];
+const bucketNamesReserved = ['api'];
 const bucketSuffixesReserved = ['-s3alias', '--ol-s3', '.mrap', '--x-s3', '--table-s3'];
 
 const loneSurrogatePattern =

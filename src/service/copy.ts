@@ -2,15 +2,26 @@
 // destination writable (the transport has resolved both buckets with their access checks), a
 // copy onto itself must change something, and the engine's `copyObject` shares the source's
 // chunks, checks the source's and the destination's conditions and the quota, and commits the
-// version audited, as the native API's object-copy does.
+// version audited, as the native API's object-copy does. A source in another tenant's bucket
+// (shared with the destination's tenant by a policy or an ACL) shares no chunks: its bytes are
+// sealed under its own tenant's keys, so they are read with those and stored anew under the
+// destination's, through the same put as an upload.
 //
-// Persists: nothing itself; the version through the engine's `copyObject`.
+// Persists: nothing itself; the version through the engine's `copyObject` or `putObject`.
 
 import type { BucketRecord, ObjectVersionRecord } from '../engine/index/schema.js';
+import type { IndexStore } from '../engine/index/store.js';
+import { checkSourceConditions } from '../engine/ops/object-meta.js';
+import { NotFound } from '../util/errors.js';
 import { checkCopyChanges } from './attributes.js';
+import type { Authenticator } from './auth.js';
+import { tenantById } from './bucket-access.js';
 import type { RequestContext } from './context.js';
+import { CopiedBody } from './copy-body.js';
+import { versionBytes, type DownloadServices } from './download.js';
 import { addNewVersionAttributes, type NewVersionAttributes } from './object-lock.js';
 import { addWriteConditions, type ObjectService, type WriteConditions } from './objects.js';
+import { resolveForRead } from './read.js';
 
 export interface CopySource {
   readonly bucket: BucketRecord;
@@ -40,12 +51,22 @@ export interface CopyRequest {
   readonly attributes?: NewVersionAttributes | undefined;
 }
 
+/** What a copy from another tenant's bucket reads the source with. */
+export interface CopyReaders {
+  readonly store: IndexStore;
+  readonly auth: Authenticator;
+  readonly download: DownloadServices;
+}
+
 export function copyObject(
   objects: ObjectService,
   ctx: RequestContext,
   input: CopyRequest,
+  readers: CopyReaders,
 ): Promise<ObjectVersionRecord> {
   const { source } = input;
+  if (source.bucket.tenantId !== input.bucket.tenantId)
+    return copyAcrossTenants(objects, ctx, input, readers);
   checkCopyChanges(
     {
       bucket: source.bucket.name,
@@ -76,4 +97,62 @@ export function copyObject(
   addWriteConditions(input.conditions, args, 'destination');
   addNewVersionAttributes(input.attributes, args);
   return objects.commit<ObjectVersionRecord>(ctx, 'copyObject', args, 200);
+}
+
+/**
+ * A copy whose source is in another tenant's bucket: the source version is resolved and its
+ * conditions checked here, its bytes streamed through the download pipeline under its owner's
+ * keys into a put under the destination's. COPY keeps the source's type, metadata, headers and
+ * tags (unless the request replaces the tags), as the engine's copy does.
+ */
+async function copyAcrossTenants(
+  objects: ObjectService,
+  ctx: RequestContext,
+  input: CopyRequest,
+  readers: CopyReaders,
+): Promise<ObjectVersionRecord> {
+  const { source } = input;
+  const version = resolveForRead(
+    readers.store,
+    source.bucket,
+    source.key,
+    source.versionId ?? null,
+  );
+  checkSourceConditions(version, source);
+  const owner = tenantById(readers.store, source.bucket.tenantId);
+  if (!owner) throw NotFound("the copy source's tenant is gone");
+  const keeps = input.directive === 'COPY';
+  const headers = keeps ? version.headers : input.headers;
+  const tags = input.attributes?.tags ?? version.tags;
+  const body = new CopiedBody(
+    versionBytes(readers.download, readers.auth.keysOf(owner), version, undefined),
+    version.size,
+  );
+  try {
+    return await objects.putObject(
+      ctx,
+      {
+        bucket: input.bucket,
+        key: input.key,
+        contentLength: version.size,
+        expected: new Map(),
+        metadata: { ...(keeps ? version.metadata : (input.metadata ?? {})) },
+        contentType: (keeps ? version.contentType : input.contentType) ?? version.contentType,
+        idempotency: undefined,
+        conditions: {
+          ...input.conditions,
+          ...(input.requireAbsent ? { ifNoneMatch: '*' } : {}),
+          ...(input.requireMatchEtag === undefined ? {} : { ifMatch: input.requireMatchEtag }),
+        },
+        digests: ['MD5'],
+        ...(headers === undefined ? {} : { headers }),
+        attributes: { ...input.attributes, ...(tags === undefined ? {} : { tags }) },
+      },
+      body,
+    );
+  } catch (error) {
+    throw body.failure ?? error;
+  } finally {
+    body.close();
+  }
 }

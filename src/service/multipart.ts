@@ -34,6 +34,7 @@ import { ChecksumMismatch, InvalidRange, NotFound, PayloadTooLarge } from '../ut
 import { CopiedBody } from './copy-body.js';
 import { versionBytes, type DownloadServices } from './download.js';
 import { resolveForRead } from './read.js';
+import { tenantById } from './bucket-access.js';
 import type { BodySource } from './body.js';
 import type { RequestContext } from './context.js';
 import { addWriteConditions, type ObjectService, type ObjectServiceDeps } from './objects.js';
@@ -210,7 +211,11 @@ export class MultipartService {
         { size: version.size },
       );
     const length = range === undefined ? version.size : range.end - range.start + 1;
-    const keys = auth.keysOf(ctx.principal.tenant);
+    // The source's bytes are sealed under its own tenant's keys: the source bucket may be
+    // another tenant's (shared by a policy or an ACL); the part is stored under the upload's.
+    const owner = tenantById(store, source.bucket.tenantId);
+    if (!owner) throw NotFound(`the copy source's tenant is gone`);
+    const keys = auth.keysOf(owner);
     const body = new CopiedBody(versionBytes(download, keys, version, range), length);
     try {
       const part = await this.uploadPart(

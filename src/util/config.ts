@@ -165,6 +165,11 @@ export const settingSpecs = {
     fallback: '15m',
     help: 'a dead chunk stays reusable this long',
   },
+  'engine.connect_wait': {
+    kind: 'duration',
+    fallback: '30s',
+    help: 'a gateway or admin process started before its engine waits this long for it',
+  },
   'engine.call_timeout': {
     kind: 'duration',
     fallback: '15s',

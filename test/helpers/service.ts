@@ -55,6 +55,18 @@ export interface ServiceOptions {
   readonly args?: readonly string[];
 }
 
+/**
+ * The command line that runs `command` so that it gets SIGKILL when this test process dies: tap
+ * kills a file that overran its time limit with SIGKILL, which runs no teardown, and a service
+ * left running would hold its ports and CPU for the rest of the suite. `serve`'s own children
+ * stop when their supervisor is gone. Without util-linux's `setpriv` the command runs as is.
+ */
+function tiedToThisProcess(command: string, args: readonly string[]): [string, string[]] {
+  if (!existsSync(SETPRIV)) return [command, [...args]];
+  return [SETPRIV, ['--pdeathsig', 'KILL', command, ...args]];
+}
+const SETPRIV = '/usr/bin/setpriv';
+
 export class Service {
   child: ChildProcess | undefined;
   output = '';
@@ -108,7 +120,7 @@ export class Service {
       'warn',
       ...(this.options.args ?? []),
     ];
-    const child = spawn(process.execPath, args, {
+    const child = spawn(...tiedToThisProcess(process.execPath, args), {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, ...this.options.env },
     });

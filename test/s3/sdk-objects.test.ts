@@ -227,4 +227,38 @@ t.test('objects through the AWS SDK', async (t) => {
     s3.send(new HeadObjectCommand({ Bucket: 'objs', Key: 'dir/a b.txt' })),
   );
   t.equal(gone.status, 404);
+
+  await t.test('what Lightwell does not offer is refused, not dropped', async (t) => {
+    t.same(
+      await s3ErrorOf(
+        s3.send(
+          new PutObjectCommand({ Bucket: 'objs', Key: 'cold', Body: 'x', StorageClass: 'GLACIER' }),
+        ),
+      ),
+      { name: 'InvalidStorageClass', status: 400 },
+    );
+    t.same(
+      await s3ErrorOf(
+        s3.send(
+          new PutObjectCommand({
+            Bucket: 'objs',
+            Key: 'cold',
+            Body: 'x',
+            WebsiteRedirectLocation: '/elsewhere',
+          }),
+        ),
+      ),
+      { name: 'NotImplemented', status: 501 },
+    );
+    t.equal(
+      (await s3ErrorOf(s3.send(new HeadObjectCommand({ Bucket: 'objs', Key: 'cold' })))).status,
+      404,
+      'nothing was written',
+    );
+    await s3.send(
+      new PutObjectCommand({ Bucket: 'objs', Key: 'cold', Body: 'x', StorageClass: 'STANDARD' }),
+    );
+    const head = await s3.send(new HeadObjectCommand({ Bucket: 'objs', Key: 'cold' }));
+    t.equal(head.ContentLength, 1, 'STANDARD, the one class there is, is taken');
+  });
 });
