@@ -53,7 +53,9 @@ export async function startAdmin(options: {
   const address = settings.listen('admin_listen');
   const auth = new AdminAuth(store, settings.rate('admin.rate_limit'));
   const audit = new AuditSink(engine, componentLogger('admin.audit'));
-  const hostPort = `${address.host.includes(':') ? `[${address.host}]` : address.host}:${address.port}`;
+  const host = address.host.includes(':') ? `[${address.host}]` : address.host;
+  // Port 0 asks the kernel for one: the address reported is the bound one, once it is known.
+  let boundPort = address.port;
   const routes: Route<Handler>[] = adminRoutes({
     store,
     engine,
@@ -61,7 +63,7 @@ export async function startAdmin(options: {
     auth,
     audit,
     node,
-    address: hostPort,
+    address: () => `${host}:${boundPort}`,
   });
   let indexOpen = true;
   routes.push(readyzRoute({ engine, indexOpen: () => indexOpen }));
@@ -112,6 +114,7 @@ export async function startAdmin(options: {
     apis,
     log,
   );
+  boundPort = listener.port;
   return {
     port: listener.port,
     stop: async () => {

@@ -18,7 +18,8 @@ import type { Handler } from '../http/server.js';
 import type { Exchange } from '../http/exchange.js';
 import type { ScrubResult, ScrubCursor, CorruptChunk } from '../engine/ops/tenant-scrub.js';
 import { validateTenantId, validateBucketName } from '../security/names.js';
-import { BadRequest, Conflict } from '../util/errors.js';
+import { BadRequest, Conflict, Unavailable } from '../util/errors.js';
+import { DB, type TenantRecord } from '../engine/index/schema.js';
 import {
   type AdminServices,
   type Body,
@@ -108,10 +109,10 @@ function validateChange(exchange: Exchange, change: MembershipChange, body: Body
 
 export function clusterRoutes(services: AdminServices): Route<Handler>[] {
   const { auth, node } = services;
-  const membership = {
-    members: [{ id: node.id, name: hostname(), address: services.address, state: 'voter' }],
+  const membership = (): object => ({
+    members: [{ id: node.id, name: hostname(), address: services.address(), state: 'voter' }],
     leaderId: node.id,
-  };
+  });
   // Cluster mode (docs/cluster.md §11): the same routes act on the cluster's membership.
   const cluster =
     services.settings.string('cluster.listen') === ''
@@ -132,7 +133,7 @@ export function clusterRoutes(services: AdminServices): Route<Handler>[] {
       },
       handler: async (exchange) => {
         auth.authenticate(exchange, 'viewer');
-        if (cluster === undefined) exchange.sendJson(200, membership);
+        if (cluster === undefined) exchange.sendJson(200, membership());
         else exchange.sendJson(200, await (await cluster.membership()).view());
       },
     },
@@ -162,7 +163,13 @@ export function clusterRoutes(services: AdminServices): Route<Handler>[] {
         validateChange(exchange, change, body);
         const dryRun = isDryRun(exchange);
         if (cluster !== undefined) {
-          const answer = await changeMembership(await cluster.membership(), change, body, dryRun);
+          const answer = await changeMembership(
+            await cluster.membership(),
+            change,
+            body,
+            dryRun,
+            () => moveReplicas(services),
+          );
           exchange.sendJson(200, answer);
           return;
         }
@@ -182,6 +189,7 @@ async function changeMembership(
   change: MembershipChange,
   body: Body,
   dryRun: boolean,
+  moveData: () => Promise<void>,
 ): Promise<unknown> {
   const text = (field: string): string => optionalString(body, field) ?? '';
   const reason = text('reason');
@@ -203,11 +211,37 @@ async function changeMembership(
     case 'join':
       return membership.join(joinInput(), dryRun);
     case 'drain':
-      return membership.drain({ id: text('id'), reason, forceLost }, dryRun);
+      return membership.drain({ id: text('id'), reason, forceLost, moveData }, dryRun);
     case 'remove':
       return membership.remove({ id: text('id'), reason, forceLost }, dryRun);
     case 'replace':
       return membership.replace({ oldId: text('oldId'), join: joinInput() }, dryRun);
+  }
+}
+
+/**
+ * A drain's or forceLost's data move: every tenant rebalanced on every member, so that each
+ * bucket's new replica set holds all of it again (docs/cluster.md §11). Any member that could
+ * not take part fails the move: a drained member must not be demoted while it may hold the only
+ * copy of something.
+ */
+async function moveReplicas(services: AdminServices): Promise<void> {
+  for (const { value: tenant } of services.store.range<TenantRecord>(DB.tenants, {})) {
+    if (tenant.state === 'deleted') continue;
+    const result = await services.engine.call<{
+      counts: { replicasUnreachable: number };
+      nodes: Record<string, unknown>;
+    } | null>('clusterRepair', { tenantId: tenant.id, dryRun: false });
+    if (result === null) return;
+    const failed = Object.entries(result.nodes).filter(
+      ([, counts]) => typeof counts === 'object' && counts !== null && 'error' in counts,
+    );
+    if (failed.length > 0 || result.counts.replicasUnreachable > 0)
+      throw Unavailable(
+        `the data of tenant ${tenant.id} could not be moved: ` +
+          (failed.map(([id, counts]) => `${id}: ${JSON.stringify(counts)}`).join('; ') ||
+            `${result.counts.replicasUnreachable} replicas unreachable`),
+      );
   }
 }
 
@@ -263,9 +297,11 @@ function rebalanceRoute(services: AdminServices): Route<Handler> {
       liveTenant(services, tenantId);
       const report = await runScrub(services, { tenantId, bucket, verify: !dryRun });
       // On a cluster member the engine then copies what any replica lacks (cluster/repair.ts).
+      // and replaces the corrupt chunks the scrub found with good copies from other members.
+      const corrupt = (report['corrupt'] as CorruptChunk[]).map((entry) => entry.chunkId);
       const replication = await services.engine.call<Record<string, unknown> | null>(
         'clusterRepair',
-        { tenantId, dryRun, ...(bucket === undefined ? {} : { bucket }) },
+        { tenantId, dryRun, corrupt, ...(bucket === undefined ? {} : { bucket }) },
       );
       const target =
         bucket === undefined ? `tenants/${tenantId}` : `tenants/${tenantId}/buckets/${bucket}`;

@@ -21,8 +21,8 @@ export interface AdminServices {
   /** The listener's audit sink: the audit query settles it before reading. */
   readonly audit: AuditSink;
   readonly node: NodeRecord;
-  /** HOST:PORT of the admin listener, reported as this node's address. */
-  readonly address: string;
+  /** HOST:PORT of the admin listener (the bound port, once it listens): this node's address. */
+  readonly address: () => string;
 }
 
 /** Longest free-text field accepted (names, external references). */

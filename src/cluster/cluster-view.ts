@@ -24,6 +24,8 @@ const STORAGE_STATES = new Set(['voter', 'draining']);
 
 export class EtcdClusterView implements ClusterView {
   private current = new Map<string, MemberRecord>();
+  /** Every member's state, storage or not (fencing reads it). */
+  private states = new Map<string, MemberRecord['state']>();
   private timer: NodeJS.Timeout | undefined;
   private agreedAt = 0;
 
@@ -81,14 +83,19 @@ export class EtcdClusterView implements ClusterView {
     return this.current;
   }
 
+  stateOf(nodeId: string): MemberRecord['state'] | undefined {
+    return this.states.get(nodeId);
+  }
+
   quorate(): boolean {
     return Date.now() - this.agreedAt < QUORUM_STALE_MS;
   }
 
-  private async refresh(): Promise<void> {
+  async refresh(): Promise<void> {
     try {
       const members = await this.registry.members();
       this.agreedAt = Date.now();
+      this.states = new Map(members.map((entry) => [entry.record.id, entry.record.state]));
       this.current = new Map(
         members
           .map((entry) => entry.record)

@@ -367,8 +367,15 @@ export class Membership {
 
   // ---- drain, remove, replace --------------------------------------------------------------
 
+  /**
+   * Drains a voter, or (forceLost) marks a member that is down lost. `moveData` runs once the
+   * member is `draining` (or `lost`), before it is demoted: it copies what the member held onto
+   * the replicas that now take its place (a cluster-wide repair). When it fails the member stays
+   * `draining`, and a drain of it again resumes; a lost member stays lost, to be rebuilt by a
+   * rebalance.
+   */
   async drain(
-    input: { id: string; reason: string; forceLost: boolean },
+    input: { id: string; reason: string; forceLost: boolean; moveData?: () => Promise<void> },
     dryRun: boolean,
   ): Promise<Plan | MembershipView> {
     return this.registry.withMembershipLock(async () => {
@@ -381,10 +388,10 @@ export class Membership {
           blockers.push({ code: 'member_live', message: `${record.id} is live; drain it instead` });
         if (record.state === 'removed' || record.state === 'lost')
           blockers.push({ code: 'bad_state', message: `${record.id} is ${record.state}` });
-      } else if (record.state !== 'voter')
+      } else if (record.state !== 'voter' && record.state !== 'draining')
         blockers.push({
           code: 'bad_state',
-          message: `${record.id} is ${record.state}; only a voter can be drained`,
+          message: `${record.id} is ${record.state}; only a voter (or a draining member) can be drained`,
         });
       const holds = STORAGE_STATES.has(record.state) ? 1 : 0;
       const plan = this.plan(
@@ -400,18 +407,25 @@ export class Membership {
       );
       if (dryRun) return plan;
       Membership.refuseBlocked(plan);
-      if (input.forceLost) await this.setState(entry, 'lost', input.reason);
-      else await this.carryOutDrain(entry, input.reason);
+      if (input.forceLost) {
+        await this.setState(entry, 'lost', input.reason);
+        await input.moveData?.();
+      } else await this.carryOutDrain(entry, input.reason, input.moveData);
       return this.view();
     });
   }
 
   /**
-   * Draining: leadership and data move off (no partition is placed yet, so the move is done at
-   * once, docs/cluster.md §12), then the etcd voter is demoted, which in etcd means removed.
+   * Draining: the member leaves every replica set, its data is moved onto the members that take
+   * its place (`moveData`), then the etcd voter is demoted, which in etcd means removed.
    */
-  private async carryOutDrain(entry: Versioned<MemberRecord>, reason: string): Promise<void> {
-    await this.setState(entry, 'draining', reason);
+  private async carryOutDrain(
+    entry: Versioned<MemberRecord>,
+    reason: string,
+    moveData: (() => Promise<void>) | undefined,
+  ): Promise<void> {
+    if (entry.record.state !== 'draining') await this.setState(entry, 'draining', reason);
+    await moveData?.();
     await this.removeEtcdMember(await this.mustRead(entry.record.id));
     await this.setState(await this.mustRead(entry.record.id), 'drained', reason);
   }

@@ -120,6 +120,20 @@ export async function readClusterSecret(paths: ClusterPaths): Promise<Buffer> {
   return secret;
 }
 
+/** The cluster secret when this node holds one (it is or was a member); at startup only. */
+export function readClusterSecretSync(paths: ClusterPaths): Buffer | undefined {
+  let secret: Buffer;
+  try {
+    secret = readFileSync(paths.secret);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
+  if (secret.length !== SECRET_BYTES)
+    throw FormatError(`${paths.secret} must hold exactly ${SECRET_BYTES} bytes`);
+  return secret;
+}
+
 export async function writeClusterSecret(paths: ClusterPaths, secret: Buffer): Promise<void> {
   assert.equal(secret.length, SECRET_BYTES);
   await mkdir(paths.dir, { recursive: true, mode: 0o700 });

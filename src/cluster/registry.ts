@@ -17,6 +17,8 @@ export const RECORD_VERSION = 1;
 export const PARTITIONS = 256;
 /** A node's liveness lease: it is down this long after its last keepalive. */
 export const LIVENESS_TTL_S = 10;
+/** How soon a liveness key that could not be written is tried again. */
+const LIVENESS_RETRY_MS = 1_000;
 
 export type MemberState =
   'joining' | 'learner' | 'voter' | 'draining' | 'drained' | 'lost' | 'removed';
@@ -144,11 +146,21 @@ export class Registry {
   keepAlive(nodeId: string, info: Record<string, unknown>, onError: (e: unknown) => void): Lease {
     const lease = this.client.lease(LIVENESS_TTL_S, { autoKeepAlive: true });
     const value = JSON.stringify({ since: new Date().toISOString(), ...info });
-    lease
-      .put(this.key(`live/${nodeId}`))
-      .value(value)
-      .exec()
-      .catch(onError);
+    // A put that fails (it went to a member that just died, say) is tried again while the lease
+    // lives: a granted lease whose key was never written would keep the node "down" for good.
+    let lost = false;
+    lease.on('lost', () => (lost = true));
+    const put = (): void => {
+      lease
+        .put(this.key(`live/${nodeId}`))
+        .value(value)
+        .exec()
+        .catch((error: unknown) => {
+          onError(error);
+          if (!lost && !lease.revoked()) setTimeout(put, LIVENESS_RETRY_MS).unref();
+        });
+    };
+    put();
     return lease;
   }
 

@@ -8,7 +8,8 @@
 // each replica is asked for its newest sequence of those keys in one message, and what it lacks
 // is copied as a replicated write (records verified by the receiver, then the version with its
 // sequence) or a replicated delete. Copies are throttled to REPAIR_BYTES_PER_S per node, so a
-// rebalance does not starve the data path. A dry run only counts.
+// rebalance does not starve the data path. A dry run only counts. Tombstones past their grace
+// period that no replica needs any more are collected (`collectTombstones`).
 
 import {
   DB,
@@ -32,6 +33,7 @@ export interface RepairCounts {
   deletesSent: number;
   bytesSent: number;
   replicasUnreachable: number;
+  tombstonesCollected: number;
 }
 
 export function emptyCounts(): RepairCounts {
@@ -42,6 +44,7 @@ export function emptyCounts(): RepairCounts {
     deletesSent: 0,
     bytesSent: 0,
     replicasUnreachable: 0,
+    tombstonesCollected: 0,
   };
 }
 
@@ -73,7 +76,21 @@ export interface RepairPeer {
     after: string | undefined,
     limit: number,
   ): Array<{ key: string; seq: number }>;
+  /** When the write of sequence `seq` was made (ms since 1970). */
+  timeOfSeq(seq: number): number;
+  /** Removes these tombstones, each only while it still has the sequence given. */
+  dropTombstones(
+    bucket: BucketRecord,
+    tombs: ReadonlyArray<{ key: string; seq: number }>,
+  ): Promise<void>;
 }
+
+/**
+ * How old a tombstone must be before it may be collected: longer than any replica is expected to
+ * stay down and come back (a node down longer must be wiped and rejoined, or a delete it missed
+ * could come back once every tombstone of it is gone), as Cassandra's gc_grace_seconds.
+ */
+export const TOMBSTONE_GRACE_MS = 24 * 60 * 60 * 1000;
 
 /** Repairs every bucket of `tenant` (or only `bucketName`) from this node's copies. */
 export async function repairTenant(
@@ -142,7 +159,48 @@ async function repairBucket(
       },
       seqOf: (index) => (tombs[index] as { seq: number }).seq,
     });
+    const due = Date.now() - TOMBSTONE_GRACE_MS;
+    const old = tombs.filter((tomb) => peer.timeOfSeq(tomb.seq) < due);
+    if (!run.dryRun && old.length > 0)
+      await collectTombstones(peer, others, tenant, bucket, old, run);
   }
+}
+
+/**
+ * Tombstone GC: a tombstone past its grace period goes once every other replica answered that
+ * it holds no older version of the key (nothing, its own tombstone, or a newer write), so no
+ * replica is left that could bring the deleted object back. A replica that does not answer keeps
+ * every tombstone of the page. Each replica collects its own on its next repair.
+ */
+async function collectTombstones(
+  peer: RepairPeer,
+  others: readonly string[],
+  tenant: TenantRecord,
+  bucket: BucketRecord,
+  tombs: ReadonlyArray<{ key: string; seq: number }>,
+  run: { counts: RepairCounts },
+): Promise<void> {
+  const kept = new Set<number>();
+  for (const address of others) {
+    let heads: Array<{ seq: number; deleted: boolean }>;
+    try {
+      heads = await peer.heads(address, {
+        tenantId: tenant.id,
+        bucket: bucket.name,
+        keys: tombs.map((tomb) => tomb.key),
+      });
+    } catch {
+      return;
+    }
+    for (const [index, head] of heads.entries()) {
+      const tomb = tombs[index] as { seq: number };
+      if (head.seq !== 0 && head.seq < tomb.seq) kept.add(index);
+    }
+  }
+  const collected = tombs.filter((_tomb, index) => !kept.has(index));
+  if (collected.length === 0) return;
+  await peer.dropTombstones(bucket, collected);
+  run.counts.tombstonesCollected += collected.length;
 }
 
 async function pushNewer(

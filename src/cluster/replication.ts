@@ -45,7 +45,7 @@ import { unpackChunkRefs, type ManifestChunk } from '../engine/ops/objects.js';
 import { SegmentWriter } from '../engine/segments/segment-writer.js';
 import { segmentFileName } from '../format/segment-header.js';
 import { decodeRecordHeader, verifyPayload, RECORD_HEADER_SIZE } from '../format/record-frame.js';
-import { BadRequest, NotFound, Unavailable } from '../util/errors.js';
+import { BadRequest, Conflict, NotFound, Unavailable } from '../util/errors.js';
 import type { Logger } from '../util/log.js';
 import { callData, dataAddressOf, DATA_BATCH_BYTES, type DataHandler } from './data-transport.js';
 import type { MemberRecord } from './registry.js';
@@ -64,7 +64,7 @@ const PER_MS = 256;
 /** A tombstone of an unversioned delete, in `meta` under `tomb/<bucketId>/<key>`. */
 const TOMB_PREFIX = 'tomb/';
 /** How long a read waits for the replicas' answers. */
-const HEAD_MS_MAX = 5_000;
+export const HEAD_MS_MAX = 5_000;
 /** The longest one member's share of a repair may take before it is reported unreachable. */
 const REPAIR_MS_MAX = 10 * 60_000;
 const ZERO = Buffer.from([0]);
@@ -79,9 +79,16 @@ export interface ClusterView {
   members(): ReadonlyMap<string, MemberRecord>;
   /** Whether this node reached etcd's quorum lately; writes are refused when it has not. */
   quorate(): boolean;
+  /** Reads the membership again now (a repair places by the state just written). */
+  refresh(): Promise<void>;
+  /** A member's state as last read, storage or not; undefined for an id etcd does not know. */
+  stateOf(nodeId: string): MemberRecord['state'] | undefined;
 }
 
-interface Head {
+/** Member states whose replicated writes a replica refuses (see `Replicator.admit`). */
+const FENCED_STATES: ReadonlySet<string> = new Set(['lost', 'removed']);
+
+export interface Head {
   readonly seq: number;
   readonly deleted: boolean;
 }
@@ -118,7 +125,7 @@ export function majorityOf(count: number): number {
   return Math.floor(count / 2) + 1;
 }
 
-function tombKey(bucketId: number, key: string): Buffer {
+export function tombKey(bucketId: number, key: string): Buffer {
   return Buffer.concat([Buffer.from(`${TOMB_PREFIX}${bucketId}/`), Buffer.from(key, 'utf8')]);
 }
 
@@ -151,6 +158,10 @@ export class Replicator implements RepairPeer {
     });
   }
 
+  get nodeId(): string {
+    return this.view.nodeId;
+  }
+
   /** The next sequence of this node (see the header). */
   nextSeq(): number {
     const floor = (Date.now() - EPOCH_MS) * PER_MS * NODE_NUMS + this.view.nodeNum;
@@ -163,15 +174,15 @@ export class Replicator implements RepairPeer {
     return next;
   }
 
-  private observe(seq: number): void {
+  observe(seq: number): void {
     if (seq > this.last) this.last = seq;
   }
 
   handlers(): Map<string, DataHandler> {
     return new Map<string, DataHandler>([
-      ['/cluster/v1/data/records', (_from, body) => this.acceptRecords(body)],
-      ['/cluster/v1/data/put', (_from, body) => this.acceptPut(body)],
-      ['/cluster/v1/data/delete', (_from, body) => this.acceptDelete(body)],
+      ['/cluster/v1/data/records', this.admitted((body) => this.acceptRecords(body))],
+      ['/cluster/v1/data/put', this.admitted((body) => this.acceptPut(body))],
+      ['/cluster/v1/data/delete', this.admitted((body) => this.acceptDelete(body))],
       ['/cluster/v1/data/head', (_from, body) => Promise.resolve(this.headOf(body))],
       ['/cluster/v1/data/fetch', (_from, body) => Promise.resolve(this.manifestOf(body))],
       ['/cluster/v1/data/chunks', (_from, body) => this.recordsOf(body)],
@@ -182,6 +193,26 @@ export class Replicator implements RepairPeer {
 
   async close(): Promise<void> {
     await this.writer.close();
+  }
+
+  /**
+   * Fencing: a replicated write is taken only from a node that is still a member. One marked lost
+   * (forceLost) or removed may come back still believing it holds replicas; its writes are
+   * refused (409), so nothing it changes after it was replaced reaches the others. An id this
+   * node does not know yet (a join moments ago) makes it read the membership once more first.
+   */
+  admitted(
+    handler: (body: Record<string, unknown>) => Promise<unknown>,
+  ): (from: string, body: Record<string, unknown>) => Promise<unknown> {
+    return async (from, body) => {
+      if (this.view.stateOf(from) === undefined) await this.view.refresh();
+      const state = this.view.stateOf(from);
+      if (state === undefined || FENCED_STATES.has(state))
+        throw Conflict(
+          `node ${from} is ${state ?? 'not a member'}: its replicated writes are refused`,
+        );
+      return handler(body);
+    };
   }
 
   // ---- the coordinator's side ---------------------------------------------------------------
@@ -233,7 +264,7 @@ export class Replicator implements RepairPeer {
    * A node cut off from etcd's quorum (the minority side of a partition) refuses a write before
    * it changes anything, so that no write it could not replicate is left behind on it.
    */
-  private requireQuorum(): void {
+  requireQuorum(): void {
     if (!this.view.quorate())
       throw Unavailable('this node cannot reach a majority of the cluster; writes are refused');
   }
@@ -264,7 +295,7 @@ export class Replicator implements RepairPeer {
     await this.pull(best.address, tenant, args);
   }
 
-  private async pull(
+  async pull(
     address: string,
     tenant: TenantRecord,
     args: { tenantId: string; bucket: string; key: string },
@@ -296,10 +327,7 @@ export class Replicator implements RepairPeer {
   }
 
   /** Runs `send` to every other replica; resolves once a majority of the set holds the write. */
-  private async toReplicas(
-    bucket: BucketRecord,
-    send: (address: string) => Promise<void>,
-  ): Promise<void> {
+  async toReplicas(bucket: BucketRecord, send: (address: string) => Promise<void>): Promise<void> {
     const replicas = this.replicaIds(bucket);
     const self = this.view.nodeId;
     const needed = majorityOf(replicas.length) - (replicas.includes(self) ? 1 : 0);
@@ -314,7 +342,7 @@ export class Replicator implements RepairPeer {
    * Calls `each` on the members `ids` at once; resolves with the answers once `needed` of them
    * answered (the others go on, their failures logged), or fails once that cannot happen.
    */
-  private gather(
+  gather(
     ids: readonly string[],
     needed: number,
     each: (address: string) => Promise<Record<string, unknown>>,
@@ -365,7 +393,7 @@ export class Replicator implements RepairPeer {
     }
   }
 
-  private async sendRecords(
+  async sendRecords(
     address: string,
     tenant: TenantRecord,
     refs: ReadonlyArray<{ id: Buffer }>,
@@ -444,6 +472,25 @@ export class Replicator implements RepairPeer {
     return found;
   }
 
+  timeOfSeq(seq: number): number {
+    return EPOCH_MS + Math.floor(seq / (PER_MS * NODE_NUMS));
+  }
+
+  async dropTombstones(
+    bucket: BucketRecord,
+    tombs: ReadonlyArray<{ key: string; seq: number }>,
+  ): Promise<void> {
+    await this.local.commit(() =>
+      tombs
+        .filter(
+          (tomb) =>
+            this.local.store.get<{ seq: number }>(DB.meta, tombKey(bucket.id, tomb.key))?.seq ===
+            tomb.seq,
+        )
+        .map((tomb) => ({ db: DB.meta, key: tombKey(bucket.id, tomb.key) })),
+    );
+  }
+
   private headsOf(body: Record<string, unknown>): Record<string, unknown> {
     const { bucket } = this.bucketOf(body);
     const keys = body['keys'];
@@ -454,6 +501,7 @@ export class Replicator implements RepairPeer {
 
   /** A repair of one tenant (or bucket) by this node, from its own copies. */
   private async repairHere(body: Record<string, unknown>): Promise<RepairCounts> {
+    await this.view.refresh();
     const tenantId = String(body['tenantId']);
     const tenant = this.local.store.get<TenantRecord>(DB.tenants, tenantKey(tenantId));
     if (tenant === undefined) throw NotFound(`tenant ${tenantId} is not known on this node`);
@@ -492,7 +540,17 @@ export class Replicator implements RepairPeer {
     tenantId: string;
     bucket?: string;
     dryRun: boolean;
-  }): Promise<{ counts: RepairCounts; nodes: Record<string, unknown> }> {
+    corrupt?: string[];
+  }): Promise<{
+    counts: RepairCounts;
+    nodes: Record<string, unknown>;
+    chunks?: { repaired: number; unrepaired: number };
+  }> {
+    const chunks =
+      args.corrupt === undefined || args.corrupt.length === 0 || args.dryRun
+        ? undefined
+        : await this.repairChunks(args.tenantId, args.corrupt);
+    await this.view.refresh();
     const counts = emptyCounts();
     const nodes: Record<string, unknown> = {};
     const started = performance.now();
@@ -516,7 +574,58 @@ export class Replicator implements RepairPeer {
       }),
     );
     const seconds = (performance.now() - started) / 1000;
-    return { counts, nodes: { ...nodes, seconds } };
+    return { counts, nodes: { ...nodes, seconds }, ...(chunks === undefined ? {} : { chunks }) };
+  }
+
+  /**
+   * Replaces this node's corrupt chunk records (a scrub found them: a flipped bit, a torn write)
+   * with a good copy from another member: the first that has the chunk and whose copy verifies
+   * (its reader checks it, and so does this node before it appends it and fsyncs). The chunk's
+   * record then points at the new copy; its references are untouched.
+   */
+  async repairChunks(
+    tenantId: string,
+    hexIds: readonly string[],
+  ): Promise<{ repaired: number; unrepaired: number }> {
+    const tenant = this.local.store.get<TenantRecord>(DB.tenants, tenantKey(tenantId));
+    if (tenant === undefined) throw NotFound(`tenant ${tenantId} is not known on this node`);
+    const others = [...this.view.members().values()].filter(
+      (member) => member.id !== this.view.nodeId,
+    );
+    let repaired = 0;
+    for (const hex of new Set(hexIds)) {
+      const id = Buffer.from(hex, 'hex');
+      for (const member of others) {
+        const fixed = await this.repairChunk(dataAddressOf(member.address), tenant, id).catch(
+          (error: unknown) => {
+            this.log.warn({ err: error, nodeId: member.id }, 'no good copy of a chunk there');
+            return false;
+          },
+        );
+        if (fixed) {
+          repaired += 1;
+          break;
+        }
+      }
+    }
+    return { repaired, unrepaired: new Set(hexIds).size - repaired };
+  }
+
+  private async repairChunk(address: string, tenant: TenantRecord, id: Buffer): Promise<boolean> {
+    const answer = await this.call(address, 'chunks', { tenantNum: tenant.num, ids: [id] });
+    const record = (answer['records'] as Buffer[])[0];
+    if (record === undefined) return false;
+    const location = (await this.storeRecords(tenant.num, [record])).get(id.toString('hex'));
+    this.forget(tenant.num, [{ id }]);
+    if (location === undefined) return false;
+    const key = chunkKey(tenant.num, id);
+    await this.local.commit(() => {
+      const chunk = this.local.store.get<ChunkRecord>(DB.chunks, key);
+      if (chunk === undefined) return [];
+      return [{ db: DB.chunks, key, value: { ...chunk, ...location } }];
+    });
+    this.log.warn({ tenantId: tenant.id, chunkId: id.toString('hex') }, 'corrupt chunk repaired');
+    return true;
   }
 
   // ---- the replica's side -------------------------------------------------------------------
@@ -573,15 +682,27 @@ export class Replicator implements RepairPeer {
     if (args === undefined || typeof seq !== 'number' || typeof now !== 'number')
       throw BadRequest('put takes {args, seq, now}');
     const { tenant } = this.bucketOf(args);
-    const held = this.pending.get(tenant.num);
-    const chunks = (args['chunks'] as Array<{ id: Buffer; plainLength: number }>).map((chunk) => {
+    const chunks = this.located(tenant.num, args['chunks']);
+    await this.applyPut({ ...args, chunks }, seq, now);
+    this.forget(tenant.num, chunks);
+    return { seq };
+  }
+
+  /** A manifest's chunks with where this node stored the records sent ahead of it. */
+  located(tenantNum: number, refs: unknown): ManifestChunk[] {
+    if (!Array.isArray(refs)) throw BadRequest('a manifest has chunks');
+    const held = this.pending.get(tenantNum);
+    return (refs as Array<{ id: Buffer; plainLength: number }>).map((chunk) => {
       const id = Buffer.from(chunk.id);
       const location = held?.get(id.toString('hex'));
       return { id, plainLength: chunk.plainLength, ...(location ? { location } : {}) };
     });
-    await this.applyPut({ ...args, chunks }, seq, now);
+  }
+
+  /** Forgets the held locations of chunks a committed manifest now references. */
+  forget(tenantNum: number, chunks: ReadonlyArray<{ id: Buffer }>): void {
+    const held = this.pending.get(tenantNum);
     for (const chunk of chunks) held?.delete(chunk.id.toString('hex'));
-    return { seq };
   }
 
   private async acceptDelete(body: Record<string, unknown>): Promise<Record<string, unknown>> {
@@ -604,11 +725,7 @@ export class Replicator implements RepairPeer {
     this.clearTomb(bucket.id, key, seq);
   }
 
-  private async applyDelete(
-    args: Record<string, unknown>,
-    seq: number,
-    now: number,
-  ): Promise<void> {
+  async applyDelete(args: Record<string, unknown>, seq: number, now: number): Promise<void> {
     this.observe(seq);
     const { bucket } = this.bucketOf(args);
     const key = String(args['key']);
@@ -628,7 +745,7 @@ export class Replicator implements RepairPeer {
   }
 
   /** The newest write of `key` this node holds: its version's sequence, or its tombstone's. */
-  private localHead(bucket: BucketRecord, key: string): Head {
+  localHead(bucket: BucketRecord, key: string): Head {
     const { store } = this.local;
     store.refresh();
     const current = store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, key));
@@ -690,7 +807,7 @@ export class Replicator implements RepairPeer {
     }
   }
 
-  private bucketOf(args: Record<string, unknown>): { tenant: TenantRecord; bucket: BucketRecord } {
+  bucketOf(args: Record<string, unknown>): { tenant: TenantRecord; bucket: BucketRecord } {
     const tenantId = String(args['tenantId']);
     const name = String(args['bucket']);
     const { store } = this.local;
@@ -701,11 +818,21 @@ export class Replicator implements RepairPeer {
     return { tenant, bucket };
   }
 
-  private replicaIds(bucket: BucketRecord): string[] {
-    return replicasOf(bucket.id, [...this.view.members().values()], this.view.replicationFactor);
+  /**
+   * The bucket's replica set. A draining member is no candidate (its data moves off, and a
+   * repair pushes what it holds to the set without it); it still coordinates requests.
+   */
+  replicaIds(bucket: BucketRecord): string[] {
+    const members = [...this.view.members().values()];
+    const candidates = members.filter((member) => member.state !== 'draining');
+    return replicasOf(
+      bucket.id,
+      candidates.length > 0 ? candidates : members,
+      this.view.replicationFactor,
+    );
   }
 
-  private call(
+  call(
     address: string,
     name: string,
     body: Record<string, unknown>,
@@ -732,8 +859,11 @@ export class Replicator implements RepairPeer {
   }
 }
 
-/** The arguments of the `putObject` that wrote `version` (its chunks apart). */
-function putArgsOf(
+/**
+ * The arguments of a `putObject` that writes `version` again (its chunks apart): what it holds
+ * of tags, retention, legal hold, encryption and part sizes too.
+ */
+export function putArgsOf(
   tenantId: string,
   bucket: string,
   version: ObjectVersionRecord,
@@ -749,6 +879,19 @@ function putArgsOf(
     checksums: version.checksums,
     compressed: version.compressed,
     ...(version.headers === undefined ? {} : { headers: version.headers }),
+    ...(version.tags === undefined ? {} : { tags: version.tags }),
+    ...(version.sse === undefined ? {} : { sse: version.sse }),
+    ...(version.partSizes === undefined ? {} : { partSizes: version.partSizes }),
+    ...(version.retention === undefined && version.legalHold === undefined
+      ? {}
+      : {
+          lock: {
+            ...(version.retention === undefined
+              ? {}
+              : { mode: version.retention.mode, retainUntil: version.retention.retainUntil }),
+            ...(version.legalHold === undefined ? {} : { legalHold: version.legalHold }),
+          },
+        }),
   };
 }
 

@@ -38,11 +38,13 @@ import {
   DB,
   META_COUNTERS,
   type AccessKeyRecord,
+  type BucketNotificationsRecord,
   type Counters,
   type DbName,
   type TenantRecord,
 } from '../engine/index/schema.js';
 import type { AuditInput } from '../engine/ops/audit.js';
+import { secretAad } from '../engine/ops/notifications.js';
 import {
   deriveKey,
   openSecret,
@@ -56,6 +58,8 @@ import type { Logger } from '../util/log.js';
 import { clusterPaths, readClusterSecret, readNodeState } from './node-state.js';
 import { Registry } from './registry.js';
 import { Replicator } from './replication.js';
+import { CommandReplicator, REPLICATED_COMMANDS } from './replicated-commands.js';
+import { ListingFreshener } from './listing.js';
 import { EtcdClusterView } from './cluster-view.js';
 import { dataAddressOf, startDataTransport } from './data-transport.js';
 import { clusterEndpoints } from './addresses.js';
@@ -70,6 +74,7 @@ export const SHARED_DBS: ReadonlySet<DbName> = new Set<DbName>([
   DB.buckets,
   DB.bucketNames,
   DB.quotas,
+  DB.notifications,
 ]);
 /** The engine commands that write them; every other command stays node-local. */
 export const ROUTED: ReadonlySet<string> = new Set([
@@ -93,13 +98,17 @@ export const ROUTED: ReadonlySet<string> = new Set([
   'setObjectLockConfig',
   'setBucketTags',
   'setBucketEncryption',
+  'putBucketNotifications',
+  'deleteBucketNotifications',
 ]);
-/** The data-plane commands a member replicates (replication.ts). */
+/** The data-plane commands a member replicates (replication.ts, replicated-commands.ts). */
 const REPLICATED: ReadonlySet<string> = new Set([
   'putObject',
   'deleteObject',
   'clusterFreshen',
+  'clusterFreshenList',
   'clusterRepair',
+  ...REPLICATED_COMMANDS,
 ]);
 /** A member that starts catches up this long after (its listeners are up by then). */
 const CATCH_UP_DELAY_MS = 5_000;
@@ -148,8 +157,33 @@ export function encodeShared(db: DbName, value: object, keys: SealKeys): Buffer 
       const secret = openSecret(deriveKey(keys.master, PURPOSE_SECRET_SEAL), key.sealedSecret, aad);
       record = { ...key, sealedSecret: sealSecret(keys.control, secret, aad) };
     }
+  } else if (db === DB.notifications) {
+    record = resealWebhooks(value as BucketNotificationsRecord, (sealed, aad) =>
+      sealSecret(
+        keys.control,
+        openSecret(deriveKey(keys.master, PURPOSE_SECRET_SEAL), sealed, aad),
+        aad,
+      ),
+    );
   }
   return pack({ v: SHARED_RECORD_VERSION, r: record });
+}
+
+/** A notifications record with each config's signing secret sealed again by `reseal`. */
+function resealWebhooks(
+  record: BucketNotificationsRecord,
+  reseal: (sealed: Buffer, aad: string) => Buffer,
+): Record<string, unknown> {
+  return {
+    ...record,
+    configs: record.configs.map((config) => ({
+      ...config,
+      sealedSecret: reseal(
+        Buffer.from(config.sealedSecret),
+        secretAad(record.tenantId, record.bucketId, config.id),
+      ),
+    })),
+  };
 }
 
 /** The record as this node's index holds it: sealed fields sealed under its master key. */
@@ -164,6 +198,14 @@ export function decodeShared(db: DbName, bytes: Buffer, keys: SealKeys): object 
     const dataKey = openSecret(keys.control, tenant.wrappedKey, `tenant:${tenant.id}`);
     return { ...tenant, wrappedKey: wrapTenantKey(keys.master, tenant.id, dataKey) };
   }
+  if (db === DB.notifications)
+    return resealWebhooks(record as unknown as BucketNotificationsRecord, (sealed, aad) =>
+      sealSecret(
+        deriveKey(keys.master, PURPOSE_SECRET_SEAL),
+        openSecret(keys.control, sealed, aad),
+        aad,
+      ),
+    );
   if (db === DB.accessKeys) {
     const key = record as unknown as AccessKeyRecord;
     if (key.sealedSecret.length === 0) return key;
@@ -352,6 +394,8 @@ export class SharedStateRouter implements CommandRouter {
     private readonly keys: SealKeys,
     private readonly data: {
       replicator: Replicator;
+      commands: CommandReplicator;
+      listings: ListingFreshener;
       view: EtcdClusterView;
       transport: { close(): Promise<void> };
     },
@@ -438,11 +482,18 @@ export class SharedStateRouter implements CommandRouter {
   }
 
   private async replicate(name: string, args: Record<string, unknown>): Promise<unknown> {
-    const { replicator } = this.data;
+    const { replicator, commands, listings } = this.data;
+    if (REPLICATED_COMMANDS.has(name)) return commands.run(name, args);
+    if (name === 'clusterFreshenList') {
+      await listings.freshen(args);
+      return null;
+    }
     if (name === 'putObject') return replicator.put(args);
     if (name === 'deleteObject') return replicator.delete(args);
     if (name === 'clusterRepair')
-      return replicator.repair(args as { tenantId: string; bucket?: string; dryRun: boolean });
+      return replicator.repair(
+        args as { tenantId: string; bucket?: string; dryRun: boolean; corrupt?: string[] },
+      );
     await replicator.freshen(args as { tenantId: string; bucket: string; key: string });
     return null;
   }
@@ -493,12 +544,14 @@ export async function openSharedState(
     log,
   });
   const replicator = new Replicator(local, view, secret, log);
+  const commands = new CommandReplicator(replicator, local);
+  const listings = new ListingFreshener(replicator, local);
   // The previous router's listener must be closed before this one binds the same port.
   await previous?.close();
   const transport = await startDataTransport({
     address: dataAddressOf(clusterEndpoints(local.settings).listenText),
     secret,
-    handlers: replicator.handlers(),
+    handlers: new Map([...replicator.handlers(), ...commands.handlers(), ...listings.handlers()]),
     log,
   });
   setTimeout(() => {
@@ -506,6 +559,8 @@ export async function openSharedState(
   }, CATCH_UP_DELAY_MS).unref();
   return new SharedStateRouter(stateKey, registry, local, mirror, keys, {
     replicator,
+    commands,
+    listings,
     view,
     transport,
   });

@@ -17,6 +17,8 @@ export interface RunOptions {
   readonly reserved?: Partial<Counters>;
   /** The command's time (a replica's version keeps the time the coordinator gave it). */
   readonly now?: number;
+  /** The id a replicated `createMultipartUpload` takes (its coordinator's). */
+  readonly uploadId?: string;
 }
 
 /** One record to put (`value`) or remove, as `commit` applies it. */
@@ -43,8 +45,15 @@ export interface LocalEngine {
   ): Promise<{ result: unknown; accesses: StoreAccess[] }>;
   /** Runs command `name` as a single node does (with `options`' counters and time). */
   runLocal(name: string, args: unknown, options?: RunOptions): Promise<unknown>;
-  /** Writes records (decided elsewhere) and an audit row in one durable group commit. */
-  commit(writes: readonly RecordWrite[], audit?: AuditInput): Promise<void>;
+  /**
+   * Writes records (decided elsewhere) and an audit row in one durable group commit. Given a
+   * function, it is called inside the commit's transaction, so what it reads is what it writes
+   * over (a read-modify-write no command can come between).
+   */
+  commit(
+    writes: readonly RecordWrite[] | (() => readonly RecordWrite[]),
+    audit?: AuditInput,
+  ): Promise<void>;
 }
 
 export interface CommandRouter {

@@ -77,6 +77,8 @@ export const operations: Readonly<Record<string, Op>> = {
   // A read is about to be served: a cluster member first makes its copy of the object current
   // (its router serves this); a single node has nothing to do.
   clusterFreshen: () => null,
+  // A page of a listing is about to be served: likewise for the page's range of keys.
+  clusterFreshenList: () => null,
   // A rebalance of a tenant's replicas: a cluster member's router runs it; none on one node.
   clusterRepair: () => null,
   createTenant: control.createTenant,
@@ -362,12 +364,13 @@ function localEngine(executor: Executor, segmentsDir: string): LocalEngine {
               ...context,
               ...(options.reserved === undefined ? {} : { reserved: { ...options.reserved } }),
               ...(options.now === undefined ? {} : { now: () => options.now as number }),
+              ...(options.uploadId === undefined ? {} : { uploadId: options.uploadId }),
             };
       return runCommand({ ...executor, context: run }, name, commandOf(name), args);
     },
     commit: (writes, row) =>
       executor.batch.submit(() => {
-        for (const write of writes) {
+        for (const write of typeof writes === 'function' ? writes() : writes) {
           if (write.value === undefined) context.store.remove(write.db, write.key);
           else context.store.put(write.db, write.key, write.value);
         }

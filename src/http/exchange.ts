@@ -77,7 +77,8 @@ export const HEADER_BYTES_MAX = 16 * 1024;
 const requestIdPrefix = randomBytes(6).toString('base64url');
 let requestCounter = 0;
 
-function nextRequestId(): string {
+/** A new request id (every answer carries one as X-Request-Id; WebSocket upgrades too). */
+export function nextRequestId(): string {
   requestCounter += 1;
   return `${requestIdPrefix}${requestCounter.toString(36).padStart(6, '0')}`;
 }

@@ -12,7 +12,7 @@ import type { TemplatedApp, WebSocket, HttpResponse, HttpRequest } from 'uWebSoc
 import { randomBytes } from 'node:crypto';
 import type { ChecksumAlg } from '../engine/checksums.js';
 import type { BodySource } from '../service/body.js';
-import { canonicalAddress } from '../http/exchange.js';
+import { canonicalAddress, nextRequestId } from '../http/exchange.js';
 import { errorAnswer, problemJson, toProblem } from '../http/error-answer.js';
 import { errorCode, isLightwellError, Unavailable } from '../util/errors.js';
 import type { Logger } from '../util/log.js';
@@ -425,8 +425,17 @@ export function ingestRoute(
     sendPingsAutomatically: true,
     compression: 0,
     upgrade: (res: HttpResponse, req: HttpRequest, context) => {
+      // Every answer of the public port carries X-Request-Id, the 101 of an upgrade included
+      // (uWS writes headers given after the status into its 101 answer).
+      const requestId = nextRequestId();
       if (draining) {
-        res.writeStatus('503 Service Unavailable').end('the server is shutting down');
+        const rendered = problemJson.render(
+          errorAnswer(Unavailable('the server is shutting down')),
+          { path: prefix + INGEST_PATH, requestId, method: 'GET' },
+        );
+        res.writeStatus('503 Service Unavailable');
+        for (const [name, value] of Object.entries(rendered.headers)) res.writeHeader(name, value);
+        res.writeHeader('X-Request-Id', requestId).end(rendered.body);
         return;
       }
       connectionCount += 1;
@@ -440,6 +449,7 @@ export function ingestRoute(
         objects: 0,
         closed: false,
       };
+      res.writeStatus('101 Switching Protocols').writeHeader('X-Request-Id', requestId);
       res.upgrade(
         connection,
         req.getHeader('sec-websocket-key'),

@@ -10,7 +10,7 @@ import { JsonWriter, writeVersionJson } from './list-json.js';
 import { ListTokens } from '../service/list-token.js';
 import { PURPOSE_LIST_TOKEN } from '../security/keys.js';
 import type { EngineClient } from '../engine/protocol.js';
-import { freshenForRead } from '../service/cluster-read.js';
+import { freshenForList, freshenForRead } from '../service/cluster-read.js';
 import { type BucketRecord, type ObjectVersionRecord } from '../engine/index/schema.js';
 import type { UploadServices } from '../service/upload.js';
 import { idempotencyOf, type IdempotencyClaim } from '../service/idempotency.js';
@@ -274,13 +274,15 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
       path: '/buckets/{bucket}/objects',
       operationId: 'listObjects',
       doc: docs.listObjects,
-      handler: (exchange, params) => {
+      handler: async (exchange, params) => {
         const principal = bearer(exchange);
         const prefix = keyQuery(exchange.query, 'prefix') ?? '';
         const bucket = access.bucket(principal, params['bucket'] ?? '', {
           verb: 'read',
           listPrefix: prefix,
         });
+        const range = listRangeOf(bucket, exchange.query, listTokens);
+        await freshenForList(store, services.engine, bucket, range);
         exchange.send(
           200,
           { 'Content-Type': 'application/json' },
@@ -599,6 +601,22 @@ export function objectHeaders(
   for (const [name, value] of Object.entries(version.metadata))
     headers[`X-Service-Meta-${name}`] = value;
   return headers;
+}
+
+/** The keys a listing's page is drawn from: what a cluster member makes current first. */
+function listRangeOf(
+  bucket: BucketRecord,
+  query: URLSearchParams,
+  tokens: ListTokens,
+): { prefix: string; after: string | undefined; limit: number } {
+  const prefix = keyQuery(query, 'prefix') ?? '';
+  const delimiter = keyQuery(query, 'delimiter') ?? '';
+  const token = query.get('continuationToken');
+  const after = token
+    ? tokens.decode({ bucketId: bucket.id, prefix, delimiter }, token)
+    : undefined;
+  const limit = parsePageSize(query.get('maxKeys'), 'maxKeys', LIST_KEYS_MAX);
+  return { prefix, after: after?.value, limit };
 }
 
 /**

@@ -98,10 +98,14 @@ export function authenticateS3(exchange: Exchange, services: S3Services): S3Prin
   });
   if (!verified) throw s3Error('SignatureDoesNotMatch');
   const mode = payloadModeOf(exchange, payloadHash, { key, claim });
-  // uWS delivers no body at all when there is none: an empty payload is checked here.
+  // uWS delivers no body at all when there is none: an empty payload is checked here. A body
+  // in HTTP chunked transfer coding has no Content-Length and is not empty (uWS decodes it; an
+  // upload refuses it as AWS does, MissingContentLength, since its size must be known first).
   const length = exchange.header('content-length');
+  const chunked = exchange.header('transfer-encoding') !== undefined;
   if (
     mode.kind === 'sha256' &&
+    !chunked &&
     (length === undefined || length === '0') &&
     mode.hex !== EMPTY_SHA256
   )

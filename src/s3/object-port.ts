@@ -103,6 +103,8 @@ export interface S3ObjectStore extends Partial<S3ObjectStoreMore> {
   resolveRead(request: S3Request, input: ReadInput): ResolvedRead;
   /** On a cluster member, first makes this node's copy current (undefined: nothing to do). */
   freshen?(request: S3Request, input: ReadInput): Promise<void> | undefined;
+  /** On a cluster member, first makes this node's copy of a listing's page current. */
+  freshenList?(request: S3Request, input: ListInput): Promise<void> | undefined;
   /** Streams the resolved bytes with `headers`; settles when the response is complete. */
   sendBody(
     request: S3Request,

@@ -14,8 +14,8 @@
 import { s3IdHeaders, type S3Request, type S3Services } from './api.js';
 import { payloadCheckOf } from './auth.js';
 import { bucketFor } from './buckets.js';
-import { freshenForRead } from '../service/cluster-read.js';
-import { s3Error } from './errors.js';
+import { freshenForList, freshenForRead } from '../service/cluster-read.js';
+import { s3Error, s3ErrorOf } from './errors.js';
 import type {
   CopyInput,
   CopyOutcome,
@@ -40,7 +40,7 @@ import {
 } from '../engine/index/schema.js';
 import { validateObjectKey } from '../security/names.js';
 import { contextOf } from '../service/context.js';
-import { ObjectService } from '../service/objects.js';
+import { ObjectService, type DeleteResult } from '../service/objects.js';
 import { checkReadConditions, partToServe, rangeToServe, resolveForRead } from '../service/read.js';
 import { isLightwellError } from '../util/errors.js';
 import { listObjectEntries } from '../service/list.js';
@@ -140,6 +140,12 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
     return freshenForRead(services.store, services.engine, bucket, input.key, input.versionId);
   }
 
+  function freshenList(request: S3Request, input: ListInput): Promise<void> | undefined {
+    const bucket = bucketFor(request, { verb: 'read', listPrefix: input.prefix });
+    const range = { prefix: input.prefix, after: input.after, limit: input.maxKeys };
+    return freshenForList(services.store, services.engine, bucket, range);
+  }
+
   function resolveRead(request: S3Request, input: ReadInput): ResolvedRead {
     const bucket = bucketFor(request, { verb: 'read', key: input.key });
     const version = resolveForRead(services.store, bucket, input.key, input.versionId);
@@ -183,11 +189,21 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
       { bucket: bucket.name, key: input.key },
       input.bypassGovernance === true,
     );
-    const result = await objects.deleteObject(
-      ctx,
-      { bucket, key: input.key, versionId: input.versionId, conditions: {}, bypassGovernance },
-      204,
-    );
+    let result: DeleteResult;
+    try {
+      result = await objects.deleteObject(
+        ctx,
+        { bucket, key: input.key, versionId: input.versionId, conditions: {}, bypassGovernance },
+        204,
+      );
+    } catch (error) {
+      // S3's deletes are idempotent: a version that is not there (never was, or a concurrent
+      // delete took it) is deleted, and AWS answers 204 naming it.
+      const code = s3ErrorOf(error, { bucket: bucket.name, key: input.key }).code;
+      if (input.versionId === null || (code !== 'NoSuchVersion' && code !== 'NoSuchKey'))
+        throw error;
+      return { versionId: input.versionId, deleteMarker: false };
+    }
     return {
       versionId: bucket.versioning === 'Unversioned' ? undefined : result.versionId,
       deleteMarker: result.deleteMarker === true,
@@ -290,6 +306,7 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
     multipart: serviceMultipartStore(services, objects),
     resolveRead,
     freshen,
+    freshenList,
     listVersions,
     sendBody,
     delete: remove,

@@ -268,7 +268,7 @@ function listQuery(request: S3Request): ListQuery {
   };
 }
 
-function listObjectsV2(request: S3Request): void {
+async function listObjectsV2(request: S3Request): Promise<void> {
   const store = objectStoreOf(request);
   const list = listQuery(request);
   const query = request.exchange.query;
@@ -277,6 +277,7 @@ function listObjectsV2(request: S3Request): void {
   // An empty token is no token (the first page), echoed back as sent, as S3 and RGW do.
   const after =
     continuation !== undefined && continuation !== '' ? afterToken(continuation) : startAfter;
+  await store.freshenList?.(request, { ...list, after });
   const page = store.list(request, { ...list, after });
   const body = listObjectsV2Xml({
     ...list,
@@ -291,11 +292,13 @@ function listObjectsV2(request: S3Request): void {
   request.send(200, { 'Content-Type': 'application/xml' }, body);
 }
 
-function listObjectsV1(request: S3Request): void {
+async function listObjectsV1(request: S3Request): Promise<void> {
   const store = objectStoreOf(request);
   const list = listQuery(request);
   const marker = request.exchange.queryParam('marker') ?? '';
-  const page = store.list(request, { ...list, after: marker === '' ? undefined : marker });
+  const input = { ...list, after: marker === '' ? undefined : marker };
+  await store.freshenList?.(request, input);
+  const page = store.list(request, input);
   const body = listObjectsV1Xml({
     ...list,
     isTruncated: page.isTruncated,

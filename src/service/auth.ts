@@ -31,8 +31,10 @@ import {
   unwrapTenantKey,
   dedupKey,
   openSecret,
+  PURPOSE_LIST_TOKEN,
   PURPOSE_NATIVE_TOKEN,
   PURPOSE_SECRET_SEAL,
+  PURPOSE_SIGNED_URL,
 } from '../security/keys.js';
 import {
   verifyNativeToken,
@@ -50,6 +52,25 @@ import { Unauthorized, Forbidden, Unavailable, isLightwellError } from '../util/
 import { BASIC_CHALLENGE } from '../http/exchange.js';
 import type { TenantKeyMaterial } from '../workers/protocol.js';
 import { ownBytes } from '../util/buffer-pool.js';
+import {
+  clusterPaths,
+  readClusterSecret,
+  readClusterSecretSync,
+  readJoinSecretSync,
+} from '../cluster/node-state.js';
+
+/**
+ * What a cluster member signs under a key of the cluster secret (`cluster-<purpose>`) instead of
+ * its master key, so that it is good on every member: bearer tokens, listing continuation
+ * tokens and signed URLs.
+ */
+const CLUSTER_PURPOSES: readonly string[] = [
+  PURPOSE_NATIVE_TOKEN,
+  PURPOSE_LIST_TOKEN,
+  PURPOSE_SIGNED_URL,
+];
+/** How often a node waiting to be joined looks for its cluster secret. */
+const CLUSTER_LOOK_MS = 2_000;
 
 export interface Principal {
   readonly accessKeyId: string;
@@ -78,6 +99,8 @@ export class Authenticator {
   private readonly scopes = new Map<string, Scope>();
   private readonly tenantKeys = new Map<string, { material: TenantKeyMaterial; wrapped: Buffer }>();
   private readonly tokens = new Map<string, NativeTokenPayload>();
+  /** Bearer tokens are signed under the cluster's key (`followCluster`). */
+  private clustered = false;
   private readonly secrets = new Map<string, { sealed: Buffer; secret: string }>();
 
   constructor(
@@ -90,6 +113,32 @@ export class Authenticator {
     this.masterCheck = masterKeyCheckOf(this.masterKey);
     this.tokenKey = this.purposeKey(PURPOSE_NATIVE_TOKEN);
     this.sealKey = this.purposeKey(PURPOSE_SECRET_SEAL);
+    this.followCluster();
+  }
+
+  /**
+   * In a cluster, tokens are signed under keys of the cluster secret (CLUSTER_PURPOSES) instead
+   * of this node's master key, so a token minted on one member is good on every member
+   * (docs/cluster.md §6). The keys' bytes are replaced in place, as a master-key rotation
+   * replaces them, so every holder of `purposeKey(…)` (the ingest stream, say) follows. A node waiting to
+   * be joined looks again every few seconds until it is a member; a single node never looks
+   * again.
+   */
+  private followCluster(): void {
+    const paths = clusterPaths(this.paths.root);
+    const secret = readClusterSecretSync(paths);
+    if (secret !== undefined) {
+      this.useClusterSecret(secret);
+      return;
+    }
+    if (readJoinSecretSync(paths) === undefined) return;
+    const look = (): void => {
+      readClusterSecret(paths).then(
+        (found) => this.useClusterSecret(found),
+        () => setTimeout(look, CLUSTER_LOOK_MS).unref(),
+      );
+    };
+    setTimeout(look, CLUSTER_LOOK_MS).unref();
   }
 
   /**
@@ -103,6 +152,13 @@ export class Authenticator {
       this.purposeKeys.set(purpose, key);
     }
     return key;
+  }
+
+  private useClusterSecret(secret: Buffer): void {
+    for (const purpose of CLUSTER_PURPOSES)
+      deriveKey(secret, `cluster-${purpose}`).copy(this.purposeKey(purpose));
+    this.clustered = true;
+    this.tokens.clear();
   }
 
   /**
@@ -129,7 +185,9 @@ export class Authenticator {
     if (!recorded || !check.equals(recorded.check)) return; // not (yet) the recorded key
     this.masterKey = key;
     this.masterCheck = check;
-    for (const [purpose, derived] of this.purposeKeys) deriveKey(key, purpose).copy(derived);
+    for (const [purpose, derived] of this.purposeKeys)
+      if (!(this.clustered && CLUSTER_PURPOSES.includes(purpose)))
+        deriveKey(key, purpose).copy(derived);
     this.tokens.clear();
     this.tenantKeys.clear();
   }

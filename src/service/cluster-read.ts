@@ -1,12 +1,13 @@
 // Reads on a cluster member (docs/cluster.md §8): before a read resolves the current version of
 // a key, the node's engine makes its copy as new as a majority of the key's replicas hold
 // (cluster/replication.ts). A single node, which has no cluster revision in its index, skips
-// this at the cost of one local read.
+// this at the cost of one local read. Listings likewise make a page's range current first.
 
 import type { IndexStore } from '../engine/index/store.js';
 import type { EngineClient } from '../engine/protocol.js';
 import { DB, type BucketRecord } from '../engine/index/schema.js';
 import { META_CLUSTER_REVISION } from '../engine/command-router.js';
+import { LIST_FRESHEN_KEYS_MAX } from '../cluster/listing.js';
 
 /** Undefined when nothing is to be done (a single node, or a version named by its id). */
 export function freshenForRead(
@@ -19,5 +20,29 @@ export function freshenForRead(
   if (versionId !== null || !store.has(DB.meta, META_CLUSTER_REVISION)) return undefined;
   return engine
     .call('clusterFreshen', { tenantId: bucket.tenantId, bucket: bucket.name, key })
+    .then(() => store.refresh());
+}
+
+/**
+ * Before a page of a listing on a cluster member: the engine makes this node's copy of the
+ * page's range of keys as new as a majority of the bucket's replicas hold it
+ * (cluster/listing.ts). Undefined on a single node.
+ */
+export function freshenForList(
+  store: IndexStore,
+  engine: EngineClient,
+  bucket: BucketRecord,
+  range: { prefix: string; after: string | undefined; limit: number },
+): Promise<void> | undefined {
+  if (!store.has(DB.meta, META_CLUSTER_REVISION) || range.limit < 1) return undefined;
+  return engine
+    .call('clusterFreshenList', {
+      tenantId: bucket.tenantId,
+      bucket: bucket.name,
+      prefix: range.prefix,
+      ...(range.after === undefined ? {} : { after: range.after }),
+      // One key past the page, so that this node knows whether the page is truncated.
+      limit: Math.min(range.limit, LIST_FRESHEN_KEYS_MAX - 1) + 1,
+    })
     .then(() => store.refresh());
 }

@@ -1,5 +1,5 @@
 // The native API of one cluster node as the cluster tests use it: a client of a tenant's key
-// that logs in on its node (bearer tokens are per node), PUTs and GETs objects of bucket `data`;
+// that logs in on its node (a token is good on every member), PUTs and GETs objects of bucket `data`;
 // and the tenant `acme` with an account and a key, made through a node's admin API.
 import { waitFor, type KitNode } from './kit.js';
 

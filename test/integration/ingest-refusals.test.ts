@@ -109,6 +109,16 @@ t.test('refusals', async (t) => {
     },
   );
 
+  t.test('the 101 of the upgrade carries X-Request-Id, as every answer does', async (t) => {
+    const socket = new WebSocket(url, { perMessageDeflate: false });
+    const upgrade = await new Promise<{ headers: Record<string, unknown> }>((resolve, reject) => {
+      socket.once('upgrade', resolve);
+      socket.once('error', reject);
+    });
+    t.match(upgrade.headers['x-request-id'], /^[A-Za-z0-9_-]{10,}$/);
+    socket.close();
+  });
+
   t.test('a frame over the limit: 1009', async (t) => {
     const raw = new Raw(url);
     const welcome = await raw.hello(data.token);

@@ -118,6 +118,19 @@ t.test('serve on port 0 with two listener threads, and a new store is announced'
     });
     t.equal(answer.status, 200, `request ${index}`);
   }
+  // The node's address in the membership is the admin port bound, not the `:0` asked for.
+  const adminPort = /admin listener ready on http:\/\/127\.0\.0\.1:(\d+)/.exec(serve.stdout)?.[1];
+  const minted = await run(
+    CLI,
+    ['admin-token', 'create', '--role', 'viewer', '--data-dir', dataDir],
+    'admin-token create',
+  );
+  const token = minted.stdout.trim().split('\n').at(-1) ?? '';
+  const membership = await fetch(
+    `http://127.0.0.1:${String(adminPort)}/admin/api/v1/cluster/consensus/membership`,
+    { headers: { authorization: `Bearer ${token}` } },
+  );
+  t.match(await membership.json(), { members: [{ address: `127.0.0.1:${String(adminPort)}` }] });
   t.equal(await stop(serve), 0, 'stops cleanly');
   t.match(serve.stderr, `lightwell: created a new, empty data directory at ${dataDir}`);
   t.match(serve.stderr, /"level":40.*created a new, empty data directory/, 'and a log record');

@@ -106,6 +106,36 @@ t.test('bad S3 input is refused with nothing committed', async (t) => {
   t.match(wrongHash.text, /<Code>XAmzContentSHA256Mismatch<\/Code>/);
   t.notMatch(await versioning(), /Enabled/, 'a wrong payload hash commits nothing');
 
+  // An upload in HTTP chunked transfer coding has no Content-Length: refused as AWS does (411
+  // MissingContentLength), not as a payload-hash mismatch, and nothing is stored.
+  const bar = Buffer.from('bar');
+  const chunkedSigned = await signer.sign({
+    method: 'PUT',
+    protocol: 'http:',
+    hostname: origin.hostname,
+    port: Number(origin.port),
+    path: '/guarded/chunked',
+    query: {},
+    headers: {
+      host: origin.host,
+      'x-amz-content-sha256': createHash('sha256').update(bar).digest('hex'),
+    },
+  });
+  const unsized = await fetch(`${origin.origin}/guarded/chunked`, {
+    method: 'PUT',
+    headers: chunkedSigned.headers,
+    body: new ReadableStream({
+      start(controller) {
+        controller.enqueue(bar);
+        controller.close();
+      },
+    }),
+    duplex: 'half',
+  });
+  t.equal(unsized.status, 411, 'a chunked upload without Content-Length');
+  t.match(await unsized.text(), /<Code>MissingContentLength<\/Code>/);
+  t.equal((await send({ method: 'HEAD', path: '/guarded/chunked' })).status, 404, 'nothing stored');
+
   const huge = Buffer.from(`<VersioningConfiguration>${' '.repeat(3 * 1024 * 1024)}`);
   const oversized = await send({
     method: 'PUT',

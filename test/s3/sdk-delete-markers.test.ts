@@ -1,7 +1,9 @@
 // Goal: reads that meet a delete marker answer as S3 does: GetObject and HeadObject of a key whose
 // latest version is a delete marker are 404 `NoSuchKey` with `x-amz-delete-marker: true` and the
 // marker's `x-amz-version-id`; naming the marker by its version id is 405 `MethodNotAllowed` with
-// the same two headers and `Allow: DELETE`; an older version still reads.
+// the same two headers and `Allow: DELETE`; an older version still reads. Deletes are idempotent:
+// deleting a version that is gone (twice, or concurrently) is 204 naming it, one by one and in
+// a DeleteObjects batch, as AWS answers.
 // Method: a real `lightwell serve`, a tenant made through the admin API, @aws-sdk/client-s3; the
 // refusals' headers read from the SDK's raw response.
 import t from 'tap';
@@ -12,6 +14,7 @@ import {
   GetObjectCommand,
   HeadObjectCommand,
   DeleteObjectCommand,
+  DeleteObjectsCommand,
   S3ServiceException,
 } from '@aws-sdk/client-s3';
 import { s3ClientFor } from '../helpers/s3-sdk.js';
@@ -86,4 +89,28 @@ t.test('reads that meet a delete marker', async (t) => {
   t.equal(await old.Body?.transformToString(), 'kept', 'the older version still reads');
   const plain = await refusalOf(s3.send(new GetObjectCommand({ Bucket, Key: 'never' })));
   t.equal(plain.headers['x-amz-delete-marker'], undefined, 'a key never written: no marker');
+
+  const gone = await s3.send(new PutObjectCommand({ Bucket, Key: 'twice', Body: 'x' }));
+  const VersionId = gone.VersionId ?? '';
+  await s3.send(new DeleteObjectCommand({ Bucket, Key: 'twice', VersionId }));
+  const again = await s3.send(new DeleteObjectCommand({ Bucket, Key: 'twice', VersionId }));
+  t.equal(again.$metadata.httpStatusCode, 204, 'a version already deleted: 204');
+  t.equal(again.VersionId, VersionId, 'naming it');
+  const batch = await s3.send(
+    new DeleteObjectsCommand({
+      Bucket,
+      Delete: {
+        Objects: [
+          { Key: 'twice', VersionId },
+          { Key: 'never', VersionId },
+        ],
+      },
+    }),
+  );
+  t.same(
+    (batch.Deleted ?? []).map((entry) => entry.Key),
+    ['twice', 'never'],
+    'in a batch, both reported deleted',
+  );
+  t.equal(batch.Errors, undefined, 'and no error');
 });

@@ -22,6 +22,8 @@ export interface EngineContext {
    * `nextCounter` of each answers it, once, instead of the local counter.
    */
   readonly reserved?: { [K in keyof Counters]?: number | undefined };
+  /** A replica's multipart upload takes the id its coordinator chose (docs/cluster.md §8). */
+  readonly uploadId?: string;
 }
 
 const initialCounters: Counters = {

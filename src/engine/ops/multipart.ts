@@ -157,7 +157,7 @@ export function createMultipartUpload(
   newVersionLock(context, bucket, args.lock);
   const sse = newVersionSse(bucket, args.sse);
   const upload: MultipartUploadRecord = {
-    uploadId: newUploadId(context.now()),
+    uploadId: context.uploadId ?? newUploadId(context.now()),
     tenantId: tenant.id,
     bucketId: bucket.id,
     bucket: bucket.name,

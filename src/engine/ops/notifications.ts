@@ -183,7 +183,8 @@ function activeBucket(context: EngineContext, tenantId: string, name: string): B
   return bucket;
 }
 
-function secretAad(tenantId: string, bucketId: number, configId: string): string {
+/** The AAD of a config's sealed signing secret (a cluster member reseals it, shared-state.ts). */
+export function secretAad(tenantId: string, bucketId: number, configId: string): string {
   return `webhook:${tenantId}:${bucketId}:${configId}`;
 }
 

@@ -221,6 +221,8 @@ export interface PutObjectArgs {
   lock?: NewVersionLock;
   tags?: ObjectTag[];
   sse?: ServerSideEncryption;
+  /** A completed upload's part sizes, kept when a cluster member copies the version. */
+  partSizes?: number[];
 }
 
 export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVersionRecord {
@@ -266,6 +268,7 @@ export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVe
   };
   if (args.headers !== undefined) version.headers = args.headers;
   if (args.tags !== undefined && args.tags.length > 0) version.tags = args.tags;
+  if (args.partSizes !== undefined) version.partSizes = args.partSizes;
   Object.assign(version, locked);
   writeVersion(context, { tenant, bucket, version, usage, existingNull: existingNull ?? null });
   saveUsage(context, usage);

@@ -1,0 +1,203 @@
+// The writes of a member beyond PUT and DELETE (docs/cluster.md §8, "Other writes"): multipart
+// uploads, copies, object tags, retention and legal holds. Each runs here first, as on a single
+// node (its rules, conditions and audit row), then on a majority of the bucket's replicas before
+// it is acknowledged; fewer is 503 `unavailable`, as for a PUT.
+//
+// - Commands whose effect is the same wherever their inputs are (create/abort an upload, a part,
+//   tags, retention, legal hold) run again on each replica with what the coordinator chose: the
+//   upload id, the time, and a part's chunk records (sent first, verified and fsync'ed by the
+//   replica, as a PUT's are). A replica runs them without caller, conditions, idempotency or audit.
+// - A metadata change names the version the coordinator changed (its id and sequence). A replica
+//   that does not hold that version yet answers `behind`; it is then sent the changed version
+//   whole, as a repair sends it, so it ends with the same record.
+// - A completed upload runs `completeMultipartUpload` on each replica with the coordinator's
+//   sequence, so the version agrees everywhere. A replica that cannot (it missed a part while it
+//   was down) is sent the completed version whole, then the upload is aborted there.
+// - A copy's source may live on other replicas than its destination, so a copy is never re-run:
+//   the new version is sent whole (its chunk records, then its manifest), as a repair sends it.
+// - Bucket notification configurations are bucket configuration, so they are cluster-wide records
+//   in etcd (shared-state.ts), not replicated here.
+
+import type { LocalEngine } from '../engine/command-router.js';
+import {
+  type BucketRecord,
+  type MultipartUploadRecord,
+  type ObjectVersionRecord,
+  type TenantRecord,
+} from '../engine/index/schema.js';
+import { findVersionIn } from '../engine/ops/objects.js';
+import type { ManifestChunk } from '../engine/ops/objects.js';
+import { BadRequest, isLightwellError } from '../util/errors.js';
+import type { DataHandler } from './data-transport.js';
+import type { Replicator } from './replication.js';
+
+/** Commands that run again, as they are, on every replica. */
+const RERUN: ReadonlySet<string> = new Set([
+  'createMultipartUpload',
+  'uploadPart',
+  'abortMultipartUpload',
+  'putObjectTags',
+  'putRetention',
+  'putLegalHold',
+]);
+/** Changes of an existing version's metadata. */
+const METADATA: ReadonlySet<string> = new Set(['putObjectTags', 'putRetention', 'putLegalHold']);
+
+/** The engine commands this module replicates. */
+export const REPLICATED_COMMANDS: ReadonlySet<string> = new Set([
+  ...RERUN,
+  'completeMultipartUpload',
+  'copyObject',
+]);
+
+const COMMAND_PATH = '/cluster/v1/data/command';
+
+interface Rerun {
+  name: string;
+  args: Record<string, unknown>;
+  now: number;
+  seq?: number;
+  uploadId?: string;
+  /** A metadata change's version: `{versionId, seq}` as the coordinator changed it. */
+  version?: { versionId: string; seq: number };
+}
+
+export class CommandReplicator {
+  constructor(
+    private readonly replicator: Replicator,
+    private readonly local: LocalEngine,
+  ) {}
+
+  handlers(): Map<string, DataHandler> {
+    return new Map<string, DataHandler>([
+      [COMMAND_PATH, this.replicator.admitted((body) => this.accept(body))],
+    ]);
+  }
+
+  /** Runs `name` here, then on a majority of the bucket's replicas (see the header). */
+  async run(name: string, args: Record<string, unknown>): Promise<unknown> {
+    const { replicator } = this;
+    replicator.requireQuorum();
+    const now = Date.now();
+    const { tenant, bucket } = replicator.bucketOf(args);
+    const producesVersion = name === 'completeMultipartUpload' || name === 'copyObject';
+    const seq = producesVersion ? replicator.nextSeq() : undefined;
+    const result = await this.local.runLocal(name, args, {
+      now,
+      ...(seq === undefined ? {} : { reserved: { nextSeq: seq } }),
+    });
+    if (name === 'copyObject') {
+      await replicator.toReplicas(bucket, async (address) => {
+        await replicator.copyVersion(address, tenant, bucket, result as ObjectVersionRecord);
+      });
+      return result;
+    }
+    const rerun: Rerun = { name, args: replicaArgs(args), now };
+    if (seq !== undefined) rerun.seq = seq;
+    // A part's chunk records go first; its manifest names them by id.
+    const records = name === 'uploadPart' ? (args['chunks'] as ManifestChunk[]) : [];
+    if (name === 'uploadPart')
+      rerun.args['chunks'] = records.map((chunk) => ({
+        id: chunk.id,
+        plainLength: chunk.plainLength,
+      }));
+    if (name === 'createMultipartUpload')
+      rerun.uploadId = (result as MultipartUploadRecord).uploadId;
+    if (METADATA.has(name)) {
+      const version = result as ObjectVersionRecord;
+      rerun.version = { versionId: version.versionId, seq: version.seq };
+      rerun.args['versionId'] = version.versionId;
+    }
+    await replicator.toReplicas(bucket, (address) =>
+      this.send(address, { tenant, bucket, rerun, records, result }),
+    );
+    return result;
+  }
+
+  private async send(
+    address: string,
+    to: {
+      tenant: TenantRecord;
+      bucket: BucketRecord;
+      rerun: Rerun;
+      records: readonly ManifestChunk[];
+      result: unknown;
+    },
+  ): Promise<void> {
+    const { replicator } = this;
+    const { tenant, bucket, rerun } = to;
+    if (to.records.length > 0) await replicator.sendRecords(address, tenant, to.records);
+    const answer = await replicator.call(address, 'command', { ...rerun });
+    if (answer['applied'] === true) return;
+    // The replica lacks what the command needs (see the header): it gets the version whole.
+    const version = to.result as ObjectVersionRecord;
+    await replicator.copyVersion(address, tenant, bucket, version);
+    if (rerun.name === 'completeMultipartUpload')
+      await replicator.call(address, 'command', {
+        name: 'abortMultipartUpload',
+        args: rerun.args,
+        now: rerun.now,
+      });
+  }
+
+  // ---- the replica's side -------------------------------------------------------------------
+
+  private async accept(body: Record<string, unknown>): Promise<Record<string, unknown>> {
+    const name = body['name'];
+    const args = body['args'];
+    const now = body['now'];
+    if (typeof name !== 'string' || !(RERUN.has(name) || name === 'completeMultipartUpload'))
+      throw BadRequest('command names a replicated command');
+    if (args === null || typeof args !== 'object' || Array.isArray(args) || typeof now !== 'number')
+      throw BadRequest('command takes {name, args, now}');
+    const run = args as Record<string, unknown>;
+    const { tenant, bucket } = this.replicator.bucketOf(run);
+    if (METADATA.has(name) && !this.holds(bucket, run, body['version'])) return { applied: false };
+    let chunks: ManifestChunk[] | undefined;
+    if (name === 'uploadPart') {
+      chunks = this.replicator.located(tenant.num, run['chunks']);
+      run['chunks'] = chunks;
+    }
+    const seq = body['seq'];
+    const uploadId = body['uploadId'];
+    try {
+      await this.local.runLocal(name, run, {
+        now,
+        ...(typeof seq === 'number' ? { reserved: { nextSeq: seq } } : {}),
+        ...(typeof uploadId === 'string' ? { uploadId } : {}),
+      });
+    } catch (error) {
+      if (!isLightwellError(error) || error.status >= 500) throw error;
+      // An abort of an upload this replica never had, or already completed, is done.
+      if (name === 'abortMultipartUpload' && error.code === 'not_found') return { applied: true };
+      if (name === 'completeMultipartUpload') return { applied: false };
+      throw error;
+    }
+    if (chunks !== undefined) this.replicator.forget(tenant.num, chunks);
+    return { applied: true };
+  }
+
+  /** Whether this replica holds the version a metadata change names, as new as it was. */
+  private holds(bucket: BucketRecord, args: Record<string, unknown>, named: unknown): boolean {
+    const version = named as { versionId?: unknown; seq?: unknown } | undefined;
+    if (typeof version?.versionId !== 'string' || typeof version.seq !== 'number')
+      throw BadRequest('a metadata change names its version');
+    this.local.store.refresh();
+    const held = findVersionIn(this.local.store, bucket.id, String(args['key']), version.versionId);
+    return held !== undefined && held.seq >= version.seq;
+  }
+}
+
+/** A command's arguments as a replica runs them: no caller, conditions, idempotency or audit. */
+function replicaArgs(args: Record<string, unknown>): Record<string, unknown> {
+  const {
+    caller: _caller,
+    idempotency: _idempotency,
+    audit: _audit,
+    ifMatch: _ifMatch,
+    ifNoneMatch: _ifNoneMatch,
+    ifUnmodifiedSince: _ifUnmodifiedSince,
+    ...rest
+  } = args;
+  return rest;
+}
