@@ -14,12 +14,12 @@
 // fifth of a core taken from the service under test), so PSS is sampled once a second and at
 // the window's ends, while CPU and RSS keep the short interval.
 //
-// The figure the service's memory bound is checked against is a third one, the tree's RSS with
-// shared file pages counted once (`onceBytes`): each process's own pages (RssAnon + RssShmem
-// from /proc/<pid>/status, as cheap to read as VmRSS) summed, plus the largest RssFile of any
-// one process. Every process maps the same files (node's binary, the LMDB index), so the
-// largest one's file pages stand for the file pages of all; the sum of VmRSS would count the
-// index once per process, and grows with the index, not with what the service holds.
+// The figures the service's memory bound is checked against (docs/benchmarks.md, "How the RSS
+// of several processes is summed"): the processes' own pages (RssAnon + RssShmem from
+// /proc/<pid>/status, as cheap to read as VmRSS) summed, `ownBytes`; and beside it the same with
+// the largest RssFile of any one process added, `onceBytes`, the RSS sum with shared file pages
+// counted once (every process maps the same files, node's binary and the LMDB index, whose
+// pages are the page cache of the index and grow with it, not with what the service holds).
 
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -30,7 +30,8 @@ export interface TreeSample {
   readonly rssBytes: number;
   /** Null where the kernel has no smaps_rollup. */
   readonly pssBytes: number | null;
-  /** RSS with shared file pages once (see the header). */
+  /** The processes' own pages summed, and that with shared file pages once (the header). */
+  readonly ownBytes: number;
   readonly onceBytes: number;
 }
 
@@ -38,7 +39,8 @@ export interface TreeWindow {
   readonly cpuSeconds: number;
   readonly peakRssBytes: number;
   readonly peakPssBytes: number | null;
-  /** The peak of `TreeSample.onceBytes`. */
+  /** The peaks of `TreeSample.ownBytes` and `onceBytes`. */
+  readonly peakOwnBytes: number;
   readonly peakOnceBytes: number;
   readonly processesMax: number;
 }
@@ -166,6 +168,7 @@ export function sampleProcessTree(root: number, withPss = true): TreeSample | nu
     cpuSeconds: ticks / ticksPerSecond(),
     rssBytes,
     pssBytes: withPss ? pssBytes : null,
+    ownBytes,
     onceBytes: ownBytes + fileBytesMax,
   };
 }
@@ -179,6 +182,7 @@ export class TreeMonitor {
   private lastCpu = 0;
   private peakRss = 0;
   private peakPss: number | null = 0;
+  private peakOwn = 0;
   private peakOnce = 0;
   private processesMax = 0;
   private pssSampledAt = 0;
@@ -196,6 +200,7 @@ export class TreeMonitor {
     this.lastCpu = this.startCpu;
     this.peakRss = sample?.rssBytes ?? 0;
     this.peakPss = sample ? sample.pssBytes : 0;
+    this.peakOwn = sample?.ownBytes ?? 0;
     this.peakOnce = sample?.onceBytes ?? 0;
     this.processesMax = sample?.processes ?? 0;
     this.pssSampledAt = performance.now();
@@ -211,6 +216,7 @@ export class TreeMonitor {
       cpuSeconds: Math.max(0, this.lastCpu - this.startCpu),
       peakRssBytes: this.peakRss,
       peakPssBytes: this.peakPss,
+      peakOwnBytes: this.peakOwn,
       peakOnceBytes: this.peakOnce,
       processesMax: this.processesMax,
     };
@@ -225,6 +231,7 @@ export class TreeMonitor {
     // A restarted child loses its own time from the tree until it is reaped: never go back.
     this.lastCpu = Math.max(this.lastCpu, sample.cpuSeconds);
     this.peakRss = Math.max(this.peakRss, sample.rssBytes);
+    this.peakOwn = Math.max(this.peakOwn, sample.ownBytes);
     this.peakOnce = Math.max(this.peakOnce, sample.onceBytes);
     if (withPss)
       this.peakPss =
