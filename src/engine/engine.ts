@@ -37,6 +37,8 @@ import {
 import { componentLogger, type Logger } from '../util/log.js';
 import type { Settings } from '../util/config.js';
 import type { EngineContext } from './ops/context.js';
+import * as accessLog from './ops/access-log.js';
+import * as ownership from './ops/ownership.js';
 import * as control from './ops/control.js';
 import * as objects from './ops/objects.js';
 import * as segments from './ops/segments.js';
@@ -128,6 +130,9 @@ export const operations: Readonly<Record<string, Op>> = {
   setScrubSchedule,
   putBucketLifecycle: lifecycle.putBucketLifecycle,
   deleteBucketLifecycle: lifecycle.deleteBucketLifecycle,
+  setBucketLogging: accessLog.setBucketLogging,
+  deliverAccessLog: accessLog.deliverAccessLog,
+  setBucketOwnership: ownership.setBucketOwnership,
 };
 
 type ReadOp = (context: EngineContext, args: never) => Promise<unknown>;

@@ -19,6 +19,7 @@ import { claimPublicPort } from './port-claim.js';
 import type { Route } from '../http/router.js';
 import { listen, type Handler, type Listener } from '../http/server.js';
 import { API_PREFIX, publicApis } from './public-apis.js';
+import { AccessLogDelivery } from '../service/bucket-logging.js';
 import { openApiDocument } from '../http/openapi.js';
 import { readyzRoute } from '../http/readiness.js';
 import {
@@ -411,6 +412,15 @@ export async function startListener(options: {
     }),
   );
   const audit = new AuditSink(engine, componentLogger('gateway.audit'));
+  // S3 bucket logging's deliverer: one per gateway process, on its first listener.
+  const logDelivery =
+    options.listener === 0
+      ? new AccessLogDelivery({
+          ...services,
+          log: componentLogger('gateway.access-log'),
+          flushMs: settings.duration('logging.flush_interval'),
+        }).start()
+      : undefined;
   let ingest: IngestServer | undefined;
   // Process figures once a process: on the first listener's thread.
   const registry = processRegistry('gateway', options.listener === 0);
@@ -456,6 +466,7 @@ export async function startListener(options: {
       // (stopped with this process), they fail at once, and the engine's next start recovers
       // the segments (src/engine/segments/recovery.ts).
       engine.stopWaiting();
+      await logDelivery?.stop();
       await ingest?.close(settings.duration('shutdown.grace'));
       await listener.close(settings.duration('shutdown.grace'));
       // Only now: the requests that drained until here went on reporting their pins.

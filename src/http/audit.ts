@@ -54,6 +54,7 @@ export function auditRowOf(exchange: AuditedRequest, status: number): AuditInput
   if (audit.tenantId !== undefined) row.tenantId = audit.tenantId;
   if (audit.reason !== undefined) row.reason = audit.reason;
   if (audit.dryRun) row.dryRun = true;
+  if (audit.accessLog !== undefined) row.accessLog = audit.accessLog(status);
   // Bounded here too, not only where the engine stores it: a batch of rows carrying whole
   // 64 KiB URLs could outgrow an engine frame.
   return boundedAuditRow(row);

@@ -7,6 +7,7 @@
 // error-answer.ts and the renderer of the API the path is mounted on, with `X-Request-Id` on
 // them as on every response.
 
+import type { AccessLogInput } from '../engine/ops/access-log.js';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { isUtf8 } from 'node:buffer';
 import { randomBytes } from 'node:crypto';
@@ -96,6 +97,8 @@ export interface AuditContext {
   dryRun?: boolean;
   /** The row went to the engine with the mutation; the sink skips it. */
   written?: boolean;
+  /** S3 bucket logging: the request's access-log record, made when the row is (its status). */
+  accessLog?: (status: number) => AccessLogInput;
 }
 
 /**

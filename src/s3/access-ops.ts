@@ -47,6 +47,8 @@ import {
 import { resolveForRead } from '../service/read.js';
 import { isLightwellError } from '../util/errors.js';
 import type { ObjectRepresentation } from './object-headers.js';
+import { checkAclsEnabled, writeOwnerOf } from './ownership.js';
+import { aclsDisabled } from '../service/ownership.js';
 
 const ACL_XML_BYTES_MAX = 64 * 1024;
 
@@ -213,6 +215,7 @@ async function putBucketAcl(request: S3Request): Promise<void> {
   request.requirePrincipal();
   const body = readBody(request, ACL_XML_BYTES_MAX);
   const bucket = bucketFor(request, { verb: 'admin' });
+  checkAclsEnabled(bucket);
   const { owner } = bucketByName(request.services.store, bucket.name);
   const acl = await requestedAcl(request, body, bucket.tenantId, bucket.tenantId);
   checkGrantees(request, acl);
@@ -247,6 +250,7 @@ async function putObjectAcl(request: S3Request): Promise<void> {
   const body = readBody(request, ACL_XML_BYTES_MAX);
   const { key, versionId } = objectTarget(request);
   const bucket = bucketFor(request, { verb: 'admin', key });
+  checkAclsEnabled(bucket);
   const { owner } = bucketByName(request.services.store, bucket.name);
   const version = resolveForRead(request.services.store, bucket, key, versionId);
   const current = objectAcl(version, bucket);
@@ -286,7 +290,9 @@ export function withRequestedAcl(
     return representation;
   }
   const { bucket, owner } = found;
-  const writer = request.principal?.tenant.id ?? bucket.tenantId;
+  const writer = writeOwnerOf(bucket, request.principal?.tenant.id ?? bucket.tenantId, headers);
+  // ACLs off: the object is the bucket tenant's, private to it (no ACL stored).
+  if (aclsDisabled(bucket)) return representation;
   const acl = aclFromHeaders(request, writer, bucket.tenantId, headers);
   if (acl === undefined && writer === bucket.tenantId) return representation;
   const stored = acl ?? cannedAcl('private', writer);

@@ -18,6 +18,7 @@
 
 import type { S3Principal, S3Request } from './api.js';
 import { s3Error } from './errors.js';
+import { markAclRequired } from './logging.js';
 import type { BucketRecord, TenantRecord } from '../engine/index/schema.js';
 import type { Permission } from '../security/acl.js';
 import type { Verb } from '../security/scopes.js';
@@ -141,6 +142,7 @@ export function grantedBucket(request: S3Request, ask: AccessAsk, name: string):
     });
     if (!granted.own && !DELEGABLE.has(operation) && !ask.source)
       throw s3Error('AccessDenied', `only the bucket's owner may ${operation}`);
+    if (granted.viaAcl === true) markAclRequired(request.exchange);
     // The caller's guard against a bucket name now held by someone else: the owner's id (the
     // tenant id, as `<Owner><ID>`) must be the one it expects, for the source of a copy too.
     const expected = request.exchange.header(
@@ -176,6 +178,15 @@ function conditionsOf(request: S3Request): Record<string, string | undefined> {
     'aws:referer': exchange.header('referer'),
     'aws:principaltype': request.principal === undefined ? 'Anonymous' : 'Account',
     'aws:principalaccount': request.principal?.tenant.id,
+    'aws:userid': request.principal?.accessKeyId,
+    'aws:username': request.principal?.accessKeyId,
+    'aws:principalarn':
+      request.principal === undefined
+        ? undefined
+        : `arn:aws:iam::${request.principal.tenant.id}:user/${request.principal.accessKeyId}`,
+    'aws:requestedregion': request.services.settings.string('s3.region'),
+    's3:authtype': authTypeOf(request),
+    's3:signatureversion': signatureVersionOf(request),
     's3:prefix': exchange.queryParam('prefix') ?? undefined,
     's3:delimiter': exchange.queryParam('delimiter') ?? undefined,
     's3:max-keys': exchange.queryParam('max-keys') ?? undefined,
@@ -191,16 +202,38 @@ function conditionsOf(request: S3Request): Record<string, string | undefined> {
     'x-amz-copy-source',
     'x-amz-metadata-directive',
     'x-amz-server-side-encryption',
+    'x-amz-server-side-encryption-aws-kms-key-id',
     'x-amz-storage-class',
     'x-amz-content-sha256',
   ])
     values[`s3:${name}`] = exchange.header(name);
+  // Object lock's keys drop the header's `x-amz-`.
+  for (const name of [
+    'object-lock-mode',
+    'object-lock-retain-until-date',
+    'object-lock-legal-hold',
+  ])
+    values[`s3:${name}`] = exchange.header(`x-amz-${name}`);
   // s3:RequestObjectTag/<key>: the tags a write sets (x-amz-tagging, URL-encoded pairs).
   const tagging = exchange.header('x-amz-tagging');
   if (tagging !== undefined)
     for (const [key, value] of new URLSearchParams(tagging))
       values[`s3:requestobjecttag/${key.toLowerCase()}`] = value;
   return values;
+}
+
+/** `s3:authType`: REST-HEADER, REST-QUERY-STRING or POST (a browser form); absent: anonymous. */
+function authTypeOf(request: S3Request): string | undefined {
+  if (request.principal === undefined) return undefined;
+  if (request.operation.name === 'PostObject') return 'POST';
+  return request.exchange.header('authorization') === undefined
+    ? 'REST-QUERY-STRING'
+    : 'REST-HEADER';
+}
+
+/** `s3:signatureversion`: AWS4-HMAC-SHA256 (the only one Lightwell accepts); absent: anonymous. */
+function signatureVersionOf(request: S3Request): string | undefined {
+  return request.principal === undefined ? undefined : 'AWS4-HMAC-SHA256';
 }
 
 /**
@@ -219,7 +252,9 @@ export function actingPrincipal(request: S3Request): S3Principal {
   try {
     owner = bucketByName(request.services.store, name).owner;
   } catch {
-    if (!real) throw s3Error('AccessDenied', 'anonymous access is not allowed');
+    // AWS answers a bucket that does not exist with NoSuchBucket, to anyone (names are global
+    // and public, as DNS names are); only an existing bucket's answers depend on grants.
+    if (!real) throw s3Error('NoSuchBucket', `bucket ${name} does not exist`);
     return real;
   }
   if (real && real.tenant.id === owner.id) return real;

@@ -38,6 +38,7 @@ import { addressOf, operationOf, type OperationSpec, type S3Address } from './re
 import type { S3ObjectStore } from './object-port.js';
 import { actingPrincipal } from './access.js';
 import { actualCorsHeaders } from './cors.js';
+import { attachAccessLog } from './logging.js';
 
 /** Who sent a request: the access key, its tenant (the S3 account) and the key's scopes. */
 export interface S3Principal {
@@ -180,6 +181,13 @@ export class S3Api {
       // A preflight carries no credentials (a presigned URL's are for another method).
       const principal =
         operation.name === 'PreflightCors' ? undefined : this.authenticate(exchange, this.services);
+      if (address.bucket !== undefined)
+        attachAccessLog(
+          this.services,
+          exchange,
+          { bucket: address.bucket, key: address.key, operation: operation.name, hostId: HOST_ID },
+          principal,
+        );
       if (exchange.header('origin') !== undefined && operation.name !== 'PreflightCors')
         corsHeaders.set(exchange, actualCorsHeaders(exchange, this.services.store, address.bucket));
       const handler = this.handlers.get(operation.name);

@@ -14,10 +14,12 @@ import { DB, tenantChildRange, type BucketRecord } from '../engine/index/schema.
 import { allows, readsIn, type Verb } from '../security/scopes.js';
 import { validateBucketName } from '../security/names.js';
 import { s3Error } from './errors.js';
+import { maxCountOf } from './object-headers.js';
 import { isLightwellError } from '../util/errors.js';
 import { payloadCheckOf } from './auth.js';
 import { grantedBucket } from './access.js';
 import { applyCreateBucketAcl, checkCreateBucketAcl } from './access-ops.js';
+import { applyCreateBucketOwnership, requestedOwnership } from './ownership.js';
 
 export function registerBuckets(api: S3Api): void {
   api.register('ListBuckets', listBuckets);
@@ -69,10 +71,24 @@ export function authorizeIn(principal: S3Principal, name: string, access: Bucket
     throw s3Error('AccessDenied', `the access key may not ${access.verb} in bucket ${name}`);
 }
 
+/**
+ * ListBuckets: the tenant's buckets its key may read, by name. With `max-buckets` (1–10000) the
+ * list is paged: the answer's `ContinuationToken` (the last name, base64url) continues it, as
+ * AWS's paginated ListBuckets does; `prefix` narrows it. Without `max-buckets`, all of them.
+ */
 function listBuckets(request: S3Request): void {
   const principal = request.requirePrincipal();
   const { tenant, scope } = principal;
   if (!readsIn(scope)) throw s3Error('AccessDenied', 'the access key may not read');
+  const query = request.exchange.query;
+  const maxText = query.get('max-buckets') ?? undefined;
+  const max = maxText === undefined ? Infinity : maxCountOf(maxText, 'max-buckets', 10_000);
+  if (max < 1) throw s3Error('InvalidArgument', 'max-buckets must be from 1 to 10000');
+  const prefix = query.get('prefix') ?? '';
+  const token = query.get('continuation-token') ?? undefined;
+  const after = token === undefined ? '' : Buffer.from(token, 'base64url').toString();
+  if (token !== undefined && (token === '' || Buffer.from(after).toString('base64url') !== token))
+    throw s3Error('InvalidArgument', 'The continuation token provided is incorrect');
   const xml = new XmlWriter()
     .start('ListAllMyBucketsResult')
     .start('Owner')
@@ -80,19 +96,33 @@ function listBuckets(request: S3Request): void {
     .leaf('DisplayName', tenant.name ?? tenant.id)
     .end('Owner')
     .start('Buckets');
+  let listed = 0;
+  let last: string | undefined;
+  let more = false;
   for (const entry of request.services.store.range<BucketRecord>(
     DB.buckets,
     tenantChildRange(tenant.id),
   )) {
     const bucket = entry.value;
+    if (bucket.name <= after || !bucket.name.startsWith(prefix)) continue;
     if (!readsIn(scope, bucket.name)) continue;
+    if (listed === max) {
+      more = true;
+      break;
+    }
     xml
       .start('Bucket')
       .leaf('Name', bucket.name)
       .leaf('CreationDate', new Date(bucket.createdAt).toISOString())
       .end('Bucket');
+    listed += 1;
+    last = bucket.name;
   }
-  xml.end('Buckets').end('ListAllMyBucketsResult');
+  xml.end('Buckets');
+  if (more && last !== undefined)
+    xml.leaf('ContinuationToken', Buffer.from(last).toString('base64url'));
+  if (prefix !== '') xml.leaf('Prefix', prefix);
+  xml.end('ListAllMyBucketsResult');
   request.sendXml(200, xml);
 }
 
@@ -147,6 +177,7 @@ async function createBucket(request: S3Request): Promise<void> {
   }
   authorizeIn(principal, name, { verb: 'write' });
   checkCreateBucketAcl(request);
+  const ownership = requestedOwnership(request);
   const lock = request.exchange.header('x-amz-bucket-object-lock-enabled');
   const objectLock = lock?.toLowerCase() === 'true';
   const bytes = await body;
@@ -160,8 +191,9 @@ async function createBucket(request: S3Request): Promise<void> {
         `the location constraint ${constraint.slice(0, 64)} is not this region (${region})`,
       );
   }
+  let created: BucketRecord;
   try {
-    await mutate<BucketRecord>(
+    created = await mutate<BucketRecord>(
       request,
       'createBucket',
       { tenantId: principal.tenant.id, name, objectLock },
@@ -182,6 +214,7 @@ async function createBucket(request: S3Request): Promise<void> {
     throw error;
   }
   await applyCreateBucketAcl(request, name);
+  await applyCreateBucketOwnership(request, created, ownership);
   request.send(200, { Location: `/${name}` });
 }
 

@@ -88,6 +88,26 @@ const codes = {
     message: 'The AWS access key Id you provided does not exist in our records',
   },
   InvalidArgument: { status: 400, lightwell: 'bad_request', message: 'Invalid Argument' },
+  AccessControlListNotSupported: {
+    status: 400,
+    lightwell: 'bad_request',
+    message: 'The bucket does not allow ACLs',
+  },
+  InvalidBucketAclWithObjectOwnership: {
+    status: 400,
+    lightwell: 'bad_request',
+    message: 'Bucket cannot have ACLs set with ObjectOwnership BucketOwnerEnforced',
+  },
+  OwnershipControlsNotFoundError: {
+    status: 404,
+    lightwell: 'not_found',
+    message: 'The bucket ownership controls were not found',
+  },
+  InvalidTargetBucketForLogging: {
+    status: 400,
+    lightwell: 'bad_request',
+    message: 'The target bucket for logging does not exist or is not fit for logging',
+  },
   InvalidBucketName: {
     status: 400,
     lightwell: 'bad_request',

@@ -16,6 +16,8 @@ import { serviceObjectStore } from './object-store.js';
 import { registerAccessOps } from './access-ops.js';
 import { registerCors } from './cors.js';
 import { registerPostObject } from './post-object.js';
+import { registerLogging } from './logging.js';
+import { registerOwnership } from './ownership.js';
 
 export function s3Api(services: S3Services): S3Api {
   const api = new S3Api(
@@ -33,5 +35,7 @@ export function s3Api(services: S3Services): S3Api {
   registerAccessOps(api);
   registerCors(api);
   registerPostObject(api);
+  registerLogging(api);
+  registerOwnership(api);
   return api;
 }

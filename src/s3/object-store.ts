@@ -297,7 +297,7 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
   function listVersions(request: S3Request, input: VersionsInput): VersionsPage {
     const bucket = bucketFor(request, { verb: 'read', listPrefix: input.prefix });
     if (input.maxKeys === 0) return { entries: [], commonPrefixes: [], isTruncated: false };
-    return { ...listVersionsPage(services.store, bucket, input), commonPrefixes: [] };
+    return listVersionsPage(services.store, bucket, input);
   }
 
   return {

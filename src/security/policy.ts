@@ -5,7 +5,14 @@
 //   Deny, Principal, Action | NotAction, Resource | NotResource, Condition?}]}`. Principals are
 //   `*` (anyone, anonymous included) or tenants (the S3 accounts: `{"AWS": "<tenant>"}`,
 //   `arn:aws:iam::<tenant>:root`, `{"CanonicalUser": "<tenant>"}`) or one access key of a tenant
-//   (`arn:aws:iam::<tenant>:user/<accessKeyId>`). Actions and resources take `*` and `?`.
+//   (`arn:aws:iam::<tenant>:user/<accessKeyId>`), or a service (`{"Service": "logging.s3.
+//   amazonaws.com"}`: only that service acting matches it, never `*`); `NotPrincipal` (with
+//   Deny only) names who a statement is not about. Actions and resources take `*` and `?`; a resource ARN may carry
+//   an account (`arn:aws:s3::<tenant>:bucket`), which is ignored (bucket names are global).
+//   Operators: String*, Numeric*, Date*, Bool, IpAddress/NotIpAddress, Arn* (globs on whole
+//   ARNs), BinaryEquals and Null, each with IfExists and ForAnyValue/ForAllValues accepted.
+//   Condition keys are not restricted by name: the keys a request carries are the transport's
+//   (docs/s3.md lists them); any other key is absent, so it fails closed.
 // - The native API's explicit-deny form (data-api.md): `{version: 1, statements: [{effect:
 //   "Deny", actions: [verbs], principals: [access key ids | *], prefix?}]}`, what the console
 //   sets. It is compiled into the same statements (a verb matcher and a key-prefix matcher
@@ -43,13 +50,23 @@ interface ConditionTest {
   readonly negated: boolean;
 }
 
-/** Who a statement is about: anyone, or these tenants and access keys. */
+/**
+ * Who a statement is about: anyone, or these tenants, access keys and AWS service principals
+ * (`logging.s3.amazonaws.com`, which Lightwell's own log delivery acts as).
+ */
 type PrincipalSet =
-  '*' | { readonly tenants: ReadonlySet<string>; readonly keys: ReadonlySet<string> };
+  | '*'
+  | {
+      readonly tenants: ReadonlySet<string>;
+      readonly keys: ReadonlySet<string>;
+      readonly services: ReadonlySet<string>;
+    };
 
 interface Statement {
   readonly effect: 'Allow' | 'Deny';
   readonly principals: PrincipalSet;
+  /** NotPrincipal: the statement is about everyone but `principals`. */
+  readonly notPrincipal?: boolean;
   /** Action patterns (`s3:Get*`); undefined: every action. */
   readonly actions?: readonly RegExp[] | undefined;
   readonly notActions?: readonly RegExp[] | undefined;
@@ -79,6 +96,11 @@ export type StoredPolicy = NativePolicy | AwsPolicyRecord;
 export interface PolicyRequest {
   /** Undefined for an anonymous request. */
   readonly principal: { readonly tenantId: string; readonly accessKeyId: string } | undefined;
+  /**
+   * An AWS service principal acting (`logging.s3.amazonaws.com`): only statements naming it
+   * under `Service` match it, never `*` (AWS grants services nothing by a wildcard principal).
+   */
+  readonly service?: string | undefined;
   /** The IAM action, `s3:GetObject`. */
   readonly action: string;
   /** The native verb the action needs. */
@@ -212,10 +234,14 @@ function parseStatement(value: unknown, where: string, bucket: string): Statemen
   const effect = fields['Effect'];
   if (effect !== 'Allow' && effect !== 'Deny')
     throw BadRequest(`${where}.Effect must be Allow or Deny`);
-  if (fields['NotPrincipal'] !== undefined)
-    throw BadRequest(`${where}: NotPrincipal is not supported`);
-  if (fields['Principal'] === undefined) throw BadRequest(`${where}.Principal is missing`);
-  const principals = parsePrincipal(fields['Principal'], `${where}.Principal`);
+  const notPrincipal = fields['NotPrincipal'] !== undefined;
+  if (notPrincipal === (fields['Principal'] !== undefined))
+    throw BadRequest(`${where} needs one of Principal and NotPrincipal`);
+  // An Allow for everyone but someone would open the bucket to anyone, anonymous included.
+  if (notPrincipal && effect === 'Allow')
+    throw BadRequest(`${where}: NotPrincipal goes with Deny only`);
+  const principalField = notPrincipal ? 'NotPrincipal' : 'Principal';
+  const principals = parsePrincipal(fields[principalField], `${where}.${principalField}`);
   const hasAction = fields['Action'] !== undefined;
   if (hasAction === (fields['NotAction'] !== undefined))
     throw BadRequest(`${where} needs one of Action and NotAction`);
@@ -231,11 +257,12 @@ function parseStatement(value: unknown, where: string, bucket: string): Statemen
   const resources = (name: string): RegExp[] =>
     stringList(fields[name], `${where}.${name}`).map((resource) => {
       checkResource(resource, bucket);
-      return wildcard(resource, false);
+      return wildcard(resourcePattern(resource), false);
     });
   return {
     effect,
     principals,
+    notPrincipal,
     actions: hasAction ? actions('Action') : undefined,
     notActions: hasAction ? undefined : actions('NotAction'),
     resources: hasResource ? resources('Resource') : undefined,
@@ -244,11 +271,23 @@ function parseStatement(value: unknown, where: string, bucket: string): Statemen
   };
 }
 
+/**
+ * A bucket or object ARN: `arn:aws:s3:::bucket/key`, or with an account
+ * (`arn:aws:s3::tenant:bucket/key`, the tenanted form Ceph RGW writes). Bucket names are
+ * global in Lightwell, so the account adds nothing and is dropped before matching.
+ */
+const S3_ARN = /^arn:aws:s3::[^:/]*:([^/]*)(\/.*)?$/s;
+
+/** A resource pattern as matched: the ARN without its account, or `*`. */
+function resourcePattern(resource: string): string {
+  const match = S3_ARN.exec(resource);
+  return match ? `arn:aws:s3:::${match[1] ?? ''}${match[2] ?? ''}` : resource;
+}
+
 /** A resource must be this bucket or objects in it (AWS: "Policy has invalid resource"). */
 function checkResource(resource: string, bucket: string): void {
   if (resource === '*') return;
-  const match = /^arn:aws:s3:::([^/]*)(\/.*)?$/.exec(resource);
-  const named = match?.[1];
+  const named = S3_ARN.exec(resource)?.[1];
   if (named === undefined || !wildcard(named, false).test(bucket))
     throw BadRequest(`Policy has invalid resource: ${resource.slice(0, 128)}`);
 }
@@ -261,14 +300,14 @@ function parsePrincipal(value: unknown, where: string): PrincipalSet {
     throw BadRequest(`${where} must be "*" or {"AWS": [...]}`);
   const tenants = new Set<string>();
   const keys = new Set<string>();
-  let services = false;
+  const services = new Set<string>();
   for (const [kind, list] of Object.entries(value as Record<string, unknown>)) {
     if (kind !== 'AWS' && kind !== 'CanonicalUser' && kind !== 'Service')
       throw BadRequest(`${where}: principals of type ${kind.slice(0, 32)} are not supported`);
     const items = stringList(list, `${where}.${kind}`);
-    // AWS service principals (logging.s3.amazonaws.com) name no tenant: they match no request.
+    // A service principal matches only that service acting (bucket logging's delivery).
     if (kind === 'Service') {
-      services = true;
+      for (const item of items) services.add(item.toLowerCase());
       continue;
     }
     for (const item of items) {
@@ -280,9 +319,9 @@ function parsePrincipal(value: unknown, where: string): PrincipalSet {
       else throw BadRequest(`Invalid principal in policy: ${item.slice(0, 64)}`);
     }
   }
-  if (tenants.size === 0 && keys.size === 0 && !services)
+  if (tenants.size === 0 && keys.size === 0 && services.size === 0)
     throw BadRequest(`${where} names no principal`);
-  return { tenants, keys };
+  return { tenants, keys, services };
 }
 
 const OPERATORS = new Set([
@@ -307,6 +346,11 @@ const OPERATORS = new Set([
   'Bool',
   'IpAddress',
   'NotIpAddress',
+  'ArnEquals',
+  'ArnNotEquals',
+  'ArnLike',
+  'ArnNotLike',
+  'BinaryEquals',
   'Null',
 ]);
 
@@ -355,7 +399,8 @@ function wildcard(pattern: string, ignoreCase: boolean): RegExp {
 
 /** An Allow that anyone matches without a condition restricting who (AWS's "public"). */
 function opensToAnyone(statement: Statement): boolean {
-  if (statement.effect !== 'Allow' || statement.principals !== '*') return false;
+  if (statement.effect !== 'Allow' || statement.principals !== '*' || statement.notPrincipal)
+    return false;
   return !statement.conditions.some(
     (test) =>
       [
@@ -387,6 +432,7 @@ function compileNative(policy: NativePolicy): CompiledPolicy {
           : {
               tenants: new Set<string>(),
               keys: new Set(statement.principals.map((k) => `*/${k}`)),
+              services: new Set<string>(),
             },
         verbs: statement.actions.includes('*') ? undefined : new Set<string>(statement.actions),
         keyPrefix: statement.prefix === '' ? undefined : statement.prefix,
@@ -400,7 +446,8 @@ function compileNative(policy: NativePolicy): CompiledPolicy {
 // Matching.
 
 function statementMatches(statement: Statement, request: PolicyRequest): boolean {
-  if (!principalMatches(statement.principals, request)) return false;
+  if (principalMatches(statement.principals, request) === (statement.notPrincipal === true))
+    return false;
   if (statement.verbs !== undefined && !statement.verbs.has(request.verb)) return false;
   if (statement.keyPrefix !== undefined && !prefixMatches(statement.keyPrefix, request))
     return false;
@@ -418,6 +465,8 @@ function statementMatches(statement: Statement, request: PolicyRequest): boolean
 }
 
 function principalMatches(principals: PrincipalSet, request: PolicyRequest): boolean {
+  if (request.service !== undefined)
+    return principals !== '*' && principals.services.has(request.service);
   if (principals === '*') return true;
   const who = request.principal;
   if (who === undefined) return false;
@@ -459,7 +508,12 @@ function valueMatches(operator: string, expected: string, actual: string): boole
     case 'StringEqualsIgnoreCase':
       return expected.toLowerCase() === actual.toLowerCase();
     case 'StringLike':
+    case 'ArnLike':
+    // AWS's ArnEquals takes wildcards too; both compare whole ARNs here.
+    case 'ArnEquals':
       return wildcard(expected, false).test(actual);
+    case 'BinaryEquals':
+      return expected === actual;
     case 'Bool':
       return expected.toLowerCase() === actual.toLowerCase();
     case 'IpAddress':
@@ -469,6 +523,8 @@ function valueMatches(operator: string, expected: string, actual: string): boole
     case 'StringNotLike':
     case 'NumericNotEquals':
     case 'DateNotEquals':
+    case 'ArnNotEquals':
+    case 'ArnNotLike':
     case 'NotIpAddress':
       return valueMatches(positive(operator), expected, actual);
     default:

@@ -74,6 +74,8 @@ export interface GrantedBucket {
   readonly owner: TenantRecord;
   /** True when the requester is the bucket's own tenant. */
   readonly own: boolean;
+  /** True when only an ACL grant allowed the request (the access log's ACLRequired). */
+  readonly viaAcl?: boolean;
 }
 
 /** The bucket and tenant that hold `name`, whoever asks; `not_found` when none does. */
@@ -142,7 +144,7 @@ export function authorizeBucketAccess(
   )
     return { bucket, owner, own };
   if (request.permission && aclAllows(store, bucket, request, block.ignorePublicAcls))
-    return { bucket, owner, own };
+    return { bucket, owner, own, viaAcl: true };
   throw Forbidden(`${request.action} on bucket ${bucket.name} is not granted`);
 }
 
@@ -153,7 +155,8 @@ function aclAllows(
   ignorePublic: boolean,
 ): boolean {
   const permission = request.permission;
-  if (!permission) return false;
+  // BucketOwnerEnforced: ACLs no longer grant anything (S3 Object Ownership).
+  if (!permission || bucket.ownership === 'BucketOwnerEnforced') return false;
   const requester = request.requester?.tenant.id;
   if (permission.level === 'bucket' || request.key === undefined)
     return aclGrants(bucketAcl(bucket), requester, permission.is, ignorePublic);

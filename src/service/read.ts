@@ -158,15 +158,20 @@ export function versionPartsPage(
 ):
   | {
       total: number;
-      parts: { partNumber: number; size: number }[];
+      parts: { partNumber: number; size: number; checksums?: Record<string, string> }[];
       isTruncated: boolean;
     }
   | undefined {
   const sizes = version.partSizes;
   if (sizes === undefined) return undefined;
-  const parts = sizes
-    .map((size, index) => ({ partNumber: index + 1, size }))
-    .slice(page.marker, page.marker + page.max);
+  const sums = version.partChecksums;
+  const parts = sizes.slice(page.marker, page.marker + page.max).map((size, index) => {
+    const partNumber = page.marker + index + 1;
+    const value = sums?.values[partNumber - 1];
+    return sums && value !== undefined
+      ? { partNumber, size, checksums: { [sums.alg]: value } }
+      : { partNumber, size };
+  });
   return { total: sizes.length, parts, isTruncated: page.marker + page.max < sizes.length };
 }
 

@@ -208,6 +208,11 @@ export const settingSpecs = {
     fallback: '60s',
     help: 'how often the lifecycle executor reads what is due',
   },
+  'logging.flush_interval': {
+    kind: 'duration',
+    fallback: '5s',
+    help: 'an S3 access-log object is delivered once its oldest record is this old',
+  },
   'lifecycle.day': {
     kind: 'duration',
     fallback: '1d',

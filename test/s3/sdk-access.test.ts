@@ -64,6 +64,10 @@ t.test('ACLs, policies, public access block and CORS through the AWS SDK', async
     t.equal((await anonymous('/shared/private.txt')).status, 403);
     t.equal((await anonymous('/shared/x', { method: 'PUT', body: 'x' })).status, 403);
     t.equal((await anonymous('/shared?acl')).status, 403);
+    // A bucket that does not exist is NoSuchBucket to anyone, as on AWS.
+    const nowhere = await anonymous('/no-such-bucket-here/k', { method: 'DELETE' });
+    t.equal(nowhere.status, 404);
+    t.match(await nowhere.text(), /<Code>NoSuchBucket<\/Code>/);
     const acl = await s3.send(new GetBucketAclCommand({ Bucket: 'shared' }));
     t.same(
       acl.Grants?.map((g) => [g.Grantee?.ID, g.Grantee?.Type, g.Permission]),

@@ -49,6 +49,35 @@ t.test('bucket operations through the AWS SDK', async (t) => {
     ['locked', 'photos'],
   );
   t.ok(listed.Buckets?.[0]?.CreationDate instanceof Date);
+  // Paged with MaxBuckets, continued by the answer's token; a prefix narrows it.
+  const first = await s3.send(new ListBucketsCommand({ MaxBuckets: 1 }));
+  t.same(
+    first.Buckets?.map((bucket) => bucket.Name),
+    ['locked'],
+  );
+  t.ok(first.ContinuationToken, 'a token while more remain');
+  const second = await s3.send(
+    new ListBucketsCommand({ MaxBuckets: 1, ContinuationToken: first.ContinuationToken }),
+  );
+  t.same(
+    second.Buckets?.map((bucket) => bucket.Name),
+    ['photos'],
+  );
+  t.equal(second.ContinuationToken, undefined, 'none on the last page');
+  const prefixed = await s3.send(new ListBucketsCommand({ MaxBuckets: 5, Prefix: 'ph' }));
+  t.same(
+    prefixed.Buckets?.map((bucket) => bucket.Name),
+    ['photos'],
+  );
+  t.equal(prefixed.Prefix, 'ph');
+  t.same(await s3ErrorOf(s3.send(new ListBucketsCommand({ MaxBuckets: 0 }))), {
+    name: 'InvalidArgument',
+    status: 400,
+  });
+  t.same(
+    await s3ErrorOf(s3.send(new ListBucketsCommand({ MaxBuckets: 1, ContinuationToken: '!!' }))),
+    { name: 'InvalidArgument', status: 400 },
+  );
 
   // In us-east-1 (the default s3.region) AWS answers a re-create of one's own bucket with 200.
   t.same(await s3ErrorOf(s3.send(new CreateBucketCommand({ Bucket: 'photos' }))), {

@@ -6,7 +6,8 @@
 // HeadObject `partNumber` read one part of a completed upload (`InvalidPart` past the last), and
 // GetObjectAttributes pages its parts. An
 // upload created with SHA256 refuses a part that declares another algorithm (`InvalidRequest`)
-// and a complete whose checksum is not the parts' composite (`BadDigest`), and keeps the composite. A bucket
+// and a complete whose checksum is not the parts' composite (`BadDigest`), and keeps the composite
+// and each part's checksum (GetObjectAttributes' ObjectParts). A bucket
 // delete aborts the uploads in progress and gives their parts' bytes back, as AWS and RGW do,
 // but still refuses a bucket that holds an object (`BucketNotEmpty`, nothing aborted).
 // Method: a real `lightwell serve`, a tenant made through the admin API, @aws-sdk/client-s3.
@@ -390,5 +391,13 @@ t.test('multipart uploads through the AWS SDK', async (t) => {
     const head = await s3.send(new HeadObjectCommand({ Bucket, Key, ChecksumMode: 'ENABLED' }));
     t.equal(head.ChecksumSHA256, composite, 'HeadObject with checksum mode');
     t.equal(head.ChecksumType, 'COMPOSITE');
+    const attributes = await s3.send(
+      new GetObjectAttributesCommand({ Bucket, Key, ObjectAttributes: ['ObjectParts'] }),
+    );
+    t.same(
+      attributes.ObjectParts?.Parts?.map((part) => [part.PartNumber, part.ChecksumSHA256]),
+      parts.map((part) => [part.PartNumber, part.ChecksumSHA256]),
+      "GetObjectAttributes: each part's checksum",
+    );
   });
 });

@@ -244,3 +244,78 @@ function catchOf(run: () => unknown): unknown {
   }
   return undefined;
 }
+
+t.test('NotPrincipal: everyone but the named', async (t) => {
+  const policy = doc({
+    Effect: 'Deny',
+    NotPrincipal: { AWS: 'alice' },
+    Action: 's3:*',
+    Resource: 'arn:aws:s3:::b/*',
+  });
+  t.equal(evaluatePolicy(policy, request({})), 'deny', 'bob is not alice');
+  t.equal(evaluatePolicy(policy, request({ principal: undefined })), 'deny', 'nor is anyone');
+  const alice = { tenantId: 'alice', accessKeyId: 'KEYALICE' };
+  t.equal(evaluatePolicy(policy, request({ principal: alice })), 'none');
+  const both = JSON.stringify({
+    Version: '2012-10-17',
+    Statement: [
+      { Effect: 'Deny', Principal: '*', NotPrincipal: { AWS: 'a' }, Action: '*', Resource: '*' },
+    ],
+  });
+  t.throws(() => parseAwsPolicy(both, 'b'), /one of Principal and NotPrincipal/);
+  const allowAllBut = JSON.stringify({
+    Version: '2012-10-17',
+    Statement: [{ Effect: 'Allow', NotPrincipal: { AWS: 'a' }, Action: '*', Resource: '*' }],
+  });
+  t.throws(() => parseAwsPolicy(allowAllBut, 'b'), /NotPrincipal goes with Deny only/);
+});
+
+t.test('service principals, Arn operators and tenanted resource ARNs', async (t) => {
+  const policy = doc({
+    Effect: 'Allow',
+    Principal: { Service: 'logging.s3.amazonaws.com' },
+    Action: ['s3:PutObject'],
+    Resource: 'arn:aws:s3::owner:b/log/',
+    Condition: {
+      ArnLike: { 'aws:SourceArn': 'arn:aws:s3:::src*' },
+      StringEquals: { 'aws:SourceAccount': 'bob' },
+    },
+  });
+  const service = (values: Record<string, string>, key = 'log/'): PolicyRequest =>
+    request({
+      principal: undefined,
+      service: 'logging.s3.amazonaws.com',
+      action: 's3:PutObject',
+      verb: 'write',
+      key,
+      values,
+    });
+  const good = { 'aws:sourcearn': 'arn:aws:s3:::src1', 'aws:sourceaccount': 'bob' };
+  t.equal(evaluatePolicy(policy, service(good)), 'allow');
+  t.equal(evaluatePolicy(policy, service({ ...good, 'aws:sourcearn': 'arn:aws:s3:::x' })), 'none');
+  t.equal(evaluatePolicy(policy, service({ ...good, 'aws:sourceaccount': 'eve' })), 'none');
+  t.equal(evaluatePolicy(policy, service(good, 'other/')), 'none', 'another prefix');
+  t.equal(evaluatePolicy(policy, request({ action: 's3:PutObject', key: 'log/' })), 'none');
+  const anyone = doc({
+    Effect: 'Allow',
+    Principal: { AWS: '*' },
+    Action: 's3:PutObject',
+    Resource: 'arn:aws:s3:::b/*',
+  });
+  t.equal(evaluatePolicy(anyone, service(good)), 'none', 'a wildcard principal is no service');
+  const notLike = doc({
+    Effect: 'Deny',
+    Principal: '*',
+    Action: 's3:*',
+    Resource: 'arn:aws:s3:::b/*',
+    Condition: { ArnNotLike: { 'aws:SourceArn': 'arn:aws:s3:::src*' } },
+  });
+  t.equal(
+    evaluatePolicy(notLike, request({ values: { 'aws:sourcearn': 'arn:aws:s3:::x' } })),
+    'deny',
+  );
+  t.equal(
+    evaluatePolicy(notLike, request({ values: { 'aws:sourcearn': 'arn:aws:s3:::src2' } })),
+    'none',
+  );
+});

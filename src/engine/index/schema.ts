@@ -41,6 +41,8 @@ export const DB = {
   lifecycleDue: 'lifecycle-due',
   lifecycleSubjects: 'lifecycle-subjects',
   lifecycleJobs: 'lifecycle-jobs',
+  // Bucket logging (engine/ops/access-log.ts): access-log records waiting for delivery.
+  accessLog: 'access-log',
 } as const;
 
 export type DbName = (typeof DB)[keyof typeof DB];
@@ -228,6 +230,44 @@ export interface BucketRecord {
   publicAccessBlock?: PublicAccessBlock;
   /** Lifecycle rules (src/service/lifecycle.ts validates them); absent: none. */
   lifecycle?: LifecycleRuleRecord[];
+  /** S3 bucket logging of this bucket's requests (engine/ops/access-log.ts); absent: off. */
+  logging?: BucketLoggingRecord;
+  /** S3 Object Ownership (service/ownership.ts); absent: none set (ObjectWriter's behaviour). */
+  ownership?: ObjectOwnership;
+}
+
+/** S3's OwnershipControls rule: who owns new objects, and whether ACLs apply at all. */
+export type ObjectOwnership = 'BucketOwnerEnforced' | 'BucketOwnerPreferred' | 'ObjectWriter';
+
+/** Where a source bucket's access-log records go (S3's LoggingEnabled). */
+export interface BucketLoggingRecord {
+  targetBucket: string;
+  /** Prepended to every log object's key; may be ''. */
+  targetPrefix: string;
+  /** `simple`: [prefix]YYYY-mm-DD-HH-MM-SS-id; `partitioned`: account/region/bucket/ first. */
+  keyFormat: 'simple' | 'partitioned';
+  /** Partitioned keys only: the date the partition names. */
+  dateSource?: 'EventTime' | 'DeliveryTime';
+  /** When the configuration last changed (GetBucketLogging's Last-Modified), ms. */
+  updatedAt: number;
+}
+
+/**
+ * `access-log`: `utf8(stream) | 0x00 | auditKey` → one access-log record waiting for delivery.
+ * A stream is a target bucket and key prefix (`target/prefix`): the records that go into the
+ * same log objects, in the order the engine wrote them.
+ */
+export interface AccessLogRecord {
+  /** The S3 server-access-log line, without its newline. */
+  line: string;
+  sourceBucket: string;
+  /** The source bucket's tenant (aws:SourceAccount of the delivery). */
+  sourceTenant: string;
+  time: number;
+}
+
+export function accessLogKey(stream: string, auditKeyBytes: Buffer): Buffer {
+  return Buffer.concat([Buffer.from(stream, 'utf8'), ZERO, auditKeyBytes]);
 }
 
 /**
@@ -275,6 +315,8 @@ export interface ObjectVersionRecord {
   legalHold?: 'ON' | 'OFF';
   /** A completed multipart upload's part sizes, in part order (reads by part number). */
   partSizes?: number[];
+  /** Its parts' checksums of the upload's algorithm, in part order (GetObjectAttributes). */
+  partChecksums?: { alg: string; values: string[] };
 }
 
 export interface ObjectTag {

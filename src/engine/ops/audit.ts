@@ -7,9 +7,16 @@ import { DB, auditKey, auditTenantKey, type AuditEvent } from '../index/schema.j
 import type { EngineContext } from './context.js';
 import type { IndexStore } from '../index/store.js';
 import { isTenantId } from '../../security/names.js';
+import { writeAccessLog, type AccessLogInput } from './access-log.js';
 
-/** An audit row as the listeners send it: id and time are assigned here. */
-export type AuditInput = Omit<AuditEvent, 'id' | 'time'> & { time?: number };
+/**
+ * An audit row as the listeners send it: id and time are assigned here. `accessLog`: the S3
+ * access-log record of a request to a logged bucket, stored beside the row (access-log.ts).
+ */
+export type AuditInput = Omit<AuditEvent, 'id' | 'time'> & {
+  time?: number;
+  accessLog?: AccessLogInput;
+};
 
 // Unique across restarts: starts from the clock in microseconds and only grows.
 let sequence = Date.now() * 1000;
@@ -80,6 +87,7 @@ export function writeAudit(context: EngineContext, input: AuditInput): void {
   context.store.put(DB.audit, key, encoded);
   if (event.tenantId !== undefined)
     context.store.put(DB.auditByTenant, auditTenantKey(event.tenantId, key), encoded);
+  if (input.accessLog !== undefined) writeAccessLog(context, input.accessLog, time, key);
 }
 
 export function appendAudit(

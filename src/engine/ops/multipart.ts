@@ -307,6 +307,22 @@ export interface CompleteArgs extends UploadTarget {
   ifUnmodifiedSince?: number;
 }
 
+/** The parts' checksums of the upload's algorithm, when the upload has one and every part. */
+function partChecksumsOf(
+  upload: MultipartUploadRecord,
+  parts: readonly MultipartPartRecord[],
+): Pick<ObjectVersionRecord, 'partChecksums'> {
+  const alg = upload.checksum?.alg;
+  if (alg === undefined) return {};
+  const values: string[] = [];
+  for (const part of parts) {
+    const value = part.checksums[alg];
+    if (value === undefined) return {};
+    values.push(value);
+  }
+  return { partChecksums: { alg, values } };
+}
+
 export function completeMultipartUpload(
   context: EngineContext,
   args: CompleteArgs,
@@ -356,6 +372,7 @@ export function completeMultipartUpload(
     storedBytes: parts.reduce((sum, part) => sum + part.storedBytes, 0),
     compressed: parts.some((part) => part.compressed),
     partSizes: parts.map((part) => part.size),
+    ...partChecksumsOf(upload, parts),
     ...(upload.tags ? { tags: upload.tags } : {}),
     ...(upload.sse ? { sse: upload.sse } : {}),
     ...locked,
