@@ -18,7 +18,14 @@ import {
   loadMasterKey,
   type DataDirPaths,
 } from './data-dir.js';
-import { FrameDecoder, FrameWriter, encodeFrame, type Request } from './protocol.js';
+import {
+  FrameDecoder,
+  FrameWriter,
+  encodeFrame,
+  PUT_GROUP_COMMAND,
+  PUT_GROUP_ITEMS_MAX,
+  type Request,
+} from './protocol.js';
 import {
   toWire,
   isLightwellError,
@@ -26,6 +33,7 @@ import {
   BadRequest,
   EngineUnavailable,
   DiskFull,
+  type WireError,
 } from '../util/errors.js';
 import { componentLogger, type Logger } from '../util/log.js';
 import { crashOnInvariantFailure } from '../util/invariant.js';
@@ -601,10 +609,15 @@ async function execute(
       );
       return;
     }
+    const deadline = (request as { d?: unknown }).d;
+    if (request.o === PUT_GROUP_COMMAND) {
+      frame = encodeFrame({ i: request.i, r: await runPutGroup(executor, request.a, deadline) });
+      writer.write(frame);
+      return;
+    }
     if (!op) throw MethodNotAllowed(`unknown engine command ${String(request.o)}`);
     const name = request.o as string;
     const router = executor.router.current;
-    const deadline = (request as { d?: unknown }).d;
     const result = router?.handles(name)
       ? await router.run(name, request.a)
       : await runCommand(executor, name, op, request.a, deadline);
@@ -645,6 +658,20 @@ async function runCommand(
     throw DiskFull('the data filesystem is short of space; deleted data is being reclaimed');
   if (name === 'sealSegment')
     context.syncer?.forget((commandArgs as { segmentId: number }).segmentId);
+  return submitCommand(executor, name, op, commandArgs, caller, deadline);
+}
+
+/** Adds one command, with its caller check and audit row, to the next group commit. */
+function submitCommand(
+  executor: Executor,
+  name: string,
+  op: Op,
+  commandArgs: unknown,
+  caller: string | undefined,
+  deadline: unknown,
+): Promise<unknown> {
+  const { context } = executor;
+  const args = commandArgs as { audit?: audit.AuditInput } | undefined;
   return executor.batch.submit(() => {
     // Its caller has given up on it (protocol.ts): applied now, it would be a change nobody
     // is told of. Wall-clock time, as the caller's deadline is (an injected engine clock
@@ -656,6 +683,60 @@ async function runCommand(
     if (args?.audit) audit.writeAudit(context, args.audit);
     return value;
   });
+}
+
+/**
+ * `putObjects` (`{items}`: `putObject` arguments): the small objects a gateway stored in one turn
+ * (the ingest stream's), sent as one command. The segments they point at are synced once, then
+ * every item is its own command in the same group commit: each is checked, committed with its
+ * audit row, or refused on its own, exactly as if sent alone. Answers one `{r}` or `{e}` per
+ * item, in order. A cluster member routes each item as it routes `putObject`.
+ */
+async function runPutGroup(
+  executor: Executor,
+  commandArgs: unknown,
+  deadline: unknown,
+): Promise<Array<{ r: unknown } | { e: WireError }>> {
+  const items = (commandArgs as { items?: unknown } | undefined)?.items;
+  if (!Array.isArray(items) || items.length === 0 || items.length > PUT_GROUP_ITEMS_MAX)
+    throw BadRequest(`${PUT_GROUP_COMMAND} takes {items}: 1 to ${PUT_GROUP_ITEMS_MAX} commands`);
+  const settle = (result: Promise<unknown>): Promise<{ r: unknown } | { e: WireError }> =>
+    result.then(
+      (value) => ({ r: value ?? null }),
+      (error: unknown) => {
+        if (!isLightwellError(error))
+          componentLogger('engine.commands').error({ err: error }, 'putObject failed');
+        return { e: toWire(error) };
+      },
+    );
+  const router = executor.router.current;
+  if (router?.handles('putObject'))
+    return Promise.all(items.map((item) => settle(router.run('putObject', item))));
+  const op = operations['putObject'] as Op;
+  const written = new Set<number>();
+  for (const item of items as Array<{ chunks?: unknown } | undefined>) {
+    const segmentIds = writtenSegments(item?.chunks);
+    if (Array.isArray(item?.chunks))
+      executor.metrics.manifest(segmentIds.length, item.chunks.length - segmentIds.length);
+    for (const segmentId of segmentIds) written.add(segmentId);
+  }
+  // The bytes the manifests point at become durable before the manifests do.
+  if (written.size > 0) await executor.context.syncer?.sync([...written]);
+  return Promise.all(
+    items.map((item: unknown) => {
+      const caller = (item as { caller?: unknown } | undefined)?.caller;
+      return settle(
+        submitCommand(
+          executor,
+          'putObject',
+          op,
+          item,
+          typeof caller === 'string' ? caller : undefined,
+          deadline,
+        ),
+      );
+    }),
+  );
 }
 
 async function closeServer(server: Server, sockets: Set<Socket>): Promise<void> {

@@ -13,6 +13,13 @@ import { EngineUnavailable, PayloadTooLarge, fromWire, type WireError } from '..
 import type { CommandArgs, CommandName, CommandResult } from './commands.js';
 
 export const FRAME_BYTES_MAX = 64 * 1024 * 1024;
+/**
+ * A group of `putObject` commands sent as one (`{items}`), answered with one `{r}` or `{e}` per
+ * item: each item commits or fails on its own, in the same group commit (engine.ts).
+ */
+export const PUT_GROUP_COMMAND = 'putObjects';
+/** Items of one `putObjects`; a group's manifests are of inline chunks, a few hundred bytes. */
+export const PUT_GROUP_ITEMS_MAX = 1024;
 const packr = new Packr({ useRecords: false, mapsAsObjects: true });
 
 export interface Request {

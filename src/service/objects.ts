@@ -18,6 +18,7 @@ import type { RequestContext } from './context.js';
 import { ReplayBody, type IdempotencyClaim } from './idempotency.js';
 import { parseHttpDate } from './read.js';
 import { sealedUpload, type CustomerKey } from './customer-key.js';
+import { PutGroup } from './put-group.js';
 import { addNewVersionAttributes, type NewVersionAttributes } from './object-lock.js';
 import {
   Divert,
@@ -149,7 +150,12 @@ export function commitBucketChange<T>(
 }
 
 export class ObjectService {
-  constructor(private readonly deps: ObjectServiceDeps) {}
+  /** Object commits, sent to the engine a turn's worth at a time. */
+  private readonly group: PutGroup;
+
+  constructor(private readonly deps: ObjectServiceDeps) {
+    this.group = new PutGroup(deps.engine);
+  }
 
   /**
    * Sends a mutation with its audit row, which then commits in the same transaction. Adds to
@@ -168,6 +174,21 @@ export class ObjectService {
     const result = (await this.deps.engine.callUnchecked(op, args)) as T;
     request.audit.written = true;
     return result;
+  }
+
+  /**
+   * `commit` of a `putObject`, sent with the other object commits of this turn as one
+   * `putObjects` command (put-group.ts): the same caller check and audit row, the same answer.
+   */
+  private async commitPut(
+    request: AuditedRequest,
+    args: Record<string, unknown>,
+  ): Promise<ObjectVersionRecord> {
+    if (request.audit.actor !== undefined) args['caller'] = request.audit.actor;
+    args['audit'] = auditRowOf(request, 200);
+    const version = await this.group.commit(args);
+    request.audit.written = true;
+    return version;
   }
 
   /**
@@ -245,7 +266,7 @@ export class ObjectService {
       const args = putArgsOf(target.tenantId, input, received);
       if (sealed) args['sseCustomer'] = sealed.record;
       if (idempotency) args['idempotency'] = held ?? idempotency;
-      return await this.commit<ObjectVersionRecord>(ctx, 'putObject', args, 200);
+      return await this.commitPut(ctx, args);
     } catch (error) {
       if (error instanceof Divert && replay) {
         await replay.body.checked;
@@ -304,7 +325,7 @@ export class ObjectService {
       input.check?.(received);
       const args = putArgsOf(tenantId, input, received);
       if (idempotency) args['idempotency'] = { ...idempotency, inCommit: true };
-      return await this.commit<ObjectVersionRecord>(ctx, 'putObject', args, 200);
+      return await this.commitPut(ctx, args);
     } finally {
       received.release();
     }

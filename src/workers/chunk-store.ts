@@ -49,7 +49,11 @@ export async function storeChunk(
   if (alreadyStored(deps, keys.tenantNum, chunkId)) {
     return withChecksums({ chunkId, plainLength, compressed: false }, checksums);
   }
-  const output = payloadBuffers.take(encodeOutputBytes(plainLength));
+  const outputBytes = encodeOutputBytes(plainLength);
+  const output =
+    outputBytes <= SMALL_PAYLOAD_BYTES
+      ? (smallPayloads.pop() ?? Buffer.allocUnsafeSlow(SMALL_PAYLOAD_BYTES))
+      : payloadBuffers.take(outputBytes);
   const encoded = encodeChunk(keys, chunkId, slices, plainLength, output);
   const appended = await deps.writer().append([encoded.header, ...encoded.payload]);
   // Every record before this one in the segment must be written too: recovery cuts a segment
@@ -58,7 +62,8 @@ export async function storeChunk(
   await appended.written();
   // Only now has the write stopped reading `output`. On a failure above it is not reused: a
   // write of it might still be queued.
-  payloadBuffers.give(output);
+  if (output.length !== SMALL_PAYLOAD_BYTES) payloadBuffers.give(output);
+  else if (smallPayloads.length < SMALL_PAYLOADS_KEPT) smallPayloads.push(output);
   const location = {
     segmentId: appended.segmentId,
     offset: appended.offset,
@@ -82,6 +87,16 @@ const payloadBuffers = new BufferPool(2, (bytes) => {
   const granule = bytes > 64 * 1024 ? 64 * 1024 : 4096;
   return Buffer.allocUnsafeSlow(Math.ceil(bytes / granule) * granule);
 });
+
+/**
+ * The payload buffers of small records, all of one size, kept apart from `payloadBuffers`: the
+ * gateway's thread stores the small objects of a turn all at once (hundreds of an ingest
+ * stream's), more than a pool of two serves, and a fresh buffer each cost an allocation and
+ * its collection. At most 2 MiB are kept.
+ */
+const SMALL_PAYLOAD_BYTES = 8192;
+const SMALL_PAYLOADS_KEPT = 256;
+const smallPayloads: Buffer[] = [];
 
 function withChecksums(
   result: StoreResult,
