@@ -153,6 +153,14 @@ async function run(context: ScenarioContext, name: string, shape: IngestShape): 
     cpu === undefined
       ? []
       : [`server CPU ${((cpu / Math.max(1, acknowledged)) * 1e6).toFixed(0)} µs per object`];
+  // The memory bound's figures (bench/proc-stats.ts): own pages summed, and with file pages once.
+  if (load.window) {
+    const mib = (bytes: number): string => (bytes / 2 ** 20).toFixed(0);
+    notes.push(
+      `server peak own memory ${mib(load.window.peakOwnBytes)} MiB summed over the processes ` +
+        `(${mib(load.window.peakOnceBytes)} MiB with shared file pages once)`,
+    );
+  }
   return {
     operations: acknowledged,
     bytes: acknowledged * objectBytes,

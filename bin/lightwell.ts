@@ -14,7 +14,9 @@ const usage = `usage: lightwell serve [--data-dir DIR] [--public-listen HOST:POR
        lightwell admin-token create --role viewer|operator|owner [--tenant ID] [--expires 30d|RFC3339] [--name TEXT] [--json]
        lightwell admin-token list [--json]
        lightwell admin-token revoke ID
+       lightwell restore --from BACKUP_DIR --data-dir DIR [--json]
        lightwell cluster join-secret [--data-dir DIR]
+       lightwell kms-key create|list|delete TENANT [KEY_ID]   named SSE-KMS keys (--help)
        lightwell config [--config FILE] [--json]   every setting, its default, value and source
        lightwell config --check --config FILE      validates settings without starting anything
        lightwell ingest DIR --bucket B [--prefix P] [--endpoint URL] [--connections N]
@@ -31,12 +33,18 @@ if (command === 'serve') {
 } else if (command === 'admin-token') {
   const { adminToken } = await import('../src/cli/admin-token.js');
   await adminToken(rest);
+} else if (command === 'restore') {
+  const { restoreCommand } = await import('../src/cli/restore.js');
+  await restoreCommand(rest);
 } else if (command === 'ingest') {
   const { ingestCommand } = await import('../src/cli/ingest.js');
   await ingestCommand(rest);
 } else if (command === 'cluster') {
   const { clusterCommand } = await import('../src/cli/cluster.js');
   process.exitCode = clusterCommand(rest);
+} else if (command === 'kms-key') {
+  const { kmsKeyCommand } = await import('../src/cli/kms-key.js');
+  process.exitCode = await kmsKeyCommand(rest);
 } else if (command === 'config') {
   const { configCommand } = await import('../src/cli/config.js');
   configCommand(rest);

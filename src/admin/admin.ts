@@ -23,7 +23,6 @@ import { metricsApi } from './metrics-route.js';
 import { adminRoutes } from './routes.js';
 import { AuditSink } from '../http/audit.js';
 import { AdminAuth } from './auth.js';
-import type { NodeRecord } from '../engine/index/schema.js';
 import { componentLogger } from '../util/log.js';
 import { tlsFilesOf, type Settings } from '../util/config.js';
 import { consoleApis } from '../console/console.js';
@@ -49,7 +48,7 @@ export async function startAdmin(options: {
     throw noEngineError(paths, connectWaitMs, error);
   });
   const store = IndexStore.open({ path: paths.index, readOnly: true });
-  const node = await engine.call<NodeRecord>('nodeIdentity', {});
+  const node = await engine.call('nodeIdentity', {});
   const address = settings.listen('admin_listen');
   const auth = new AdminAuth(store, settings.rate('admin.rate_limit'));
   const audit = new AuditSink(engine, componentLogger('admin.audit'));

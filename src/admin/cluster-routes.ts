@@ -16,7 +16,7 @@ import { hostname } from 'node:os';
 import type { Route } from '../http/router.js';
 import type { Handler } from '../http/server.js';
 import type { Exchange } from '../http/exchange.js';
-import type { ScrubResult, ScrubCursor, CorruptChunk } from '../engine/ops/tenant-scrub.js';
+import type { ScrubArgs, ScrubCursor, CorruptChunk } from '../engine/ops/tenant-scrub.js';
 import { validateTenantId, validateBucketName } from '../security/names.js';
 import { BadRequest, Conflict, Unavailable } from '../util/errors.js';
 import { DB, type TenantRecord } from '../engine/index/schema.js';
@@ -255,10 +255,10 @@ async function changeMembership(
 async function moveReplicas(services: AdminServices): Promise<void> {
   for (const { value: tenant } of services.store.range<TenantRecord>(DB.tenants, {})) {
     if (tenant.state === 'deleted') continue;
-    const result = await services.engine.call<{
-      counts: { replicasUnreachable: number };
-      nodes: Record<string, unknown>;
-    } | null>('clusterRepair', { tenantId: tenant.id, dryRun: false });
+    const result = await services.engine.call('clusterRepair', {
+      tenantId: tenant.id,
+      dryRun: false,
+    });
     if (result === null) return;
     const failed = Object.entries(result.nodes).filter(
       ([, counts]) => typeof counts === 'object' && counts !== null && 'error' in counts,
@@ -388,7 +388,7 @@ async function rebalance(
   // On a cluster member the engine then copies what any replica lacks (cluster/repair.ts).
   // and replaces the corrupt chunks the scrub found with good copies from other members.
   const corrupt = (report['corrupt'] as CorruptChunk[]).map((entry) => entry.chunkId);
-  const replication = await services.engine.call<Record<string, unknown> | null>('clusterRepair', {
+  const replication = await services.engine.call('clusterRepair', {
     tenantId,
     dryRun,
     corrupt,
@@ -425,10 +425,10 @@ async function runScrub(
   const corrupt: CorruptChunk[] = [];
   let cursor: ScrubCursor | undefined;
   do {
-    const request: Record<string, unknown> = { tenantId: args.tenantId, verify: args.verify };
-    if (args.bucket !== undefined) request['bucket'] = args.bucket;
-    if (cursor !== undefined) request['cursor'] = cursor;
-    const step = await services.engine.call<ScrubResult>('scrubTenantChunks', request);
+    const request: ScrubArgs = { tenantId: args.tenantId, verify: args.verify };
+    if (args.bucket !== undefined) request.bucket = args.bucket;
+    if (cursor !== undefined) request.cursor = cursor;
+    const step = await services.engine.call('scrubTenantChunks', request);
     for (const field of Object.keys(counts) as Array<keyof typeof counts>)
       counts[field] += step[field];
     for (const entry of step.corrupt) if (corrupt.length < 1000) corrupt.push(entry);

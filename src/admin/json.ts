@@ -5,7 +5,8 @@
 // whether the engine is still removing its contents (`in_progress`), has finished
 // (`complete`) or stopped at a protected version (`blocked`).
 
-import type { JsonSchema, RouteDoc } from '../http/router.js';
+import type { JsonSchema } from '../http/router.js';
+import { problemResponses } from '../http/openapi.js';
 import type {
   TenantRecord,
   AccountRecord,
@@ -309,27 +310,13 @@ export const scrubReportSchema = obj(
   ['dryRun', 'applied', 'action', 'target', 'counts', 'blockers'],
 );
 
-const problem = (
-  description: string,
-): { description: string; schema: JsonSchema; contentType: string } => ({
-  description,
-  schema: { $ref: '#/components/schemas/Problem' },
-  contentType: 'application/problem+json',
-});
-
 /** Problem answers every authenticated operation can give, plus the ones it names. */
-export function problems(...statuses: number[]): RouteDoc['responses'] {
-  const known: Record<number, string> = {
-    400: 'malformed request (missing reason, bad confirm, invalid field, a path that is not UTF-8, a query value of the wrong type)',
-    401: 'missing, invalid, revoked or expired admin token',
-    403: 'role too low, or the token is limited to another tenant',
-    404: 'not found',
-    409: 'conflict with the current state',
-    412: 'a retention window or legal hold gates the delete (fail-closed)',
-    429: 'per-token rate limit exceeded (see Retry-After)',
-  };
-  const out: Record<number, ReturnType<typeof problem>> = {};
-  for (const status of [401, 403, 429, ...statuses])
-    out[status] = problem(known[status] ?? 'error');
-  return out;
-}
+export const problems = problemResponses({
+  400: 'malformed request (missing reason, bad confirm, invalid field, a path that is not UTF-8, a query value of the wrong type)',
+  401: 'missing, invalid, revoked or expired admin token',
+  403: 'role too low, or the token is limited to another tenant',
+  404: 'not found',
+  409: 'conflict with the current state',
+  412: 'a retention window or legal hold gates the delete (fail-closed)',
+  429: 'per-token rate limit exceeded (see Retry-After)',
+});

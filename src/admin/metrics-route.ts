@@ -9,7 +9,7 @@
 import type { Registry } from 'prom-client';
 import { routedApi, type Api, type Handler } from '../http/api.js';
 import { Router, type RouteDoc } from '../http/router.js';
-import { exposition, type MetricsSnapshot } from '../util/metrics.js';
+import { exposition } from '../util/metrics.js';
 import type { EngineClient } from '../engine/protocol.js';
 
 const metricsDoc: RouteDoc = {
@@ -27,7 +27,7 @@ export function metricsApi(engine: EngineClient, own: Registry): Api {
       doc: metricsDoc,
       handler: async (exchange) => {
         const [engineFigures, ownFigures] = await Promise.all([
-          engine.call<MetricsSnapshot[]>('collectMetrics', {}),
+          engine.call('collectMetrics', {}),
           own.getMetricsAsJSON(),
         ]);
         const { contentType, text } = await exposition([ownFigures, ...engineFigures]);

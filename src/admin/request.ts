@@ -6,6 +6,7 @@ import type { Exchange } from '../http/exchange.js';
 import { auditRowOf, type AuditSink } from '../http/audit.js';
 import type { IndexStore } from '../engine/index/store.js';
 import type { EngineClient } from '../engine/protocol.js';
+import type { CommandName } from '../engine/commands.js';
 import type { NodeRecord } from '../engine/index/schema.js';
 import type { Settings } from '../util/config.js';
 import { BadRequest } from '../util/errors.js';
@@ -118,15 +119,15 @@ export function isDryRun(exchange: Exchange): boolean {
 export async function mutate<T>(
   services: AdminServices,
   exchange: Exchange,
-  op: string,
+  op: CommandName,
   args: Record<string, unknown>,
   status: number,
 ): Promise<T> {
   const clean = Object.fromEntries(Object.entries(args).filter(([, value]) => value !== undefined));
-  const result = await services.engine.call<T>(op, {
+  const result = (await services.engine.callUnchecked(op, {
     ...clean,
     audit: auditRowOf(exchange, status),
-  });
+  })) as T;
   exchange.audit.written = true;
   return result;
 }

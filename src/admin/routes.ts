@@ -12,6 +12,7 @@ import type { AdminServices } from './request.js';
 import { tenantRoutes } from './tenant-routes.js';
 import { keyRoutes } from './key-routes.js';
 import { quotaRoutes } from './quota-routes.js';
+import { kmsKeyRoutes } from './kms-key-routes.js';
 import { auditRoutes } from './audit-routes.js';
 import { clusterRoutes } from './cluster-routes.js';
 
@@ -38,6 +39,7 @@ export function adminRoutes(services: AdminServices): Route<Handler>[] {
     ...tenantRoutes(services),
     ...keyRoutes(services),
     ...quotaRoutes(services),
+    ...kmsKeyRoutes(services),
     ...auditRoutes(services),
     ...clusterRoutes(services),
   ];

@@ -248,7 +248,7 @@ async function revoke(paths: DataDirPaths, tokenId: string, json: boolean): Prom
     );
   const record = await withIndex(
     paths,
-    async (engine) => engine.call<AdminTokenRecord>('revokeAdminToken', { tokenId }),
+    async (engine) => engine.call('revokeAdminToken', { tokenId }),
     (context) => control.revokeAdminToken(context, { tokenId }),
   );
   if ((await publishAdminToken(paths.root, record)) === 'outbox')

@@ -105,7 +105,18 @@ export async function runChild(
   // finish within shutdown.grace); a second one, to a process on its own, stops it at once.
   // Under serve it is ignored: a terminal's Ctrl-C or a service manager may signal the whole
   // process group as well as serve, whose own second signal ends the children (SIGKILL).
+  // The engine under serve waits for serve's word (`{stop: true}` over IPC), sent once the
+  // listeners have drained: stopped by the group's signal, it would be gone while their last
+  // requests commit and their audit rows are sent, and those rows would be lost.
+  const underServe = process.send !== undefined;
+  process.on('message', (message: unknown) => {
+    if ((message as { stop?: unknown } | null)?.stop === true) stop('supervisor');
+  });
   const onSignal = (signal: string): void => {
+    if (role === 'engine' && underServe) {
+      log.info({ signal }, 'signal left to serve, which stops the engine after the listeners');
+      return;
+    }
     if (!stopping) return stop(signal);
     if (process.send) return;
     log.warn({ signal }, 'second signal: stopping at once');

@@ -389,7 +389,9 @@ async function stopAll(entries: readonly Supervised[], killAfterMs: number): Pro
             clearTimeout(timer);
             resolve();
           });
-          child.kill('SIGTERM');
+          // Over IPC: the engine leaves signals to serve (child.ts), which may have reached the
+          // whole process group.
+          if (!child.connected || !child.send({ stop: true })) child.kill('SIGTERM');
         }),
     ),
   );

@@ -881,6 +881,8 @@ export function putArgsOf(
     ...(version.headers === undefined ? {} : { headers: version.headers }),
     ...(version.tags === undefined ? {} : { tags: version.tags }),
     ...(version.sse === undefined ? {} : { sse: version.sse }),
+    // Without it a copy of an SSE-C version would read as plain bytes, and never with the key.
+    ...(version.sseCustomer === undefined ? {} : { sseCustomer: version.sseCustomer }),
     ...(version.partSizes === undefined ? {} : { partSizes: version.partSizes }),
     ...(version.retention === undefined && version.legalHold === undefined
       ? {}

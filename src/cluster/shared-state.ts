@@ -86,6 +86,8 @@ export const ROUTED: ReadonlySet<string> = new Set([
   'deleteTenant',
   'setTenantQuota',
   'clearTenantQuota',
+  'createKmsKey',
+  'deleteKmsKey',
   'createBucket',
   'deleteBucket',
   'setVersioning',

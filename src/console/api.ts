@@ -9,7 +9,9 @@
 // the buckets of a tenant with their settings (versioning, object lock, CORS, notifications,
 // policy); the bucket policy editor's validate (dry run) and save; scrubs (scrub-routes.ts) and
 // their schedules (schedule-routes.ts);
-// and encryption keys: master-key and tenant data-key rotation (key-routes.ts). Policies are today's
+// and encryption keys: master-key and tenant data-key rotation (key-routes.ts) and the background
+// re-encryption that follows a data-key rotation (reencrypt-routes.ts); backups of the whole store
+// (backup-routes.ts); a tenant's public access block (access-routes.ts). Policies are today's
 // explicit denials (src/security/bucket-policy.ts), validated by the same parser the engine
 // runs when it stores them.
 
@@ -38,6 +40,9 @@ import { consoleSchemas as schemas, problems } from './schemas.js';
 import { dryRunOf, readObject, reasonOf } from './request.js';
 import { scrubRoutes } from './scrub-routes.js';
 import { keyRoutes } from './key-routes.js';
+import { reencryptRoutes } from './reencrypt-routes.js';
+import { backupRoutes } from './backup-routes.js';
+import { accessRoutes } from './access-routes.js';
 import { scheduleRoutes } from './schedule-routes.js';
 import type { ScrubJobs } from './scrub-jobs.js';
 
@@ -151,6 +156,9 @@ export function consoleApiRoutes(services: ConsoleServices, jobs: ScrubJobs): Ro
     putPolicyRoute(services),
     ...scrubRoutes(services, jobs),
     ...keyRoutes(services),
+    ...reencryptRoutes(services),
+    ...backupRoutes(services),
+    ...accessRoutes(services),
     ...scheduleRoutes(services),
   ];
 }
@@ -195,7 +203,7 @@ function putPolicyRoute(services: ConsoleServices): Route<Handler> {
         });
         return;
       }
-      const saved = await services.engine.call<BucketRecord>('setBucketPolicy', {
+      const saved = await services.engine.call('setBucketPolicy', {
         tenantId: tenant.id,
         bucket: bucket.name,
         policy,

@@ -14,7 +14,7 @@ import { auditRowOf } from '../http/audit.js';
 import { DB, META_MASTER_KEY_CHECK, tenantKey, type TenantRecord } from '../engine/index/schema.js';
 import type { MasterKeyCheckRecord } from '../engine/master-key-check.js';
 import type { MasterKeyRotation } from '../engine/master-key-rotation.js';
-import type { TenantKeyRotation } from '../engine/ops/key-rotation.js';
+import { keyGenerationOf } from '../engine/ops/key-rotation.js';
 import { validateTenantId } from '../security/names.js';
 import { Forbidden, NotFound } from '../util/errors.js';
 import type { ConsoleServices } from './api.js';
@@ -43,7 +43,7 @@ function tenantKeyJson(tenant: TenantRecord): Record<string, unknown> {
   return {
     tenantId: tenant.id,
     state: tenant.state,
-    keyGeneration: retired.length + 1,
+    keyGeneration: keyGenerationOf(tenant),
     retiredKeys: retired.length,
     rotatedAt: iso(retired[0]?.retiredAt) ?? null,
   };
@@ -115,7 +115,7 @@ export function keyRoutes(services: ConsoleServices): Route<Handler>[] {
           );
         reasonOf(exchange, await readObject(exchange));
         const dryRun = dryRunOf(exchange);
-        const result = await services.engine.call<MasterKeyRotation>('rotateMasterKey', {
+        const result = await services.engine.call('rotateMasterKey', {
           dryRun,
           audit: auditRowOf(exchange, 200),
         });
@@ -162,7 +162,7 @@ export function keyRoutes(services: ConsoleServices): Route<Handler>[] {
         if (!tenant || tenant.state === 'deleted') throw NotFound(`tenant ${tenantId} not found`);
         reasonOf(exchange, await readObject(exchange));
         const dryRun = dryRunOf(exchange);
-        const result = await services.engine.call<TenantKeyRotation>('rotateTenantDataKey', {
+        const result = await services.engine.call('rotateTenantDataKey', {
           tenantId,
           dryRun,
           audit: auditRowOf(exchange, 200),

@@ -122,7 +122,7 @@ export function scheduleRoutes(services: ConsoleServices): Route<Handler>[] {
           throw BadRequest('runNow must be true or false');
         reasonOf(exchange, body);
         const dryRun = dryRunOf(exchange);
-        const saved = await services.engine.call<ScrubScheduleRecord | null>('setScrubSchedule', {
+        const saved = await services.engine.call('setScrubSchedule', {
           target,
           intervalHours: body['intervalHours'],
           runNow: body['runNow'] === true,

@@ -1,6 +1,7 @@
 // JSON schemas of the console API's answers and bodies, as its OpenAPI document publishes them.
 
-import type { JsonSchema, RouteDoc } from '../http/router.js';
+import type { JsonSchema } from '../http/router.js';
+import { problemResponses } from '../http/openapi.js';
 
 const str = { type: 'string' } as const;
 const time = { type: 'string', format: 'date-time' } as const;
@@ -115,6 +116,84 @@ const tenantKey = obj(
   ['tenantId', 'keyGeneration', 'retiredKeys', 'rotatedAt'],
 );
 
+const reencryption = obj(
+  {
+    tenantId: str,
+    state: {
+      type: 'string',
+      enum: ['none', 'running', 'paused', 'settling', 'complete'],
+      description:
+        'settling: every chunk was looked at; waiting for uploads in flight, then dropping keys',
+    },
+    keyGeneration: { type: 'integer', minimum: 1 },
+    retiredKeys: int,
+    startedAt: { ...time, nullable: true },
+    updatedAt: { ...time, nullable: true },
+    finishedAt: { ...time, nullable: true },
+    chunksTotal: { ...int, nullable: true, description: "the tenant's chunks when the pass began" },
+    chunksScanned: int,
+    chunksRewritten: int,
+    bytesRewritten: int,
+    chunksUnreadable: int,
+    unreadable: {
+      type: 'array',
+      maxItems: 20,
+      items: obj({ chunkId: str, problem: str }, ['chunkId', 'problem']),
+    },
+    keysDropped: { ...int, nullable: true },
+  },
+  ['tenantId', 'state', 'keyGeneration', 'retiredKeys', 'chunksScanned', 'chunksRewritten'],
+);
+
+const backup = obj(
+  {
+    name: str,
+    state: { type: 'string', enum: ['queued', 'running', 'complete', 'failed'] },
+    base: { ...str, nullable: true, description: 'the backup whose sealed segments it links' },
+    queuedAt: time,
+    startedAt: { ...time, nullable: true },
+    finishedAt: { ...time, nullable: true },
+    snapshotAt: { ...time, nullable: true },
+    segmentsTotal: int,
+    segmentsDone: int,
+    segmentsReused: int,
+    bytesTotal: int,
+    bytesDone: int,
+    counts: {
+      ...obj({ tenants: int, buckets: int, versions: int, chunks: int }),
+      nullable: true,
+    },
+    error: { ...str, nullable: true },
+  },
+  ['name', 'state', 'queuedAt', 'segmentsTotal', 'segmentsDone', 'bytesTotal', 'bytesDone'],
+);
+
+const accessBlock = obj(
+  {
+    blockPublicAcls: { type: 'boolean' },
+    ignorePublicAcls: { type: 'boolean' },
+    blockPublicPolicy: { type: 'boolean' },
+    restrictPublicBuckets: { type: 'boolean' },
+  },
+  ['blockPublicAcls', 'ignorePublicAcls', 'blockPublicPolicy', 'restrictPublicBuckets'],
+);
+
+const publicAccess = obj(
+  {
+    tenantId: str,
+    block: { ...accessBlock, nullable: true },
+    buckets: {
+      type: 'array',
+      items: obj({ name: str, block: { ...accessBlock, nullable: true }, effective: accessBlock }, [
+        'name',
+        'block',
+        'effective',
+      ]),
+    },
+  },
+  ['tenantId', 'block', 'buckets'],
+);
+
 const fingerprint = {
   type: 'string',
   description: "16 hex digits: the start of the key's check value (never key bytes)",
@@ -176,6 +255,92 @@ export const consoleSchemas = {
     ['target', 'schedule'],
   ),
   tenantKey,
+  publicAccess,
+  publicAccessBody: {
+    type: 'object',
+    required: ['block'],
+    additionalProperties: false,
+    properties: {
+      block: {
+        type: 'object',
+        nullable: true,
+        additionalProperties: false,
+        description: 'absent switches are off; null removes the block',
+        properties: {
+          blockPublicAcls: { type: 'boolean' },
+          ignorePublicAcls: { type: 'boolean' },
+          blockPublicPolicy: { type: 'boolean' },
+          restrictPublicBuckets: { type: 'boolean' },
+        },
+      },
+      reason: { type: 'string', description: 'noted in the audit log' },
+    },
+  },
+  publicAccessPlan: obj(
+    {
+      dryRun: { type: 'boolean', enum: [true] },
+      applied: { type: 'boolean', enum: [false] },
+      action: str,
+      target: str,
+      counts: obj({ buckets: int }),
+      blockers: { type: 'array', items: { type: 'object' } },
+      result: publicAccess,
+    },
+    ['dryRun', 'applied', 'action', 'target', 'counts', 'blockers', 'result'],
+  ),
+  backup,
+  backupList: obj({ backups: { type: 'array', items: backup } }, ['backups']),
+  backupBody: {
+    type: 'object',
+    required: ['name'],
+    additionalProperties: false,
+    properties: {
+      name: {
+        type: 'string',
+        pattern: '^[a-z0-9][a-z0-9._-]{0,62}$',
+        description: 'the directory under backup.directory; used once',
+      },
+      base: { type: 'string', description: 'a complete backup whose sealed segments are linked' },
+      reason: { type: 'string', description: 'noted in the audit log' },
+    },
+  },
+  backupPlan: obj(
+    {
+      dryRun: { type: 'boolean', enum: [true] },
+      applied: { type: 'boolean', enum: [false] },
+      action: str,
+      target: str,
+      counts: obj({ segments: int, sealedBytes: int }),
+      blockers: { type: 'array', items: { type: 'object' } },
+      result: backup,
+    },
+    ['dryRun', 'applied', 'action', 'target', 'counts', 'blockers', 'result'],
+  ),
+  reencryption,
+  reencryptionBody: {
+    type: 'object',
+    required: ['paused'],
+    additionalProperties: false,
+    properties: {
+      paused: {
+        type: 'boolean',
+        description: 'false starts a pass (when none is active) or resumes one; true pauses it',
+      },
+      reason: { type: 'string', description: 'noted in the audit log' },
+    },
+  },
+  reencryptionPlan: obj(
+    {
+      dryRun: { type: 'boolean', enum: [true] },
+      applied: { type: 'boolean', enum: [false] },
+      action: str,
+      target: str,
+      counts: obj({ retiredKeys: int }),
+      blockers: { type: 'array', items: { type: 'object' } },
+      result: reencryption,
+    },
+    ['dryRun', 'applied', 'action', 'target', 'counts', 'blockers', 'result'],
+  ),
   keyState: obj(
     {
       masterKey: obj(
@@ -264,21 +429,11 @@ export const consoleSchemas = {
 } as const;
 
 /** Problem answers every authenticated operation can give, plus the ones it names. */
-export function problems(...statuses: number[]): RouteDoc['responses'] {
-  const known: Record<number, string> = {
-    400: 'malformed request or an invalid policy (the message names the field)',
-    401: 'missing, invalid, revoked or expired admin token',
-    403: 'role too low, or the token is limited to another tenant',
-    404: 'no such tenant or bucket',
-    409: 'the tenant is disabled, or a scrub of it is already running',
-    429: 'per-token rate limit exceeded (see Retry-After)',
-  };
-  const out: Record<number, RouteDoc['responses'][number]> = {};
-  for (const status of [401, 403, 429, ...statuses])
-    out[status] = {
-      description: known[status] ?? 'error',
-      schema: { $ref: '#/components/schemas/Problem' },
-      contentType: 'application/problem+json',
-    };
-  return out;
-}
+export const problems = problemResponses({
+  400: 'malformed request or an invalid policy (the message names the field)',
+  401: 'missing, invalid, revoked or expired admin token',
+  403: 'role too low, or the token is limited to another tenant',
+  404: 'no such tenant or bucket',
+  409: 'the tenant is disabled, or a scrub of it is already running',
+  429: 'per-token rate limit exceeded (see Retry-After)',
+});

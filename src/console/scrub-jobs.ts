@@ -15,7 +15,12 @@
 
 import { randomBytes } from 'node:crypto';
 import type { EngineClient } from '../engine/protocol.js';
-import type { CorruptChunk, ScrubCursor, ScrubResult } from '../engine/ops/tenant-scrub.js';
+import type {
+  CorruptChunk,
+  ScrubArgs,
+  ScrubCursor,
+  ScrubResult,
+} from '../engine/ops/tenant-scrub.js';
 import { Conflict, errorCode } from '../util/errors.js';
 
 export const SCRUB_JOBS_RUNNING_MAX = 2;
@@ -77,10 +82,10 @@ export async function scrubPass(
 ): Promise<boolean> {
   let cursor: ScrubCursor | undefined;
   do {
-    const request: Record<string, unknown> = { tenantId: target.tenantId, verify };
-    if (target.bucket !== undefined) request['bucket'] = target.bucket;
-    if (cursor !== undefined) request['cursor'] = cursor;
-    const step = await engine.call<ScrubResult>('scrubTenantChunks', request);
+    const request: ScrubArgs = { tenantId: target.tenantId, verify };
+    if (target.bucket !== undefined) request.bucket = target.bucket;
+    if (cursor !== undefined) request.cursor = cursor;
+    const step = await engine.call('scrubTenantChunks', request);
     if (!onStep(step)) return false;
     cursor = step.cursor ?? undefined;
   } while (cursor !== undefined);

@@ -244,17 +244,31 @@ export function decodeChunk(
   aesGcm: AesGcm | null = libc()?.aesGcm ?? null,
 ): Buffer {
   const checked = checkRecord(keys, record, expected);
-  return withRetiredKeys(keys, (under) => plaintextOf(under, record, checked, aesGcm));
+  return withRetiredKeys(keys, checked, (under) => plaintextOf(under, record, checked, aesGcm));
 }
 
 /**
  * `open` with the tenant's current key, then, while the record fails authentication, with each
  * retired key. Only an authentication failure moves on: any other error is the record's.
+ * A payload that fails authentication is checked against its CRC32C first: bytes damaged on the
+ * disk or on the way (`reason: checksum`) authenticate under no key, and are told apart from
+ * intact bytes under another key or forged (`reason: authentication`). The CRC costs nothing on
+ * a read that authenticates (the tag covers every payload byte, a stronger check).
  */
-function withRetiredKeys<T>(keys: TenantKeys, open: (keys: TenantKeys) => T): T {
+function withRetiredKeys<T>(
+  keys: TenantKeys,
+  checked: { header: RecordHeader; payload: Buffer },
+  open: (keys: TenantKeys) => T,
+): T {
   try {
     return open(keys);
   } catch (error) {
+    if (failedAuthentication(error) && crc32c(checked.payload) !== checked.header.payloadChecksum)
+      throw CorruptData(
+        'record payload fails its checksum',
+        { reason: 'checksum' },
+        { cause: error },
+      );
     const retired = keys.retiredDataKeys;
     if (retired === undefined || !failedAuthentication(error)) throw error;
     for (const dataKey of retired) {
@@ -292,13 +306,17 @@ export function decodeChunkInto(
     if (payload.length - TAG_BYTES !== header.plainLength) {
       throw CorruptData('record decodes to the wrong length');
     }
-    withRetiredKeys(keys, (under) => openPayload(aesGcm, under, record, header, payload, targets));
+    withRetiredKeys(keys, checked, (under) =>
+      openPayload(aesGcm, under, record, header, payload, targets),
+    );
     return true;
   }
   const [single] = targets;
   const compressed = header.compression === COMPRESSION_LZ4;
   const into = compressed && targets.length === 1 && native()?.lz4Decompress ? single : undefined;
-  const plain = withRetiredKeys(keys, (under) => plaintextOf(under, record, checked, aesGcm, into));
+  const plain = withRetiredKeys(keys, checked, (under) =>
+    plaintextOf(under, record, checked, aesGcm, into),
+  );
   if (into) return false; // decompressed straight into the target
   let offset = 0;
   for (const target of targets) {
@@ -389,10 +407,11 @@ function checkRecord(
 ): { header: RecordHeader; payload: Buffer } {
   const header: RecordHeader = decodeRecordHeader(record, 0);
   const payload = record.subarray(RECORD_HEADER_SIZE, RECORD_HEADER_SIZE + header.payloadLength);
-  // The payload's CRC32C is not recomputed on the read path: the GCM tag authenticates every
-  // payload byte, and the header as AAD, before any plaintext is returned, which is a stronger
-  // check of the same bytes (a tenth of a GET's CPU saved). Recovery and the scrub, which have
-  // no key or must tell a torn tail from a forgery, check the CRC.
+  // The payload's CRC32C is not recomputed on a read that authenticates: the GCM tag covers
+  // every payload byte, and the header as AAD, before any plaintext is returned, which is a
+  // stronger check of the same bytes (a tenth of a GET's CPU saved). A read that fails
+  // authentication checks it (`withRetiredKeys`); recovery and the scrub, which have no key or
+  // must tell a torn tail from a forgery, check it always.
   if (payload.length !== header.payloadLength || payload.length < TAG_BYTES) {
     throw CorruptData('record payload is shorter than its header or a GCM tag says', {
       payloadLength: header.payloadLength,

@@ -6,6 +6,7 @@
 //   index/                 the LMDB environment (single writer: the engine)
 //   segments/<id>.seg      append-only segment files
 //   keys/master.key        32-byte master key, mode 0600 (or LIGHTWELL_MASTER_KEY_FILE)
+//   reserve                space kept for reclaiming on a full disk (space-reserve.ts)
 //   engine.sock            the engine's command socket (runtime only)
 //   engine.lock            pid of the engine that holds the directory (runtime only)
 

@@ -18,15 +18,25 @@ import {
   loadMasterKey,
   type DataDirPaths,
 } from './data-dir.js';
-import { FrameDecoder, FrameWriter, encodeFrame, type Request } from './protocol.js';
+import {
+  FrameDecoder,
+  FrameWriter,
+  encodeFrame,
+  PUT_GROUP_COMMAND,
+  PUT_GROUP_ITEMS_MAX,
+  type Request,
+} from './protocol.js';
 import {
   toWire,
   isLightwellError,
   MethodNotAllowed,
   BadRequest,
   EngineUnavailable,
+  DiskFull,
+  type WireError,
 } from '../util/errors.js';
 import { componentLogger, type Logger } from '../util/log.js';
+import { crashOnInvariantFailure } from '../util/invariant.js';
 import type { Settings } from '../util/config.js';
 import type { EngineContext } from './ops/context.js';
 import * as accessLog from './ops/access-log.js';
@@ -55,26 +65,51 @@ import * as cors from './ops/cors.js';
 import * as keyRotation from './ops/key-rotation.js';
 import { rotateMasterKey, settleMasterKeyRotation } from './master-key-rotation.js';
 import { ScrubScheduler, setScrubSchedule } from './scrub-schedule.js';
+import { Reencryptor } from './reencryption.js';
+import { BackupRunner } from './backup.js';
+import { startBackup } from './ops/backup.js';
+import { setReencryption } from './ops/reencryption.js';
 import * as lifecycle from './ops/lifecycle.js';
+import * as kmsKeys from './ops/kms-keys.js';
 import { LifecycleExecutor } from './lifecycle.js';
 import { Deliverer } from './delivery.js';
 import { nodeIo, type Io } from '../util/io.js';
 import { realClock, type Clock } from '../util/clock.js';
 import { EngineMetrics } from './metrics.js';
 import { RouterSlot, type LocalEngine, type RouterFactory } from './command-router.js';
+import { SpaceReserve } from './space-reserve.js';
 
 type Op = (context: EngineContext, args: never) => unknown;
 
-/** Every command the engine accepts. Each runs inside one durable transaction. */
-export const operations: Readonly<Record<string, Op>> = {
+/** What a cluster member's repair answers (src/cluster/repair.ts); a single node answers null. */
+interface ClusterRepairReport {
+  readonly counts: { readonly replicasUnreachable: number } & Record<string, number>;
+  readonly nodes: Record<string, unknown>;
+  readonly [field: string]: unknown;
+}
+
+/**
+ * Every command the engine accepts. Each runs inside one durable transaction. The table's own
+ * type (not a string record) is the command map's source (commands.ts).
+ */
+export const operations = {
   ping: () => ({ ok: true }),
   // A read is about to be served: a cluster member first makes its copy of the object current
   // (its router serves this); a single node has nothing to do.
-  clusterFreshen: () => null,
+  clusterFreshen: (
+    _context: EngineContext,
+    _args: { tenantId: string; bucket: string; key: string },
+  ) => null,
   // A page of a listing is about to be served: likewise for the page's range of keys.
-  clusterFreshenList: () => null,
+  clusterFreshenList: (
+    _context: EngineContext,
+    _args: { tenantId: string; bucket: string; prefix: string; after?: string; limit: number },
+  ) => null,
   // A rebalance of a tenant's replicas: a cluster member's router runs it; none on one node.
-  clusterRepair: () => null,
+  clusterRepair: (
+    _context: EngineContext,
+    _args: { tenantId: string; dryRun: boolean; bucket?: string; corrupt?: string[] },
+  ): ClusterRepairReport | null => null,
   createTenant: control.createTenant,
   createAccount: control.createAccount,
   createAccessKey: control.createAccessKey,
@@ -108,6 +143,8 @@ export const operations: Readonly<Record<string, Op>> = {
   rotateAccessKey: control.rotateAccessKey,
   revokeAccessKey: control.revokeAccessKey,
   setTenantQuota: control.setTenantQuota,
+  createKmsKey: kmsKeys.createKmsKey,
+  deleteKmsKey: kmsKeys.deleteKmsKey,
   clearTenantQuota: control.clearTenantQuota,
   nodeIdentity: control.nodeIdentity,
   createMultipartUpload: multipart.createMultipartUpload,
@@ -120,12 +157,16 @@ export const operations: Readonly<Record<string, Op>> = {
   deleteBucketNotifications: notifications.deleteBucketNotifications,
   rotateTenantDataKey: keyRotation.rotateTenantDataKey,
   setScrubSchedule,
+  setReencryption,
+  startBackup,
   putBucketLifecycle: lifecycle.putBucketLifecycle,
   deleteBucketLifecycle: lifecycle.deleteBucketLifecycle,
   setBucketLogging: accessLog.setBucketLogging,
   deliverAccessLog: accessLog.deliverAccessLog,
   setBucketOwnership: ownership.setBucketOwnership,
-};
+} satisfies Readonly<Record<string, Op>>;
+/** The table as the dispatcher looks a name off the wire up in it. */
+const transactionTable: Readonly<Record<string, Op>> = operations;
 
 type ReadOp = (context: EngineContext, args: never) => Promise<unknown>;
 
@@ -133,9 +174,10 @@ type ReadOp = (context: EngineContext, args: never) => Promise<unknown>;
  * Commands that only read (the index and segment files). They run outside every write
  * transaction, may await I/O, must never write, and do a bounded amount of work per call.
  */
-export const readOperations: Readonly<Record<string, ReadOp>> = {
+export const readOperations = {
   scrubTenantChunks: tenantScrub.scrubTenantChunks,
-};
+} satisfies Readonly<Record<string, ReadOp>>;
+const readTable: Readonly<Record<string, ReadOp>> = readOperations;
 
 export interface RunningEngine {
   readonly paths: DataDirPaths;
@@ -180,6 +222,13 @@ export async function startEngine(options: {
     syncer,
   };
   await recoverAtStart(context, paths, log, io);
+  const reserve = new SpaceReserve({
+    root: paths.root,
+    configuredBytes: options.settings.bytes('storage.space_reserve'),
+    log: componentLogger('engine.space'),
+    io,
+  });
+  await reserve.open();
   const pins = new SegmentPins();
   const mintLimiter = new RateLimiter(options.settings.rate('security.token_mint_rate'));
   const compactor = new Compactor({
@@ -191,6 +240,7 @@ export async function startEngine(options: {
     io,
     clock,
     segmentFailed: (segmentId) => syncer.poison(segmentId),
+    space: reserve,
   });
   const deliverer = new Deliverer({ context, log: componentLogger('engine.delivery') });
   const purger = new tenantDelete.TenantPurger({
@@ -202,10 +252,22 @@ export async function startEngine(options: {
     context,
     log: componentLogger('engine.scrub-schedule'),
   });
+  const reencryptor = new Reencryptor({
+    context,
+    log: componentLogger('engine.reencryption'),
+    segments: paths.segments,
+    pins,
+    io,
+  });
+  const backups = new BackupRunner({ context, paths, pins, log: componentLogger('engine.backup') });
   const sockets = new Set<Socket>();
   const metrics = new EngineMetrics({ store, compaction: () => compactor.totals });
   syncer.onSync = (seconds) => metrics.fdatasync(seconds);
-  const batch = new CommandBatch(store, (size, seconds) => metrics.commit(size, seconds));
+  const batch = new CommandBatch(
+    store,
+    (size, seconds) => metrics.commit(size, seconds),
+    async () => (await reserve.release('an index commit found the disk full')) > 0,
+  );
   const executor: Executor = {
     paths,
     context,
@@ -213,6 +275,7 @@ export async function startEngine(options: {
     metrics,
     pins,
     mintLimiter,
+    reserve,
     router: undefined as unknown as RouterSlot,
     auditBarriers: new AuditBarriers({
       unanswered: (sources) =>
@@ -237,6 +300,8 @@ export async function startEngine(options: {
   purger.start();
   deliverer.start();
   scrubScheduler.start();
+  reencryptor.start();
+  await backups.start();
   log.info({ dataDir: paths.root }, 'engine ready');
   return {
     paths,
@@ -245,6 +310,8 @@ export async function startEngine(options: {
       syncer.close();
       await router.close();
       await scrubScheduler.stop();
+      await reencryptor.stop();
+      await backups.stop();
       await lifecycleExecutor.stop();
       await deliverer.stop();
       await purger.stop();
@@ -330,13 +397,15 @@ interface Executor {
   readonly metrics: EngineMetrics;
   /** A cluster member's router of cluster-wide commands; empty on a single node. */
   readonly router: RouterSlot;
+  /** Room kept for reclaiming space on a full disk (space-reserve.ts). */
+  readonly reserve: SpaceReserve;
 }
 
 /** What a router may do with this engine (command-router.ts). */
 function localEngine(executor: Executor, segmentsDir: string): LocalEngine {
   const { context } = executor;
   const commandOf = (name: string): Op => {
-    const op = Object.hasOwn(operations, name) ? operations[name] : undefined;
+    const op = Object.hasOwn(transactionTable, name) ? transactionTable[name] : undefined;
     if (!op) throw MethodNotAllowed(`unknown engine command ${name}`);
     return op;
   };
@@ -420,12 +489,14 @@ function writtenSegments(chunks: unknown): number[] {
  * key (`security.token_mint_rate` is per key, not per gateway process); and the audit barrier
  * (audit-barrier.ts), answered once the rows every audit sink held have arrived and committed.
  */
-const connectionCommands: Readonly<
-  Record<
-    string,
-    (executor: Executor, socket: Socket, writer: FrameWriter, args: unknown) => unknown
-  >
-> = {
+type ConnectionCommand = (
+  executor: Executor,
+  socket: Socket,
+  writer: FrameWriter,
+  args: unknown,
+) => unknown;
+
+export const connectionCommands = {
   pinSegments: (executor, socket, _writer, args) => {
     executor.pins.set(socket, pinnedSegmentsOf(args));
     return null;
@@ -476,7 +547,9 @@ const connectionCommands: Readonly<
     await executor.batch.submit(() => null);
     return null;
   },
-};
+} satisfies Readonly<Record<string, ConnectionCommand>>;
+/** The table as the dispatcher looks a name off the wire up in it. */
+const connectionTable: Readonly<Record<string, ConnectionCommand>> = connectionCommands;
 
 /** The segment ids of a `pinSegments` command: `{segments: number[]}`. */
 function pinnedSegmentsOf(args: unknown): number[] {
@@ -514,16 +587,16 @@ async function execute(
   let frame: Buffer;
   try {
     const op =
-      typeof request.o === 'string' && Object.hasOwn(operations, request.o)
-        ? operations[request.o]
+      typeof request.o === 'string' && Object.hasOwn(transactionTable, request.o)
+        ? transactionTable[request.o]
         : undefined;
     const read =
-      typeof request.o === 'string' && Object.hasOwn(readOperations, request.o)
-        ? readOperations[request.o]
+      typeof request.o === 'string' && Object.hasOwn(readTable, request.o)
+        ? readTable[request.o]
         : undefined;
     const answered =
-      typeof request.o === 'string' && Object.hasOwn(connectionCommands, request.o)
-        ? connectionCommands[request.o]
+      typeof request.o === 'string' && Object.hasOwn(connectionTable, request.o)
+        ? connectionTable[request.o]
         : undefined;
     if (answered) {
       const result = await answered(executor, socket, writer, request.a);
@@ -536,10 +609,15 @@ async function execute(
       );
       return;
     }
+    const deadline = (request as { d?: unknown }).d;
+    if (request.o === PUT_GROUP_COMMAND) {
+      frame = encodeFrame({ i: request.i, r: await runPutGroup(executor, request.a, deadline) });
+      writer.write(frame);
+      return;
+    }
     if (!op) throw MethodNotAllowed(`unknown engine command ${String(request.o)}`);
     const name = request.o as string;
     const router = executor.router.current;
-    const deadline = (request as { d?: unknown }).d;
     const result = router?.handles(name)
       ? await router.run(name, request.a)
       : await runCommand(executor, name, op, request.a, deadline);
@@ -547,6 +625,8 @@ async function execute(
   } catch (error) {
     if (!isLightwellError(error)) log.error({ err: error, op: request.o }, 'engine command failed');
     frame = encodeFrame({ i: request.i, e: toWire(error) });
+    // Answered (`internal`), then the engine ends: its state may be wrong (util/invariant.ts).
+    crashOnInvariantFailure(error);
   }
   writer.write(frame);
 }
@@ -573,8 +653,25 @@ async function runCommand(
   if (Array.isArray(args?.chunks))
     executor.metrics.manifest(written.length, args.chunks.length - written.length);
   if (written.length > 0) await context.syncer?.sync(written);
+  // The reserve was given to reclaiming space: no new segment until it is taken back.
+  if (name === 'allocSegment' && !executor.reserve.whole)
+    throw DiskFull('the data filesystem is short of space; deleted data is being reclaimed');
   if (name === 'sealSegment')
     context.syncer?.forget((commandArgs as { segmentId: number }).segmentId);
+  return submitCommand(executor, name, op, commandArgs, caller, deadline);
+}
+
+/** Adds one command, with its caller check and audit row, to the next group commit. */
+function submitCommand(
+  executor: Executor,
+  name: string,
+  op: Op,
+  commandArgs: unknown,
+  caller: string | undefined,
+  deadline: unknown,
+): Promise<unknown> {
+  const { context } = executor;
+  const args = commandArgs as { audit?: audit.AuditInput } | undefined;
   return executor.batch.submit(() => {
     // Its caller has given up on it (protocol.ts): applied now, it would be a change nobody
     // is told of. Wall-clock time, as the caller's deadline is (an injected engine clock
@@ -586,6 +683,60 @@ async function runCommand(
     if (args?.audit) audit.writeAudit(context, args.audit);
     return value;
   });
+}
+
+/**
+ * `putObjects` (`{items}`: `putObject` arguments): the small objects a gateway stored in one turn
+ * (the ingest stream's), sent as one command. The segments they point at are synced once, then
+ * every item is its own command in the same group commit: each is checked, committed with its
+ * audit row, or refused on its own, exactly as if sent alone. Answers one `{r}` or `{e}` per
+ * item, in order. A cluster member routes each item as it routes `putObject`.
+ */
+async function runPutGroup(
+  executor: Executor,
+  commandArgs: unknown,
+  deadline: unknown,
+): Promise<Array<{ r: unknown } | { e: WireError }>> {
+  const items = (commandArgs as { items?: unknown } | undefined)?.items;
+  if (!Array.isArray(items) || items.length === 0 || items.length > PUT_GROUP_ITEMS_MAX)
+    throw BadRequest(`${PUT_GROUP_COMMAND} takes {items}: 1 to ${PUT_GROUP_ITEMS_MAX} commands`);
+  const settle = (result: Promise<unknown>): Promise<{ r: unknown } | { e: WireError }> =>
+    result.then(
+      (value) => ({ r: value ?? null }),
+      (error: unknown) => {
+        if (!isLightwellError(error))
+          componentLogger('engine.commands').error({ err: error }, 'putObject failed');
+        return { e: toWire(error) };
+      },
+    );
+  const router = executor.router.current;
+  if (router?.handles('putObject'))
+    return Promise.all(items.map((item) => settle(router.run('putObject', item))));
+  const op = operations['putObject'] as Op;
+  const written = new Set<number>();
+  for (const item of items as Array<{ chunks?: unknown } | undefined>) {
+    const segmentIds = writtenSegments(item?.chunks);
+    if (Array.isArray(item?.chunks))
+      executor.metrics.manifest(segmentIds.length, item.chunks.length - segmentIds.length);
+    for (const segmentId of segmentIds) written.add(segmentId);
+  }
+  // The bytes the manifests point at become durable before the manifests do.
+  if (written.size > 0) await executor.context.syncer?.sync([...written]);
+  return Promise.all(
+    items.map((item: unknown) => {
+      const caller = (item as { caller?: unknown } | undefined)?.caller;
+      return settle(
+        submitCommand(
+          executor,
+          'putObject',
+          op,
+          item,
+          typeof caller === 'string' ? caller : undefined,
+          deadline,
+        ),
+      );
+    }),
+  );
 }
 
 async function closeServer(server: Server, sockets: Set<Socket>): Promise<void> {

@@ -10,8 +10,16 @@
 import { createConnection, type Socket } from 'node:net';
 import { Packr } from 'msgpackr';
 import { EngineUnavailable, PayloadTooLarge, fromWire, type WireError } from '../util/errors.js';
+import type { CommandArgs, CommandName, CommandResult } from './commands.js';
 
 export const FRAME_BYTES_MAX = 64 * 1024 * 1024;
+/**
+ * A group of `putObject` commands sent as one (`{items}`), answered with one `{r}` or `{e}` per
+ * item: each item commits or fails on its own, in the same group commit (engine.ts).
+ */
+export const PUT_GROUP_COMMAND = 'putObjects';
+/** Items of one `putObjects`; a group's manifests are of inline chunks, a few hundred bytes. */
+export const PUT_GROUP_ITEMS_MAX = 1024;
 const packr = new Packr({ useRecords: false, mapsAsObjects: true });
 
 export interface Request {
@@ -187,7 +195,22 @@ export class EngineClient {
     this.pushHandlers.set(name, handler);
   }
 
-  async call<T>(op: string, args: unknown): Promise<T> {
+  /** Sends command `op` and answers its result (commands.ts types both by the command's name). */
+  call<K extends CommandName>(op: K, args: CommandArgs<K>): Promise<CommandResult<K>> {
+    return this.send(op, args) as Promise<CommandResult<K>>;
+  }
+
+  /**
+   * Sends a command without the map's types: for a name known only at run time (a command
+   * relayed from elsewhere), and for the audited-mutation wrappers, which take a `CommandName`
+   * and still build their arguments as records (docs/architecture.md, "Engine commands"). The
+   * arguments and the result are the caller's to check.
+   */
+  callUnchecked(op: string, args: unknown): Promise<unknown> {
+    return this.send(op, args);
+  }
+
+  private async send(op: string, args: unknown): Promise<unknown> {
     const socket = this.socket ?? (await this.connect());
     const writer = this.writer;
     if (socket.destroyed || socket !== this.socket || !writer)
@@ -205,7 +228,7 @@ export class EngineClient {
         deadline === undefined ? { i: id, o: op, a: args } : { i: id, o: op, a: args, d: deadline },
       ),
     );
-    return (await result) as T;
+    return result;
   }
 
   /**

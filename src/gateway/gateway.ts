@@ -342,8 +342,7 @@ export async function startListener(options: {
     segmentBytesMax: settings.bytes('storage.segment_bytes_max'),
     registry: {
       allocate: async () =>
-        (await engine.call<{ segmentId: number }>('allocSegment', { ownerPid: process.pid }))
-          .segmentId,
+        (await engine.call('allocSegment', { ownerPid: process.pid })).segmentId,
       seal: async (segmentId, size) => {
         await engine.call('sealSegment', { segmentId, size });
       },

@@ -6,17 +6,21 @@
 // audit source of the engine (src/engine/audit-barrier.ts): an audit query first passes a
 // barrier (`settle`), for which the engine has every source send the rows it holds, and finds
 // the row of every request answered before it. At most 8 commands wait for answers; more rows
-// wait in a bounded buffer, whose oldest rows are dropped and counted in the log when the engine
-// is slow or unreachable for long. The rows of a command the engine could not be reached for go
-// back to the buffer, retried every 50 ms; a row the engine answered with an error three times is
-// dropped and logged, so one row the engine cannot store does not hold back the rest.
+// wait in a bounded buffer. Rows are never dropped for the engine being slow, down or short of
+// space: the rows of a command the engine could not be reached for, or answered 503 (a full
+// disk, a commit past its deadline, a restart), go back to the buffer and are retried every
+// 50 ms, until the engine takes them; once the buffer holds BUFFER_ROWS_MAX rows the listener
+// refuses new requests (`full`, 503 with Retry-After) instead of dropping rows. Only a row the
+// engine refused as such (any other error) three times is dropped and logged, so one row it
+// cannot store does not hold back the rest. `close` (a graceful stop, before the engine stops)
+// sends what it holds and retries for up to CLOSE_WAIT_MS.
 
 import type { EngineClient } from '../engine/protocol.js';
 import { boundedAuditRow, type AuditInput } from '../engine/ops/audit.js';
 import type { AuditOutcome } from '../engine/index/schema.js';
 import type { Exchange } from './exchange.js';
 import type { Logger } from '../util/log.js';
-import { errorCode } from '../util/errors.js';
+import { errorCode, isLightwellError } from '../util/errors.js';
 
 /** How often rows that failed to send are retried. */
 const RETRY_INTERVAL_MS = 50;
@@ -26,7 +30,15 @@ const BATCH_ROWS_MAX = 2000;
 const SENDS_IN_FLIGHT_MAX = 8;
 /** How long the audit query waits for the engine to commit the rows before it (then reads). */
 const SETTLE_WAIT_MAX_MS = 2000;
+/** Rows held from which new requests are refused (`full`). */
 const BUFFER_ROWS_MAX = 100_000;
+/**
+ * Rows held at most: beyond BUFFER_ROWS_MAX only requests admitted before the buffer was full,
+ * and the refusals' own rows, add to it; past this bound they are dropped and counted.
+ */
+const BUFFER_ROWS_HARD_MAX = 2 * BUFFER_ROWS_MAX;
+/** How long a graceful stop goes on sending rows the engine has not taken yet. */
+const CLOSE_WAIT_MS = 10_000;
 /** Answers with an error after which a row is dropped. */
 const REFUSALS_MAX = 3;
 
@@ -140,7 +152,9 @@ export class AuditSink {
    * REFUSALS_MAX times, so that a row the engine refuses cannot hold back the rows after it.
    */
   private retriable(events: AuditInput[], error: unknown): AuditInput[] {
+    // Not reached, or not now (503: a full disk, a restart): nothing about the rows themselves.
     if (errorCode(error) === 'engine_unavailable') return events;
+    if (isLightwellError(error) && error.status === 503) return events;
     const kept = events.filter((event) => {
       const refusals = (this.refusals.get(event) ?? 0) + 1;
       this.refusals.set(event, refusals);
@@ -154,9 +168,17 @@ export class AuditSink {
     return kept;
   }
 
-  /** Bounds the buffer: the oldest rows beyond BUFFER_ROWS_MAX are dropped and counted. */
+  /**
+   * The buffer holds BUFFER_ROWS_MAX rows the engine has not taken: the listener refuses new
+   * requests (503) until it has taken some, rather than drop rows.
+   */
+  get full(): boolean {
+    return this.buffer.length >= BUFFER_ROWS_MAX;
+  }
+
+  /** Bounds the buffer: the oldest rows beyond BUFFER_ROWS_HARD_MAX are dropped and counted. */
   private trim(): void {
-    const excess = this.buffer.length - BUFFER_ROWS_MAX;
+    const excess = this.buffer.length - BUFFER_ROWS_HARD_MAX;
     if (excess > 0) {
       this.buffer.splice(0, excess);
       this.dropped += excess;
@@ -217,8 +239,13 @@ export class AuditSink {
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.timer);
-    await Promise.allSettled([...this.sending, this.flush()]);
-    await this.flush(); // what waited for a free send
+    const until = Date.now() + CLOSE_WAIT_MS;
+    for (;;) {
+      await Promise.allSettled([...this.sending, this.flush()]);
+      if ((this.buffer.length === 0 && this.sending.size === 0) || Date.now() >= until) break;
+      // What waited for a free send goes now; what failed, after the retry interval.
+      if (this.failing) await new Promise((resolve) => setTimeout(resolve, RETRY_INTERVAL_MS));
+    }
     const unsent = this.buffer.length + this.dropped;
     if (unsent > 0)
       this.log.warn({ unsent }, 'audit rows not written: the engine did not take them');

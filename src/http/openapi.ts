@@ -197,3 +197,23 @@ function operation(route: Route<unknown>, path: string): Record<string, unknown>
   else op['security'] = [{ signedUrl: [] }];
   return op;
 }
+
+/**
+ * The problem answers of an API's authenticated operations, described in its own words
+ * (`known`, by status): every operation can give 401, 403 and 429, and each names the others it
+ * can. Each answer is `application/problem+json` with the shared Problem schema.
+ */
+export function problemResponses(
+  known: Readonly<Record<number, string>>,
+): (...statuses: number[]) => RouteDoc['responses'] {
+  return (...statuses) => {
+    const out: Record<number, RouteDoc['responses'][number]> = {};
+    for (const status of [401, 403, 429, ...statuses])
+      out[status] = {
+        description: known[status] ?? 'error',
+        schema: { $ref: '#/components/schemas/Problem' },
+        contentType: 'application/problem+json',
+      };
+    return out;
+  };
+}

@@ -8,6 +8,7 @@ import { Router } from './router.js';
 import { Mounts, routedApi, type Api, type Dispatch } from './api.js';
 import type { Logger } from '../util/log.js';
 import { BadRequest, HeadersTooLarge, Unavailable } from '../util/errors.js';
+import { crashOnInvariantFailure } from '../util/invariant.js';
 import type { AuditSink } from './audit.js';
 import { setReceiveBuffer } from './receive-buffer.js';
 
@@ -78,8 +79,16 @@ export function listen(
     const api = mounts.apiOf(exchange.path);
     exchange.errors = api.errors;
     exchange.strictQuery = api.strictQuery;
-    if (draining) {
-      exchange.sendError(Unavailable('the server is shutting down'), log);
+    // Refused before any work: while draining, and while the audit sink holds as many rows as
+    // it may (the engine has not taken them), since a request served then would have its row
+    // dropped. Each refusal has its row too (admin-api.md: every request writes one).
+    if (draining || options.audit?.full) {
+      const reason = draining
+        ? 'the server is shutting down'
+        : 'the audit log is behind: its rows have not reached the engine yet';
+      exchange.sendError(Unavailable(reason), log);
+      (api.identify ?? options.identify)?.(exchange);
+      options.audit?.record(exchange);
       options.answered?.(api.name, exchange);
       return;
     }
@@ -100,6 +109,7 @@ export function listen(
       exchange.sendError(error, log);
       options.audit?.record(exchange);
       options.answered?.(api.name, exchange);
+      crashOnInvariantFailure(error);
       return;
     }
     exchange.audit.action = match.operationId;
@@ -196,8 +206,11 @@ function settle(
   log: Logger,
   failed: { error: unknown } | undefined,
 ): void {
-  if (failed) exchange.sendError(failed.error, log);
-  else if (exchange.open)
+  if (failed) {
+    exchange.sendError(failed.error, log);
+    // Answered (a 500), then the process ends: its state may be wrong (util/invariant.ts).
+    crashOnInvariantFailure(failed.error);
+  } else if (exchange.open)
     exchange.sendError(new TypeError(`${match.operationId} returned without answering`), log);
   if (!exchange.aborted && log.isLevelEnabled('debug')) {
     log.debug(

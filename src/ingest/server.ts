@@ -327,7 +327,7 @@ export function ingestRoute(
       complete &&
       frame.size <= backend.wholeBytesMax &&
       wholeHeld + frame.size <= WHOLE_HELD_BYTES_MAX;
-    const body = whole ? Buffer.from(frame.body) : new ObjectBody(frame.size, creditOf(connection));
+    const body = whole ? copyOf(frame.body) : new ObjectBody(frame.size, creditOf(connection));
     if (!complete) connection.open = body as ObjectBody;
     if (whole) wholeHeld += frame.size;
     // The backend checks the key and tenant again for every object: a 401 refuses the object
@@ -519,6 +519,16 @@ export function ingestRoute(
         end(connection, CLOSE_UNAVAILABLE, 'unavailable: the server is shutting down');
     },
   };
+}
+
+/**
+ * A copy of a whole body out of its frame (uWS's message is gone when its handler returns),
+ * without the zero-fill and element-wise path of `Buffer.from` for a typed array.
+ */
+function copyOf(bytes: Uint8Array): Buffer {
+  const copy = Buffer.allocUnsafe(bytes.length);
+  copy.set(bytes);
+  return copy;
 }
 
 function putOf(connection: Connection, frame: ObjectFrame, requestId: string): IngestPut {

@@ -375,3 +375,20 @@ export function withProblems(doc: RouteDoc, method: string, path: string): Route
     responses[416] = { ...responses[416], headers: { 'Content-Range': 'bytes */size' } };
   return { ...doc, responses: { ...responses, ...doc.responses } };
 }
+
+/**
+ * The describer of a group of bearer-token operations: each doc gets the group's OpenAPI tag
+ * (none for `undefined`) and the note every summary of the group ends with.
+ */
+export function bearerDocs(
+  tag: string | undefined,
+  summaryNote = '',
+): (summary: string, responses: RouteDoc['responses'], extra?: Partial<RouteDoc>) => RouteDoc {
+  return (summary, responses, extra = {}) => ({
+    summary: `${summary}${summaryNote}`,
+    auth: 'bearer',
+    ...(tag === undefined ? {} : { tags: [tag] }),
+    responses,
+    ...extra,
+  });
+}

@@ -1,12 +1,15 @@
-// Bucket CORS rules (data-api.md §4 "Buckets"): GET (read scope), PUT and DELETE (admin scope).
-// PUT is validated by src/security/cors.ts, the validator every CORS route shares; the engine
-// validates again before it stores. GET of a bucket without rules answers `{rules: []}`.
+// Bucket CORS rules (data-api.md §4 "Buckets"): GET (read scope), PUT and DELETE (admin scope),
+// as JSON over the service's operations (service/cors.ts). PUT is validated by
+// src/security/cors.ts, the validator every CORS route shares; the engine validates again before
+// it stores. GET of a bucket without rules answers `{rules: []}`.
 
-import type { Route, RouteDoc, JsonSchema } from '../http/router.js';
+import type { Route, JsonSchema } from '../http/router.js';
 import type { Handler } from '../http/server.js';
 import type { RouteKit } from './routes.js';
+import { bearerDocs } from './route-docs.js';
+import { contextOf } from '../service/context.js';
+import { corsRulesOf, deleteBucketCors, putBucketCors } from '../service/cors.js';
 import {
-  parseCorsConfiguration,
   CORS_METHODS,
   CORS_RULES_MAX,
   CORS_VALUES_PER_LIST_MAX,
@@ -73,14 +76,10 @@ function corsSchemaOf(rulesMin: number): JsonSchema {
 export const corsSchema = corsSchemaOf(1);
 /** What GET answers: `{rules: []}` for a bucket without rules. */
 const corsReadSchema = corsSchemaOf(0);
-const doc = (
-  summary: string,
-  responses: RouteDoc['responses'],
-  extra: Partial<RouteDoc> = {},
-): RouteDoc => ({ summary, auth: 'bearer', tags: ['cors'], responses, ...extra });
+const doc = bearerDocs('cors');
 
 export function corsRoutes(kit: RouteKit): Route<Handler>[] {
-  const { bearer, access, mutate } = kit;
+  const { bearer, access, objects } = kit;
   return [
     {
       method: 'GET',
@@ -91,9 +90,8 @@ export function corsRoutes(kit: RouteKit): Route<Handler>[] {
       }),
       handler: (exchange, params) => {
         const principal = bearer(exchange);
-        exchange.sendJson(200, {
-          rules: access.bucket(principal, params['bucket'] ?? '', { verb: 'read' }).cors ?? [],
-        });
+        const bucket = access.bucket(principal, params['bucket'] ?? '', { verb: 'read' });
+        exchange.sendJson(200, { rules: corsRulesOf(bucket) });
       },
     },
     {
@@ -108,14 +106,9 @@ export function corsRoutes(kit: RouteKit): Route<Handler>[] {
       handler: async (exchange, params) => {
         const principal = bearer(exchange);
         const bucket = access.bucket(principal, params['bucket'] ?? '', { verb: 'admin' });
-        const rules = parseCorsConfiguration(await exchange.readJson()).rules;
-        const stored = await mutate<{ cors?: unknown[] }>(
-          exchange,
-          'putBucketCors',
-          { tenantId: principal.tenant.id, bucket: bucket.name, cors: { rules } },
-          200,
-        );
-        exchange.sendJson(200, { rules: stored.cors ?? [] });
+        const ctx = contextOf(exchange, principal);
+        const rules = await putBucketCors(objects, ctx, bucket, await exchange.readJson());
+        exchange.sendJson(200, { rules });
       },
     },
     {
@@ -128,12 +121,7 @@ export function corsRoutes(kit: RouteKit): Route<Handler>[] {
       handler: async (exchange, params) => {
         const principal = bearer(exchange);
         const bucket = access.bucket(principal, params['bucket'] ?? '', { verb: 'admin' });
-        await mutate(
-          exchange,
-          'deleteBucketCors',
-          { tenantId: principal.tenant.id, bucket: bucket.name },
-          204,
-        );
+        await deleteBucketCors(objects, contextOf(exchange, principal), bucket);
         exchange.send(204, {});
       },
     },

@@ -15,24 +15,24 @@
 // unknown upload.
 
 import type { Exchange } from '../http/exchange.js';
-import type { Route, RouteDoc, JsonSchema } from '../http/router.js';
+import type { Route, JsonSchema } from '../http/router.js';
 import type { Handler } from '../http/server.js';
 import { refuseUndeclaredFields } from '../http/strict-input.js';
 import type { BucketRecord, MultipartUploadRecord } from '../engine/index/schema.js';
+import { contextOf } from '../service/context.js';
 import {
   isUploadId,
+  listPartsPage,
+  listUploadsPage,
+  MultipartService,
+  parsePartNumber,
+  requireUploadIn,
   MULTIPART_PARTS_MAX,
   MULTIPART_PART_BYTES_MAX,
   type CompletePart,
   type PartView,
-} from '../engine/ops/multipart.js';
-import { contextOf } from '../service/context.js';
-import {
-  listPartsPage,
-  listUploadsPage,
-  MultipartService,
-  requireUploadIn,
 } from '../service/multipart.js';
+import { parsePageSize } from '../service/list.js';
 import type { Principal } from '../service/auth.js';
 import {
   keyQuery,
@@ -44,7 +44,7 @@ import {
   writeConditionsOf,
   type RouteKit,
 } from './routes.js';
-import { ANY_CONTENT_TYPE, objectSchema, writeHeaders } from './route-docs.js';
+import { ANY_CONTENT_TYPE, bearerDocs, objectSchema, writeHeaders } from './route-docs.js';
 import { validateContentType, validateObjectKey, validateUserMetadata } from '../security/names.js';
 
 /** The fields of a multipart create body. */
@@ -127,11 +127,7 @@ const checksumHeaders = {
   'X-Service-Checksum-SHA1': 'base64 digest to verify',
   'X-Service-Checksum-SHA256': 'base64 digest to verify',
 };
-const doc = (
-  summary: string,
-  responses: RouteDoc['responses'],
-  extra: Partial<RouteDoc> = {},
-): RouteDoc => ({ summary, auth: 'bearer', tags: ['multipart'], responses, ...extra });
+const doc = bearerDocs('multipart');
 
 export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
   const { services, bearer, access } = kit;
@@ -410,7 +406,7 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
 
   function listUploads(bucket: BucketRecord, query: URLSearchParams): Record<string, unknown> {
     const prefix = query.get('prefix') ?? '';
-    const max = pageSize(query.get('maxUploads'), 'maxUploads');
+    const max = parsePageSize(query.get('maxUploads'), 'maxUploads', LIST_PAGE_MAX);
     const keyMarker = keyQuery(query, 'keyMarker');
     const uploadIdMarker = query.get('uploadIdMarker');
     if (uploadIdMarker !== null && keyMarker === null)
@@ -438,7 +434,7 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
     found: MultipartUploadRecord,
     query: URLSearchParams,
   ): Record<string, unknown> {
-    const max = pageSize(query.get('maxParts'), 'maxParts');
+    const max = parsePageSize(query.get('maxParts'), 'maxParts', LIST_PAGE_MAX);
     const markerText = query.get('partNumberMarker');
     // 0, like no marker, starts at the first part (as S3 takes it).
     const marker = markerText === null || markerText === '0' ? 0 : parsePartNumber(markerText);
@@ -469,21 +465,6 @@ function partJson(part: PartView): Record<string, unknown> {
     checksums: part.checksums,
     lastModified: new Date(part.lastModified).toISOString(),
   };
-}
-
-/** A part number as its canonical decimal: `01` is not part 1 (one object, one spelling). */
-function parsePartNumber(text: string): number {
-  if (!/^[1-9]\d{0,4}$/.test(text) || Number(text) > MULTIPART_PARTS_MAX) {
-    throw BadRequest(`part numbers are integers from 1 to ${MULTIPART_PARTS_MAX}`);
-  }
-  return Number(text);
-}
-
-function pageSize(text: string | null, name: string): number {
-  if (text === null) return LIST_PAGE_MAX;
-  if (!/^\d+$/.test(text) || Number(text) < 1 || Number(text) > LIST_PAGE_MAX)
-    throw BadRequest(`${name} must be an integer from 1 to ${LIST_PAGE_MAX}`);
-  return Number(text);
 }
 
 function encodeKey(key: string): string {

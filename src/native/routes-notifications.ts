@@ -1,35 +1,24 @@
 // Bucket event notifications (data-api.md §4, spec/DECISIONS.md "Notification config"):
-// GET, PUT and DELETE of the webhook configs, and the delivery status. All need an
-// admin-scoped key: a config sends the bucket's events to a URL of the caller's choosing.
-//
-// PUT validates the configs (sns, sqs and lambda answer 501), refuses targets on loopback,
-// link-local and private addresses unless `notifications.allow_private_targets` (resolving host
-// names), and returns `signingSecret` once for each config id that is new; the engine generates
-// and seals it. GET never shows a secret, only `hasSecret`.
+// GET, PUT and DELETE of the webhook configs, and the delivery status, as JSON. All need an
+// admin-scoped key: a config sends the bucket's events to a URL of the caller's choosing. The
+// rules (validation, private targets, secrets once) are the service's (service/notifications.ts).
 
-import type { Route, RouteDoc, JsonSchema } from '../http/router.js';
+import type { Route, JsonSchema } from '../http/router.js';
 import type { Handler } from '../http/server.js';
-import {
-  DB,
-  bucketKeyPrefix,
-  decodeOutboxKey,
-  outboxQueueRange,
-  type BucketRecord,
-  type OutboxRecord,
-} from '../engine/index/schema.js';
-import type { IndexStore } from '../engine/index/store.js';
-import {
-  parseNotificationConfigs,
-  notificationsOf,
-  configView,
-  statusOf,
-  NOTIFICATION_EVENT_TYPES,
-  NOTIFICATION_CONFIGS_MAX,
-  type NotificationConfigView,
-} from '../engine/ops/notifications.js';
-import { checkWebhookTarget } from '../engine/delivery.js';
+import type { BucketRecord } from '../engine/index/schema.js';
 import type { Principal } from '../service/auth.js';
+import { contextOf } from '../service/context.js';
+import {
+  deleteNotificationConfigs,
+  deliveryStatus,
+  notificationConfigs,
+  putNotificationConfigs,
+  NOTIFICATION_CONFIGS_MAX,
+  NOTIFICATION_EVENT_TYPES,
+  type DeliveryStatus,
+} from '../service/notifications.js';
 import type { RouteKit } from './routes.js';
+import { bearerDocs } from './route-docs.js';
 import type { Exchange } from '../http/exchange.js';
 
 const str = { type: 'string' } as const;
@@ -110,20 +99,10 @@ const statusSchema: JsonSchema = {
     },
   },
 };
-const doc = (
-  summary: string,
-  responses: RouteDoc['responses'],
-  extra: Partial<RouteDoc> = {},
-): RouteDoc => ({
-  summary: `${summary} (an access key with the admin scope on the bucket)`,
-  auth: 'bearer',
-  tags: ['notifications'],
-  responses,
-  ...extra,
-});
+const doc = bearerDocs('notifications', ' (an access key with the admin scope on the bucket)');
 
 export function notificationRoutes(kit: RouteKit): Route<Handler>[] {
-  const { services, bearer, access, mutate } = kit;
+  const { services, bearer, access, objects } = kit;
   const { store, settings } = services;
   const adminBucket = (
     exchange: Exchange,
@@ -145,9 +124,7 @@ export function notificationRoutes(kit: RouteKit): Route<Handler>[] {
       }),
       handler: (exchange, params) => {
         const { bucket } = adminBucket(exchange, params);
-        exchange.sendJson(200, {
-          configs: (notificationsOf(store, bucket.id)?.configs ?? []).map(configView),
-        });
+        exchange.sendJson(200, { configs: notificationConfigs(store, bucket) });
       },
     },
     {
@@ -161,24 +138,14 @@ export function notificationRoutes(kit: RouteKit): Route<Handler>[] {
       ),
       handler: async (exchange, params) => {
         const { principal, bucket } = adminBucket(exchange, params);
-        const configs = parseNotificationConfigs(await exchange.readJson());
-        const allowPrivate = settings.bool('notifications.allow_private_targets');
-        for (const config of configs) await checkWebhookTarget(new URL(config.url), allowPrivate);
-        const stored = await mutate<{
-          configs: NotificationConfigView[];
-          secrets: Record<string, string>;
-        }>(
-          exchange,
-          'putBucketNotifications',
-          { tenantId: principal.tenant.id, bucket: bucket.name, configs },
-          200,
+        const configs = await putNotificationConfigs(
+          objects,
+          contextOf(exchange, principal),
+          bucket,
+          await exchange.readJson(),
+          settings.bool('notifications.allow_private_targets'),
         );
-        exchange.sendJson(200, {
-          configs: stored.configs.map((config) => {
-            const secret = stored.secrets[config.id];
-            return secret === undefined ? config : { ...config, signingSecret: secret };
-          }),
-        });
+        exchange.sendJson(200, { configs });
       },
     },
     {
@@ -190,12 +157,7 @@ export function notificationRoutes(kit: RouteKit): Route<Handler>[] {
       }),
       handler: async (exchange, params) => {
         const { principal, bucket } = adminBucket(exchange, params);
-        await mutate(
-          exchange,
-          'deleteBucketNotifications',
-          { tenantId: principal.tenant.id, bucket: bucket.name },
-          204,
-        );
+        await deleteNotificationConfigs(objects, contextOf(exchange, principal), bucket);
         exchange.send(204, {});
       },
     },
@@ -209,47 +171,34 @@ export function notificationRoutes(kit: RouteKit): Route<Handler>[] {
       ),
       handler: (exchange, params) => {
         const { bucket } = adminBucket(exchange, params);
-        exchange.sendJson(200, deliveryStatus(store, bucket.id));
+        exchange.sendJson(200, statusJson(deliveryStatus(store, bucket.id)));
       },
     },
   ];
 }
 
-function deliveryStatus(store: IndexStore, bucketId: number): Record<string, unknown> {
-  const status = statusOf(store, bucketId);
-  const iso = (ms: number | undefined): string | undefined =>
-    ms === undefined ? undefined : new Date(ms).toISOString();
+/** The delivery status as JSON: times as ISO 8601. */
+function statusJson(status: DeliveryStatus): Record<string, unknown> {
+  const iso = (ms: number): string => new Date(ms).toISOString();
   const json: Record<string, unknown> = {
-    pending: status?.pending ?? 0,
-    delivered: status?.delivered ?? 0,
-    failedAttempts: status?.failedAttempts ?? 0,
-    discarded: status?.discarded ?? 0,
+    pending: status.pending,
+    delivered: status.delivered,
+    failedAttempts: status.failedAttempts,
+    discarded: status.discarded,
   };
-  if (status?.lastError !== undefined) json['lastError'] = status.lastError;
-  if (status?.lastErrorAt !== undefined) json['lastErrorAt'] = iso(status.lastErrorAt);
-  if (status?.lastDeliveredAt !== undefined) json['lastDeliveredAt'] = iso(status.lastDeliveredAt);
-  const targets: Record<string, unknown>[] = [];
-  const prefix = bucketKeyPrefix(bucketId);
-  const end = Buffer.concat([prefix, Buffer.from([0xff])]);
-  let start = prefix;
-  for (;;) {
-    let head: { key: Buffer; value: OutboxRecord } | undefined;
-    for (const entry of store.range<OutboxRecord>(DB.outbox, { start, end, limit: 1 }))
-      head = entry;
-    if (!head) break;
-    const { configId } = decodeOutboxKey(head.key);
-    start = outboxQueueRange(bucketId, configId).end;
+  if (status.lastError !== undefined) json['lastError'] = status.lastError;
+  if (status.lastErrorAt !== undefined) json['lastErrorAt'] = iso(status.lastErrorAt);
+  if (status.lastDeliveredAt !== undefined) json['lastDeliveredAt'] = iso(status.lastDeliveredAt);
+  json['targets'] = status.targets.map((head) => {
     const target: Record<string, unknown> = {
-      configId,
-      headEventId: head.value.event.id,
-      attempts: head.value.attempts,
-      nextAttemptAt: iso(head.value.nextAttemptAt),
+      configId: head.configId,
+      headEventId: head.headEventId,
+      attempts: head.attempts,
+      nextAttemptAt: iso(head.nextAttemptAt),
     };
-    if (head.value.lastAttemptAt !== undefined)
-      target['lastAttemptAt'] = iso(head.value.lastAttemptAt);
-    if (head.value.lastError !== undefined) target['lastError'] = head.value.lastError;
-    targets.push(target);
-  }
-  json['targets'] = targets;
+    if (head.lastAttemptAt !== undefined) target['lastAttemptAt'] = iso(head.lastAttemptAt);
+    if (head.lastError !== undefined) target['lastError'] = head.lastError;
+    return target;
+  });
   return json;
 }

@@ -3,20 +3,13 @@
 // their audit row.
 
 import type { Exchange } from '../http/exchange.js';
-import { toProblem } from '../http/error-answer.js';
 import type { Route, RouteDoc, JsonSchema } from '../http/router.js';
 import type { Handler } from '../http/server.js';
-import type { IndexStore } from '../engine/index/store.js';
-import {
-  DB,
-  objectKey,
-  prefixRange,
-  versionRange,
-  decodeObjectKey,
-  type BucketRecord,
-  type ObjectVersionRecord,
-} from '../engine/index/schema.js';
-import { findVersionIn, seqOfVersionId } from '../engine/ops/objects.js';
+import type { IndexView } from '../service/services.js';
+import { type BucketRecord, type ObjectVersionRecord } from '../engine/index/schema.js';
+import { batchDelete, parseBatchEntries, BATCH_DELETE_KEYS_MAX } from '../service/batch-delete.js';
+import { parsePageSize } from '../service/list.js';
+import { listVersionsPage, VERSIONS_PAGE_MAX } from '../service/versions.js';
 import { resolveForAttributes } from '../service/read.js';
 import {
   checkRetainUntil,
@@ -36,7 +29,7 @@ import {
   writtenHeaders,
   type RouteKit,
 } from './routes.js';
-import { objectSchema, writeHeaders } from './route-docs.js';
+import { bearerDocs, objectSchema, writeHeaders } from './route-docs.js';
 import {
   NO_CONTROL_CHARS_PATTERN,
   validateContentType,
@@ -45,10 +38,7 @@ import {
 } from '../security/names.js';
 import { parseDateTime } from '../security/expiry.js';
 import { BadRequest, NotFound } from '../util/errors.js';
-import { componentLogger } from '../util/log.js';
 
-const BATCH_DELETE_KEYS_MAX = 1000;
-const VERSIONS_PAGE_MAX = 1000;
 /** Longest text field of a copy body (keys are validated on their own). */
 const COPY_TEXT_CHARS_MAX = 2048;
 
@@ -101,11 +91,7 @@ const versioningRequestSchema: JsonSchema = {
   properties: { status: { type: 'string', enum: ['Enabled', 'Suspended'] } },
 };
 const versionQuery = { versionId: str };
-const doc = (
-  summary: string,
-  responses: RouteDoc['responses'],
-  extra: Partial<RouteDoc> = {},
-): RouteDoc => ({ summary, auth: 'bearer', responses, ...extra });
+const doc = bearerDocs(undefined);
 const json = (schema: JsonSchema): NonNullable<RouteDoc['requestBody']> => ({
   contentType: 'application/json',
   schema,
@@ -444,54 +430,13 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
       handler: async (exchange, params) => {
         const principal = bearer(exchange);
         const bucket = access.existing(principal, params['bucket'] ?? '');
-        const entries = parseBatch((await jsonBody(exchange))['objects']);
-        const results = await Promise.all(
-          entries.map((entry) => deleteOne(kit, principal, bucket, entry)),
-        );
-        exchange.sendJson(200, {
-          deleted: results.filter((r) => !('code' in r)),
-          errors: results.filter((r) => 'code' in r),
-        });
+        const entries = parseBatchEntries((await jsonBody(exchange))['objects']);
+        const deps = { engine: services.engine, access };
+        const result = await batchDelete(deps, contextOf(exchange, principal), bucket, entries);
+        exchange.sendJson(200, result);
       },
     },
   ];
-}
-
-async function deleteOne(
-  kit: RouteKit,
-  principal: Principal,
-  bucket: BucketRecord,
-  entry: { key: string; versionId?: string },
-): Promise<Record<string, unknown>> {
-  const base: Record<string, unknown> = { key: entry.key };
-  if (entry.versionId !== undefined) base['versionId'] = entry.versionId;
-  try {
-    validateObjectKey(entry.key);
-    kit.access.bucket(principal, bucket.name, { verb: 'delete', key: entry.key });
-    const result = await kit.services.engine.call<{ versionId?: string; deleteMarker?: boolean }>(
-      'deleteObject',
-      {
-        tenantId: principal.tenant.id,
-        bucket: bucket.name,
-        ...entry,
-        caller: principal.accessKeyId,
-      },
-    );
-    const deleted: Record<string, unknown> = { key: entry.key };
-    if (result.versionId !== undefined) deleted['versionId'] = result.versionId;
-    if (result.deleteMarker) deleted['deleteMarker'] = true;
-    return deleted;
-  } catch (error) {
-    // Each entry tells what a whole request would: a failure of the service is `internal` or
-    // `unavailable`, never its own code and message, and it is logged.
-    const problem = toProblem(error);
-    if (problem.code === 'internal')
-      componentLogger('gateway.batch-delete').error(
-        { err: error, key: entry.key },
-        'batch delete entry failed',
-      );
-    return { ...base, code: problem.code, message: problem.message };
-  }
 }
 
 const copySchema: JsonSchema = {
@@ -626,108 +571,32 @@ function parseCopyBody(body: Record<string, unknown>): Record<string, unknown> {
   return copy;
 }
 
-function parseBatch(value: unknown): Array<{ key: string; versionId?: string }> {
-  if (!Array.isArray(value) || value.length === 0)
-    throw BadRequest('objects must be a non-empty array of {key, versionId?}');
-  if (value.length > BATCH_DELETE_KEYS_MAX)
-    throw BadRequest(`at most ${BATCH_DELETE_KEYS_MAX} keys per batch`);
-  return value.map((entry: unknown) => {
-    const { key, versionId } = (entry ?? {}) as Record<string, unknown>;
-    if (typeof key !== 'string') throw BadRequest('every entry needs a key');
-    if (versionId !== undefined && typeof versionId !== 'string')
-      throw BadRequest('versionId must be a string');
-    return versionId === undefined ? { key } : { key, versionId };
-  });
-}
-
-/** Versions newest first per key, keys in order; markers resume after (keyMarker, versionIdMarker). */
+/**
+ * A page of the service's versions listing as JSON; the page size and the markers come from the
+ * query (`maxKeys`, `keyMarker`, `versionIdMarker`).
+ */
 export function listVersions(
-  store: IndexStore,
+  store: IndexView,
   bucket: BucketRecord,
   query: URLSearchParams,
 ): Record<string, unknown> {
-  const prefix = query.get('prefix') ?? '';
-  const maxKeysText = query.get('maxKeys') ?? String(VERSIONS_PAGE_MAX);
-  if (
-    !/^\d+$/.test(maxKeysText) ||
-    Number(maxKeysText) < 1 ||
-    Number(maxKeysText) > VERSIONS_PAGE_MAX
-  ) {
-    throw BadRequest(`maxKeys must be an integer from 1 to ${VERSIONS_PAGE_MAX}`);
-  }
-  const maxKeys = Number(maxKeysText);
-  const range = prefixRange(bucket.id, prefix);
-  const keyMarker = keyQuery(query, 'keyMarker');
-  // Empty, as every other list parameter, it is absent (S3 reads an empty marker so).
-  const versionIdMarker = query.get('versionIdMarker') || null;
-  if (versionIdMarker !== null && keyMarker === null)
-    throw BadRequest('versionIdMarker needs the keyMarker it belongs to');
-  const resume =
-    keyMarker === null ? undefined : resumeVersions(store, bucket, keyMarker, versionIdMarker);
-  const start =
-    resume && Buffer.compare(resume.after, range.start) > 0 ? resume.after : range.start;
-  const newestOfMarkerKey = resume?.newestSeq;
-  const versions: Record<string, unknown>[] = [];
-  let previousKey: string | undefined;
-  let truncated = false;
-  let last: ObjectVersionRecord | undefined;
-  for (const { key: raw, value } of store.range<ObjectVersionRecord>(DB.versions, {
-    start,
-    end: range.end,
-  })) {
-    if (versions.length >= maxKeys) {
-      truncated = true;
-      break;
-    }
-    const key = decodeObjectKey(raw.subarray(0, raw.length - 9));
-    const isLatest =
-      key !== previousKey &&
-      (key !== keyMarker || versionIdMarker === null || value.seq === newestOfMarkerKey);
-    previousKey = key;
-    versions.push(versionEntry(value, isLatest));
-    last = value;
-  }
-  const result: Record<string, unknown> = { versions, isTruncated: truncated };
-  if (truncated && last) {
-    result['nextKeyMarker'] = last.key;
-    result['nextVersionIdMarker'] = last.versionId;
+  const maxKeys = parsePageSize(query.get('maxKeys'), 'maxKeys', VERSIONS_PAGE_MAX);
+  const keyMarker = keyQuery(query, 'keyMarker') ?? undefined;
+  const page = listVersionsPage(store, bucket, {
+    prefix: query.get('prefix') ?? '',
+    maxKeys,
+    keyMarker,
+    versionIdMarker: query.get('versionIdMarker') ?? undefined,
+  });
+  const result: Record<string, unknown> = {
+    versions: page.entries.map((entry) => versionEntry(entry, entry.isLatest)),
+    isTruncated: page.isTruncated,
+  };
+  if (page.nextKeyMarker !== undefined) {
+    result['nextKeyMarker'] = page.nextKeyMarker;
+    result['nextVersionIdMarker'] = page.nextVersionIdMarker;
   }
   return result;
-}
-
-/**
- * Where a versions page resumes: after the marker version of `keyMarker`, or after the whole
- * key without a `versionIdMarker`. With one, also the newest version of the marker's key, the
- * only one of it that is the latest: the marker may name a version deleted since the last page,
- * or no version of this key (its id still places it). A `null` marker whose null version is
- * gone leaves no place: the key is listed again from its newest version (a repeat, never a
- * version skipped).
- */
-function resumeVersions(
-  store: IndexStore,
-  bucket: BucketRecord,
-  keyMarker: string,
-  versionIdMarker: string | null,
-): { after: Buffer; newestSeq?: number } {
-  const markerRange = versionRange(bucket.id, keyMarker);
-  if (versionIdMarker === null) return { after: markerRange.end };
-  const marker = findVersionIn(store, bucket.id, keyMarker, versionIdMarker);
-  const seq = marker?.seq ?? seqOfVersionId(versionIdMarker);
-  let after = markerRange.start;
-  if (seq !== undefined) {
-    const markerKey = Buffer.alloc(9);
-    markerKey.writeBigUInt64BE(BigInt(Number.MAX_SAFE_INTEGER - seq), 1);
-    after = Buffer.concat([objectKey(bucket.id, keyMarker), markerKey, Buffer.from([0])]);
-  } else if (versionIdMarker !== 'null') {
-    throw BadRequest('malformed versionIdMarker: a versionId, or null');
-  }
-  for (const { value } of store.range<ObjectVersionRecord>(DB.versions, {
-    ...markerRange,
-    limit: 1,
-  })) {
-    return { after, newestSeq: value.seq };
-  }
-  return { after };
 }
 
 function versionEntry(version: ObjectVersionRecord, isLatest: boolean): Record<string, unknown> {

@@ -5,17 +5,16 @@
 import { BASIC_CHALLENGE, type Exchange } from '../http/exchange.js';
 import type { Route } from '../http/router.js';
 import type { Handler } from '../http/server.js';
-import type { IndexStore } from '../engine/index/store.js';
 import { JsonWriter, writeVersionJson } from './list-json.js';
 import { ListTokens } from '../service/list-token.js';
 import { PURPOSE_LIST_TOKEN } from '../security/keys.js';
-import type { EngineClient } from '../engine/protocol.js';
 import { freshenForList, freshenForRead } from '../service/cluster-read.js';
 import { type BucketRecord, type ObjectVersionRecord } from '../engine/index/schema.js';
-import type { UploadServices } from '../service/upload.js';
+import type { DataServices, IndexView } from '../service/services.js';
+import type { CommandName } from '../engine/commands.js';
 import { idempotencyOf, type IdempotencyClaim } from '../service/idempotency.js';
-import { sendObject, type DownloadServices } from '../service/download.js';
-import type { Authenticator, Principal } from '../service/auth.js';
+import { sendObject } from '../service/download.js';
+import type { Principal } from '../service/auth.js';
 import { Access } from '../service/access.js';
 import { contextOf } from '../service/context.js';
 import {
@@ -42,7 +41,6 @@ import {
   validateObjectKey,
   validateUserMetadata,
 } from '../security/names.js';
-import type { RateLimitResult } from '../security/rate-limit.js';
 import { ACCESS_KEY_ID_PATTERN } from '../security/access-keys.js';
 import {
   BadRequest,
@@ -52,7 +50,6 @@ import {
   LengthRequired,
   Unauthorized,
 } from '../util/errors.js';
-import type { Settings } from '../util/config.js';
 import * as docs from './route-docs.js';
 import { objectMetaRoutes } from './routes-object-meta.js';
 import { multipartRoutes } from './routes-multipart.js';
@@ -60,15 +57,8 @@ import { signedUrlRoutes } from './routes-signed.js';
 import { corsRoutes } from './routes-cors.js';
 import { notificationRoutes } from './routes-notifications.js';
 
-export interface GatewayServices {
-  readonly store: IndexStore;
-  readonly engine: EngineClient;
-  readonly auth: Authenticator;
-  readonly upload: UploadServices;
-  readonly download: DownloadServices;
-  readonly settings: Settings;
-  readonly tls: boolean;
-}
+/** What the native routes run on: the data-plane service's bag (service/services.ts). */
+export type GatewayServices = DataServices;
 
 const META_PREFIX = 'x-service-meta-';
 
@@ -81,7 +71,7 @@ export interface RouteKit {
   readonly objects: ObjectService;
   readonly mutate: <T>(
     exchange: Exchange,
-    op: string,
+    op: CommandName,
     args: Record<string, unknown>,
     status: number,
   ) => Promise<T>;
@@ -113,7 +103,7 @@ export function routeKit(services: GatewayServices): RouteKit {
   /** Sends a mutation with its audit row (service/objects.ts `commit`). */
   const mutate = <T>(
     exchange: Exchange,
-    op: string,
+    op: CommandName,
     args: Record<string, unknown>,
     status: number,
   ): Promise<T> => objects.commit<T>(exchange, op, args, status);
@@ -186,7 +176,7 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
         // exist fails the secret check below without costing the engine a round trip or the
         // limiter an entry.
         const limited = ACCESS_KEY_ID_PATTERN.test(accessKeyId)
-          ? await services.engine.call<RateLimitResult>('takeMintToken', {
+          ? await services.engine.call('takeMintToken', {
               accessKeyId: `${accessKeyId}@${exchange.remoteAddress}`,
             })
           : ({ ok: true } as const);
@@ -626,7 +616,7 @@ function listRangeOf(
  * buffer that the next listing overwrites: send or copy them before listing again.
  */
 export function listObjects(
-  store: IndexStore,
+  store: IndexView,
   bucket: BucketRecord,
   query: URLSearchParams,
   tokens: ListTokens,

@@ -10,7 +10,13 @@ import { bucketFor } from './buckets.js';
 import { s3Error } from './errors.js';
 import { objectServiceOf, readXmlBody, rootOf } from './object-lock.js';
 import { XmlWriter, xmlText, type XmlValue } from './xml.js';
-import type { ServerSideEncryption } from '../engine/index/schema.js';
+import type { ServerSideEncryption, SseCustomerRecord } from '../engine/index/schema.js';
+import {
+  checkCustomerKeyTransport,
+  CustomerKey,
+  type CustomerKeyFields,
+} from '../service/customer-key.js';
+import { tlsFilesOf } from '../util/config.js';
 import { contextOf } from '../service/context.js';
 import {
   checkKmsKeyId,
@@ -18,6 +24,7 @@ import {
   putBucketEncryption,
   reportedSse,
   requestedSse,
+  type KmsKeyOwner,
   type SseRequest,
 } from '../service/encryption.js';
 import { isLightwellError } from '../util/errors.js';
@@ -30,24 +37,85 @@ export function registerEncryption(api: S3Api): void {
 
 const ENCRYPTION_XML_BYTES_MAX = 16 * 1024;
 
+const CUSTOMER_PREFIX = {
+  object: 'x-amz-server-side-encryption-customer-',
+  'copy source': 'x-amz-copy-source-server-side-encryption-customer-',
+} as const;
+
+/** The SSE-C fields of a request's headers, for the object or a copy's source. */
+function customerFieldsOf(
+  request: S3Request,
+  which: keyof typeof CUSTOMER_PREFIX,
+): CustomerKeyFields {
+  const headers = request.exchange.headers;
+  const prefix = CUSTOMER_PREFIX[which];
+  return {
+    algorithm: headers[`${prefix}algorithm`],
+    key: headers[`${prefix}key`],
+    keyMd5: headers[`${prefix}key-md5`],
+  };
+}
+
 /** The SSE fields of a request's headers. */
 function sseRequestOf(request: S3Request): SseRequest {
   const headers = request.exchange.headers;
-  const customerKey = Object.keys(headers).some(
-    (name) =>
-      name.startsWith('x-amz-server-side-encryption-customer-') ||
-      name.startsWith('x-amz-copy-source-server-side-encryption-customer-'),
-  );
   return {
     algorithm: headers['x-amz-server-side-encryption'],
     kmsKeyId: headers['x-amz-server-side-encryption-aws-kms-key-id'],
-    customerKey,
-    customer: {
-      algorithm: headers['x-amz-server-side-encryption-customer-algorithm'],
-      key: headers['x-amz-server-side-encryption-customer-key'],
-      keyMd5: headers['x-amz-server-side-encryption-customer-key-md5'],
-    },
+    customer: customerFieldsOf(request, 'object'),
   };
+}
+
+/**
+ * The SSE-C key the request sends for the object or a copy's source (undefined: none), checked
+ * against its MD5 (400 `InvalidArgument`) and refused over plain HTTP from a peer that is not
+ * on loopback nor the trusted TLS proxy (400 `InvalidRequest`, as AWS refuses it).
+ */
+export function customerKeyOf(
+  request: S3Request,
+  which: keyof typeof CUSTOMER_PREFIX = 'object',
+): CustomerKey | undefined {
+  return checkedCustomerKey(request, customerFieldsOf(request, which), which);
+}
+
+function checkedCustomerKey(
+  request: S3Request,
+  fields: CustomerKeyFields,
+  which: string,
+): CustomerKey | undefined {
+  const key = asInvalidArgument(() => CustomerKey.parse(fields, which));
+  if (key === undefined) return undefined;
+  const { settings } = request.services;
+  checkCustomerKeyTransport({
+    tls: tlsFilesOf(settings) !== undefined,
+    remoteAddress: request.exchange.remoteAddress,
+    trustedProxy: settings.string('security.trusted_proxy'),
+  });
+  return key;
+}
+
+/**
+ * The encryption a POST object form asks for: its `x-amz-server-side-encryption*` fields, read
+ * as a PutObject's headers are (`sse` undefined: the bucket's default; `customerKey`: SSE-C).
+ */
+export function formEncryptionOf(
+  request: S3Request,
+  fields: ReadonlyMap<string, string>,
+  tenant: KmsKeyOwner,
+): { sse: ServerSideEncryption | undefined; customerKey: CustomerKey | undefined } {
+  const prefix = CUSTOMER_PREFIX.object;
+  const customer = {
+    algorithm: fields.get(`${prefix}algorithm`),
+    key: fields.get(`${prefix}key`),
+    keyMd5: fields.get(`${prefix}key-md5`),
+  };
+  const input = {
+    algorithm: fields.get('x-amz-server-side-encryption'),
+    kmsKeyId: fields.get('x-amz-server-side-encryption-aws-kms-key-id'),
+    customer,
+  };
+  const sse = asInvalidArgument(() => requestedSse(input, tenant));
+  return { sse, customerKey: checkedCustomerKey(request, customer, 'object') };
 }
 
 /** A 400 of the service as S3's `InvalidArgument`. */
@@ -64,7 +132,7 @@ function asInvalidArgument<T>(run: () => T): T {
 /** The encryption a write's headers ask for (undefined: the bucket's default). */
 export function writeSseOf(request: S3Request): ServerSideEncryption | undefined {
   const principal = request.requirePrincipal();
-  return asInvalidArgument(() => requestedSse(sseRequestOf(request), principal.tenant.id));
+  return asInvalidArgument(() => requestedSse(sseRequestOf(request), principal.tenant));
 }
 
 /** Refuses SSE headers on a GET or HEAD. */
@@ -72,18 +140,39 @@ export function checkReadSseOf(request: S3Request): void {
   asInvalidArgument(() => checkReadSse(sseRequestOf(request)));
 }
 
-/** The x-amz-server-side-encryption* headers of an answer about `version`. */
-export function addSseHeaders(
-  version: { readonly sse?: ServerSideEncryption | undefined },
+/** The SSE-C headers of an answer about bytes under a customer key (the request's, if known). */
+function addCustomerKeyHeaders(
   headers: Record<string, string>,
+  customerKey: CustomerKey | undefined,
 ): void {
+  headers['x-amz-server-side-encryption-customer-algorithm'] = 'AES256';
+  if (customerKey !== undefined)
+    headers['x-amz-server-side-encryption-customer-key-md5'] = customerKey.keyMd5;
+}
+
+/**
+ * The x-amz-server-side-encryption* headers of an answer about `version`; for an SSE-C version
+ * the customer algorithm and the MD5 of the key the request sent (the index has no MD5 of it).
+ */
+export function addSseHeaders(
+  version: {
+    readonly sse?: ServerSideEncryption | undefined;
+    readonly sseCustomer?: SseCustomerRecord | undefined;
+  },
+  headers: Record<string, string>,
+  customerKey?: CustomerKey,
+): void {
+  if (version.sseCustomer !== undefined) {
+    addCustomerKeyHeaders(headers, customerKey);
+    return;
+  }
   const sse = reportedSse(version);
   headers['x-amz-server-side-encryption'] = sse.algorithm;
   if (sse.kmsKeyId !== undefined)
     headers['x-amz-server-side-encryption-aws-kms-key-id'] = sse.kmsKeyId;
 }
 
-function defaultOf(config: XmlValue, tenantId: string): ServerSideEncryption {
+function defaultOf(config: XmlValue, tenant: KmsKeyOwner): ServerSideEncryption {
   const rule = (config as Record<string, XmlValue>)['Rule'];
   if (rule === undefined || typeof rule === 'string' || Array.isArray(rule))
     throw s3Error('MalformedXML', 'expected one <Rule>');
@@ -100,7 +189,7 @@ function defaultOf(config: XmlValue, tenantId: string): ServerSideEncryption {
     );
   return {
     algorithm,
-    kmsKeyId: asInvalidArgument(() => checkKmsKeyId(kmsKeyId, tenantId)),
+    kmsKeyId: asInvalidArgument(() => checkKmsKeyId(kmsKeyId, tenant)),
   };
 }
 
@@ -109,7 +198,7 @@ async function putBucketEncryptionHandler(request: S3Request): Promise<void> {
   const body = readXmlBody(request, ENCRYPTION_XML_BYTES_MAX);
   const bucket = bucketFor(request, { verb: 'write' });
   const config = rootOf(await body, 'ServerSideEncryptionConfiguration');
-  const encryption = defaultOf(config, principal.tenant.id);
+  const encryption = defaultOf(config, principal.tenant);
   await putBucketEncryption(
     objectServiceOf(request),
     contextOf(request.exchange, principal),

@@ -88,6 +88,7 @@ const codes = {
     message: 'The AWS access key Id you provided does not exist in our records',
   },
   InvalidArgument: { status: 400, lightwell: 'bad_request', message: 'Invalid Argument' },
+  'KMS.NotFoundException': { status: 400, lightwell: 'bad_request', message: 'Invalid keyId' },
   AccessControlListNotSupported: {
     status: 400,
     lightwell: 'bad_request',

@@ -41,6 +41,7 @@ import { objectLengthOf, objectStoreOf } from './objects.js';
 import { withRequestedAcl } from './access-ops.js';
 import { CHECKSUM_ALGS, multipartMd5Etag, type DigestAlg } from '../engine/checksums.js';
 import { newVersionAttributesOf } from './version-attributes.js';
+import { addSseHeaders } from './encryption.js';
 
 export function registerMultipart(api: S3Api): void {
   api.register('CreateMultipartUpload', createUpload);
@@ -103,7 +104,7 @@ async function createUpload(request: S3Request): Promise<void> {
   request.requirePrincipal();
   const target = objectTarget(request);
   const checksum = multipartChecksumOf(request.exchange.headers);
-  const { uploadId } = await multipart.create(request, {
+  const { uploadId, encryption } = await multipart.create(request, {
     ...target,
     representation: withRequestedAcl(request, representationOf(request.exchange.headers)),
     checksum:
@@ -113,6 +114,7 @@ async function createUpload(request: S3Request): Promise<void> {
     attributes: newVersionAttributesOf(request),
   });
   const headers: Record<string, string> = { 'Content-Type': 'application/xml' };
+  addSseHeaders(encryption, headers, encryption.customerKey);
   if (checksum.alg !== undefined) {
     headers['x-amz-checksum-algorithm'] = checksum.alg;
     headers['x-amz-checksum-type'] = checksum.type ?? 'COMPOSITE';
@@ -141,6 +143,7 @@ async function uploadPart(request: S3Request): Promise<void> {
     },
   });
   const headers: Record<string, string> = { ETag: part.etag };
+  addSseHeaders(part.encryption, headers, part.encryption.customerKey);
   for (const alg of declared.algs) {
     const digest = part.checksums[alg];
     if (digest !== undefined) headers[`x-amz-checksum-${alg.toLowerCase()}`] = digest;
@@ -184,6 +187,7 @@ async function uploadPartCopy(request: S3Request): Promise<void> {
     range: copySourceRangeOf(request.exchange.headers),
   });
   const headers: Record<string, string> = { 'Content-Type': 'application/xml' };
+  addSseHeaders(part.encryption, headers, part.encryption.customerKey);
   if (part.sourceVersionId !== undefined)
     headers['x-amz-copy-source-version-id'] = part.sourceVersionId;
   request.send(200, headers, copyResultXml('CopyPartResult', part));
@@ -209,6 +213,7 @@ async function completeUpload(request: S3Request): Promise<void> {
   const headers: Record<string, string> = { 'Content-Type': 'application/xml' };
   // A write to a Suspended bucket makes the null version, which S3 does not name.
   if (stored.version.versionId !== 'null') headers['x-amz-version-id'] = stored.version.versionId;
+  addSseHeaders(stored.version, headers, stored.customerKey);
   const host = request.exchange.header('host') ?? 'localhost';
   request.send(
     200,

@@ -43,7 +43,7 @@ import { createMultiHasher } from '../engine/checksums.js';
 import { versionPartsPage } from '../service/read.js';
 import { bypassRequested } from './object-lock.js';
 import { newVersionAttributesOf } from './version-attributes.js';
-import { addSseHeaders } from './encryption.js';
+import { addSseHeaders, customerKeyOf } from './encryption.js';
 
 export function registerObjectExtras(api: S3Api): void {
   api.register('CopyObject', copyObject);
@@ -74,7 +74,9 @@ async function copyObject(request: S3Request): Promise<void> {
     source.bucket === bucket &&
     source.key === key &&
     source.versionId === undefined &&
-    directive === 'COPY'
+    directive === 'COPY' &&
+    // A copy onto itself that changes its SSE-C key (or takes it out of SSE-C) is a change.
+    customerKeyOf(request, 'copy source') === undefined
   ) {
     throw s3Error(
       'InvalidRequest',
@@ -97,7 +99,7 @@ async function copyObject(request: S3Request): Promise<void> {
   // A write to a Suspended bucket makes the null version, which S3 does not name.
   if (copied.version.versionId !== 'null') answer['x-amz-version-id'] = copied.version.versionId;
   if (copied.sourceVersioned) answer['x-amz-copy-source-version-id'] = copied.sourceVersionId;
-  addSseHeaders(copied.version, answer);
+  addSseHeaders(copied.version, answer, copied.customerKey);
   request.send(
     200,
     answer,

@@ -6,7 +6,12 @@
 //
 // Persists: nothing itself.
 
-import type { ObjectVersionRecord } from '../engine/index/schema.js';
+import type { CustomerKey } from '../service/customer-key.js';
+import type {
+  ObjectVersionRecord,
+  ServerSideEncryption,
+  SseCustomerRecord,
+} from '../engine/index/schema.js';
 import type { DigestAlg } from '../engine/checksums.js';
 import type { S3Request } from './api.js';
 import type { ObjectRepresentation } from './object-headers.js';
@@ -42,6 +47,8 @@ export interface StoredVersion {
   readonly representation: ObjectRepresentation;
   /** True when the bucket has ever had versioning (S3 then sends `x-amz-version-id`). */
   readonly versioned: boolean;
+  /** SSE-C: the request's key, which the version is under (its MD5 is answered back). */
+  readonly customerKey?: CustomerKey | undefined;
 }
 
 export interface ReadInput {
@@ -185,6 +192,15 @@ export interface PartOutcome {
   readonly etag: string;
   readonly checksums: Readonly<Record<string, string>>;
   readonly lastModified: number;
+  /** The upload's encryption, which the part is under (answered back). */
+  readonly encryption: EncryptionOutcome;
+}
+
+/** What an answer reports of an upload's or a part's encryption (encryption.ts addSseHeaders). */
+export interface EncryptionOutcome {
+  readonly sse?: ServerSideEncryption | undefined;
+  readonly sseCustomer?: SseCustomerRecord | undefined;
+  readonly customerKey?: CustomerKey | undefined;
 }
 
 export interface CompleteInput extends UploadTarget {
@@ -226,7 +242,7 @@ export interface S3MultipartStore {
       checksum?: { alg: string; type: 'COMPOSITE' | 'FULL_OBJECT' } | undefined;
       attributes?: NewVersionAttributes | undefined;
     },
-  ): Promise<{ uploadId: string }>;
+  ): Promise<{ uploadId: string; encryption: EncryptionOutcome }>;
   uploadPart(request: S3Request, input: PartInput): Promise<PartOutcome>;
   uploadPartCopy(
     request: S3Request,

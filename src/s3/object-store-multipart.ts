@@ -7,6 +7,7 @@
 //
 // Persists: nothing itself; uploads and parts through the service.
 
+import { customerKeyOf } from './encryption.js';
 import type { S3Request, S3Services } from './api.js';
 import { bucketFor } from './buckets.js';
 import { s3Error, type S3Code } from './errors.js';
@@ -54,6 +55,7 @@ export function serviceMultipartStore(
       requireUploadIn(services.store, address);
       throw s3Error('InvalidPart', "a part's ETag is not one Lightwell gave");
     }
+    const customerKey = customerKeyOf(request);
     let version;
     try {
       version = await multipart.complete(contextOf(request.exchange, principal), {
@@ -66,6 +68,7 @@ export function serviceMultipartStore(
         conditions: {},
         etag: input.etag,
         checksum: input.checksum,
+        customerKey,
       });
     } catch (error) {
       const reason = isLightwellError(error) ? error.details['reason'] : undefined;
@@ -73,7 +76,7 @@ export function serviceMultipartStore(
       if (code !== undefined && isLightwellError(error)) throw s3Error(code, error.message);
       throw error;
     }
-    return storedOf(version, address.bucket) satisfies StoredVersion;
+    return storedOf(version, address.bucket, customerKey) satisfies StoredVersion;
   };
 
   return {
@@ -81,6 +84,7 @@ export function serviceMultipartStore(
       const principal = request.requirePrincipal();
       validateObjectKey(input.key);
       const bucket = bucketFor(request, { verb: 'write', key: input.key });
+      const customerKey = customerKeyOf(request);
       const created = await multipart.create(contextOf(request.exchange, principal), {
         bucket,
         key: input.key,
@@ -89,14 +93,17 @@ export function serviceMultipartStore(
         headers: input.representation.headers,
         checksum: input.checksum,
         attributes: input.attributes,
+        customerKey,
       });
-      return { uploadId: created.uploadId };
+      const { sse, sseCustomer } = created;
+      return { uploadId: created.uploadId, encryption: { sse, sseCustomer, customerKey } };
     },
     uploadPart: async (request, input) => {
       const principal = request.requirePrincipal();
       const address = target(request, input, 'write');
-      const chosen = requireUploadIn(services.store, address).checksum?.alg as
-        DigestAlg | undefined;
+      const customerKey = customerKeyOf(request);
+      const upload = requireUploadIn(services.store, address);
+      const chosen = upload.checksum?.alg as DigestAlg | undefined;
       // AWS's rule: a part of an upload created with a checksum algorithm that declares a
       // checksum declares that one (a part without any is hashed with it all the same).
       if (chosen !== undefined && input.declared.length > 0 && !input.declared.includes(chosen))
@@ -116,15 +123,19 @@ export function serviceMultipartStore(
             checkPayload(request, received.checksums);
             input.check({ md5: received.md5, checksums: received.checksums });
           },
+          customerKey,
         },
         request.exchange,
       );
-      return { etag: part.etag, checksums: part.checksums, lastModified: part.lastModified };
+      const { etag, checksums, lastModified } = part;
+      const { sse, sseCustomer } = upload;
+      return { etag, checksums, lastModified, encryption: { sse, sseCustomer, customerKey } };
     },
     uploadPartCopy: async (request, input) => {
       const principal = request.requirePrincipal();
       const address = target(request, input, 'write');
       validateObjectKey(input.source.key);
+      const customerKey = customerKeyOf(request);
       const sourceBucket = bucketFor(
         request,
         { verb: 'read', key: input.source.key },
@@ -138,13 +149,17 @@ export function serviceMultipartStore(
           source: { ...input.source, bucket: sourceBucket },
           range: input.range,
           digests: ['MD5'],
+          sourceCustomerKey: customerKeyOf(request, 'copy source'),
+          customerKey,
         },
         services.download,
       );
+      const { sse, sseCustomer } = requireUploadIn(services.store, address);
       return {
         etag: part.etag,
         checksums: part.checksums,
         lastModified: part.lastModified,
+        encryption: { sse, sseCustomer, customerKey },
         sourceVersionId: sourceBucket.versioning === 'Unversioned' ? undefined : source.versionId,
       };
     },

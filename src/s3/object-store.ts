@@ -49,9 +49,20 @@ import { sendObject } from '../service/download.js';
 import { copyObject } from '../service/copy.js';
 import { governanceBypass } from '../service/object-lock.js';
 import { serviceMultipartStore } from './object-store-multipart.js';
+import { customerKeyOf } from './encryption.js';
+import {
+  CustomerCipher,
+  requireCustomerKeyFor,
+  type CustomerKey,
+} from '../service/customer-key.js';
 
-export function storedOf(version: ObjectVersionRecord, bucket: BucketRecord): StoredVersion {
+export function storedOf(
+  version: ObjectVersionRecord,
+  bucket: BucketRecord,
+  customerKey?: CustomerKey,
+): StoredVersion {
   return {
+    customerKey,
     version,
     representation: {
       contentType: version.contentType === '' ? S3_DEFAULT_CONTENT_TYPE : version.contentType,
@@ -109,6 +120,7 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
     validateObjectKey(input.key);
     const bucket = bucketFor(request, { verb: 'write', key: input.key });
     const target = { bucket, key: input.key, ifMatch: input.ifMatch };
+    const customerKey = customerKeyOf(request);
     const version = await ifMatchWrite(services.store, target, () =>
       objects.putObject(
         contextOf(request.exchange, principal),
@@ -128,11 +140,12 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
           },
           headers: input.representation.headers,
           attributes: input.attributes,
+          customerKey,
         },
         request.exchange,
       ),
     );
-    return storedOf(version, bucket);
+    return storedOf(version, bucket, customerKey);
   }
 
   function freshen(request: S3Request, input: ReadInput): Promise<void> | undefined {
@@ -159,11 +172,15 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
           throw s3Error('InvalidPart', error.message);
         throw error;
       }
+      // After the part number, as S3 answers InvalidPart before it asks for the key.
+      const customerKey = requireCustomerKeyFor(version, customerKeyOf(request));
       const range = notModified ? undefined : part.range;
-      return { ...storedOf(version, bucket), notModified, range, partsCount: part.partsCount };
+      const stored = storedOf(version, bucket, customerKey);
+      return { ...stored, notModified, range, partsCount: part.partsCount };
     }
+    const customerKey = requireCustomerKeyFor(version, customerKeyOf(request));
     const range = notModified ? undefined : rangeToServe(input, version);
-    return { ...storedOf(version, bucket), notModified, range };
+    return { ...storedOf(version, bucket, customerKey), notModified, range };
   }
 
   function sendBody(
@@ -172,11 +189,14 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
     headers: Readonly<Record<string, string>>,
   ): Promise<void> | undefined {
     const principal = request.requirePrincipal();
+    const { customerKey, version } = read;
+    const cipher = customerKey && CustomerCipher.forVersion(version, customerKey);
     return sendObject(services.download, request.exchange, {
       keys: services.auth.keysOf(principal.tenant),
-      version: read.version,
+      version,
       range: read.range,
       headers: { ...headers, ...s3IdHeaders(request.exchange) },
+      transform: cipher && ((bytes, offset) => cipher.apply(bytes, offset)),
     });
   }
 
@@ -264,6 +284,7 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
     );
     const sourceVersioned = sourceBucket.versioning !== 'Unversioned';
     const target = { bucket, key: input.key, ifMatch: input.ifMatch };
+    const customerKey = customerKeyOf(request);
     const version = await ifMatchWrite(services.store, target, () =>
       copyObject(
         objects,
@@ -283,12 +304,14 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
           headers: input.representation.headers,
           conditions: { ifMatch: input.ifMatch, ifNoneMatch: input.ifNoneMatch },
           attributes: input.attributes,
+          sourceCustomerKey: customerKeyOf(request, 'copy source'),
+          customerKey,
         },
         services,
       ),
     );
     return {
-      ...storedOf(version, bucket),
+      ...storedOf(version, bucket, customerKey),
       sourceVersionId: sourceVersion.versionId,
       sourceVersioned,
     };

@@ -119,7 +119,7 @@ async function putObject(request: S3Request): Promise<void> {
   const headers: Record<string, string> = { ETag: stored.version.etag };
   // A write to a Suspended bucket makes the null version, which S3 does not name.
   if (stored.version.versionId !== 'null') headers['x-amz-version-id'] = stored.version.versionId;
-  addSseHeaders(stored.version, headers);
+  addSseHeaders(stored.version, headers, stored.customerKey);
   addExpirationHeader(request, bucket, stored.version, headers);
   for (const alg of declared.algs) {
     const digest = stored.version.checksums[alg];
@@ -153,7 +153,7 @@ export function readHeaders(
   }
   addLockHeaders(version, headers);
   addTaggingCount(version, headers);
-  addSseHeaders(version, headers);
+  addSseHeaders(version, headers, read.customerKey);
   return headers;
 }
 

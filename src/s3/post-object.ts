@@ -32,6 +32,7 @@ import { actingPrincipal } from './access.js';
 import { withRequestedAcl } from './access-ops.js';
 import { liveCredential } from './auth.js';
 import { bucketFor } from './buckets.js';
+import { formEncryptionOf } from './encryption.js';
 import { s3Error } from './errors.js';
 import { representationOf } from './object-headers.js';
 import { hmacHex, signatureMatches, signingKey } from './sigv4.js';
@@ -317,6 +318,7 @@ async function store(
   if (fields.has('acl')) headers['x-amz-acl'] = fields.get('acl') ?? '';
   const representation = withRequestedAcl(posted, representationOf(headers), headers);
   const objects = new ObjectService(request.services);
+  const encryption = formEncryptionOf(posted, fields, acting.tenant);
   let version;
   try {
     version = await objects.putObject(
@@ -332,6 +334,8 @@ async function store(
         conditions: {},
         digests: ['MD5'],
         headers: representation.headers,
+        attributes: { sse: encryption.sse },
+        customerKey: encryption.customerKey,
       },
       source,
     );
@@ -479,7 +483,9 @@ function checkMatch(
   if (typeof expected !== 'string')
     throw s3Error('InvalidPolicyDocument', `the value of the ${name} condition must be a string`);
   covered.add(name);
-  const actual = value(name);
+  // `["starts-with", "$field", ""]` allows any content (AWS's words), none included: forms that
+  // leave out an optional field (x-amz-server-side-encryption) pass such a policy.
+  const actual = value(name) ?? (operator === 'starts-with' && expected === '' ? '' : undefined);
   const ok =
     actual !== undefined && (operator === 'eq' ? actual === expected : actual.startsWith(expected));
   if (!ok) throw policyRefusal(`Policy Condition failed: ["${operator}", "$${name}", ...]`);

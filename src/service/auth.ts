@@ -350,7 +350,9 @@ export class Authenticator {
     if (
       cached &&
       cached.material.tenantNum === tenant.num &&
-      cached.wrapped.equals(tenant.wrappedKey)
+      cached.wrapped.equals(tenant.wrappedKey) &&
+      // Retired keys dropped after a re-encryption leave the cache too.
+      (cached.material.retiredDataKeys?.length ?? 0) === (tenant.retiredKeys?.length ?? 0)
     )
       return cached.material;
     const unwrap = (wrapped: Uint8Array): Buffer =>

@@ -18,6 +18,7 @@
 //
 // Persists: through the engine (`setBucketLogging`, `deliverAccessLog`).
 
+import type { AuditInput } from '../engine/ops/audit.js';
 import { randomBytes } from 'node:crypto';
 import {
   DB,
@@ -313,7 +314,7 @@ export class AccessLogDelivery {
     const first = batch.keys[0];
     const last = batch.keys.at(-1);
     if (!first || !last) return false;
-    const args: Record<string, unknown> = {
+    const args = {
       stream,
       first: first.toString('hex'),
       last: last.toString('hex'),
@@ -322,10 +323,12 @@ export class AccessLogDelivery {
     try {
       if (batch.allowed && target) {
         const put = await this.storeLogObject(stream, target, batch.records);
-        args['put'] = put.args;
-        args['audit'] = deliveryAudit(target.owner.id, `${targetName}/${put.args.key}`);
         try {
-          await engine.call('deliverAccessLog', args);
+          await engine.call('deliverAccessLog', {
+            ...args,
+            put: put.args,
+            audit: deliveryAudit(target.owner.id, `${targetName}/${put.args.key}`),
+          });
         } finally {
           put.release();
         }
@@ -344,8 +347,6 @@ export class AccessLogDelivery {
       }
       // A target gone, full or refusing: the records are dropped so the stream stays bounded.
       log.warn({ err: error, stream, records: batch.keys.length }, 'access-log records dropped');
-      delete args['put'];
-      delete args['audit'];
       await engine.call('deliverAccessLog', args).catch(() => undefined);
       return true;
     }
@@ -395,7 +396,7 @@ function targetPrefixOf(stream: string, record: AccessLogRecord): string {
 }
 
 /** The audit row of a delivery: the logging service wrote a log object. */
-function deliveryAudit(tenantId: string, resource: string): Record<string, unknown> {
+function deliveryAudit(tenantId: string, resource: string): AuditInput {
   return {
     requestId: randomBytes(8).toString('hex'),
     actor: LOGGING_SERVICE,

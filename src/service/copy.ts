@@ -2,15 +2,22 @@
 // destination writable (the transport has resolved both buckets with their access checks), a
 // copy onto itself must change something, and the engine's `copyObject` shares the source's
 // chunks, checks the source's and the destination's conditions and the quota, and commits the
-// version audited, as the native API's object-copy does. A source in another tenant's bucket
-// (shared with the destination's tenant by a policy or an ACL) shares no chunks: its bytes are
-// sealed under its own tenant's keys, so they are read with those and stored anew under the
-// destination's, through the same put as an upload.
+// version audited, as the native API's object-copy does.
+//
+// Two kinds of copy share no chunks and write the bytes again (`copyRewritten`), through the
+// same put as an upload (quota, conditions, lock, audit), with the copy's metadata and tags:
+// - a source in another tenant's bucket (shared with the destination's tenant by a policy or an
+//   ACL): its bytes are sealed under its own tenant's keys, so they are read with those and
+//   stored anew under the destination's;
+// - a source or a destination under an SSE-C key (customer-key.ts): the source is decrypted with
+//   the copy-source key, and the copy is stored under the destination's key if the request
+//   sends one, else as a plain object.
 //
 // Persists: nothing itself; the version through the engine's `copyObject` or `putObject`.
 
 import type { BucketRecord, ObjectVersionRecord } from '../engine/index/schema.js';
 import type { IndexStore } from '../engine/index/store.js';
+import { DIGEST_ALGS, type DigestAlg } from '../engine/checksums.js';
 import { checkSourceConditions } from '../engine/ops/object-meta.js';
 import { NotFound } from '../util/errors.js';
 import { checkCopyChanges } from './attributes.js';
@@ -18,6 +25,12 @@ import type { Authenticator } from './auth.js';
 import { tenantById } from './bucket-access.js';
 import type { RequestContext } from './context.js';
 import { CopiedBody } from './copy-body.js';
+import {
+  CustomerCipher,
+  decrypted,
+  requireCustomerKeyFor,
+  type CustomerKey,
+} from './customer-key.js';
 import { versionBytes, type DownloadServices } from './download.js';
 import { addNewVersionAttributes, type NewVersionAttributes } from './object-lock.js';
 import { addWriteConditions, type ObjectService, type WriteConditions } from './objects.js';
@@ -49,9 +62,12 @@ export interface CopyRequest {
   readonly requireMatchEtag?: string | undefined;
   /** The copy's lock, and its tags when they replace the source's (object-lock.ts). */
   readonly attributes?: NewVersionAttributes | undefined;
+  /** SSE-C: the key the source is under, and the one the copy is to be stored under. */
+  readonly sourceCustomerKey?: CustomerKey | undefined;
+  readonly customerKey?: CustomerKey | undefined;
 }
 
-/** What a copy from another tenant's bucket reads the source with. */
+/** What a copy that writes its bytes again reads the source with. */
 export interface CopyReaders {
   readonly store: IndexStore;
   readonly auth: Authenticator;
@@ -66,7 +82,10 @@ export function copyObject(
 ): Promise<ObjectVersionRecord> {
   const { source } = input;
   if (source.bucket.tenantId !== input.bucket.tenantId)
-    return copyAcrossTenants(objects, ctx, input, readers);
+    return copyRewritten(objects, ctx, input, readers);
+  if (input.sourceCustomerKey !== undefined || input.customerKey !== undefined)
+    return copyRewritten(objects, ctx, input, readers);
+  if (underCustomerKey(readers.store, source)) return copyRewritten(objects, ctx, input, readers);
   checkCopyChanges(
     {
       bucket: source.bucket.name,
@@ -99,13 +118,32 @@ export function copyObject(
   return objects.commit<ObjectVersionRecord>(ctx, 'copyObject', args, 200);
 }
 
+/** Whether the source version is under an SSE-C key (a missing one is the engine's to answer). */
+function underCustomerKey(store: IndexStore, source: CopySource): boolean {
+  try {
+    const version = resolveForRead(store, source.bucket, source.key, source.versionId ?? null);
+    return version.sseCustomer !== undefined;
+  } catch {
+    return false;
+  }
+}
+
+/** The digests a rewritten copy keeps: MD5 (its ETag) and the source's checksum algorithms. */
+function digestsOf(version: ObjectVersionRecord): DigestAlg[] {
+  const algs = Object.keys(version.checksums).filter((alg): alg is DigestAlg =>
+    DIGEST_ALGS.includes(alg as DigestAlg),
+  );
+  return [...new Set<DigestAlg>(['MD5', 'CRC32C', ...algs])];
+}
+
 /**
- * A copy whose source is in another tenant's bucket: the source version is resolved and its
- * conditions checked here, its bytes streamed through the download pipeline under its owner's
+ * A copy that reads the source's bytes and writes them again (see the header): the source
+ * version, resolved here, must meet the source conditions and be readable with the request's
+ * source key (if under one); its bytes stream through the download pipeline under its owner's
  * keys into a put under the destination's. COPY keeps the source's type, metadata, headers and
  * tags (unless the request replaces the tags), as the engine's copy does.
  */
-async function copyAcrossTenants(
+async function copyRewritten(
   objects: ObjectService,
   ctx: RequestContext,
   input: CopyRequest,
@@ -119,15 +157,18 @@ async function copyAcrossTenants(
     source.versionId ?? null,
   );
   checkSourceConditions(version, source);
+  const sourceKey = requireCustomerKeyFor(version, input.sourceCustomerKey, 'copy source');
   const owner = tenantById(readers.store, source.bucket.tenantId);
   if (!owner) throw NotFound("the copy source's tenant is gone");
+  const stored = versionBytes(readers.download, readers.auth.keysOf(owner), version, undefined);
+  const bytes =
+    sourceKey === undefined
+      ? stored
+      : decrypted(stored, CustomerCipher.forVersion(version, sourceKey), 0);
   const keeps = input.directive === 'COPY';
   const headers = keeps ? version.headers : input.headers;
   const tags = input.attributes?.tags ?? version.tags;
-  const body = new CopiedBody(
-    versionBytes(readers.download, readers.auth.keysOf(owner), version, undefined),
-    version.size,
-  );
+  const body = new CopiedBody(bytes, version.size);
   try {
     return await objects.putObject(
       ctx,
@@ -144,9 +185,10 @@ async function copyAcrossTenants(
           ...(input.requireAbsent ? { ifNoneMatch: '*' } : {}),
           ...(input.requireMatchEtag === undefined ? {} : { ifMatch: input.requireMatchEtag }),
         },
-        digests: ['MD5'],
+        digests: digestsOf(version),
         ...(headers === undefined ? {} : { headers }),
         attributes: { ...input.attributes, ...(tags === undefined ? {} : { tags }) },
+        customerKey: input.customerKey,
       },
       body,
     );

@@ -16,7 +16,7 @@ import { statusLine } from '../http/exchange.js';
 import type { TenantKeyMaterial, ReadTask, Outcome, TaskRunner } from '../workers/protocol.js';
 import { unpackChunkRefs } from '../engine/ops/objects.js';
 import type { ObjectVersionRecord } from '../engine/index/schema.js';
-import { CorruptData, InvalidRange, fromWire } from '../util/errors.js';
+import { BadRequest, CorruptData, InvalidRange, fromWire } from '../util/errors.js';
 import { readChunk, readChunkNow, type ChunkStoreDeps } from '../workers/chunk-store.js';
 import { INLINE_CHUNK_BYTES_MAX, tenantKeysOf } from './upload.js';
 import type { BodyArena } from './body-arena.js';
@@ -31,6 +31,9 @@ const READ_AHEAD_CHUNKS = 6;
  * (8 × 6 chunks of about 1 MiB fill the default 64 MiB).
  */
 const READ_AHEAD_CHUNKS_DEEP = 16;
+
+/** Bytes at an object offset, turned into other bytes of the same length (a new buffer). */
+export type ByteTransform = (bytes: Uint8Array, offset: number) => Buffer;
 
 export interface ByteRange {
   readonly start: number;
@@ -94,9 +97,18 @@ export function sendObject(
     version: ObjectVersionRecord;
     range: ByteRange | undefined;
     headers: Record<string, string>;
+    /**
+     * Turns the stored bytes at an object offset into the bytes sent (an SSE-C version's
+     * decryption, service/customer-key.ts); the stored bytes are sent as they are without it.
+     */
+    transform?: ByteTransform | undefined;
   },
 ): Promise<void> | undefined {
   const { version, range } = input;
+  // Bytes under a customer key are sent only decrypted with it (customer-key.ts): a transport
+  // without SSE-C (the native API, signed URLs) is refused rather than sent the stored bytes.
+  if (version.sseCustomer !== undefined && input.transform === undefined)
+    throw BadRequest('the object is encrypted with a customer key: read it over S3 with the key');
   const start = range?.start ?? 0;
   const end = range ? range.end + 1 : version.size;
   const total = end - start;
@@ -108,7 +120,7 @@ export function sendObject(
     return undefined;
   }
   const pieces = coveringChunks(version, start, end);
-  const writer = new StreamWriter(exchange, status, headers, total);
+  const writer = new StreamWriter(exchange, status, headers, total, input.transform, start);
   const [first] = pieces;
   if (pieces.length === 1 && first && first.plainLength <= INLINE_CHUNK_BYTES_MAX) {
     // A small object whose record the page cache holds is read, decrypted and written in this
@@ -373,6 +385,9 @@ class StreamWriter {
     private readonly status: number,
     private readonly headers: Record<string, string>,
     private readonly total: number,
+    private readonly transform?: ByteTransform | undefined,
+    /** The object offset of the first byte written (for `transform`). */
+    private offset = 0,
   ) {
     // One abort handler for the whole response: one per waiting write would keep every piece
     // that ever waited referenced until the connection closes.
@@ -398,8 +413,10 @@ class StreamWriter {
    * uWS took all of them at once, else a promise settled when it has (or the client went away).
    * A `transient` buffer is reused once this returns, so what uWS did not take is copied first.
    */
-  write(bytes: Buffer, transient = false): Promise<void> | undefined {
+  write(stored: Buffer, transient = false): Promise<void> | undefined {
     const { res } = this.exchange;
+    const bytes = this.transform ? this.transform(stored, this.offset) : stored;
+    this.offset += stored.length;
     let ended: [ok: boolean, done: boolean] = [false, false];
     let base = 0;
     res.cork(() => {

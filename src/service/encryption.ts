@@ -3,15 +3,15 @@
 // object already has and is always reported; SSE-KMS (`aws:kms`) is accepted with the tenant's
 // own key as the only key id (the data key the console rotates), stored on the version so it is
 // reported back; a bucket's default encryption applies to new versions that ask for none.
-// SSE-C (customer-provided keys) is refused (501) rather than accepted and ignored: an object
-// its client believes readable only with its key must not be stored readable without it.
+// SSE-C (customer-provided keys) is customer-key.ts's; here its fields are only checked beside
+// the other encryption headers.
 //
 // Persists: nothing itself; BucketRecord.encryption and ObjectVersionRecord.sse through the
 // engine (`setBucketEncryption`, the write commands' `sse`).
 
-import { createHash, timingSafeEqual } from 'node:crypto';
-import type { BucketRecord, ServerSideEncryption } from '../engine/index/schema.js';
-import { BadRequest, NotImplemented } from '../util/errors.js';
+import type { BucketRecord, ServerSideEncryption, TenantRecord } from '../engine/index/schema.js';
+import { BadRequest } from '../util/errors.js';
+import { CustomerKey, type CustomerKeyFields } from './customer-key.js';
 import type { RequestContext } from './context.js';
 import type { ObjectService } from './objects.js';
 
@@ -19,18 +19,9 @@ import type { ObjectService } from './objects.js';
 export interface SseRequest {
   readonly algorithm?: string | undefined;
   readonly kmsKeyId?: string | undefined;
-  /** Any SSE-C (customer key) field was sent, for the object or a copy's source. */
-  readonly customerKey?: boolean | undefined;
   /** The object's SSE-C fields as sent (x-amz-server-side-encryption-customer-*). */
-  readonly customer?: {
-    readonly algorithm?: string | undefined;
-    readonly key?: string | undefined;
-    readonly keyMd5?: string | undefined;
-  };
+  readonly customer?: CustomerKeyFields;
 }
-
-/** Bytes of an SSE-C key: AES-256. */
-const CUSTOMER_KEY_BYTES = 32;
 
 /** The KMS key id that names a tenant's data key: the tenant's id. */
 export function tenantKmsKeyId(tenantId: string): string {
@@ -38,40 +29,29 @@ export function tenantKmsKeyId(tenantId: string): string {
 }
 
 /**
- * SSE-C fields are checked as S3 checks them (an AES256 algorithm, a 256-bit base64 key and its
- * MD5, never with another encryption) so a malformed request is a 400, then refused: SSE-C is
- * not served yet.
+ * The SSE-C fields are checked as S3 checks them (customer-key.ts: an AES256 algorithm, a
+ * 256-bit base64 key and its MD5), and never go with another encryption: the key itself is
+ * taken by the operation that stores or reads the bytes under it.
  */
-function refuseCustomerKeys(input: SseRequest): void {
-  const customer = input.customer;
-  if (customer && Object.values(customer).some((value) => value !== undefined)) {
-    if (input.algorithm !== undefined)
-      throw BadRequest('SSE-C cannot be combined with x-amz-server-side-encryption');
-    if (customer.algorithm !== 'AES256')
-      throw BadRequest('the SSE-C algorithm must be given, and be AES256');
-    const key = Buffer.from(customer.key ?? '', 'base64');
-    if (key.length !== CUSTOMER_KEY_BYTES || key.toString('base64') !== customer.key)
-      throw BadRequest('the SSE-C key must be 256 bits, base64-encoded');
-    const md5 = createHash('md5').update(key).digest();
-    const given = Buffer.from(customer.keyMd5 ?? '', 'base64');
-    if (given.length !== md5.length || !timingSafeEqual(given, md5))
-      throw BadRequest('the SSE-C key MD5 does not match the key');
-  }
-  if (input.customerKey === true)
-    throw NotImplemented(
-      'server-side encryption with customer-provided keys (SSE-C) is not supported yet',
-    );
+function checkCustomerFields(input: SseRequest): void {
+  if (input.customer === undefined) return;
+  if (CustomerKey.parse(input.customer, 'object') === undefined) return;
+  if (input.algorithm !== undefined || input.kmsKeyId !== undefined)
+    throw BadRequest('SSE-C cannot be combined with x-amz-server-side-encryption');
 }
+
+/** What a KMS key id is checked against: the tenant's id and its named keys. */
+export type KmsKeyOwner = Pick<TenantRecord, 'id' | 'kmsKeys'>;
 
 /**
  * The encryption a write asks for (undefined: none, the bucket's default applies): `AES256`, or
- * `aws:kms` with this tenant's key (named, or by default).
+ * `aws:kms` with one of this tenant's keys (named, or its own by default).
  */
 export function requestedSse(
   input: SseRequest,
-  tenantId: string,
+  tenant: KmsKeyOwner,
 ): ServerSideEncryption | undefined {
-  refuseCustomerKeys(input);
+  checkCustomerFields(input);
   const { algorithm, kmsKeyId } = input;
   if (algorithm === undefined) {
     if (kmsKeyId !== undefined)
@@ -83,19 +63,26 @@ export function requestedSse(
     return { algorithm };
   }
   if (algorithm !== 'aws:kms') throw BadRequest('the server-side encryption is AES256 or aws:kms');
-  return { algorithm, kmsKeyId: checkKmsKeyId(kmsKeyId, tenantId) };
+  return { algorithm, kmsKeyId: checkKmsKeyId(kmsKeyId, tenant) };
 }
 
-/** A KMS key id of this tenant (its own key is its only one), or a 400. */
-export function checkKmsKeyId(kmsKeyId: string | undefined, tenantId: string): string {
-  const own = tenantKmsKeyId(tenantId);
+/**
+ * A KMS key id of this tenant: its own id (also without a key id), or a named key an operator
+ * created (engine/ops/kms-keys.ts). Any other id is a 400 that S3 answers as AWS does,
+ * `KMS.NotFoundException`.
+ */
+export function checkKmsKeyId(kmsKeyId: string | undefined, tenant: KmsKeyOwner): string {
+  const own = tenantKmsKeyId(tenant.id);
   if (kmsKeyId === undefined || kmsKeyId === own) return own;
-  throw BadRequest(`the KMS key ${kmsKeyId.slice(0, 64)} is not a key of this tenant (${own})`);
+  if (tenant.kmsKeys?.some((key) => key.id === kmsKeyId) === true) return kmsKeyId;
+  throw BadRequest(`Invalid keyId ${kmsKeyId.slice(0, 64)}`, {
+    s3Code: 'KMS.NotFoundException',
+  });
 }
 
 /** A read names no encryption (S3 refuses SSE headers on GET and HEAD). */
 export function checkReadSse(input: SseRequest): void {
-  refuseCustomerKeys(input);
+  checkCustomerFields(input);
   if (input.algorithm !== undefined || input.kmsKeyId !== undefined)
     throw BadRequest('server-side encryption headers are for writes, not reads');
 }

@@ -5,7 +5,7 @@
 // them is the first body again; one that does not is another body under the same key, refused
 // with 422 `idempotency_key_reused` as data-api.md's upload rule 1 says.
 
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { Exchange } from '../http/exchange.js';
 import type { BodySink } from './upload.js';
 import { createMultiHasher, type ChecksumAlg, type MultiHasher } from '../engine/checksums.js';
@@ -49,17 +49,12 @@ export function idempotencyOf(
     .map(([alg, digest]) => [alg, digest.toString('base64')])
     .sort();
   const metadata = Object.entries(bound.metadata).sort();
-  const fingerprint = createHash('sha256')
-    .update(
-      JSON.stringify([
-        bound.objectKey,
-        checksums,
-        bound.contentLength,
-        metadata,
-        bound.contentType,
-      ]),
-    )
-    .digest('hex');
+  // One-shot: a Hash object per request cost more than the digest of these few bytes.
+  const fingerprint = hash(
+    'sha256',
+    JSON.stringify([bound.objectKey, checksums, bound.contentLength, metadata, bound.contentType]),
+    'hex',
+  );
   return { key, fingerprint };
 }
 

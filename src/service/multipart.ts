@@ -26,11 +26,18 @@ import {
   isUploadId,
   partView,
   MULTIPART_PART_BYTES_MAX,
+  MULTIPART_PARTS_MAX,
   type CompletePart,
   type PartView,
 } from '../engine/ops/multipart.js';
 import { checkSourceConditions, type SourceConditions } from '../engine/ops/object-meta.js';
-import { ChecksumMismatch, InvalidRange, NotFound, PayloadTooLarge } from '../util/errors.js';
+import {
+  BadRequest,
+  ChecksumMismatch,
+  InvalidRange,
+  NotFound,
+  PayloadTooLarge,
+} from '../util/errors.js';
 import { CopiedBody } from './copy-body.js';
 import { versionBytes, type DownloadServices } from './download.js';
 import { resolveForRead } from './read.js';
@@ -39,8 +46,27 @@ import type { BodySource } from './body.js';
 import type { RequestContext } from './context.js';
 import { addWriteConditions, type ObjectService, type ObjectServiceDeps } from './objects.js';
 import { receiveBody, type ReceivedBody } from './upload.js';
+import {
+  CustomerCipher,
+  decrypted,
+  requireCustomerKeyFor,
+  sealedUpload,
+  type CustomerKey,
+} from './customer-key.js';
 import type { WriteConditions } from './objects.js';
 import { addNewVersionAttributes, type NewVersionAttributes } from './object-lock.js';
+
+// The engine's multipart limits and shapes, as a transport sees them.
+export { isUploadId, MULTIPART_PARTS_MAX, MULTIPART_PART_BYTES_MAX };
+export type { CompletePart, PartView };
+
+/** A part number as its canonical decimal: `01` is not part 1 (one object, one spelling). */
+export function parsePartNumber(text: string): number {
+  if (!/^[1-9]\d{0,4}$/.test(text) || Number(text) > MULTIPART_PARTS_MAX) {
+    throw BadRequest(`part numbers are integers from 1 to ${MULTIPART_PARTS_MAX}`);
+  }
+  return Number(text);
+}
 
 export interface UploadAddress {
   readonly bucket: BucketRecord;
@@ -57,6 +83,8 @@ export interface PartRequest extends UploadAddress {
   readonly digests: readonly DigestAlg[];
   /** The transport's own checks of what was received, before the commit. */
   readonly check?: (received: ReceivedBody) => void;
+  /** SSE-C: the upload's customer key, which the part is stored under. */
+  readonly customerKey?: CustomerKey | undefined;
 }
 
 export interface PartCopyRequest extends UploadAddress {
@@ -71,6 +99,9 @@ export interface PartCopyRequest extends UploadAddress {
   readonly range?: { readonly start: number; readonly end: number } | undefined;
   /** Digests to compute beside the part's own (MD5: its ETag is then its hex MD5). */
   readonly digests: readonly DigestAlg[];
+  /** SSE-C: the source's customer key, and the upload's (the part is stored under it). */
+  readonly sourceCustomerKey?: CustomerKey | undefined;
+  readonly customerKey?: CustomerKey | undefined;
 }
 
 export interface CompleteRequest extends UploadAddress {
@@ -80,6 +111,8 @@ export interface CompleteRequest extends UploadAddress {
   readonly etag?: string | undefined;
   /** The object's checksum as the client computed it; it must be the one the object gets. */
   readonly checksum?: { readonly alg: string; readonly value: string } | undefined;
+  /** SSE-C: the upload's customer key, required when the upload has one. */
+  readonly customerKey?: CustomerKey | undefined;
 }
 
 /** The upload `uploadId` of `key`, or a 404 that names an upload. */
@@ -108,6 +141,8 @@ export class MultipartService {
       checksum?: { alg: string; type: 'COMPOSITE' | 'FULL_OBJECT' } | undefined;
       /** The completed object's lock and tags (object-lock.ts). */
       attributes?: NewVersionAttributes | undefined;
+      /** SSE-C: every part and the completed object are stored under this customer key. */
+      customerKey?: CustomerKey | undefined;
     },
     /** The status the transport answers with, for the audit row (native 201, S3 200). */
     status = 200,
@@ -123,6 +158,7 @@ export class MultipartService {
       args['headers'] = { ...input.headers };
     if (input.checksum !== undefined) args['checksum'] = { ...input.checksum };
     addNewVersionAttributes(input.attributes, args);
+    if (input.customerKey !== undefined) args['sseCustomer'] = input.customerKey.seal();
     return this.objects.commit<MultipartUploadRecord>(ctx, 'createMultipartUpload', args, status);
   }
 
@@ -134,7 +170,8 @@ export class MultipartService {
   async uploadPart(ctx: RequestContext, input: PartRequest, source: BodySource): Promise<PartView> {
     const { store, auth } = this.deps;
     const tenantId = ctx.principal.tenant.id;
-    requireUploadIn(store, input);
+    const upload = requireUploadIn(store, input);
+    const customerKey = requireCustomerKeyFor(upload, input.customerKey, 'upload');
     if (input.contentLength > MULTIPART_PART_BYTES_MAX)
       throw PayloadTooLarge(`a part is at most ${MULTIPART_PART_BYTES_MAX} bytes`);
     checkPartQuotaIn(store, {
@@ -153,13 +190,18 @@ export class MultipartService {
         ...input.digests,
       ]),
     ];
-    const received = await receiveBody(this.deps.upload, {
-      source,
+    const sealed =
+      customerKey === undefined
+        ? undefined
+        : sealedUpload(source, customerKey, input.contentLength, algs, upload.sseCustomer?.salt);
+    let received = await receiveBody(this.deps.upload, {
+      source: sealed?.source ?? source,
       keys: auth.keysOf(ctx.principal.tenant),
       contentLength: input.contentLength,
       algs,
     });
     try {
+      if (sealed) received = await sealed.plaintext(received);
       for (const [alg, digest] of input.expected) {
         if (received.checksums[alg] !== digest.toString('base64'))
           throw ChecksumMismatch(`the part does not match its ${alg} checksum`);
@@ -179,6 +221,7 @@ export class MultipartService {
           checksums: received.checksums,
           compressed: received.compressed,
           chunks: received.chunks,
+          ...(sealed ? { sseSalt: sealed.record.salt } : {}),
         },
         200,
       );
@@ -204,6 +247,7 @@ export class MultipartService {
     const { source } = input;
     const version = resolveForRead(store, source.bucket, source.key, source.versionId ?? null);
     checkSourceConditions(version, source);
+    const sourceKey = requireCustomerKeyFor(version, input.sourceCustomerKey, 'copy source');
     const { range } = input;
     if (range !== undefined && (range.start > range.end || range.end >= version.size))
       throw InvalidRange(
@@ -215,8 +259,12 @@ export class MultipartService {
     // another tenant's (shared by a policy or an ACL); the part is stored under the upload's.
     const owner = tenantById(store, source.bucket.tenantId);
     if (!owner) throw NotFound(`the copy source's tenant is gone`);
-    const keys = auth.keysOf(owner);
-    const body = new CopiedBody(versionBytes(download, keys, version, range), length);
+    const stored = versionBytes(download, auth.keysOf(owner), version, range);
+    const bytes =
+      sourceKey === undefined
+        ? stored
+        : decrypted(stored, CustomerCipher.forVersion(version, sourceKey), range?.start ?? 0);
+    const body = new CopiedBody(bytes, length);
     try {
       const part = await this.uploadPart(
         ctx,
@@ -228,6 +276,7 @@ export class MultipartService {
           contentLength: length,
           expected: new Map(),
           digests: input.digests,
+          customerKey: input.customerKey,
         },
         body,
       );
@@ -254,7 +303,7 @@ export class MultipartService {
       );
       if (input.etag !== undefined && current?.etag === input.etag) return Promise.resolve(current);
     }
-    requireUploadIn(store, input);
+    requireCustomerKeyFor(requireUploadIn(store, input), input.customerKey, 'upload');
     const args: Record<string, unknown> = {
       tenantId: ctx.principal.tenant.id,
       bucket: input.bucket.name,

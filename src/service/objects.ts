@@ -4,10 +4,11 @@
 
 import assert from 'node:assert';
 import type { EngineClient } from '../engine/protocol.js';
+import type { CommandName } from '../engine/commands.js';
 import type { IndexStore } from '../engine/index/store.js';
 import type { BucketRecord, ObjectVersionRecord } from '../engine/index/schema.js';
 import { checkPutQuotaIn } from '../engine/ops/objects.js';
-import type { BeginResult, HeldKey } from '../engine/ops/idempotency.js';
+import type { HeldKey } from '../engine/ops/idempotency.js';
 import type { ChecksumAlg, DigestAlg } from '../engine/checksums.js';
 import { auditRowOf, type AuditedRequest } from '../http/audit.js';
 import { ChecksumMismatch } from '../util/errors.js';
@@ -16,6 +17,8 @@ import type { BodySource } from './body.js';
 import type { RequestContext } from './context.js';
 import { ReplayBody, type IdempotencyClaim } from './idempotency.js';
 import { parseHttpDate } from './read.js';
+import { sealedUpload, type CustomerKey } from './customer-key.js';
+import { PutGroup } from './put-group.js';
 import { addNewVersionAttributes, type NewVersionAttributes } from './object-lock.js';
 import {
   Divert,
@@ -77,6 +80,8 @@ export interface PutRequest {
   readonly headers?: Readonly<Record<string, string>>;
   /** The new version's lock and tags (object-lock.ts). */
   readonly attributes?: NewVersionAttributes | undefined;
+  /** SSE-C: the body is stored under this customer key (customer-key.ts). */
+  readonly customerKey?: CustomerKey | undefined;
 }
 
 export interface DeleteRequest {
@@ -128,8 +133,29 @@ function putArgsOf(
   return args;
 }
 
+/**
+ * A change of a bucket's configuration (`{tenantId, bucket, ...fields}` for command `op`), sent
+ * with its audit row by `objects.commit`.
+ */
+export function commitBucketChange<T>(
+  objects: Pick<ObjectService, 'commit'>,
+  ctx: RequestContext,
+  bucket: BucketRecord,
+  op: CommandName,
+  fields: Record<string, unknown>,
+  status: number,
+): Promise<T> {
+  const args = { tenantId: ctx.principal.tenant.id, bucket: bucket.name, ...fields };
+  return objects.commit<T>(ctx, op, args, status);
+}
+
 export class ObjectService {
-  constructor(private readonly deps: ObjectServiceDeps) {}
+  /** Object commits, sent to the engine a turn's worth at a time. */
+  private readonly group: PutGroup;
+
+  constructor(private readonly deps: ObjectServiceDeps) {
+    this.group = new PutGroup(deps.engine);
+  }
 
   /**
    * Sends a mutation with its audit row, which then commits in the same transaction. Adds to
@@ -139,15 +165,30 @@ export class ObjectService {
    */
   async commit<T>(
     request: AuditedRequest,
-    op: string,
+    op: CommandName,
     args: Record<string, unknown>,
     status: number,
   ): Promise<T> {
     if (request.audit.actor !== undefined) args['caller'] = request.audit.actor;
     args['audit'] = auditRowOf(request, status);
-    const result = await this.deps.engine.call<T>(op, args);
+    const result = (await this.deps.engine.callUnchecked(op, args)) as T;
     request.audit.written = true;
     return result;
+  }
+
+  /**
+   * `commit` of a `putObject`, sent with the other object commits of this turn as one
+   * `putObjects` command (put-group.ts): the same caller check and audit row, the same answer.
+   */
+  private async commitPut(
+    request: AuditedRequest,
+    args: Record<string, unknown>,
+  ): Promise<ObjectVersionRecord> {
+    if (request.audit.actor !== undefined) args['caller'] = request.audit.actor;
+    args['audit'] = auditRowOf(request, 200);
+    const version = await this.group.commit(args);
+    request.audit.written = true;
+    return version;
   }
 
   /**
@@ -183,7 +224,7 @@ export class ObjectService {
     let held: HeldKey | undefined;
     const gate = idempotency
       ? engine
-          .call<BeginResult>('beginIdempotent', {
+          .call('beginIdempotent', {
             ...target,
             ...idempotency,
             ownerPid: process.pid,
@@ -202,8 +243,12 @@ export class ObjectService {
     const algs: DigestAlg[] = [
       ...new Set<DigestAlg>(['CRC32C', ...expected.keys(), ...(input.digests ?? [])]),
     ];
+    const sealed =
+      input.customerKey === undefined
+        ? undefined
+        : sealedUpload(source, input.customerKey, input.contentLength, algs);
     const body = receiveBody(this.deps.upload, {
-      source,
+      source: sealed?.source ?? source,
       keys: auth.keysOf(ctx.principal.tenant),
       contentLength: input.contentLength,
       algs,
@@ -212,14 +257,16 @@ export class ObjectService {
     let received: ReceivedBody | undefined;
     try {
       received = await body;
+      if (sealed) received = await sealed.plaintext(received);
       for (const [alg, digest] of expected) {
         if (received.checksums[alg] !== digest.toString('base64'))
           throw ChecksumMismatch(`the body does not match its ${alg} checksum`);
       }
       input.check?.(received);
       const args = putArgsOf(target.tenantId, input, received);
+      if (sealed) args['sseCustomer'] = sealed.record;
       if (idempotency) args['idempotency'] = held ?? idempotency;
-      return await this.commit<ObjectVersionRecord>(ctx, 'putObject', args, 200);
+      return await this.commitPut(ctx, args);
     } catch (error) {
       if (error instanceof Divert && replay) {
         await replay.body.checked;
@@ -252,6 +299,7 @@ export class ObjectService {
     bytes: Buffer,
   ): Promise<ObjectVersionRecord> {
     assert(bytes.length === input.contentLength, 'a whole body is its declared length');
+    assert(input.customerKey === undefined, 'an SSE-C body is streamed (putObject)');
     const { idempotency, expected } = input;
     const tenantId = ctx.principal.tenant.id;
     if (!idempotency)
@@ -277,7 +325,7 @@ export class ObjectService {
       input.check?.(received);
       const args = putArgsOf(tenantId, input, received);
       if (idempotency) args['idempotency'] = { ...idempotency, inCommit: true };
-      return await this.commit<ObjectVersionRecord>(ctx, 'putObject', args, 200);
+      return await this.commitPut(ctx, args);
     } finally {
       received.release();
     }

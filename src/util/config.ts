@@ -122,6 +122,11 @@ export const settingSpecs = {
     fallback: 'false',
     help: 'allow private webhook targets',
   },
+  'kms.new_tenant_keys': {
+    kind: 'string',
+    fallback: '',
+    help: 'comma-separated KMS key ids every new tenant is created with',
+  },
   's3.domains': {
     kind: 'string',
     fallback: '',
@@ -165,6 +170,13 @@ export const settingSpecs = {
     fallback: '15m',
     help: 'a dead chunk stays reusable this long',
   },
+  'storage.space_reserve': {
+    kind: 'bytes',
+    fallback: '192MiB',
+    help:
+      'space kept back for compaction and the index on a full disk (at most an eighth of the ' +
+      'file system; 0: none)',
+  },
   'engine.connect_wait': {
     kind: 'duration',
     fallback: '30s',
@@ -174,6 +186,16 @@ export const settingSpecs = {
     kind: 'duration',
     fallback: '15s',
     help: 'a request waiting on the engine longer than this is answered 503 with Retry-After',
+  },
+  'backup.directory': {
+    kind: 'string',
+    fallback: '',
+    help: 'where the engine writes backups, one directory each (empty: backups are off)',
+  },
+  'keys.reencrypt_rate': {
+    kind: 'bytes',
+    fallback: '16MiB',
+    help: 'chunk bytes a second that re-encryption after a data-key rotation reads (0: no limit)',
   },
   'storage.retired_segment_grace': {
     kind: 'duration',

@@ -14,7 +14,7 @@
 //   page cache, sync_file_range, O_DIRECT) are used only then.
 
 import { constants, read as readCallback } from 'node:fs';
-import { open, readdir, rename, stat, unlink } from 'node:fs/promises';
+import { open, readdir, rename, stat, statfs, unlink } from 'node:fs/promises';
 
 /** The operations of an open file that the engine uses (node's FileHandle has them all). */
 export interface IoFile {
@@ -59,6 +59,11 @@ export interface Io {
   size(path: string): Promise<number>;
   /** Makes the directory's entries (created, renamed, removed files) durable. */
   syncDirectory(path: string): Promise<void>;
+  /**
+   * The size of the file system that holds `path`, and the bytes an unprivileged writer may
+   * still take (statfs' f_bavail). Absent in a simulated file system that has no such limit.
+   */
+  statfs?(path: string): Promise<{ totalBytes: number; freeBytes: number }>;
 }
 
 function pread(
@@ -95,6 +100,10 @@ export const nodeIo: Io = {
   readdir: (path) => readdir(path),
   size: async (path) => (await stat(path)).size,
   syncDirectory,
+  statfs: async (path) => {
+    const fs = await statfs(path);
+    return { totalBytes: fs.blocks * fs.bsize, freeBytes: fs.bavail * fs.bsize };
+  },
 };
 
 /** O_DIRECT where the platform has it (0 elsewhere: no direct I/O). */

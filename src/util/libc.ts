@@ -73,6 +73,18 @@ export interface Libc {
    * libc has no malloc_trim (musl).
    */
   readonly trimHeap?: (done: () => void) => boolean;
+  /**
+   * posix_fallocate, called on libuv's thread pool, never on the caller's: allocates the file's
+   * blocks over [offset, offset + length) without writing them, so that the space is the file's
+   * (the data directory's space reserve, space-reserve.ts). `done` gets 0 or the error number
+   * (ENOSPC when the file system has no room); false when the call could not be queued.
+   */
+  readonly allocateSpace?: (
+    fd: number,
+    offset: number,
+    length: number,
+    done: (errno: number) => void,
+  ) => boolean;
 }
 
 /**
@@ -439,6 +451,7 @@ export function loadLibc(requireKoffi: () => Koffi): Libc | undefined {
     ...bindAesGcm(self),
     ...bindStartWriteback(self),
     ...bindTrimHeap(self),
+    ...bindAllocateSpace(self),
   };
 }
 
@@ -465,6 +478,32 @@ function bindTrimHeap(self: Library): Pick<Libc, 'trimHeap'> {
   }
   return {
     trimHeap: (done) => queued(() => mallocTrim.async(0, () => done())),
+  };
+}
+
+/** `allocateSpace`, on 64-bit Linux (off_t is 64-bit). posix_fallocate answers its error. */
+function bindAllocateSpace(self: Library): Pick<Libc, 'allocateSpace'> {
+  if (!OFF_T_64_ARCHES.has(process.arch)) return {};
+  let fallocate: {
+    async(
+      fd: number,
+      offset: number,
+      length: number,
+      done: (error: unknown, result: number) => void,
+    ): void;
+  };
+  try {
+    fallocate = self.func(
+      'int posix_fallocate(int fd, int64_t offset, int64_t length)',
+    ) as typeof fallocate;
+  } catch {
+    return {};
+  }
+  return {
+    allocateSpace: (fd, offset, length, done) =>
+      queued(() =>
+        fallocate.async(fd, offset, length, (error, result) => done(error ? -1 : result)),
+      ),
   };
 }
 

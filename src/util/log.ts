@@ -4,14 +4,15 @@
 // token that admin-token prints), so a script can read it without filtering logs out.
 //
 // Secrets never reach a log line: the redact list below removes the fields that can carry
-// them (authorization headers, secret keys, tokens), whatever component logs them.
+// them (authorization headers, secret keys, tokens, SSE-C keys), whatever component logs them.
 
 import { isatty } from 'node:tty';
 import { pino, type DestinationStream, type Logger } from 'pino';
 
 export type { Logger };
 
-const redactPaths = [
+/** Paths pino removes from every record (exported for its test). */
+export const redactPaths = [
   'authorization',
   'headers.authorization',
   'req.headers.authorization',
@@ -22,6 +23,11 @@ const redactPaths = [
   'signingSecret',
   '*.signingSecret',
   'masterKey',
+  // SSE-C keys travel in headers (src/service/customer-key.ts).
+  'headers["x-amz-server-side-encryption-customer-key"]',
+  'headers["x-amz-copy-source-server-side-encryption-customer-key"]',
+  'req.headers["x-amz-server-side-encryption-customer-key"]',
+  'req.headers["x-amz-copy-source-server-side-encryption-customer-key"]',
 ];
 
 let root: Logger | undefined;

@@ -21,7 +21,7 @@ import {
   type TenantKeys,
 } from '../engine/chunk-codec.js';
 import { createMultiHasher, type DigestAlg } from '../engine/checksums.js';
-import { NotFound, errorCode } from '../util/errors.js';
+import { CorruptData, NotFound, errorCode, isLightwellError } from '../util/errors.js';
 import { BufferPool } from '../util/buffer-pool.js';
 import type { StoreResult } from './protocol.js';
 
@@ -49,7 +49,11 @@ export async function storeChunk(
   if (alreadyStored(deps, keys.tenantNum, chunkId)) {
     return withChecksums({ chunkId, plainLength, compressed: false }, checksums);
   }
-  const output = payloadBuffers.take(encodeOutputBytes(plainLength));
+  const outputBytes = encodeOutputBytes(plainLength);
+  const output =
+    outputBytes <= SMALL_PAYLOAD_BYTES
+      ? (smallPayloads.pop() ?? Buffer.allocUnsafeSlow(SMALL_PAYLOAD_BYTES))
+      : payloadBuffers.take(outputBytes);
   const encoded = encodeChunk(keys, chunkId, slices, plainLength, output);
   const appended = await deps.writer().append([encoded.header, ...encoded.payload]);
   // Every record before this one in the segment must be written too: recovery cuts a segment
@@ -58,7 +62,8 @@ export async function storeChunk(
   await appended.written();
   // Only now has the write stopped reading `output`. On a failure above it is not reused: a
   // write of it might still be queued.
-  payloadBuffers.give(output);
+  if (output.length !== SMALL_PAYLOAD_BYTES) payloadBuffers.give(output);
+  else if (smallPayloads.length < SMALL_PAYLOADS_KEPT) smallPayloads.push(output);
   const location = {
     segmentId: appended.segmentId,
     offset: appended.offset,
@@ -82,6 +87,16 @@ const payloadBuffers = new BufferPool(2, (bytes) => {
   const granule = bytes > 64 * 1024 ? 64 * 1024 : 4096;
   return Buffer.allocUnsafeSlow(Math.ceil(bytes / granule) * granule);
 });
+
+/**
+ * The payload buffers of small records, all of one size, kept apart from `payloadBuffers`: the
+ * gateway's thread stores the small objects of a turn all at once (hundreds of an ingest
+ * stream's), more than a pool of two serves, and a fresh buffer each cost an allocation and
+ * its collection. At most 2 MiB are kept.
+ */
+const SMALL_PAYLOAD_BYTES = 8192;
+const SMALL_PAYLOADS_KEPT = 256;
+const smallPayloads: Buffer[] = [];
 
 function withChecksums(
   result: StoreResult,
@@ -165,6 +180,31 @@ function expectedRecord(
 }
 
 /** Resolves the chunk, reads its record and decodes it with `decode`. */
+/**
+ * A corrupt chunk, with where it is (never shown to clients: a 500 carries no details), so that
+ * the log line under the request id is the repair record: which tenant's chunk, in which
+ * segment at which offset, and whether the bytes are damaged or under no key it has.
+ */
+function corruptAt(
+  error: unknown,
+  record: ChunkRecord,
+  input: { keys: TenantKeys; chunkId: Uint8Array },
+): Error {
+  const reason = isLightwellError(error) ? error.details['reason'] : undefined;
+  return CorruptData(
+    isLightwellError(error) ? error.message : 'stored chunk failed verification',
+    {
+      ...(typeof reason === 'string' ? { reason } : {}),
+      tenantNum: input.keys.tenantNum,
+      chunkId: Buffer.from(input.chunkId).toString('hex'),
+      segmentId: record.segmentId,
+      offset: record.offset,
+      length: record.length,
+    },
+    { cause: error },
+  );
+}
+
 async function readRecord<T>(
   deps: ChunkStoreDeps,
   input: { keys: TenantKeys; chunkId: Uint8Array; plainLength: number },
@@ -185,6 +225,7 @@ async function readRecord<T>(
         .reader()
         .readWith(record, (bytes) => decode(bytes, expectedRecord(input, record)));
     } catch (error) {
+      if (errorCode(error) === 'corrupt_data') throw corruptAt(error, record, input);
       // Compaction moved the chunk and deleted the old segment: look it up again, once.
       if (attempt > 0 || errorCode(error) !== 'not_found') throw error;
       deps.index().refresh();

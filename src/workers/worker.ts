@@ -59,7 +59,7 @@ function segmentWriter(): SegmentWriter {
     registry: {
       allocate: async () =>
         (
-          await engineClient().call<{ segmentId: number }>('allocSegment', {
+          await engineClient().call('allocSegment', {
             ownerPid: process.pid,
           })
         ).segmentId,

@@ -12,35 +12,17 @@ import t from 'tap';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Service } from '../helpers/service.js';
+import { consoleCaller, type Answer } from './console-call.js';
 import { ScrubJobs } from '../../src/console/scrub-jobs.js';
 import type { EngineClient } from '../../src/engine/protocol.js';
 import type { ScrubResult } from '../../src/engine/ops/tenant-scrub.js';
 
 const docPath = fileURLToPath(new URL('../../../docs/openapi/console-api.json', import.meta.url));
 
-interface Answer {
-  status: number;
-  json: unknown;
-}
-
 t.test('the console API on the admin gates', async (t) => {
   const service = await Service.start();
   t.teardown(() => service.close());
-  const base = service.adminUrl.replace('/admin/api/v1', '') + '/admin/console/api';
-  const call = async (
-    method: string,
-    path: string,
-    token?: string,
-    body?: unknown,
-  ): Promise<Answer> => {
-    const headers: Record<string, string> = { 'Content-Type': 'application/json' };
-    if (token !== undefined) headers['Authorization'] = `Bearer ${token}`;
-    const init: RequestInit = { method, headers };
-    if (body !== undefined) init.body = JSON.stringify(body);
-    const response = await fetch(base + path, init);
-    const text = await response.text();
-    return { status: response.status, json: text === '' ? undefined : JSON.parse(text) };
-  };
+  const call = consoleCaller(service);
   const owner = service.adminToken('owner');
   const viewer = service.adminToken('viewer');
   const scoped = service.adminToken('operator', ['--tenant', 'acme']);
@@ -56,6 +38,7 @@ t.test('the console API on the admin gates', async (t) => {
   t.equal(text, readFileSync(docPath, 'utf8'), 'docs/openapi/console-api.json is current');
   const paths = Object.keys((doc.json as { paths: Record<string, unknown> }).paths);
   t.same(paths.sort(), [
+    '/backups',
     '/keys',
     '/master-key/rotate',
     '/openapi.json',
@@ -67,7 +50,9 @@ t.test('the console API on the admin gates', async (t) => {
     '/session',
     '/tenants/{id}/buckets',
     '/tenants/{id}/buckets/{bucket}/policy',
+    '/tenants/{id}/data-key/reencryption',
     '/tenants/{id}/data-key/rotate',
+    '/tenants/{id}/public-access-block',
   ]);
   for (const [method, path] of [
     ['GET', '/session'],

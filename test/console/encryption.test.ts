@@ -4,7 +4,9 @@
 // new key file's); every object written before and after both reads back byte-exact once the
 // data client logs in again. A viewer sees the key state and no control; a tenant-scoped
 // operator sees only its tenant, may rotate its data key and not the master key. No script
-// error or CSP violation. The overview's live charts, read from /metrics, are drawn.
+// error or CSP violation. The data-key rotation's background re-encryption is shown and runs to
+// its end, dropping the retired key, with every object still readable. The overview's live
+// charts, read from /metrics, are drawn.
 // Screenshots for docs/console.md are taken on the way.
 // Method: `lightwell serve` on loopback, Debian's Chromium through puppeteer-core.
 import t, { type Test } from 'tap';
@@ -108,6 +110,16 @@ function run(path: string): void {
     await write('after-data-key/small', Buffer.from('sealed under the second data key'));
     await write('after-data-key/large', randomBytes(2 * 1024 * 1024));
     await readAll(t, data, objects);
+    // The rotation's re-encryption is shown, and runs to its end: the retired key is dropped.
+    await waitText(page, 'Re-encryption of acme');
+    await screenshot(page, 'encryption-reencryption');
+    await waitText(page, 'Retired keys dropped');
+    t.match(
+      await textOf(page, '[aria-label="Re-encryption of acme"]'),
+      /Retired keys kept\s*0[\s\S]*Retired keys dropped\s*1/,
+      'the pass ended with the retired key dropped',
+    );
+    await readAll(t, data, objects);
 
     // Master key: preview (the plan counts what is re-sealed), then confirm.
     const before = fingerprint();
@@ -133,9 +145,9 @@ function run(path: string): void {
     await signIn(viewer, service, service.adminToken('viewer'));
     await go(viewer, '#/encryption', 'Tenant data keys');
     t.same(
-      (await buttonTexts(viewer)).filter((text) => text !== 'Sign out'),
+      (await buttonTexts(viewer)).filter((text) => text !== 'Sign out' && text !== 'Re-encryption'),
       [],
-      'a viewer sees no control',
+      'a viewer sees no mutating control',
     );
     const scoped = await newPage(browser, errors);
     await signIn(scoped, service, service.adminToken('operator', ['--tenant', 'acme']));

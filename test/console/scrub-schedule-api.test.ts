@@ -8,12 +8,8 @@
 // last run polled until the engine has written it.
 import t from 'tap';
 import { Service } from '../helpers/service.js';
+import { consoleCaller } from './console-call.js';
 import { plantBadChunk } from './plant.js';
-
-interface Answer {
-  status: number;
-  json: unknown;
-}
 
 interface Schedule {
   target: string;
@@ -28,22 +24,7 @@ interface Schedule {
 t.test('scheduled scrubs through the console API', async (t) => {
   const service = await Service.start();
   t.teardown(() => service.close());
-  const base = service.adminUrl.replace('/admin/api/v1', '') + '/admin/console/api';
-  const call = async (
-    method: string,
-    path: string,
-    token?: string,
-    body?: unknown,
-  ): Promise<Answer> => {
-    const headers: Record<string, string> = { 'Content-Type': 'application/json' };
-    if (token !== undefined) headers['Authorization'] = `Bearer ${token}`;
-    const init: RequestInit = { method, headers };
-    if (body !== undefined) init.body = JSON.stringify(body);
-    const response = await fetch(base + path, init);
-    const text = await response.text();
-    const json: unknown = text === '' ? undefined : JSON.parse(text);
-    return { status: response.status, json };
-  };
+  const call = consoleCaller(service);
   const owner = service.adminToken('owner');
   const viewer = service.adminToken('viewer');
   const scoped = service.adminToken('operator', ['--tenant', 'acme']);

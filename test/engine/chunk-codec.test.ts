@@ -1,6 +1,7 @@
 // Goal: a chunk encoded into a record decodes to the same bytes, compressed or not, from one
 // slice or several; and nothing wrong is ever returned: a flipped payload byte (the read path
-// relies on the GCM tag, not the CRC, for these), a flipped header byte, a record cut short, a
+// relies on the GCM tag, and then tells damage, `reason: checksum`, from another key,
+// `reason: authentication`, by the payload's CRC), a flipped header byte, a record cut short, a
 // record read under another tenant's key or against another index entry all fail.
 // Method: encodeChunk/decodeChunk with random keys on random (incompressible) and repeated
 // (compressible) data, also through a reused payload buffer and decoded into split targets (in
@@ -169,8 +170,8 @@ t.test('corrupt or foreign records never decode', async (t) => {
         flipByte(flipped, RECORD_HEADER_SIZE + at, 0x01);
         t.throws(
           () => decode(keys, flipped, expected),
-          { code: 'corrupt_data' },
-          `payload byte ${at}`,
+          { code: 'corrupt_data', details: { reason: 'checksum' } },
+          `payload byte ${at}: damaged bytes, told by the CRC`,
         );
       }
       for (const at of [0, 20, RECORD_HEADER_SIZE - 1]) {
@@ -185,8 +186,8 @@ t.test('corrupt or foreign records never decode', async (t) => {
       );
       t.throws(
         () => decode({ ...keys, dataKey: randomBytes(32) }, record, expected),
-        { code: 'corrupt_data' },
-        'another data key',
+        { code: 'corrupt_data', details: { reason: 'authentication' } },
+        'another data key: intact bytes that do not authenticate',
       );
       t.throws(
         () => decode(keysOf(8), record, expected),

@@ -32,7 +32,6 @@ import { masterKeyCheckOf, verifyMasterKey } from '../../src/engine/master-key-c
 import {
   nextMasterKeyFile,
   readCurrentMasterKeySync,
-  type MasterKeyRotation,
 } from '../../src/engine/master-key-rotation.js';
 import { resealUnderNewMasterKey } from '../../src/engine/ops/key-rotation.js';
 import { dataDirPaths } from '../../src/engine/data-dir.js';
@@ -62,7 +61,7 @@ async function populate(client: EngineClient): Promise<Record<string, string>> {
   for (const id of ['alpha', 'beta']) {
     await client.call('createTenant', { id });
     await client.call('createAccount', { tenantId: id, id: 'app' });
-    const made = await client.call<{ key: AccessKeyRecord; secretKey: string }>('createAccessKey', {
+    const made = await client.call('createAccessKey', {
       tenantId: id,
       accountId: 'app',
       scopes: 'read,write',
@@ -113,10 +112,10 @@ t.test('a rotation re-seals everything and keeps every data key', async (t) => {
   const before = readFileSync(paths.masterKey);
   const keysBefore = dataKeys(running.engine.store, before);
   t.equal(keysBefore.get('beta')?.length, 2, 'beta has a current and a retired key');
-  const plan = await running.client.call<MasterKeyRotation>('rotateMasterKey', { dryRun: true });
+  const plan = await running.client.call('rotateMasterKey', { dryRun: true });
   t.same(plan.counts, { tenants: 2, tenantKeys: 3, accessKeys: 2, webhookSecrets: 0 });
   t.same(readFileSync(paths.masterKey), before, 'a dry run changes no key');
-  const done = await running.client.call<MasterKeyRotation>('rotateMasterKey', {});
+  const done = await running.client.call('rotateMasterKey', {});
   t.same(done.counts, plan.counts, 'the rotation re-sealed what the plan counted');
   const after = readFileSync(paths.masterKey);
   t.notSame(after, before, 'the key file holds a new key');
@@ -188,15 +187,15 @@ t.test('a tenant data-key rotation retires the old key, newest first', async (t)
   await running.client.call('createTenant', { id: 'delta' });
   const master = readFileSync(join(dataDir, 'keys', 'master.key'));
   const first = dataKeys(running.engine.store, master).get('delta') ?? [];
-  const plan = await running.client.call<{ keyGeneration: number; dryRun?: boolean }>(
-    'rotateTenantDataKey',
-    { tenantId: 'delta', dryRun: true },
-  );
+  const plan = await running.client.call('rotateTenantDataKey', {
+    tenantId: 'delta',
+    dryRun: true,
+  });
   t.same(plan, { tenantId: 'delta', keyGeneration: 2, retiredKeys: 1, dryRun: true });
   t.same(dataKeys(running.engine.store, master).get('delta'), first, 'a dry run changes nothing');
   await running.client.call('rotateTenantDataKey', { tenantId: 'delta' });
   const second = dataKeys(running.engine.store, master).get('delta') ?? [];
-  const result = await running.client.call<{ keyGeneration: number }>('rotateTenantDataKey', {
+  const result = await running.client.call('rotateTenantDataKey', {
     tenantId: 'delta',
   });
   t.equal(result.keyGeneration, 3);

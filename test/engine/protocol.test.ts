@@ -163,7 +163,7 @@ t.test(
     const client = new EngineClient(path, 2000);
     t.teardown(() => client.close());
     const calls = Array.from({ length: 100 }, (_, n) =>
-      client.call<{ echo: { n: number } }>(n % 10 === 3 ? 'fail' : 'echo', { n }).then(
+      client.callUnchecked(n % 10 === 3 ? 'fail' : 'echo', { n }).then(
         (value) => ({ n, value }),
         (error: unknown) => ({ n, error }),
       ),
@@ -270,15 +270,13 @@ t.test('the real engine: pipelining, typed errors, and reconnecting after a rest
   const client = new EngineClient(join(dataDir, 'engine.sock'), 5000);
   t.teardown(() => client.close());
 
-  const pings = await Promise.all(
-    Array.from({ length: 500 }, () => client.call<{ ok: unknown }>('ping', {})),
-  );
+  const pings = await Promise.all(Array.from({ length: 500 }, () => client.call('ping', {})));
   t.ok(
-    pings.every((pong) => pong.ok === true),
+    pings.every((pong) => pong.ok),
     '500 pipelined pings answered',
   );
 
-  const unknown = await client.call('noSuchCommand', {}).catch((error: unknown) => error);
+  const unknown = await client.callUnchecked('noSuchCommand', {}).catch((error: unknown) => error);
   t.ok(isLightwellError(unknown), 'an error crosses the socket as a LightwellError');
   t.match(unknown, { code: 'method_not_allowed', status: 405 });
   const missing = await client
@@ -296,7 +294,7 @@ t.test('the real engine: pipelining, typed errors, and reconnecting after a rest
     { code: 'engine_unavailable' },
     'no engine: engine_unavailable once the connect timeout passes',
   );
-  const during = client.call<{ ok: boolean }>('ping', {});
+  const during = client.call('ping', {});
   await settle(300);
   engine = await startEngine({ dataDir, settings });
   t.same(
@@ -361,7 +359,7 @@ t.test('nothing a peer sends on the socket takes the engine down', async (t) => 
     await send(entry.bytes);
     await settle(150);
     const client = new EngineClient(socketPath, 1000);
-    const alive = await client.call<{ ok: boolean }>('ping', {}).then(
+    const alive = await client.call('ping', {}).then(
       (pong) => pong.ok,
       () => false,
     );

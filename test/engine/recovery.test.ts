@@ -1,5 +1,6 @@
 // Goal: recovery of segments left open by dead writers. A torn tail of any shape is cut at the
-// end of the last intact record and the segment is sealed at that size; nothing an index entry
+// end of the last intact record and the segment is sealed there with a seal footer (the shape a
+// writer's seal has, which the scan then checks); nothing an index entry
 // points at is ever cut; the open segments of live writers (and, in the periodic pass, of this
 // process) are left alone; segment files the index does not know are quarantined as `.orphan`,
 // never deleted.
@@ -35,7 +36,7 @@ import {
   segmentFileName,
   SEGMENT_HEADER_SIZE,
 } from '../../src/format/segment-header.js';
-import { encodeSealFooter } from '../../src/format/seal-footer.js';
+import { encodeSealFooter, SEAL_RECORD_SIZE } from '../../src/format/seal-footer.js';
 import { RECORD_HEADER_SIZE } from '../../src/format/record-frame.js';
 import { loadSettings } from '../../src/util/config.js';
 import { componentLogger } from '../../src/util/log.js';
@@ -211,15 +212,20 @@ t.test('torn tails of every shape are cut at the last intact record', async (t) 
     const record = segmentRecord(fx, entry.id);
     t.equal(record?.state, 'sealed', `${entry.name}: sealed`);
     t.equal(record?.ownerPid, undefined, `${entry.name}: no owner any more`);
-    t.equal(record?.size, entry.keep, `${entry.name}: sealed at the end of the last intact record`);
+    // One sealed shape: cut after the last intact record, then a seal footer (a file with a
+    // header; one without is sealed empty).
+    const sealedSize = entry.keep >= SEGMENT_HEADER_SIZE ? entry.keep + SEAL_RECORD_SIZE : 0;
+    t.equal(record?.size, sealedSize, `${entry.name}: sealed after the last intact record`);
     if (!existsSync(path)) {
       t.equal(entry.keep, 0, `${entry.name}: no file, size 0`);
       continue;
     }
-    t.equal(statSync(path).size, entry.keep, `${entry.name}: the file was cut there`);
+    t.equal(statSync(path).size, sealedSize || entry.keep, `${entry.name}: cut there, footer on`);
     if (entry.keep >= SEGMENT_HEADER_SIZE) {
       const scan = await scanSegment(path, () => undefined, { withBytes: false });
       t.notOk(scan.torn, `${entry.name}: scans clean now`);
+      t.ok(scan.sealed, `${entry.name}: ends in a footer that agrees with it`);
+      t.equal(scan.validEnd, sealedSize, `${entry.name}: the footer names the cut`);
     }
   }
   const again = await recoverSegments({ paths: fx.paths, store: fx.store, log });

@@ -53,6 +53,8 @@ export interface ServiceOptions {
   readonly gateways?: number;
   readonly env?: Record<string, string>;
   readonly args?: readonly string[];
+  /** `serve` leads a process group of its own, which `signalGroup` signals as a terminal would. */
+  readonly detached?: boolean;
 }
 
 /**
@@ -121,6 +123,7 @@ export class Service {
       ...(this.options.args ?? []),
     ];
     const child = spawn(...tiedToThisProcess(process.execPath, args), {
+      detached: this.options.detached === true,
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, ...this.options.env },
     });
@@ -195,6 +198,20 @@ export class Service {
     const child = this.child;
     if (!child || child.exitCode !== null) return [];
     return [child.pid as number, ...descendants(child.pid as number)];
+  }
+
+  /**
+   * Signals serve's whole process group, as a terminal's Ctrl-C does (only with `detached`), and
+   * waits for serve's exit; returns its exit code.
+   */
+  signalGroup(signal: NodeJS.Signals): Promise<number | null> {
+    const child = this.child;
+    if (!child || child.exitCode !== null) return Promise.resolve(child?.exitCode ?? null);
+    if (this.options.detached !== true) throw new Error('signalGroup needs a detached service');
+    return new Promise((resolveExit) => {
+      child.once('exit', (code) => resolveExit(code));
+      process.kill(-(child.pid as number), signal);
+    });
   }
 
   /** SIGTERM and wait for a clean exit; returns the exit code. */

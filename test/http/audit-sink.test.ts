@@ -1,7 +1,8 @@
 // Goal: a listener's audit sink sends the rows of one event-loop turn in the next, keeps at most
-// 8 batches unanswered (the rest wait in its bounded buffer, oldest dropped and counted, also
-// while the engine does not answer at all), puts the rows of a batch the engine could not be
-// reached for back and sends them again, drops a row the engine answered with an error three
+// 8 batches unanswered (the rest wait in its bounded buffer, which says `full` at 100,000 rows,
+// when the listener refuses requests, and drops none, also while the engine does not answer at
+// all), puts the rows of a batch the engine could not be reached for, or answered 503, back and
+// sends them again (also after `close`), drops a row the engine answered with another error three
 // times (it would hold back every later row), and `settle` resolves once every row before it
 // is committed, or after 2 s when the engine does not answer. It announces itself to the engine
 // as an audit source and, asked by a barrier, sends the rows it holds before its answer.
@@ -13,7 +14,7 @@ import type { EngineClient } from '../../src/engine/protocol.js';
 import type { Exchange } from '../../src/http/exchange.js';
 import type { AuditInput } from '../../src/engine/ops/audit.js';
 import { componentLogger } from '../../src/util/log.js';
-import { BadRequest, EngineUnavailable } from '../../src/util/errors.js';
+import { BadRequest, DiskFull, EngineUnavailable } from '../../src/util/errors.js';
 
 interface Call {
   events: AuditInput[];
@@ -22,6 +23,8 @@ interface Call {
   unreachable: () => void;
   /** The engine answers with an error. */
   refuse: () => void;
+  /** The engine answers that the disk is full (503). */
+  diskFull: () => void;
 }
 
 /**
@@ -52,6 +55,7 @@ function heldEngine(): {
           answer: () => resolve({ written: args.events.length }),
           unreachable: () => reject(EngineUnavailable('lost the connection to the engine')),
           refuse: () => reject(BadRequest('Key size is larger than the maximum key size')),
+          diskFull: () => reject(DiskFull('no room on the data filesystem for the index commit')),
         });
       });
     },
@@ -85,7 +89,7 @@ function heldSink(t: Test): { sink: AuditSink } & ReturnType<typeof heldEngine> 
   return { sink, ...held };
 }
 
-t.test('one batch per turn, at most 8 unanswered, the rest bounded', async (t) => {
+t.test('one batch per turn, at most 8 unanswered, the rest kept until full', async (t) => {
   const { sink, calls } = heldSink(t);
   sink.record(answered());
   sink.record(answered());
@@ -103,8 +107,11 @@ t.test('one batch per turn, at most 8 unanswered, the rest bounded', async (t) =
   await nextTurn();
   t.equal(calls.length, 9, 'an answer frees a send, which takes what waited');
   t.equal(calls[8]?.events.length, 13, 'the rows of the turns that waited, in one batch');
-  // 100,000 rows are kept at most while the engine does not answer.
-  for (let row = 0; row < 100_010; row += 1) sink.record(answered());
+  // At 100,000 rows held the sink is full (the listener refuses new requests), and drops none.
+  for (let row = 0; row < 99_990; row += 1) sink.record(answered());
+  t.notOk(sink.full, 'not full under 100,000 rows');
+  for (let row = 0; row < 20; row += 1) sink.record(answered());
+  t.ok(sink.full, 'full at 100,000 rows');
   await nextTurn();
   t.equal(calls.length, 9, 'still nothing more sent');
   // Answer until nothing more comes: 50 batches of 2,000, 8 at a time.
@@ -116,7 +123,8 @@ t.test('one batch per turn, at most 8 unanswered, the rest bounded', async (t) =
     await nextTurn();
   }
   const resent = calls.slice(9).reduce((sum, call) => sum + call.events.length, 0);
-  t.equal(resent, 100_000, 'the newest 100,000 rows are sent; the 10 oldest were dropped');
+  t.equal(resent, 100_010, 'every row is sent once the engine answers; none was dropped');
+  t.notOk(sink.full, 'no longer full');
   t.ok(
     calls.slice(9).every((call) => call.events.length <= 2000),
     'in batches of 2,000 at most',
@@ -140,6 +148,46 @@ t.test('a batch the engine was not reached for is sent again by the retry timer'
     [first?.events[0]?.requestId, `r${requests}`],
     'the refused row first, then the new one',
   );
+});
+
+t.test('rows the engine answered 503 (a full disk) are kept until it takes them', async (t) => {
+  const { sink, calls } = heldSink(t);
+  sink.record(answered());
+  const row = `r${requests}`;
+  await nextTurn();
+  for (let attempt = 0; attempt < 5; attempt += 1) {
+    t.same(
+      calls[attempt]?.events.map((event) => event.requestId),
+      [row],
+      `attempt ${attempt + 1}`,
+    );
+    calls[attempt]?.diskFull();
+    await new Promise((resolve) => setTimeout(resolve, 80));
+  }
+  t.equal(calls.length, 6, 'sent again after every refusal for lack of space');
+  calls[5]?.answer();
+});
+
+t.test('a graceful stop goes on sending what the engine did not take at once', async (t) => {
+  const { engine, calls } = heldEngine();
+  const sink = new AuditSink(engine, log);
+  for (let row = 0; row < 3; row += 1) sink.record(answered());
+  const closed = sink.close();
+  await nextTurn();
+  t.equal(calls.length, 1, 'the rows go at close');
+  for (let attempt = 0; attempt < 3; attempt += 1) {
+    calls[attempt]?.unreachable();
+    await new Promise((resolve) => setTimeout(resolve, 80));
+    t.equal(
+      calls.length,
+      attempt + 2,
+      `again once the engine could not be reached (${attempt + 1})`,
+    );
+    t.equal(calls[attempt + 1]?.events.length, 3, 'all of them');
+  }
+  calls[3]?.answer();
+  await closed;
+  t.pass('close resolves once the engine took them');
 });
 
 t.test('a row the engine refused three times is dropped; later rows go on', async (t) => {

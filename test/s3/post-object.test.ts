@@ -3,7 +3,7 @@
 // form is refused and stores nothing; an unsigned form is anonymous and needs a public grant.
 // Method: a real `lightwell serve`, forms built with fetch's FormData, the AWS SDK to read back.
 import t from 'tap';
-import { createHmac } from 'node:crypto';
+import { createHash, createHmac } from 'node:crypto';
 import {
   CreateBucketCommand,
   GetObjectCommand,
@@ -117,6 +117,38 @@ t.test('POST object through browser forms', async (t) => {
   );
   t.equal(redirected.status, 303);
   t.match(redirected.headers.get('location') ?? '', /^https:\/\/app\.example\/done\?bucket=forms/);
+
+  await t.test('encryption fields, and starts-with "" on a field left out', async (t) => {
+    const key = Buffer.alloc(32, 9);
+    const sseC = {
+      'x-amz-server-side-encryption-customer-algorithm': 'AES256',
+      'x-amz-server-side-encryption-customer-key': key.toString('base64'),
+      'x-amz-server-side-encryption-customer-key-md5': createHash('md5')
+        .update(key)
+        .digest('base64'),
+    };
+    const open = [
+      ...conditions,
+      ['starts-with', '$x-amz-server-side-encryption-customer-algorithm', ''],
+      ['starts-with', '$x-amz-server-side-encryption-customer-key', ''],
+      ['starts-with', '$x-amz-server-side-encryption-customer-key-md5', ''],
+    ];
+    const base = { key: 'uploads/${filename}', 'Content-Type': 'text/plain' };
+    const sealed = await post(
+      form({ ...base, ...sseC, ...signedFields(alice, open) }, 'k', 's.txt'),
+    );
+    t.equal(sealed.status, 204, await sealed.clone().text());
+    const read = (extra: Record<string, unknown> = {}) =>
+      s3.send(new GetObjectCommand({ Bucket: 'forms', Key: 'uploads/s.txt', ...extra }));
+    t.same(await s3ErrorOf(read()), { name: 'InvalidRequest', status: 400 }, 'needs the key');
+    const got = await read({
+      SSECustomerAlgorithm: 'AES256',
+      SSECustomerKey: key.toString('latin1'),
+    });
+    t.equal(await got.Body?.transformToString(), 'k', 'stored under the form key');
+    const plain = await post(form({ ...base, ...signedFields(alice, open) }, 'p', 'p.txt'));
+    t.equal(plain.status, 204, 'the same policy with the fields left out');
+  });
 
   await t.test('refusals store nothing', async (t) => {
     const refused = async (data: FormData, status: number, code: RegExp, key: string) => {

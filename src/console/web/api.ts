@@ -189,6 +189,49 @@ export interface TenantKeyState {
   retiredKeys: number;
   rotatedAt: string | null;
 }
+export interface AccessBlock {
+  blockPublicAcls: boolean;
+  ignorePublicAcls: boolean;
+  blockPublicPolicy: boolean;
+  restrictPublicBuckets: boolean;
+}
+export interface PublicAccess {
+  tenantId: string;
+  block: AccessBlock | null;
+  buckets: Array<{ name: string; block: AccessBlock | null; effective: AccessBlock }>;
+}
+export interface BackupJob {
+  name: string;
+  state: 'queued' | 'running' | 'complete' | 'failed';
+  base: string | null;
+  queuedAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+  snapshotAt: string | null;
+  segmentsTotal: number;
+  segmentsDone: number;
+  segmentsReused: number;
+  bytesTotal: number;
+  bytesDone: number;
+  counts: { tenants: number; buckets: number; versions: number; chunks: number } | null;
+  error: string | null;
+}
+export interface Reencryption {
+  tenantId: string;
+  state: 'none' | 'running' | 'paused' | 'settling' | 'complete';
+  keyGeneration: number;
+  retiredKeys: number;
+  startedAt: string | null;
+  updatedAt: string | null;
+  finishedAt: string | null;
+  chunksTotal: number | null;
+  chunksScanned: number;
+  chunksRewritten: number;
+  bytesRewritten: number;
+  chunksUnreadable: number;
+  unreadable: Array<{ chunkId: string; problem: string }>;
+  keysDropped: number | null;
+}
 export interface KeyState {
   masterKey: { fingerprint: string | null; since: string | null };
   tenants: TenantKeyState[];

@@ -1,5 +1,6 @@
 // Encryption keys: the master key's fingerprint and each tenant's data-key generation, with the
-// two rotations (each previewed as a dry run first). Rotating the master key is for an owner
+// two rotations (each previewed as a dry run first), and the background re-encryption that
+// follows a data-key rotation (reencryption.tsx). Rotating the master key is for an owner
 // token without a tenant scope; rotating a tenant's data key for an operator of that tenant. A
 // viewer sees the state and no control.
 
@@ -9,6 +10,7 @@ import { CONSOLE, allows, seg, type KeyState, type MasterKeyRotation } from './a
 import type { Context } from './main.js';
 import { ErrorBox, Field, Section, StateBadge, formatTime, useLoad } from './ui.js';
 import { PlannedAction } from './planned.js';
+import { ReencryptionPanel } from './reencryption.js';
 
 function RotateMasterKey(props: { context: Context; onDone: (done: string) => void }) {
   const [reason, setReason] = useState('');
@@ -69,11 +71,13 @@ export function EncryptionPage(props: { context: Context }): JSX.Element {
   const state = useLoad(() => context.api.get<KeyState>(`${CONSOLE}/keys`), [context]);
   const [done, setDone] = useState<string | undefined>(undefined);
   const [rotating, setRotating] = useState<string | undefined>(undefined);
+  const [watching, setWatching] = useState<string | undefined>(undefined);
   const { session } = context;
   const owner = allows(session, 'owner') && session.tenant === null;
   const operator = allows(session, 'operator');
   const finished = (message: string): void => {
     setDone(message);
+    if (rotating !== undefined) setWatching(rotating);
     setRotating(undefined);
     state.reload();
   };
@@ -110,8 +114,9 @@ export function EncryptionPage(props: { context: Context }): JSX.Element {
       <Section title="Tenant data keys">
         <p>
           Each tenant's chunks are encrypted under its own data key. After a rotation new chunks use
-          the new key; chunks written before stay under the retired key they were written with,
-          which is kept to read them.
+          the new key, and the chunks written before are rewritten under it in the background
+          (throttled, resumable, paused here if need be); the retired key reads them meanwhile and
+          is dropped once no chunk needs it.
         </p>
         {data && (
           <table aria-label="Tenant data keys">
@@ -126,7 +131,7 @@ export function EncryptionPage(props: { context: Context }): JSX.Element {
                   Retired keys
                 </th>
                 <th scope="col">Last rotated</th>
-                {operator && <th scope="col">Action</th>}
+                <th scope="col">Action</th>
               </tr>
             </thead>
             <tbody>
@@ -141,13 +146,20 @@ export function EncryptionPage(props: { context: Context }): JSX.Element {
                   <td class="num">{String(tenant.keyGeneration)}</td>
                   <td class="num">{String(tenant.retiredKeys)}</td>
                   <td>{tenant.rotatedAt === null ? 'never' : formatTime(tenant.rotatedAt)}</td>
-                  {operator && (
-                    <td>
+                  <td>
+                    {operator && (
                       <button type="button" onClick={() => setRotating(tenant.tenantId)}>
                         Rotate…
                       </button>
-                    </td>
-                  )}
+                    )}{' '}
+                    <button
+                      type="button"
+                      aria-label={`Show the re-encryption of ${tenant.tenantId}`}
+                      onClick={() => setWatching(tenant.tenantId)}
+                    >
+                      Re-encryption
+                    </button>
+                  </td>
                 </tr>
               ))}
             </tbody>
@@ -161,6 +173,9 @@ export function EncryptionPage(props: { context: Context }): JSX.Element {
             onDone={finished}
             onCancel={() => setRotating(undefined)}
           />
+        )}
+        {watching !== undefined && (
+          <ReencryptionPanel key={watching} context={context} tenantId={watching} />
         )}
       </Section>
     </>

@@ -17,6 +17,7 @@ import { TenantPage } from './tenant.js';
 import { AuditPage } from './audit.js';
 import { ClusterPage } from './cluster.js';
 import { EncryptionPage } from './encryption.js';
+import { BackupsPage } from './backups.js';
 
 export interface Context {
   readonly api: Api;
@@ -85,6 +86,7 @@ const NAV: ReadonlyArray<readonly [string, string]> = [
   ['#/', 'Overview'],
   ['#/tenants', 'Tenants'],
   ['#/encryption', 'Encryption keys'],
+  ['#/backups', 'Backups'],
   ['#/audit', 'Audit log'],
   ['#/cluster', 'Cluster'],
 ];
@@ -107,6 +109,8 @@ function Page(props: { context: Context; hash: string }): JSX.Element {
       return <ClusterPage context={props.context} />;
     case 'encryption':
       return <EncryptionPage context={props.context} />;
+    case 'backups':
+      return <BackupsPage context={props.context} />;
     default:
       return <p>No such page. Choose one from the menu.</p>;
   }
@@ -126,13 +130,15 @@ function App(): JSX.Element {
           Lightwell
         </div>
         <ul>
-          {NAV.map(([href, label]) => (
-            <li key={href}>
-              <a href={href} aria-current={current === href ? 'page' : undefined}>
-                {label}
-              </a>
-            </li>
-          ))}
+          {NAV.filter(([href]) => href !== '#/backups' || session.tenant === null).map(
+            ([href, label]) => (
+              <li key={href}>
+                <a href={href} aria-current={current === href ? 'page' : undefined}>
+                  {label}
+                </a>
+              </li>
+            ),
+          )}
         </ul>
         <div class="whoami" aria-label="Signed in as">
           <div>

@@ -1,6 +1,7 @@
 // One tenant: its state with disable and delete (each previewed as a dry-run plan before the
 // confirm), its accounts and access keys, its quota and usage, and its buckets.
 
+import { AccessTab } from './access.js';
 import type { JSX } from 'preact';
 import { useState } from 'preact/hooks';
 import { ADMIN, allows, seg, type Tenant } from './api.js';
@@ -17,6 +18,7 @@ const TABS: ReadonlyArray<readonly [string, string]> = [
   ['keys', 'Accounts and keys'],
   ['quota', 'Quota and usage'],
   ['buckets', 'Buckets'],
+  ['access', 'Public access'],
   ['scrub', 'Scrub'],
 ];
 
@@ -93,6 +95,8 @@ export function TenantPage(props: { context: Context; tenantId: string; tab: str
   else if (tenant && live && tab === 'quota') body = <QuotaTab context={context} tenant={tenant} />;
   else if (tenant && live && tab === 'buckets')
     body = <BucketsTab context={context} tenant={tenant} />;
+  else if (tenant && live && tab === 'access')
+    body = <AccessTab context={context} tenant={tenant} />;
   else if (tenant && live && tab === 'scrub') body = <ScrubTab context={context} tenant={tenant} />;
   else if (tenant)
     body = (

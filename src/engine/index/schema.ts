@@ -106,12 +106,22 @@ export interface TenantRecord {
    * for a tenant whose key was never rotated.
    */
   retiredKeys?: RetiredTenantKey[];
+  /** Retired keys dropped once every chunk was re-encrypted (src/engine/reencryption.ts). */
+  droppedKeys?: number;
   /**
    * Set in the transaction that makes the state `deleted`. While `completedAt` is absent the
    * engine's tenant purger is still removing the tenant's contents in batches (and resumes
    * after a restart); `blockedAt` stops it when a version turns out to be protected.
    */
   deletion?: TenantDeletion;
+  /** Named KMS keys SSE-KMS writes may name (engine/ops/kms-keys.ts), in creation order. */
+  kmsKeys?: KmsKeyRecord[];
+}
+
+export interface KmsKeyRecord {
+  id: string;
+  description?: string;
+  createdAt: number;
 }
 
 export interface RetiredTenantKey {
@@ -317,6 +327,20 @@ export interface ObjectVersionRecord {
   partSizes?: number[];
   /** Its parts' checksums of the upload's algorithm, in part order (GetObjectAttributes). */
   partChecksums?: { alg: string; values: string[] };
+  /** SSE-C: the version's bytes are encrypted under its customer's key (service/customer-key.ts). */
+  sseCustomer?: SseCustomerRecord;
+}
+
+/**
+ * What the index keeps of an SSE-C key: never the key, only a random salt and a verifier derived
+ * from the key and the salt (HKDF-SHA256), so a request's key is checked in constant time and
+ * the data key is derived from the key the client sends. A completed multipart upload keeps the
+ * salt of each listed part (16 bytes each, in part order): every part has its own data key.
+ */
+export interface SseCustomerRecord {
+  salt: Buffer;
+  verifier: Buffer;
+  partSalts?: Buffer;
 }
 
 export interface ObjectTag {
@@ -557,6 +581,8 @@ export interface MultipartUploadRecord {
   lock?: { mode?: RetentionMode; retainUntil?: number; legalHold?: 'ON' | 'OFF' };
   tags?: ObjectTag[];
   sse?: ServerSideEncryption;
+  /** SSE-C: the key every part and the completed object are under (its verifier). */
+  sseCustomer?: SseCustomerRecord;
 }
 
 export interface MultipartPartRecord {
@@ -576,6 +602,8 @@ export interface MultipartPartRecord {
    * against the quota lack it; they count nowhere until complete makes them a version.
    */
   quotaCounted?: true;
+  /** SSE-C: the salt of this part's data key (the upload's `sseCustomer` says whose key). */
+  sseSalt?: Buffer;
 }
 
 /** `u32be(bucketId) | utf8(key) | 0x00 | uploadId[16]`: a bucket's uploads sort by key. */

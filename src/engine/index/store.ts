@@ -28,6 +28,10 @@
 // follows matters more here: a record changed is put back. A change left in a held record
 // without a put would be written with the batch if a later command put the same record.
 //
+// A commit that finds the disk full fails with `disk_full` and nothing of it applied; the engine
+// goes on (see `failed` and `absorbCommitRejections`), and a `CommandBatch` given `makeRoom`
+// commits its group once more when the space reserve gave room back (space-reserve.ts).
+//
 // Options that fix the on-disk format are passed explicitly here and documented in
 // docs/on-disk-format.md: binary keys, binary values (our own versioned msgpack records), no
 // lmdb-js versions, no shared structures.
@@ -38,6 +42,8 @@
 
 import { open, ABORT, type RootDatabase, type Database } from 'lmdb';
 import assert from 'node:assert/strict';
+import { statfs } from 'node:fs/promises';
+import { DiskFull, errorCode } from '../../util/errors.js';
 import { encodeValue, VALUE_SCHEMA_VERSION } from '../../format/values.js';
 import { CURRENT_VERSIONS, decodeRecord } from './migrate.js';
 
@@ -124,6 +130,34 @@ function deepFreeze<T>(value: T): T {
 }
 
 const MAP_SIZE_BYTES = 1024 ** 4; // sparse; the file grows only as pages are used
+const ENOSPC_ERRNO = 28;
+const EIO_ERRNO = 5;
+/** Free bytes under which an EIO of a commit is taken for a full disk. */
+const NEARLY_FULL_BYTES = 16 * 1024 * 1024;
+
+function noRoom(error: unknown, cause: unknown): Error {
+  return DiskFull('no room on the data filesystem for the index commit', undefined, {
+    cause: cause ?? error,
+  });
+}
+
+let absorbing = false;
+
+/**
+ * When a commit fails, lmdb-js also rejects promises of its own that nobody holds (the batch's
+ * and `commitError`), which would end the process as unhandled rejections; the failure itself
+ * reaches the commit's caller (`transact`). Those two are let go; any other unhandled
+ * rejection is thrown on, ending the process as it would without this listener.
+ */
+function absorbCommitRejections(): void {
+  if (absorbing) return;
+  absorbing = true;
+  process.on('unhandledRejection', (reason) => {
+    const stack = (reason as { stack?: unknown } | undefined)?.stack;
+    if (typeof stack === 'string' && /[\\/]lmdb[\\/]write\.js/.test(stack)) return;
+    throw reason;
+  });
+}
 /** The lowest key (LMDB keys are never empty). */
 const RANGE_LOW = Buffer.from([0]);
 
@@ -149,7 +183,11 @@ export class IndexStore {
   /** While `capture` runs its callback: every record read and written, in order. */
   private recorder: StoreAccess[] | undefined;
 
-  private constructor(root: RootDatabase, readOnly: boolean) {
+  private constructor(
+    root: RootDatabase,
+    readOnly: boolean,
+    private readonly path: string,
+  ) {
     this.root = root;
     this.readOnly = readOnly;
   }
@@ -168,7 +206,8 @@ export class IndexStore {
       encoding: 'binary',
       compression: false,
     });
-    const store = new IndexStore(root, options.readOnly);
+    if (!options.readOnly) absorbCommitRejections();
+    const store = new IndexStore(root, options.readOnly, options.path);
     for (const name of Object.values(DB)) {
       store.dbs.set(
         name,
@@ -432,8 +471,47 @@ export class IndexStore {
   }
 
   /** Runs `apply` atomically in the next group commit; resolves once durable. */
+  /**
+   * A compacted copy of the whole index into the directory `path` (its `data.mdb`), taken in
+   * one read transaction: a consistent snapshot while commits go on (src/engine/backup.ts).
+   */
+  backup(path: string): Promise<void> {
+    return this.root.backup(path, true);
+  }
+
   transact<T>(apply: () => T): Promise<T> {
-    return this.root.childTransaction(apply);
+    return this.root.childTransaction(apply).catch((error: unknown) => this.failed(error));
+  }
+
+  /**
+   * A commit that failed: LMDB found no room to write its pages (`disk_full`, and the engine
+   * goes on: nothing of the commit is applied, and the environment stays usable), or another
+   * error, as it came. lmdb-js rejects the transaction with a generic error whose
+   * `commitError` (a promise, rejected in the same turn) carries the system's; a short write
+   * on a full disk reports EIO, so EIO with the file system nearly full counts as full too.
+   */
+  private async failed(error: unknown): Promise<never> {
+    const pending = (error as { commitError?: Promise<unknown> } | undefined)?.commitError;
+    if (!(pending instanceof Promise)) throw error;
+    let timer: NodeJS.Timeout | undefined;
+    const cause = await Promise.race([
+      pending.then(
+        () => undefined,
+        (reason: unknown) => reason,
+      ),
+      new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), 1000))),
+    ]);
+    clearTimeout(timer);
+    const code = (cause as { code?: unknown } | undefined)?.code;
+    if (code === 'ENOSPC' || code === ENOSPC_ERRNO) throw noRoom(error, cause);
+    if ((code === 'EIO' || code === EIO_ERRNO) && (await this.nearlyFull()))
+      throw noRoom(error, cause);
+    throw error;
+  }
+
+  private async nearlyFull(): Promise<boolean> {
+    const fs = await statfs(this.path).catch(() => undefined);
+    return fs !== undefined && fs.bavail * fs.bsize < NEARLY_FULL_BYTES;
   }
 
   /**
@@ -462,7 +540,10 @@ export class IndexStore {
           this.batchRecords = undefined;
         }
       })
-      .then((result) => (result === ABORT ? undefined : (result as Settled[])));
+      .then(
+        (result) => (result === ABORT ? undefined : (result as Settled[])),
+        (error: unknown) => this.failed(error),
+      );
   }
 
   /**
@@ -513,10 +594,15 @@ export class IndexStore {
 export class CommandBatch {
   private open: Array<PendingCommand> | undefined;
 
-  /** `committed`: told of each group's size and seconds from opening to commit (metrics). */
+  /**
+   * `committed`: told of each group's size and seconds from opening to commit (metrics).
+   * `makeRoom`: a group's commit found the disk full; answers whether it freed room (the space
+   * reserve), in which case the group is committed once more.
+   */
   constructor(
     private readonly store: IndexStore,
     private readonly committed?: (size: number, seconds: number) => void,
+    private readonly makeRoom?: () => Promise<boolean>,
   ) {}
 
   submit<T>(apply: () => T): Promise<T> {
@@ -532,7 +618,7 @@ export class CommandBatch {
     });
   }
 
-  private async run(batch: PendingCommand[]): Promise<void> {
+  private async run(batch: PendingCommand[], again = false): Promise<void> {
     const opened = performance.now();
     let settled: Settled[] | undefined;
     try {
@@ -541,6 +627,13 @@ export class CommandBatch {
         return batch.map((command) => command.apply);
       });
     } catch (error) {
+      // Nothing of the group was applied: with room made, its commands run again as they did.
+      if (
+        !again &&
+        errorCode(error) === 'disk_full' &&
+        (await this.makeRoom?.().catch(() => false))
+      )
+        return this.run(batch, true);
       for (const command of batch) command.reject(error);
       return;
     }

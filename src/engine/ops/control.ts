@@ -40,6 +40,7 @@ import {
 import { newAccessKeyId, newSecretKey } from '../../security/access-keys.js';
 import { parseScopes, formatScopes } from '../../security/scopes.js';
 import { validateTenantId, validateAccountId } from '../../security/names.js';
+import { addPresetKmsKeys } from './kms-keys.js';
 
 /** Longest `reason` kept on a record; longer reasons are refused. */
 export const REASON_CHARS_MAX = 1024;
@@ -62,6 +63,7 @@ export function createTenant(
       : wrapTenantKey(context.masterKey, args.id, newTenantDataKey()),
   };
   if (args.name !== undefined) tenant.name = args.name;
+  addPresetKmsKeys(tenant, context.settings.string('kms.new_tenant_keys'), tenant.createdAt);
   if (!dryRun) context.store.put(DB.tenants, tenantKey(args.id), tenant);
   return tenant;
 }

@@ -12,6 +12,7 @@ import {
   type BucketRecord,
   type ObjectVersionRecord,
   type ServerSideEncryption,
+  type SseCustomerRecord,
 } from '../index/schema.js';
 import type { EngineContext } from './context.js';
 import { requireActiveTenant } from './control.js';
@@ -31,6 +32,32 @@ export function checkSse(value: unknown): ServerSideEncryption {
     throw BadRequest('a KMS key id goes with aws:kms only');
   if (kmsKeyId.length > KMS_KEY_ID_CHARS_MAX) throw BadRequest('the KMS key id is too long');
   return { algorithm, kmsKeyId };
+}
+
+/** Bytes of an SSE-C salt and of its verifier (service/customer-key.ts). */
+export const SSE_C_SALT_BYTES = 16;
+export const SSE_C_VERIFIER_BYTES = 32;
+
+/** Checks an SSE-C salt received over the engine's socket. */
+export function checkSseSalt(value: unknown): Buffer {
+  if (!(value instanceof Uint8Array) || value.length !== SSE_C_SALT_BYTES)
+    throw BadRequest(`an SSE-C salt is ${SSE_C_SALT_BYTES} bytes`);
+  return Buffer.from(value);
+}
+
+/**
+ * Checks an SSE-C record received over the engine's socket: a salt and a verifier, and the part
+ * salts of a multipart version (a cluster member writing a copy of one sends them).
+ */
+export function checkSseCustomer(value: unknown): SseCustomerRecord {
+  const { salt, verifier, partSalts } = (value ?? {}) as Record<string, unknown>;
+  if (!(verifier instanceof Uint8Array) || verifier.length !== SSE_C_VERIFIER_BYTES)
+    throw BadRequest(`an SSE-C verifier is ${SSE_C_VERIFIER_BYTES} bytes`);
+  const record: SseCustomerRecord = { salt: checkSseSalt(salt), verifier: Buffer.from(verifier) };
+  if (partSalts === undefined) return record;
+  if (!(partSalts instanceof Uint8Array) || partSalts.length % SSE_C_SALT_BYTES !== 0)
+    throw BadRequest(`SSE-C part salts are ${SSE_C_SALT_BYTES} bytes each`);
+  return { ...record, partSalts: Buffer.from(partSalts) };
 }
 
 /** Sets (or, with `encryption` null, removes) a bucket's default encryption. */

@@ -13,8 +13,9 @@
 //   chunks already written stay under it and are read with it (src/engine/chunk-codec.ts tries
 //   the retired keys when the current one does not authenticate a record). New chunks are
 //   written under the new key, and their ids come from its dedup key, so they never
-//   deduplicate against chunks under an old key. Retired keys are kept while any chunk may be
-//   under them: chunks are not yet re-encrypted, so a tenant keeps at most
+//   deduplicate against chunks under an old key. The rotation starts, in its own transaction, a
+//   background re-encryption of the tenant's chunks (src/engine/reencryption.ts), which drops
+//   the retired keys once no chunk is under them. Until then a tenant keeps at most
 //   RETIRED_TENANT_KEYS_MAX of them and a further rotation is refused (docs/console.md).
 
 import assert from 'node:assert/strict';
@@ -40,6 +41,7 @@ import type { IndexStore } from '../index/store.js';
 import { Conflict, NotFound } from '../../util/errors.js';
 import { masterKeyCheckOf, type MasterKeyCheckRecord } from '../master-key-check.js';
 import type { EngineContext } from './context.js';
+import { startReencryption } from './reencryption.js';
 
 /** Data keys a tenant keeps besides its current one (see the header). */
 export const RETIRED_TENANT_KEYS_MAX = 16;
@@ -146,9 +148,9 @@ export interface TenantKeyRotation {
   dryRun?: true;
 }
 
-/** The generation of the tenant's current key: its retired keys plus one. */
+/** The generation of the tenant's current key: its retired and dropped keys plus one. */
 export function keyGenerationOf(tenant: TenantRecord): number {
-  return (tenant.retiredKeys?.length ?? 0) + 1;
+  return (tenant.retiredKeys?.length ?? 0) + (tenant.droppedKeys ?? 0) + 1;
 }
 
 /**
@@ -167,7 +169,7 @@ export function rotateTenantDataKey(
   if (retired.length >= RETIRED_TENANT_KEYS_MAX)
     throw Conflict(
       `tenant ${tenant.id} already keeps ${RETIRED_TENANT_KEYS_MAX} retired data keys, the most ` +
-        'it may: its chunks are not re-encrypted, so an older key cannot be dropped yet',
+        'it may: rotate again once its re-encryption has finished and dropped them',
       { blockers: [{ kind: 'retiredKeys', count: retired.length }] },
     );
   if (args.dryRun === true)
@@ -184,6 +186,7 @@ export function rotateTenantDataKey(
     retiredKeys: [{ wrappedKey: Buffer.from(tenant.wrappedKey), retiredAt: now }, ...retired],
   };
   context.store.put(DB.tenants, tenantKey(tenant.id), rotated);
+  startReencryption(context, rotated);
   return {
     tenantId: tenant.id,
     keyGeneration: keyGenerationOf(rotated),

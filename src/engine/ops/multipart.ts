@@ -53,9 +53,10 @@ import {
   type UsageRecord,
   type ObjectTag,
   type ServerSideEncryption,
+  type SseCustomerRecord,
 } from '../index/schema.js';
 import type { IndexStore } from '../index/store.js';
-import { nextCounter, type EngineContext } from './context.js';
+import type { EngineContext } from './context.js';
 import { requireActiveTenant } from './control.js';
 import {
   requireBucket,
@@ -66,14 +67,15 @@ import {
   writeVersion,
   replacedNullIn,
   checkWriteConditions,
-  versionIdOf,
+  nextVersionOf,
   packChunkRefs,
   type ManifestChunk,
 } from './objects.js';
 import { checkQuota, checkQuotaIn, quotaOf } from './quota.js';
 import { recordObjectEvent } from './notifications.js';
 import { newVersionLock, type NewVersionLock } from './object-lock.js';
-import { newVersionSse } from './encryption.js';
+import { checkSseCustomer, checkSseSalt, newVersionSse } from './encryption.js';
+import assert from 'node:assert/strict';
 import { forgetUpload, lifecycleOfUpload } from './lifecycle-index.js';
 import { combineChecksum, parseChecksumAlg, type CrcAlg } from '../checksums.js';
 import { validateObjectKey, validateUserMetadata } from '../../security/names.js';
@@ -147,6 +149,7 @@ export function createMultipartUpload(
     lock?: NewVersionLock;
     tags?: ObjectTag[];
     sse?: ServerSideEncryption;
+    sseCustomer?: unknown;
   },
 ): MultipartUploadRecord {
   const tenant = requireActiveTenant(context, args.tenantId);
@@ -155,7 +158,7 @@ export function createMultipartUpload(
   validateUserMetadata(args.metadata);
   // Checked now, as S3 refuses a bad lock at the create; the date is checked again at complete.
   newVersionLock(context, bucket, args.lock);
-  const sse = newVersionSse(bucket, args.sse);
+  const sse = args.sseCustomer === undefined ? newVersionSse(bucket, args.sse) : {};
   const upload: MultipartUploadRecord = {
     uploadId: context.uploadId ?? newUploadId(context.now()),
     tenantId: tenant.id,
@@ -177,6 +180,7 @@ export function createMultipartUpload(
   if (args.lock !== undefined) upload.lock = args.lock;
   if (args.tags !== undefined && args.tags.length > 0) upload.tags = args.tags;
   if (sse.sse) upload.sse = sse.sse;
+  if (args.sseCustomer !== undefined) upload.sseCustomer = checkSseCustomer(args.sseCustomer);
   context.store.put(DB.multipart, multipartUploadKey(bucket.id, args.key, upload.uploadId), upload);
   lifecycleOfUpload(context, bucket, upload, true);
   return upload;
@@ -189,6 +193,8 @@ export interface UploadPartArgs extends UploadTarget {
   checksums: Record<string, string>;
   compressed: boolean;
   chunks: ManifestChunk[];
+  /** The part's SSE-C salt: given exactly when the upload is under a customer key. */
+  sseSalt?: unknown;
 }
 
 /** A part as the API shows it (without its chunk references). */
@@ -205,8 +211,12 @@ export function partView(part: MultipartPartRecord): PartView {
 }
 
 export function uploadPart(context: EngineContext, args: UploadPartArgs): PartView {
-  const { tenant, bucket } = requireUpload(context, args);
+  const { tenant, bucket, upload } = requireUpload(context, args);
   checkPartNumber(args.partNumber);
+  // A part of an SSE-C upload is under its own data key, whose salt it must keep; any other
+  // part is not, and no salt may make a reader treat it as if it were.
+  if ((upload.sseCustomer !== undefined) !== (args.sseSalt !== undefined))
+    throw BadRequest('a part has an SSE-C salt exactly when its upload uses SSE-C');
   if (!Number.isSafeInteger(args.size) || args.size < 0 || args.size > MULTIPART_PART_BYTES_MAX)
     throw BadRequest('part size out of range');
   const key = multipartPartKey(bucket.id, args.key, args.uploadId, args.partNumber);
@@ -227,6 +237,7 @@ export function uploadPart(context: EngineContext, args: UploadPartArgs): PartVi
     lastModified: context.now(),
     quotaCounted: true,
   };
+  if (args.sseSalt !== undefined) part.sseSalt = checkSseSalt(args.sseSalt);
   context.store.put(DB.multipartParts, key, part);
   usage.partBytes = (usage.partBytes ?? 0) + part.size;
   saveUsage(context, usage);
@@ -307,6 +318,19 @@ export interface CompleteArgs extends UploadTarget {
   ifUnmodifiedSince?: number;
 }
 
+/** An SSE-C upload's record on its completed version: the listed parts' salts, in order. */
+function completedSseCustomer(
+  upload: MultipartUploadRecord,
+  parts: readonly MultipartPartRecord[],
+): SseCustomerRecord {
+  const customer = upload.sseCustomer as SseCustomerRecord;
+  const salts = parts.map((part) => {
+    assert(part.sseSalt !== undefined, 'every part of an SSE-C upload has its salt');
+    return Buffer.from(part.sseSalt);
+  });
+  return { ...customer, partSalts: Buffer.concat(salts) };
+}
+
 /** The parts' checksums of the upload's algorithm, when the upload has one and every part. */
 function partChecksumsOf(
   upload: MultipartUploadRecord,
@@ -355,10 +379,10 @@ export function completeMultipartUpload(
   for (const { part } of stored.values()) countedBytes += partQuotaBytes(part);
   checkQuota(context, tenant.id, size - replacedBytes - countedBytes, current ? 0 : 1);
   const usage = loadUsage(context, tenant.id);
-  const seq = nextCounter(context, 'nextSeq');
+  const { seq, versionId } = nextVersionOf(context, bucket);
   const version: ObjectVersionRecord = {
     key: args.key,
-    versionId: bucket.versioning === 'Enabled' ? versionIdOf(seq) : 'null',
+    versionId,
     seq,
     lastModified: context.now(),
     size,
@@ -375,6 +399,7 @@ export function completeMultipartUpload(
     ...partChecksumsOf(upload, parts),
     ...(upload.tags ? { tags: upload.tags } : {}),
     ...(upload.sse ? { sse: upload.sse } : {}),
+    ...(upload.sseCustomer ? { sseCustomer: completedSseCustomer(upload, parts) } : {}),
     ...locked,
   };
   if (args.checksum !== undefined && version.checksums[args.checksum.alg] !== args.checksum.value)

@@ -22,13 +22,12 @@ import {
   unpackChunkRefs,
   loadUsage,
   saveUsage,
-  versionIdOf,
+  nextVersionOf,
   etagListMatches,
   checkWriteConditions,
   replacedNullIn,
   deleteMarkerNamed,
 } from './objects.js';
-import { nextCounter } from './context.js';
 import { checkQuota } from './quota.js';
 import { recordObjectEvent } from './notifications.js';
 import { reindexVersion } from './lifecycle-index.js';
@@ -230,6 +229,10 @@ export function copyObject(context: EngineContext, args: CopyObjectArgs): Object
     'copy source',
   ).version;
   checkSourceConditions(source, args);
+  // Its bytes are under its customer's key, which a copy that shares chunks cannot change or
+  // check: the service copies such a version by reading and writing it again (service/copy.ts).
+  if (source.sseCustomer !== undefined)
+    throw BadRequest('an SSE-C version is copied with its key, by the S3 API');
   const bucket = requireBucket(context, tenant.id, args.bucket);
   const current = context.store.get<ObjectVersionRecord>(
     DB.objects,
@@ -250,11 +253,11 @@ export function copyObject(context: EngineContext, args: CopyObjectArgs): Object
   checkQuota(context, tenant.id, source.size - (replaced?.size ?? 0), current ? 0 : 1);
   const usage = loadUsage(context, tenant.id);
   const storedBytes = addChunkRefs(context, tenant.num, unpackChunkRefs(source.chunks), usage);
-  const seq = nextCounter(context, 'nextSeq');
+  const { seq, versionId } = nextVersionOf(context, bucket);
   const replace = args.metadataDirective === 'REPLACE';
   const version: ObjectVersionRecord = {
     key: args.key,
-    versionId: bucket.versioning === 'Enabled' ? versionIdOf(seq) : 'null',
+    versionId,
     seq,
     lastModified: context.now(),
     size: source.size,

@@ -35,6 +35,7 @@ import {
 import { checkQuota, checkQuotaIn, quotaOf } from './quota.js';
 import { completeIdempotent, replayInCommit, requireClaim, type HeldKey } from './idempotency.js';
 import { nextCounter, type EngineContext } from './context.js';
+import { noteNewChunks } from './reencryption.js';
 import type { IndexStore, EncodedRecord } from '../index/store.js';
 import { readActiveTenant, requireActiveTenant } from './control.js';
 import {
@@ -51,7 +52,7 @@ import {
 import { validateBucketName } from '../../security/names.js';
 import { recordObjectEvent } from './notifications.js';
 import { abortBucketUploads, MULTIPART_EXPIRE_PARTS_PER_BATCH } from './multipart.js';
-import { newVersionSse } from './encryption.js';
+import { checkSseCustomer, newVersionSse } from './encryption.js';
 import { newVersionLock, refuseLockedDelete, type NewVersionLock } from './object-lock.js';
 import { lifecycleAfterRemove, lifecycleAfterWrite } from './lifecycle-index.js';
 
@@ -221,6 +222,8 @@ export interface PutObjectArgs {
   lock?: NewVersionLock;
   tags?: ObjectTag[];
   sse?: ServerSideEncryption;
+  /** SSE-C: the salt and verifier of the customer key the chunks' bytes are under. */
+  sseCustomer?: unknown;
   /** A completed upload's part sizes, kept when a cluster member copies the version. */
   partSizes?: number[];
 }
@@ -243,7 +246,10 @@ export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVe
   checkWriteConditions(current, args);
   const locked = {
     ...newVersionLock(context, bucket, args.lock),
-    ...newVersionSse(bucket, args.sse),
+    // A version under a customer key reports SSE-C, never the bucket's default encryption.
+    ...(args.sseCustomer === undefined
+      ? newVersionSse(bucket, args.sse)
+      : { sseCustomer: checkSseCustomer(args.sseCustomer) }),
   };
   if (held && !held.inCommit) requireClaim(context, held);
   const existingNull = replacedNullIn(context.store, bucket, args.key, current);
@@ -251,10 +257,10 @@ export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVe
   // Loaded after the checks: a command that fails before it fails alone in its batch.
   const usage = loadUsage(context, tenant.id);
   const storedBytes = addChunkRefs(context, tenant.num, args.chunks, usage);
-  const seq = nextCounter(context, 'nextSeq');
+  const { seq, versionId } = nextVersionOf(context, bucket);
   const version: ObjectVersionRecord = {
     key: args.key,
-    versionId: bucket.versioning === 'Enabled' ? versionIdOf(seq) : 'null',
+    versionId,
     seq,
     lastModified: context.now(),
     size: args.size,
@@ -387,6 +393,19 @@ export function deleteMarkerNamed(
 
 export function versionIdOf(seq: number): string {
   return seq.toString(16).padStart(16, '0');
+}
+
+/**
+ * The sequence number and version id of a new version (an object, a copy, a completed upload,
+ * a delete marker): the next sequence number, and its id in a versioned bucket or `null` in an
+ * unversioned or suspended one. Every new version record is numbered here.
+ */
+export function nextVersionOf(
+  context: EngineContext,
+  bucket: BucketRecord,
+): { seq: number; versionId: string } {
+  const seq = nextCounter(context, 'nextSeq');
+  return { seq, versionId: bucket.versioning === 'Enabled' ? versionIdOf(seq) : 'null' };
 }
 
 /**
@@ -583,10 +602,10 @@ export function deleteObject(context: EngineContext, args: DeleteObjectArgs): De
       context.store.get<ObjectVersionRecord>(DB.objects, objectKey(bucket.id, args.key)),
     );
     usage = loadUsage(context, tenant.id);
-    const seq = nextCounter(context, 'nextSeq');
+    const { seq, versionId } = nextVersionOf(context, bucket);
     const marker: ObjectVersionRecord = {
       key: args.key,
-      versionId: bucket.versioning === 'Enabled' ? versionIdOf(seq) : 'null',
+      versionId,
       seq,
       lastModified: context.now(),
       deleteMarker: true,
@@ -672,6 +691,7 @@ export function addChunkRefs(
   usage: UsageRecord,
 ): number {
   let stored = 0;
+  const created: Buffer[] = [];
   for (const chunk of chunks) {
     const key = chunkKey(tenantNum, chunk.id);
     const record = context.store.get<ChunkRecord>(DB.chunks, key);
@@ -691,7 +711,7 @@ export function addChunkRefs(
     // Named field by field (in the stored order): a spread of the decoded frame's object built a
     // new hidden class on every call, and would carry any stray field of it into the index.
     const { segmentId, offset, length, payloadChecksum } = chunk.location;
-    const created: ChunkRecord = {
+    const entry: ChunkRecord = {
       segmentId,
       offset,
       length,
@@ -699,11 +719,14 @@ export function addChunkRefs(
       plainLength: chunk.plainLength,
       refs: 1,
     };
-    context.store.put(DB.chunks, key, created);
-    adjustSegmentLive(context, created.segmentId, created.length);
-    usage.physicalBytes += created.length;
-    stored += created.length;
+    context.store.put(DB.chunks, key, entry);
+    adjustSegmentLive(context, entry.segmentId, entry.length);
+    usage.physicalBytes += entry.length;
+    stored += entry.length;
+    created.push(chunk.id);
   }
+  // A re-encryption in progress looks again at chunks an upload under the old key may add.
+  noteNewChunks(context, tenantNum, created);
   return stored;
 }
 

@@ -16,6 +16,12 @@
 // 5. Expires old audit rows and idempotency keys, and aborts multipart uploads older than
 //    `multipart.expiry` (or whose bucket is gone), releasing their parts' chunk references.
 //
+// Short of space (the space reserve is out, or less than a segment is free: space-reserve.ts),
+// a pass reclaims as fast as it safely can: dead chunks and retired segments go without their
+// grace periods (a commit that needs a dropped chunk fails with `chunk_gone`, a read of a deleted
+// segment re-resolves), the reserve is given to a copy the file system has no room for, and it
+// is taken back at the end of the pass once there is room for it and a segment more.
+//
 // Invariants:
 // - A segment's `liveBytes` counts the records that chunk entries with references point at.
 //   Retiring subtracts only what was moved, so a commit that lands in the segment after the
@@ -47,6 +53,10 @@ import { expireIdempotency } from '../ops/idempotency.js';
 import { expireMultipartUploads, MULTIPART_EXPIRE_PARTS_PER_BATCH } from '../ops/multipart.js';
 import { nodeIo, type Io } from '../../util/io.js';
 import { realClock, type Clock } from '../../util/clock.js';
+import { segmentBytesFor, type SpaceReserve } from '../space-reserve.js';
+
+/** Room a compaction leaves free beyond its copy: the footer, LMDB's pages of the move. */
+const COPY_MARGIN_BYTES = 1024 * 1024;
 
 export interface CompactionStats {
   segmentsCompacted: number;
@@ -87,6 +97,8 @@ export class Compactor {
       clock?: Clock;
       /** An fdatasync of the compactor's segment failed (SegmentRegistry.failed). */
       segmentFailed?: (segmentId: number) => void;
+      /** The data directory's space reserve, given to compaction on a full disk. */
+      space?: SpaceReserve;
     },
   ) {
     const { store, settings } = options;
@@ -157,10 +169,12 @@ export class Compactor {
     };
     await recoverSegments({ paths, store, log, includeOwn: false, io: this.io, clock: this.clock });
     store.refresh();
-    const { dropped, keptBytes } = await this.dropDeadChunks();
+    const short = await this.shortOfSpace();
+    const { dropped, keptBytes } = await this.dropDeadChunks(short);
     stats.chunksDropped = dropped;
     for (const segment of this.candidates(keptBytes)) {
       try {
+        if (short) await this.roomToCopy(segment.liveBytes + (keptBytes.get(segment.id) ?? 0));
         await this.compact(segment, stats);
       } catch (error) {
         // A full disk is not damage: the segment is tried again on a later pass, once there is
@@ -179,7 +193,12 @@ export class Compactor {
         );
       }
     }
-    stats.segmentsDeleted = await this.deleteRetired();
+    stats.segmentsDeleted = await this.deleteRetired(short);
+    // Writes resume once the reserve is whole again, with a segment's room on top of it.
+    if (short && this.options.space)
+      await this.options.space.restore(await this.segmentBytes()).catch((error: unknown) => {
+        log.warn({ err: error }, 'cannot take the space reserve back yet');
+      });
     const auditCutoff = this.clock.now() - this.options.settings.duration('audit.retention');
     while ((await store.transact(() => expireAudit(store, auditCutoff, 10_000))) === 10_000);
     const now = this.clock.now();
@@ -211,9 +230,13 @@ export class Compactor {
    * of dead chunks still inside it: a compaction would have to copy those (a new upload may
    * still revive them), so they are not reclaimable yet (see `candidates`).
    */
-  private async dropDeadChunks(): Promise<{ dropped: number; keptBytes: Map<number, number> }> {
+  private async dropDeadChunks(
+    short: boolean,
+  ): Promise<{ dropped: number; keptBytes: Map<number, number> }> {
     const { store, settings } = this.options;
-    const cutoff = this.clock.now() - settings.duration('storage.dead_chunk_grace');
+    // Short of space, dead chunks go at once: an upload that found one by dedup and commits
+    // after it went fails with `chunk_gone` (503, retried), never with wrong data.
+    const cutoff = this.clock.now() - (short ? 0 : settings.duration('storage.dead_chunk_grace'));
     const dead: Buffer[] = [];
     const keptBytes = new Map<number, number>();
     for (const { key, value } of store.range<ChunkRecord>(DB.chunks, {})) {
@@ -256,6 +279,35 @@ export class Compactor {
     }
     // The emptiest first: they cost the least room to copy, which a full disk has little of.
     return found.sort((a, b) => a.liveBytes - b.liveBytes);
+  }
+
+  /**
+   * The data filesystem is short of space: the reserve is out (given to reclaiming), or less
+   * than a segment is free. Never without a reserve to tell (the simulation's file system).
+   */
+  private async shortOfSpace(): Promise<boolean> {
+    const space = this.options.space;
+    if (!space) return false;
+    if (!space.whole) return true;
+    const figures = await space.figures();
+    return figures !== undefined && figures.freeBytes < (await this.segmentBytes());
+  }
+
+  /** The size of segments on this file system (space-reserve.ts). */
+  private async segmentBytes(): Promise<number> {
+    const figures = await this.options.space?.figures();
+    return segmentBytesFor(
+      this.options.settings.bytes('storage.segment_bytes_max'),
+      figures?.totalBytes,
+    );
+  }
+
+  /** Gives the reserve to this compaction when the file system has no room for its copy. */
+  private async roomToCopy(bytes: number): Promise<void> {
+    const space = this.options.space;
+    const figures = await space?.figures();
+    if (!space || !figures || figures.freeBytes >= bytes + COPY_MARGIN_BYTES) return;
+    await space.release('compaction needs room to copy a segment');
   }
 
   private async compact(segment: SegmentRecord, stats: CompactionStats): Promise<void> {
@@ -350,11 +402,14 @@ export class Compactor {
     return moved;
   }
 
-  private async deleteRetired(): Promise<number> {
+  private async deleteRetired(short: boolean): Promise<number> {
     const { store, paths, settings, log } = this.options;
     // Just started: the gateways' uploads in flight have not all been reported yet.
     if (this.options.pins && !this.options.pins.settled()) return 0;
-    const cutoff = this.clock.now() - settings.duration('storage.retired_segment_grace');
+    // Short of space, retired segments go at once: a read that still holds the old address
+    // finds the file gone and resolves the chunk's new one (segment-reader.ts).
+    const grace = short ? 0 : settings.duration('storage.retired_segment_grace');
+    const cutoff = this.clock.now() - grace;
     const expired: number[] = [];
     const unfinished: number[] = [];
     for (const { value } of store.range<SegmentRecord>(DB.segments, {})) {

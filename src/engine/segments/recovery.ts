@@ -24,6 +24,8 @@
 //   can never see a live segment's file before the index does.
 // - A file whose header names another segment than its file name is never cut: it is sealed at
 //   its size and counted as damaged (the reader refuses its records: segment-reader.ts).
+// - What recovery seals ends in a seal footer, as a writer's seal does (one sealed shape), unless
+//   the footer cannot be written: then it is sealed at its last record, as earlier releases did.
 
 import { join } from 'node:path';
 import type { Logger } from 'pino';
@@ -36,6 +38,8 @@ import {
 } from '../../format/segment-header.js';
 import { processAlive, type DataDirPaths } from '../data-dir.js';
 import { scanSegment } from './segment-scan.js';
+import { encodeSealFooter } from '../../format/seal-footer.js';
+import { SegmentIoError } from '../../util/errors.js';
 import { nodeIo, type Io } from '../../util/io.js';
 import { realClock, type Clock } from '../../util/clock.js';
 
@@ -65,10 +69,7 @@ export async function recoverSegments(options: {
   for (const { value } of store.range<SegmentRecord>(DB.segments, {})) {
     if (value.state === 'open' && ownerGone(value.ownerPid, includeOwn)) open.push(value);
   }
-  const scans = new Map<
-    number,
-    { path: string; fileSize: number; keep: number; headerId: number | undefined }
-  >();
+  const scans = new Map<number, { path: string } & Measured>();
   for (const segment of open) {
     const path = join(paths.segments, segmentFileName(segment.id));
     scans.set(segment.id, { path, ...(await measure(io, path)) });
@@ -78,12 +79,7 @@ export async function recoverSegments(options: {
     [...scans].filter(([, scan]) => scan.keep < scan.fileSize).map(([id]) => id),
   );
   for (const segment of open) {
-    const scan = scans.get(segment.id) as {
-      path: string;
-      fileSize: number;
-      keep: number;
-      headerId: number | undefined;
-    };
+    const scan = scans.get(segment.id) as { path: string } & Measured;
     let size = scan.keep;
     const needed = referencedEnd.get(segment.id) ?? 0;
     if (scan.headerId !== undefined && scan.headerId !== segment.id) {
@@ -113,6 +109,9 @@ export async function recoverSegments(options: {
         report.truncatedBytes += scan.fileSize - scan.keep;
       }
     }
+    // One sealed shape: what recovery seals ends in a footer, as what a writer seals does.
+    if (size === scan.keep && scan.headerId === segment.id && !scan.sealed)
+      size = await appendFooter(io, scan.path, scan, clock, log, segment.id);
     await store.transact(() => {
       const current = store.get<SegmentRecord>(DB.segments, segmentKey(segment.id));
       if (!current || current.state !== 'open') return;
@@ -135,15 +134,23 @@ function ownerGone(ownerPid: number | undefined, includeOwn: boolean): boolean {
   return !processAlive(ownerPid);
 }
 
+interface Measured {
+  readonly fileSize: number;
+  /** End of the last intact record (of the footer, when the segment is sealed already). */
+  readonly keep: number;
+  readonly headerId: number | undefined;
+  /** Intact records before `keep` (the footer not counted). */
+  readonly records: number;
+  /** The file already ends in a footer that agrees with it (its writer sealed it, then died). */
+  readonly sealed: boolean;
+}
+
 /** The file's size and the end of its last intact record (0 when there is no valid header). */
-async function measure(
-  io: Io,
-  path: string,
-): Promise<{ fileSize: number; keep: number; headerId: number | undefined }> {
+async function measure(io: Io, path: string): Promise<Measured> {
   try {
     await io.size(path);
   } catch {
-    return { fileSize: 0, keep: 0, headerId: undefined };
+    return { fileSize: 0, keep: 0, headerId: undefined, records: 0, sealed: false };
   }
   const scan = await scanSegment(path, () => undefined, { withBytes: false, io });
   const keep = scan.segmentId === undefined ? 0 : Math.max(scan.validEnd, SEGMENT_HEADER_SIZE);
@@ -151,7 +158,52 @@ async function measure(
     fileSize: scan.fileSize,
     keep: Math.min(keep, scan.fileSize),
     headerId: scan.segmentId,
+    records: scan.records,
+    sealed: scan.sealed,
   };
+}
+
+/**
+ * Appends a seal footer after the last intact record and syncs it; answers the sealed size.
+ * Where it cannot be written (a full disk, an I/O error), the file is cut back to its records
+ * and sealed there without one, the shape of segments sealed by earlier releases, which every
+ * reader takes (the scan checks a footer only where there is one).
+ */
+async function appendFooter(
+  io: Io,
+  path: string,
+  scan: Measured,
+  clock: Clock,
+  log: Logger,
+  segmentId: number,
+): Promise<number> {
+  const footer = encodeSealFooter({
+    recordCount: scan.records,
+    dataEnd: scan.keep,
+    sealedAtMs: clock.now(),
+  });
+  const handle = await io.open(path, 'r+');
+  try {
+    for (let done = 0; done < footer.length;) {
+      const { bytesWritten } = await handle.write(
+        footer,
+        done,
+        footer.length - done,
+        scan.keep + done,
+      );
+      if (bytesWritten <= 0) throw SegmentIoError('a footer write wrote nothing', { segmentId });
+      done += bytesWritten;
+    }
+    await handle.sync();
+    return scan.keep + footer.length;
+  } catch (error) {
+    log.warn({ err: error, segmentId }, 'no seal footer written; sealed at its last record');
+    await handle.truncate(scan.keep);
+    await handle.sync();
+    return scan.keep;
+  } finally {
+    await handle.close();
+  }
 }
 
 /** For the given segments, the end of the furthest record a chunk entry points at. */

@@ -44,6 +44,13 @@ export class SegmentPins {
     this.byOwner.delete(owner);
   }
 
+  /** Every segment pinned now, by any gateway. */
+  pinnedNow(): number[] {
+    const all = new Set<number>();
+    for (const pinned of this.byOwner.values()) for (const segmentId of pinned) all.add(segmentId);
+    return [...all];
+  }
+
   has(segmentId: number): boolean {
     for (const pinned of this.byOwner.values()) if (pinned.has(segmentId)) return true;
     return false;

@@ -1,14 +1,22 @@
 // Reads a segment file record by record without loading it whole: the basis of recovery (find
 // the torn tail) and of compaction (find the records that are still live).
+//
+// A seal footer (seal-footer.ts) is checked where it is found: it must end the file, name its
+// own offset as `dataEnd` and count the records before it; one that does is visited last, as
+// any record (kind 2: compaction copies only chunks). A footer that does not is damage:
+// the scan stops before it (`torn`), so compaction leaves the segment alone. A segment sealed
+// before recovery wrote footers has none, and scans to its end as before.
 
 import {
   decodeRecordHeader,
   verifyPayload,
   RECORD_HEADER_SIZE,
+  RECORD_KIND_SEAL,
   type RecordHeader,
 } from '../../format/record-frame.js';
 import { decodeSegmentHeader, SEGMENT_HEADER_SIZE } from '../../format/segment-header.js';
 import { isLightwellError } from '../../util/errors.js';
+import { decodeSealPayload } from '../../format/seal-footer.js';
 import { nodeIo, type Io } from '../../util/io.js';
 
 export interface ScannedRecord {
@@ -24,6 +32,10 @@ export interface SegmentScan {
   /** End of the last intact record: where a torn tail is cut. */
   readonly validEnd: number;
   readonly torn: boolean;
+  /** Intact records before the footer (or the end). */
+  readonly records: number;
+  /** The segment ends in a seal footer that agrees with it. */
+  readonly sealed: boolean;
 }
 
 /** Walks every intact record; stops at the first that fails its checks. */
@@ -42,8 +54,10 @@ export async function scanSegment(
       if (bytesRead < SEGMENT_HEADER_SIZE) throw new RangeError('short header');
       segmentId = decodeSegmentHeader(head).segmentId;
     } catch {
-      return { segmentId: undefined, fileSize, validEnd: 0, torn: true };
+      return { segmentId: undefined, fileSize, validEnd: 0, torn: true, records: 0, sealed: false };
     }
+    let records = 0;
+    let sealed = false;
     let offset = SEGMENT_HEADER_SIZE;
     const frame = Buffer.alloc(RECORD_HEADER_SIZE);
     while (offset + RECORD_HEADER_SIZE <= fileSize) {
@@ -58,12 +72,41 @@ export async function scanSegment(
       const again = tryDecode(record);
       if (!again || again.recordLength !== header.recordLength) break;
       if (!payloadIntact(again, record)) break;
+      if (again.kind === RECORD_KIND_SEAL) {
+        sealed = footerAgrees(again, record, offset, records, fileSize);
+        if (!sealed) break;
+        await visit(options.withBytes ? { offset, header, bytes: record } : { offset, header });
+        offset += header.recordLength;
+        break;
+      }
       await visit(options.withBytes ? { offset, header, bytes: record } : { offset, header });
       offset += header.recordLength;
+      records += 1;
     }
-    return { segmentId, fileSize, validEnd: offset, torn: offset !== fileSize };
+    return { segmentId, fileSize, validEnd: offset, torn: offset !== fileSize, records, sealed };
   } finally {
     await handle.close();
+  }
+}
+
+/** The footer ends the file, names its own offset and counts the records before it. */
+function footerAgrees(
+  header: RecordHeader,
+  record: Buffer,
+  offset: number,
+  records: number,
+  fileSize: number,
+): boolean {
+  try {
+    const footer = decodeSealPayload(header, record.subarray(RECORD_HEADER_SIZE));
+    return (
+      footer.dataEnd === offset &&
+      footer.recordCount === records &&
+      offset + header.recordLength === fileSize
+    );
+  } catch (error) {
+    if (isLightwellError(error)) return false;
+    throw error;
   }
 }
 

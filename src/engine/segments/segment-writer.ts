@@ -48,6 +48,7 @@ import { libc, native } from '../../util/libc.js';
 import { alignedBuffer } from '../../util/buffer-pool.js';
 import { nodeIo, O_DIRECT, O_WRONLY, type Io, type IoFile } from '../../util/io.js';
 import { realClock, type Clock } from '../../util/clock.js';
+import { segmentBytesFor } from '../space-reserve.js';
 
 export interface SegmentRegistry {
   allocate(): Promise<number>;
@@ -463,6 +464,11 @@ export class SegmentWriter {
 
   private readonly io: Io;
   private readonly clock: Clock;
+  /**
+   * `segmentBytesMax`, capped for the file system the segments are on (space-reserve.ts), so
+   * that compaction can copy a segment on a small disk; known once the first segment is made.
+   */
+  private bytesMax: number | undefined;
 
   /** Appends one record (given as parts, written contiguously). */
   async append(parts: readonly Buffer[]): Promise<Appended> {
@@ -473,7 +479,7 @@ export class SegmentWriter {
       if (segment.closing) continue;
       if (
         segment.size > SEGMENT_HEADER_SIZE &&
-        segment.size + length > this.options.segmentBytesMax
+        segment.size + length > (this.bytesMax ?? this.options.segmentBytesMax)
       ) {
         this.retire(segment);
         continue;
@@ -514,13 +520,18 @@ export class SegmentWriter {
   }
 
   private async create(): Promise<OpenSegment> {
+    const { io } = this;
+    this.bytesMax ??= segmentBytesFor(
+      this.options.segmentBytesMax,
+      (await io.statfs?.(this.options.segmentsDir).catch(() => undefined))?.totalBytes,
+    );
     const segmentId = await this.options.registry.allocate();
     const path = join(this.options.segmentsDir, segmentFileName(segmentId));
-    const { io } = this;
     let handle: IoFile;
     try {
       handle = await io.open(path, 'wx', 0o644);
     } catch (error) {
+      await this.abandon(segmentId, path);
       throw writeFailure(`cannot create segment ${segmentId}`, segmentId, error);
     }
     const header = encodeSegmentHeader({ segmentId, createdAtMs: this.clock.now() });
@@ -530,6 +541,7 @@ export class SegmentWriter {
       await io.syncDirectory(this.options.segmentsDir);
     } catch (error) {
       await handle.close().catch(() => undefined);
+      await this.abandon(segmentId, path);
       throw writeFailure(`cannot create segment ${segmentId}`, segmentId, error);
     }
     const direct =
@@ -548,6 +560,17 @@ export class SegmentWriter {
           : libc()?.startWriteback,
       direct?.writes,
     );
+  }
+
+  /**
+   * A segment that could not be created holds no record: its file goes, and it is sealed empty,
+   * so that compaction retires its entry now instead of leaving it open (and its file's blocks
+   * taken) until the writer's process ends. Best effort, never throws: what is left is what
+   * recovery finds of a writer that died.
+   */
+  private async abandon(segmentId: number, path: string): Promise<void> {
+    await this.io.unlink(path).catch(() => undefined);
+    await this.options.registry.seal(segmentId, 0).catch(() => undefined);
   }
 
   /** Tells the registry that an fdatasync of the segment failed; never throws. */

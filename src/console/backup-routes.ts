@@ -1,0 +1,122 @@
+// Console API routes of backups (src/engine/backup.ts): the list with each backup's progress,
+// and queueing a new one (whole store, consistent snapshot, incremental over a `base`). The
+// engine writes it under the operator's `backup.directory`; a restore is offline, into an empty
+// data directory (`lightwell restore`), since a running store cannot swap its data under it.
+//
+// Roles (docs/console.md): a backup holds every tenant's data and the master key, so only a
+// token without a tenant scope sees backups, and only an owner starts one.
+
+import type { Route } from '../http/router.js';
+import type { Handler } from '../http/api.js';
+import type { Exchange } from '../http/exchange.js';
+import { auditRowOf } from '../http/audit.js';
+import { DB, type SegmentRecord } from '../engine/index/schema.js';
+import { backupJobs, type BackupRecord } from '../engine/ops/backup.js';
+import { BadRequest, Forbidden } from '../util/errors.js';
+import type { ConsoleServices } from './api.js';
+import { consoleSchemas as schemas, problems } from './schemas.js';
+import { dryRunOf, readObject, reasonOf } from './request.js';
+
+const bearer = 'bearer' as const;
+
+function iso(ms: number | undefined): string | null {
+  return ms === undefined ? null : new Date(ms).toISOString();
+}
+
+export function backupJson(job: BackupRecord): Record<string, unknown> {
+  return {
+    name: job.name,
+    state: job.state,
+    base: job.base ?? null,
+    queuedAt: iso(job.queuedAt),
+    startedAt: iso(job.startedAt),
+    finishedAt: iso(job.finishedAt),
+    snapshotAt: iso(job.snapshotAt),
+    segmentsTotal: job.segmentsTotal,
+    segmentsDone: job.segmentsDone,
+    segmentsReused: job.segmentsReused,
+    bytesTotal: job.bytesTotal,
+    bytesDone: job.bytesDone,
+    counts: job.counts ?? null,
+    error: job.error ?? null,
+  };
+}
+
+function unscoped(services: ConsoleServices, exchange: Exchange, role: 'viewer' | 'owner'): void {
+  const { token } = services.authenticate(exchange, role);
+  if (token.tenant !== undefined)
+    throw Forbidden('a backup holds every tenant: a tenant-scoped token has no access to backups');
+}
+
+export function backupRoutes(services: ConsoleServices): Route<Handler>[] {
+  const { store } = services;
+  return [
+    {
+      method: 'GET',
+      path: '/backups',
+      operationId: 'listConsoleBackups',
+      doc: {
+        summary: 'Backups of the whole store, newest first, with the progress of one running',
+        auth: bearer,
+        responses: { 200: { description: 'backups', schema: schemas.backupList }, ...problems() },
+      },
+      handler: (exchange) => {
+        unscoped(services, exchange, 'viewer');
+        const jobs = backupJobs({ store }).sort((a, b) => b.queuedAt - a.queuedAt);
+        exchange.sendJson(200, { backups: jobs.map(backupJson) });
+      },
+    },
+    {
+      method: 'POST',
+      path: '/backups',
+      operationId: 'startConsoleBackup',
+      doc: {
+        summary:
+          'Back up the whole store into backup.directory/<name>: a consistent snapshot of the index, the master key and the segments, verified by checksums',
+        auth: bearer,
+        query: { dryRun: { type: 'boolean', description: 'answer the plan; start nothing' } },
+        requestBody: { contentType: 'application/json', schema: schemas.backupBody },
+        responses: {
+          202: { description: 'the backup, queued', schema: schemas.backup },
+          200: { description: 'with dryRun, the plan', schema: schemas.backupPlan },
+          ...problems(400, 404, 409),
+        },
+      },
+      handler: async (exchange) => {
+        unscoped(services, exchange, 'owner');
+        const body = await readObject(exchange);
+        for (const name of Object.keys(body))
+          if (!['name', 'base', 'reason'].includes(name)) throw BadRequest(`unknown field ${name}`);
+        reasonOf(exchange, body);
+        const dryRun = dryRunOf(exchange);
+        const job = await services.engine.call('startBackup', {
+          name: body['name'],
+          ...(body['base'] === undefined ? {} : { base: body['base'] }),
+          dryRun,
+          audit: auditRowOf(exchange, dryRun ? 200 : 202),
+        });
+        exchange.audit.written = true;
+        if (!dryRun) {
+          exchange.sendJson(202, backupJson(job));
+          return;
+        }
+        let segments = 0;
+        let bytes = 0;
+        for (const { value } of store.range<SegmentRecord>(DB.segments, {}))
+          if (value.state !== 'deleted') {
+            segments += 1;
+            bytes += value.size ?? 0;
+          }
+        exchange.sendJson(200, {
+          dryRun: true,
+          applied: false,
+          action: 'startConsoleBackup',
+          target: `backups/${job.name}`,
+          counts: { segments, sealedBytes: bytes },
+          blockers: [],
+          result: backupJson(job),
+        });
+      },
+    },
+  ];
+}

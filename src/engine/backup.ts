@@ -1,0 +1,516 @@
+// Backup of the whole store into a directory, run by the engine in the background, and its
+// restore into an empty data directory (`lightwell restore`, src/cli/restore.ts).
+//
+// A backup is `<backup.directory>/<name>/`:
+//   manifest.json        {format: "lightwell-backup", version: 1, name, base, createdAt,
+//                         snapshotAt, counts, files: [{path, bytes, sha256}]}
+//   FORMAT               the data directory's format marker
+//   index/data.mdb       a compacted copy of the index, taken in one LMDB read transaction
+//   keys/master.key      the master key that opens the index's tenant keys (mode 0600)
+//   segments/<id>.seg    every segment the index snapshot knows, except those being deleted
+//
+// Invariants:
+// - Consistent: the index copy is one snapshot (LMDB's copy of a read transaction). Every chunk
+//   entry in it points at a record that was durable before the entry committed, in a segment
+//   file that exists then; segment files only grow (open) or never change (sealed), so a copy
+//   taken afterwards holds every record the snapshot references (an open segment may hold more,
+//   which recovery after a restore treats as any torn or unreferenced tail). While the backup
+//   runs, every segment it may copy is pinned (segment-pins.ts), so compaction deletes none of
+//   them. The master key is read after the snapshot and checked against the snapshot's check
+//   value; a master-key rotation in between makes it take the snapshot again.
+// - Open segments in the copy lose their owner, so the restored engine recovers and seals them;
+//   backup job rows are removed from the copy (a restored store has run no backup).
+// - Incremental: with `base`, a sealed segment the base backup holds at the same size (sealed
+//   segments never change) is hard-linked from it, not copied; each backup stays complete on
+//   its own and deleting one never damages another.
+// - Atomic: the backup is written under `.<name>.partial` and renamed into place only once every
+//   file and the manifest are durable. A backup cut by a crash or a stop is marked failed at
+//   the next start and its partial directory removed; there is no half backup to restore.
+// - Verified: the manifest holds the SHA-256 and size of every file; a restore checks each one
+//   as it copies it and refuses a backup that does not match, before anything is in place.
+//
+// Security: a backup holds the master key, so it opens every object; the backup directory is
+// made 0700 and the key file 0600, and backups are for an owner token without a tenant scope
+// (docs/console.md). The directory is the operator's setting, never a path a request names.
+
+import { Buffer } from 'node:buffer';
+import { createHash } from 'node:crypto';
+import { constants } from 'node:fs';
+import { link, mkdir, open, readFile, readdir, rename, rm, rmdir, stat } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import type { Logger } from 'pino';
+import { IndexStore } from './index/store.js';
+import {
+  DB,
+  META_MASTER_KEY_CHECK,
+  type SegmentRecord,
+  type TenantRecord,
+} from './index/schema.js';
+import type { EngineContext } from './ops/context.js';
+import type { DataDirPaths } from './data-dir.js';
+import { dataDirPaths } from './data-dir.js';
+import { masterKeyCheckOf, type MasterKeyCheckRecord } from './master-key-check.js';
+import { segmentFileName } from '../format/segment-header.js';
+import {
+  BACKUP_PREFIX,
+  backupJobs,
+  backupKey,
+  backupWakers,
+  type BackupRecord,
+} from './ops/backup.js';
+import { Conflict, CorruptData, NotFound, errorCode } from '../util/errors.js';
+import { nodeIo } from '../util/io.js';
+
+const MANIFEST = 'manifest.json';
+const MANIFEST_FORMAT = 'lightwell-backup';
+const COPY_BYTES = 1024 * 1024;
+/** Snapshots taken before giving up when a master-key rotation keeps racing the backup. */
+const SNAPSHOT_TRIES = 3;
+const POLL_MS = 5_000;
+
+export interface ManifestFile {
+  path: string;
+  bytes: number;
+  sha256: string;
+}
+
+export interface BackupManifest {
+  format: typeof MANIFEST_FORMAT;
+  version: 1;
+  name: string;
+  base: string | null;
+  createdAt: string;
+  snapshotAt: string;
+  counts: NonNullable<BackupRecord['counts']>;
+  files: ManifestFile[];
+}
+
+/** Copies `from` (its first `bytes`, or all of it) to `to`, durable; answers its SHA-256. */
+async function copyHashed(
+  from: string,
+  to: string,
+  bytes?: number,
+  mode = 0o600,
+): Promise<ManifestFile> {
+  const source = await open(from, constants.O_RDONLY);
+  const target = await open(to, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, mode);
+  const hash = createHash('sha256');
+  const buffer = Buffer.allocUnsafe(COPY_BYTES);
+  let copied = 0;
+  try {
+    const limit = bytes ?? (await source.stat()).size;
+    while (copied < limit) {
+      const { bytesRead } = await source.read(
+        buffer,
+        0,
+        Math.min(COPY_BYTES, limit - copied),
+        copied,
+      );
+      if (bytesRead === 0) break;
+      const slice = buffer.subarray(0, bytesRead);
+      hash.update(slice);
+      await target.write(slice, 0, bytesRead, copied);
+      copied += bytesRead;
+    }
+    await target.datasync();
+  } finally {
+    await source.close();
+    await target.close();
+  }
+  return { path: '', bytes: copied, sha256: hash.digest('hex') };
+}
+
+async function writeDurable(path: string, bytes: Buffer, mode: number): Promise<ManifestFile> {
+  const file = await open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, mode);
+  try {
+    await file.write(bytes, 0, bytes.length, 0);
+    await file.datasync();
+  } finally {
+    await file.close();
+  }
+  return {
+    path: '',
+    bytes: bytes.length,
+    sha256: createHash('sha256').update(bytes).digest('hex'),
+  };
+}
+
+async function hashFile(path: string): Promise<ManifestFile> {
+  const bytes = await readFile(path);
+  return {
+    path: '',
+    bytes: bytes.length,
+    sha256: createHash('sha256').update(bytes).digest('hex'),
+  };
+}
+
+function messageOf(error: unknown): string {
+  return `${errorCode(error) ?? 'internal'}: ${error instanceof Error ? error.message : String(error)}`;
+}
+
+export interface BackupRunnerOptions {
+  context: EngineContext;
+  paths: DataDirPaths;
+  pins: { set(owner: object, segmentIds: readonly number[]): void; drop(owner: object): void };
+  log: Logger;
+}
+
+/** Runs queued backups, one at a time, in the background. */
+export class BackupRunner {
+  private running: Promise<void> | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+
+  constructor(private readonly options: BackupRunnerOptions) {}
+
+  /** Marks the backups a crash or a stop cut as failed, then runs what is queued. */
+  async start(): Promise<void> {
+    const { context } = this.options;
+    for (const job of backupJobs(context))
+      if (job.state === 'running') {
+        await this.removePartial(job.name);
+        await context.store.transact(() =>
+          context.store.put(DB.meta, backupKey(job.name), {
+            ...job,
+            state: 'failed',
+            finishedAt: context.now(),
+            error: 'interrupted: the engine stopped while it ran; nothing of it was kept',
+          }),
+        );
+      }
+    backupWakers.add(this.wake);
+    this.timer = setInterval(this.wake, POLL_MS);
+    this.timer.unref();
+    this.wake();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    backupWakers.delete(this.wake);
+    if (this.timer) clearInterval(this.timer);
+    await this.running;
+  }
+
+  readonly wake = (): void => {
+    if (this.stopped) return;
+    this.running ??= this.runQueued()
+      .catch((error: unknown) => this.options.log.error({ err: error }, 'backup runner failed'))
+      .finally(() => {
+        this.running = undefined;
+      });
+  };
+
+  /** Runs every queued backup (also what tests await). */
+  async runQueued(): Promise<void> {
+    for (;;) {
+      // Read in a transaction of its own: it queues behind the command that woke the runner.
+      const { context } = this.options;
+      const jobs = await context.store.transact(() => backupJobs(context));
+      const job = jobs.find((entry) => entry.state === 'queued');
+      if (!job || this.isStopped()) return;
+      await this.run(job);
+    }
+  }
+
+  private isStopped(): boolean {
+    return this.stopped;
+  }
+
+  private root(): string {
+    return this.options.context.settings.string('backup.directory');
+  }
+
+  private async removePartial(name: string): Promise<void> {
+    const root = this.root();
+    if (root !== '') await rm(join(root, `.${name}.partial`), { recursive: true, force: true });
+  }
+
+  private async update(name: string, change: Partial<BackupRecord>): Promise<void> {
+    const { store } = this.options.context;
+    await store.transact(() => {
+      const current = store.get<BackupRecord>(DB.meta, backupKey(name));
+      if (current) store.put(DB.meta, backupKey(name), { ...current, ...change });
+    });
+  }
+
+  private async run(job: BackupRecord): Promise<void> {
+    const { context, log, pins } = this.options;
+    await this.update(job.name, { state: 'running', startedAt: context.now() });
+    try {
+      const counts = await this.write(job);
+      await this.update(job.name, { state: 'complete', finishedAt: context.now(), counts });
+      log.info({ backup: job.name, ...counts }, 'backup complete');
+    } catch (error) {
+      if (this.isStopped()) return; // left running: the next start marks it failed
+      await this.removePartial(job.name).catch(() => undefined);
+      await this.update(job.name, {
+        state: 'failed',
+        finishedAt: context.now(),
+        error: messageOf(error),
+      });
+      log.error({ err: error, backup: job.name }, 'backup failed');
+    } finally {
+      pins.drop(this);
+    }
+  }
+
+  /** Writes the backup; answers what its snapshot holds. */
+  private async write(job: BackupRecord): Promise<NonNullable<BackupRecord['counts']>> {
+    const { context, paths, pins } = this.options;
+    const root = this.root();
+    const partial = join(root, `.${job.name}.partial`);
+    await mkdir(root, { recursive: true, mode: 0o700 });
+    await rm(partial, { recursive: true, force: true });
+    for (const dir of ['index', 'segments', 'keys'])
+      await mkdir(join(partial, dir), { recursive: true, mode: 0o700 });
+    const before = [...context.store.range<SegmentRecord>(DB.segments, {})].map((e) => e.value.id);
+    pins.set(this, before);
+    const snapshot = await this.snapshot(partial);
+    pins.set(this, [...new Set([...before, ...snapshot.segments.map((segment) => segment.id)])]);
+    await this.update(job.name, {
+      snapshotAt: snapshot.at,
+      segmentsTotal: snapshot.segments.length,
+      bytesTotal: snapshot.segments.reduce((sum, segment) => sum + (segment.size ?? 0), 0),
+    });
+    const files: ManifestFile[] = [
+      { ...(await hashFile(join(partial, 'index', 'data.mdb'))), path: 'index/data.mdb' },
+      {
+        ...(await writeDurable(join(partial, 'keys', 'master.key'), snapshot.key, 0o600)),
+        path: 'keys/master.key',
+      },
+      {
+        ...(await copyHashed(paths.marker, join(partial, 'FORMAT'), undefined, 0o644)),
+        path: 'FORMAT',
+      },
+    ];
+    const base =
+      job.base === undefined ? new Map<string, ManifestFile>() : await this.baseFiles(job.base);
+    let done = 0;
+    let bytesDone = 0;
+    let reused = 0;
+    for (const segment of snapshot.segments) {
+      if (this.isStopped()) throw Conflict('the engine is stopping');
+      const name = `segments/${segmentFileName(segment.id)}`;
+      const copied = await this.copySegment(segment, name, partial, base, job.base);
+      if (copied) {
+        files.push(copied.file);
+        if (copied.reused) reused += 1;
+        bytesDone += copied.file.bytes;
+      }
+      done += 1;
+      await this.update(job.name, { segmentsDone: done, segmentsReused: reused, bytesDone });
+    }
+    const manifest: BackupManifest = {
+      format: MANIFEST_FORMAT,
+      version: 1,
+      name: job.name,
+      base: job.base ?? null,
+      createdAt: new Date(context.now()).toISOString(),
+      snapshotAt: new Date(snapshot.at).toISOString(),
+      counts: snapshot.counts,
+      files,
+    };
+    await writeDurable(
+      join(partial, MANIFEST),
+      Buffer.from(JSON.stringify(manifest, null, 2) + '\n'),
+      0o600,
+    );
+    for (const dir of ['index', 'segments', 'keys']) await nodeIo.syncDirectory(join(partial, dir));
+    await nodeIo.syncDirectory(partial);
+    await rename(partial, join(root, job.name));
+    await nodeIo.syncDirectory(root);
+    return snapshot.counts;
+  }
+
+  /**
+   * The index copy (made ready to restore) and the master key that opens it; taken again when
+   * a master-key rotation came in between.
+   */
+  private async snapshot(partial: string): Promise<{
+    at: number;
+    key: Buffer;
+    segments: SegmentRecord[];
+    counts: NonNullable<BackupRecord['counts']>;
+  }> {
+    const { context, paths } = this.options;
+    const indexDir = join(partial, 'index');
+    for (let attempt = 1; ; attempt += 1) {
+      await rm(indexDir, { recursive: true, force: true });
+      await mkdir(indexDir, { mode: 0o700 });
+      const at = context.now();
+      await context.store.backup(indexDir);
+      const key = await readFile(paths.masterKey);
+      const copy = IndexStore.open({ path: indexDir, readOnly: false });
+      try {
+        const check = copy.get<MasterKeyCheckRecord>(DB.meta, META_MASTER_KEY_CHECK);
+        if (check && !Buffer.from(check.check).equals(masterKeyCheckOf(key))) {
+          if (attempt === SNAPSHOT_TRIES)
+            throw Conflict('the master key changed during every snapshot; try the backup again');
+          continue;
+        }
+        const prepared = await copy.transact(() => prepareCopy(copy));
+        return { at, key, ...prepared };
+      } finally {
+        await copy.close();
+        await rm(join(indexDir, 'lock.mdb'), { force: true });
+      }
+    }
+  }
+
+  private async baseFiles(base: string): Promise<Map<string, ManifestFile>> {
+    const manifest = await readManifest(join(this.root(), base));
+    return new Map(manifest.files.map((file) => [file.path, file]));
+  }
+
+  /** Copies (or links from the base) one segment; undefined when there is nothing to copy. */
+  private async copySegment(
+    segment: SegmentRecord,
+    name: string,
+    partial: string,
+    base: ReadonlyMap<string, ManifestFile>,
+    baseName: string | undefined,
+  ): Promise<{ file: ManifestFile; reused: boolean } | undefined> {
+    const source = join(this.options.paths.segments, segmentFileName(segment.id));
+    const size = await stat(source).then(
+      (found) => found.size,
+      (error: unknown) => {
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+        throw error;
+      },
+    );
+    if (size === undefined) {
+      // An open segment whose file was never made, or a retired one nothing points into.
+      if (segment.liveBytes > 0)
+        throw CorruptData(`segment ${segment.id} holds live chunks but its file is missing`);
+      return undefined;
+    }
+    const target = join(partial, name);
+    const known = base.get(name);
+    if (baseName !== undefined && known && segment.state !== 'open' && known.bytes === size) {
+      await link(join(this.root(), baseName, name), target);
+      return { file: known, reused: true };
+    }
+    const copied = await copyHashed(source, target, size);
+    return { file: { ...copied, path: name }, reused: false };
+  }
+}
+
+/**
+ * Makes the index copy ready to restore, inside its transaction: open segments lose their owner
+ * (the restored engine recovers them) and backup rows go. Answers the segments to copy and what
+ * the snapshot holds.
+ */
+function prepareCopy(copy: IndexStore): {
+  segments: SegmentRecord[];
+  counts: NonNullable<BackupRecord['counts']>;
+} {
+  const segments: SegmentRecord[] = [];
+  for (const { key, value } of [...copy.range<SegmentRecord>(DB.segments, {})]) {
+    if (value.state === 'deleted') continue;
+    if (value.ownerPid !== undefined) {
+      const owned = { ...value };
+      delete owned.ownerPid;
+      copy.put(DB.segments, Buffer.from(key), owned);
+    }
+    segments.push(value);
+  }
+  const start = Buffer.from(BACKUP_PREFIX, 'utf8');
+  for (const { key } of [
+    ...copy.range(DB.meta, { start, end: Buffer.concat([start, Buffer.from([0xff])]) }),
+  ])
+    copy.remove(DB.meta, Buffer.from(key));
+  const count = (db: (typeof DB)[keyof typeof DB]): number => {
+    let total = 0;
+    for (const _entry of copy.range(db, {})) total += 1;
+    return total;
+  };
+  const counts = {
+    tenants: [...copy.range<TenantRecord>(DB.tenants, {})].filter(
+      (e) => e.value.state !== 'deleted',
+    ).length,
+    buckets: count(DB.buckets),
+    versions: count(DB.versions),
+    chunks: count(DB.chunks),
+  };
+  return { segments, counts };
+}
+
+export async function readManifest(dir: string): Promise<BackupManifest> {
+  let text: string;
+  try {
+    text = await readFile(join(dir, MANIFEST), 'utf8');
+  } catch {
+    throw NotFound(`${dir} holds no Lightwell backup (no ${MANIFEST})`);
+  }
+  const manifest = JSON.parse(text) as Partial<BackupManifest>;
+  if (
+    manifest.format !== MANIFEST_FORMAT ||
+    manifest.version !== 1 ||
+    !Array.isArray(manifest.files)
+  )
+    throw CorruptData(`${join(dir, MANIFEST)} is not a Lightwell backup manifest of version 1`);
+  for (const file of manifest.files)
+    if (file.path.startsWith('/') || file.path.split('/').includes('..'))
+      throw CorruptData(`${join(dir, MANIFEST)} names a file outside the backup: ${file.path}`);
+  return manifest as BackupManifest;
+}
+
+/** What a restore did. */
+export interface RestoreResult {
+  files: number;
+  bytes: number;
+  counts: BackupManifest['counts'];
+  snapshotAt: string;
+}
+
+/**
+ * Restores the backup in `from` into `dataDir`, which must be absent or empty. Every file is
+ * checked against the manifest as it is copied into a staging directory beside `dataDir`; only
+ * when all match and are durable does the staging directory become `dataDir`.
+ */
+export async function restoreBackup(from: string, dataDir: string): Promise<RestoreResult> {
+  const manifest = await readManifest(from);
+  const paths = dataDirPaths(dataDir);
+  const existing = await readdir(paths.root).catch((error: unknown) => {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  });
+  if (existing !== undefined && existing.length > 0)
+    throw Conflict(`${paths.root} is not empty: a backup is restored into an empty data directory`);
+  const staging = `${paths.root}.restoring-${process.pid}`;
+  await rm(staging, { recursive: true, force: true });
+  let bytes = 0;
+  try {
+    for (const dir of ['index', 'segments', 'keys'])
+      await mkdir(join(staging, dir), { recursive: true, mode: 0o700 });
+    for (const file of manifest.files) {
+      const mode = file.path === 'FORMAT' ? 0o644 : 0o600;
+      const copied = await copyHashed(
+        join(from, file.path),
+        join(staging, file.path),
+        undefined,
+        mode,
+      );
+      if (copied.bytes !== file.bytes || copied.sha256 !== file.sha256)
+        throw CorruptData(
+          `${file.path} in the backup does not match its manifest (${copied.bytes} bytes, ` +
+            `sha256 ${copied.sha256.slice(0, 16)}…); nothing was restored`,
+        );
+      bytes += copied.bytes;
+    }
+    for (const dir of ['index', 'segments', 'keys']) await nodeIo.syncDirectory(join(staging, dir));
+    await nodeIo.syncDirectory(staging);
+    if (existing !== undefined) await rmdir(paths.root);
+    await rename(staging, paths.root);
+    await nodeIo.syncDirectory(dirname(paths.root));
+  } catch (error) {
+    await rm(staging, { recursive: true, force: true });
+    throw error;
+  }
+  return {
+    files: manifest.files.length,
+    bytes,
+    counts: manifest.counts,
+    snapshotAt: manifest.snapshotAt,
+  };
+}
