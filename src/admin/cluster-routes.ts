@@ -185,19 +185,16 @@ export function clusterRoutes(services: AdminServices): Route<Handler>[] {
   return routes;
 }
 
-/** One membership change in cluster mode; bodies were validated by `validateChange`. */
 /**
- * A member as DECISIONS.md's membership shape gives it (docs/cluster.md §2, "At the API"): the
- * states are voter, learner, draining, lost and removed, so a join in progress (`joining`) is a
- * `learner`, and a drained member stays `draining` (it is still readable and still to be
- * removed) with `drained: true`; an empty zone or site is absent.
+ * A member as DECISIONS.md's cluster section gives it (docs/cluster.md §2, "At the API"): the
+ * states are voter, learner, draining, drained, lost and removed, so a join in progress
+ * (`joining`) is a `learner`; an empty zone or site is absent.
  */
 export function contractMember(member: MemberView): Record<string, unknown> {
   const { zone, site, state, ...rest } = member;
   return {
     ...rest,
-    state: state === 'joining' ? 'learner' : state === 'drained' ? 'draining' : state,
-    ...(state === 'drained' ? { drained: true } : {}),
+    state: state === 'joining' ? 'learner' : state,
     ...(zone === '' ? {} : { zone }),
     ...(site === '' ? {} : { site }),
   };
@@ -211,6 +208,7 @@ function contractMembership(answer: unknown): unknown {
   return { ...answer, members: (members as MemberView[]).map(contractMember) };
 }
 
+/** One membership change in cluster mode; bodies were validated by `validateChange`. */
 async function changeMembership(
   membership: Membership,
   change: MembershipChange,

@@ -246,10 +246,10 @@ export const membershipSchema = obj(
           id: str,
           name: str,
           address: str,
-          state: { type: 'string', enum: ['voter', 'learner', 'draining', 'lost', 'removed'] },
-          drained: {
-            type: 'boolean',
-            description: 'a draining member whose data has all moved off: it may be removed',
+          state: {
+            type: 'string',
+            enum: ['voter', 'learner', 'draining', 'drained', 'lost', 'removed'],
+            description: 'drained: its data has all moved off; readable until it is removed',
           },
           zone: str,
           site: str,
