@@ -24,7 +24,12 @@ import type { Logger } from '../util/log.js';
 import type { Settings } from '../util/config.js';
 import type { IndexStore } from '../engine/index/store.js';
 import type { EngineClient } from '../engine/protocol.js';
-import type { CommandName } from '../engine/commands.js';
+import type {
+  CommandArgs,
+  CommandExtras,
+  CommandResult,
+  TransactionalName,
+} from '../engine/commands.js';
 import type { TenantRecord } from '../engine/index/schema.js';
 import type { Scope } from '../security/scopes.js';
 import { auditRowOf } from '../http/audit.js';
@@ -319,16 +324,17 @@ export function sendS3(
  * The row a mutation commits with (its action `s3:<Operation>`), and the caller whose key the
  * engine checks again when the write commits: the same as the native API's `mutate`.
  */
-export async function mutate<T>(
+export async function mutate<K extends TransactionalName>(
   request: S3Request,
-  op: CommandName,
-  args: Record<string, unknown>,
+  op: K,
+  args: CommandArgs<K>,
   status: number,
-): Promise<T> {
+): Promise<CommandResult<K>> {
   const exchange = request.exchange;
-  if (exchange.audit.actor !== undefined) args['caller'] = exchange.audit.actor;
-  args['audit'] = auditRowOf(exchange, status);
-  const result = (await request.services.engine.callUnchecked(op, args)) as T;
+  const extras: CommandExtras = args;
+  if (exchange.audit.actor !== undefined) extras.caller = exchange.audit.actor;
+  extras.audit = auditRowOf(exchange, status);
+  const result = await request.services.engine.call(op, args);
   exchange.audit.written = true;
   return result;
 }

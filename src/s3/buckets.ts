@@ -193,7 +193,7 @@ async function createBucket(request: S3Request): Promise<void> {
   }
   let created: BucketRecord;
   try {
-    created = await mutate<BucketRecord>(
+    created = await mutate(
       request,
       'createBucket',
       { tenantId: principal.tenant.id, name, objectLock },

@@ -7,6 +7,7 @@
 //
 // Persists: nothing itself; uploads and parts through the engine's multipart commands.
 
+import type { CommandArgs } from '../engine/commands.js';
 import type { DigestAlg } from '../engine/checksums.js';
 import {
   DB,
@@ -134,7 +135,7 @@ export class MultipartService {
       bucket: BucketRecord;
       key: string;
       contentType: string;
-      metadata: object;
+      metadata: Readonly<Record<string, string>>;
       /** Representation headers the completed object keeps (S3's). */
       headers?: Readonly<Record<string, string>>;
       /** The checksum chosen at create: parts are hashed with it, a COMPOSITE one kept. */
@@ -147,7 +148,7 @@ export class MultipartService {
     /** The status the transport answers with, for the audit row (native 201, S3 200). */
     status = 200,
   ): Promise<MultipartUploadRecord> {
-    const args: Record<string, unknown> = {
+    const args: CommandArgs<'createMultipartUpload'> = {
       tenantId: ctx.principal.tenant.id,
       bucket: input.bucket.name,
       key: input.key,
@@ -155,11 +156,11 @@ export class MultipartService {
       metadata: input.metadata,
     };
     if (input.headers !== undefined && Object.keys(input.headers).length > 0)
-      args['headers'] = { ...input.headers };
-    if (input.checksum !== undefined) args['checksum'] = { ...input.checksum };
+      args.headers = { ...input.headers };
+    if (input.checksum !== undefined) args.checksum = { ...input.checksum };
     addNewVersionAttributes(input.attributes, args);
-    if (input.customerKey !== undefined) args['sseCustomer'] = input.customerKey.seal();
-    return this.objects.commit<MultipartUploadRecord>(ctx, 'createMultipartUpload', args, status);
+    if (input.customerKey !== undefined) args.sseCustomer = input.customerKey.seal();
+    return this.objects.commit(ctx, 'createMultipartUpload', args, status);
   }
 
   /**
@@ -207,7 +208,7 @@ export class MultipartService {
           throw ChecksumMismatch(`the part does not match its ${alg} checksum`);
       }
       input.check?.(received);
-      return await this.objects.commit<PartView>(
+      return await this.objects.commit(
         ctx,
         'uploadPart',
         {
@@ -304,17 +305,17 @@ export class MultipartService {
       if (input.etag !== undefined && current?.etag === input.etag) return Promise.resolve(current);
     }
     requireCustomerKeyFor(requireUploadIn(store, input), input.customerKey, 'upload');
-    const args: Record<string, unknown> = {
+    const args: CommandArgs<'completeMultipartUpload'> = {
       tenantId: ctx.principal.tenant.id,
       bucket: input.bucket.name,
       key: input.key,
       uploadId: input.uploadId,
-      parts: input.parts,
+      parts: [...input.parts],
     };
-    if (input.etag !== undefined) args['etag'] = input.etag;
-    if (input.checksum !== undefined) args['checksum'] = { ...input.checksum };
+    if (input.etag !== undefined) args.etag = input.etag;
+    if (input.checksum !== undefined) args.checksum = { ...input.checksum };
     addWriteConditions(input.conditions, args);
-    return this.objects.commit<ObjectVersionRecord>(ctx, 'completeMultipartUpload', args, 200);
+    return this.objects.commit(ctx, 'completeMultipartUpload', args, 200);
   }
 
   async abort(ctx: RequestContext, input: UploadAddress): Promise<void> {
