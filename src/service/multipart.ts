@@ -334,12 +334,28 @@ export class MultipartService {
   }
 }
 
+/**
+ * The part a page of parts resumes after, from the marker's text: none, or `0` (as S3 takes
+ * it), is before the first part; anything else is a part number (`parsePartNumber`), else 400.
+ */
+export function partNumberMarkerOf(text: string | null): number {
+  return text === null || text === '0' ? 0 : parsePartNumber(text);
+}
+
+/** A page of an upload's parts, with the marker of the next page when there is one. */
+export interface PartsPage {
+  readonly parts: PartView[];
+  readonly isTruncated: boolean;
+  /** The last part of this page; set exactly when the page is truncated. */
+  readonly nextPartNumberMarker?: number;
+}
+
 /** A page of an upload's parts after part `marker` (0: from the first). */
 export function listPartsPage(
   store: IndexStore,
   upload: MultipartUploadRecord,
   page: { marker: number; max: number },
-): { parts: PartView[]; isTruncated: boolean } {
+): PartsPage {
   const range = multipartPartRange(upload.bucketId, upload.key, upload.uploadId);
   const start = Buffer.concat([range.start, Buffer.alloc(4)]);
   start.writeUInt32BE(page.marker + 1, start.length - 4);
@@ -356,18 +372,53 @@ export function listPartsPage(
     }
     parts.push(partView(value));
   }
-  return { parts, isTruncated };
+  const last = parts[parts.length - 1];
+  if (!isTruncated || last === undefined) return { parts, isTruncated };
+  return { parts, isTruncated, nextPartNumberMarker: last.partNumber };
+}
+
+/** The markers a page of uploads resumes after (absent: from the first upload). */
+export interface UploadsMarkers {
+  readonly keyMarker?: string;
+  readonly uploadIdMarker?: string;
+}
+
+/**
+ * The markers of a page of uploads as a client sent them (null: not sent), checked: an upload
+ * id marker belongs to the key marker it was answered with, and is an upload id; else 400.
+ * The key marker is a key, checked as such by the transport (it decodes it).
+ */
+export function uploadsMarkersOf(
+  keyMarker: string | null,
+  uploadIdMarker: string | null,
+): UploadsMarkers {
+  if (uploadIdMarker !== null && keyMarker === null)
+    throw BadRequest('uploadIdMarker needs the keyMarker it belongs to');
+  if (uploadIdMarker !== null && !isUploadId(uploadIdMarker))
+    throw BadRequest('malformed uploadIdMarker');
+  if (keyMarker === null) return {};
+  return uploadIdMarker === null ? { keyMarker } : { keyMarker, uploadIdMarker };
+}
+
+/** A page of a bucket's uploads, with the markers of the next page when there is one. */
+export interface UploadsPage {
+  readonly uploads: MultipartUploadRecord[];
+  readonly isTruncated: boolean;
+  /** The key and upload id of this page's last upload; set exactly when it is truncated. */
+  readonly nextKeyMarker?: string;
+  readonly nextUploadIdMarker?: string;
 }
 
 /**
  * A page of a bucket's in-progress uploads under `prefix`, by key then upload id, after the
- * markers. The upload id marker must be an upload id (the caller refuses another).
+ * markers. An upload id marker that is no upload id (S3 takes any; `uploadsMarkersOf` refuses
+ * it) resumes after every upload of the key marker.
  */
 export function listUploadsPage(
   store: IndexStore,
   bucket: BucketRecord,
-  page: { prefix: string; keyMarker?: string; uploadIdMarker?: string; max: number },
-): { uploads: MultipartUploadRecord[]; isTruncated: boolean } {
+  page: UploadsMarkers & { prefix: string; max: number },
+): UploadsPage {
   const range = prefixRange(bucket.id, page.prefix);
   let start = range.start;
   if (page.keyMarker !== undefined) {
@@ -393,5 +444,7 @@ export function listUploadsPage(
     }
     uploads.push(value);
   }
-  return { uploads, isTruncated };
+  const last = uploads[uploads.length - 1];
+  if (!isTruncated || last === undefined) return { uploads, isTruncated };
+  return { uploads, isTruncated, nextKeyMarker: last.key, nextUploadIdMarker: last.uploadId };
 }
