@@ -22,7 +22,6 @@ import { randomBytes } from 'node:crypto';
 import type { Exchange } from '../http/exchange.js';
 import type { Logger } from '../util/log.js';
 import type { Settings } from '../util/config.js';
-import type { IndexStore } from '../engine/index/store.js';
 import type { EngineClient } from '../engine/protocol.js';
 import type {
   CommandArgs,
@@ -36,6 +35,7 @@ import { auditRowOf } from '../http/audit.js';
 import type { Authenticator } from '../service/auth.js';
 import type { UploadServices } from '../service/upload.js';
 import type { DownloadServices } from '../service/download.js';
+import type { IndexView } from '../service/services.js';
 import type { Api, Dispatch } from '../http/api.js';
 import type { ErrorRenderer } from '../http/error-answer.js';
 import { s3Error, s3ErrorHeaders, s3ErrorOf } from './errors.js';
@@ -62,7 +62,7 @@ export interface S3Credential {
 /** What the S3 adapter uses of the process that mounts it (the gateway's listener). */
 export interface S3Services {
   readonly settings: Settings;
-  readonly store: IndexStore;
+  readonly store: IndexView;
   readonly engine: EngineClient;
   /**
    * Access keys and tenants: `credential(id)` gives a live key with its secret, its state
