@@ -40,11 +40,6 @@ const bucketWrite = { level: 'bucket', is: 'WRITE' } as const;
 const ACTIONS: Readonly<Record<string, ActionSpec>> = {
   GetObject: { action: 's3:GetObject', versioned: 's3:GetObjectVersion', permission: objectRead },
   HeadObject: { action: 's3:GetObject', versioned: 's3:GetObjectVersion', permission: objectRead },
-  GetObjectTorrent: {
-    action: 's3:GetObjectTorrent',
-    versioned: 's3:GetObjectVersionTorrent',
-    permission: objectRead,
-  },
   PutObject: { action: 's3:PutObject', permission: bucketWrite },
   PostObject: { action: 's3:PutObject', permission: bucketWrite },
   CopyObject: { action: 's3:PutObject', permission: bucketWrite },

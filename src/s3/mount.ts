@@ -18,7 +18,6 @@ import { registerCors } from './cors.js';
 import { registerPostObject } from './post-object.js';
 import { registerLogging } from './logging.js';
 import { registerOwnership } from './ownership.js';
-import { registerTorrent } from './torrent.js';
 
 export function s3Api(services: S3Services): S3Api {
   const api = new S3Api(
@@ -38,6 +37,5 @@ export function s3Api(services: S3Services): S3Api {
   registerPostObject(api);
   registerLogging(api);
   registerOwnership(api);
-  registerTorrent(api);
   return api;
 }
