@@ -611,8 +611,11 @@ async function execute(
     }
     const deadline = (request as { d?: unknown }).d;
     if (request.o === PUT_GROUP_COMMAND) {
-      frame = encodeFrame({ i: request.i, r: await runPutGroup(executor, request.a, deadline) });
-      writer.write(frame);
+      const failures: unknown[] = [];
+      const answers = await runPutGroup(executor, request.a, deadline, failures);
+      writer.write(encodeFrame({ i: request.i, r: answers }));
+      // The group is answered, then an item's invariant failure ends the engine, as below.
+      for (const failure of failures) crashOnInvariantFailure(failure);
       return;
     }
     if (!op) throw MethodNotAllowed(`unknown engine command ${String(request.o)}`);
@@ -624,9 +627,12 @@ async function execute(
     frame = encodeFrame({ i: request.i, r: result ?? null });
   } catch (error) {
     if (!isLightwellError(error)) log.error({ err: error, op: request.o }, 'engine command failed');
-    frame = encodeFrame({ i: request.i, e: toWire(error) });
+    writer.write(encodeFrame({ i: request.i, e: toWire(error) }));
     // Answered (`internal`), then the engine ends: its state may be wrong (util/invariant.ts).
+    // Scheduled after the write, so that the writer's uncork (FrameWriter) runs first and the
+    // answer is sent.
     crashOnInvariantFailure(error);
+    return;
   }
   writer.write(frame);
 }
@@ -696,6 +702,8 @@ async function runPutGroup(
   executor: Executor,
   commandArgs: unknown,
   deadline: unknown,
+  /** Where the items' unexpected errors go, for the caller to crash on once it has answered. */
+  failures: unknown[],
 ): Promise<Array<{ r: unknown } | { e: WireError }>> {
   const items = (commandArgs as { items?: unknown } | undefined)?.items;
   if (!Array.isArray(items) || items.length === 0 || items.length > PUT_GROUP_ITEMS_MAX)
@@ -704,8 +712,10 @@ async function runPutGroup(
     result.then(
       (value) => ({ r: value ?? null }),
       (error: unknown) => {
-        if (!isLightwellError(error))
+        if (!isLightwellError(error)) {
           componentLogger('engine.commands').error({ err: error }, 'putObject failed');
+          failures.push(error);
+        }
         return { e: toWire(error) };
       },
     );
