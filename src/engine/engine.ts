@@ -77,7 +77,7 @@ import { nodeIo, type Io } from '../util/io.js';
 import { realClock, type Clock } from '../util/clock.js';
 import { EngineMetrics } from './metrics.js';
 import { RouterSlot, type LocalEngine, type RouterFactory } from './command-router.js';
-import { SpaceReserve } from './space-reserve.js';
+import { SpaceReserve, withRoom } from './space-reserve.js';
 
 type Op = (context: EngineContext, args: never) => unknown;
 
@@ -221,7 +221,6 @@ export async function startEngine(options: {
     now: () => clock.now(),
     syncer,
   };
-  await recoverAtStart(context, paths, log, io);
   const reserve = new SpaceReserve({
     root: paths.root,
     configuredBytes: options.settings.bytes('storage.space_reserve'),
@@ -229,6 +228,10 @@ export async function startEngine(options: {
     io,
   });
   await reserve.open();
+  // Recovery commits too: on a full disk it gets the reserve, as any commit would.
+  await withRoom(reserve, 'recovery found the disk full', () =>
+    recoverAtStart(context, paths, log, io),
+  );
   const pins = new SegmentPins();
   const mintLimiter = new RateLimiter(options.settings.rate('security.token_mint_rate'));
   const compactor = new Compactor({
