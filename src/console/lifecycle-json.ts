@@ -216,7 +216,7 @@ export const lifecycleSchemas = {
       versions: int,
       deleteMarkers: int,
       uploads: int,
-      bytes: int,
+      logicalBytes: int,
     }),
     blockers: { type: 'array', items: str },
     result: obj({

@@ -67,7 +67,7 @@ interface DueEntry {
 export interface LifecyclePreview {
   scanned: number;
   truncated: boolean;
-  counts: { versions: number; deleteMarkers: number; uploads: number; bytes: number };
+  counts: { versions: number; deleteMarkers: number; uploads: number; logicalBytes: number };
   due: DueEntry[];
 }
 
@@ -105,7 +105,7 @@ export function previewLifecycle(
   const preview: LifecyclePreview = {
     scanned: 0,
     truncated: false,
-    counts: { versions: 0, deleteMarkers: 0, uploads: 0, bytes: 0 },
+    counts: { versions: 0, deleteMarkers: 0, uploads: 0, logicalBytes: 0 },
     due: [],
   };
   const proposed = { lifecycle: rules };
@@ -122,7 +122,7 @@ export function previewLifecycle(
     if (value.deleteMarker) preview.counts.deleteMarkers += 1;
     else {
       preview.counts.versions += 1;
-      preview.counts.bytes += value.size;
+      preview.counts.logicalBytes += value.size;
     }
     found({
       key: value.key,

@@ -86,7 +86,7 @@ t.test("a bucket's lifecycle rules through the console API", async (t) => {
     json: {
       dryRun: true,
       applied: false,
-      counts: { rules: 1, versions: 2, deleteMarkers: 0, uploads: 0, bytes: 28 },
+      counts: { rules: 1, versions: 2, deleteMarkers: 0, uploads: 0, logicalBytes: 28 },
       result: { rules: [past], preview: { scanned: 3, truncated: false } },
     },
   });
