@@ -543,6 +543,7 @@ export async function openSharedState(
     saved: local.store.get(DB.meta, identityKey),
     save: (identity) => local.commit([{ db: DB.meta, key: identityKey, value: identity }]),
     log,
+    layoutPollMs: local.settings.duration('cluster.layout_poll'),
   });
   const replicator = new Replicator(local, view, secret, log);
   const commands = new CommandReplicator(replicator, local);

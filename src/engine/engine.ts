@@ -414,6 +414,7 @@ function localEngine(executor: Executor, segmentsDir: string): LocalEngine {
     masterKey: context.masterKey,
     settings: context.settings,
     segmentsDir,
+    metrics: executor.metrics.registry,
     capture: (name, args, reserved) => {
       const op = commandOf(name);
       const caller = (args as { caller?: unknown } | undefined)?.caller;
