@@ -170,6 +170,7 @@ export function clusterRoutes(services: AdminServices): Route<Handler>[] {
             body,
             dryRun,
             () => moveReplicas(services),
+            (id) => services.engine.call('clusterReclaim', { nodeId: id }),
           );
           exchange.sendJson(200, contractMembership(answer));
           return;
@@ -215,6 +216,7 @@ async function changeMembership(
   body: Body,
   dryRun: boolean,
   moveData: () => Promise<void>,
+  reclaim: (id: string) => Promise<unknown>,
 ): Promise<unknown> {
   const text = (field: string): string => optionalString(body, field) ?? '';
   const reason = text('reason');
@@ -236,7 +238,7 @@ async function changeMembership(
     case 'join':
       return membership.join(joinInput(), dryRun);
     case 'drain':
-      return membership.drain({ id: text('id'), reason, forceLost, moveData }, dryRun);
+      return membership.drain({ id: text('id'), reason, forceLost, moveData, reclaim }, dryRun);
     case 'remove':
       return membership.remove({ id: text('id'), reason, forceLost }, dryRun);
     case 'replace':
@@ -256,6 +258,7 @@ async function moveReplicas(services: AdminServices): Promise<void> {
     const result = await services.engine.call('clusterRepair', {
       tenantId: tenant.id,
       dryRun: false,
+      reclaim: false,
     });
     if (result === null) return;
     const failed = Object.entries(result.nodes).filter(

@@ -109,6 +109,10 @@ export class EtcdClusterView implements ClusterView {
     return this.layout?.version ?? 0;
   }
 
+  addressOf(nodeId: string): string | undefined {
+    return this.records.get(nodeId)?.address;
+  }
+
   stateOf(nodeId: string): MemberRecord['state'] | undefined {
     return this.states.get(nodeId);
   }

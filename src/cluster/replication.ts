@@ -67,6 +67,13 @@ import { Gauge, type Registry } from 'prom-client';
 import { callData, dataAddressOf, DATA_BATCH_BYTES, type DataHandler } from './data-transport.js';
 import type { MemberRecord } from './registry.js';
 import {
+  emptyReclaimCounts,
+  reclaimTenant,
+  type ReclaimCounts,
+  type ReclaimPeer,
+} from './reclaim.js';
+import type { DropReplicaResult } from '../engine/ops/replica-drop.js';
+import {
   addCounts,
   emptyCounts,
   repairTenant,
@@ -107,6 +114,8 @@ export interface ClusterView {
    * then reads it (a rebalance places by the newest layout, and publishes one where none is).
    */
   publishLayout(reason: string): Promise<void>;
+  /** A member's `cluster.listen` as last read, storage or not. */
+  addressOf(nodeId: string): string | undefined;
   /** A member's state as last read, storage or not; undefined for an id etcd does not know. */
   stateOf(nodeId: string): MemberRecord['state'] | undefined;
 }
@@ -215,6 +224,7 @@ export class Replicator implements RepairPeer {
       ['/cluster/v1/data/chunks', (_from, body) => this.recordsOf(body)],
       ['/cluster/v1/data/heads', (_from, body) => Promise.resolve(this.headsOf(body))],
       ['/cluster/v1/data/repair', (_from, body) => this.repairHere(body)],
+      ['/cluster/v1/data/reclaim', this.admitted(() => this.reclaimHere())],
     ]);
   }
 
@@ -619,14 +629,71 @@ export class Replicator implements RepairPeer {
     return { heads: keys.map((key) => this.localHead(bucket, String(key))) };
   }
 
-  /** A repair of one tenant (or bucket) by this node, from its own copies. */
-  private async repairHere(body: Record<string, unknown>): Promise<RepairCounts> {
+  /**
+   * A repair of one tenant (or bucket) by this node, from its own copies; then, unless a dry run,
+   * the space of the buckets it is no replica of any more is reclaimed (reclaim.ts).
+   */
+  private async repairHere(
+    body: Record<string, unknown>,
+  ): Promise<RepairCounts & { reclaimed?: ReclaimCounts }> {
     await this.view.refresh();
     const tenantId = String(body['tenantId']);
     const tenant = this.local.store.get<TenantRecord>(DB.tenants, tenantKey(tenantId));
     if (tenant === undefined) throw NotFound(`tenant ${tenantId} is not known on this node`);
     const bucket = typeof body['bucket'] === 'string' ? body['bucket'] : undefined;
-    return repairTenant(this, tenant, bucket, body['dryRun'] === true);
+    const dryRun = body['dryRun'] === true;
+    const counts = await repairTenant(this, tenant, bucket, dryRun);
+    // A drain's data move reclaims nothing: the drained member reclaims once drained, and
+    // reports it (membership.ts).
+    if (dryRun || body['reclaim'] === false) return counts;
+    return { ...counts, reclaimed: await reclaimTenant(this.reclaimer(), tenant, bucket) };
+  }
+
+  /** Reclaims this node's copies of every tenant's buckets it is no replica of (reclaim.ts). */
+  private async reclaimHere(): Promise<ReclaimCounts> {
+    await this.view.refresh();
+    const counts = emptyReclaimCounts();
+    for (const { value: tenant } of this.local.store.range<TenantRecord>(DB.tenants, {})) {
+      if (tenant.state === 'deleted') continue;
+      const reclaimed = await reclaimTenant(this.reclaimer(), tenant);
+      for (const field of Object.keys(counts) as Array<keyof ReclaimCounts>)
+        counts[field] += reclaimed[field];
+    }
+    this.log.info({ counts }, 'space of copies this node no longer holds reclaimed');
+    return counts;
+  }
+
+  /** Has member `nodeId` (this node, or another: a drained one) reclaim what it no longer holds. */
+  async reclaimOn(nodeId: string): Promise<Record<string, unknown>> {
+    if (nodeId === this.view.nodeId) return { ...(await this.reclaimHere()) };
+    await this.view.refresh();
+    const address = this.view.addressOf(nodeId);
+    if (address === undefined) throw NotFound(`member ${nodeId} is not known`);
+    return this.call(dataAddressOf(address), 'reclaim', {}, REPAIR_MS_MAX);
+  }
+
+  private reclaimer(): ReclaimPeer {
+    return {
+      log: this.log,
+      store: this.local.store,
+      heads: (address, args) => this.heads(address, args),
+      tombstones: (bucket, after, limit) => this.tombstones(bucket, after, limit),
+      dropTombstones: (bucket, tombs) => this.dropTombstones(bucket, tombs),
+      replicaSet: (bucket) => {
+        const ids = this.replicaIds(bucket);
+        return {
+          self: ids.includes(this.view.nodeId),
+          addresses: this.otherReplicas(bucket),
+          needed: majorityOf(ids.length),
+        };
+      },
+      dropKeys: async (tenant, bucket, keys) =>
+        (await this.local.runLocal('dropReplicaKeys', {
+          tenantId: tenant.id,
+          bucket: bucket.name,
+          keys,
+        })) as DropReplicaResult,
+    };
   }
 
   /**
@@ -661,6 +728,7 @@ export class Replicator implements RepairPeer {
     bucket?: string;
     dryRun: boolean;
     corrupt?: string[];
+    reclaim?: boolean;
   }): Promise<{
     counts: RepairCounts;
     nodes: Record<string, unknown>;
