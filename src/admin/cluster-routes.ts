@@ -88,6 +88,22 @@ const changes: readonly MembershipChange[] = [
   },
 ];
 
+/** A drain's answer: the membership, and what the drained member reclaimed (§8a). */
+const drainedSchema = {
+  ...membershipSchema,
+  properties: {
+    ...(membershipSchema as { properties: Record<string, unknown> }).properties,
+    reclaimed: {
+      type: 'object',
+      description:
+        'what the drained member dropped of the copies it no longer holds (or {error}): ' +
+        'buckets, keysDropped, keysKept, versionsDropped, logicalBytes, physicalBytes, ' +
+        'tombstonesDropped',
+      additionalProperties: true,
+    },
+  },
+};
+
 function changeBodySchema(change: MembershipChange): Record<string, unknown> {
   const properties: Record<string, unknown> = {};
   for (const field of [...change.required, ...change.optional]) properties[field] = str;
@@ -152,7 +168,7 @@ export function clusterRoutes(services: AdminServices): Route<Handler>[] {
         responses: {
           200: {
             description: 'membership change committed (clustered nodes only)',
-            schema: membershipSchema,
+            schema: change.name === 'drain' ? drainedSchema : membershipSchema,
           },
           ...problems(400, 409),
         },
