@@ -52,6 +52,7 @@ import * as encryption from './ops/encryption.js';
 import * as idempotency from './ops/idempotency.js';
 import * as tenantDelete from './ops/tenant-delete.js';
 import * as tenantScrub from './ops/tenant-scrub.js';
+import * as replicaDrop from './ops/replica-drop.js';
 import { recoverSegments } from './segments/recovery.js';
 import { Compactor } from './segments/compaction.js';
 import { SegmentSyncer } from './segments/segment-syncer.js';
@@ -108,8 +109,20 @@ export const operations = {
   // A rebalance of a tenant's replicas: a cluster member's router runs it; none on one node.
   clusterRepair: (
     _context: EngineContext,
-    _args: { tenantId: string; dryRun: boolean; bucket?: string; corrupt?: string[] },
+    _args: {
+      tenantId: string;
+      dryRun: boolean;
+      bucket?: string;
+      corrupt?: string[];
+      reclaim?: boolean;
+    },
   ): ClusterRepairReport | null => null,
+  // A drained member's copies reclaimed: a cluster member's router runs it; none on one node.
+  clusterReclaim: (
+    _context: EngineContext,
+    _args: { nodeId: string },
+  ): Record<string, unknown> | null => null,
+  dropReplicaKeys: replicaDrop.dropReplicaKeys,
   createTenant: control.createTenant,
   createAccount: control.createAccount,
   createAccessKey: control.createAccessKey,
@@ -417,6 +430,7 @@ function localEngine(executor: Executor, segmentsDir: string): LocalEngine {
     masterKey: context.masterKey,
     settings: context.settings,
     segmentsDir,
+    metrics: executor.metrics.registry,
     capture: (name, args, reserved) => {
       const op = commandOf(name);
       const caller = (args as { caller?: unknown } | undefined)?.caller;
