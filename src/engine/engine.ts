@@ -52,6 +52,7 @@ import * as encryption from './ops/encryption.js';
 import * as idempotency from './ops/idempotency.js';
 import * as tenantDelete from './ops/tenant-delete.js';
 import * as tenantScrub from './ops/tenant-scrub.js';
+import * as replicaDrop from './ops/replica-drop.js';
 import { recoverSegments } from './segments/recovery.js';
 import { Compactor } from './segments/compaction.js';
 import { SegmentSyncer } from './segments/segment-syncer.js';
@@ -77,7 +78,7 @@ import { nodeIo, type Io } from '../util/io.js';
 import { realClock, type Clock } from '../util/clock.js';
 import { EngineMetrics } from './metrics.js';
 import { RouterSlot, type LocalEngine, type RouterFactory } from './command-router.js';
-import { SpaceReserve } from './space-reserve.js';
+import { SpaceReserve, withRoom } from './space-reserve.js';
 
 type Op = (context: EngineContext, args: never) => unknown;
 
@@ -108,8 +109,20 @@ export const operations = {
   // A rebalance of a tenant's replicas: a cluster member's router runs it; none on one node.
   clusterRepair: (
     _context: EngineContext,
-    _args: { tenantId: string; dryRun: boolean; bucket?: string; corrupt?: string[] },
+    _args: {
+      tenantId: string;
+      dryRun: boolean;
+      bucket?: string;
+      corrupt?: string[];
+      reclaim?: boolean;
+    },
   ): ClusterRepairReport | null => null,
+  // A drained member's copies reclaimed: a cluster member's router runs it; none on one node.
+  clusterReclaim: (
+    _context: EngineContext,
+    _args: { nodeId: string },
+  ): Record<string, unknown> | null => null,
+  dropReplicaKeys: replicaDrop.dropReplicaKeys,
   createTenant: control.createTenant,
   createAccount: control.createAccount,
   createAccessKey: control.createAccessKey,
@@ -221,7 +234,6 @@ export async function startEngine(options: {
     now: () => clock.now(),
     syncer,
   };
-  await recoverAtStart(context, paths, log, io);
   const reserve = new SpaceReserve({
     root: paths.root,
     configuredBytes: options.settings.bytes('storage.space_reserve'),
@@ -229,6 +241,10 @@ export async function startEngine(options: {
     io,
   });
   await reserve.open();
+  // Recovery commits too: on a full disk it gets the reserve, as any commit would.
+  await withRoom(reserve, 'recovery found the disk full', () =>
+    recoverAtStart(context, paths, log, io),
+  );
   const pins = new SegmentPins();
   const mintLimiter = new RateLimiter(options.settings.rate('security.token_mint_rate'));
   const compactor = new Compactor({
@@ -414,6 +430,7 @@ function localEngine(executor: Executor, segmentsDir: string): LocalEngine {
     masterKey: context.masterKey,
     settings: context.settings,
     segmentsDir,
+    metrics: executor.metrics.registry,
     capture: (name, args, reserved) => {
       const op = commandOf(name);
       const caller = (args as { caller?: unknown } | undefined)?.caller;

@@ -119,6 +119,7 @@ const LONG_COMMANDS: ReadonlySet<string> = new Set([
   'auditBarrier',
   // A cluster member's rebalance copies a tenant's data between nodes; a refresh reconnects.
   'clusterRepair',
+  'clusterReclaim',
   'clusterRefresh',
   // One transaction over every tenant and key (master-key-rotation.ts): seconds on a large store.
   'rotateMasterKey',

@@ -184,6 +184,10 @@ export class S3Api {
       });
       exchange.audit.action = `s3:${operation.name}`;
       exchange.audit.resource = resourceOf(address);
+      // HTTP's Content-Length is one or more digits (RFC 9110); uWS reads any other as 0.
+      const length = exchange.header('content-length');
+      if (length !== undefined && !/^\d+$/.test(length))
+        throw s3Error('InvalidArgument', 'Content-Length is not a decimal number');
       // A preflight carries no credentials (a presigned URL's are for another method).
       const principal =
         operation.name === 'PreflightCors' ? undefined : this.authenticate(exchange, this.services);

@@ -42,7 +42,7 @@ import {
 import { CopiedBody } from './copy-body.js';
 import { versionBytes, type DownloadServices } from './download.js';
 import { resolveForRead } from './read.js';
-import { tenantById } from './bucket-access.js';
+import { objectAcl, tenantById } from './bucket-access.js';
 import type { BodySource } from './body.js';
 import type { RequestContext } from './context.js';
 import { addWriteConditions, type ObjectService, type ObjectServiceDeps } from './objects.js';
@@ -123,6 +123,19 @@ export function requireUploadIn(store: IndexStore, address: UploadAddress): Mult
   return found;
 }
 
+/**
+ * Who an upload is of, as S3 names them: its initiator (the tenant that created it) and its
+ * owner (the tenant that will own the completed object: the ACL the create recorded, as for
+ * an object, else the bucket's tenant).
+ */
+export function uploadParties(
+  upload: MultipartUploadRecord,
+  bucket: BucketRecord,
+): { initiator: string; owner: string } {
+  const owner = objectAcl(upload, bucket).owner;
+  return { initiator: upload.initiator ?? upload.tenantId, owner };
+}
+
 export class MultipartService {
   constructor(
     private readonly deps: ObjectServiceDeps,
@@ -144,6 +157,8 @@ export class MultipartService {
       attributes?: NewVersionAttributes | undefined;
       /** SSE-C: every part and the completed object are stored under this customer key. */
       customerKey?: CustomerKey | undefined;
+      /** The tenant whose key asks, when it writes into another tenant's bucket. */
+      initiator?: string | undefined;
     },
     /** The status the transport answers with, for the audit row (native 201, S3 200). */
     status = 200,
@@ -160,6 +175,8 @@ export class MultipartService {
     if (input.checksum !== undefined) args.checksum = { ...input.checksum };
     addNewVersionAttributes(input.attributes, args);
     if (input.customerKey !== undefined) args.sseCustomer = input.customerKey.seal();
+    if (input.initiator !== undefined && input.initiator !== input.bucket.tenantId)
+      args.initiator = input.initiator;
     return this.objects.commit(ctx, 'createMultipartUpload', args, status);
   }
 
