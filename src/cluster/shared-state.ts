@@ -109,6 +109,7 @@ const REPLICATED: ReadonlySet<string> = new Set([
   'clusterFreshen',
   'clusterFreshenList',
   'clusterRepair',
+  'clusterRepairChunk',
   ...REPLICATED_COMMANDS,
 ]);
 /** A member that starts catches up this long after (its listeners are up by then). */
@@ -491,6 +492,8 @@ export class SharedStateRouter implements CommandRouter {
     }
     if (name === 'putObject') return replicator.put(args);
     if (name === 'deleteObject') return replicator.delete(args);
+    if (name === 'clusterRepairChunk')
+      return replicator.repairChunkOf(args as { tenantNum: number; chunkId: string });
     if (name === 'clusterRepair')
       return replicator.repair(
         args as { tenantId: string; bucket?: string; dryRun: boolean; corrupt?: string[] },

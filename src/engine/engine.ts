@@ -110,6 +110,12 @@ export const operations = {
     _context: EngineContext,
     _args: { tenantId: string; dryRun: boolean; bucket?: string; corrupt?: string[] },
   ): ClusterRepairReport | null => null,
+  // A chunk read here failed its checksum: a cluster member replaces its copy with a good one
+  // from another member (its router serves this); a single node has no other copy.
+  clusterRepairChunk: (
+    _context: EngineContext,
+    _args: { tenantNum: number; chunkId: string },
+  ): { repaired: boolean } => ({ repaired: false }),
   createTenant: control.createTenant,
   createAccount: control.createAccount,
   createAccessKey: control.createAccessKey,

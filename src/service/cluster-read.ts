@@ -1,7 +1,9 @@
 // Reads on a cluster member (docs/cluster.md §8): before a read resolves the current version of
 // a key, the node's engine makes its copy as new as a majority of the key's replicas hold
 // (cluster/replication.ts). A single node, which has no cluster revision in its index, skips
-// this at the cost of one local read. Listings likewise make a page's range current first.
+// this at the cost of one local read. Listings likewise make a page's range current first, and a
+// chunk whose copy here fails its checksum is replaced from another member before it is read
+// again (service/download.ts).
 
 import type { IndexStore } from '../engine/index/store.js';
 import type { EngineClient } from '../engine/protocol.js';
@@ -45,4 +47,25 @@ export function freshenForList(
       limit: Math.min(range.limit, LIST_FRESHEN_KEYS_MAX - 1) + 1,
     })
     .then(() => store.refresh());
+}
+
+/**
+ * What a download calls when this node's copy of a chunk fails its checksum: on a cluster member
+ * the engine replaces it with a good copy from another member (cluster/replication.ts
+ * `repairChunkOf`) and answers whether it did; a single node answers false at the cost of one
+ * local read.
+ */
+export function chunkRepairOf(
+  store: IndexStore,
+  engine: EngineClient,
+): (tenantNum: number, chunkId: Uint8Array) => Promise<boolean> {
+  return async (tenantNum, chunkId) => {
+    if (!store.has(DB.meta, META_CLUSTER_REVISION)) return false;
+    const chunk = Buffer.from(chunkId.buffer, chunkId.byteOffset, chunkId.byteLength);
+    const { repaired } = await engine.call('clusterRepairChunk', {
+      tenantNum,
+      chunkId: chunk.toString('hex'),
+    });
+    return repaired;
+  };
 }
