@@ -60,6 +60,7 @@ import { Registry } from './registry.js';
 import { Replicator } from './replication.js';
 import { CommandReplicator, REPLICATED_COMMANDS } from './replicated-commands.js';
 import { ListingFreshener } from './listing.js';
+import { VersionsLister } from './versions-listing.js';
 import { EtcdClusterView } from './cluster-view.js';
 import { startDataTransport } from './data-transport.js';
 
@@ -110,6 +111,7 @@ const REPLICATED: ReadonlySet<string> = new Set([
   'clusterFreshenList',
   'clusterRepair',
   'clusterRepairChunk',
+  'clusterListVersions',
   ...REPLICATED_COMMANDS,
 ]);
 /** A member that starts catches up this long after (its listeners are up by then). */
@@ -398,6 +400,7 @@ export class SharedStateRouter implements CommandRouter {
       replicator: Replicator;
       commands: CommandReplicator;
       listings: ListingFreshener;
+      versions: VersionsLister;
       view: EtcdClusterView;
       transport: { close(): Promise<void> };
     },
@@ -492,6 +495,7 @@ export class SharedStateRouter implements CommandRouter {
     }
     if (name === 'putObject') return replicator.put(args);
     if (name === 'deleteObject') return replicator.delete(args);
+    if (name === 'clusterListVersions') return this.data.versions.list(args);
     if (name === 'clusterRepairChunk')
       return replicator.repairChunkOf(args as { tenantNum: number; chunkId: string });
     if (name === 'clusterRepair')
@@ -550,12 +554,18 @@ export async function openSharedState(
   const replicator = new Replicator(local, view, secret, log);
   const commands = new CommandReplicator(replicator, local);
   const listings = new ListingFreshener(replicator, local);
+  const versions = new VersionsLister(replicator, local);
   // The previous router's listener must be closed before this one binds the same port.
   await previous?.close();
   const transport = await startDataTransport({
     socketPath: paths.dataSocket,
     secret,
-    handlers: new Map([...replicator.handlers(), ...commands.handlers(), ...listings.handlers()]),
+    handlers: new Map([
+      ...replicator.handlers(),
+      ...commands.handlers(),
+      ...listings.handlers(),
+      ...versions.handlers(),
+    ]),
     log,
   });
   setTimeout(() => {
@@ -565,6 +575,7 @@ export async function openSharedState(
     replicator,
     commands,
     listings,
+    versions,
     view,
     transport,
   });

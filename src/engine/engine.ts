@@ -10,6 +10,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { stat, unlink } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { IndexStore, CommandBatch } from './index/store.js';
+import type { ObjectVersionRecord } from './index/schema.js';
 import {
   dataDirPaths,
   prepareDataDir,
@@ -81,6 +82,15 @@ import { SpaceReserve } from './space-reserve.js';
 
 type Op = (context: EngineContext, args: never) => unknown;
 
+/** A page of versions merged from a bucket's replicas (src/cluster/versions-listing.ts). */
+interface ClusterVersionsPage {
+  readonly entries: Array<ObjectVersionRecord & { readonly isLatest: boolean }>;
+  readonly commonPrefixes: string[];
+  readonly isTruncated: boolean;
+  readonly nextKeyMarker?: string;
+  readonly nextVersionIdMarker?: string;
+}
+
 /** What a cluster member's repair answers (src/cluster/repair.ts); a single node answers null. */
 interface ClusterRepairReport {
   readonly counts: { readonly replicasUnreachable: number } & Record<string, number>;
@@ -116,6 +126,20 @@ export const operations = {
     _context: EngineContext,
     _args: { tenantNum: number; chunkId: string },
   ): { repaired: boolean } => ({ repaired: false }),
+  // A page of a bucket's versions: a cluster member merges it from a majority of the bucket's
+  // replicas (its router serves this); a single node answers null and lists its own.
+  clusterListVersions: (
+    _context: EngineContext,
+    _args: {
+      tenantId: string;
+      bucket: string;
+      prefix: string;
+      delimiter?: string;
+      keyMarker?: string;
+      versionIdMarker?: string;
+      maxKeys: number;
+    },
+  ): ClusterVersionsPage | null => null,
   createTenant: control.createTenant,
   createAccount: control.createAccount,
   createAccessKey: control.createAccessKey,

@@ -272,6 +272,6 @@ export interface S3MultipartStore {
 
 export interface S3ObjectStoreMore {
   copy(request: S3Request, input: CopyInput): Promise<CopyOutcome>;
-  listVersions(request: S3Request, input: VersionsInput): VersionsPage;
+  listVersions(request: S3Request, input: VersionsInput): Promise<VersionsPage>;
   readonly multipart: S3MultipartStore;
 }

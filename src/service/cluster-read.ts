@@ -3,13 +3,15 @@
 // (cluster/replication.ts). A single node, which has no cluster revision in its index, skips
 // this at the cost of one local read. Listings likewise make a page's range current first, and a
 // chunk whose copy here fails its checksum is replaced from another member before it is read
-// again (service/download.ts).
+// again (service/download.ts). A page of versions is merged from a majority of the replicas
+// (cluster/versions-listing.ts).
 
 import type { IndexStore } from '../engine/index/store.js';
 import type { EngineClient } from '../engine/protocol.js';
 import { DB, type BucketRecord } from '../engine/index/schema.js';
 import { META_CLUSTER_REVISION } from '../engine/command-router.js';
 import { LIST_FRESHEN_KEYS_MAX } from '../cluster/listing.js';
+import { listVersionsPage, type VersionsPageResult, type VersionsQuery } from './versions.js';
 
 /** Undefined when nothing is to be done (a single node, or a version named by its id). */
 export function freshenForRead(
@@ -68,4 +70,30 @@ export function chunkRepairOf(
     });
     return repaired;
   };
+}
+
+/**
+ * A page of a bucket's versions: on a cluster member, merged from a majority of the bucket's
+ * replicas by the engine (cluster/versions-listing.ts), since a replica that was down lacks the
+ * versions written meanwhile; on a single node, this node's own page.
+ */
+export async function versionsPageOf(
+  store: IndexStore,
+  engine: EngineClient,
+  bucket: BucketRecord,
+  query: VersionsQuery,
+): Promise<VersionsPageResult> {
+  if (!store.has(DB.meta, META_CLUSTER_REVISION)) return listVersionsPage(store, bucket, query);
+  const { delimiter, keyMarker } = query;
+  const versionIdMarker = query.versionIdMarker || undefined;
+  const merged = await engine.call('clusterListVersions', {
+    tenantId: bucket.tenantId,
+    bucket: bucket.name,
+    prefix: query.prefix,
+    maxKeys: query.maxKeys,
+    ...(delimiter === undefined || delimiter === '' ? {} : { delimiter }),
+    ...(keyMarker === undefined ? {} : { keyMarker }),
+    ...(versionIdMarker === undefined ? {} : { versionIdMarker }),
+  });
+  return merged ?? listVersionsPage(store, bucket, query);
 }
