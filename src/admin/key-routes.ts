@@ -27,7 +27,6 @@ import {
   optionalReason,
   isDryRun,
   mutate,
-  dryRunAnswer,
   dryRunQuery,
   optionalText,
   textSchema,
@@ -43,6 +42,7 @@ import {
   problems,
   str,
 } from './json.js';
+import { answerMutation, createDoc, listDoc } from './shapes.js';
 import { liveTenant } from './tenant-routes.js';
 
 const bearer = 'bearer' as const;
@@ -55,21 +55,7 @@ export function keyRoutes(services: AdminServices): Route<Handler>[] {
       method: 'GET',
       path: '/tenants/{id}/accounts',
       operationId: 'listTenantAccounts',
-      doc: {
-        summary: 'List service accounts',
-        auth: bearer,
-        responses: {
-          200: {
-            description: 'accounts',
-            schema: {
-              type: 'object',
-              required: ['accounts'],
-              properties: { accounts: { type: 'array', items: accountSchema } },
-            },
-          },
-          ...problems(400, 404),
-        },
-      },
+      doc: listDoc('List service accounts', 'accounts', 'accounts', accountSchema),
       handler: (exchange, params) => {
         auth.authenticate(exchange, 'viewer', params['id']);
         const tenant = liveTenant(services, params['id'] ?? '');
@@ -83,28 +69,13 @@ export function keyRoutes(services: AdminServices): Route<Handler>[] {
       method: 'POST',
       path: '/tenants/{id}/accounts',
       operationId: 'createTenantAccount',
-      doc: {
+      doc: createDoc({
         summary: 'Create a service account',
-        auth: bearer,
-        query: dryRunQuery,
-        requestBody: {
-          contentType: 'application/json',
-          schema: {
-            type: 'object',
-            required: ['id'],
-            properties: {
-              id: { type: 'string', pattern: '^[A-Za-z0-9._@-]{1,64}$' },
-              name: textSchema,
-              reason: reasonSchema,
-            },
-          },
-        },
-        responses: {
-          201: { description: 'created', schema: accountSchema },
-          200: { description: 'dry run', schema: dryRunSchema },
-          ...problems(400, 404, 409),
-        },
-      },
+        idPattern: '^[A-Za-z0-9._@-]{1,64}$',
+        text: 'name',
+        record: accountSchema,
+        problems: [400, 404, 409],
+      }),
       handler: async (exchange, params) => {
         auth.authenticate(exchange, 'operator', params['id']);
         const tenant = liveTenant(services, params['id'] ?? '');
@@ -121,38 +92,17 @@ export function keyRoutes(services: AdminServices): Route<Handler>[] {
           { tenantId: tenant.id, id, name, dryRun },
           dryRun ? 200 : 201,
         );
-        if (dryRun)
-          exchange.sendJson(
-            200,
-            dryRunAnswer(
-              'createTenantAccount',
-              `tenants/${tenant.id}/accounts/${id}`,
-              accountJson(account),
-              { accounts: 1 },
-            ),
-          );
-        else exchange.sendJson(201, accountJson(account));
+        const target = `tenants/${tenant.id}/accounts/${id}`;
+        const plan = { action: 'createTenantAccount', target, counts: { accounts: 1 } };
+        const view = accountJson(account);
+        answerMutation(exchange, dryRun, plan, view, () => exchange.sendJson(201, view));
       },
     },
     {
       method: 'GET',
       path: '/tenants/{id}/keys',
       operationId: 'listTenantKeys',
-      doc: {
-        summary: 'List access keys (metadata only, never a secret)',
-        auth: bearer,
-        responses: {
-          200: {
-            description: 'keys',
-            schema: {
-              type: 'object',
-              required: ['keys'],
-              properties: { keys: { type: 'array', items: keySchema } },
-            },
-          },
-          ...problems(400, 404),
-        },
-      },
+      doc: listDoc('List access keys (metadata only, never a secret)', 'keys', 'keys', keySchema),
       handler: (exchange, params) => {
         auth.authenticate(exchange, 'viewer', params['id']);
         const tenant = liveTenant(services, params['id'] ?? '');
@@ -241,14 +191,11 @@ function createKeyRoute(services: AdminServices): Route<Handler> {
         args,
         dryRun ? 200 : 201,
       );
-      if (dryRun)
-        exchange.sendJson(
-          200,
-          dryRunAnswer('createTenantKey', `tenants/${tenant.id}/keys`, keyJson(created.key), {
-            accessKeys: 1,
-          }),
-        );
-      else sendKey(exchange, 201, created);
+      const target = `tenants/${tenant.id}/keys`;
+      const plan = { action: 'createTenantKey', target, counts: { accessKeys: 1 } };
+      answerMutation(exchange, dryRun, plan, keyJson(created.key), () =>
+        sendKey(exchange, 201, created),
+      );
     },
   };
 }
@@ -300,17 +247,11 @@ function rotateKeyRoute(services: AdminServices): Route<Handler> {
         args,
         200,
       );
-      if (dryRun)
-        exchange.sendJson(
-          200,
-          dryRunAnswer(
-            'rotateTenantKey',
-            `tenants/${tenant.id}/keys/${params['keyId'] ?? ''}`,
-            keyJson(rotated.key),
-            { accessKeys: 1 },
-          ),
-        );
-      else sendKey(exchange, 200, rotated);
+      const target = `tenants/${tenant.id}/keys/${params['keyId'] ?? ''}`;
+      const plan = { action: 'rotateTenantKey', target, counts: { accessKeys: 1 } };
+      answerMutation(exchange, dryRun, plan, keyJson(rotated.key), () =>
+        sendKey(exchange, 200, rotated),
+      );
     },
   };
 }
@@ -349,17 +290,11 @@ function revokeKeyRoute(services: AdminServices): Route<Handler> {
       // A key already revoked stays as it is: the call would change nothing.
       const changes = existing?.state === 'revoked' ? 0 : 1;
       const key = await mutate<AccessKeyRecord>(services, exchange, 'revokeAccessKey', args, 200);
-      if (dryRun) {
-        exchange.sendJson(
-          200,
-          dryRunAnswer(
-            'revokeTenantKey',
-            `tenants/${tenant.id}/keys/${key.accessKeyId}`,
-            keyJson(key),
-            { accessKeys: changes },
-          ),
-        );
-      } else exchange.sendJson(200, keyJson(key));
+      const target = `tenants/${tenant.id}/keys/${key.accessKeyId}`;
+      const plan = { action: 'revokeTenantKey', target, counts: { accessKeys: changes } };
+      answerMutation(exchange, dryRun, plan, keyJson(key), () =>
+        exchange.sendJson(200, keyJson(key)),
+      );
     },
   };
 }

@@ -14,16 +14,11 @@ import {
   optionalReason,
   isDryRun,
   mutate,
-  dryRunAnswer,
-  dryRunQuery,
   optionalText,
-  textSchema,
-  reasonSchema,
 } from './request.js';
-import { dropUndefined, dryRunSchema, iso, problems, str } from './json.js';
+import { dropUndefined, iso, str } from './json.js';
+import { answerMutation, createDoc, deleteDoc, listDoc } from './shapes.js';
 import { liveTenant } from './tenant-routes.js';
-
-const bearer = 'bearer' as const;
 
 const kmsKeySchema = {
   type: 'object',
@@ -52,21 +47,12 @@ export function kmsKeyRoutes(services: AdminServices): Route<Handler>[] {
       method: 'GET',
       path: '/tenants/{id}/kms-keys',
       operationId: 'listTenantKmsKeys',
-      doc: {
-        summary: "List the tenant's named KMS keys (SSE-KMS key ids)",
-        auth: bearer,
-        responses: {
-          200: {
-            description: 'keys, in creation order',
-            schema: {
-              type: 'object',
-              required: ['keys'],
-              properties: { keys: { type: 'array', items: kmsKeySchema } },
-            },
-          },
-          ...problems(400, 404),
-        },
-      },
+      doc: listDoc(
+        "List the tenant's named KMS keys (SSE-KMS key ids)",
+        'keys, in creation order',
+        'keys',
+        kmsKeySchema,
+      ),
       handler: (exchange, params) => {
         auth.authenticate(exchange, 'viewer', params['id']);
         const tenant = liveTenant(services, params['id'] ?? '');
@@ -78,28 +64,13 @@ export function kmsKeyRoutes(services: AdminServices): Route<Handler>[] {
       method: 'POST',
       path: '/tenants/{id}/kms-keys',
       operationId: 'createTenantKmsKey',
-      doc: {
+      doc: createDoc({
         summary: 'Create a named KMS key that SSE-KMS writes of the tenant may name',
-        auth: bearer,
-        query: dryRunQuery,
-        requestBody: {
-          contentType: 'application/json',
-          schema: {
-            type: 'object',
-            required: ['id'],
-            properties: {
-              id: { type: 'string', pattern: '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$' },
-              description: textSchema,
-              reason: reasonSchema,
-            },
-          },
-        },
-        responses: {
-          201: { description: 'created', schema: kmsKeySchema },
-          200: { description: 'dry run', schema: dryRunSchema },
-          ...problems(400, 404, 409),
-        },
-      },
+        idPattern: '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$',
+        text: 'description',
+        record: kmsKeySchema,
+        problems: [400, 404, 409],
+      }),
       handler: async (exchange, params) => {
         auth.authenticate(exchange, 'operator', params['id']);
         const tenant = liveTenant(services, params['id'] ?? '');
@@ -116,35 +87,19 @@ export function kmsKeyRoutes(services: AdminServices): Route<Handler>[] {
           dryRun ? 200 : 201,
         );
         const view = kmsKeyJson(tenant.id, key);
-        if (dryRun)
-          exchange.sendJson(
-            200,
-            dryRunAnswer('createTenantKmsKey', `tenants/${tenant.id}/kms-keys/${id}`, view, {
-              kmsKeys: 1,
-            }),
-          );
-        else exchange.sendJson(201, view);
+        const target = `tenants/${tenant.id}/kms-keys/${id}`;
+        const plan = { action: 'createTenantKmsKey', target, counts: { kmsKeys: 1 } };
+        answerMutation(exchange, dryRun, plan, view, () => exchange.sendJson(201, view));
       },
     },
     {
       method: 'DELETE',
       path: '/tenants/{id}/kms-keys/{keyId}',
       operationId: 'deleteTenantKmsKey',
-      doc: {
-        summary: 'Delete a named KMS key: new writes naming it are refused, old versions stay',
-        auth: bearer,
-        query: dryRunQuery,
-        requestBody: {
-          contentType: 'application/json',
-          required: false,
-          schema: { type: 'object', properties: { reason: reasonSchema } },
-        },
-        responses: {
-          204: { description: 'deleted' },
-          200: { description: 'dry run', schema: dryRunSchema },
-          ...problems(400, 404),
-        },
-      },
+      doc: deleteDoc(
+        'Delete a named KMS key: new writes naming it are refused, old versions stay',
+        'deleted',
+      ),
       handler: async (exchange, params) => {
         auth.authenticate(exchange, 'operator', params['id']);
         const tenant = liveTenant(services, params['id'] ?? '');
@@ -158,13 +113,10 @@ export function kmsKeyRoutes(services: AdminServices): Route<Handler>[] {
           { tenantId: tenant.id, id, dryRun },
           dryRun ? 200 : 204,
         );
-        if (!dryRun) {
-          exchange.send(204, {});
-          return;
-        }
         const target = `tenants/${tenant.id}/kms-keys/${id}`;
+        const plan = { action: 'deleteTenantKmsKey', target, counts: { kmsKeys: 1 } };
         const view = kmsKeyJson(tenant.id, result.deleted);
-        exchange.sendJson(200, dryRunAnswer('deleteTenantKmsKey', target, view, { kmsKeys: 1 }));
+        answerMutation(exchange, dryRun, plan, view, () => exchange.send(204, {}));
       },
     },
   ];

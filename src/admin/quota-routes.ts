@@ -28,6 +28,7 @@ import {
   reasonSchema,
 } from './request.js';
 import { quotaJson, quotaSchema, usageSchema, dryRunSchema, problems } from './json.js';
+import { answerMutation, deleteDoc } from './shapes.js';
 import { liveTenant } from './tenant-routes.js';
 import { usageOf, bucketsOf, bucketUsage } from './plan.js';
 
@@ -126,21 +127,7 @@ export function quotaRoutes(services: AdminServices): Route<Handler>[] {
       method: 'DELETE',
       path: '/tenants/{id}/quota',
       operationId: 'deleteTenantQuota',
-      doc: {
-        summary: 'Clear the tenant quota (no limits)',
-        auth: bearer,
-        query: dryRunQuery,
-        requestBody: {
-          contentType: 'application/json',
-          required: false,
-          schema: { type: 'object', properties: { reason: reasonSchema } },
-        },
-        responses: {
-          204: { description: 'cleared' },
-          200: { description: 'dry run', schema: dryRunSchema },
-          ...problems(400, 404),
-        },
-      },
+      doc: deleteDoc('Clear the tenant quota (no limits)', 'cleared'),
       handler: async (exchange, params) => {
         auth.authenticate(exchange, 'operator', params['id']);
         const tenant = liveTenant(services, params['id'] ?? '');
@@ -154,20 +141,16 @@ export function quotaRoutes(services: AdminServices): Route<Handler>[] {
           { tenantId: tenant.id, dryRun },
           dryRun ? 200 : 204,
         );
-        if (!dryRun) {
-          exchange.send(204, {});
-          return;
-        }
+        const plan = {
+          action: 'deleteTenantQuota',
+          target: `tenants/${tenant.id}/quota`,
+          counts: { quotas: result.cleared ? 1 : 0 },
+        };
         const view = {
           ...quotaJson(tenant.id, undefined, usageOf(store, tenant.id)),
           cleared: result.cleared,
         };
-        exchange.sendJson(
-          200,
-          dryRunAnswer('deleteTenantQuota', `tenants/${tenant.id}/quota`, view, {
-            quotas: result.cleared ? 1 : 0,
-          }),
-        );
+        answerMutation(exchange, dryRun, plan, view, () => exchange.send(204, {}));
       },
     },
     {

@@ -23,14 +23,13 @@ import {
   isDryRun,
   booleanQuery,
   mutate,
-  dryRunAnswer,
   dryRunQuery,
   optionalText,
-  textSchema,
   reasonSchema,
 } from './request.js';
-import { tenantJson, tenantSchema, tenantPlanSchema, dryRunSchema, problems } from './json.js';
+import { tenantJson, tenantSchema, tenantPlanSchema, problems } from './json.js';
 import { tenantPlan } from './plan.js';
+import { answerMutation, createDoc } from './shapes.js';
 
 const bearer = 'bearer' as const;
 
@@ -88,28 +87,13 @@ export function tenantRoutes(services: AdminServices): Route<Handler>[] {
       method: 'POST',
       path: '/tenants',
       operationId: 'createTenant',
-      doc: {
+      doc: createDoc({
         summary: 'Create a tenant',
-        auth: bearer,
-        query: dryRunQuery,
-        requestBody: {
-          contentType: 'application/json',
-          schema: {
-            type: 'object',
-            required: ['id'],
-            properties: {
-              id: { type: 'string', pattern: '^[a-z0-9-]{3,63}$' },
-              name: textSchema,
-              reason: reasonSchema,
-            },
-          },
-        },
-        responses: {
-          201: { description: 'created', schema: tenantSchema },
-          200: { description: 'dry run', schema: dryRunSchema },
-          ...problems(400, 409),
-        },
-      },
+        idPattern: '^[a-z0-9-]{3,63}$',
+        text: 'name',
+        record: tenantSchema,
+        problems: [400, 409],
+      }),
       handler: async (exchange) => {
         const caller = auth.authenticate(exchange, 'operator');
         const body = await readBody(exchange);
@@ -126,13 +110,10 @@ export function tenantRoutes(services: AdminServices): Route<Handler>[] {
           { id, name, dryRun },
           dryRun ? 200 : 201,
         );
-        if (dryRun)
-          exchange.sendJson(
-            200,
-            dryRunAnswer('createTenant', `tenants/${id}`, tenantJson(tenant), { tenants: 1 }),
-          );
-        else
-          exchange.sendJson(201, tenantJson(tenant), { Location: `/admin/api/v1/tenants/${id}` });
+        const plan = { action: 'createTenant', target: `tenants/${id}`, counts: { tenants: 1 } };
+        answerMutation(exchange, dryRun, plan, tenantJson(tenant), () =>
+          exchange.sendJson(201, tenantJson(tenant), { Location: `/admin/api/v1/tenants/${id}` }),
+        );
       },
     },
     {

@@ -11,6 +11,9 @@
 // replaced in place, in the very Buffers handed out by `purposeKey`, so a holder of one (the
 // list-token signer, the signed-URL routes, the ingest stream) follows without being told.
 
+import { watch, type FSWatcher } from 'node:fs';
+import { basename } from 'node:path';
+
 import { readMasterKeySync, type DataDirPaths } from '../engine/data-dir.js';
 import {
   masterKeyCheckOf,
@@ -69,7 +72,7 @@ const CLUSTER_PURPOSES: readonly string[] = [
   PURPOSE_LIST_TOKEN,
   PURPOSE_SIGNED_URL,
 ];
-/** How often a node waiting to be joined looks for its cluster secret. */
+/** How often a node waiting to be joined looks for its cluster secret when no watch fires. */
 const CLUSTER_LOOK_MS = 2_000;
 
 export interface Principal {
@@ -101,6 +104,8 @@ export class Authenticator {
   private readonly tokens = new Map<string, NativeTokenPayload>();
   /** Bearer tokens are signed under the cluster's key (`followCluster`). */
   private clustered = false;
+  /** While this node waits to be joined: looks for the cluster secret now (`followCluster`). */
+  private lookForCluster: (() => void) | undefined;
   private readonly secrets = new Map<string, { sealed: Buffer; secret: string }>();
 
   constructor(
@@ -120,9 +125,13 @@ export class Authenticator {
    * In a cluster, tokens are signed under keys of the cluster secret (CLUSTER_PURPOSES) instead
    * of this node's master key, so a token minted on one member is good on every member
    * (docs/cluster.md §6). The keys' bytes are replaced in place, as a master-key rotation
-   * replaces them, so every holder of `purposeKey(…)` (the ingest stream, say) follows. A node waiting to
-   * be joined looks again every few seconds until it is a member; a single node never looks
-   * again.
+   * replaces them, so every holder of `purposeKey(…)` (the ingest stream, say) follows.
+   *
+   * A node waiting to be joined learns of its join from the cluster directory: the agent writes
+   * the secret there (by rename) before it connects to etcd and long before the control-plane
+   * records of the cluster reach this node's index, so a watch on the directory loads it first.
+   * A slow poll stays as the fallback where watches are not delivered, and a token that fails to
+   * verify meanwhile starts a look at once. A single node never looks.
    */
   private followCluster(): void {
     const paths = clusterPaths(this.paths.root);
@@ -132,13 +141,32 @@ export class Authenticator {
       return;
     }
     if (readJoinSecretSync(paths) === undefined) return;
+    const name = basename(paths.secret);
+    let watcher: FSWatcher | undefined;
+    let looking = false;
+    const poll = setInterval(() => look(), CLUSTER_LOOK_MS).unref();
     const look = (): void => {
+      if (looking || this.clustered) return;
+      looking = true;
       readClusterSecret(paths).then(
-        (found) => this.useClusterSecret(found),
-        () => setTimeout(look, CLUSTER_LOOK_MS).unref(),
+        (found) => {
+          watcher?.close();
+          clearInterval(poll);
+          this.lookForCluster = undefined;
+          this.useClusterSecret(found);
+        },
+        () => (looking = false), // not there yet (or half-written: a later event looks again)
       );
     };
-    setTimeout(look, CLUSTER_LOOK_MS).unref();
+    try {
+      watcher = watch(paths.dir, { persistent: false }, (_event, file) => {
+        if (file === null || file === name) look();
+      });
+      watcher.on('error', () => watcher?.close());
+    } catch {
+      watcher = undefined; // no watch here: the poll alone
+    }
+    this.lookForCluster = look;
   }
 
   /**
@@ -220,7 +248,13 @@ export class Authenticator {
     const now = Date.now();
     const cached = this.tokens.get(token);
     if (cached && cached.exp * 1000 > now) return cached;
-    const payload = verifyNativeToken(this.tokenKey, token, now);
+    let payload: NativeTokenPayload;
+    try {
+      payload = verifyNativeToken(this.tokenKey, token, now);
+    } catch (error) {
+      this.lookForCluster?.(); // perhaps minted by a cluster this node has just joined
+      throw error;
+    }
     if (this.tokens.size >= VERIFIED_TOKENS_MAX)
       this.tokens.delete(this.tokens.keys().next().value as string);
     this.tokens.set(token, payload);
