@@ -45,6 +45,9 @@ const RERUN: ReadonlySet<string> = new Set([
 /** Changes of an existing version's metadata. */
 const METADATA: ReadonlySet<string> = new Set(['putObjectTags', 'putRetention', 'putLegalHold']);
 
+/** Commands that end an upload: each leaves a tombstone of its id (uploads-listing.ts). */
+const ENDS: ReadonlySet<string> = new Set(['completeMultipartUpload', 'abortMultipartUpload']);
+
 /** The engine commands this module replicates. */
 export const REPLICATED_COMMANDS: ReadonlySet<string> = new Set([
   ...RERUN,
@@ -90,6 +93,7 @@ export class CommandReplicator {
       now,
       ...(seq === undefined ? {} : { reserved: { nextSeq: seq } }),
     });
+    if (ENDS.has(name)) await replicator.endUpload(bucket.id, String(args['uploadId']));
     if (name === 'copyObject') {
       await replicator.toReplicas(bucket, async (address) => {
         await replicator.copyVersion(address, tenant, bucket, result as ObjectVersionRecord);
@@ -175,11 +179,15 @@ export class CommandReplicator {
     } catch (error) {
       if (!isLightwellError(error) || error.status >= 500) throw error;
       // An abort of an upload this replica never had, or already completed, is done.
-      if (name === 'abortMultipartUpload' && error.code === 'not_found') return { applied: true };
+      if (name === 'abortMultipartUpload' && error.code === 'not_found') {
+        await this.replicator.endUpload(bucket.id, String(run['uploadId']));
+        return { applied: true };
+      }
       if (name === 'completeMultipartUpload') return { applied: false };
       throw error;
     }
     if (chunks !== undefined) this.replicator.forget(tenant.num, chunks);
+    if (ENDS.has(name)) await this.replicator.endUpload(bucket.id, String(run['uploadId']));
     const mseq = body['mseq'];
     const version = body['version'] as { seq: number } | undefined;
     if (METADATA.has(name) && typeof mseq === 'number' && version !== undefined)

@@ -80,6 +80,12 @@ const STAMP_PREFIX = 'mstamp/';
  * a replica that missed the delete (versions-listing.ts). Kept, like stamps; a few dozen bytes.
  */
 const VTOMB_PREFIX = 'vtomb/';
+/**
+ * An upload ended (completed or aborted), in `meta` under `utomb/<bucketId>/<uploadId>`, so that
+ * a merged uploads listing does not show it from a replica that missed the end
+ * (uploads-listing.ts). Kept, like stamps.
+ */
+const UTOMB_PREFIX = 'utomb/';
 /** How long a read waits for the replicas' answers. */
 export const HEAD_MS_MAX = 5_000;
 /** The longest one member's share of a repair may take before it is reported unreachable. */
@@ -903,6 +909,16 @@ export class Replicator implements RepairPeer {
       await this.writeTomb(bucket.id, key, seq);
     if (typeof args['versionId'] === 'string')
       await this.writeVtomb(bucket.id, key, args['versionId'], seq);
+  }
+
+  /** Records that upload `uploadId` ended here (see UTOMB_PREFIX). */
+  async endUpload(bucketId: number, uploadId: string): Promise<void> {
+    const key = Buffer.from(`${UTOMB_PREFIX}${bucketId}/${uploadId}`);
+    await this.local.commit([{ db: DB.meta, key, value: { at: Date.now() } }]);
+  }
+
+  uploadEnded(bucket: BucketRecord, uploadId: string): boolean {
+    return this.local.store.has(DB.meta, Buffer.from(`${UTOMB_PREFIX}${bucket.id}/${uploadId}`));
   }
 
   /**

@@ -61,6 +61,7 @@ import { Replicator } from './replication.js';
 import { CommandReplicator, REPLICATED_COMMANDS } from './replicated-commands.js';
 import { ListingFreshener } from './listing.js';
 import { VersionsLister } from './versions-listing.js';
+import { UploadsLister } from './uploads-listing.js';
 import { EtcdClusterView } from './cluster-view.js';
 import { startDataTransport } from './data-transport.js';
 
@@ -112,6 +113,8 @@ const REPLICATED: ReadonlySet<string> = new Set([
   'clusterRepair',
   'clusterRepairChunk',
   'clusterListVersions',
+  'clusterListUploads',
+  'clusterListParts',
   ...REPLICATED_COMMANDS,
 ]);
 /** A member that starts catches up this long after (its listeners are up by then). */
@@ -401,6 +404,7 @@ export class SharedStateRouter implements CommandRouter {
       commands: CommandReplicator;
       listings: ListingFreshener;
       versions: VersionsLister;
+      uploads: UploadsLister;
       view: EtcdClusterView;
       transport: { close(): Promise<void> };
     },
@@ -496,6 +500,8 @@ export class SharedStateRouter implements CommandRouter {
     if (name === 'putObject') return replicator.put(args);
     if (name === 'deleteObject') return replicator.delete(args);
     if (name === 'clusterListVersions') return this.data.versions.list(args);
+    if (name === 'clusterListUploads') return this.data.uploads.uploads(args);
+    if (name === 'clusterListParts') return this.data.uploads.parts(args);
     if (name === 'clusterRepairChunk')
       return replicator.repairChunkOf(args as { tenantNum: number; chunkId: string });
     if (name === 'clusterRepair')
@@ -555,6 +561,7 @@ export async function openSharedState(
   const commands = new CommandReplicator(replicator, local);
   const listings = new ListingFreshener(replicator, local);
   const versions = new VersionsLister(replicator, local);
+  const uploads = new UploadsLister(replicator, local);
   // The previous router's listener must be closed before this one binds the same port.
   await previous?.close();
   const transport = await startDataTransport({
@@ -565,6 +572,7 @@ export async function openSharedState(
       ...commands.handlers(),
       ...listings.handlers(),
       ...versions.handlers(),
+      ...uploads.handlers(),
     ]),
     log,
   });
@@ -576,6 +584,7 @@ export async function openSharedState(
     commands,
     listings,
     versions,
+    uploads,
     view,
     transport,
   });

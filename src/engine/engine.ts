@@ -10,7 +10,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { stat, unlink } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { IndexStore, CommandBatch } from './index/store.js';
-import type { ObjectVersionRecord } from './index/schema.js';
+import type { MultipartUploadRecord, ObjectVersionRecord } from './index/schema.js';
 import {
   dataDirPaths,
   prepareDataDir,
@@ -140,6 +140,33 @@ export const operations = {
       maxKeys: number;
     },
   ): ClusterVersionsPage | null => null,
+  // Pages of a bucket's uploads and of an upload's parts: likewise merged on a cluster member.
+  clusterListUploads: (
+    _context: EngineContext,
+    _args: {
+      tenantId: string;
+      bucket: string;
+      prefix: string;
+      keyMarker?: string;
+      uploadIdMarker?: string;
+      max: number;
+    },
+  ): { uploads: MultipartUploadRecord[]; isTruncated: boolean } | null => null,
+  clusterListParts: (
+    _context: EngineContext,
+    _args: {
+      tenantId: string;
+      bucket: string;
+      key: string;
+      uploadId: string;
+      marker: number;
+      max: number;
+    },
+  ): {
+    upload: MultipartUploadRecord | null;
+    parts: multipart.PartView[];
+    isTruncated: boolean;
+  } | null => null,
   createTenant: control.createTenant,
   createAccount: control.createAccount,
   createAccessKey: control.createAccessKey,

@@ -257,7 +257,7 @@ export interface S3MultipartStore {
   listParts(
     request: S3Request,
     input: UploadTarget & { partNumberMarker: number; maxParts: number },
-  ): { parts: readonly PartEntry[]; isTruncated: boolean };
+  ): Promise<{ parts: readonly PartEntry[]; isTruncated: boolean }>;
   listUploads(
     request: S3Request,
     input: {
@@ -267,7 +267,7 @@ export interface S3MultipartStore {
       uploadIdMarker?: string | undefined;
       maxUploads: number;
     },
-  ): { uploads: readonly UploadEntry[]; isTruncated: boolean };
+  ): Promise<{ uploads: readonly UploadEntry[]; isTruncated: boolean }>;
 }
 
 export interface S3ObjectStoreMore {

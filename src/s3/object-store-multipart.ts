@@ -15,12 +15,8 @@ import type { S3MultipartStore, StoredVersion } from './object-port.js';
 import { checkPayload, storedOf } from './object-store.js';
 import type { ObjectService } from '../service/objects.js';
 import { contextOf } from '../service/context.js';
-import {
-  listPartsPage,
-  listUploadsPage,
-  MultipartService,
-  requireUploadIn,
-} from '../service/multipart.js';
+import { partsPageOf, uploadsPageOf } from '../service/cluster-read.js';
+import { MultipartService, requireUploadIn } from '../service/multipart.js';
 import { isLightwellError } from '../util/errors.js';
 import type { DigestAlg } from '../engine/checksums.js';
 import { validateObjectKey } from '../security/names.js';
@@ -171,18 +167,17 @@ export function serviceMultipartStore(
         target(request, input, 'write'),
       );
     },
-    listParts: (request, input) => {
+    listParts: async (request, input) => {
       const address = target(request, input, 'read');
-      const upload = requireUploadIn(services.store, address);
-      return listPartsPage(services.store, upload, {
+      return partsPageOf(services.store, services.engine, address, {
         marker: input.partNumberMarker,
         max: input.maxParts,
       });
     },
-    listUploads: (request, input) => {
+    listUploads: async (request, input) => {
       const bucket = bucketFor(request, { verb: 'read', listPrefix: input.prefix });
       if (input.maxUploads === 0) return { uploads: [], isTruncated: false };
-      const page = listUploadsPage(services.store, bucket, {
+      const page = await uploadsPageOf(services.store, services.engine, bucket, {
         prefix: input.prefix,
         ...(input.keyMarker !== undefined ? { keyMarker: input.keyMarker } : {}),
         ...(input.uploadIdMarker !== undefined ? { uploadIdMarker: input.uploadIdMarker } : {}),

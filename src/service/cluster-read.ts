@@ -4,7 +4,7 @@
 // this at the cost of one local read. Listings likewise make a page's range current first, and a
 // chunk whose copy here fails its checksum is replaced from another member before it is read
 // again (service/download.ts). A page of versions is merged from a majority of the replicas
-// (cluster/versions-listing.ts).
+// (cluster/versions-listing.ts), and so are pages of uploads and parts (cluster/uploads-listing.ts).
 
 import type { IndexStore } from '../engine/index/store.js';
 import type { EngineClient } from '../engine/protocol.js';
@@ -12,6 +12,15 @@ import { DB, type BucketRecord } from '../engine/index/schema.js';
 import { META_CLUSTER_REVISION } from '../engine/command-router.js';
 import { LIST_FRESHEN_KEYS_MAX } from '../cluster/listing.js';
 import { listVersionsPage, type VersionsPageResult, type VersionsQuery } from './versions.js';
+import {
+  listPartsPage,
+  listUploadsPage,
+  requireUploadIn,
+  type UploadAddress,
+} from './multipart.js';
+import type { MultipartUploadRecord } from '../engine/index/schema.js';
+import type { PartView } from '../engine/ops/multipart.js';
+import { NotFound } from '../util/errors.js';
 
 /** Undefined when nothing is to be done (a single node, or a version named by its id). */
 export function freshenForRead(
@@ -96,4 +105,54 @@ export async function versionsPageOf(
     ...(versionIdMarker === undefined ? {} : { versionIdMarker }),
   });
   return merged ?? listVersionsPage(store, bucket, query);
+}
+
+/**
+ * A page of a bucket's uploads in progress: on a cluster member, merged from a majority of the
+ * bucket's replicas (cluster/uploads-listing.ts); on a single node, this node's own page.
+ */
+export async function uploadsPageOf(
+  store: IndexStore,
+  engine: EngineClient,
+  bucket: BucketRecord,
+  page: { prefix: string; keyMarker?: string; uploadIdMarker?: string; max: number },
+): Promise<{ uploads: MultipartUploadRecord[]; isTruncated: boolean }> {
+  if (!store.has(DB.meta, META_CLUSTER_REVISION)) return listUploadsPage(store, bucket, page);
+  const merged = await engine.call('clusterListUploads', {
+    tenantId: bucket.tenantId,
+    bucket: bucket.name,
+    ...page,
+  });
+  return merged ?? listUploadsPage(store, bucket, page);
+}
+
+/**
+ * A page of an upload's parts, with the upload (404 when there is none): on a cluster member,
+ * merged from a majority of the bucket's replicas, so a node that missed the upload's create or
+ * some of its parts lists them all; on a single node, this node's own page.
+ */
+export async function partsPageOf(
+  store: IndexStore,
+  engine: EngineClient,
+  address: UploadAddress,
+  page: { marker: number; max: number },
+): Promise<{ upload: MultipartUploadRecord; parts: PartView[]; isTruncated: boolean }> {
+  if (!store.has(DB.meta, META_CLUSTER_REVISION)) {
+    const upload = requireUploadIn(store, address);
+    return { upload, ...listPartsPage(store, upload, page) };
+  }
+  const merged = await engine.call('clusterListParts', {
+    tenantId: address.bucket.tenantId,
+    bucket: address.bucket.name,
+    key: address.key,
+    uploadId: address.uploadId,
+    ...page,
+  });
+  if (merged === null) {
+    const upload = requireUploadIn(store, address);
+    return { upload, ...listPartsPage(store, upload, page) };
+  }
+  if (merged.upload === null)
+    throw NotFound(`upload ${address.uploadId.slice(0, 64)} of ${address.key} not found`);
+  return { upload: merged.upload, parts: merged.parts, isTruncated: merged.isTruncated };
 }
