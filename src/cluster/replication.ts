@@ -220,6 +220,7 @@ export class Replicator implements RepairPeer {
       ['/cluster/v1/data/delete', this.admitted((body) => this.acceptDelete(body))],
       ['/cluster/v1/data/metadata', this.admitted((body) => this.acceptMetadata(body))],
       ['/cluster/v1/data/head', (_from, body) => Promise.resolve(this.headOf(body))],
+      ['/cluster/v1/data/metadata-of', (_from, body) => Promise.resolve(this.metadataOf(body))],
       ['/cluster/v1/data/fetch', (_from, body) => Promise.resolve(this.manifestOf(body))],
       ['/cluster/v1/data/chunks', (_from, body) => this.recordsOf(body)],
       ['/cluster/v1/data/heads', (_from, body) => Promise.resolve(this.headsOf(body))],
@@ -320,10 +321,17 @@ export class Replicator implements RepairPeer {
       this.call(address, 'head', args, HEAD_MS_MAX),
     );
     let best: { address: string; head: Head } | undefined;
+    let metadata: { address: string; mseq: number } | undefined;
+    const stamp = own.seq > 0 && !own.deleted ? this.stampOf(bucket.id, args.key, own.seq) : 0;
     for (const [address, answer] of heads) {
       const head = answer as unknown as Head;
       if (head.seq > (best?.head.seq ?? own.seq)) best = { address, head };
+      const mseq = head.seq === own.seq && !head.deleted ? (head.mseq ?? 0) : 0;
+      if (mseq > (metadata?.mseq ?? stamp)) metadata = { address, mseq };
     }
+    // The same version, with a tag, retention or legal-hold change this node missed.
+    if (best === undefined && metadata !== undefined)
+      await this.acceptMetadata(await this.call(metadata.address, 'metadata-of', args));
     if (best === undefined) return;
     this.observe(best.head.seq);
     if (best.head.deleted) {
@@ -524,15 +532,7 @@ export class Replicator implements RepairPeer {
     version: ObjectVersionRecord,
     mseq: number,
   ): Promise<void> {
-    await this.call(address, 'metadata', {
-      args: { tenantId: bucket.tenantId, bucket: bucket.name, key: version.key },
-      versionId: version.versionId,
-      seq: version.seq,
-      mseq,
-      tags: version.tags ?? [],
-      ...(version.retention === undefined ? {} : { retention: version.retention }),
-      legalHold: version.legalHold ?? 'OFF',
-    });
+    await this.call(address, 'metadata', metadataMessage(bucket, version, mseq));
   }
 
   /**
@@ -937,7 +937,22 @@ export class Replicator implements RepairPeer {
 
   private headOf(body: Record<string, unknown>): Head {
     const { bucket } = this.bucketOf(body);
-    return this.localHead(bucket, String(body['key']));
+    const key = String(body['key']);
+    const head = this.localHead(bucket, key);
+    return { ...head, mseq: this.stampOf(bucket.id, key, head.seq) };
+  }
+
+  /** The current version's metadata of a key, as `sendMetadata` sends it (a read's catch-up). */
+  private metadataOf(body: Record<string, unknown>): Record<string, unknown> {
+    const { bucket } = this.bucketOf(body);
+    const key = String(body['key']);
+    const version = this.local.store.get<ObjectVersionRecord>(
+      DB.objects,
+      objectKey(bucket.id, key),
+    );
+    if (version === undefined || version.deleteMarker === true)
+      throw NotFound(`object ${key} not found on this replica`);
+    return metadataMessage(bucket, version, this.stampOf(bucket.id, key, version.seq));
   }
 
   /** The newest write of `key` this node holds: its version's sequence, or its tombstone's. */
@@ -1064,6 +1079,23 @@ export class Replicator implements RepairPeer {
     if (tomb !== undefined && tomb.seq < seq)
       void this.local.commit([{ db: DB.meta, key: tombKey(bucketId, key) }]);
   }
+}
+
+/** A version's tags, retention and legal hold as of change `mseq` (see `sendMetadata`). */
+function metadataMessage(
+  bucket: BucketRecord,
+  version: ObjectVersionRecord,
+  mseq: number,
+): Record<string, unknown> {
+  return {
+    args: { tenantId: bucket.tenantId, bucket: bucket.name, key: version.key },
+    versionId: version.versionId,
+    seq: version.seq,
+    mseq,
+    tags: version.tags ?? [],
+    ...(version.retention === undefined ? {} : { retention: version.retention }),
+    legalHold: version.legalHold ?? 'OFF',
+  };
 }
 
 /**

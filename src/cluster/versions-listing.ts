@@ -256,7 +256,8 @@ export function mergePages(
   ].sort((a, b) => {
     const [ka, sa] = orderOf(a);
     const [kb, sb] = orderOf(b);
-    return ka < kb ? -1 : ka > kb ? 1 : sa - sb;
+    // Bytewise, as the index orders keys (UTF-16 order differs past U+FFFF).
+    return Buffer.compare(Buffer.from(ka), Buffer.from(kb)) || sa - sb;
   });
   const page = items.slice(0, query.maxKeys);
   const markerNewest = Math.max(0, ...pages.map((replica) => replica.markerNewest));
