@@ -6,6 +6,7 @@
 //
 // Roles (docs/console.md): a viewer of the tenant reads; an operator of the tenant sets.
 
+import { refuseUnknownFields } from '../security/names.js';
 import type { Route } from '../http/router.js';
 import type { Handler } from '../http/api.js';
 import type { Exchange } from '../http/exchange.js';
@@ -24,6 +25,9 @@ import { BadRequest, NotFound } from '../util/errors.js';
 import type { ConsoleServices } from './api.js';
 import { consoleSchemas as schemas, problems } from './schemas.js';
 import { dryRunOf, readObject, reasonOf, requireTenantScope } from './request.js';
+
+/** The fields the body of this page's write may hold; any other is refused. */
+const BODY_FIELDS: ReadonlySet<string> = new Set(['block', 'reason']);
 
 const bearer = 'bearer' as const;
 const path = '/tenants/{id}/public-access-block';
@@ -101,8 +105,7 @@ export function accessRoutes(services: ConsoleServices): Route<Handler>[] {
       handler: async (exchange, params) => {
         const tenant = tenantOf(services, exchange, params['id'] ?? '', 'operator');
         const body = await readObject(exchange);
-        for (const name of Object.keys(body))
-          if (!['block', 'reason'].includes(name)) throw BadRequest(`unknown field ${name}`);
+        refuseUnknownFields(body, BODY_FIELDS);
         if (!('block' in body)) throw BadRequest('block is required (null removes the block)');
         const block = body['block'] === null ? null : parsePublicAccessBlock(body['block']);
         reasonOf(exchange, body);

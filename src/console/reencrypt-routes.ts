@@ -6,6 +6,7 @@
 // Roles (docs/console.md): a viewer of the tenant reads the progress; an operator of the tenant
 // pauses, resumes or starts it.
 
+import { refuseUnknownFields } from '../security/names.js';
 import type { Route } from '../http/router.js';
 import type { Handler } from '../http/api.js';
 import type { Exchange } from '../http/exchange.js';
@@ -18,6 +19,9 @@ import { BadRequest, NotFound } from '../util/errors.js';
 import type { ConsoleServices } from './api.js';
 import { consoleSchemas as schemas, problems } from './schemas.js';
 import { dryRunOf, readObject, reasonOf, requireTenantScope } from './request.js';
+
+/** The fields the body of this page's write may hold; any other is refused. */
+const BODY_FIELDS: ReadonlySet<string> = new Set(['paused', 'reason']);
 
 const bearer = 'bearer' as const;
 const path = '/tenants/{id}/data-key/reencryption';
@@ -107,8 +111,7 @@ export function reencryptRoutes(services: ConsoleServices): Route<Handler>[] {
       handler: async (exchange, params) => {
         const tenant = tenantOf(services, exchange, params['id'] ?? '', 'operator');
         const body = await readObject(exchange);
-        for (const name of Object.keys(body))
-          if (!['paused', 'reason'].includes(name)) throw BadRequest(`unknown field ${name}`);
+        refuseUnknownFields(body, BODY_FIELDS);
         if (typeof body['paused'] !== 'boolean') throw BadRequest('paused must be true or false');
         reasonOf(exchange, body);
         const dryRun = dryRunOf(exchange);

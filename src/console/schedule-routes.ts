@@ -6,6 +6,7 @@
 // Scope: a tenant-scoped token sees and sets only its tenant's schedule; of the global schedule
 // it sees the interval and the findings in its own tenant, and it cannot change it.
 
+import { refuseUnknownFields } from '../security/names.js';
 import type { Route } from '../http/router.js';
 import type { Handler } from '../http/api.js';
 import type { Exchange } from '../http/exchange.js';
@@ -21,6 +22,9 @@ import { BadRequest, Forbidden } from '../util/errors.js';
 import type { ConsoleServices } from './api.js';
 import { consoleSchemas as schemas, problems } from './schemas.js';
 import { dryRunOf, readObject, reasonOf, requireTenantScope } from './request.js';
+
+/** The fields the body of this page's write may hold; any other is refused. */
+const BODY_FIELDS: ReadonlySet<string> = new Set(['intervalHours', 'runNow', 'reason']);
 
 const bearer = 'bearer' as const;
 
@@ -113,9 +117,7 @@ export function scheduleRoutes(services: ConsoleServices): Route<Handler>[] {
         const { token } = services.authenticate(exchange, 'operator');
         const target = targetOf(exchange, token, params['target'] ?? '');
         const body = await readObject(exchange);
-        for (const name of Object.keys(body))
-          if (!['intervalHours', 'runNow', 'reason'].includes(name))
-            throw BadRequest(`unknown field ${name}`);
+        refuseUnknownFields(body, BODY_FIELDS);
         if (!('intervalHours' in body))
           throw BadRequest('intervalHours is required (null removes the schedule)');
         if (body['runNow'] !== undefined && typeof body['runNow'] !== 'boolean')

@@ -3,12 +3,13 @@
 // driven through puppeteer-core (no browser download), one browser per test file.
 
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import t, { type Test } from 'tap';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
-import type { Service } from '../helpers/service.js';
+import { Service, type ServiceOptions } from '../helpers/service.js';
 
 const CANDIDATES = ['/usr/bin/chromium', '/usr/bin/chromium-browser'];
 
@@ -131,4 +132,39 @@ export async function signIn(page: Page, service: Service, token: string): Promi
   await page.keyboard.type(token);
   await page.keyboard.press('Enter');
   await waitText(page, 'Sign out');
+}
+
+/** What a console browser test is given: the service, the browser, and the pages' errors. */
+export interface BrowserKit {
+  readonly service: Service;
+  readonly browser: Browser;
+  /** Script errors and CSP violations of every page opened with `newPage(browser, errors)`. */
+  readonly errors: string[];
+}
+
+/**
+ * One console test in a real browser: a service on loopback and Chromium, both closed when the
+ * test ends (and the screenshots dropped unless being updated). The file skips, saying why,
+ * when Chromium cannot be had.
+ */
+export function browserTest(
+  name: string,
+  body: (t: Test, kit: BrowserKit) => Promise<void>,
+  options: ServiceOptions = {},
+): void {
+  const chromium = chromiumPath();
+  if ('skip' in chromium) {
+    t.plan(0, chromium.skip);
+    return;
+  }
+  t.test(name, async (t) => {
+    const service = await Service.start(options);
+    t.teardown(async () => {
+      await service.close();
+      if (!UPDATE_SHOTS) rmSync(SHOTS_DIR, { recursive: true, force: true });
+    });
+    const browser = await launch(chromium.path);
+    t.teardown(() => browser.close());
+    await body(t, { service, browser, errors: [] });
+  });
 }

@@ -9,15 +9,14 @@
 // charts, read from /metrics, are drawn.
 // Screenshots for docs/console.md are taken on the way.
 // Method: `lightwell serve` on loopback, Debian's Chromium through puppeteer-core.
-import t, { type Test } from 'tap';
+import type { Test } from 'tap';
 import { createHash, randomBytes } from 'node:crypto';
-import { readFileSync, rmSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Service, type DataClient } from '../helpers/service.js';
+import { type DataClient } from '../helpers/service.js';
 import { masterKeyCheckOf } from '../../src/engine/master-key-check.js';
 import {
-  chromiumPath,
-  launch,
+  browserTest,
   newPage,
   screenshot,
   buttonTexts,
@@ -27,16 +26,10 @@ import {
   press,
   go,
   signIn,
-  SHOTS_DIR,
-  UPDATE_SHOTS,
 } from './browser.js';
 
 // A browser global, used inside page.evaluate callbacks (tests compile without the DOM library).
 declare const document: { body: { innerText: string } };
-
-const chromium = chromiumPath();
-if ('skip' in chromium) t.plan(0, chromium.skip);
-else run(chromium.path);
 
 const sha = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
 
@@ -60,16 +53,9 @@ async function readAll(t: Test, client: DataClient, objects: Map<string, string>
   }
 }
 
-function run(path: string): void {
-  t.test('keys are rotated from the Encryption keys page', async (t) => {
-    const service = await Service.start();
-    const browser = await launch(path);
-    t.teardown(async () => {
-      await browser.close();
-      await service.close();
-      if (!UPDATE_SHOTS) rmSync(SHOTS_DIR, { recursive: true, force: true });
-    });
-    const errors: string[] = [];
+browserTest(
+  'keys are rotated from the Encryption keys page',
+  async (t, { service, browser, errors }) => {
     const owner = service.adminToken('owner', ['--name', 'ops-owner']);
     const data = await service.tenant('acme', 'read,write,delete,admin', owner);
     await service.tenant('globex', 'read,write,delete,admin', owner);
@@ -168,5 +154,5 @@ function run(path: string): void {
     t.ok(await page.$('[aria-label="KiB a second received and sent, from /metrics"]'));
     await screenshot(page, 'overview-metrics');
     t.same(errors, [], 'no script error or CSP violation');
-  });
-}
+  },
+);

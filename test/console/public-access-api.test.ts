@@ -55,6 +55,10 @@ t.test("a tenant's public access block through the console API", async (t) => {
     status: 403,
   });
   t.match(await call('PUT', path, scoped, {}), { status: 400, json: { message: /block/ } });
+  t.match(await call('PUT', path, scoped, { block: null, blocked: true }), {
+    status: 400,
+    json: { message: /unknown field "blocked"/ },
+  });
   t.match(await call('PUT', path, scoped, { block: { blockEverything: true } }), {
     status: 400,
     json: { message: /blockEverything/ },

@@ -5,14 +5,10 @@
 // The tab's screenshot is taken for docs/console.md.
 // Method: `lightwell serve` on loopback, Debian's Chromium through puppeteer-core, S3 through
 // the AWS SDK.
-import t from 'tap';
-import { rmSync } from 'node:fs';
 import { PutBucketPolicyCommand } from '@aws-sdk/client-s3';
 import { s3ClientFor, s3ErrorOf } from '../helpers/s3-sdk.js';
-import { Service } from '../helpers/service.js';
 import {
-  chromiumPath,
-  launch,
+  browserTest,
   newPage,
   screenshot,
   buttonTexts,
@@ -20,24 +16,11 @@ import {
   press,
   go,
   signIn,
-  SHOTS_DIR,
-  UPDATE_SHOTS,
 } from './browser.js';
 
-const chromium = chromiumPath();
-if ('skip' in chromium) t.plan(0, chromium.skip);
-else run(chromium.path);
-
-function run(path: string): void {
-  t.test("a tenant's public access block from its Public access tab", async (t) => {
-    const service = await Service.start();
-    const browser = await launch(path);
-    t.teardown(async () => {
-      await browser.close();
-      await service.close();
-      if (!UPDATE_SHOTS) rmSync(SHOTS_DIR, { recursive: true, force: true });
-    });
-    const errors: string[] = [];
+browserTest(
+  "a tenant's public access block from its Public access tab",
+  async (t, { service, browser, errors }) => {
     const owner = service.adminToken('owner');
     const data = await service.tenant('acme', 'read,write,delete,admin', owner);
     t.equal((await data.request('POST', '/buckets', { json: { name: 'site' } })).status, 201);
@@ -84,5 +67,5 @@ function run(path: string): void {
     );
     t.ok(await viewer.$('fieldset.switches[disabled]'), 'a viewer sees the switches disabled');
     t.same(errors, [], 'no script error or CSP violation');
-  });
-}
+  },
+);

@@ -5,13 +5,9 @@
 // it. A viewer sees the schedules and no control. No script error or CSP violation; the
 // screenshot of docs/console.md is taken on the way.
 // Method: `lightwell serve` on loopback, Debian's Chromium through puppeteer-core.
-import t from 'tap';
-import { rmSync } from 'node:fs';
-import { Service } from '../helpers/service.js';
 import { plantBadChunk } from './plant.js';
 import {
-  chromiumPath,
-  launch,
+  browserTest,
   newPage,
   screenshot,
   buttonTexts,
@@ -20,24 +16,11 @@ import {
   press,
   go,
   signIn,
-  SHOTS_DIR,
-  UPDATE_SHOTS,
 } from './browser.js';
 
-const chromium = chromiumPath();
-if ('skip' in chromium) t.plan(0, chromium.skip);
-else run(chromium.path);
-
-function run(path: string): void {
-  t.test('scheduled scrubs are set and their findings read on the Scrub tab', async (t) => {
-    const service = await Service.start();
-    const browser = await launch(path);
-    t.teardown(async () => {
-      await browser.close();
-      await service.close();
-      if (!UPDATE_SHOTS) rmSync(SHOTS_DIR, { recursive: true, force: true });
-    });
-    const errors: string[] = [];
+browserTest(
+  'scheduled scrubs are set and their findings read on the Scrub tab',
+  async (t, { service, browser, errors }) => {
     const owner = service.adminToken('owner', ['--name', 'ops-owner']);
     const data = await service.tenant('acme', 'read,write,delete,admin', owner);
     t.equal((await data.request('POST', '/buckets', { json: { name: 'photos' } })).status, 201);
@@ -73,5 +56,5 @@ function run(path: string): void {
     await press(page, 'Remove schedule of acme');
     await waitText(page, 'No schedule.');
     t.same(errors, [], 'no script error or CSP violation');
-  });
-}
+  },
+);
