@@ -61,17 +61,20 @@ async function startChild(
     code: code as number | null,
     stderr: output,
   }));
+  // Read to the end, not only until ready: an engine whose log fills an unread pipe blocks.
   let stdout = '';
-  for await (const chunk of proc.stdout) {
-    stdout += (chunk as Buffer).toString();
-    if (stdout.includes('\nengine ready\n')) {
-      proc.stdout.resume();
-      const client = new EngineClient(join(dataDir, 'engine.sock'), 30_000);
-      client.stopWaiting();
-      return { client, exited };
-    }
-  }
-  throw BadRequest(`the engine ended before it was ready: ${output}${stdout}`);
+  await new Promise<void>((resolve, reject) => {
+    proc.stdout.on('data', (chunk: Buffer) => {
+      stdout = (stdout + chunk.toString()).slice(-65_536);
+      if (stdout.includes('\nengine ready\n')) resolve();
+    });
+    void exited.then(() =>
+      reject(BadRequest(`the engine ended before it was ready: ${output}${stdout}`)),
+    );
+  });
+  const client = new EngineClient(join(dataDir, 'engine.sock'), 30_000);
+  client.stopWaiting();
+  return { client, exited };
 }
 
 /** The code a failed call answers (its catalogue code), or 'ok'. */
