@@ -21,6 +21,14 @@
 //   newer version, or the tombstone of a newer delete) is acknowledged and dropped. An unversioned
 //   delete leaves a tombstone (the delete's sequence) so that a replica that missed it cannot
 //   bring the object back.
+// - Fencing by layout: every message carries the version of the layout its sender placed it by
+//   (layout.ts). A replica that has seen a newer layout refuses a replicated write of an older one
+//   (`stale_layout`), also when the layout changed while it applied it; the coordinator then
+//   reads the layout and sends the write to the new replica set, at most LAYOUT_ATTEMPTS times.
+//   A replica told of a newer layout than its own reads it first. So once a layout change's
+//   rebalance has begun on a replica (it reads the layout first), no write placed by the old
+//   layout is acknowledged by that replica any more: whatever the old set acknowledged before is
+//   in the replica's index when its rebalance scans it, and reaches the new set.
 // - A read asks the replicas for their newest sequence of the key; once a majority answered, a
 //   newer one than this node's is fetched (manifest, then record batches) and committed here,
 //   then the read goes on locally. So a node that was down catches up on each key it serves.
@@ -41,14 +49,35 @@ import {
   type ObjectVersionRecord,
   type TenantRecord,
 } from '../engine/index/schema.js';
-import { unpackChunkRefs, type ManifestChunk } from '../engine/ops/objects.js';
+import {
+  findVersionIn,
+  unpackChunkRefs,
+  versionIdOf,
+  type ManifestChunk,
+} from '../engine/ops/objects.js';
 import { SegmentWriter } from '../engine/segments/segment-writer.js';
 import { segmentFileName } from '../format/segment-header.js';
 import { decodeRecordHeader, verifyPayload, RECORD_HEADER_SIZE } from '../format/record-frame.js';
-import { BadRequest, Conflict, NotFound, Unavailable } from '../util/errors.js';
+import {
+  BadRequest,
+  Conflict,
+  NotFound,
+  StaleLayout,
+  Unavailable,
+  errorCode,
+} from '../util/errors.js';
 import type { Logger } from '../util/log.js';
+import { counterOf } from '../util/metrics.js';
+import { Gauge, type Registry } from 'prom-client';
 import { callData, dataAddressOf, DATA_BATCH_BYTES, type DataHandler } from './data-transport.js';
 import type { MemberRecord } from './registry.js';
+import {
+  emptyReclaimCounts,
+  reclaimTenant,
+  type ReclaimCounts,
+  type ReclaimPeer,
+} from './reclaim.js';
+import type { DropReplicaResult } from '../engine/ops/replica-drop.js';
 import {
   addCounts,
   emptyCounts,
@@ -63,6 +92,24 @@ const NODE_NUMS = 128;
 const PER_MS = 256;
 /** A tombstone of an unversioned delete, in `meta` under `tomb/<bucketId>/<key>`. */
 const TOMB_PREFIX = 'tomb/';
+/**
+ * The sequence of the last metadata change (tags, retention, legal hold) of a version, in `meta`
+ * under `mstamp/<bucketId>/<version seq>/<key>`: repair compares it, since such a change keeps
+ * the version's own sequence (see `stampMetadata`).
+ */
+const STAMP_PREFIX = 'mstamp/';
+/**
+ * A version deleted by its id, in `meta` under `vtomb/<bucketId>/<versionId>/<key>`: the delete's
+ * sequence, so that neither a repair nor a merged versions listing brings back the version from
+ * a replica that missed the delete (versions-listing.ts). Kept, like stamps; a few dozen bytes.
+ */
+const VTOMB_PREFIX = 'vtomb/';
+/**
+ * An upload ended (completed or aborted), in `meta` under `utomb/<bucketId>/<uploadId>`, so that
+ * a merged uploads listing does not show it from a replica that missed the end
+ * (uploads-listing.ts). Kept, like stamps.
+ */
+const UTOMB_PREFIX = 'utomb/';
 /** How long a read waits for the replicas' answers. */
 export const HEAD_MS_MAX = 5_000;
 /** The longest one member's share of a repair may take before it is reported unreachable. */
@@ -70,6 +117,10 @@ const REPAIR_MS_MAX = 10 * 60_000;
 const ZERO = Buffer.from([0]);
 /** Locations of received records a node keeps for their manifests, per tenant. */
 const PENDING_RECORDS_MAX = 100_000;
+/** How many layouts a write is placed by before it gives up (each refusal names a newer one). */
+const LAYOUT_ATTEMPTS = 4;
+/** A chunk id in hex (ids are 32 bytes; a shorter one is simply not found). */
+const HEX = /^(?:[0-9a-f]{2}){1,64}$/;
 
 export interface ClusterView {
   readonly nodeId: string;
@@ -79,8 +130,17 @@ export interface ClusterView {
   members(): ReadonlyMap<string, MemberRecord>;
   /** Whether this node reached etcd's quorum lately; writes are refused when it has not. */
   quorate(): boolean;
-  /** Reads the membership again now (a repair places by the state just written). */
+  /** Reads the membership and the layout again now (a repair places by the state just written). */
   refresh(): Promise<void>;
+  /** The version of the layout `members()` comes from (0: none stored). */
+  layoutVersion(): number;
+  /**
+   * Stores the membership's layout as the next version unless the current one says the same,
+   * then reads it (a rebalance places by the newest layout, and publishes one where none is).
+   */
+  publishLayout(reason: string): Promise<void>;
+  /** A member's `cluster.listen` as last read, storage or not. */
+  addressOf(nodeId: string): string | undefined;
   /** A member's state as last read, storage or not; undefined for an id etcd does not know. */
   stateOf(nodeId: string): MemberRecord['state'] | undefined;
 }
@@ -91,6 +151,8 @@ const FENCED_STATES: ReadonlySet<string> = new Set(['lost', 'removed']);
 export interface Head {
   readonly seq: number;
   readonly deleted: boolean;
+  /** The sequence of the last metadata change of the current version; 0 for none (repair). */
+  readonly mseq?: number;
 }
 
 /**
@@ -125,6 +187,14 @@ export function majorityOf(count: number): number {
   return Math.floor(count / 2) + 1;
 }
 
+export function stampKey(bucketId: number, seq: number, key: string): Buffer {
+  return Buffer.concat([Buffer.from(`${STAMP_PREFIX}${bucketId}/${seq}/`), Buffer.from(key)]);
+}
+
+export function vtombKey(bucketId: number, versionId: string, key: string): Buffer {
+  return Buffer.concat([Buffer.from(`${VTOMB_PREFIX}${bucketId}/${versionId}/`), Buffer.from(key)]);
+}
+
 export function tombKey(bucketId: number, key: string): Buffer {
   return Buffer.concat([Buffer.from(`${TOMB_PREFIX}${bucketId}/`), Buffer.from(key, 'utf8')]);
 }
@@ -140,6 +210,7 @@ export class Replicator implements RepairPeer {
     readonly log: Logger,
   ) {
     assert.ok(view.nodeNum >= 0 && view.nodeNum < NODE_NUMS, 'node number in range');
+    this.registerMetrics(local.metrics);
     this.writer = new SegmentWriter({
       segmentsDir: local.segmentsDir,
       segmentBytesMax: local.settings.bytes('storage.segment_bytes_max'),
@@ -183,11 +254,14 @@ export class Replicator implements RepairPeer {
       ['/cluster/v1/data/records', this.admitted((body) => this.acceptRecords(body))],
       ['/cluster/v1/data/put', this.admitted((body) => this.acceptPut(body))],
       ['/cluster/v1/data/delete', this.admitted((body) => this.acceptDelete(body))],
+      ['/cluster/v1/data/metadata', this.admitted((body) => this.acceptMetadata(body))],
       ['/cluster/v1/data/head', (_from, body) => Promise.resolve(this.headOf(body))],
+      ['/cluster/v1/data/metadata-of', (_from, body) => Promise.resolve(this.metadataOf(body))],
       ['/cluster/v1/data/fetch', (_from, body) => Promise.resolve(this.manifestOf(body))],
       ['/cluster/v1/data/chunks', (_from, body) => this.recordsOf(body)],
       ['/cluster/v1/data/heads', (_from, body) => Promise.resolve(this.headsOf(body))],
       ['/cluster/v1/data/repair', (_from, body) => this.repairHere(body)],
+      ['/cluster/v1/data/reclaim', this.admitted(() => this.reclaimHere())],
     ]);
   }
 
@@ -211,8 +285,60 @@ export class Replicator implements RepairPeer {
         throw Conflict(
           `node ${from} is ${state ?? 'not a member'}: its replicated writes are refused`,
         );
-      return handler(body);
+      const placedBy = body['layout'];
+      if (typeof placedBy !== 'number') return handler(body);
+      if (placedBy > this.view.layoutVersion()) await this.view.refresh();
+      this.fence(from, placedBy);
+      const answer = await handler(body);
+      // The layout may have changed while the write was applied: the sender must then place it
+      // again (the write is kept: a repeat of it is a no-op here).
+      this.fence(from, placedBy);
+      return answer;
     };
+  }
+
+  private fence(from: string, placedBy: number): void {
+    const known = this.view.layoutVersion();
+    if (placedBy < known) {
+      this.fenced += 1;
+      throw StaleLayout(
+        `node ${from} placed this write by layout ${placedBy}; this node has seen layout ${known}`,
+      );
+    }
+  }
+
+  /** Writes this node refused as placed by a stale layout, and writes it placed again. */
+  private fenced = 0;
+  private replaced = 0;
+
+  /** Fencing's figures on the engine's `/metrics` (a router opened again takes them over). */
+  private registerMetrics(registry: Registry): void {
+    const figures: Array<[string, string, () => number]> = [
+      [
+        'lightwell_cluster_writes_fenced_total',
+        'Replicated writes this node refused: placed by an older layout than it has seen',
+        () => this.fenced,
+      ],
+      [
+        'lightwell_cluster_writes_replaced_total',
+        'Writes this node coordinated that a replica fenced, placed again by a newer layout',
+        () => this.replaced,
+      ],
+    ];
+    for (const [name, help, read] of figures) {
+      registry.removeSingleMetric(name);
+      counterOf(registry, name, help, read);
+    }
+    const view = this.view;
+    registry.removeSingleMetric('lightwell_cluster_layout_version');
+    new Gauge({
+      name: 'lightwell_cluster_layout_version',
+      help: 'The version of the layout this node places writes by (0: none stored)',
+      registers: [registry],
+      collect() {
+        this.set(view.layoutVersion());
+      },
+    });
   }
 
   // ---- the coordinator's side ---------------------------------------------------------------
@@ -248,6 +374,8 @@ export class Replicator implements RepairPeer {
     });
     if (bucket.versioning === 'Unversioned' && args['versionId'] === undefined)
       await this.writeTomb(bucket.id, String(args['key']), seq);
+    if (typeof args['versionId'] === 'string')
+      await this.writeVtomb(bucket.id, String(args['key']), args['versionId'], seq);
     const replicated = {
       tenantId: args['tenantId'],
       bucket: args['bucket'],
@@ -282,10 +410,17 @@ export class Replicator implements RepairPeer {
       this.call(address, 'head', args, HEAD_MS_MAX),
     );
     let best: { address: string; head: Head } | undefined;
+    let metadata: { address: string; mseq: number } | undefined;
+    const stamp = own.seq > 0 && !own.deleted ? this.stampOf(bucket.id, args.key, own.seq) : 0;
     for (const [address, answer] of heads) {
       const head = answer as unknown as Head;
       if (head.seq > (best?.head.seq ?? own.seq)) best = { address, head };
+      const mseq = head.seq === own.seq && !head.deleted ? (head.mseq ?? 0) : 0;
+      if (mseq > (metadata?.mseq ?? stamp)) metadata = { address, mseq };
     }
+    // The same version, with a tag, retention or legal-hold change this node missed.
+    if (best === undefined && metadata !== undefined)
+      await this.acceptMetadata(await this.call(metadata.address, 'metadata-of', args));
     if (best === undefined) return;
     this.observe(best.head.seq);
     if (best.head.deleted) {
@@ -326,8 +461,49 @@ export class Replicator implements RepairPeer {
     await this.applyPut(manifest, fetched['seq'] as number, fetched['now'] as number);
   }
 
-  /** Runs `send` to every other replica; resolves once a majority of the set holds the write. */
+  /**
+   * Runs `send` to every other replica; resolves once a majority of the set holds the write. A
+   * replica that refuses it as placed by a stale layout makes this node read the layout and send
+   * it to the new set (see the header), also when a majority of the old set took it.
+   */
   async toReplicas(bucket: BucketRecord, send: (address: string) => Promise<void>): Promise<void> {
+    for (let attempt = 1; ; attempt += 1) {
+      const placedBy = this.view.layoutVersion();
+      const seen = { stale: false };
+      const sendOnce = async (address: string): Promise<void> => {
+        try {
+          await send(address);
+        } catch (error) {
+          if (errorCode(error) === 'stale_layout') seen.stale = true;
+          throw error;
+        }
+      };
+      const failure = await this.toReplicaSet(bucket, sendOnce).then(
+        () => undefined,
+        (error: unknown) => error as Error,
+      );
+      if (!seen.stale) {
+        if (failure !== undefined) throw failure;
+        return;
+      }
+      await this.view.refresh();
+      if (attempt >= LAYOUT_ATTEMPTS || this.view.layoutVersion() <= placedBy)
+        throw Unavailable(
+          `the write was placed by layout ${placedBy}, which replicas refused as stale, and a ` +
+            `newer one could not be read (this node has layout ${this.view.layoutVersion()})`,
+        );
+      this.replaced += 1;
+      this.log.info(
+        { from: placedBy, to: this.view.layoutVersion(), bucketId: bucket.id },
+        'a write placed by a stale layout is placed again',
+      );
+    }
+  }
+
+  private async toReplicaSet(
+    bucket: BucketRecord,
+    send: (address: string) => Promise<void>,
+  ): Promise<void> {
     const replicas = this.replicaIds(bucket);
     const self = this.view.nodeId;
     const needed = majorityOf(replicas.length) - (replicas.includes(self) ? 1 : 0);
@@ -446,8 +622,94 @@ export class Replicator implements RepairPeer {
     const chunks = unpackChunkRefs(version.chunks);
     const bytes = await this.sendRecords(address, tenant, chunks);
     const args = { ...putArgsOf(tenant.id, bucket.name, version), chunks };
-    await this.call(address, 'put', { args, seq: version.seq, now: version.lastModified });
+    const mseq = this.stampOf(bucket.id, version.key, version.seq);
+    await this.call(address, 'put', {
+      args,
+      seq: version.seq,
+      now: version.lastModified,
+      ...(mseq > 0 ? { mseq } : {}),
+    });
     return bytes;
+  }
+
+  // ---- metadata changes (tags, retention, legal hold) ---------------------------------------
+
+  /** The sequence of the last metadata change of version `seq` of `key` here; 0 for none. */
+  stampOf(bucketId: number, key: string, seq: number): number {
+    return this.local.store.get<{ mseq: number }>(DB.meta, stampKey(bucketId, seq, key))?.mseq ?? 0;
+  }
+
+  /**
+   * Records that version `seq` of `key` has the metadata of change `mseq` (unless it has a newer
+   * one): a metadata change keeps the version's sequence, so this is what tells a replica that
+   * missed one (it was down) from one that holds it. Stamps stay until the version is gone
+   * from every replica; one is a few dozen bytes.
+   */
+  async stampMetadata(bucketId: number, key: string, seq: number, mseq: number): Promise<void> {
+    this.observe(mseq);
+    const at = stampKey(bucketId, seq, key);
+    await this.local.commit(() =>
+      (this.local.store.get<{ mseq: number }>(DB.meta, at)?.mseq ?? 0) < mseq
+        ? [{ db: DB.meta, key: at, value: { mseq } }]
+        : [],
+    );
+  }
+
+  /** Sends `version`'s tags, retention and legal hold as of change `mseq` to a replica. */
+  async sendMetadata(
+    address: string,
+    bucket: BucketRecord,
+    version: ObjectVersionRecord,
+    mseq: number,
+  ): Promise<void> {
+    await this.call(address, 'metadata', metadataMessage(bucket, version, mseq));
+  }
+
+  /**
+   * A replica's side of `sendMetadata`: the version's metadata becomes the sender's, unless this
+   * node holds a change as new. The rules were the coordinator's to check (a retention only
+   * shortened under a governance bypass, say); this node takes their outcome, so retention is
+   * set with the bypass. Answers whether this node holds that version.
+   */
+  private async acceptMetadata(body: Record<string, unknown>): Promise<Record<string, unknown>> {
+    const { args, versionId, seq, mseq, tags, retention, legalHold } = body as {
+      args?: Record<string, unknown>;
+      versionId?: unknown;
+      seq?: unknown;
+      mseq?: unknown;
+      tags?: unknown;
+      retention?: { mode: unknown; retainUntil: unknown };
+      legalHold?: unknown;
+    };
+    if (
+      args === undefined ||
+      typeof versionId !== 'string' ||
+      typeof seq !== 'number' ||
+      typeof mseq !== 'number' ||
+      !Array.isArray(tags)
+    )
+      throw BadRequest('metadata takes {args, versionId, seq, mseq, tags, retention?, legalHold}');
+    const { bucket } = this.bucketOf(args);
+    const key = String(args['key']);
+    this.local.store.refresh();
+    const held = findVersionIn(this.local.store, bucket.id, key, versionId);
+    if (held === undefined || held.seq !== seq) return { applied: false };
+    if (this.stampOf(bucket.id, key, seq) >= mseq) return { applied: true };
+    const target = { tenantId: bucket.tenantId, bucket: bucket.name, key, versionId };
+    const now = Date.now();
+    await this.local.runLocal('putObjectTags', { ...target, tags }, { now });
+    if (bucket.objectLock) {
+      await this.local.runLocal(
+        'putRetention',
+        retention === undefined
+          ? { ...target, mode: null, bypassGovernance: true }
+          : { ...target, ...retention, bypassGovernance: true },
+        { now },
+      );
+      await this.local.runLocal('putLegalHold', { ...target, status: legalHold }, { now });
+    }
+    await this.stampMetadata(bucket.id, key, seq, mseq);
+    return { applied: true };
   }
 
   async sendDelete(address: string, bucket: BucketRecord, key: string, seq: number): Promise<void> {
@@ -496,17 +758,79 @@ export class Replicator implements RepairPeer {
     const keys = body['keys'];
     if (!Array.isArray(keys) || keys.length > REPAIR_PAGE_KEYS)
       throw BadRequest(`heads takes at most ${REPAIR_PAGE_KEYS} keys`);
-    return { heads: keys.map((key) => this.localHead(bucket, String(key))) };
+    return {
+      heads: keys.map((key) => {
+        const head = this.localHead(bucket, String(key));
+        return { ...head, mseq: this.stampOf(bucket.id, String(key), head.seq) };
+      }),
+    };
   }
 
-  /** A repair of one tenant (or bucket) by this node, from its own copies. */
-  private async repairHere(body: Record<string, unknown>): Promise<RepairCounts> {
+  /**
+   * A repair of one tenant (or bucket) by this node, from its own copies; then, unless a dry run,
+   * the space of the buckets it is no replica of any more is reclaimed (reclaim.ts).
+   */
+  private async repairHere(
+    body: Record<string, unknown>,
+  ): Promise<RepairCounts & { reclaimed?: ReclaimCounts }> {
     await this.view.refresh();
     const tenantId = String(body['tenantId']);
     const tenant = this.local.store.get<TenantRecord>(DB.tenants, tenantKey(tenantId));
     if (tenant === undefined) throw NotFound(`tenant ${tenantId} is not known on this node`);
     const bucket = typeof body['bucket'] === 'string' ? body['bucket'] : undefined;
-    return repairTenant(this, tenant, bucket, body['dryRun'] === true);
+    const dryRun = body['dryRun'] === true;
+    const counts = await repairTenant(this, tenant, bucket, dryRun);
+    // A drain's data move reclaims nothing: the drained member reclaims once drained, and
+    // reports it (membership.ts).
+    if (dryRun || body['reclaim'] === false) return counts;
+    return { ...counts, reclaimed: await reclaimTenant(this.reclaimer(), tenant, bucket) };
+  }
+
+  /** Reclaims this node's copies of every tenant's buckets it is no replica of (reclaim.ts). */
+  private async reclaimHere(): Promise<ReclaimCounts> {
+    await this.view.refresh();
+    const counts = emptyReclaimCounts();
+    for (const { value: tenant } of this.local.store.range<TenantRecord>(DB.tenants, {})) {
+      if (tenant.state === 'deleted') continue;
+      const reclaimed = await reclaimTenant(this.reclaimer(), tenant);
+      for (const field of Object.keys(counts) as Array<keyof ReclaimCounts>)
+        counts[field] += reclaimed[field];
+    }
+    this.log.info({ counts }, 'space of copies this node no longer holds reclaimed');
+    return counts;
+  }
+
+  /** Has member `nodeId` (this node, or another: a drained one) reclaim what it no longer holds. */
+  async reclaimOn(nodeId: string): Promise<Record<string, unknown>> {
+    if (nodeId === this.view.nodeId) return { ...(await this.reclaimHere()) };
+    await this.view.refresh();
+    const address = this.view.addressOf(nodeId);
+    if (address === undefined) throw NotFound(`member ${nodeId} is not known`);
+    return this.call(dataAddressOf(address), 'reclaim', {}, REPAIR_MS_MAX);
+  }
+
+  private reclaimer(): ReclaimPeer {
+    return {
+      log: this.log,
+      store: this.local.store,
+      heads: (address, args) => this.heads(address, args),
+      tombstones: (bucket, after, limit) => this.tombstones(bucket, after, limit),
+      dropTombstones: (bucket, tombs) => this.dropTombstones(bucket, tombs),
+      replicaSet: (bucket) => {
+        const ids = this.replicaIds(bucket);
+        return {
+          self: ids.includes(this.view.nodeId),
+          addresses: this.otherReplicas(bucket),
+          needed: majorityOf(ids.length),
+        };
+      },
+      dropKeys: async (tenant, bucket, keys) =>
+        (await this.local.runLocal('dropReplicaKeys', {
+          tenantId: tenant.id,
+          bucket: bucket.name,
+          keys,
+        })) as DropReplicaResult,
+    };
   }
 
   /**
@@ -541,6 +865,7 @@ export class Replicator implements RepairPeer {
     bucket?: string;
     dryRun: boolean;
     corrupt?: string[];
+    reclaim?: boolean;
   }): Promise<{
     counts: RepairCounts;
     nodes: Record<string, unknown>;
@@ -550,7 +875,8 @@ export class Replicator implements RepairPeer {
       args.corrupt === undefined || args.corrupt.length === 0 || args.dryRun
         ? undefined
         : await this.repairChunks(args.tenantId, args.corrupt);
-    await this.view.refresh();
+    if (args.dryRun) await this.view.refresh();
+    else await this.view.publishLayout(`rebalance of tenant ${args.tenantId}`);
     const counts = emptyCounts();
     const nodes: Record<string, unknown> = {};
     const started = performance.now();
@@ -610,6 +936,32 @@ export class Replicator implements RepairPeer {
     }
     return { repaired, unrepaired: new Set(hexIds).size - repaired };
   }
+
+  /**
+   * A read on this node met a corrupt copy of a chunk (its checksum failed): the copy is replaced
+   * with a good one from another member now, so that the read goes on with the right bytes from
+   * this node's index. Reads of one chunk at once share one repair.
+   */
+  repairChunkOf(args: { tenantNum: number; chunkId: string }): Promise<{ repaired: boolean }> {
+    const { tenantNum, chunkId } = args;
+    if (!Number.isSafeInteger(tenantNum) || typeof chunkId !== 'string' || !HEX.test(chunkId))
+      throw BadRequest('clusterRepairChunk takes {tenantNum, chunkId in hex}');
+    const id = `${tenantNum}/${chunkId}`;
+    const running = this.chunkRepairs.get(id);
+    if (running !== undefined) return running;
+    const repair = (async () => {
+      let tenant: TenantRecord | undefined;
+      for (const { value } of this.local.store.range<TenantRecord>(DB.tenants, {}))
+        if (value.num === tenantNum) tenant = value;
+      if (tenant === undefined) return { repaired: false };
+      const { repaired } = await this.repairChunks(tenant.id, [chunkId]);
+      return { repaired: repaired > 0 };
+    })().finally(() => this.chunkRepairs.delete(id));
+    this.chunkRepairs.set(id, repair);
+    return repair;
+  }
+
+  private readonly chunkRepairs = new Map<string, Promise<{ repaired: boolean }>>();
 
   private async repairChunk(address: string, tenant: TenantRecord, id: Buffer): Promise<boolean> {
     const answer = await this.call(address, 'chunks', { tenantNum: tenant.num, ids: [id] });
@@ -681,10 +1033,15 @@ export class Replicator implements RepairPeer {
     const now = body['now'];
     if (args === undefined || typeof seq !== 'number' || typeof now !== 'number')
       throw BadRequest('put takes {args, seq, now}');
-    const { tenant } = this.bucketOf(args);
+    const { tenant, bucket } = this.bucketOf(args);
     const chunks = this.located(tenant.num, args['chunks']);
     await this.applyPut({ ...args, chunks }, seq, now);
     this.forget(tenant.num, chunks);
+    // The version's metadata as of its last change (repair's copy), once this node holds it.
+    const mseq = body['mseq'];
+    const key = String(args['key']);
+    if (typeof mseq === 'number' && this.localHead(bucket, key).seq === seq)
+      await this.stampMetadata(bucket.id, key, seq, mseq);
     return { seq };
   }
 
@@ -721,6 +1078,8 @@ export class Replicator implements RepairPeer {
     const { bucket } = this.bucketOf(args);
     const key = String(args['key']);
     if (this.localHead(bucket, key).seq >= seq) return;
+    // A version deleted by its id here is not brought back by a replica that missed the delete.
+    if (this.deletedSince(bucket, key, versionIdOf(seq)) > seq) return;
     await this.local.runLocal('putObject', args, { reserved: { nextSeq: seq }, now });
     this.clearTomb(bucket.id, key, seq);
   }
@@ -737,11 +1096,52 @@ export class Replicator implements RepairPeer {
     }
     if (bucket.versioning === 'Unversioned' && args['versionId'] === undefined)
       await this.writeTomb(bucket.id, key, seq);
+    if (typeof args['versionId'] === 'string')
+      await this.writeVtomb(bucket.id, key, args['versionId'], seq);
+  }
+
+  /** Records that upload `uploadId` ended here (see UTOMB_PREFIX). */
+  async endUpload(bucketId: number, uploadId: string): Promise<void> {
+    const key = Buffer.from(`${UTOMB_PREFIX}${bucketId}/${uploadId}`);
+    await this.local.commit([{ db: DB.meta, key, value: { at: Date.now() } }]);
+  }
+
+  uploadEnded(bucket: BucketRecord, uploadId: string): boolean {
+    return this.local.store.has(DB.meta, Buffer.from(`${UTOMB_PREFIX}${bucket.id}/${uploadId}`));
+  }
+
+  /**
+   * The sequence of the newest delete this node holds of version `versionId` of `key`: by its
+   * id, or (the null version) an unversioned delete of the key; 0 for none.
+   */
+  deletedSince(bucket: BucketRecord, key: string, versionId: string): number {
+    const { store } = this.local;
+    const byId = store.get<{ seq: number }>(DB.meta, vtombKey(bucket.id, versionId, key))?.seq;
+    const whole =
+      versionId === 'null'
+        ? store.get<{ seq: number }>(DB.meta, tombKey(bucket.id, key))?.seq
+        : undefined;
+    return Math.max(byId ?? 0, whole ?? 0);
   }
 
   private headOf(body: Record<string, unknown>): Head {
     const { bucket } = this.bucketOf(body);
-    return this.localHead(bucket, String(body['key']));
+    const key = String(body['key']);
+    const head = this.localHead(bucket, key);
+    return { ...head, mseq: this.stampOf(bucket.id, key, head.seq) };
+  }
+
+  /** The current version's metadata of a key, as `sendMetadata` sends it (a read's catch-up). */
+  private metadataOf(body: Record<string, unknown>): Record<string, unknown> {
+    const { bucket } = this.bucketOf(body);
+    const key = String(body['key']);
+    const version = this.local.store.get<ObjectVersionRecord>(
+      DB.objects,
+      objectKey(bucket.id, key),
+    );
+    if (version === undefined || version.deleteMarker === true)
+      throw NotFound(`object ${key} not found on this replica`);
+    return metadataMessage(bucket, version, this.stampOf(bucket.id, key, version.seq));
   }
 
   /** The newest write of `key` this node holds: its version's sequence, or its tombstone's. */
@@ -841,11 +1241,22 @@ export class Replicator implements RepairPeer {
     return callData({
       address,
       name,
-      body,
+      body: { ...body, layout: this.view.layoutVersion() },
       secret: this.secret,
       from: this.view.nodeId,
       ...(timeoutMs === undefined ? {} : { timeoutMs }),
     });
+  }
+
+  private async writeVtomb(
+    bucketId: number,
+    key: string,
+    versionId: string,
+    seq: number,
+  ): Promise<void> {
+    await this.local.commit([
+      { db: DB.meta, key: vtombKey(bucketId, versionId, key), value: { seq } },
+    ]);
   }
 
   private async writeTomb(bucketId: number, key: string, seq: number): Promise<void> {
@@ -857,6 +1268,23 @@ export class Replicator implements RepairPeer {
     if (tomb !== undefined && tomb.seq < seq)
       void this.local.commit([{ db: DB.meta, key: tombKey(bucketId, key) }]);
   }
+}
+
+/** A version's tags, retention and legal hold as of change `mseq` (see `sendMetadata`). */
+function metadataMessage(
+  bucket: BucketRecord,
+  version: ObjectVersionRecord,
+  mseq: number,
+): Record<string, unknown> {
+  return {
+    args: { tenantId: bucket.tenantId, bucket: bucket.name, key: version.key },
+    versionId: version.versionId,
+    seq: version.seq,
+    mseq,
+    tags: version.tags ?? [],
+    ...(version.retention === undefined ? {} : { retention: version.retention }),
+    legalHold: version.legalHold ?? 'OFF',
+  };
 }
 
 /**

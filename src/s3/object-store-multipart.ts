@@ -11,16 +11,14 @@ import { customerKeyOf } from './encryption.js';
 import type { S3Request, S3Services } from './api.js';
 import { bucketFor } from './buckets.js';
 import { s3Error, type S3Code } from './errors.js';
-import type { S3MultipartStore, StoredVersion } from './object-port.js';
+import type { S3MultipartStore, S3Owner, StoredVersion, UploadParties } from './object-port.js';
 import { checkPayload, storedOf } from './object-store.js';
 import type { ObjectService } from '../service/objects.js';
 import { contextOf } from '../service/context.js';
-import {
-  listPartsPage,
-  listUploadsPage,
-  MultipartService,
-  requireUploadIn,
-} from '../service/multipart.js';
+import { partsPageOf, uploadsPageOf } from '../service/cluster-read.js';
+import { MultipartService, requireUploadIn, uploadParties } from '../service/multipart.js';
+import { tenantById } from '../service/bucket-access.js';
+import type { BucketRecord, MultipartUploadRecord } from '../engine/index/schema.js';
 import { isLightwellError } from '../util/errors.js';
 import type { DigestAlg } from '../engine/checksums.js';
 import { validateObjectKey } from '../security/names.js';
@@ -79,6 +77,15 @@ export function serviceMultipartStore(
     return storedOf(version, address.bucket, customerKey) satisfies StoredVersion;
   };
 
+  const ownerOf = (id: string): S3Owner => {
+    const tenant = tenantById(services.store, id);
+    return { id, displayName: tenant?.name ?? id };
+  };
+  const partiesOf = (upload: MultipartUploadRecord, bucket: BucketRecord): UploadParties => {
+    const { initiator, owner } = uploadParties(upload, bucket);
+    return { initiator: ownerOf(initiator), owner: ownerOf(owner) };
+  };
+
   return {
     create: async (request, input) => {
       const principal = request.requirePrincipal();
@@ -94,6 +101,7 @@ export function serviceMultipartStore(
         checksum: input.checksum,
         attributes: input.attributes,
         customerKey,
+        initiator: request.principal?.tenant.id,
       });
       const { sse, sseCustomer } = created;
       return { uploadId: created.uploadId, encryption: { sse, sseCustomer, customerKey } };
@@ -171,18 +179,18 @@ export function serviceMultipartStore(
         target(request, input, 'write'),
       );
     },
-    listParts: (request, input) => {
+    listParts: async (request, input) => {
       const address = target(request, input, 'read');
-      const upload = requireUploadIn(services.store, address);
-      return listPartsPage(services.store, upload, {
+      const { upload, ...page } = await partsPageOf(services.store, services.engine, address, {
         marker: input.partNumberMarker,
         max: input.maxParts,
       });
+      return { ...page, ...partiesOf(upload, address.bucket) };
     },
-    listUploads: (request, input) => {
+    listUploads: async (request, input) => {
       const bucket = bucketFor(request, { verb: 'read', listPrefix: input.prefix });
       if (input.maxUploads === 0) return { uploads: [], isTruncated: false };
-      const page = listUploadsPage(services.store, bucket, {
+      const page = await uploadsPageOf(services.store, services.engine, bucket, {
         prefix: input.prefix,
         ...(input.keyMarker !== undefined ? { keyMarker: input.keyMarker } : {}),
         ...(input.uploadIdMarker !== undefined ? { uploadIdMarker: input.uploadIdMarker } : {}),
@@ -193,6 +201,7 @@ export function serviceMultipartStore(
           key: upload.key,
           uploadId: upload.uploadId,
           initiated: upload.initiatedAt,
+          ...partiesOf(upload, bucket),
         })),
         isTruncated: page.isTruncated,
       };
