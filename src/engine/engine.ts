@@ -52,6 +52,7 @@ import * as encryption from './ops/encryption.js';
 import * as idempotency from './ops/idempotency.js';
 import * as tenantDelete from './ops/tenant-delete.js';
 import * as tenantScrub from './ops/tenant-scrub.js';
+import * as corruptChunks from './ops/corrupt-chunks.js';
 import { recoverSegments } from './segments/recovery.js';
 import { Compactor } from './segments/compaction.js';
 import { SegmentSyncer } from './segments/segment-syncer.js';
@@ -110,6 +111,7 @@ export const operations = {
     _context: EngineContext,
     _args: { tenantId: string; dryRun: boolean; bucket?: string; corrupt?: string[] },
   ): ClusterRepairReport | null => null,
+  reportCorruptChunk: corruptChunks.reportCorruptChunk,
   createTenant: control.createTenant,
   createAccount: control.createAccount,
   createAccessKey: control.createAccessKey,
@@ -176,6 +178,10 @@ type ReadOp = (context: EngineContext, args: never) => Promise<unknown>;
  */
 export const readOperations = {
   scrubTenantChunks: tenantScrub.scrubTenantChunks,
+  listCorruptChunks: (
+    context: EngineContext,
+    args: { tenantNum?: number; limit?: number } | undefined,
+  ) => Promise.resolve(corruptChunks.listCorruptChunks(context, args)),
 } satisfies Readonly<Record<string, ReadOp>>;
 const readTable: Readonly<Record<string, ReadOp>> = readOperations;
 
