@@ -96,7 +96,12 @@ export async function startAdmin(options: {
   const apis: Api[] = [
     routedApi({ name: 'admin', router: new Router(ADMIN_PREFIX, routes) }),
     metricsApi(engine, registry),
-    ...(await consoleApis({ store, engine, authenticate: auth.authenticate.bind(auth) })),
+    ...(await consoleApis({
+      store,
+      engine,
+      settings,
+      authenticate: auth.authenticate.bind(auth),
+    })),
   ];
   const access = settings.bool('log.access') ? accessLogger(componentLogger('access')) : undefined;
   const listener = await listen(

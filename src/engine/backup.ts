@@ -25,7 +25,8 @@
 //   its own and deleting one never damages another.
 // - Atomic: the backup is written under `.<name>.partial` and renamed into place only once every
 //   file and the manifest are durable. A backup cut by a crash or a stop is marked failed at
-//   the next start and its partial directory removed; there is no half backup to restore.
+//   the next start and its partial directory removed (or complete, when the crash fell after
+//   the rename); there is no half backup to restore.
 // - Verified: the manifest holds the SHA-256 and size of every file; a restore checks each one
 //   as it copies it and refuses a backup that does not match, before anything is in place.
 //
@@ -163,21 +164,10 @@ export class BackupRunner {
 
   constructor(private readonly options: BackupRunnerOptions) {}
 
-  /** Marks the backups a crash or a stop cut as failed, then runs what is queued. */
+  /** Settles the backups a crash or a stop cut (complete or failed), then runs what is queued. */
   async start(): Promise<void> {
     const { context } = this.options;
-    for (const job of backupJobs(context))
-      if (job.state === 'running') {
-        await this.removePartial(job.name);
-        await context.store.transact(() =>
-          context.store.put(DB.meta, backupKey(job.name), {
-            ...job,
-            state: 'failed',
-            finishedAt: context.now(),
-            error: 'interrupted: the engine stopped while it ran; nothing of it was kept',
-          }),
-        );
-      }
+    for (const job of backupJobs(context)) if (job.state === 'running') await this.settleCut(job);
     backupWakers.add(this.wake);
     this.timer = setInterval(this.wake, POLL_MS);
     this.timer.unref();
@@ -223,6 +213,35 @@ export class BackupRunner {
   private async removePartial(name: string): Promise<void> {
     const root = this.root();
     if (root !== '') await rm(join(root, `.${name}.partial`), { recursive: true, force: true });
+  }
+
+  /**
+   * A backup the engine stopped in: complete when its directory was renamed into place (the
+   * crash fell between the rename and the row saying so), else failed and its partial
+   * directory removed. Either way no half backup stays under its name.
+   */
+  private async settleCut(job: BackupRecord): Promise<void> {
+    const { context, log } = this.options;
+    const root = this.root();
+    const manifest =
+      root === '' ? undefined : await readManifest(join(root, job.name)).catch(() => undefined);
+    const ours =
+      manifest?.name === job.name && Date.parse(manifest.createdAt) >= (job.startedAt ?? 0);
+    if (!ours) await this.removePartial(job.name);
+    const change: Partial<BackupRecord> = ours
+      ? { state: 'complete', counts: manifest.counts }
+      : {
+          state: 'failed',
+          error: 'interrupted: the engine stopped while it ran; nothing of it was kept',
+        };
+    await context.store.transact(() =>
+      context.store.put(DB.meta, backupKey(job.name), {
+        ...job,
+        ...change,
+        finishedAt: context.now(),
+      }),
+    );
+    log.warn({ backup: job.name, state: change.state }, 'backup cut by a stop, settled');
   }
 
   private async update(name: string, change: Partial<BackupRecord>): Promise<void> {

@@ -53,6 +53,7 @@ import * as idempotency from './ops/idempotency.js';
 import * as tenantDelete from './ops/tenant-delete.js';
 import * as tenantScrub from './ops/tenant-scrub.js';
 import * as corruptChunks from './ops/corrupt-chunks.js';
+import * as replicaDrop from './ops/replica-drop.js';
 import { recoverSegments } from './segments/recovery.js';
 import { Compactor } from './segments/compaction.js';
 import { SegmentSyncer } from './segments/segment-syncer.js';
@@ -109,9 +110,21 @@ export const operations = {
   // A rebalance of a tenant's replicas: a cluster member's router runs it; none on one node.
   clusterRepair: (
     _context: EngineContext,
-    _args: { tenantId: string; dryRun: boolean; bucket?: string; corrupt?: string[] },
+    _args: {
+      tenantId: string;
+      dryRun: boolean;
+      bucket?: string;
+      corrupt?: string[];
+      reclaim?: boolean;
+    },
   ): ClusterRepairReport | null => null,
   reportCorruptChunk: corruptChunks.reportCorruptChunk,
+  // A drained member's copies reclaimed: a cluster member's router runs it; none on one node.
+  clusterReclaim: (
+    _context: EngineContext,
+    _args: { nodeId: string },
+  ): Record<string, unknown> | null => null,
+  dropReplicaKeys: replicaDrop.dropReplicaKeys,
   createTenant: control.createTenant,
   createAccount: control.createAccount,
   createAccessKey: control.createAccessKey,
@@ -423,6 +436,7 @@ function localEngine(executor: Executor, segmentsDir: string): LocalEngine {
     masterKey: context.masterKey,
     settings: context.settings,
     segmentsDir,
+    metrics: executor.metrics.registry,
     capture: (name, args, reserved) => {
       const op = commandOf(name);
       const caller = (args as { caller?: unknown } | undefined)?.caller;
@@ -620,8 +634,11 @@ async function execute(
     }
     const deadline = (request as { d?: unknown }).d;
     if (request.o === PUT_GROUP_COMMAND) {
-      frame = encodeFrame({ i: request.i, r: await runPutGroup(executor, request.a, deadline) });
-      writer.write(frame);
+      const failures: unknown[] = [];
+      const answers = await runPutGroup(executor, request.a, deadline, failures);
+      writer.write(encodeFrame({ i: request.i, r: answers }));
+      // The group is answered, then an item's invariant failure ends the engine, as below.
+      for (const failure of failures) crashOnInvariantFailure(failure);
       return;
     }
     if (!op) throw MethodNotAllowed(`unknown engine command ${String(request.o)}`);
@@ -633,9 +650,12 @@ async function execute(
     frame = encodeFrame({ i: request.i, r: result ?? null });
   } catch (error) {
     if (!isLightwellError(error)) log.error({ err: error, op: request.o }, 'engine command failed');
-    frame = encodeFrame({ i: request.i, e: toWire(error) });
+    writer.write(encodeFrame({ i: request.i, e: toWire(error) }));
     // Answered (`internal`), then the engine ends: its state may be wrong (util/invariant.ts).
+    // Scheduled after the write, so that the writer's uncork (FrameWriter) runs first and the
+    // answer is sent.
     crashOnInvariantFailure(error);
+    return;
   }
   writer.write(frame);
 }
@@ -705,6 +725,8 @@ async function runPutGroup(
   executor: Executor,
   commandArgs: unknown,
   deadline: unknown,
+  /** Where the items' unexpected errors go, for the caller to crash on once it has answered. */
+  failures: unknown[],
 ): Promise<Array<{ r: unknown } | { e: WireError }>> {
   const items = (commandArgs as { items?: unknown } | undefined)?.items;
   if (!Array.isArray(items) || items.length === 0 || items.length > PUT_GROUP_ITEMS_MAX)
@@ -713,8 +735,10 @@ async function runPutGroup(
     result.then(
       (value) => ({ r: value ?? null }),
       (error: unknown) => {
-        if (!isLightwellError(error))
+        if (!isLightwellError(error)) {
           componentLogger('engine.commands').error({ err: error }, 'putObject failed');
+          failures.push(error);
+        }
         return { e: toWire(error) };
       },
     );

@@ -11,8 +11,7 @@
 // a temporary directory, the CLI run as a child process, a second service on the restored
 // directory.
 import t from 'tap';
-import { createHash, randomBytes } from 'node:crypto';
-import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import {
   cpSync,
   mkdirSync,
@@ -24,42 +23,9 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CLI, DataClient, Service, type ObjectsPage } from '../helpers/service.js';
-import { consoleCaller, type ConsoleCall } from './console-call.js';
-
-interface Backup {
-  name: string;
-  state: string;
-  segmentsTotal: number;
-  segmentsDone: number;
-  segmentsReused: number;
-  counts: { tenants: number; buckets: number; versions: number } | null;
-  error: string | null;
-}
-
-const sha = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
-const WAIT_MS = 120_000;
-
-async function waitForBackup(call: ConsoleCall, token: string, name: string): Promise<Backup> {
-  const deadline = Date.now() + WAIT_MS;
-  for (;;) {
-    const answer = await call('GET', '/backups', token);
-    const found = (answer.json as { backups: Backup[] }).backups.find((b) => b.name === name);
-    if (found && (found.state === 'complete' || found.state === 'failed')) return found;
-    if (Date.now() > deadline)
-      throw new Error(
-        `waited ${WAIT_MS / 1000} s for backup ${name}; last: ${JSON.stringify(found)}`,
-      );
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
-function restore(from: string, dataDir: string): { status: number | null; out: string } {
-  const run = spawnSync(process.execPath, [CLI, 'restore', '--from', from, '--data-dir', dataDir], {
-    encoding: 'utf8',
-  });
-  return { status: run.status, out: run.stdout + run.stderr };
-}
+import { DataClient, Service, type ObjectsPage } from '../helpers/service.js';
+import { consoleCaller } from './console-call.js';
+import { restore, sha, waitForBackup } from './backup-kit.js';
 
 t.test('backup of the whole store and its restore into an empty data directory', async (t) => {
   const scratch = mkdtempSync(join(tmpdir(), 'lw-backup-'));

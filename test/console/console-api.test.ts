@@ -49,6 +49,7 @@ t.test('the console API on the admin gates', async (t) => {
     '/scrubs/{jobId}/cancel',
     '/session',
     '/tenants/{id}/buckets',
+    '/tenants/{id}/buckets/{bucket}/lifecycle',
     '/tenants/{id}/buckets/{bucket}/policy',
     '/tenants/{id}/data-key/reencryption',
     '/tenants/{id}/data-key/rotate',

@@ -156,6 +156,8 @@ export interface Plan {
   target: string;
   counts: Record<string, number>;
   blockers: Array<{ code: string; message: string; count?: number }>;
+  /** What the operation would leave (its shape is the operation's). */
+  result?: unknown;
 }
 export interface ScrubSchedule {
   target: string;
@@ -294,4 +296,38 @@ export interface ScrubJob {
     problem: string;
   }>;
   error?: string;
+}
+export interface LifecycleRule {
+  id?: string;
+  status: 'Enabled' | 'Disabled';
+  filter?: {
+    prefix?: string;
+    tags?: Array<{ key: string; value: string }>;
+    sizeGreaterThan?: number;
+    sizeLessThan?: number;
+  };
+  expiration?: { days?: number; date?: string; expiredObjectDeleteMarker?: boolean };
+  noncurrentExpiration?: { noncurrentDays: number; newerNoncurrentVersions?: number };
+  abortIncompleteMultipartUpload?: { daysAfterInitiation: number };
+}
+export interface BucketLifecycle {
+  tenantId: string;
+  bucket: string;
+  rules: LifecycleRule[];
+  reindexing: boolean;
+}
+export interface LifecycleDue {
+  key: string;
+  versionId?: string;
+  uploadId?: string;
+  action: 'expire-current' | 'expire-noncurrent' | 'remove-marker' | 'abort';
+  ruleId: string;
+  dueAt: string;
+  size?: number;
+  locked?: boolean;
+}
+export interface LifecyclePreview {
+  scanned: number;
+  truncated: boolean;
+  due: LifecycleDue[];
 }

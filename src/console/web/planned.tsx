@@ -14,6 +14,8 @@ export function PlannedAction(props: {
   children?: ComponentChildren;
   ready?: boolean;
   run: (dryRun: boolean) => Promise<unknown>;
+  /** More of the plan than its counts (the operation's own view of `plan.result`). */
+  detail?: (plan: Plan) => JSX.Element | null;
   onDone: (result: unknown) => void;
   onCancel?: () => void;
 }): JSX.Element {
@@ -43,6 +45,7 @@ export function PlannedAction(props: {
     <form class="planned" onSubmit={preview} aria-label={props.label}>
       <div onInput={() => setPlan(undefined)}>{props.children}</div>
       {plan && <PlanView plan={plan} />}
+      {plan && props.detail?.(plan)}
       <ErrorBox error={action.error} />
       <div class="buttons">
         {!plan && (

@@ -1,5 +1,6 @@
 // One tenant: its state with disable and delete (each previewed as a dry-run plan before the
-// confirm), its accounts and access keys, its quota and usage, and its buckets.
+// confirm), its accounts and access keys, its quota and usage, its buckets and their lifecycle
+// rules, public access and scrubs.
 
 import { AccessTab } from './access.js';
 import type { JSX } from 'preact';
@@ -12,12 +13,14 @@ import { KeysTab } from './keys.js';
 import { QuotaTab } from './quota.js';
 import { BucketsTab } from './buckets.js';
 import { ScrubTab } from './scrub.js';
+import { LifecycleTab } from './lifecycle.js';
 
 const TABS: ReadonlyArray<readonly [string, string]> = [
   ['overview', 'Overview'],
   ['keys', 'Accounts and keys'],
   ['quota', 'Quota and usage'],
   ['buckets', 'Buckets'],
+  ['lifecycle', 'Lifecycle'],
   ['access', 'Public access'],
   ['scrub', 'Scrub'],
 ];
@@ -95,6 +98,8 @@ export function TenantPage(props: { context: Context; tenantId: string; tab: str
   else if (tenant && live && tab === 'quota') body = <QuotaTab context={context} tenant={tenant} />;
   else if (tenant && live && tab === 'buckets')
     body = <BucketsTab context={context} tenant={tenant} />;
+  else if (tenant && live && tab === 'lifecycle')
+    body = <LifecycleTab context={context} tenant={tenant} />;
   else if (tenant && live && tab === 'access')
     body = <AccessTab context={context} tenant={tenant} />;
   else if (tenant && live && tab === 'scrub') body = <ScrubTab context={context} tenant={tenant} />;

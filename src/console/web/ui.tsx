@@ -199,6 +199,8 @@ const COUNT_LABELS: Readonly<Record<string, string>> = {
   chunkRefs: 'Chunk references',
   logicalBytes: 'Logical bytes',
   policies: 'Policies',
+  rules: 'Rules',
+  uploads: 'Incomplete uploads',
   retiredKeys: 'Retired data keys',
   sealedBytes: 'Sealed segment bytes',
   segments: 'Segments to copy or link',
