@@ -9,8 +9,10 @@
 // - rebalance (owner; a scoped token only for its own tenant): on one node there is no replica
 //   to move, so it runs the engine's checksum-verified scrub of the tenant's (or one bucket's)
 //   chunks and reports what it verified and what it found corrupt. It calls the engine's
-//   read-only `scrubTenantChunks` until done or until REBALANCE_MS_MAX has passed
-//   (`complete: false`). A dry run counts what the scrub would read.
+//   read-only `scrubTenantChunks` step by step until the tenant is done, however long that takes:
+//   past ANSWER_MS_MAX the request answers 202 and the rebalance goes on as a job whose
+//   `progress` shows the scrub's figures so far, then the replicas' phase (repair-jobs.ts). A dry
+//   run counts what the scrub would read.
 
 import { hostname } from 'node:os';
 import type { Route } from '../http/router.js';
@@ -39,8 +41,6 @@ import { ClusterAccess } from '../cluster/access.js';
 import { RepairJobs } from './repair-jobs.js';
 import type { Membership, MemberView } from '../cluster/membership.js';
 
-/** The longest a rebalance request scrubs before it answers with `complete: false`. */
-export const REBALANCE_MS_MAX = 60_000;
 const bearer = 'bearer' as const;
 
 interface MembershipChange {
@@ -87,6 +87,22 @@ const changes: readonly MembershipChange[] = [
     confirmOf: 'oldId',
   },
 ];
+
+/** A drain's answer: the membership, and what the drained member reclaimed (§8a). */
+const drainedSchema = {
+  ...membershipSchema,
+  properties: {
+    ...(membershipSchema as { properties: Record<string, unknown> }).properties,
+    reclaimed: {
+      type: 'object',
+      description:
+        'what the drained member dropped of the copies it no longer holds (or {error}): ' +
+        'buckets, keysDropped, keysKept, versionsDropped, logicalBytes, physicalBytes, ' +
+        'tombstonesDropped',
+      additionalProperties: true,
+    },
+  },
+};
 
 function changeBodySchema(change: MembershipChange): Record<string, unknown> {
   const properties: Record<string, unknown> = {};
@@ -152,7 +168,7 @@ export function clusterRoutes(services: AdminServices): Route<Handler>[] {
         responses: {
           200: {
             description: 'membership change committed (clustered nodes only)',
-            schema: membershipSchema,
+            schema: change.name === 'drain' ? drainedSchema : membershipSchema,
           },
           ...problems(400, 409),
         },
@@ -170,6 +186,7 @@ export function clusterRoutes(services: AdminServices): Route<Handler>[] {
             body,
             dryRun,
             () => moveReplicas(services),
+            (id) => services.engine.call('clusterReclaim', { nodeId: id }),
           );
           exchange.sendJson(200, contractMembership(answer));
           return;
@@ -215,6 +232,7 @@ async function changeMembership(
   body: Body,
   dryRun: boolean,
   moveData: () => Promise<void>,
+  reclaim: (id: string) => Promise<unknown>,
 ): Promise<unknown> {
   const text = (field: string): string => optionalString(body, field) ?? '';
   const reason = text('reason');
@@ -236,7 +254,7 @@ async function changeMembership(
     case 'join':
       return membership.join(joinInput(), dryRun);
     case 'drain':
-      return membership.drain({ id: text('id'), reason, forceLost, moveData }, dryRun);
+      return membership.drain({ id: text('id'), reason, forceLost, moveData, reclaim }, dryRun);
     case 'remove':
       return membership.remove({ id: text('id'), reason, forceLost }, dryRun);
     case 'replace':
@@ -256,6 +274,7 @@ async function moveReplicas(services: AdminServices): Promise<void> {
     const result = await services.engine.call('clusterRepair', {
       tenantId: tenant.id,
       dryRun: false,
+      reclaim: false,
     });
     if (result === null) return;
     const failed = Object.entries(result.nodes).filter(
@@ -284,6 +303,14 @@ const repairJobSchema = {
       type: 'object',
       description: 'why it failed',
       properties: { code: str, message: str },
+    },
+    progress: {
+      type: 'object',
+      description: "what it has done so far: the phase, and the scrub's figures",
+      properties: {
+        phase: { type: 'string', enum: ['scrub', 'replicas', 'done'] },
+        scrub: { type: 'object', additionalProperties: { type: 'integer' } },
+      },
     },
   },
 };
@@ -369,10 +396,32 @@ function rebalanceRoute(services: AdminServices, jobs: RepairJobs): Route<Handle
         throw BadRequest('confirmBucket is only for a rebalance of one bucket (give bucketName)');
       const dryRun = isDryRun(exchange);
       liveTenant(services, tenantId);
-      const outcome = await jobs.run(tenantId, rebalance(services, { tenantId, bucket, dryRun }));
+      const progress: RebalanceProgress = { phase: 'scrub', scrub: emptyScrubCounts() };
+      const work = rebalance(services, { tenantId, bucket, dryRun }, progress);
+      const outcome = await jobs.run(tenantId, work, undefined, progress);
       if ('done' in outcome) exchange.sendJson(200, outcome.done);
       else exchange.sendJson(202, { jobId: outcome.job.jobId, state: outcome.job.state });
     },
+  };
+}
+
+type ScrubCounts = ReturnType<typeof emptyScrubCounts>;
+
+/** What a running rebalance job shows: its phase, and the scrub's figures so far. */
+interface RebalanceProgress extends Record<string, unknown> {
+  phase: 'scrub' | 'replicas' | 'done';
+  scrub: ScrubCounts;
+}
+
+function emptyScrubCounts() {
+  return {
+    buckets: 0,
+    versions: 0,
+    chunkRefs: 0,
+    logicalBytes: 0,
+    chunksVerified: 0,
+    bytesVerified: 0,
+    corruptChunks: 0,
   };
 }
 
@@ -380,9 +429,11 @@ function rebalanceRoute(services: AdminServices, jobs: RepairJobs): Route<Handle
 async function rebalance(
   services: AdminServices,
   args: { tenantId: string; bucket: string | undefined; dryRun: boolean },
+  progress: RebalanceProgress,
 ): Promise<Record<string, unknown>> {
   const { tenantId, bucket, dryRun } = args;
-  const report = await runScrub(services, { tenantId, bucket, verify: !dryRun });
+  const report = await runScrub(services, { tenantId, bucket, verify: !dryRun }, progress.scrub);
+  progress.phase = 'replicas';
   // On a cluster member the engine then copies what any replica lacks (cluster/repair.ts).
   // and replaces the corrupt chunks the scrub found with good copies from other members.
   const corrupt = (report['corrupt'] as CorruptChunk[]).map((entry) => entry.chunkId);
@@ -394,6 +445,7 @@ async function rebalance(
   });
   const target =
     bucket === undefined ? `tenants/${tenantId}` : `tenants/${tenantId}/buckets/${bucket}`;
+  progress.phase = 'done';
   return {
     dryRun,
     applied: !dryRun,
@@ -406,20 +458,16 @@ async function rebalance(
   };
 }
 
+/**
+ * The scrub of the tenant's (or bucket's) chunks, step by step to its end; `counts` is updated
+ * after every step (a running job shows it). At most 1000 corrupt chunks are listed (all are
+ * counted), so the report stays bounded.
+ */
 async function runScrub(
   services: AdminServices,
   args: { tenantId: string; bucket: string | undefined; verify: boolean },
+  counts: ScrubCounts,
 ): Promise<Record<string, unknown>> {
-  const deadline = Date.now() + REBALANCE_MS_MAX;
-  const counts = {
-    buckets: 0,
-    versions: 0,
-    chunkRefs: 0,
-    logicalBytes: 0,
-    chunksVerified: 0,
-    bytesVerified: 0,
-    corruptChunks: 0,
-  };
   const corrupt: CorruptChunk[] = [];
   let cursor: ScrubCursor | undefined;
   do {
@@ -427,10 +475,10 @@ async function runScrub(
     if (args.bucket !== undefined) request.bucket = args.bucket;
     if (cursor !== undefined) request.cursor = cursor;
     const step = await services.engine.call('scrubTenantChunks', request);
-    for (const field of Object.keys(counts) as Array<keyof typeof counts>)
+    for (const field of Object.keys(counts) as Array<keyof ScrubCounts>)
       counts[field] += step[field];
     for (const entry of step.corrupt) if (corrupt.length < 1000) corrupt.push(entry);
     cursor = step.cursor ?? undefined;
-  } while (cursor !== undefined && Date.now() < deadline);
-  return { complete: cursor === undefined, counts, corrupt };
+  } while (cursor !== undefined);
+  return { complete: true, counts: { ...counts }, corrupt };
 }

@@ -4,7 +4,9 @@
 // running here as a job. Jobs live in this admin process's memory only: they do not survive a
 // restart of the node (a restarted node answers 404 for an old id; the rebalance is safe to run
 // again, since it copies only what is missing or corrupt). At most JOBS_MAX are kept; the oldest
-// finished one makes room.
+// finished one makes room. A job runs until its work ends, however long (no time cap: a scrub of
+// a large tenant takes what it takes); while it runs, `progress` shows the figures its work keeps
+// up to date.
 
 import { randomBytes } from 'node:crypto';
 import { isLightwellError, NotFound, Unavailable } from '../util/errors.js';
@@ -24,6 +26,8 @@ export interface RepairJob {
   finishedAt?: string;
   result?: Record<string, unknown>;
   error?: { code: string; message: string };
+  /** What the work has done so far (the object its work updates in place). */
+  progress?: Record<string, unknown>;
 }
 
 export class RepairJobs {
@@ -37,6 +41,7 @@ export class RepairJobs {
     tenantId: string,
     work: Promise<Record<string, unknown>>,
     budgetMs = ANSWER_MS_MAX,
+    progress?: Record<string, unknown>,
   ): Promise<{ done: Record<string, unknown> } | { job: RepairJob }> {
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<undefined>((resolve) => {
@@ -48,7 +53,7 @@ export class RepairJobs {
     } finally {
       clearTimeout(timer);
     }
-    return { job: this.add(tenantId, work) };
+    return { job: this.add(tenantId, work, progress) };
   }
 
   get(jobId: string): RepairJob {
@@ -58,13 +63,18 @@ export class RepairJobs {
     return job;
   }
 
-  private add(tenantId: string, work: Promise<Record<string, unknown>>): RepairJob {
+  private add(
+    tenantId: string,
+    work: Promise<Record<string, unknown>>,
+    progress: Record<string, unknown> | undefined,
+  ): RepairJob {
     this.makeRoom();
     const job: RepairJob = {
       jobId: `rj_${randomBytes(12).toString('hex')}`,
       tenantId,
       startedAt: new Date().toISOString(),
       state: 'running',
+      ...(progress === undefined ? {} : { progress }),
     };
     this.jobs.set(job.jobId, job);
     work.then(

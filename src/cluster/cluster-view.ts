@@ -3,10 +3,17 @@
 // etcd every VIEW_REFRESH_MS (membership changes are rare, and placement tolerates a view a few
 // seconds old: a write still needs a majority of the set it was sent to). A node that has not
 // read it for QUORUM_STALE_MS cannot reach etcd's quorum and refuses writes (`quorate`).
+//
+// Placement reads the stored layout (layout.ts) and its version, which every replicated write
+// carries (fencing, replication.ts). The layout is polled every `cluster.layout_poll` (default as
+// often as the membership) and read again at once whenever a peer's message or refusal names a
+// newer version, or a repair starts: a node never needs the poll to learn a change that concerns
+// it, only to notice one no peer has told it of yet.
 
 import { Unavailable } from '../util/errors.js';
 import type { Logger } from '../util/log.js';
 import type { MemberRecord, Registry } from './registry.js';
+import type { Layout } from './layout.js';
 import type { ClusterView } from './replication.js';
 
 const VIEW_REFRESH_MS = 2_000;
@@ -28,6 +35,11 @@ export class EtcdClusterView implements ClusterView {
   private states = new Map<string, MemberRecord['state']>();
   private timer: NodeJS.Timeout | undefined;
   private agreedAt = 0;
+  /** The layout placement reads; undefined before a cluster stores one (version 0). */
+  private layout: Layout | undefined;
+  private layoutReadAt = 0;
+  /** Every member's record as last read (placement takes addresses from it). */
+  private records = new Map<string, MemberRecord>();
 
   private constructor(
     readonly nodeId: string,
@@ -35,6 +47,7 @@ export class EtcdClusterView implements ClusterView {
     readonly replicationFactor: number,
     private readonly registry: Registry,
     private readonly log: Logger,
+    private readonly layoutPollMs: number,
   ) {}
 
   /**
@@ -48,6 +61,8 @@ export class EtcdClusterView implements ClusterView {
     saved: { nodeNum: number; replicationFactor: number } | undefined;
     save: (identity: { nodeNum: number; replicationFactor: number }) => Promise<void>;
     log: Logger;
+    /** How often the layout is read when nothing else made this node read it. */
+    layoutPollMs?: number;
   }): Promise<EtcdClusterView> {
     const { registry, nodeId, log } = options;
     let identity = options.saved;
@@ -66,6 +81,7 @@ export class EtcdClusterView implements ClusterView {
       identity.replicationFactor,
       registry,
       log,
+      options.layoutPollMs ?? VIEW_REFRESH_MS,
     );
     // The first read, if etcd answers soon; without it, the engine starts all the same.
     let waited: NodeJS.Timeout | undefined;
@@ -74,13 +90,27 @@ export class EtcdClusterView implements ClusterView {
       new Promise((resolve) => (waited = setTimeout(resolve, FIRST_READ_MS_MAX))),
     ]);
     clearTimeout(waited);
-    view.timer = setInterval(() => void view.refresh(), VIEW_REFRESH_MS);
+    view.timer = setInterval(() => void view.poll(), VIEW_REFRESH_MS);
     view.timer.unref();
     return view;
   }
 
+  /**
+   * The storage members placement reads: the layout's, with their addresses from the membership
+   * (a layout member's state is `draining` or `voter` as the layout says); without a stored
+   * layout, the storage members of the membership.
+   */
   members(): ReadonlyMap<string, MemberRecord> {
     return this.current;
+  }
+
+  /** The version of the layout placement reads (0: none stored yet). */
+  layoutVersion(): number {
+    return this.layout?.version ?? 0;
+  }
+
+  addressOf(nodeId: string): string | undefined {
+    return this.records.get(nodeId)?.address;
   }
 
   stateOf(nodeId: string): MemberRecord['state'] | undefined {
@@ -91,20 +121,54 @@ export class EtcdClusterView implements ClusterView {
     return Date.now() - this.agreedAt < QUORUM_STALE_MS;
   }
 
+  /** Reads the membership and the layout now. */
   async refresh(): Promise<void> {
+    await this.read(true);
+  }
+
+  async publishLayout(reason: string): Promise<void> {
+    await this.registry.ensureLayout(reason);
+    await this.refresh();
+  }
+
+  /** The periodic read: the membership, and the layout once `layoutPollMs` has passed. */
+  private async poll(): Promise<void> {
+    await this.read(Date.now() - this.layoutReadAt >= this.layoutPollMs);
+  }
+
+  private async read(withLayout: boolean): Promise<void> {
     try {
       const members = await this.registry.members();
+      const layout = withLayout ? await this.registry.layout() : undefined;
       this.agreedAt = Date.now();
       this.states = new Map(members.map((entry) => [entry.record.id, entry.record.state]));
-      this.current = new Map(
-        members
-          .map((entry) => entry.record)
-          .filter((record) => STORAGE_STATES.has(record.state))
-          .map((record) => [record.id, record]),
-      );
+      this.records = new Map(members.map((entry) => [entry.record.id, entry.record]));
+      if (withLayout) {
+        this.layoutReadAt = Date.now();
+        // Versions only grow: a read answered by a lagging etcd member never goes back.
+        if (layout !== undefined && layout.record.version > this.layoutVersion())
+          this.layout = layout.record;
+      }
+      this.current = this.placed();
     } catch (error) {
       this.log.warn({ err: error }, 'membership not re-read; placement uses the last one');
     }
+  }
+
+  private placed(): Map<string, MemberRecord> {
+    if (this.layout === undefined)
+      return new Map(
+        [...this.records.values()]
+          .filter((record) => STORAGE_STATES.has(record.state))
+          .map((record) => [record.id, record]),
+      );
+    const placed = new Map<string, MemberRecord>();
+    for (const member of this.layout.members) {
+      const record = this.records.get(member.id);
+      if (record !== undefined)
+        placed.set(member.id, { ...record, state: member.draining ? 'draining' : 'voter' });
+    }
+    return placed;
   }
 
   close(): void {

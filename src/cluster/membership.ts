@@ -375,9 +375,16 @@ export class Membership {
    * rebalance.
    */
   async drain(
-    input: { id: string; reason: string; forceLost: boolean; moveData?: () => Promise<void> },
+    input: {
+      id: string;
+      reason: string;
+      forceLost: boolean;
+      moveData?: () => Promise<void>;
+      /** Once drained: the member drops what it no longer holds; answers what it freed. */
+      reclaim?: (id: string) => Promise<unknown>;
+    },
     dryRun: boolean,
-  ): Promise<Plan | MembershipView> {
+  ): Promise<Plan | MembershipView | (MembershipView & { reclaimed: unknown })> {
     return this.registry.withMembershipLock(async () => {
       const snapshot = await this.snapshot();
       const entry = findMember(snapshot, input.id);
@@ -410,8 +417,16 @@ export class Membership {
       if (input.forceLost) {
         await this.setState(entry, 'lost', input.reason);
         await input.moveData?.();
-      } else await this.carryOutDrain(entry, input.reason, input.moveData);
-      return this.view();
+        return this.view();
+      }
+      await this.carryOutDrain(entry, input.reason, input.moveData);
+      if (input.reclaim === undefined) return this.view();
+      // The member is drained whatever this answers: a failure is only reported (its copies then
+      // stay until it is removed and its data directory wiped).
+      const reclaimed = await input.reclaim(record.id).catch((error: unknown) => ({
+        error: (error as Error).message,
+      }));
+      return { ...(await this.view()), reclaimed };
     });
   }
 

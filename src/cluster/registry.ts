@@ -4,14 +4,17 @@
 //   members/<nodeId>     MemberRecord                                         compare-and-swap
 //   live/<nodeId>        {since, softwareVersion}                             under a lease
 //   locks/membership     etcd3's lock: one membership change at a time
+//   layout/current, layout/v/<16 digits>   the versioned layout (layout.ts), with the member
+//                        change that alters the storage set, in the same transaction
 //
 // Every change of a record is a transaction that compares the record's mod revision (or its
 // absence), so two admins racing on one member cannot both win. etcd member ids are uint64 and
 // stay strings (the client gives strings; never Number, which loses bits above 2^53).
 
-import type { Etcd3, IMember, Lease } from 'etcd3';
+import type { ComparatorBuilder, Etcd3, IMember, Lease, PutBuilder } from 'etcd3';
 import assert from 'node:assert';
 import { Conflict, Unavailable } from '../util/errors.js';
+import { LAYOUT_CURRENT, layoutHistoryKey, nextLayout, type Layout } from './layout.js';
 
 export const RECORD_VERSION = 1;
 export const PARTITIONS = 256;
@@ -113,26 +116,91 @@ export class Registry {
   /** Creates a member record; false when the id is (or ever was) in use. */
   async createMember(record: MemberRecord): Promise<boolean> {
     const key = this.key(`members/${record.id}`);
-    const result = await this.client
-      .if(key, 'Version', '==', 0)
-      .then(this.client.put(key).value(JSON.stringify(record)))
+    const change = await this.layoutChange(record);
+    const result = await change
+      .guard(this.client.if(key, 'Version', '==', 0))
+      .then(this.client.put(key).value(JSON.stringify(record)), ...change.puts)
       .commit();
     return result.succeeded;
   }
 
   /**
    * Replaces a member record if it has not changed since `modRevision`; a lost race is a 409,
-   * since another change of the same member committed first.
+   * since another change of the same member committed first. A change of the storage set
+   * publishes the next layout in the same transaction (layout.ts).
    */
   async updateMember(current: Versioned<MemberRecord>, record: MemberRecord): Promise<void> {
     assert.equal(current.record.id, record.id);
     const key = this.key(`members/${record.id}`);
-    const result = await this.client
-      .if(key, 'Mod', '==', current.modRevision)
-      .then(this.client.put(key).value(JSON.stringify(record)))
+    const change = await this.layoutChange(record);
+    const result = await change
+      .guard(this.client.if(key, 'Mod', '==', current.modRevision))
+      .then(this.client.put(key).value(JSON.stringify(record)), ...change.puts)
       .commit();
     if (!result.succeeded)
       throw Conflict(`member ${record.id} changed meanwhile; read the membership and retry`);
+  }
+
+  /** The current layout and its mod revision; undefined before the first one is stored. */
+  async layout(): Promise<Versioned<Layout> | undefined> {
+    const response = await this.client.get(this.key(LAYOUT_CURRENT)).exec();
+    const kv = response.kvs[0];
+    if (kv === undefined) return undefined;
+    return { record: JSON.parse(kv.value.toString()) as Layout, modRevision: kv.mod_revision };
+  }
+
+  /**
+   * Stores the layout of the membership as it is, unless the current one already says the same
+   * (a cluster made before layouts were stored gets its first here). Answers the current version.
+   */
+  async ensureLayout(reason: string): Promise<number> {
+    for (let attempt = 0; attempt < 3; attempt += 1) {
+      const current = await this.layout();
+      const members = (await this.members()).map((entry) => entry.record);
+      const next = nextLayout(current?.record, members, reason);
+      if (next === undefined) return current?.record.version ?? 0;
+      const guarded = this.guardLayout(
+        current,
+        this.client.if(this.key('cluster'), 'Version', '>', 0),
+      );
+      if ((await guarded.then(...this.layoutPuts(next)).commit()).succeeded) return next.version;
+    }
+    throw Conflict('the layout changed meanwhile; retry');
+  }
+
+  /**
+   * What a member change does to the layout: the membership is read with `record` in place and
+   * the next layout computed (membership changes are serialised by the membership lock, so this
+   * read is the membership the transaction changes); `guard` adds the comparison that the layout
+   * is still the one read, `puts` the new layout's keys when the storage set changes.
+   */
+  private async layoutChange(record: MemberRecord): Promise<{
+    guard: (txn: ComparatorBuilder) => ComparatorBuilder;
+    puts: PutBuilder[];
+  }> {
+    const current = await this.layout();
+    const members = new Map((await this.members()).map((entry) => [entry.record.id, entry.record]));
+    members.set(record.id, record);
+    const next = nextLayout(current?.record, members.values(), `${record.id} ${record.state}`);
+    return {
+      guard: (txn) => this.guardLayout(current, txn),
+      puts: next === undefined ? [] : this.layoutPuts(next),
+    };
+  }
+
+  private guardLayout(current: Versioned<Layout> | undefined, txn: ComparatorBuilder) {
+    const key = this.key(LAYOUT_CURRENT);
+    return current === undefined
+      ? txn.and(key, 'Version', '==', 0)
+      : txn.and(key, 'Mod', '==', current.modRevision);
+  }
+
+  private layoutPuts(layout: Layout): PutBuilder[] {
+    const value = JSON.stringify(layout);
+    return [
+      this.client.put(this.key(LAYOUT_CURRENT)).value(value),
+      this.client.put(this.key(layoutHistoryKey(layout.version))).value(value),
+    ];
   }
 
   /** The ids of the nodes whose liveness lease is alive. */

@@ -21,6 +21,14 @@
 //   newer version, or the tombstone of a newer delete) is acknowledged and dropped. An unversioned
 //   delete leaves a tombstone (the delete's sequence) so that a replica that missed it cannot
 //   bring the object back.
+// - Fencing by layout: every message carries the version of the layout its sender placed it by
+//   (layout.ts). A replica that has seen a newer layout refuses a replicated write of an older one
+//   (`stale_layout`), also when the layout changed while it applied it; the coordinator then
+//   reads the layout and sends the write to the new replica set, at most LAYOUT_ATTEMPTS times.
+//   A replica told of a newer layout than its own reads it first. So once a layout change's
+//   rebalance has begun on a replica (it reads the layout first), no write placed by the old
+//   layout is acknowledged by that replica any more: whatever the old set acknowledged before is
+//   in the replica's index when its rebalance scans it, and reaches the new set.
 // - A read asks the replicas for their newest sequence of the key; once a majority answered, a
 //   newer one than this node's is fetched (manifest, then record batches) and committed here,
 //   then the read goes on locally. So a node that was down catches up on each key it serves.
@@ -45,10 +53,26 @@ import { unpackChunkRefs, type ManifestChunk } from '../engine/ops/objects.js';
 import { SegmentWriter } from '../engine/segments/segment-writer.js';
 import { segmentFileName } from '../format/segment-header.js';
 import { decodeRecordHeader, verifyPayload, RECORD_HEADER_SIZE } from '../format/record-frame.js';
-import { BadRequest, Conflict, NotFound, Unavailable } from '../util/errors.js';
+import {
+  BadRequest,
+  Conflict,
+  NotFound,
+  StaleLayout,
+  Unavailable,
+  errorCode,
+} from '../util/errors.js';
 import type { Logger } from '../util/log.js';
+import { counterOf } from '../util/metrics.js';
+import { Gauge, type Registry } from 'prom-client';
 import { callData, dataAddressOf, DATA_BATCH_BYTES, type DataHandler } from './data-transport.js';
 import type { MemberRecord } from './registry.js';
+import {
+  emptyReclaimCounts,
+  reclaimTenant,
+  type ReclaimCounts,
+  type ReclaimPeer,
+} from './reclaim.js';
+import type { DropReplicaResult } from '../engine/ops/replica-drop.js';
 import {
   addCounts,
   emptyCounts,
@@ -70,6 +94,8 @@ const REPAIR_MS_MAX = 10 * 60_000;
 const ZERO = Buffer.from([0]);
 /** Locations of received records a node keeps for their manifests, per tenant. */
 const PENDING_RECORDS_MAX = 100_000;
+/** How many layouts a write is placed by before it gives up (each refusal names a newer one). */
+const LAYOUT_ATTEMPTS = 4;
 
 export interface ClusterView {
   readonly nodeId: string;
@@ -79,8 +105,17 @@ export interface ClusterView {
   members(): ReadonlyMap<string, MemberRecord>;
   /** Whether this node reached etcd's quorum lately; writes are refused when it has not. */
   quorate(): boolean;
-  /** Reads the membership again now (a repair places by the state just written). */
+  /** Reads the membership and the layout again now (a repair places by the state just written). */
   refresh(): Promise<void>;
+  /** The version of the layout `members()` comes from (0: none stored). */
+  layoutVersion(): number;
+  /**
+   * Stores the membership's layout as the next version unless the current one says the same,
+   * then reads it (a rebalance places by the newest layout, and publishes one where none is).
+   */
+  publishLayout(reason: string): Promise<void>;
+  /** A member's `cluster.listen` as last read, storage or not. */
+  addressOf(nodeId: string): string | undefined;
   /** A member's state as last read, storage or not; undefined for an id etcd does not know. */
   stateOf(nodeId: string): MemberRecord['state'] | undefined;
 }
@@ -140,6 +175,7 @@ export class Replicator implements RepairPeer {
     readonly log: Logger,
   ) {
     assert.ok(view.nodeNum >= 0 && view.nodeNum < NODE_NUMS, 'node number in range');
+    this.registerMetrics(local.metrics);
     this.writer = new SegmentWriter({
       segmentsDir: local.segmentsDir,
       segmentBytesMax: local.settings.bytes('storage.segment_bytes_max'),
@@ -188,6 +224,7 @@ export class Replicator implements RepairPeer {
       ['/cluster/v1/data/chunks', (_from, body) => this.recordsOf(body)],
       ['/cluster/v1/data/heads', (_from, body) => Promise.resolve(this.headsOf(body))],
       ['/cluster/v1/data/repair', (_from, body) => this.repairHere(body)],
+      ['/cluster/v1/data/reclaim', this.admitted(() => this.reclaimHere())],
     ]);
   }
 
@@ -211,8 +248,60 @@ export class Replicator implements RepairPeer {
         throw Conflict(
           `node ${from} is ${state ?? 'not a member'}: its replicated writes are refused`,
         );
-      return handler(body);
+      const placedBy = body['layout'];
+      if (typeof placedBy !== 'number') return handler(body);
+      if (placedBy > this.view.layoutVersion()) await this.view.refresh();
+      this.fence(from, placedBy);
+      const answer = await handler(body);
+      // The layout may have changed while the write was applied: the sender must then place it
+      // again (the write is kept: a repeat of it is a no-op here).
+      this.fence(from, placedBy);
+      return answer;
     };
+  }
+
+  private fence(from: string, placedBy: number): void {
+    const known = this.view.layoutVersion();
+    if (placedBy < known) {
+      this.fenced += 1;
+      throw StaleLayout(
+        `node ${from} placed this write by layout ${placedBy}; this node has seen layout ${known}`,
+      );
+    }
+  }
+
+  /** Writes this node refused as placed by a stale layout, and writes it placed again. */
+  private fenced = 0;
+  private replaced = 0;
+
+  /** Fencing's figures on the engine's `/metrics` (a router opened again takes them over). */
+  private registerMetrics(registry: Registry): void {
+    const figures: Array<[string, string, () => number]> = [
+      [
+        'lightwell_cluster_writes_fenced_total',
+        'Replicated writes this node refused: placed by an older layout than it has seen',
+        () => this.fenced,
+      ],
+      [
+        'lightwell_cluster_writes_replaced_total',
+        'Writes this node coordinated that a replica fenced, placed again by a newer layout',
+        () => this.replaced,
+      ],
+    ];
+    for (const [name, help, read] of figures) {
+      registry.removeSingleMetric(name);
+      counterOf(registry, name, help, read);
+    }
+    const view = this.view;
+    registry.removeSingleMetric('lightwell_cluster_layout_version');
+    new Gauge({
+      name: 'lightwell_cluster_layout_version',
+      help: 'The version of the layout this node places writes by (0: none stored)',
+      registers: [registry],
+      collect() {
+        this.set(view.layoutVersion());
+      },
+    });
   }
 
   // ---- the coordinator's side ---------------------------------------------------------------
@@ -326,8 +415,49 @@ export class Replicator implements RepairPeer {
     await this.applyPut(manifest, fetched['seq'] as number, fetched['now'] as number);
   }
 
-  /** Runs `send` to every other replica; resolves once a majority of the set holds the write. */
+  /**
+   * Runs `send` to every other replica; resolves once a majority of the set holds the write. A
+   * replica that refuses it as placed by a stale layout makes this node read the layout and send
+   * it to the new set (see the header), also when a majority of the old set took it.
+   */
   async toReplicas(bucket: BucketRecord, send: (address: string) => Promise<void>): Promise<void> {
+    for (let attempt = 1; ; attempt += 1) {
+      const placedBy = this.view.layoutVersion();
+      const seen = { stale: false };
+      const sendOnce = async (address: string): Promise<void> => {
+        try {
+          await send(address);
+        } catch (error) {
+          if (errorCode(error) === 'stale_layout') seen.stale = true;
+          throw error;
+        }
+      };
+      const failure = await this.toReplicaSet(bucket, sendOnce).then(
+        () => undefined,
+        (error: unknown) => error as Error,
+      );
+      if (!seen.stale) {
+        if (failure !== undefined) throw failure;
+        return;
+      }
+      await this.view.refresh();
+      if (attempt >= LAYOUT_ATTEMPTS || this.view.layoutVersion() <= placedBy)
+        throw Unavailable(
+          `the write was placed by layout ${placedBy}, which replicas refused as stale, and a ` +
+            `newer one could not be read (this node has layout ${this.view.layoutVersion()})`,
+        );
+      this.replaced += 1;
+      this.log.info(
+        { from: placedBy, to: this.view.layoutVersion(), bucketId: bucket.id },
+        'a write placed by a stale layout is placed again',
+      );
+    }
+  }
+
+  private async toReplicaSet(
+    bucket: BucketRecord,
+    send: (address: string) => Promise<void>,
+  ): Promise<void> {
     const replicas = this.replicaIds(bucket);
     const self = this.view.nodeId;
     const needed = majorityOf(replicas.length) - (replicas.includes(self) ? 1 : 0);
@@ -499,14 +629,71 @@ export class Replicator implements RepairPeer {
     return { heads: keys.map((key) => this.localHead(bucket, String(key))) };
   }
 
-  /** A repair of one tenant (or bucket) by this node, from its own copies. */
-  private async repairHere(body: Record<string, unknown>): Promise<RepairCounts> {
+  /**
+   * A repair of one tenant (or bucket) by this node, from its own copies; then, unless a dry run,
+   * the space of the buckets it is no replica of any more is reclaimed (reclaim.ts).
+   */
+  private async repairHere(
+    body: Record<string, unknown>,
+  ): Promise<RepairCounts & { reclaimed?: ReclaimCounts }> {
     await this.view.refresh();
     const tenantId = String(body['tenantId']);
     const tenant = this.local.store.get<TenantRecord>(DB.tenants, tenantKey(tenantId));
     if (tenant === undefined) throw NotFound(`tenant ${tenantId} is not known on this node`);
     const bucket = typeof body['bucket'] === 'string' ? body['bucket'] : undefined;
-    return repairTenant(this, tenant, bucket, body['dryRun'] === true);
+    const dryRun = body['dryRun'] === true;
+    const counts = await repairTenant(this, tenant, bucket, dryRun);
+    // A drain's data move reclaims nothing: the drained member reclaims once drained, and
+    // reports it (membership.ts).
+    if (dryRun || body['reclaim'] === false) return counts;
+    return { ...counts, reclaimed: await reclaimTenant(this.reclaimer(), tenant, bucket) };
+  }
+
+  /** Reclaims this node's copies of every tenant's buckets it is no replica of (reclaim.ts). */
+  private async reclaimHere(): Promise<ReclaimCounts> {
+    await this.view.refresh();
+    const counts = emptyReclaimCounts();
+    for (const { value: tenant } of this.local.store.range<TenantRecord>(DB.tenants, {})) {
+      if (tenant.state === 'deleted') continue;
+      const reclaimed = await reclaimTenant(this.reclaimer(), tenant);
+      for (const field of Object.keys(counts) as Array<keyof ReclaimCounts>)
+        counts[field] += reclaimed[field];
+    }
+    this.log.info({ counts }, 'space of copies this node no longer holds reclaimed');
+    return counts;
+  }
+
+  /** Has member `nodeId` (this node, or another: a drained one) reclaim what it no longer holds. */
+  async reclaimOn(nodeId: string): Promise<Record<string, unknown>> {
+    if (nodeId === this.view.nodeId) return { ...(await this.reclaimHere()) };
+    await this.view.refresh();
+    const address = this.view.addressOf(nodeId);
+    if (address === undefined) throw NotFound(`member ${nodeId} is not known`);
+    return this.call(dataAddressOf(address), 'reclaim', {}, REPAIR_MS_MAX);
+  }
+
+  private reclaimer(): ReclaimPeer {
+    return {
+      log: this.log,
+      store: this.local.store,
+      heads: (address, args) => this.heads(address, args),
+      tombstones: (bucket, after, limit) => this.tombstones(bucket, after, limit),
+      dropTombstones: (bucket, tombs) => this.dropTombstones(bucket, tombs),
+      replicaSet: (bucket) => {
+        const ids = this.replicaIds(bucket);
+        return {
+          self: ids.includes(this.view.nodeId),
+          addresses: this.otherReplicas(bucket),
+          needed: majorityOf(ids.length),
+        };
+      },
+      dropKeys: async (tenant, bucket, keys) =>
+        (await this.local.runLocal('dropReplicaKeys', {
+          tenantId: tenant.id,
+          bucket: bucket.name,
+          keys,
+        })) as DropReplicaResult,
+    };
   }
 
   /**
@@ -541,6 +728,7 @@ export class Replicator implements RepairPeer {
     bucket?: string;
     dryRun: boolean;
     corrupt?: string[];
+    reclaim?: boolean;
   }): Promise<{
     counts: RepairCounts;
     nodes: Record<string, unknown>;
@@ -550,7 +738,8 @@ export class Replicator implements RepairPeer {
       args.corrupt === undefined || args.corrupt.length === 0 || args.dryRun
         ? undefined
         : await this.repairChunks(args.tenantId, args.corrupt);
-    await this.view.refresh();
+    if (args.dryRun) await this.view.refresh();
+    else await this.view.publishLayout(`rebalance of tenant ${args.tenantId}`);
     const counts = emptyCounts();
     const nodes: Record<string, unknown> = {};
     const started = performance.now();
@@ -841,7 +1030,7 @@ export class Replicator implements RepairPeer {
     return callData({
       address,
       name,
-      body,
+      body: { ...body, layout: this.view.layoutVersion() },
       secret: this.secret,
       from: this.view.nodeId,
       ...(timeoutMs === undefined ? {} : { timeoutMs }),

@@ -109,6 +109,7 @@ const REPLICATED: ReadonlySet<string> = new Set([
   'clusterFreshen',
   'clusterFreshenList',
   'clusterRepair',
+  'clusterReclaim',
   ...REPLICATED_COMMANDS,
 ]);
 /** A member that starts catches up this long after (its listeners are up by then). */
@@ -491,9 +492,16 @@ export class SharedStateRouter implements CommandRouter {
     }
     if (name === 'putObject') return replicator.put(args);
     if (name === 'deleteObject') return replicator.delete(args);
+    if (name === 'clusterReclaim') return replicator.reclaimOn(String(args['nodeId']));
     if (name === 'clusterRepair')
       return replicator.repair(
-        args as { tenantId: string; bucket?: string; dryRun: boolean; corrupt?: string[] },
+        args as {
+          tenantId: string;
+          bucket?: string;
+          dryRun: boolean;
+          corrupt?: string[];
+          reclaim?: boolean;
+        },
       );
     await replicator.freshen(args as { tenantId: string; bucket: string; key: string });
     return null;
@@ -543,6 +551,7 @@ export async function openSharedState(
     saved: local.store.get(DB.meta, identityKey),
     save: (identity) => local.commit([{ db: DB.meta, key: identityKey, value: identity }]),
     log,
+    layoutPollMs: local.settings.duration('cluster.layout_poll'),
   });
   const replicator = new Replicator(local, view, secret, log);
   const commands = new CommandReplicator(replicator, local);

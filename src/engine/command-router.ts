@@ -8,6 +8,7 @@ import type { IndexStore, StoreAccess } from './index/store.js';
 import type { Counters } from './index/schema.js';
 import type { AuditInput } from './ops/audit.js';
 import type { Settings } from '../util/config.js';
+import type { Registry } from 'prom-client';
 
 /** In `meta` on a cluster member only: the etcd revision its shared records are at. */
 export const META_CLUSTER_REVISION = Buffer.from('clusterRevision');
@@ -34,6 +35,8 @@ export interface LocalEngine {
   readonly settings: Settings;
   /** The data directory's segment files. */
   readonly segmentsDir: string;
+  /** The engine's metrics: a router's own figures are scraped with the engine's. */
+  readonly metrics: Registry;
   /**
    * Runs command `name` in a transaction that is rolled back, with `reserved` counter values:
    * what it answers and every record it read and wrote. Its rules throw as they would for real.

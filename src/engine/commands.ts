@@ -6,6 +6,7 @@
 
 import type { connectionCommands, operations, readOperations } from './engine.js';
 import type { AuditInput } from './ops/audit.js';
+import type { WireError } from '../util/errors.js';
 
 type Transactional = typeof operations;
 type Reads = typeof readOperations;
@@ -32,9 +33,24 @@ export interface CommandExtras {
   caller?: string;
 }
 
+/** A transactional command's arguments, with the extras it may carry. */
+type TransactionalArgs<K extends keyof Transactional> = ArgsOf<Transactional[K]> & CommandExtras;
+
+/**
+ * Commands the engine runs before its dispatcher, outside the three tables: `putObjects`
+ * (protocol.ts `PUT_GROUP_COMMAND`, engine.ts `runPutGroup`) is several whole `putObject`
+ * commands sent as one, answered with one result or one error per item, in order.
+ */
+interface Grouped {
+  putObjects: {
+    args: { items: TransactionalArgs<'putObject'>[] };
+    result: Array<{ r: Awaited<ReturnType<Transactional['putObject']>> } | { e: WireError }>;
+  };
+}
+
 export type EngineCommands = {
   [K in keyof Transactional]: {
-    args: ArgsOf<Transactional[K]> & CommandExtras;
+    args: TransactionalArgs<K>;
     result: Awaited<ReturnType<Transactional[K]>>;
   };
 } & {
@@ -44,8 +60,10 @@ export type EngineCommands = {
     args: ConnectionArgsOf<PerConnection[K]>;
     result: Awaited<ReturnType<PerConnection[K]>>;
   };
-};
+} & Grouped;
 
 export type CommandName = Extract<keyof EngineCommands, string>;
+/** The commands that commit in a write transaction, and so may carry an audit row. */
+export type TransactionalName = Extract<keyof Transactional, string>;
 export type CommandArgs<K extends CommandName> = EngineCommands[K]['args'];
 export type CommandResult<K extends CommandName> = EngineCommands[K]['result'];

@@ -52,6 +52,7 @@ import * as encryption from './ops/encryption.js';
 import * as idempotency from './ops/idempotency.js';
 import * as tenantDelete from './ops/tenant-delete.js';
 import * as tenantScrub from './ops/tenant-scrub.js';
+import * as replicaDrop from './ops/replica-drop.js';
 import { recoverSegments } from './segments/recovery.js';
 import { Compactor } from './segments/compaction.js';
 import { SegmentSyncer } from './segments/segment-syncer.js';
@@ -77,7 +78,7 @@ import { nodeIo, type Io } from '../util/io.js';
 import { realClock, type Clock } from '../util/clock.js';
 import { EngineMetrics } from './metrics.js';
 import { RouterSlot, type LocalEngine, type RouterFactory } from './command-router.js';
-import { SpaceReserve } from './space-reserve.js';
+import { SpaceReserve, withRoom } from './space-reserve.js';
 
 type Op = (context: EngineContext, args: never) => unknown;
 
@@ -108,8 +109,20 @@ export const operations = {
   // A rebalance of a tenant's replicas: a cluster member's router runs it; none on one node.
   clusterRepair: (
     _context: EngineContext,
-    _args: { tenantId: string; dryRun: boolean; bucket?: string; corrupt?: string[] },
+    _args: {
+      tenantId: string;
+      dryRun: boolean;
+      bucket?: string;
+      corrupt?: string[];
+      reclaim?: boolean;
+    },
   ): ClusterRepairReport | null => null,
+  // A drained member's copies reclaimed: a cluster member's router runs it; none on one node.
+  clusterReclaim: (
+    _context: EngineContext,
+    _args: { nodeId: string },
+  ): Record<string, unknown> | null => null,
+  dropReplicaKeys: replicaDrop.dropReplicaKeys,
   createTenant: control.createTenant,
   createAccount: control.createAccount,
   createAccessKey: control.createAccessKey,
@@ -221,7 +234,6 @@ export async function startEngine(options: {
     now: () => clock.now(),
     syncer,
   };
-  await recoverAtStart(context, paths, log, io);
   const reserve = new SpaceReserve({
     root: paths.root,
     configuredBytes: options.settings.bytes('storage.space_reserve'),
@@ -229,6 +241,10 @@ export async function startEngine(options: {
     io,
   });
   await reserve.open();
+  // Recovery commits too: on a full disk it gets the reserve, as any commit would.
+  await withRoom(reserve, 'recovery found the disk full', () =>
+    recoverAtStart(context, paths, log, io),
+  );
   const pins = new SegmentPins();
   const mintLimiter = new RateLimiter(options.settings.rate('security.token_mint_rate'));
   const compactor = new Compactor({
@@ -414,6 +430,7 @@ function localEngine(executor: Executor, segmentsDir: string): LocalEngine {
     masterKey: context.masterKey,
     settings: context.settings,
     segmentsDir,
+    metrics: executor.metrics.registry,
     capture: (name, args, reserved) => {
       const op = commandOf(name);
       const caller = (args as { caller?: unknown } | undefined)?.caller;
@@ -611,8 +628,11 @@ async function execute(
     }
     const deadline = (request as { d?: unknown }).d;
     if (request.o === PUT_GROUP_COMMAND) {
-      frame = encodeFrame({ i: request.i, r: await runPutGroup(executor, request.a, deadline) });
-      writer.write(frame);
+      const failures: unknown[] = [];
+      const answers = await runPutGroup(executor, request.a, deadline, failures);
+      writer.write(encodeFrame({ i: request.i, r: answers }));
+      // The group is answered, then an item's invariant failure ends the engine, as below.
+      for (const failure of failures) crashOnInvariantFailure(failure);
       return;
     }
     if (!op) throw MethodNotAllowed(`unknown engine command ${String(request.o)}`);
@@ -624,9 +644,12 @@ async function execute(
     frame = encodeFrame({ i: request.i, r: result ?? null });
   } catch (error) {
     if (!isLightwellError(error)) log.error({ err: error, op: request.o }, 'engine command failed');
-    frame = encodeFrame({ i: request.i, e: toWire(error) });
+    writer.write(encodeFrame({ i: request.i, e: toWire(error) }));
     // Answered (`internal`), then the engine ends: its state may be wrong (util/invariant.ts).
+    // Scheduled after the write, so that the writer's uncork (FrameWriter) runs first and the
+    // answer is sent.
     crashOnInvariantFailure(error);
+    return;
   }
   writer.write(frame);
 }
@@ -696,6 +719,8 @@ async function runPutGroup(
   executor: Executor,
   commandArgs: unknown,
   deadline: unknown,
+  /** Where the items' unexpected errors go, for the caller to crash on once it has answered. */
+  failures: unknown[],
 ): Promise<Array<{ r: unknown } | { e: WireError }>> {
   const items = (commandArgs as { items?: unknown } | undefined)?.items;
   if (!Array.isArray(items) || items.length === 0 || items.length > PUT_GROUP_ITEMS_MAX)
@@ -704,8 +729,10 @@ async function runPutGroup(
     result.then(
       (value) => ({ r: value ?? null }),
       (error: unknown) => {
-        if (!isLightwellError(error))
+        if (!isLightwellError(error)) {
           componentLogger('engine.commands').error({ err: error }, 'putObject failed');
+          failures.push(error);
+        }
         return { e: toWire(error) };
       },
     );

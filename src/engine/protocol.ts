@@ -119,6 +119,7 @@ const LONG_COMMANDS: ReadonlySet<string> = new Set([
   'auditBarrier',
   // A cluster member's rebalance copies a tenant's data between nodes; a refresh reconnects.
   'clusterRepair',
+  'clusterReclaim',
   'clusterRefresh',
   // One transaction over every tenant and key (master-key-rotation.ts): seconds on a large store.
   'rotateMasterKey',
@@ -202,9 +203,9 @@ export class EngineClient {
 
   /**
    * Sends a command without the map's types: for a name known only at run time (a command
-   * relayed from elsewhere), and for the audited-mutation wrappers, which take a `CommandName`
-   * and still build their arguments as records (docs/architecture.md, "Engine commands"). The
-   * arguments and the result are the caller's to check.
+   * relayed from elsewhere), and for the admin API's `mutate`, which still builds its arguments
+   * as records (docs/architecture.md, "Engine commands"). The arguments and the result are the
+   * caller's to check.
    */
   callUnchecked(op: string, args: unknown): Promise<unknown> {
     return this.send(op, args);

@@ -48,7 +48,7 @@ import {
 } from './index/schema.js';
 import type { EngineContext } from './ops/context.js';
 import { SegmentReader } from './segments/segment-reader.js';
-import { SegmentWriter } from './segments/segment-writer.js';
+import { SegmentWriter, engineSpaceFloorFor } from './segments/segment-writer.js';
 import * as segmentOps from './ops/segments.js';
 import { unwrapTenantKey } from '../security/keys.js';
 import { errorCode, isLightwellError } from '../util/errors.js';
@@ -134,6 +134,7 @@ export class Reencryptor {
       segmentsDir: segments,
       segmentBytesMax: settings.bytes('storage.segment_bytes_max'),
       directIo: settings.bool('storage.direct_io'),
+      spaceFloor: engineSpaceFloorFor,
       registry: {
         allocate: async () =>
           (await store.transact(() => segmentOps.allocSegment(context, { ownerPid: process.pid })))

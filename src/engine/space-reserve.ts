@@ -25,7 +25,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { nodeIo, type Io, type IoFile } from '../util/io.js';
 import { libc } from '../util/libc.js';
-import { isLightwellError } from '../util/errors.js';
+import { errorCode, isLightwellError } from '../util/errors.js';
 
 const MiB = 1024 * 1024;
 /** Segments are never capped below this (a few of the largest chunks). */
@@ -188,6 +188,25 @@ export class SpaceReserve {
         throw error;
       }
     }
+  }
+}
+
+/**
+ * Runs `step`, a start-up step that commits to the index (recovery); when its commit found the
+ * disk full, gives the reserve back and runs it once more, so that a restart on a full disk
+ * does not wedge. The step must be one that may run again (recovery is: it starts every time
+ * from what the disk and the index hold, and a failed commit applied nothing).
+ */
+export async function withRoom<T>(
+  reserve: SpaceReserve,
+  reason: string,
+  step: () => Promise<T>,
+): Promise<T> {
+  try {
+    return await step();
+  } catch (error) {
+    if (errorCode(error) !== 'disk_full' || (await reserve.release(reason)) === 0) throw error;
+    return step();
   }
 }
 

@@ -9,7 +9,8 @@
 // wait in a bounded buffer. Rows are never dropped for the engine being slow, down or short of
 // space: the rows of a command the engine could not be reached for, or answered 503 (a full
 // disk, a commit past its deadline, a restart), go back to the buffer and are retried every
-// 50 ms, until the engine takes them; once the buffer holds BUFFER_ROWS_MAX rows the listener
+// 50 ms (a timer armed only while a send has failed: an idle listener wakes for nothing), until
+// the engine takes them; once the buffer holds BUFFER_ROWS_MAX rows the listener
 // refuses new requests (`full`, 503 with Retry-After) instead of dropping rows. Only a row the
 // engine refused as such (any other error) three times is dropped and logged, so one row it
 // cannot store does not hold back the rest. `close` (a graceful stop, before the engine stops)
@@ -83,7 +84,9 @@ export class AuditSink {
   private scheduled = false;
   /** The last send failed: wait for the retry timer rather than sending again at once. */
   private failing = false;
-  private readonly timer: NodeJS.Timeout;
+  /** The retry, armed while `failing` (by the failure, and by every row recorded meanwhile). */
+  private retryTimer: NodeJS.Timeout | undefined;
+  private readonly retryIntervalMs: number;
   private readonly sendDelayMs: number;
   private closed = false;
 
@@ -98,8 +101,7 @@ export class AuditSink {
     options: { sendDelayMs?: number; retryIntervalMs?: number } = {},
   ) {
     this.sendDelayMs = options.sendDelayMs ?? 0;
-    this.timer = setInterval(() => void this.flush(), options.retryIntervalMs ?? RETRY_INTERVAL_MS);
-    this.timer.unref();
+    this.retryIntervalMs = options.retryIntervalMs ?? RETRY_INTERVAL_MS;
     // A new connection (a restarted engine, or a lost link made again) does not know the sink.
     engine.onConnected(() => this.announce());
     engine.onPush('flushAudit', (args) => void this.flushForBarrier(args));
@@ -135,7 +137,8 @@ export class AuditSink {
     if (exchange.audit.written || exchange.status === 0) return;
     this.buffer.push(auditRowOf(exchange, exchange.status));
     this.trim();
-    if (!this.scheduled && !this.failing) {
+    if (this.failing) this.armRetry();
+    else if (!this.scheduled) {
       this.scheduled = true;
       const send = (): void => {
         this.scheduled = false;
@@ -144,6 +147,15 @@ export class AuditSink {
       if (this.sendDelayMs > 0) setTimeout(send, this.sendDelayMs).unref();
       else setImmediate(send);
     }
+  }
+
+  private armRetry(): void {
+    if (this.retryTimer !== undefined || this.closed) return;
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined;
+      void this.flush();
+    }, this.retryIntervalMs);
+    this.retryTimer.unref();
   }
 
   /**
@@ -208,6 +220,7 @@ export class AuditSink {
             this.failing = true;
             this.buffer = this.retriable(events, error).concat(this.buffer);
             this.trim();
+            this.armRetry();
           },
         )
         .finally(() => {
@@ -238,7 +251,8 @@ export class AuditSink {
 
   async close(): Promise<void> {
     this.closed = true;
-    clearInterval(this.timer);
+    clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
     const until = Date.now() + CLOSE_WAIT_MS;
     for (;;) {
       await Promise.allSettled([...this.sending, this.flush()]);

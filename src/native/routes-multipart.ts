@@ -26,7 +26,9 @@ import {
   listUploadsPage,
   MultipartService,
   parsePartNumber,
+  partNumberMarkerOf,
   requireUploadIn,
+  uploadsMarkersOf,
   MULTIPART_PARTS_MAX,
   MULTIPART_PART_BYTES_MAX,
   type CompletePart,
@@ -408,24 +410,13 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
     const prefix = query.get('prefix') ?? '';
     const max = parsePageSize(query.get('maxUploads'), 'maxUploads', LIST_PAGE_MAX);
     const keyMarker = keyQuery(query, 'keyMarker');
-    const uploadIdMarker = query.get('uploadIdMarker');
-    if (uploadIdMarker !== null && keyMarker === null)
-      throw BadRequest('uploadIdMarker needs the keyMarker it belongs to');
-    if (uploadIdMarker !== null && !isUploadId(uploadIdMarker))
-      throw BadRequest('malformed uploadIdMarker');
-    const page = listUploadsPage(store, bucket, {
-      prefix,
-      ...(keyMarker !== null ? { keyMarker } : {}),
-      ...(uploadIdMarker !== null ? { uploadIdMarker } : {}),
-      max,
-    });
+    const markers = uploadsMarkersOf(keyMarker, query.get('uploadIdMarker'));
+    const page = listUploadsPage(store, bucket, { prefix, ...markers, max });
     const uploads = page.uploads.map(uploadJson);
-    const truncated = page.isTruncated;
-    const last = page.uploads[page.uploads.length - 1];
-    const result: Record<string, unknown> = { uploads, isTruncated: truncated };
-    if (truncated && last) {
-      result['nextKeyMarker'] = last.key;
-      result['nextUploadIdMarker'] = last.uploadId;
+    const result: Record<string, unknown> = { uploads, isTruncated: page.isTruncated };
+    if (page.nextKeyMarker !== undefined) {
+      result['nextKeyMarker'] = page.nextKeyMarker;
+      result['nextUploadIdMarker'] = page.nextUploadIdMarker;
     }
     return result;
   }
@@ -435,15 +426,16 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
     query: URLSearchParams,
   ): Record<string, unknown> {
     const max = parsePageSize(query.get('maxParts'), 'maxParts', LIST_PAGE_MAX);
-    const markerText = query.get('partNumberMarker');
-    // 0, like no marker, starts at the first part (as S3 takes it).
-    const marker = markerText === null || markerText === '0' ? 0 : parsePartNumber(markerText);
+    const marker = partNumberMarkerOf(query.get('partNumberMarker'));
     const page = listPartsPage(store, found, { marker, max });
     const parts = page.parts.map(partJson);
-    const truncated = page.isTruncated;
-    const last = page.parts[page.parts.length - 1]?.partNumber ?? 0;
-    const result: Record<string, unknown> = { ...uploadJson(found), parts, isTruncated: truncated };
-    if (truncated) result['nextPartNumberMarker'] = last;
+    const result: Record<string, unknown> = {
+      ...uploadJson(found),
+      parts,
+      isTruncated: page.isTruncated,
+    };
+    if (page.nextPartNumberMarker !== undefined)
+      result['nextPartNumberMarker'] = page.nextPartNumberMarker;
     return result;
   }
 }

@@ -162,12 +162,12 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
       ),
       handler: async (exchange, params) => {
         const principal = bearer(exchange);
-        access.bucket(principal, params['bucket'] ?? '', { verb: 'write' });
+        const target = access.bucket(principal, params['bucket'] ?? '', { verb: 'write' });
         const body = await jsonBody(exchange);
-        const bucket = await mutate<BucketRecord>(
+        const bucket = await mutate(
           exchange,
           'setVersioning',
-          { tenantId: principal.tenant.id, bucket: params['bucket'], status: body['status'] },
+          { tenantId: principal.tenant.id, bucket: target.name, status: body['status'] },
           200,
         );
         exchange.sendJson(200, { status: bucket.versioning });

@@ -11,17 +11,13 @@ import { PURPOSE_LIST_TOKEN } from '../security/keys.js';
 import { freshenForList, freshenForRead } from '../service/cluster-read.js';
 import { type BucketRecord, type ObjectVersionRecord } from '../engine/index/schema.js';
 import type { DataServices, IndexView } from '../service/services.js';
-import type { CommandName } from '../engine/commands.js';
+import type { CommandArgs, CommandResult, TransactionalName } from '../engine/commands.js';
 import { idempotencyOf, type IdempotencyClaim } from '../service/idempotency.js';
 import { sendObject } from '../service/download.js';
 import type { Principal } from '../service/auth.js';
 import { Access } from '../service/access.js';
 import { contextOf } from '../service/context.js';
-import {
-  addWriteConditions as addConditionArgs,
-  ObjectService,
-  type WriteConditions,
-} from '../service/objects.js';
+import { ObjectService, type WriteConditions } from '../service/objects.js';
 import { decodeListed, listObjectsPage, parsePageSize, LIST_KEYS_MAX } from '../service/list.js';
 import {
   checkReadConditions,
@@ -69,12 +65,12 @@ export interface RouteKit {
   /** The one authorization resolver: scope and bucket policy (service/access.ts). */
   readonly access: Access;
   readonly objects: ObjectService;
-  readonly mutate: <T>(
+  readonly mutate: <K extends TransactionalName>(
     exchange: Exchange,
-    op: CommandName,
-    args: Record<string, unknown>,
+    op: K,
+    args: CommandArgs<K>,
     status: number,
-  ) => Promise<T>;
+  ) => Promise<CommandResult<K>>;
 }
 
 export function dataRoutes(services: GatewayServices): Route<Handler>[] {
@@ -101,12 +97,12 @@ export function routeKit(services: GatewayServices): RouteKit {
   };
   const objects = new ObjectService(services);
   /** Sends a mutation with its audit row (service/objects.ts `commit`). */
-  const mutate = <T>(
+  const mutate = <K extends TransactionalName>(
     exchange: Exchange,
-    op: CommandName,
-    args: Record<string, unknown>,
+    op: K,
+    args: CommandArgs<K>,
     status: number,
-  ): Promise<T> => objects.commit<T>(exchange, op, args, status);
+  ): Promise<CommandResult<K>> => objects.commit(exchange, op, args, status);
   return { services, bearer, access: new Access(store), objects, mutate };
 }
 
@@ -218,12 +214,10 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
         const objectLock = body?.['objectLock'];
         if (objectLock !== undefined && typeof objectLock !== 'boolean')
           throw BadRequest('objectLock must be a boolean');
-        const bucket = await mutate<BucketRecord>(
-          exchange,
-          'createBucket',
-          { tenantId: principal.tenant.id, name, versioning, objectLock },
-          201,
-        );
+        const args: CommandArgs<'createBucket'> = { tenantId: principal.tenant.id, name };
+        if (versioning !== undefined) args.versioning = versioning;
+        if (objectLock !== undefined) args.objectLock = objectLock;
+        const bucket = await mutate(exchange, 'createBucket', args, 201);
         exchange.sendJson(201, bucketJson(bucket), {
           Location: `/api/v1/buckets/${encodeURIComponent(name)}`,
         });
@@ -249,11 +243,11 @@ function coreRoutes(kit: RouteKit): Route<Handler>[] {
       doc: docs.deleteBucket,
       handler: async (exchange, params) => {
         const principal = bearer(exchange);
-        access.bucket(principal, params['bucket'] ?? '', { verb: 'delete' });
+        const bucket = access.bucket(principal, params['bucket'] ?? '', { verb: 'delete' });
         await mutate(
           exchange,
           'deleteBucket',
-          { tenantId: principal.tenant.id, name: params['bucket'] },
+          { tenantId: principal.tenant.id, name: bucket.name },
           204,
         );
         exchange.send(204, {});
@@ -499,15 +493,6 @@ export function writeConditionsOf(exchange: Exchange): WriteConditions {
     ifNoneMatch: exchange.header('if-none-match'),
     ifUnmodifiedSince: exchange.header('if-unmodified-since'),
   };
-}
-
-/** Adds the request's write preconditions to `args` (service/objects.ts `addWriteConditions`). */
-export function addWriteConditions(
-  exchange: Exchange,
-  args: Record<string, unknown>,
-  names?: 'own' | 'destination',
-): void {
-  addConditionArgs(writeConditionsOf(exchange), args, names);
 }
 
 /** The conditional and Range headers of a read (GET, HEAD), for the service. */

@@ -203,6 +203,7 @@ function conditionsOf(request: S3Request): Record<string, string | undefined> {
     'x-amz-metadata-directive',
     'x-amz-server-side-encryption',
     'x-amz-server-side-encryption-aws-kms-key-id',
+    'x-amz-server-side-encryption-customer-algorithm',
     'x-amz-storage-class',
     'x-amz-content-sha256',
   ])

@@ -22,15 +22,20 @@ import { randomBytes } from 'node:crypto';
 import type { Exchange } from '../http/exchange.js';
 import type { Logger } from '../util/log.js';
 import type { Settings } from '../util/config.js';
-import type { IndexStore } from '../engine/index/store.js';
 import type { EngineClient } from '../engine/protocol.js';
-import type { CommandName } from '../engine/commands.js';
+import type {
+  CommandArgs,
+  CommandExtras,
+  CommandResult,
+  TransactionalName,
+} from '../engine/commands.js';
 import type { TenantRecord } from '../engine/index/schema.js';
 import type { Scope } from '../security/scopes.js';
 import { auditRowOf } from '../http/audit.js';
 import type { Authenticator } from '../service/auth.js';
 import type { UploadServices } from '../service/upload.js';
 import type { DownloadServices } from '../service/download.js';
+import type { IndexView } from '../service/services.js';
 import type { Api, Dispatch } from '../http/api.js';
 import type { ErrorRenderer } from '../http/error-answer.js';
 import { s3Error, s3ErrorHeaders, s3ErrorOf } from './errors.js';
@@ -57,7 +62,7 @@ export interface S3Credential {
 /** What the S3 adapter uses of the process that mounts it (the gateway's listener). */
 export interface S3Services {
   readonly settings: Settings;
-  readonly store: IndexStore;
+  readonly store: IndexView;
   readonly engine: EngineClient;
   /**
    * Access keys and tenants: `credential(id)` gives a live key with its secret, its state
@@ -179,6 +184,10 @@ export class S3Api {
       });
       exchange.audit.action = `s3:${operation.name}`;
       exchange.audit.resource = resourceOf(address);
+      // HTTP's Content-Length is one or more digits (RFC 9110); uWS reads any other as 0.
+      const length = exchange.header('content-length');
+      if (length !== undefined && !/^\d+$/.test(length))
+        throw s3Error('InvalidArgument', 'Content-Length is not a decimal number');
       // A preflight carries no credentials (a presigned URL's are for another method).
       const principal =
         operation.name === 'PreflightCors' ? undefined : this.authenticate(exchange, this.services);
@@ -319,16 +328,17 @@ export function sendS3(
  * The row a mutation commits with (its action `s3:<Operation>`), and the caller whose key the
  * engine checks again when the write commits: the same as the native API's `mutate`.
  */
-export async function mutate<T>(
+export async function mutate<K extends TransactionalName>(
   request: S3Request,
-  op: CommandName,
-  args: Record<string, unknown>,
+  op: K,
+  args: CommandArgs<K>,
   status: number,
-): Promise<T> {
+): Promise<CommandResult<K>> {
   const exchange = request.exchange;
-  if (exchange.audit.actor !== undefined) args['caller'] = exchange.audit.actor;
-  args['audit'] = auditRowOf(exchange, status);
-  const result = (await request.services.engine.callUnchecked(op, args)) as T;
+  const extras: CommandExtras = args;
+  if (exchange.audit.actor !== undefined) extras.caller = exchange.audit.actor;
+  extras.audit = auditRowOf(exchange, status);
+  const result = await request.services.engine.call(op, args);
   exchange.audit.written = true;
   return result;
 }

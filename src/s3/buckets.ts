@@ -10,7 +10,8 @@
 
 import { mutate, type S3Api, type S3Principal, type S3Request } from './api.js';
 import { XmlWriter, parseXml, xmlText } from './xml.js';
-import { DB, tenantChildRange, type BucketRecord } from '../engine/index/schema.js';
+import type { BucketRecord } from '../engine/index/schema.js';
+import { Access } from '../service/access.js';
 import { allows, readsIn, type Verb } from '../security/scopes.js';
 import { validateBucketName } from '../security/names.js';
 import { s3Error } from './errors.js';
@@ -99,13 +100,9 @@ function listBuckets(request: S3Request): void {
   let listed = 0;
   let last: string | undefined;
   let more = false;
-  for (const entry of request.services.store.range<BucketRecord>(
-    DB.buckets,
-    tenantChildRange(tenant.id),
-  )) {
-    const bucket = entry.value;
+  // The scope's readable buckets, by name (the service's filter, as the native API's).
+  for (const bucket of new Access(request.services.store).readableBuckets(principal)) {
     if (bucket.name <= after || !bucket.name.startsWith(prefix)) continue;
-    if (!readsIn(scope, bucket.name)) continue;
     if (listed === max) {
       more = true;
       break;
@@ -193,7 +190,7 @@ async function createBucket(request: S3Request): Promise<void> {
   }
   let created: BucketRecord;
   try {
-    created = await mutate<BucketRecord>(
+    created = await mutate(
       request,
       'createBucket',
       { tenantId: principal.tenant.id, name, objectLock },

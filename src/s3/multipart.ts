@@ -257,7 +257,8 @@ function listParts(request: S3Request): void {
       maxParts,
       isTruncated: page.isTruncated,
       parts: page.parts,
-      owner: objectStoreOf(request).owner(request),
+      initiator: page.initiator,
+      owner: page.owner,
     }),
   );
 }
@@ -295,7 +296,6 @@ function listUploads(request: S3Request): void {
       encodingUrl,
       uploads: page.uploads,
       commonPrefixes: [],
-      owner: objectStoreOf(request).owner(request),
     }),
   );
 }

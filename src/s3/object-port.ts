@@ -226,7 +226,19 @@ export interface PartEntry {
   readonly checksums: Readonly<Record<string, string>>;
 }
 
-export interface UploadEntry {
+/** An S3 owner: canonical id (the tenant id) and display name (the tenant name). */
+export interface S3Owner {
+  readonly id: string;
+  readonly displayName: string;
+}
+
+/** Who created an upload, and who will own the object it completes into. */
+export interface UploadParties {
+  readonly initiator: S3Owner;
+  readonly owner: S3Owner;
+}
+
+export interface UploadEntry extends UploadParties {
   readonly key: string;
   readonly uploadId: string;
   readonly initiated: number;
@@ -257,7 +269,7 @@ export interface S3MultipartStore {
   listParts(
     request: S3Request,
     input: UploadTarget & { partNumberMarker: number; maxParts: number },
-  ): { parts: readonly PartEntry[]; isTruncated: boolean };
+  ): { parts: readonly PartEntry[]; isTruncated: boolean } & UploadParties;
   listUploads(
     request: S3Request,
     input: {

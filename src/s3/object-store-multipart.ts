@@ -11,7 +11,7 @@ import { customerKeyOf } from './encryption.js';
 import type { S3Request, S3Services } from './api.js';
 import { bucketFor } from './buckets.js';
 import { s3Error, type S3Code } from './errors.js';
-import type { S3MultipartStore, StoredVersion } from './object-port.js';
+import type { S3MultipartStore, S3Owner, StoredVersion, UploadParties } from './object-port.js';
 import { checkPayload, storedOf } from './object-store.js';
 import type { ObjectService } from '../service/objects.js';
 import { contextOf } from '../service/context.js';
@@ -20,7 +20,10 @@ import {
   listUploadsPage,
   MultipartService,
   requireUploadIn,
+  uploadParties,
 } from '../service/multipart.js';
+import { tenantById } from '../service/bucket-access.js';
+import type { BucketRecord, MultipartUploadRecord } from '../engine/index/schema.js';
 import { isLightwellError } from '../util/errors.js';
 import type { DigestAlg } from '../engine/checksums.js';
 import { validateObjectKey } from '../security/names.js';
@@ -79,6 +82,15 @@ export function serviceMultipartStore(
     return storedOf(version, address.bucket, customerKey) satisfies StoredVersion;
   };
 
+  const ownerOf = (id: string): S3Owner => {
+    const tenant = tenantById(services.store, id);
+    return { id, displayName: tenant?.name ?? id };
+  };
+  const partiesOf = (upload: MultipartUploadRecord, bucket: BucketRecord): UploadParties => {
+    const { initiator, owner } = uploadParties(upload, bucket);
+    return { initiator: ownerOf(initiator), owner: ownerOf(owner) };
+  };
+
   return {
     create: async (request, input) => {
       const principal = request.requirePrincipal();
@@ -94,6 +106,7 @@ export function serviceMultipartStore(
         checksum: input.checksum,
         attributes: input.attributes,
         customerKey,
+        initiator: request.principal?.tenant.id,
       });
       const { sse, sseCustomer } = created;
       return { uploadId: created.uploadId, encryption: { sse, sseCustomer, customerKey } };
@@ -174,10 +187,11 @@ export function serviceMultipartStore(
     listParts: (request, input) => {
       const address = target(request, input, 'read');
       const upload = requireUploadIn(services.store, address);
-      return listPartsPage(services.store, upload, {
+      const page = listPartsPage(services.store, upload, {
         marker: input.partNumberMarker,
         max: input.maxParts,
       });
+      return { ...page, ...partiesOf(upload, address.bucket) };
     },
     listUploads: (request, input) => {
       const bucket = bucketFor(request, { verb: 'read', listPrefix: input.prefix });
@@ -193,6 +207,7 @@ export function serviceMultipartStore(
           key: upload.key,
           uploadId: upload.uploadId,
           initiated: upload.initiatedAt,
+          ...partiesOf(upload, bucket),
         })),
         isTruncated: page.isTruncated,
       };

@@ -32,16 +32,17 @@ import type {
   VersionsPage,
 } from './object-port.js';
 import { S3_DEFAULT_CONTENT_TYPE } from './object-headers.js';
-import {
-  DB,
-  objectKey,
-  type BucketRecord,
-  type ObjectVersionRecord,
-} from '../engine/index/schema.js';
+import type { BucketRecord, ObjectVersionRecord } from '../engine/index/schema.js';
 import { validateObjectKey } from '../security/names.js';
 import { contextOf } from '../service/context.js';
 import { ObjectService, type DeleteResult } from '../service/objects.js';
-import { checkReadConditions, partToServe, rangeToServe, resolveForRead } from '../service/read.js';
+import {
+  checkReadConditions,
+  hasCurrentEntry,
+  partToServe,
+  rangeToServe,
+  resolveForRead,
+} from '../service/read.js';
 import { isLightwellError } from '../util/errors.js';
 import { listObjectEntries } from '../service/list.js';
 import { listVersionsPage } from '../service/versions.js';
@@ -105,7 +106,7 @@ async function ifMatchWrite<T>(
       target.ifMatch !== undefined &&
       isLightwellError(error) &&
       error.code === 'precondition_failed' &&
-      !store.has(DB.objects, objectKey(target.bucket.id, target.key))
+      !hasCurrentEntry(store, target.bucket, target.key)
     )
       throw s3Error('NoSuchKey', 'If-Match: no object has this key');
     throw error;

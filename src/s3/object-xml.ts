@@ -350,6 +350,8 @@ export interface XmlUploadEntry {
   readonly key: string;
   readonly uploadId: string;
   readonly initiated: number;
+  readonly initiator: XmlOwner;
+  readonly owner: XmlOwner;
   readonly storageClass?: string;
   readonly checksumAlgorithm?: string | undefined;
 }
@@ -367,7 +369,6 @@ export interface ListUploadsPage {
   readonly encodingUrl: boolean;
   readonly uploads: readonly XmlUploadEntry[];
   readonly commonPrefixes: readonly string[];
-  readonly owner: XmlOwner;
 }
 
 /** ListMultipartUploadsResult. */
@@ -383,13 +384,12 @@ export function listMultipartUploadsXml(page: ListUploadsPage): Buffer {
     .el('MaxUploads', page.maxUploads)
     .el('IsTruncated', page.isTruncated)
     .el('EncodingType', page.encodingUrl ? 'url' : undefined);
-  const initiator = ownerElement('Initiator', page.owner);
-  const owner = ownerElement('Owner', page.owner);
   let body = '';
   for (const upload of page.uploads) {
     body +=
       `<Upload><Key>${xmlText(encoded(page, upload.key) as string)}</Key>` +
-      `<UploadId>${xmlText(upload.uploadId)}</UploadId>${initiator}${owner}` +
+      `<UploadId>${xmlText(upload.uploadId)}</UploadId>` +
+      `${ownerElement('Initiator', upload.initiator)}${ownerElement('Owner', upload.owner)}` +
       `<StorageClass>${upload.storageClass ?? 'STANDARD'}</StorageClass>` +
       `<Initiated>${xmlDate(upload.initiated)}</Initiated>`;
     if (upload.checksumAlgorithm !== undefined)
@@ -419,6 +419,7 @@ export interface ListPartsPage {
   readonly maxParts: number;
   readonly isTruncated: boolean;
   readonly parts: readonly XmlPartEntry[];
+  readonly initiator: XmlOwner;
   readonly owner: XmlOwner;
   readonly checksumAlgorithm?: string | undefined;
   readonly checksumType?: 'COMPOSITE' | 'FULL_OBJECT' | undefined;
@@ -434,7 +435,7 @@ export function listPartsXml(page: ListPartsPage): Buffer {
     .el('NextPartNumberMarker', page.nextPartNumberMarker)
     .el('MaxParts', page.maxParts)
     .el('IsTruncated', page.isTruncated)
-    .raw(ownerElement('Initiator', page.owner))
+    .raw(ownerElement('Initiator', page.initiator))
     .raw(ownerElement('Owner', page.owner))
     .el('StorageClass', 'STANDARD')
     .el('ChecksumAlgorithm', page.checksumAlgorithm)

@@ -4,7 +4,8 @@
 // Invariants:
 // - Pure functions of their arguments: no clock, no store. The caller supplies the time and the
 //   secret; auth.ts checks the scope, the clock skew and the expiry.
-// - Signatures are compared in constant time (`constantTimeEqual`), never with `===`.
+// - Signatures are compared in constant time (`signatureMatches`: timingSafeEqual over the
+//   hex texts, whose length is public), never with `===`.
 // - The canonical URI is built from the raw path segment by segment (decoded once, encoded the
 //   AWS way), so `%2F` inside a key stays `%2F` and a client that encodes more or fewer
 //   characters than AWS's set still verifies (`canonicalUris` also offers the raw path).
@@ -12,8 +13,7 @@
 // Persists: nothing. Signing keys (derived from the secret, valid for one day, region and
 // service) are cached in memory per access key, at most SIGNING_KEYS_MAX.
 
-import { createHash, createHmac } from 'node:crypto';
-import { constantTimeEqual } from '../security/access-keys.js';
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { s3Error } from './errors.js';
 
 export const ALGORITHM = 'AWS4-HMAC-SHA256';
@@ -147,8 +147,13 @@ export function amzDateMs(amzDate: string): number {
   return Date.parse(iso);
 }
 
+/** Texts AWS's URI encoding leaves as they are (the common case: checked once, not per byte). */
+const UNRESERVED = /^[A-Za-z0-9\-_.~]*$/;
+const UNRESERVED_OR_SLASH = /^[A-Za-z0-9\-_.~/]*$/;
+
 /** AWS's URI encoding: everything but `A-Za-z0-9-_.~` as `%XX` of its UTF-8 bytes. */
 export function awsEncode(text: string, keepSlash = false): string {
+  if ((keepSlash ? UNRESERVED_OR_SLASH : UNRESERVED).test(text)) return text;
   let out = '';
   for (const byte of Buffer.from(text, 'utf8')) {
     const char = String.fromCharCode(byte);
@@ -159,6 +164,7 @@ export function awsEncode(text: string, keepSlash = false): string {
 }
 
 function decodeLoose(text: string): string {
+  if (!text.includes('%')) return text;
   try {
     return decodeURIComponent(text);
   } catch {
@@ -202,7 +208,8 @@ export function canonicalQuery(rawQuery: string): string {
 
 /** A header value as SigV4 signs it: trimmed, inner runs of whitespace one space. */
 export function canonicalHeaderValue(value: string): string {
-  return value.trim().replace(/[ \t]+/g, ' ');
+  const trimmed = value.trim();
+  return /\t| {2}/.test(trimmed) ? trimmed.replace(/[ \t]+/g, ' ') : trimmed;
 }
 
 export interface CanonicalInput {
@@ -246,7 +253,7 @@ export function stringToSign(amzDate: string, scope: CredentialScope, canonical:
 }
 
 const SIGNING_KEYS_MAX = 4096;
-const signingKeys = new Map<string, { secret: string; key: Buffer }>();
+const signingKeys = new Map<string, { secret: Buffer; key: Buffer }>();
 
 /**
  * kSigning = HMAC(HMAC(HMAC(HMAC("AWS4" + secret, date), region), service), "aws4_request"),
@@ -256,7 +263,10 @@ const signingKeys = new Map<string, { secret: string; key: Buffer }>();
 export function signingKey(secret: string, scope: CredentialScope): Buffer {
   const id = `${scope.accessKeyId}/${scopeText(scope)}`;
   const cached = signingKeys.get(id);
-  if (cached && constantTimeEqual(cached.secret, secret)) return cached.key;
+  const secretBytes = Buffer.from(secret, 'utf8');
+  // Secrets are of one length (access-keys.ts); one of another length is simply derived anew.
+  if (cached?.secret.length === secretBytes.length && timingSafeEqual(cached.secret, secretBytes))
+    return cached.key;
   const hmac = (key: string | Buffer, data: string): Buffer =>
     createHmac('sha256', key).update(data).digest();
   const key = hmac(
@@ -264,7 +274,7 @@ export function signingKey(secret: string, scope: CredentialScope): Buffer {
     'aws4_request',
   );
   if (signingKeys.size >= SIGNING_KEYS_MAX) signingKeys.clear();
-  signingKeys.set(id, { secret, key });
+  signingKeys.set(id, { secret: secretBytes, key });
   return key;
 }
 
@@ -272,9 +282,16 @@ export function hmacHex(key: Buffer, text: string): string {
   return createHmac('sha256', key).update(text).digest('hex');
 }
 
-/** True when `given` is `expected`, compared in constant time. */
+/**
+ * True when `given` is `expected`, compared in constant time. Both are hex digests, whose length
+ * is public (the parsers refuse a signature that is not 64 hex digits), so their bytes are compared
+ * directly, without hashing both first as `constantTimeEqual` does for secrets.
+ */
 export function signatureMatches(expected: string, given: string): boolean {
-  return constantTimeEqual(expected, given);
+  // UTF-8, not latin-1: latin-1 would fold a character above U+00FF onto one byte of another.
+  const expectedBytes = Buffer.from(expected, 'utf8');
+  const givenBytes = Buffer.from(given, 'utf8');
+  return expectedBytes.length === givenBytes.length && timingSafeEqual(expectedBytes, givenBytes);
 }
 
 /** The string a chunk of an aws-chunked body is signed with (its data's SHA-256 in hex). */

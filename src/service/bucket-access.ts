@@ -170,7 +170,10 @@ export function bucketAcl(bucket: BucketRecord): Acl {
 }
 
 /** A version's ACL: the stored one, else private to the bucket's tenant. */
-export function objectAcl(version: ObjectVersionRecord, bucket: BucketRecord): Acl {
+export function objectAcl(
+  version: Pick<ObjectVersionRecord, 'headers'>,
+  bucket: BucketRecord,
+): Acl {
   const text = version.headers?.[OBJECT_ACL_HEADER];
   if (text === undefined) return privateAcl(bucket.tenantId);
   return aclOf(JSON.parse(text) as Parameters<typeof aclOf>[0]);

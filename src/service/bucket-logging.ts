@@ -18,6 +18,7 @@
 //
 // Persists: through the engine (`setBucketLogging`, `deliverAccessLog`).
 
+import type { CommandArgs } from '../engine/commands.js';
 import type { AuditInput } from '../engine/ops/audit.js';
 import { randomBytes } from 'node:crypto';
 import {
@@ -117,12 +118,12 @@ export function putBucketLogging(
   bucket: BucketRecord,
   config: LoggingConfig | undefined,
 ): Promise<BucketRecord> {
-  const args: Record<string, unknown> = { tenantId: bucket.tenantId, bucket: bucket.name };
+  const args: CommandArgs<'setBucketLogging'> = { tenantId: bucket.tenantId, bucket: bucket.name };
   if (config !== undefined) {
     checkLoggingTarget(store, bucket, config);
-    args['logging'] = { ...config };
+    args.logging = { ...config };
   }
-  return objects.commit<BucketRecord>(ctx, 'setBucketLogging', args, 200);
+  return objects.commit(ctx, 'setBucketLogging', args, 200);
 }
 
 /**

@@ -15,6 +15,7 @@
 //
 // Persists: nothing itself; the version through the engine's `copyObject` or `putObject`.
 
+import type { CommandArgs } from '../engine/commands.js';
 import type { BucketRecord, ObjectVersionRecord } from '../engine/index/schema.js';
 import type { IndexStore } from '../engine/index/store.js';
 import { DIGEST_ALGS, type DigestAlg } from '../engine/checksums.js';
@@ -33,7 +34,7 @@ import {
 } from './customer-key.js';
 import { versionBytes, type DownloadServices } from './download.js';
 import { addNewVersionAttributes, type NewVersionAttributes } from './object-lock.js';
-import { addWriteConditions, type ObjectService, type WriteConditions } from './objects.js';
+import { addDestinationConditions, type ObjectService, type WriteConditions } from './objects.js';
 import { resolveForRead } from './read.js';
 
 export interface CopySource {
@@ -95,7 +96,7 @@ export function copyObject(
     },
     { bucket: input.bucket.name, key: input.key },
   );
-  const args: Record<string, unknown> = {
+  const args: CommandArgs<'copyObject'> = {
     tenantId: ctx.principal.tenant.id,
     bucket: input.bucket.name,
     key: input.key,
@@ -103,19 +104,21 @@ export function copyObject(
     sourceKey: source.key,
     metadataDirective: input.directive,
   };
-  if (source.versionId !== undefined) args['sourceVersionId'] = source.versionId;
-  for (const name of ['ifMatch', 'ifNoneMatch', 'ifModifiedSince', 'ifUnmodifiedSince'] as const)
-    if (source[name] !== undefined) args[name] = source[name];
+  if (source.versionId !== undefined) args.sourceVersionId = source.versionId;
+  if (source.ifMatch !== undefined) args.ifMatch = source.ifMatch;
+  if (source.ifNoneMatch !== undefined) args.ifNoneMatch = source.ifNoneMatch;
+  if (source.ifModifiedSince !== undefined) args.ifModifiedSince = source.ifModifiedSince;
+  if (source.ifUnmodifiedSince !== undefined) args.ifUnmodifiedSince = source.ifUnmodifiedSince;
   if (input.directive === 'REPLACE') {
-    if (input.contentType !== undefined) args['contentType'] = input.contentType;
-    if (input.metadata !== undefined) args['metadata'] = { ...input.metadata };
-    if (input.headers !== undefined) args['headers'] = { ...input.headers };
+    if (input.contentType !== undefined) args.contentType = input.contentType;
+    if (input.metadata !== undefined) args.metadata = { ...input.metadata };
+    if (input.headers !== undefined) args.headers = { ...input.headers };
   }
-  if (input.requireAbsent !== undefined) args['requireAbsent'] = input.requireAbsent;
-  if (input.requireMatchEtag !== undefined) args['requireMatchEtag'] = input.requireMatchEtag;
-  addWriteConditions(input.conditions, args, 'destination');
+  if (input.requireAbsent !== undefined) args.requireAbsent = input.requireAbsent;
+  if (input.requireMatchEtag !== undefined) args.requireMatchEtag = input.requireMatchEtag;
+  addDestinationConditions(input.conditions, args);
   addNewVersionAttributes(input.attributes, args);
-  return objects.commit<ObjectVersionRecord>(ctx, 'copyObject', args, 200);
+  return objects.commit(ctx, 'copyObject', args, 200);
 }
 
 /** Whether the source version is under an SSE-C key (a missing one is the engine's to answer). */

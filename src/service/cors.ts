@@ -30,7 +30,7 @@ export async function putBucketCors(
   body: unknown,
 ): Promise<unknown[]> {
   const rules = parseCorsConfiguration(body).rules;
-  const stored = await commitBucketChange<{ cors?: unknown[] }>(
+  const stored = await commitBucketChange(
     objects,
     ctx,
     bucket,

@@ -9,6 +9,7 @@
 // Persists: nothing itself; BucketRecord.encryption and ObjectVersionRecord.sse through the
 // engine (`setBucketEncryption`, the write commands' `sse`).
 
+import type { CommandArgs } from '../engine/commands.js';
 import type { BucketRecord, ServerSideEncryption, TenantRecord } from '../engine/index/schema.js';
 import { BadRequest } from '../util/errors.js';
 import { CustomerKey, type CustomerKeyFields } from './customer-key.js';
@@ -103,7 +104,10 @@ export function putBucketEncryption(
   encryption: ServerSideEncryption | undefined,
   status = 200,
 ): Promise<BucketRecord> {
-  const args: Record<string, unknown> = { tenantId: ctx.principal.tenant.id, bucket: bucket.name };
-  if (encryption !== undefined) args['encryption'] = { ...encryption };
-  return objects.commit<BucketRecord>(ctx, 'setBucketEncryption', args, status);
+  const args: CommandArgs<'setBucketEncryption'> = {
+    tenantId: ctx.principal.tenant.id,
+    bucket: bucket.name,
+  };
+  if (encryption !== undefined) args.encryption = { ...encryption };
+  return objects.commit(ctx, 'setBucketEncryption', args, status);
 }

@@ -7,6 +7,7 @@
 //
 // Persists: nothing itself; uploads and parts through the engine's multipart commands.
 
+import type { CommandArgs } from '../engine/commands.js';
 import type { DigestAlg } from '../engine/checksums.js';
 import {
   DB,
@@ -41,7 +42,7 @@ import {
 import { CopiedBody } from './copy-body.js';
 import { versionBytes, type DownloadServices } from './download.js';
 import { resolveForRead } from './read.js';
-import { tenantById } from './bucket-access.js';
+import { objectAcl, tenantById } from './bucket-access.js';
 import type { BodySource } from './body.js';
 import type { RequestContext } from './context.js';
 import { addWriteConditions, type ObjectService, type ObjectServiceDeps } from './objects.js';
@@ -122,6 +123,19 @@ export function requireUploadIn(store: IndexStore, address: UploadAddress): Mult
   return found;
 }
 
+/**
+ * Who an upload is of, as S3 names them: its initiator (the tenant that created it) and its
+ * owner (the tenant that will own the completed object: the ACL the create recorded, as for
+ * an object, else the bucket's tenant).
+ */
+export function uploadParties(
+  upload: MultipartUploadRecord,
+  bucket: BucketRecord,
+): { initiator: string; owner: string } {
+  const owner = objectAcl(upload, bucket).owner;
+  return { initiator: upload.initiator ?? upload.tenantId, owner };
+}
+
 export class MultipartService {
   constructor(
     private readonly deps: ObjectServiceDeps,
@@ -134,7 +148,7 @@ export class MultipartService {
       bucket: BucketRecord;
       key: string;
       contentType: string;
-      metadata: object;
+      metadata: Readonly<Record<string, string>>;
       /** Representation headers the completed object keeps (S3's). */
       headers?: Readonly<Record<string, string>>;
       /** The checksum chosen at create: parts are hashed with it, a COMPOSITE one kept. */
@@ -143,11 +157,13 @@ export class MultipartService {
       attributes?: NewVersionAttributes | undefined;
       /** SSE-C: every part and the completed object are stored under this customer key. */
       customerKey?: CustomerKey | undefined;
+      /** The tenant whose key asks, when it writes into another tenant's bucket. */
+      initiator?: string | undefined;
     },
     /** The status the transport answers with, for the audit row (native 201, S3 200). */
     status = 200,
   ): Promise<MultipartUploadRecord> {
-    const args: Record<string, unknown> = {
+    const args: CommandArgs<'createMultipartUpload'> = {
       tenantId: ctx.principal.tenant.id,
       bucket: input.bucket.name,
       key: input.key,
@@ -155,11 +171,13 @@ export class MultipartService {
       metadata: input.metadata,
     };
     if (input.headers !== undefined && Object.keys(input.headers).length > 0)
-      args['headers'] = { ...input.headers };
-    if (input.checksum !== undefined) args['checksum'] = { ...input.checksum };
+      args.headers = { ...input.headers };
+    if (input.checksum !== undefined) args.checksum = { ...input.checksum };
     addNewVersionAttributes(input.attributes, args);
-    if (input.customerKey !== undefined) args['sseCustomer'] = input.customerKey.seal();
-    return this.objects.commit<MultipartUploadRecord>(ctx, 'createMultipartUpload', args, status);
+    if (input.customerKey !== undefined) args.sseCustomer = input.customerKey.seal();
+    if (input.initiator !== undefined && input.initiator !== input.bucket.tenantId)
+      args.initiator = input.initiator;
+    return this.objects.commit(ctx, 'createMultipartUpload', args, status);
   }
 
   /**
@@ -207,7 +225,7 @@ export class MultipartService {
           throw ChecksumMismatch(`the part does not match its ${alg} checksum`);
       }
       input.check?.(received);
-      return await this.objects.commit<PartView>(
+      return await this.objects.commit(
         ctx,
         'uploadPart',
         {
@@ -304,17 +322,17 @@ export class MultipartService {
       if (input.etag !== undefined && current?.etag === input.etag) return Promise.resolve(current);
     }
     requireCustomerKeyFor(requireUploadIn(store, input), input.customerKey, 'upload');
-    const args: Record<string, unknown> = {
+    const args: CommandArgs<'completeMultipartUpload'> = {
       tenantId: ctx.principal.tenant.id,
       bucket: input.bucket.name,
       key: input.key,
       uploadId: input.uploadId,
-      parts: input.parts,
+      parts: [...input.parts],
     };
-    if (input.etag !== undefined) args['etag'] = input.etag;
-    if (input.checksum !== undefined) args['checksum'] = { ...input.checksum };
+    if (input.etag !== undefined) args.etag = input.etag;
+    if (input.checksum !== undefined) args.checksum = { ...input.checksum };
     addWriteConditions(input.conditions, args);
-    return this.objects.commit<ObjectVersionRecord>(ctx, 'completeMultipartUpload', args, 200);
+    return this.objects.commit(ctx, 'completeMultipartUpload', args, 200);
   }
 
   async abort(ctx: RequestContext, input: UploadAddress): Promise<void> {
@@ -333,12 +351,28 @@ export class MultipartService {
   }
 }
 
+/**
+ * The part a page of parts resumes after, from the marker's text: none, or `0` (as S3 takes
+ * it), is before the first part; anything else is a part number (`parsePartNumber`), else 400.
+ */
+export function partNumberMarkerOf(text: string | null): number {
+  return text === null || text === '0' ? 0 : parsePartNumber(text);
+}
+
+/** A page of an upload's parts, with the marker of the next page when there is one. */
+export interface PartsPage {
+  readonly parts: PartView[];
+  readonly isTruncated: boolean;
+  /** The last part of this page; set exactly when the page is truncated. */
+  readonly nextPartNumberMarker?: number;
+}
+
 /** A page of an upload's parts after part `marker` (0: from the first). */
 export function listPartsPage(
   store: IndexStore,
   upload: MultipartUploadRecord,
   page: { marker: number; max: number },
-): { parts: PartView[]; isTruncated: boolean } {
+): PartsPage {
   const range = multipartPartRange(upload.bucketId, upload.key, upload.uploadId);
   const start = Buffer.concat([range.start, Buffer.alloc(4)]);
   start.writeUInt32BE(page.marker + 1, start.length - 4);
@@ -355,18 +389,53 @@ export function listPartsPage(
     }
     parts.push(partView(value));
   }
-  return { parts, isTruncated };
+  const last = parts[parts.length - 1];
+  if (!isTruncated || last === undefined) return { parts, isTruncated };
+  return { parts, isTruncated, nextPartNumberMarker: last.partNumber };
+}
+
+/** The markers a page of uploads resumes after (absent: from the first upload). */
+export interface UploadsMarkers {
+  readonly keyMarker?: string;
+  readonly uploadIdMarker?: string;
+}
+
+/**
+ * The markers of a page of uploads as a client sent them (null: not sent), checked: an upload
+ * id marker belongs to the key marker it was answered with, and is an upload id; else 400.
+ * The key marker is a key, checked as such by the transport (it decodes it).
+ */
+export function uploadsMarkersOf(
+  keyMarker: string | null,
+  uploadIdMarker: string | null,
+): UploadsMarkers {
+  if (uploadIdMarker !== null && keyMarker === null)
+    throw BadRequest('uploadIdMarker needs the keyMarker it belongs to');
+  if (uploadIdMarker !== null && !isUploadId(uploadIdMarker))
+    throw BadRequest('malformed uploadIdMarker');
+  if (keyMarker === null) return {};
+  return uploadIdMarker === null ? { keyMarker } : { keyMarker, uploadIdMarker };
+}
+
+/** A page of a bucket's uploads, with the markers of the next page when there is one. */
+export interface UploadsPage {
+  readonly uploads: MultipartUploadRecord[];
+  readonly isTruncated: boolean;
+  /** The key and upload id of this page's last upload; set exactly when it is truncated. */
+  readonly nextKeyMarker?: string;
+  readonly nextUploadIdMarker?: string;
 }
 
 /**
  * A page of a bucket's in-progress uploads under `prefix`, by key then upload id, after the
- * markers. The upload id marker must be an upload id (the caller refuses another).
+ * markers. An upload id marker that is no upload id (S3 takes any; `uploadsMarkersOf` refuses
+ * it) resumes after every upload of the key marker.
  */
 export function listUploadsPage(
   store: IndexStore,
   bucket: BucketRecord,
-  page: { prefix: string; keyMarker?: string; uploadIdMarker?: string; max: number },
-): { uploads: MultipartUploadRecord[]; isTruncated: boolean } {
+  page: UploadsMarkers & { prefix: string; max: number },
+): UploadsPage {
   const range = prefixRange(bucket.id, page.prefix);
   let start = range.start;
   if (page.keyMarker !== undefined) {
@@ -392,5 +461,7 @@ export function listUploadsPage(
     }
     uploads.push(value);
   }
-  return { uploads, isTruncated };
+  const last = uploads[uploads.length - 1];
+  if (!isTruncated || last === undefined) return { uploads, isTruncated };
+  return { uploads, isTruncated, nextKeyMarker: last.key, nextUploadIdMarker: last.uploadId };
 }

@@ -75,10 +75,14 @@ export async function putNotificationConfigs(
 ): Promise<StoredNotificationConfig[]> {
   const configs = parseNotificationConfigs(body);
   for (const config of configs) await checkWebhookTarget(new URL(config.url), allowPrivateTargets);
-  const stored = await commitBucketChange<{
-    configs: NotificationConfigView[];
-    secrets: Record<string, string>;
-  }>(objects, ctx, bucket, 'putBucketNotifications', { configs }, 200);
+  const stored = await commitBucketChange(
+    objects,
+    ctx,
+    bucket,
+    'putBucketNotifications',
+    { configs },
+    200,
+  );
   return stored.configs.map((config) => {
     const secret = stored.secrets[config.id];
     return secret === undefined ? config : { ...config, signingSecret: secret };

@@ -17,6 +17,8 @@
 // Persists: nothing itself; buckets and versions through the engine (`setObjectLockConfig`,
 // `putRetention`, `putLegalHold`, and the write commands' `lock` and `tags`).
 
+import type { CommandArgs } from '../engine/commands.js';
+import type { VersionTarget } from '../engine/ops/object-meta.js';
 import type {
   BucketRecord,
   ObjectTag,
@@ -51,14 +53,21 @@ export interface NewVersionAttributes {
   readonly sse?: ServerSideEncryption | undefined;
 }
 
+/** The attributes as the commands that write a version take them (`putObject`, ...). */
+export interface NewVersionArgs {
+  lock?: NewVersionLock;
+  tags?: ObjectTag[];
+  sse?: ServerSideEncryption;
+}
+
 /** Adds a new version's attributes to the arguments of a write command. */
 export function addNewVersionAttributes(
   attributes: NewVersionAttributes | undefined,
-  args: Record<string, unknown>,
+  args: NewVersionArgs,
 ): void {
-  if (attributes?.lock !== undefined) args['lock'] = { ...attributes.lock };
-  if (attributes?.tags !== undefined) args['tags'] = attributes.tags.map((tag) => ({ ...tag }));
-  if (attributes?.sse !== undefined) args['sse'] = { ...attributes.sse };
+  if (attributes?.lock !== undefined) args.lock = { ...attributes.lock };
+  if (attributes?.tags !== undefined) args.tags = attributes.tags.map((tag) => ({ ...tag }));
+  if (attributes?.sse !== undefined) args.sse = { ...attributes.sse };
 }
 
 /**
@@ -142,9 +151,12 @@ export function putObjectLockConfig(
   bucket: BucketRecord,
   rule: LockDefault | undefined,
 ): Promise<BucketRecord> {
-  const args: Record<string, unknown> = { tenantId: ctx.principal.tenant.id, bucket: bucket.name };
-  if (rule !== undefined) args['rule'] = { ...rule };
-  return objects.commit<BucketRecord>(ctx, 'setObjectLockConfig', args, 200);
+  const args: CommandArgs<'setObjectLockConfig'> = {
+    tenantId: ctx.principal.tenant.id,
+    bucket: bucket.name,
+  };
+  if (rule !== undefined) args.rule = { ...rule };
+  return objects.commit(ctx, 'setObjectLockConfig', args, 200);
 }
 
 /** A version to change: its bucket, key and version id (undefined: the current version). */
@@ -154,13 +166,13 @@ export interface VersionAddress {
   readonly versionId?: string | undefined;
 }
 
-function versionArgs(ctx: RequestContext, target: VersionAddress): Record<string, unknown> {
-  const args: Record<string, unknown> = {
+function versionArgs(ctx: RequestContext, target: VersionAddress): VersionTarget {
+  const args: VersionTarget = {
     tenantId: ctx.principal.tenant.id,
     bucket: target.bucket.name,
     key: target.key,
   };
-  if (target.versionId !== undefined) args['versionId'] = target.versionId;
+  if (target.versionId !== undefined) args.versionId = target.versionId;
   return args;
 }
 
@@ -176,11 +188,13 @@ export function putRetention(
   bypass: boolean,
   status = 200,
 ): Promise<ObjectVersionRecord> {
-  const args = versionArgs(ctx, target);
-  args['mode'] = retention?.mode ?? null;
-  if (retention !== undefined) args['retainUntil'] = retention.retainUntil;
-  if (bypass) args['bypassGovernance'] = true;
-  return objects.commit<ObjectVersionRecord>(ctx, 'putRetention', args, status);
+  const args: CommandArgs<'putRetention'> = {
+    ...versionArgs(ctx, target),
+    mode: retention?.mode ?? null,
+  };
+  if (retention !== undefined) args.retainUntil = retention.retainUntil;
+  if (bypass) args.bypassGovernance = true;
+  return objects.commit(ctx, 'putRetention', args, status);
 }
 
 /** Sets a version's legal hold. */
@@ -191,7 +205,6 @@ export function putLegalHold(
   status: 'ON' | 'OFF',
   answerStatus = 200,
 ): Promise<ObjectVersionRecord> {
-  const args = versionArgs(ctx, target);
-  args['status'] = status;
-  return objects.commit<ObjectVersionRecord>(ctx, 'putLegalHold', args, answerStatus);
+  const args: CommandArgs<'putLegalHold'> = { ...versionArgs(ctx, target), status };
+  return objects.commit(ctx, 'putLegalHold', args, answerStatus);
 }

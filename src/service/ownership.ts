@@ -12,6 +12,7 @@
 //
 // Persists: through the engine (`setBucketOwnership`).
 
+import type { CommandArgs } from '../engine/commands.js';
 import type { BucketRecord, ObjectOwnership } from '../engine/index/schema.js';
 import { BadRequest } from '../util/errors.js';
 import type { RequestContext } from './context.js';
@@ -58,12 +59,15 @@ export function putBucketOwnership(
   bucket: BucketRecord,
   ownership: ObjectOwnership | undefined,
 ): Promise<BucketRecord> {
-  const args: Record<string, unknown> = { tenantId: bucket.tenantId, bucket: bucket.name };
+  const args: CommandArgs<'setBucketOwnership'> = {
+    tenantId: bucket.tenantId,
+    bucket: bucket.name,
+  };
   // Checked here for the answer's reason, and again by the engine in the transaction.
   if (ownership === 'BucketOwnerEnforced' && aclGrantsOthers(bucket))
     throw BadRequest('the bucket ACL grants others: ACLs cannot be disabled', {
       reason: 'acl_with_ownership',
     });
-  if (ownership !== undefined) args['ownership'] = ownership;
-  return objects.commit<BucketRecord>(ctx, 'setBucketOwnership', args, 200);
+  if (ownership !== undefined) args.ownership = ownership;
+  return objects.commit(ctx, 'setBucketOwnership', args, 200);
 }

@@ -4,13 +4,14 @@
 // still commits or fails on its own, with its own audit row, in the engine's group commit
 // (engine.ts `runPutGroup`), so a caller sees exactly what a `putObject` of its own would give.
 
+import type { CommandArgs } from '../engine/commands.js';
 import type { EngineClient } from '../engine/protocol.js';
 import { FRAME_BYTES_MAX, PUT_GROUP_COMMAND, PUT_GROUP_ITEMS_MAX } from '../engine/protocol.js';
 import type { ObjectVersionRecord } from '../engine/index/schema.js';
-import { fromWire, Internal, type WireError } from '../util/errors.js';
+import { fromWire, Internal } from '../util/errors.js';
 
 interface Waiting {
-  readonly args: Record<string, unknown>;
+  readonly args: CommandArgs<'putObject'>;
   readonly resolve: (version: ObjectVersionRecord) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -25,8 +26,6 @@ const GROUP_BYTES_MAX = FRAME_BYTES_MAX / 8;
 const ITEM_BYTES = 8 * 1024;
 const CHUNK_BYTES = 128;
 
-type Answer = { readonly r: unknown } | { readonly e: WireError };
-
 export class PutGroup {
   private waiting: Waiting[] = [];
   /** What the waiting commands encode to at most, about (ITEM_BYTES, CHUNK_BYTES). */
@@ -35,12 +34,11 @@ export class PutGroup {
   constructor(private readonly engine: EngineClient) {}
 
   /** Sends `args` (a whole `putObject` command's) with the others of this turn. */
-  commit(args: Record<string, unknown>): Promise<ObjectVersionRecord> {
+  commit(args: CommandArgs<'putObject'>): Promise<ObjectVersionRecord> {
     return new Promise((resolve, reject) => {
       if (this.waiting.length === 0) setImmediate(() => this.send());
       this.waiting.push({ args, resolve, reject });
-      const chunks = args['chunks'];
-      this.bytes += ITEM_BYTES + (Array.isArray(chunks) ? chunks.length * CHUNK_BYTES : 0);
+      this.bytes += ITEM_BYTES + args.chunks.length * CHUNK_BYTES;
       if (this.waiting.length >= PUT_GROUP_ITEMS_MAX || this.bytes >= GROUP_BYTES_MAX) this.send();
     });
   }
@@ -50,25 +48,21 @@ export class PutGroup {
     if (group.length === 0) return;
     this.waiting = [];
     this.bytes = 0;
-    // Not in the typed command table: the engine handles it before its dispatcher (engine.ts).
-    this.engine
-      .callUnchecked(PUT_GROUP_COMMAND, { items: group.map((waiting) => waiting.args) })
-      .then(
-        (result) => {
-          const answers = result as Answer[];
-          group.forEach((waiting, index) => {
-            const answer = answers[index];
-            if (answer === undefined)
-              waiting.reject(
-                Internal(`the engine answered ${PUT_GROUP_COMMAND} with fewer results than items`),
-              );
-            else if ('e' in answer) waiting.reject(fromWire(answer.e));
-            else waiting.resolve(answer.r as ObjectVersionRecord);
-          });
-        },
-        (error: unknown) => {
-          for (const waiting of group) waiting.reject(error);
-        },
-      );
+    this.engine.call(PUT_GROUP_COMMAND, { items: group.map((waiting) => waiting.args) }).then(
+      (answers) => {
+        group.forEach((waiting, index) => {
+          const answer = answers[index];
+          if (answer === undefined)
+            waiting.reject(
+              Internal(`the engine answered ${PUT_GROUP_COMMAND} with fewer results than items`),
+            );
+          else if ('e' in answer) waiting.reject(fromWire(answer.e));
+          else waiting.resolve(answer.r);
+        });
+      },
+      (error: unknown) => {
+        for (const waiting of group) waiting.reject(error);
+      },
+    );
   }
 }

@@ -54,6 +54,15 @@ export function resolveForRead(
 }
 
 /**
+ * Whether `key` has a current entry (a version, or a delete marker that is the latest): a
+ * write whose If-Match failed with none there failed for want of an object, which S3 answers
+ * as 404 `NoSuchKey` rather than 412.
+ */
+export function hasCurrentEntry(store: IndexStore, bucket: BucketRecord, key: string): boolean {
+  return store.has(DB.objects, objectKey(bucket.id, key));
+}
+
+/**
  * The version whose tags, retention or legal hold a read asks for: as `resolveForRead`, but a
  * delete marker named by its id has none of them (405 allowing nothing, as the engine's
  * `targetVersion` answers a write of them), and a missing key is a plain 404.

@@ -6,6 +6,7 @@
 // Persists: nothing itself; ObjectVersionRecord.tags and BucketRecord.tags through the engine
 // (`putObjectTags`, `setBucketTags`, and the write commands' `tags`).
 
+import type { CommandArgs } from '../engine/commands.js';
 import type { BucketRecord, ObjectTag, ObjectVersionRecord } from '../engine/index/schema.js';
 import { BadRequest } from '../util/errors.js';
 import { BUCKET_TAGS_MAX, checkTags } from './attributes.js';
@@ -55,14 +56,14 @@ export function putObjectTags(
   tags: unknown,
   status = 200,
 ): Promise<ObjectVersionRecord> {
-  const args: Record<string, unknown> = {
+  const args: CommandArgs<'putObjectTags'> = {
     tenantId: ctx.principal.tenant.id,
     bucket: target.bucket.name,
     key: target.key,
     tags: checkTags(tags),
   };
-  if (target.versionId !== undefined) args['versionId'] = target.versionId;
-  return objects.commit<ObjectVersionRecord>(ctx, 'putObjectTags', args, status);
+  if (target.versionId !== undefined) args.versionId = target.versionId;
+  return objects.commit(ctx, 'putObjectTags', args, status);
 }
 
 /** Replaces a bucket's tags (an empty list removes them); at most BUCKET_TAGS_MAX. */
@@ -78,5 +79,5 @@ export function putBucketTags(
     bucket: bucket.name,
     tags: checkTags(tags, BUCKET_TAGS_MAX),
   };
-  return objects.commit<BucketRecord>(ctx, 'setBucketTags', args, status);
+  return objects.commit(ctx, 'setBucketTags', args, status);
 }

@@ -293,6 +293,11 @@ export const settingSpecs = {
     max: 7,
     help: 'copies of every partition (effective: at most the storage node count)',
   },
+  'cluster.layout_poll': {
+    kind: 'duration',
+    fallback: '2s',
+    help: 'how often a member reads the layout when no peer has named a newer one',
+  },
   'cluster.lost_after': {
     kind: 'duration',
     fallback: '30m',

@@ -116,6 +116,8 @@ export const SegmentIoError = defineError('segment_io', 'Segment I/O failed', 50
 export const EngineUnavailable = defineError('engine_unavailable', 'Engine not reachable', 503);
 export const DataDirLocked = defineError('data_dir_locked', 'Data directory in use', 500);
 export const ChunkGone = defineError('chunk_gone', 'Deduplicated chunk was reclaimed', 503);
+/** A replicated write placed under an older layout than the replica's (cluster fencing). */
+export const StaleLayout = defineError('stale_layout', 'Placed under a stale layout', 503);
 /** The data filesystem is full (ENOSPC): new writes are refused until space returns. */
 export const DiskFull = defineError('disk_full', 'No space left for new data', 503);
 

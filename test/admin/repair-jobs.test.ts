@@ -57,3 +57,24 @@ t.test('a failure: thrown within the budget, recorded after it', async (t) => {
   });
   t.throws(() => jobs.get('rj_unknown'), { code: 'not_found' }, 'an unknown job is a 404');
 });
+
+t.test('a running job shows its progress as the work updates it', async (t) => {
+  const jobs = new RepairJobs();
+  const slow = deferred();
+  const progress: Record<string, unknown> = { phase: 'scrub', scrub: { chunksVerified: 0 } };
+  const outcome = await jobs.run('t1', slow.promise, 0, progress);
+  if (!('job' in outcome)) throw new Error('expected a job');
+  t.match(JSON.parse(JSON.stringify(jobs.get(outcome.job.jobId))), {
+    state: 'running',
+    progress: { phase: 'scrub', scrub: { chunksVerified: 0 } },
+  });
+  progress['phase'] = 'replicas';
+  progress['scrub'] = { chunksVerified: 12 };
+  t.match(JSON.parse(JSON.stringify(jobs.get(outcome.job.jobId))), {
+    progress: { phase: 'replicas', scrub: { chunksVerified: 12 } },
+  });
+  slow.resolve({ complete: true });
+  await slow.promise;
+  await new Promise<void>((resolve) => setImmediate(resolve));
+  t.match(jobs.get(outcome.job.jobId), { state: 'succeeded', result: { complete: true } });
+});

@@ -1,5 +1,5 @@
 // Goal: a drain moves a member's data onto the members that take its place before it is demoted,
-// and forceLost of a dead member rebuilds its replicas on the others (docs/cluster.md §11): after
+// then the drained member reclaims the space of its copies and reports it; and forceLost of a dead member rebuilds its replicas on the others (docs/cluster.md §11): after
 // each, a rebalance finds nothing left to copy, and every object reads back from the survivors.
 // A lost member that comes back cannot write to the others.
 // Method: the cluster kit, four nodes on real etcd (replication factor 3). Bucket 1's replica set
@@ -13,6 +13,19 @@ import { Client, makeKey } from './data-client.js';
 import { replicasOf } from '../../src/cluster/replication.js';
 
 const env = await clusterEnvironment();
+
+/** A figure of `node`'s `/metrics` for tenant acme. */
+async function figure(node: KitNode, name: string): Promise<number> {
+  const response = await fetch(`http://${node.host}:${node.ports.admin}/metrics`, {
+    signal: AbortSignal.timeout(60_000),
+  });
+  const text = await response.text();
+  const line = text
+    .split('\n')
+    .find((entry) => entry.startsWith(`${name}{`) && entry.includes('tenant="acme"'));
+  if (line === undefined) throw new Error(`${node.id} exposes no ${name} of acme`);
+  return Number(line.slice(line.lastIndexOf(' ') + 1));
+}
 
 t.test('drain and forceLost move data', { skip: env.skip ?? false }, async (t) => {
   const kit = await ClusterKit.create(4, (fn) => t.teardown(fn));
@@ -59,6 +72,19 @@ t.test('drain and forceLost move data', { skip: env.skip ?? false }, async (t) =
       (member) => member.id === id,
     )?.state;
   t.equal(state('n4'), 'drained', 'n4 is drained (DECISIONS.md states), readable until removed');
+  // Once drained, n4 reclaims its copies (a majority of the new replica set holds each).
+  const sizes = [...bodies.values()].reduce((sum, body) => sum + body.length, 0);
+  t.match(
+    drained.json['reclaimed'],
+    { keysDropped: 8, keysKept: 0, versionsDropped: 8, logicalBytes: sizes },
+    `n4 reclaimed its copies: ${JSON.stringify(drained.json['reclaimed'])}`,
+  );
+  t.ok(
+    (drained.json['reclaimed'] as { physicalBytes: number }).physicalBytes > 0,
+    'and reports the stored bytes it no longer references',
+  );
+  t.equal(await figure(n4, 'lightwell_tenant_objects'), 0, 'n4 holds no object of the tenant');
+  t.equal(await figure(n4, 'lightwell_tenant_logical_bytes'), 0, 'nor any of its bytes');
   const afterDrain = await rebalance(true);
   t.equal(afterDrain['copiesSent'], 0, `nothing left to copy after the drain (${spare.id} got it)`);
   t.equal(afterDrain['replicasUnreachable'], 0);

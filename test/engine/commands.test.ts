@@ -1,6 +1,7 @@
 // Goal: the engine client's calls are typed by the command map (src/engine/commands.ts): an
 // unknown or renamed command, a missing or mistyped field, and a result read as another type
-// fail to compile, on the caller's side, for transactional, read and per-connection commands.
+// fail to compile, on the caller's side, for transactional, read and per-connection commands
+// and the put group (`putObjects`).
 // Method: the calls below are compiled with the tests (`tsc -p tsconfig.json`); each
 // `@ts-expect-error` fails the build if its line ever compiles. At run time, the map's names are
 // the engine's tables' (a command added to a table is in the map).
@@ -27,6 +28,11 @@ export async function typedCalls(client: EngineClient): Promise<unknown[]> {
   const step = await client.call('scrubTenantChunks', { tenantId: 't', verify: false });
   // @ts-expect-error: a scrub step counts chunks, it is not a list
   read.push(step.length);
+  // The group of putObject commands, run before the dispatcher, is typed as the tables are.
+  const answers = await client.call('putObjects', { items: [] });
+  for (const answer of answers) read.push('e' in answer ? answer.e.code : answer.r.versionId);
+  // @ts-expect-error: a group's items are putObject commands
+  await client.call('putObjects', { items: [{ tenantId: 't', bucket: 'b', key: 'k' }] });
   // A relayed name is unchecked, and says so.
   read.push(await client.callUnchecked('anything', {}));
   return read;

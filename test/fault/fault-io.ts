@@ -20,11 +20,19 @@
 // `disk`, as Linux forgets dirty pages whose write-back failed, and every other open file of it
 // fails its next fdatasync once, as Linux reports the error to each file description), bit flips in what a read
 // returns (the disk is intact), and latency spikes (a call completes many event-loop turns
-// later, which reorders completions). Every damage to bytes a caller was told were written is
+// later, which reorders completions). With a `capacity`, the disk can fill: a write or a
+// truncation that would take more than the free bytes fails with ENOSPC and changes nothing, and
+// `statfs` answers the figures (what the space reserve and compaction read). The index is a real
+// LMDB environment elsewhere; `indexFaults` is its commit seam (src/engine/index/store.ts): a
+// commit fails with ENOSPC while the disk has less than INDEX_COMMIT_BYTES free (LMDB needs
+// fresh pages to commit), and with ENOSPC or EIO by probability. `indexRoomNeeded` off models
+// an index whose commits reuse pages freed inside its own file (after a restart, when no reader
+// holds an old snapshot), which need no room on the disk. Every damage to bytes a caller was told were written is
 // recorded (`damaged`), so a checker can tell a loud failure it must accept from a lost write.
 
 import { dirname } from 'node:path';
 import type { Io, IoFile } from '../../src/util/io.js';
+import type { IndexFaults } from '../../src/engine/index/store.js';
 import { Prng } from '../helpers/prng.js';
 
 export { Prng };
@@ -39,7 +47,13 @@ export interface FaultProbabilities {
   syncEio: number;
   bitFlip: number;
   latencySpike: number;
+  /** An index commit fails with ENOSPC, or with EIO (nothing of it applies). */
+  indexEnospc: number;
+  indexEio: number;
 }
+
+/** Free bytes an index commit needs on a disk with a capacity (see the header). */
+export const INDEX_COMMIT_BYTES = 4 * 1024;
 
 export const NO_FAULTS: FaultProbabilities = {
   readEio: 0,
@@ -50,6 +64,8 @@ export const NO_FAULTS: FaultProbabilities = {
   syncEio: 0,
   bitFlip: 0,
   latencySpike: 0,
+  indexEnospc: 0,
+  indexEio: 0,
 };
 
 type Pending =
@@ -95,10 +111,63 @@ export class FaultDisk {
   private generation = 0;
   io: Io;
 
-  constructor(seed: number, faults: FaultProbabilities) {
+  /** The disk's size in bytes; undefined: it never fills, and its Io has no `statfs`. */
+  readonly capacity: number | undefined;
+
+  constructor(
+    seed: number,
+    faults: FaultProbabilities,
+    options: { capacity?: number | undefined } = {},
+  ) {
     this.prng = new Prng(seed);
     this.faults = faults;
+    this.capacity = options.capacity;
     this.io = this.makeIo(this.generation);
+  }
+
+  /** Bytes the files take now (what the process sees). */
+  used(): number {
+    let bytes = 0;
+    for (const inode of new Set(this.names.values())) bytes += inode.cache.length;
+    return bytes;
+  }
+
+  /** Bytes still free; Infinity without a capacity. */
+  free(): number {
+    return this.capacity === undefined ? Infinity : Math.max(0, this.capacity - this.used());
+  }
+
+  /** Whether an index commit needs INDEX_COMMIT_BYTES free on the disk (see the header). */
+  indexRoomNeeded = true;
+
+  /** The commit seam of the index (see the header). */
+  indexFaults(): IndexFaults {
+    return {
+      commit: () => {
+        if (this.indexRoomNeeded && this.free() < INDEX_COMMIT_BYTES) {
+          this.note(`index commit: ENOSPC, ${this.free()} bytes free`);
+          return errno('ENOSPC', 'index commit');
+        }
+        if (this.prng.chance(this.faults.indexEnospc)) {
+          this.note('index commit: ENOSPC');
+          return errno('ENOSPC', 'index commit');
+        }
+        if (this.prng.chance(this.faults.indexEio)) {
+          this.note('index commit: EIO');
+          return errno('EIO', 'index commit');
+        }
+        return undefined;
+      },
+    };
+  }
+
+  /** Fails with ENOSPC, changing nothing, when growing `inode` to `size` needs more room. */
+  private room(inode: Inode, size: number, what: string): void {
+    const growth = size - inode.cache.length;
+    if (growth > 0 && growth > this.free()) {
+      this.note(`${what}: ENOSPC, disk full`);
+      throw errno('ENOSPC', what);
+    }
   }
 
   /** A power cut: what survives is decided by the PRNG; answers the restarted process's Io. */
@@ -169,8 +238,19 @@ export class FaultDisk {
     };
     // eslint-disable-next-line @typescript-eslint/no-this-alias -- the Io's methods are its own
     const disk = this;
+    const capacity = this.capacity;
+    const statfs =
+      capacity === undefined
+        ? {}
+        : {
+            async statfs() {
+              await step();
+              return { totalBytes: capacity, freeBytes: disk.free() };
+            },
+          };
     return {
       native: false,
+      ...statfs,
       async open(path, flags) {
         await step();
         if (typeof flags === 'number') throw errno('EINVAL', 'no direct I/O here');
@@ -234,6 +314,7 @@ export class FaultDisk {
     const write = async (bytes: Buffer, position: number): Promise<number> => {
       await step();
       const { faults, prng } = disk;
+      disk.room(inode, position + bytes.length, `write ${path}@${position}+${bytes.length}`);
       if (prng.chance(faults.enospc)) {
         disk.note(`write ${path}@${position}+${bytes.length}: ENOSPC`);
         throw errno('ENOSPC', path);
@@ -306,6 +387,7 @@ export class FaultDisk {
       sync,
       async truncate(size) {
         await step();
+        disk.room(inode, size, `truncate ${path} to ${size}`);
         inode.cache = resize(inode.cache, size);
         inode.pending.push({ kind: 'truncate', size });
         disk.trace(`truncate ${path} ${size}`);

@@ -1,11 +1,12 @@
 // Goal: bad S3 input gets S3's error with nothing committed: a wrong payload hash, a bad chunk
-// signature, malformed aws-chunked framing, oversized XML, a skewed clock, Signature V2; and a
-// good aws-chunked body with signed chunks is accepted end to end.
+// signature, malformed aws-chunked framing, oversized XML, a skewed clock, Signature V2, an
+// empty Content-Length; and a good aws-chunked body with signed chunks is accepted end to end.
 // Method: a real `lightwell serve`; requests signed here with AWS's signer
 // (@smithy/signature-v4) and sent with fetch, so each can be broken one way; PutBucketVersioning
 // is the body-carrying operation, and GetBucketVersioning shows whether anything committed.
 import t from 'tap';
 import { createHash, createHmac } from 'node:crypto';
+import { connect } from 'node:net';
 import { SignatureV4 } from '@smithy/signature-v4';
 import { Service } from '../helpers/service.js';
 import {
@@ -244,4 +245,41 @@ t.test('bad S3 input is refused with nothing committed', async (t) => {
   const good = await chunked((framed) => framed);
   t.equal(good.status, 200, 'a well-signed aws-chunked body is accepted');
   t.match(await versioning(), /<Status>Enabled<\/Status>/);
+
+  // An empty Content-Length (fetch cannot send one: written on a socket) is not HTTP's digits.
+  const created = await signer.sign({
+    method: 'PUT',
+    protocol: 'http:',
+    hostname: origin.hostname,
+    port: Number(origin.port),
+    path: '/empty-length',
+    query: {},
+    headers: { host: origin.host, 'x-amz-content-sha256': EMPTY_SHA256, 'content-length': '' },
+  });
+  const head = Object.entries(created.headers)
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join('');
+  const answer = await rawExchange(origin, `PUT /empty-length HTTP/1.1\r\n${head}\r\n`);
+  t.match(answer, /^HTTP\/1\.1 400 /, 'an empty Content-Length is a bad request');
+  t.match(answer, /<Code>InvalidArgument<\/Code>/);
+  const probe = await send({ method: 'HEAD', path: '/empty-length' });
+  t.equal(probe.status, 404, 'and no bucket was created');
 });
+
+const EMPTY_SHA256 = createHash('sha256').digest('hex');
+
+/** Writes `request` on a fresh connection and reads the answer until the server's end. */
+function rawExchange(origin: URL, request: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(origin.port), origin.hostname, () => socket.end(request));
+    let text = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => {
+      text += chunk;
+      // One answer is all this waits for: its headers and its XML error body.
+      if (text.includes('</Error>')) socket.destroy();
+    });
+    socket.on('close', () => resolve(text));
+    socket.on('error', reject);
+  });
+}

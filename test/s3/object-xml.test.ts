@@ -218,6 +218,7 @@ t.test('multipart answers', async (t) => {
       nextPartNumberMarker: 2,
       maxParts: 2,
       isTruncated: true,
+      initiator: { id: 'writer-id', displayName: 'writer' },
       owner,
       parts: [
         {
@@ -234,7 +235,8 @@ t.test('multipart answers', async (t) => {
   t.equal(parts.Part.length, 2);
   t.equal(parts.Part[0].ChecksumSHA256, 'x');
   t.equal(parts.NextPartNumberMarker, '2');
-  t.equal(parts.Initiator.ID, 'tenant-id');
+  t.equal(parts.Initiator.ID, 'writer-id');
+  t.equal(parts.Owner.ID, 'tenant-id');
   const uploads = parse(
     listMultipartUploadsXml({
       bucket: 'b',
@@ -244,13 +246,22 @@ t.test('multipart answers', async (t) => {
       maxUploads: 1000,
       isTruncated: false,
       encodingUrl: true,
-      owner,
       commonPrefixes: ['a b/'],
-      uploads: [{ key: 'x+y', uploadId: 'u1', initiated: T0 }],
+      uploads: [
+        {
+          key: 'x+y',
+          uploadId: 'u1',
+          initiated: T0,
+          initiator: { id: 'writer-id', displayName: 'writer' },
+          owner,
+        },
+      ],
     }),
   ).ListMultipartUploadsResult;
   t.equal(uploads.Upload[0].Key, 'x%2By');
   t.equal(uploads.Upload[0].Initiated, '2026-01-02T03:04:05.006Z');
+  t.equal(uploads.Upload[0].Initiator.DisplayName, 'writer');
+  t.equal(uploads.Upload[0].Owner.ID, 'tenant-id');
   t.equal(uploads.CommonPrefixes[0].Prefix, 'a%20b/');
 });
 

@@ -3,7 +3,8 @@
 // only the buckets a key may read in; a read resolves to the version S3 would (a delete marker
 // named by its id is a 405 that allows DELETE, a key whose latest version is a delete marker a
 // 404 that names the marker), its preconditions answer 412 or 304 as RFC 9110 orders them, and
-// an If-Range that does not match serves the whole object.
+// an If-Range that does not match serves the whole object; whether a key has a current entry
+// (what S3 asks of an If-Match write that failed).
 // Method: a real LMDB environment in a temp directory with buckets and versions written
 // directly; the service's functions called without any transport.
 import t from 'tap';
@@ -22,7 +23,12 @@ import {
 } from '../../src/engine/index/schema.js';
 import { versionIdOf } from '../../src/engine/ops/objects.js';
 import { Access } from '../../src/service/access.js';
-import { checkReadConditions, rangeToServe, resolveForRead } from '../../src/service/read.js';
+import {
+  checkReadConditions,
+  hasCurrentEntry,
+  rangeToServe,
+  resolveForRead,
+} from '../../src/service/read.js';
 import type { Principal } from '../../src/service/auth.js';
 import { parseScopes } from '../../src/security/scopes.js';
 import { errorAnswer } from '../../src/http/error-answer.js';
@@ -164,6 +170,12 @@ t.test('a read resolves the version S3 would', async (t) => {
   t.same([latest.status, latest.headers['X-Service-Delete-Marker']], [404, 'true']);
   const none = errorAnswer(catching(() => resolveForRead(store, open, 'never', null)));
   t.same([none.status, none.headers], [404, {}]);
+  t.ok(hasCurrentEntry(store, open, 'a'), 'a current version is an entry');
+  t.notOk(hasCurrentEntry(store, open, 'never'), 'a key never written has none');
+  t.notOk(
+    hasCurrentEntry(store, { ...open, id: 2 }, 'a'),
+    "another bucket's key is not this one's",
+  );
 });
 
 t.test('read preconditions and If-Range', async (t) => {

@@ -9,6 +9,8 @@ import t from 'tap';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { CommandArgs, CommandResult, TransactionalName } from '../../src/engine/commands.js';
+import type { ObjectService } from '../../src/service/objects.js';
 import { IndexStore } from '../../src/engine/index/store.js';
 import {
   bucketKeyPrefix,
@@ -45,16 +47,18 @@ const plain = { id: 1, tenantId: 'alice', name: 'b' } as BucketRecord;
 const withRules = { ...plain, cors: [rule] } as BucketRecord;
 
 /** A commit that records what it was asked and answers `answer`. */
-function recorder(answer: unknown): {
-  commit: <T>(c: unknown, op: string, args: Record<string, unknown>, s: number) => Promise<T>;
-  calls: unknown[][];
-} {
+function recorder(answer: unknown): Pick<ObjectService, 'commit'> & { calls: unknown[][] } {
   const calls: unknown[][] = [];
   return {
     calls,
-    commit: async <T>(_c: unknown, op: string, args: Record<string, unknown>, status: number) => {
+    commit: async <K extends TransactionalName>(
+      _c: unknown,
+      op: K,
+      args: CommandArgs<K>,
+      status: number,
+    ) => {
       calls.push([op, args, status]);
-      return answer as T;
+      return answer as CommandResult<K>;
     },
   };
 }

@@ -571,6 +571,8 @@ export interface MultipartUploadRecord {
   bucket: string;
   key: string;
   initiatedAt: number;
+  /** S3's Initiator: the tenant that created the upload, when not the bucket's own. */
+  initiator?: string;
   contentType: string;
   metadata: Record<string, string>;
   /** The completed object's representation headers (ObjectVersionRecord.headers), if any. */

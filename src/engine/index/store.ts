@@ -32,6 +32,11 @@
 // goes on (see `failed` and `absorbCommitRejections`), and a `CommandBatch` given `makeRoom`
 // commits its group once more when the space reserve gave room back (space-reserve.ts).
 //
+// `faults` is a seam for the storage simulation (test/fault/simulation.test.ts): asked once per
+// commit, after the commit's writes, an error it answers fails that commit as LMDB's own
+// failure would (the child transaction is rolled back, nothing of it applies) and takes the same
+// path to the caller (`failed`). Production passes none: one optional call per commit.
+//
 // Options that fix the on-disk format are passed explicitly here and documented in
 // docs/on-disk-format.md: binary keys, binary values (our own versioned msgpack records), no
 // lmdb-js versions, no shared structures.
@@ -158,6 +163,14 @@ function absorbCommitRejections(): void {
     throw reason;
   });
 }
+/**
+ * Faults injected into commits (see the header): `commit` answers the system error a commit
+ * meets (ENOSPC, EIO), or undefined to let it commit.
+ */
+export interface IndexFaults {
+  commit(): NodeJS.ErrnoException | undefined;
+}
+
 /** The lowest key (LMDB keys are never empty). */
 const RANGE_LOW = Buffer.from([0]);
 
@@ -187,12 +200,13 @@ export class IndexStore {
     root: RootDatabase,
     readOnly: boolean,
     private readonly path: string,
+    private readonly faults: IndexFaults | undefined,
   ) {
     this.root = root;
     this.readOnly = readOnly;
   }
 
-  static open(options: { path: string; readOnly: boolean }): IndexStore {
+  static open(options: { path: string; readOnly: boolean; faults?: IndexFaults }): IndexStore {
     const root = open({
       path: options.path,
       readOnly: options.readOnly,
@@ -207,7 +221,7 @@ export class IndexStore {
       compression: false,
     });
     if (!options.readOnly) absorbCommitRejections();
-    const store = new IndexStore(root, options.readOnly, options.path);
+    const store = new IndexStore(root, options.readOnly, options.path, options.faults);
     for (const name of Object.values(DB)) {
       store.dbs.set(
         name,
@@ -480,7 +494,16 @@ export class IndexStore {
   }
 
   transact<T>(apply: () => T): Promise<T> {
-    return this.root.childTransaction(apply).catch((error: unknown) => this.failed(error));
+    const faults = this.faults;
+    const run = faults
+      ? (): T => {
+          const result = apply();
+          const fault = faults.commit();
+          if (fault) throw fault;
+          return result;
+        }
+      : apply;
+    return this.root.childTransaction(run).catch((error: unknown) => this.failed(error));
   }
 
   /**
@@ -492,16 +515,18 @@ export class IndexStore {
    */
   private async failed(error: unknown): Promise<never> {
     const pending = (error as { commitError?: Promise<unknown> } | undefined)?.commitError;
-    if (!(pending instanceof Promise)) throw error;
-    let timer: NodeJS.Timeout | undefined;
-    const cause = await Promise.race([
-      pending.then(
-        () => undefined,
-        (reason: unknown) => reason,
-      ),
-      new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), 1000))),
-    ]);
-    clearTimeout(timer);
+    let cause: unknown = error; // an injected fault (`faults`) is the system error itself
+    if (pending instanceof Promise) {
+      let timer: NodeJS.Timeout | undefined;
+      cause = await Promise.race([
+        pending.then(
+          () => undefined,
+          (reason: unknown) => reason,
+        ),
+        new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), 1000))),
+      ]);
+      clearTimeout(timer);
+    } else if (!this.faults) throw error;
     const code = (cause as { code?: unknown } | undefined)?.code;
     if (code === 'ENOSPC' || code === ENOSPC_ERRNO) throw noRoom(error, cause);
     if ((code === 'EIO' || code === EIO_ERRNO) && (await this.nearlyFull()))
@@ -535,6 +560,8 @@ export class IndexStore {
             }
           }
           this.flushBatchRecords();
+          const fault = this.faults?.commit();
+          if (fault) throw fault;
           return settled;
         } finally {
           this.batchRecords = undefined;

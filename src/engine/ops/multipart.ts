@@ -150,6 +150,8 @@ export function createMultipartUpload(
     tags?: ObjectTag[];
     sse?: ServerSideEncryption;
     sseCustomer?: unknown;
+    /** The tenant creating the upload in another tenant's bucket (S3's Initiator). */
+    initiator?: string;
   },
 ): MultipartUploadRecord {
   const tenant = requireActiveTenant(context, args.tenantId);
@@ -171,6 +173,11 @@ export function createMultipartUpload(
   };
   if (args.headers !== undefined && Object.keys(args.headers).length > 0)
     upload.headers = args.headers;
+  if (args.initiator !== undefined && args.initiator !== tenant.id) {
+    if (typeof args.initiator !== 'string' || args.initiator.length > 128)
+      throw BadRequest('initiator is a tenant id');
+    upload.initiator = args.initiator;
+  }
   if (args.checksum !== undefined) {
     const alg = parseChecksumAlg(args.checksum.alg);
     if (alg !== args.checksum.alg || !['COMPOSITE', 'FULL_OBJECT'].includes(args.checksum.type))

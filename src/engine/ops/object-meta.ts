@@ -38,7 +38,8 @@ import { BadRequest, Conflict, NotFound, PreconditionFailed } from '../../util/e
 
 export function setVersioning(
   context: EngineContext,
-  args: { tenantId: string; bucket: string; status: string },
+  // Unknown until checked: the native API passes its client's JSON field as it came.
+  args: { tenantId: string; bucket: string; status: unknown },
 ): BucketRecord {
   requireActiveTenant(context, args.tenantId);
   const bucket = requireBucket(context, args.tenantId, args.bucket);

@@ -44,7 +44,7 @@ import { DB, chunkKey, segmentKey, type ChunkRecord, type SegmentRecord } from '
 import { segmentFileName, SEGMENT_HEADER_SIZE } from '../../format/segment-header.js';
 import type { Settings } from '../../util/config.js';
 import type { DataDirPaths } from '../data-dir.js';
-import { SegmentWriter } from './segment-writer.js';
+import { SegmentWriter, engineSpaceFloorFor } from './segment-writer.js';
 import { scanSegment } from './segment-scan.js';
 import { recoverSegments } from './recovery.js';
 import * as segmentOps from '../ops/segments.js';
@@ -114,6 +114,7 @@ export class Compactor {
       segmentBytesMax: settings.bytes('storage.segment_bytes_max'),
       // Moved records are copies that nothing reads soon: past the page cache, as the pool's.
       directIo: settings.bool('storage.direct_io'),
+      spaceFloor: engineSpaceFloorFor,
       registry: {
         allocate: async () =>
           (await store.transact(() => segmentOps.allocSegment(context, { ownerPid: process.pid })))

@@ -21,6 +21,18 @@
 //   fsynced (which covers every record in it), and the engine records the final size. No record
 //   is appended to a segment once its seal has begun.
 //
+// The last bytes of the file system are not the writers': an append that would leave less than
+// `spaceFloor` free (by default a thirty-second of the file system, at most 16 MiB) is refused
+// with `disk_full` (503). They are the room the engine's index commits and compaction need once
+// the space reserve was given back to them (space-reserve.ts): without the floor, uploads into
+// segments already open would take that room, and deletes could then not commit. The free bytes
+// are read (statfs, one reading at a time, shared by the appends waiting for it) only once the
+// appends since the last reading took half of what was above the floor, so a roomy disk costs a
+// comparison per append; between readings each append takes its bytes off the estimate before
+// it writes, and a reading counts the writes still in flight as taken. The engine's own writers
+// (compaction, re-encryption) keep half the floor: they run on the room the reserve gave them,
+// and must still leave the index room to commit what they moved.
+//
 // Direct I/O (`directIo`: the pool workers' and the compactor's segments): records are written
 // with O_DIRECT, from the process's memory straight to the device, instead of being copied into
 // the page cache by the kernel. That copy (into pages it must allocate and later write back)
@@ -456,6 +468,8 @@ export class SegmentWriter {
       io?: Io;
       /** Timestamps of headers and footers (the wall clock by default). */
       clock?: Clock;
+      /** Bytes appends leave free on a disk of `totalBytes` (see the header); 0: none. */
+      spaceFloor?: (totalBytes: number) => number;
     },
   ) {
     this.io = options.io ?? nodeIo;
@@ -469,13 +483,27 @@ export class SegmentWriter {
    * that compaction can copy a segment on a small disk; known once the first segment is made.
    */
   private bytesMax: number | undefined;
+  /** The floor (see the header), once known; 0: none. */
+  private floor: number | undefined;
+  /** Free bytes at the last reading, and that less what appends took since. */
+  private freeRead = 0;
+  private freeLeft = 0;
+  /** Bytes of appends whose writes have not completed (not yet in a reading's figures). */
+  private inFlight = 0;
+  private reading: Promise<void> | undefined;
 
   /** Appends one record (given as parts, written contiguously). */
   async append(parts: readonly Buffer[]): Promise<Appended> {
     const length = parts.reduce((sum, part) => sum + part.length, 0);
+    // Awaits only when the free bytes must be read (see the header).
+    if (this.floor !== 0 && this.mustRead(length))
+      await (this.reading ??= this.readFree().finally(() => (this.reading = undefined)));
+    const taken = this.floor === 0 ? 0 : this.takeRoom(length);
     let segment: OpenSegment;
     for (;;) {
-      segment = this.current ?? (await this.openNext());
+      segment =
+        this.current ??
+        (await this.openNext().catch((error: unknown) => this.giveBack(taken, error)));
       if (segment.closing) continue;
       if (
         segment.size > SEGMENT_HEADER_SIZE &&
@@ -493,6 +521,8 @@ export class SegmentWriter {
       number = await segment.write(parts, offset, length);
     } catch (cause) {
       throw writeFailure(`write to segment ${segment.id} failed`, segment.id, cause);
+    } finally {
+      this.inFlight -= taken;
     }
     const target = segment;
     return {
@@ -502,6 +532,46 @@ export class SegmentWriter {
       written: () => target.writtenThrough(number),
       durable: () => target.syncThrough(number),
     };
+  }
+
+  /** An append that took room failed before it wrote: its bytes go back to the estimate. */
+  private giveBack(taken: number, error: unknown): never {
+    this.inFlight -= taken;
+    this.freeLeft += taken;
+    throw error;
+  }
+
+  /** Whether an append of `length` bytes needs a new reading of the free bytes first. */
+  private mustRead(length: number): boolean {
+    const floor = this.floor;
+    return floor === undefined || this.freeLeft - length - floor < (this.freeRead - floor) / 2;
+  }
+
+  /**
+   * Takes `length` bytes off the free estimate (answering what it took), or refuses if that
+   * would cross the floor.
+   */
+  private takeRoom(length: number): number {
+    const floor = this.floor ?? 0;
+    if (floor === 0) return 0;
+    if (this.freeLeft - length < floor)
+      throw DiskFull('the data filesystem is short of space; its last bytes are kept', {
+        freeBytes: this.freeLeft,
+      });
+    this.freeLeft -= length;
+    this.inFlight += length;
+    return length;
+  }
+
+  private async readFree(): Promise<void> {
+    const figures = await this.io.statfs?.(this.options.segmentsDir).catch(() => undefined);
+    if (!figures) {
+      this.floor ??= 0; // a file system that cannot tell: no floor
+      return;
+    }
+    this.floor ??= (this.options.spaceFloor ?? spaceFloorFor)(figures.totalBytes);
+    this.freeRead = figures.freeBytes - this.inFlight;
+    this.freeLeft = this.freeRead;
   }
 
   private openNext(): Promise<OpenSegment> {
@@ -668,6 +738,16 @@ async function openDirect(
     return undefined;
   }
   return { handle, writes };
+}
+
+/** The uploads' floor of free bytes on a file system of `totalBytes` (see the header). */
+export function spaceFloorFor(totalBytes: number): number {
+  return Math.min(16 * 1024 * 1024, Math.floor(totalBytes / 32));
+}
+
+/** The engine's own writers' floor: half the uploads' (see the header). */
+export function engineSpaceFloorFor(totalBytes: number): number {
+  return Math.floor(spaceFloorFor(totalBytes) / 2);
 }
 
 /**
