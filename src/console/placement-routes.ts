@@ -1,7 +1,8 @@
 // Console API route of placement: which nodes hold each bucket of a tenant, and how many buckets
 // each node holds. In cluster mode (docs/cluster.md) a bucket's replicas are the cluster's own
-// choice, `replicasOf` (src/cluster/replication.ts: rendezvous hashing over the storage members,
-// one per zone first, `cluster.replication_factor` of them), computed here from the committed
+// choice, `replicasOf` (src/cluster/replication.ts: rendezvous hashing over the storage members
+// that are not draining, one per zone first, `cluster.replication_factor` of them; the layout,
+// src/cluster/layout.ts, holds the same members), computed here from the committed
 // membership the admin API reports, so the page shows what the engines do. On a single node
 // every bucket has one copy, on this node.
 //
@@ -55,9 +56,13 @@ export function placementOf(
   buckets: ReadonlyArray<Pick<BucketRecord, 'id' | 'name'>>,
 ): Omit<Placement, 'mode' | 'truncated'> {
   const storage = members.filter((member) => STORAGE_STATES.has(member.state));
+  // As the coordinator chooses (replication.ts `replicaIds`): a draining member is no candidate,
+  // its data moving off, unless every storage member drains.
+  const staying = storage.filter((member) => member.state !== 'draining');
+  const candidates = staying.length > 0 ? staying : storage;
   const held = new Map<string, { buckets: number; preferred: number }>();
   const placed = buckets.map((bucket) => {
-    const replicas = replicasOf(bucket.id, storage, replicationFactor);
+    const replicas = replicasOf(bucket.id, candidates, replicationFactor);
     replicas.forEach((id, rank) => {
       const count = held.get(id) ?? { buckets: 0, preferred: 0 };
       count.buckets += 1;
@@ -67,7 +72,7 @@ export function placementOf(
     return { name: bucket.name, replicas };
   });
   return {
-    replicationFactor: Math.min(replicationFactor, storage.length),
+    replicationFactor: Math.min(replicationFactor, candidates.length),
     nodes: members.map((member) => ({
       ...member,
       storage: STORAGE_STATES.has(member.state),

@@ -1,9 +1,10 @@
 // Goal: the console's placement answer. On a single node every bucket of the tenant has one
 // copy, on this node, and the route keeps the gates (401 without a token; a tenant-scoped token
 // sees only its tenant, and its own without naming it; an unknown tenant is 404). In cluster
-// mode the placement is the cluster's own rule (`replicasOf`): `placementOf` over four storage
-// members in two zones gives each bucket the replication factor's copies in both zones, counts
-// what each node holds, and gives a learner or a drained node nothing.
+// mode the placement is the cluster's own rule (`replicasOf` over the members that are not
+// draining): `placementOf` over three voters in two zones gives each bucket the replication
+// factor's copies in both zones, counts what each node holds, and gives a draining member (its
+// data moves off), a learner or a drained node nothing.
 // Method: `placementOf` called with a made-up membership; the real service on loopback.
 import t from 'tap';
 import { Service } from '../helpers/service.js';
@@ -28,6 +29,8 @@ t.test('placement over a membership is the cluster rule', async (t) => {
     t.same(new Set(zones), new Set(['east', 'west']), `${bucket.name} is in both zones`);
   }
   const held = Object.fromEntries(placed.nodes.map((node) => [node.id, node.buckets]));
+  t.equal(held['n3'], 0, 'a draining member takes no replica');
+  t.equal(held['n4'], 40, 'so the one voter of the west zone holds every bucket');
   t.equal(held['n5'], 0, 'a learner holds nothing');
   t.equal(held['n6'], 0, 'a drained node holds nothing');
   t.equal(
