@@ -10,6 +10,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { stat, unlink } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { IndexStore, CommandBatch } from './index/store.js';
+import type { MultipartUploadRecord, ObjectVersionRecord } from './index/schema.js';
 import {
   dataDirPaths,
   prepareDataDir,
@@ -82,6 +83,15 @@ import { SpaceReserve, withRoom } from './space-reserve.js';
 
 type Op = (context: EngineContext, args: never) => unknown;
 
+/** A page of versions merged from a bucket's replicas (src/cluster/versions-listing.ts). */
+interface ClusterVersionsPage {
+  readonly entries: Array<ObjectVersionRecord & { readonly isLatest: boolean }>;
+  readonly commonPrefixes: string[];
+  readonly isTruncated: boolean;
+  readonly nextKeyMarker?: string;
+  readonly nextVersionIdMarker?: string;
+}
+
 /** What a cluster member's repair answers (src/cluster/repair.ts); a single node answers null. */
 interface ClusterRepairReport {
   readonly counts: { readonly replicasUnreachable: number } & Record<string, number>;
@@ -123,6 +133,53 @@ export const operations = {
     _args: { nodeId: string },
   ): Record<string, unknown> | null => null,
   dropReplicaKeys: replicaDrop.dropReplicaKeys,
+  // A chunk read here failed its checksum: a cluster member replaces its copy with a good one
+  // from another member (its router serves this); a single node has no other copy.
+  clusterRepairChunk: (
+    _context: EngineContext,
+    _args: { tenantNum: number; chunkId: string },
+  ): { repaired: boolean } => ({ repaired: false }),
+  // A page of a bucket's versions: a cluster member merges it from a majority of the bucket's
+  // replicas (its router serves this); a single node answers null and lists its own.
+  clusterListVersions: (
+    _context: EngineContext,
+    _args: {
+      tenantId: string;
+      bucket: string;
+      prefix: string;
+      delimiter?: string;
+      keyMarker?: string;
+      versionIdMarker?: string;
+      maxKeys: number;
+    },
+  ): ClusterVersionsPage | null => null,
+  // Pages of a bucket's uploads and of an upload's parts: likewise merged on a cluster member.
+  clusterListUploads: (
+    _context: EngineContext,
+    _args: {
+      tenantId: string;
+      bucket: string;
+      prefix: string;
+      keyMarker?: string;
+      uploadIdMarker?: string;
+      max: number;
+    },
+  ): { uploads: MultipartUploadRecord[]; isTruncated: boolean } | null => null,
+  clusterListParts: (
+    _context: EngineContext,
+    _args: {
+      tenantId: string;
+      bucket: string;
+      key: string;
+      uploadId: string;
+      marker: number;
+      max: number;
+    },
+  ): {
+    upload: MultipartUploadRecord | null;
+    parts: multipart.PartView[];
+    isTruncated: boolean;
+  } | null => null,
   createTenant: control.createTenant,
   createAccount: control.createAccount,
   createAccessKey: control.createAccessKey,
