@@ -53,6 +53,7 @@ import * as encryption from './ops/encryption.js';
 import * as idempotency from './ops/idempotency.js';
 import * as tenantDelete from './ops/tenant-delete.js';
 import * as tenantScrub from './ops/tenant-scrub.js';
+import * as corruptChunks from './ops/corrupt-chunks.js';
 import * as replicaDrop from './ops/replica-drop.js';
 import { recoverSegments } from './segments/recovery.js';
 import { Compactor } from './segments/compaction.js';
@@ -127,6 +128,7 @@ export const operations = {
       reclaim?: boolean;
     },
   ): ClusterRepairReport | null => null,
+  reportCorruptChunk: corruptChunks.reportCorruptChunk,
   // A drained member's copies reclaimed: a cluster member's router runs it; none on one node.
   clusterReclaim: (
     _context: EngineContext,
@@ -246,6 +248,10 @@ type ReadOp = (context: EngineContext, args: never) => Promise<unknown>;
  */
 export const readOperations = {
   scrubTenantChunks: tenantScrub.scrubTenantChunks,
+  listCorruptChunks: (
+    context: EngineContext,
+    args: { tenantNum?: number; limit?: number } | undefined,
+  ) => Promise.resolve(corruptChunks.listCorruptChunks(context, args)),
 } satisfies Readonly<Record<string, ReadOp>>;
 const readTable: Readonly<Record<string, ReadOp>> = readOperations;
 

@@ -358,6 +358,9 @@ export async function startListener(options: {
     writer: () => inlineWriter,
     reader: () => inlineReader,
     deadChunkGraceMs: settings.duration('storage.dead_chunk_grace'),
+    corrupt: (report) => {
+      engine.call('reportCorruptChunk', report).catch(() => undefined); // the read's error says it
+    },
   };
   const tlsFiles = tlsFilesOf(settings);
   const auth = new Authenticator(paths, store);
