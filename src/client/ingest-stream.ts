@@ -11,6 +11,7 @@
 
 import { EventEmitter } from 'node:events';
 import { randomUUID } from 'node:crypto';
+import type { Socket } from 'node:net';
 import WebSocket from 'ws';
 import { crc32c } from '../util/crc32c.js';
 import type { ChecksumAlg } from '../engine/checksums.js';
@@ -125,6 +126,8 @@ export class IngestStream extends EventEmitter {
   private readonly sent = new Map<number, Entry>();
   private nextSequence = 0;
   private sending = false;
+  /** The connection whose socket holds this turn's frames (`corkTurn`). */
+  private corked: WebSocket | undefined;
   private wake: (() => void) | undefined;
   private closing = false;
   private failed: LightwellProblem | undefined;
@@ -441,6 +444,7 @@ export class IngestStream extends EventEmitter {
         continue;
       }
       this.queue.shift();
+      this.corkTurn(socket);
       if (entry.sequence < 0) entry.sequence = this.nextSequence++;
       this.sent.set(entry.sequence, entry);
       count.inFlight.add(entry.sequence);
@@ -448,6 +452,23 @@ export class IngestStream extends EventEmitter {
       if (!ok) return;
       this.emit('room');
     }
+  }
+
+  /**
+   * Holds the frames sent in this turn of the event loop in the socket's buffer and writes them
+   * together at its end: `ws` writes each message at once, a syscall per small object. The
+   * TCP socket is `ws`'s `_socket` (it has no public cork); without one, frames go singly.
+   */
+  private corkTurn(socket: WebSocket): void {
+    if (this.corked === socket) return;
+    const raw = (socket as unknown as { _socket?: Partial<Socket> })._socket;
+    if (typeof raw?.cork !== 'function' || typeof raw.uncork !== 'function') return;
+    raw.cork();
+    this.corked = socket;
+    setImmediate(() => {
+      if (this.corked === socket) this.corked = undefined;
+      raw.uncork?.();
+    });
   }
 
   /** Sends an object's frames; false when the connection went away meanwhile. */

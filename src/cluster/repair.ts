@@ -7,7 +7,9 @@
 // A page of REPAIR_PAGE_KEYS current versions (and then of tombstones) is read from the index,
 // each replica is asked for its newest sequence of those keys in one message, and what it lacks
 // is copied as a replicated write (records verified by the receiver, then the version with its
-// sequence) or a replicated delete. Copies are throttled to REPAIR_BYTES_PER_S per node, so a
+// sequence) or a replicated delete; a replica that holds the version but missed a later change of
+// its tags, retention or legal hold (those keep the version's sequence, and carry one of their own)
+// is sent the version's metadata. Copies are throttled to REPAIR_BYTES_PER_S per node, so a
 // rebalance does not starve the data path. A dry run only counts. Tombstones past their grace
 // period that no replica needs any more are collected (`collectTombstones`).
 
@@ -34,6 +36,8 @@ export interface RepairCounts {
   bytesSent: number;
   replicasUnreachable: number;
   tombstonesCollected: number;
+  /** Versions whose tags, retention and legal hold were sent to a replica that missed a change. */
+  metadataSent: number;
 }
 
 export function emptyCounts(): RepairCounts {
@@ -45,6 +49,7 @@ export function emptyCounts(): RepairCounts {
     bytesSent: 0,
     replicasUnreachable: 0,
     tombstonesCollected: 0,
+    metadataSent: 0,
   };
 }
 
@@ -62,7 +67,16 @@ export interface RepairPeer {
   heads(
     address: string,
     args: { tenantId: string; bucket: string; keys: string[] },
-  ): Promise<Array<{ seq: number; deleted: boolean }>>;
+  ): Promise<Array<{ seq: number; deleted: boolean; mseq?: number }>>;
+  /** The sequence of the last metadata change of version `seq` of `key` here; 0 for none. */
+  stampOf(bucketId: number, key: string, seq: number): number;
+  /** Sends the version's tags, retention and legal hold, as of change `mseq`. */
+  sendMetadata(
+    address: string,
+    bucket: BucketRecord,
+    version: ObjectVersionRecord,
+    mseq: number,
+  ): Promise<void>;
   /** Copies the version to `address` (records, then the version); answers the bytes sent. */
   copyVersion(
     address: string,
@@ -142,6 +156,14 @@ async function repairBucket(
         return peer.copyVersion(address, tenant, bucket, version);
       },
       seqOf: (index) => (page[index] as ObjectVersionRecord).seq,
+      metadata: {
+        mseqOf: (index) => {
+          const version = page[index] as ObjectVersionRecord;
+          return peer.stampOf(bucket.id, version.key, version.seq);
+        },
+        send: (address, index, mseq) =>
+          peer.sendMetadata(address, bucket, page[index] as ObjectVersionRecord, mseq),
+      },
     });
   }
   let after: string | undefined;
@@ -213,10 +235,15 @@ async function pushNewer(
     keys: string[];
     send: (address: string, index: number) => Promise<number>;
     seqOf: (index: number) => number;
+    /** Where a replica holds the same version: its metadata, sent when it missed a change. */
+    metadata?: {
+      mseqOf: (index: number) => number;
+      send: (address: string, index: number, mseq: number) => Promise<void>;
+    };
   },
 ): Promise<void> {
   for (const address of others) {
-    let heads: Array<{ seq: number; deleted: boolean }>;
+    let heads: Array<{ seq: number; deleted: boolean; mseq?: number }>;
     try {
       heads = await peer.heads(address, {
         tenantId: tenant.id,
@@ -229,6 +256,13 @@ async function pushNewer(
       continue;
     }
     for (const [index, head] of heads.entries()) {
+      if (head.seq === page.seqOf(index) && page.metadata !== undefined && !head.deleted) {
+        const mseq = page.metadata.mseqOf(index);
+        if (mseq <= (head.mseq ?? 0)) continue;
+        run.counts.metadataSent += 1;
+        if (!run.dryRun) await page.metadata.send(address, index, mseq);
+        continue;
+      }
       if (head.seq >= page.seqOf(index)) continue;
       if (run.dryRun) {
         run.counts.copiesSent += 1;

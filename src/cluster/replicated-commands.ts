@@ -9,7 +9,9 @@
 //   replica, as a PUT's are). A replica runs them without caller, conditions, idempotency or audit.
 // - A metadata change names the version the coordinator changed (its id and sequence). A replica
 //   that does not hold that version yet answers `behind`; it is then sent the changed version
-//   whole, as a repair sends it, so it ends with the same record.
+//   whole, as a repair sends it, so it ends with the same record. Each change also takes a
+//   sequence of its own (`mseq`), stamped on the version on every replica that applied it, so
+//   that a repair finds a replica that missed it (replication.ts `stampMetadata`).
 // - A completed upload runs `completeMultipartUpload` on each replica with the coordinator's
 //   sequence, so the version agrees everywhere. A replica that cannot (it missed a part while it
 //   was down) is sent the completed version whole, then the upload is aborted there.
@@ -43,6 +45,9 @@ const RERUN: ReadonlySet<string> = new Set([
 /** Changes of an existing version's metadata. */
 const METADATA: ReadonlySet<string> = new Set(['putObjectTags', 'putRetention', 'putLegalHold']);
 
+/** Commands that end an upload: each leaves a tombstone of its id (uploads-listing.ts). */
+const ENDS: ReadonlySet<string> = new Set(['completeMultipartUpload', 'abortMultipartUpload']);
+
 /** The engine commands this module replicates. */
 export const REPLICATED_COMMANDS: ReadonlySet<string> = new Set([
   ...RERUN,
@@ -60,6 +65,8 @@ interface Rerun {
   uploadId?: string;
   /** A metadata change's version: `{versionId, seq}` as the coordinator changed it. */
   version?: { versionId: string; seq: number };
+  /** A metadata change's own sequence. */
+  mseq?: number;
 }
 
 export class CommandReplicator {
@@ -86,6 +93,7 @@ export class CommandReplicator {
       now,
       ...(seq === undefined ? {} : { reserved: { nextSeq: seq } }),
     });
+    if (ENDS.has(name)) await replicator.endUpload(bucket.id, String(args['uploadId']));
     if (name === 'copyObject') {
       await replicator.toReplicas(bucket, async (address) => {
         await replicator.copyVersion(address, tenant, bucket, result as ObjectVersionRecord);
@@ -107,6 +115,8 @@ export class CommandReplicator {
       const version = result as ObjectVersionRecord;
       rerun.version = { versionId: version.versionId, seq: version.seq };
       rerun.args['versionId'] = version.versionId;
+      rerun.mseq = replicator.nextSeq();
+      await replicator.stampMetadata(bucket.id, version.key, version.seq, rerun.mseq);
     }
     await replicator.toReplicas(bucket, (address) =>
       this.send(address, { tenant, bucket, rerun, records, result }),
@@ -169,11 +179,19 @@ export class CommandReplicator {
     } catch (error) {
       if (!isLightwellError(error) || error.status >= 500) throw error;
       // An abort of an upload this replica never had, or already completed, is done.
-      if (name === 'abortMultipartUpload' && error.code === 'not_found') return { applied: true };
+      if (name === 'abortMultipartUpload' && error.code === 'not_found') {
+        await this.replicator.endUpload(bucket.id, String(run['uploadId']));
+        return { applied: true };
+      }
       if (name === 'completeMultipartUpload') return { applied: false };
       throw error;
     }
     if (chunks !== undefined) this.replicator.forget(tenant.num, chunks);
+    if (ENDS.has(name)) await this.replicator.endUpload(bucket.id, String(run['uploadId']));
+    const mseq = body['mseq'];
+    const version = body['version'] as { seq: number } | undefined;
+    if (METADATA.has(name) && typeof mseq === 'number' && version !== undefined)
+      await this.replicator.stampMetadata(bucket.id, String(run['key']), version.seq, mseq);
     return { applied: true };
   }
 

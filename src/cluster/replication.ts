@@ -49,7 +49,12 @@ import {
   type ObjectVersionRecord,
   type TenantRecord,
 } from '../engine/index/schema.js';
-import { unpackChunkRefs, type ManifestChunk } from '../engine/ops/objects.js';
+import {
+  findVersionIn,
+  unpackChunkRefs,
+  versionIdOf,
+  type ManifestChunk,
+} from '../engine/ops/objects.js';
 import { SegmentWriter } from '../engine/segments/segment-writer.js';
 import { segmentFileName } from '../format/segment-header.js';
 import { decodeRecordHeader, verifyPayload, RECORD_HEADER_SIZE } from '../format/record-frame.js';
@@ -87,6 +92,24 @@ const NODE_NUMS = 128;
 const PER_MS = 256;
 /** A tombstone of an unversioned delete, in `meta` under `tomb/<bucketId>/<key>`. */
 const TOMB_PREFIX = 'tomb/';
+/**
+ * The sequence of the last metadata change (tags, retention, legal hold) of a version, in `meta`
+ * under `mstamp/<bucketId>/<version seq>/<key>`: repair compares it, since such a change keeps
+ * the version's own sequence (see `stampMetadata`).
+ */
+const STAMP_PREFIX = 'mstamp/';
+/**
+ * A version deleted by its id, in `meta` under `vtomb/<bucketId>/<versionId>/<key>`: the delete's
+ * sequence, so that neither a repair nor a merged versions listing brings back the version from
+ * a replica that missed the delete (versions-listing.ts). Kept, like stamps; a few dozen bytes.
+ */
+const VTOMB_PREFIX = 'vtomb/';
+/**
+ * An upload ended (completed or aborted), in `meta` under `utomb/<bucketId>/<uploadId>`, so that
+ * a merged uploads listing does not show it from a replica that missed the end
+ * (uploads-listing.ts). Kept, like stamps.
+ */
+const UTOMB_PREFIX = 'utomb/';
 /** How long a read waits for the replicas' answers. */
 export const HEAD_MS_MAX = 5_000;
 /** The longest one member's share of a repair may take before it is reported unreachable. */
@@ -96,6 +119,8 @@ const ZERO = Buffer.from([0]);
 const PENDING_RECORDS_MAX = 100_000;
 /** How many layouts a write is placed by before it gives up (each refusal names a newer one). */
 const LAYOUT_ATTEMPTS = 4;
+/** A chunk id in hex (ids are 32 bytes; a shorter one is simply not found). */
+const HEX = /^(?:[0-9a-f]{2}){1,64}$/;
 
 export interface ClusterView {
   readonly nodeId: string;
@@ -126,6 +151,8 @@ const FENCED_STATES: ReadonlySet<string> = new Set(['lost', 'removed']);
 export interface Head {
   readonly seq: number;
   readonly deleted: boolean;
+  /** The sequence of the last metadata change of the current version; 0 for none (repair). */
+  readonly mseq?: number;
 }
 
 /**
@@ -158,6 +185,14 @@ export function replicasOf(
 
 export function majorityOf(count: number): number {
   return Math.floor(count / 2) + 1;
+}
+
+export function stampKey(bucketId: number, seq: number, key: string): Buffer {
+  return Buffer.concat([Buffer.from(`${STAMP_PREFIX}${bucketId}/${seq}/`), Buffer.from(key)]);
+}
+
+export function vtombKey(bucketId: number, versionId: string, key: string): Buffer {
+  return Buffer.concat([Buffer.from(`${VTOMB_PREFIX}${bucketId}/${versionId}/`), Buffer.from(key)]);
 }
 
 export function tombKey(bucketId: number, key: string): Buffer {
@@ -219,7 +254,9 @@ export class Replicator implements RepairPeer {
       ['/cluster/v1/data/records', this.admitted((body) => this.acceptRecords(body))],
       ['/cluster/v1/data/put', this.admitted((body) => this.acceptPut(body))],
       ['/cluster/v1/data/delete', this.admitted((body) => this.acceptDelete(body))],
+      ['/cluster/v1/data/metadata', this.admitted((body) => this.acceptMetadata(body))],
       ['/cluster/v1/data/head', (_from, body) => Promise.resolve(this.headOf(body))],
+      ['/cluster/v1/data/metadata-of', (_from, body) => Promise.resolve(this.metadataOf(body))],
       ['/cluster/v1/data/fetch', (_from, body) => Promise.resolve(this.manifestOf(body))],
       ['/cluster/v1/data/chunks', (_from, body) => this.recordsOf(body)],
       ['/cluster/v1/data/heads', (_from, body) => Promise.resolve(this.headsOf(body))],
@@ -337,6 +374,8 @@ export class Replicator implements RepairPeer {
     });
     if (bucket.versioning === 'Unversioned' && args['versionId'] === undefined)
       await this.writeTomb(bucket.id, String(args['key']), seq);
+    if (typeof args['versionId'] === 'string')
+      await this.writeVtomb(bucket.id, String(args['key']), args['versionId'], seq);
     const replicated = {
       tenantId: args['tenantId'],
       bucket: args['bucket'],
@@ -371,10 +410,17 @@ export class Replicator implements RepairPeer {
       this.call(address, 'head', args, HEAD_MS_MAX),
     );
     let best: { address: string; head: Head } | undefined;
+    let metadata: { address: string; mseq: number } | undefined;
+    const stamp = own.seq > 0 && !own.deleted ? this.stampOf(bucket.id, args.key, own.seq) : 0;
     for (const [address, answer] of heads) {
       const head = answer as unknown as Head;
       if (head.seq > (best?.head.seq ?? own.seq)) best = { address, head };
+      const mseq = head.seq === own.seq && !head.deleted ? (head.mseq ?? 0) : 0;
+      if (mseq > (metadata?.mseq ?? stamp)) metadata = { address, mseq };
     }
+    // The same version, with a tag, retention or legal-hold change this node missed.
+    if (best === undefined && metadata !== undefined)
+      await this.acceptMetadata(await this.call(metadata.address, 'metadata-of', args));
     if (best === undefined) return;
     this.observe(best.head.seq);
     if (best.head.deleted) {
@@ -576,8 +622,94 @@ export class Replicator implements RepairPeer {
     const chunks = unpackChunkRefs(version.chunks);
     const bytes = await this.sendRecords(address, tenant, chunks);
     const args = { ...putArgsOf(tenant.id, bucket.name, version), chunks };
-    await this.call(address, 'put', { args, seq: version.seq, now: version.lastModified });
+    const mseq = this.stampOf(bucket.id, version.key, version.seq);
+    await this.call(address, 'put', {
+      args,
+      seq: version.seq,
+      now: version.lastModified,
+      ...(mseq > 0 ? { mseq } : {}),
+    });
     return bytes;
+  }
+
+  // ---- metadata changes (tags, retention, legal hold) ---------------------------------------
+
+  /** The sequence of the last metadata change of version `seq` of `key` here; 0 for none. */
+  stampOf(bucketId: number, key: string, seq: number): number {
+    return this.local.store.get<{ mseq: number }>(DB.meta, stampKey(bucketId, seq, key))?.mseq ?? 0;
+  }
+
+  /**
+   * Records that version `seq` of `key` has the metadata of change `mseq` (unless it has a newer
+   * one): a metadata change keeps the version's sequence, so this is what tells a replica that
+   * missed one (it was down) from one that holds it. Stamps stay until the version is gone
+   * from every replica; one is a few dozen bytes.
+   */
+  async stampMetadata(bucketId: number, key: string, seq: number, mseq: number): Promise<void> {
+    this.observe(mseq);
+    const at = stampKey(bucketId, seq, key);
+    await this.local.commit(() =>
+      (this.local.store.get<{ mseq: number }>(DB.meta, at)?.mseq ?? 0) < mseq
+        ? [{ db: DB.meta, key: at, value: { mseq } }]
+        : [],
+    );
+  }
+
+  /** Sends `version`'s tags, retention and legal hold as of change `mseq` to a replica. */
+  async sendMetadata(
+    address: string,
+    bucket: BucketRecord,
+    version: ObjectVersionRecord,
+    mseq: number,
+  ): Promise<void> {
+    await this.call(address, 'metadata', metadataMessage(bucket, version, mseq));
+  }
+
+  /**
+   * A replica's side of `sendMetadata`: the version's metadata becomes the sender's, unless this
+   * node holds a change as new. The rules were the coordinator's to check (a retention only
+   * shortened under a governance bypass, say); this node takes their outcome, so retention is
+   * set with the bypass. Answers whether this node holds that version.
+   */
+  private async acceptMetadata(body: Record<string, unknown>): Promise<Record<string, unknown>> {
+    const { args, versionId, seq, mseq, tags, retention, legalHold } = body as {
+      args?: Record<string, unknown>;
+      versionId?: unknown;
+      seq?: unknown;
+      mseq?: unknown;
+      tags?: unknown;
+      retention?: { mode: unknown; retainUntil: unknown };
+      legalHold?: unknown;
+    };
+    if (
+      args === undefined ||
+      typeof versionId !== 'string' ||
+      typeof seq !== 'number' ||
+      typeof mseq !== 'number' ||
+      !Array.isArray(tags)
+    )
+      throw BadRequest('metadata takes {args, versionId, seq, mseq, tags, retention?, legalHold}');
+    const { bucket } = this.bucketOf(args);
+    const key = String(args['key']);
+    this.local.store.refresh();
+    const held = findVersionIn(this.local.store, bucket.id, key, versionId);
+    if (held === undefined || held.seq !== seq) return { applied: false };
+    if (this.stampOf(bucket.id, key, seq) >= mseq) return { applied: true };
+    const target = { tenantId: bucket.tenantId, bucket: bucket.name, key, versionId };
+    const now = Date.now();
+    await this.local.runLocal('putObjectTags', { ...target, tags }, { now });
+    if (bucket.objectLock) {
+      await this.local.runLocal(
+        'putRetention',
+        retention === undefined
+          ? { ...target, mode: null, bypassGovernance: true }
+          : { ...target, ...retention, bypassGovernance: true },
+        { now },
+      );
+      await this.local.runLocal('putLegalHold', { ...target, status: legalHold }, { now });
+    }
+    await this.stampMetadata(bucket.id, key, seq, mseq);
+    return { applied: true };
   }
 
   async sendDelete(address: string, bucket: BucketRecord, key: string, seq: number): Promise<void> {
@@ -626,7 +758,12 @@ export class Replicator implements RepairPeer {
     const keys = body['keys'];
     if (!Array.isArray(keys) || keys.length > REPAIR_PAGE_KEYS)
       throw BadRequest(`heads takes at most ${REPAIR_PAGE_KEYS} keys`);
-    return { heads: keys.map((key) => this.localHead(bucket, String(key))) };
+    return {
+      heads: keys.map((key) => {
+        const head = this.localHead(bucket, String(key));
+        return { ...head, mseq: this.stampOf(bucket.id, String(key), head.seq) };
+      }),
+    };
   }
 
   /**
@@ -800,6 +937,32 @@ export class Replicator implements RepairPeer {
     return { repaired, unrepaired: new Set(hexIds).size - repaired };
   }
 
+  /**
+   * A read on this node met a corrupt copy of a chunk (its checksum failed): the copy is replaced
+   * with a good one from another member now, so that the read goes on with the right bytes from
+   * this node's index. Reads of one chunk at once share one repair.
+   */
+  repairChunkOf(args: { tenantNum: number; chunkId: string }): Promise<{ repaired: boolean }> {
+    const { tenantNum, chunkId } = args;
+    if (!Number.isSafeInteger(tenantNum) || typeof chunkId !== 'string' || !HEX.test(chunkId))
+      throw BadRequest('clusterRepairChunk takes {tenantNum, chunkId in hex}');
+    const id = `${tenantNum}/${chunkId}`;
+    const running = this.chunkRepairs.get(id);
+    if (running !== undefined) return running;
+    const repair = (async () => {
+      let tenant: TenantRecord | undefined;
+      for (const { value } of this.local.store.range<TenantRecord>(DB.tenants, {}))
+        if (value.num === tenantNum) tenant = value;
+      if (tenant === undefined) return { repaired: false };
+      const { repaired } = await this.repairChunks(tenant.id, [chunkId]);
+      return { repaired: repaired > 0 };
+    })().finally(() => this.chunkRepairs.delete(id));
+    this.chunkRepairs.set(id, repair);
+    return repair;
+  }
+
+  private readonly chunkRepairs = new Map<string, Promise<{ repaired: boolean }>>();
+
   private async repairChunk(address: string, tenant: TenantRecord, id: Buffer): Promise<boolean> {
     const answer = await this.call(address, 'chunks', { tenantNum: tenant.num, ids: [id] });
     const record = (answer['records'] as Buffer[])[0];
@@ -870,10 +1033,15 @@ export class Replicator implements RepairPeer {
     const now = body['now'];
     if (args === undefined || typeof seq !== 'number' || typeof now !== 'number')
       throw BadRequest('put takes {args, seq, now}');
-    const { tenant } = this.bucketOf(args);
+    const { tenant, bucket } = this.bucketOf(args);
     const chunks = this.located(tenant.num, args['chunks']);
     await this.applyPut({ ...args, chunks }, seq, now);
     this.forget(tenant.num, chunks);
+    // The version's metadata as of its last change (repair's copy), once this node holds it.
+    const mseq = body['mseq'];
+    const key = String(args['key']);
+    if (typeof mseq === 'number' && this.localHead(bucket, key).seq === seq)
+      await this.stampMetadata(bucket.id, key, seq, mseq);
     return { seq };
   }
 
@@ -910,6 +1078,8 @@ export class Replicator implements RepairPeer {
     const { bucket } = this.bucketOf(args);
     const key = String(args['key']);
     if (this.localHead(bucket, key).seq >= seq) return;
+    // A version deleted by its id here is not brought back by a replica that missed the delete.
+    if (this.deletedSince(bucket, key, versionIdOf(seq)) > seq) return;
     await this.local.runLocal('putObject', args, { reserved: { nextSeq: seq }, now });
     this.clearTomb(bucket.id, key, seq);
   }
@@ -926,11 +1096,52 @@ export class Replicator implements RepairPeer {
     }
     if (bucket.versioning === 'Unversioned' && args['versionId'] === undefined)
       await this.writeTomb(bucket.id, key, seq);
+    if (typeof args['versionId'] === 'string')
+      await this.writeVtomb(bucket.id, key, args['versionId'], seq);
+  }
+
+  /** Records that upload `uploadId` ended here (see UTOMB_PREFIX). */
+  async endUpload(bucketId: number, uploadId: string): Promise<void> {
+    const key = Buffer.from(`${UTOMB_PREFIX}${bucketId}/${uploadId}`);
+    await this.local.commit([{ db: DB.meta, key, value: { at: Date.now() } }]);
+  }
+
+  uploadEnded(bucket: BucketRecord, uploadId: string): boolean {
+    return this.local.store.has(DB.meta, Buffer.from(`${UTOMB_PREFIX}${bucket.id}/${uploadId}`));
+  }
+
+  /**
+   * The sequence of the newest delete this node holds of version `versionId` of `key`: by its
+   * id, or (the null version) an unversioned delete of the key; 0 for none.
+   */
+  deletedSince(bucket: BucketRecord, key: string, versionId: string): number {
+    const { store } = this.local;
+    const byId = store.get<{ seq: number }>(DB.meta, vtombKey(bucket.id, versionId, key))?.seq;
+    const whole =
+      versionId === 'null'
+        ? store.get<{ seq: number }>(DB.meta, tombKey(bucket.id, key))?.seq
+        : undefined;
+    return Math.max(byId ?? 0, whole ?? 0);
   }
 
   private headOf(body: Record<string, unknown>): Head {
     const { bucket } = this.bucketOf(body);
-    return this.localHead(bucket, String(body['key']));
+    const key = String(body['key']);
+    const head = this.localHead(bucket, key);
+    return { ...head, mseq: this.stampOf(bucket.id, key, head.seq) };
+  }
+
+  /** The current version's metadata of a key, as `sendMetadata` sends it (a read's catch-up). */
+  private metadataOf(body: Record<string, unknown>): Record<string, unknown> {
+    const { bucket } = this.bucketOf(body);
+    const key = String(body['key']);
+    const version = this.local.store.get<ObjectVersionRecord>(
+      DB.objects,
+      objectKey(bucket.id, key),
+    );
+    if (version === undefined || version.deleteMarker === true)
+      throw NotFound(`object ${key} not found on this replica`);
+    return metadataMessage(bucket, version, this.stampOf(bucket.id, key, version.seq));
   }
 
   /** The newest write of `key` this node holds: its version's sequence, or its tombstone's. */
@@ -1037,6 +1248,17 @@ export class Replicator implements RepairPeer {
     });
   }
 
+  private async writeVtomb(
+    bucketId: number,
+    key: string,
+    versionId: string,
+    seq: number,
+  ): Promise<void> {
+    await this.local.commit([
+      { db: DB.meta, key: vtombKey(bucketId, versionId, key), value: { seq } },
+    ]);
+  }
+
   private async writeTomb(bucketId: number, key: string, seq: number): Promise<void> {
     await this.local.commit([{ db: DB.meta, key: tombKey(bucketId, key), value: { seq } }]);
   }
@@ -1046,6 +1268,23 @@ export class Replicator implements RepairPeer {
     if (tomb !== undefined && tomb.seq < seq)
       void this.local.commit([{ db: DB.meta, key: tombKey(bucketId, key) }]);
   }
+}
+
+/** A version's tags, retention and legal hold as of change `mseq` (see `sendMetadata`). */
+function metadataMessage(
+  bucket: BucketRecord,
+  version: ObjectVersionRecord,
+  mseq: number,
+): Record<string, unknown> {
+  return {
+    args: { tenantId: bucket.tenantId, bucket: bucket.name, key: version.key },
+    versionId: version.versionId,
+    seq: version.seq,
+    mseq,
+    tags: version.tags ?? [],
+    ...(version.retention === undefined ? {} : { retention: version.retention }),
+    legalHold: version.legalHold ?? 'OFF',
+  };
 }
 
 /**

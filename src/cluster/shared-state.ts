@@ -60,6 +60,8 @@ import { Registry } from './registry.js';
 import { Replicator } from './replication.js';
 import { CommandReplicator, REPLICATED_COMMANDS } from './replicated-commands.js';
 import { ListingFreshener } from './listing.js';
+import { VersionsLister } from './versions-listing.js';
+import { UploadsLister } from './uploads-listing.js';
 import { EtcdClusterView } from './cluster-view.js';
 import { startDataTransport } from './data-transport.js';
 
@@ -110,6 +112,10 @@ const REPLICATED: ReadonlySet<string> = new Set([
   'clusterFreshenList',
   'clusterRepair',
   'clusterReclaim',
+  'clusterRepairChunk',
+  'clusterListVersions',
+  'clusterListUploads',
+  'clusterListParts',
   ...REPLICATED_COMMANDS,
 ]);
 /** A member that starts catches up this long after (its listeners are up by then). */
@@ -398,6 +404,8 @@ export class SharedStateRouter implements CommandRouter {
       replicator: Replicator;
       commands: CommandReplicator;
       listings: ListingFreshener;
+      versions: VersionsLister;
+      uploads: UploadsLister;
       view: EtcdClusterView;
       transport: { close(): Promise<void> };
     },
@@ -493,6 +501,11 @@ export class SharedStateRouter implements CommandRouter {
     if (name === 'putObject') return replicator.put(args);
     if (name === 'deleteObject') return replicator.delete(args);
     if (name === 'clusterReclaim') return replicator.reclaimOn(String(args['nodeId']));
+    if (name === 'clusterListVersions') return this.data.versions.list(args);
+    if (name === 'clusterListUploads') return this.data.uploads.uploads(args);
+    if (name === 'clusterListParts') return this.data.uploads.parts(args);
+    if (name === 'clusterRepairChunk')
+      return replicator.repairChunkOf(args as { tenantNum: number; chunkId: string });
     if (name === 'clusterRepair')
       return replicator.repair(
         args as {
@@ -556,12 +569,20 @@ export async function openSharedState(
   const replicator = new Replicator(local, view, secret, log);
   const commands = new CommandReplicator(replicator, local);
   const listings = new ListingFreshener(replicator, local);
+  const versions = new VersionsLister(replicator, local);
+  const uploads = new UploadsLister(replicator, local);
   // The previous router's listener must be closed before this one binds the same port.
   await previous?.close();
   const transport = await startDataTransport({
     socketPath: paths.dataSocket,
     secret,
-    handlers: new Map([...replicator.handlers(), ...commands.handlers(), ...listings.handlers()]),
+    handlers: new Map([
+      ...replicator.handlers(),
+      ...commands.handlers(),
+      ...listings.handlers(),
+      ...versions.handlers(),
+      ...uploads.handlers(),
+    ]),
     log,
   });
   setTimeout(() => {
@@ -571,6 +592,8 @@ export async function openSharedState(
     replicator,
     commands,
     listings,
+    versions,
+    uploads,
     view,
     transport,
   });

@@ -12,7 +12,8 @@
 // and encryption keys: master-key and tenant data-key rotation (key-routes.ts) and the background
 // re-encryption that follows a data-key rotation (reencrypt-routes.ts); backups of the whole store
 // (backup-routes.ts); a tenant's public access block (access-routes.ts); a bucket's lifecycle
-// rules with a dry run of what they would expire now (lifecycle-routes.ts). Policies are today's
+// rules with a dry run of what they would expire now (lifecycle-routes.ts); where a tenant's
+// buckets live, single node or cluster (placement-routes.ts). Policies are today's
 // explicit denials (src/security/bucket-policy.ts), validated by the same parser the engine
 // runs when it stores them.
 
@@ -46,6 +47,7 @@ import { backupRoutes } from './backup-routes.js';
 import { accessRoutes } from './access-routes.js';
 import { scheduleRoutes } from './schedule-routes.js';
 import { lifecycleRoutes } from './lifecycle-routes.js';
+import { placementRoutes } from './placement-routes.js';
 import type { Settings } from '../util/config.js';
 import type { ScrubJobs } from './scrub-jobs.js';
 
@@ -55,7 +57,7 @@ export const CONSOLE_API_PREFIX = '/admin/console/api';
 export interface ConsoleServices {
   readonly store: IndexStore;
   readonly engine: EngineClient;
-  /** The service's settings (lifecycle.day for lifecycle dry runs); absent: the defaults. */
+  /** The service's settings (lifecycle.day, cluster mode); absent: defaults, a single node. */
   readonly settings?: Settings;
   /** 401, 429, then 403 for role and tenant scope, as on the admin API (admin/auth.ts). */
   authenticate(
@@ -166,6 +168,7 @@ export function consoleApiRoutes(services: ConsoleServices, jobs: ScrubJobs): Ro
     ...accessRoutes(services),
     ...scheduleRoutes(services),
     ...lifecycleRoutes(services),
+    ...placementRoutes(services),
   ];
 }
 

@@ -12,6 +12,7 @@
 import type { JsonSchema } from '../http/router.js';
 import type { LifecycleRuleRecord } from '../engine/index/lifecycle-schema.js';
 import type { LifecycleFilterInput, LifecycleRuleInput } from '../service/lifecycle.js';
+import { refuseUnknownFields } from '../security/names.js';
 import { BadRequest } from '../util/errors.js';
 
 type Json = Record<string, unknown>;
@@ -19,8 +20,7 @@ type Json = Record<string, unknown>;
 function objectAt(value: unknown, where: string, fields: readonly string[]): Json {
   if (typeof value !== 'object' || value === null || Array.isArray(value))
     throw BadRequest(`${where} must be an object`);
-  for (const name of Object.keys(value))
-    if (!fields.includes(name)) throw BadRequest(`${where}: unknown field ${name}`);
+  refuseUnknownFields(value, new Set(fields), where);
   return value as Json;
 }
 

@@ -39,7 +39,7 @@ import {
   validateLifecycle,
   type LifecycleRuleInput,
 } from '../service/lifecycle.js';
-import { validateBucketName, validateTenantId } from '../security/names.js';
+import { refuseUnknownFields, validateBucketName, validateTenantId } from '../security/names.js';
 import { BadRequest, Conflict, NotFound } from '../util/errors.js';
 import type { ConsoleServices } from './api.js';
 import { problems } from './schemas.js';
@@ -47,6 +47,8 @@ import { lifecycleSchemas, ruleInputOf, ruleJson } from './lifecycle-json.js';
 import { dryRunOf, readObject, reasonOf, requireTenantScope } from './request.js';
 
 const bearer = 'bearer' as const;
+/** The fields the body of a change may hold; any other is refused. */
+const BODY_FIELDS: ReadonlySet<string> = new Set(['rules', 'reason']);
 const path = '/tenants/{id}/buckets/{bucket}/lifecycle';
 /** Versions plus uploads a dry run reads at most. */
 export const PREVIEW_SCAN_MAX = 10_000;
@@ -171,8 +173,7 @@ function lifecycleJson(
 
 /** The body's `rules`: a list of rules (validated by the service), or null to remove them. */
 function rulesOf(body: Record<string, unknown>): LifecycleRuleRecord[] | null {
-  for (const name of Object.keys(body))
-    if (name !== 'rules' && name !== 'reason') throw BadRequest(`unknown field ${name}`);
+  refuseUnknownFields(body, BODY_FIELDS);
   const rules = body['rules'];
   if (rules === null) return null;
   if (!Array.isArray(rules)) throw BadRequest('rules must be a list of rules, or null');

@@ -10,6 +10,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { stat, unlink } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { IndexStore, CommandBatch } from './index/store.js';
+import type { MultipartUploadRecord, ObjectVersionRecord } from './index/schema.js';
 import {
   dataDirPaths,
   prepareDataDir,
@@ -52,6 +53,7 @@ import * as encryption from './ops/encryption.js';
 import * as idempotency from './ops/idempotency.js';
 import * as tenantDelete from './ops/tenant-delete.js';
 import * as tenantScrub from './ops/tenant-scrub.js';
+import * as corruptChunks from './ops/corrupt-chunks.js';
 import * as replicaDrop from './ops/replica-drop.js';
 import { recoverSegments } from './segments/recovery.js';
 import { Compactor } from './segments/compaction.js';
@@ -81,6 +83,15 @@ import { RouterSlot, type LocalEngine, type RouterFactory } from './command-rout
 import { SpaceReserve, withRoom } from './space-reserve.js';
 
 type Op = (context: EngineContext, args: never) => unknown;
+
+/** A page of versions merged from a bucket's replicas (src/cluster/versions-listing.ts). */
+interface ClusterVersionsPage {
+  readonly entries: Array<ObjectVersionRecord & { readonly isLatest: boolean }>;
+  readonly commonPrefixes: string[];
+  readonly isTruncated: boolean;
+  readonly nextKeyMarker?: string;
+  readonly nextVersionIdMarker?: string;
+}
 
 /** What a cluster member's repair answers (src/cluster/repair.ts); a single node answers null. */
 interface ClusterRepairReport {
@@ -117,12 +128,60 @@ export const operations = {
       reclaim?: boolean;
     },
   ): ClusterRepairReport | null => null,
+  reportCorruptChunk: corruptChunks.reportCorruptChunk,
   // A drained member's copies reclaimed: a cluster member's router runs it; none on one node.
   clusterReclaim: (
     _context: EngineContext,
     _args: { nodeId: string },
   ): Record<string, unknown> | null => null,
   dropReplicaKeys: replicaDrop.dropReplicaKeys,
+  // A chunk read here failed its checksum: a cluster member replaces its copy with a good one
+  // from another member (its router serves this); a single node has no other copy.
+  clusterRepairChunk: (
+    _context: EngineContext,
+    _args: { tenantNum: number; chunkId: string },
+  ): { repaired: boolean } => ({ repaired: false }),
+  // A page of a bucket's versions: a cluster member merges it from a majority of the bucket's
+  // replicas (its router serves this); a single node answers null and lists its own.
+  clusterListVersions: (
+    _context: EngineContext,
+    _args: {
+      tenantId: string;
+      bucket: string;
+      prefix: string;
+      delimiter?: string;
+      keyMarker?: string;
+      versionIdMarker?: string;
+      maxKeys: number;
+    },
+  ): ClusterVersionsPage | null => null,
+  // Pages of a bucket's uploads and of an upload's parts: likewise merged on a cluster member.
+  clusterListUploads: (
+    _context: EngineContext,
+    _args: {
+      tenantId: string;
+      bucket: string;
+      prefix: string;
+      keyMarker?: string;
+      uploadIdMarker?: string;
+      max: number;
+    },
+  ): { uploads: MultipartUploadRecord[]; isTruncated: boolean } | null => null,
+  clusterListParts: (
+    _context: EngineContext,
+    _args: {
+      tenantId: string;
+      bucket: string;
+      key: string;
+      uploadId: string;
+      marker: number;
+      max: number;
+    },
+  ): {
+    upload: MultipartUploadRecord | null;
+    parts: multipart.PartView[];
+    isTruncated: boolean;
+  } | null => null,
   createTenant: control.createTenant,
   createAccount: control.createAccount,
   createAccessKey: control.createAccessKey,
@@ -189,6 +248,10 @@ type ReadOp = (context: EngineContext, args: never) => Promise<unknown>;
  */
 export const readOperations = {
   scrubTenantChunks: tenantScrub.scrubTenantChunks,
+  listCorruptChunks: (
+    context: EngineContext,
+    args: { tenantNum?: number; limit?: number } | undefined,
+  ) => Promise.resolve(corruptChunks.listCorruptChunks(context, args)),
 } satisfies Readonly<Record<string, ReadOp>>;
 const readTable: Readonly<Record<string, ReadOp>> = readOperations;
 

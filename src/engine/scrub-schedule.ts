@@ -17,7 +17,8 @@
 // Persists: the schedule rows described above (docs/on-disk-format.md §5, `meta`).
 
 import { Buffer } from 'node:buffer';
-import { DB, type TenantRecord } from './index/schema.js';
+import { DB, tenantKey, type TenantRecord } from './index/schema.js';
+import { reportCorruptChunk } from './ops/corrupt-chunks.js';
 import type { EngineContext } from './ops/context.js';
 import { scrubTenantChunks, type CorruptChunk, type ScrubCursor } from './ops/tenant-scrub.js';
 import { requireTenant } from './ops/control.js';
@@ -67,6 +68,25 @@ export function scrubSchedules(context: Pick<EngineContext, 'store'>): ScrubSche
   return [...context.store.range<ScrubScheduleRecord>(DB.meta, { start, end })].map(
     (entry) => entry.value,
   );
+}
+
+/** The run's findings, in the corrupt-chunk records (ops/corrupt-chunks.ts), in its commit. */
+function recordFindings(
+  context: EngineContext,
+  findings: ReadonlyArray<CorruptChunk & { tenantId: string }>,
+): void {
+  for (const finding of findings) {
+    const tenant = context.store.get<TenantRecord>(DB.tenants, tenantKey(finding.tenantId));
+    if (!tenant || finding.segmentId === undefined || finding.offset === undefined) continue;
+    reportCorruptChunk(context, {
+      tenantNum: tenant.num,
+      chunkId: finding.chunkId,
+      segmentId: finding.segmentId,
+      offset: finding.offset,
+      reason: finding.problem,
+      foundBy: 'scrub',
+    });
+  }
 }
 
 function checkTarget(context: EngineContext, target: unknown): string {
@@ -178,6 +198,7 @@ export class ScrubScheduler {
           nextRunAt: current.updatedAt !== due.updatedAt ? current.nextRunAt : next,
           lastRun: run,
         });
+        recordFindings(context, run.corrupt);
       });
       ran += 1;
       if (run.corruptChunks > 0)

@@ -35,6 +35,7 @@ import { BodyArena, arenaMemory, type ArenaMemory } from '../service/body-arena.
 import { poolTasks, startListenerThread } from './listener-threads.js';
 import { reserveBlocks, UploadStats } from '../service/upload.js';
 import { UploadPins } from '../service/upload-pins.js';
+import { chunkRepairOf } from '../service/cluster-read.js';
 import { OrderedStage, OrderedStageThread } from '../workers/ordered-stage.js';
 import type { MessagePort } from 'node:worker_threads';
 import { Authenticator } from '../service/auth.js';
@@ -357,6 +358,9 @@ export async function startListener(options: {
     writer: () => inlineWriter,
     reader: () => inlineReader,
     deadChunkGraceMs: settings.duration('storage.dead_chunk_grace'),
+    corrupt: (report) => {
+      engine.call('reportCorruptChunk', report).catch(() => undefined); // the read's error says it
+    },
   };
   const tlsFiles = tlsFilesOf(settings);
   const auth = new Authenticator(paths, store);
@@ -375,7 +379,7 @@ export async function startListener(options: {
       stats: uploadStats,
       pins: uploadPins,
     },
-    download: { arena: downloadArena, pool, inline },
+    download: { arena: downloadArena, pool, inline, repairChunk: chunkRepairOf(store, engine) },
   };
   const routes: Route<Handler>[] = dataRoutes(services);
   let indexOpen = true;

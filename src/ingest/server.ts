@@ -9,6 +9,7 @@
 // withholds the credit of its bytes, which holds the client back.
 
 import type { TemplatedApp, WebSocket, HttpResponse, HttpRequest } from 'uWebSockets.js';
+import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import type { ChecksumAlg } from '../engine/checksums.js';
 import type { BodySource } from '../service/body.js';
@@ -112,6 +113,14 @@ export const INGEST_DEFAULTS: IngestOptions = {
  * which withholds its credit while it cannot take the bytes.
  */
 const WHOLE_HELD_BYTES_MAX = 16 * 1024 * 1024;
+/**
+ * Whole bodies up to SLAB_BODY_BYTES_MAX are copied into shared slabs of SLAB_BYTES: one
+ * ArrayBuffer for many small objects instead of one each (an allocation outside the heap that
+ * V8 accounts and collects per object). A slab counts whole towards WHOLE_HELD_BYTES_MAX from
+ * its allocation until the last object copied into it is settled, so the bound holds.
+ */
+export const SLAB_BYTES = 256 * 1024;
+export const SLAB_BODY_BYTES_MAX = 16 * 1024;
 /** Room for an OBJECT frame's largest header beside its body bytes. */
 const HEADER_ROOM_BYTES = 4096;
 const CLOSE_REASON_BYTES_MAX = 123;
@@ -224,8 +233,9 @@ export function ingestRoute(
   const idPrefix = randomBytes(6).toString('base64url');
   let connectionCount = 0;
   let draining = false;
-  /** Bytes of whole objects held now (WHOLE_HELD_BYTES_MAX). */
+  /** Bytes of whole objects and slabs held now (WHOLE_HELD_BYTES_MAX). */
   let wholeHeld = 0;
+  const slabs = new Slabs((bytes) => (wholeHeld += bytes));
 
   const end = (connection: Connection, code: number, reason: string): void => {
     if (connection.closed) return;
@@ -323,13 +333,27 @@ export function ingestRoute(
     const request = putOf(connection, frame, `${idPrefix}${connection.id}-${connection.objects}`);
     // A small object whole in its frame goes to the backend whole: copied once, stored at once,
     // committed with the others of its turn (one engine command each, one group commit).
+    const slabbed = complete && frame.size <= SLAB_BODY_BYTES_MAX;
     const whole =
       complete &&
       frame.size <= backend.wholeBytesMax &&
-      wholeHeld + frame.size <= WHOLE_HELD_BYTES_MAX;
-    const body = whole ? copyOf(frame.body) : new ObjectBody(frame.size, creditOf(connection));
+      wholeHeld + (slabbed ? slabs.growth(frame.size) : frame.size) <= WHOLE_HELD_BYTES_MAX;
+    let body: Buffer | ObjectBody;
+    let settled: () => void;
+    if (whole && slabbed) {
+      const copy = slabs.copy(frame.body);
+      body = copy.bytes;
+      settled = copy.release;
+    } else if (whole) {
+      body = copyOf(frame.body);
+      wholeHeld += frame.size;
+      settled = () => (wholeHeld -= frame.size);
+    } else {
+      const streamed = new ObjectBody(frame.size, creditOf(connection));
+      body = streamed;
+      settled = () => streamed.release();
+    }
     if (!complete) connection.open = body as ObjectBody;
-    if (whole) wholeHeld += frame.size;
     // The backend checks the key and tenant again for every object: a 401 refuses the object
     // and ends the connection (see `refusal`).
     let written: Promise<Record<string, unknown>>;
@@ -344,10 +368,7 @@ export function ingestRoute(
         (json) => acknowledge(connection, frame.sequence, 200, json),
         (error: unknown) => refusal(connection, frame.sequence, error, request.requestId),
       )
-      .finally(() => {
-        if (whole) wholeHeld -= frame.size;
-        else (body as ObjectBody).release();
-      });
+      .finally(settled);
     if (whole) creditOf(connection)(frame.body.length);
     else (body as ObjectBody).feed(frame.body);
   };
@@ -519,6 +540,69 @@ export function ingestRoute(
         end(connection, CLOSE_UNAVAILABLE, 'unavailable: the server is shutting down');
     },
   };
+}
+
+/**
+ * The current slab of small whole bodies and the count of its bodies not settled; exported for
+ * its test.
+ */
+export class Slabs {
+  private slab: Buffer | undefined;
+  private used = 0;
+  private live = 0;
+
+  /** `held(bytes)` adds to (or, negative, takes from) the bytes held. */
+  constructor(private readonly held: (bytes: number) => void) {}
+
+  /** The bytes held would grow by this to copy `size` more bytes. */
+  growth(size: number): number {
+    return this.slab !== undefined && this.used + size <= SLAB_BYTES ? 0 : SLAB_BYTES;
+  }
+
+  /** A copy of `bytes` in the current slab (a new one when it is full). */
+  copy(bytes: Uint8Array): { bytes: Buffer; release: () => void } {
+    assert(bytes.length <= SLAB_BODY_BYTES_MAX, 'a slab holds small bodies only');
+    if (this.slab === undefined || this.used + bytes.length > SLAB_BYTES) this.replace();
+    const slab = this.slab as Buffer;
+    const copy = slab.subarray(this.used, this.used + bytes.length);
+    copy.set(bytes);
+    // 8-byte aligned, as Buffer's own pool keeps its slices.
+    this.used += (bytes.length + 7) & ~7;
+    this.live += 1;
+    let released = false;
+    const release = (): void => {
+      if (released) return;
+      released = true;
+      if (slab === this.slab) this.live -= 1;
+      else this.retired(slab);
+    };
+    return { bytes: copy, release };
+  }
+
+  /** Bodies of retired slabs still held, by slab. */
+  private readonly retiredLive = new Map<Buffer, number>();
+
+  private replace(): void {
+    if (this.slab !== undefined) {
+      if (this.live > 0) this.retiredLive.set(this.slab, this.live);
+      else this.held(-SLAB_BYTES);
+    }
+    this.slab = Buffer.allocUnsafeSlow(SLAB_BYTES);
+    this.used = 0;
+    this.live = 0;
+    this.held(SLAB_BYTES);
+  }
+
+  private retired(slab: Buffer): void {
+    const live = (this.retiredLive.get(slab) ?? 0) - 1;
+    assert(live >= 0, 'a retired slab releases each of its bodies once');
+    if (live > 0) {
+      this.retiredLive.set(slab, live);
+      return;
+    }
+    this.retiredLive.delete(slab);
+    this.held(-SLAB_BYTES);
+  }
 }
 
 /**

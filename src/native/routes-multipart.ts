@@ -20,10 +20,9 @@ import type { Handler } from '../http/server.js';
 import { refuseUndeclaredFields } from '../http/strict-input.js';
 import type { BucketRecord, MultipartUploadRecord } from '../engine/index/schema.js';
 import { contextOf } from '../service/context.js';
+import { partsPageOf, uploadsPageOf } from '../service/cluster-read.js';
 import {
   isUploadId,
-  listPartsPage,
-  listUploadsPage,
   MultipartService,
   parsePartNumber,
   partNumberMarkerOf,
@@ -33,6 +32,7 @@ import {
   MULTIPART_PART_BYTES_MAX,
   type CompletePart,
   type PartView,
+  type UploadAddress,
 } from '../service/multipart.js';
 import { parsePageSize } from '../service/list.js';
 import type { Principal } from '../service/auth.js';
@@ -240,14 +240,14 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
           },
         },
       ),
-      handler: (exchange, params) => {
+      handler: async (exchange, params) => {
         const principal = bearer(exchange);
         const prefix = keyQuery(exchange.query, 'prefix') ?? '';
         const bucket = access.bucket(principal, params['bucket'] ?? '', {
           verb: 'read',
           listPrefix: prefix,
         });
-        exchange.sendJson(200, listUploads(bucket, exchange.query));
+        exchange.sendJson(200, await listUploads(bucket, exchange.query));
       },
     },
     {
@@ -386,10 +386,10 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
           },
         },
       ),
-      handler: (exchange, params) => {
+      handler: async (exchange, params) => {
         const { bucket, key } = target(exchange, params, 'read');
-        const found = upload(bucket, key, params['uploadId'] ?? '');
-        exchange.sendJson(200, listParts(found, exchange.query));
+        const uploadId = params['uploadId'] ?? '';
+        exchange.sendJson(200, await listParts({ bucket, key, uploadId }, exchange.query));
       },
     },
     {
@@ -406,12 +406,15 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
     },
   ];
 
-  function listUploads(bucket: BucketRecord, query: URLSearchParams): Record<string, unknown> {
+  async function listUploads(
+    bucket: BucketRecord,
+    query: URLSearchParams,
+  ): Promise<Record<string, unknown>> {
     const prefix = query.get('prefix') ?? '';
     const max = parsePageSize(query.get('maxUploads'), 'maxUploads', LIST_PAGE_MAX);
     const keyMarker = keyQuery(query, 'keyMarker');
     const markers = uploadsMarkersOf(keyMarker, query.get('uploadIdMarker'));
-    const page = listUploadsPage(store, bucket, { prefix, ...markers, max });
+    const page = await uploadsPageOf(store, services.engine, bucket, { prefix, ...markers, max });
     const uploads = page.uploads.map(uploadJson);
     const result: Record<string, unknown> = { uploads, isTruncated: page.isTruncated };
     if (page.nextKeyMarker !== undefined) {
@@ -421,13 +424,14 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
     return result;
   }
 
-  function listParts(
-    found: MultipartUploadRecord,
+  async function listParts(
+    address: UploadAddress,
     query: URLSearchParams,
-  ): Record<string, unknown> {
+  ): Promise<Record<string, unknown>> {
     const max = parsePageSize(query.get('maxParts'), 'maxParts', LIST_PAGE_MAX);
     const marker = partNumberMarkerOf(query.get('partNumberMarker'));
-    const page = listPartsPage(store, found, { marker, max });
+    const page = await partsPageOf(store, services.engine, address, { marker, max });
+    const found = page.upload;
     const parts = page.parts.map(partJson);
     const result: Record<string, unknown> = {
       ...uploadJson(found),

@@ -9,7 +9,9 @@ import type { IndexView } from '../service/services.js';
 import { type BucketRecord, type ObjectVersionRecord } from '../engine/index/schema.js';
 import { batchDelete, parseBatchEntries, BATCH_DELETE_KEYS_MAX } from '../service/batch-delete.js';
 import { parsePageSize } from '../service/list.js';
-import { listVersionsPage, VERSIONS_PAGE_MAX } from '../service/versions.js';
+import { VERSIONS_PAGE_MAX } from '../service/versions.js';
+import { versionsPageOf } from '../service/cluster-read.js';
+import type { EngineClient } from '../engine/protocol.js';
 import { resolveForAttributes } from '../service/read.js';
 import {
   checkRetainUntil,
@@ -218,13 +220,13 @@ export function objectMetaRoutes(kit: RouteKit): Route<Handler>[] {
           },
         },
       ),
-      handler: (exchange, params) => {
+      handler: async (exchange, params) => {
         const principal = bearer(exchange);
         const prefix = keyQuery(exchange.query, 'prefix') ?? '';
         exchange.sendJson(
           200,
-          listVersions(
-            store,
+          await listVersions(
+            { store, engine: services.engine },
             access.bucket(principal, params['bucket'] ?? '', { verb: 'read', listPrefix: prefix }),
             exchange.query,
           ),
@@ -575,14 +577,14 @@ function parseCopyBody(body: Record<string, unknown>): Record<string, unknown> {
  * A page of the service's versions listing as JSON; the page size and the markers come from the
  * query (`maxKeys`, `keyMarker`, `versionIdMarker`).
  */
-export function listVersions(
-  store: IndexView,
+export async function listVersions(
+  services: { store: IndexView; engine: EngineClient },
   bucket: BucketRecord,
   query: URLSearchParams,
-): Record<string, unknown> {
+): Promise<Record<string, unknown>> {
   const maxKeys = parsePageSize(query.get('maxKeys'), 'maxKeys', VERSIONS_PAGE_MAX);
   const keyMarker = keyQuery(query, 'keyMarker') ?? undefined;
-  const page = listVersionsPage(store, bucket, {
+  const page = await versionsPageOf(services.store, services.engine, bucket, {
     prefix: query.get('prefix') ?? '',
     maxKeys,
     keyMarker,

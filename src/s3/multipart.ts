@@ -236,7 +236,7 @@ async function abortUpload(request: S3Request): Promise<void> {
   request.send(204, {});
 }
 
-function listParts(request: S3Request): void {
+async function listParts(request: S3Request): Promise<void> {
   const multipart = multipartOf(request);
   const target = uploadTarget(request);
   const query = request.exchange.query;
@@ -245,7 +245,7 @@ function listParts(request: S3Request): void {
     throw s3Error('InvalidArgument', 'part-number-marker must be an integer');
   const partNumberMarker = Number(markerText);
   const maxParts = maxCountOf(query.get('max-parts') ?? undefined, 'max-parts');
-  const page = multipart.listParts(request, { ...target, partNumberMarker, maxParts });
+  const page = await multipart.listParts(request, { ...target, partNumberMarker, maxParts });
   const last = page.parts[page.parts.length - 1];
   request.send(
     200,
@@ -263,7 +263,7 @@ function listParts(request: S3Request): void {
   );
 }
 
-function listUploads(request: S3Request): void {
+async function listUploads(request: S3Request): Promise<void> {
   const multipart = multipartOf(request);
   const bucket = request.address.bucket;
   if (bucket === undefined) throw s3Error('InvalidRequest', 'no bucket named');
@@ -273,7 +273,7 @@ function listUploads(request: S3Request): void {
   const uploadIdMarker = query.get('upload-id-marker') ?? '';
   const maxUploads = maxCountOf(query.get('max-uploads') ?? undefined, 'max-uploads');
   const encodingUrl = encodingUrlOf(query.get('encoding-type') ?? undefined);
-  const page = multipart.listUploads(request, {
+  const page = await multipart.listUploads(request, {
     bucket,
     prefix,
     keyMarker: keyMarker === '' ? undefined : keyMarker,

@@ -174,7 +174,7 @@ async function deleteObjects(request: S3Request): Promise<void> {
   request.send(200, { 'Content-Type': 'application/xml' }, deleteResultXml(outcomes, parsed.quiet));
 }
 
-function listObjectVersions(request: S3Request): void {
+async function listObjectVersions(request: S3Request): Promise<void> {
   const listVersions = more(request, 'listVersions').bind(objectStoreOf(request));
   const bucket = request.address.bucket;
   if (bucket === undefined) throw s3Error('InvalidRequest', 'no bucket named');
@@ -190,7 +190,7 @@ function listObjectVersions(request: S3Request): void {
     versionIdMarker: versionIdMarker === '' ? undefined : versionIdMarker,
     maxKeys: maxCountOf(query.get('max-keys') ?? undefined, 'max-keys'),
   };
-  const page = listVersions(request, input);
+  const page = await listVersions(request, input);
   request.send(
     200,
     { 'Content-Type': 'application/xml' },

@@ -269,7 +269,7 @@ export interface S3MultipartStore {
   listParts(
     request: S3Request,
     input: UploadTarget & { partNumberMarker: number; maxParts: number },
-  ): { parts: readonly PartEntry[]; isTruncated: boolean } & UploadParties;
+  ): Promise<{ parts: readonly PartEntry[]; isTruncated: boolean } & UploadParties>;
   listUploads(
     request: S3Request,
     input: {
@@ -279,11 +279,11 @@ export interface S3MultipartStore {
       uploadIdMarker?: string | undefined;
       maxUploads: number;
     },
-  ): { uploads: readonly UploadEntry[]; isTruncated: boolean };
+  ): Promise<{ uploads: readonly UploadEntry[]; isTruncated: boolean }>;
 }
 
 export interface S3ObjectStoreMore {
   copy(request: S3Request, input: CopyInput): Promise<CopyOutcome>;
-  listVersions(request: S3Request, input: VersionsInput): VersionsPage;
+  listVersions(request: S3Request, input: VersionsInput): Promise<VersionsPage>;
   readonly multipart: S3MultipartStore;
 }

@@ -15,13 +15,8 @@ import type { S3MultipartStore, S3Owner, StoredVersion, UploadParties } from './
 import { checkPayload, storedOf } from './object-store.js';
 import type { ObjectService } from '../service/objects.js';
 import { contextOf } from '../service/context.js';
-import {
-  listPartsPage,
-  listUploadsPage,
-  MultipartService,
-  requireUploadIn,
-  uploadParties,
-} from '../service/multipart.js';
+import { partsPageOf, uploadsPageOf } from '../service/cluster-read.js';
+import { MultipartService, requireUploadIn, uploadParties } from '../service/multipart.js';
 import { tenantById } from '../service/bucket-access.js';
 import type { BucketRecord, MultipartUploadRecord } from '../engine/index/schema.js';
 import { isLightwellError } from '../util/errors.js';
@@ -184,19 +179,18 @@ export function serviceMultipartStore(
         target(request, input, 'write'),
       );
     },
-    listParts: (request, input) => {
+    listParts: async (request, input) => {
       const address = target(request, input, 'read');
-      const upload = requireUploadIn(services.store, address);
-      const page = listPartsPage(services.store, upload, {
+      const { upload, ...page } = await partsPageOf(services.store, services.engine, address, {
         marker: input.partNumberMarker,
         max: input.maxParts,
       });
       return { ...page, ...partiesOf(upload, address.bucket) };
     },
-    listUploads: (request, input) => {
+    listUploads: async (request, input) => {
       const bucket = bucketFor(request, { verb: 'read', listPrefix: input.prefix });
       if (input.maxUploads === 0) return { uploads: [], isTruncated: false };
-      const page = listUploadsPage(services.store, bucket, {
+      const page = await uploadsPageOf(services.store, services.engine, bucket, {
         prefix: input.prefix,
         ...(input.keyMarker !== undefined ? { keyMarker: input.keyMarker } : {}),
         ...(input.uploadIdMarker !== undefined ? { uploadIdMarker: input.uploadIdMarker } : {}),

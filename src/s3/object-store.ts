@@ -14,7 +14,7 @@
 import { s3IdHeaders, type S3Request, type S3Services } from './api.js';
 import { payloadCheckOf } from './auth.js';
 import { bucketFor } from './buckets.js';
-import { freshenForList, freshenForRead } from '../service/cluster-read.js';
+import { freshenForList, freshenForRead, versionsPageOf } from '../service/cluster-read.js';
 import { s3Error, s3ErrorOf } from './errors.js';
 import type {
   CopyInput,
@@ -45,7 +45,6 @@ import {
 } from '../service/read.js';
 import { isLightwellError } from '../util/errors.js';
 import { listObjectEntries } from '../service/list.js';
-import { listVersionsPage } from '../service/versions.js';
 import { sendObject } from '../service/download.js';
 import { copyObject } from '../service/copy.js';
 import { governanceBypass } from '../service/object-lock.js';
@@ -318,10 +317,10 @@ export function serviceObjectStore(services: S3Services): S3ObjectStore {
     };
   }
 
-  function listVersions(request: S3Request, input: VersionsInput): VersionsPage {
+  async function listVersions(request: S3Request, input: VersionsInput): Promise<VersionsPage> {
     const bucket = bucketFor(request, { verb: 'read', listPrefix: input.prefix });
     if (input.maxKeys === 0) return { entries: [], commonPrefixes: [], isTruncated: false };
-    return listVersionsPage(services.store, bucket, input);
+    return versionsPageOf(services.store, services.engine, bucket, input);
   }
 
   return {

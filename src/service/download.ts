@@ -16,7 +16,7 @@ import { statusLine } from '../http/exchange.js';
 import type { TenantKeyMaterial, ReadTask, Outcome, TaskRunner } from '../workers/protocol.js';
 import { unpackChunkRefs } from '../engine/ops/objects.js';
 import type { ObjectVersionRecord } from '../engine/index/schema.js';
-import { BadRequest, CorruptData, InvalidRange, fromWire } from '../util/errors.js';
+import { BadRequest, CorruptData, InvalidRange, errorCode, fromWire } from '../util/errors.js';
 import { readChunk, readChunkNow, type ChunkStoreDeps } from '../workers/chunk-store.js';
 import { INLINE_CHUNK_BYTES_MAX, tenantKeysOf } from './upload.js';
 import type { BodyArena } from './body-arena.js';
@@ -71,6 +71,11 @@ export interface DownloadServices {
   readonly pool: TaskRunner;
   /** Reads chunks on the gateway's own thread (small ones, see INLINE_CHUNK_BYTES_MAX). */
   readonly inline: ChunkStoreDeps;
+  /**
+   * On a cluster member: replaces this node's copy of a chunk that failed its checksum with a
+   * good one from another member; answers whether it did (cluster-read.ts `chunkRepairOf`).
+   */
+  readonly repairChunk?: (tenantNum: number, chunkId: Uint8Array) => Promise<boolean>;
 }
 
 /** Bytes of a piece ready to send, and what gives back the blocks they are in. */
@@ -126,7 +131,7 @@ export function sendObject(
     // A small object whose record the page cache holds is read, decrypted and written in this
     // call (the common case for small objects): no buffer of its own and no promise.
     const plain = nowPlaintext.subarray(0, first.plainLength);
-    if (readChunkNow(services.inline, inlineChunk(input.keys, first), plain)) {
+    if (readNowOrLater(services, inlineChunk(input.keys, first), plain)) {
       if (!exchange.open) return undefined;
       const sent = writer.write(plain.subarray(first.from, first.to), true);
       if (sent) return sent.then(() => writer.end());
@@ -264,10 +269,53 @@ function readOne(
   if (how.deep && (inline || arena.available - blockCount < arena.blockCount / 2)) {
     return undefined;
   }
-  if (inline) return readInline(services, keys, piece);
+  const again = (): Promise<ReadPiece> =>
+    inline ? readInline(services, keys, piece) : readPooled(services, keys, piece, undefined);
+  if (inline) return orFromReplica(services, keys, piece, again(), again);
   const blocks = blockCount <= arena.blockCount ? arena.tryTakeMany(blockCount) : undefined;
   if (blocks === undefined && !how.mayTransfer) return undefined;
-  return readPooled(services, keys, piece, blocks);
+  return orFromReplica(services, keys, piece, readPooled(services, keys, piece, blocks), again);
+}
+
+/**
+ * Read fallback on a cluster member (docs/cluster.md §8a, "Corrupt replicas"): a piece whose
+ * stored copy failed its checksum is replaced with a good copy from another member (fetched,
+ * verified there and here, fsync'ed and indexed by the engine), then read again, once, so the
+ * client gets the right bytes and the bad copy is repaired by the same step. Anything else, or
+ * no member with a good copy, fails as the read did.
+ */
+async function orFromReplica(
+  services: DownloadServices,
+  keys: TenantKeyMaterial,
+  piece: Piece,
+  read: Promise<ReadPiece>,
+  again: () => Promise<ReadPiece>,
+): Promise<ReadPiece> {
+  try {
+    return await read;
+  } catch (error) {
+    const { repairChunk } = services;
+    if (errorCode(error) !== 'corrupt_data' || repairChunk === undefined) throw error;
+    if (!(await repairChunk(keys.tenantNum, piece.id).catch(() => false))) throw error;
+    return again();
+  }
+}
+
+/**
+ * `readChunkNow`, except that a corrupt copy on a cluster member answers false (read it later,
+ * through the fallback above) instead of failing.
+ */
+function readNowOrLater(
+  services: DownloadServices,
+  chunk: ReturnType<typeof inlineChunk>,
+  plain: Uint8Array,
+): boolean {
+  try {
+    return readChunkNow(services.inline, chunk, plain);
+  } catch (error) {
+    if (errorCode(error) !== 'corrupt_data' || services.repairChunk === undefined) throw error;
+    return false;
+  }
 }
 
 async function readInline(

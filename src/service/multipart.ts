@@ -389,6 +389,11 @@ export function listPartsPage(
     }
     parts.push(partView(value));
   }
+  return partsPage(parts, isTruncated);
+}
+
+/** A page of parts with the marker of the next page: its last part, when it is truncated. */
+export function partsPage(parts: PartView[], isTruncated: boolean): PartsPage {
   const last = parts[parts.length - 1];
   if (!isTruncated || last === undefined) return { parts, isTruncated };
   return { parts, isTruncated, nextPartNumberMarker: last.partNumber };
@@ -461,6 +466,11 @@ export function listUploadsPage(
     }
     uploads.push(value);
   }
+  return uploadsPage(uploads, isTruncated);
+}
+
+/** A page of uploads with the markers of the next page: its last upload's, when truncated. */
+export function uploadsPage(uploads: MultipartUploadRecord[], isTruncated: boolean): UploadsPage {
   const last = uploads[uploads.length - 1];
   if (!isTruncated || last === undefined) return { uploads, isTruncated };
   return { uploads, isTruncated, nextKeyMarker: last.key, nextUploadIdMarker: last.uploadId };

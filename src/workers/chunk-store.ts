@@ -12,6 +12,7 @@ import type { IndexStore } from '../engine/index/store.js';
 import { DB, chunkKey, type ChunkRecord } from '../engine/index/schema.js';
 import type { SegmentWriter } from '../engine/segments/segment-writer.js';
 import type { SegmentReader } from '../engine/segments/segment-reader.js';
+import type { CorruptChunkReport } from '../engine/ops/corrupt-chunks.js';
 import {
   chunkIdOf,
   encodeChunk,
@@ -30,6 +31,11 @@ export interface ChunkStoreDeps {
   writer(): SegmentWriter;
   reader(): SegmentReader;
   readonly deadChunkGraceMs: number;
+  /**
+   * Told of each chunk a read found corrupt, with where it lies (the engine records it:
+   * src/engine/ops/corrupt-chunks.ts); must not throw.
+   */
+  readonly corrupt?: (report: CorruptChunkReport) => void;
 }
 
 export async function storeChunk(
@@ -225,7 +231,19 @@ async function readRecord<T>(
         .reader()
         .readWith(record, (bytes) => decode(bytes, expectedRecord(input, record)));
     } catch (error) {
-      if (errorCode(error) === 'corrupt_data') throw corruptAt(error, record, input);
+      if (errorCode(error) === 'corrupt_data') {
+        const reason = isLightwellError(error) ? error.details['reason'] : undefined;
+        deps.corrupt?.({
+          tenantNum: input.keys.tenantNum,
+          chunkId: Buffer.from(input.chunkId).toString('hex'),
+          segmentId: record.segmentId,
+          offset: record.offset,
+          length: record.length,
+          reason: typeof reason === 'string' ? reason : 'corrupt',
+          foundBy: 'read',
+        });
+        throw corruptAt(error, record, input);
+      }
       // Compaction moved the chunk and deleted the old segment: look it up again, once.
       if (attempt > 0 || errorCode(error) !== 'not_found') throw error;
       deps.index().refresh();

@@ -130,6 +130,12 @@ const deps: ChunkStoreDeps = {
   writer: segmentWriter,
   reader: () => (reader ??= segmentReader()),
   deadChunkGraceMs: config.deadChunkGraceMs,
+  corrupt: (report) => {
+    // The read's own error says it; the record is for later, and never fails the read.
+    Promise.resolve()
+      .then(() => engineClient().call('reportCorruptChunk', report))
+      .catch(() => undefined);
+  },
 };
 
 function store(task: StoreTask, arena: Buffer): Promise<StoreResult> {

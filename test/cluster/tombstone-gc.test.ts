@@ -37,6 +37,8 @@ function peerOf(options: {
       );
     },
     copyVersion: () => Promise.resolve(0),
+    stampOf: () => 0,
+    sendMetadata: () => Promise.resolve(),
     sendDelete: () => Promise.resolve(),
     tombstones: (_bucket, after) => (after === undefined ? options.tombs : []),
     timeOfSeq: (seq) => seq,

@@ -42,6 +42,7 @@ t.test('the console API on the admin gates', async (t) => {
     '/keys',
     '/master-key/rotate',
     '/openapi.json',
+    '/placement',
     '/scrub-schedules',
     '/scrub-schedules/{target}',
     '/scrubs',

@@ -221,6 +221,8 @@ function run(path: string): void {
     await screenshot(page, 'audit');
     await go(page, '#/cluster', 'Consensus membership');
     await waitText(page, 'voter');
+    await waitText(page, 'A single node: every bucket has one copy, on this node.');
+    await page.waitForSelector('table[aria-label="Buckets per node"]');
     await screenshot(page, 'cluster');
     await go(page, '#/tenants', 'All tenants');
     await screenshot(page, 'tenants');

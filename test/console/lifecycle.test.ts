@@ -5,15 +5,11 @@
 // and no control. No script error or CSP violation. Screenshots for docs/console.md.
 // Method: `lightwell serve` on loopback with a one-second lifecycle day (`lifecycle.day`, as in
 // test/s3/sdk-lifecycle.test.ts), Debian's Chromium through puppeteer-core, S3 through the SDK.
-import t from 'tap';
-import { rmSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
 import { GetBucketLifecycleConfigurationCommand } from '@aws-sdk/client-s3';
 import { s3ClientFor } from '../helpers/s3-sdk.js';
-import { Service } from '../helpers/service.js';
 import {
-  chromiumPath,
-  launch,
+  browserTest,
   newPage,
   screenshot,
   buttonTexts,
@@ -23,28 +19,13 @@ import {
   go,
   signIn,
   textOf,
-  SHOTS_DIR,
-  UPDATE_SHOTS,
 } from './browser.js';
-
-const chromium = chromiumPath();
-if ('skip' in chromium) t.plan(0, chromium.skip);
-else run(chromium.path);
 
 const DAY_MS = 1000;
 
-function run(path: string): void {
-  t.test("a bucket's lifecycle rules from the tenant's Lifecycle tab", async (t) => {
-    const service = await Service.start({
-      env: { LIGHTWELL_LIFECYCLE_DAY: '1s', LIGHTWELL_LIFECYCLE_INTERVAL: '200ms' },
-    });
-    const browser = await launch(path);
-    t.teardown(async () => {
-      await browser.close();
-      await service.close();
-      if (!UPDATE_SHOTS) rmSync(SHOTS_DIR, { recursive: true, force: true });
-    });
-    const errors: string[] = [];
+browserTest(
+  "a bucket's lifecycle rules from the tenant's Lifecycle tab",
+  async (t, { service, browser, errors }) => {
     const owner = service.adminToken('owner');
     const data = await service.tenant('acme', 'read,write,delete,admin', owner);
     t.equal((await data.request('POST', '/buckets', { json: { name: 'logs' } })).status, 201);
@@ -97,5 +78,6 @@ function run(path: string): void {
       'a viewer sees no control',
     );
     t.same(errors, [], 'no script error or CSP violation');
-  });
-}
+  },
+  { env: { LIGHTWELL_LIFECYCLE_DAY: '1s', LIGHTWELL_LIFECYCLE_INTERVAL: '200ms' } },
+);

@@ -331,3 +331,20 @@ export interface LifecyclePreview {
   truncated: boolean;
   due: LifecycleDue[];
 }
+export interface PlacementNode {
+  id: string;
+  name: string;
+  zone: string;
+  state: string;
+  storage: boolean;
+  buckets: number;
+  preferred: number;
+}
+export interface Placement {
+  mode: 'single' | 'cluster';
+  tenantId: string;
+  replicationFactor: number;
+  nodes: PlacementNode[];
+  buckets: Array<{ name: string; replicas: string[] }>;
+  truncated: boolean;
+}

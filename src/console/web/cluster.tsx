@@ -1,14 +1,145 @@
-// Cluster membership and placement, as they are: the consensus members the admin API reports
-// (on a single node, this node alone as voter and leader). Changing membership and placement
-// belongs to cluster mode; this page only shows what exists.
+// Cluster membership and placement: the consensus members the admin API reports (on a single
+// node, this node alone as voter and leader), where a tenant's buckets live (each bucket's
+// replica nodes, the buckets each node holds) and, in cluster mode, an owner's drain of a member
+// (previewed: the admin API's plan says what moves), which is how placement is changed.
 
 import type { JSX } from 'preact';
-import { ADMIN, type Member } from './api.js';
+import { useState } from 'preact/hooks';
+import { ADMIN, CONSOLE, allows, seg, type Member, type Placement, type Tenant } from './api.js';
 import type { Context } from './main.js';
-import { ErrorBox, Section, StateBadge, useLoad } from './ui.js';
+import { ErrorBox, Field, Section, Select, StateBadge, useLoad } from './ui.js';
+import { PlannedAction } from './planned.js';
+
+function PlacementView(props: { context: Context }): JSX.Element {
+  const { context } = props;
+  const scope = context.session.tenant;
+  const tenants = useLoad(
+    () =>
+      scope === null
+        ? context.api
+            .get<{ tenants: Tenant[] }>(`${ADMIN}/tenants`)
+            .then((answer) =>
+              answer.tenants.filter((tenant) => tenant.state !== 'deleted').map((t) => t.id),
+            )
+        : Promise.resolve([scope]),
+    [context, scope],
+  );
+  const [chosen, setChosen] = useState<string | undefined>(undefined);
+  const tenantId = chosen ?? tenants.data?.[0];
+  const placement = useLoad(
+    () =>
+      tenantId === undefined
+        ? Promise.resolve(undefined)
+        : context.api.get<Placement>(`${CONSOLE}/placement?tenant=${seg(tenantId)}`),
+    [context, tenantId],
+  );
+  const data = placement.data;
+  const single = data?.mode === 'single';
+  const nameOf = (id: string): string =>
+    single ? 'this node' : (data?.nodes.find((node) => node.id === id)?.name ?? id);
+  return (
+    <>
+      <ErrorBox error={tenants.error ?? placement.error} />
+      {tenants.data && tenants.data.length > 1 && tenantId !== undefined && (
+        <Select
+          label="Tenant"
+          value={tenantId}
+          options={tenants.data.map((id) => [id, id] as const)}
+          onChange={setChosen}
+        />
+      )}
+      {data && (
+        <>
+          <p>
+            {single
+              ? 'A single node: every bucket has one copy, on this node.'
+              : `Each bucket has ${String(data.replicationFactor)} copies, on different zones ` +
+                'where there are; the first replica leads.'}
+          </p>
+          <table aria-label="Buckets per node">
+            <thead>
+              <tr>
+                <th scope="col">Node</th>
+                <th scope="col">Zone</th>
+                <th scope="col">State</th>
+                <th scope="col">Buckets of {data.tenantId} held</th>
+                <th scope="col">Of which it leads</th>
+              </tr>
+            </thead>
+            <tbody>
+              {data.nodes.map((node) => (
+                <tr key={node.id}>
+                  <td>{single ? 'this node' : node.name}</td>
+                  <td>{node.zone === '' ? '—' : node.zone}</td>
+                  <td>
+                    <StateBadge state={node.state} />
+                    {!node.storage && ' (holds no data)'}
+                  </td>
+                  <td>{String(node.buckets)}</td>
+                  <td>{String(node.preferred)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          {data.buckets.length > 0 && (
+            <table aria-label="Bucket replicas">
+              <thead>
+                <tr>
+                  <th scope="col">Bucket</th>
+                  <th scope="col">Replicas (the first leads)</th>
+                </tr>
+              </thead>
+              <tbody>
+                {data.buckets.map((bucket) => (
+                  <tr key={bucket.name}>
+                    <td>{bucket.name}</td>
+                    <td>{bucket.replicas.map(nameOf).join(', ')}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          )}
+          {data.truncated && <p class="hint">The first 1000 buckets only.</p>}
+        </>
+      )}
+    </>
+  );
+}
+
+/** An owner's drain of a member in cluster mode: its replicas move to the other nodes. */
+function DrainMember(props: { context: Context; members: Member[]; onDone: () => void }) {
+  const { context, members } = props;
+  const [id, setId] = useState(members[0]?.id ?? '');
+  const [reason, setReason] = useState('');
+  const [confirm, setConfirm] = useState('');
+  return (
+    <PlannedAction
+      label="Drain member"
+      danger
+      ready={reason.trim() !== '' && confirm === id}
+      run={(dryRun) =>
+        context.api.call(
+          'POST',
+          `${ADMIN}/cluster/consensus/drain${dryRun ? '?dryRun=true' : ''}`,
+          { id, reason: reason.trim(), confirm },
+        )
+      }
+      onDone={props.onDone}
+    >
+      <Select
+        label="Member"
+        value={id}
+        options={members.map((member) => [member.id, `${member.name} (${member.id})`] as const)}
+        onChange={setId}
+      />
+      <Field label="Reason (for the audit log)" value={reason} onInput={setReason} required />
+      <Field label={`Type the member id (${id}) to confirm`} value={confirm} onInput={setConfirm} />
+    </PlannedAction>
+  );
+}
 
 export function ClusterPage(props: { context: Context }): JSX.Element {
-  const { data, error } = useLoad(
+  const { data, error, reload } = useLoad(
     () =>
       props.context.api.get<{ members: Member[]; leaderId: string }>(
         `${ADMIN}/cluster/consensus/membership`,
@@ -52,13 +183,20 @@ export function ClusterPage(props: { context: Context }): JSX.Element {
         )}
       </Section>
       <Section title="Placement">
-        <p>
-          {data && data.members.length > 1
-            ? `${String(data.members.length)} members.`
-            : 'A single node: every object has one copy, on this node.'}{' '}
-          Replication factors, zones and rebalancing are managed by cluster mode.
-        </p>
+        <PlacementView context={props.context} />
       </Section>
+      {data &&
+        data.members.length > 1 &&
+        props.context.session.tenant === null &&
+        allows(props.context.session, 'owner') && (
+          <Section title="Drain a member">
+            <p>
+              A drained member takes no new replicas; its buckets move to the other nodes, and it
+              can then be removed. The preview is the admin API's plan.
+            </p>
+            <DrainMember context={props.context} members={data.members} onDone={reload} />
+          </Section>
+        )}
     </>
   );
 }
