@@ -302,8 +302,9 @@ async function orFromReplica(
 }
 
 /**
- * `readChunkNow`, except that a corrupt copy on a cluster member answers false (read it later,
- * through the fallback above) instead of failing.
+ * `readChunkNow`, except that a corrupt copy answers false instead of failing: the awaited read
+ * then meets it again and does what a corrupt chunk calls for (records it for repair, and on a
+ * cluster member reads another replica's copy through the fallback above).
  */
 function readNowOrLater(
   services: DownloadServices,
@@ -313,7 +314,7 @@ function readNowOrLater(
   try {
     return readChunkNow(services.inline, chunk, plain);
   } catch (error) {
-    if (errorCode(error) !== 'corrupt_data' || services.repairChunk === undefined) throw error;
+    if (errorCode(error) !== 'corrupt_data') throw error;
     return false;
   }
 }

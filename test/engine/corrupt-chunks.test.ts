@@ -39,22 +39,31 @@ t.test('corrupt chunks are recorded by reads and scrubs', async (t) => {
   const watcher = IndexStore.open({ path: join(service.dataDir, 'index'), readOnly: true });
   const tenant = watcher.get<TenantRecord>(DB.tenants, tenantKey('acme')) as TenantRecord;
   const key = corruptChunkKey(tenant.num, Buffer.from(chunkId, 'hex'));
-  let found: CorruptChunkRecord | undefined;
   // The gateway reports after it answered; the engine commits the row a moment later.
-  for (let turn = 0; turn < 200 && !found; turn += 1) {
-    watcher.refresh();
-    found = watcher.get<CorruptChunkRecord>(DB.meta, key);
-    if (!found) await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  await watcher.close();
+  const recorded = async (seen: number): Promise<CorruptChunkRecord | undefined> => {
+    let row: CorruptChunkRecord | undefined;
+    for (let turn = 0; turn < 200 && (row?.seen ?? 0) < seen; turn += 1) {
+      watcher.refresh();
+      row = watcher.get<CorruptChunkRecord>(DB.meta, key);
+      if ((row?.seen ?? 0) < seen) await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    return row;
+  };
+  let found = await recorded(1);
   t.ok(found, 'the engine recorded the chunk within 10 s of the failed read');
+  // Later reads find the segment open and read small records without waiting: they report too.
+  for (let again = 0; again < 2; again += 1)
+    t.equal((await acme.request('GET', '/buckets/acme-b/objects/damaged')).status, 500);
+  found = await recorded(3);
+  t.equal(found?.seen, 3, 'every failed read counted within 10 s of the last');
+  await watcher.close();
   t.match(found, {
     tenantNum: tenant.num,
     chunkId,
     reason: 'checksum',
     foundBy: 'read',
     action: 'read-refused',
-    seen: 1,
+    seen: 3,
   });
   await service.stop();
 
@@ -73,7 +82,7 @@ t.test('corrupt chunks are recorded by reads and scrubs', async (t) => {
   const scheduler = new ScrubScheduler({ context, log: componentLogger('test') });
   t.equal(await scheduler.runDue(), 1, 'the scheduled scrub ran');
   const after = store.get<CorruptChunkRecord>(DB.meta, key) as CorruptChunkRecord;
-  t.match(after, { seen: 2, firstSeenAt: first.firstSeenAt, lastSeenAt: clock.now() });
+  t.match(after, { seen: 4, firstSeenAt: first.firstSeenAt, lastSeenAt: clock.now() });
   t.match(after.reason, /payload/i, "the scrub's finding is the reason now");
 
   const entry = store.get<{ segmentId: number; offset: number; length: number }>(
