@@ -138,6 +138,8 @@ browserTest(
     const scoped = await newPage(browser, errors);
     await signIn(scoped, service, service.adminToken('operator', ['--tenant', 'acme']));
     await go(scoped, '#/encryption', 'Tenant data keys');
+    // The heading comes before the keys' table: wait for the tenant's row and its control.
+    await waitText(scoped, 'Rotate…');
     const body = await scoped.evaluate(() => document.body.innerText);
     t.notOk(body.includes('globex'), 'a scoped token sees only its tenant');
     const scopedButtons = await buttonTexts(scoped);
