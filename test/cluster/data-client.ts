@@ -1,7 +1,9 @@
 // The native API of one cluster node as the cluster tests use it: a client of a tenant's key
 // that logs in on its node (a token is good on every member), PUTs and GETs objects of bucket `data`;
 // and the tenant `acme` with an account and a key, made through a node's admin API.
-import { waitFor, type KitNode } from './kit.js';
+import type { S3Client } from '@aws-sdk/client-s3';
+import { s3ClientFor } from '../helpers/s3-sdk.js';
+import { ClusterKit, waitFor, type KitNode } from './kit.js';
 
 export class Client {
   token = '';
@@ -72,4 +74,23 @@ export async function makeKey(node: KitNode): Promise<[string, string]> {
   });
   if (key.status !== 201) throw new Error(`key: ${JSON.stringify(key.json)}`);
   return [key.json['accessKeyId'] as string, key.json['secretKey'] as string];
+}
+
+/**
+ * How the S3 cluster tests start: three nodes formed into a cluster, tenant `acme`'s key made on
+ * n1 (`makeKey`), and an S3 client of that key on each node.
+ */
+export async function threeNodesWithS3(teardown: (fn: () => Promise<void>) => void): Promise<{
+  nodes: [KitNode, KitNode, KitNode];
+  key: [string, string];
+  s3: [S3Client, S3Client, S3Client];
+}> {
+  const kit = await ClusterKit.create(3, teardown);
+  const nodes = kit.nodes as [KitNode, KitNode, KitNode];
+  await kit.formCluster(3);
+  const key = await makeKey(nodes[0]);
+  const s3 = nodes.map((node) =>
+    s3ClientFor(new URL(node.publicUrl).origin, { accessKeyId: key[0], secretKey: key[1] }),
+  ) as [S3Client, S3Client, S3Client];
+  return { nodes, key, s3 };
 }

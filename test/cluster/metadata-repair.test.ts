@@ -21,11 +21,9 @@ import {
   PutObjectLegalHoldCommand,
   PutObjectRetentionCommand,
   PutObjectTaggingCommand,
-  type S3Client,
 } from '@aws-sdk/client-s3';
-import { ClusterKit, clusterEnvironment, waitFor, type KitNode } from './kit.js';
-import { makeKey } from './data-client.js';
-import { s3ClientFor } from '../helpers/s3-sdk.js';
+import { clusterEnvironment, waitFor } from './kit.js';
+import { threeNodesWithS3 } from './data-client.js';
 
 const env = await clusterEnvironment();
 const OBJECT = { Bucket: 'locked', Key: 'held' };
@@ -33,13 +31,9 @@ const OBJECT = { Bucket: 'locked', Key: 'held' };
 const PEEKED = { Bucket: 'locked', Key: 'peeked' };
 
 t.test('missed metadata changes are repaired', { skip: env.skip ?? false }, async (t) => {
-  const kit = await ClusterKit.create(3, (fn) => t.teardown(fn));
-  const [n1, n2, n3] = kit.nodes as [KitNode, KitNode, KitNode];
-  await kit.formCluster(3);
-  const [keyId, secret] = await makeKey(n1);
-  const [s1, s2, s3] = [n1, n2, n3].map((node) =>
-    s3ClientFor(new URL(node.publicUrl).origin, { accessKeyId: keyId, secretKey: secret }),
-  ) as [S3Client, S3Client, S3Client];
+  const cluster = await threeNodesWithS3((fn) => t.teardown(fn));
+  const [n1, n2, n3] = cluster.nodes;
+  const [s1, s2, s3] = cluster.s3;
   await waitFor('the key on n1', () =>
     s1
       .send(new CreateBucketCommand({ Bucket: 'locked', ObjectLockEnabledForBucket: true }))
