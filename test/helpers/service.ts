@@ -99,7 +99,7 @@ export class Service {
         await service.launch();
         return service;
       } catch (error) {
-        const taken = /EADDRINUSE|address in use/.test(String(error));
+        const taken = /EADDRINUSE|address in use|is already in use/.test(String(error));
         if (attempt === PORT_ATTEMPTS || !taken) throw error;
       }
     }
