@@ -15,17 +15,11 @@
 
 import { createHash } from 'node:crypto';
 import { crc32 } from '@node-rs/crc32';
-import {
-  CreateBucketCommand,
-  GetObjectCommand,
-  PutObjectCommand,
-  S3Client,
-  S3ServiceException,
-} from '@aws-sdk/client-s3';
-import { BenchError, errorMessage } from './bench-error.js';
+import { BenchError } from './bench-error.js';
 import { fillSlice, type BodyPlan } from './data.js';
 import { Histogram } from './histogram.js';
 import type { Ratio, ScenarioReport } from './report.js';
+import { S3_CONNECTIONS_MAX, S3Load, type S3LoadResult } from './s3-load.js';
 import {
   emptyMeasured,
   planDataset,
@@ -38,44 +32,23 @@ import {
   type ThroughputUnit,
 } from './scenario-kit.js';
 
-/** Connections of the busiest S3 scenario (`s3-small`); the client keeps a socket for each. */
-const CONNECTIONS_MAX = 64;
+export { S3_CLIENT_SETTINGS } from './s3-load.js';
 
-/**
- * How the bench's S3 client is configured: what a user sending many requests through one client
- * sets, none of it changing the requests on the wire (docs/benchmarks.md, "S3 scenarios").
- * `cacheMiddleware` resolves each command's middleware stack once per client instead of once a
- * request (the SDK's own throughput setting since 3.649: 35–40% of the client's CPU per 4 KiB
- * PutObject here); the agent keeps a keep-alive socket per concurrent request (the SDK's default
- * agent keeps 50, so a 64-connection load queued in it); the region and a path-style endpoint
- * are fixed, so no request is redirected or resolved against the endpoint rules twice.
- */
-export const S3_CLIENT_SETTINGS = {
-  region: 'us-east-1',
-  forcePathStyle: true,
-  cacheMiddleware: true,
-  requestHandler: {
-    httpAgent: { keepAlive: true, maxSockets: CONNECTIONS_MAX },
-    httpsAgent: { keepAlive: true, maxSockets: CONNECTIONS_MAX },
-  },
-} as const;
+/** The S3 load generator of a run (a worker thread with the SDK client), made once. */
+const loads = new WeakMap<ScenarioContext, S3Load>();
 
-/** The S3 client of a run, made once from the service's key pair. */
-const clients = new WeakMap<ScenarioContext, S3Client>();
-
-function clientOf(context: ScenarioContext): S3Client | undefined {
-  const existing = clients.get(context);
+function loadOf(context: ScenarioContext): S3Load | undefined {
+  const existing = loads.get(context);
   if (existing) return existing;
   const credentials = context.service.credentials;
   if (!credentials) return undefined;
   const target = context.service.target;
-  const client = new S3Client({
-    ...S3_CLIENT_SETTINGS,
+  const load = new S3Load({
     endpoint: `${target.tls ? 'https' : 'http'}://${target.hostHeader}${target.basePath}`,
     credentials: { accessKeyId: credentials.accessKeyId, secretAccessKey: credentials.secretKey },
   });
-  clients.set(context, client);
-  return client;
+  loads.set(context, load);
+  return load;
 }
 
 /** The S3 datasets: the native ones' sizes and counts, under their own names and bucket. */
@@ -86,61 +59,46 @@ interface S3DatasetSpec {
 
 const S3_DATASETS: Readonly<Record<string, S3DatasetSpec>> = {
   's3-large-x1': { native: 'large-x1-random', connections: 1 },
-  's3-small': { native: 'small', connections: CONNECTIONS_MAX },
+  's3-small': { native: 'small', connections: S3_CONNECTIONS_MAX },
 };
 
 function s3Bucket(context: ScenarioContext): string {
   return `lwbench-${context.runId}-s3`;
 }
 
-async function ensureS3Bucket(context: ScenarioContext, client: S3Client): Promise<string> {
+/** The run's S3 bucket, created (outside any timed window) the first time. */
+async function ensureS3Bucket(context: ScenarioContext, load: S3Load): Promise<string> {
   const bucket = s3Bucket(context);
   if (context.buckets.has(bucket)) return bucket;
-  try {
-    await client.send(new CreateBucketCommand({ Bucket: bucket }));
-  } catch (error) {
-    if (!(error instanceof S3ServiceException && error.name === 'BucketAlreadyOwnedByYou'))
-      throw error;
-  }
+  await load.run({ kind: 'createBucket', bucket });
   context.buckets.add(bucket);
   return bucket;
 }
 
-/** `count` operations over `connections` workers; the latency of each in the histogram. */
-async function runWorkers(
-  connections: number,
-  count: number,
-  operation: (index: number, worker: number) => Promise<void>,
-): Promise<{ latency: Histogram; failures: string[]; seconds: number }> {
+/** A worker's run as the scenario's throughput window: its latencies and failures. */
+function outcome(result: S3LoadResult): {
+  latency: Histogram;
+  failures: string[];
+  seconds: number;
+} {
   const latency = new Histogram();
-  const failures: string[] = [];
-  let next = 0;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: Math.min(connections, count) }, async (_, worker) => {
-      for (let index = next++; index < count; index = next++) {
-        const begun = performance.now();
-        try {
-          await operation(index, worker);
-          latency.record((performance.now() - begun) * 1000);
-        } catch (error) {
-          if (failures.length < 5) failures.push(`object ${index}: ${errorMessage(error)}`);
-        }
-      }
-    }),
-  );
-  return { latency, failures, seconds: (performance.now() - started) / 1000 };
+  for (const micros of result.latenciesUs) if (micros >= 0) latency.record(micros);
+  const failures = [...result.failures];
+  if (result.failed > failures.length)
+    failures.push(`${result.failed - failures.length} more failed`);
+  return { latency, failures, seconds: result.seconds };
 }
 
 function measured(
   run: { latency: Histogram; failures: string[]; seconds: number },
   shape: { unit: ThroughputUnit; objects: number; objectBytes: number; concurrency: number },
   window: { window: Measured['window']; clientCpuSeconds: number },
+  failed: number,
 ): Measured {
   return {
     ...emptyMeasured({ failures: run.failures }),
-    operations: shape.objects - run.failures.length,
-    bytes: (shape.objects - run.failures.length) * shape.objectBytes,
+    operations: shape.objects - failed,
+    bytes: (shape.objects - failed) * shape.objectBytes,
     seconds: run.seconds,
     latency: run.latency,
     ...shape,
@@ -149,12 +107,6 @@ function measured(
     // The AWS SDK runs on Node's HTTP client whatever --client says.
     client: 'node',
   };
-}
-
-function bodyOf(plan: BodyPlan, buffer: Buffer): Buffer {
-  const body = buffer.subarray(0, plan.length);
-  fillSlice(plan, 0, body);
-  return body;
 }
 
 /** MD5 (hex) and CRC32 of a plan's body, regenerated slice by slice into `scratch`. */
@@ -186,12 +138,16 @@ async function verifyEtags(
     const digests = planDigests(plan, context.scratch);
     crc32s.push(digests.crc32);
     const etag = etags[index];
-    if (etag !== undefined && etag !== `"${digests.md5}"` && failures.length < 5)
-      failures.push(`object ${index}: ETag ${etag} is not the MD5 "${digests.md5}"`);
+    if (etag !== `"${digests.md5}"` && failures.length < 5)
+      failures.push(`object ${index}: ETag ${etag ?? 'missing'} is not the MD5 "${digests.md5}"`);
     if (index % 64 === 63 || plan.length >= 1024 * 1024)
       await new Promise((resolve) => setImmediate(resolve));
   }
   return { failures, crc32s };
+}
+
+function unitOf(objectBytes: number): ThroughputUnit {
+  return objectBytes >= 1024 * 1024 ? 'MB/s' : 'ops/s';
 }
 
 /** PUTs the S3 dataset `name` through the SDK; each answer's ETag is checked afterwards. */
@@ -199,60 +155,32 @@ async function putDataset(
   context: ScenarioContext,
   name: string,
 ): Promise<{ dataset: Dataset; measured: Measured } | { skipped: string }> {
-  const client = clientOf(context);
-  if (!client) return { skipped: 'no access key pair (runs given --token only)' };
+  const load = loadOf(context);
+  if (!load) return { skipped: 'no access key pair (runs given --token only)' };
   const spec = S3_DATASETS[name];
   if (spec === undefined) throw new BenchError(`unknown S3 dataset ${name}`);
   const native = planDataset(context, spec.native);
-  const bucket = await ensureS3Bucket(context, client);
+  const bucket = await ensureS3Bucket(context, load);
   const keys = native.keys.map((key) => `s3/${key}`);
   const dataset: Dataset = { ...native, name, bucket, keys, crc32s: [] };
   const objectBytes = dataset.plans[0]?.length ?? 0;
-  const buffers = Array.from({ length: spec.connections }, () => Buffer.allocUnsafe(objectBytes));
-  const etags: (string | undefined)[] = [];
   const timedRun = await timed(context, () =>
-    runWorkers(spec.connections, dataset.plans.length, async (index, worker) => {
-      const plan = dataset.plans[index] as BodyPlan;
-      const body = bodyOf(plan, buffers[worker] as Buffer);
-      const answer = await client.send(
-        new PutObjectCommand({ Bucket: bucket, Key: keys[index], Body: body }),
-      );
-      if (answer.ETag === undefined) throw new BenchError('PUT answered no ETag');
-      etags[index] = answer.ETag;
-    }),
+    load.run({ kind: 'put', bucket, keys, plans: dataset.plans, connections: spec.connections }),
   );
-  const run = timedRun.value;
-  if (run.failures.length === 0) {
-    const verified = await verifyEtags(context, dataset, etags);
+  const run = outcome(timedRun.value);
+  if (timedRun.value.failed === 0) {
+    const verified = await verifyEtags(context, dataset, timedRun.value.etags);
     run.failures.push(...verified.failures);
     if (verified.failures.length === 0)
       context.datasets.set(name, { ...dataset, crc32s: verified.crc32s });
   }
-  const result = measured(
-    run,
-    {
-      unit: objectBytes >= 1024 * 1024 ? 'MB/s' : 'ops/s',
-      objects: keys.length,
-      objectBytes,
-      concurrency: spec.connections,
-    },
-    timedRun,
-  );
-  return { dataset, measured: result };
-}
-
-/** Length and CRC32 of a GET answer's body, read as it streams in. */
-async function streamedCrc32(body: AsyncIterable<Uint8Array>): Promise<{
-  bytes: number;
-  crc32: number;
-}> {
-  let bytes = 0;
-  let crc = 0;
-  for await (const chunk of body) {
-    bytes += chunk.length;
-    crc = crc32(chunk, crc);
-  }
-  return { bytes, crc32: crc };
+  const shape = {
+    unit: unitOf(objectBytes),
+    objects: keys.length,
+    objectBytes,
+    concurrency: spec.connections,
+  };
+  return { dataset, measured: measured(run, shape, timedRun, timedRun.value.failed) };
 }
 
 /** GETs `reads` objects of the S3 dataset (cycling), each body checked by length and CRC32. */
@@ -261,8 +189,8 @@ async function getDataset(
   name: string,
   reads: (sizes: ScenarioSizes, dataset: Dataset) => number,
 ): Promise<Measured> {
-  const client = clientOf(context);
-  if (!client) return emptyMeasured({ skipped: 'no access key pair (runs given --token only)' });
+  const load = loadOf(context);
+  if (!load) return emptyMeasured({ skipped: 'no access key pair (runs given --token only)' });
   if (!context.datasets.has(name)) {
     const written = await putDataset(context, name);
     if ('skipped' in written) return emptyMeasured({ skipped: written.skipped });
@@ -274,33 +202,24 @@ async function getDataset(
   const spec = S3_DATASETS[name] as S3DatasetSpec;
   const count = reads(context.sizes, dataset);
   const objectBytes = dataset.plans[0]?.length ?? 0;
-  const keys = dataset.keys;
   const timedRun = await timed(context, () =>
-    runWorkers(spec.connections, count, async (index) => {
-      const i = index % keys.length;
-      const answer = await client.send(
-        new GetObjectCommand({ Bucket: dataset.bucket, Key: keys[i] }),
-      );
-      // In Node the body is the response stream (with the SDK's CRC32 validation piped in):
-      // read as an application that streams it onwards would, not gathered into one buffer.
-      const stream = answer.Body as AsyncIterable<Uint8Array> | undefined;
-      if (stream === undefined) throw new BenchError('GET answered no body');
-      const body = await streamedCrc32(stream);
-      if (body.bytes !== objectBytes)
-        throw new BenchError(`GET answered ${body.bytes} bytes, not ${objectBytes}`);
-      if (body.crc32 !== dataset.crc32s[i]) throw new BenchError('GET body fails its CRC32');
+    load.run({
+      kind: 'get',
+      bucket: dataset.bucket,
+      keys: dataset.keys,
+      count,
+      connections: spec.connections,
+      objectBytes,
+      crc32s: dataset.crc32s,
     }),
   );
-  return measured(
-    timedRun.value,
-    {
-      unit: objectBytes >= 1024 * 1024 ? 'MB/s' : 'ops/s',
-      objects: count,
-      objectBytes,
-      concurrency: spec.connections,
-    },
-    timedRun,
-  );
+  const shape = {
+    unit: unitOf(objectBytes),
+    objects: count,
+    objectBytes,
+    concurrency: spec.connections,
+  };
+  return measured(outcome(timedRun.value), shape, timedRun, timedRun.value.failed);
 }
 
 /** An S3 scenario: its native twin's name, for the ratio to it. */
