@@ -9,22 +9,19 @@
 // each process's log line that it took the signal ('stopping', 'engine stopped') and its exit.
 // The gateway's engine wait is set to an hour, so a gateway that waited for its gone engine
 // would outlive the test's own time limit by far; the only bound on the waits is that limit
-// (tap's TAP_TIMEOUT), less a margin to report which event did not come and what the process
-// printed, instead of tap's dump of open handles.
+// (test/helpers/deadline.ts), less a margin to report which event did not come and what the
+// process printed, instead of tap's dump of open handles.
 import t from 'tap';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Service, DataClient } from '../helpers/service.js';
+import { testDeadline } from '../helpers/deadline.js';
 
 const bin = (name: string): string =>
   resolve(dirname(fileURLToPath(import.meta.url)), `../../bin/${name}.js`);
 
-/** What a failed wait needs to report before tap's own limit for this file ends the process. */
-const REPORT_MARGIN_MS = 10_000;
-/** The file's time limit as tap gives it (seconds, 0: none), measured from this process's start. */
-const limitMs = Number(process.env['TAP_TIMEOUT'] ?? 30) * 1000;
-const deadline = limitMs > 0 ? performance.timeOrigin + limitMs - REPORT_MARGIN_MS : Infinity;
+const deadline = testDeadline();
 
 /** A process started on its own, with everything it printed and its exit when it came. */
 interface Alone {
@@ -86,7 +83,7 @@ async function waitFor<T>(alone: Alone, what: string, event: Promise<T>): Promis
           ),
         );
       },
-      Math.max(0, deadline - (performance.timeOrigin + performance.now())),
+      Math.max(0, deadline - Date.now()),
     );
   });
   try {
