@@ -78,6 +78,7 @@ import {
   type ReclaimPeer,
 } from './reclaim.js';
 import type { DropReplicaResult } from '../engine/ops/replica-drop.js';
+import { Hints } from './hints.js';
 import {
   addCounts,
   emptyCounts,
@@ -202,6 +203,8 @@ export function tombKey(bucketId: number, key: string): Buffer {
 export class Replicator implements RepairPeer {
   private last = 0;
   private writer: SegmentWriter;
+  /** Writes a replica missed after their majority answered, sent again (hints.ts). */
+  readonly hints: Hints;
 
   constructor(
     private readonly local: LocalEngine,
@@ -210,6 +213,14 @@ export class Replicator implements RepairPeer {
     readonly log: Logger,
   ) {
     assert.ok(view.nodeNum >= 0 && view.nodeNum < NODE_NUMS, 'node number in range');
+    this.hints = new Hints({
+      addressOf: (nodeId) => {
+        const member = this.view.members().get(nodeId);
+        return member === undefined ? undefined : dataAddressOf(member.address);
+      },
+      fallBack: (_nodeId, tenantIds) => this.repairMissed(tenantIds),
+      log,
+    });
     this.registerMetrics(local.metrics);
     this.writer = new SegmentWriter({
       segmentsDir: local.segmentsDir,
@@ -266,6 +277,7 @@ export class Replicator implements RepairPeer {
   }
 
   async close(): Promise<void> {
+    this.hints.close();
     await this.writer.close();
   }
 
@@ -325,10 +337,48 @@ export class Replicator implements RepairPeer {
         () => this.replaced,
       ],
     ];
+    const hints = this.hints.figures;
+    figures.push(
+      [
+        'lightwell_cluster_hints_delivered_total',
+        'Replicated writes a replica missed after their majority answered, sent again and taken',
+        () => hints.delivered,
+      ],
+      [
+        'lightwell_cluster_hints_overflowed_total',
+        'Missed replicated writes beyond the hints bound, left to a repair scan',
+        () => hints.overflowed,
+      ],
+      [
+        'lightwell_cluster_hints_given_up_total',
+        'Missed replicated writes a replica refused when sent again, left to a repair scan',
+        () => hints.givenUp,
+      ],
+      [
+        'lightwell_cluster_hints_abandoned_total',
+        'Hints dropped because their target is no longer a storage member',
+        () => hints.abandoned,
+      ],
+      [
+        'lightwell_cluster_hint_repair_scans_total',
+        'Repair scans run for a replica whose hints overflowed or were given up',
+        () => hints.repairScans,
+      ],
+    );
     for (const [name, help, read] of figures) {
       registry.removeSingleMetric(name);
       counterOf(registry, name, help, read);
     }
+    const held = this.hints;
+    registry.removeSingleMetric('lightwell_cluster_hints_pending');
+    new Gauge({
+      name: 'lightwell_cluster_hints_pending',
+      help: 'Replicated writes a replica missed, held to be sent again (hints)',
+      registers: [registry],
+      collect() {
+        this.set(held.pending());
+      },
+    });
     const view = this.view;
     registry.removeSingleMetric('lightwell_cluster_layout_version');
     new Gauge({
@@ -508,10 +558,23 @@ export class Replicator implements RepairPeer {
     const self = this.view.nodeId;
     const needed = majorityOf(replicas.length) - (replicas.includes(self) ? 1 : 0);
     const others = replicas.filter((id) => id !== self);
+    const sends = new Map<string, Promise<void>>();
     await this.gather(others, needed, async (address) => {
-      await send(address);
+      const sent = send(address);
+      sends.set(address, sent);
+      await sent;
       return {};
     });
+    // The majority holds the write: a replica whose send failed, or fails later, gets it again
+    // from this node's hints (hints.ts).
+    const members = this.view.members();
+    for (const id of others) {
+      const address = members.get(id)?.address;
+      const sent = address === undefined ? undefined : sends.get(dataAddressOf(address));
+      sent?.catch((error: unknown) =>
+        this.hints.add(id, { tenantId: bucket.tenantId, send }, error),
+      );
+    }
   }
 
   /**
@@ -784,6 +847,22 @@ export class Replicator implements RepairPeer {
     // reports it (membership.ts).
     if (dryRun || body['reclaim'] === false) return counts;
     return { ...counts, reclaimed: await reclaimTenant(this.reclaimer(), tenant, bucket) };
+  }
+
+  /**
+   * The repair scan of tenants (undefined: every tenant) whose writes a replica missed and whose
+   * hints were not all delivered (hints.ts); fails when a replica did not answer.
+   */
+  private async repairMissed(tenantIds: ReadonlySet<string> | undefined): Promise<void> {
+    await this.view.refresh();
+    for (const { value: tenant } of this.local.store.range<TenantRecord>(DB.tenants, {})) {
+      if (tenant.state === 'deleted' || (tenantIds !== undefined && !tenantIds.has(tenant.id)))
+        continue;
+      const counts = await repairTenant(this, tenant, undefined, false);
+      this.log.info({ tenantId: tenant.id, counts }, 'repair scan for missed hints');
+      if (counts.replicasUnreachable > 0)
+        throw Unavailable(`${counts.replicasUnreachable} replica pages were not answered`);
+    }
   }
 
   /** Reclaims this node's copies of every tenant's buckets it is no replica of (reclaim.ts). */
