@@ -646,15 +646,42 @@ export class CommandBatch {
 
   submit<T>(apply: () => T): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      const command = { apply, resolve: resolve as (value: unknown) => void, reject };
-      if (this.open) {
-        this.open.push(command);
-        return;
-      }
-      const batch = [command];
-      this.open = batch;
-      void this.run(batch);
+      const done: Done = {
+        settle: (_index, outcome) =>
+          // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- as thrown
+          outcome.ok ? resolve(outcome.value as T) : reject(outcome.error),
+      };
+      this.enqueue([{ apply, done, index: 0 }]);
     });
+  }
+
+  /**
+   * Adds several commands at once, in order: each commits or fails on its own exactly as if
+   * `submit`ted alone, and the one promise answers every outcome, in order, once all settled
+   * (a group of many small commands: no promise and no callbacks per command).
+   */
+  submitEach(applies: ReadonlyArray<() => unknown>): Promise<Settled[]> {
+    if (applies.length === 0) return Promise.resolve([]);
+    return new Promise<Settled[]>((resolve) => {
+      const outcomes = new Array<Settled>(applies.length);
+      let left = applies.length;
+      const done: Done = {
+        settle: (index, outcome) => {
+          outcomes[index] = outcome;
+          if (--left === 0) resolve(outcomes);
+        },
+      };
+      this.enqueue(applies.map((apply, index) => ({ apply, done, index })));
+    });
+  }
+
+  private enqueue(commands: PendingCommand[]): void {
+    if (this.open) {
+      for (const command of commands) this.open.push(command);
+      return;
+    }
+    this.open = commands;
+    void this.run(commands);
   }
 
   private async run(batch: PendingCommand[], again = false): Promise<void> {
@@ -673,25 +700,33 @@ export class CommandBatch {
         (await this.makeRoom?.().catch(() => false))
       )
         return this.run(batch, true);
-      for (const command of batch) command.reject(error);
+      for (const command of batch) command.done.settle(command.index, { ok: false, error });
       return;
     }
     if (settled === undefined) {
       for (const command of batch)
-        this.store.transact(command.apply).then(command.resolve, command.reject);
+        this.store.transact(command.apply).then(
+          (value) => command.done.settle(command.index, { ok: true, value }),
+          (error: unknown) => command.done.settle(command.index, { ok: false, error }),
+        );
       return;
     }
     this.committed?.(batch.length, (performance.now() - opened) / 1000);
     settled.forEach((outcome, index) => {
       const command = batch[index] as PendingCommand;
-      if (outcome.ok) command.resolve(outcome.value);
-      else command.reject(outcome.error);
+      command.done.settle(command.index, outcome);
     });
   }
 }
 
+/** Where commands' outcomes go: one `submit`'s promise, or the slots of one `submitEach`. */
+interface Done {
+  settle(index: number, outcome: Settled): void;
+}
+
 interface PendingCommand {
   readonly apply: () => unknown;
-  readonly resolve: (value: unknown) => void;
-  readonly reject: (error: unknown) => void;
+  readonly done: Done;
+  /** Its slot in `done`. */
+  readonly index: number;
 }
