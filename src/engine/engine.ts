@@ -70,7 +70,8 @@ import { rotateMasterKey, settleMasterKeyRotation } from './master-key-rotation.
 import { ScrubScheduler, setScrubSchedule } from './scrub-schedule.js';
 import { Reencryptor } from './reencryption.js';
 import { BackupRunner } from './backup.js';
-import { startBackup } from './ops/backup.js';
+import { planRestore } from './tenant-backup.js';
+import { startBackup, startRestore } from './ops/backup.js';
 import { setReencryption } from './ops/reencryption.js';
 import * as lifecycle from './ops/lifecycle.js';
 import * as kmsKeys from './ops/kms-keys.js';
@@ -232,6 +233,7 @@ export const operations = {
   setScrubSchedule,
   setReencryption,
   startBackup,
+  startRestore,
   putBucketLifecycle: lifecycle.putBucketLifecycle,
   deleteBucketLifecycle: lifecycle.deleteBucketLifecycle,
   setBucketLogging: accessLog.setBucketLogging,
@@ -253,6 +255,7 @@ export const readOperations = {
     context: EngineContext,
     args: { tenantNum?: number; limit?: number } | undefined,
   ) => Promise.resolve(corruptChunks.listCorruptChunks(context, args)),
+  planRestore,
 } satisfies Readonly<Record<string, ReadOp>>;
 const readTable: Readonly<Record<string, ReadOp>> = readOperations;
 
@@ -339,7 +342,13 @@ export async function startEngine(options: {
     pins,
     io,
   });
-  const backups = new BackupRunner({ context, paths, pins, log: componentLogger('engine.backup') });
+  const backups = new BackupRunner({
+    context,
+    paths,
+    pins,
+    io,
+    log: componentLogger('engine.backup'),
+  });
   const sockets = new Set<Socket>();
   const metrics = new EngineMetrics({ store, compaction: () => compactor.totals });
   syncer.onSync = (seconds) => metrics.fdatasync(seconds);
