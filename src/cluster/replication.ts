@@ -41,9 +41,11 @@ import type { LocalEngine } from '../engine/command-router.js';
 import {
   DB,
   chunkKey,
+  multipartUploadKey,
   objectKey,
   tenantChildKey,
   tenantKey,
+  versionKey,
   type BucketRecord,
   type ChunkRecord,
   type ObjectVersionRecord,
@@ -78,11 +80,13 @@ import {
   type ReclaimPeer,
 } from './reclaim.js';
 import type { DropReplicaResult } from '../engine/ops/replica-drop.js';
+import { Hints } from './hints.js';
 import {
   addCounts,
   emptyCounts,
   repairTenant,
   REPAIR_PAGE_KEYS,
+  type EndTombstone,
   type RepairCounts,
   type RepairPeer,
 } from './repair.js';
@@ -195,6 +199,11 @@ export function vtombKey(bucketId: number, versionId: string, key: string): Buff
   return Buffer.concat([Buffer.from(`${VTOMB_PREFIX}${bucketId}/${versionId}/`), Buffer.from(key)]);
 }
 
+/** Where a bucket's version (`vtomb/`) or upload (`utomb/`) tombstones are, in `meta`. */
+function endTombPrefix(bucketId: number, kind: EndTombstone['kind']): Buffer {
+  return Buffer.from(`${kind === 'version' ? VTOMB_PREFIX : UTOMB_PREFIX}${bucketId}/`);
+}
+
 export function tombKey(bucketId: number, key: string): Buffer {
   return Buffer.concat([Buffer.from(`${TOMB_PREFIX}${bucketId}/`), Buffer.from(key, 'utf8')]);
 }
@@ -202,6 +211,8 @@ export function tombKey(bucketId: number, key: string): Buffer {
 export class Replicator implements RepairPeer {
   private last = 0;
   private writer: SegmentWriter;
+  /** Writes a replica missed after their majority answered, sent again (hints.ts). */
+  readonly hints: Hints;
 
   constructor(
     private readonly local: LocalEngine,
@@ -210,6 +221,14 @@ export class Replicator implements RepairPeer {
     readonly log: Logger,
   ) {
     assert.ok(view.nodeNum >= 0 && view.nodeNum < NODE_NUMS, 'node number in range');
+    this.hints = new Hints({
+      addressOf: (nodeId) => {
+        const member = this.view.members().get(nodeId);
+        return member === undefined ? undefined : dataAddressOf(member.address);
+      },
+      fallBack: (_nodeId, tenantIds) => this.repairMissed(tenantIds),
+      log,
+    });
     this.registerMetrics(local.metrics);
     this.writer = new SegmentWriter({
       segmentsDir: local.segmentsDir,
@@ -260,12 +279,14 @@ export class Replicator implements RepairPeer {
       ['/cluster/v1/data/fetch', (_from, body) => Promise.resolve(this.manifestOf(body))],
       ['/cluster/v1/data/chunks', (_from, body) => this.recordsOf(body)],
       ['/cluster/v1/data/heads', (_from, body) => Promise.resolve(this.headsOf(body))],
+      ['/cluster/v1/data/holds-live', (_from, body) => Promise.resolve(this.liveHere(body))],
       ['/cluster/v1/data/repair', (_from, body) => this.repairHere(body)],
       ['/cluster/v1/data/reclaim', this.admitted(() => this.reclaimHere())],
     ]);
   }
 
   async close(): Promise<void> {
+    this.hints.close();
     await this.writer.close();
   }
 
@@ -325,10 +346,48 @@ export class Replicator implements RepairPeer {
         () => this.replaced,
       ],
     ];
+    const hints = this.hints.figures;
+    figures.push(
+      [
+        'lightwell_cluster_hints_delivered_total',
+        'Replicated writes a replica missed after their majority answered, sent again and taken',
+        () => hints.delivered,
+      ],
+      [
+        'lightwell_cluster_hints_overflowed_total',
+        'Missed replicated writes beyond the hints bound, left to a repair scan',
+        () => hints.overflowed,
+      ],
+      [
+        'lightwell_cluster_hints_given_up_total',
+        'Missed replicated writes a replica refused when sent again, left to a repair scan',
+        () => hints.givenUp,
+      ],
+      [
+        'lightwell_cluster_hints_abandoned_total',
+        'Hints dropped because their target is no longer a storage member',
+        () => hints.abandoned,
+      ],
+      [
+        'lightwell_cluster_hint_repair_scans_total',
+        'Repair scans run for a replica whose hints overflowed or were given up',
+        () => hints.repairScans,
+      ],
+    );
     for (const [name, help, read] of figures) {
       registry.removeSingleMetric(name);
       counterOf(registry, name, help, read);
     }
+    const held = this.hints;
+    registry.removeSingleMetric('lightwell_cluster_hints_pending');
+    new Gauge({
+      name: 'lightwell_cluster_hints_pending',
+      help: 'Replicated writes a replica missed, held to be sent again (hints)',
+      registers: [registry],
+      collect() {
+        this.set(held.pending());
+      },
+    });
     const view = this.view;
     registry.removeSingleMetric('lightwell_cluster_layout_version');
     new Gauge({
@@ -508,10 +567,23 @@ export class Replicator implements RepairPeer {
     const self = this.view.nodeId;
     const needed = majorityOf(replicas.length) - (replicas.includes(self) ? 1 : 0);
     const others = replicas.filter((id) => id !== self);
+    const sends = new Map<string, Promise<void>>();
     await this.gather(others, needed, async (address) => {
-      await send(address);
+      const sent = send(address);
+      sends.set(address, sent);
+      await sent;
       return {};
     });
+    // The majority holds the write: a replica whose send failed, or fails later, gets it again
+    // from this node's hints (hints.ts).
+    const members = this.view.members();
+    for (const id of others) {
+      const address = members.get(id)?.address;
+      const sent = address === undefined ? undefined : sends.get(dataAddressOf(address));
+      sent?.catch((error: unknown) =>
+        this.hints.add(id, { tenantId: bucket.tenantId, send }, error),
+      );
+    }
   }
 
   /**
@@ -784,6 +856,22 @@ export class Replicator implements RepairPeer {
     // reports it (membership.ts).
     if (dryRun || body['reclaim'] === false) return counts;
     return { ...counts, reclaimed: await reclaimTenant(this.reclaimer(), tenant, bucket) };
+  }
+
+  /**
+   * The repair scan of tenants (undefined: every tenant) whose writes a replica missed and whose
+   * hints were not all delivered (hints.ts); fails when a replica did not answer.
+   */
+  private async repairMissed(tenantIds: ReadonlySet<string> | undefined): Promise<void> {
+    await this.view.refresh();
+    for (const { value: tenant } of this.local.store.range<TenantRecord>(DB.tenants, {})) {
+      if (tenant.state === 'deleted' || (tenantIds !== undefined && !tenantIds.has(tenant.id)))
+        continue;
+      const counts = await repairTenant(this, tenant, undefined, false);
+      this.log.info({ tenantId: tenant.id, counts }, 'repair scan for missed hints');
+      if (counts.replicasUnreachable > 0)
+        throw Unavailable(`${counts.replicasUnreachable} replica pages were not answered`);
+    }
   }
 
   /** Reclaims this node's copies of every tenant's buckets it is no replica of (reclaim.ts). */
@@ -1100,10 +1188,136 @@ export class Replicator implements RepairPeer {
       await this.writeVtomb(bucket.id, key, args['versionId'], seq);
   }
 
-  /** Records that upload `uploadId` ended here (see UTOMB_PREFIX). */
-  async endUpload(bucketId: number, uploadId: string): Promise<void> {
-    const key = Buffer.from(`${UTOMB_PREFIX}${bucketId}/${uploadId}`);
-    await this.local.commit([{ db: DB.meta, key, value: { at: Date.now() } }]);
+  /**
+   * Records that upload `uploadId` of `key` ended here (see UTOMB_PREFIX); the key lets tombstone
+   * GC ask a replica whether it still holds the upload open.
+   */
+  async endUpload(bucketId: number, uploadId: string, key: string): Promise<void> {
+    const at = Buffer.from(`${UTOMB_PREFIX}${bucketId}/${uploadId}`);
+    await this.local.commit([{ db: DB.meta, key: at, value: { at: Date.now(), key } }]);
+  }
+
+  // ---- GC of version and upload tombstones and of stamps (repair.ts) -------------------------
+
+  endTombstones(
+    bucket: BucketRecord,
+    kind: EndTombstone['kind'],
+    after: string | undefined,
+    limit: number,
+  ): EndTombstone[] {
+    const prefix = endTombPrefix(bucket.id, kind);
+    const start =
+      after === undefined ? prefix : Buffer.concat([prefix, Buffer.from(after, 'hex'), ZERO]);
+    const found: EndTombstone[] = [];
+    for (const { key, value } of this.local.store.range<{
+      seq?: number;
+      at?: number;
+      key?: string;
+    }>(DB.meta, { start, end: Buffer.concat([prefix, Buffer.from([0xff])]), limit })) {
+      const rest = key.subarray(prefix.length);
+      if (kind === 'upload') {
+        found.push({
+          kind,
+          at: rest.toString('hex'),
+          time: value.at ?? 0,
+          id: rest.toString('utf8'),
+          ...(typeof value.key === 'string' ? { key: value.key } : {}),
+        });
+        continue;
+      }
+      const slash = rest.indexOf(0x2f);
+      found.push({
+        kind,
+        at: rest.toString('hex'),
+        time: this.timeOfSeq(value.seq ?? 0),
+        id: rest.subarray(0, slash).toString('utf8'),
+        key: rest.subarray(slash + 1).toString('utf8'),
+      });
+    }
+    return found;
+  }
+
+  async holdsLive(
+    address: string,
+    args: {
+      tenantId: string;
+      bucket: string;
+      kind: EndTombstone['kind'];
+      items: ReadonlyArray<EndTombstone>;
+    },
+  ): Promise<boolean[]> {
+    const items = args.items.map((item) => ({ id: item.id, key: item.key }));
+    return (await this.call(address, 'holds-live', { ...args, items }))['live'] as boolean[];
+  }
+
+  /** Whether this node holds a live copy of what each tombstone ended (see `holdsLive`). */
+  private liveHere(body: Record<string, unknown>): Record<string, unknown> {
+    const { bucket } = this.bucketOf(body);
+    const items = body['items'];
+    if (!Array.isArray(items) || items.length > REPAIR_PAGE_KEYS)
+      throw BadRequest(`holds-live takes at most ${REPAIR_PAGE_KEYS} items`);
+    const { store } = this.local;
+    store.refresh();
+    const live = (items as Array<{ id?: unknown; key?: unknown }>).map(({ id, key }) => {
+      if (typeof id !== 'string') throw BadRequest('holds-live items need an id');
+      if (body['kind'] === 'version') {
+        if (typeof key !== 'string') throw BadRequest('a version item needs its key');
+        return findVersionIn(store, bucket.id, key, id) !== undefined;
+      }
+      if (this.uploadEnded(bucket, id)) return false;
+      // Without the key the upload cannot be looked up: counted live, so the tombstone stays.
+      if (typeof key !== 'string' || !/^[0-9a-f]+$/.test(id)) return true;
+      return store.has(DB.multipart, multipartUploadKey(bucket.id, key, id));
+    });
+    return { live };
+  }
+
+  async dropEndTombstones(bucket: BucketRecord, tombs: ReadonlyArray<EndTombstone>): Promise<void> {
+    await this.local.commit(
+      tombs.map((tomb) => ({
+        db: DB.meta,
+        key: Buffer.concat([endTombPrefix(bucket.id, tomb.kind), Buffer.from(tomb.at, 'hex')]),
+      })),
+    );
+  }
+
+  async dropOrphanStamps(bucket: BucketRecord, before: number): Promise<number> {
+    const prefix = Buffer.from(`${STAMP_PREFIX}${bucket.id}/`);
+    const end = Buffer.concat([prefix, Buffer.from([0xff])]);
+    let start = prefix;
+    let dropped = 0;
+    for (;;) {
+      const orphans: Buffer[] = [];
+      let last: Buffer | undefined;
+      for (const { key, value } of this.local.store.range<{ mseq: number }>(DB.meta, {
+        start,
+        end,
+        limit: REPAIR_PAGE_KEYS,
+      })) {
+        last = key;
+        const rest = key.subarray(prefix.length);
+        const slash = rest.indexOf(0x2f);
+        const seq = Number(rest.subarray(0, slash).toString('latin1'));
+        const name = rest.subarray(slash + 1).toString('utf8');
+        if (this.timeOfSeq(value.mseq) >= before || !Number.isSafeInteger(seq)) continue;
+        if (!this.local.store.has(DB.versions, versionKey(bucket.id, name, seq))) orphans.push(key);
+      }
+      if (last === undefined) return dropped;
+      start = Buffer.concat([last, ZERO]);
+      if (orphans.length === 0) continue;
+      // A version that arrived meanwhile keeps its stamp: checked again inside the commit.
+      await this.local.commit(() => {
+        const gone = orphans.filter((key) => {
+          const rest = key.subarray(prefix.length);
+          const slash = rest.indexOf(0x2f);
+          const seq = Number(rest.subarray(0, slash).toString('latin1'));
+          const name = rest.subarray(slash + 1).toString('utf8');
+          return !this.local.store.has(DB.versions, versionKey(bucket.id, name, seq));
+        });
+        dropped += gone.length;
+        return gone.map((key) => ({ db: DB.meta, key }));
+      });
+    }
   }
 
   uploadEnded(bucket: BucketRecord, uploadId: string): boolean {

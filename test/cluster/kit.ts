@@ -370,6 +370,12 @@ export class KitNode {
     await exited;
   }
 
+  /** A signal to the whole process group (SIGSTOP freezes the node, SIGCONT resumes it). */
+  signalGroup(signal: 'SIGSTOP' | 'SIGCONT'): void {
+    const pid = this.child?.pid;
+    if (pid !== undefined) process.kill(-pid, signal);
+  }
+
   private killGroup(): void {
     const pid = this.child?.pid;
     if (pid === undefined) return;
