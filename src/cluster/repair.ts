@@ -97,6 +97,41 @@ export interface RepairPeer {
     bucket: BucketRecord,
     tombs: ReadonlyArray<{ key: string; seq: number }>,
   ): Promise<void>;
+  /** A page of this node's tombstones of one kind, after the position `after`. */
+  endTombstones(
+    bucket: BucketRecord,
+    kind: EndTombstone['kind'],
+    after: string | undefined,
+    limit: number,
+  ): EndTombstone[];
+  /** For each item, whether the replica at `address` holds a live copy of what it ended. */
+  holdsLive(
+    address: string,
+    args: {
+      tenantId: string;
+      bucket: string;
+      kind: EndTombstone['kind'];
+      items: ReadonlyArray<EndTombstone>;
+    },
+  ): Promise<boolean[]>;
+  dropEndTombstones(bucket: BucketRecord, tombs: ReadonlyArray<EndTombstone>): Promise<void>;
+  /** Drops the metadata stamps of versions not held here, made before `before`; answers how many. */
+  dropOrphanStamps(bucket: BucketRecord, before: number): Promise<number>;
+}
+
+/**
+ * A tombstone of a version deleted by its id (`vtomb/`) or of an upload completed or aborted
+ * (`utomb/`), as repair collects them: `at` is its position in this node's scan, `time` when it
+ * was written, `id` the version or upload id, `key` the object key (absent on an upload's
+ * tombstone written before keys were recorded: such a one is collected only once no replica
+ * holds the upload open, asked by id alone).
+ */
+export interface EndTombstone {
+  kind: 'version' | 'upload';
+  at: string;
+  time: number;
+  id: string;
+  key?: string;
 }
 
 /**
@@ -152,8 +187,13 @@ async function repairBucket(
       keys: page.map((version) => version.key),
       send: async (address, index) => {
         const version = page[index] as ObjectVersionRecord;
-        if (version.deleteMarker === true) return 0;
-        return peer.copyVersion(address, tenant, bucket, version);
+        if (version.deleteMarker !== true)
+          return peer.copyVersion(address, tenant, bucket, version);
+        // A delete marker is made on the replica by a replicated delete with its sequence, so
+        // its version id agrees.
+        await peer.sendDelete(address, bucket, version.key, version.seq);
+        run.counts.deletesSent += 1;
+        return 0;
       },
       seqOf: (index) => (page[index] as ObjectVersionRecord).seq,
       metadata: {
@@ -186,6 +226,52 @@ async function repairBucket(
     if (!run.dryRun && old.length > 0)
       await collectTombstones(peer, others, tenant, bucket, old, run);
   }
+  if (!run.dryRun) await collectEndTombstones(peer, others, tenant, bucket, run.counts);
+}
+
+/**
+ * GC of the tombstones of versions deleted by id and of uploads ended (see `EndTombstone`): one
+ * past its grace period goes once every other replica answered that it holds no live copy of
+ * what it ended (the version, the upload still open), so no replica is left that could bring it
+ * back through a repair or a merged listing. A replica that does not answer keeps the page's.
+ * Then the metadata stamps of versions this node no longer holds are dropped.
+ */
+async function collectEndTombstones(
+  peer: RepairPeer,
+  others: readonly string[],
+  tenant: TenantRecord,
+  bucket: BucketRecord,
+  counts: RepairCounts,
+): Promise<void> {
+  const due = Date.now() - TOMBSTONE_GRACE_MS;
+  for (const kind of ['version', 'upload'] as const) {
+    let after: string | undefined;
+    for (;;) {
+      const page = peer.endTombstones(bucket, kind, after, REPAIR_PAGE_KEYS);
+      if (page.length === 0) break;
+      after = page[page.length - 1]?.at;
+      const old = page.filter((tomb) => tomb.time < due);
+      if (old.length === 0) continue;
+      const live = new Set<number>();
+      let answered = true;
+      for (const address of others) {
+        const held = await peer
+          .holdsLive(address, { tenantId: tenant.id, bucket: bucket.name, kind, items: old })
+          .catch(() => undefined);
+        if (held === undefined || held.length !== old.length) {
+          answered = false;
+          break;
+        }
+        for (const [index, yes] of held.entries()) if (yes) live.add(index);
+      }
+      if (!answered) continue;
+      const collected = old.filter((_tomb, index) => !live.has(index));
+      if (collected.length === 0) continue;
+      await peer.dropEndTombstones(bucket, collected);
+      counts.tombstonesCollected += collected.length;
+    }
+  }
+  counts.tombstonesCollected += await peer.dropOrphanStamps(bucket, due);
 }
 
 /**

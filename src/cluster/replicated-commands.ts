@@ -93,7 +93,8 @@ export class CommandReplicator {
       now,
       ...(seq === undefined ? {} : { reserved: { nextSeq: seq } }),
     });
-    if (ENDS.has(name)) await replicator.endUpload(bucket.id, String(args['uploadId']));
+    if (ENDS.has(name))
+      await replicator.endUpload(bucket.id, String(args['uploadId']), String(args['key']));
     if (name === 'copyObject') {
       await replicator.toReplicas(bucket, async (address) => {
         await replicator.copyVersion(address, tenant, bucket, result as ObjectVersionRecord);
@@ -180,14 +181,15 @@ export class CommandReplicator {
       if (!isLightwellError(error) || error.status >= 500) throw error;
       // An abort of an upload this replica never had, or already completed, is done.
       if (name === 'abortMultipartUpload' && error.code === 'not_found') {
-        await this.replicator.endUpload(bucket.id, String(run['uploadId']));
+        await this.replicator.endUpload(bucket.id, String(run['uploadId']), String(run['key']));
         return { applied: true };
       }
       if (name === 'completeMultipartUpload') return { applied: false };
       throw error;
     }
     if (chunks !== undefined) this.replicator.forget(tenant.num, chunks);
-    if (ENDS.has(name)) await this.replicator.endUpload(bucket.id, String(run['uploadId']));
+    if (ENDS.has(name))
+      await this.replicator.endUpload(bucket.id, String(run['uploadId']), String(run['key']));
     const mseq = body['mseq'];
     const version = body['version'] as { seq: number } | undefined;
     if (METADATA.has(name) && typeof mseq === 'number' && version !== undefined)

@@ -2,9 +2,9 @@
 // objects are copied to the replicas of their bucket and acknowledged once a majority of them has
 // each made the copy durable; reads first make this node's copy current from a majority.
 //
-// - Placement: a bucket's replicas are `min(replicationFactor, storage members)` members, chosen
-//   by rendezvous hashing of (bucket id, node id) over the storage members (`voter`,
-//   `draining`), so every node computes the same set from the same membership.
+// - Placement: a bucket's replicas are its partition's in the stored layout's partition table
+//   (layout.ts: `min(replicationFactor, storage members)` nodes per partition, zone-aware and
+//   capacity-weighted), so every node reads the same set.
 // - Order: every replicated write carries a sequence `((ms since 2025) × 256 + n) × 128 + node
 //   number`, a hybrid logical clock: it grows on each node, takes the largest it has seen from
 //   others, and the node number (from etcd, once per node) makes it unique in the cluster. The
@@ -25,7 +25,10 @@
 //   (layout.ts). A replica that has seen a newer layout refuses a replicated write of an older one
 //   (`stale_layout`), also when the layout changed while it applied it; the coordinator then
 //   reads the layout and sends the write to the new replica set, at most LAYOUT_ATTEMPTS times.
-//   A replica told of a newer layout than its own reads it first. So once a layout change's
+//   A replica told of a newer layout than its own reads it first. A write also carries its
+//   bucket's partition and the partition's leader epoch its coordinator knows (leaders.ts); a
+//   replica that has seen a higher epoch refuses it (`stale_epoch`, a deposed leader's view),
+//   and the coordinator reads again and re-sends it the same way. So once a layout change's
 //   rebalance has begun on a replica (it reads the layout first), no write placed by the old
 //   layout is acknowledged by that replica any more: whatever the old set acknowledged before is
 //   in the replica's index when its rebalance scans it, and reaches the new set.
@@ -33,7 +36,7 @@
 //   newer one than this node's is fetched (manifest, then record batches) and committed here,
 //   then the read goes on locally. So a node that was down catches up on each key it serves.
 
-import { createHash } from 'node:crypto';
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
@@ -41,9 +44,11 @@ import type { LocalEngine } from '../engine/command-router.js';
 import {
   DB,
   chunkKey,
+  multipartUploadKey,
   objectKey,
   tenantChildKey,
   tenantKey,
+  versionKey,
   type BucketRecord,
   type ChunkRecord,
   type ObjectVersionRecord,
@@ -62,6 +67,7 @@ import {
   BadRequest,
   Conflict,
   NotFound,
+  StaleEpoch,
   StaleLayout,
   Unavailable,
   errorCode,
@@ -71,6 +77,7 @@ import { counterOf } from '../util/metrics.js';
 import { Gauge, type Registry } from 'prom-client';
 import { callData, dataAddressOf, DATA_BATCH_BYTES, type DataHandler } from './data-transport.js';
 import type { MemberRecord } from './registry.js';
+import { PARTITIONS, partitionOf } from './layout.js';
 import {
   emptyReclaimCounts,
   reclaimTenant,
@@ -78,11 +85,13 @@ import {
   type ReclaimPeer,
 } from './reclaim.js';
 import type { DropReplicaResult } from '../engine/ops/replica-drop.js';
+import { Hints } from './hints.js';
 import {
   addCounts,
   emptyCounts,
   repairTenant,
   REPAIR_PAGE_KEYS,
+  type EndTombstone,
   type RepairCounts,
   type RepairPeer,
 } from './repair.js';
@@ -139,10 +148,25 @@ export interface ClusterView {
    * then reads it (a rebalance places by the newest layout, and publishes one where none is).
    */
   publishLayout(reason: string): Promise<void>;
+  /** A bucket's replicas: its partition's in the layout's table (layout.ts). */
+  replicasOfBucket(bucketId: number): string[];
+  /** The highest leader epoch of `partition` this node has seen (leaders.ts). */
+  epochOf(partition: number): number;
+  /** Raises the epoch this node holds for `partition` to `epoch` (a write carried it). */
+  noteEpoch(partition: number, epoch: number): void;
   /** A member's `cluster.listen` as last read, storage or not. */
   addressOf(nodeId: string): string | undefined;
   /** A member's state as last read, storage or not; undefined for an id etcd does not know. */
   stateOf(nodeId: string): MemberRecord['state'] | undefined;
+}
+
+/** The partition and epoch a replicated write carries, when it carries them. */
+function ledBy(body: Record<string, unknown>): { partition: number; epoch: number } | undefined {
+  const { partition, epoch } = body;
+  if (typeof partition !== 'number' || typeof epoch !== 'number') return undefined;
+  if (!Number.isInteger(partition) || partition < 0 || partition >= PARTITIONS)
+    throw BadRequest(`partition ${partition} is out of range`);
+  return { partition, epoch };
 }
 
 /** Member states whose replicated writes a replica refuses (see `Replicator.admit`). */
@@ -153,34 +177,6 @@ export interface Head {
   readonly deleted: boolean;
   /** The sequence of the last metadata change of the current version; 0 for none (repair). */
   readonly mseq?: number;
-}
-
-/**
- * The members that hold bucket `bucketId` (see the header): ranked by rendezvous hashing, the
- * best-ranked member of each zone first (so copies land in as many zones as there are), then the
- * best-ranked of the rest; deterministic for a given membership.
- */
-export function replicasOf(
-  bucketId: number,
-  members: ReadonlyArray<{ readonly id: string; readonly zone: string }>,
-  replicationFactor: number,
-): string[] {
-  const score = (nodeId: string): Buffer =>
-    createHash('sha256').update(`${bucketId}:${nodeId}`).digest();
-  const ranked = members
-    .map((member) => ({ ...member, score: score(member.id) }))
-    .sort((a, b) => Buffer.compare(b.score, a.score) || (a.id < b.id ? -1 : 1));
-  const count = Math.min(replicationFactor, ranked.length);
-  const chosen: string[] = [];
-  const zones = new Set<string>();
-  for (const member of ranked)
-    if (chosen.length < count && !zones.has(member.zone)) {
-      zones.add(member.zone);
-      chosen.push(member.id);
-    }
-  for (const member of ranked)
-    if (chosen.length < count && !chosen.includes(member.id)) chosen.push(member.id);
-  return chosen;
 }
 
 export function majorityOf(count: number): number {
@@ -195,6 +191,11 @@ export function vtombKey(bucketId: number, versionId: string, key: string): Buff
   return Buffer.concat([Buffer.from(`${VTOMB_PREFIX}${bucketId}/${versionId}/`), Buffer.from(key)]);
 }
 
+/** Where a bucket's version (`vtomb/`) or upload (`utomb/`) tombstones are, in `meta`. */
+function endTombPrefix(bucketId: number, kind: EndTombstone['kind']): Buffer {
+  return Buffer.from(`${kind === 'version' ? VTOMB_PREFIX : UTOMB_PREFIX}${bucketId}/`);
+}
+
 export function tombKey(bucketId: number, key: string): Buffer {
   return Buffer.concat([Buffer.from(`${TOMB_PREFIX}${bucketId}/`), Buffer.from(key, 'utf8')]);
 }
@@ -202,6 +203,10 @@ export function tombKey(bucketId: number, key: string): Buffer {
 export class Replicator implements RepairPeer {
   private last = 0;
   private writer: SegmentWriter;
+  /** The partition and epoch a write being sent carries (set by `toReplicas`, read by `call`). */
+  private readonly sending = new AsyncLocalStorage<{ partition: number; epoch: number }>();
+  /** Writes a replica missed after their majority answered, sent again (hints.ts). */
+  readonly hints: Hints;
 
   constructor(
     private readonly local: LocalEngine,
@@ -210,6 +215,14 @@ export class Replicator implements RepairPeer {
     readonly log: Logger,
   ) {
     assert.ok(view.nodeNum >= 0 && view.nodeNum < NODE_NUMS, 'node number in range');
+    this.hints = new Hints({
+      addressOf: (nodeId) => {
+        const member = this.view.members().get(nodeId);
+        return member === undefined ? undefined : dataAddressOf(member.address);
+      },
+      fallBack: (_nodeId, tenantIds) => this.repairMissed(tenantIds),
+      log,
+    });
     this.registerMetrics(local.metrics);
     this.writer = new SegmentWriter({
       segmentsDir: local.segmentsDir,
@@ -260,12 +273,14 @@ export class Replicator implements RepairPeer {
       ['/cluster/v1/data/fetch', (_from, body) => Promise.resolve(this.manifestOf(body))],
       ['/cluster/v1/data/chunks', (_from, body) => this.recordsOf(body)],
       ['/cluster/v1/data/heads', (_from, body) => Promise.resolve(this.headsOf(body))],
+      ['/cluster/v1/data/holds-live', (_from, body) => Promise.resolve(this.liveHere(body))],
       ['/cluster/v1/data/repair', (_from, body) => this.repairHere(body)],
       ['/cluster/v1/data/reclaim', this.admitted(() => this.reclaimHere())],
     ]);
   }
 
   async close(): Promise<void> {
+    this.hints.close();
     await this.writer.close();
   }
 
@@ -287,17 +302,40 @@ export class Replicator implements RepairPeer {
         );
       const placedBy = body['layout'];
       if (typeof placedBy !== 'number') return handler(body);
-      if (placedBy > this.view.layoutVersion()) await this.view.refresh();
-      this.fence(from, placedBy);
+      const led = ledBy(body);
+      if (
+        placedBy > this.view.layoutVersion() ||
+        (led !== undefined && led.epoch > this.view.epochOf(led.partition))
+      )
+        await this.view.refresh();
+      this.fence(from, placedBy, led);
+      if (led !== undefined) this.view.noteEpoch(led.partition, led.epoch);
       const answer = await handler(body);
-      // The layout may have changed while the write was applied: the sender must then place it
-      // again (the write is kept: a repeat of it is a no-op here).
-      this.fence(from, placedBy);
+      // The layout or the leader may have changed while the write was applied: the sender must
+      // then send it again (the write is kept: a repeat of it is a no-op here).
+      this.fence(from, placedBy, led);
       return answer;
     };
   }
 
-  private fence(from: string, placedBy: number): void {
+  private fence(
+    from: string,
+    placedBy: number,
+    led: { partition: number; epoch: number } | undefined,
+  ): void {
+    this.fenceLayout(from, placedBy);
+    if (led === undefined) return;
+    const known = this.view.epochOf(led.partition);
+    if (led.epoch < known) {
+      this.fencedEpochs += 1;
+      throw StaleEpoch(
+        `node ${from} sent this write under epoch ${led.epoch} of partition ${led.partition}; ` +
+          `this node has seen epoch ${known} (a new leader took the partition)`,
+      );
+    }
+  }
+
+  private fenceLayout(from: string, placedBy: number): void {
     const known = this.view.layoutVersion();
     if (placedBy < known) {
       this.fenced += 1;
@@ -310,6 +348,8 @@ export class Replicator implements RepairPeer {
   /** Writes this node refused as placed by a stale layout, and writes it placed again. */
   private fenced = 0;
   private replaced = 0;
+  /** Writes this node refused as sent under a deposed leader's epoch. */
+  private fencedEpochs = 0;
 
   /** Fencing's figures on the engine's `/metrics` (a router opened again takes them over). */
   private registerMetrics(registry: Registry): void {
@@ -320,15 +360,58 @@ export class Replicator implements RepairPeer {
         () => this.fenced,
       ],
       [
+        'lightwell_cluster_writes_epoch_fenced_total',
+        'Replicated writes this node refused: sent under a partition epoch below one it has seen',
+        () => this.fencedEpochs,
+      ],
+      [
         'lightwell_cluster_writes_replaced_total',
         'Writes this node coordinated that a replica fenced, placed again by a newer layout',
         () => this.replaced,
       ],
     ];
+    const hints = this.hints.figures;
+    figures.push(
+      [
+        'lightwell_cluster_hints_delivered_total',
+        'Replicated writes a replica missed after their majority answered, sent again and taken',
+        () => hints.delivered,
+      ],
+      [
+        'lightwell_cluster_hints_overflowed_total',
+        'Missed replicated writes beyond the hints bound, left to a repair scan',
+        () => hints.overflowed,
+      ],
+      [
+        'lightwell_cluster_hints_given_up_total',
+        'Missed replicated writes a replica refused when sent again, left to a repair scan',
+        () => hints.givenUp,
+      ],
+      [
+        'lightwell_cluster_hints_abandoned_total',
+        'Hints dropped because their target is no longer a storage member',
+        () => hints.abandoned,
+      ],
+      [
+        'lightwell_cluster_hint_repair_scans_total',
+        'Repair scans run for a replica whose hints overflowed or were given up',
+        () => hints.repairScans,
+      ],
+    );
     for (const [name, help, read] of figures) {
       registry.removeSingleMetric(name);
       counterOf(registry, name, help, read);
     }
+    const held = this.hints;
+    registry.removeSingleMetric('lightwell_cluster_hints_pending');
+    new Gauge({
+      name: 'lightwell_cluster_hints_pending',
+      help: 'Replicated writes a replica missed, held to be sent again (hints)',
+      registers: [registry],
+      collect() {
+        this.set(held.pending());
+      },
+    });
     const view = this.view;
     registry.removeSingleMetric('lightwell_cluster_layout_version');
     new Gauge({
@@ -467,35 +550,43 @@ export class Replicator implements RepairPeer {
    * it to the new set (see the header), also when a majority of the old set took it.
    */
   async toReplicas(bucket: BucketRecord, send: (address: string) => Promise<void>): Promise<void> {
+    const partition = partitionOf(bucket.id);
     for (let attempt = 1; ; attempt += 1) {
       const placedBy = this.view.layoutVersion();
+      const epoch = this.view.epochOf(partition);
       const seen = { stale: false };
       const sendOnce = async (address: string): Promise<void> => {
         try {
           await send(address);
         } catch (error) {
-          if (errorCode(error) === 'stale_layout') seen.stale = true;
+          const code = errorCode(error);
+          if (code === 'stale_layout' || code === 'stale_epoch') seen.stale = true;
           throw error;
         }
       };
-      const failure = await this.toReplicaSet(bucket, sendOnce).then(
-        () => undefined,
-        (error: unknown) => error as Error,
-      );
+      const failure = await this.sending
+        .run({ partition, epoch }, () => this.toReplicaSet(bucket, sendOnce))
+        .then(
+          () => undefined,
+          (error: unknown) => error as Error,
+        );
       if (!seen.stale) {
         if (failure !== undefined) throw failure;
         return;
       }
       await this.view.refresh();
-      if (attempt >= LAYOUT_ATTEMPTS || this.view.layoutVersion() <= placedBy)
+      const newer = this.view.layoutVersion() > placedBy || this.view.epochOf(partition) > epoch;
+      if (attempt >= LAYOUT_ATTEMPTS || !newer)
         throw Unavailable(
-          `the write was placed by layout ${placedBy}, which replicas refused as stale, and a ` +
-            `newer one could not be read (this node has layout ${this.view.layoutVersion()})`,
+          `the write was sent under layout ${placedBy} and epoch ${epoch} of partition ` +
+            `${partition}, which replicas refused as stale, and newer ones could not be read ` +
+            `(this node has layout ${this.view.layoutVersion()}, epoch ` +
+            `${this.view.epochOf(partition)})`,
         );
       this.replaced += 1;
       this.log.info(
-        { from: placedBy, to: this.view.layoutVersion(), bucketId: bucket.id },
-        'a write placed by a stale layout is placed again',
+        { from: placedBy, to: this.view.layoutVersion(), bucketId: bucket.id, partition, epoch },
+        'a write sent under a stale layout or epoch is sent again',
       );
     }
   }
@@ -508,10 +599,26 @@ export class Replicator implements RepairPeer {
     const self = this.view.nodeId;
     const needed = majorityOf(replicas.length) - (replicas.includes(self) ? 1 : 0);
     const others = replicas.filter((id) => id !== self);
+    const sends = new Map<string, Promise<void>>();
     await this.gather(others, needed, async (address) => {
-      await send(address);
+      const sent = send(address);
+      sends.set(address, sent);
+      await sent;
       return {};
     });
+    // The majority holds the write: a replica whose send failed, or fails later, gets it again
+    // from this node's hints (hints.ts), under the partition's epoch as it is when it is sent.
+    const members = this.view.members();
+    const partition = partitionOf(bucket.id);
+    const hinted = (address: string): Promise<void> =>
+      this.sending.run({ partition, epoch: this.view.epochOf(partition) }, () => send(address));
+    for (const id of others) {
+      const address = members.get(id)?.address;
+      const sent = address === undefined ? undefined : sends.get(dataAddressOf(address));
+      sent?.catch((error: unknown) =>
+        this.hints.add(id, { tenantId: bucket.tenantId, send: hinted }, error),
+      );
+    }
   }
 
   /**
@@ -784,6 +891,22 @@ export class Replicator implements RepairPeer {
     // reports it (membership.ts).
     if (dryRun || body['reclaim'] === false) return counts;
     return { ...counts, reclaimed: await reclaimTenant(this.reclaimer(), tenant, bucket) };
+  }
+
+  /**
+   * The repair scan of tenants (undefined: every tenant) whose writes a replica missed and whose
+   * hints were not all delivered (hints.ts); fails when a replica did not answer.
+   */
+  private async repairMissed(tenantIds: ReadonlySet<string> | undefined): Promise<void> {
+    await this.view.refresh();
+    for (const { value: tenant } of this.local.store.range<TenantRecord>(DB.tenants, {})) {
+      if (tenant.state === 'deleted' || (tenantIds !== undefined && !tenantIds.has(tenant.id)))
+        continue;
+      const counts = await repairTenant(this, tenant, undefined, false);
+      this.log.info({ tenantId: tenant.id, counts }, 'repair scan for missed hints');
+      if (counts.replicasUnreachable > 0)
+        throw Unavailable(`${counts.replicasUnreachable} replica pages were not answered`);
+    }
   }
 
   /** Reclaims this node's copies of every tenant's buckets it is no replica of (reclaim.ts). */
@@ -1100,10 +1223,136 @@ export class Replicator implements RepairPeer {
       await this.writeVtomb(bucket.id, key, args['versionId'], seq);
   }
 
-  /** Records that upload `uploadId` ended here (see UTOMB_PREFIX). */
-  async endUpload(bucketId: number, uploadId: string): Promise<void> {
-    const key = Buffer.from(`${UTOMB_PREFIX}${bucketId}/${uploadId}`);
-    await this.local.commit([{ db: DB.meta, key, value: { at: Date.now() } }]);
+  /**
+   * Records that upload `uploadId` of `key` ended here (see UTOMB_PREFIX); the key lets tombstone
+   * GC ask a replica whether it still holds the upload open.
+   */
+  async endUpload(bucketId: number, uploadId: string, key: string): Promise<void> {
+    const at = Buffer.from(`${UTOMB_PREFIX}${bucketId}/${uploadId}`);
+    await this.local.commit([{ db: DB.meta, key: at, value: { at: Date.now(), key } }]);
+  }
+
+  // ---- GC of version and upload tombstones and of stamps (repair.ts) -------------------------
+
+  endTombstones(
+    bucket: BucketRecord,
+    kind: EndTombstone['kind'],
+    after: string | undefined,
+    limit: number,
+  ): EndTombstone[] {
+    const prefix = endTombPrefix(bucket.id, kind);
+    const start =
+      after === undefined ? prefix : Buffer.concat([prefix, Buffer.from(after, 'hex'), ZERO]);
+    const found: EndTombstone[] = [];
+    for (const { key, value } of this.local.store.range<{
+      seq?: number;
+      at?: number;
+      key?: string;
+    }>(DB.meta, { start, end: Buffer.concat([prefix, Buffer.from([0xff])]), limit })) {
+      const rest = key.subarray(prefix.length);
+      if (kind === 'upload') {
+        found.push({
+          kind,
+          at: rest.toString('hex'),
+          time: value.at ?? 0,
+          id: rest.toString('utf8'),
+          ...(typeof value.key === 'string' ? { key: value.key } : {}),
+        });
+        continue;
+      }
+      const slash = rest.indexOf(0x2f);
+      found.push({
+        kind,
+        at: rest.toString('hex'),
+        time: this.timeOfSeq(value.seq ?? 0),
+        id: rest.subarray(0, slash).toString('utf8'),
+        key: rest.subarray(slash + 1).toString('utf8'),
+      });
+    }
+    return found;
+  }
+
+  async holdsLive(
+    address: string,
+    args: {
+      tenantId: string;
+      bucket: string;
+      kind: EndTombstone['kind'];
+      items: ReadonlyArray<EndTombstone>;
+    },
+  ): Promise<boolean[]> {
+    const items = args.items.map((item) => ({ id: item.id, key: item.key }));
+    return (await this.call(address, 'holds-live', { ...args, items }))['live'] as boolean[];
+  }
+
+  /** Whether this node holds a live copy of what each tombstone ended (see `holdsLive`). */
+  private liveHere(body: Record<string, unknown>): Record<string, unknown> {
+    const { bucket } = this.bucketOf(body);
+    const items = body['items'];
+    if (!Array.isArray(items) || items.length > REPAIR_PAGE_KEYS)
+      throw BadRequest(`holds-live takes at most ${REPAIR_PAGE_KEYS} items`);
+    const { store } = this.local;
+    store.refresh();
+    const live = (items as Array<{ id?: unknown; key?: unknown }>).map(({ id, key }) => {
+      if (typeof id !== 'string') throw BadRequest('holds-live items need an id');
+      if (body['kind'] === 'version') {
+        if (typeof key !== 'string') throw BadRequest('a version item needs its key');
+        return findVersionIn(store, bucket.id, key, id) !== undefined;
+      }
+      if (this.uploadEnded(bucket, id)) return false;
+      // Without the key the upload cannot be looked up: counted live, so the tombstone stays.
+      if (typeof key !== 'string' || !/^[0-9a-f]+$/.test(id)) return true;
+      return store.has(DB.multipart, multipartUploadKey(bucket.id, key, id));
+    });
+    return { live };
+  }
+
+  async dropEndTombstones(bucket: BucketRecord, tombs: ReadonlyArray<EndTombstone>): Promise<void> {
+    await this.local.commit(
+      tombs.map((tomb) => ({
+        db: DB.meta,
+        key: Buffer.concat([endTombPrefix(bucket.id, tomb.kind), Buffer.from(tomb.at, 'hex')]),
+      })),
+    );
+  }
+
+  async dropOrphanStamps(bucket: BucketRecord, before: number): Promise<number> {
+    const prefix = Buffer.from(`${STAMP_PREFIX}${bucket.id}/`);
+    const end = Buffer.concat([prefix, Buffer.from([0xff])]);
+    let start = prefix;
+    let dropped = 0;
+    for (;;) {
+      const orphans: Buffer[] = [];
+      let last: Buffer | undefined;
+      for (const { key, value } of this.local.store.range<{ mseq: number }>(DB.meta, {
+        start,
+        end,
+        limit: REPAIR_PAGE_KEYS,
+      })) {
+        last = key;
+        const rest = key.subarray(prefix.length);
+        const slash = rest.indexOf(0x2f);
+        const seq = Number(rest.subarray(0, slash).toString('latin1'));
+        const name = rest.subarray(slash + 1).toString('utf8');
+        if (this.timeOfSeq(value.mseq) >= before || !Number.isSafeInteger(seq)) continue;
+        if (!this.local.store.has(DB.versions, versionKey(bucket.id, name, seq))) orphans.push(key);
+      }
+      if (last === undefined) return dropped;
+      start = Buffer.concat([last, ZERO]);
+      if (orphans.length === 0) continue;
+      // A version that arrived meanwhile keeps its stamp: checked again inside the commit.
+      await this.local.commit(() => {
+        const gone = orphans.filter((key) => {
+          const rest = key.subarray(prefix.length);
+          const slash = rest.indexOf(0x2f);
+          const seq = Number(rest.subarray(0, slash).toString('latin1'));
+          const name = rest.subarray(slash + 1).toString('utf8');
+          return !this.local.store.has(DB.versions, versionKey(bucket.id, name, seq));
+        });
+        dropped += gone.length;
+        return gone.map((key) => ({ db: DB.meta, key }));
+      });
+    }
   }
 
   uploadEnded(bucket: BucketRecord, uploadId: string): boolean {
@@ -1223,13 +1472,7 @@ export class Replicator implements RepairPeer {
    * repair pushes what it holds to the set without it); it still coordinates requests.
    */
   replicaIds(bucket: BucketRecord): string[] {
-    const members = [...this.view.members().values()];
-    const candidates = members.filter((member) => member.state !== 'draining');
-    return replicasOf(
-      bucket.id,
-      candidates.length > 0 ? candidates : members,
-      this.view.replicationFactor,
-    );
+    return this.view.replicasOfBucket(bucket.id);
   }
 
   call(
@@ -1241,7 +1484,7 @@ export class Replicator implements RepairPeer {
     return callData({
       address,
       name,
-      body: { ...body, layout: this.view.layoutVersion() },
+      body: { ...body, layout: this.view.layoutVersion(), ...this.sending.getStore() },
       secret: this.secret,
       from: this.view.nodeId,
       ...(timeoutMs === undefined ? {} : { timeoutMs }),

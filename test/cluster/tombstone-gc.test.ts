@@ -46,6 +46,10 @@ function peerOf(options: {
       dropped.push(...tombs.map((tomb) => tomb.key));
       return Promise.resolve();
     },
+    endTombstones: () => [],
+    holdsLive: () => Promise.resolve([]),
+    dropEndTombstones: () => Promise.resolve(),
+    dropOrphanStamps: () => Promise.resolve(0),
   };
   return { peer, dropped };
 }
