@@ -174,6 +174,41 @@ const backup = obj(
   ['name', 'state', 'queuedAt', 'segmentsTotal', 'segmentsDone', 'bytesTotal', 'bytesDone'],
 );
 
+const corruptChunk = obj(
+  {
+    chunkId: { ...str, description: '64 hex digits' },
+    segmentId: int,
+    offset: int,
+    length: int,
+    reason: {
+      ...str,
+      description:
+        'checksum, authentication (under no key of the tenant), or the check a scrub failed',
+    },
+    foundBy: { type: 'string', enum: ['read', 'scrub'] },
+    action: {
+      type: 'string',
+      enum: ['read-refused', 'reported'],
+      description: 'what was done: a read refused (nothing sent), or a scrub reported it',
+    },
+    firstSeenAt: time,
+    lastSeenAt: time,
+    seen: int,
+  },
+  [
+    'chunkId',
+    'segmentId',
+    'offset',
+    'length',
+    'reason',
+    'foundBy',
+    'action',
+    'firstSeenAt',
+    'lastSeenAt',
+    'seen',
+  ],
+);
+
 const restore = obj(
   {
     id: str,
@@ -334,6 +369,14 @@ export const consoleSchemas = {
       reason: { type: 'string', description: 'noted in the audit log' },
     },
   },
+  corruptChunkList: obj(
+    {
+      tenantId: str,
+      chunks: { type: 'array', items: corruptChunk },
+      truncated: { type: 'boolean' },
+    },
+    ['tenantId', 'chunks', 'truncated'],
+  ),
   restore,
   restoreList: obj({ restores: { type: 'array', items: restore } }, ['restores']),
   restoreBody: {

@@ -1,6 +1,8 @@
 // Console API routes of scrub jobs (scrub-jobs.ts): start (with a dry run that counts what the
 // scrub would read), list, watch and cancel. A scrub only reads, so an operator may run one; a
 // tenant-scoped token starts and sees only its tenant's jobs (403 for another tenant's job).
+// Also the corrupt-chunk records the engine keeps of a tenant (src/engine/ops/corrupt-chunks.ts):
+// every chunk a read or a scrub found damaged, for the operator to act on.
 
 import type { Route } from '../http/router.js';
 import type { Handler } from '../http/api.js';
@@ -187,5 +189,45 @@ export function scrubRoutes(services: ConsoleServices, jobs: ScrubJobs): Route<H
         exchange.sendJson(200, scrubJson(jobs.cancel(job)));
       },
     },
+    corruptChunksRoute(services),
   ];
+}
+
+function corruptChunksRoute(services: ConsoleServices): Route<Handler> {
+  return {
+    method: 'GET',
+    path: '/tenants/{id}/corrupt-chunks',
+    operationId: 'listConsoleCorruptChunks',
+    doc: {
+      summary:
+        "The tenant's chunks a read or a scrub found damaged, as the engine records them (at most 1000)",
+      auth: bearer,
+      responses: {
+        200: { description: 'the records', schema: schemas.corruptChunkList },
+        ...problems(400, 404),
+      },
+    },
+    handler: async (exchange, params) => {
+      const tenantId = params['id'] ?? '';
+      services.authenticate(exchange, 'viewer', tenantId);
+      const tenant = liveTenant(services, tenantId);
+      const found = await services.engine.call('listCorruptChunks', { tenantNum: tenant.num });
+      exchange.sendJson(200, {
+        tenantId: tenant.id,
+        chunks: found.chunks.map((chunk) => ({
+          chunkId: chunk.chunkId,
+          segmentId: chunk.segmentId,
+          offset: chunk.offset,
+          length: chunk.length,
+          reason: chunk.reason,
+          foundBy: chunk.foundBy,
+          action: chunk.action,
+          firstSeenAt: iso(chunk.firstSeenAt),
+          lastSeenAt: iso(chunk.lastSeenAt),
+          seen: chunk.seen,
+        })),
+        truncated: found.truncated,
+      });
+    },
+  };
 }

@@ -54,6 +54,7 @@ t.test('the console API on the admin gates', async (t) => {
     '/tenants/{id}/buckets',
     '/tenants/{id}/buckets/{bucket}/lifecycle',
     '/tenants/{id}/buckets/{bucket}/policy',
+    '/tenants/{id}/corrupt-chunks',
     '/tenants/{id}/data-key/reencryption',
     '/tenants/{id}/data-key/rotate',
     '/tenants/{id}/public-access-block',

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { browserTest, fill, go, newPage, press, screenshot, signIn, waitText } from './browser.js';
 import { sha } from './backup-kit.js';
+import { consoleCaller } from './console-call.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'lw-tenant-backups-page-'));
 
@@ -51,6 +52,17 @@ browserTest(
     });
     t.equal(gone.status, 200, 'acme is deleted');
     const phoenix = await service.tenant('phoenix', 'read,write,delete,admin', owner);
+    // The deleted tenant's bucket names are freed by its purge, which may follow the answer.
+    const call = consoleCaller(service);
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      const plan = await call('POST', '/backups/acme-nightly/restore?dryRun=true', owner, {
+        tenantId: 'phoenix',
+      });
+      if ((plan.json as { blockers: unknown[] }).blockers.length === 0) break;
+      if (Date.now() > deadline) throw new Error("waited 60 s for acme's bucket names to be freed");
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
 
     await go(page, '#/backups', 'Restore a tenant');
     await fill(page, 'Into tenant', 'phoenix');

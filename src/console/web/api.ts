@@ -288,6 +288,18 @@ export interface Member {
   state: string;
   zone?: string;
 }
+export interface CorruptChunk {
+  chunkId: string;
+  segmentId: number;
+  offset: number;
+  length: number;
+  reason: string;
+  foundBy: 'read' | 'scrub';
+  action: 'read-refused' | 'reported';
+  firstSeenAt: string;
+  lastSeenAt: string;
+  seen: number;
+}
 export interface ScrubJob {
   id: string;
   tenantId: string;

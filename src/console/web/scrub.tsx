@@ -1,9 +1,19 @@
-// Scrub of a tenant: start a checksum scrub of the whole tenant or one bucket (its dry run says
-// what it will read), watch its progress, cancel it, and read the objects whose chunks failed.
+// Scrub of a tenant: the damaged chunks the engine has on record for it (found by a read or a
+// scrub) with what the operator can do about them; start a checksum scrub of the whole tenant or
+// one bucket (its dry run says what it will read), watch its progress, cancel it, and read the
+// objects whose chunks failed.
 
 import type { JSX } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { CONSOLE, allows, seg, type Bucket, type ScrubJob, type Tenant } from './api.js';
+import {
+  CONSOLE,
+  allows,
+  seg,
+  type Bucket,
+  type CorruptChunk,
+  type ScrubJob,
+  type Tenant,
+} from './api.js';
 import type { Context } from './main.js';
 import {
   ErrorBox,
@@ -108,6 +118,79 @@ function Findings(props: { job: ScrubJob }): JSX.Element {
   );
 }
 
+const FOUND_BY: Readonly<Record<CorruptChunk['foundBy'], string>> = {
+  read: 'a read (refused: nothing was sent)',
+  scrub: 'a scrub',
+};
+
+/** The corrupt-chunk records of the tenant, and what to do about them. */
+function DamagedChunks(props: { context: Context; tenant: Tenant }): JSX.Element {
+  const { context, tenant } = props;
+  const records = useLoad(
+    () =>
+      context.api.get<{ chunks: CorruptChunk[]; truncated: boolean }>(
+        `${CONSOLE}/tenants/${seg(tenant.id)}/corrupt-chunks`,
+      ),
+    [context, tenant.id],
+  );
+  const chunks = records.data?.chunks ?? [];
+  return (
+    <Section title="Damaged chunks on record">
+      <ErrorBox error={records.error} />
+      {records.data && chunks.length === 0 && (
+        <p class="muted">No damaged chunk on record for this tenant.</p>
+      )}
+      {chunks.length > 0 && (
+        <>
+          <p>
+            The engine keeps a record of each chunk a read or a scrub found damaged. A read of an
+            object that holds one answers a 500 problem (<code>corrupt_data</code>), never other
+            bytes. What to do: run a scrub of the tenant below, whose findings name each object
+            (bucket, key and version) that holds the chunk; then restore those objects from a tenant
+            backup (Backups page) or have their owner upload them again. In a cluster, the repair (
+            <code>POST /admin/api/v1/cluster/repair/rebalance</code>) copies a good replica over the
+            damaged one. Check the disk that holds the segment too.
+          </p>
+          <table aria-label="Damaged chunks on record">
+            <thead>
+              <tr>
+                <th scope="col">Chunk</th>
+                <th scope="col">Where</th>
+                <th scope="col">Problem</th>
+                <th scope="col">Found by</th>
+                <th scope="col">First seen</th>
+                <th scope="col">Last seen</th>
+                <th scope="col" class="num">
+                  Times
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {chunks.map((chunk) => (
+                <tr key={chunk.chunkId}>
+                  <td>
+                    <code title={chunk.chunkId}>{chunk.chunkId.slice(0, 16)}…</code>
+                  </td>
+                  <td class="nowrap">
+                    {`segment ${String(chunk.segmentId)} at ${String(chunk.offset)}, ` +
+                      formatBytes(chunk.length)}
+                  </td>
+                  <td>{chunk.reason}</td>
+                  <td>{FOUND_BY[chunk.foundBy]}</td>
+                  <td class="nowrap">{formatTime(chunk.firstSeenAt)}</td>
+                  <td class="nowrap">{formatTime(chunk.lastSeenAt)}</td>
+                  <td class="num">{String(chunk.seen)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          {records.data?.truncated === true && <p class="muted">The first 1000 are shown.</p>}
+        </>
+      )}
+    </Section>
+  );
+}
+
 export function ScrubTab(props: { context: Context; tenant: Tenant }): JSX.Element {
   const { context, tenant } = props;
   const jobs = useLoad(
@@ -128,6 +211,7 @@ export function ScrubTab(props: { context: Context; tenant: Tenant }): JSX.Eleme
   const operator = allows(context.session, 'operator');
   return (
     <>
+      <DamagedChunks context={context} tenant={tenant} />
       {operator && (
         <Section title="Start a scrub">
           <p>
