@@ -105,13 +105,15 @@ const STAMP_PREFIX = 'mstamp/';
 /**
  * A version deleted by its id, in `meta` under `vtomb/<bucketId>/<versionId>/<key>`: the delete's
  * sequence, so that neither a repair nor a merged versions listing brings back the version from
- * a replica that missed the delete (versions-listing.ts). Kept, like stamps; a few dozen bytes.
+ * a replica that missed the delete (versions-listing.ts). Collected by repair once no replica holds
+ * the version (repair.ts `collectEndTombstones`).
  */
 const VTOMB_PREFIX = 'vtomb/';
 /**
  * An upload ended (completed or aborted), in `meta` under `utomb/<bucketId>/<uploadId>`, so that
  * a merged uploads listing does not show it from a replica that missed the end
- * (uploads-listing.ts). Kept, like stamps.
+ * (uploads-listing.ts). Its value holds the object key; collected by repair once no replica holds
+ * the upload open.
  */
 const UTOMB_PREFIX = 'utomb/';
 /** How long a read waits for the replicas' answers. */
@@ -714,8 +716,8 @@ export class Replicator implements RepairPeer {
   /**
    * Records that version `seq` of `key` has the metadata of change `mseq` (unless it has a newer
    * one): a metadata change keeps the version's sequence, so this is what tells a replica that
-   * missed one (it was down) from one that holds it. Stamps stay until the version is gone
-   * from every replica; one is a few dozen bytes.
+   * missed one (it was down) from one that holds it. A stamp stays while the version is held
+   * here; repair drops it once the version is gone (repair.ts `collectEndTombstones`).
    */
   async stampMetadata(bucketId: number, key: string, seq: number, mseq: number): Promise<void> {
     this.observe(mseq);
