@@ -18,7 +18,7 @@
 //   write's manifest and chunk ids, never its bytes (the records are read again when it is sent).
 //   A hint that does not fit, or is given up, is not forgotten: its tenant is noted, and once the
 //   target takes sends again (its queue has drained) the coordinator runs the repair scan of
-//   those tenants (`fallBack`), retried with backoff while it fails.
+//   those tenants (`fallBack`), run again with backoff when it fails.
 // - In memory only: the hints of a coordinator that restarts are gone; its catch-up at start has
 //   every other member run the repair scan, which pushes what the other replicas of the majority
 //   hold to the replica that missed it.
