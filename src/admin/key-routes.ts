@@ -85,7 +85,7 @@ export function keyRoutes(services: AdminServices): Route<Handler>[] {
         const name = optionalText(body, 'name');
         optionalReason(exchange, body);
         const dryRun = isDryRun(exchange);
-        const account = await mutate<AccountRecord>(
+        const account = await mutate(
           services,
           exchange,
           'createAccount',
@@ -120,6 +120,9 @@ export function keyRoutes(services: AdminServices): Route<Handler>[] {
 }
 
 /** `scopes` parsed here too, so a bad one is a 400 before anything else is looked at. */
+/** `scopes` of a key's body, checked here for a 400 before the engine sees it. */
+function scopesOf(body: Body, required: true): string;
+function scopesOf(body: Body, required: false): string | undefined;
 function scopesOf(body: Body, required: boolean): string | undefined {
   const scopes = required
     ? requiredString(
@@ -184,13 +187,7 @@ function createKeyRoute(services: AdminServices): Route<Handler> {
       optionalReason(exchange, body);
       const dryRun = isDryRun(exchange);
       const args = { tenantId: tenant.id, accountId, scopes, externalRef, expiresAt, dryRun };
-      const created = await mutate<{ key: AccessKeyRecord; secretKey: string }>(
-        services,
-        exchange,
-        'createAccessKey',
-        args,
-        dryRun ? 200 : 201,
-      );
+      const created = await mutate(services, exchange, 'createAccessKey', args, dryRun ? 200 : 201);
       const target = `tenants/${tenant.id}/keys`;
       const plan = { action: 'createTenantKey', target, counts: { accessKeys: 1 } };
       answerMutation(exchange, dryRun, plan, keyJson(created.key), () =>
@@ -239,14 +236,9 @@ function rotateKeyRoute(services: AdminServices): Route<Handler> {
       const expiresAt = expiresAtOf(body);
       optionalReason(exchange, body);
       const dryRun = isDryRun(exchange);
-      const args = { tenantId: tenant.id, accessKeyId: params['keyId'], scopes, expiresAt, dryRun };
-      const rotated = await mutate<{ key: AccessKeyRecord; secretKey: string }>(
-        services,
-        exchange,
-        'rotateAccessKey',
-        args,
-        200,
-      );
+      const accessKeyId = params['keyId'] ?? '';
+      const args = { tenantId: tenant.id, accessKeyId, scopes, expiresAt, dryRun };
+      const rotated = await mutate(services, exchange, 'rotateAccessKey', args, 200);
       const target = `tenants/${tenant.id}/keys/${params['keyId'] ?? ''}`;
       const plan = { action: 'rotateTenantKey', target, counts: { accessKeys: 1 } };
       answerMutation(exchange, dryRun, plan, keyJson(rotated.key), () =>
@@ -286,10 +278,11 @@ function revokeKeyRoute(services: AdminServices): Route<Handler> {
       const body = await readBody(exchange);
       const reason = requiredReason(exchange, body);
       const dryRun = isDryRun(exchange);
-      const args = { tenantId: tenant.id, accessKeyId: params['keyId'], reason, dryRun };
+      const accessKeyId = params['keyId'] ?? '';
+      const args = { tenantId: tenant.id, accessKeyId, reason, dryRun };
       // A key already revoked stays as it is: the call would change nothing.
       const changes = existing?.state === 'revoked' ? 0 : 1;
-      const key = await mutate<AccessKeyRecord>(services, exchange, 'revokeAccessKey', args, 200);
+      const key = await mutate(services, exchange, 'revokeAccessKey', args, 200);
       const target = `tenants/${tenant.id}/keys/${key.accessKeyId}`;
       const plan = { action: 'revokeTenantKey', target, counts: { accessKeys: changes } };
       answerMutation(exchange, dryRun, plan, keyJson(key), () =>

@@ -79,7 +79,7 @@ export function kmsKeyRoutes(services: AdminServices): Route<Handler>[] {
         const description = optionalText(body, 'description');
         optionalReason(exchange, body);
         const dryRun = isDryRun(exchange);
-        const key = await mutate<KmsKeyRecord>(
+        const key = await mutate(
           services,
           exchange,
           'createKmsKey',
@@ -106,7 +106,7 @@ export function kmsKeyRoutes(services: AdminServices): Route<Handler>[] {
         optionalReason(exchange, await readBody(exchange));
         const dryRun = isDryRun(exchange);
         const id = params['keyId'] ?? '';
-        const result = await mutate<{ deleted: KmsKeyRecord }>(
+        const result = await mutate(
           services,
           exchange,
           'deleteKmsKey',

@@ -14,7 +14,6 @@
 import type { Route } from '../http/router.js';
 import type { Handler } from '../http/server.js';
 import { quotaOf } from '../engine/ops/quota.js';
-import type { QuotaRecord } from '../engine/index/schema.js';
 import { BadRequest } from '../util/errors.js';
 import {
   type AdminServices,
@@ -107,13 +106,7 @@ export function quotaRoutes(services: AdminServices): Route<Handler>[] {
           maxObjects: limitOf(body, 'maxObjects'),
           dryRun,
         };
-        const quota = await mutate<QuotaRecord | null>(
-          services,
-          exchange,
-          'setTenantQuota',
-          args,
-          200,
-        );
+        const quota = await mutate(services, exchange, 'setTenantQuota', args, 200);
         const view = quotaJson(tenant.id, quota ?? undefined, usageOf(store, tenant.id));
         exchange.sendJson(
           200,
@@ -134,7 +127,7 @@ export function quotaRoutes(services: AdminServices): Route<Handler>[] {
         // Optional, as on every admin mutation: `{"reason": …}` for the audit row.
         optionalReason(exchange, await readBody(exchange));
         const dryRun = isDryRun(exchange);
-        const result = await mutate<{ cleared: boolean }>(
+        const result = await mutate(
           services,
           exchange,
           'clearTenantQuota',

@@ -6,7 +6,12 @@ import type { Exchange } from '../http/exchange.js';
 import { auditRowOf, type AuditSink } from '../http/audit.js';
 import type { IndexStore } from '../engine/index/store.js';
 import type { EngineClient } from '../engine/protocol.js';
-import type { CommandName } from '../engine/commands.js';
+import type {
+  CommandArgs,
+  CommandExtras,
+  CommandResult,
+  TransactionalName,
+} from '../engine/commands.js';
 import type { NodeRecord } from '../engine/index/schema.js';
 import type { Settings } from '../util/config.js';
 import { BadRequest } from '../util/errors.js';
@@ -115,21 +120,41 @@ export function isDryRun(exchange: Exchange): boolean {
   return dryRun;
 }
 
-/** Sends a mutation with its audit row, which then commits in the same transaction. */
-export async function mutate<T>(
+/**
+ * Sends a mutation with its audit row, which then commits in the same transaction: a typed
+ * engine command (engine/commands.ts), so a renamed command or a mistyped field fails to
+ * compile here as it does in the engine. Fields left undefined are not sent (the engine reads
+ * an absent field, not an undefined one, as "not given").
+ */
+export async function mutate<K extends TransactionalName>(
   services: AdminServices,
   exchange: Exchange,
-  op: CommandName,
-  args: Record<string, unknown>,
+  op: K,
+  args: MutationArgs<K>,
   status: number,
-): Promise<T> {
-  const clean = Object.fromEntries(Object.entries(args).filter(([, value]) => value !== undefined));
-  const result = (await services.engine.callUnchecked(op, {
-    ...clean,
-    audit: auditRowOf(exchange, status),
-  })) as T;
+): Promise<CommandResult<K>> {
+  const sent = definedFields(args) as CommandArgs<K>;
+  (sent as CommandExtras).audit = auditRowOf(exchange, status);
+  const result = await services.engine.call(op, sent);
   exchange.audit.written = true;
   return result;
+}
+
+/**
+ * A command's arguments as the admin handlers build them: each optional field may also be
+ * `undefined` (an optional body field not given), which `mutate` leaves out.
+ */
+export type MutationArgs<K extends TransactionalName> = {
+  [F in keyof CommandArgs<K>]:
+    CommandArgs<K>[F] | (undefined extends CommandArgs<K>[F] ? undefined : never);
+};
+
+/** A copy of `args` without its undefined fields. */
+function definedFields(args: object): Record<string, unknown> {
+  const defined: Record<string, unknown> = {};
+  for (const [field, value] of Object.entries(args))
+    if (value !== undefined) defined[field] = value;
+  return defined;
 }
 
 /**

@@ -10,7 +10,6 @@
 import type { Route } from '../http/router.js';
 import type { Handler } from '../http/server.js';
 import { DB, tenantKey, type TenantRecord } from '../engine/index/schema.js';
-import type { DisableTenantResult } from '../engine/ops/control.js';
 import { validateTenantId } from '../security/names.js';
 import { NotFound, Conflict, PreconditionFailed } from '../util/errors.js';
 import {
@@ -103,7 +102,7 @@ export function tenantRoutes(services: AdminServices): Route<Handler>[] {
         const name = optionalText(body, 'name');
         optionalReason(exchange, body);
         const dryRun = isDryRun(exchange);
-        const tenant = await mutate<TenantRecord>(
+        const tenant = await mutate(
           services,
           exchange,
           'createTenant',
@@ -169,7 +168,7 @@ function disableRoute(services: AdminServices): Route<Handler> {
       const tenant = tenantRecord(services, id);
       if (tenant.state === 'deleted') throw Conflict(`tenant ${id} is deleted`);
       const plan = await tenantPlan(services.store, tenant, 'disableTenant', dryRun);
-      const result = await mutate<DisableTenantResult>(
+      const result = await mutate(
         services,
         exchange,
         'disableTenant',
@@ -233,7 +232,7 @@ function deleteRoute(services: AdminServices): Route<Handler> {
         exchange.sendJson(200, { ...plan, applied: false, tenant: tenantJson(tenant) });
         return;
       }
-      const deleted = await mutate<TenantRecord>(
+      const deleted = await mutate(
         services,
         exchange,
         'deleteTenant',

@@ -1,5 +1,6 @@
 // Runs one service process (engine, gateway or admin) until SIGINT/SIGTERM, and reports
-// readiness to a supervising `lightwell serve` over IPC when there is one.
+// readiness to a supervising `lightwell serve` over IPC when there is one; run on its own under a
+// service manager ($NOTIFY_SOCKET), it sends READY=1 and STOPPING=1 itself (util/sd-notify.ts).
 
 import { createRootLogger } from '../util/log.js';
 import {
@@ -14,6 +15,7 @@ import {
   versionText,
 } from './args.js';
 import { startHeapTrimmer } from '../util/malloc-env.js';
+import { serviceManager } from '../util/sd-notify.js';
 
 export type Role = 'engine' | 'gateway' | 'admin';
 
@@ -83,15 +85,19 @@ export async function runChild(
     ready: role,
     ...(running.port === undefined ? {} : { port: running.port }),
   } satisfies ReadyMessage);
-  if (!process.send)
-    process.stdout.write(
-      `lightwell-${role}: ready${running.port === undefined ? '' : ` on port ${running.port}`}\n`,
-    );
+  // Under serve the socket was taken out of the environment: serve speaks for the unit.
+  const manager = serviceManager(log);
+  if (!process.send) {
+    const ready = `lightwell-${role}: ready${running.port === undefined ? '' : ` on port ${running.port}`}`;
+    process.stdout.write(`${ready}\n`);
+    manager.ready(ready);
+  }
   let stopping = false;
   const stop = (signal: string, code = 0): void => {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'stopping');
+    manager.stopping(`lightwell-${role}: stopping (${signal})`);
     stopHeapTrimmer();
     running.stop().then(
       () => exit(code),

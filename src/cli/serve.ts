@@ -5,7 +5,9 @@
 // printed on stdout). After the start it restarts a crashed child with exponential backoff; on
 // SIGINT/SIGTERM it drains the listeners first (readiness 503, no new connections, in-flight
 // requests finish within shutdown.grace), then stops the engine, and exits 0; a second signal
-// kills every child at once and exits 1.
+// kills every child at once and exits 1. Under a service manager ($NOTIFY_SOCKET, systemd's
+// Type=notify) it sends READY=1 with the ready lines, STOPPING=1 when the drain begins, and a
+// STATUS= line when a child is restarted (util/sd-notify.ts); the children never see the socket.
 
 import { fork, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
@@ -39,6 +41,7 @@ import { tlsFilesOf, type ListenAddress, type Settings } from '../util/config.js
 import { BadRequest, Unavailable, DataDirLocked } from '../util/errors.js';
 import { CHILD_MALLOC_ENV } from '../util/malloc-env.js';
 import { createRootLogger, type Logger } from '../util/log.js';
+import { serviceManager, withoutNotifySocket, type ServiceManager } from '../util/sd-notify.js';
 
 const BACKOFF_MS_MAX = 10_000;
 /** How long past `shutdown.grace` a child may take to stop before it is killed. */
@@ -88,19 +91,22 @@ export async function serve(argv: readonly string[], exit: (code: number) => nev
     process.stderr.write(`lightwell: ${newStoreNotice(created)}\n`);
     log.warn({ dataDir: created.root }, newStoreNotice(created));
   }
-  const supervisor = new Supervisor(argv, settings, log);
+  const manager = serviceManager(log);
+  const supervisor = new Supervisor(argv, settings, log, manager);
   // Cluster mode only: the agent (and etcd's client) is loaded when `cluster.listen` is set.
   let cluster: ClusterAgent | undefined;
   const shutdown = async (signal: string): Promise<void> => {
     if (supervisor.stopping) {
       // A second signal: no more waiting for requests in flight.
       log.warn({ signal }, 'second signal: stopping at once');
+      manager.status(`stopping at once on a second signal (${signal})`);
       supervisor.kill();
       cluster?.stopping();
       await cluster?.stop();
       exit(1);
     }
     log.info({ signal, graceMs: settings.duration('shutdown.grace') }, 'draining');
+    manager.stopping(`draining on ${signal}: in-flight requests finish, then the engine stops`);
     cluster?.stopping();
     await supervisor.stop();
     await cluster?.stop();
@@ -125,8 +131,10 @@ export async function serve(argv: readonly string[], exit: (code: number) => nev
     await cluster?.stop();
     exit(EXIT_FAILURE);
   }
-  if (!supervisor.stopping)
-    process.stdout.write(readyLines(settings, supervisor.ports()) + (cluster?.readyLine() ?? ''));
+  if (supervisor.stopping) return;
+  const lines = readyLines(settings, supervisor.ports());
+  process.stdout.write(lines + (cluster?.readyLine() ?? ''));
+  manager.ready(servingStatus(lines));
   cluster?.servicesReady();
 }
 
@@ -150,6 +158,7 @@ class Supervisor {
     private readonly argv: readonly string[],
     private readonly settings: Settings,
     private readonly log: Logger,
+    private readonly manager: ServiceManager,
   ) {
     const gateways = Array.from({ length: settings.int('gateways') }, (_, index) =>
       supervised('gateway', `gateway-${index + 1}`),
@@ -252,8 +261,12 @@ class Supervisor {
     );
     const delay = entry.backoffMs;
     entry.backoffMs = Math.min(entry.backoffMs * 2, BACKOFF_MS_MAX);
+    this.manager.status(`${entry.name} exited (${status}); restarting in ${delay} ms`);
     setTimeout(() => {
-      if (!this.stopping) void this.start(entry);
+      if (this.stopping) return;
+      void this.start(entry).then(() => {
+        if (!this.stopping) this.manager.status(`${entry.name} restarted; serving`);
+      });
     }, delay);
   }
 
@@ -272,7 +285,7 @@ function supervised(role: Role, name: string): Supervised {
 }
 
 function childEnv(): NodeJS.ProcessEnv {
-  return { ...CHILD_MALLOC_ENV, ...process.env };
+  return withoutNotifySocket({ ...CHILD_MALLOC_ENV, ...process.env });
 }
 
 /**
@@ -372,6 +385,12 @@ function readyLines(
     line('public', settings.listen('public_listen'), ports.public, '/api/v1') +
     line('admin', settings.listen('admin_listen'), ports.admin, '/admin/api/v1')
   );
+}
+
+/** The STATUS= line of a serving service: its listeners' URLs. */
+function servingStatus(readyLines: string): string {
+  const urls = readyLines.match(/https?:\/\/\S+/g) ?? [];
+  return `serving: ${urls.join(', ')}`;
 }
 
 async function stopAll(entries: readonly Supervised[], killAfterMs: number): Promise<void> {

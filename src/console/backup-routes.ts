@@ -1,7 +1,9 @@
 // Console API routes of backups (src/engine/backup.ts): the list with each backup's progress,
-// and queueing a new one (whole store, consistent snapshot, incremental over a `base`). The
-// engine writes it under the operator's `backup.directory`; a restore is offline, into an empty
-// data directory (`lightwell restore`), since a running store cannot swap its data under it.
+// and queueing a new one (whole store or one tenant, consistent snapshot, incremental over a
+// `base`). The engine writes it under the operator's `backup.directory`. A whole-store backup is
+// restored offline, into an empty data directory (`lightwell restore`), since a running store
+// cannot swap its data under it; a tenant's backup is restored into a tenant of the running
+// store (the same or another) by the engine, with a plan first (src/engine/tenant-backup.ts).
 //
 // Roles (docs/console.md): a backup holds every tenant's data and the master key, so only a
 // token without a tenant scope sees backups, and only an owner starts one.
@@ -11,8 +13,13 @@ import type { Handler } from '../http/api.js';
 import type { Exchange } from '../http/exchange.js';
 import { auditRowOf } from '../http/audit.js';
 import { DB, type SegmentRecord } from '../engine/index/schema.js';
-import { backupJobs, type BackupRecord } from '../engine/ops/backup.js';
-import { BadRequest, Forbidden } from '../util/errors.js';
+import {
+  backupJobs,
+  restoreJobs,
+  type BackupRecord,
+  type RestoreRecord,
+} from '../engine/ops/backup.js';
+import { BadRequest, Conflict, Forbidden } from '../util/errors.js';
 import type { ConsoleServices } from './api.js';
 import { consoleSchemas as schemas, problems } from './schemas.js';
 import { dryRunOf, readObject, reasonOf } from './request.js';
@@ -28,6 +35,7 @@ export function backupJson(job: BackupRecord): Record<string, unknown> {
     name: job.name,
     state: job.state,
     base: job.base ?? null,
+    tenant: job.tenant ?? null,
     queuedAt: iso(job.queuedAt),
     startedAt: iso(job.startedAt),
     finishedAt: iso(job.finishedAt),
@@ -38,6 +46,25 @@ export function backupJson(job: BackupRecord): Record<string, unknown> {
     bytesTotal: job.bytesTotal,
     bytesDone: job.bytesDone,
     counts: job.counts ?? null,
+    error: job.error ?? null,
+  };
+}
+
+export function restoreJson(job: RestoreRecord): Record<string, unknown> {
+  return {
+    id: job.id,
+    backup: job.backup,
+    tenantId: job.tenantId,
+    state: job.state,
+    queuedAt: iso(job.queuedAt),
+    startedAt: iso(job.startedAt),
+    finishedAt: iso(job.finishedAt),
+    objectsTotal: job.objectsTotal,
+    objectsDone: job.objectsDone,
+    objectsSkipped: job.objectsSkipped,
+    bytesTotal: job.bytesTotal,
+    bytesDone: job.bytesDone,
+    bucketsCreated: job.bucketsCreated,
     error: job.error ?? null,
   };
 }
@@ -72,7 +99,7 @@ export function backupRoutes(services: ConsoleServices): Route<Handler>[] {
       operationId: 'startConsoleBackup',
       doc: {
         summary:
-          'Back up the whole store into backup.directory/<name>: a consistent snapshot of the index, the master key and the segments, verified by checksums',
+          'Back up the whole store (or, with tenantId, one tenant) into backup.directory/<name>: a consistent snapshot, verified by checksums',
         auth: bearer,
         query: { dryRun: { type: 'boolean', description: 'answer the plan; start nothing' } },
         requestBody: { contentType: 'application/json', schema: schemas.backupBody },
@@ -86,12 +113,14 @@ export function backupRoutes(services: ConsoleServices): Route<Handler>[] {
         unscoped(services, exchange, 'owner');
         const body = await readObject(exchange);
         for (const name of Object.keys(body))
-          if (!['name', 'base', 'reason'].includes(name)) throw BadRequest(`unknown field ${name}`);
+          if (!['name', 'base', 'tenantId', 'reason'].includes(name))
+            throw BadRequest(`unknown field ${name}`);
         reasonOf(exchange, body);
         const dryRun = dryRunOf(exchange);
         const job = await services.engine.call('startBackup', {
           name: body['name'],
           ...(body['base'] === undefined ? {} : { base: body['base'] }),
+          ...(body['tenantId'] === undefined ? {} : { tenantId: body['tenantId'] }),
           dryRun,
           audit: auditRowOf(exchange, dryRun ? 200 : 202),
         });
@@ -115,6 +144,94 @@ export function backupRoutes(services: ConsoleServices): Route<Handler>[] {
           counts: { segments, sealedBytes: bytes },
           blockers: [],
           result: backupJson(job),
+        });
+      },
+    },
+    ...restoreRoutes(services),
+  ];
+}
+
+function restoreRoutes(services: ConsoleServices): Route<Handler>[] {
+  const { store } = services;
+  return [
+    {
+      method: 'GET',
+      path: '/restores',
+      operationId: 'listConsoleRestores',
+      doc: {
+        summary: 'Restores of tenant backups into the running store, newest first, with progress',
+        auth: bearer,
+        responses: { 200: { description: 'restores', schema: schemas.restoreList }, ...problems() },
+      },
+      handler: (exchange) => {
+        unscoped(services, exchange, 'viewer');
+        const jobs = restoreJobs({ store }).sort((a, b) => b.queuedAt - a.queuedAt);
+        exchange.sendJson(200, { restores: jobs.map(restoreJson) });
+      },
+    },
+    {
+      method: 'POST',
+      path: '/backups/{name}/restore',
+      operationId: 'restoreConsoleBackup',
+      doc: {
+        summary:
+          "Restore a tenant's backup into an active tenant of the running store (the same or another): missing buckets are made, every object written and checked against the backup's checksums",
+        auth: bearer,
+        query: { dryRun: { type: 'boolean', description: 'answer the plan; start nothing' } },
+        requestBody: { contentType: 'application/json', schema: schemas.restoreBody },
+        responses: {
+          202: { description: 'the restore, queued', schema: schemas.restore },
+          200: { description: 'with dryRun, the plan', schema: schemas.restorePlan },
+          ...problems(400, 404, 409),
+        },
+      },
+      handler: async (exchange, params) => {
+        unscoped(services, exchange, 'owner');
+        const body = await readObject(exchange);
+        for (const name of Object.keys(body))
+          if (!['tenantId', 'reason'].includes(name)) throw BadRequest(`unknown field ${name}`);
+        reasonOf(exchange, body);
+        const tenantId = body['tenantId'];
+        if (typeof tenantId !== 'string') throw BadRequest('tenantId is required');
+        const backup = params['name'] ?? '';
+        const dryRun = dryRunOf(exchange);
+        const plan = await services.engine.call('planRestore', { backup, tenantId });
+        const blockers = plan.bucketsHeld.map((bucket) => ({
+          code: 'bucket_name_taken',
+          bucket,
+          message: `bucket ${bucket} belongs to another tenant`,
+        }));
+        if (!dryRun && blockers.length > 0)
+          throw Conflict(
+            `buckets held by another tenant: ${plan.bucketsHeld.join(', ')}; delete or rename ` +
+              'them, or restore into the tenant that holds them',
+          );
+        const job = await services.engine.call('startRestore', {
+          backup,
+          tenantId,
+          dryRun,
+          audit: auditRowOf(exchange, dryRun ? 200 : 202),
+        });
+        exchange.audit.written = true;
+        const result = restoreJson({ ...job, objectsTotal: plan.objects, bytesTotal: plan.bytes });
+        if (!dryRun) {
+          exchange.sendJson(202, result);
+          return;
+        }
+        exchange.sendJson(200, {
+          dryRun: true,
+          applied: false,
+          action: 'restoreConsoleBackup',
+          target: `tenants/${tenantId}`,
+          counts: {
+            objects: plan.objects,
+            logicalBytes: plan.bytes,
+            buckets: plan.buckets,
+            bucketsToCreate: plan.bucketsToCreate.length,
+            skipped: plan.skipped,
+          },
+          blockers,
+          result,
         });
       },
     },

@@ -150,6 +150,12 @@ const backup = obj(
     name: str,
     state: { type: 'string', enum: ['queued', 'running', 'complete', 'failed'] },
     base: { ...str, nullable: true, description: 'the backup whose sealed segments it links' },
+    tenant: {
+      ...str,
+      nullable: true,
+      description:
+        'the tenant backed up (its objects; segments* then count objects); null: the whole store',
+    },
     queuedAt: time,
     startedAt: { ...time, nullable: true },
     finishedAt: { ...time, nullable: true },
@@ -166,6 +172,26 @@ const backup = obj(
     error: { ...str, nullable: true },
   },
   ['name', 'state', 'queuedAt', 'segmentsTotal', 'segmentsDone', 'bytesTotal', 'bytesDone'],
+);
+
+const restore = obj(
+  {
+    id: str,
+    backup: str,
+    tenantId: str,
+    state: { type: 'string', enum: ['queued', 'running', 'complete', 'failed'] },
+    queuedAt: time,
+    startedAt: { ...time, nullable: true },
+    finishedAt: { ...time, nullable: true },
+    objectsTotal: int,
+    objectsDone: int,
+    objectsSkipped: int,
+    bytesTotal: int,
+    bytesDone: int,
+    bucketsCreated: int,
+    error: { ...str, nullable: true },
+  },
+  ['id', 'backup', 'tenantId', 'state', 'queuedAt', 'objectsTotal', 'objectsDone'],
 );
 
 const accessBlock = obj(
@@ -301,9 +327,45 @@ export const consoleSchemas = {
         description: 'the directory under backup.directory; used once',
       },
       base: { type: 'string', description: 'a complete backup whose sealed segments are linked' },
+      tenantId: {
+        type: 'string',
+        description: "back up this tenant's objects only (restored into a running store)",
+      },
       reason: { type: 'string', description: 'noted in the audit log' },
     },
   },
+  restore,
+  restoreList: obj({ restores: { type: 'array', items: restore } }, ['restores']),
+  restoreBody: {
+    type: 'object',
+    required: ['tenantId'],
+    additionalProperties: false,
+    properties: {
+      tenantId: {
+        type: 'string',
+        description: 'the active tenant the objects go into: the one backed up, or another',
+      },
+      reason: { type: 'string', description: 'noted in the audit log' },
+    },
+  },
+  restorePlan: obj(
+    {
+      dryRun: { type: 'boolean', enum: [true] },
+      applied: { type: 'boolean', enum: [false] },
+      action: str,
+      target: str,
+      counts: obj({
+        objects: int,
+        logicalBytes: int,
+        buckets: int,
+        bucketsToCreate: int,
+        skipped: int,
+      }),
+      blockers: { type: 'array', items: { type: 'object' } },
+      result: restore,
+    },
+    ['dryRun', 'applied', 'action', 'target', 'counts', 'blockers', 'result'],
+  ),
   backupPlan: obj(
     {
       dryRun: { type: 'boolean', enum: [true] },

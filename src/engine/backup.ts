@@ -1,5 +1,7 @@
 // Backup of the whole store into a directory, run by the engine in the background, and its
-// restore into an empty data directory (`lightwell restore`, src/cli/restore.ts).
+// restore into an empty data directory (`lightwell restore`, src/cli/restore.ts). The same
+// runner runs backups of one tenant and their restores into the running store
+// (src/engine/tenant-backup.ts), one job at a time.
 //
 // A backup is `<backup.directory>/<name>/`:
 //   manifest.json        {format: "lightwell-backup", version: 1, name, base, createdAt,
@@ -54,13 +56,27 @@ import { masterKeyCheckOf, type MasterKeyCheckRecord } from './master-key-check.
 import { segmentFileName } from '../format/segment-header.js';
 import {
   BACKUP_PREFIX,
+  RESTORE_PREFIX,
   backupJobs,
   backupKey,
   backupWakers,
+  restoreJobs,
+  restoreKey,
   type BackupRecord,
+  type RestoreRecord,
 } from './ops/backup.js';
+import { SegmentReader } from './segments/segment-reader.js';
+import { SegmentWriter, engineSpaceFloorFor } from './segments/segment-writer.js';
+import * as segmentOps from './ops/segments.js';
+import {
+  readTenantBase,
+  readTenantIndex,
+  runRestore,
+  writeTenantBackup,
+  type TenantJobDeps,
+} from './tenant-backup.js';
 import { Conflict, CorruptData, NotFound, errorCode } from '../util/errors.js';
-import { nodeIo } from '../util/io.js';
+import { nodeIo, type Io } from '../util/io.js';
 
 const MANIFEST = 'manifest.json';
 const MANIFEST_FORMAT = 'lightwell-backup';
@@ -80,6 +96,8 @@ export interface BackupManifest {
   version: 1;
   name: string;
   base: string | null;
+  /** A tenant's backup (tenant-backup.ts): its id; absent, the whole store. */
+  tenant?: string;
   createdAt: string;
   snapshotAt: string;
   counts: NonNullable<BackupRecord['counts']>;
@@ -154,20 +172,34 @@ export interface BackupRunnerOptions {
   paths: DataDirPaths;
   pins: { set(owner: object, segmentIds: readonly number[]): void; drop(owner: object): void };
   log: Logger;
+  io?: Io;
 }
 
-/** Runs queued backups, one at a time, in the background. */
+/** Runs queued backups and restores, one at a time, in the background. */
 export class BackupRunner {
   private running: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
+  private readonly reader: SegmentReader;
+  /** The restores' own segment, made on first use. */
+  private writer: SegmentWriter | undefined;
 
-  constructor(private readonly options: BackupRunnerOptions) {}
+  constructor(private readonly options: BackupRunnerOptions) {
+    this.reader = new SegmentReader(options.paths.segments);
+  }
 
-  /** Settles the backups a crash or a stop cut (complete or failed), then runs what is queued. */
+  /**
+   * Settles the backups a crash or a stop cut (complete or failed) and queues the restores it
+   * cut again (they skip what is in place), then runs what is queued.
+   */
   async start(): Promise<void> {
-    const { context } = this.options;
+    const { context, log } = this.options;
     for (const job of backupJobs(context)) if (job.state === 'running') await this.settleCut(job);
+    for (const job of restoreJobs(context))
+      if (job.state === 'running') {
+        await this.updateRestore(job.id, { state: 'queued' });
+        log.warn({ restore: job.id }, 'restore cut by a stop, queued again');
+      }
     backupWakers.add(this.wake);
     this.timer = setInterval(this.wake, POLL_MS);
     this.timer.unref();
@@ -179,6 +211,8 @@ export class BackupRunner {
     backupWakers.delete(this.wake);
     if (this.timer) clearInterval(this.timer);
     await this.running;
+    await this.writer?.close();
+    this.reader.close();
   }
 
   readonly wake = (): void => {
@@ -195,10 +229,77 @@ export class BackupRunner {
     for (;;) {
       // Read in a transaction of its own: it queues behind the command that woke the runner.
       const { context } = this.options;
-      const jobs = await context.store.transact(() => backupJobs(context));
+      const [jobs, restores] = await context.store.transact(() => [
+        backupJobs(context),
+        restoreJobs(context),
+      ]);
       const job = jobs.find((entry) => entry.state === 'queued');
-      if (!job || this.isStopped()) return;
-      await this.run(job);
+      const restore = restores.find((entry) => entry.state === 'queued');
+      if ((!job && !restore) || this.isStopped()) return;
+      if (job) await this.run(job);
+      else if (restore) await this.runRestore(restore);
+    }
+  }
+
+  private deps(): TenantJobDeps {
+    return {
+      context: this.options.context,
+      reader: this.reader,
+      writer: () => (this.writer ??= this.newWriter()),
+      pins: this.options.pins,
+      isStopped: () => this.isStopped(),
+    };
+  }
+
+  private newWriter(): SegmentWriter {
+    const { context, paths } = this.options;
+    const { store, settings } = context;
+    return new SegmentWriter({
+      io: this.options.io ?? nodeIo,
+      clock: { now: () => context.now() },
+      segmentsDir: paths.segments,
+      segmentBytesMax: settings.bytes('storage.segment_bytes_max'),
+      directIo: settings.bool('storage.direct_io'),
+      spaceFloor: engineSpaceFloorFor,
+      registry: {
+        allocate: async () =>
+          (await store.transact(() => segmentOps.allocSegment(context, { ownerPid: process.pid })))
+            .segmentId,
+        seal: async (segmentId, size) => {
+          await store.transact(() => segmentOps.sealSegment(context, { segmentId, size }));
+        },
+      },
+    });
+  }
+
+  private async updateRestore(id: string, change: Partial<RestoreRecord>): Promise<void> {
+    const { store } = this.options.context;
+    await store.transact(() => {
+      const current = store.get<RestoreRecord>(DB.meta, restoreKey(id));
+      if (current) store.put(DB.meta, restoreKey(id), { ...current, ...change });
+    });
+  }
+
+  /** Restores a tenant backup into the running store (tenant-backup.ts). */
+  private async runRestore(job: RestoreRecord): Promise<void> {
+    const { context, log } = this.options;
+    await this.updateRestore(job.id, { state: 'running', startedAt: context.now() });
+    try {
+      const dir = join(this.root(), job.backup);
+      const manifest = await readManifest(dir);
+      const index = await readTenantIndex(dir, manifest.files);
+      const files = new Map(manifest.files.map((file) => [file.path, file]));
+      await runRestore(this.deps(), job, { dir, index, files });
+      await this.updateRestore(job.id, { state: 'complete', finishedAt: context.now() });
+      log.info({ restore: job.id, tenant: job.tenantId }, 'restore complete');
+    } catch (error) {
+      if (this.isStopped()) return; // left running: the next start queues it again
+      await this.updateRestore(job.id, {
+        state: 'failed',
+        finishedAt: context.now(),
+        error: messageOf(error),
+      });
+      log.error({ err: error, restore: job.id }, 'restore failed');
     }
   }
 
@@ -280,11 +381,12 @@ export class BackupRunner {
     const partial = join(root, `.${job.name}.partial`);
     await mkdir(root, { recursive: true, mode: 0o700 });
     await rm(partial, { recursive: true, force: true });
+    if (job.tenant !== undefined) return this.writeTenant(job, partial);
     for (const dir of ['index', 'segments', 'keys'])
       await mkdir(join(partial, dir), { recursive: true, mode: 0o700 });
     const before = [...context.store.range<SegmentRecord>(DB.segments, {})].map((e) => e.value.id);
     pins.set(this, before);
-    const snapshot = await this.snapshot(partial);
+    const snapshot = await this.snapshot(join(partial, 'index'));
     pins.set(this, [...new Set([...before, ...snapshot.segments.map((segment) => segment.id)])]);
     await this.update(job.name, {
       snapshotAt: snapshot.at,
@@ -329,30 +431,94 @@ export class BackupRunner {
       counts: snapshot.counts,
       files,
     };
+    await this.finish(manifest, partial, ['index', 'segments', 'keys']);
+    return snapshot.counts;
+  }
+
+  /** Writes the manifest, makes the partial directory durable and renames it into place. */
+  private async finish(manifest: BackupManifest, partial: string, dirs: string[]): Promise<void> {
+    const root = this.root();
     await writeDurable(
       join(partial, MANIFEST),
       Buffer.from(JSON.stringify(manifest, null, 2) + '\n'),
       0o600,
     );
-    for (const dir of ['index', 'segments', 'keys']) await nodeIo.syncDirectory(join(partial, dir));
+    for (const dir of dirs) await nodeIo.syncDirectory(join(partial, dir));
     await nodeIo.syncDirectory(partial);
-    await rename(partial, join(root, job.name));
+    await rename(partial, join(root, manifest.name));
     await nodeIo.syncDirectory(root);
-    return snapshot.counts;
+  }
+
+  /** A tenant's backup (tenant-backup.ts) from a snapshot of the index, removed afterwards. */
+  private async writeTenant(
+    job: BackupRecord,
+    partial: string,
+  ): Promise<NonNullable<BackupRecord['counts']>> {
+    const { context, pins } = this.options;
+    await mkdir(join(partial, 'objects'), { recursive: true, mode: 0o700 });
+    const before = [...context.store.range<SegmentRecord>(DB.segments, {})].map((e) => e.value.id);
+    pins.set(this, before);
+    const indexDir = join(partial, '.snapshot');
+    const snapshot = await this.snapshot(indexDir);
+    pins.set(this, [...new Set([...before, ...snapshot.segments.map((segment) => segment.id)])]);
+    await this.update(job.name, { snapshotAt: snapshot.at });
+    const base =
+      job.base === undefined
+        ? undefined
+        : await readTenantBase(
+            join(this.root(), job.base),
+            (await readManifest(join(this.root(), job.base))).files,
+          );
+    const copy = IndexStore.open({ path: indexDir, readOnly: true });
+    let written: Awaited<ReturnType<typeof writeTenantBackup>>;
+    try {
+      written = await writeTenantBackup(
+        this.deps(),
+        job,
+        { copy, master: snapshot.key },
+        partial,
+        base,
+        (done) =>
+          this.update(job.name, {
+            segmentsDone: done.objects,
+            segmentsReused: done.linked,
+            bytesDone: done.bytes,
+          }),
+      );
+    } finally {
+      await copy.close();
+    }
+    await rm(indexDir, { recursive: true, force: true });
+    await this.update(job.name, {
+      segmentsTotal: written.counts.versions,
+      bytesTotal: written.files.reduce((sum, file) => sum + file.bytes, 0),
+    });
+    const manifest: BackupManifest = {
+      format: MANIFEST_FORMAT,
+      version: 1,
+      name: job.name,
+      base: job.base ?? null,
+      ...(job.tenant === undefined ? {} : { tenant: job.tenant }),
+      createdAt: new Date(context.now()).toISOString(),
+      snapshotAt: new Date(snapshot.at).toISOString(),
+      counts: written.counts,
+      files: written.files,
+    };
+    await this.finish(manifest, partial, ['objects']);
+    return written.counts;
   }
 
   /**
    * The index copy (made ready to restore) and the master key that opens it; taken again when
    * a master-key rotation came in between.
    */
-  private async snapshot(partial: string): Promise<{
+  private async snapshot(indexDir: string): Promise<{
     at: number;
     key: Buffer;
     segments: SegmentRecord[];
     counts: NonNullable<BackupRecord['counts']>;
   }> {
     const { context, paths } = this.options;
-    const indexDir = join(partial, 'index');
     for (let attempt = 1; ; attempt += 1) {
       await rm(indexDir, { recursive: true, force: true });
       await mkdir(indexDir, { mode: 0o700 });
@@ -433,11 +599,13 @@ function prepareCopy(copy: IndexStore): {
     }
     segments.push(value);
   }
-  const start = Buffer.from(BACKUP_PREFIX, 'utf8');
-  for (const { key } of [
-    ...copy.range(DB.meta, { start, end: Buffer.concat([start, Buffer.from([0xff])]) }),
-  ])
-    copy.remove(DB.meta, Buffer.from(key));
+  for (const prefix of [BACKUP_PREFIX, RESTORE_PREFIX]) {
+    const start = Buffer.from(prefix, 'utf8');
+    for (const { key } of [
+      ...copy.range(DB.meta, { start, end: Buffer.concat([start, Buffer.from([0xff])]) }),
+    ])
+      copy.remove(DB.meta, Buffer.from(key));
+  }
   const count = (db: (typeof DB)[keyof typeof DB]): number => {
     let total = 0;
     for (const _entry of copy.range(db, {})) total += 1;
@@ -489,6 +657,11 @@ export interface RestoreResult {
  */
 export async function restoreBackup(from: string, dataDir: string): Promise<RestoreResult> {
   const manifest = await readManifest(from);
+  if (manifest.tenant !== undefined)
+    throw Conflict(
+      `${from} is a backup of tenant ${manifest.tenant}: it is restored into a running store, ` +
+        'from the console (POST /admin/console/api/backups/{name}/restore)',
+    );
   const paths = dataDirPaths(dataDir);
   const existing = await readdir(paths.root).catch((error: unknown) => {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;

@@ -43,7 +43,8 @@ type TransactionalArgs<K extends keyof Transactional> = ArgsOf<Transactional[K]>
  */
 interface Grouped {
   putObjects: {
-    args: { items: TransactionalArgs<'putObject'>[] };
+    /** `packed`: the items in the compact encoding of put-group-codec.ts. */
+    args: { items: TransactionalArgs<'putObject'>[] } | { packed: Uint8Array };
     result: Array<{ r: Awaited<ReturnType<Transactional['putObject']>> } | { e: WireError }>;
   };
 }

@@ -9,7 +9,7 @@ import { checkChunkSetting } from './chunker.js';
 import { createServer, type Server, type Socket } from 'node:net';
 import { stat, unlink } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
-import { IndexStore, CommandBatch } from './index/store.js';
+import { IndexStore, CommandBatch, type Settled } from './index/store.js';
 import type { MultipartUploadRecord, ObjectVersionRecord } from './index/schema.js';
 import {
   dataDirPaths,
@@ -70,7 +70,8 @@ import { rotateMasterKey, settleMasterKeyRotation } from './master-key-rotation.
 import { ScrubScheduler, setScrubSchedule } from './scrub-schedule.js';
 import { Reencryptor } from './reencryption.js';
 import { BackupRunner } from './backup.js';
-import { startBackup } from './ops/backup.js';
+import { planRestore } from './tenant-backup.js';
+import { startBackup, startRestore } from './ops/backup.js';
 import { setReencryption } from './ops/reencryption.js';
 import * as lifecycle from './ops/lifecycle.js';
 import * as kmsKeys from './ops/kms-keys.js';
@@ -81,6 +82,7 @@ import { realClock, type Clock } from '../util/clock.js';
 import { EngineMetrics } from './metrics.js';
 import { RouterSlot, type LocalEngine, type RouterFactory } from './command-router.js';
 import { SpaceReserve, withRoom } from './space-reserve.js';
+import { decodePutGroup } from './put-group-codec.js';
 
 type Op = (context: EngineContext, args: never) => unknown;
 
@@ -231,6 +233,7 @@ export const operations = {
   setScrubSchedule,
   setReencryption,
   startBackup,
+  startRestore,
   putBucketLifecycle: lifecycle.putBucketLifecycle,
   deleteBucketLifecycle: lifecycle.deleteBucketLifecycle,
   setBucketLogging: accessLog.setBucketLogging,
@@ -252,6 +255,7 @@ export const readOperations = {
     context: EngineContext,
     args: { tenantNum?: number; limit?: number } | undefined,
   ) => Promise.resolve(corruptChunks.listCorruptChunks(context, args)),
+  planRestore,
 } satisfies Readonly<Record<string, ReadOp>>;
 const readTable: Readonly<Record<string, ReadOp>> = readOperations;
 
@@ -338,7 +342,13 @@ export async function startEngine(options: {
     pins,
     io,
   });
-  const backups = new BackupRunner({ context, paths, pins, log: componentLogger('engine.backup') });
+  const backups = new BackupRunner({
+    context,
+    paths,
+    pins,
+    io,
+    log: componentLogger('engine.backup'),
+  });
   const sockets = new Set<Socket>();
   const metrics = new EngineMetrics({ store, compaction: () => compactor.totals });
   syncer.onSync = (seconds) => metrics.fdatasync(seconds);
@@ -756,9 +766,21 @@ function submitCommand(
   caller: string | undefined,
   deadline: unknown,
 ): Promise<unknown> {
+  return executor.batch.submit(commandApply(executor, name, op, commandArgs, caller, deadline));
+}
+
+/** What the batch runs of one command: the deadline and caller checks, the op, its audit row. */
+function commandApply(
+  executor: Executor,
+  name: string,
+  op: Op,
+  commandArgs: unknown,
+  caller: string | undefined,
+  deadline: unknown,
+): () => unknown {
   const { context } = executor;
   const args = commandArgs as { audit?: audit.AuditInput } | undefined;
-  return executor.batch.submit(() => {
+  return () => {
     // Its caller has given up on it (protocol.ts): applied now, it would be a change nobody
     // is told of. Wall-clock time, as the caller's deadline is (an injected engine clock
     // may be anywhere).
@@ -768,11 +790,12 @@ function submitCommand(
     const value = op(context, commandArgs as never);
     if (args?.audit) audit.writeAudit(context, args.audit);
     return value;
-  });
+  };
 }
 
 /**
- * `putObjects` (`{items}`: `putObject` arguments): the small objects a gateway stored in one turn
+ * `putObjects` (`{items}`: `putObject` arguments, or `{packed}`: the same in the compact
+ * encoding of put-group-codec.ts): the small objects a gateway stored in one turn
  * (the ingest stream's), sent as one command. The segments they point at are synced once, then
  * every item is its own command in the same group commit: each is checked, committed with its
  * audit row, or refused on its own, exactly as if sent alone. Answers one `{r}` or `{e}` per
@@ -785,23 +808,30 @@ async function runPutGroup(
   /** Where the items' unexpected errors go, for the caller to crash on once it has answered. */
   failures: unknown[],
 ): Promise<Array<{ r: unknown } | { e: WireError }>> {
-  const items = (commandArgs as { items?: unknown } | undefined)?.items;
+  const items = groupItemsOf(commandArgs);
   if (!Array.isArray(items) || items.length === 0 || items.length > PUT_GROUP_ITEMS_MAX)
-    throw BadRequest(`${PUT_GROUP_COMMAND} takes {items}: 1 to ${PUT_GROUP_ITEMS_MAX} commands`);
-  const settle = (result: Promise<unknown>): Promise<{ r: unknown } | { e: WireError }> =>
-    result.then(
-      (value) => ({ r: value ?? null }),
-      (error: unknown) => {
-        if (!isLightwellError(error)) {
-          componentLogger('engine.commands').error({ err: error }, 'putObject failed');
-          failures.push(error);
-        }
-        return { e: toWire(error) };
-      },
+    throw BadRequest(
+      `${PUT_GROUP_COMMAND} takes {items} or {packed}: 1 to ${PUT_GROUP_ITEMS_MAX} commands`,
     );
+  const answerOf = (outcome: Settled): { r: unknown } | { e: WireError } => {
+    if (outcome.ok) return { r: outcome.value ?? null };
+    const error = outcome.error;
+    if (!isLightwellError(error)) {
+      componentLogger('engine.commands').error({ err: error }, 'putObject failed');
+      failures.push(error);
+    }
+    return { e: toWire(error) };
+  };
   const router = executor.router.current;
   if (router?.handles('putObject'))
-    return Promise.all(items.map((item) => settle(router.run('putObject', item))));
+    return Promise.all(
+      items.map((item) =>
+        router.run('putObject', item).then(
+          (value): Settled => ({ ok: true, value }),
+          (error: unknown): Settled => ({ ok: false, error }),
+        ),
+      ),
+    ).then((outcomes) => outcomes.map(answerOf));
   const op = operations['putObject'] as Op;
   const written = new Set<number>();
   for (const item of items as Array<{ chunks?: unknown } | undefined>) {
@@ -812,21 +842,22 @@ async function runPutGroup(
   }
   // The bytes the manifests point at become durable before the manifests do.
   if (written.size > 0) await executor.context.syncer?.sync([...written]);
-  return Promise.all(
+  // One submission for the group: each item is still its own command of the batch.
+  const outcomes = await executor.batch.submitEach(
     items.map((item: unknown) => {
       const caller = (item as { caller?: unknown } | undefined)?.caller;
-      return settle(
-        submitCommand(
-          executor,
-          'putObject',
-          op,
-          item,
-          typeof caller === 'string' ? caller : undefined,
-          deadline,
-        ),
-      );
+      const callerId = typeof caller === 'string' ? caller : undefined;
+      return commandApply(executor, 'putObject', op, item, callerId, deadline);
     }),
   );
+  return outcomes.map(answerOf);
+}
+
+/** A group's items: `{items}` as they are, `{packed}` decoded (put-group-codec.ts). */
+function groupItemsOf(commandArgs: unknown): unknown {
+  const args = commandArgs as { items?: unknown; packed?: unknown } | undefined;
+  if (args?.packed instanceof Uint8Array) return decodePutGroup(args.packed);
+  return args?.items;
 }
 
 async function closeServer(server: Server, sockets: Set<Socket>): Promise<void> {

@@ -202,10 +202,9 @@ export class EngineClient {
   }
 
   /**
-   * Sends a command without the map's types: for a name known only at run time (a command
-   * relayed from elsewhere), and for the admin API's `mutate`, which still builds its arguments
-   * as records (docs/architecture.md, "Engine commands"). The arguments and the result are the
-   * caller's to check.
+   * Sends a command without the map's types: only for a name known at run time (a command
+   * relayed from elsewhere; docs/architecture.md, "Engine commands are typed"). The arguments
+   * and the result are the caller's to check.
    */
   callUnchecked(op: string, args: unknown): Promise<unknown> {
     return this.send(op, args);

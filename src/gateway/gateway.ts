@@ -414,7 +414,9 @@ export async function startListener(options: {
       },
     }),
   );
-  const audit = new AuditSink(engine, componentLogger('gateway.audit'));
+  // One command of rows unanswered: a busy listener sends its read rows once a commit, not once
+  // a turn (http/audit.ts).
+  const audit = new AuditSink(engine, componentLogger('gateway.audit'), { sendsInFlightMax: 1 });
   // S3 bucket logging's deliverer: one per gateway process, on its first listener.
   const logDelivery =
     options.listener === 0

@@ -5,8 +5,8 @@
 // audit log before they arrive (this listener's thread may not have run since), so the sink is an
 // audit source of the engine (src/engine/audit-barrier.ts): an audit query first passes a
 // barrier (`settle`), for which the engine has every source send the rows it holds, and finds
-// the row of every request answered before it. At most 8 commands wait for answers; more rows
-// wait in a bounded buffer. Rows are never dropped for the engine being slow, down or short of
+// the row of every request answered before it. At most 8 commands wait for answers (a gateway's
+// listener: one, see `sendsInFlightMax`); more rows wait in a bounded buffer. Rows are never dropped for the engine being slow, down or short of
 // space: the rows of a command the engine could not be reached for, or answered 503 (a full
 // disk, a commit past its deadline, a restart), go back to the buffer and are retried every
 // 50 ms (a timer armed only while a send has failed: an idle listener wakes for nothing), until
@@ -78,7 +78,7 @@ export class AuditSink {
   private dropped = 0;
   /** How often the engine refused each row that is still waiting. */
   private readonly refusals = new WeakMap<AuditInput, number>();
-  /** Batches sent and not yet answered (at most SENDS_IN_FLIGHT_MAX). */
+  /** Batches sent and not yet answered (at most `sendsInFlightMax`). */
   private readonly sending = new Set<Promise<void>>();
   /** A flush is due (in the next turn of the event loop, or after `sendDelayMs`). */
   private scheduled = false;
@@ -88,19 +88,25 @@ export class AuditSink {
   private retryTimer: NodeJS.Timeout | undefined;
   private readonly retryIntervalMs: number;
   private readonly sendDelayMs: number;
+  private readonly sendsInFlightMax: number;
   private closed = false;
 
   /**
    * `sendDelayMs`: how long a recorded row waits for the rows after it before it is sent; 0 (the
    * default) sends the rows of one turn in the next. `retryIntervalMs`: how often the retry timer
-   * sends whatever waits (50 ms).
+   * sends whatever waits (50 ms). `sendsInFlightMax`: commands unanswered at most (8). With 1,
+   * the sink is clocked by the engine's commits: a row recorded while a command is unanswered
+   * goes with the rows of every turn until its answer, in one command. A busy listener then
+   * sends one command a commit instead of one a turn, and the engine reads, decodes and answers
+   * that many fewer frames, while a lone request's row still goes in the next turn.
    */
   constructor(
     private readonly engine: EngineClient,
     private readonly log: Logger,
-    options: { sendDelayMs?: number; retryIntervalMs?: number } = {},
+    options: { sendDelayMs?: number; retryIntervalMs?: number; sendsInFlightMax?: number } = {},
   ) {
     this.sendDelayMs = options.sendDelayMs ?? 0;
+    this.sendsInFlightMax = options.sendsInFlightMax ?? SENDS_IN_FLIGHT_MAX;
     this.retryIntervalMs = options.retryIntervalMs ?? RETRY_INTERVAL_MS;
     // A new connection (a restarted engine, or a lost link made again) does not know the sink.
     engine.onConnected(() => this.announce());
@@ -117,7 +123,7 @@ export class AuditSink {
 
   /**
    * The engine passes an audit barrier: every row held now goes out, also those waiting for a
-   * free send (SENDS_IN_FLIGHT_MAX), then the answer, on the same connection and so after them.
+   * free send (`sendsInFlightMax`), then the answer, on the same connection and so after them.
    * Rows recorded after the push are not waited for; nor is anything once a send has failed (the
    * engine does not wait for a lost connection, and gives up on a source after a second).
    */
@@ -199,12 +205,12 @@ export class AuditSink {
 
   /**
    * Sends buffered rows, in batches of at most BATCH_ROWS_MAX and with at most
-   * SENDS_IN_FLIGHT_MAX batches unanswered (the rest wait in the bounded buffer, also when the
+   * `sendsInFlightMax` batches unanswered (the rest wait in the bounded buffer, also when the
    * engine has stopped answering), and resolves once the batches sent are answered.
    */
   flush(): Promise<void> {
     const sent: Array<Promise<void>> = [];
-    while (this.buffer.length > 0 && this.sending.size < SENDS_IN_FLIGHT_MAX) {
+    while (this.buffer.length > 0 && this.sending.size < this.sendsInFlightMax) {
       const events = this.buffer.splice(0, BATCH_ROWS_MAX);
       const sending: Promise<void> = this.engine
         .call('appendAudit', { events })

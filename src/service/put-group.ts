@@ -1,6 +1,8 @@
 // The object commits of one turn of the event loop (an ingest stream's small objects, the PUTs
 // of many connections), sent to the engine as one `putObjects` command instead of a command
-// each: one frame to encode and decode, one answer, one sync of the segments they point into. Each object
+// each: one frame to encode and decode, one answer, one sync of the segments they point into.
+// The items travel in a compact fixed-layout encoding (engine/put-group-codec.ts), not as a
+// msgpack map each. Each object
 // still commits or fails on its own, with its own audit row, in the engine's group commit
 // (engine.ts `runPutGroup`), so a caller sees exactly what a `putObject` of its own would give.
 
@@ -8,6 +10,7 @@ import type { CommandArgs } from '../engine/commands.js';
 import type { EngineClient } from '../engine/protocol.js';
 import { FRAME_BYTES_MAX, PUT_GROUP_COMMAND, PUT_GROUP_ITEMS_MAX } from '../engine/protocol.js';
 import type { ObjectVersionRecord } from '../engine/index/schema.js';
+import { encodePutGroup } from '../engine/put-group-codec.js';
 import { fromWire, Internal } from '../util/errors.js';
 
 interface Waiting {
@@ -48,7 +51,8 @@ export class PutGroup {
     if (group.length === 0) return;
     this.waiting = [];
     this.bytes = 0;
-    this.engine.call(PUT_GROUP_COMMAND, { items: group.map((waiting) => waiting.args) }).then(
+    const packed = encodePutGroup(group.map((waiting) => waiting.args));
+    this.engine.call(PUT_GROUP_COMMAND, { packed }).then(
       (answers) => {
         group.forEach((waiting, index) => {
           const answer = answers[index];

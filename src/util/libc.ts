@@ -4,8 +4,8 @@
 // Node itself links and exports (for native addons), AES-256-GCM into buffers the caller owns;
 // and from Lightwell's own native library (native/, built with the machine's C compiler by
 // scripts/build-native.mjs), CRC-32C, buffer alignment, LZ4 compression that gives up early,
-// and one-call forms of the cached read, AES-256-GCM and HMAC-SHA256 for small records. The only
-// module that touches koffi.
+// one-call forms of the cached read, AES-256-GCM and HMAC-SHA256 for small records, and
+// sd_notify's datagram to the service manager. The only module of src/ that touches koffi.
 //
 // Every function here is optional: where libc cannot be reached (not Linux, koffi has no binary
 // for the platform, or a symbol is missing) `libc()` answers undefined, where Lightwell's library
@@ -208,6 +208,12 @@ export interface Native {
    * written, or -1 when the block is malformed or would not fit.
    */
   readonly lz4Decompress?: (block: Uint8Array, target: Uint8Array) => number;
+  /**
+   * Sends `message` as one datagram to the service manager's notification socket `socket` (a
+   * path, or an abstract name written with a leading '@'), from this process, without blocking
+   * (native/notify.c): answers 0, or the error number (EAGAIN when the manager's queue is full).
+   */
+  readonly notify?: (socket: string, message: string) => number;
 }
 
 /** Where scripts/build-native.mjs puts the library: dist/native/, beside dist/src/. */
@@ -257,6 +263,28 @@ export function loadNative(
     ...bindOneCallRead(library),
     ...bindOneCallCrypto(library),
     ...bindLz4(library),
+    ...bindNotify(library),
+  };
+}
+
+/** `Native.notify`. */
+function bindNotify(library: Library): Pick<Native, 'notify'> {
+  type Call = (name: Buffer, nameLength: number, message: Buffer, length: number) => number;
+  let send: Call;
+  try {
+    send = library.func(
+      'int32_t lw_notify(const char *name, size_t nameLength, const uint8_t *message, ' +
+        'size_t length)',
+    ) as Call;
+  } catch {
+    return {}; // a library built before lw_notify
+  }
+  return {
+    notify(socket, message) {
+      const name = Buffer.from(socket, 'utf8');
+      const bytes = Buffer.from(message, 'utf8');
+      return -send(name, name.length, bytes, bytes.length);
+    },
   };
 }
 

@@ -87,3 +87,30 @@ export async function unreadable(dataDir: string, written: readonly Written[]) {
   }
   return problems;
 }
+
+export interface Restore {
+  id: string;
+  backup: string;
+  tenantId: string;
+  state: string;
+  objectsTotal: number;
+  objectsDone: number;
+  objectsSkipped: number;
+  bucketsCreated: number;
+  error: string | null;
+}
+
+/** Polls until the restore `id` is complete or failed; a time-out says what it saw last. */
+export async function waitForRestore(call: ConsoleCall, token: string, id: string) {
+  const deadline = Date.now() + WAIT_MS;
+  for (;;) {
+    const answer = await call('GET', '/restores', token);
+    const found = (answer.json as { restores: Restore[] }).restores.find((r) => r.id === id);
+    if (found && (found.state === 'complete' || found.state === 'failed')) return found;
+    if (Date.now() > deadline)
+      throw new Error(
+        `waited ${WAIT_MS / 1000} s for restore ${id}; last: ${JSON.stringify(found)}`,
+      );
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}

@@ -39,10 +39,12 @@ t.test('the console API on the admin gates', async (t) => {
   const paths = Object.keys((doc.json as { paths: Record<string, unknown> }).paths);
   t.same(paths.sort(), [
     '/backups',
+    '/backups/{name}/restore',
     '/keys',
     '/master-key/rotate',
     '/openapi.json',
     '/placement',
+    '/restores',
     '/scrub-schedules',
     '/scrub-schedules/{target}',
     '/scrubs',

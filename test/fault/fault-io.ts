@@ -25,7 +25,12 @@
 // `statfs` answers the figures (what the space reserve and compaction read). The index is a real
 // LMDB environment elsewhere; `indexFaults` is its commit seam (src/engine/index/store.ts): a
 // commit fails with ENOSPC while the disk has less than INDEX_COMMIT_BYTES free (LMDB needs
-// fresh pages to commit), and with ENOSPC or EIO by probability. `indexRoomNeeded` off models
+// fresh pages to commit), and with ENOSPC or EIO by probability. A commit is LMDB's, not a
+// child transaction's: lmdb-js runs the callbacks of the child transactions it groups into one
+// write batch together, in one stretch of the event loop, then commits them at once, and a
+// failed commit fails them all. So the seam decides once per stretch (`indexCommit`, forgotten at the next microtask)
+// and answers that decision to every child transaction in it; `indexCommits` keeps each
+// decision, with the child transactions and the callers (`IndexCommit.callers`) that ran in it. `indexRoomNeeded` off models
 // an index whose commits reuse pages freed inside its own file (after a restart, when no reader
 // holds an old snapshot), which need no room on the disk. Every damage to bytes a caller was told were written is
 // recorded (`damaged`), so a checker can tell a loud failure it must accept from a lost write.
@@ -50,6 +55,18 @@ export interface FaultProbabilities {
   /** An index commit fails with ENOSPC, or with EIO (nothing of it applies). */
   indexEnospc: number;
   indexEio: number;
+}
+
+/** One LMDB commit as the seam decided it (see the header). */
+export interface IndexCommit {
+  /** 1 for the first commit the seam decided. */
+  readonly id: number;
+  /** The error every child transaction of the commit meets; undefined: it commits. */
+  readonly fault: string | undefined;
+  /** Child transactions that asked the seam. */
+  children: number;
+  /** Callers whose command ran in the commit (counted by the checker, see `indexCommit`). */
+  callers: number;
 }
 
 /** Free bytes an index commit needs on a disk with a capacity (see the header). */
@@ -140,25 +157,54 @@ export class FaultDisk {
   /** Whether an index commit needs INDEX_COMMIT_BYTES free on the disk (see the header). */
   indexRoomNeeded = true;
 
+  /** Every index commit the seam decided, in order (see the header). */
+  readonly indexCommits: IndexCommit[] = [];
+  private runningCommit: IndexCommit | undefined;
+
   /** The commit seam of the index (see the header). */
   indexFaults(): IndexFaults {
     return {
       commit: () => {
-        if (this.indexRoomNeeded && this.free() < INDEX_COMMIT_BYTES) {
-          this.note(`index commit: ENOSPC, ${this.free()} bytes free`);
-          return errno('ENOSPC', 'index commit');
-        }
-        if (this.prng.chance(this.faults.indexEnospc)) {
-          this.note('index commit: ENOSPC');
-          return errno('ENOSPC', 'index commit');
-        }
-        if (this.prng.chance(this.faults.indexEio)) {
-          this.note('index commit: EIO');
-          return errno('EIO', 'index commit');
-        }
-        return undefined;
+        const commit = this.indexCommit();
+        commit.children += 1;
+        return commit.fault === undefined ? undefined : errno(commit.fault, 'index commit');
       },
     };
+  }
+
+  /**
+   * The LMDB commit whose child transactions run in this stretch of the event loop, decided on
+   * the first call in the stretch: a command's callback calls this to learn which commit it is
+   * part of.
+   */
+  indexCommit(): IndexCommit {
+    if (this.runningCommit) return this.runningCommit;
+    const commit: IndexCommit = {
+      id: this.indexCommits.length + 1,
+      fault: this.indexFault(),
+      children: 0,
+      callers: 0,
+    };
+    this.indexCommits.push(commit);
+    this.runningCommit = commit;
+    queueMicrotask(() => (this.runningCommit = undefined));
+    return commit;
+  }
+
+  private indexFault(): string | undefined {
+    if (this.indexRoomNeeded && this.free() < INDEX_COMMIT_BYTES) {
+      this.note(`index commit: ENOSPC, ${this.free()} bytes free`);
+      return 'ENOSPC';
+    }
+    if (this.prng.chance(this.faults.indexEnospc)) {
+      this.note('index commit: ENOSPC');
+      return 'ENOSPC';
+    }
+    if (this.prng.chance(this.faults.indexEio)) {
+      this.note('index commit: EIO');
+      return 'EIO';
+    }
+    return undefined;
   }
 
   /** Fails with ENOSPC, changing nothing, when growing `inode` to `size` needs more room. */

@@ -11,10 +11,13 @@
 //   its live chunks, every live chunk lies inside a segment that exists, and every segment file
 //   is known to the index or quarantined.
 // Reads during the workload, with faults on, answer the right bytes or fail: never wrong ones.
-// Index commits fail too (ENOSPC and EIO at the index's commit seam): a failed commit
-// acknowledges nothing, so the model counts an object as written (or deleted) only once its
-// commit resolved, and the index itself holds each object's manifest (a `meta` row per name,
-// written in the commit) so that a rolled-back commit leaves no trace in either.
+// Index commits fail too (ENOSPC and EIO at the index's commit seam), as LMDB's do: the whole
+// write batch, every child transaction grouped into the commit. A failed commit acknowledges
+// nothing: every caller whose command last ran in it is answered with an error (checked for
+// each command against the commit it ran in), so the model counts an object as written (or
+// deleted) only once its commit resolved, and the index itself holds each object's manifest (a
+// `meta` row per name, written in the commit) so that a rolled-back commit leaves no trace in
+// either.
 // About a third of the seeds run on a small disk (a capacity, `storage.space_reserve` 64 KiB):
 // it fills during the workload, and at the end such a seed fills it on purpose with faults off
 // and checks the answer to a full disk: a put is refused with `disk_full` (503 to clients), the
@@ -80,7 +83,13 @@ import { toProblem } from '../../src/http/error-answer.js';
 import { loadSettings, type Settings } from '../../src/util/config.js';
 import { ManualClock } from '../../src/util/clock.js';
 import type { Io } from '../../src/util/io.js';
-import { FaultDisk, NO_FAULTS, Prng, type FaultProbabilities } from './fault-io.js';
+import {
+  FaultDisk,
+  NO_FAULTS,
+  Prng,
+  type FaultProbabilities,
+  type IndexCommit,
+} from './fault-io.js';
 
 /** What the seeds did in all, so that a run that checked nothing cannot pass. */
 const totals = {
@@ -91,6 +100,10 @@ const totals = {
   indexFaults: 0,
   fullDisks: 0,
   resumed: 0,
+  /** Failed index commits that held more than one child transaction (LMDB's whole batch). */
+  batchCommitFaults: 0,
+  /** Callers answered with an error because the commit their command ran in failed. */
+  callersOfFailedCommits: 0,
 };
 
 const TENANT = 't1';
@@ -138,6 +151,8 @@ class Simulation {
   readonly store: IndexStore;
   private life!: Life;
   private nextName = 0;
+  /** Callers acknowledged although their command last ran in a failed commit. */
+  private readonly wrongAcks: string[] = [];
 
   private constructor(
     readonly seed: number,
@@ -382,21 +397,17 @@ class Simulation {
     }
     for (const chunk of chunks) this.payloads.set(chunk.id.toString('hex'), chunk.payload);
     const { store } = this;
-    try {
-      await life.batch.submit(() => {
-        alive(life);
-        const usage = store.get<UsageRecord>(DB.usage, tenantKey(TENANT)) ?? emptyUsage(TENANT);
-        addChunkRefs(this.context, TENANT_NUM, manifest, usage);
-        const before = store.get<{ chunks: Buffer }>(DB.meta, objectRow(name));
-        if (before) releaseChunkRefs(this.context, TENANT_NUM, before.chunks, usage);
-        store.put(DB.meta, objectRow(name), { chunks: packRefs(object) });
-        store.put(DB.usage, tenantKey(TENANT), usage);
-      });
-    } catch (error) {
-      // Refused (chunk_gone, a failed index commit, or the process is dead): not committed.
-      if (isIndexFault(error)) totals.indexFaults += 1;
-      return error;
-    }
+    const refused = await this.submit(life, `put ${name}`, () => {
+      alive(life);
+      const usage = store.get<UsageRecord>(DB.usage, tenantKey(TENANT)) ?? emptyUsage(TENANT);
+      addChunkRefs(this.context, TENANT_NUM, manifest, usage);
+      const before = store.get<{ chunks: Buffer }>(DB.meta, objectRow(name));
+      if (before) releaseChunkRefs(this.context, TENANT_NUM, before.chunks, usage);
+      store.put(DB.meta, objectRow(name), { chunks: packRefs(object) });
+      store.put(DB.usage, tenantKey(TENANT), usage);
+    });
+    // Refused (chunk_gone, a failed index commit, or the process is dead): not committed.
+    if (refused !== undefined) return refused;
     this.acked.set(name, object);
     totals.commits += 1;
     return undefined;
@@ -410,22 +421,46 @@ class Simulation {
     if (chosen === undefined) return undefined;
     const { store } = this;
     const life = this.life;
+    const refused = await this.submit(life, `delete ${chosen}`, () => {
+      alive(life);
+      const object = store.get<{ chunks: Buffer }>(DB.meta, objectRow(chosen));
+      if (!object) return;
+      const usage = store.get<UsageRecord>(DB.usage, tenantKey(TENANT)) ?? emptyUsage(TENANT);
+      releaseChunkRefs(this.context, TENANT_NUM, object.chunks, usage);
+      store.put(DB.usage, tenantKey(TENANT), usage);
+      store.remove(DB.meta, objectRow(chosen));
+    });
+    if (refused !== undefined) return refused;
+    this.acked.delete(chosen);
+    return undefined;
+  }
+
+  /**
+   * A command through the engine's group commit; answers its error, or undefined once it is
+   * acknowledged. The command notes the LMDB commit each run of it is part of (a group that
+   * found the disk full runs again once room is made; one whose command threw after writing
+   * runs each command again on its own): a caller acknowledged although its last run was in a
+   * failed commit is a broken promise, reported by the next check.
+   */
+  private async submit(life: Life, what: string, apply: () => void): Promise<unknown> {
+    let ranIn: IndexCommit | undefined;
+    let refused: unknown;
     try {
       await life.batch.submit(() => {
-        alive(life);
-        const object = store.get<{ chunks: Buffer }>(DB.meta, objectRow(chosen));
-        if (!object) return;
-        const usage = store.get<UsageRecord>(DB.usage, tenantKey(TENANT)) ?? emptyUsage(TENANT);
-        releaseChunkRefs(this.context, TENANT_NUM, object.chunks, usage);
-        store.put(DB.usage, tenantKey(TENANT), usage);
-        store.remove(DB.meta, objectRow(chosen));
+        ranIn = this.disk.indexCommit();
+        ranIn.callers += 1;
+        apply();
       });
     } catch (error) {
       if (isIndexFault(error)) totals.indexFaults += 1;
-      return error;
+      refused = error ?? new Error('refused without an error');
     }
-    this.acked.delete(chosen);
-    return undefined;
+    if (ranIn?.fault !== undefined) {
+      if (refused === undefined)
+        this.wrongAcks.push(`${what}: acknowledged, but index commit ${ranIn.id} failed`);
+      else totals.callersOfFailedCommits += 1;
+    }
+    return refused;
   }
 
   /** Reads acknowledged objects with faults on: the right bytes, or an error. */
@@ -508,6 +543,7 @@ class Simulation {
   }
 
   private async check(): Promise<void> {
+    if (this.wrongAcks.length > 0) throw new Error(this.wrongAcks.join('; '));
     const { store } = this;
     store.refresh();
     // Every acknowledged object reads back (or, over bytes the disk corrupted, fails loudly).
@@ -645,6 +681,9 @@ async function runSeed(seed: number): Promise<string | undefined> {
   try {
     await simulation.run();
     totals.faults += simulation.disk.log.length;
+    totals.batchCommitFaults += simulation.disk.indexCommits.filter(
+      (commit) => commit.fault !== undefined && commit.children > 1,
+    ).length;
     return undefined;
   } catch (error) {
     const faults = simulation.disk.log
@@ -697,6 +736,8 @@ t.test('the seeds did what they are meant to', (t) => {
   if (seeds.length >= 20) {
     t.ok(totals.faults > 0, 'faults were injected');
     t.ok(totals.indexFaults > 0, 'index commits failed');
+    t.ok(totals.batchCommitFaults > 0, 'failed index commits held several child transactions');
+    t.ok(totals.callersOfFailedCommits > 0, 'and their callers were answered with errors');
     t.ok(totals.fullDisks > 0, 'disks filled');
     t.equal(totals.resumed, totals.fullDisks, 'and writes resumed on each');
   }

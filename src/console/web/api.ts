@@ -206,6 +206,8 @@ export interface BackupJob {
   name: string;
   state: 'queued' | 'running' | 'complete' | 'failed';
   base: string | null;
+  /** A tenant's backup (segments* count its objects); null: the whole store. */
+  tenant: string | null;
   queuedAt: string;
   startedAt: string | null;
   finishedAt: string | null;
@@ -216,6 +218,22 @@ export interface BackupJob {
   bytesTotal: number;
   bytesDone: number;
   counts: { tenants: number; buckets: number; versions: number; chunks: number } | null;
+  error: string | null;
+}
+export interface RestoreJob {
+  id: string;
+  backup: string;
+  tenantId: string;
+  state: 'queued' | 'running' | 'complete' | 'failed';
+  queuedAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+  objectsTotal: number;
+  objectsDone: number;
+  objectsSkipped: number;
+  bytesTotal: number;
+  bytesDone: number;
+  bucketsCreated: number;
   error: string | null;
 }
 export interface Reencryption {

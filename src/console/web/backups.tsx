@@ -1,13 +1,24 @@
-// Backups: the whole store's backups with their progress (polled while one runs), and for an
-// owner token without a tenant scope a form to start one (previewed as a dry run first), over
-// an earlier backup as its base when wanted. A restore is offline: the page shows the command.
-// A tenant-scoped token has no access to backups (a backup holds every tenant).
+// Backups: the backups of the whole store and of single tenants with their progress (polled
+// while one runs), and for an owner token without a tenant scope a form to start one (previewed
+// as a dry run first), over an earlier backup as its base when wanted. A tenant's backup is
+// restored into a tenant of the running store from here (planned first, then watched); a
+// whole-store backup is restored offline, and the page shows the command. A tenant-scoped token
+// has no access to backups.
 
 import type { JSX } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { CONSOLE, allows, type BackupJob } from './api.js';
+import { CONSOLE, allows, type BackupJob, type RestoreJob } from './api.js';
 import type { Context } from './main.js';
-import { ErrorBox, Field, Section, StateBadge, formatBytes, formatTime, useLoad } from './ui.js';
+import {
+  ErrorBox,
+  Field,
+  Section,
+  Select,
+  StateBadge,
+  formatBytes,
+  formatTime,
+  useLoad,
+} from './ui.js';
 import { PlannedAction } from './planned.js';
 
 const POLL_MS = 1_000;
@@ -15,10 +26,12 @@ const POLL_MS = 1_000;
 function StartBackup(props: { context: Context; onDone: (name: string) => void }) {
   const [name, setName] = useState('');
   const [base, setBase] = useState('');
+  const [tenant, setTenant] = useState('');
   const [reason, setReason] = useState('');
   const body = (): Record<string, string> => ({
     name: name.trim(),
     ...(base.trim() === '' ? {} : { base: base.trim() }),
+    ...(tenant.trim() === '' ? {} : { tenantId: tenant.trim() }),
     ...(reason.trim() === '' ? {} : { reason: reason.trim() }),
   });
   return (
@@ -37,13 +50,112 @@ function StartBackup(props: { context: Context; onDone: (name: string) => void }
         hint="a-z, 0-9, '.', '_' and '-': the directory under backup.directory"
       />
       <Field
+        label="Tenant (optional)"
+        value={tenant}
+        onInput={setTenant}
+        hint="back up this tenant's objects only; empty: the whole store"
+      />
+      <Field
         label="Base backup (optional)"
         value={base}
         onInput={setBase}
-        hint="a complete backup whose sealed segments are linked instead of copied"
+        hint="a complete backup of the same kind: what it holds unchanged is linked, not copied"
       />
       <Field label="Reason (optional)" value={reason} onInput={setReason} />
     </PlannedAction>
+  );
+}
+
+function RestoreBackup(props: {
+  context: Context;
+  backups: readonly BackupJob[];
+  onDone: (text: string) => void;
+}) {
+  const choices = props.backups.filter((job) => job.tenant !== null && job.state === 'complete');
+  const [backup, setBackup] = useState('');
+  const [tenant, setTenant] = useState('');
+  const [reason, setReason] = useState('');
+  const chosen = backup === '' ? choices[0]?.name : backup;
+  if (chosen === undefined) return <p>No complete tenant backup to restore yet.</p>;
+  const body = (): Record<string, string> => ({
+    tenantId: tenant.trim(),
+    ...(reason.trim() === '' ? {} : { reason: reason.trim() }),
+  });
+  return (
+    <PlannedAction
+      label="Restore backup"
+      ready={tenant.trim() !== ''}
+      run={(dryRun) =>
+        props.context.api.call(
+          'POST',
+          `${CONSOLE}/backups/${encodeURIComponent(chosen)}/restore${dryRun ? '?dryRun=true' : ''}`,
+          body(),
+        )
+      }
+      onDone={() => props.onDone(`Restore of ${chosen} into ${tenant.trim()} queued.`)}
+    >
+      <Select
+        label="Tenant backup"
+        value={chosen}
+        options={choices.map((job) => [job.name, `${job.name} (tenant ${job.tenant ?? ''})`])}
+        onChange={setBackup}
+      />
+      <Field
+        label="Into tenant"
+        value={tenant}
+        onInput={setTenant}
+        hint="an active tenant: the one backed up, or another (create it on the Tenants page)"
+      />
+      <Field label="Reason (optional)" value={reason} onInput={setReason} />
+    </PlannedAction>
+  );
+}
+
+function RestoresTable(props: { restores: readonly RestoreJob[] }): JSX.Element {
+  return (
+    <table aria-label="Restores">
+      <thead>
+        <tr>
+          <th scope="col">Backup</th>
+          <th scope="col">Into tenant</th>
+          <th scope="col">State</th>
+          <th scope="col">Progress</th>
+          <th scope="col" class="num">
+            Objects written (in place)
+          </th>
+          <th scope="col" class="num">
+            Buckets made
+          </th>
+          <th scope="col">Finished</th>
+        </tr>
+      </thead>
+      <tbody>
+        {props.restores.map((job) => (
+          <tr key={job.id}>
+            <td>{job.backup}</td>
+            <td>{job.tenantId}</td>
+            <td>
+              <StateBadge state={job.state} />
+              {job.error !== null && <span> {job.error}</span>}
+            </td>
+            <td>
+              <progress
+                max={1}
+                value={
+                  job.objectsTotal === 0
+                    ? Number(job.state === 'complete')
+                    : (job.objectsDone + job.objectsSkipped) / job.objectsTotal
+                }
+                aria-label={`Progress of the restore of ${job.backup}`}
+              />
+            </td>
+            <td class="num">{`${String(job.objectsDone)} of ${String(job.objectsTotal)} (${String(job.objectsSkipped)})`}</td>
+            <td class="num">{String(job.bucketsCreated)}</td>
+            <td>{formatTime(job.finishedAt ?? undefined)}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
   );
 }
 
@@ -59,15 +171,25 @@ export function BackupsPage(props: { context: Context }): JSX.Element {
     () => context.api.get<{ backups: BackupJob[] }>(`${CONSOLE}/backups`),
     [context],
   );
+  const restoreList = useLoad(
+    () => context.api.get<{ restores: RestoreJob[] }>(`${CONSOLE}/restores`),
+    [context],
+  );
   const [done, setDone] = useState<string | undefined>(undefined);
   const backups = list.data?.backups ?? [];
-  const active = backups.some((job) => job.state === 'queued' || job.state === 'running');
+  const restores = restoreList.data?.restores ?? [];
+  const busy = (job: { state: string }) => job.state === 'queued' || job.state === 'running';
+  const active = backups.some(busy) || restores.some(busy);
   const { reload } = list;
+  const reloadRestores = restoreList.reload;
   useEffect(() => {
     if (!active) return undefined;
-    const timer = setInterval(reload, POLL_MS);
+    const timer = setInterval(() => {
+      reload();
+      reloadRestores();
+    }, POLL_MS);
     return () => clearInterval(timer);
-  }, [active, reload]);
+  }, [active, reload, reloadRestores]);
   const owner = allows(session, 'owner') && session.tenant === null;
   return (
     <>
@@ -84,7 +206,8 @@ export function BackupsPage(props: { context: Context }): JSX.Element {
             A backup copies the whole store as of one moment: a snapshot of the index, the master
             key and every segment, each file with its SHA-256 in the manifest. It runs in the
             background while the store serves. It holds the master key, so it opens every object:
-            keep it as safe as the key file.
+            keep it as safe as the key file. A tenant's backup holds that tenant's objects (their
+            current versions, in clear, with their checksums) as of one moment, and no key.
           </p>
           <StartBackup
             context={context}
@@ -102,11 +225,12 @@ export function BackupsPage(props: { context: Context }): JSX.Element {
             <thead>
               <tr>
                 <th scope="col">Name</th>
+                <th scope="col">Of</th>
                 <th scope="col">State</th>
                 <th scope="col">Progress</th>
                 <th scope="col">Snapshot</th>
                 <th scope="col" class="num">
-                  Segments (linked)
+                  Segments or objects (linked)
                 </th>
                 <th scope="col" class="num">
                   Copied
@@ -121,6 +245,7 @@ export function BackupsPage(props: { context: Context }): JSX.Element {
                     {job.name}
                     {job.base === null ? '' : ` (over ${job.base})`}
                   </td>
+                  <td>{job.tenant ?? 'whole store'}</td>
                   <td>
                     <StateBadge state={job.state} />
                     {job.error !== null && <span> {job.error}</span>}
@@ -147,10 +272,31 @@ export function BackupsPage(props: { context: Context }): JSX.Element {
           </table>
         )}
       </Section>
-      <Section title="Restore">
+      <Section title="Restore a tenant">
         <p>
-          A backup is restored offline, into an empty data directory, and then served from it. Each
-          file is checked against the manifest first; a damaged backup restores nothing.
+          A tenant's backup is restored into a tenant of the running store: the one backed up, or
+          another. Buckets it lacks are made (a bucket name another tenant holds stops it), and each
+          object is written again and checked against the backup's SHA-256; objects already in place
+          are left as they are, so a restore cut short is simply run again.
+        </p>
+        <ErrorBox error={restoreList.error} />
+        {owner && (
+          <RestoreBackup
+            context={context}
+            backups={backups}
+            onDone={(text) => {
+              setDone(text);
+              reloadRestores();
+            }}
+          />
+        )}
+        {restores.length > 0 && <RestoresTable restores={restores} />}
+      </Section>
+      <Section title="Restore the whole store">
+        <p>
+          A backup of the whole store is restored offline, into an empty data directory, and then
+          served from it. Each file is checked against the manifest first; a damaged backup restores
+          nothing.
         </p>
         <pre>
           <code>

@@ -62,7 +62,7 @@ export function ErrorBox(props: { error: unknown }): JSX.Element | null {
         {problem.blockers && problem.blockers.length > 0 && (
           <ul>
             {problem.blockers.map((blocker) => (
-              <li key={blocker.code}>{blocker.message}</li>
+              <li key={`${blocker.code}:${blocker.message}`}>{blocker.message}</li>
             ))}
           </ul>
         )}
@@ -189,7 +189,9 @@ export function StateBadge(props: { state: string }): JSX.Element {
 
 const COUNT_LABELS: Readonly<Record<string, string>> = {
   buckets: 'Buckets',
+  bucketsToCreate: 'Buckets to create',
   objects: 'Objects',
+  skipped: 'Objects not in the backup (SSE-C)',
   versions: 'Versions',
   deleteMarkers: 'Delete markers',
   legalHeldVersions: 'Versions under legal hold',
@@ -233,7 +235,7 @@ export function PlanView(props: { plan: Plan }): JSX.Element {
       {plan.blockers.length > 0 && (
         <ul class="blockers">
           {plan.blockers.map((blocker) => (
-            <li key={blocker.code}>{blocker.message}</li>
+            <li key={`${blocker.code}:${blocker.message}`}>{blocker.message}</li>
           ))}
         </ul>
       )}

@@ -33,9 +33,12 @@
 // commits its group once more when the space reserve gave room back (space-reserve.ts).
 //
 // `faults` is a seam for the storage simulation (test/fault/simulation.test.ts): asked once per
-// commit, after the commit's writes, an error it answers fails that commit as LMDB's own
-// failure would (the child transaction is rolled back, nothing of it applies) and takes the same
-// path to the caller (`failed`). Production passes none: one optional call per commit.
+// child transaction, after its callback ran (returned, aborted or threw), an error it answers
+// fails that child transaction as LMDB's own failed commit would (rolled back, nothing of it
+// applies, and its caller gets the commit's error, whatever its callback did) and takes the same
+// path to the caller (`failed`). LMDB fails a whole write batch, every child transaction grouped
+// into the commit: the seam answers the same for all of them. Production passes none: one
+// optional call per child transaction.
 //
 // Options that fix the on-disk format are passed explicitly here and documented in
 // docs/on-disk-format.md: binary keys, binary values (our own versioned msgpack records), no
@@ -164,11 +167,29 @@ function absorbCommitRejections(): void {
   });
 }
 /**
- * Faults injected into commits (see the header): `commit` answers the system error a commit
- * meets (ENOSPC, EIO), or undefined to let it commit.
+ * Faults injected into commits (see the header): `commit` answers the system error the LMDB
+ * commit that the running child transaction is part of meets (ENOSPC, EIO), or undefined to let
+ * it commit; the same for every child transaction of one commit.
  */
 export interface IndexFaults {
   commit(): NodeJS.ErrnoException | undefined;
+}
+
+/**
+ * `apply`, then the commit's fault, which wins over what `apply` did: the caller of a child
+ * transaction in a failed commit gets the commit's error, also when its callback threw or
+ * aborted.
+ */
+function withCommitFault<T>(faults: IndexFaults, apply: () => T): T {
+  let result: T;
+  try {
+    result = apply();
+  } catch (error) {
+    throw faults.commit() ?? error;
+  }
+  const fault = faults.commit();
+  if (fault) throw fault;
+  return result;
 }
 
 /** The lowest key (LMDB keys are never empty). */
@@ -495,14 +516,7 @@ export class IndexStore {
 
   transact<T>(apply: () => T): Promise<T> {
     const faults = this.faults;
-    const run = faults
-      ? (): T => {
-          const result = apply();
-          const fault = faults.commit();
-          if (fault) throw fault;
-          return result;
-        }
-      : apply;
+    const run = faults ? (): T => withCommitFault(faults, apply) : apply;
     return this.root.childTransaction(run).catch((error: unknown) => this.failed(error));
   }
 
@@ -545,32 +559,30 @@ export class IndexStore {
    * written: the caller then runs each command in its own transaction.
    */
   transactAll(applies: () => ReadonlyArray<() => unknown>): Promise<Settled[] | undefined> {
-    return this.root
-      .childTransaction(() => {
-        this.batchRecords = new Map();
-        try {
-          const settled: Settled[] = [];
-          for (const apply of applies()) {
-            const before = this.writes;
-            try {
-              settled.push({ ok: true, value: apply() });
-            } catch (error) {
-              if (this.writes !== before) return ABORT;
-              settled.push({ ok: false, error });
-            }
+    const run = (): Settled[] | typeof ABORT => {
+      this.batchRecords = new Map();
+      try {
+        const settled: Settled[] = [];
+        for (const apply of applies()) {
+          const before = this.writes;
+          try {
+            settled.push({ ok: true, value: apply() });
+          } catch (error) {
+            if (this.writes !== before) return ABORT;
+            settled.push({ ok: false, error });
           }
-          this.flushBatchRecords();
-          const fault = this.faults?.commit();
-          if (fault) throw fault;
-          return settled;
-        } finally {
-          this.batchRecords = undefined;
         }
-      })
-      .then(
-        (result) => (result === ABORT ? undefined : (result as Settled[])),
-        (error: unknown) => this.failed(error),
-      );
+        this.flushBatchRecords();
+        return settled;
+      } finally {
+        this.batchRecords = undefined;
+      }
+    };
+    const faults = this.faults;
+    return this.root.childTransaction(faults ? () => withCommitFault(faults, run) : run).then(
+      (result) => (result === ABORT ? undefined : (result as Settled[])),
+      (error: unknown) => this.failed(error),
+    );
   }
 
   /**
@@ -634,15 +646,42 @@ export class CommandBatch {
 
   submit<T>(apply: () => T): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      const command = { apply, resolve: resolve as (value: unknown) => void, reject };
-      if (this.open) {
-        this.open.push(command);
-        return;
-      }
-      const batch = [command];
-      this.open = batch;
-      void this.run(batch);
+      const done: Done = {
+        settle: (_index, outcome) =>
+          // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- as thrown
+          outcome.ok ? resolve(outcome.value as T) : reject(outcome.error),
+      };
+      this.enqueue([{ apply, done, index: 0 }]);
     });
+  }
+
+  /**
+   * Adds several commands at once, in order: each commits or fails on its own exactly as if
+   * `submit`ted alone, and the one promise answers every outcome, in order, once all settled
+   * (a group of many small commands: no promise and no callbacks per command).
+   */
+  submitEach(applies: ReadonlyArray<() => unknown>): Promise<Settled[]> {
+    if (applies.length === 0) return Promise.resolve([]);
+    return new Promise<Settled[]>((resolve) => {
+      const outcomes = new Array<Settled>(applies.length);
+      let left = applies.length;
+      const done: Done = {
+        settle: (index, outcome) => {
+          outcomes[index] = outcome;
+          if (--left === 0) resolve(outcomes);
+        },
+      };
+      this.enqueue(applies.map((apply, index) => ({ apply, done, index })));
+    });
+  }
+
+  private enqueue(commands: PendingCommand[]): void {
+    if (this.open) {
+      for (const command of commands) this.open.push(command);
+      return;
+    }
+    this.open = commands;
+    void this.run(commands);
   }
 
   private async run(batch: PendingCommand[], again = false): Promise<void> {
@@ -661,25 +700,33 @@ export class CommandBatch {
         (await this.makeRoom?.().catch(() => false))
       )
         return this.run(batch, true);
-      for (const command of batch) command.reject(error);
+      for (const command of batch) command.done.settle(command.index, { ok: false, error });
       return;
     }
     if (settled === undefined) {
       for (const command of batch)
-        this.store.transact(command.apply).then(command.resolve, command.reject);
+        this.store.transact(command.apply).then(
+          (value) => command.done.settle(command.index, { ok: true, value }),
+          (error: unknown) => command.done.settle(command.index, { ok: false, error }),
+        );
       return;
     }
     this.committed?.(batch.length, (performance.now() - opened) / 1000);
     settled.forEach((outcome, index) => {
       const command = batch[index] as PendingCommand;
-      if (outcome.ok) command.resolve(outcome.value);
-      else command.reject(outcome.error);
+      command.done.settle(command.index, outcome);
     });
   }
 }
 
+/** Where commands' outcomes go: one `submit`'s promise, or the slots of one `submitEach`. */
+interface Done {
+  settle(index: number, outcome: Settled): void;
+}
+
 interface PendingCommand {
   readonly apply: () => unknown;
-  readonly resolve: (value: unknown) => void;
-  readonly reject: (error: unknown) => void;
+  readonly done: Done;
+  /** Its slot in `done`. */
+  readonly index: number;
 }

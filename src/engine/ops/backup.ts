@@ -1,10 +1,12 @@
-// Backups in the index: the job row of each backup and the command that queues one. The work is
-// src/engine/backup.ts, whose header states the invariants and the backup's layout.
+// Backups in the index: the job row of each backup (of the whole store or of one tenant) and of
+// each restore of a tenant backup into the running store, and the commands that queue them. The
+// work is src/engine/backup.ts and src/engine/tenant-backup.ts, whose headers state the
+// invariants and the layouts.
 //
-// Persists: `meta` rows `backup\0<name>` (docs/on-disk-format.md §5).
+// Persists: `meta` rows `backup\0<name>` and `restore\0<id>` (docs/on-disk-format.md §5).
 
 import { Buffer } from 'node:buffer';
-import { DB } from '../index/schema.js';
+import { DB, tenantKey, type TenantRecord } from '../index/schema.js';
 import type { EngineContext } from './context.js';
 import { BadRequest, Conflict, NotFound } from '../../util/errors.js';
 
@@ -19,6 +21,8 @@ export interface BackupRecord {
   state: BackupState;
   /** A complete backup whose identical sealed segments are hard-linked, not copied. */
   base?: string;
+  /** The tenant backed up (its objects, src/engine/tenant-backup.ts); absent: the whole store. */
+  tenant?: string;
   queuedAt: number;
   startedAt?: number;
   finishedAt?: number;
@@ -51,12 +55,13 @@ export function backupJobs(context: Pick<EngineContext, 'store'>): BackupRecord[
 export const backupWakers = new Set<() => void>();
 
 /**
- * Queues a backup of the whole store into `backup.directory`/`name`. One backup runs at a time
- * and a name is used once; `base` must be a complete backup. A dry run answers the job queued.
+ * Queues a backup of the whole store (or, with `tenantId`, of one tenant) into
+ * `backup.directory`/`name`. One backup or restore runs at a time and a name is used once;
+ * `base` must be a complete backup of the same kind. A dry run answers the job queued.
  */
 export function startBackup(
   context: EngineContext,
-  args: { name: unknown; base?: unknown; dryRun?: boolean },
+  args: { name: unknown; base?: unknown; tenantId?: unknown; dryRun?: boolean },
 ): BackupRecord {
   if (context.settings.string('backup.directory') === '')
     throw Conflict('backups are off: set backup.directory to the directory that receives them');
@@ -70,9 +75,14 @@ export function startBackup(
     const found = context.store.get<BackupRecord>(DB.meta, backupKey(base));
     if (!found) throw NotFound(`no backup named ${base}`);
     if (found.state !== 'complete') throw Conflict(`backup ${base} is ${found.state}`);
+    if (found.tenant !== args.tenantId)
+      throw Conflict(
+        `backup ${base} is of ${found.tenant === undefined ? 'the whole store' : `tenant ${found.tenant}`}; ` +
+          'a base is a backup of the same tenant (or of the whole store)',
+      );
   }
-  const busy = backupJobs(context).find((job) => job.state === 'queued' || job.state === 'running');
-  if (busy) throw Conflict(`backup ${busy.name} is ${busy.state}; one backup runs at a time`);
+  const tenant = args.tenantId === undefined ? undefined : liveTenant(context, args.tenantId);
+  refuseBusy(context);
   const job: BackupRecord = {
     name,
     state: 'queued',
@@ -83,9 +93,111 @@ export function startBackup(
     bytesTotal: 0,
     bytesDone: 0,
     ...(typeof base === 'string' ? { base } : {}),
+    ...(tenant === undefined ? {} : { tenant: tenant.id }),
   };
   if (args.dryRun !== true) {
     context.store.put(DB.meta, backupKey(name), job);
+    for (const wake of backupWakers) queueMicrotask(wake);
+  }
+  return job;
+}
+
+function liveTenant(context: Pick<EngineContext, 'store'>, tenantId: unknown): TenantRecord {
+  if (typeof tenantId !== 'string') throw BadRequest('tenantId must be a tenant id');
+  const tenant = context.store.get<TenantRecord>(DB.tenants, tenantKey(tenantId));
+  if (!tenant || tenant.state === 'deleted') throw NotFound(`tenant ${tenantId} not found`);
+  return tenant;
+}
+
+/** One backup or restore runs at a time (they share the engine's runner and its disk). */
+function refuseBusy(context: Pick<EngineContext, 'store'>): void {
+  const busy = backupJobs(context).find((job) => job.state === 'queued' || job.state === 'running');
+  if (busy) throw Conflict(`backup ${busy.name} is ${busy.state}; one backup runs at a time`);
+  const restoring = restoreJobs(context).find(
+    (job) => job.state === 'queued' || job.state === 'running',
+  );
+  if (restoring)
+    throw Conflict(
+      `the restore of ${restoring.backup} into ${restoring.tenantId} is ${restoring.state}; ` +
+        'one backup or restore runs at a time',
+    );
+}
+
+export const RESTORE_PREFIX = 'restore\0';
+
+export type RestoreState = 'queued' | 'running' | 'complete' | 'failed';
+
+/** A restore of a tenant backup into a tenant of the running store (src/engine/tenant-backup.ts). */
+export interface RestoreRecord {
+  /** `<backup>@<queuedAt>`: a backup may be restored more than once. */
+  id: string;
+  backup: string;
+  /** The tenant the objects go into: the one backed up or another, active, tenant. */
+  tenantId: string;
+  state: RestoreState;
+  queuedAt: number;
+  startedAt?: number;
+  finishedAt?: number;
+  objectsTotal: number;
+  /** Objects written, and objects found already in place (a restore resumed after a stop). */
+  objectsDone: number;
+  objectsSkipped: number;
+  bytesTotal: number;
+  bytesDone: number;
+  bucketsCreated: number;
+  error?: string;
+}
+
+export function restoreKey(id: string): Buffer {
+  return Buffer.from(RESTORE_PREFIX + id, 'utf8');
+}
+
+/** Every restore job, in id order. */
+export function restoreJobs(context: Pick<EngineContext, 'store'>): RestoreRecord[] {
+  const start = Buffer.from(RESTORE_PREFIX, 'utf8');
+  const end = Buffer.concat([start, Buffer.from([0xff])]);
+  return [...context.store.range<RestoreRecord>(DB.meta, { start, end })].map(
+    (entry) => entry.value,
+  );
+}
+
+/**
+ * Queues the restore of tenant backup `backup` into the active tenant `tenantId` (the one backed
+ * up, or another). What it will write is planned by the runner's `planRestore` beforehand; the
+ * runner checks the backup's files again as it reads them. A dry run answers the job queued.
+ */
+export function startRestore(
+  context: EngineContext,
+  args: { backup: unknown; tenantId: unknown; dryRun?: boolean },
+): RestoreRecord {
+  if (typeof args.backup !== 'string') throw BadRequest('backup must be the name of a backup');
+  const found = context.store.get<BackupRecord>(DB.meta, backupKey(args.backup));
+  if (!found) throw NotFound(`no backup named ${args.backup}`);
+  if (found.state !== 'complete') throw Conflict(`backup ${found.name} is ${found.state}`);
+  if (found.tenant === undefined)
+    throw Conflict(
+      `backup ${found.name} is of the whole store: it is restored offline, into an empty data ` +
+        'directory (lightwell restore)',
+    );
+  const tenant = liveTenant(context, args.tenantId);
+  if (tenant.state !== 'active') throw Conflict(`tenant ${tenant.id} is ${tenant.state}`);
+  refuseBusy(context);
+  const queuedAt = context.now();
+  const job: RestoreRecord = {
+    id: `${found.name}@${queuedAt}`,
+    backup: found.name,
+    tenantId: tenant.id,
+    state: 'queued',
+    queuedAt,
+    objectsTotal: found.counts?.versions ?? 0,
+    objectsDone: 0,
+    objectsSkipped: 0,
+    bytesTotal: 0,
+    bytesDone: 0,
+    bucketsCreated: 0,
+  };
+  if (args.dryRun !== true) {
+    context.store.put(DB.meta, restoreKey(job.id), job);
     for (const wake of backupWakers) queueMicrotask(wake);
   }
   return job;

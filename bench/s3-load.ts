@@ -1,0 +1,120 @@
+// The S3 scenarios' load generator seen from the bench's main thread: one worker thread per run
+// (bench/s3-load-worker.ts) holding the AWS SDK client, sent one job at a time (create a bucket,
+// PUT a dataset, GET a dataset). Why a worker: see the top of s3-load-worker.ts.
+//
+// The worker is started once, outside any timed window (loading the SDK costs 100–200 ms of CPU),
+// and is unreferenced while idle so that it never keeps the bench process alive; its CPU is the
+// bench process's, so `clientCpuSeconds` (process.cpuUsage) counts it as it counts the main
+// thread's.
+
+import { Worker } from 'node:worker_threads';
+import { BenchError } from './bench-error.js';
+import type { BodyPlan } from './data.js';
+
+/** Connections of the busiest S3 scenario (`s3-small`); the client keeps a socket for each. */
+export const S3_CONNECTIONS_MAX = 64;
+
+/**
+ * How the bench's S3 client is configured: what a user sending many requests through one client
+ * sets, none of it changing the requests on the wire (docs/benchmarks.md, "S3 scenarios").
+ * `cacheMiddleware` resolves each command's middleware stack once per client instead of once a
+ * request (the SDK's own throughput setting since 3.649: 35–40% of the client's CPU per 4 KiB
+ * PutObject here); the agent keeps a keep-alive socket per concurrent request (the SDK's default
+ * agent keeps 50, so a 64-connection load queued in it); the region and a path-style endpoint
+ * are fixed, so no request is redirected or resolved against the endpoint rules twice.
+ */
+export const S3_CLIENT_SETTINGS = {
+  region: 'us-east-1',
+  forcePathStyle: true,
+  cacheMiddleware: true,
+  requestHandler: {
+    httpAgent: { keepAlive: true, maxSockets: S3_CONNECTIONS_MAX },
+    httpsAgent: { keepAlive: true, maxSockets: S3_CONNECTIONS_MAX },
+  },
+} as const;
+
+/** What the worker is started with. */
+export interface S3LoadInit {
+  readonly endpoint: string;
+  readonly credentials: { readonly accessKeyId: string; readonly secretAccessKey: string };
+}
+
+export type S3Job =
+  | { readonly kind: 'createBucket'; readonly bucket: string }
+  | {
+      readonly kind: 'put';
+      readonly bucket: string;
+      readonly keys: readonly string[];
+      readonly plans: readonly BodyPlan[];
+      readonly connections: number;
+    }
+  | {
+      readonly kind: 'get';
+      readonly bucket: string;
+      readonly keys: readonly string[];
+      /** Objects read, cycling over the keys. */
+      readonly count: number;
+      readonly connections: number;
+      readonly objectBytes: number;
+      readonly crc32s: readonly number[];
+    };
+
+export interface S3LoadResult {
+  /** Per operation, in µs; -1 for one that failed. */
+  readonly latenciesUs: Float64Array;
+  readonly failures: string[];
+  readonly failed: number;
+  /** From the first request to the last answer. */
+  readonly seconds: number;
+  /** PUT: each answer's ETag, by object. */
+  readonly etags: readonly (string | undefined)[];
+}
+
+type Reply = { id: number; result: S3LoadResult } | { id: number; error: string };
+
+/** The worker thread and the jobs it has not answered yet. */
+export class S3Load {
+  private readonly worker: Worker;
+  private readonly pending = new Map<
+    number,
+    { resolve: (result: S3LoadResult) => void; reject: (error: Error) => void }
+  >();
+  private nextId = 1;
+  private failure: Error | null = null;
+
+  constructor(init: S3LoadInit) {
+    this.worker = new Worker(new URL('./s3-load-worker.js', import.meta.url), {
+      workerData: init,
+    });
+    this.worker.unref();
+    this.worker.on('message', (reply: Reply) => this.answer(reply));
+    this.worker.on('error', (error) => this.fail(error));
+    this.worker.on('exit', (code) => this.fail(new BenchError(`S3 load worker exited ${code}`)));
+  }
+
+  /** Runs a job in the worker; rejects when the job or the worker fails. */
+  run(job: S3Job): Promise<S3LoadResult> {
+    if (this.failure) return Promise.reject(this.failure);
+    const id = this.nextId++;
+    if (this.pending.size === 0) this.worker.ref();
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.worker.postMessage({ id, job });
+    });
+  }
+
+  private answer(reply: Reply): void {
+    const waiting = this.pending.get(reply.id);
+    if (waiting === undefined) return;
+    this.pending.delete(reply.id);
+    if (this.pending.size === 0) this.worker.unref();
+    if ('error' in reply) waiting.reject(new BenchError(reply.error));
+    else waiting.resolve(reply.result);
+  }
+
+  private fail(error: Error): void {
+    this.failure ??= error;
+    for (const waiting of this.pending.values()) waiting.reject(error);
+    this.pending.clear();
+  }
+}

@@ -1,0 +1,12 @@
+// The one wall-clock bound a test that waits on events may have: its file's own time limit
+// (tap's TAP_TIMEOUT, from the test process's start), less a margin to report which event did
+// not come, instead of tap's dump of open handles. Never a bound tighter than that.
+
+/** What a failed wait needs to report before tap's limit for the file ends the process. */
+const REPORT_MARGIN_MS = 10_000;
+
+/** The `Date.now()` time by which a waiting test gives up and says what it waited for. */
+export function testDeadline(): number {
+  const limitMs = Number(process.env['TAP_TIMEOUT'] ?? 30) * 1000;
+  return limitMs > 0 ? performance.timeOrigin + limitMs - REPORT_MARGIN_MS : Infinity;
+}
