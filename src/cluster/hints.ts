@@ -31,6 +31,11 @@ export const HINTS_PER_NODE_MAX = 4096;
 export const HINTS_MAX = 16_384;
 export const HINT_BACKOFF_MS_MIN = 250;
 export const HINT_BACKOFF_MS_MAX = 30_000;
+/**
+ * After a target that did not answer takes a send again, the rest wait this long: it is most
+ * likely starting up, as a member's catch-up waits after its start (shared-state.ts).
+ */
+export const HINT_RESUME_PAUSE_MS = 5_000;
 /** How often a send the target refuses (not for being unreachable) is tried. */
 export const HINT_REFUSALS_MAX = 5;
 /** The tenants noted per node for a repair scan; past it, every tenant is scanned. */
@@ -194,8 +199,13 @@ export class Hints {
         );
         if (this.isClosed()) return;
         if (failure === undefined) {
+          const resumed = queue.backoffMs > HINT_BACKOFF_MS_MIN;
           this.settle(queue);
           this.figures.delivered += 1;
+          if (resumed && queue.hints.length > 0) {
+            this.wake(nodeId, queue, HINT_RESUME_PAUSE_MS);
+            return;
+          }
         } else if (!this.refused(nodeId, queue, hint, failure.error)) {
           this.backOff(nodeId, queue);
           return;
