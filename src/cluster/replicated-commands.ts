@@ -244,6 +244,13 @@ export class CommandReplicator {
         await this.replicator.endUpload(bucket.id, String(run['uploadId']), String(run['key']));
         return { applied: true };
       }
+      // A part of an upload that already ended here (a late resend) changes nothing.
+      if (
+        name === 'uploadPart' &&
+        error.code === 'not_found' &&
+        this.replicator.uploadEnded(bucket, String(run['uploadId']))
+      )
+        return { applied: true };
       if (name === 'completeMultipartUpload') return { applied: false };
       throw error;
     }
