@@ -18,7 +18,7 @@ import { hostname } from 'node:os';
 import type { Route } from '../http/router.js';
 import type { Handler } from '../http/server.js';
 import type { Exchange } from '../http/exchange.js';
-import type { ScrubArgs, ScrubCursor, CorruptChunk } from '../engine/ops/tenant-scrub.js';
+import { componentLogger } from '../util/log.js';
 import { validateTenantId, validateBucketName } from '../security/names.js';
 import { BadRequest, Conflict, Unavailable } from '../util/errors.js';
 import { DB, type TenantRecord } from '../engine/index/schema.js';
@@ -38,7 +38,15 @@ import {
 import { membershipSchema, scrubReportSchema, problems, str } from './json.js';
 import { liveTenant } from './tenant-routes.js';
 import { ClusterAccess } from '../cluster/access.js';
-import { RepairJobs } from './repair-jobs.js';
+import { RepairJobs, type StoredJob } from './repair-jobs.js';
+import { EtcdJobStore } from '../cluster/jobs.js';
+import {
+  newCheckpoint,
+  runRebalance,
+  type RebalanceArgs,
+  type RebalanceCheckpoint,
+} from './rebalance-job.js';
+import { bytesOfPartitions, layoutRoute } from './layout-routes.js';
 import type { Membership, MemberView } from '../cluster/membership.js';
 
 const bearer = 'bearer' as const;
@@ -180,8 +188,10 @@ export function clusterRoutes(services: AdminServices): Route<Handler>[] {
         validateChange(exchange, change, body);
         const dryRun = isDryRun(exchange);
         if (cluster !== undefined) {
+          const opened = await cluster.membership();
+          opened.bytesOfPartitions = (partitions) => bytesOfPartitions(services.store, partitions);
           const answer = await changeMembership(
-            await cluster.membership(),
+            opened,
             change,
             body,
             dryRun,
@@ -197,8 +207,21 @@ export function clusterRoutes(services: AdminServices): Route<Handler>[] {
       },
     });
   }
-  const jobs = new RepairJobs();
-  routes.push(rebalanceRoute(services, jobs), repairJobRoute(services, jobs));
+  const jobs = new RepairJobs(
+    cluster === undefined
+      ? undefined
+      : {
+          store: new EtcdJobStore<StoredJob>(() => cluster.registry()),
+          nodeId: services.settings.string('cluster.node_id'),
+          log: componentLogger('repair-jobs'),
+        },
+  );
+  if (cluster !== undefined) resumeJobs(services, jobs);
+  routes.push(
+    rebalanceRoute(services, jobs),
+    repairJobRoute(services, jobs),
+    layoutRoute(services, cluster),
+  );
   return routes;
 }
 
@@ -306,11 +329,19 @@ const repairJobSchema = {
     },
     progress: {
       type: 'object',
-      description: "what it has done so far: the phase, and the scrub's figures",
+      description: "what it has done so far: the phase, the scrub's figures, the buckets repaired",
       properties: {
         phase: { type: 'string', enum: ['scrub', 'replicas', 'done'] },
         scrub: { type: 'object', additionalProperties: { type: 'integer' } },
+        bucketsDone: { type: 'integer', minimum: 0 },
+        bucketsTotal: { type: 'integer', minimum: 0 },
       },
+    },
+    runner: { ...str, description: 'the member that runs it (cluster)' },
+    resumed: {
+      type: 'integer',
+      minimum: 0,
+      description: 'how often its member resumed it from its checkpoint after a restart',
     },
   },
 };
@@ -322,16 +353,16 @@ function repairJobRoute(services: AdminServices, jobs: RepairJobs): Route<Handle
     operationId: 'getRepairJob',
     doc: {
       summary:
-        "A rebalance job's state and, once done, its report (kept in this node's memory: not across a restart)",
+        "A rebalance job's state, progress and, once done, its report (in a cluster: kept in etcd, answered by any member, resumed by its node after a restart)",
       auth: bearer,
       responses: {
         200: { description: 'the job', schema: repairJobSchema },
         ...problems(400, 404),
       },
     },
-    handler: (exchange, params) => {
+    handler: async (exchange, params) => {
       const caller = services.auth.authenticate(exchange, 'viewer');
-      const job = jobs.get(params['jobId'] ?? '');
+      const job = await jobs.find(params['jobId'] ?? '');
       caller.requireTenant(job.tenantId);
       exchange.sendJson(200, job);
     },
@@ -396,89 +427,46 @@ function rebalanceRoute(services: AdminServices, jobs: RepairJobs): Route<Handle
         throw BadRequest('confirmBucket is only for a rebalance of one bucket (give bucketName)');
       const dryRun = isDryRun(exchange);
       liveTenant(services, tenantId);
-      const progress: RebalanceProgress = { phase: 'scrub', scrub: emptyScrubCounts() };
-      const work = rebalance(services, { tenantId, bucket, dryRun }, progress);
-      const outcome = await jobs.run(tenantId, work, undefined, progress);
+      const args: RebalanceArgs = { tenantId, dryRun, ...(bucket === undefined ? {} : { bucket }) };
+      const checkpoint = newCheckpoint();
+      const { checkpointed, bind } = jobs.checkpointer();
+      const work = runRebalance(services, args, checkpoint, checkpointed);
+      const outcome = await jobs.run(tenantId, work, undefined, checkpoint.progress, {
+        args,
+        checkpoint,
+        bind,
+      });
       if ('done' in outcome) exchange.sendJson(200, outcome.done);
       else exchange.sendJson(202, { jobId: outcome.job.jobId, state: outcome.job.state });
     },
   };
 }
 
-type ScrubCounts = ReturnType<typeof emptyScrubCounts>;
-
-/** What a running rebalance job shows: its phase, and the scrub's figures so far. */
-interface RebalanceProgress extends Record<string, unknown> {
-  phase: 'scrub' | 'replicas' | 'done';
-  scrub: ScrubCounts;
-}
-
-function emptyScrubCounts() {
-  return {
-    buckets: 0,
-    versions: 0,
-    chunkRefs: 0,
-    logicalBytes: 0,
-    chunksVerified: 0,
-    bytesVerified: 0,
-    corruptChunks: 0,
-  };
-}
-
-/** The scrub, then (on a cluster member) the replicas' repair: the rebalance's report. */
-async function rebalance(
-  services: AdminServices,
-  args: { tenantId: string; bucket: string | undefined; dryRun: boolean },
-  progress: RebalanceProgress,
-): Promise<Record<string, unknown>> {
-  const { tenantId, bucket, dryRun } = args;
-  const report = await runScrub(services, { tenantId, bucket, verify: !dryRun }, progress.scrub);
-  progress.phase = 'replicas';
-  // On a cluster member the engine then copies what any replica lacks (cluster/repair.ts).
-  // and replaces the corrupt chunks the scrub found with good copies from other members.
-  const corrupt = (report['corrupt'] as CorruptChunk[]).map((entry) => entry.chunkId);
-  const replication = await services.engine.call('clusterRepair', {
-    tenantId,
-    dryRun,
-    corrupt,
-    ...(bucket === undefined ? {} : { bucket }),
-  });
-  const target =
-    bucket === undefined ? `tenants/${tenantId}` : `tenants/${tenantId}/buckets/${bucket}`;
-  progress.phase = 'done';
-  return {
-    dryRun,
-    applied: !dryRun,
-    action: 'rebalanceRepair',
-    target,
-    mode: replication === null ? 'single-node-scrub' : 'cluster-rebalance',
-    ...report,
-    ...(replication === null ? {} : { replication }),
-    blockers: [],
-  };
-}
+/** How soon a start that could not read its jobs (etcd not answering yet) tries again. */
+const RESUME_RETRY_MS = 5_000;
 
 /**
- * The scrub of the tenant's (or bucket's) chunks, step by step to its end; `counts` is updated
- * after every step (a running job shows it). At most 1000 corrupt chunks are listed (all are
- * counted), so the report stays bounded.
+ * Resumes the rebalance jobs this node was running when it stopped (repair-jobs.ts), once etcd
+ * answers; a node waiting to be joined has none.
  */
-async function runScrub(
-  services: AdminServices,
-  args: { tenantId: string; bucket: string | undefined; verify: boolean },
-  counts: ScrubCounts,
-): Promise<Record<string, unknown>> {
-  const corrupt: CorruptChunk[] = [];
-  let cursor: ScrubCursor | undefined;
-  do {
-    const request: ScrubArgs = { tenantId: args.tenantId, verify: args.verify };
-    if (args.bucket !== undefined) request.bucket = args.bucket;
-    if (cursor !== undefined) request.cursor = cursor;
-    const step = await services.engine.call('scrubTenantChunks', request);
-    for (const field of Object.keys(counts) as Array<keyof ScrubCounts>)
-      counts[field] += step[field];
-    for (const entry of step.corrupt) if (corrupt.length < 1000) corrupt.push(entry);
-    cursor = step.cursor ?? undefined;
-  } while (cursor !== undefined);
-  return { complete: true, counts: { ...counts }, corrupt };
+function resumeJobs(services: AdminServices, jobs: RepairJobs): void {
+  const attempt = (): void => {
+    jobs
+      .resume((job, checkpointed) =>
+        runRebalance(
+          services,
+          job.args as RebalanceArgs,
+          job.checkpoint as RebalanceCheckpoint,
+          checkpointed,
+        ),
+      )
+      .catch((error: unknown) => {
+        componentLogger('repair-jobs').warn(
+          { err: error },
+          'rebalance jobs not resumed yet; trying again',
+        );
+        setTimeout(attempt, RESUME_RETRY_MS).unref();
+      });
+  };
+  attempt();
 }

@@ -305,6 +305,11 @@ export const scrubReportSchema = obj(
       },
       ['counts'],
     ),
+    partitions: {
+      ...obj({ partitionCount: int, partitionsToMove: int, bytesToMove: int }),
+      description:
+        "a cluster dry run: the partitions whose buckets have copies to send, and those buckets' bytes",
+    },
     blockers: { type: 'array', items: blockerSchema },
   },
   ['dryRun', 'applied', 'action', 'target', 'counts', 'blockers'],

@@ -37,6 +37,14 @@ export class ClusterAccess {
     return this.opening;
   }
 
+  /** The etcd records of this node's cluster (opened with the membership). */
+  async registry(): Promise<Registry> {
+    await this.membership();
+    const cached = this.cached;
+    if (cached === undefined) throw Conflict('this node is not a member of a cluster');
+    return cached.registry;
+  }
+
   close(): void {
     this.cached?.registry.close();
     this.cached = undefined;

@@ -9,11 +9,24 @@
 // often as the membership) and read again at once whenever a peer's message or refusal names a
 // newer version, or a repair starts: a node never needs the poll to learn a change that concerns
 // it, only to notice one no peer has told it of yet.
+//
+// A bucket's replicas are its partition's in the layout's table (layout.ts). Every poll also
+// reads the liveness leases and the partitions' leader records (leaders.ts), takes the
+// partitions this node should lead, and keeps the highest epoch of each partition it has seen
+// (from etcd, or from a write that carried it), which replicated writes are fenced by.
 
 import { Unavailable } from '../util/errors.js';
 import type { Logger } from '../util/log.js';
 import type { MemberRecord, Registry } from './registry.js';
+import { assignPartitions, layoutMembersOf, partitionOf, PARTITIONS, tableOf } from './layout.js';
 import type { Layout } from './layout.js';
+import {
+  partitionsToTake,
+  readLeaders,
+  takeLeaderships,
+  type HeldLeader,
+  type LeaderRecord,
+} from './leaders.js';
 import type { ClusterView } from './replication.js';
 
 const VIEW_REFRESH_MS = 2_000;
@@ -40,6 +53,14 @@ export class EtcdClusterView implements ClusterView {
   private layoutReadAt = 0;
   /** Every member's record as last read (placement takes addresses from it). */
   private records = new Map<string, MemberRecord>();
+  /** The partition table placement reads (the layout's, or the membership's without one). */
+  private table: ReadonlyArray<readonly string[]> = [];
+  /** Each partition's leader record as last read or taken. */
+  private leaders = new Map<number, LeaderRecord>();
+  /** The highest epoch of each partition this node has seen (etcd, or a write carrying it). */
+  private readonly epochs = new Array<number>(PARTITIONS).fill(0);
+  /** A read in progress, shared by everyone who asks for one meanwhile. */
+  private reading: Promise<void> | undefined;
 
   private constructor(
     readonly nodeId: string,
@@ -121,9 +142,30 @@ export class EtcdClusterView implements ClusterView {
     return Date.now() - this.agreedAt < QUORUM_STALE_MS;
   }
 
-  /** Reads the membership and the layout now. */
+  /** A bucket's replicas: its partition's in the table, the first the preferred leader. */
+  replicasOfBucket(bucketId: number): string[] {
+    return [...(this.table[partitionOf(bucketId)] ?? [])];
+  }
+
+  /** The highest epoch of `partition` this node has seen (0: never led). */
+  epochOf(partition: number): number {
+    return this.epochs[partition] ?? 0;
+  }
+
+  /** A write carried `epoch` for `partition`: no lower one is taken from now on. */
+  noteEpoch(partition: number, epoch: number): void {
+    if (epoch > this.epochOf(partition)) this.epochs[partition] = epoch;
+  }
+
+  /** The partition table and each partition's leader as last read (placement answers). */
+  partitions(): { table: ReadonlyArray<readonly string[]>; leaders: Map<number, LeaderRecord> } {
+    return { table: this.table, leaders: new Map(this.leaders) };
+  }
+
+  /** Reads the membership, the layout and the leaders now (one read for concurrent callers). */
   async refresh(): Promise<void> {
-    await this.read(true);
+    this.reading ??= this.read(true).finally(() => (this.reading = undefined));
+    await this.reading;
   }
 
   async publishLayout(reason: string): Promise<void> {
@@ -140,6 +182,10 @@ export class EtcdClusterView implements ClusterView {
     try {
       const members = await this.registry.members();
       const layout = withLayout ? await this.registry.layout() : undefined;
+      const [live, leaders] = await Promise.all([
+        this.registry.liveIds(),
+        readLeaders(this.registry.client, (name) => this.registry.key(name)),
+      ]);
       this.agreedAt = Date.now();
       this.states = new Map(members.map((entry) => [entry.record.id, entry.record.state]));
       this.records = new Map(members.map((entry) => [entry.record.id, entry.record]));
@@ -150,9 +196,39 @@ export class EtcdClusterView implements ClusterView {
           this.layout = layout.record;
       }
       this.current = this.placed();
+      this.table =
+        this.layout === undefined
+          ? assignPartitions(
+              undefined,
+              layoutMembersOf(members.map((entry) => entry.record)),
+              this.replicationFactor,
+            )
+          : tableOf(this.layout, this.replicationFactor);
+      await this.lead(live, leaders);
     } catch (error) {
       this.log.warn({ err: error }, 'membership not re-read; placement uses the last one');
     }
+  }
+
+  /** Takes the partitions this node should lead (leaders.ts) and records every epoch read. */
+  private async lead(live: Set<string>, held: Map<number, HeldLeader>): Promise<void> {
+    const take = partitionsToTake(this.nodeId, this.layoutVersion(), this.table, live, held);
+    const taken =
+      take.length === 0
+        ? new Map<number, LeaderRecord>()
+        : await takeLeaderships(
+            this.registry.client,
+            (name) => this.registry.key(name),
+            { nodeId: this.nodeId, layout: this.layoutVersion() },
+            take,
+            held,
+          );
+    if (taken.size > 0)
+      this.log.info({ partitions: taken.size }, 'this node took the leadership of partitions');
+    const leaders = new Map<number, LeaderRecord>(held);
+    for (const [partition, record] of taken) leaders.set(partition, record);
+    for (const [partition, record] of leaders) this.noteEpoch(partition, record.epoch);
+    this.leaders = leaders;
   }
 
   private placed(): Map<string, MemberRecord> {

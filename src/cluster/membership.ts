@@ -13,6 +13,8 @@ import { RELEASE } from '../engine/data-dir.js';
 import { BadRequest, Conflict, NotFound } from '../util/errors.js';
 import { parseListen } from '../util/config.js';
 import { Registry, RECORD_VERSION, type MemberRecord, type Versioned } from './registry.js';
+import { movedPartitions, nextLayout, tableOf, PARTITIONS } from './layout.js';
+import { readLeaders, type LeaderRecord } from './leaders.js';
 import { joinSecretBytes, validateNodeId, type NodeState } from './node-state.js';
 import { callNode } from './transport.js';
 import { sealWithJoinSecret } from './signing.js';
@@ -57,6 +59,16 @@ export interface Plan {
   readonly warnings: Finding[];
 }
 
+/** The stored layout as the admin API shows it (docs/cluster.md §5). */
+export interface PlacementView {
+  readonly version: number;
+  readonly partitionCount: number;
+  readonly replicationFactor: number;
+  /** Per partition, its replicas in order (the first the preferred leader). */
+  readonly table: ReadonlyArray<readonly string[]>;
+  readonly leaders: ReadonlyMap<number, LeaderRecord>;
+}
+
 export interface MemberView {
   readonly id: string;
   readonly name: string;
@@ -96,6 +108,16 @@ export class Membership {
     private readonly secret: Buffer,
     private readonly replicationFactor: number,
   ) {}
+
+  /**
+   * The bytes a move of `partitions` copies, as the admin process estimates them from this
+   * node's index (cluster-routes.ts sets it); 0 until set.
+   */
+  bytesOfPartitions: (partitions: readonly number[]) => number = () => 0;
+
+  private bytesOf(partitions: readonly number[]): Promise<number> {
+    return Promise.resolve(partitions.length === 0 ? 0 : this.bytesOfPartitions(partitions));
+  }
 
   private get external(): boolean {
     return this.node.etcd?.mode === 'external';
@@ -145,6 +167,38 @@ export class Membership {
     return { clusterId: this.registry.clusterId, leaderId: leader, members };
   }
 
+  /** The stored layout's table with every partition's leader and epoch. */
+  async placement(): Promise<PlacementView> {
+    const factor = await this.registry.replicationFactor();
+    const [layout, leaders] = await Promise.all([
+      this.registry.layout(),
+      readLeaders(this.registry.client, (name) => this.registry.key(name)),
+    ]);
+    return {
+      version: layout?.record.version ?? 0,
+      partitionCount: PARTITIONS,
+      replicationFactor: factor,
+      table: layout === undefined ? [] : tableOf(layout.record, factor),
+      leaders,
+    };
+  }
+
+  /**
+   * The partitions whose replica sets change when `changed` replaces its record: the table the
+   * change would store against the current one (a dry run shows the move before it is made).
+   */
+  private async partitionsMoved(snapshot: Snapshot, changed: MemberRecord): Promise<number[]> {
+    const factor = await this.registry.replicationFactor();
+    const current = await this.registry.layout();
+    const records = new Map(snapshot.records.map((entry) => [entry.record.id, entry.record]));
+    const before = current === undefined ? undefined : tableOf(current.record, factor);
+    const next = nextLayout(current?.record, records.values(), 'plan', factor);
+    records.set(changed.id, changed);
+    const after = nextLayout(current?.record, records.values(), 'plan', factor);
+    const from = before ?? next?.partitions ?? [];
+    return after?.partitions === undefined ? [] : movedPartitions(from, after.partitions);
+  }
+
   private storageCount(snapshot: Snapshot): number {
     return snapshot.records.filter((entry) => STORAGE_STATES.has(entry.record.state)).length;
   }
@@ -153,7 +207,14 @@ export class Membership {
     action: string,
     target: string,
     dryRun: boolean,
-    parts: { quorum: QuorumPlan; storage: StoragePlan; blockers: Finding[]; warnings?: Finding[] },
+    parts: {
+      quorum: QuorumPlan;
+      storage: StoragePlan;
+      blockers: Finding[];
+      warnings?: Finding[];
+      moved: readonly number[];
+      bytesToMove?: number;
+    },
   ): Plan {
     const storage = storageFindings(parts.storage);
     return {
@@ -163,9 +224,8 @@ export class Membership {
       target,
       quorum: parts.quorum,
       storage: parts.storage,
-      // No partition is placed on nodes yet (docs/cluster.md §12): nothing to move.
-      partitionsToMove: 0,
-      bytesToMove: 0,
+      partitionsToMove: parts.moved.length,
+      bytesToMove: parts.bytesToMove ?? 0,
       blockers: [...parts.blockers, ...quorumBlockers(parts.quorum), ...storage.blockers],
       warnings: [...(parts.warnings ?? []), ...storage.warnings],
     };
@@ -192,7 +252,13 @@ export class Membership {
       const existing = snapshot.records.find((entry) => entry.record.id === input.id);
       const blockers = joinBlockers(snapshot, input.id, existing?.record);
       const hello = await this.hello(input, joinKey, existing?.record, blockers);
+      const moved = await this.partitionsMoved(snapshot, {
+        ...(existing?.record ?? planned(input)),
+        state: 'voter',
+      });
       const plan = this.plan('join', `members/${input.id}`, dryRun, {
+        moved,
+        bytesToMove: await this.bytesOf(moved),
         quorum: planQuorum(snapshot.voters, { add: !this.external && existing === undefined }),
         storage: planStorage(
           this.storageCount(snapshot),
@@ -401,11 +467,17 @@ export class Membership {
           message: `${record.id} is ${record.state}; only a voter (or a draining member) can be drained`,
         });
       const holds = STORAGE_STATES.has(record.state) ? 1 : 0;
+      const moved = await this.partitionsMoved(snapshot, {
+        ...record,
+        state: input.forceLost ? 'lost' : 'draining',
+      });
       const plan = this.plan(
         input.forceLost ? 'markLost' : 'drain',
         `members/${record.id}`,
         dryRun,
         {
+          moved,
+          bytesToMove: await this.bytesOf(moved),
           // Marking lost changes no etcd membership; a drain demotes the voter.
           quorum: planQuorum(snapshot.voters, input.forceLost ? {} : { removeId: record.id }),
           storage: planStorage(this.storageCount(snapshot), -holds, this.replicationFactor),
@@ -470,7 +542,10 @@ export class Membership {
                 (down ? ', or mark it lost (forceLost: true)' : ''),
         });
       const holds = STORAGE_STATES.has(record.state) ? 1 : 0;
+      const moved = await this.partitionsMoved(snapshot, { ...record, state: 'removed' });
       const plan = this.plan('remove', `members/${record.id}`, dryRun, {
+        moved,
+        bytesToMove: await this.bytesOf(moved),
         quorum: planQuorum(snapshot.voters, { removeId: record.id }),
         storage: planStorage(this.storageCount(snapshot), -holds, this.replicationFactor),
         blockers,
@@ -611,6 +686,24 @@ async function retryEtcd<T>(what: string, step: () => Promise<T>, limitMs = CHAN
     }
     await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
   }
+}
+
+/** The record a join would create, as far as a plan reads it (its id, zone, capacity). */
+function planned(input: JoinInput): MemberRecord {
+  const now = new Date().toISOString();
+  return {
+    v: RECORD_VERSION,
+    id: input.id,
+    state: 'joining',
+    address: input.address,
+    name: input.name || input.id,
+    zone: input.zone,
+    site: input.site,
+    softwareVersion: input.softwareVersion || RELEASE,
+    joinedAt: now,
+    stateSince: now,
+    reason: input.reason,
+  };
 }
 
 /** Opens the membership of the cluster this node belongs to (admin process, cluster mode). */

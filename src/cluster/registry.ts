@@ -16,8 +16,8 @@ import assert from 'node:assert';
 import { Conflict, Unavailable } from '../util/errors.js';
 import { LAYOUT_CURRENT, layoutHistoryKey, nextLayout, type Layout } from './layout.js';
 
+export { PARTITIONS } from './layout.js';
 export const RECORD_VERSION = 1;
-export const PARTITIONS = 256;
 /** A node's liveness lease: it is down this long after its last keepalive. */
 export const LIVENESS_TTL_S = 10;
 /** How soon a liveness key that could not be written is tried again. */
@@ -40,6 +40,8 @@ export interface MemberRecord {
   readonly etcdMemberId?: string;
   readonly etcdPeerUrl?: string;
   readonly etcdClientUrl?: string;
+  /** Its share of the partitions' replicas against the others' (layout.ts); absent: 1. */
+  readonly capacityBytes?: number;
   readonly joinedAt: string;
   readonly stateSince: string;
   readonly reason: string;
@@ -141,6 +143,15 @@ export class Registry {
       throw Conflict(`member ${record.id} changed meanwhile; read the membership and retry`);
   }
 
+  /** The cluster's replication factor (its record is written once, at bootstrap). */
+  async replicationFactor(): Promise<number> {
+    this.factor ??= (await this.cluster())?.replicationFactor;
+    if (this.factor === undefined) throw Unavailable('the cluster record is not in etcd');
+    return this.factor;
+  }
+
+  private factor: number | undefined;
+
   /** The current layout and its mod revision; undefined before the first one is stored. */
   async layout(): Promise<Versioned<Layout> | undefined> {
     const response = await this.client.get(this.key(LAYOUT_CURRENT)).exec();
@@ -157,7 +168,7 @@ export class Registry {
     for (let attempt = 0; attempt < 3; attempt += 1) {
       const current = await this.layout();
       const members = (await this.members()).map((entry) => entry.record);
-      const next = nextLayout(current?.record, members, reason);
+      const next = nextLayout(current?.record, members, reason, await this.replicationFactor());
       if (next === undefined) return current?.record.version ?? 0;
       const guarded = this.guardLayout(
         current,
@@ -181,7 +192,12 @@ export class Registry {
     const current = await this.layout();
     const members = new Map((await this.members()).map((entry) => [entry.record.id, entry.record]));
     members.set(record.id, record);
-    const next = nextLayout(current?.record, members.values(), `${record.id} ${record.state}`);
+    const next = nextLayout(
+      current?.record,
+      members.values(),
+      `${record.id} ${record.state}`,
+      await this.replicationFactor(),
+    );
     return {
       guard: (txn) => this.guardLayout(current, txn),
       puts: next === undefined ? [] : this.layoutPuts(next),

@@ -2,9 +2,9 @@
 // objects are copied to the replicas of their bucket and acknowledged once a majority of them has
 // each made the copy durable; reads first make this node's copy current from a majority.
 //
-// - Placement: a bucket's replicas are `min(replicationFactor, storage members)` members, chosen
-//   by rendezvous hashing of (bucket id, node id) over the storage members (`voter`,
-//   `draining`), so every node computes the same set from the same membership.
+// - Placement: a bucket's replicas are its partition's in the stored layout's partition table
+//   (layout.ts: `min(replicationFactor, storage members)` nodes per partition, zone-aware and
+//   capacity-weighted), so every node reads the same set.
 // - Order: every replicated write carries a sequence `((ms since 2025) × 256 + n) × 128 + node
 //   number`, a hybrid logical clock: it grows on each node, takes the largest it has seen from
 //   others, and the node number (from etcd, once per node) makes it unique in the cluster. The
@@ -25,7 +25,10 @@
 //   (layout.ts). A replica that has seen a newer layout refuses a replicated write of an older one
 //   (`stale_layout`), also when the layout changed while it applied it; the coordinator then
 //   reads the layout and sends the write to the new replica set, at most LAYOUT_ATTEMPTS times.
-//   A replica told of a newer layout than its own reads it first. So once a layout change's
+//   A replica told of a newer layout than its own reads it first. A write also carries its
+//   bucket's partition and the partition's leader epoch its coordinator knows (leaders.ts); a
+//   replica that has seen a higher epoch refuses it (`stale_epoch`, a deposed leader's view),
+//   and the coordinator reads again and re-sends it the same way. So once a layout change's
 //   rebalance has begun on a replica (it reads the layout first), no write placed by the old
 //   layout is acknowledged by that replica any more: whatever the old set acknowledged before is
 //   in the replica's index when its rebalance scans it, and reaches the new set.
@@ -33,7 +36,7 @@
 //   newer one than this node's is fetched (manifest, then record batches) and committed here,
 //   then the read goes on locally. So a node that was down catches up on each key it serves.
 
-import { createHash } from 'node:crypto';
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
@@ -64,6 +67,7 @@ import {
   BadRequest,
   Conflict,
   NotFound,
+  StaleEpoch,
   StaleLayout,
   Unavailable,
   errorCode,
@@ -73,6 +77,7 @@ import { counterOf } from '../util/metrics.js';
 import { Gauge, type Registry } from 'prom-client';
 import { callData, dataAddressOf, DATA_BATCH_BYTES, type DataHandler } from './data-transport.js';
 import type { MemberRecord } from './registry.js';
+import { PARTITIONS, partitionOf } from './layout.js';
 import {
   emptyReclaimCounts,
   reclaimTenant,
@@ -145,10 +150,25 @@ export interface ClusterView {
    * then reads it (a rebalance places by the newest layout, and publishes one where none is).
    */
   publishLayout(reason: string): Promise<void>;
+  /** A bucket's replicas: its partition's in the layout's table (layout.ts). */
+  replicasOfBucket(bucketId: number): string[];
+  /** The highest leader epoch of `partition` this node has seen (leaders.ts). */
+  epochOf(partition: number): number;
+  /** Raises the epoch this node holds for `partition` to `epoch` (a write carried it). */
+  noteEpoch(partition: number, epoch: number): void;
   /** A member's `cluster.listen` as last read, storage or not. */
   addressOf(nodeId: string): string | undefined;
   /** A member's state as last read, storage or not; undefined for an id etcd does not know. */
   stateOf(nodeId: string): MemberRecord['state'] | undefined;
+}
+
+/** The partition and epoch a replicated write carries, when it carries them. */
+function ledBy(body: Record<string, unknown>): { partition: number; epoch: number } | undefined {
+  const { partition, epoch } = body;
+  if (typeof partition !== 'number' || typeof epoch !== 'number') return undefined;
+  if (!Number.isInteger(partition) || partition < 0 || partition >= PARTITIONS)
+    throw BadRequest(`partition ${partition} is out of range`);
+  return { partition, epoch };
 }
 
 /** Member states whose replicated writes a replica refuses (see `Replicator.admit`). */
@@ -159,34 +179,6 @@ export interface Head {
   readonly deleted: boolean;
   /** The sequence of the last metadata change of the current version; 0 for none (repair). */
   readonly mseq?: number;
-}
-
-/**
- * The members that hold bucket `bucketId` (see the header): ranked by rendezvous hashing, the
- * best-ranked member of each zone first (so copies land in as many zones as there are), then the
- * best-ranked of the rest; deterministic for a given membership.
- */
-export function replicasOf(
-  bucketId: number,
-  members: ReadonlyArray<{ readonly id: string; readonly zone: string }>,
-  replicationFactor: number,
-): string[] {
-  const score = (nodeId: string): Buffer =>
-    createHash('sha256').update(`${bucketId}:${nodeId}`).digest();
-  const ranked = members
-    .map((member) => ({ ...member, score: score(member.id) }))
-    .sort((a, b) => Buffer.compare(b.score, a.score) || (a.id < b.id ? -1 : 1));
-  const count = Math.min(replicationFactor, ranked.length);
-  const chosen: string[] = [];
-  const zones = new Set<string>();
-  for (const member of ranked)
-    if (chosen.length < count && !zones.has(member.zone)) {
-      zones.add(member.zone);
-      chosen.push(member.id);
-    }
-  for (const member of ranked)
-    if (chosen.length < count && !chosen.includes(member.id)) chosen.push(member.id);
-  return chosen;
 }
 
 export function majorityOf(count: number): number {
@@ -213,6 +205,8 @@ export function tombKey(bucketId: number, key: string): Buffer {
 export class Replicator implements RepairPeer {
   private last = 0;
   private writer: SegmentWriter;
+  /** The partition and epoch a write being sent carries (set by `toReplicas`, read by `call`). */
+  private readonly sending = new AsyncLocalStorage<{ partition: number; epoch: number }>();
   /** Writes a replica missed after their majority answered, sent again (hints.ts). */
   readonly hints: Hints;
 
@@ -310,17 +304,40 @@ export class Replicator implements RepairPeer {
         );
       const placedBy = body['layout'];
       if (typeof placedBy !== 'number') return handler(body);
-      if (placedBy > this.view.layoutVersion()) await this.view.refresh();
-      this.fence(from, placedBy);
+      const led = ledBy(body);
+      if (
+        placedBy > this.view.layoutVersion() ||
+        (led !== undefined && led.epoch > this.view.epochOf(led.partition))
+      )
+        await this.view.refresh();
+      this.fence(from, placedBy, led);
+      if (led !== undefined) this.view.noteEpoch(led.partition, led.epoch);
       const answer = await handler(body);
-      // The layout may have changed while the write was applied: the sender must then place it
-      // again (the write is kept: a repeat of it is a no-op here).
-      this.fence(from, placedBy);
+      // The layout or the leader may have changed while the write was applied: the sender must
+      // then send it again (the write is kept: a repeat of it is a no-op here).
+      this.fence(from, placedBy, led);
       return answer;
     };
   }
 
-  private fence(from: string, placedBy: number): void {
+  private fence(
+    from: string,
+    placedBy: number,
+    led: { partition: number; epoch: number } | undefined,
+  ): void {
+    this.fenceLayout(from, placedBy);
+    if (led === undefined) return;
+    const known = this.view.epochOf(led.partition);
+    if (led.epoch < known) {
+      this.fencedEpochs += 1;
+      throw StaleEpoch(
+        `node ${from} sent this write under epoch ${led.epoch} of partition ${led.partition}; ` +
+          `this node has seen epoch ${known} (a new leader took the partition)`,
+      );
+    }
+  }
+
+  private fenceLayout(from: string, placedBy: number): void {
     const known = this.view.layoutVersion();
     if (placedBy < known) {
       this.fenced += 1;
@@ -333,6 +350,8 @@ export class Replicator implements RepairPeer {
   /** Writes this node refused as placed by a stale layout, and writes it placed again. */
   private fenced = 0;
   private replaced = 0;
+  /** Writes this node refused as sent under a deposed leader's epoch. */
+  private fencedEpochs = 0;
 
   /** Fencing's figures on the engine's `/metrics` (a router opened again takes them over). */
   private registerMetrics(registry: Registry): void {
@@ -341,6 +360,11 @@ export class Replicator implements RepairPeer {
         'lightwell_cluster_writes_fenced_total',
         'Replicated writes this node refused: placed by an older layout than it has seen',
         () => this.fenced,
+      ],
+      [
+        'lightwell_cluster_writes_epoch_fenced_total',
+        'Replicated writes this node refused: sent under a partition epoch below one it has seen',
+        () => this.fencedEpochs,
       ],
       [
         'lightwell_cluster_writes_replaced_total',
@@ -528,35 +552,43 @@ export class Replicator implements RepairPeer {
    * it to the new set (see the header), also when a majority of the old set took it.
    */
   async toReplicas(bucket: BucketRecord, send: (address: string) => Promise<void>): Promise<void> {
+    const partition = partitionOf(bucket.id);
     for (let attempt = 1; ; attempt += 1) {
       const placedBy = this.view.layoutVersion();
+      const epoch = this.view.epochOf(partition);
       const seen = { stale: false };
       const sendOnce = async (address: string): Promise<void> => {
         try {
           await send(address);
         } catch (error) {
-          if (errorCode(error) === 'stale_layout') seen.stale = true;
+          const code = errorCode(error);
+          if (code === 'stale_layout' || code === 'stale_epoch') seen.stale = true;
           throw error;
         }
       };
-      const failure = await this.toReplicaSet(bucket, sendOnce).then(
-        () => undefined,
-        (error: unknown) => error as Error,
-      );
+      const failure = await this.sending
+        .run({ partition, epoch }, () => this.toReplicaSet(bucket, sendOnce))
+        .then(
+          () => undefined,
+          (error: unknown) => error as Error,
+        );
       if (!seen.stale) {
         if (failure !== undefined) throw failure;
         return;
       }
       await this.view.refresh();
-      if (attempt >= LAYOUT_ATTEMPTS || this.view.layoutVersion() <= placedBy)
+      const newer = this.view.layoutVersion() > placedBy || this.view.epochOf(partition) > epoch;
+      if (attempt >= LAYOUT_ATTEMPTS || !newer)
         throw Unavailable(
-          `the write was placed by layout ${placedBy}, which replicas refused as stale, and a ` +
-            `newer one could not be read (this node has layout ${this.view.layoutVersion()})`,
+          `the write was sent under layout ${placedBy} and epoch ${epoch} of partition ` +
+            `${partition}, which replicas refused as stale, and newer ones could not be read ` +
+            `(this node has layout ${this.view.layoutVersion()}, epoch ` +
+            `${this.view.epochOf(partition)})`,
         );
       this.replaced += 1;
       this.log.info(
-        { from: placedBy, to: this.view.layoutVersion(), bucketId: bucket.id },
-        'a write placed by a stale layout is placed again',
+        { from: placedBy, to: this.view.layoutVersion(), bucketId: bucket.id, partition, epoch },
+        'a write sent under a stale layout or epoch is sent again',
       );
     }
   }
@@ -577,13 +609,16 @@ export class Replicator implements RepairPeer {
       return {};
     });
     // The majority holds the write: a replica whose send failed, or fails later, gets it again
-    // from this node's hints (hints.ts).
+    // from this node's hints (hints.ts), under the partition's epoch as it is when it is sent.
     const members = this.view.members();
+    const partition = partitionOf(bucket.id);
+    const hinted = (address: string): Promise<void> =>
+      this.sending.run({ partition, epoch: this.view.epochOf(partition) }, () => send(address));
     for (const id of others) {
       const address = members.get(id)?.address;
       const sent = address === undefined ? undefined : sends.get(dataAddressOf(address));
       sent?.catch((error: unknown) =>
-        this.hints.add(id, { tenantId: bucket.tenantId, send }, error),
+        this.hints.add(id, { tenantId: bucket.tenantId, send: hinted }, error),
       );
     }
   }
@@ -1440,13 +1475,7 @@ export class Replicator implements RepairPeer {
    * repair pushes what it holds to the set without it); it still coordinates requests.
    */
   replicaIds(bucket: BucketRecord): string[] {
-    const members = [...this.view.members().values()];
-    const candidates = members.filter((member) => member.state !== 'draining');
-    return replicasOf(
-      bucket.id,
-      candidates.length > 0 ? candidates : members,
-      this.view.replicationFactor,
-    );
+    return this.view.replicasOfBucket(bucket.id);
   }
 
   call(
@@ -1458,7 +1487,7 @@ export class Replicator implements RepairPeer {
     return callData({
       address,
       name,
-      body: { ...body, layout: this.view.layoutVersion() },
+      body: { ...body, layout: this.view.layoutVersion(), ...this.sending.getStore() },
       secret: this.secret,
       from: this.view.nodeId,
       ...(timeoutMs === undefined ? {} : { timeoutMs }),

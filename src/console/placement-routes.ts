@@ -1,10 +1,8 @@
 // Console API route of placement: which nodes hold each bucket of a tenant, and how many buckets
-// each node holds. In cluster mode (docs/cluster.md) a bucket's replicas are the cluster's own
-// choice, `replicasOf` (src/cluster/replication.ts: rendezvous hashing over the storage members
-// that are not draining, one per zone first, `cluster.replication_factor` of them; the layout,
-// src/cluster/layout.ts, holds the same members), computed here from the committed
-// membership the admin API reports, so the page shows what the engines do. On a single node
-// every bucket has one copy, on this node.
+// each node holds. In cluster mode (docs/cluster.md §5) a bucket's replicas are its partition's
+// in the stored layout's partition table (src/cluster/layout.ts), read from etcd here as the
+// engines read it, so the page shows what the engines do; before a layout is stored, the table
+// the membership gives. On a single node every bucket has one copy, on this node.
 //
 // Roles (docs/console.md): any token reads; a tenant-scoped one only its tenant's buckets.
 // Changing placement is the membership's work (join, drain, remove on the admin API), which the
@@ -21,7 +19,7 @@ import {
   type TenantRecord,
 } from '../engine/index/schema.js';
 import { ClusterAccess } from '../cluster/access.js';
-import { replicasOf } from '../cluster/replication.js';
+import { assignPartitions, partitionOf } from '../cluster/layout.js';
 import { validateTenantId } from '../security/names.js';
 import { BadRequest, NotFound } from '../util/errors.js';
 import type { ConsoleServices } from './api.js';
@@ -45,34 +43,47 @@ export interface Placement {
   mode: 'single' | 'cluster';
   replicationFactor: number;
   nodes: Array<PlacedMember & { storage: boolean; buckets: number; preferred: number }>;
-  buckets: Array<{ name: string; replicas: string[] }>;
+  buckets: Array<{ name: string; partition: number; replicas: string[] }>;
   truncated: boolean;
 }
 
-/** Where each of `buckets` lives among `members` (pure: the cluster's rule, no I/O). */
+/**
+ * Where each of `buckets` lives among `members` (pure: the cluster's rule, no I/O): by the
+ * stored partition `table` when there is one, else by the table the storage members give.
+ */
 export function placementOf(
   members: readonly PlacedMember[],
   replicationFactor: number,
   buckets: ReadonlyArray<Pick<BucketRecord, 'id' | 'name'>>,
+  stored?: ReadonlyArray<readonly string[]>,
 ): Omit<Placement, 'mode' | 'truncated'> {
   const storage = members.filter((member) => STORAGE_STATES.has(member.state));
-  // As the coordinator chooses (replication.ts `replicaIds`): a draining member is no candidate,
-  // its data moving off, unless every storage member drains.
+  // As the layout assigns (layout.ts): a draining member takes no replica, its data moving off,
+  // unless every storage member drains.
   const staying = storage.filter((member) => member.state !== 'draining');
   const candidates = staying.length > 0 ? staying : storage;
+  const table =
+    stored !== undefined && stored.length > 0
+      ? stored
+      : assignPartitions(
+          undefined,
+          candidates.map((member) => ({ id: member.id, zone: member.zone, draining: false })),
+          replicationFactor,
+        );
   const held = new Map<string, { buckets: number; preferred: number }>();
   const placed = buckets.map((bucket) => {
-    const replicas = replicasOf(bucket.id, candidates, replicationFactor);
+    const partition = partitionOf(bucket.id);
+    const replicas = [...(table[partition] ?? [])];
     replicas.forEach((id, rank) => {
       const count = held.get(id) ?? { buckets: 0, preferred: 0 };
       count.buckets += 1;
       if (rank === 0) count.preferred += 1;
       held.set(id, count);
     });
-    return { name: bucket.name, replicas };
+    return { name: bucket.name, partition, replicas };
   });
   return {
-    replicationFactor: Math.min(replicationFactor, candidates.length),
+    replicationFactor: Math.min(replicationFactor, table[0]?.length ?? candidates.length),
     nodes: members.map((member) => ({
       ...member,
       storage: STORAGE_STATES.has(member.state),
@@ -88,13 +99,19 @@ export function placementRoutes(services: ConsoleServices): Route<Handler>[] {
     settings === undefined || settings.string('cluster.listen') === ''
       ? undefined
       : new ClusterAccess(settings.string('data_dir'), settings.int('cluster.replication_factor'));
-  const members = async (): Promise<{ members: PlacedMember[]; factor: number }> => {
+  const members = async (): Promise<{
+    members: PlacedMember[];
+    factor: number;
+    table?: ReadonlyArray<readonly string[]>;
+  }> => {
     if (cluster === undefined || settings === undefined)
       return { members: [{ id: 'local', name: hostname(), zone: '', state: 'voter' }], factor: 1 };
-    const view = await (await cluster.membership()).view();
+    const membership = await cluster.membership();
+    const [view, placement] = await Promise.all([membership.view(), membership.placement()]);
     return {
       members: view.members.map(({ id, name, zone, state }) => ({ id, name, zone, state })),
-      factor: settings.int('cluster.replication_factor'),
+      factor: placement.replicationFactor,
+      table: placement.table,
     };
   };
   return [
@@ -126,8 +143,8 @@ export function placementRoutes(services: ConsoleServices): Route<Handler>[] {
             limit: PLACEMENT_BUCKETS_MAX + 1,
           }),
         ].map((entry) => entry.value);
-        const { members: found, factor } = await members();
-        const placed = placementOf(found, factor, buckets.slice(0, PLACEMENT_BUCKETS_MAX));
+        const { members: found, factor, table } = await members();
+        const placed = placementOf(found, factor, buckets.slice(0, PLACEMENT_BUCKETS_MAX), table);
         exchange.sendJson(200, {
           mode: cluster === undefined ? 'single' : 'cluster',
           tenantId,
@@ -168,7 +185,11 @@ const placementSchema = {
       maxItems: PLACEMENT_BUCKETS_MAX,
       items: {
         type: 'object',
-        properties: { name: str, replicas: { type: 'array', items: str } },
+        properties: {
+          name: str,
+          partition: { ...int, description: "the bucket's partition (0-255) in the layout" },
+          replicas: { type: 'array', items: str },
+        },
       },
     },
     truncated: { type: 'boolean' },

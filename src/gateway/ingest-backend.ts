@@ -101,6 +101,9 @@ class IngestRequest {
   }
 }
 
+/** The request headers `idempotencyOf` reads: none (one object for every object). */
+const NO_HEADERS = { header: () => undefined } as unknown as Exchange;
+
 /**
  * Writes one object of the stream as the native PUT handler does, checked in the same order;
  * resolves with the PUT's 200 body. A refusal is audited here (a commit carries its own row).
@@ -137,8 +140,7 @@ export async function putIngested(
       contentType,
     };
     // The key comes from the frame, not from a header.
-    const noHeaders = { header: () => undefined } as unknown as Exchange;
-    const idempotency = idempotencyOf(noHeaders, bound, request.idempotencyKey);
+    const idempotency = idempotencyOf(NO_HEADERS, bound, request.idempotencyKey);
     const version = await kit.objects.putObject(
       contextOf(audited, principal),
       {

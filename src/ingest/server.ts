@@ -363,12 +363,18 @@ export function ingestRoute(
       // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- passed on as is
       written = Promise.reject(error);
     }
-    written
-      .then(
-        (json) => acknowledge(connection, frame.sequence, 200, json),
-        (error: unknown) => refusal(connection, frame.sequence, error, request.requestId),
-      )
-      .finally(settled);
+    // One reaction for either outcome (not a `finally` as well: a promise and a callback less
+    // per object).
+    written.then(
+      (json) => {
+        settled();
+        acknowledge(connection, frame.sequence, 200, json);
+      },
+      (error: unknown) => {
+        settled();
+        refusal(connection, frame.sequence, error, request.requestId);
+      },
+    );
     if (whole) creditOf(connection)(frame.body.length);
     else (body as ObjectBody).feed(frame.body);
   };

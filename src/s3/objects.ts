@@ -143,7 +143,11 @@ export function readHeaders(
   if (request.address.bucket !== undefined)
     addExpirationHeader(request, request.address.bucket, version, headers);
   if (read.partsCount !== undefined) headers['x-amz-mp-parts-count'] = String(read.partsCount);
-  const mode = header(request, 'x-amz-checksum-mode');
+  // From a presigned URL the mode comes as a query parameter (request.ts, operationOf).
+  const mode =
+    header(request, 'x-amz-checksum-mode') ??
+    request.exchange.query.get('x-amz-checksum-mode') ??
+    undefined;
   if (mode?.toUpperCase() === 'ENABLED' && read.range === undefined) {
     for (const [alg, digest] of Object.entries(version.checksums))
       headers[`x-amz-checksum-${alg.toLowerCase()}`] = digest;

@@ -234,6 +234,10 @@ export function operationOf(options: {
   for (const name of query.keys()) {
     if (KNOWN_QUERY.has(name) || name.startsWith('response-') || name.startsWith('X-Amz-'))
       continue;
+    // A presigned URL carries the x-amz-* headers it signs as lower-case query parameters (the
+    // AWS SDK's default GetObject URL has `x-amz-checksum-mode=ENABLED`): signed, and read as
+    // headers where they mean something.
+    if (name.startsWith('x-amz-')) continue;
     // SigV2 presigned URLs (AWSAccessKeyId, Expires, Signature) fail in authentication.
     if (name === 'AWSAccessKeyId' || name === 'Expires' || name === 'Signature') continue;
     throw s3Error('NotImplemented', `the sub-resource or parameter ${clip(name)} is not supported`);

@@ -117,8 +117,10 @@ export function sendObject(
   const start = range?.start ?? 0;
   const end = range ? range.end + 1 : version.size;
   const total = end - start;
-  const headers = { ...input.headers };
-  if (range) headers['Content-Range'] = `bytes ${range.start}-${range.end}/${version.size}`;
+  // The caller's headers are written as they are; a copy only where a range adds its own.
+  const headers = range
+    ? { ...input.headers, 'Content-Range': `bytes ${range.start}-${range.end}/${version.size}` }
+    : input.headers;
   const status = range ? 206 : 200;
   if (exchange.method === 'HEAD' || total === 0) {
     exchange.send(status, { ...headers, 'Content-Length': String(total) }, Buffer.alloc(0));
@@ -133,7 +135,8 @@ export function sendObject(
     const plain = nowPlaintext.subarray(0, first.plainLength);
     if (readNowOrLater(services, inlineChunk(input.keys, first), plain)) {
       if (!exchange.open) return undefined;
-      const sent = writer.write(plain.subarray(first.from, first.to), true);
+      const whole = first.from === 0 && first.to === first.plainLength;
+      const sent = writer.write(whole ? plain : plain.subarray(first.from, first.to), true);
       if (sent) return sent.then(() => writer.end());
       writer.end();
       return undefined;
@@ -428,6 +431,8 @@ class StreamWriter {
   started = false;
   /** Settles the write that waits for the socket to drain. */
   private drained: (() => void) | undefined;
+  /** The abort handler is attached (at the first write that waits). */
+  private watching = false;
 
   constructor(
     private readonly exchange: Exchange,
@@ -437,11 +442,7 @@ class StreamWriter {
     private readonly transform?: ByteTransform | undefined,
     /** The object offset of the first byte written (for `transform`). */
     private offset = 0,
-  ) {
-    // One abort handler for the whole response: one per waiting write would keep every piece
-    // that ever waited referenced until the connection closes.
-    exchange.onAbort(() => this.drained?.());
-  }
+  ) {}
 
   /**
    * After the last write. A response still open then fell short of its Content-Length (the
@@ -491,6 +492,13 @@ class StreamWriter {
     }
     return new Promise((resolve) => {
       this.drained = resolve;
+      // One abort handler for the whole response, attached by the first write that waits (a
+      // small object is written at once and needs none): one per waiting write would keep
+      // every piece that ever waited referenced until the connection closes.
+      if (!this.watching) {
+        this.watching = true;
+        this.exchange.onAbort(() => this.drained?.());
+      }
       res.onWritable((offset) => {
         const [retryOk, retryDone] = res.tryEnd(rest.subarray(offset - base), this.total);
         if (retryDone) this.exchange.done = true;

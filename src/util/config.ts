@@ -298,6 +298,11 @@ export const settingSpecs = {
     fallback: '2s',
     help: 'how often a member reads the layout when no peer has named a newer one',
   },
+  'cluster.rebalance_objects_per_s': {
+    kind: 'int',
+    fallback: '0',
+    help: "a rebalance's pace: objects checked per second, all members together (0: no limit)",
+  },
   'cluster.lost_after': {
     kind: 'duration',
     fallback: '30m',

@@ -118,6 +118,8 @@ export const DataDirLocked = defineError('data_dir_locked', 'Data directory in u
 export const ChunkGone = defineError('chunk_gone', 'Deduplicated chunk was reclaimed', 503);
 /** A replicated write placed under an older layout than the replica's (cluster fencing). */
 export const StaleLayout = defineError('stale_layout', 'Placed under a stale layout', 503);
+/** A replicated write carried a partition epoch below one the replica has seen (fencing). */
+export const StaleEpoch = defineError('stale_epoch', 'Sent under a deposed leader epoch', 503);
 /** The data filesystem is full (ENOSPC): new writes are refused until space returns. */
 export const DiskFull = defineError('disk_full', 'No space left for new data', 503);
 

@@ -8,9 +8,8 @@
 // refused by the others (fencing). Skips, with the reason, where etcd cannot be had.
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
-import { ClusterKit, clusterEnvironment, waitFor, type KitNode } from './kit.js';
+import { ClusterKit, clusterEnvironment, replicasOfBucket, waitFor, type KitNode } from './kit.js';
 import { Client, makeKey } from './data-client.js';
-import { replicasOf } from '../../src/cluster/replication.js';
 
 const env = await clusterEnvironment();
 
@@ -32,11 +31,7 @@ t.test('drain and forceLost move data', { skip: env.skip ?? false }, async (t) =
   const nodes = kit.nodes as [KitNode, KitNode, KitNode, KitNode];
   const n4 = nodes[3];
   await kit.formCluster(4);
-  const owners = replicasOf(
-    1,
-    nodes.map((node) => ({ id: node.id, zone: '' })),
-    3,
-  );
+  const owners = await replicasOfBucket(nodes[0], 1);
   t.ok(owners.includes('n4'), `n4 holds bucket 1 (${owners.join(', ')})`);
   const spare = nodes.find((node) => !owners.includes(node.id)) as KitNode;
   const writer = nodes.find((node) => node !== n4 && owners.includes(node.id)) as KitNode;

@@ -18,6 +18,7 @@ import { join, resolve } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
+import { partitionOf } from '../../src/cluster/layout.js';
 
 const execFileAsync = promisify(execFile);
 const ROOT = resolve(fileURLToPath(new URL('../../../', import.meta.url)));
@@ -509,4 +510,16 @@ export function joinBody(
 function loopbackHosts(count: number): string[] {
   const [s, t] = [1 + ((randomBytes(1)[0] as number) % 254), (randomBytes(1)[0] as number) % 256];
   return Array.from({ length: count }, (_, index) => `127.${s}.${t}.${index + 2}`);
+}
+
+/**
+ * The replicas of bucket `bucketId` in the stored layout (its partition's, in order), as
+ * `node`'s `GET /cluster/layout` answers them.
+ */
+export async function replicasOfBucket(node: KitNode, bucketId: number): Promise<string[]> {
+  const answer = await node.admin('GET', '/cluster/layout');
+  if (answer.status !== 200)
+    throw new Error(`layout: ${answer.status} ${JSON.stringify(answer.json)}`);
+  const partitions = answer.json['partitions'] as Array<{ replicas: string[] }>;
+  return partitions[partitionOf(bucketId)]?.replicas ?? [];
 }

@@ -1,24 +1,34 @@
 // Goal: layouts are versioned and fence a stale coordinator (docs/cluster.md §8a, "Fencing by
 // layout"): a replica that has seen a newer layout refuses a replicated write placed by an older
 // one; the coordinator reads the layout and places the write on the new replica set; no
-// acknowledged write is lost.
+// acknowledged write is lost. A partition whose leader changed fences the deposed leader's
+// epoch (docs/cluster.md §8): a replica refuses a write sent under it (`stale_epoch`).
 // Method: the cluster kit, three nodes on real etcd, replication factor 2. n1 reads the layout
 // only when a peer tells it of a newer one (`cluster.layout_poll` 1 h), so once n3 has joined it
 // still places by the layout of n1 and n2 (version 2), which `/metrics` shows. A signed data
 // message placed by layout 2 shows n2 refuses it (`stale_layout`). The bucket written is one
-// whose replica set in the three-node layout is n2 and n3: n1's first write there is sent to n2
+// whose replica set in the three-node layout (`GET /cluster/layout`) is n2 and n3; its partition
+// was led by n1 and is now led by n2 at a higher epoch, and a signed message under n1's epoch is
+// refused by n3 (`stale_epoch`), one under n2's taken. n1's first write there is sent to n2
 // by layout 2, refused, and placed again (n1's figures say so); n3 then holds each version in its
 // own copy (a read by version id reads only the local copy), and with n1 SIGKILLed every
 // acknowledged object reads back byte for byte from n2 and n3. Skips, with the reason, where etcd
 // cannot be had.
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
-import { ClusterKit, clusterEnvironment, joinBody, waitFor, type KitNode } from './kit.js';
+import {
+  ClusterKit,
+  clusterEnvironment,
+  joinBody,
+  replicasOfBucket,
+  waitFor,
+  type KitNode,
+} from './kit.js';
 import { Client, makeKey } from './data-client.js';
-import { replicasOf } from '../../src/cluster/replication.js';
 import { callData } from '../../src/cluster/data-transport.js';
 import { clusterPaths, readClusterSecret } from '../../src/cluster/node-state.js';
 import { errorCode } from '../../src/util/errors.js';
+import { partitionOf } from '../../src/cluster/layout.js';
 
 const env = await clusterEnvironment();
 const RF = ['--cluster.replication_factor', '2'];
@@ -80,12 +90,48 @@ t.test(
     t.equal(await placedBy(3), 'taken', 'and takes one placed by the current layout');
     t.equal(await figure(n1, 'lightwell_cluster_layout_version'), 2, 'n1 still places by layout 2');
 
-    // The first bucket id whose replica set in the three-node layout leaves n1 out.
-    const members = [n1, n2, n3].map((node) => ({ id: node.id, zone: '' }));
+    // The first bucket id whose replica set in the stored three-node layout leaves n1 out (by
+    // layout 2, of n1 and n2 with factor 2, every partition is on both).
     let target = 1;
-    while (replicasOf(target, members, 2).includes('n1')) target += 1;
-    t.same(replicasOf(target, members, 2).sort(), ['n2', 'n3'], `bucket ${target} is on n2, n3`);
-    t.same(replicasOf(target, members.slice(0, 2), 2).sort(), ['n1', 'n2'], 'by layout 2: n1, n2');
+    while ((await replicasOfBucket(n2, target)).includes('n1')) target += 1;
+    t.same(
+      (await replicasOfBucket(n2, target)).sort(),
+      ['n2', 'n3'],
+      `bucket ${target} is on n2, n3`,
+    );
+
+    // Its partition was led by n1 (the first of n1 and n2 by layout 2); by layout 3 n1 holds no
+    // replica of it, and n2, now its first live replica, takes it under the next epoch. A write
+    // sent under n1's old epoch (the deposed leader's) is refused by n3; the current one taken.
+    const partition = partitionOf(target);
+    const led = await waitFor(`n2 to lead partition ${partition}`, async () => {
+      const layout = await n3.admin('GET', '/cluster/layout');
+      const entry = (layout.json['partitions'] as Array<{ leader?: string; epoch?: number }>)[
+        partition
+      ];
+      return entry?.leader === 'n2' ? entry : undefined;
+    });
+    const epoch = led.epoch ?? 0;
+    t.ok(epoch >= 2, `partition ${partition} is at epoch ${epoch}, past n1's`);
+    const sentUnder = (under: number) =>
+      callData({
+        address: n3.clusterAddress,
+        name: 'records',
+        body: { tenantNum: 1, records: [], layout: 3, partition, epoch: under },
+        secret,
+        from: 'n1',
+      }).then(
+        () => 'taken',
+        (error: unknown) => errorCode(error) ?? String(error),
+      );
+    t.equal(
+      await waitFor(`n3 to refuse epoch ${epoch - 1} of partition ${partition}`, async () =>
+        (await sentUnder(epoch - 1)) === 'stale_epoch' ? 'stale_epoch' : undefined,
+      ),
+      'stale_epoch',
+      "n3 refuses a write sent under the deposed leader's epoch",
+    );
+    t.equal(await sentUnder(epoch), 'taken', 'and takes one under the current epoch');
 
     const [keyId, keySecret] = await makeKey(n1);
     const client = new Client(n1, keyId, keySecret);

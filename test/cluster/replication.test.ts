@@ -9,9 +9,15 @@
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
 import { GetObjectCommand, PutObjectCommand, DeleteObjectCommand } from '@aws-sdk/client-s3';
-import { ClusterKit, clusterEnvironment, joinBody, waitFor, type KitNode } from './kit.js';
+import {
+  ClusterKit,
+  clusterEnvironment,
+  joinBody,
+  replicasOfBucket,
+  waitFor,
+  type KitNode,
+} from './kit.js';
 import { Client, makeKey } from './data-client.js';
-import { replicasOf } from '../../src/cluster/replication.js';
 import { s3ClientFor, s3ErrorOf } from '../helpers/s3-sdk.js';
 
 const env = await clusterEnvironment();
@@ -105,16 +111,12 @@ t.test('objects are replicated to a majority', { skip: env.skip ?? false }, asyn
   });
   t.match(await rebalance(true), { replication: { counts: { copiesSent: 0, deletesSent: 0 } } });
 
-  // A fourth node joins; the bucket's replica set now names it (bucket id 1, by rendezvous) and
+  // A fourth node joins; the bucket's replica set now names it (bucket id 1, by the stored layout) and
   // a rebalance copies every object onto it.
   await n4.start();
   const joined = await n1.admin('POST', '/cluster/consensus/join', joinBody(n4));
   t.equal(joined.status, 200, JSON.stringify(joined.json));
-  const owners = replicasOf(
-    1,
-    ['n1', 'n2', 'n3', 'n4'].map((id) => ({ id, zone: '' })),
-    3,
-  );
+  const owners = await replicasOfBucket(n1, 1);
   t.ok(owners.includes('n4'), `n4 is a replica of the bucket (${owners.join(', ')})`);
   const moved = await waitFor('a rebalance onto n4', async () => {
     const report = await rebalance(false);

@@ -1,7 +1,7 @@
 // Goal: the console's placement answer. On a single node every bucket of the tenant has one
 // copy, on this node, and the route keeps the gates (401 without a token; a tenant-scoped token
 // sees only its tenant, and its own without naming it; an unknown tenant is 404). In cluster
-// mode the placement is the cluster's own rule (`replicasOf` over the members that are not
+// mode the placement is the cluster's own rule (the partition table over the members that are not
 // draining): `placementOf` over three voters in two zones gives each bucket the replication
 // factor's copies in both zones, counts what each node holds, and gives a draining member (its
 // data moves off), a learner or a drained node nothing.

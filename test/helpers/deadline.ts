@@ -1,6 +1,7 @@
 // The one wall-clock bound a test that waits on events may have: its file's own time limit
 // (tap's TAP_TIMEOUT, from the test process's start), less a margin to report which event did
-// not come, instead of tap's dump of open handles. Never a bound tighter than that.
+// not come, instead of tap's dump of open handles. Never a bound tighter than that. For a file
+// that sets no limit of its own (`t.setTimeout`).
 
 /** What a failed wait needs to report before tap's limit for the file ends the process. */
 const REPORT_MARGIN_MS = 10_000;
@@ -9,4 +10,12 @@ const REPORT_MARGIN_MS = 10_000;
 export function testDeadline(): number {
   const limitMs = Number(process.env['TAP_TIMEOUT'] ?? 30) * 1000;
   return limitMs > 0 ? performance.timeOrigin + limitMs - REPORT_MARGIN_MS : Infinity;
+}
+
+/** A signal that aborts at `testDeadline()`; none (null) when the test has no time limit. */
+export function untilTestDeadline(): AbortSignal | null {
+  const deadline = testDeadline();
+  return deadline === Infinity
+    ? null
+    : AbortSignal.timeout(Math.max(0, Math.floor(deadline - Date.now())));
 }

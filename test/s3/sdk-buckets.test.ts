@@ -12,6 +12,9 @@ import {
   GetBucketLocationCommand,
   GetBucketVersioningCommand,
   PutBucketVersioningCommand,
+  GetObjectCommand,
+  PutObjectCommand,
+  DeleteObjectCommand,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { s3ClientFor, s3ErrorOf } from '../helpers/s3-sdk.js';
@@ -162,6 +165,24 @@ t.test('bucket operations through the AWS SDK', async (t) => {
     expiresIn: 60,
   });
   t.equal((await fetch(url)).status, 200, 'a presigned URL works');
+  // The SDK's default presigned GetObject URL signs `x-amz-checksum-mode=ENABLED` in its query:
+  // the object comes back with its CRC32, as the header form would answer.
+  const written = await s3.send(
+    new PutObjectCommand({ Bucket: 'photos', Key: 'signed', Body: 'presigned' }),
+  );
+  const objectUrl = await getSignedUrl(
+    s3,
+    new GetObjectCommand({ Bucket: 'photos', Key: 'signed' }),
+  );
+  t.match(objectUrl, 'x-amz-checksum-mode=ENABLED');
+  const object = await fetch(objectUrl);
+  t.equal(object.status, 200, 'a presigned GetObject URL works');
+  t.equal(await object.text(), 'presigned');
+  t.ok(object.headers.get('x-amz-checksum-crc32'), 'with the checksum it asked for');
+  // Its version removed for good (the bucket is versioned by now), so the bucket can go later.
+  await s3.send(
+    new DeleteObjectCommand({ Bucket: 'photos', Key: 'signed', VersionId: written.VersionId }),
+  );
   const tampered = url.replace('location', 'versioning');
   t.equal((await fetch(tampered)).status, 403, 'a changed presigned URL does not');
   const expired = await getSignedUrl(s3, new GetBucketLocationCommand({ Bucket: 'photos' }), {

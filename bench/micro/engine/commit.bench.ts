@@ -2,7 +2,12 @@
 // the audit row a gateway sends, applied through a CommandBatch in groups as the engine receives
 // them, on a fresh index in a temporary directory.
 //
-// Usage: node dist/bench/micro/engine/commit.bench.js [--commands 20000] [--group 16]
+// Usage: node dist/bench/micro/engine/commit.bench.js [--commands 20000] [--group 16] [--each]
+//        [--packed]
+// --each hands each group to the batch in one `submitEach` (as the engine's `putObjects` does)
+// instead of one `submit` a command; --packed also encodes each group's arguments with
+// put-group-codec.ts and decodes them before they are applied (the gateway's and the engine's
+// side of the wire, on this one thread).
 // Small defaults so CI runs it as a smoke test. Prints the time the commands' callbacks took on
 // the engine thread per command (the part of the engine's CPU that grows with the work), the
 // process's CPU per command (with LMDB's commit thread and the syncs), and commands per second.
@@ -18,11 +23,14 @@ import * as objects from '../../../src/engine/ops/objects.js';
 import * as segments from '../../../src/engine/ops/segments.js';
 import { writeAudit, type AuditInput } from '../../../src/engine/ops/audit.js';
 import { loadSettings } from '../../../src/util/config.js';
+import { decodePutGroup, encodePutGroup } from '../../../src/engine/put-group-codec.js';
 
 const { values } = parseArgs({
   options: {
     commands: { type: 'string', default: '20000' },
     group: { type: 'string', default: '16' },
+    each: { type: 'boolean', default: false },
+    packed: { type: 'boolean', default: false },
   },
 });
 const commands = Math.max(1, Number.parseInt(values.commands, 10) || 1);
@@ -84,21 +92,20 @@ const batch = new CommandBatch(store);
 let applyMs = 0;
 const cpuBefore = process.cpuUsage();
 const started = performance.now();
+const applyOf = (args: ReturnType<typeof putArgs>) => (): unknown => {
+  const from = performance.now();
+  const version = objects.putObject(context, args);
+  writeAudit(context, args.audit);
+  applyMs += performance.now() - from;
+  return version;
+};
 for (let done = 0; done < commands; done += group) {
-  const pending: Array<Promise<unknown>> = [];
-  for (let index = done; index < Math.min(commands, done + group); index += 1) {
-    const args = putArgs(index);
-    pending.push(
-      batch.submit(() => {
-        const from = performance.now();
-        const version = objects.putObject(context, args);
-        writeAudit(context, args.audit);
-        applyMs += performance.now() - from;
-        return version;
-      }),
-    );
-  }
-  await Promise.all(pending);
+  let items: Array<ReturnType<typeof putArgs>> = [];
+  for (let index = done; index < Math.min(commands, done + group); index += 1)
+    items.push(putArgs(index));
+  if (values.packed) items = decodePutGroup(encodePutGroup(items)) as unknown as typeof items;
+  if (values.each) await batch.submitEach(items.map(applyOf));
+  else await Promise.all(items.map((args) => batch.submit(applyOf(args))));
 }
 const wallMs = performance.now() - started;
 const cpu = process.cpuUsage(cpuBefore);
@@ -106,7 +113,9 @@ await store.close();
 rmSync(dir, { recursive: true, force: true });
 
 const perCommandUs = (ms: number): string => ((ms * 1000) / commands).toFixed(1);
-console.log(`commands: ${commands}, group: ${group}`);
+console.log(
+  `commands: ${commands}, group: ${group}, each: ${String(values.each)}, packed: ${String(values.packed)}`,
+);
 console.log(`callbacks on the engine thread: ${perCommandUs(applyMs)} µs per command`);
 console.log(`process CPU: ${perCommandUs((cpu.user + cpu.system) / 1000)} µs per command`);
 console.log(`throughput: ${Math.round((commands / wallMs) * 1000)} commands/s`);
