@@ -12,8 +12,8 @@
 //   a storage member. A target no longer a storage member (lost, removed, drained) has its hints
 //   dropped: a lost member's replicas are rebuilt from the others, a drained one's were moved.
 // - A send the target refused for another reason (a rule, a missing record) is tried
-//   HINT_REFUSALS_MAX times; one refused as placed by a stale layout, or by a fenced sender, is
-//   not repeated (the layout change's rebalance places it).
+//   HINT_REFUSALS_MAX times; one refused as placed by a stale layout or epoch, or by a fenced
+//   sender, is not repeated (the layout change's rebalance places it).
 // - Bounded: at most HINTS_PER_NODE_MAX hints per node and HINTS_MAX in all, each holding a
 //   write's manifest and chunk ids, never its bytes (the records are read again when it is sent).
 //   A hint that does not fit, or is given up, is not forgotten: its tenant is noted, and once the
@@ -42,7 +42,7 @@ export const HINT_REFUSALS_MAX = 5;
 const FALLBACK_TENANTS_MAX = 1024;
 
 /** Refusals after which sending again cannot help: the write is left to a rebalance. */
-const FINAL_CODES: ReadonlySet<string> = new Set(['stale_layout', 'conflict']);
+const FINAL_CODES: ReadonlySet<string> = new Set(['stale_layout', 'stale_epoch', 'conflict']);
 
 export interface Hint {
   readonly tenantId: string;
