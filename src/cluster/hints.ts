@@ -12,13 +12,13 @@
 //   a storage member. A target no longer a storage member (lost, removed, drained) has its hints
 //   dropped: a lost member's replicas are rebuilt from the others, a drained one's were moved.
 // - A send the target refused for another reason (a rule, a missing record) is tried
-//   HINT_REFUSALS_MAX times; one refused as placed by a stale layout, or by a fenced sender, is
-//   not repeated (the layout change's rebalance places it).
+//   HINT_REFUSALS_MAX times; one refused as placed by a stale layout or epoch, or by a fenced
+//   sender, is not repeated (the layout change's rebalance places it).
 // - Bounded: at most HINTS_PER_NODE_MAX hints per node and HINTS_MAX in all, each holding a
 //   write's manifest and chunk ids, never its bytes (the records are read again when it is sent).
 //   A hint that does not fit, or is given up, is not forgotten: its tenant is noted, and once the
 //   target takes sends again (its queue has drained) the coordinator runs the repair scan of
-//   those tenants (`fallBack`), retried with backoff while it fails.
+//   those tenants (`fallBack`), run again with backoff when it fails.
 // - In memory only: the hints of a coordinator that restarts are gone; its catch-up at start has
 //   every other member run the repair scan, which pushes what the other replicas of the majority
 //   hold to the replica that missed it.
@@ -31,13 +31,18 @@ export const HINTS_PER_NODE_MAX = 4096;
 export const HINTS_MAX = 16_384;
 export const HINT_BACKOFF_MS_MIN = 250;
 export const HINT_BACKOFF_MS_MAX = 30_000;
+/**
+ * After a target that did not answer takes a send again, the rest wait this long: it is most
+ * likely starting up, as a member's catch-up waits after its start (shared-state.ts).
+ */
+export const HINT_RESUME_PAUSE_MS = 5_000;
 /** How often a send the target refuses (not for being unreachable) is tried. */
 export const HINT_REFUSALS_MAX = 5;
 /** The tenants noted per node for a repair scan; past it, every tenant is scanned. */
 const FALLBACK_TENANTS_MAX = 1024;
 
 /** Refusals after which sending again cannot help: the write is left to a rebalance. */
-const FINAL_CODES: ReadonlySet<string> = new Set(['stale_layout', 'conflict']);
+const FINAL_CODES: ReadonlySet<string> = new Set(['stale_layout', 'stale_epoch', 'conflict']);
 
 export interface Hint {
   readonly tenantId: string;
@@ -194,8 +199,13 @@ export class Hints {
         );
         if (this.isClosed()) return;
         if (failure === undefined) {
+          const resumed = queue.backoffMs > HINT_BACKOFF_MS_MIN;
           this.settle(queue);
           this.figures.delivered += 1;
+          if (resumed && queue.hints.length > 0) {
+            this.wake(nodeId, queue, HINT_RESUME_PAUSE_MS);
+            return;
+          }
         } else if (!this.refused(nodeId, queue, hint, failure.error)) {
           this.backOff(nodeId, queue);
           return;

@@ -10,8 +10,11 @@
 // sequence) or a replicated delete; a replica that holds the version but missed a later change of
 // its tags, retention or legal hold (those keep the version's sequence, and carry one of their own)
 // is sent the version's metadata. Copies are throttled to REPAIR_BYTES_PER_S per node, so a
-// rebalance does not starve the data path. A dry run only counts. Tombstones past their grace
-// period that no replica needs any more are collected (`collectTombstones`).
+// rebalance does not starve the data path. A dry run only counts. A current delete marker a
+// replica lacks is sent as a replicated delete with its sequence. Tombstones past their grace
+// period that no replica needs any more are collected: those of unversioned deletes
+// (`collectTombstones`), of versions deleted by id and of uploads ended, and the metadata stamps
+// of versions gone (`collectEndTombstones`).
 
 import {
   DB,

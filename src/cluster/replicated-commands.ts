@@ -22,6 +22,8 @@
 
 import type { LocalEngine } from '../engine/command-router.js';
 import {
+  DB,
+  multipartUploadKey,
   type BucketRecord,
   type MultipartUploadRecord,
   type ObjectVersionRecord,
@@ -31,7 +33,7 @@ import { findVersionIn } from '../engine/ops/objects.js';
 import type { ManifestChunk } from '../engine/ops/objects.js';
 import { BadRequest, isLightwellError } from '../util/errors.js';
 import type { DataHandler } from './data-transport.js';
-import type { Replicator } from './replication.js';
+import { HEAD_MS_MAX, type Replicator } from './replication.js';
 
 /** Commands that run again, as they are, on every replica. */
 const RERUN: ReadonlySet<string> = new Set([
@@ -56,6 +58,11 @@ export const REPLICATED_COMMANDS: ReadonlySet<string> = new Set([
 ]);
 
 const COMMAND_PATH = '/cluster/v1/data/command';
+const UPLOAD_OF_PATH = '/cluster/v1/data/upload-of';
+/** Commands on an open upload: a node that missed its create first takes it from a replica. */
+const NEEDS_UPLOAD: ReadonlySet<string> = new Set(['uploadPart', 'completeMultipartUpload']);
+/** An upload id as the engine makes them (hex); anything else is not looked up. */
+const UPLOAD_ID = /^(?:[0-9a-f]{2}){1,64}$/;
 
 interface Rerun {
   name: string;
@@ -78,7 +85,58 @@ export class CommandReplicator {
   handlers(): Map<string, DataHandler> {
     return new Map<string, DataHandler>([
       [COMMAND_PATH, this.replicator.admitted((body) => this.accept(body))],
+      [UPLOAD_OF_PATH, (_from, body) => Promise.resolve(this.uploadOf(body))],
     ]);
+  }
+
+  /**
+   * A node that missed an upload's create (it was down, or the create's send to it failed) takes
+   * the upload's record from another replica before a part or completion of it runs here, so it
+   * does not answer 404 for an upload the cluster holds. Nothing is fetched for an upload this
+   * node or an answering replica saw end, nor when no replica holds it (the command's own 404).
+   */
+  private async ensureUpload(bucket: BucketRecord, args: Record<string, unknown>): Promise<void> {
+    const { replicator } = this;
+    const key = args['key'];
+    const uploadId = args['uploadId'];
+    if (typeof key !== 'string' || typeof uploadId !== 'string' || !UPLOAD_ID.test(uploadId))
+      return;
+    const at = multipartUploadKey(bucket.id, key, uploadId);
+    this.local.store.refresh();
+    if (this.local.store.has(DB.multipart, at) || replicator.uploadEnded(bucket, uploadId)) return;
+    const query = { tenantId: bucket.tenantId, bucket: bucket.name, key, uploadId };
+    for (const address of replicator.otherReplicas(bucket)) {
+      const answer = await replicator
+        .call(address, 'upload-of', query, HEAD_MS_MAX)
+        .catch(() => undefined);
+      if (answer?.['ended'] === true) return;
+      const upload = answer?.['upload'] as MultipartUploadRecord | undefined | null;
+      if (upload === undefined || upload === null) continue;
+      if (upload.uploadId !== uploadId || upload.bucketId !== bucket.id || upload.key !== key)
+        throw BadRequest(`node at ${address} answered another upload than ${uploadId}`);
+      await this.local.commit(() =>
+        this.local.store.has(DB.multipart, at)
+          ? []
+          : [{ db: DB.multipart, key: at, value: upload }],
+      );
+      replicator.log.info({ uploadId, address }, 'an upload this node missed taken from a replica');
+      return;
+    }
+  }
+
+  /** This node's record of an upload, and whether it saw it end (see `ensureUpload`). */
+  private uploadOf(body: Record<string, unknown>): Record<string, unknown> {
+    const { bucket } = this.replicator.bucketOf(body);
+    const key = body['key'];
+    const uploadId = body['uploadId'];
+    if (typeof key !== 'string' || typeof uploadId !== 'string' || !UPLOAD_ID.test(uploadId))
+      throw BadRequest('upload-of takes {tenantId, bucket, key, uploadId}');
+    this.local.store.refresh();
+    const upload = this.local.store.get<MultipartUploadRecord>(
+      DB.multipart,
+      multipartUploadKey(bucket.id, key, uploadId),
+    );
+    return { upload: upload ?? null, ended: this.replicator.uploadEnded(bucket, uploadId) };
   }
 
   /** Runs `name` here, then on a majority of the bucket's replicas (see the header). */
@@ -87,6 +145,7 @@ export class CommandReplicator {
     replicator.requireQuorum();
     const now = Date.now();
     const { tenant, bucket } = replicator.bucketOf(args);
+    if (NEEDS_UPLOAD.has(name)) await this.ensureUpload(bucket, args);
     const producesVersion = name === 'completeMultipartUpload' || name === 'copyObject';
     const seq = producesVersion ? replicator.nextSeq() : undefined;
     const result = await this.local.runLocal(name, args, {
@@ -164,6 +223,7 @@ export class CommandReplicator {
     const run = args as Record<string, unknown>;
     const { tenant, bucket } = this.replicator.bucketOf(run);
     if (METADATA.has(name) && !this.holds(bucket, run, body['version'])) return { applied: false };
+    if (NEEDS_UPLOAD.has(name)) await this.ensureUpload(bucket, run);
     let chunks: ManifestChunk[] | undefined;
     if (name === 'uploadPart') {
       chunks = this.replicator.located(tenant.num, run['chunks']);
@@ -184,6 +244,13 @@ export class CommandReplicator {
         await this.replicator.endUpload(bucket.id, String(run['uploadId']), String(run['key']));
         return { applied: true };
       }
+      // A part of an upload that already ended here (a late resend) changes nothing.
+      if (
+        name === 'uploadPart' &&
+        error.code === 'not_found' &&
+        this.replicator.uploadEnded(bucket, String(run['uploadId']))
+      )
+        return { applied: true };
       if (name === 'completeMultipartUpload') return { applied: false };
       throw error;
     }

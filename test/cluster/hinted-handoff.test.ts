@@ -130,14 +130,14 @@ t.test('missed writes reach the replica from hints', { skip: env.skip ?? false }
     240_000,
   );
   t.pass('n3 holds every write it missed, at the same sequences, without a repair');
-  const delivered =
-    (await figure(n1, 'lightwell_cluster_hints_delivered_total')) +
-    (await figure(n2, 'lightwell_cluster_hints_delivered_total'));
-  t.equal(delivered, WRITES, 'the hints delivered are counted');
   for (const node of [n1, n2])
     await waitFor(`${node.id} to hold no hints`, async () =>
       (await figure(node, 'lightwell_cluster_hints_pending')) === 0 ? true : undefined,
     );
+  const delivered =
+    (await figure(n1, 'lightwell_cluster_hints_delivered_total')) +
+    (await figure(n2, 'lightwell_cluster_hints_delivered_total'));
+  t.equal(delivered, WRITES, 'the hints delivered are counted');
 
   for (const [key, body] of bodies) {
     const got = await s3.send(new GetObjectCommand({ Bucket, Key: key }));

@@ -10,6 +10,7 @@ import {
   Hints,
   HINT_BACKOFF_MS_MIN,
   HINT_REFUSALS_MAX,
+  HINT_RESUME_PAUSE_MS,
   type Hint,
 } from '../../src/cluster/hints.js';
 import { NotFound, StaleLayout, Unavailable } from '../../src/util/errors.js';
@@ -68,6 +69,8 @@ t.test('missed writes are sent again in order once the target is back', async (t
   t.same(state.landed, [], 'nothing lands while n3 is down');
   state.down = false;
   await tick();
+  t.same(state.landed, ['create'], 'the first lands once n3 is back');
+  t.same(await tick(), [HINT_RESUME_PAUSE_MS], 'the rest wait while n3 starts up');
   t.same(state.landed, ['create', 'part-1', 'complete'], 'every hint lands, in order');
   t.equal(hints.pending(), 0, 'none held any more');
   t.equal(hints.figures.delivered, 3, 'counted as delivered');
@@ -104,6 +107,7 @@ t.test('overflow and refusals fall back to a repair scan once the target is back
   t.same(state.scans, [], 'no scan while n3 is down');
   state.down = false;
   state.scanFails = true;
+  await tick();
   await tick();
   t.same(state.landed, ['a', 'b'], 'the held hints land');
   t.same(state.scans, [['globex']], 'a scan of the overflowed tenant is tried');
