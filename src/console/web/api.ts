@@ -154,8 +154,11 @@ export interface Plan {
   applied: boolean;
   action: string;
   target: string;
-  counts: Record<string, number>;
+  /** What the operation would touch; a membership change's plan has none (its own fields). */
+  counts?: Record<string, number>;
   blockers: Array<{ code: string; message: string; count?: number }>;
+  /** Things the change allows but the operator should know (a membership change's plan). */
+  warnings?: Array<{ code: string; message: string }>;
   /** What the operation would leave (its shape is the operation's). */
   result?: unknown;
 }

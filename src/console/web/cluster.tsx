@@ -5,9 +5,18 @@
 
 import type { JSX } from 'preact';
 import { useState } from 'preact/hooks';
-import { ADMIN, CONSOLE, allows, seg, type Member, type Placement, type Tenant } from './api.js';
+import {
+  ADMIN,
+  CONSOLE,
+  allows,
+  seg,
+  type Member,
+  type Placement,
+  type Plan,
+  type Tenant,
+} from './api.js';
 import type { Context } from './main.js';
-import { ErrorBox, Field, Section, Select, StateBadge, useLoad } from './ui.js';
+import { ErrorBox, Field, Section, Select, StateBadge, formatBytes, useLoad } from './ui.js';
 import { PlannedAction } from './planned.js';
 
 function PlacementView(props: { context: Context }): JSX.Element {
@@ -106,6 +115,41 @@ function PlacementView(props: { context: Context }): JSX.Element {
   );
 }
 
+/** A membership change's plan (admin-api.md): quorum and storage before and after. */
+type MembershipPlan = Plan & {
+  quorum?: { votersBefore: number; votersAfter: number; quorumAfter: number };
+  storage?: { nodesBefore: number; nodesAfter: number; effectiveFactorAfter: number };
+  partitionsToMove?: number;
+  bytesToMove?: number;
+};
+
+function MembershipPlanView(props: { plan: MembershipPlan }): JSX.Element {
+  const { quorum, storage, partitionsToMove, bytesToMove } = props.plan;
+  const rows: Array<[string, string]> = [];
+  if (quorum) {
+    rows.push(['Voters', `${String(quorum.votersBefore)} → ${String(quorum.votersAfter)}`]);
+    rows.push(['Quorum after', String(quorum.quorumAfter)]);
+  }
+  if (storage) {
+    rows.push(['Storage nodes', `${String(storage.nodesBefore)} → ${String(storage.nodesAfter)}`]);
+    rows.push(['Copies of each object after', String(storage.effectiveFactorAfter)]);
+  }
+  if (partitionsToMove !== undefined) rows.push(['Partitions to move', String(partitionsToMove)]);
+  if (bytesToMove !== undefined) rows.push(['Bytes to move (at most)', formatBytes(bytesToMove)]);
+  return (
+    <table class="plan-table" aria-label="Membership plan">
+      <tbody>
+        {rows.map(([name, value]) => (
+          <tr key={name}>
+            <th scope="row">{name}</th>
+            <td>{value}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
 /** An owner's drain of a member in cluster mode: its replicas move to the other nodes. */
 function DrainMember(props: { context: Context; members: Member[]; onDone: () => void }) {
   const { context, members } = props;
@@ -124,6 +168,7 @@ function DrainMember(props: { context: Context; members: Member[]; onDone: () =>
           { id, reason: reason.trim(), confirm },
         )
       }
+      detail={(plan) => <MembershipPlanView plan={plan} />}
       onDone={props.onDone}
     >
       <Select

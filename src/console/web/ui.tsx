@@ -222,7 +222,7 @@ export function PlanView(props: { plan: Plan }): JSX.Element {
       </p>
       <table class="plan-table">
         <tbody>
-          {Object.entries(plan.counts)
+          {Object.entries(plan.counts ?? {})
             .filter(([, value]) => value !== 0 || plan.action.endsWith('Tenant'))
             .map(([name, value]) => (
               <tr key={name}>
@@ -236,6 +236,13 @@ export function PlanView(props: { plan: Plan }): JSX.Element {
         <ul class="blockers">
           {plan.blockers.map((blocker) => (
             <li key={`${blocker.code}:${blocker.message}`}>{blocker.message}</li>
+          ))}
+        </ul>
+      )}
+      {plan.warnings && plan.warnings.length > 0 && (
+        <ul class="warnings">
+          {plan.warnings.map((warning) => (
+            <li key={`${warning.code}:${warning.message}`}>{warning.message}</li>
           ))}
         </ul>
       )}
