@@ -222,7 +222,31 @@ export class CommandReplicator {
       throw BadRequest('command takes {name, args, now}');
     const run = args as Record<string, unknown>;
     const { tenant, bucket } = this.replicator.bucketOf(run);
-    if (METADATA.has(name) && !this.holds(bucket, run, body['version'])) return { applied: false };
+    if (METADATA.has(name))
+      return this.replicator.inMetadataTurn(bucket.id, String(run['key']), async () => {
+        if (!this.holds(bucket, run, body['version'])) return { applied: false };
+        // This replica already has this change or a newer one (a hint that arrived late).
+        const mseq = body['mseq'];
+        const version = body['version'] as { seq: number };
+        if (
+          typeof mseq === 'number' &&
+          this.replicator.stampOf(bucket.id, String(run['key']), version.seq) >= mseq
+        )
+          return { applied: true };
+        return this.apply(name, run, body, tenant, bucket);
+      });
+    return this.apply(name, run, body, tenant, bucket);
+  }
+
+  /** Runs a replicated command here (see `accept`). */
+  private async apply(
+    name: string,
+    run: Record<string, unknown>,
+    body: Record<string, unknown>,
+    tenant: TenantRecord,
+    bucket: BucketRecord,
+  ): Promise<Record<string, unknown>> {
+    const now = body['now'] as number;
     if (NEEDS_UPLOAD.has(name)) await this.ensureUpload(bucket, run);
     let chunks: ManifestChunk[] | undefined;
     if (name === 'uploadPart') {

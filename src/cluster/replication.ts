@@ -209,6 +209,8 @@ export class Replicator implements RepairPeer {
   private readonly sending = new AsyncLocalStorage<{ partition: number; epoch: number }>();
   /** Writes a replica missed after their majority answered, sent again (hints.ts). */
   readonly hints: Hints;
+  /** The metadata change of each object being applied here (see `inMetadataTurn`). */
+  private readonly metadataTurns = new Map<string, Promise<void>>();
 
   constructor(
     private readonly local: LocalEngine,
@@ -764,6 +766,27 @@ export class Replicator implements RepairPeer {
     );
   }
 
+  /**
+   * Runs `apply` once every metadata change of `key` that arrived here before it is done. A
+   * change carries its sequence (`mseq`), and a replica applies it only if its stamp is older:
+   * without the turn, a late change (a hint, a repair) and a newer one could both pass that
+   * check and land in the wrong order, leaving the older value under the newer stamp.
+   */
+  async inMetadataTurn<T>(bucketId: number, key: string, apply: () => Promise<T>): Promise<T> {
+    const at = `${String(bucketId)}/${key}`;
+    const before = this.metadataTurns.get(at) ?? Promise.resolve();
+    let done!: () => void;
+    const turn = before.then(() => new Promise<void>((resolve) => (done = resolve)));
+    this.metadataTurns.set(at, turn);
+    await before;
+    try {
+      return await apply();
+    } finally {
+      done();
+      if (this.metadataTurns.get(at) === turn) this.metadataTurns.delete(at);
+    }
+  }
+
   /** Sends `version`'s tags, retention and legal hold as of change `mseq` to a replica. */
   async sendMetadata(
     address: string,
@@ -800,7 +823,25 @@ export class Replicator implements RepairPeer {
       throw BadRequest('metadata takes {args, versionId, seq, mseq, tags, retention?, legalHold}');
     const { bucket } = this.bucketOf(args);
     const key = String(args['key']);
-    this.local.store.refresh();
+    return this.inMetadataTurn(bucket.id, key, async () => {
+      this.local.store.refresh();
+      return this.applyMetadata(bucket, key, { versionId, seq, mseq, tags, retention, legalHold });
+    });
+  }
+
+  private async applyMetadata(
+    bucket: BucketRecord,
+    key: string,
+    change: {
+      versionId: string;
+      seq: number;
+      mseq: number;
+      tags: unknown[];
+      retention: { mode: unknown; retainUntil: unknown } | undefined;
+      legalHold: unknown;
+    },
+  ): Promise<Record<string, unknown>> {
+    const { versionId, seq, mseq, tags, retention, legalHold } = change;
     const held = findVersionIn(this.local.store, bucket.id, key, versionId);
     if (held === undefined || held.seq !== seq) return { applied: false };
     if (this.stampOf(bucket.id, key, seq) >= mseq) return { applied: true };

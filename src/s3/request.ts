@@ -224,6 +224,9 @@ function decoded(text: string): string {
  * The operation of a request at `level`: the first entry of OPERATIONS that matches. A query
  * parameter Lightwell does not know, or a method with no operation at this level, refuses.
  */
+/** The signed x-amz-* headers a presigned URL may carry in its query, each read from there. */
+const HOISTED_QUERY: ReadonlySet<string> = new Set(['x-amz-checksum-mode']);
+
 export function operationOf(options: {
   readonly method: string;
   readonly level: Level;
@@ -235,9 +238,10 @@ export function operationOf(options: {
     if (KNOWN_QUERY.has(name) || name.startsWith('response-') || name.startsWith('X-Amz-'))
       continue;
     // A presigned URL carries the x-amz-* headers it signs as lower-case query parameters (the
-    // AWS SDK's default GetObject URL has `x-amz-checksum-mode=ENABLED`): signed, and read as
-    // headers where they mean something.
-    if (name.startsWith('x-amz-')) continue;
+    // AWS SDK's default GetObject URL has `x-amz-checksum-mode=ENABLED`). Only those read from
+    // the query are let through: any other one (a copy source, a checksum, a lock mode) was
+    // signed as a condition of the request, and ignoring it would change what the URL allows.
+    if (HOISTED_QUERY.has(name)) continue;
     // SigV2 presigned URLs (AWSAccessKeyId, Expires, Signature) fail in authentication.
     if (name === 'AWSAccessKeyId' || name === 'Expires' || name === 'Signature') continue;
     throw s3Error('NotImplemented', `the sub-resource or parameter ${clip(name)} is not supported`);

@@ -101,6 +101,16 @@ t.test('operations from method, level, sub-resource and header', async (t) => {
   t.equal(op('GET', '/b/k', 'X-Amz-Signature=x&X-Amz-Credential=y'), 'GetObject');
   // A presigned URL's signed x-amz-* headers, hoisted into the query by the AWS SDK.
   t.equal(op('GET', '/b/k', 'X-Amz-Signature=x&x-amz-checksum-mode=ENABLED'), 'GetObject');
+  // Any other one is a signed condition Lightwell would not read from the query: refused, never
+  // ignored (a hoisted copy source would otherwise make a CopyObject URL an empty PutObject).
+  t.equal(
+    code(() => op('PUT', '/b/k', 'X-Amz-Signature=x&x-amz-copy-source=a%2Fb')),
+    'NotImplemented',
+  );
+  t.equal(
+    code(() => op('PUT', '/b/k', 'X-Amz-Signature=x&x-amz-checksum-sha256=AAAA')),
+    'NotImplemented',
+  );
   t.equal(
     code(() => op('GET', '/b', 'frobnicate')),
     'NotImplemented',
