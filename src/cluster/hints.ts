@@ -122,7 +122,9 @@ export class Hints {
   add(nodeId: string, hint: Hint, error: unknown): void {
     if (this.closed) return;
     const code = errorCode(error);
-    if (code !== undefined && FINAL_CODES.has(code)) return;
+    // A stale epoch is kept: a hint is sent under the partition's epoch as it is then, so the
+    // next try can land (an epoch change, unlike a layout change, starts no rebalance).
+    if (code !== undefined && code !== 'stale_epoch' && FINAL_CODES.has(code)) return;
     const queue = this.queueOf(nodeId);
     if (
       queue.hints.length >= (this.options.perNodeMax ?? HINTS_PER_NODE_MAX) ||

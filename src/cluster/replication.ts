@@ -619,8 +619,12 @@ export class Replicator implements RepairPeer {
     for (const id of others) {
       const address = members.get(id)?.address;
       const sent = address === undefined ? undefined : sends.get(dataAddressOf(address));
+      // Outside the write's partition and epoch: the hint's timers, and the repair scan they
+      // may start, must not carry this write's context into their own sends.
       sent?.catch((error: unknown) =>
-        this.hints.add(id, { tenantId: bucket.tenantId, send: hinted }, error),
+        this.sending.exit(() =>
+          this.hints.add(id, { tenantId: bucket.tenantId, send: hinted }, error),
+        ),
       );
     }
   }

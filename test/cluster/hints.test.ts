@@ -13,7 +13,7 @@ import {
   HINT_RESUME_PAUSE_MS,
   type Hint,
 } from '../../src/cluster/hints.js';
-import { NotFound, StaleLayout, Unavailable } from '../../src/util/errors.js';
+import { NotFound, StaleEpoch, StaleLayout, Unavailable } from '../../src/util/errors.js';
 import { componentLogger } from '../../src/util/log.js';
 
 /** A Hints over a fake target `n3` and hand-fired timers. */
@@ -94,6 +94,16 @@ t.test('a write refused as placed by a stale layout is not hinted', async (t) =>
   hints.add('n3', hint('a'), StaleLayout('layout 3 seen'));
   t.equal(hints.pending(), 0, 'not held');
   t.equal(timers.length, 0, 'nothing scheduled');
+});
+
+t.test('a write refused under a stale epoch is hinted, and lands under the new one', async (t) => {
+  const { hints, hint, state, tick } = harness();
+  hints.add('n3', hint('a'), StaleEpoch('epoch 4 seen'));
+  t.equal(hints.pending(), 1, 'held: a hint is sent under the epoch of its own time');
+  state.down = false;
+  await tick();
+  t.same(state.landed, ['a'], 'sent again and landed');
+  t.equal(hints.pending(), 0);
 });
 
 t.test('overflow and refusals fall back to a repair scan once the target is back', async (t) => {
