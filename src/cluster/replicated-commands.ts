@@ -235,6 +235,15 @@ export class CommandReplicator {
           return { applied: true };
         return this.apply(name, run, body, tenant, bucket);
       });
+    // A create that arrives after its upload ended here (a late hint, after the abort) would
+    // bring the upload back; the end marker says it is over.
+    const uploadId = body['uploadId'];
+    if (
+      name === 'createMultipartUpload' &&
+      typeof uploadId === 'string' &&
+      this.replicator.uploadEnded(bucket, uploadId)
+    )
+      return { applied: true };
     return this.apply(name, run, body, tenant, bucket);
   }
 

@@ -1347,10 +1347,13 @@ export class Replicator implements RepairPeer {
         if (typeof key !== 'string') throw BadRequest('a version item needs its key');
         return findVersionIn(store, bucket.id, key, id) !== undefined;
       }
+      // The record first: an upload brought back after its end (a late create) is live here,
+      // and its tombstone must stay until that record is gone.
+      const known = typeof key === 'string' && /^[0-9a-f]+$/.test(id);
+      if (known && store.has(DB.multipart, multipartUploadKey(bucket.id, key, id))) return true;
       if (this.uploadEnded(bucket, id)) return false;
       // Without the key the upload cannot be looked up: counted live, so the tombstone stays.
-      if (typeof key !== 'string' || !/^[0-9a-f]+$/.test(id)) return true;
-      return store.has(DB.multipart, multipartUploadKey(bucket.id, key, id));
+      return !known;
     });
     return { live };
   }
