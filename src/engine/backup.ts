@@ -66,8 +66,8 @@ import {
   type RestoreRecord,
 } from './ops/backup.js';
 import { SegmentReader } from './segments/segment-reader.js';
-import { SegmentWriter, engineSpaceFloorFor } from './segments/segment-writer.js';
-import * as segmentOps from './ops/segments.js';
+import type { SegmentWriter } from './segments/segment-writer.js';
+import { engineSegmentWriter } from './segments/engine-writer.js';
 import {
   readTenantBase,
   readTenantIndex,
@@ -253,22 +253,10 @@ export class BackupRunner {
 
   private newWriter(): SegmentWriter {
     const { context, paths } = this.options;
-    const { store, settings } = context;
-    return new SegmentWriter({
-      io: this.options.io ?? nodeIo,
-      clock: { now: () => context.now() },
+    return engineSegmentWriter({
+      context,
       segmentsDir: paths.segments,
-      segmentBytesMax: settings.bytes('storage.segment_bytes_max'),
-      directIo: settings.bool('storage.direct_io'),
-      spaceFloor: engineSpaceFloorFor,
-      registry: {
-        allocate: async () =>
-          (await store.transact(() => segmentOps.allocSegment(context, { ownerPid: process.pid })))
-            .segmentId,
-        seal: async (segmentId, size) => {
-          await store.transact(() => segmentOps.sealSegment(context, { segmentId, size }));
-        },
-      },
+      io: this.options.io ?? nodeIo,
     });
   }
 

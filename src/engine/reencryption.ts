@@ -48,8 +48,8 @@ import {
 } from './index/schema.js';
 import type { EngineContext } from './ops/context.js';
 import { SegmentReader } from './segments/segment-reader.js';
-import { SegmentWriter, engineSpaceFloorFor } from './segments/segment-writer.js';
-import * as segmentOps from './ops/segments.js';
+import type { SegmentWriter } from './segments/segment-writer.js';
+import { engineSegmentWriter } from './segments/engine-writer.js';
 import { unwrapTenantKey } from '../security/keys.js';
 import { errorCode, isLightwellError } from '../util/errors.js';
 import {
@@ -123,27 +123,12 @@ export class Reencryptor {
 
   constructor(private readonly options: ReencryptorOptions) {
     const { context } = options;
-    const { store, settings } = context;
+    const { settings } = context;
     const io = options.io ?? nodeIo;
     const { segments } = options;
     this.rate = settings.bytes('keys.reencrypt_rate');
     this.reader = new SegmentReader(segments);
-    this.writer = new SegmentWriter({
-      io,
-      clock: { now: () => context.now() },
-      segmentsDir: segments,
-      segmentBytesMax: settings.bytes('storage.segment_bytes_max'),
-      directIo: settings.bool('storage.direct_io'),
-      spaceFloor: engineSpaceFloorFor,
-      registry: {
-        allocate: async () =>
-          (await store.transact(() => segmentOps.allocSegment(context, { ownerPid: process.pid })))
-            .segmentId,
-        seal: async (segmentId, size) => {
-          await store.transact(() => segmentOps.sealSegment(context, { segmentId, size }));
-        },
-      },
-    });
+    this.writer = engineSegmentWriter({ context, segmentsDir: segments, io });
   }
 
   start(): void {

@@ -44,10 +44,10 @@ import { DB, chunkKey, segmentKey, type ChunkRecord, type SegmentRecord } from '
 import { segmentFileName, SEGMENT_HEADER_SIZE } from '../../format/segment-header.js';
 import type { Settings } from '../../util/config.js';
 import type { DataDirPaths } from '../data-dir.js';
-import { SegmentWriter, engineSpaceFloorFor } from './segment-writer.js';
+import type { SegmentWriter } from './segment-writer.js';
+import { engineSegmentWriter } from './engine-writer.js';
 import { scanSegment } from './segment-scan.js';
 import { recoverSegments } from './recovery.js';
-import * as segmentOps from '../ops/segments.js';
 import { expireAudit } from '../ops/audit.js';
 import { expireIdempotency } from '../ops/idempotency.js';
 import { expireMultipartUploads, MULTIPART_EXPIRE_PARTS_PER_BATCH } from '../ops/multipart.js';
@@ -107,26 +107,11 @@ export class Compactor {
     this.liveRatioMin = settings.ratio('storage.compaction_live_ratio');
     const clock = this.clock;
     const context = { store, masterKey: Buffer.alloc(0), settings, now: () => clock.now() };
-    this.writer = new SegmentWriter({
-      io: this.io,
-      clock,
+    this.writer = engineSegmentWriter({
+      context,
       segmentsDir: options.paths.segments,
-      segmentBytesMax: settings.bytes('storage.segment_bytes_max'),
-      // Moved records are copies that nothing reads soon: past the page cache, as the pool's.
-      directIo: settings.bool('storage.direct_io'),
-      spaceFloor: engineSpaceFloorFor,
-      registry: {
-        allocate: async () =>
-          (await store.transact(() => segmentOps.allocSegment(context, { ownerPid: process.pid })))
-            .segmentId,
-        seal: async (segmentId, size) => {
-          await store.transact(() => segmentOps.sealSegment(context, { segmentId, size }));
-        },
-        failed: (segmentId) => {
-          options.segmentFailed?.(segmentId);
-          return Promise.resolve();
-        },
-      },
+      io: this.io,
+      failed: options.segmentFailed,
     });
   }
 
