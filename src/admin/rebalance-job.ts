@@ -22,6 +22,7 @@ import { DB, tenantChildRange, type BucketRecord } from '../engine/index/schema.
 import { partitionOf, PARTITIONS } from '../cluster/layout.js';
 import type { AdminServices } from './request.js';
 import { bytesOfPartitions } from './layout-routes.js';
+import { zeroCounts, type ScrubCounts } from '../console/scrub-jobs.js';
 
 /** Corrupt chunks a report lists at most (all are counted). */
 const CORRUPT_LISTED_MAX = 1000;
@@ -33,8 +34,6 @@ export interface RebalanceArgs extends Record<string, unknown> {
   readonly bucket?: string;
   readonly dryRun: boolean;
 }
-
-export type ScrubCounts = ReturnType<typeof emptyScrubCounts>;
 
 /** Where a rebalance has got to; what a running job shows is its `progress` part. */
 export interface RebalanceCheckpoint extends Record<string, unknown> {
@@ -62,21 +61,9 @@ interface Replication {
   chunks?: { repaired: number; unrepaired: number };
 }
 
-export function emptyScrubCounts() {
-  return {
-    buckets: 0,
-    versions: 0,
-    chunkRefs: 0,
-    logicalBytes: 0,
-    chunksVerified: 0,
-    bytesVerified: 0,
-    corruptChunks: 0,
-  };
-}
-
 export function newCheckpoint(): RebalanceCheckpoint {
   return {
-    progress: { phase: 'scrub', scrub: emptyScrubCounts(), bucketsDone: 0, bucketsTotal: 0 },
+    progress: { phase: 'scrub', scrub: zeroCounts(), bucketsDone: 0, bucketsTotal: 0 },
     corrupt: [],
     chunksSent: false,
     partitionsToMove: [],
