@@ -23,7 +23,10 @@
 // forceLost, a removal. So no node ever sees a member's new state with the old layout or the
 // reverse at one revision, and two changes cannot publish one version twice (the transaction
 // compares `layout/current`'s mod revision). A layout stored before tables were (record version
-// 1, members only) is given the table `assignPartitions` computes from its members alone.
+// 1, members only, whose nodes placed by rendezvous hashing) is never placed by a table under its
+// own version: a node that reads one publishes its table as the next version first
+// (cluster-view.ts), so placement never changes without a new version. A plan still reads the
+// table `tableOf` gives it (its members alone), as the starting point of the next table.
 //
 // A cluster made before layouts were stored has none until its first membership change, or the
 // first rebalance (`ensureLayout`); until then placement is read from the membership (version 0).
@@ -131,7 +134,10 @@ export function nextLayout(
   };
 }
 
-/** A layout's table; one stored before tables were gets the one its members alone give. */
+/**
+ * A layout's table; one stored before tables were gets the one its members alone give (the
+ * input of the next table and of plans only: placement reads a stored table, cluster-view.ts).
+ */
 export function tableOf(
   layout: Layout,
   replicationFactor: number,
