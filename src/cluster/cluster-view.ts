@@ -140,6 +140,10 @@ export class EtcdClusterView implements ClusterView {
     return this.states.get(nodeId);
   }
 
+  memberIds(): string[] {
+    return [...this.states.keys()];
+  }
+
   quorate(): boolean {
     return Date.now() - this.agreedAt < QUORUM_STALE_MS;
   }

@@ -160,6 +160,8 @@ export interface ClusterView {
   addressOf(nodeId: string): string | undefined;
   /** A member's state as last read, storage or not; undefined for an id etcd does not know. */
   stateOf(nodeId: string): MemberRecord['state'] | undefined;
+  /** Every member's id as last read, storage or not (removed ones included). */
+  memberIds(): string[];
 }
 
 /** The partition and epoch a replicated write carries, when it carries them. */
@@ -721,6 +723,22 @@ export class Replicator implements RepairPeer {
       .map((id) => dataAddressOf((members.get(id) as MemberRecord).address));
   }
 
+  /**
+   * Every other member that may hold copies: the storage members (replicas under the layout, old
+   * replicas not reclaimed yet, members whose reads fetched copies) and the drained ones (a drain
+   * whose reclaim failed leaves its copies). Lost and removed members are out: their copies are
+   * never read again (a lost member coming back is fenced, and must be wiped).
+   */
+  holders(_bucket: BucketRecord): string[] {
+    const ids = new Set(this.view.members().keys());
+    for (const id of this.view.memberIds()) if (this.view.stateOf(id) === 'drained') ids.add(id);
+    ids.delete(this.view.nodeId);
+    return [...ids].flatMap((id) => {
+      const address = this.view.addressOf(id);
+      return address === undefined ? [] : [dataAddressOf(address)];
+    });
+  }
+
   async heads(
     address: string,
     args: { tenantId: string; bucket: string; keys: string[] },
@@ -866,9 +884,15 @@ export class Replicator implements RepairPeer {
     return { applied: true };
   }
 
-  async sendDelete(address: string, bucket: BucketRecord, key: string, seq: number): Promise<void> {
+  async sendDelete(
+    address: string,
+    bucket: BucketRecord,
+    key: string,
+    seq: number,
+    time: number,
+  ): Promise<void> {
     const args = { tenantId: bucket.tenantId, bucket: bucket.name, key };
-    await this.call(address, 'delete', { args, seq, now: Date.now() });
+    await this.call(address, 'delete', { args, seq, now: time });
   }
 
   tombstones(
