@@ -158,10 +158,17 @@ export function assignPartitions(
   replicationFactor: number,
 ): string[][] {
   const staying = members.filter((member) => !member.draining);
-  const nodes = (staying.length > 0 ? staying : members).map((member) => ({
+  const chosen = staying.length > 0 ? staying : members;
+  // A member whose capacity was not given weighs the average of those given (1 when none is),
+  // so that a cluster where only some nodes state theirs still gives every node a share.
+  const given = chosen.flatMap((member) =>
+    member.weight !== undefined && member.weight > 0 ? [member.weight] : [],
+  );
+  const fallback = given.length === 0 ? 1 : given.reduce((a, b) => a + b, 0) / given.length;
+  const nodes = chosen.map((member) => ({
     id: member.id,
     zone: member.zone,
-    weight: member.weight !== undefined && member.weight > 0 ? member.weight : 1,
+    weight: member.weight !== undefined && member.weight > 0 ? member.weight : fallback,
   }));
   const r = Math.min(replicationFactor, nodes.length);
   const zoneOf = new Map(nodes.map((node) => [node.id, node.zone]));
