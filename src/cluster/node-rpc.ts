@@ -138,26 +138,9 @@ export async function startRpcListener(options: RpcListenerOptions): Promise<Rpc
   return { port, close: () => closeServer(server, options.closeBusy) };
 }
 
-/** Hop-by-hop headers (RFC 9110 §7.6.1): they describe one connection, never forwarded. */
-const HOP_HEADERS: ReadonlySet<string> = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'upgrade',
-]);
-
 /**
  * Streams one request to the local listener and its answer back, neither held whole; a local
  * listener that is not there (the engine restarting, or not yet a member) is a 503.
- *
- * Each request takes a connection of its own (`agent: false`, `Connection: close`), never one
- * kept alive from an earlier request: the local listener closes a connection idle for its
- * keep-alive timeout (5 s), Node's shared agent keeps one idle for as long, and a request written
- * as the listener closes it fails with ECONNRESET; its body is streamed, so it cannot be sent
- * again, and the sender would get a 503 for a message the engine never saw. A local socket is
- * cheap to open.
  */
 function forwardOne(
   forward: RpcForward,
@@ -165,15 +148,11 @@ function forwardOne(
   response: ServerResponse,
   log: Logger,
 ): void {
-  const headers: Record<string, string | string[]> = { connection: 'close' };
-  for (const [name, value] of Object.entries(request.headers))
-    if (value !== undefined && !HOP_HEADERS.has(name)) headers[name] = value;
   const upstream = httpRequest({
     socketPath: forward.socketPath,
     method: request.method,
     path: request.url,
-    headers,
-    agent: false,
+    headers: request.headers,
   });
   upstream.on('response', (answer) => {
     response.writeHead(answer.statusCode ?? 502, answer.headers);
