@@ -37,7 +37,7 @@ import {
 } from './peer-targets.js';
 import { Progress } from './progress.js';
 import { type ScenarioReport, scenarioReport } from './report.js';
-import { S3_SCENARIOS } from './s3-scenarios.js';
+import { closeS3Load, S3_SCENARIOS } from './s3-scenarios.js';
 import { emptyMeasured } from './scenario-kit.js';
 import type { LoadClient } from './load.js';
 import {
@@ -57,6 +57,7 @@ import {
   type Profile,
   runScenarioSafely,
   type Scenario,
+  type ScenarioContext,
   SCENARIO_SIZES,
   SCENARIOS,
 } from './scenarios.js';
@@ -239,10 +240,12 @@ async function runTarget(
   }
   const { service, api, version } = started;
   const removeHandlers = installSignalHandlers(service, progress);
+  let contextOf: ScenarioContext | undefined;
   try {
     const sizes = SCENARIO_SIZES[options.profile];
     const client = options.client;
     const context = newScenarioContext({ service, sizes, progress, api, client });
+    contextOf = context;
     const measurements: ScenarioReport[] = [];
     for (const scenario of scenarios) {
       const measured =
@@ -256,6 +259,7 @@ async function runTarget(
     const failed = measurements.some((m) => m.status === 'failed');
     return { ...base, version, status: failed ? 'failed' : 'ok', measurements };
   } finally {
+    if (contextOf) await closeS3Load(contextOf);
     removeHandlers();
     await service.stop();
   }

@@ -113,6 +113,15 @@ export class S3Load {
     });
   }
 
+  /**
+   * Ends the worker and its client's keep-alive sockets (a server that waits for its open
+   * connections before it exits, as s3rver does on SIGTERM, would otherwise be killed).
+   */
+  async close(): Promise<void> {
+    this.fail(new BenchError('the S3 load was closed'));
+    await this.worker.terminate();
+  }
+
   private answer(reply: Reply): void {
     const waiting = this.pending.get(reply.id);
     if (waiting === undefined) return;

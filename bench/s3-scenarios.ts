@@ -50,6 +50,13 @@ function loadOf(context: ScenarioContext): S3Load | undefined {
   return load;
 }
 
+/** Ends the run's S3 load generator, if it started one (before its service stops). */
+export async function closeS3Load(context: ScenarioContext): Promise<void> {
+  const load = loads.get(context);
+  loads.delete(context);
+  await load?.close();
+}
+
 /** The S3 datasets: the native ones' sizes and counts, under their own names and bucket. */
 interface S3DatasetSpec {
   readonly native: string;
