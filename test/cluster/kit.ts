@@ -19,7 +19,6 @@ import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { partitionOf } from '../../src/cluster/layout.js';
-import { tiedToThisProcess } from '../helpers/service.js';
 
 const execFileAsync = promisify(execFile);
 const ROOT = resolve(fileURLToPath(new URL('../../../', import.meta.url)));
@@ -458,15 +457,10 @@ export class ClusterKit {
     return lines.slice(1);
   }
 
-  /**
-   * The command that runs `argv` on node `index`'s network, killed when this test process dies
-   * (a file tap kills at its time limit runs no teardown; its nodes would run on through the rest
-   * of the suite).
-   */
+  /** The command that runs `argv` on node `index`'s network. */
   wrap(index: number, argv: readonly string[]): [string, string[]] {
-    const [command, args] = tiedToThisProcess(argv[0] as string, argv.slice(1));
-    if (!this.netUp) return [command, args];
-    return ['ip', ['netns', 'exec', `lw-${this.run}-${index}`, command, ...args]];
+    if (!this.netUp) return [argv[0] as string, argv.slice(1)];
+    return ['ip', ['netns', 'exec', `lw-${this.run}-${index}`, ...argv]];
   }
 
   async partition(node: KitNode): Promise<void> {

@@ -63,7 +63,7 @@ export interface ServiceOptions {
  * left running would hold its ports and CPU for the rest of the suite. `serve`'s own children
  * stop when their supervisor is gone. Without util-linux's `setpriv` the command runs as is.
  */
-export function tiedToThisProcess(command: string, args: readonly string[]): [string, string[]] {
+function tiedToThisProcess(command: string, args: readonly string[]): [string, string[]] {
   if (!existsSync(SETPRIV)) return [command, [...args]];
   return [SETPRIV, ['--pdeathsig', 'KILL', command, ...args]];
 }
