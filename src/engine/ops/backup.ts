@@ -145,6 +145,8 @@ export interface RestoreRecord {
   bytesTotal: number;
   bytesDone: number;
   bucketsCreated: number;
+  /** The version records behind the restore's cursor: committed or found in place. */
+  recordsDone?: number;
   error?: string;
 }
 
