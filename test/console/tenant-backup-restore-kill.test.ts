@@ -84,7 +84,7 @@ t.test(
       }
       await service.kill9();
       t.comment(`killed after ${String(cut)} versions drawn, having seen ${JSON.stringify(seen)}`);
-      cut = (seen?.objectsDone ?? 0) + 1 + prng.int(3);
+      cut = seen.objectsDone + 1 + prng.int(3);
       await service.launch();
     }
     const done = await waitForRestore(call, owner, id);
