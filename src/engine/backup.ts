@@ -1,7 +1,7 @@
 // Backup of the whole store into a directory, run by the engine in the background, and its
 // restore into an empty data directory (`lightwell restore`, src/cli/restore.ts). The same
 // runner runs backups of one tenant and their restores into the running store
-// (src/engine/tenant-backup.ts), one job at a time.
+// (src/engine/tenant-backup.ts, tenant-restore.ts), one job at a time.
 //
 // A backup is `<backup.directory>/<name>/`:
 //   manifest.json        {format: "lightwell-backup", version: 1, name, base, createdAt,
@@ -263,7 +263,7 @@ export class BackupRunner {
     });
   }
 
-  /** Restores a tenant backup into the running store (tenant-backup.ts). */
+  /** Restores a tenant backup into the running store (tenant-restore.ts). */
   private async runRestore(job: RestoreRecord): Promise<void> {
     const { context, log } = this.options;
     await this.updateRestore(job.id, { state: 'running', startedAt: context.now() });

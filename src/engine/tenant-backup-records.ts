@@ -2,7 +2,7 @@
 // JSON written and read one record at a time (bounded memory for a tenant of any size), sealed
 // as every file of a tenant backup is (backup-seal.ts). Format `lightwell-tenant-backup`,
 // version 2 (docs/console.md, "Tenant backup format"):
-//   {"type":"header","format":"lightwell-tenant-backup","version":2,"tenantId":…,"snapshotAt":…}
+//   {"type":"header","format":"lightwell-tenant-backup","version":2,"tenantId","snapshotAt"}
 //   {"type":"bucket", …the bucket's settings}         then the bucket's versions, in the
 //   {"type":"version", …one version}                   order of the index: key (UTF-8 bytes),
 //   {"type":"skipped","bucket","key","versionId","reason"}      then newest version first
