@@ -84,6 +84,8 @@ import { Conflict, CorruptData, NotFound } from '../util/errors.js';
 
 /** Records read from the snapshot at a time (bounded memory for a tenant of any size). */
 const PAGE = 500;
+/** Versions between two progress rows (each is a write transaction of the index). */
+const PROGRESS_EVERY = 64;
 
 export interface FileEntry {
   path: string;
@@ -264,6 +266,7 @@ export async function writeTenantBackup(
       await records.add(bucketRecordOf(copy, master, bucket));
       await backUpBucket(deps, walk, bucket, progress);
     }
+    await progress(walk.done);
     await records.add({
       type: 'end',
       buckets: walk.buckets,
@@ -373,7 +376,7 @@ async function backUpBucket(
       }
       await walk.records.add(record);
       walk.done.objects += 1;
-      await progress(walk.done);
+      if (walk.done.objects % PROGRESS_EVERY === 0) await progress(walk.done);
     }
   }
 }
