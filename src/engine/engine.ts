@@ -70,7 +70,7 @@ import { rotateMasterKey, settleMasterKeyRotation } from './master-key-rotation.
 import { ScrubScheduler, setScrubSchedule } from './scrub-schedule.js';
 import { Reencryptor } from './reencryption.js';
 import { BackupRunner } from './backup.js';
-import { planRestore } from './tenant-backup.js';
+import { planRestore } from './tenant-restore.js';
 import { startBackup, startRestore } from './ops/backup.js';
 import { setReencryption } from './ops/reencryption.js';
 import * as lifecycle from './ops/lifecycle.js';
