@@ -105,6 +105,9 @@ export interface RpcListener {
   close(): Promise<void>;
 }
 
+/** How long a kept-alive connection may sit idle here: well past any caller's own idle time. */
+const IDLE_CONNECTION_MS = 65_000;
+
 export async function startRpcListener(options: RpcListenerOptions): Promise<RpcListener> {
   const server = createServer((request, response) => {
     const forward = options.forward;
@@ -120,6 +123,11 @@ export async function startRpcListener(options: RpcListenerOptions): Promise<Rpc
   });
   server.headersTimeout = 10_000;
   server.requestTimeout = options.requestMs;
+  // The caller ends an idle kept-alive connection, never this side: Node's default agent (the
+  // `cluster.listen` forwarder's) drops a free socket after 5 s, the same as Node's default
+  // server idle time, and a message written as this side closed it met ECONNRESET (a 503 for a
+  // message never seen). undici (callRpc) takes this hint, less a second.
+  server.keepAliveTimeout = IDLE_CONNECTION_MS;
   const socketPath = options.socketPath;
   // Only the engine that holds the data directory binds its socket: one left by a crash is stale.
   if (socketPath !== undefined) await unlink(socketPath).catch(() => undefined);
