@@ -2,10 +2,16 @@
 // backup (its records and each version's bytes) is sealed under the backup's data key, so the
 // directory or the bucket that holds a backup reveals no object name, metadata or byte.
 //
-// A sealed file is a sequence of frames, each AES-256-GCM over up to FRAME_BYTES of plaintext:
+// A sealed file is a sequence of frames, each AES-256-GCM over up to FRAME_BYTES of plaintext,
+// under a key of the file's own:
+//   fileKey = HKDF-SHA256(dataKey, salt = fileNonce, info = "lightwell-backup-file-v1", 32)
 //   frame i = ciphertext(plain_i) | tag (16 bytes)
-//   iv      = fileNonce (8 bytes, random per file, kept in the record naming the file) | u32be(i)
+//   iv      = 8 zero bytes | u32be(i)
 //   aad     = "lightwell-backup-frame-v1" | fileNonce | u32be(i) | u8(final)
+// fileNonce is 16 random bytes per file, kept in the record naming the file. A key per file,
+// not the chain's data key with a random per-file IV prefix: a chain's files share the data key
+// for as long as the master key stays, and 8 random bytes of IV would repeat (the birthday
+// bound) within reach of a large store's file count; 16 bytes of salt never do.
 // Every frame but the last holds exactly FRAME_BYTES of plaintext; the last holds fewer (maybe
 // none) and is marked final in its AAD, so a truncated, extended, reordered or swapped file
 // fails authentication instead of reading short.
@@ -17,7 +23,7 @@
 // manifest); docs/console.md states the threat model.
 
 import { Buffer } from 'node:buffer';
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import assert from 'node:assert/strict';
@@ -27,7 +33,8 @@ import { CorruptData } from '../util/errors.js';
 /** Plaintext bytes per frame. */
 export const FRAME_BYTES = 1024 * 1024;
 const TAG_BYTES = 16;
-const NONCE_BYTES = 8;
+const NONCE_BYTES = 16;
+const FILE_KEY_INFO = Buffer.from('lightwell-backup-file-v1', 'utf8');
 const FRAME_AAD = Buffer.from('lightwell-backup-frame-v1', 'utf8');
 const PURPOSE_BACKUP_WRAP = 'tenant-backup-wrap-v1';
 
@@ -84,10 +91,14 @@ export function newFileNonce(): string {
   return randomBytes(NONCE_BYTES).toString('hex');
 }
 
+/** The key of one sealed file: the data key expanded with the file's nonce as salt. */
+function fileKey(dataKey: Buffer, nonce: Buffer): Buffer {
+  return Buffer.from(hkdfSync('sha256', dataKey, nonce, FILE_KEY_INFO, 32));
+}
+
 function frameCipher(nonce: Buffer, index: number, final: boolean) {
   const iv = Buffer.alloc(12);
-  nonce.copy(iv, 0);
-  iv.writeUInt32BE(index, NONCE_BYTES);
+  iv.writeUInt32BE(index, 8);
   const aad = Buffer.alloc(FRAME_AAD.length + NONCE_BYTES + 5);
   FRAME_AAD.copy(aad, 0);
   nonce.copy(aad, FRAME_AAD.length);
@@ -116,14 +127,17 @@ export class SealedWriter {
   private readonly plainHash = createHash('sha256');
   private readonly fileHash = createHash('sha256');
   private readonly nonce: Buffer;
+  /** This file's own key (`fileKey`). */
+  private readonly key: Buffer;
 
   private constructor(
     private readonly file: FileHandle,
-    private readonly key: Buffer,
+    dataKey: Buffer,
     nonce: string,
   ) {
     this.nonce = Buffer.from(nonce, 'hex');
-    assert.equal(this.nonce.length, NONCE_BYTES, 'a file nonce is 8 bytes');
+    assert.equal(this.nonce.length, NONCE_BYTES, 'a file nonce is 16 bytes');
+    this.key = fileKey(dataKey, this.nonce);
   }
 
   static async create(path: string, key: Buffer, nonce: string): Promise<SealedWriter> {
@@ -190,6 +204,9 @@ export async function* readSealed(
   done?: (file: SealedFile) => void,
 ): AsyncGenerator<Buffer> {
   const nonceBytes = Buffer.from(nonce, 'hex');
+  if (nonceBytes.length !== NONCE_BYTES)
+    throw CorruptData(`${path}: its record names a file nonce of ${nonceBytes.length} bytes`);
+  key = fileKey(key, nonceBytes);
   const file = await open(path, constants.O_RDONLY);
   const plainHash = createHash('sha256');
   const fileHash = createHash('sha256');
