@@ -15,7 +15,9 @@
 //   back from the segments, never held whole), verified and fsync'ed there, and the command names
 //   them by id.
 // - Leader changes: a forward carries the epoch its sender knows; a member that does not lead the
-//   partition (any more) refuses it with `stale_epoch` before it runs anything, and so does an
+//   partition (any more) refuses it with `stale_epoch` before it runs anything (a sender placing
+//   by an older layout than the leader's, with `stale_layout`: it reads the layout and sends the
+//   write to the leader again), and so does an
 //   unreachable leader refuse by not answering at all (the connection refused). Both are sent
 //   again, once, to the leader read afresh from etcd. Any other failure of the call (a timeout, a
 //   connection cut after the command was sent) is ambiguous: the command is sent again, once,
@@ -25,7 +27,11 @@
 //   with Retry-After, as for any write whose outcome is unknown. A 2xx therefore still means
 //   durable on a majority, and no write runs twice.
 // - A partition nobody has led yet (a cluster moments old) or led by this node is coordinated
-//   here, as before forwarding.
+//   here, as before forwarding; so is a write whose leader's port refuses connections (it is down)
+//   until a new leader is read, at most its lease (10 s) and a poll later: a leader that is down
+//   writes nothing, so this node is the only one coordinating, and the replicas' epoch fencing
+//   and newest-sequence-wins order still hold. A leader that is up but does not answer (frozen,
+//   cut off) makes the write 503 instead, since it may still be writing.
 
 import { randomUUID } from 'node:crypto';
 import type { ManifestChunk } from '../engine/ops/objects.js';
@@ -33,6 +39,7 @@ import {
   BadRequest,
   Conflict,
   StaleEpoch,
+  StaleLayout,
   Unavailable,
   errorCode,
   fromWire,
@@ -148,12 +155,20 @@ export class Forwarder {
     leaderId: string,
     partition: number,
   ): Promise<string | undefined> {
-    const refused = errorCode(error) === 'stale_epoch' || notDelivered(error);
+    const code = errorCode(error);
+    const refused = code === 'stale_epoch' || code === 'stale_layout' || notDelivered(error);
     const ambiguous = !refused && unreached(error);
     if (!refused && !ambiguous) return undefined;
     await this.view.refresh();
     const now = this.view.leaderOf(partition);
-    if (refused) return now !== undefined && now.nodeId !== leaderId ? now.nodeId : undefined;
+    // A leader that refused a stale layout ran nothing: it may be sent the write again.
+    if (refused && now !== undefined && (now.nodeId !== leaderId || code === 'stale_layout'))
+      return now.nodeId;
+    // A leader whose port refuses connections is down, its lease not expired yet: this node
+    // coordinates the write itself under the partition's epoch rather than refuse it until a
+    // new leader is read (see the header).
+    if (notDelivered(error)) return this.view.nodeId;
+    if (refused) return undefined;
     if (now?.nodeId === leaderId) return leaderId;
     throw Unavailable(
       `the leader of partition ${partition} changed while it was sent this write, which may or ` +
@@ -218,6 +233,13 @@ export class Forwarder {
       return held.outcome;
     }
     await this.requireLeader(from, partition);
+    // A sender placing by an older layout learns of the newer one, and sends again.
+    const placedBy = body['layout'];
+    if (typeof placedBy === 'number' && placedBy < this.view.layoutVersion())
+      throw StaleLayout(
+        `node ${from} forwarded this write under layout ${placedBy}; this node has seen ` +
+          `layout ${this.view.layoutVersion()}`,
+      );
     const run = args as Record<string, unknown>;
     const outcome = this.lead(name, run);
     this.remember(id, outcome);
