@@ -16,6 +16,7 @@ import {
 } from './args.js';
 import { startHeapTrimmer } from '../util/malloc-env.js';
 import { serviceManager } from '../util/sd-notify.js';
+import { endOnUncaughtException, exitAtOnce } from '../util/fatal.js';
 
 export type Role = 'engine' | 'gateway' | 'admin';
 
@@ -30,6 +31,8 @@ export async function runChild(
   argv: readonly string[],
   exit: (code: number) => never,
 ): Promise<void> {
+  // A crash ends the process at once: Node's exit teardown can hang on an index commit in flight.
+  endOnUncaughtException(`lightwell-${role}`);
   let settings;
   try {
     const args = parseArgs(argv);
@@ -126,7 +129,8 @@ export async function runChild(
     if (!stopping) return stop(signal);
     if (process.send) return;
     log.warn({ signal }, 'second signal: stopping at once');
-    exit(1);
+    // Not `exit`: the stop under way may have a commit in flight, which Node's exit waits on.
+    exitAtOnce(1);
   };
   process.on('SIGTERM', () => onSignal('SIGTERM'));
   process.on('SIGINT', () => onSignal('SIGINT'));

@@ -85,6 +85,12 @@ export interface Libc {
     length: number,
     done: (errno: number) => void,
   ) => boolean;
+  /**
+   * Ends the process with `code` through `_exit(2)`: no 'exit' listener, no native add-on's
+   * clean-up hook, no C exit handler runs. For a process that must end while work it cannot
+   * finish is in flight (util/fatal.ts).
+   */
+  readonly exitAtOnce?: (code: number) => never;
 }
 
 /**
@@ -480,6 +486,24 @@ export function loadLibc(requireKoffi: () => Koffi): Libc | undefined {
     ...bindStartWriteback(self),
     ...bindTrimHeap(self),
     ...bindAllocateSpace(self),
+    ...bindExitAtOnce(self),
+  };
+}
+
+/** `exitAtOnce`: libc's `_exit`, which runs no exit handler of any kind. */
+function bindExitAtOnce(self: Library): Pick<Libc, 'exitAtOnce'> {
+  let exit: (code: number) => void;
+  try {
+    exit = self.func('void _exit(int status)') as typeof exit;
+  } catch {
+    return {};
+  }
+  return {
+    exitAtOnce: (code) => {
+      exit(code);
+      // _exit does not return; a binding that did would be a broken libc.
+      throw new TypeError('_exit returned');
+    },
   };
 }
 

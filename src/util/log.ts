@@ -31,6 +31,20 @@ export const redactPaths = [
 ];
 
 let root: Logger | undefined;
+/** The asynchronous destination of the root logger, if it has one (`flushLogSync`). */
+let buffered: ReturnType<typeof pino.destination> | undefined;
+
+/**
+ * Writes out what the root logger still holds, synchronously: for a process about to end
+ * without its exit handlers (util/fatal.ts), where pino's own flush at exit would not run.
+ */
+export function flushLogSync(): void {
+  try {
+    buffered?.flushSync();
+  } catch {
+    // Not ready to flush (SonicBoom still opening) or stderr gone: nothing more can be done.
+  }
+}
 
 /** `listener`: set in a gateway's listener threads other than its first, on their every line. */
 export function createRootLogger(options: {
@@ -52,7 +66,7 @@ export function createRootLogger(options: {
       redact: { paths: redactPaths, censor: '[redacted]' },
       timestamp: pino.stdTimeFunctions.isoTime,
     },
-    pretty ? prettyStderr() : stderr(),
+    pretty ? prettyStderr() : (buffered = stderr()),
   );
   return root;
 }

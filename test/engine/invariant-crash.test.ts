@@ -20,6 +20,7 @@ import { startEngine } from '../../src/engine/engine.js';
 import { EngineClient } from '../../src/engine/protocol.js';
 import { loadSettings } from '../../src/util/config.js';
 import { BadRequest } from '../../src/util/errors.js';
+import { endOnUncaughtException } from '../../src/util/fatal.js';
 import { tempDir, type TapLike } from './segment-testing.js';
 
 /** Fails as `key` says: a refusal, a TypeError, an assertion; else answers null. */
@@ -33,6 +34,8 @@ async function failAs(args: unknown): Promise<null> {
 }
 
 async function child(dataDir: string): Promise<void> {
+  // As lightwell-engine does (cli/child.ts): a crash during a commit must not hang in Node's exit.
+  endOnUncaughtException('lightwell-engine');
   const settings = loadSettings({ flags: { data_dir: dataDir } });
   const router: CommandRouter = {
     handles: (name) => name === 'clusterFreshen' || name === 'putObject',
