@@ -3,8 +3,9 @@
 // reads back from every node; a leader SIGKILLed during ingest loses no acknowledged write, a new
 // leader takes over at a higher epoch and the old epoch is fenced; an upload part and completion
 // sent straight to a node that missed the upload's create are taken (they answered 404 before).
-// Method: the cluster kit, three nodes on real etcd (factor 3), one cluster for the whole file.
-// The bucket's partition leader L is read from `GET /cluster/layout`, the others are F1 and F2.
+// Method: the cluster kit, three nodes on real etcd (factor 3), one cluster for the whole file;
+// n2 and n3 are restarted once joined, so that their supervisors reach every etcd member. The
+// bucket's partition leader L is read from `GET /cluster/layout`, the others are F1 and F2.
 // PUTs through each node read back byte for byte from each, and L's `/metrics` counts the
 // forwards it ran. Two clients ingest through F1 and F2 (a 503 is retried, as its Retry-After
 // says) while L is SIGKILLed; every acknowledged object reads back from F1 and F2, a message sent
