@@ -169,6 +169,8 @@ export class Forwarder {
     // new leader is read (see the header).
     if (notDelivered(error)) return this.view.nodeId;
     if (refused) return undefined;
+    // Cut off from etcd (a minority side), this node cannot tell who leads: it sends nothing more.
+    this.replicator.requireQuorum();
     if (now?.nodeId === leaderId) return leaderId;
     throw Unavailable(
       `the leader of partition ${partition} changed while it was sent this write, which may or ` +
