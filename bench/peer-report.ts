@@ -91,6 +91,9 @@ function measurementRow(target: PeerRun, name: string, lightwell: ScenarioReport
   if (target.status === 'skipped' || report === undefined) {
     return `| ${target.name} | skipped | ${oneLine(target.reason ?? '')} | | | | | | |`;
   }
+  if (report.status === 'skipped') {
+    return `| ${target.name} | skipped | ${oneLine(report.reason ?? '')} | | | | | | |`;
+  }
   if (report.status !== 'ok') {
     const why = oneLine(report.reason ?? report.failures[0] ?? '');
     return `| ${target.name} | **FAILED** | ${why} | | | | | | |`;

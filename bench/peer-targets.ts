@@ -239,6 +239,13 @@ async function s3rverBin(setup: PeerSetup): Promise<string> {
   return bin;
 }
 
+/**
+ * The key pair s3rver accepts out of the box (its default `S3RVER` user): the S3 scenarios sign
+ * with it, as they sign with Lightwell's key; s3rver verifies the signature of a request that
+ * carries one, and serves unsigned ones too.
+ */
+const S3RVER_CREDENTIALS = { accessKeyId: 'S3RVER', secretKey: 'S3RVER' } as const;
+
 const S3RVER_API: ObjectApi = {
   objectPath: pathStyle,
   createBucket: async (service, bucket) => {
@@ -263,7 +270,7 @@ const s3rver: Peer = {
     encryption: 'none',
     index: 'none: a file per object, plus its metadata and MD5 files',
     reads: 'through the page cache',
-    auth: 'none (unauthenticated requests)',
+    auth: 'none for the HTTP loads; SigV4 with its built-in key pair for the S3 scenarios',
   },
   start: async (setup) => {
     const bin = await s3rverBin(setup);
@@ -280,7 +287,11 @@ const s3rver: Peer = {
       dataDir: data,
       port,
     }).catch(keepRunDir(runDir));
-    return { service, api: S3RVER_API, version: S3RVER_VERSION };
+    return {
+      service: { ...service, credentials: S3RVER_CREDENTIALS },
+      api: S3RVER_API,
+      version: S3RVER_VERSION,
+    };
   },
 };
 

@@ -4,7 +4,10 @@
 // CPU. Every target runs the same four measurements of `npm run bench` (scenarios.ts) through
 // the same load generator, with the same stamped incompressible bodies, every GET body checked
 // by length and CRC32: 64 MiB objects over one stream (PUT, then GET them back; MB/s) and 4 KiB
-// objects over 64 connections (PUT, then GET; ops/s). Only the paths differ (`ObjectApi`).
+// objects over 64 connections (PUT, then GET; ops/s). Only the paths differ (`ObjectApi`). A
+// target with an S3 API (Lightwell, s3rver) also runs the S3 scenarios (s3-scenarios.ts: the
+// same four through `@aws-sdk/client-s3`, signed with the target's key pair); one without
+// (nginx) reports them skipped.
 // Results go to peers.md and peers.json in --out (peer-report.ts).
 //
 // The targets do not do the same work: Lightwell answers a PUT after fdatasync, encrypts,
@@ -34,6 +37,8 @@ import {
 } from './peer-targets.js';
 import { Progress } from './progress.js';
 import { type ScenarioReport, scenarioReport } from './report.js';
+import { closeS3Load, S3_SCENARIOS } from './s3-scenarios.js';
+import { emptyMeasured } from './scenario-kit.js';
 import type { LoadClient } from './load.js';
 import {
   clientOf,
@@ -52,6 +57,7 @@ import {
   type Profile,
   runScenarioSafely,
   type Scenario,
+  type ScenarioContext,
   SCENARIO_SIZES,
   SCENARIOS,
 } from './scenarios.js';
@@ -81,6 +87,10 @@ export const PEER_MEASUREMENTS = [
   'get-64m-x1-random',
   'put-4k-c64',
   'get-4k-c64',
+  's3-put-64m-x1',
+  's3-get-64m-x1',
+  's3-put-4k-c64',
+  's3-get-4k-c64',
 ] as const;
 
 export interface PeersOptions {
@@ -204,6 +214,10 @@ async function execute(options: PeersOptions, output: RunOutput): Promise<number
   return report.ok ? 0 : 1;
 }
 
+function isS3Scenario(scenario: Scenario): boolean {
+  return S3_SCENARIOS.some((s3) => s3.name === scenario.name);
+}
+
 /** Starts one target, runs every measurement on it, stops it. */
 async function runTarget(
   peer: Peer,
@@ -226,19 +240,26 @@ async function runTarget(
   }
   const { service, api, version } = started;
   const removeHandlers = installSignalHandlers(service, progress);
+  let contextOf: ScenarioContext | undefined;
   try {
     const sizes = SCENARIO_SIZES[options.profile];
     const client = options.client;
     const context = newScenarioContext({ service, sizes, progress, api, client });
+    contextOf = context;
     const measurements: ScenarioReport[] = [];
     for (const scenario of scenarios) {
-      const report = scenarioReport(scenario, await runScenarioSafely(scenario, context), []);
+      const measured =
+        isS3Scenario(scenario) && !service.credentials
+          ? emptyMeasured({ skipped: 'no S3 API' })
+          : await runScenarioSafely(scenario, context);
+      const report = scenarioReport(scenario, measured, []);
       progress.note(`${peer.name} ${summaryLine(report)}`);
       measurements.push(report);
     }
     const failed = measurements.some((m) => m.status === 'failed');
     return { ...base, version, status: failed ? 'failed' : 'ok', measurements };
   } finally {
+    if (contextOf) await closeS3Load(contextOf);
     removeHandlers();
     await service.stop();
   }

@@ -119,8 +119,9 @@ function get(job: Extract<S3Job, { kind: 'get' }>): Promise<S3LoadResult> {
     const answer = await client.send(
       new GetObjectCommand({ Bucket: job.bucket, Key: job.keys[i] }),
     );
-    // In Node the body is the response stream (with the SDK's CRC32 validation piped in):
-    // read as an application that streams it onwards would, not gathered into one buffer.
+    // In Node the body is the response stream itself (no SDK validation stream in between:
+    // checksums WHEN_REQUIRED, s3-load.ts), read as an application that streams it onwards
+    // would, not gathered into one buffer.
     const stream = answer.Body as AsyncIterable<Uint8Array> | undefined;
     if (stream === undefined) throw new BenchError('GET answered no body');
     const body = await streamedCrc32(stream);

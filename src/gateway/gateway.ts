@@ -415,8 +415,14 @@ export async function startListener(options: {
     }),
   );
   // One command of rows unanswered: a busy listener sends its read rows once a commit, not once
-  // a turn (http/audit.ts).
-  const audit = new AuditSink(engine, componentLogger('gateway.audit'), { sendsInFlightMax: 1 });
+  // a turn (http/audit.ts). A lone row waits AUDIT_SEND_DELAY_MS for the rows after it: at the
+  // few hundred requests a second of one S3 SDK client, each row would otherwise be its own
+  // engine command, wake-up and LMDB commit (docs/benchmarks.md). An audit query's barrier
+  // still has the rows sent at once.
+  const audit = new AuditSink(engine, componentLogger('gateway.audit'), {
+    sendsInFlightMax: 1,
+    sendDelayMs: AUDIT_SEND_DELAY_MS,
+  });
   // S3 bucket logging's deliverer: one per gateway process, on its first listener.
   const logDelivery =
     options.listener === 0
@@ -517,6 +523,13 @@ function uploadMetrics(registry: Registry, stats: UploadStats): void {
 }
 
 const UPLOAD_STATS_INTERVAL_MS = 10_000;
+/**
+ * How long a listener's audit row waits for the rows after it before its command goes: the rows
+ * of a slow trickle of reads share an engine commit. A read's row is sent after its answer,
+ * never before it, so a gateway killed outright loses the rows of its last moments either way;
+ * this widens that window by 20 ms. A mutation's row commits with the mutation, undelayed.
+ */
+const AUDIT_SEND_DELAY_MS = 20;
 /** How long past `shutdown.grace` a stop waits for a listener thread to end on its own. */
 const THREAD_EXIT_MARGIN_MS = 5_000;
 /** How long a stop waits for the pool's threads to seal their segments. */

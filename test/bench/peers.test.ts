@@ -138,3 +138,31 @@ t.test('peers.md: facts, ratios to each peer, skipped and failed rows', (t) => {
   );
   t.end();
 });
+
+t.test('peers.md: a measurement a target cannot run (no S3 API) is a skipped row', (t) => {
+  const s3 = { name: 's3-put-4k-c64', title: 'S3 (AWS SDK) 4 KiB PUT' };
+  const skipped = {
+    ...measurement(s3.name, 'ops/s', 0, 0),
+    status: 'skipped' as const,
+    reason: 'no S3 API',
+  };
+  const report: PeersReport = {
+    formatVersion: 1,
+    generatedAt: '2026-12-07T00:00:00.000Z',
+    machine: machineInfo('.'),
+    settings: { profile: 'test' },
+    sizes: {},
+    measurements: [s3],
+    targets: [
+      target(0, { measurements: [measurement(s3.name, 'ops/s', 300, 0.6)] }),
+      target(1, { measurements: [measurement(s3.name, 'ops/s', 150, 0.9)] }),
+      target(2, { measurements: [skipped] }),
+    ],
+    ok: true,
+  };
+  const md = renderPeersMarkdown(report);
+  t.match(md, /\| s3rver \| ok \| 150 ops\/s \| .* \| 2\.00 \| 0\.67 \|/);
+  t.match(md, /\| nginx \| skipped \| no S3 API \|/);
+  t.notMatch(md, /FAILED/);
+  t.end();
+});

@@ -1,5 +1,5 @@
 // Goal: a sink with one command unanswered at most (a gateway listener's) sends a lone row in the
-// next turn, gathers the rows of every turn while its command waits into one command sent on the
+// next turn (after its send delay, with the rows recorded meanwhile, when it has one), gathers the rows of every turn while its command waits into one command sent on the
 // answer, keeps that one batch after a lost connection and sends it again, and still answers a
 // barrier after the rows it held.
 // Method: the sink over a stand-in engine client whose appendAudit answers the test releases.
@@ -19,7 +19,7 @@ interface Call {
   unreachable(): void;
 }
 
-function clockedSink(): {
+function clockedSink(sendDelayMs = 0): {
   sink: AuditSink;
   calls: Call[];
   push: (name: string, args: unknown) => void;
@@ -44,6 +44,7 @@ function clockedSink(): {
   const sink = new AuditSink(engine, componentLogger('test.audit'), {
     sendsInFlightMax: 1,
     retryIntervalMs: 5,
+    sendDelayMs,
   });
   return { sink, calls, push: (name, args) => handlers.get(name)?.(args) };
 }
@@ -109,5 +110,25 @@ t.test('a barrier is answered after the rows held, one command at a time', async
   for (let turn = 0; turn < 4 && calls.length < 3; turn += 1) await nextTurn();
   t.equal(calls[2]?.op, 'auditFlushed', 'then the answer to the barrier');
   calls[2]?.answer();
+  await sink.close();
+});
+
+t.test('a send delay gathers the rows of many turns; a barrier sends them at once', async (t) => {
+  // A delay no test waits out: only the barrier can send the rows.
+  const { sink, calls, push } = clockedSink(60_000);
+  for (let turn = 0; turn < 5; turn += 1) {
+    sink.record(answered());
+    await nextTurn();
+  }
+  t.equal(calls.length, 0, 'nothing sent before the delay');
+  push('flushAudit', { barrier: 4 });
+  await nextTurn();
+  t.same(
+    calls.map((call) => call.op),
+    ['appendAudit', 'auditFlushed'],
+    'the barrier sends what is held, then its answer on the same connection',
+  );
+  t.equal(calls[0]?.events.length, 5, 'the rows of five turns in one command');
+  for (const call of calls) call.answer();
   await sink.close();
 });
