@@ -55,6 +55,7 @@ export async function startAdmin(options: {
   const host = address.host.includes(':') ? `[${address.host}]` : address.host;
   // Port 0 asks the kernel for one: the address reported is the bound one, once it is known.
   let boundPort = address.port;
+  const closers: Array<() => void> = [];
   const routes: Route<Handler>[] = adminRoutes({
     store,
     engine,
@@ -63,6 +64,7 @@ export async function startAdmin(options: {
     audit,
     node,
     address: () => `${host}:${boundPort}`,
+    onClose: (stop) => closers.push(stop),
   });
   let indexOpen = true;
   routes.push(readyzRoute({ engine, indexOpen: () => indexOpen }));
@@ -122,6 +124,7 @@ export async function startAdmin(options: {
   return {
     port: listener.port,
     stop: async () => {
+      for (const close of closers.splice(0)) close();
       engine.stopWaiting();
       await listener.close(settings.duration('shutdown.grace'));
       await audit.close();

@@ -47,6 +47,7 @@ import {
   type RebalanceCheckpoint,
 } from './rebalance-job.js';
 import { bytesOfPartitions, layoutRoute } from './layout-routes.js';
+import { retryUntilDone } from '../util/retry.js';
 import type { Membership, MemberView } from '../cluster/membership.js';
 
 const bearer = 'bearer' as const;
@@ -216,7 +217,7 @@ export function clusterRoutes(services: AdminServices): Route<Handler>[] {
           log: componentLogger('repair-jobs'),
         },
   );
-  if (cluster !== undefined) resumeJobs(services, jobs);
+  if (cluster !== undefined) services.onClose?.(resumeJobs(services, jobs));
   routes.push(
     rebalanceRoute(services, jobs),
     repairJobRoute(services, jobs),
@@ -442,31 +443,23 @@ function rebalanceRoute(services: AdminServices, jobs: RepairJobs): Route<Handle
   };
 }
 
-/** How soon a start that could not read its jobs (etcd not answering yet) tries again. */
-const RESUME_RETRY_MS = 5_000;
-
 /**
  * Resumes the rebalance jobs this node was running when it stopped (repair-jobs.ts), once etcd
- * answers; a node waiting to be joined has none.
+ * answers (a node waiting to be joined has none); answers what stops the retries.
  */
-function resumeJobs(services: AdminServices, jobs: RepairJobs): void {
-  const attempt = (): void => {
-    jobs
-      .resume((job, checkpointed) =>
-        runRebalance(
-          services,
-          job.args as RebalanceArgs,
-          job.checkpoint as RebalanceCheckpoint,
-          checkpointed,
-        ),
-      )
-      .catch((error: unknown) => {
-        componentLogger('repair-jobs').warn(
-          { err: error },
-          'rebalance jobs not resumed yet; trying again',
-        );
-        setTimeout(attempt, RESUME_RETRY_MS).unref();
-      });
-  };
-  attempt();
+function resumeJobs(services: AdminServices, jobs: RepairJobs): () => void {
+  return retryUntilDone(
+    () =>
+      jobs
+        .resume((job, checkpointed) =>
+          runRebalance(
+            services,
+            job.args as RebalanceArgs,
+            job.checkpoint as RebalanceCheckpoint,
+            checkpointed,
+          ),
+        )
+        .then(() => undefined),
+    { log: componentLogger('repair-jobs'), what: 'rebalance jobs not resumed yet' },
+  );
 }

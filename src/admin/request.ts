@@ -29,6 +29,8 @@ export interface AdminServices {
   readonly node: NodeRecord;
   /** HOST:PORT of the admin listener (the bound port, once it listens): this node's address. */
   readonly address: () => string;
+  /** Registers work to stop when the admin process closes (timers that retry, say). */
+  readonly onClose?: (stop: () => void) => void;
 }
 
 /** Longest free-text field accepted (names, external references). */

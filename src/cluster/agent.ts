@@ -156,7 +156,14 @@ class Agent implements ClusterAgent {
       etcdPeerUrl: this.addresses.peerUrl,
       etcdClientUrl: this.addresses.clientUrl,
       runsEtcdMember: this.addresses.external.length === 0,
+      ...this.capacity(),
     });
+  }
+
+  /** `cluster.capacity` as a member record holds it (absent when not given: layout.ts). */
+  private capacity(): { capacityBytes?: number } {
+    const bytes = this.settings.bytes('cluster.capacity');
+    return bytes > 0 ? { capacityBytes: bytes } : {};
   }
 
   /** The first node of a new cluster. */
@@ -184,6 +191,7 @@ class Agent implements ClusterAgent {
       zone: '',
       site: '',
       softwareVersion: RELEASE,
+      ...this.capacity(),
       ...(own === undefined
         ? {}
         : {

@@ -61,8 +61,10 @@ export class EtcdClusterView implements ClusterView {
   private live = new Set<string>();
   /** The highest epoch of each partition this node has seen (etcd, or a write carrying it). */
   private readonly epochs = new Array<number>(PARTITIONS).fill(0);
-  /** A read in progress, shared by everyone who asks for one meanwhile. */
+  /** A read in progress, shared by everyone who asked for one before it started. */
   private reading: Promise<void> | undefined;
+  /** The read after it, shared by everyone who asks while `reading` is under way. */
+  private queued: Promise<void> | undefined;
 
   private constructor(
     readonly nodeId: string,
@@ -140,6 +142,10 @@ export class EtcdClusterView implements ClusterView {
     return this.states.get(nodeId);
   }
 
+  memberIds(): string[] {
+    return [...this.states.keys()];
+  }
+
   quorate(): boolean {
     return Date.now() - this.agreedAt < QUORUM_STALE_MS;
   }
@@ -174,10 +180,23 @@ export class EtcdClusterView implements ClusterView {
     return { table: this.table, leaders: new Map(this.leaders) };
   }
 
-  /** Reads the membership, the layout and the leaders now (one read for concurrent callers). */
+  /**
+   * Reads the membership, the layout and the leaders, in a read that starts after this call:
+   * callers meanwhile share one read, but a read already under way when a caller asks may have
+   * been answered before what the caller learned (a replica's refusal naming a newer layout), so
+   * the caller waits for the next one. Sharing the read under way made a write refused as stale
+   * find no newer layout and answer 503 while the newer one was already in etcd.
+   */
   async refresh(): Promise<void> {
-    this.reading ??= this.read(true).finally(() => (this.reading = undefined));
-    await this.reading;
+    if (this.reading === undefined) {
+      this.reading = this.read(true).finally(() => (this.reading = undefined));
+      return this.reading;
+    }
+    this.queued ??= this.reading.then(() => {
+      this.queued = undefined;
+      return this.refresh();
+    });
+    return this.queued;
   }
 
   async publishLayout(reason: string): Promise<void> {
@@ -203,10 +222,10 @@ export class EtcdClusterView implements ClusterView {
       this.states = new Map(members.map((entry) => [entry.record.id, entry.record.state]));
       this.records = new Map(members.map((entry) => [entry.record.id, entry.record]));
       if (withLayout) {
+        const record = await this.tabled(layout?.record);
         this.layoutReadAt = Date.now();
         // Versions only grow: a read answered by a lagging etcd member never goes back.
-        if (layout !== undefined && layout.record.version > this.layoutVersion())
-          this.layout = layout.record;
+        if (record !== undefined && record.version > this.layoutVersion()) this.layout = record;
       }
       this.current = this.placed();
       this.table =
@@ -221,6 +240,21 @@ export class EtcdClusterView implements ClusterView {
     } catch (error) {
       this.log.warn({ err: error }, 'membership not re-read; placement uses the last one');
     }
+  }
+
+  /**
+   * The layout placement may read: one stored before tables were (record version 1, whose nodes
+   * placed buckets by rendezvous hashing) is never placed by a table under its own version, since
+   * nodes would then disagree on placement without a version telling them apart. Its table is
+   * published as the next version first (`ensureLayout`), and that one is read; until it is,
+   * this node keeps what it had (version 0 at worst, whose writes every replica that read the
+   * version 1 record refuses as stale).
+   */
+  private async tabled(record: Layout | undefined): Promise<Layout | undefined> {
+    if (record === undefined || record.partitions !== undefined) return record;
+    await this.registry.ensureLayout(`partition table for layout ${record.version}`);
+    const next = (await this.registry.layout())?.record;
+    return next?.partitions === undefined ? undefined : next;
   }
 
   /** Takes the partitions this node should lead (leaders.ts) and records every epoch read. */

@@ -15,7 +15,10 @@
 //   HINT_REFUSALS_MAX times; one refused as placed by a stale layout or epoch, or by a fenced
 //   sender, is not repeated (the layout change's rebalance places it).
 // - Bounded: at most HINTS_PER_NODE_MAX hints per node and HINTS_MAX in all, each holding a
-//   write's manifest and chunk ids, never its bytes (the records are read again when it is sent).
+//   write's manifest and chunk ids, never its bytes (the records are read again when it is sent);
+//   and by what they hold in memory, HINT_BYTES_PER_NODE_MAX per node and HINT_BYTES_MAX in all
+//   (a multipart completion's manifest may name a great many chunks, so a count alone does not
+//   bound the memory).
 //   A hint that does not fit, or is given up, is not forgotten: its tenant is noted, and once the
 //   target takes sends again (its queue has drained) the coordinator runs the repair scan of
 //   those tenants (`fallBack`), run again with backoff when it fails.
@@ -29,6 +32,11 @@ import type { Logger } from '../util/log.js';
 
 export const HINTS_PER_NODE_MAX = 4096;
 export const HINTS_MAX = 16_384;
+/** The memory the hints of one node may hold (their manifests, as `Hint.bytes` estimates). */
+export const HINT_BYTES_PER_NODE_MAX = 64 * 1024 * 1024;
+export const HINT_BYTES_MAX = 256 * 1024 * 1024;
+/** What a hint that does not say is taken to hold. */
+const HINT_BYTES_DEFAULT = 1024;
 export const HINT_BACKOFF_MS_MIN = 250;
 export const HINT_BACKOFF_MS_MAX = 30_000;
 /**
@@ -46,6 +54,8 @@ const FINAL_CODES: ReadonlySet<string> = new Set(['stale_layout', 'stale_epoch',
 
 export interface Hint {
   readonly tenantId: string;
+  /** What the hint holds in memory (its manifest and ids), estimated; HINT_BYTES_DEFAULT when absent. */
+  readonly bytes?: number;
   /** Sends the write to the target's data address again. */
   send(address: string): Promise<void>;
 }
@@ -76,10 +86,14 @@ export interface HintOptions {
   schedule?: (fn: () => void, ms: number) => { cancel(): void };
   perNodeMax?: number;
   max?: number;
+  perNodeBytesMax?: number;
+  bytesMax?: number;
 }
 
 interface NodeQueue {
   hints: Hint[];
+  /** What `hints` hold in memory (`bytesOf`). */
+  bytes: number;
   timer?: { cancel(): void } | undefined;
   running: boolean;
   backoffMs: number;
@@ -105,6 +119,7 @@ export class Hints {
   };
   private readonly queues = new Map<string, NodeQueue>();
   private total = 0;
+  private totalBytes = 0;
   private closed = false;
   private readonly schedule: NonNullable<HintOptions['schedule']>;
 
@@ -118,6 +133,12 @@ export class Hints {
     return this.queues.get(nodeId)?.hints.length ?? 0;
   }
 
+  /** The memory hints hold now, for one node or in all. */
+  pendingBytes(nodeId?: string): number {
+    if (nodeId === undefined) return this.totalBytes;
+    return this.queues.get(nodeId)?.bytes ?? 0;
+  }
+
   /** Keeps `hint` for `nodeId`, whose send failed after the write's majority answered. */
   add(nodeId: string, hint: Hint, error: unknown): void {
     if (this.closed) return;
@@ -126,15 +147,20 @@ export class Hints {
     // next try can land (an epoch change, unlike a layout change, starts no rebalance).
     if (code !== undefined && code !== 'stale_epoch' && FINAL_CODES.has(code)) return;
     const queue = this.queueOf(nodeId);
+    const bytes = bytesOf(hint);
     if (
       queue.hints.length >= (this.options.perNodeMax ?? HINTS_PER_NODE_MAX) ||
-      this.total >= (this.options.max ?? HINTS_MAX)
+      this.total >= (this.options.max ?? HINTS_MAX) ||
+      queue.bytes + bytes > (this.options.perNodeBytesMax ?? HINT_BYTES_PER_NODE_MAX) ||
+      this.totalBytes + bytes > (this.options.bytesMax ?? HINT_BYTES_MAX)
     ) {
       this.figures.overflowed += 1;
       this.miss(queue, hint.tenantId);
     } else {
       queue.hints.push(hint);
+      queue.bytes += bytes;
       this.total += 1;
+      this.totalBytes += bytes;
     }
     if (!queue.running && queue.timer === undefined) this.wake(nodeId, queue, queue.backoffMs);
   }
@@ -145,6 +171,7 @@ export class Hints {
     for (const queue of this.queues.values()) queue.timer?.cancel();
     this.queues.clear();
     this.total = 0;
+    this.totalBytes = 0;
   }
 
   /** Read through a call: `close` may run while a send is awaited. */
@@ -157,6 +184,7 @@ export class Hints {
     if (queue === undefined) {
       queue = {
         hints: [],
+        bytes: 0,
         running: false,
         backoffMs: HINT_BACKOFF_MS_MIN,
         refusals: 0,
@@ -224,11 +252,13 @@ export class Hints {
 
   /** Takes the head hint off the queue. */
   private settle(queue: NodeQueue): void {
-    queue.hints.shift();
+    const bytes = bytesOf(queue.hints.shift() as Hint);
+    queue.bytes -= bytes;
+    this.totalBytes -= bytes;
     this.total -= 1;
     queue.refusals = 0;
     queue.backoffMs = HINT_BACKOFF_MS_MIN;
-    assert.ok(this.total >= 0, 'hint count stays non-negative');
+    assert.ok(this.total >= 0 && this.totalBytes >= 0, 'hint figures stay non-negative');
   }
 
   /**
@@ -258,6 +288,8 @@ export class Hints {
   private abandon(nodeId: string, queue: NodeQueue): void {
     this.figures.abandoned += queue.hints.length;
     this.total -= queue.hints.length;
+    this.totalBytes -= queue.bytes;
+    queue.bytes = 0;
     this.options.log.info(
       { nodeId, hints: queue.hints.length },
       'hints dropped: their target is no longer a storage member',
@@ -282,4 +314,8 @@ export class Hints {
       this.backOff(nodeId, queue);
     }
   }
+}
+
+function bytesOf(hint: Hint): number {
+  return hint.bytes ?? HINT_BYTES_DEFAULT;
 }

@@ -23,7 +23,10 @@
 // forceLost, a removal. So no node ever sees a member's new state with the old layout or the
 // reverse at one revision, and two changes cannot publish one version twice (the transaction
 // compares `layout/current`'s mod revision). A layout stored before tables were (record version
-// 1, members only) is given the table `assignPartitions` computes from its members alone.
+// 1, members only, whose nodes placed by rendezvous hashing) is never placed by a table under its
+// own version: a node that reads one publishes its table as the next version first
+// (cluster-view.ts), so placement never changes without a new version. A plan still reads the
+// table `tableOf` gives it (its members alone), as the starting point of the next table.
 //
 // A cluster made before layouts were stored has none until its first membership change, or the
 // first rebalance (`ensureLayout`); until then placement is read from the membership (version 0).
@@ -131,7 +134,10 @@ export function nextLayout(
   };
 }
 
-/** A layout's table; one stored before tables were gets the one its members alone give. */
+/**
+ * A layout's table; one stored before tables were gets the one its members alone give (the
+ * input of the next table and of plans only: placement reads a stored table, cluster-view.ts).
+ */
 export function tableOf(
   layout: Layout,
   replicationFactor: number,
@@ -152,10 +158,17 @@ export function assignPartitions(
   replicationFactor: number,
 ): string[][] {
   const staying = members.filter((member) => !member.draining);
-  const nodes = (staying.length > 0 ? staying : members).map((member) => ({
+  const chosen = staying.length > 0 ? staying : members;
+  // A member whose capacity was not given weighs the average of those given (1 when none is),
+  // so that a cluster where only some nodes state theirs still gives every node a share.
+  const given = chosen.flatMap((member) =>
+    member.weight !== undefined && member.weight > 0 ? [member.weight] : [],
+  );
+  const fallback = given.length === 0 ? 1 : given.reduce((a, b) => a + b, 0) / given.length;
+  const nodes = chosen.map((member) => ({
     id: member.id,
     zone: member.zone,
-    weight: member.weight !== undefined && member.weight > 0 ? member.weight : 1,
+    weight: member.weight !== undefined && member.weight > 0 ? member.weight : fallback,
   }));
   const r = Math.min(replicationFactor, nodes.length);
   const zoneOf = new Map(nodes.map((node) => [node.id, node.zone]));

@@ -329,6 +329,7 @@ export class Membership {
         site: input.site,
         softwareVersion:
           typeof hello['softwareVersion'] === 'string' ? hello['softwareVersion'] : RELEASE,
+        ...capacityOf(hello),
         joinedAt: now,
         stateSince: now,
         reason: input.reason,
@@ -686,6 +687,14 @@ async function retryEtcd<T>(what: string, step: () => Promise<T>, limitMs = CHAN
     }
     await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
   }
+}
+
+/** The capacity a waiting node's `hello` gives (its `cluster.capacity`), as its record holds it. */
+function capacityOf(hello: Record<string, unknown>): { capacityBytes?: number } {
+  const bytes = hello['capacityBytes'];
+  return typeof bytes === 'number' && Number.isSafeInteger(bytes) && bytes > 0
+    ? { capacityBytes: bytes }
+    : {};
 }
 
 /** The record a join would create, as far as a plan reads it (its id, zone, capacity). */

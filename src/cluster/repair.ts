@@ -67,6 +67,13 @@ export interface RepairPeer {
   readonly store: IndexStore;
   /** The other replicas of `bucket` with their data addresses. */
   otherReplicas(bucket: BucketRecord): string[];
+  /**
+   * Every other member that may hold a copy of `bucket`'s objects, by data address: its replicas
+   * under every layout still live, the old replicas whose copies are not reclaimed yet, the
+   * members whose reads fetched copies (so every member that may hold data: tombstone GC asks
+   * them all, or collects nothing).
+   */
+  holders(bucket: BucketRecord): string[];
   heads(
     address: string,
     args: { tenantId: string; bucket: string; keys: string[] },
@@ -87,7 +94,14 @@ export interface RepairPeer {
     bucket: BucketRecord,
     version: ObjectVersionRecord,
   ): Promise<number>;
-  sendDelete(address: string, bucket: BucketRecord, key: string, seq: number): Promise<void>;
+  /** A replicated delete of `key` with the sequence and time (ms) of the delete it repairs. */
+  sendDelete(
+    address: string,
+    bucket: BucketRecord,
+    key: string,
+    seq: number,
+    time: number,
+  ): Promise<void>;
   tombstones(
     bucket: BucketRecord,
     after: string | undefined,
@@ -193,8 +207,8 @@ async function repairBucket(
         if (version.deleteMarker !== true)
           return peer.copyVersion(address, tenant, bucket, version);
         // A delete marker is made on the replica by a replicated delete with its sequence, so
-        // its version id agrees.
-        await peer.sendDelete(address, bucket, version.key, version.seq);
+        // its version id agrees, and with its time, so its LastModified does too.
+        await peer.sendDelete(address, bucket, version.key, version.seq, version.lastModified);
         run.counts.deletesSent += 1;
         return 0;
       },
@@ -218,7 +232,7 @@ async function repairBucket(
       keys: tombs.map((tomb) => tomb.key),
       send: async (address, index) => {
         const tomb = tombs[index] as { key: string; seq: number };
-        await peer.sendDelete(address, bucket, tomb.key, tomb.seq);
+        await peer.sendDelete(address, bucket, tomb.key, tomb.seq, peer.timeOfSeq(tomb.seq));
         run.counts.deletesSent += 1;
         return 0;
       },
@@ -226,27 +240,28 @@ async function repairBucket(
     });
     const due = Date.now() - TOMBSTONE_GRACE_MS;
     const old = tombs.filter((tomb) => peer.timeOfSeq(tomb.seq) < due);
-    if (!run.dryRun && old.length > 0)
-      await collectTombstones(peer, others, tenant, bucket, old, run);
+    if (!run.dryRun && old.length > 0) await collectTombstones(peer, tenant, bucket, old, run);
   }
-  if (!run.dryRun) await collectEndTombstones(peer, others, tenant, bucket, run.counts);
+  if (!run.dryRun) await collectEndTombstones(peer, tenant, bucket, run.counts);
 }
 
 /**
  * GC of the tombstones of versions deleted by id and of uploads ended (see `EndTombstone`): one
- * past its grace period goes once every other replica answered that it holds no live copy of
- * what it ended (the version, the upload still open), so no replica is left that could bring it
- * back through a repair or a merged listing. A replica that does not answer keeps the page's.
- * Then the metadata stamps of versions this node no longer holds are dropped.
+ * past its grace period goes once every other member that may hold the bucket's objects
+ * (`holders`: not only the current replicas, since an old replica not reclaimed yet, or a copy a
+ * read fetched, could bring it back through a repair or a merged listing) answered that it holds
+ * no live copy of what it ended (the version, the upload still open). A member that does not
+ * answer keeps the page's. Then the metadata stamps of versions this node no longer holds are
+ * dropped.
  */
 async function collectEndTombstones(
   peer: RepairPeer,
-  others: readonly string[],
   tenant: TenantRecord,
   bucket: BucketRecord,
   counts: RepairCounts,
 ): Promise<void> {
   const due = Date.now() - TOMBSTONE_GRACE_MS;
+  const others = peer.holders(bucket);
   for (const kind of ['version', 'upload'] as const) {
     let after: string | undefined;
     for (;;) {
@@ -278,21 +293,21 @@ async function collectEndTombstones(
 }
 
 /**
- * Tombstone GC: a tombstone past its grace period goes once every other replica answered that
- * it holds no older version of the key (nothing, its own tombstone, or a newer write), so no
- * replica is left that could bring the deleted object back. A replica that does not answer keeps
- * every tombstone of the page. Each replica collects its own on its next repair.
+ * Tombstone GC: a tombstone past its grace period goes once every other member that may hold the
+ * bucket's objects (`holders`) answered that it holds no older version of the key (nothing, its
+ * own tombstone, or a newer write), so no copy is left that could bring the deleted object back.
+ * A member that does not answer keeps every tombstone of the page. Each replica collects its own
+ * on its next repair.
  */
 async function collectTombstones(
   peer: RepairPeer,
-  others: readonly string[],
   tenant: TenantRecord,
   bucket: BucketRecord,
   tombs: ReadonlyArray<{ key: string; seq: number }>,
   run: { counts: RepairCounts },
 ): Promise<void> {
   const kept = new Set<number>();
-  for (const address of others) {
+  for (const address of peer.holders(bucket)) {
     let heads: Array<{ seq: number; deleted: boolean }>;
     try {
       heads = await peer.heads(address, {

@@ -164,9 +164,13 @@ export class CommandReplicator {
     if (ENDS.has(name))
       await replicator.endUpload(bucket.id, String(args['uploadId']), String(args['key']));
     if (name === 'copyObject') {
-      await replicator.toReplicas(bucket, async (address) => {
-        await replicator.copyVersion(address, tenant, bucket, result as ObjectVersionRecord);
-      });
+      await replicator.toReplicas(
+        bucket,
+        async (address) => {
+          await replicator.copyVersion(address, tenant, bucket, result as ObjectVersionRecord);
+        },
+        result,
+      );
       return result;
     }
     const rerun: Rerun = { name, args: replicaArgs(args), now };
@@ -187,8 +191,10 @@ export class CommandReplicator {
       rerun.mseq = replicator.nextSeq();
       await replicator.stampMetadata(bucket.id, version.key, version.seq, rerun.mseq);
     }
-    await replicator.toReplicas(bucket, (address) =>
-      this.send(address, { tenant, bucket, rerun, records, result }),
+    await replicator.toReplicas(
+      bucket,
+      (address) => this.send(address, { tenant, bucket, rerun, records, result }),
+      [rerun, records, result],
     );
     return result;
   }

@@ -75,6 +75,7 @@ import {
 import type { Logger } from '../util/log.js';
 import { counterOf } from '../util/metrics.js';
 import { Gauge, type Registry } from 'prom-client';
+import { pack } from 'msgpackr';
 import { callData, dataAddressOf, DATA_BATCH_BYTES, type DataHandler } from './data-transport.js';
 import type { MemberRecord } from './registry.js';
 import { PARTITIONS, partitionOf } from './layout.js';
@@ -130,6 +131,8 @@ const ZERO = Buffer.from([0]);
 const PENDING_RECORDS_MAX = 100_000;
 /** How many layouts a write is placed by before it gives up (each refusal names a newer one). */
 const LAYOUT_ATTEMPTS = 4;
+/** What a hint holds besides its write's own fields (closures, the queue's entry). */
+const HINT_OVERHEAD_BYTES = 512;
 /** A chunk id in hex (ids are 32 bytes; a shorter one is simply not found). */
 const HEX = /^(?:[0-9a-f]{2}){1,64}$/;
 
@@ -162,6 +165,8 @@ export interface ClusterView {
   addressOf(nodeId: string): string | undefined;
   /** A member's state as last read, storage or not; undefined for an id etcd does not know. */
   stateOf(nodeId: string): MemberRecord['state'] | undefined;
+  /** Every member's id as last read, storage or not (removed ones included). */
+  memberIds(): string[];
 }
 
 /** The partition and epoch a replicated write carries, when it carries them. */
@@ -444,10 +449,14 @@ export class Replicator implements RepairPeer {
     const { tenant, bucket } = this.bucketOf(args);
     this.clearTomb(bucket.id, version.key, seq);
     const manifest = replicaPutArgs(args);
-    await this.toReplicas(bucket, async (address) => {
-      await this.sendRecords(address, tenant, unpackChunkRefs(version.chunks));
-      await this.call(address, 'put', { args: manifest, seq, now });
-    });
+    await this.toReplicas(
+      bucket,
+      async (address) => {
+        await this.sendRecords(address, tenant, unpackChunkRefs(version.chunks));
+        await this.call(address, 'put', { args: manifest, seq, now });
+      },
+      [manifest, version.chunks],
+    );
     return version;
   }
 
@@ -471,8 +480,11 @@ export class Replicator implements RepairPeer {
       key: args['key'],
       ...(args['versionId'] === undefined ? {} : { versionId: args['versionId'] }),
     };
-    await this.toReplicas(bucket, (address) =>
-      this.call(address, 'delete', { args: replicated, seq, now }).then(() => undefined),
+    await this.toReplicas(
+      bucket,
+      (address) =>
+        this.call(address, 'delete', { args: replicated, seq, now }).then(() => undefined),
+      replicated,
     );
     return result;
   }
@@ -555,7 +567,16 @@ export class Replicator implements RepairPeer {
    * replica that refuses it as placed by a stale layout makes this node read the layout and send
    * it to the new set (see the header), also when a majority of the old set took it.
    */
-  async toReplicas(bucket: BucketRecord, send: (address: string) => Promise<void>): Promise<void> {
+  /**
+   * Sends a write to a majority of the bucket's replicas (placed again when refused as stale);
+   * `held` is what `send` keeps in memory (its manifest, ids), which a hint for a replica that
+   * missed it is counted at (hints.ts bounds them by bytes).
+   */
+  async toReplicas(
+    bucket: BucketRecord,
+    send: (address: string) => Promise<void>,
+    held?: unknown,
+  ): Promise<void> {
     const partition = partitionOf(bucket.id);
     for (let attempt = 1; ; attempt += 1) {
       const placedBy = this.view.layoutVersion();
@@ -571,7 +592,7 @@ export class Replicator implements RepairPeer {
         }
       };
       const failure = await this.sending
-        .run({ partition, epoch }, () => this.toReplicaSet(bucket, sendOnce))
+        .run({ partition, epoch }, () => this.toReplicaSet(bucket, sendOnce, held))
         .then(
           () => undefined,
           (error: unknown) => error as Error,
@@ -600,6 +621,7 @@ export class Replicator implements RepairPeer {
   private async toReplicaSet(
     bucket: BucketRecord,
     send: (address: string) => Promise<void>,
+    held: unknown,
   ): Promise<void> {
     const replicas = this.replicaIds(bucket);
     const self = this.view.nodeId;
@@ -618,6 +640,8 @@ export class Replicator implements RepairPeer {
     const partition = partitionOf(bucket.id);
     const hinted = (address: string): Promise<void> =>
       this.sending.run({ partition, epoch: this.view.epochOf(partition) }, () => send(address));
+    let bytes: number | undefined;
+    const hintBytes = (): number => (bytes ??= HINT_OVERHEAD_BYTES + pack(held ?? null).length);
     for (const id of others) {
       const address = members.get(id)?.address;
       const sent = address === undefined ? undefined : sends.get(dataAddressOf(address));
@@ -625,7 +649,11 @@ export class Replicator implements RepairPeer {
       // may start, must not carry this write's context into their own sends.
       sent?.catch((error: unknown) =>
         this.sending.exit(() =>
-          this.hints.add(id, { tenantId: bucket.tenantId, send: hinted }, error),
+          this.hints.add(
+            id,
+            { tenantId: bucket.tenantId, send: hinted, bytes: hintBytes() },
+            error,
+          ),
         ),
       );
     }
@@ -726,6 +754,22 @@ export class Replicator implements RepairPeer {
     return this.replicaIds(bucket)
       .filter((id) => id !== this.view.nodeId)
       .map((id) => dataAddressOf((members.get(id) as MemberRecord).address));
+  }
+
+  /**
+   * Every other member that may hold copies: the storage members (replicas under the layout, old
+   * replicas not reclaimed yet, members whose reads fetched copies) and the drained ones (a drain
+   * whose reclaim failed leaves its copies). Lost and removed members are out: their copies are
+   * never read again (a lost member coming back is fenced, and must be wiped).
+   */
+  holders(_bucket: BucketRecord): string[] {
+    const ids = new Set(this.view.members().keys());
+    for (const id of this.view.memberIds()) if (this.view.stateOf(id) === 'drained') ids.add(id);
+    ids.delete(this.view.nodeId);
+    return [...ids].flatMap((id) => {
+      const address = this.view.addressOf(id);
+      return address === undefined ? [] : [dataAddressOf(address)];
+    });
   }
 
   async heads(
@@ -873,9 +917,15 @@ export class Replicator implements RepairPeer {
     return { applied: true };
   }
 
-  async sendDelete(address: string, bucket: BucketRecord, key: string, seq: number): Promise<void> {
+  async sendDelete(
+    address: string,
+    bucket: BucketRecord,
+    key: string,
+    seq: number,
+    time: number,
+  ): Promise<void> {
     const args = { tenantId: bucket.tenantId, bucket: bucket.name, key };
-    await this.call(address, 'delete', { args, seq, now: Date.now() });
+    await this.call(address, 'delete', { args, seq, now: time });
   }
 
   tombstones(

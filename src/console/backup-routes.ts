@@ -3,7 +3,7 @@
 // `base`). The engine writes it under the operator's `backup.directory`. A whole-store backup is
 // restored offline, into an empty data directory (`lightwell restore`), since a running store
 // cannot swap its data under it; a tenant's backup is restored into a tenant of the running
-// store (the same or another) by the engine, with a plan first (src/engine/tenant-backup.ts).
+// store (the same or another) by the engine, with a plan first (src/engine/tenant-restore.ts).
 //
 // Roles (docs/console.md): a backup holds every tenant's data and the master key, so only a
 // token without a tenant scope sees backups, and only an owner starts one.

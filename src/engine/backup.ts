@@ -1,7 +1,7 @@
 // Backup of the whole store into a directory, run by the engine in the background, and its
 // restore into an empty data directory (`lightwell restore`, src/cli/restore.ts). The same
 // runner runs backups of one tenant and their restores into the running store
-// (src/engine/tenant-backup.ts), one job at a time.
+// (src/engine/tenant-backup.ts, tenant-restore.ts), one job at a time.
 //
 // A backup is `<backup.directory>/<name>/`:
 //   manifest.json        {format: "lightwell-backup", version: 1, name, base, createdAt,
@@ -68,13 +68,9 @@ import {
 import { SegmentReader } from './segments/segment-reader.js';
 import type { SegmentWriter } from './segments/segment-writer.js';
 import { engineSegmentWriter } from './segments/engine-writer.js';
-import {
-  readTenantBase,
-  readTenantIndex,
-  runRestore,
-  writeTenantBackup,
-  type TenantJobDeps,
-} from './tenant-backup.js';
+import { writeTenantBackup, type TenantJobDeps, type TenantManifestPart } from './tenant-backup.js';
+import { openTenantBackup, runRestore } from './tenant-restore.js';
+import { masterKeyFingerprint } from './master-key-rotation.js';
 import { Conflict, CorruptData, NotFound, errorCode } from '../util/errors.js';
 import { nodeIo, type Io } from '../util/io.js';
 
@@ -91,13 +87,12 @@ export interface ManifestFile {
   sha256: string;
 }
 
-export interface BackupManifest {
+export interface BackupManifest extends Partial<TenantManifestPart> {
   format: typeof MANIFEST_FORMAT;
-  version: 1;
+  /** 1: the whole store; 2: a tenant (tenant-backup.ts), with the fields it adds. */
+  version: 1 | 2;
   name: string;
   base: string | null;
-  /** A tenant's backup (tenant-backup.ts): its id; absent, the whole store. */
-  tenant?: string;
   createdAt: string;
   snapshotAt: string;
   counts: NonNullable<BackupRecord['counts']>;
@@ -268,16 +263,13 @@ export class BackupRunner {
     });
   }
 
-  /** Restores a tenant backup into the running store (tenant-backup.ts). */
+  /** Restores a tenant backup into the running store (tenant-restore.ts). */
   private async runRestore(job: RestoreRecord): Promise<void> {
     const { context, log } = this.options;
     await this.updateRestore(job.id, { state: 'running', startedAt: context.now() });
     try {
-      const dir = join(this.root(), job.backup);
-      const manifest = await readManifest(dir);
-      const index = await readTenantIndex(dir, manifest.files);
-      const files = new Map(manifest.files.map((file) => [file.path, file]));
-      await runRestore(this.deps(), job, { dir, index, files });
+      const source = await openTenantBackup(context, join(this.root(), job.backup));
+      await runRestore(this.deps(), job, source);
       await this.updateRestore(job.id, { state: 'complete', finishedAt: context.now() });
       log.info({ restore: job.id, tenant: job.tenantId }, 'restore complete');
     } catch (error) {
@@ -450,20 +442,19 @@ export class BackupRunner {
     const snapshot = await this.snapshot(indexDir);
     pins.set(this, [...new Set([...before, ...snapshot.segments.map((segment) => segment.id)])]);
     await this.update(job.name, { snapshotAt: snapshot.at });
-    const base =
-      job.base === undefined
-        ? undefined
-        : await readTenantBase(
-            join(this.root(), job.base),
-            (await readManifest(join(this.root(), job.base))).files,
-          );
+    const base = job.base === undefined ? undefined : await this.tenantBase(job.base);
     const copy = IndexStore.open({ path: indexDir, readOnly: true });
     let written: Awaited<ReturnType<typeof writeTenantBackup>>;
     try {
       written = await writeTenantBackup(
         this.deps(),
         job,
-        { copy, master: snapshot.key },
+        {
+          copy,
+          master: snapshot.key,
+          fingerprint: masterKeyFingerprint(snapshot.key),
+          at: snapshot.at,
+        },
         partial,
         base,
         (done) =>
@@ -479,14 +470,14 @@ export class BackupRunner {
     await rm(indexDir, { recursive: true, force: true });
     await this.update(job.name, {
       segmentsTotal: written.counts.versions,
-      bytesTotal: written.files.reduce((sum, file) => sum + file.bytes, 0),
+      bytesTotal: written.part.totals.bytes,
     });
     const manifest: BackupManifest = {
       format: MANIFEST_FORMAT,
-      version: 1,
+      version: 2,
       name: job.name,
       base: job.base ?? null,
-      ...(job.tenant === undefined ? {} : { tenant: job.tenant }),
+      ...written.part,
       createdAt: new Date(context.now()).toISOString(),
       snapshotAt: new Date(snapshot.at).toISOString(),
       counts: written.counts,
@@ -494,6 +485,16 @@ export class BackupRunner {
     };
     await this.finish(manifest, partial, ['objects']);
     return written.counts;
+  }
+
+  /** A tenant backup's base: its directory and what its manifest says of its records. */
+  private async tenantBase(name: string) {
+    const dir = join(this.root(), name);
+    const manifest = await readManifest(dir);
+    if (manifest.version !== 2 || !manifest.encryption || !manifest.records || !manifest.totals)
+      return undefined; // of an earlier format: this backup is a full one
+    const { tenant, encryption, records, totals } = manifest;
+    return { dir, part: { tenant: tenant ?? '', encryption, records, totals } };
   }
 
   /**
@@ -620,10 +621,12 @@ export async function readManifest(dir: string): Promise<BackupManifest> {
   const manifest = JSON.parse(text) as Partial<BackupManifest>;
   if (
     manifest.format !== MANIFEST_FORMAT ||
-    manifest.version !== 1 ||
+    !(manifest.version === 1 || (manifest.version === 2 && manifest.tenant !== undefined)) ||
     !Array.isArray(manifest.files)
   )
-    throw CorruptData(`${join(dir, MANIFEST)} is not a Lightwell backup manifest of version 1`);
+    throw CorruptData(
+      `${join(dir, MANIFEST)} is not a Lightwell backup manifest of version 1 or 2`,
+    );
   for (const file of manifest.files)
     if (file.path.startsWith('/') || file.path.split('/').includes('..'))
       throw CorruptData(`${join(dir, MANIFEST)} names a file outside the backup: ${file.path}`);

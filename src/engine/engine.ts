@@ -70,7 +70,7 @@ import { rotateMasterKey, settleMasterKeyRotation } from './master-key-rotation.
 import { ScrubScheduler, setScrubSchedule } from './scrub-schedule.js';
 import { Reencryptor } from './reencryption.js';
 import { BackupRunner } from './backup.js';
-import { planRestore } from './tenant-backup.js';
+import { planRestore } from './tenant-restore.js';
 import { startBackup, startRestore } from './ops/backup.js';
 import { setReencryption } from './ops/reencryption.js';
 import * as lifecycle from './ops/lifecycle.js';
@@ -329,6 +329,7 @@ export async function startEngine(options: {
     io,
     clock,
     segmentFailed: (segmentId) => syncer.poison(segmentId),
+    segmentSealed: (segmentId) => syncer.forget(segmentId),
     space: reserve,
   });
   const deliverer = new Deliverer({ context, log: componentLogger('engine.delivery') });
@@ -363,6 +364,7 @@ export async function startEngine(options: {
     (size, seconds) => metrics.commit(size, seconds),
     async () => (await reserve.release('an index commit found the disk full')) > 0,
   );
+  watchSegments(context, batch, syncer);
   const executor: Executor = {
     paths,
     context,
@@ -418,6 +420,21 @@ export async function startEngine(options: {
       log.info('engine stopped');
     },
   };
+}
+
+/**
+ * The syncer's state from the index (segment-syncer.ts): segments whose fdatasync failed in an
+ * earlier life stay refused, marks of new failures are committed through the group commit, and
+ * the segments that live writers (gateways that outlived the engine) still append to are held
+ * open from now on.
+ */
+function watchSegments(context: EngineContext, batch: CommandBatch, syncer: SegmentSyncer): void {
+  const { failed, writing } = segments.watchedSegments(context);
+  syncer.load(failed);
+  syncer.persist = async (segmentId) => {
+    await batch.submit(() => segments.markSegmentFailed(context, { segmentId }));
+  };
+  for (const segmentId of writing) syncer.hold(segmentId).catch(() => undefined);
 }
 
 /** What a crash or an older release can have left: open segments, and stale usage counts. */
@@ -567,6 +584,14 @@ function serveConnection(socket: Socket, executor: Executor, sockets: Set<Socket
   });
 }
 
+/** The `{segmentId}` argument of a segment command. */
+function segmentIdOf(command: string, args: unknown): number {
+  const segmentId = (args as { segmentId?: unknown } | undefined)?.segmentId;
+  if (!Number.isSafeInteger(segmentId) || (segmentId as number) < 0)
+    throw BadRequest(`${command} takes {segmentId}: an integer`);
+  return segmentId as number;
+}
+
 /** Segments that a manifest's newly written chunks live in. */
 function writtenSegments(chunks: unknown): number[] {
   if (!Array.isArray(chunks)) return [];
@@ -597,12 +622,17 @@ export const connectionCommands = {
     executor.pins.set(socket, pinnedSegmentsOf(args));
     return null;
   },
-  // A writer's fdatasync of a segment failed: no commit may point into it again.
-  segmentFailed: (executor, _socket, _writer, args) => {
-    const segmentId = (args as { segmentId?: unknown } | undefined)?.segmentId;
-    if (!Number.isSafeInteger(segmentId) || (segmentId as number) < 0)
-      throw BadRequest('segmentFailed takes {segmentId}: an integer');
-    executor.context.syncer?.poison(segmentId as number);
+  // A writer's fdatasync of a segment failed: no commit may point into it again. Answered once
+  // the segment's mark is committed, so that a restarted engine refuses it too.
+  segmentFailed: async (executor, _socket, _writer, args) => {
+    await executor.context.syncer?.poison(segmentIdOf('segmentFailed', args));
+    return null;
+  },
+  // A writer created a segment and writes no record before this answer: the engine opens the
+  // handle it syncs the segment with now, so that it hears of every failed write-back
+  // (segment-syncer.ts).
+  segmentOpened: async (executor, _socket, _writer, args) => {
+    await executor.context.syncer?.hold(segmentIdOf('segmentOpened', args));
     return null;
   },
   // A process's metrics snapshot, and a scrape's collection of all of them (metrics.ts).

@@ -350,6 +350,9 @@ export async function startListener(options: {
       failed: async (segmentId) => {
         await engine.call('segmentFailed', { segmentId });
       },
+      opened: async (segmentId) => {
+        await engine.call('segmentOpened', { segmentId });
+      },
     },
   });
   const inlineReader = new SegmentReader(paths.segments, { cachedFirst: true });

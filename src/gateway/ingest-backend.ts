@@ -9,7 +9,7 @@
 import type { AuditContext, Exchange } from '../http/exchange.js';
 import { toProblem } from '../http/error-answer.js';
 import type { AuditSink } from '../http/audit.js';
-import type { IngestBackend, IngestCaller, IngestPut } from '../ingest/server.js';
+import type { IngestAnswer, IngestBackend, IngestCaller, IngestPut } from '../ingest/server.js';
 import type { BodySource } from '../service/body.js';
 import { contextOf } from '../service/context.js';
 import { idempotencyOf } from '../service/idempotency.js';
@@ -19,6 +19,9 @@ import { validateContentType, validateObjectKey, validateUserMetadata } from '..
 import { PayloadTooLarge } from '../util/errors.js';
 import { INLINE_CHUNK_BYTES_MAX } from '../service/upload.js';
 import type { Principal } from '../service/auth.js';
+import type { BatchAccess } from '../service/access.js';
+import type { PutRequest, WholePut } from '../service/objects.js';
+import type { BucketRecord, ObjectVersionRecord } from '../engine/index/schema.js';
 import { objectJson, routeKit, type GatewayServices, type RouteKit } from '../native/routes.js';
 
 /** The ingest backend of one listener. */
@@ -46,6 +49,8 @@ export function ingestBackend(services: GatewayServices, audit: AuditSink): Inge
       kit.access.existing(principal, bucket);
     },
     put: (token, request, body) => putIngested(kit, audit, objectBytesMax, token, request, body),
+    putBatch: (token, requests, bodies, answer) =>
+      new IngestBatch(kit, audit, objectBytesMax, token, requests, bodies, answer).run(),
   };
 }
 
@@ -119,45 +124,8 @@ export async function putIngested(
   const audited = new IngestRequest(request);
   try {
     const principal = turnPrincipals.of(kit, token, audited.audit);
-    audited.audit.resource = audited.path;
-    validateObjectKey(request.key);
-    const bucket = kit.access.bucket(principal, request.bucket, {
-      verb: 'write',
-      key: request.key,
-    });
-    if (request.size > objectBytesMax)
-      throw PayloadTooLarge(`objects are limited to ${objectBytesMax} bytes`);
-    validateUserMetadata(request.metadata);
-    const contentType = validateContentType(
-      request.contentType ?? 'application/octet-stream',
-      'Content-Type',
-    );
-    const bound = {
-      objectKey: request.key,
-      expected: request.checksums,
-      contentLength: request.size,
-      metadata: request.metadata,
-      contentType,
-    };
-    // The key comes from the frame, not from a header.
-    const idempotency = idempotencyOf(NO_HEADERS, bound, request.idempotencyKey);
-    const version = await kit.objects.putObject(
-      contextOf(audited, principal),
-      {
-        bucket,
-        key: request.key,
-        contentLength: request.size,
-        expected: request.checksums,
-        metadata: request.metadata,
-        contentType,
-        idempotency,
-        conditions: {
-          ifMatch: request.ifMatch,
-          ifNoneMatch: request.ifNoneMatch ? '*' : undefined,
-        },
-      },
-      body,
-    );
+    const write = checkedPut(kit.access, objectBytesMax, principal, audited, request);
+    const version = await kit.objects.putObject(contextOf(audited, principal), write, body);
     audited.status = 200;
     // Read again: the versioning state may have changed while the body came in.
     return objectJson(version, kit.access.current(principal, request.bucket));
@@ -165,5 +133,124 @@ export async function putIngested(
     audited.status = toProblem(error).status;
     audit.record(audited as unknown as Exchange);
     throw error;
+  }
+}
+
+/**
+ * What the native PUT handler checks of one object before its body, in the same order (the
+ * bucket through `access`: the scope, the bucket, its policy); answers the service's request.
+ */
+function checkedPut(
+  access: Pick<BatchAccess, 'bucket'>,
+  objectBytesMax: number,
+  principal: Principal,
+  audited: IngestRequest,
+  request: IngestPut,
+): PutRequest {
+  audited.audit.resource = audited.path;
+  validateObjectKey(request.key);
+  const bucket = access.bucket(principal, request.bucket, { verb: 'write', key: request.key });
+  if (request.size > objectBytesMax)
+    throw PayloadTooLarge(`objects are limited to ${objectBytesMax} bytes`);
+  validateUserMetadata(request.metadata);
+  const contentType = validateContentType(
+    request.contentType ?? 'application/octet-stream',
+    'Content-Type',
+  );
+  const bound = {
+    objectKey: request.key,
+    expected: request.checksums,
+    contentLength: request.size,
+    metadata: request.metadata,
+    contentType,
+  };
+  // The key comes from the frame, not from a header.
+  const idempotency = idempotencyOf(NO_HEADERS, bound, request.idempotencyKey);
+  return {
+    bucket,
+    key: request.key,
+    contentLength: request.size,
+    expected: request.checksums,
+    metadata: request.metadata,
+    contentType,
+    idempotency,
+    conditions: {
+      ifMatch: request.ifMatch,
+      ifNoneMatch: request.ifNoneMatch ? '*' : undefined,
+    },
+  };
+}
+
+/**
+ * The whole small objects of one turn of a stream (`IngestBackend.putBatch`): each checked as
+ * `putIngested` checks it, written by the service's `putWholeBatch`, answered and (refused)
+ * audited on its own. Shared: the principal, each bucket's record, and after the commits each
+ * bucket's versioning state for the answers.
+ */
+class IngestBatch {
+  private readonly audited: IngestRequest[] = [];
+  private readonly principals: Principal[] = [];
+  /** Batch index of each object handed to the service, by its index there. */
+  private readonly at: number[] = [];
+  /** The buckets as they are once the commits are answered (for the answers' version ids). */
+  private readonly after = new Map<string, BucketRecord | undefined>();
+
+  constructor(
+    private readonly kit: RouteKit,
+    private readonly audit: AuditSink,
+    private readonly objectBytesMax: number,
+    private readonly token: string,
+    private readonly requests: readonly IngestPut[],
+    private readonly bodies: readonly Buffer[],
+    private readonly answer: IngestAnswer,
+  ) {}
+
+  run(): void {
+    const { kit, requests } = this;
+    const access = kit.access.batch();
+    const writes: WholePut[] = [];
+    for (let i = 0; i < requests.length; i += 1) {
+      const request = requests[i] as IngestPut;
+      const audited = new IngestRequest(request);
+      this.audited.push(audited);
+      try {
+        const principal = turnPrincipals.of(kit, this.token, audited.audit);
+        this.principals[i] = principal;
+        const input = checkedPut(access, this.objectBytesMax, principal, audited, request);
+        writes.push({ ctx: contextOf(audited, principal), input, bytes: this.bodies[i] as Buffer });
+        this.at.push(i);
+      } catch (error) {
+        this.refused(i, error);
+      }
+    }
+    if (writes.length > 0) kit.objects.putWholeBatch(writes, this.settled);
+  }
+
+  private readonly settled = (
+    n: number,
+    version: ObjectVersionRecord | undefined,
+    error?: unknown,
+  ): void => {
+    const i = this.at[n] as number;
+    if (version === undefined) {
+      this.refused(i, error);
+      return;
+    }
+    const audited = this.audited[i] as IngestRequest;
+    audited.status = 200;
+    const name = (this.requests[i] as IngestPut).bucket;
+    let bucket = this.after.get(name);
+    if (bucket === undefined && !this.after.has(name)) {
+      bucket = this.kit.access.current(this.principals[i] as Principal, name);
+      this.after.set(name, bucket);
+    }
+    this.answer(i, objectJson(version, bucket));
+  };
+
+  private refused(i: number, error: unknown): void {
+    const audited = this.audited[i] as IngestRequest;
+    audited.status = toProblem(error).status;
+    this.audit.record(audited as unknown as Exchange);
+    this.answer(i, undefined, error);
   }
 }

@@ -87,7 +87,28 @@ export interface IngestBackend {
     request: IngestPut,
     body: BodySource | Buffer,
   ): Promise<Record<string, unknown>>;
+  /**
+   * `put` of many whole bodies (each of at most `wholeBytesMax` bytes) with one token: each
+   * object checked, written, audited and answered on its own through `answer`, as its own `put`
+   * would be; what a batch shares is the work around them.
+   */
+  putBatch(
+    token: string,
+    requests: readonly IngestPut[],
+    bodies: readonly Buffer[],
+    answer: IngestAnswer,
+  ): void;
 }
+
+/**
+ * Where `IngestBackend.putBatch` answers object `index` of its batch: the PUT's 200 body, or
+ * `undefined` and the refusal. Called once per object; must not throw.
+ */
+export type IngestAnswer = (
+  index: number,
+  json: Record<string, unknown> | undefined,
+  error?: unknown,
+) => void;
 
 export interface IngestOptions {
   readonly windowObjects: number;
@@ -121,6 +142,8 @@ const WHOLE_HELD_BYTES_MAX = 16 * 1024 * 1024;
  */
 export const SLAB_BYTES = 256 * 1024;
 export const SLAB_BODY_BYTES_MAX = 16 * 1024;
+/** Idle slabs kept for reuse (see `Slabs`). */
+const SLABS_KEPT = 8;
 /** Room for an OBJECT frame's largest header beside its body bytes. */
 const HEADER_ROOM_BYTES = 4096;
 const CLOSE_REASON_BYTES_MAX = 123;
@@ -286,13 +309,15 @@ export function ingestRoute(
     if (flushing.size === 0) setImmediate(flush);
     flushing.add(connection);
   };
+  const credit = (connection: Connection, bytes: number): void => {
+    if (bytes === 0 || connection.closed) return;
+    connection.credit += bytes;
+    schedule(connection);
+  };
   const creditOf =
     (connection: Connection) =>
-    (bytes: number): void => {
-      if (bytes === 0 || connection.closed) return;
-      connection.credit += bytes;
-      schedule(connection);
-    };
+    (bytes: number): void =>
+      credit(connection, bytes);
 
   const hello = (connection: Connection, frame: HelloFrame): void => {
     clearTimeout(connection.helloTimer);
@@ -331,8 +356,8 @@ export function ingestRoute(
     connection.pending += 1;
     connection.objects += 1;
     const request = putOf(connection, frame, `${idPrefix}${connection.id}-${connection.objects}`);
-    // A small object whole in its frame goes to the backend whole: copied once, stored at once,
-    // committed with the others of its turn (one engine command each, one group commit).
+    // A small object whole in its frame goes to the backend whole: copied once, then stored and
+    // committed with the others of its turn, as one batch (`batched`).
     const slabbed = complete && frame.size <= SLAB_BODY_BYTES_MAX;
     const whole =
       complete &&
@@ -354,6 +379,11 @@ export function ingestRoute(
       settled = () => streamed.release();
     }
     if (!complete) connection.open = body as ObjectBody;
+    if (whole) {
+      batched(connection, frame.sequence, request, body as Buffer, settled);
+      credit(connection, frame.body.length);
+      return;
+    }
     // The backend checks the key and tenant again for every object: a 401 refuses the object
     // and ends the connection (see `refusal`).
     let written: Promise<Record<string, unknown>>;
@@ -375,8 +405,58 @@ export function ingestRoute(
         refusal(connection, frame.sequence, error, request.requestId);
       },
     );
-    if (whole) creditOf(connection)(frame.body.length);
-    else (body as ObjectBody).feed(frame.body);
+    (body as ObjectBody).feed(frame.body);
+  };
+
+  /**
+   * The whole small objects of this turn, by token: handed to the backend as one batch each
+   * (`putBatch`) at the end of the turn, or once a batch holds BATCH_OBJECTS_MAX.
+   */
+  const turn = new Map<string, TurnBatch>();
+  const batched = (
+    connection: Connection,
+    sequence: number,
+    request: IngestPut,
+    body: Buffer,
+    settled: () => void,
+  ): void => {
+    const token = connection.token as string;
+    let batch = turn.get(token);
+    if (batch === undefined) {
+      if (turn.size === 0) setImmediate(sendTurn);
+      batch = new TurnBatch(token);
+      turn.set(token, batch);
+    }
+    batch.entries.push({ connection, sequence, requestId: request.requestId, settled });
+    batch.requests.push(request);
+    batch.bodies.push(body);
+    if (batch.requests.length >= BATCH_OBJECTS_MAX) {
+      turn.delete(token);
+      sendBatch(batch);
+    }
+  };
+  const sendTurn = (): void => {
+    const batches = [...turn.values()];
+    turn.clear();
+    for (const batch of batches) sendBatch(batch);
+  };
+  const sendBatch = (batch: TurnBatch): void => {
+    const answered = new Uint8Array(batch.entries.length);
+    // The backend checks the key and tenant again for every object: a 401 refuses the object
+    // and ends the connection (see `refusal`).
+    const answer: IngestAnswer = (index, json, error) => {
+      const entry = batch.entries[index] as TurnEntry;
+      if (answered[index] !== 0) return;
+      answered[index] = 1;
+      entry.settled();
+      if (json !== undefined) acknowledge(entry.connection, entry.sequence, 200, json);
+      else refusal(entry.connection, entry.sequence, error, entry.requestId);
+    };
+    try {
+      backend.putBatch(batch.token, batch.requests, batch.bodies, answer);
+    } catch (error) {
+      for (let index = 0; index < batch.entries.length; index += 1) answer(index, undefined, error);
+    }
   };
 
   const acknowledge = (
@@ -548,6 +628,27 @@ export function ingestRoute(
   };
 }
 
+/** Objects in one `putBatch` at most; more in a turn make another batch. */
+const BATCH_OBJECTS_MAX = 1024;
+
+/** One whole small object waiting in its turn's batch (`putBatch`). */
+interface TurnEntry {
+  readonly connection: Connection;
+  readonly sequence: number;
+  readonly requestId: string;
+  /** Lets go of the body's bytes once the object is answered. */
+  readonly settled: () => void;
+}
+
+/** A turn's whole small objects sent with one token. */
+class TurnBatch {
+  readonly entries: TurnEntry[] = [];
+  readonly requests: IngestPut[] = [];
+  readonly bodies: Buffer[] = [];
+
+  constructor(readonly token: string) {}
+}
+
 /**
  * The current slab of small whole bodies and the count of its bodies not settled; exported for
  * its test.
@@ -588,13 +689,18 @@ export class Slabs {
   /** Bodies of retired slabs still held, by slab. */
   private readonly retiredLive = new Map<Buffer, number>();
 
+  /**
+   * Slabs whose bodies were all settled, kept for the next ones (at most SLABS_KEPT, outside
+   * the bound: they hold no body): a fresh slab costs an allocation and the page faults of its
+   * first writes, which had been a copy's main cost.
+   */
+  private readonly free: Buffer[] = [];
+
   private replace(): void {
-    if (this.slab !== undefined) {
-      if (this.live > 0) this.retiredLive.set(this.slab, this.live);
-      else this.held(-SLAB_BYTES);
-    }
-    this.slab = Buffer.allocUnsafeSlow(SLAB_BYTES);
     this.used = 0;
+    if (this.slab !== undefined && this.live === 0) return; // nothing of it is held: refilled
+    if (this.slab !== undefined) this.retiredLive.set(this.slab, this.live);
+    this.slab = this.free.pop() ?? Buffer.allocUnsafeSlow(SLAB_BYTES);
     this.live = 0;
     this.held(SLAB_BYTES);
   }
@@ -608,6 +714,7 @@ export class Slabs {
     }
     this.retiredLive.delete(slab);
     this.held(-SLAB_BYTES);
+    if (this.free.length < SLABS_KEPT) this.free.push(slab);
   }
 }
 

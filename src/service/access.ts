@@ -27,7 +27,20 @@ export class Access {
   /** The bucket `name` of the principal's tenant, when `access` to it is allowed. */
   bucket(principal: Principal, name: string, access: BucketAccess): BucketRecord {
     authorize(principal, { ...access, bucket: name });
-    const bucket = this.find(principal, name);
+    return this.allowed(principal, this.find(principal, name), access);
+  }
+
+  /**
+   * `bucket` for the objects of one batch (an ingest stream's turn): each is authorized and
+   * checked against the policy on its own, in the same order; the bucket is read once per name.
+   */
+  batch(): BatchAccess {
+    return new BatchAccess(this);
+  }
+
+  /** `bucket` once the scope allowed `access` and `bucket` was found: the policy decides. */
+  allowed(principal: Principal, bucket: BucketRecord, access: BucketAccess): BucketRecord {
+    const { name } = bucket;
     const decision = evaluatePolicy(bucket.policy as StoredPolicy | undefined, {
       principal: { tenantId: principal.tenant.id, accessKeyId: principal.accessKeyId },
       action: actionOfVerb(access),
@@ -81,5 +94,24 @@ export class Access {
     const bucket = this.current(principal, name);
     if (!bucket) throw NotFound(`bucket ${name} not found`);
     return bucket;
+  }
+}
+
+/** See `Access.batch`. */
+export class BatchAccess {
+  private readonly found = new Map<string, BucketRecord | undefined>();
+
+  constructor(private readonly access: Access) {}
+
+  bucket(principal: Principal, name: string, access: BucketAccess): BucketRecord {
+    authorize(principal, { ...access, bucket: name });
+    const key = `${principal.tenant.id}/${name}`;
+    let bucket = this.found.get(key);
+    if (bucket === undefined && !this.found.has(key)) {
+      bucket = this.access.current(principal, name);
+      this.found.set(key, bucket);
+    }
+    if (!bucket) throw NotFound(`bucket ${name} not found`);
+    return this.access.allowed(principal, bucket, access);
   }
 }

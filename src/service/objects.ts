@@ -23,15 +23,18 @@ import type { RequestContext } from './context.js';
 import { ReplayBody, type IdempotencyClaim } from './idempotency.js';
 import { parseHttpDate } from './read.js';
 import { sealedUpload, type CustomerKey } from './customer-key.js';
-import { PutGroup } from './put-group.js';
+import { PutGroup, type GroupSink } from './put-group.js';
 import { addNewVersionAttributes, type NewVersionAttributes } from './object-lock.js';
 import {
   Divert,
   receiveBody,
   storeWhole,
+  storeWholeBatch,
   type ReceivedBody,
   type UploadServices,
+  type WholeInput,
 } from './upload.js';
+import { Failed } from '../workers/chunk-store.js';
 
 /** The preconditions of a write, as the client sent them (absent: not sent). */
 export interface WriteConditions {
@@ -363,6 +366,18 @@ export class ObjectService {
     }
   }
 
+  /**
+   * `putObject` of many bodies whole in memory at once (an ingest stream's small objects of one
+   * turn), each answered on its own through `answer`, exactly as its own `putObject` would be:
+   * the same checks in the same order, its own audit row and idempotency key, its own refusal.
+   * What is shared is the work around them: the bodies stored in one pass with one wait for
+   * their records, the commits sent in the turn's one `putObjects` group, one object (not a
+   * promise chain) following them all.
+   */
+  putWholeBatch(items: readonly WholePut[], answer: BatchAnswer): void {
+    new WholeBatch(this.deps, this.group, items, answer).run();
+  }
+
   /** Deletes a key (a delete marker where versioned) or one version of it. */
   deleteObject(ctx: RequestContext, input: DeleteRequest, status: number): Promise<DeleteResult> {
     const args: CommandArgs<'deleteObject'> = {
@@ -374,5 +389,126 @@ export class ObjectService {
     if (input.bypassGovernance === true) args.bypassGovernance = true;
     addWriteConditions(input.conditions, args);
     return this.commit(ctx, 'deleteObject', args, status);
+  }
+}
+
+/** One object of `ObjectService.putWholeBatch`. */
+export interface WholePut {
+  readonly ctx: RequestContext;
+  readonly input: PutRequest;
+  /** The whole body, at most one inline chunk, not changed until the object is answered. */
+  readonly bytes: Buffer;
+}
+
+/**
+ * Where `putWholeBatch` answers object `index`: its committed version, or `undefined` and the
+ * refusal. Called once per object; must not throw.
+ */
+export type BatchAnswer = (
+  index: number,
+  version: ObjectVersionRecord | undefined,
+  error?: unknown,
+) => void;
+
+/** The digests of a write: CRC32C (every object's), the declared ones, the transport's. */
+function digestAlgsOf(input: PutRequest): DigestAlg[] {
+  const { expected, digests } = input;
+  // The common case without a Set and two spreads: nothing declared but CRC32C.
+  if ((digests === undefined || digests.length === 0) && expected.size <= 1) {
+    const declared = expected.keys().next().value;
+    if (declared === undefined || declared === 'CRC32C') return CRC32C_ONLY;
+  }
+  return [...new Set<DigestAlg>(['CRC32C', ...expected.keys(), ...(digests ?? [])])];
+}
+const CRC32C_ONLY: DigestAlg[] = ['CRC32C'];
+
+/** One `putWholeBatch`: its objects' state from the store of their bodies to their answers. */
+class WholeBatch implements GroupSink {
+  private readonly received: Array<ReceivedBody | undefined>;
+  private readonly answered: Uint8Array;
+
+  constructor(
+    private readonly deps: ObjectServiceDeps,
+    private readonly group: PutGroup,
+    private readonly items: readonly WholePut[],
+    private readonly answer: BatchAnswer,
+  ) {
+    this.received = new Array<ReceivedBody | undefined>(items.length);
+    this.answered = new Uint8Array(items.length);
+  }
+
+  run(): void {
+    this.store().catch((error: unknown) => {
+      for (let i = 0; i < this.items.length; i += 1)
+        if (this.answered[i] === 0) this.settle(i, undefined, error);
+    });
+  }
+
+  /** Checks each object as `putWhole` does before its body is stored, then stores them all. */
+  private async store(): Promise<void> {
+    const { items } = this;
+    const inputs: WholeInput[] = [];
+    const at: number[] = [];
+    for (let i = 0; i < items.length; i += 1) {
+      const { ctx, input, bytes } = items[i] as WholePut;
+      try {
+        assert(bytes.length === input.contentLength, 'a whole body is its declared length');
+        assert(input.customerKey === undefined, 'an SSE-C body is streamed (putObject)');
+        if (!input.idempotency)
+          checkPutQuotaIn(this.deps.store, {
+            tenantId: ctx.principal.tenant.id,
+            bucket: input.bucket,
+            key: input.key,
+            size: input.contentLength,
+          });
+        inputs.push({
+          bytes,
+          keys: this.deps.auth.keysOf(ctx.principal.tenant),
+          algs: digestAlgsOf(input),
+        });
+        at.push(i);
+      } catch (error) {
+        this.settle(i, undefined, error);
+      }
+    }
+    const stored = await storeWholeBatch(this.deps.upload, inputs);
+    for (let n = 0; n < stored.length; n += 1) this.commit(at[n] as number, stored[n]);
+  }
+
+  /** Verifies object `i`'s stored body and hands its commit to the turn's group. */
+  private commit(i: number, stored: ReceivedBody | Failed | undefined): void {
+    if (stored instanceof Failed || stored === undefined) {
+      this.settle(i, undefined, stored?.error);
+      return;
+    }
+    this.received[i] = stored;
+    const { ctx, input } = this.items[i] as WholePut;
+    try {
+      for (const [alg, digest] of input.expected) {
+        if (stored.checksums[alg] !== digest.toString('base64'))
+          throw ChecksumMismatch(`the body does not match its ${alg} checksum`);
+      }
+      input.check?.(stored);
+      const args = putArgsOf(ctx.principal.tenant.id, input, stored);
+      if (input.idempotency) args.idempotency = { ...input.idempotency, inCommit: true };
+      if (ctx.audit.actor !== undefined) args.caller = ctx.audit.actor;
+      args.audit = auditRowOf(ctx, 200);
+      this.group.add(args, this, i);
+    } catch (error) {
+      this.settle(i, undefined, error);
+    }
+  }
+
+  /** Object `index` is answered: its segment is let go, and a commit marks its audit row. */
+  settle(index: number, version: ObjectVersionRecord | undefined, error?: unknown): void {
+    if (this.answered[index] !== 0) return;
+    this.answered[index] = 1;
+    const received = this.received[index];
+    if (received) {
+      this.received[index] = undefined;
+      received.release();
+    }
+    if (version !== undefined) (this.items[index] as WholePut).ctx.audit.written = true;
+    this.answer(index, version, error);
   }
 }

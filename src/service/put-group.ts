@@ -13,10 +13,32 @@ import type { ObjectVersionRecord } from '../engine/index/schema.js';
 import { encodePutGroup } from '../engine/put-group-codec.js';
 import { fromWire, Internal } from '../util/errors.js';
 
+/**
+ * Where the answers of a group's commands go: `settle(index, version)` for a commit,
+ * `settle(index, undefined, error)` for a refusal. One object for many commands (a batch's),
+ * not a promise and two callbacks each.
+ */
+export interface GroupSink {
+  settle(index: number, version: ObjectVersionRecord | undefined, error?: unknown): void;
+}
+
 interface Waiting {
   readonly args: CommandArgs<'putObject'>;
-  readonly resolve: (version: ObjectVersionRecord) => void;
-  readonly reject: (error: unknown) => void;
+  readonly sink: GroupSink;
+  readonly index: number;
+}
+
+/** The sink of one `commit` (a promise's two ends). */
+class PromiseSink implements GroupSink {
+  constructor(
+    private readonly resolve: (version: ObjectVersionRecord) => void,
+    private readonly reject: (error: unknown) => void,
+  ) {}
+
+  settle(_index: number, version: ObjectVersionRecord | undefined, error?: unknown): void {
+    if (version === undefined) this.reject(error);
+    else this.resolve(version);
+  }
 }
 
 /**
@@ -38,12 +60,15 @@ export class PutGroup {
 
   /** Sends `args` (a whole `putObject` command's) with the others of this turn. */
   commit(args: CommandArgs<'putObject'>): Promise<ObjectVersionRecord> {
-    return new Promise((resolve, reject) => {
-      if (this.waiting.length === 0) setImmediate(() => this.send());
-      this.waiting.push({ args, resolve, reject });
-      this.bytes += ITEM_BYTES + args.chunks.length * CHUNK_BYTES;
-      if (this.waiting.length >= PUT_GROUP_ITEMS_MAX || this.bytes >= GROUP_BYTES_MAX) this.send();
-    });
+    return new Promise((resolve, reject) => this.add(args, new PromiseSink(resolve, reject), 0));
+  }
+
+  /** `commit`, answered to `sink.settle(index, ...)` instead of a promise. */
+  add(args: CommandArgs<'putObject'>, sink: GroupSink, index: number): void {
+    if (this.waiting.length === 0) setImmediate(() => this.send());
+    this.waiting.push({ args, sink, index });
+    this.bytes += ITEM_BYTES + args.chunks.length * CHUNK_BYTES;
+    if (this.waiting.length >= PUT_GROUP_ITEMS_MAX || this.bytes >= GROUP_BYTES_MAX) this.send();
   }
 
   private send(): void {
@@ -54,18 +79,21 @@ export class PutGroup {
     const packed = encodePutGroup(group.map((waiting) => waiting.args));
     this.engine.call(PUT_GROUP_COMMAND, { packed }).then(
       (answers) => {
-        group.forEach((waiting, index) => {
-          const answer = answers[index];
+        for (let i = 0; i < group.length; i += 1) {
+          const { sink, index } = group[i] as Waiting;
+          const answer = answers[i];
           if (answer === undefined)
-            waiting.reject(
+            sink.settle(
+              index,
+              undefined,
               Internal(`the engine answered ${PUT_GROUP_COMMAND} with fewer results than items`),
             );
-          else if ('e' in answer) waiting.reject(fromWire(answer.e));
-          else waiting.resolve(answer.r);
-        });
+          else if ('e' in answer) sink.settle(index, undefined, fromWire(answer.e));
+          else sink.settle(index, answer.r);
+        }
       },
       (error: unknown) => {
-        for (const waiting of group) waiting.reject(error);
+        for (const { sink, index } of group) sink.settle(index, undefined, error);
       },
     );
   }

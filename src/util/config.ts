@@ -303,6 +303,13 @@ export const settingSpecs = {
     fallback: '0',
     help: "a rebalance's pace: objects checked per second, all members together (0: no limit)",
   },
+  'cluster.capacity': {
+    kind: 'bytes',
+    fallback: '0',
+    help:
+      "this node's storage as placement weighs it: its share of the partitions' replicas is " +
+      "proportional (0: the average of the others'); read when the node bootstraps or is joined",
+  },
   'cluster.lost_after': {
     kind: 'duration',
     fallback: '30m',

@@ -10,7 +10,7 @@
 
 import type { IndexStore } from '../engine/index/store.js';
 import { DB, chunkKey, type ChunkRecord } from '../engine/index/schema.js';
-import type { SegmentWriter } from '../engine/segments/segment-writer.js';
+import type { Appended, SegmentWriter } from '../engine/segments/segment-writer.js';
 import type { SegmentReader } from '../engine/segments/segment-reader.js';
 import type { CorruptChunkReport } from '../engine/ops/corrupt-chunks.js';
 import {
@@ -21,7 +21,7 @@ import {
   decodeChunkInto,
   type TenantKeys,
 } from '../engine/chunk-codec.js';
-import { createMultiHasher, type DigestAlg } from '../engine/checksums.js';
+import { createMultiHasher, MultiHasher, type DigestAlg } from '../engine/checksums.js';
 import { CorruptData, NotFound, errorCode, isLightwellError } from '../util/errors.js';
 import { BufferPool } from '../util/buffer-pool.js';
 import type { StoreResult } from './protocol.js';
@@ -80,6 +80,140 @@ export async function storeChunk(
     { chunkId, plainLength, location, compressed: encoded.compressed },
     checksums,
   );
+}
+
+/** One small body of a batch (`storeChunks`): whole in memory, one chunk. */
+export interface ChunkToStore {
+  readonly keys: TenantKeys;
+  readonly bytes: Buffer;
+  readonly objectChecksums: readonly DigestAlg[];
+}
+
+/**
+ * Stores the small bodies of a batch (an ingest stream's objects of one turn), each as one
+ * chunk: what `storeChunk` does for each, but their records appended in one pass (the segment
+ * writer writes the appends of one turn with one writev) and one wait for the batch, for the
+ * last record of each segment the batch wrote to (`written()` of a record covers every record
+ * before it in its segment), instead of a chain of promises per body. Answers, in input order,
+ * each body's result or the error that refused it alone: a body whose record did not write
+ * fails, the others stand (a record written but not committed is garbage, never an object).
+ */
+export async function storeChunks(
+  deps: ChunkStoreDeps,
+  inputs: readonly ChunkToStore[],
+): Promise<Array<StoreResult | Failed>> {
+  const results: Array<StoreResult | Failed> = new Array<StoreResult | Failed>(inputs.length);
+  const appends = new Array<Promise<Appended> | undefined>(inputs.length);
+  const outputs = new Array<Buffer | undefined>(inputs.length);
+  const encodedOf = new Array<Encoded | undefined>(inputs.length);
+  const writer = deps.writer();
+  for (let i = 0; i < inputs.length; i += 1) {
+    const { keys, bytes } = inputs[i] as ChunkToStore;
+    try {
+      const now = objectChecksumsNow(inputs[i] as ChunkToStore);
+      const checksums = now instanceof Promise ? await now : now;
+      const chunkId = chunkIdOf(keys.dedupKey, [bytes]);
+      if (alreadyStored(deps, keys.tenantNum, chunkId)) {
+        results[i] = { chunkId, plainLength: bytes.length, compressed: false, checksums };
+        continue;
+      }
+      const output = payloadFor(encodeOutputBytes(bytes.length));
+      const encoded = encodeChunk(keys, chunkId, [bytes], bytes.length, output);
+      results[i] = { chunkId, plainLength: bytes.length, compressed: false, checksums };
+      encodedOf[i] = encoded;
+      outputs[i] = output;
+      appends[i] = writer.append([encoded.header, ...encoded.payload]);
+    } catch (error) {
+      results[i] = new Failed(error);
+    }
+  }
+  await settleAppends(results, appends, outputs, encodedOf);
+  return results;
+}
+
+type Encoded = { payloadChecksum: number; compressed: boolean };
+const NO_APPEND: Promise<undefined> = Promise.resolve(undefined);
+
+/** The error that refused one body of `storeChunks`. */
+export class Failed {
+  constructor(readonly error: unknown) {}
+}
+
+/** The object checksums of a batch's body; awaits only for CRC64NVME (a lazily loaded hasher). */
+function objectChecksumsNow(
+  input: ChunkToStore,
+): Record<string, string> | Promise<Record<string, string>> {
+  if (input.objectChecksums.includes('CRC64NVME'))
+    return objectChecksums(input.objectChecksums, [input.bytes]);
+  const hasher = new MultiHasher({ algs: input.objectChecksums, crc64Hasher: undefined });
+  hasher.update(input.bytes);
+  return hasher.digest();
+}
+
+/**
+ * Waits for the appends of `storeChunks` and then for the last record of each segment they
+ * wrote to; fills in each stored body's location, or its failure.
+ */
+async function settleAppends(
+  results: Array<StoreResult | Failed>,
+  appends: ReadonlyArray<Promise<Appended> | undefined>,
+  outputs: ReadonlyArray<Buffer | undefined>,
+  encodedOf: ReadonlyArray<Encoded | undefined>,
+): Promise<void> {
+  // An object deduplicated or refused before its append has none: it settles as `undefined`.
+  const appended = await Promise.allSettled(appends.map((append) => append ?? NO_APPEND));
+  /** The last record of each segment, and the error of its `written()`, once waited for. */
+  const last = new Map<number, Appended>();
+  for (const outcome of appended)
+    if (outcome.status === 'fulfilled' && outcome.value !== undefined)
+      last.set(outcome.value.segmentId, outcome.value);
+  const failures = new Map<number, unknown>();
+  await Promise.all(
+    [...last].map(([segmentId, record]) =>
+      record.written().catch((error: unknown) => failures.set(segmentId, error)),
+    ),
+  );
+  for (let i = 0; i < results.length; i += 1) {
+    const outcome = appended[i] as PromiseSettledResult<Appended | undefined>;
+    const output = outputs[i];
+    if (outcome.status === 'rejected') {
+      results[i] = new Failed(outcome.reason);
+      continue; // a write of `output` might still be queued: it is not reused
+    }
+    const record = outcome.value;
+    if (record === undefined) continue;
+    const failure = failures.get(record.segmentId);
+    if (failures.has(record.segmentId)) {
+      results[i] = new Failed(failure);
+      continue;
+    }
+    givePayload(output as Buffer);
+    const encoded = encodedOf[i] as Encoded;
+    const stored = results[i] as StoreResult;
+    results[i] = {
+      ...stored,
+      compressed: encoded.compressed,
+      location: {
+        segmentId: record.segmentId,
+        offset: record.offset,
+        length: record.length,
+        payloadChecksum: encoded.payloadChecksum,
+      },
+    };
+  }
+}
+
+/** A payload buffer for a record of `outputBytes` (given back with `givePayload`). */
+function payloadFor(outputBytes: number): Buffer {
+  return outputBytes <= SMALL_PAYLOAD_BYTES
+    ? (smallPayloads.pop() ?? Buffer.allocUnsafeSlow(SMALL_PAYLOAD_BYTES))
+    : payloadBuffers.take(outputBytes);
+}
+
+/** A payload buffer whose write has stopped reading it, for the next record. */
+function givePayload(output: Buffer): void {
+  if (output.length !== SMALL_PAYLOAD_BYTES) payloadBuffers.give(output);
+  else if (smallPayloads.length < SMALL_PAYLOADS_KEPT) smallPayloads.push(output);
 }
 
 /**

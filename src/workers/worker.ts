@@ -69,6 +69,9 @@ function segmentWriter(): SegmentWriter {
       failed: async (segmentId) => {
         await engineClient().call('segmentFailed', { segmentId });
       },
+      opened: async (segmentId) => {
+        await engineClient().call('segmentOpened', { segmentId });
+      },
     },
   });
   return writer;

@@ -2,9 +2,11 @@
 // stamps of versions gone (src/cluster/repair.ts `collectEndTombstones`), and its copy of a delete
 // marker: a tombstone past its grace period is collected once every other replica answered that
 // it holds no live copy of what it ended; one a replica still holds (the stale replica that could
-// bring it back), one too young, or one whose replica did not answer is kept, so a collected
+// bring it back), one a member that is no replica now still holds (an old replica before its
+// reclaim), one too young, or one whose replica did not answer is kept, so a collected
 // tombstone leaves no replica that could resurrect what it ended; a dry run collects nothing. A
-// current delete marker a replica lacks is sent to it as a replicated delete with its sequence.
+// current delete marker a replica lacks is sent to it as a replicated delete with its sequence
+// and its time (the marker's LastModified on the replica is the original one).
 // Method: `repairTenant` against a peer made here (its index, replicas and answers in memory);
 // no etcd, no cluster. The collected tombstones are removed from the peer's own list, and a
 // second repair shows that what a replica still holds keeps its tombstone until it is gone there.
@@ -39,11 +41,13 @@ function peerOf(options: {
   current?: ObjectVersionRecord[];
   heads?: Record<string, number>;
   orphanStamps?: number;
+  /** Live copies on members that are no replica now (an old replica, a read's copy). */
+  elsewhere?: Record<string, string[]>;
 }) {
   const state = {
     tombs: [...options.tombs],
     live: options.live,
-    deletes: [] as Array<{ address: string; key: string; seq: number }>,
+    deletes: [] as Array<{ address: string; key: string; seq: number; time: number }>,
     stampsDropped: 0,
   };
   const store = {
@@ -59,13 +63,14 @@ function peerOf(options: {
     log: componentLogger('test'),
     store,
     otherReplicas: () => Object.keys(state.live),
+    holders: () => [...Object.keys(state.live), ...Object.keys(options.elsewhere ?? {})],
     heads: (_address, args) =>
       Promise.resolve(args.keys.map((key) => ({ seq: options.heads?.[key] ?? 0, deleted: false }))),
     copyVersion: () => Promise.resolve(0),
     stampOf: () => 0,
     sendMetadata: () => Promise.resolve(),
-    sendDelete: (address, _bucket, key, seq) => {
-      state.deletes.push({ address, key, seq });
+    sendDelete: (address, _bucket, key, seq, time) => {
+      state.deletes.push({ address, key, seq, time });
       return Promise.resolve();
     },
     tombstones: () => [],
@@ -75,7 +80,7 @@ function peerOf(options: {
       after === undefined ? state.tombs.filter((tomb) => tomb.kind === kind) : [],
     holdsLive: (address, args) => {
       if (address === options.unreachable) return Promise.reject(new Error('down'));
-      const held = state.live[address] ?? [];
+      const held = state.live[address] ?? options.elsewhere?.[address] ?? [];
       return Promise.resolve(args.items.map((item) => held.includes(item.id)));
     },
     dropEndTombstones: (_bucket, tombs) => {
@@ -132,6 +137,25 @@ t.test('collected only once no replica holds what it ended', async (t) => {
   );
 });
 
+t.test('kept while a member that is no replica now holds what it ended', async (t) => {
+  // r4 was a replica under the previous layout and has not reclaimed its copies yet.
+  const { peer, state } = peerOf({
+    tombs: [version('v-on-r4'), upload('cc01')],
+    live: { r2: [], r3: [] },
+    elsewhere: { r4: ['v-on-r4', 'cc01'] },
+  });
+  t.equal((await repairTenant(peer, tenant, undefined, false)).tombstonesCollected, 0);
+  t.equal(state.tombs.length, 2, 'both kept: r4 could bring them back');
+  const down = peerOf({
+    tombs: [version('v1')],
+    live: { r2: [] },
+    elsewhere: { r4: [] },
+    unreachable: 'r4',
+  });
+  t.equal((await repairTenant(down.peer, tenant, undefined, false)).tombstonesCollected, 0);
+  t.equal(down.state.tombs.length, 1, 'kept while that member does not answer');
+});
+
 t.test('upload tombstones: kept while a replica holds the upload open', async (t) => {
   const { peer, state } = peerOf({
     tombs: [upload('aa01'), upload('aa02')],
@@ -165,7 +189,13 @@ t.test('stamps of versions gone are counted with the tombstones', async (t) => {
 });
 
 t.test('a current delete marker a replica lacks is sent as a delete', async (t) => {
-  const marker = { key: 'm', seq: 900, deleteMarker: true } as ObjectVersionRecord;
+  const made = OLD;
+  const marker = {
+    key: 'm',
+    seq: 900,
+    deleteMarker: true,
+    lastModified: made,
+  } as ObjectVersionRecord;
   const held = { key: 'same', seq: 500, deleteMarker: true } as ObjectVersionRecord;
   const { peer, state } = peerOf({
     tombs: [],
@@ -174,7 +204,11 @@ t.test('a current delete marker a replica lacks is sent as a delete', async (t) 
     heads: { m: 400, same: 500 },
   });
   const counts = await repairTenant(peer, tenant, undefined, false);
-  t.same(state.deletes, [{ address: 'r2', key: 'm', seq: 900 }], 'only the missing one is sent');
+  t.same(
+    state.deletes,
+    [{ address: 'r2', key: 'm', seq: 900, time: made }],
+    'only the missing one is sent, with the time the marker was made, not the repair time',
+  );
   t.equal(counts.deletesSent, 1);
   t.equal(counts.copiesSent, 0, 'not counted as a copy');
 });

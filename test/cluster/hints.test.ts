@@ -1,8 +1,8 @@
 // Goal: hinted handoff (src/cluster/hints.ts): a replicated write a replica missed after its
 // majority answered is sent again, in order, with backoff, until it lands; a target no longer a
-// storage member has its hints dropped; hints beyond the bound and hints refused too often are
-// left to a repair scan of their tenants, run once the target takes sends again, and run again
-// while it fails.
+// storage member has its hints dropped; hints beyond the bounds (by count and by the memory they
+// hold) and hints refused too often are left to a repair scan of their tenants, run once the
+// target takes sends again, and run again while it fails.
 // Method: a `Hints` whose timers are fired here by hand and whose sends are functions of the test
 // that fail while the target is "down"; no etcd, no cluster.
 import t from 'tap';
@@ -17,7 +17,9 @@ import { NotFound, StaleEpoch, StaleLayout, Unavailable } from '../../src/util/e
 import { componentLogger } from '../../src/util/log.js';
 
 /** A Hints over a fake target `n3` and hand-fired timers. */
-function harness(options: { perNodeMax?: number; max?: number } = {}) {
+function harness(
+  options: { perNodeMax?: number; max?: number; perNodeBytesMax?: number; bytesMax?: number } = {},
+) {
   const timers: Array<{ fn: () => void; ms: number; cancelled: boolean }> = [];
   const state = {
     down: true,
@@ -40,8 +42,9 @@ function harness(options: { perNodeMax?: number; max?: number } = {}) {
     },
     ...options,
   });
-  const hint = (name: string, tenantId = 'acme'): Hint => ({
+  const hint = (name: string, tenantId = 'acme', bytes?: number): Hint => ({
     tenantId,
+    ...(bytes === undefined ? {} : { bytes }),
     send: (address) => {
       if (state.down) return Promise.reject(Unavailable(`${address} is not reachable`));
       state.landed.push(name);
@@ -155,4 +158,23 @@ t.test('the total bound holds across targets', async (t) => {
   t.equal(hints.figures.overflowed, 1, 'one overflowed');
   hints.close();
   t.equal(hints.pending(), 0, 'closing drops them');
+});
+
+t.test('hints are bounded by the memory they hold, per target and in all', async (t) => {
+  const { hints, hint, state, tick } = harness({ perNodeBytesMax: 1000, bytesMax: 1500 });
+  hints.add('n3', hint('big', 'acme', 600), Unavailable());
+  hints.add('n3', hint('bigger', 'globex', 600), Unavailable());
+  t.equal(hints.pending('n3'), 1, 'a second large manifest does not fit the per-target bound');
+  t.equal(hints.pendingBytes('n3'), 600);
+  hints.add('n3', hint('small', 'acme', 300), Unavailable());
+  t.equal(hints.pendingBytes('n3'), 900, 'a small one still fits');
+  hints.add('n2', hint('other', 'initech', 700), Unavailable());
+  t.equal(hints.pending('n2'), 0, 'nor does one past the total bound');
+  t.equal(hints.figures.overflowed, 2, 'both counted as overflowed');
+  state.down = false;
+  await tick();
+  await tick();
+  t.same(state.landed, ['big', 'small'], 'the held ones land');
+  t.equal(hints.pendingBytes(), 0, 'and hold nothing once delivered');
+  t.same(state.scans.flat().sort(), ['globex', 'initech'], 'the overflowed tenants are scanned');
 });

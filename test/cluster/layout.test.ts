@@ -163,10 +163,31 @@ t.test('capacity-weighted: shares follow the weights', async (t) => {
     `n2 takes one share (${counts.get('n2') ?? 0})`,
   );
   const capped = countsOf(
-    assignPartitions(undefined, nodes({ n1: '', n2: '', n3: '' }, { n1: 10 }), 2),
+    assignPartitions(undefined, nodes({ n1: '', n2: '', n3: '' }, { n1: 10, n2: 1, n3: 1 }), 2),
   );
   t.equal(capped.get('n1'), PARTITIONS, 'a heavy node holds at most one replica per partition');
   t.equal((capped.get('n2') ?? 0) + (capped.get('n3') ?? 0), PARTITIONS, 'the others the rest');
+  // Capacities in bytes (cluster.capacity) where one node states none: it weighs the average of
+  // the others, not 1 byte, so it still takes its share.
+  const tib = 2 ** 40;
+  const mixed = countsOf(
+    assignPartitions(
+      undefined,
+      nodes({ n1: '', n2: '', n3: '', n4: '' }, { n1: 4 * tib, n2: 4 * tib, n3: 8 * tib }),
+      2,
+    ),
+  );
+  // Weights 4, 4, 8 and n4 the average of those (16/3): 512 slots.
+  const share = (weight: number): number => (512 * weight) / (16 + 16 / 3);
+  for (const [id, weight] of [
+    ['n1', 4],
+    ['n3', 8],
+    ['n4', 16 / 3],
+  ] as const)
+    t.ok(
+      Math.abs((mixed.get(id) ?? 0) - share(weight)) <= 1,
+      `${id} takes its share (${mixed.get(id) ?? 0} of ${share(weight).toFixed(1)})`,
+    );
 });
 
 t.test('a change moves only the partitions whose replica sets must change', async (t) => {

@@ -29,6 +29,7 @@ function peerOf(options: {
     log: componentLogger('test'),
     store,
     otherReplicas: () => Object.keys(options.heads),
+    holders: () => Object.keys(options.heads),
     heads: (address, args) => {
       if (address === options.unreachable) return Promise.reject(new Error('down'));
       const held = options.heads[address] ?? {};

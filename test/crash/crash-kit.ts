@@ -250,6 +250,16 @@ export class Ledger {
   /** Keys whose unknown operation turned out applied / not applied, over all verifications. */
   unknownApplied = 0;
   unknownNotApplied = 0;
+  private putWaiters: Array<{ puts: number; resolve: () => void }> = [];
+
+  /**
+   * Resolves once `stats.puts` reaches `puts`: a crash round kills the service only after it has
+   * acknowledged a real amount of writes, however slow a loaded machine makes them.
+   */
+  untilPuts(puts: number): Promise<void> {
+    if (this.stats.puts >= puts) return Promise.resolve();
+    return new Promise((resolve) => this.putWaiters.push({ puts, resolve }));
+  }
 
   keys(): string[] {
     return [...new Set([...this.truth.keys(), ...this.ops.keys()])].sort();
@@ -271,6 +281,7 @@ export class Ledger {
       if (op.kind === 'put') {
         this.stats.puts += 1;
         this.stats.putBytes += bytes;
+        this.wakePutWaiters();
       } else this.stats.deletes += 1;
     } else if (status !== undefined && status >= 400 && status < 500) {
       op.outcome = 'refused';
@@ -280,6 +291,14 @@ export class Ledger {
       this.stats.unknown += 1;
     }
     if (status !== undefined) op.status = status;
+  }
+
+  private wakePutWaiters(): void {
+    const puts = this.stats.puts;
+    const due = this.putWaiters.filter((waiter) => waiter.puts <= puts);
+    if (due.length === 0) return;
+    this.putWaiters = this.putWaiters.filter((waiter) => waiter.puts > puts);
+    for (const waiter of due) waiter.resolve();
   }
 
   /** Every state the key may hold now. */

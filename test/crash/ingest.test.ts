@@ -35,8 +35,11 @@ import { scanSegment } from '../../src/engine/segments/segment-scan.js';
 import { segmentFileName } from '../../src/format/segment-header.js';
 import { SEAL_RECORD_SIZE } from '../../src/format/seal-footer.js';
 import { join } from 'node:path';
+import { untilDeadline } from '../helpers/deadline.js';
 
 const ROUNDS = 3;
+/** Acknowledged PUTs each round waits for before its kill, on top of its random delay. */
+const PUTS_PER_ROUND = 20;
 const LANES = 12;
 const BUCKET = 'ingest';
 
@@ -87,7 +90,15 @@ t.test(
         deleteShare: 0.15,
       });
       const killAfter = 700 + crashRandom.int(2800);
-      await sleep(killAfter);
+      const enough = ledger.stats.puts + PUTS_PER_ROUND;
+      await Promise.all([
+        sleep(killAfter),
+        untilDeadline(
+          ledger.untilPuts(enough),
+          () =>
+            `round ${round}: ${PUTS_PER_ROUND} acknowledged PUTs before the kill (${ledger.stats.puts - enough + PUTS_PER_ROUND} came; statuses ${JSON.stringify(ledger.stats.statuses)})`,
+        ),
+      ]);
       // kill9 stops and kills the whole tree before it returns its promise; the lanes stop after.
       const killed = service.kill9();
       const stopped = ingest.stop();
@@ -182,7 +193,7 @@ t.test(
     t.comment(
       `dead writers' open segments at kill: ${totals.deadOpenSegments}, torn: ${totals.tornSegments} (${totals.tornBytes} bytes cut); verified ${totals.verifiedKeys} key reads, ${(totals.verifiedBytes / MiB).toFixed(1)} MiB`,
     );
-    t.ok(stats.puts > 50, 'the rounds acknowledged a real amount of writes');
+    t.ok(stats.puts >= ROUNDS * PUTS_PER_ROUND, 'the rounds acknowledged a real amount of writes');
     t.ok(stats.unknown > 0, 'and the kills landed in the middle of requests');
   },
 );

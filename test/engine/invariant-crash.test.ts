@@ -10,7 +10,8 @@
 // sends commands over the engine socket with an EngineClient and waits for the child's exit.
 import t from 'tap';
 import assert from 'node:assert';
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync, readdirSync } from 'node:fs';
 import { once } from 'node:events';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -46,10 +47,73 @@ async function child(dataDir: string): Promise<void> {
   process.stdout.write('\nengine ready\n');
 }
 
+/** How long a child engine may take to exit once its assertion failed: less than tap's limit. */
+const EXIT_WAIT_MS = 120_000;
+
+interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stderr: string;
+}
+
+/**
+ * What `/proc` says of a process that should have exited: its state, and each thread's name,
+ * state and the kernel function it sleeps in (a thread stuck in a system call shows there).
+ */
+function procReport(pid: number): string {
+  const field = (text: string, name: string): string =>
+    new RegExp(`^${name}:\\s*(.*)$`, 'm').exec(text)?.[1] ?? '?';
+  try {
+    const status = readFileSync(`/proc/${String(pid)}/status`, 'utf8');
+    const threads = readdirSync(`/proc/${String(pid)}/task`).map((tid) => {
+      const base = `/proc/${String(pid)}/task/${tid}`;
+      const read = (name: string): string => {
+        try {
+          return readFileSync(`${base}/${name}`, 'utf8').trim();
+        } catch {
+          return '?';
+        }
+      };
+      const threadStatus = read('status');
+      return `${tid} ${read('comm')} ${field(threadStatus, 'State')} in ${read('wchan')}`;
+    });
+    return `state ${field(status, 'State')}; threads: ${threads.join('; ')}`;
+  } catch {
+    return 'not in /proc (gone)';
+  }
+}
+
+/**
+ * The child's exit, waited for at most EXIT_WAIT_MS; past that the child is killed and the wait
+ * fails naming what it waited for: the engine's pid, whether it still ran (and its threads), the
+ * end of its stderr.
+ */
+async function exitOf(proc: ChildProcess, exited: Promise<Exit>, what: string): Promise<Exit> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolve) => {
+    timer = setTimeout(() => resolve('late'), EXIT_WAIT_MS);
+  });
+  const first = await Promise.race([exited, late]);
+  clearTimeout(timer);
+  if (first !== 'late') return first;
+  const pid = proc.pid ?? -1;
+  const alive = proc.exitCode === null && proc.signalCode === null;
+  const report = alive ? procReport(pid) : 'exited meanwhile';
+  proc.kill('SIGKILL');
+  const { stderr } = await exited;
+  throw BadRequest(
+    `the engine (pid ${String(pid)}) did not exit within ${String(EXIT_WAIT_MS)} ms after ` +
+      `${what}; still running: ${String(alive)} (${report}); the end of its stderr:\n` +
+      stderr.slice(-4_000),
+  );
+}
+
 /** Starts the child engine; answers a client of it and its exit. */
-async function startChild(
-  t: TapLike,
-): Promise<{ client: EngineClient; exited: Promise<{ code: number | null; stderr: string }> }> {
+async function startChild(t: TapLike): Promise<{
+  client: EngineClient;
+  proc: ChildProcess;
+  exited: Promise<Exit>;
+}> {
   const dataDir = tempDir(t, 'lw-engine-invariant-');
   const proc = spawn(process.execPath, [fileURLToPath(import.meta.url)], {
     env: { ...process.env, LW_ENGINE_INVARIANT_CHILD: dataDir, TAP: '0' },
@@ -60,8 +124,9 @@ async function startChild(
   });
   let output = '';
   proc.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  const exited = once(proc, 'exit').then(([code]) => ({
+  const exited = once(proc, 'exit').then(([code, signal]) => ({
     code: code as number | null,
+    signal: signal as NodeJS.Signals | null,
     stderr: output,
   }));
   // Read to the end, not only until ready: an engine whose log fills an unread pipe blocks.
@@ -77,7 +142,7 @@ async function startChild(
   });
   const client = new EngineClient(join(dataDir, 'engine.sock'), 30_000);
   client.stopWaiting();
-  return { client, exited };
+  return { client, proc, exited };
 }
 
 /** The code a failed call answers (its catalogue code), or 'ok'. */
@@ -99,7 +164,7 @@ if (childDir !== undefined) {
   await child(childDir);
 } else {
   t.test('an assertion in a command: answered, then the engine ends', async (t) => {
-    const { client, exited } = await startChild(t);
+    const { client, proc, exited } = await startChild(t);
     t.equal(await outcome(client.call('clusterFreshen', target('refusal'))), 'bad_request');
     t.equal(await outcome(client.call('clusterFreshen', target('type-error'))), 'internal');
     t.equal(await outcome(client.call('ping', {})), 'ok', 'the engine serves on after both');
@@ -108,13 +173,13 @@ if (childDir !== undefined) {
       'internal',
       'the failing command is still answered',
     );
-    const { code, stderr } = await exited;
+    const { code, stderr } = await exitOf(proc, exited, 'the failing command was answered');
     t.not(code, 0, 'the engine exits with a failure');
     t.match(stderr, /reference count below zero/, 'with the assertion');
   });
 
   t.test('an assertion in an item of a put group: answered, then the engine ends', async (t) => {
-    const { client, exited } = await startChild(t);
+    const { client, proc, exited } = await startChild(t);
     const item = (key: string): CommandArgs<'putObject'> => ({
       ...target(key),
       size: 0,
@@ -133,7 +198,7 @@ if (childDir !== undefined) {
       ['ok', 'bad_request', 'internal'],
       'every item is answered on its own',
     );
-    const { code, stderr } = await exited;
+    const { code, stderr } = await exitOf(proc, exited, 'every item of the group was answered');
     t.not(code, 0, 'the engine exits with a failure');
     t.match(stderr, /reference count below zero/, 'with the assertion');
   });

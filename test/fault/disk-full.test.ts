@@ -5,6 +5,8 @@
 // And the uploads' writers leave the last bytes of the file system free (the room the engine's
 // index commits and compaction need), even when many appends pass the check at once; the
 // engine's own writers may go on into half of that room.
+// A seal that finds the disk full (its footer's write) is done by the same writer once space
+// returns, not left open until a restart's recovery.
 // Method: the segment writer and reader on the fault-injecting file system of
 // test/fault/fault-io.ts, with ENOSPC on every write while the disk is "full", and on a disk
 // with a capacity.
@@ -14,6 +16,9 @@ import { SegmentReader } from '../../src/engine/segments/segment-reader.js';
 import { errorCode } from '../../src/util/errors.js';
 import { toProblem } from '../../src/http/error-answer.js';
 import { chunkRecord, RecordingRegistry } from '../engine/segment-testing.js';
+import { scanSegment } from '../../src/engine/segments/segment-scan.js';
+import { SEAL_RECORD_SIZE } from '../../src/format/seal-footer.js';
+import { segmentFileName } from '../../src/format/segment-header.js';
 import { FaultDisk, NO_FAULTS } from './fault-io.js';
 
 t.test('ENOSPC: disk_full while full, writes resume when space returns', async (t) => {
@@ -90,3 +95,53 @@ t.test('uploads leave the floor free, appends at once included', async (t) => {
   await writer.close();
   await engineWriter.close();
 });
+
+t.test(
+  'a seal that found the disk full is done once space returns, without a restart',
+  async (t) => {
+    const disk = new FaultDisk(3, NO_FAULTS);
+    const dir = '/lightwell-sim/segments';
+    const registry = new RecordingRegistry();
+    // Two 1000-byte chunk records (1080 bytes each) fill a segment.
+    const writer = new SegmentWriter({
+      io: disk.io,
+      segmentsDir: dir,
+      registry,
+      segmentBytesMax: 64 + 2 * 1080,
+    });
+    const reader = new SegmentReader(dir, { io: disk.io });
+    t.teardown(() => reader.close());
+    const records = [chunkRecord(1000), chunkRecord(1000)];
+    const kept = [];
+    for (const record of records) {
+      const appended = await writer.append([record]);
+      await appended.written();
+      kept.push(appended);
+    }
+    const full = kept[0]?.segmentId as number;
+
+    disk.faults = { ...NO_FAULTS, enospc: 1 };
+    // The next append retires the full segment: its footer's write finds no room.
+    const refused = await writer.append([chunkRecord(1000)]).catch((error: unknown) => error);
+    t.equal(errorCode(refused), 'disk_full', 'the append that needed a new segment: disk_full');
+    await writer.sealsSettled();
+    t.notOk(
+      registry.sealed.some((seal) => seal.segmentId === full),
+      'the full segment could not be sealed',
+    );
+
+    disk.faults = NO_FAULTS;
+    const after = await writer.append([chunkRecord(1000)]);
+    await after.written();
+    await writer.sealsSettled();
+    const sealed = registry.sealed.find((seal) => seal.segmentId === full);
+    t.equal(sealed?.size, 64 + 2 * 1080 + SEAL_RECORD_SIZE, 'once space returned it was sealed');
+    const path = `${dir}/${segmentFileName(full)}`;
+    const scan = await scanSegment(path, () => undefined, { withBytes: false, io: disk.io });
+    t.ok(scan.sealed, 'its file ends in a seal footer');
+    t.equal(scan.records, 2, 'after both of its records');
+    for (const [index, appended] of kept.entries())
+      t.same(await reader.read(appended), records[index], `record ${index + 1} reads back`);
+    t.ok(await writer.close(), 'the writer closes cleanly');
+  },
+);

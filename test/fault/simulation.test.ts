@@ -18,6 +18,11 @@
 // deleted) only once its commit resolved, and the index itself holds each object's manifest (a
 // `meta` row per name, written in the commit) so that a rolled-back commit leaves no trace in
 // either.
+// The engine also restarts under a live writer (a gateway outliving its engine): a new syncer,
+// with new handles, over the same disk and page cache, which must still refuse every segment
+// whose fdatasync failed (the marks it loads from the index); a writer's report of a failed
+// fdatasync reaches the engine a few turns late, and the engine's handle, held from the
+// segment's creation, must catch the failure meanwhile.
 // About a third of the seeds run on a small disk (a capacity, `storage.space_reserve` 64 KiB):
 // it fills during the workload, and at the end such a seed fills it on purpose with faults off
 // and checks the answer to a full disk: a put is refused with `disk_full` (503 to clients), the
@@ -50,7 +55,12 @@ import {
   type UsageRecord,
 } from '../../src/engine/index/schema.js';
 import { dataDirPaths, prepareDataDir, type DataDirPaths } from '../../src/engine/data-dir.js';
-import { allocSegment, sealSegment } from '../../src/engine/ops/segments.js';
+import {
+  allocSegment,
+  markSegmentFailed,
+  sealSegment,
+  watchedSegments,
+} from '../../src/engine/ops/segments.js';
 import {
   addChunkRefs,
   packChunkRefs,
@@ -104,6 +114,10 @@ const totals = {
   batchCommitFaults: 0,
   /** Callers answered with an error because the commit their command ran in failed. */
   callersOfFailedCommits: 0,
+  /** Engine restarts under a live writer (a gateway outliving its engine). */
+  engineRestarts: 0,
+  /** Poisoned segments a restarted engine loaded from the index and refused. */
+  marksLoaded: 0,
 };
 
 const TENANT = 't1';
@@ -126,7 +140,8 @@ interface Life {
   dead: boolean;
   readonly io: Io;
   readonly writer: SegmentWriter;
-  readonly syncer: SegmentSyncer;
+  /** The engine's syncer: replaced when the engine restarts under a live writer. */
+  syncer: SegmentSyncer;
   readonly reader: SegmentReader;
   readonly compactor: Compactor;
   readonly reserve: SpaceReserve;
@@ -226,14 +241,17 @@ class Simulation {
             sealSegment(context, { segmentId, size });
           });
         },
-        // As the engine's segmentFailed command does.
-        failed: (segmentId) => {
-          life.syncer.poison(segmentId);
-          return Promise.resolve();
+        // As a gateway's report to the engine's segmentFailed command: it takes a few turns
+        // to arrive, and is answered once the mark is committed.
+        failed: async (segmentId) => {
+          await turns(this.prng.int(4));
+          await life.syncer.poison(segmentId);
         },
+        // As a gateway's segmentOpened: the engine holds its handle from before the first record.
+        opened: (segmentId) => life.syncer.hold(segmentId),
       },
     });
-    const syncer = new SegmentSyncer(paths.segments, io);
+    const syncer = this.engineSyncer(life, io);
     const reader = new SegmentReader(paths.segments, { io, clock: this.clock });
     const compactor = new Compactor({
       paths,
@@ -242,7 +260,8 @@ class Simulation {
       log: silent,
       io,
       clock: this.clock,
-      segmentFailed: (segmentId) => syncer.poison(segmentId),
+      segmentFailed: (segmentId) => life.syncer.poison(segmentId),
+      segmentSealed: (segmentId) => life.syncer.forget(segmentId),
       space: reserve,
     });
     const batch = new CommandBatch(
@@ -253,13 +272,54 @@ class Simulation {
     return Object.assign(life, { io, writer, syncer, reader, compactor, reserve, batch });
   }
 
+  /**
+   * The engine's syncer as engine.ts builds it: the poison marks of earlier lives loaded, new
+   * ones committed through the group commit, the segments being written held.
+   */
+  private engineSyncer(life: Life, io: Io): SegmentSyncer {
+    const syncer = new SegmentSyncer(this.paths.segments, io);
+    this.store.refresh();
+    const { failed, writing } = watchedSegments(this.context);
+    syncer.load(failed);
+    syncer.persist = async (segmentId) => {
+      const refused = await this.submit(life, `mark segment ${segmentId}`, () => {
+        alive(life);
+        markSegmentFailed(this.context, { segmentId });
+      });
+      if (refused !== undefined)
+        throw refused instanceof Error ? refused : new Error(describe(refused));
+    };
+    for (const segmentId of writing) syncer.hold(segmentId).catch(() => undefined);
+    return syncer;
+  }
+
+  /**
+   * The engine restarts while puts run and the writer (a gateway's) lives on: a new syncer,
+   * with new handles, which must still refuse every segment whose fdatasync failed before.
+   */
+  private async restartEngineDuring(count: number): Promise<void> {
+    const puts = [];
+    for (let i = 0; i < count; i += 1) puts.push(this.put());
+    await turns(this.prng.int(20));
+    const life = this.life;
+    const old = life.syncer;
+    life.syncer = this.engineSyncer(life, life.io);
+    old.close();
+    totals.engineRestarts += 1;
+    for (const { value } of this.store.range<SegmentRecord>(DB.segments, {}))
+      if (value.syncFailedAt !== undefined && life.syncer.isPoisoned(value.id))
+        totals.marksLoaded += 1;
+    await Promise.all(puts);
+  }
+
   async run(): Promise<void> {
     for (let op = 0; op < OPS_PER_SEED; op += 1) {
       const roll = this.prng.int(100);
       if (roll < 45) await this.concurrently(1 + this.prng.int(4));
       else if (roll < 60) await this.remove();
-      else if (roll < 75) await this.readSome();
-      else if (roll < 85) await this.compact();
+      else if (roll < 72) await this.readSome();
+      else if (roll < 82) await this.compact();
+      else if (roll < 86) await this.restartEngineDuring(1 + this.prng.int(3));
       else await this.crashDuring(1 + this.prng.int(3));
     }
     await this.crashAndCheck([]);
@@ -336,8 +396,7 @@ class Simulation {
   private async crashDuring(count: number): Promise<void> {
     const puts = [];
     for (let i = 0; i < count; i += 1) puts.push(this.put());
-    const turns = this.prng.int(40);
-    for (let i = 0; i < turns; i += 1) await new Promise<void>((resolve) => setImmediate(resolve));
+    await turns(this.prng.int(40));
     await this.crashAndCheck(puts);
   }
 
@@ -643,6 +702,11 @@ function isIndexFault(error: unknown): boolean {
   return /index commit/.test(String((error as { message?: unknown } | undefined)?.message));
 }
 
+/** Waits `count` event-loop turns. */
+async function turns(count: number): Promise<void> {
+  for (let i = 0; i < count; i += 1) await new Promise<void>((resolve) => setImmediate(resolve));
+}
+
 function alive(life: Life): void {
   if (life.dead) throw new Error('the process is dead');
 }
@@ -740,6 +804,8 @@ t.test('the seeds did what they are meant to', (t) => {
     t.ok(totals.callersOfFailedCommits > 0, 'and their callers were answered with errors');
     t.ok(totals.fullDisks > 0, 'disks filled');
     t.equal(totals.resumed, totals.fullDisks, 'and writes resumed on each');
+    t.ok(totals.engineRestarts > 0, 'engines restarted under live writers');
+    t.ok(totals.marksLoaded > 0, 'and loaded the marks of segments whose fdatasync failed');
   }
   t.end();
 });

@@ -19,3 +19,27 @@ export function untilTestDeadline(): AbortSignal | null {
     ? null
     : AbortSignal.timeout(Math.max(0, Math.floor(deadline - Date.now())));
 }
+
+/**
+ * `waited`, or a rejection naming what it waited for (`what()`, evaluated then, so it can say
+ * how far things got) once the test's deadline has passed.
+ */
+export function untilDeadline<T>(waited: Promise<T>, what: () => string): Promise<T> {
+  const signal = untilTestDeadline();
+  if (!signal) return waited;
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void =>
+      reject(new Error(`gave up at the test's deadline waiting for ${what()}`));
+    signal.addEventListener('abort', onAbort, { once: true });
+    waited.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error instanceof Error ? error : new Error(String(error)));
+      },
+    );
+  });
+}

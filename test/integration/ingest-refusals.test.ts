@@ -2,7 +2,8 @@
 // a malformed frame closes with 4400 and commits nothing of the object it belonged to while the
 // objects acknowledged before stay; a frame over the limit closes with 1009; an OBJECT beyond the
 // window closes with 4429 (bytes beyond the credit: test/ingest/frames.prop.test.ts); a bad token closes with 4401; a key revoked while connected ends the
-// connection with 4401, and a refused object is an ACK with the native API's problem object.
+// connection with 4401, and a refused object is an ACK with the native API's problem object;
+// the objects of one turn, written as one batch, are each committed or refused on their own.
 // Method: `lightwell serve` on loopback, a raw WebSocket (ws) speaking the frames of
 // src/ingest/frames.ts, and reads through the native API.
 
@@ -168,6 +169,41 @@ t.test('refusals', async (t) => {
     other.socket.close(1000);
   });
 
+  t.test("a turn's objects are written as one batch, each answered on its own", async (t) => {
+    const raw = new Raw(url);
+    await raw.hello(data.token);
+    // The gateway is stopped while the frames go out, so that it reads them all in one turn and
+    // hands them to the service as one batch.
+    const gateway = processOf(service, 'lightwell-gateway');
+    process.kill(gateway, 'SIGSTOP');
+    try {
+      raw.socket.send(encodeObject(header(1, 'batch/a', 5), Buffer.from('first')));
+      raw.socket.send(
+        encodeObject(
+          { ...header(2, 'batch/b', 5), checksums: [['CRC32C', new Uint8Array(4)]] },
+          Buffer.from('wrong'),
+        ),
+      );
+      raw.socket.send(encodeObject({ ...header(3, 'k', 1), bucket: 'nope' }, Buffer.from('x')));
+      // Committed after batch/a in the same group: its If-None-Match sees batch/a.
+      raw.socket.send(
+        encodeObject({ ...header(4, 'batch/a', 6), ifNoneMatch: true }, Buffer.from('second')),
+      );
+      raw.socket.send(encodeObject(header(5, 'batch/e', 4), Buffer.from('last')));
+    } finally {
+      process.kill(gateway, 'SIGCONT');
+    }
+    t.match(await raw.ack(1), { status: 200, refused: false, json: { key: 'batch/a', size: 5 } });
+    t.match(await raw.ack(2), { status: 400, refused: true, json: { code: 'checksum_mismatch' } });
+    t.match(await raw.ack(3), { status: 404, refused: true, json: { code: 'not_found' } });
+    t.match(await raw.ack(4), { status: 412, refused: true });
+    t.match(await raw.ack(5), { status: 200, refused: false, json: { key: 'batch/e' } });
+    t.equal((await data.get('logs', 'batch/a')).bytes.toString(), 'first');
+    t.equal((await data.get('logs', 'batch/b')).status, 404, 'nothing of the refused body');
+    t.equal((await data.get('logs', 'batch/e')).bytes.toString(), 'last');
+    raw.socket.close(1000);
+  });
+
   t.test('a key revoked while connected: 4401', async (t) => {
     const owner = service.adminToken();
     const key = await service.admin('POST', '/tenants/acme/keys', owner, {
@@ -197,11 +233,14 @@ t.test('refusals', async (t) => {
 
 /** The engine process of a running service (its command line names `lightwell-engine.js`). */
 function enginePid(running: Service): number {
+  return processOf(running, 'lightwell-engine');
+}
+
+/** The process of a running service whose command line names `name`. */
+function processOf(running: Service, name: string): number {
   const pid = running
     .pids()
-    .find((candidate) =>
-      readFileSync(`/proc/${candidate}/cmdline`, 'utf8').includes('lightwell-engine'),
-    );
-  if (pid === undefined) throw new TypeError('the service has no engine process');
+    .find((candidate) => readFileSync(`/proc/${candidate}/cmdline`, 'utf8').includes(name));
+  if (pid === undefined) throw new TypeError(`the service has no ${name} process`);
   return pid;
 }

@@ -437,6 +437,11 @@ export interface SegmentRecord {
   liveBytes: number;
   sealedAt?: number;
   retiredAt?: number;
+  /**
+   * When an fdatasync of the segment first failed (segment-syncer.ts): its unsynced bytes may
+   * be lost, so no commit may point into it again, across engine restarts too.
+   */
+  syncFailedAt?: number;
 }
 
 export function segmentKey(segmentId: number): Buffer {

@@ -1,7 +1,7 @@
 // Backups in the index: the job row of each backup (of the whole store or of one tenant) and of
 // each restore of a tenant backup into the running store, and the commands that queue them. The
-// work is src/engine/backup.ts and src/engine/tenant-backup.ts, whose headers state the
-// invariants and the layouts.
+// work is src/engine/backup.ts, src/engine/tenant-backup.ts and src/engine/tenant-restore.ts,
+// whose headers state the invariants and the layouts.
 //
 // Persists: `meta` rows `backup\0<name>` and `restore\0<id>` (docs/on-disk-format.md §5).
 
@@ -127,7 +127,7 @@ export const RESTORE_PREFIX = 'restore\0';
 
 export type RestoreState = 'queued' | 'running' | 'complete' | 'failed';
 
-/** A restore of a tenant backup into a tenant of the running store (src/engine/tenant-backup.ts). */
+/** A restore of a tenant backup into a tenant of the running store (engine/tenant-restore.ts). */
 export interface RestoreRecord {
   /** `<backup>@<queuedAt>`: a backup may be restored more than once. */
   id: string;
@@ -145,6 +145,8 @@ export interface RestoreRecord {
   bytesTotal: number;
   bytesDone: number;
   bucketsCreated: number;
+  /** The version records behind the restore's cursor: committed or found in place. */
+  recordsDone?: number;
   error?: string;
 }
 

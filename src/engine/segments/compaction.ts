@@ -95,8 +95,13 @@ export class Compactor {
       io?: Io;
       /** Grace periods and expiry read this clock (the wall clock by default). */
       clock?: Clock;
-      /** An fdatasync of the compactor's segment failed (SegmentRegistry.failed). */
-      segmentFailed?: (segmentId: number) => void;
+      /**
+       * An fdatasync of the compactor's segment failed (SegmentRegistry.failed); the writer
+       * waits for the answer (the engine commits the segment's poison mark).
+       */
+      segmentFailed?: (segmentId: number) => Promise<void> | void;
+      /** Recovery sealed a segment whose writer is gone (the syncer lets its handle go). */
+      segmentSealed?: (segmentId: number) => void;
       /** The data directory's space reserve, given to compaction on a full disk. */
       space?: SpaceReserve;
     },
@@ -153,7 +158,15 @@ export class Compactor {
       chunksDropped: 0,
       segmentsDeleted: 0,
     };
-    await recoverSegments({ paths, store, log, includeOwn: false, io: this.io, clock: this.clock });
+    await recoverSegments({
+      paths,
+      store,
+      log,
+      includeOwn: false,
+      io: this.io,
+      clock: this.clock,
+      sealed: this.options.segmentSealed,
+    });
     store.refresh();
     const short = await this.shortOfSpace();
     const { dropped, keptBytes } = await this.dropDeadChunks(short);

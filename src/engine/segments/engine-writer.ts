@@ -12,7 +12,7 @@ export function engineSegmentWriter(options: {
   readonly segmentsDir: string;
   readonly io: Io;
   /** Told of a segment whose fdatasync failed (the engine poisons it: segment-syncer.ts). */
-  readonly failed?: ((segmentId: number) => void) | undefined;
+  readonly failed?: ((segmentId: number) => Promise<void> | void) | undefined;
 }): SegmentWriter {
   const { context, failed } = options;
   const { store, settings } = context;
@@ -34,9 +34,8 @@ export function engineSegmentWriter(options: {
       ...(failed === undefined
         ? {}
         : {
-            failed: (segmentId: number) => {
-              failed(segmentId);
-              return Promise.resolve();
+            failed: async (segmentId: number) => {
+              await failed(segmentId);
             },
           }),
     },

@@ -58,6 +58,8 @@ export async function recoverSegments(options: {
   includeOwn?: boolean;
   io?: Io;
   clock?: Clock;
+  /** Told of each segment it sealed (the engine's syncer lets go of its handle). */
+  sealed?: ((segmentId: number) => void) | undefined;
 }): Promise<RecoveryReport> {
   const { paths, store, log } = options;
   const io = options.io ?? nodeIo;
@@ -121,6 +123,7 @@ export async function recoverSegments(options: {
       delete current.ownerPid;
       store.put(DB.segments, segmentKey(segment.id), current);
     });
+    options.sealed?.(segment.id);
     report.recovered += 1;
   }
   report.quarantined = await quarantineUnknownFiles(io, paths, store);

@@ -18,6 +18,18 @@
 //   for the life of the engine: every later sync of it fails (`segment_io`), no commit can
 //   point into it again, and recovery cuts it at its first damaged record once its writer is
 //   gone. Found by the fault simulation (test/fault/simulation.test.ts).
+// - The poison outlives the engine: it is committed to the segment's index record
+//   (`syncFailedAt`, through `persist`) before the commit that met the failure is refused and
+//   before a writer's report of one is answered, and an engine loads the marks at start
+//   (`load`). A gateway keeps writing while its engine restarts, and a restarted engine's new
+//   handle would otherwise fdatasync a poisoned segment as if it were good. A mark that could
+//   not be committed is tried again before each refusal of a commit into the segment.
+// - Linux reports a failed write-back once to every file description opened before it (errseq),
+//   so a handle opened after a writer's fdatasync failed would not hear of the failure while
+//   the writer's report is still on its way. So a writer has the engine open its handle as soon
+//   as the segment's file exists, before its first record is written (`hold`), and the handles
+//   of segments being written are never evicted: an engine-side fdatasync always sees every
+//   failed write-back of the records it is about to commit. Released at the seal (`forget`).
 
 import { join } from 'node:path';
 import { segmentFileName } from '../../format/segment-header.js';
@@ -32,15 +44,26 @@ interface SyncState {
   running?: Promise<void> | undefined;
   /** The next fdatasync, which starts when the running one ends; joined by later callers. */
   next?: Promise<void> | undefined;
+  /** Opened for a writer before its first record (`hold`): never evicted. */
+  held?: boolean;
 }
 
 export class SegmentSyncer {
   private readonly states = new Map<number, SyncState>();
   /** Segments whose fdatasync failed once: never synced as good again (see the header). */
   private readonly poisoned = new Set<number>();
+  /** Poisoned segments whose mark is committed to the index. */
+  private readonly marked = new Set<number>();
+  /** Marks being committed, joined by later callers. */
+  private readonly marking = new Map<number, Promise<void>>();
   syncs = 0;
   /** Told of each fdatasync's seconds (metrics). */
   onSync: ((seconds: number) => void) | undefined;
+  /**
+   * Commits the poison mark of a segment to the index (the engine's `markSegmentFailed`);
+   * without it (tests) the poison lives in memory only.
+   */
+  persist: ((segmentId: number) => Promise<void>) | undefined;
 
   constructor(
     private readonly segmentsDir: string,
@@ -53,14 +76,74 @@ export class SegmentSyncer {
 
   /**
    * A writer's fdatasync of the segment failed (SegmentRegistry.failed): the kernel told the
-   * writer, not this syncer, whose next fdatasync would succeed over lost bytes.
+   * writer, not this syncer, whose next fdatasync would succeed over lost bytes. Refused at
+   * once; resolves once the mark is committed (see the header).
    */
-  poison(segmentId: number): void {
+  poison(segmentId: number): Promise<void> {
     this.poisoned.add(segmentId);
+    return this.mark(segmentId);
+  }
+
+  /** Segments marked as failed in the index (at the engine's start). */
+  load(segmentIds: Iterable<number>): void {
+    for (const segmentId of segmentIds) {
+      this.poisoned.add(segmentId);
+      this.marked.add(segmentId);
+    }
+  }
+
+  /** Whether commits into the segment are refused. */
+  isPoisoned(segmentId: number): boolean {
+    return this.poisoned.has(segmentId);
+  }
+
+  /**
+   * Opens the segment's handle for a writer before the writer appends its first record, and
+   * keeps it until the seal (see the header); resolves once it is open.
+   */
+  async hold(segmentId: number): Promise<void> {
+    // Twice: a handle opened earlier may have failed (an engine that started while the writer
+    // was creating the file found none yet); the writer's call comes once the file exists.
+    for (let attempt = 1; ; attempt += 1) {
+      const state = this.stateOf(segmentId);
+      state.held = true;
+      try {
+        await state.handle;
+        return;
+      } catch (cause) {
+        if (this.states.get(segmentId) === state) this.forget(segmentId);
+        if (attempt === 2) {
+          const message = `cannot open segment ${segmentId} to sync it`;
+          throw SegmentIoError(message, { segmentId }, { cause });
+        }
+      }
+    }
+  }
+
+  /** Commits the segment's poison mark, once; a failed attempt is tried again by the next. */
+  private mark(segmentId: number): Promise<void> {
+    const persist = this.persist;
+    if (!persist || this.marked.has(segmentId)) return Promise.resolve();
+    let marking = this.marking.get(segmentId);
+    if (!marking) {
+      marking = persist(segmentId)
+        .then(() => {
+          this.marked.add(segmentId);
+        })
+        .finally(() => this.marking.delete(segmentId));
+      this.marking.set(segmentId, marking);
+    }
+    return marking;
+  }
+
+  /** Refuses a commit into a poisoned segment, once its mark is committed (or failed again). */
+  private async refuse(segmentId: number): Promise<never> {
+    await this.mark(segmentId).catch(() => undefined);
+    throw poisonedError(segmentId);
   }
 
   private syncOne(segmentId: number): Promise<void> {
-    if (this.poisoned.has(segmentId)) return Promise.reject(poisonedError(segmentId));
+    if (this.poisoned.has(segmentId)) return this.refuse(segmentId);
     const state = this.stateOf(segmentId);
     if (!state.running) {
       state.running = this.run(state, segmentId);
@@ -84,16 +167,20 @@ export class SegmentSyncer {
       try {
         await handle.datasync();
       } catch (cause) {
-        // The fdatasync itself failed: what it covered may be lost (see the header).
+        // The fdatasync itself failed: what it covered may be lost (see the header). The mark
+        // is committed before the commit that met the failure is refused.
         this.poisoned.add(segmentId);
+        await this.mark(segmentId).catch(() => undefined);
         throw cause;
       }
       this.onSync?.((performance.now() - started) / 1000);
       // A writer reported a failure while this fdatasync ran: it may have covered lost pages.
-      if (this.poisoned.has(segmentId)) throw poisonedError(segmentId);
+      if (this.poisoned.has(segmentId)) await this.refuse(segmentId);
       this.syncs += 1;
     } catch (cause) {
-      this.forget(segmentId);
+      // A held handle stays: an open failure forgot it already, and a failed fdatasync
+      // poisoned the segment, whose later syncs never reach the handle.
+      if (!state.held) this.forget(segmentId);
       // A segment whose file is gone was reclaimed: the upload that wrote to it must retry.
       if ((cause as NodeJS.ErrnoException).code === 'ENOENT')
         throw ChunkGone(`segment ${segmentId} was reclaimed before the commit; retry the upload`);
@@ -122,7 +209,7 @@ export class SegmentSyncer {
   private evict(): void {
     for (const [segmentId, state] of this.states) {
       if (this.states.size <= HANDLES_MAX) return;
-      if (state.running || state.next) continue;
+      if (state.running || state.next || state.held) continue;
       this.forget(segmentId);
     }
   }

@@ -17,9 +17,18 @@
 //   new segment, and the broken one is cut after its last good record and sealed there.
 // - A failed fdatasync (of a record or of the seal) is reported to the registry (`failed`)
 //   before anything else happens to the segment: the engine's syncer would not see it.
+// - The engine holds its own handle of the segment from before the first record is written
+//   (`opened`), so its fdatasync reports a failed write-back of the segment even while the
+//   writer's report of it is still on its way (segment-syncer.ts).
 // - A full segment is sealed once: pending writes finish, a seal footer is appended, the file is
 //   fsynced (which covers every record in it), and the engine records the final size. No record
 //   is appended to a segment once its seal has begun.
+// - A seal that fails short of its fdatasync (the footer's write on a full disk, the engine's
+//   commit of the size) is tried again, from the truncation to the cut point on, once the writer
+//   could create a new segment (space has returned) and at `close()`: the segment is not left
+//   open, its records out of compaction's reach, until the process ends. A seal whose
+//   fdatasync failed is not retried: the segment is poisoned, and recovery seals it once its
+//   writer is gone.
 //
 // The last bytes of the file system are not the writers': an append that would leave less than
 // `spaceFloor` free (by default a thirty-second of the file system, at most 16 MiB) is refused
@@ -72,6 +81,13 @@ export interface SegmentRegistry {
    * (segment-syncer.ts). Best effort: a failure to tell it is logged by the caller's registry.
    */
   failed?(segmentId: number): Promise<void>;
+  /**
+   * The segment's file exists (its header durable) and no record is written yet: the engine
+   * opens the handle it will fdatasync the segment with, so that Linux reports to it every
+   * write-back of the segment that fails from now on (segment-syncer.ts, `hold`). A writer
+   * appends nothing before this resolved; when it fails, the segment is abandoned.
+   */
+  opened?(segmentId: number): Promise<void>;
 }
 
 export interface Appended {
@@ -454,6 +470,8 @@ export class SegmentWriter {
   private current: OpenSegment | undefined;
   private opening: Promise<OpenSegment> | undefined;
   private readonly sealing = new Set<Promise<void>>();
+  /** Segments whose seal failed short of its fdatasync: sealed again later (see the header). */
+  private readonly unsealed = new Map<number, OpenSegment>();
 
   constructor(
     private readonly options: {
@@ -609,11 +627,14 @@ export class SegmentWriter {
       await handle.write(header, 0, SEGMENT_HEADER_SIZE, 0);
       await handle.datasync();
       await io.syncDirectory(this.options.segmentsDir);
+      await this.options.registry.opened?.(segmentId);
     } catch (error) {
       await handle.close().catch(() => undefined);
       await this.abandon(segmentId, path);
       throw writeFailure(`cannot create segment ${segmentId}`, segmentId, error);
     }
+    // A segment could be made: there is room again for the seals that found none.
+    this.retrySeals();
     const direct =
       this.options.directIo && io.native ? await openDirect(io, path, header) : undefined;
     // The buffered handle served the header; a direct segment goes on with its own.
@@ -639,7 +660,12 @@ export class SegmentWriter {
    * recovery finds of a writer that died.
    */
   private async abandon(segmentId: number, path: string): Promise<void> {
-    await this.io.unlink(path).catch(() => undefined);
+    // The removal is made durable too: the file's name may be durable already, and a crash
+    // would bring back a file that the index says is empty.
+    await this.io
+      .unlink(path)
+      .then(() => this.io.syncDirectory(this.options.segmentsDir))
+      .catch(() => undefined);
     await this.options.registry.seal(segmentId, 0).catch(() => undefined);
   }
 
@@ -653,13 +679,68 @@ export class SegmentWriter {
     if (this.current === segment) this.current = undefined;
     if (segment.closing) return;
     segment.closing = true;
-    const sealed = this.seal(segment).finally(() => this.sealing.delete(sealed));
+    this.track(this.seal(segment));
+  }
+
+  private track(seal: Promise<void>): void {
+    const sealed = seal.finally(() => this.sealing.delete(sealed));
     this.sealing.add(sealed);
     sealed.catch(() => undefined);
   }
 
+  /** Seals again the segments whose seal failed short of its fdatasync (see the header). */
+  private retrySeals(): void {
+    for (const segment of this.unsealed.values()) {
+      this.unsealed.delete(segment.id);
+      this.track(this.sealAgain(segment));
+    }
+  }
+
+  /**
+   * A seal again, through a new handle of the page cache: the file is cut to the segment's cut
+   * point (a footer may have been written in part), and the footer written, synced and
+   * committed as the first seal would have.
+   */
+  private async sealAgain(segment: OpenSegment): Promise<void> {
+    const { offset, records } = segment.cutPoint();
+    const path = join(this.options.segmentsDir, segmentFileName(segment.id));
+    let phase: SealPhase = 'write';
+    let handle: IoFile | undefined;
+    try {
+      handle = await this.io.open(path, 'r+');
+      await handle.truncate(offset);
+      const footer = encodeSealFooter({
+        recordCount: records,
+        dataEnd: offset,
+        sealedAtMs: this.clock.now(),
+      });
+      await writeAll(handle, [footer], offset);
+      phase = 'sync';
+      try {
+        await handle.datasync();
+      } catch (error) {
+        await this.reportSyncFailure(segment.id);
+        throw error;
+      }
+      segment.markSynced(records, offset);
+      phase = 'commit';
+      await this.options.registry.seal(segment.id, offset + footer.length);
+    } catch (error) {
+      if (sealAgainAfter(phase, error)) this.unsealed.set(segment.id, segment);
+      throw error;
+    } finally {
+      await handle?.close().catch(() => undefined);
+    }
+  }
+
+  /** Resolves once no seal is in progress (tests). */
+  async sealsSettled(): Promise<void> {
+    await Promise.allSettled([...this.sealing]);
+  }
+
   private async seal(segment: OpenSegment): Promise<void> {
     let plain: IoFile | undefined;
+    let phase: SealPhase = 'write';
     try {
       await segment.drain();
       const { offset, records } = segment.cutPoint();
@@ -680,6 +761,7 @@ export class SegmentWriter {
         sealedAtMs: this.clock.now(),
       });
       await writeAll(handle, [footer], offset);
+      phase = 'sync';
       try {
         await handle.datasync();
       } catch (error) {
@@ -688,7 +770,12 @@ export class SegmentWriter {
       }
       // This fdatasync began after every record before the cut was written: they are durable.
       segment.markSynced(records, offset);
+      phase = 'commit';
       await this.options.registry.seal(segment.id, offset + footer.length);
+    } catch (error) {
+      // Short of the fdatasync (a full disk, above all): sealed again later (see the header).
+      if (sealAgainAfter(phase, error)) this.unsealed.set(segment.id, segment);
+      throw error;
     } finally {
       // FileHandle.close waits for the operations still running on the handle, but not for a
       // write-out hint, which holds only the descriptor number: a hint still queued when the
@@ -706,6 +793,7 @@ export class SegmentWriter {
   async close(): Promise<boolean> {
     const segment = this.current ?? (await this.opening?.catch(() => undefined));
     if (segment) this.retire(segment);
+    this.retrySeals();
     const seals = await Promise.allSettled([...this.sealing]);
     return seals.every((seal) => seal.status === 'fulfilled');
   }
@@ -738,6 +826,18 @@ async function openDirect(
     return undefined;
   }
   return { handle, writes };
+}
+
+/** How far a seal got: its footer's write, its fdatasync, the engine's commit of its size. */
+type SealPhase = 'write' | 'sync' | 'commit';
+
+/**
+ * Whether a seal that failed is tried again (see the header): one that found the disk full
+ * before its fdatasync, or whose size the engine did not commit; never one whose fdatasync
+ * failed.
+ */
+function sealAgainAfter(phase: SealPhase, error: unknown): boolean {
+  return phase === 'commit' || (phase === 'write' && enospc(error));
 }
 
 /** The uploads' floor of free bytes on a file system of `totalBytes` (see the header). */
