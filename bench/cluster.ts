@@ -5,10 +5,11 @@
 // `cluster.etcd_bin`, default `etcd`), each on its own loopback addresses (127.78.R.2 and up),
 // and drives the native API of the single node and of the cluster's first node with the same
 // load: N 4 KiB PUTs, 16 at a time, then M 64 MiB PUTs one at a time. Prints a markdown table
-// with the ratios. Then a fourth node joins and a rebalance of the tenant copies its share of
-// the data onto it: the bytes copied over the rebalance's seconds. Every PUT must answer 200;
-// speed is never asserted. Everything it started is
-// stopped and its directories removed at the end, also after a failure.
+// with the ratios, and the 4 KiB PUTs again through the cluster's second node, which forwards
+// each to the partition's leader (docs/cluster.md §8). Then a fourth node joins and a rebalance
+// of the tenant copies its share of the data onto it: the bytes copied over the rebalance's
+// seconds. Every PUT must answer 200; speed is never asserted. Everything it started is stopped
+// and its directories removed at the end, also after a failure.
 
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -125,21 +126,31 @@ async function measure(
   bearer: string,
   counts: { small: number; large: number },
 ): Promise<{ smallPerS: number; largeMBs: number }> {
-  const small = randomBytes(SMALL_BYTES);
-  let next = 0;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: SMALL_CONCURRENCY }, async () => {
-      while (next < counts.small) await put(node, bearer, `s-${next++}`, small);
-    }),
-  );
-  const smallPerS = counts.small / ((performance.now() - started) / 1000);
+  const smallPerS = await measureSmall(node, bearer, counts.small, 's');
   const large = randomBytes(LARGE_BYTES);
   const largeStarted = performance.now();
   for (let index = 0; index < counts.large; index += 1)
     await put(node, bearer, `l-${index}`, large);
   const seconds = (performance.now() - largeStarted) / 1000;
   return { smallPerS, largeMBs: (counts.large * LARGE_BYTES) / 1e6 / seconds };
+}
+
+/** 4 KiB PUTs per second through `node`, 16 at a time, under keys `<prefix>-N`. */
+async function measureSmall(
+  node: Node,
+  bearer: string,
+  count: number,
+  prefix: string,
+): Promise<number> {
+  const small = randomBytes(SMALL_BYTES);
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: SMALL_CONCURRENCY }, async () => {
+      while (next < count) await put(node, bearer, `${prefix}-${next++}`, small);
+    }),
+  );
+  return count / ((performance.now() - started) / 1000);
 }
 
 async function formCluster(nodes: readonly Node[]): Promise<void> {
@@ -226,7 +237,11 @@ async function main(): Promise<void> {
     process.kill(-(single.child?.pid ?? 0), 'SIGTERM');
     const cluster = nodes.slice(1, 4);
     await formCluster(cluster);
-    const together = await measure(cluster[0] as Node, await prepare(cluster[0] as Node), counts);
+    const bearer = await prepare(cluster[0] as Node);
+    const together = await measure(cluster[0] as Node, bearer, counts);
+    // The first node leads every partition of a cluster formed by joins (layout.ts keeps the
+    // replicas a partition had): through the second, every PUT is forwarded to it.
+    const forwarded = await measureSmall(cluster[1] as Node, bearer, counts.small, 'f');
     const moved = await rebalanceOnto(cluster[0] as Node, nodes[4] as Node);
     const row = (name: string, a: number, b: number, unit: string): string =>
       `| ${name} | ${a.toFixed(1)} ${unit} | ${b.toFixed(1)} ${unit} | ${(b / a).toFixed(2)} |`;
@@ -236,6 +251,12 @@ async function main(): Promise<void> {
         '|---|---|---|---|',
         row(`4 KiB × ${counts.small}, 16 at a time`, alone.smallPerS, together.smallPerS, '/s'),
         row(`64 MiB × ${counts.large}, one at a time`, alone.largeMBs, together.largeMBs, 'MB/s'),
+        row(
+          `4 KiB × ${counts.small} through a node that does not lead (forwarded)`,
+          alone.smallPerS,
+          forwarded,
+          '/s',
+        ),
         '',
         `Rebalance onto a fourth node: ${(moved.bytes / 1e6).toFixed(1)} MB in ` +
           `${moved.seconds.toFixed(1)} s, ${(moved.bytes / 1e6 / moved.seconds).toFixed(1)} MB/s`,

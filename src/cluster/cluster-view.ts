@@ -57,6 +57,8 @@ export class EtcdClusterView implements ClusterView {
   private table: ReadonlyArray<readonly string[]> = [];
   /** Each partition's leader record as last read or taken. */
   private leaders = new Map<number, LeaderRecord>();
+  /** The members whose liveness lease was alive at the last read. */
+  private live = new Set<string>();
   /** The highest epoch of each partition this node has seen (etcd, or a write carrying it). */
   private readonly epochs = new Array<number>(PARTITIONS).fill(0);
   /** A read in progress, shared by everyone who asked for one before it started. */
@@ -163,6 +165,16 @@ export class EtcdClusterView implements ClusterView {
     if (epoch > this.epochOf(partition)) this.epochs[partition] = epoch;
   }
 
+  /**
+   * The leader of `partition` as last read or taken, and whether its lease was alive then;
+   * undefined when no member has led it yet.
+   */
+  leaderOf(partition: number): { nodeId: string; epoch: number; live: boolean } | undefined {
+    const record = this.leaders.get(partition);
+    if (record === undefined) return undefined;
+    return { nodeId: record.nodeId, epoch: record.epoch, live: this.live.has(record.nodeId) };
+  }
+
   /** The partition table and each partition's leader as last read (placement answers). */
   partitions(): { table: ReadonlyArray<readonly string[]>; leaders: Map<number, LeaderRecord> } {
     return { table: this.table, leaders: new Map(this.leaders) };
@@ -206,6 +218,7 @@ export class EtcdClusterView implements ClusterView {
         readLeaders(this.registry.client, (name) => this.registry.key(name)),
       ]);
       this.agreedAt = Date.now();
+      this.live = live;
       this.states = new Map(members.map((entry) => [entry.record.id, entry.record.state]));
       this.records = new Map(members.map((entry) => [entry.record.id, entry.record]));
       if (withLayout) {

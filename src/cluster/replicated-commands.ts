@@ -124,6 +124,15 @@ export class CommandReplicator {
     }
   }
 
+  /**
+   * Before the service checks an upload it does not hold (a part, completion or abort sent to a
+   * node that missed the create, or is no replica of the bucket): its record taken from a replica.
+   */
+  async ensureUploadOf(args: Record<string, unknown>): Promise<void> {
+    const { bucket } = this.replicator.bucketOf(args);
+    await this.ensureUpload(bucket, args);
+  }
+
   /** This node's record of an upload, and whether it saw it end (see `ensureUpload`). */
   private uploadOf(body: Record<string, unknown>): Record<string, unknown> {
     const { bucket } = this.replicator.bucketOf(body);

@@ -159,6 +159,8 @@ export interface ClusterView {
   epochOf(partition: number): number;
   /** Raises the epoch this node holds for `partition` to `epoch` (a write carried it). */
   noteEpoch(partition: number, epoch: number): void;
+  /** The leader of `partition` as last read, and whether it was live (undefined: never led). */
+  leaderOf(partition: number): { nodeId: string; epoch: number; live: boolean } | undefined;
   /** A member's `cluster.listen` as last read, storage or not. */
   addressOf(nodeId: string): string | undefined;
   /** A member's state as last read, storage or not; undefined for an id etcd does not know. */
@@ -712,16 +714,21 @@ export class Replicator implements RepairPeer {
     }
   }
 
+  /**
+   * Sends the chunk records of `refs` in batches of DATA_BATCH_BYTES. A ref with a location (a
+   * body stored here but not committed: a forwarded write, forwarding.ts) is read from there;
+   * any other from this node's index.
+   */
   async sendRecords(
     address: string,
     tenant: TenantRecord,
-    refs: ReadonlyArray<{ id: Buffer }>,
+    refs: ReadonlyArray<{ id: Buffer; location?: ManifestChunk['location'] }>,
   ): Promise<number> {
     let batch: Buffer[] = [];
     let bytes = 0;
     let total = 0;
     for (const ref of refs) {
-      const record = await this.readRecord(tenant.num, ref.id);
+      const record = await this.readRecord(tenant.num, ref.id, ref.location);
       total += record.length;
       if (bytes + record.length > DATA_BATCH_BYTES && batch.length > 0) {
         await this.call(address, 'records', { tenantNum: tenant.num, records: batch });
@@ -1541,8 +1548,12 @@ export class Replicator implements RepairPeer {
 
   // ---- helpers ------------------------------------------------------------------------------
 
-  private async readRecord(tenantNum: number, id: Buffer): Promise<Buffer> {
-    const chunk = this.local.store.get<ChunkRecord>(DB.chunks, chunkKey(tenantNum, id));
+  private async readRecord(
+    tenantNum: number,
+    id: Buffer,
+    location?: ManifestChunk['location'],
+  ): Promise<Buffer> {
+    const chunk = location ?? this.local.store.get<ChunkRecord>(DB.chunks, chunkKey(tenantNum, id));
     if (chunk === undefined) throw NotFound('a chunk of the object is not on this node');
     const file = await open(join(this.local.segmentsDir, segmentFileName(chunk.segmentId)), 'r');
     try {

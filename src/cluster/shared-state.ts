@@ -59,6 +59,7 @@ import { clusterPaths, readClusterSecret, readNodeState } from './node-state.js'
 import { Registry } from './registry.js';
 import { Replicator } from './replication.js';
 import { CommandReplicator, REPLICATED_COMMANDS } from './replicated-commands.js';
+import { FORWARDED_COMMANDS, Forwarder } from './forwarding.js';
 import { ListingFreshener } from './listing.js';
 import { VersionsLister } from './versions-listing.js';
 import { UploadsLister } from './uploads-listing.js';
@@ -116,6 +117,7 @@ const REPLICATED: ReadonlySet<string> = new Set([
   'clusterListVersions',
   'clusterListUploads',
   'clusterListParts',
+  'clusterEnsureUpload',
   ...REPLICATED_COMMANDS,
 ]);
 /** A member that starts catches up this long after (its listeners are up by then). */
@@ -403,6 +405,7 @@ export class SharedStateRouter implements CommandRouter {
     private readonly data: {
       replicator: Replicator;
       commands: CommandReplicator;
+      forwarder: Forwarder;
       listings: ListingFreshener;
       versions: VersionsLister;
       uploads: UploadsLister;
@@ -493,13 +496,15 @@ export class SharedStateRouter implements CommandRouter {
 
   private async replicate(name: string, args: Record<string, unknown>): Promise<unknown> {
     const { replicator, commands, listings } = this.data;
-    if (REPLICATED_COMMANDS.has(name)) return commands.run(name, args);
+    if (FORWARDED_COMMANDS.has(name)) return this.data.forwarder.run(name, args);
+    if (name === 'clusterEnsureUpload') {
+      await commands.ensureUploadOf(args);
+      return null;
+    }
     if (name === 'clusterFreshenList') {
       await listings.freshen(args);
       return null;
     }
-    if (name === 'putObject') return replicator.put(args);
-    if (name === 'deleteObject') return replicator.delete(args);
     if (name === 'clusterReclaim') return replicator.reclaimOn(String(args['nodeId']));
     if (name === 'clusterListVersions') return this.data.versions.list(args);
     if (name === 'clusterListUploads') return this.data.uploads.uploads(args);
@@ -518,6 +523,15 @@ export class SharedStateRouter implements CommandRouter {
       );
     await replicator.freshen(args as { tenantId: string; bucket: string; key: string });
     return null;
+  }
+
+  /** A write run here as its partition's writer (forwarding.ts sends others to the leader). */
+  coordinate(name: string, args: Record<string, unknown>): Promise<unknown> {
+    const { replicator, commands } = this.data;
+    if (name === 'putObject') return replicator.put(args);
+    if (name === 'deleteObject') return replicator.delete(args);
+    assert.ok(REPLICATED_COMMANDS.has(name), `${name} is a replicated command`);
+    return commands.run(name, args);
   }
 
   private closed = false;
@@ -568,6 +582,18 @@ export async function openSharedState(
   });
   const replicator = new Replicator(local, view, secret, log);
   const commands = new CommandReplicator(replicator, local);
+  // The router that runs coordinated writes is made below; the forwarder reaches it through this.
+  const made: { router?: SharedStateRouter } = {};
+  const forwarder = new Forwarder(
+    replicator,
+    view,
+    async (name, args) => {
+      if (made.router === undefined) throw Unavailable('this node is starting; retry');
+      return made.router.coordinate(name, args);
+    },
+    log,
+    local.metrics,
+  );
   const listings = new ListingFreshener(replicator, local);
   const versions = new VersionsLister(replicator, local);
   const uploads = new UploadsLister(replicator, local);
@@ -579,6 +605,7 @@ export async function openSharedState(
     handlers: new Map([
       ...replicator.handlers(),
       ...commands.handlers(),
+      ...forwarder.handlers(),
       ...listings.handlers(),
       ...versions.handlers(),
       ...uploads.handlers(),
@@ -588,13 +615,16 @@ export async function openSharedState(
   setTimeout(() => {
     replicator.catchUp().catch((error: unknown) => log.warn({ err: error }, 'catch-up failed'));
   }, CATCH_UP_DELAY_MS).unref();
-  return new SharedStateRouter(stateKey, registry, local, mirror, keys, {
+  const router = new SharedStateRouter(stateKey, registry, local, mirror, keys, {
     replicator,
     commands,
+    forwarder,
     listings,
     versions,
     uploads,
     view,
     transport,
   });
+  made.router = router;
+  return router;
 }

@@ -114,6 +114,12 @@ export const operations = {
     _context: EngineContext,
     _args: { tenantId: string; bucket: string; key: string },
   ) => null,
+  // A part, completion or abort of an upload this node does not hold is about to be checked: a
+  // cluster member first takes the upload's record from a replica; a single node has none to ask.
+  clusterEnsureUpload: (
+    _context: EngineContext,
+    _args: { tenantId: string; bucket: string; key: string; uploadId: string },
+  ) => null,
   // A page of a listing is about to be served: likewise for the page's range of keys.
   clusterFreshenList: (
     _context: EngineContext,

@@ -20,6 +20,7 @@ import type { Handler } from '../http/server.js';
 import { refuseUndeclaredFields } from '../http/strict-input.js';
 import type { BucketRecord, MultipartUploadRecord } from '../engine/index/schema.js';
 import { contextOf } from '../service/context.js';
+import { HeldBody } from '../service/body.js';
 import { partsPageOf, uploadsPageOf } from '../service/cluster-read.js';
 import {
   isUploadId,
@@ -27,6 +28,7 @@ import {
   parsePartNumber,
   partNumberMarkerOf,
   requireUploadIn,
+  uploadHereFirst,
   uploadsMarkersOf,
   MULTIPART_PARTS_MAX,
   MULTIPART_PART_BYTES_MAX,
@@ -340,6 +342,10 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
         const { principal, bucket, key } = target(exchange, params, 'write');
         const uploadId = params['uploadId'] ?? '';
         const partNumber = parsePartNumber(params['partNumber'] ?? '');
+        // A cluster member that lacks the upload takes it from a replica first, the body held.
+        const fetching = uploadHereFirst(services, { bucket, key, uploadId });
+        const source = fetching === undefined ? exchange : new HeldBody(exchange);
+        if (fetching !== undefined) await fetching;
         upload(bucket, key, uploadId);
         const contentLength = parseContentLength(exchange, MULTIPART_PART_BYTES_MAX);
         const part = await multipart.uploadPart(
@@ -353,7 +359,7 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
             expected: parseChecksumHeaders(exchange),
             digests: [],
           },
-          exchange,
+          source,
         );
         exchange.sendJson(200, partJson(part), { ETag: part.etag });
       },

@@ -16,7 +16,13 @@ import { checkPayload, storedOf } from './object-store.js';
 import type { ObjectService } from '../service/objects.js';
 import { contextOf } from '../service/context.js';
 import { partsPageOf, uploadsPageOf } from '../service/cluster-read.js';
-import { MultipartService, requireUploadIn, uploadParties } from '../service/multipart.js';
+import {
+  MultipartService,
+  requireUploadIn,
+  uploadHereFirst,
+  uploadParties,
+} from '../service/multipart.js';
+import { HeldBody } from '../service/body.js';
 import { tenantById } from '../service/bucket-access.js';
 import type { BucketRecord, MultipartUploadRecord } from '../engine/index/schema.js';
 import { isLightwellError } from '../util/errors.js';
@@ -110,6 +116,10 @@ export function serviceMultipartStore(
       const principal = request.requirePrincipal();
       const address = target(request, input, 'write');
       const customerKey = customerKeyOf(request);
+      // A cluster member that lacks the upload takes it from a replica first, the body held.
+      const fetching = uploadHereFirst(services, address);
+      const source = fetching === undefined ? request.exchange : new HeldBody(request.exchange);
+      if (fetching !== undefined) await fetching;
       const upload = requireUploadIn(services.store, address);
       const chosen = upload.checksum?.alg as DigestAlg | undefined;
       // AWS's rule: a part of an upload created with a checksum algorithm that declares a
@@ -133,7 +143,7 @@ export function serviceMultipartStore(
           },
           customerKey,
         },
-        request.exchange,
+        source,
       );
       const { etag, checksums, lastModified } = part;
       const { sse, sseCustomer } = upload;

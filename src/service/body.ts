@@ -18,3 +18,50 @@ export interface BodySource {
   pauseReading(): void;
   resumeReading(): void;
 }
+
+/**
+ * A body held while its operation awaits something before it reads (a cluster member taking an
+ * upload's record from a replica first): attached at once, as uWS requires, and paused; the
+ * little the transport still delivers after the pause (its receive buffer) is copied and kept,
+ * then handed over, in order, when the operation attaches, and reading resumes.
+ */
+export class HeldBody implements BodySource {
+  private held: Array<{ chunk: ArrayBuffer; isLast: boolean }> = [];
+  private handler: ((chunk: ArrayBuffer, isLast: boolean) => void) | undefined;
+  /** Whether the operation itself asked for a pause (reading then resumes only when it asks). */
+  private pausedByReader = false;
+
+  constructor(private readonly source: BodySource) {
+    source.pauseReading();
+    source.onBody((chunk, isLast) => {
+      if (this.handler !== undefined) this.handler(chunk, isLast);
+      else this.held.push({ chunk: chunk.slice(0), isLast });
+    });
+  }
+
+  get aborted(): boolean {
+    return this.source.aborted;
+  }
+
+  onBody(handler: (chunk: ArrayBuffer, isLast: boolean) => void): void {
+    this.handler = handler;
+    const held = this.held;
+    this.held = [];
+    for (const { chunk, isLast } of held) handler(chunk, isLast);
+    if (!this.pausedByReader) this.source.resumeReading();
+  }
+
+  onAbort(handler: () => void): void {
+    this.source.onAbort(handler);
+  }
+
+  pauseReading(): void {
+    this.pausedByReader = true;
+    this.source.pauseReading();
+  }
+
+  resumeReading(): void {
+    this.pausedByReader = false;
+    this.source.resumeReading();
+  }
+}

@@ -21,6 +21,8 @@ import {
   type ObjectVersionRecord,
 } from '../engine/index/schema.js';
 import type { IndexStore } from '../engine/index/store.js';
+import type { EngineClient } from '../engine/protocol.js';
+import { META_CLUSTER_REVISION } from '../engine/command-router.js';
 import {
   checkPartQuotaIn,
   findUploadIn,
@@ -121,6 +123,29 @@ export function requireUploadIn(store: IndexStore, address: UploadAddress): Mult
   const found = findUploadIn(store, address.bucket.id, address.key, address.uploadId);
   if (!found) throw NotFound(`upload ${address.uploadId.slice(0, 64)} of ${address.key} not found`);
   return found;
+}
+
+/**
+ * On a cluster member that does not hold the upload (it missed the create, or is no replica of
+ * the bucket): the engine takes its record from a replica first (cluster/replicated-commands.ts),
+ * so a part, completion or abort sent to any node finds it. Undefined when there is nothing to
+ * wait for: a single node, or the upload already here.
+ */
+export function uploadHereFirst(
+  deps: { store: IndexStore; engine: EngineClient },
+  address: UploadAddress,
+): Promise<void> | undefined {
+  const { store, engine } = deps;
+  if (!store.has(DB.meta, META_CLUSTER_REVISION)) return undefined;
+  if (findUploadIn(store, address.bucket.id, address.key, address.uploadId)) return undefined;
+  return engine
+    .call('clusterEnsureUpload', {
+      tenantId: address.bucket.tenantId,
+      bucket: address.bucket.name,
+      key: address.key,
+      uploadId: address.uploadId,
+    })
+    .then(() => store.refresh());
 }
 
 /**
@@ -312,14 +337,15 @@ export class MultipartService {
    * version, which the transport's ETag of the same part list names, it answers that version
    * again, as S3 does, instead of NoSuchUpload.
    */
-  complete(ctx: RequestContext, input: CompleteRequest): Promise<ObjectVersionRecord> {
+  async complete(ctx: RequestContext, input: CompleteRequest): Promise<ObjectVersionRecord> {
     const { store } = this.deps;
+    await uploadHereFirst(this.deps, input);
     if (!findUploadIn(store, input.bucket.id, input.key, input.uploadId)) {
       const current = store.get<ObjectVersionRecord>(
         DB.objects,
         objectKey(input.bucket.id, input.key),
       );
-      if (input.etag !== undefined && current?.etag === input.etag) return Promise.resolve(current);
+      if (input.etag !== undefined && current?.etag === input.etag) return current;
     }
     requireCustomerKeyFor(requireUploadIn(store, input), input.customerKey, 'upload');
     const args: CommandArgs<'completeMultipartUpload'> = {
@@ -336,6 +362,7 @@ export class MultipartService {
   }
 
   async abort(ctx: RequestContext, input: UploadAddress): Promise<void> {
+    await uploadHereFirst(this.deps, input);
     requireUploadIn(this.deps.store, input);
     await this.objects.commit(
       ctx,
