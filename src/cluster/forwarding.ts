@@ -37,7 +37,7 @@ import { randomUUID } from 'node:crypto';
 import type { ManifestChunk } from '../engine/ops/objects.js';
 import {
   BadRequest,
-  Conflict,
+  Fenced,
   StaleEpoch,
   StaleLayout,
   Unavailable,
@@ -227,7 +227,7 @@ export class Forwarder {
     if (this.view.stateOf(from) === undefined) await this.view.refresh();
     const state = this.view.stateOf(from);
     if (state === undefined || FENCED_STATES.has(state))
-      throw Conflict(`node ${from} is ${state ?? 'not a member'}: its forwards are refused`);
+      throw Fenced(`node ${from} is ${state ?? 'not a member'}: its forwards are refused`);
     const id = `${from}/${requestId}`;
     const held = this.outcomes.get(id);
     if (held !== undefined) {

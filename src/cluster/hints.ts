@@ -50,7 +50,12 @@ export const HINT_REFUSALS_MAX = 5;
 const FALLBACK_TENANTS_MAX = 1024;
 
 /** Refusals after which sending again cannot help: the write is left to a rebalance. */
-const FINAL_CODES: ReadonlySet<string> = new Set(['stale_layout', 'stale_epoch', 'conflict']);
+const FINAL_CODES: ReadonlySet<string> = new Set([
+  'stale_layout',
+  'stale_epoch',
+  'conflict',
+  'fenced',
+]);
 
 export interface Hint {
   readonly tenantId: string;

@@ -9,6 +9,7 @@
 // etcd's refusals that pass with time (a member that reconnected less than ~5 s ago, a learner
 // not yet in sync) are retried for a bounded time; the others become 409 with etcd's message.
 
+import { setTimeout as sleep } from 'node:timers/promises';
 import { RELEASE } from '../engine/data-dir.js';
 import { BadRequest, Conflict, NotFound } from '../util/errors.js';
 import { parseListen } from '../util/config.js';
@@ -496,7 +497,7 @@ export class Membership {
       if (input.reclaim === undefined) return this.view();
       // The member is drained whatever this answers: a failure is only reported (its copies then
       // stay until it is removed and its data directory wiped).
-      const reclaimed = await input.reclaim(record.id).catch((error: unknown) => ({
+      const reclaimed = await reclaimSoon(input.reclaim, record.id).catch((error: unknown) => ({
         error: (error as Error).message,
       }));
       return { ...(await this.view()), reclaimed };
@@ -733,4 +734,28 @@ export async function openMembership(options: {
     membership: new Membership(registry, node, options.secret, options.replicationFactor),
     registry,
   };
+}
+
+/** Tries of a drained member's reclaim, and the pause before the second (growing after it). */
+const RECLAIM_TRIES = 5;
+const RECLAIM_PAUSE_MS = 500;
+
+/**
+ * The drained member's reclaim, tried again while it answers `unavailable`: the drain has just
+ * changed the member's state, and its engine may be restarting the data transport the message
+ * goes to (a reset or refused connection). Reclaiming twice drops nothing more.
+ */
+async function reclaimSoon(
+  reclaim: (id: string) => Promise<unknown>,
+  id: string,
+): Promise<unknown> {
+  for (let tried = 1; ; tried += 1) {
+    try {
+      return await reclaim(id);
+    } catch (error) {
+      const code = (error as { code?: unknown } | null)?.code;
+      if (code !== 'unavailable' || tried >= RECLAIM_TRIES) throw error;
+      await sleep(RECLAIM_PAUSE_MS * tried);
+    }
+  }
 }

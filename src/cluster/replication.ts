@@ -65,7 +65,7 @@ import { segmentFileName } from '../format/segment-header.js';
 import { decodeRecordHeader, verifyPayload, RECORD_HEADER_SIZE } from '../format/record-frame.js';
 import {
   BadRequest,
-  Conflict,
+  Fenced,
   NotFound,
   StaleEpoch,
   StaleLayout,
@@ -298,7 +298,7 @@ export class Replicator implements RepairPeer {
   /**
    * Fencing: a replicated write is taken only from a node that is still a member. One marked lost
    * (forceLost) or removed may come back still believing it holds replicas; its writes are
-   * refused (409), so nothing it changes after it was replaced reaches the others. An id this
+   * refused (`fenced`, 503), so nothing it changes after it was replaced reaches the others. An id this
    * node does not know yet (a join moments ago) makes it read the membership once more first.
    */
   admitted(
@@ -308,7 +308,7 @@ export class Replicator implements RepairPeer {
       if (this.view.stateOf(from) === undefined) await this.view.refresh();
       const state = this.view.stateOf(from);
       if (state === undefined || FENCED_STATES.has(state))
-        throw Conflict(
+        throw Fenced(
           `node ${from} is ${state ?? 'not a member'}: its replicated writes are refused`,
         );
       const placedBy = body['layout'];

@@ -120,6 +120,8 @@ export const ChunkGone = defineError('chunk_gone', 'Deduplicated chunk was recla
 export const StaleLayout = defineError('stale_layout', 'Placed under a stale layout', 503);
 /** A replicated write carried a partition epoch below one the replica has seen (fencing). */
 export const StaleEpoch = defineError('stale_epoch', 'Sent under a deposed leader epoch', 503);
+/** A member lost, removed or unknown to the receiver sent a cluster write: it is fenced off. */
+export const Fenced = defineError('fenced', 'Sent by a member fenced off the cluster', 503);
 /** The data filesystem is full (ENOSPC): new writes are refused until space returns. */
 export const DiskFull = defineError('disk_full', 'No space left for new data', 503);
 

@@ -151,6 +151,10 @@ t.test('drain and forceLost move data', { skip: env.skip ?? false }, async (t) =
     const answer = await stale.put('fenced', randomBytes(100)).catch(() => undefined);
     return answer === undefined || answer.status === 401 ? undefined : answer;
   });
-  t.equal(fenced.status, 503, 'a write through the lost member is not acknowledged');
+  t.equal(
+    fenced.status,
+    503,
+    `a write through the lost member is not acknowledged: ${fenced.bytes.toString()}`,
+  );
   t.equal((await client.get('fenced')).status, 404, 'and no member took it');
 });
