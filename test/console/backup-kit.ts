@@ -2,6 +2,7 @@
 // `lightwell restore`, and checking that a restored store serves every object byte-exact with
 // the same access keys.
 import { createHash } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { spawnSync } from 'node:child_process';
 import { CLI, DataClient, Service } from '../helpers/service.js';
 import type { ConsoleCall } from './console-call.js';
@@ -27,15 +28,25 @@ export interface Written {
 export const sha = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
 const WAIT_MS = 120_000;
 
-/** The backup named `name` as the console lists it, or undefined. */
+/**
+ * The backup named `name` as the console lists it, or undefined (also after a pause, when the
+ * token's rate limit answered 429: a poll without pauses of its own meets it).
+ */
 export async function backupNamed(
   call: ConsoleCall,
   token: string,
   name: string,
 ): Promise<Backup | undefined> {
   const answer = await call('GET', '/backups', token);
+  if (answer.status === 429) {
+    await sleep(RATE_LIMITED_PAUSE_MS);
+    return undefined;
+  }
+  if (answer.status !== 200)
+    throw new Error(`GET /backups answered ${answer.status}: ${JSON.stringify(answer.json)}`);
   return (answer.json as { backups: Backup[] }).backups.find((b) => b.name === name);
 }
+const RATE_LIMITED_PAUSE_MS = 100;
 
 /** Polls until `name` is complete or failed; a time-out says what it saw last. */
 export async function waitForBackup(call: ConsoleCall, token: string, name: string) {
