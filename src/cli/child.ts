@@ -84,17 +84,8 @@ export async function runChild(
     return await fail(role, error, exit);
   }
   const stopHeapTrimmer = startHeapTrimmer();
-  process.send?.({
-    ready: role,
-    ...(running.port === undefined ? {} : { port: running.port }),
-  } satisfies ReadyMessage);
   // Under serve the socket was taken out of the environment: serve speaks for the unit.
   const manager = serviceManager(log);
-  if (!process.send) {
-    const ready = `lightwell-${role}: ready${running.port === undefined ? '' : ` on port ${running.port}`}`;
-    process.stdout.write(`${ready}\n`);
-    manager.ready(ready);
-  }
   let stopping = false;
   const stop = (signal: string, code = 0): void => {
     if (stopping) return;
@@ -141,6 +132,17 @@ export async function runChild(
     log.error({ err: error }, 'failed');
     stop('failure', 1);
   });
+  // Ready only now, with the signal handlers in place: a SIGTERM sent on reading the ready line
+  // would otherwise meet the default action and end the process without its stop.
+  process.send?.({
+    ready: role,
+    ...(running.port === undefined ? {} : { port: running.port }),
+  } satisfies ReadyMessage);
+  if (!process.send) {
+    const ready = `lightwell-${role}: ready${running.port === undefined ? '' : ` on port ${running.port}`}`;
+    process.stdout.write(`${ready}\n`);
+    manager.ready(ready);
+  }
 }
 
 /**
