@@ -14,8 +14,9 @@
 // partition takes a node of a zone it lacks before a second node of a zone it has (zone-aware
 // first, as Garage's layouts are), and a partition keeps every replica that is still a member
 // and within its share, so a change moves only the partitions whose replica set must change.
-// Ties are broken by a hash of (partition, node), which spreads the first replicas (the
-// preferred leaders) evenly; the result is deterministic for a given input, so a dry run shows
+// Ties are broken by a hash of (partition, node); then each partition's replicas are ordered so
+// that every node is first (the preferred leader, leaders.ts) in its share of the partitions,
+// and second in as many (`orderReplicas`). The result is deterministic for a given input, so a dry run shows
 // exactly the table a change will store.
 //
 // A layout is published in the same etcd transaction as the member record whose change alters
@@ -182,6 +183,7 @@ export function assignPartitions(
   const target = targetsOf(nodes, r);
   shed(table, count, target, zoneOf, r);
   for (let p = 0; p < PARTITIONS; p += 1) fill(p, table[p] as string[], r, count, target, zoneOf);
+  orderReplicas(table, count, r);
   return table;
 }
 
@@ -280,6 +282,62 @@ function fill(
     replicas.push(best.id);
     count.set(best.id, (count.get(best.id) ?? 0) + 1);
   }
+}
+
+/**
+ * Orders each partition's replicas so that every rank, the first (the preferred leader) above
+ * all, is spread over the nodes by their share of the slots: a node holding `n` slots is first
+ * in about `n / r` partitions, and second in as many (a failed leader's partitions then spread
+ * over the others too). A partition keeps a node at a rank while that node is within its share
+ * of the rank, so a change moves only the leaderships it must; the others take, in partition
+ * order, the replica furthest below its share, ties in the partitions' pseudo-random order. A
+ * replica set is never changed here, only its order (movedPartitions ignores order).
+ */
+function orderReplicas(table: string[][], slots: ReadonlyMap<string, number>, r: number): void {
+  const share = (id: string): number => (slots.get(id) ?? 0) / r;
+  for (let rank = 0; rank < r - 1; rank += 1) {
+    const held = new Map<string, number>();
+    const over = (id: string): number => (held.get(id) ?? 0) - share(id);
+    const open: number[] = [];
+    table.forEach((replicas, p) => {
+      const at = replicas[rank];
+      if (at === undefined) return;
+      if ((held.get(at) ?? 0) < Math.ceil(share(at))) held.set(at, (held.get(at) ?? 0) + 1);
+      else open.push(p);
+    });
+    for (const p of open) {
+      const replicas = table[p] as string[];
+      let best: { id: string; key: [number, number, string] } | undefined;
+      for (const id of replicas.slice(rank)) {
+        const key: [number, number, string] = [0, -over(id), tieOf(p, id)];
+        if (best === undefined || compareKeys(key, best.key) > 0) best = { id, key };
+      }
+      assert.ok(best !== undefined, 'a rank finds a replica');
+      swap(replicas, rank, replicas.indexOf(best.id));
+      held.set(best.id, (held.get(best.id) ?? 0) + 1);
+    }
+    // The greedy pass can strand a node whose partitions came early: swap a rank with a later
+    // replica while that narrows the gap between the two nodes' excess (strictly, so it ends).
+    for (let changed = true, passes = 0; changed && passes < 16; passes += 1) {
+      changed = false;
+      for (const replicas of table) {
+        const at = replicas[rank];
+        if (at === undefined) continue;
+        const later = replicas.slice(rank + 1).find((id) => over(at) - over(id) > 1);
+        if (later === undefined) continue;
+        swap(replicas, rank, replicas.indexOf(later));
+        held.set(at, (held.get(at) ?? 0) - 1);
+        held.set(later, (held.get(later) ?? 0) + 1);
+        changed = true;
+      }
+    }
+  }
+}
+
+function swap(replicas: string[], a: number, b: number): void {
+  const first = replicas[a] as string;
+  replicas[a] = replicas[b] as string;
+  replicas[b] = first;
 }
 
 function compareKeys(a: [number, number, string], b: [number, number, string]): number {
