@@ -15,7 +15,7 @@
 // partitions this node should lead, and keeps the highest epoch of each partition it has seen
 // (from etcd, or from a write that carried it), which replicated writes are fenced by.
 
-import { Unavailable } from '../util/errors.js';
+import { StaleEpoch, Unavailable } from '../util/errors.js';
 import type { Logger } from '../util/log.js';
 import type { MemberRecord, Registry } from './registry.js';
 import { assignPartitions, layoutMembersOf, partitionOf, PARTITIONS, tableOf } from './layout.js';
@@ -39,6 +39,15 @@ const FIRST_READ_MS_MAX = 3_000;
  */
 const QUORUM_STALE_MS = 10_000;
 const NODE_NUMS_MAX = 128;
+/**
+ * A leader stops writing before its liveness lease can have expired in etcd (docs/cluster.md §8,
+ * "Strict single writer"): the lease's remaining time, as etcd answered it to a read this node
+ * began at `t`, is trusted until `t + remaining × (1 - LEASE_DRIFT) - LEASE_MARGIN_MS`. The drift
+ * covers this clock running slow against etcd's (a rate far above any real clock's), the margin a
+ * write that checked just before the limit and is still being sent.
+ */
+const LEASE_DRIFT = 0.05;
+const LEASE_MARGIN_MS = 1_000;
 /** Members that hold data: every state before `drained`, except a join in progress. */
 const STORAGE_STATES = new Set(['voter', 'draining']);
 
@@ -59,6 +68,8 @@ export class EtcdClusterView implements ClusterView {
   private leaders = new Map<number, LeaderRecord>();
   /** The members whose liveness lease was alive at the last read. */
   private live = new Set<string>();
+  /** Until when this node's own lease is certainly alive in etcd (see LEASE_DRIFT). */
+  private leaseSafeUntil = 0;
   /** The highest epoch of each partition this node has seen (etcd, or a write carrying it). */
   private readonly epochs = new Array<number>(PARTITIONS).fill(0);
   /** A read in progress, shared by everyone who asked for one before it started. */
@@ -166,6 +177,30 @@ export class EtcdClusterView implements ClusterView {
   }
 
   /**
+   * The epoch this node writes `partition` under, as its leader (leaders.ts): the epoch of its
+   * own leader record. Refused (`stale_epoch`) when another member leads it, or a higher epoch
+   * was seen since; refused (`unavailable`) while this node cannot be sure its own lease is still
+   * alive, since another member may take the partition the moment it expires. A partition no
+   * member has led yet (a cluster moments old) is written under the highest epoch seen (0).
+   */
+  writeEpoch(partition: number): number {
+    const record = this.leaders.get(partition);
+    if (record === undefined) return this.epochOf(partition);
+    if (record.nodeId !== this.nodeId || record.epoch < this.epochOf(partition))
+      throw StaleEpoch(
+        `${this.nodeId} does not lead partition ${partition} (its leader is ${record.nodeId}, ` +
+          `epoch ${Math.max(record.epoch, this.epochOf(partition))})`,
+      );
+    if (Date.now() >= this.leaseSafeUntil)
+      throw Unavailable(
+        `${this.nodeId} leads partition ${partition} but has not renewed its lease in etcd ` +
+          'lately; it writes nothing until it has, since its lease may be passing to another node',
+        { retryAfterSeconds: 2 },
+      );
+    return record.epoch;
+  }
+
+  /**
    * The leader of `partition` as last read or taken, and whether its lease was alive then;
    * undefined when no member has led it yet.
    */
@@ -211,13 +246,16 @@ export class EtcdClusterView implements ClusterView {
 
   private async read(withLayout: boolean): Promise<void> {
     try {
+      const began = Date.now();
       const members = await this.registry.members();
       const layout = withLayout ? await this.registry.layout() : undefined;
-      const [live, leaders] = await Promise.all([
+      const [live, leaders, leaseLeft] = await Promise.all([
         this.registry.liveIds(),
         readLeaders(this.registry.client, (name) => this.registry.key(name)),
+        this.ownLeaseLeft(),
       ]);
       this.agreedAt = Date.now();
+      this.leaseSafeUntil = began + leaseLeft * 1000 * (1 - LEASE_DRIFT) - LEASE_MARGIN_MS;
       this.live = live;
       this.states = new Map(members.map((entry) => [entry.record.id, entry.record.state]));
       this.records = new Map(members.map((entry) => [entry.record.id, entry.record]));
@@ -255,6 +293,20 @@ export class EtcdClusterView implements ClusterView {
     await this.registry.ensureLayout(`partition table for layout ${record.version}`);
     const next = (await this.registry.layout())?.record;
     return next?.partitions === undefined ? undefined : next;
+  }
+
+  /**
+   * The seconds etcd says this node's liveness lease has left (0 when it has none): at least
+   * that long from when the read began, since etcd answered after it began and rounds down.
+   */
+  private async ownLeaseLeft(): Promise<number> {
+    const response = await this.registry.client
+      .get(this.registry.key(`live/${this.nodeId}`))
+      .exec();
+    const lease = response.kvs[0]?.lease;
+    if (lease === undefined || lease === '0') return 0;
+    const answer = await this.registry.client.leaseClient.leaseTimeToLive({ ID: lease });
+    return Math.max(0, Number(answer.TTL));
   }
 
   /** Takes the partitions this node should lead (leaders.ts) and records every epoch read. */

@@ -27,11 +27,11 @@
 //   with Retry-After, as for any write whose outcome is unknown. A 2xx therefore still means
 //   durable on a majority, and no write runs twice.
 // - A partition nobody has led yet (a cluster moments old) or led by this node is coordinated
-//   here, as before forwarding; so is a write whose leader's port refuses connections (it is down)
-//   until a new leader is read, at most its lease (10 s) and a poll later: a leader that is down
-//   writes nothing, so this node is the only one coordinating, and the replicas' epoch fencing
-//   and newest-sequence-wins order still hold. A leader that is up but does not answer (frozen,
-//   cut off) makes the write 503 instead, since it may still be writing.
+//   here, as before forwarding. A write whose leader's port refuses connections (it is down) is
+//   answered 503 with Retry-After until a new leader is read, at most its lease (10 s) and a poll
+//   later: only a partition's leader writes it, so that no two nodes ever do (docs/cluster.md
+//   §8, "Strict single writer"). A leader that is up but does not answer (frozen, cut off)
+//   makes the write 503 too, since it may still be writing.
 
 import { randomUUID } from 'node:crypto';
 import type { ManifestChunk } from '../engine/ops/objects.js';
@@ -125,8 +125,12 @@ export class Forwarder {
     const { bucket } = this.replicator.bucketOf(args);
     const partition = partitionOf(bucket.id);
     const leader = this.view.leaderOf(partition);
-    if (leader === undefined || leader.nodeId === this.view.nodeId)
+    if (leader === undefined) return this.coordinate(name, args);
+    if (leader.nodeId === this.view.nodeId) {
+      // Before anything runs: a leader unsure of its own lease writes nothing (cluster-view.ts).
+      this.view.writeEpoch(partition);
       return this.coordinate(name, args);
+    }
     this.replicator.requireQuorum();
     const requestId = randomUUID();
     this.figures.forwarded += 1;
@@ -164,10 +168,15 @@ export class Forwarder {
     // A leader that refused a stale layout ran nothing: it may be sent the write again.
     if (refused && now !== undefined && (now.nodeId !== leaderId || code === 'stale_layout'))
       return now.nodeId;
-    // A leader whose port refuses connections is down, its lease not expired yet: this node
-    // coordinates the write itself under the partition's epoch rather than refuse it until a
-    // new leader is read (see the header).
-    if (notDelivered(error)) return this.view.nodeId;
+    // A leader whose port refuses connections is down, its lease not expired yet: no other
+    // node may write the partition until a new leader takes it (see the header).
+    if (notDelivered(error))
+      throw Unavailable(
+        `the leader of partition ${partition}, ${leaderId}, is not reachable and its lease has ` +
+          'not expired yet; a new leader takes the partition within seconds: retry',
+        { retryAfterSeconds: 2 },
+        { cause: error },
+      );
     if (refused) return undefined;
     // Cut off from etcd (a minority side), this node cannot tell who leads: it sends nothing more.
     this.replicator.requireQuorum();
@@ -258,6 +267,7 @@ export class Forwarder {
         `node ${from} forwarded a write of partition ${partition} to ${this.view.nodeId}, ` +
           `which does not lead it (its leader is ${leader?.nodeId ?? 'unknown'})`,
       );
+    this.view.writeEpoch(partition);
   }
 
   private async lead(name: string, args: Record<string, unknown>): Promise<Outcome> {

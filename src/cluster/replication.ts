@@ -159,6 +159,11 @@ export interface ClusterView {
   epochOf(partition: number): number;
   /** Raises the epoch this node holds for `partition` to `epoch` (a write carried it). */
   noteEpoch(partition: number, epoch: number): void;
+  /**
+   * The epoch this node writes `partition` under as its leader; throws `stale_epoch` when it
+   * does not lead it, `unavailable` when its own lease may be expiring (cluster-view.ts).
+   */
+  writeEpoch(partition: number): number;
   /** The leader of `partition` as last read, and whether it was live (undefined: never led). */
   leaderOf(partition: number): { nodeId: string; epoch: number; live: boolean } | undefined;
   /** A member's `cluster.listen` as last read, storage or not. */
@@ -216,6 +221,8 @@ export class Replicator implements RepairPeer {
   private readonly sending = new AsyncLocalStorage<{ partition: number; epoch: number }>();
   /** Writes a replica missed after their majority answered, sent again (hints.ts). */
   readonly hints: Hints;
+  /** The epoch each partition this node leads was last noted by a majority under (or being). */
+  private readonly fencing = new Map<number, { epoch: number; done: Promise<void> }>();
   /** The metadata change of each object being applied here (see `inMetadataTurn`). */
   private readonly metadataTurns = new Map<string, Promise<void>>();
 
@@ -287,6 +294,8 @@ export class Replicator implements RepairPeer {
       ['/cluster/v1/data/holds-live', (_from, body) => Promise.resolve(this.liveHere(body))],
       ['/cluster/v1/data/repair', (_from, body) => this.repairHere(body)],
       ['/cluster/v1/data/reclaim', this.admitted(() => this.reclaimHere())],
+      // A new leader's epoch (`fenceMajority`): `admitted` notes it, or refuses a lower one.
+      ['/cluster/v1/data/epoch', this.admitted(() => Promise.resolve({}))],
     ]);
   }
 
@@ -580,7 +589,8 @@ export class Replicator implements RepairPeer {
     const partition = partitionOf(bucket.id);
     for (let attempt = 1; ; attempt += 1) {
       const placedBy = this.view.layoutVersion();
-      const epoch = this.view.epochOf(partition);
+      const epoch = this.leaderEpoch(partition);
+      await this.fenceMajority(bucket, partition, epoch);
       const seen = { stale: false };
       const sendOnce = async (address: string): Promise<void> => {
         try {
@@ -618,10 +628,63 @@ export class Replicator implements RepairPeer {
     }
   }
 
+  /**
+   * The epoch this node sends a write of `partition` under: its own as the partition's leader
+   * (forwarding.ts checked it leads before the write ran here). A node deposed meanwhile (a
+   * replica refused the epoch, and etcd names another leader) answers `unavailable`, not
+   * `stale_epoch`: the write is made here and maybe on some replicas, so it must not be sent to
+   * the new leader as one that ran nothing.
+   */
+  private leaderEpoch(partition: number): number {
+    try {
+      return this.view.writeEpoch(partition);
+    } catch (error) {
+      if (errorCode(error) !== 'stale_epoch') throw error;
+      throw Unavailable(
+        `this node stopped leading partition ${partition} while it sent a write, which may or ` +
+          'may not have been made; read the object, or retry',
+        {},
+        { cause: error },
+      );
+    }
+  }
+
+  /**
+   * Before its first write under an epoch, a leader has a majority of the partition's replicas
+   * note that epoch (`/cluster/v1/data/epoch`), so that from then on every majority a deposed
+   * leader could gather holds one replica that refuses it (docs/cluster.md §8, "Strict single
+   * writer"). Concurrent writes share one round; a failed round is tried again by the next write.
+   */
+  private async fenceMajority(
+    bucket: BucketRecord,
+    partition: number,
+    epoch: number,
+  ): Promise<void> {
+    if (epoch === 0) return;
+    const held = this.fencing.get(partition);
+    if (held !== undefined && held.epoch >= epoch) return held.done;
+    const done = this.sending
+      .run({ partition, epoch }, () =>
+        this.toReplicaSet(
+          bucket,
+          (address) => this.call(address, 'epoch', {}).then(() => {}),
+          null,
+          false,
+        ),
+      )
+      .catch((error: unknown) => {
+        if (this.fencing.get(partition)?.done === done) this.fencing.delete(partition);
+        throw error;
+      });
+    this.fencing.set(partition, { epoch, done });
+    return done;
+  }
+
   private async toReplicaSet(
     bucket: BucketRecord,
     send: (address: string) => Promise<void>,
     held: unknown,
+    withHints = true,
   ): Promise<void> {
     const replicas = this.replicaIds(bucket);
     const self = this.view.nodeId;
@@ -634,6 +697,7 @@ export class Replicator implements RepairPeer {
       await sent;
       return {};
     });
+    if (!withHints) return;
     // The majority holds the write: a replica whose send failed, or fails later, gets it again
     // from this node's hints (hints.ts), under the partition's epoch as it is when it is sent.
     const members = this.view.members();
