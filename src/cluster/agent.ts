@@ -48,6 +48,9 @@ import { openWithJoinSecret } from './signing.js';
 import { waitForEtcd } from './etcd-ready.js';
 import { clusterEndpoints, type ClusterAddresses } from './addresses.js';
 
+/** Member states whose capacity a layout weighs (layout.ts): the storage members. */
+const STORAGE_STATES: ReadonlySet<string> = new Set(['voter', 'draining']);
+
 export interface ClusterAgent {
   /** The line `serve` prints once everything is ready. */
   readyLine(): string;
@@ -218,7 +221,29 @@ class Agent implements ClusterAgent {
       throw BadRequest(`${this.paths.state} names no cluster; the node state is damaged`);
     this.secret = await readClusterSecret(this.paths);
     await this.connect(etcd, clusterId);
+    await this.recordCapacity().catch((error: unknown) =>
+      this.log.warn({ err: error }, 'cluster.capacity not taken into the member record'),
+    );
     await this.startLiveness();
+  }
+
+  /**
+   * A member restarted with another `cluster.capacity` than its record holds: the record takes
+   * it, and with it the next layout (registry.ts `updateMember` stores both in one transaction,
+   * layout.ts weighs the node by it). A start that states none keeps the recorded capacity.
+   */
+  private async recordCapacity(): Promise<void> {
+    const registry = this.registry as Registry;
+    const wanted = this.capacity().capacityBytes;
+    const current = await registry.member(this.nodeId);
+    if (wanted === undefined || current === undefined) return;
+    if (!STORAGE_STATES.has(current.record.state)) return;
+    if (current.record.capacityBytes === wanted) return;
+    await registry.updateMember(current, { ...current.record, capacityBytes: wanted });
+    this.log.info(
+      { from: current.record.capacityBytes ?? null, to: wanted },
+      'cluster.capacity changed: taken into the member record and the next layout',
+    );
   }
 
   /** `join`, from a member's admin: become a member of its cluster. */
