@@ -335,6 +335,17 @@ export class KitNode {
     return { status: 200, json: job['result'] as Answer['json'] };
   }
 
+  /** Waits until this node's membership view shows every member of `ids` live. */
+  async waitLive(ids: readonly string[]): Promise<void> {
+    await waitFor(`${ids.join(', ')} live in the membership ${this.id} sees`, async () => {
+      const answer = await this.admin('GET', '/cluster/consensus/membership');
+      if (answer.status !== 200) throw new Error(`membership answered ${answer.status}`);
+      const members = answer.json['members'] as Array<{ id: string; live: boolean }>;
+      const live = new Set(members.filter((member) => member.live).map((member) => member.id));
+      return ids.every((id) => live.has(id)) ? true : undefined;
+    });
+  }
+
   /** SIGTERM to the supervisor; resolves when it has exited. */
   async stop(): Promise<void> {
     const child = this.child;
@@ -476,12 +487,23 @@ export class ClusterKit {
     const [first, ...others] = this.nodes.slice(0, count) as [KitNode, ...KitNode[]];
     await Promise.all([first.start({ bootstrap: true }), ...others.map((node) => node.start())]);
     for (const node of others) {
-      const answer = await first.admin('POST', '/cluster/consensus/join', joinBody(node));
+      const answer = await this.join(first, node);
       if (answer.status !== 200)
         throw new Error(
           `join of ${node.id} answered ${answer.status}: ${JSON.stringify(answer.json)}`,
         );
     }
+  }
+
+  /**
+   * `POST /cluster/consensus/join` of `node` through `via`; after a 200, waits until `via` sees
+   * the new member live. etcd refuses the next join while a voter is down (`voter_down`), and a
+   * member counts as down until it has written its liveness key, which may come after the answer.
+   */
+  async join(via: KitNode, node: KitNode, extra: Record<string, unknown> = {}): Promise<Answer> {
+    const answer = await via.admin('POST', '/cluster/consensus/join', joinBody(node, extra));
+    if (answer.status === 200) await via.waitLive([node.id]);
+    return answer;
   }
 
   async close(): Promise<void> {
