@@ -8,8 +8,8 @@
 // the admin listener's `/metrics` asks the engine for its figures and the snapshots
 // (`collectMetrics`), adds its own, and sums series of the same name and labels
 // (prom-client's AggregatorRegistry.aggregate). So a scrape costs one engine round trip and a
-// merge of a few hundred series, whatever the traffic, and the data path pays only counter
-// increments (`observe`). Figures of the other processes are at most REPORT_INTERVAL_MS old.
+// merge of a few hundred series, whatever the traffic, and the data path pays only additions
+// to plain numbers (`observe`), read into the registry at each collection. Figures of the other processes are at most REPORT_INTERVAL_MS old.
 //
 // Labels are bounded: the API (native, s3, admin, ...), the operation id (a route table's or
 // S3's fixed set, `unrouted` for a request that matched none) and the status class; process
