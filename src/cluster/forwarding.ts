@@ -190,6 +190,8 @@ export class Forwarder {
     let args = command.args;
     if (CARRIES_CHUNKS.has(command.name)) {
       const chunks = args['chunks'] as ManifestChunk[];
+      // This node's copy is the one it commits when the leader's write comes back to it.
+      this.replicator.holdOwn(tenant.num, chunks);
       await this.replicator.sendRecords(address, tenant, chunks);
       args = { ...args, chunks: chunks.map((c) => ({ id: c.id, plainLength: c.plainLength })) };
     }

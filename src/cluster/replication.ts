@@ -51,7 +51,9 @@ import {
   versionKey,
   type BucketRecord,
   type ChunkRecord,
+  segmentKey,
   type ObjectVersionRecord,
+  type SegmentRecord,
   type TenantRecord,
 } from '../engine/index/schema.js';
 import {
@@ -284,6 +286,11 @@ export class Replicator implements RepairPeer {
       ['/cluster/v1/data/fetch', (_from, body) => Promise.resolve(this.manifestOf(body))],
       ['/cluster/v1/data/chunks', (_from, body) => this.recordsOf(body)],
       ['/cluster/v1/data/heads', (_from, body) => Promise.resolve(this.headsOf(body))],
+      ['/cluster/v1/data/version', this.admitted((body) => this.acceptVersion(body))],
+      [
+        '/cluster/v1/data/versions-held',
+        (_from, body) => Promise.resolve(this.versionsHeldHere(body)),
+      ],
       ['/cluster/v1/data/holds-live', (_from, body) => Promise.resolve(this.liveHere(body))],
       ['/cluster/v1/data/repair', (_from, body) => this.repairHere(body)],
       ['/cluster/v1/data/reclaim', this.admitted(() => this.reclaimHere())],
@@ -407,6 +414,11 @@ export class Replicator implements RepairPeer {
         'lightwell_cluster_hint_repair_scans_total',
         'Repair scans run for a replica whose hints overflowed or were given up',
         () => hints.repairScans,
+      ],
+      [
+        'lightwell_cluster_records_kept_total',
+        'Chunk records received that were not stored again, since this node held the chunk',
+        () => this.recordsKept,
       ],
     );
     for (const [name, help, read] of figures) {
@@ -779,6 +791,37 @@ export class Replicator implements RepairPeer {
     return (await this.call(address, 'heads', args))['heads'] as Head[];
   }
 
+  async versionsHeld(
+    address: string,
+    args: {
+      tenantId: string;
+      bucket: string;
+      items: ReadonlyArray<{ key: string; seq: number; versionId: string }>;
+    },
+  ): Promise<boolean[]> {
+    return (await this.call(address, 'versions-held', args))['held'] as boolean[];
+  }
+
+  async copyOldVersion(
+    address: string,
+    tenant: TenantRecord,
+    bucket: BucketRecord,
+    version: ObjectVersionRecord,
+  ): Promise<number> {
+    const bytes =
+      version.deleteMarker === true
+        ? 0
+        : await this.sendRecords(address, tenant, unpackChunkRefs(version.chunks));
+    const mseq = this.stampOf(bucket.id, version.key, version.seq);
+    await this.call(address, 'version', {
+      tenantId: tenant.id,
+      bucket: bucket.name,
+      version,
+      ...(mseq > 0 ? { mseq } : {}),
+    });
+    return bytes;
+  }
+
   async copyVersion(
     address: string,
     tenant: TenantRecord,
@@ -962,6 +1005,57 @@ export class Replicator implements RepairPeer {
         )
         .map((tomb) => ({ db: DB.meta, key: tombKey(bucket.id, tomb.key) })),
     );
+  }
+
+  /**
+   * For each `{key, seq}`, whether this node needs no copy of that version: it holds it, deleted
+   * it by its id, or (a null version) holds a newer null version of the key.
+   */
+  private versionsHeldHere(body: Record<string, unknown>): Record<string, unknown> {
+    const { bucket } = this.bucketOf(body);
+    const items = body['items'];
+    if (!Array.isArray(items) || items.length > REPAIR_PAGE_KEYS)
+      throw BadRequest(`versions-held takes at most ${REPAIR_PAGE_KEYS} {key, seq, versionId}`);
+    const { store } = this.local;
+    store.refresh();
+    return {
+      held: (items as Array<{ key: unknown; seq: unknown; versionId: unknown }>).map((item) => {
+        const key = String(item.key);
+        const seq = Number(item.seq);
+        const versionId = String(item.versionId);
+        if (store.has(DB.versions, versionKey(bucket.id, key, seq))) return true;
+        if (this.deletedSince(bucket, key, versionId) >= seq) return true;
+        if (versionId !== 'null') return false;
+        return (findVersionIn(store, bucket.id, key, 'null')?.seq ?? 0) > seq;
+      }),
+    };
+  }
+
+  /** A version another replica holds and this node lacks, with its id, sequence and time. */
+  private async acceptVersion(body: Record<string, unknown>): Promise<Record<string, unknown>> {
+    const version = body['version'] as ObjectVersionRecord | undefined;
+    if (version === undefined || typeof version !== 'object' || typeof version.seq !== 'number')
+      throw BadRequest('version takes {tenantId, bucket, version}');
+    const { tenant, bucket } = this.bucketOf(body);
+    this.observe(version.seq);
+    if (this.deletedSince(bucket, version.key, version.versionId) >= version.seq)
+      return { written: false };
+    const chunks =
+      version.deleteMarker === true
+        ? []
+        : this.located(tenant.num, unpackChunkRefs(Buffer.from(version.chunks)));
+    const written = await this.local
+      .runLocal('writeReplicaVersion', {
+        tenantId: tenant.id,
+        bucket: bucket.name,
+        version: { ...version, chunks: Buffer.from(version.chunks) },
+        chunks,
+      })
+      .finally(() => this.forget(tenant.num, chunks));
+    const mseq = body['mseq'];
+    if (typeof mseq === 'number')
+      await this.stampMetadata(bucket.id, version.key, version.seq, mseq);
+    return written as Record<string, unknown>;
   }
 
   private headsOf(body: Record<string, unknown>): Record<string, unknown> {
@@ -1195,7 +1289,7 @@ export class Replicator implements RepairPeer {
     const answer = await this.call(address, 'chunks', { tenantNum: tenant.num, ids: [id] });
     const record = (answer['records'] as Buffer[])[0];
     if (record === undefined) return false;
-    const location = (await this.storeRecords(tenant.num, [record])).get(id.toString('hex'));
+    const location = (await this.storeRecords(tenant.num, [record], true)).get(id.toString('hex'));
     this.forget(tenant.num, [{ id }]);
     if (location === undefined) return false;
     const key = chunkKey(tenant.num, id);
@@ -1220,12 +1314,22 @@ export class Replicator implements RepairPeer {
     return { stored: stored.size };
   }
 
+  /**
+   * Verifies and appends chunk records; answers where each appended one is. A record of a chunk
+   * this node already holds is not appended again (it would be bytes nothing references, until
+   * compaction): one the index holds live is deduplicated by the commit as a local write's is,
+   * and one held here uncommitted (the body of a write this node forwarded, `holdOwn`) is
+   * answered at that place, so the commit references the copy this node stored first. `replace`
+   * appends every record (a repair of a corrupt copy).
+   */
   private async storeRecords(
     tenantNum: number,
     records: readonly Buffer[],
+    replace = false,
   ): Promise<Map<string, ManifestChunk['location']>> {
     const locations = new Map<string, ManifestChunk['location']>();
     const appended = [];
+    const held = this.pending.get(tenantNum);
     for (const raw of records) {
       const record = Buffer.from(raw);
       const header = decodeRecordHeader(record, 0);
@@ -1233,6 +1337,17 @@ export class Replicator implements RepairPeer {
       if (record.length !== RECORD_HEADER_SIZE + header.payloadLength)
         throw BadRequest('a chunk record with a bad length');
       verifyPayload(header, record.subarray(RECORD_HEADER_SIZE));
+      const id = Buffer.from(header.chunkId);
+      const own = replace ? undefined : held?.get(id.toString('hex'));
+      if (own !== undefined && this.segmentLive(own.segmentId)) {
+        locations.set(id.toString('hex'), own);
+        this.recordsKept += 1;
+        continue;
+      }
+      if (!replace && this.chunkHeld(tenantNum, id)) {
+        this.recordsKept += 1;
+        continue;
+      }
       const at = await this.writer.append([record]);
       appended.push(at.durable());
       locations.set(Buffer.from(header.chunkId).toString('hex'), {
@@ -1245,12 +1360,42 @@ export class Replicator implements RepairPeer {
     await Promise.all(appended);
     // Records whose manifest never came (its sender died) are only forgotten, never committed:
     // their bytes are garbage that compaction reclaims.
+    this.hold(tenantNum, locations);
+    return locations;
+  }
+
+  private hold(tenantNum: number, locations: Map<string, ManifestChunk['location']>): void {
     const held = this.pending.get(tenantNum) ?? new Map<string, ManifestChunk['location']>();
     if (held.size > PENDING_RECORDS_MAX) held.clear();
     for (const [id, location] of locations) held.set(id, location);
     this.pending.set(tenantNum, held);
-    return locations;
   }
+
+  /**
+   * The body of a write this node forwards to its partition's leader, stored here by the upload
+   * pipeline: when the leader's copy comes back (this node is a replica), the commit references
+   * these records instead of a second copy (`storeRecords`).
+   */
+  holdOwn(tenantNum: number, chunks: readonly ManifestChunk[]): void {
+    const own = new Map<string, ManifestChunk['location']>();
+    for (const chunk of chunks)
+      if (chunk.location !== undefined) own.set(chunk.id.toString('hex'), chunk.location);
+    if (own.size > 0) this.hold(tenantNum, own);
+  }
+
+  /** Whether the index holds chunk `id` referenced, in a segment that is not being deleted. */
+  private chunkHeld(tenantNum: number, id: Buffer): boolean {
+    const chunk = this.local.store.get<ChunkRecord>(DB.chunks, chunkKey(tenantNum, id));
+    return chunk !== undefined && chunk.refs > 0 && this.segmentLive(chunk.segmentId);
+  }
+
+  private segmentLive(segmentId: number): boolean {
+    const segment = this.local.store.get<SegmentRecord>(DB.segments, segmentKey(segmentId));
+    return segment !== undefined && segment.state !== 'deleted';
+  }
+
+  /** Received records not appended, since this node held their chunk already (`storeRecords`). */
+  private recordsKept = 0;
 
   /** Locations of records received ahead of their manifest, by tenant number and chunk id. */
   private readonly pending = new Map<number, Map<string, ManifestChunk['location']>>();
@@ -1263,8 +1408,10 @@ export class Replicator implements RepairPeer {
       throw BadRequest('put takes {args, seq, now}');
     const { tenant, bucket } = this.bucketOf(args);
     const chunks = this.located(tenant.num, args['chunks']);
-    await this.applyPut({ ...args, chunks }, seq, now);
-    this.forget(tenant.num, chunks);
+    // Forgotten also on a failure: a resend (a hint) then stores the records again.
+    await this.applyPut({ ...args, chunks }, seq, now).finally(() =>
+      this.forget(tenant.num, chunks),
+    );
     // The version's metadata as of its last change (repair's copy), once this node holds it.
     const mseq = body['mseq'];
     const key = String(args['key']);
