@@ -157,6 +157,8 @@ export interface ClusterView {
   publishLayout(reason: string): Promise<void>;
   /** A bucket's replicas: its partition's in the layout's table (layout.ts). */
   replicasOfBucket(bucketId: number): string[];
+  /** Its replicas under the layout before the current one that the current one left out. */
+  previousReplicasOfBucket?(bucketId: number): string[];
   /** The highest leader epoch of `partition` this node has seen (leaders.ts). */
   epochOf(partition: number): number;
   /** Raises the epoch this node holds for `partition` to `epoch` (a write carried it). */
@@ -416,6 +418,11 @@ export class Replicator implements RepairPeer {
         () => hints.repairScans,
       ],
       [
+        'lightwell_cluster_reads_previous_layout_total',
+        'Reads whose key only a replica of the previous layout held (not copied there yet)',
+        () => this.fromPrevious,
+      ],
+      [
         'lightwell_cluster_records_kept_total',
         'Chunk records received that were not stored again, since this node held the chunk',
         () => this.recordsKept,
@@ -518,10 +525,12 @@ export class Replicator implements RepairPeer {
     const own = this.localHead(bucket, args.key);
     const others = replicas.filter((id) => id !== self);
     const needed = majorityOf(replicas.length) - (replicas.includes(self) ? 1 : 0);
-    if (needed <= 0 && others.length === 0) return;
-    const heads = await this.gather(others, needed, (address) =>
-      this.call(address, 'head', args, HEAD_MS_MAX),
-    );
+    const heads =
+      needed <= 0 && others.length === 0
+        ? new Map<string, Record<string, unknown>>()
+        : await this.gather(others, needed, (address) =>
+            this.call(address, 'head', args, HEAD_MS_MAX),
+          );
     let best: { address: string; head: Head } | undefined;
     let metadata: { address: string; mseq: number } | undefined;
     const stamp = own.seq > 0 && !own.deleted ? this.stampOf(bucket.id, args.key, own.seq) : 0;
@@ -531,6 +540,10 @@ export class Replicator implements RepairPeer {
       const mseq = head.seq === own.seq && !head.deleted ? (head.mseq ?? 0) : 0;
       if (mseq > (metadata?.mseq ?? stamp)) metadata = { address, mseq };
     }
+    // Nothing of the key in the current set: a replica the last layout change left out may hold
+    // it still, until a rebalance has copied it (two live layouts, docs/cluster.md §9).
+    const none = [...heads.values()].every((answer) => (answer as unknown as Head).seq === 0);
+    if (best === undefined && own.seq === 0 && none) best = await this.previousHead(bucket, args);
     // The same version, with a tag, retention or legal-hold change this node missed.
     if (best === undefined && metadata !== undefined)
       await this.acceptMetadata(await this.call(metadata.address, 'metadata-of', args));
@@ -542,6 +555,35 @@ export class Replicator implements RepairPeer {
     }
     await this.pull(best.address, tenant, args);
   }
+
+  /** The newest head of `key` among the bucket's replicas of the previous layout, if any. */
+  private async previousHead(
+    bucket: BucketRecord,
+    args: { tenantId: string; bucket: string; key: string },
+  ): Promise<{ address: string; head: Head } | undefined> {
+    // A member marked lost or removed is not asked: its copy may predate deletes it missed.
+    const ids = (this.view.previousReplicasOfBucket?.(bucket.id) ?? []).filter((id) => {
+      const state = this.view.stateOf(id);
+      return id !== this.view.nodeId && state !== undefined && !FENCED_STATES.has(state);
+    });
+    const answers = await Promise.all(
+      ids.map(async (id) => {
+        const member = this.view.addressOf(id);
+        if (member === undefined) return undefined;
+        const address = dataAddressOf(member);
+        const head = await this.call(address, 'head', args, HEAD_MS_MAX).catch(() => undefined);
+        return head === undefined ? undefined : { address, head: head as unknown as Head };
+      }),
+    );
+    let best: { address: string; head: Head } | undefined;
+    for (const answer of answers)
+      if (answer !== undefined && answer.head.seq > (best?.head.seq ?? 0)) best = answer;
+    if (best !== undefined) this.fromPrevious += 1;
+    return best;
+  }
+
+  /** Reads that found their key only on a replica of the previous layout (`previousHead`). */
+  private fromPrevious = 0;
 
   async pull(
     address: string,
