@@ -29,6 +29,19 @@ async function segmentBytes(node: KitNode): Promise<number> {
   return total;
 }
 
+/** A counter of `node`'s `/metrics` (the engine's cluster figures). */
+async function figure(node: KitNode, name: string): Promise<number> {
+  const response = await fetch(`http://${node.host}:${node.ports.admin}/metrics`, {
+    signal: AbortSignal.timeout(60_000),
+  });
+  const text = await response.text();
+  const line = text
+    .split('\n')
+    .find((entry) => entry.startsWith(`${name} `) || entry.startsWith(`${name}{`));
+  if (line === undefined) throw new Error(`${node.id} exposes no ${name}`);
+  return Number(line.slice(line.lastIndexOf(' ') + 1));
+}
+
 /** Bucket 1's partition as `node` answers it: its replicas and its leader once it has one. */
 async function partitionOfBucket1(
   node: KitNode,
@@ -66,6 +79,14 @@ t.test('what the receiving node does', { skip: env.skip ?? false }, async (t) =>
   const outsider = nodes.find((node) => !placed.replicas.includes(node.id)) as KitNode;
   const follower = placed.replicas.find((id) => id !== placed.leader) as string;
   for (const node of nodes) await client(node.id).login();
+  // A member coordinates a write itself until its view names the partition's leader (2 s polls):
+  // the outsider's completion must be forwarded, which a PUT through it shows it will be.
+  await waitFor(`${outsider.id} to forward writes of bucket 1`, async () => {
+    const put = await client(outsider.id).put('probe', Buffer.from('probe'));
+    if (put.status !== 200) return undefined;
+    const forwarded = await figure(outsider, 'lightwell_cluster_writes_forwarded_total');
+    return forwarded > 0 ? true : undefined;
+  });
 
   await t.test('a native completion on a node without the upload', async (t) => {
     const created = await client(placed.leader).send('POST', '/buckets/data/multipart/mp', '{}');
