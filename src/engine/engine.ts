@@ -55,6 +55,7 @@ import * as tenantDelete from './ops/tenant-delete.js';
 import * as tenantScrub from './ops/tenant-scrub.js';
 import * as corruptChunks from './ops/corrupt-chunks.js';
 import * as replicaDrop from './ops/replica-drop.js';
+import * as replicaVersion from './ops/replica-version.js';
 import { recoverSegments } from './segments/recovery.js';
 import { Compactor } from './segments/compaction.js';
 import { SegmentSyncer } from './segments/segment-syncer.js';
@@ -143,6 +144,7 @@ export const operations = {
     _args: { nodeId: string },
   ): Record<string, unknown> | null => null,
   dropReplicaKeys: replicaDrop.dropReplicaKeys,
+  writeReplicaVersion: replicaVersion.writeReplicaVersion,
   // A chunk read here failed its checksum: a cluster member replaces its copy with a good one
   // from another member (its router serves this); a single node has no other copy.
   clusterRepairChunk: (
