@@ -248,7 +248,7 @@ export async function writeTenantBackup(
   };
   if (chosen.base) {
     const { dir, part } = chosen.base;
-    const base = readRecords(join(dir, RECORDS_FILE), chosen.key, part.records.nonce);
+    const base = readRecords(join(dir, RECORDS_FILE), chosen.key, part.records.nonce, part.tenant);
     walk.base = { dir, cursor: new BaseCursor(base) };
   }
   try {

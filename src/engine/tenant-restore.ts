@@ -3,9 +3,10 @@
 //
 // Invariants:
 // - Verified before anything is written: the records file is read whole once (its frames
-//   authenticated, its SHA-256 checked against the manifest, its end record found) to plan;
-//   each version's file is authenticated frame by frame and its size and SHA-256 checked against
-//   its record before the version commits.
+//   authenticated, its SHA-256 checked against the manifest, its header's tenant against the
+//   manifest's, its end record found), and so is every version's file (frames authenticated,
+//   sizes and SHA-256 against its record); each file is checked again as it is restored, before
+//   its version commits (a file changed in between stops the restore there).
 // - Faithful: a bucket the target lacks is made with every setting of the backup (docs/
 //   console.md lists what a restore into another tenant changes); a bucket the target holds
 //   keeps its own settings. Every version keeps its version id, sequence number, last-modified
@@ -65,6 +66,7 @@ import {
   type BucketBackupRecord,
   type EndRecord,
   type VersionBackupRecord,
+  type VersionFile,
 } from './tenant-backup-records.js';
 import { keysOf, type TenantJobDeps, type TenantManifestPart } from './tenant-backup.js';
 import { PURPOSE_SECRET_SEAL, deriveKey, sealSecret } from '../security/keys.js';
@@ -99,11 +101,44 @@ export async function openTenantBackup(context: EngineContext, dir: string) {
 }
 
 function recordsOf(source: RestoreSource) {
-  return readRecords(join(source.dir, RECORDS_FILE), source.key, source.manifest.records.nonce);
+  return readRecords(
+    join(source.dir, RECORDS_FILE),
+    source.key,
+    source.manifest.records.nonce,
+    source.manifest.tenant,
+  );
 }
 
-/** Reads every record once, checking the file against the manifest; answers its buckets. */
-async function scan(source: RestoreSource, isStopped: () => boolean = () => false) {
+/** A version's file in the backup: a path inside it, or corrupt_data. */
+function filePath(source: RestoreSource, record: VersionBackupRecord): string {
+  const file = record.file;
+  if (!file || file.path.startsWith('/') || file.path.split('/').includes('..'))
+    throw CorruptData(`${record.bucket}/${record.key}: its record names no file of the backup`);
+  return join(source.dir, file.path);
+}
+
+/** Reads a version's sealed file whole (every frame authenticated) against its record. */
+async function verifyFile(source: RestoreSource, record: VersionBackupRecord): Promise<void> {
+  const path = filePath(source, record);
+  const file = record.file as VersionFile;
+  let read: { bytes: number; plainBytes: number; sha256: string } | undefined;
+  for await (const _plain of readSealed(path, source.key, file.nonce, (done) => (read = done)));
+  const done = read as { bytes: number; plainBytes: number; sha256: string } | undefined;
+  if (
+    !done ||
+    done.bytes !== file.bytes ||
+    done.plainBytes !== record.size ||
+    done.sha256 !== file.sha256
+  )
+    throw CorruptData(`${file.path} in the backup does not match its record; nothing was restored`);
+}
+
+/**
+ * Reads every record once, checking the file against the manifest (and with `files`, every
+ * version's file against its record: nothing is written before all of it is checked); answers
+ * its buckets.
+ */
+async function scan(source: RestoreSource, options: { files: boolean; isStopped: () => boolean }) {
   const listed = source.manifest.files.find((file) => file.path === RECORDS_FILE);
   if (!listed) throw CorruptData(`${source.dir} lists no ${RECORDS_FILE}`);
   const buckets: string[] = [];
@@ -112,6 +147,7 @@ async function scan(source: RestoreSource, isStopped: () => boolean = () => fals
     join(source.dir, RECORDS_FILE),
     source.key,
     source.manifest.records.nonce,
+    source.manifest.tenant,
     (file) => (checked = file),
   );
   let end: EndRecord;
@@ -121,8 +157,11 @@ async function scan(source: RestoreSource, isStopped: () => boolean = () => fals
       end = step.value;
       break;
     }
-    if (isStopped()) throw Conflict('the engine is stopping');
-    if (step.value.type === 'bucket') buckets.push(step.value.name);
+    if (options.isStopped()) throw Conflict('the engine is stopping');
+    const record = step.value;
+    if (record.type === 'bucket') buckets.push(record.name);
+    if (options.files && record.type === 'version' && record.deleteMarker !== true)
+      await verifyFile(source, record);
   }
   const found = checked as { bytes: number; fileSha256: string } | undefined;
   if (!found || found.bytes !== listed.bytes || found.fileSha256 !== listed.sha256)
@@ -171,7 +210,7 @@ export async function planRestore(
     throw BadRequest('backup must be the name of a backup');
   if (typeof args.tenantId !== 'string') throw BadRequest('tenantId must be a tenant id');
   const source = await openTenantBackup(context, join(root, args.backup));
-  const { buckets, end } = await scan(source);
+  const { buckets, end } = await scan(source, { files: false, isStopped: () => false });
   const { create, held } = restorePlan(context.store, buckets, args.tenantId);
   return {
     backup: args.backup,
@@ -202,7 +241,7 @@ export async function runRestore(
   source: RestoreSource,
 ): Promise<void> {
   const { context } = deps;
-  const { end } = await scan(source, () => deps.isStopped());
+  const { end } = await scan(source, { files: true, isStopped: () => deps.isStopped() });
   await updateRestore(context, job.id, { objectsTotal: end.versions, bytesTotal: end.bytes });
   const from = source.manifest.tenant;
   const cursor = job.recordsDone ?? 0;
@@ -465,14 +504,12 @@ async function writeChunks(
   source: RestoreSource,
   record: VersionBackupRecord,
 ): Promise<{ list: ManifestChunk[]; compressed: boolean }> {
-  const file = record.file;
-  if (!file || file.path.startsWith('/') || file.path.split('/').includes('..'))
-    throw CorruptData(`${record.bucket}/${record.key}: its record names no file of the backup`);
+  const path = filePath(source, record);
+  const file = record.file as VersionFile;
   const list: ManifestChunk[] = [];
   const segments = new Set<number>();
   let compressed = false;
   let read: { plainBytes: number; sha256: string; bytes: number } | undefined;
-  const path = join(source.dir, file.path);
   for await (const plain of readSealed(path, source.key, file.nonce, (done) => (read = done))) {
     const id = chunkIdOf(keys.dedupKey, [plain]);
     const encoded = encodeChunk(keys, id, [plain], plain.length);
