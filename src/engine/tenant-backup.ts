@@ -148,7 +148,7 @@ function compareVersions(
 }
 
 /** Walks a base's version records alongside the backup (both in index order). */
-class BaseCursor {
+export class BaseCursor {
   private next: VersionBackupRecord | undefined;
   private ended = false;
 

@@ -21,6 +21,8 @@
 // - Quota and usage as any write; no event notifications (a restore is not a client's write).
 
 import { Buffer } from 'node:buffer';
+import { randomBytes } from 'node:crypto';
+import { rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { chunkIdOf, encodeChunk, type TenantKeys } from './chunk-codec.js';
 import {
@@ -55,7 +57,14 @@ import {
 import { checkQuota } from './ops/quota.js';
 import { reindexVersion } from './ops/lifecycle-index.js';
 import { requireActiveTenant } from './ops/control.js';
-import { BACKUP_NAME, restoreKey, type RestoreRecord } from './ops/backup.js';
+import {
+  BACKUP_NAME,
+  backupKey,
+  restoreKey,
+  type BackupRecord,
+  type RestoreRecord,
+} from './ops/backup.js';
+import { fetchBackup } from './backup-upload.js';
 import { readManifest, type BackupManifest } from './backup.js';
 import { readSealed, unwrapBackupKey } from './backup-seal.js';
 import { masterKeyFingerprint } from './master-key-rotation.js';
@@ -169,6 +178,23 @@ async function scan(source: RestoreSource, options: { files: boolean; isStopped:
   return { buckets, end };
 }
 
+/**
+ * The directory to plan backup `name` from: its own, or when that is gone and the backup has a
+ * target, a fetched copy of its manifest and records (removed after the plan).
+ */
+async function planningCopy(context: EngineContext, root: string, name: string) {
+  const dir = join(root, name);
+  const job = context.store.get<BackupRecord>(DB.meta, backupKey(name));
+  const here = await stat(join(dir, 'manifest.json')).then(
+    () => true,
+    () => false,
+  );
+  if (here || job?.target === undefined) return { dir, fetched: false };
+  const into = join(root, `.${name}.plan-${randomBytes(6).toString('hex')}`);
+  await fetchBackup(context, { name, target: job.target }, root, { recordsOnly: into });
+  return { dir: into, fetched: true };
+}
+
 /** What `planRestore` answers: the restore's counts, and the names that would stop it. */
 export interface RestorePlan {
   backup: string;
@@ -209,8 +235,15 @@ export async function planRestore(
   if (typeof args.backup !== 'string' || !BACKUP_NAME.test(args.backup))
     throw BadRequest('backup must be the name of a backup');
   if (typeof args.tenantId !== 'string') throw BadRequest('tenantId must be a tenant id');
-  const source = await openTenantBackup(context, join(root, args.backup));
-  const { buckets, end } = await scan(source, { files: false, isStopped: () => false });
+  const { dir, fetched } = await planningCopy(context, root, args.backup);
+  let planned: Awaited<ReturnType<typeof scan>>;
+  try {
+    const source = await openTenantBackup(context, dir);
+    planned = await scan(source, { files: false, isStopped: () => false });
+  } finally {
+    if (fetched) await rm(dir, { recursive: true, force: true });
+  }
+  const { buckets, end } = planned;
   const { create, held } = restorePlan(context.store, buckets, args.tenantId);
   return {
     backup: args.backup,
