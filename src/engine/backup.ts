@@ -72,6 +72,8 @@ import { writeTenantBackup, type TenantJobDeps, type TenantManifestPart } from '
 import { openTenantBackup, runRestore } from './tenant-restore.js';
 import { masterKeyFingerprint } from './master-key-rotation.js';
 import { fetchBackup, uploadBackup } from './backup-upload.js';
+import { unwrapBackupKey } from './backup-seal.js';
+import { keepBackupKey } from './ops/backup-keys.js';
 import { Conflict, CorruptData, NotFound, errorCode } from '../util/errors.js';
 import { nodeIo, type Io } from '../util/io.js';
 
@@ -521,6 +523,10 @@ export class BackupRunner {
       await copy.close();
     }
     await rm(indexDir, { recursive: true, force: true });
+    // The chain's key into the index before the backup is in place (ops/backup-keys.ts).
+    const { encryption } = written.part;
+    const dataKey = unwrapBackupKey(snapshot.key, encryption.masterKey, encryption);
+    await context.store.transact(() => keepBackupKey(context, encryption.keyId, dataKey));
     await this.update(job.name, {
       segmentsTotal: written.counts.versions,
       bytesTotal: written.part.totals.bytes,

@@ -65,6 +65,7 @@ import {
   type RestoreRecord,
 } from './ops/backup.js';
 import { fetchBackup } from './backup-upload.js';
+import { backupKeyFromIndex } from './ops/backup-keys.js';
 import { readManifest, type BackupManifest } from './backup.js';
 import { readSealed, unwrapBackupKey } from './backup-seal.js';
 import { masterKeyFingerprint } from './master-key-rotation.js';
@@ -101,11 +102,13 @@ export async function openTenantBackup(context: EngineContext, dir: string) {
     );
   if (manifest.version !== 2 || manifest.encryption === undefined || !manifest.records)
     throw CorruptData(`${dir} is a tenant backup of an earlier format; take a new backup`);
-  const key = unwrapBackupKey(
-    context.masterKey,
-    masterKeyFingerprint(context.masterKey),
-    manifest.encryption,
-  );
+  const fingerprint = masterKeyFingerprint(context.masterKey);
+  // Taken under an earlier master key: the index keeps its chain's key, re-wrapped.
+  const kept =
+    manifest.encryption.masterKey === fingerprint
+      ? undefined
+      : backupKeyFromIndex(context.store, context.masterKey, manifest.encryption.keyId);
+  const key = kept ?? unwrapBackupKey(context.masterKey, fingerprint, manifest.encryption);
   return { dir, manifest: manifest as BackupManifest & TenantManifestPart, key };
 }
 

@@ -3,8 +3,8 @@
 //
 // Invariants:
 // - A master-key re-seal is one transaction: every tenant data key (current and retired), every
-//   access-key secret, every webhook signing secret, every backup target's secret access key
-//   and the master key's check value change together, or nothing does. No record is ever under
+//   access-key secret, every webhook signing secret, every backup target's secret access key,
+//   every tenant backup chain's data key (backup-keys.ts) and the master key's check value change together, or nothing does. No record is ever under
 //   the old key while another is under the new one in a committed index ("nothing
 //   half-rotated"); the files that hold the keys are handled around this transaction by
 //   src/engine/master-key-rotation.ts.
@@ -44,6 +44,7 @@ import { masterKeyCheckOf, type MasterKeyCheckRecord } from '../master-key-check
 import type { EngineContext } from './context.js';
 import { startReencryption } from './reencryption.js';
 import { backupTargets, targetAad, targetKey } from './backup-targets.js';
+import { rewrapBackupKeys } from './backup-keys.js';
 
 /** Data keys a tenant keeps besides its current one (see the header). */
 export const RETIRED_TENANT_KEYS_MAX = 16;
@@ -132,6 +133,7 @@ export function resealUnderNewMasterKey(
     store.put(DB.notifications, Buffer.from(key), { ...value, configs });
     counts.webhookSecrets += configs.length;
   }
+  rewrapBackupKeys(store, oldKey, newKey);
   for (const target of backupTargets(context)) {
     const sealedSecret = reseal(oldSeal, newSeal, target.sealedSecret, targetAad(target.name));
     store.put(DB.meta, targetKey(target.name), { ...target, sealedSecret });
