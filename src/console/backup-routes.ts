@@ -167,6 +167,18 @@ const TARGET_FIELDS = [
   'reason',
 ];
 
+function targetPlan(action: string, target: Record<string, unknown>): Record<string, unknown> {
+  return {
+    dryRun: true,
+    applied: false,
+    action,
+    target: `backup-targets/${String(target['name'])}`,
+    counts: {},
+    blockers: [],
+    result: target,
+  };
+}
+
 /** Backup targets: S3 endpoints a backup is uploaded to (src/engine/ops/backup-targets.ts). */
 function targetRoutes(services: ConsoleServices): Route<Handler>[] {
   const { store } = services;
@@ -200,7 +212,7 @@ function targetRoutes(services: ConsoleServices): Route<Handler>[] {
         requestBody: { contentType: 'application/json', schema: schemas.backupTargetBody },
         responses: {
           201: { description: 'the target', schema: schemas.backupTarget },
-          200: { description: 'with dryRun, the target checked', schema: schemas.backupTarget },
+          200: { description: 'with dryRun, the plan', schema: schemas.backupTargetPlan },
           ...problems(400, 409),
         },
       },
@@ -218,7 +230,8 @@ function targetRoutes(services: ConsoleServices): Route<Handler>[] {
           audit: auditRowOf(exchange, dryRun ? 200 : 201),
         });
         exchange.audit.written = true;
-        exchange.sendJson(dryRun ? 200 : 201, target);
+        if (dryRun) exchange.sendJson(200, targetPlan('addConsoleBackupTarget', target));
+        else exchange.sendJson(201, target);
       },
     },
     {
@@ -231,7 +244,10 @@ function targetRoutes(services: ConsoleServices): Route<Handler>[] {
         auth: bearer,
         query: { dryRun: { type: 'boolean', description: 'check it; remove nothing' } },
         responses: {
-          200: { description: 'the target removed', schema: schemas.backupTarget },
+          200: {
+            description: 'the target removed (with dryRun, the plan)',
+            schema: { oneOf: [schemas.backupTarget, schemas.backupTargetPlan] },
+          },
           ...problems(404, 409),
         },
       },
@@ -244,7 +260,7 @@ function targetRoutes(services: ConsoleServices): Route<Handler>[] {
           audit: auditRowOf(exchange, 200),
         });
         exchange.audit.written = true;
-        exchange.sendJson(200, target);
+        exchange.sendJson(200, dryRun ? targetPlan('deleteConsoleBackupTarget', target) : target);
       },
     },
   ];

@@ -398,6 +398,18 @@ export const consoleSchemas = {
   },
   backupTarget,
   backupTargetList: obj({ targets: { type: 'array', items: backupTarget } }, ['targets']),
+  backupTargetPlan: obj(
+    {
+      dryRun: { type: 'boolean', enum: [true] },
+      applied: { type: 'boolean', enum: [false] },
+      action: str,
+      target: str,
+      counts: { type: 'object' },
+      blockers: { type: 'array', items: { type: 'object' } },
+      result: backupTarget,
+    },
+    ['dryRun', 'applied', 'action', 'target', 'counts', 'blockers', 'result'],
+  ),
   backupTargetBody: {
     type: 'object',
     required: ['name', 'endpoint', 'bucket', 'accessKeyId', 'secretAccessKey'],
