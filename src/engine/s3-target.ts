@@ -169,7 +169,9 @@ export class S3Target {
           );
         },
       );
-      req.on('timeout', () => req.destroy(new Error(`no answer for ${IDLE_MS / 1000} s`)));
+      req.on('timeout', () =>
+        req.destroy(Unavailable(`no answer for ${String(IDLE_MS / 1000)} s`)),
+      );
       req.on('error', failed);
       req.end(body);
     });
