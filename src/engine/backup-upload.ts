@@ -16,6 +16,10 @@
 //   the endpoint from the base's copy instead of sent again.
 // - Bounded memory: files go a part at a time; records are streamed.
 // - A fetch is written under `.<name>.fetch` and renamed into place once durable.
+// - A whole-store backup's master key (`keys/master.key`, which opens every object) is never
+//   uploaded: the endpoint's holder would read the whole store. Its manifest still lists it, so
+//   `lightwell restore` of a copy fetched from the target wants the key file put back first.
+//   A tenant backup holds no key that opens it, so all of it goes.
 
 import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
@@ -30,6 +34,8 @@ import { Conflict, CorruptData, NotFound } from '../util/errors.js';
 import { nodeIo } from '../util/io.js';
 
 const MANIFEST = 'manifest.json';
+/** A whole-store backup's copy of the master key: not uploaded. */
+const MASTER_KEY_FILE = 'keys/master.key';
 
 /** One file to upload: from the backup's directory, or copied from the base's copy. */
 interface Upload {
@@ -49,6 +55,7 @@ export interface UploadProgress {
 function* storeFiles(manifest: BackupManifest, base: BackupManifest | undefined) {
   const known = new Map((base?.files ?? []).map((file) => [file.path, file]));
   for (const file of manifest.files) {
+    if (file.path === MASTER_KEY_FILE) continue; // never leaves the server (see the header)
     const same = known.get(file.path);
     const shared = same !== undefined && same.bytes === file.bytes && same.sha256 === file.sha256;
     yield { path: file.path, bytes: file.bytes, ...(shared ? { from: file.path } : {}) };

@@ -183,6 +183,21 @@ t.test('a tenant backup at another S3 endpoint', async (t) => {
   t.equal(small.status, 200, 'small reads after the rotation');
   t.equal(sha(small.bytes), digests.get('small'), 'small is back, byte-exact');
 
+  // A whole-store backup goes there too, but for the master key, which never leaves.
+  t.equal(
+    (await call('POST', '/backups', owner, { name: 'whole-1', target: 'offsite' })).status,
+    202,
+  );
+  t.match(await waitForBackup(call, owner, 'whole-1'), { state: 'complete', error: null });
+  const whole = await keys('lightwell/whole-1/');
+  t.ok(whole.includes('lightwell/whole-1/manifest.json'), 'its manifest is there');
+  t.ok(whole.includes('lightwell/whole-1/index/data.mdb'), 'its index is there');
+  t.ok(
+    whole.some((key) => key.startsWith('lightwell/whole-1/segments/')),
+    'its segments are there',
+  );
+  t.notOk(whole.includes('lightwell/whole-1/keys/master.key'), 'the master key is not');
+
   // A target whose secret is wrong: the backup fails, saying why, and keeps nothing.
   const wrong = { ...target, name: 'wrong', secretAccessKey: 'not-the-secret-0123456789' };
   t.equal((await call('POST', '/backup-targets', owner, wrong)).status, 201);
