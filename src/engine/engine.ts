@@ -73,6 +73,7 @@ import { Reencryptor } from './reencryption.js';
 import { BackupRunner } from './backup.js';
 import { planRestore } from './tenant-restore.js';
 import { startBackup, startRestore } from './ops/backup.js';
+import { deleteBackupTarget, setBackupTarget } from './ops/backup-targets.js';
 import { setReencryption } from './ops/reencryption.js';
 import * as lifecycle from './ops/lifecycle.js';
 import * as kmsKeys from './ops/kms-keys.js';
@@ -242,6 +243,8 @@ export const operations = {
   setReencryption,
   startBackup,
   startRestore,
+  setBackupTarget,
+  deleteBackupTarget,
   putBucketLifecycle: lifecycle.putBucketLifecycle,
   deleteBucketLifecycle: lifecycle.deleteBucketLifecycle,
   setBucketLogging: accessLog.setBucketLogging,
