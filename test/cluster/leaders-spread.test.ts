@@ -2,7 +2,7 @@
 // replicas (docs/cluster.md §5 and §8): in a cluster formed by joins, each of three nodes leads
 // its share of the 256 partitions (85 or 86), every partition led by its first replica; after a
 // drain the drained node leads none and the two others share the partitions; no partition's
-// epoch goes back.
+// epoch goes back. A member restarted with a new `cluster.capacity` stores the next layout.
 // Method: the cluster kit, three nodes on real etcd (factor 3), joined one after the other as an
 // operator does; the leaders are read from `GET /cluster/layout` until they settle (a member
 // takes its partitions at its next poll). Skips, with the reason, where etcd cannot be had.
@@ -57,6 +57,21 @@ t.test('leaders spread over the members', { skip: env.skip ?? false }, async (t)
     120_000,
   );
   t.pass(`three nodes lead ${describe(formed)}`);
+
+  // A capacity change by restart reaches the member record and the next layout (§5).
+  const version = async (): Promise<number> =>
+    (await nodes[0].admin('GET', '/cluster/layout')).json['version'] as number;
+  const before = await version();
+  await nodes[1].stop();
+  await nodes[1].start({ args: ['--cluster.capacity', '4TiB'] });
+  const changed = await waitFor('a layout after the capacity change', async () => {
+    const now = await version();
+    return now > before ? now : undefined;
+  });
+  t.equal(changed, before + 1, 'a restart with a new cluster.capacity stores the next layout');
+  await nodes[1].stop();
+  await nodes[1].start({ args: ['--cluster.capacity', '4TiB'] });
+  t.equal(await version(), changed, 'a restart with the same capacity stores none');
 
   const drained = await nodes[0].admin('POST', '/cluster/consensus/drain', {
     id: 'n3',
