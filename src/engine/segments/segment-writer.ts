@@ -702,32 +702,17 @@ export class SegmentWriter {
    * committed as the first seal would have.
    */
   private async sealAgain(segment: OpenSegment): Promise<void> {
-    const { offset, records } = segment.cutPoint();
-    const path = join(this.options.segmentsDir, segmentFileName(segment.id));
-    let phase: SealPhase = 'write';
     let handle: IoFile | undefined;
     try {
-      handle = await this.io.open(path, 'r+');
-      await handle.truncate(offset);
-      const footer = encodeSealFooter({
-        recordCount: records,
-        dataEnd: offset,
-        sealedAtMs: this.clock.now(),
+      await this.writeSeal(segment, async () => {
+        const { offset, records } = segment.cutPoint();
+        handle = await this.io.open(
+          join(this.options.segmentsDir, segmentFileName(segment.id)),
+          'r+',
+        );
+        await handle.truncate(offset);
+        return { handle, offset, records };
       });
-      await writeAll(handle, [footer], offset);
-      phase = 'sync';
-      try {
-        await handle.datasync();
-      } catch (error) {
-        await this.reportSyncFailure(segment.id);
-        throw error;
-      }
-      segment.markSynced(records, offset);
-      phase = 'commit';
-      await this.options.registry.seal(segment.id, offset + footer.length);
-    } catch (error) {
-      if (sealAgainAfter(phase, error)) this.unsealed.set(segment.id, segment);
-      throw error;
     } finally {
       await handle?.close().catch(() => undefined);
     }
@@ -740,21 +725,46 @@ export class SegmentWriter {
 
   private async seal(segment: OpenSegment): Promise<void> {
     let plain: IoFile | undefined;
+    try {
+      await this.writeSeal(segment, async () => {
+        await segment.drain();
+        const { offset, records } = segment.cutPoint();
+        // The footer is not block-aligned: a segment written directly is sealed through a
+        // handle of the page cache (every direct write has completed, so the two agree), and
+        // cut first, since its file ends in the zero padding of its last block.
+        if (segment.direct) {
+          plain = await this.io.open(
+            join(this.options.segmentsDir, segmentFileName(segment.id)),
+            'r+',
+          );
+        }
+        const handle = plain ?? segment.handle;
+        if (segment.brokenAt !== undefined || plain) await handle.truncate(offset);
+        return { handle, offset, records };
+      });
+    } finally {
+      // FileHandle.close waits for the operations still running on the handle, but not for a
+      // write-out hint, which holds only the descriptor number: a hint still queued when the
+      // number is reused would land on another file (harmless, but not ours to touch).
+      await segment.writebackSettled();
+      await Promise.allSettled([plain?.close()]);
+      await segment.handle.close();
+    }
+  }
+
+  /**
+   * The steps every seal shares, after `prepare` gave the handle to seal through, cut at the
+   * segment's cut point: the footer's write, the fdatasync (a failure reported to the registry
+   * first), and the engine's commit of the size. A seal that failed short of its fdatasync (a
+   * full disk, above all) or at the commit is sealed again later (see the header).
+   */
+  private async writeSeal(
+    segment: OpenSegment,
+    prepare: () => Promise<{ handle: IoFile; offset: number; records: number }>,
+  ): Promise<void> {
     let phase: SealPhase = 'write';
     try {
-      await segment.drain();
-      const { offset, records } = segment.cutPoint();
-      // The footer is not block-aligned: a segment written directly is sealed through a handle
-      // of the page cache (every direct write has completed, so the two agree), and cut first,
-      // since its file ends in the zero padding of its last block.
-      if (segment.direct) {
-        plain = await this.io.open(
-          join(this.options.segmentsDir, segmentFileName(segment.id)),
-          'r+',
-        );
-      }
-      const handle = plain ?? segment.handle;
-      if (segment.brokenAt !== undefined || plain) await handle.truncate(offset);
+      const { handle, offset, records } = await prepare();
       const footer = encodeSealFooter({
         recordCount: records,
         dataEnd: offset,
@@ -773,16 +783,8 @@ export class SegmentWriter {
       phase = 'commit';
       await this.options.registry.seal(segment.id, offset + footer.length);
     } catch (error) {
-      // Short of the fdatasync (a full disk, above all): sealed again later (see the header).
       if (sealAgainAfter(phase, error)) this.unsealed.set(segment.id, segment);
       throw error;
-    } finally {
-      // FileHandle.close waits for the operations still running on the handle, but not for a
-      // write-out hint, which holds only the descriptor number: a hint still queued when the
-      // number is reused would land on another file (harmless, but not ours to touch).
-      await segment.writebackSettled();
-      await Promise.allSettled([plain?.close()]);
-      await segment.handle.close();
     }
   }
 
