@@ -299,7 +299,7 @@ export async function startEngine(options: {
     await releaseLock();
     throw error;
   }
-  const syncer = new SegmentSyncer(paths.segments, io);
+  const syncer = new SegmentSyncer(paths.segments, io, WRITER_REGISTRATION_WAIT_MS);
   const context: EngineContext = {
     store,
     masterKey,
@@ -423,10 +423,17 @@ export async function startEngine(options: {
 }
 
 /**
+ * How long a commit into a segment that a live writer has not registered again since this
+ * engine started waits for that writer (it reconnects at once, segment-syncer.ts), before it is
+ * refused with `engine_unavailable`.
+ */
+const WRITER_REGISTRATION_WAIT_MS = 2000;
+
+/**
  * The syncer's state from the index (segment-syncer.ts): segments whose fdatasync failed in an
  * earlier life stay refused, marks of new failures are committed through the group commit, and
- * the segments that live writers (gateways that outlived the engine) still append to are held
- * open from now on.
+ * commits into the segments that live writers (gateways that outlived the engine) still append
+ * to wait until each writer has registered its segment again.
  */
 function watchSegments(context: EngineContext, batch: CommandBatch, syncer: SegmentSyncer): void {
   const { failed, writing } = segments.watchedSegments(context);
@@ -434,7 +441,7 @@ function watchSegments(context: EngineContext, batch: CommandBatch, syncer: Segm
   syncer.persist = async (segmentId) => {
     await batch.submit(() => segments.markSegmentFailed(context, { segmentId }));
   };
-  for (const segmentId of writing) syncer.hold(segmentId).catch(() => undefined);
+  syncer.expect(writing);
 }
 
 /** What a crash or an older release can have left: open segments, and stale usage counts. */
@@ -546,6 +553,12 @@ function localEngine(executor: Executor, segmentsDir: string): LocalEngine {
               ...(options.uploadId === undefined ? {} : { uploadId: options.uploadId }),
             };
       return runCommand({ ...executor, context: run }, name, commandOf(name), args);
+    },
+    segmentFailed: async (segmentId) => {
+      await context.syncer?.poison(segmentId);
+    },
+    segmentOpened: async (segmentId) => {
+      await context.syncer?.hold(segmentId);
     },
     commit: (writes, row) =>
       executor.batch.submit(() => {
