@@ -266,6 +266,36 @@ export class FaultDisk {
     if (process.env['LIGHTWELL_SIM_TRACE']) this.traced.push(`g${this.generation} ${what}`);
   }
 
+  /** Operations begun on the disk so far (every call of every Io). */
+  private ops = 0;
+  private readonly watchers: Array<{ at: number; run: () => void }> = [];
+
+  /**
+   * Runs `run` synchronously as the `count`-th operation from now begins, so that what a test
+   * does then happens at the same point of the disk's work in every run of its seed (a number of
+   * event-loop turns would not: the index's commits take real time). Answers a function that
+   * cancels it and tells whether it had run.
+   */
+  afterOps(count: number, run: () => void): () => boolean {
+    const watcher = { at: this.ops + Math.max(1, count), run };
+    this.watchers.push(watcher);
+    return () => {
+      const at = this.watchers.indexOf(watcher);
+      if (at < 0) return true;
+      this.watchers.splice(at, 1);
+      return false;
+    };
+  }
+
+  private begin(): void {
+    this.ops += 1;
+    for (const watcher of [...this.watchers]) {
+      if (watcher.at > this.ops) continue;
+      this.watchers.splice(this.watchers.indexOf(watcher), 1);
+      watcher.run();
+    }
+  }
+
   /** Completes after 0-2 event-loop turns, or after a spike of 20-60. */
   private async latency(): Promise<void> {
     let turns = this.prng.int(3);
@@ -278,6 +308,8 @@ export class FaultDisk {
       if (generation !== this.generation) throw errno('EIO', 'the process crashed');
     };
     const step = async (): Promise<void> => {
+      alive();
+      this.begin();
       alive();
       await this.latency();
       alive();
