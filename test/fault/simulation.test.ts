@@ -25,8 +25,9 @@
 // fdatasync failed. A report on its way at the restart is lost with its connection; the writer
 // registers its open segment again (`reregister`) some disk operations after the restart, and
 // the new engine refuses commits into it until then. The restart and the re-registration
-// happen at a disk operation drawn from the seed, not after some event-loop turns, so that the
-// scenario replays from its seed (the index's commits take real time).
+// happen at a disk operation drawn from the seed, and every wait (the disk's latencies, the
+// simulation's) is in virtual turns that pass only while no index commit is in flight
+// (VirtualTurns in fault-io.ts), so that a seed replays though LMDB commits in real time.
 // About a third of the seeds run on a small disk (a capacity, `storage.space_reserve` 64 KiB):
 // it fills during the workload, and at the end such a seed fills it on purpose with faults off
 // and checks the answer to a full disk: a put is refused with `disk_full` (503 to clients), the
@@ -103,6 +104,7 @@ import {
   FaultDisk,
   NO_FAULTS,
   Prng,
+  VirtualTurns,
   type FaultProbabilities,
   type IndexCommit,
 } from './fault-io.js';
@@ -163,6 +165,8 @@ class Simulation {
   readonly prng: Prng;
   readonly disk: FaultDisk;
   readonly clock = new ManualClock();
+  /** The disk's latencies and the simulation's waits, in turns that replay (fault-io.ts). */
+  readonly turns = new VirtualTurns();
   readonly settings: Settings;
   readonly context: EngineContext;
   /**
@@ -188,11 +192,19 @@ class Simulation {
     const capacity = this.prng.chance(0.35) ? 384 * 1024 + this.prng.int(384 * 1024) : undefined;
     this.disk = new FaultDisk(seed ^ 0x5eed, NO_FAULTS, { capacity });
     this.disk.faults = profile;
+    this.disk.turns = this.turns;
     this.store = IndexStore.open({
       path: paths.index,
       readOnly: false,
       faults: this.disk.indexFaults(),
     });
+    // The index's commits are outside work of the virtual turns (fault-io.ts), so that a seed
+    // replays: what runs while LMDB commits, and what commits together, is the same each time.
+    const { store, turns } = this;
+    const transact = store.transact.bind(store);
+    const transactAll = store.transactAll.bind(store);
+    store.transact = (apply) => turns.outside(() => transact(apply));
+    store.transactAll = (applies) => turns.outside(() => transactAll(applies));
     this.settings = loadSettings({
       flags: {
         'storage.segment_bytes_max': '48KiB',
@@ -256,7 +268,7 @@ class Simulation {
         // meanwhile.
         failed: async (segmentId) => {
           const engine = life.syncer;
-          await turns(this.prng.int(4));
+          await this.turns.sleep(this.prng.int(4));
           if (engine !== life.syncer) {
             totals.reportsResent += 1; // counted when the writer will send it again
             throw EngineUnavailable('lost the connection to the engine');
@@ -424,7 +436,7 @@ class Simulation {
   private async crashDuring(count: number): Promise<void> {
     const puts = [];
     for (let i = 0; i < count; i += 1) puts.push(this.put());
-    await turns(this.prng.int(40));
+    await this.turns.sleep(this.prng.int(40));
     await this.crashAndCheck(puts);
   }
 
@@ -729,11 +741,6 @@ function describe(error: unknown): string {
 
 function isIndexFault(error: unknown): boolean {
   return /index commit/.test(String((error as { message?: unknown } | undefined)?.message));
-}
-
-/** Waits `count` event-loop turns. */
-async function turns(count: number): Promise<void> {
-  for (let i = 0; i < count; i += 1) await new Promise<void>((resolve) => setImmediate(resolve));
 }
 
 function alive(life: Life): void {
