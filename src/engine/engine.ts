@@ -882,23 +882,33 @@ async function runPutGroup(
       ),
     ).then((outcomes) => outcomes.map(answerOf));
   const op = operations['putObject'] as Op;
-  const written = new Set<number>();
-  for (const item of items as Array<{ chunks?: unknown } | undefined>) {
+  const segmentsOf = (items as Array<{ chunks?: unknown } | undefined>).map((item) => {
     const segmentIds = writtenSegments(item?.chunks);
     if (Array.isArray(item?.chunks))
       executor.metrics.manifest(segmentIds.length, item.chunks.length - segmentIds.length);
-    for (const segmentId of segmentIds) written.add(segmentId);
-  }
-  // The bytes the manifests point at become durable before the manifests do.
-  if (written.size > 0) await executor.context.syncer?.sync([...written]);
+    return segmentIds;
+  });
+  // The bytes the manifests point at become durable before the manifests do. Each segment on
+  // its own: an item is refused for a segment that failed only if its chunks are in it.
+  const unsynced =
+    (await executor.context.syncer?.syncEach(segmentsOf.flat())) ?? new Map<number, unknown>();
+  const outcomes: Settled[] = new Array<Settled>(items.length);
+  const kept: number[] = [];
+  segmentsOf.forEach((segmentIds, index) => {
+    const failed = segmentIds.find((segmentId) => unsynced.has(segmentId));
+    if (failed === undefined) kept.push(index);
+    else outcomes[index] = { ok: false, error: unsynced.get(failed) };
+  });
   // One submission for the group: each item is still its own command of the batch.
-  const outcomes = await executor.batch.submitEach(
-    items.map((item: unknown) => {
+  const committed = await executor.batch.submitEach(
+    kept.map((index) => {
+      const item: unknown = items[index];
       const caller = (item as { caller?: unknown } | undefined)?.caller;
       const callerId = typeof caller === 'string' ? caller : undefined;
       return commandApply(executor, 'putObject', op, item, callerId, deadline);
     }),
   );
+  kept.forEach((index, at) => (outcomes[index] = committed[at] as Settled));
   return outcomes.map(answerOf);
 }
 

@@ -91,6 +91,21 @@ export class SegmentSyncer {
   }
 
   /**
+   * Syncs each segment on its own, as `sync` does, and answers the error of each that failed
+   * instead of failing all: a group of commits refuses only those that point into a failed
+   * segment (the engine's `putObjects`).
+   */
+  async syncEach(segmentIds: Iterable<number>): Promise<Map<number, unknown>> {
+    const failed = new Map<number, unknown>();
+    await Promise.all(
+      [...new Set(segmentIds)].map((segmentId) =>
+        this.syncOne(segmentId).catch((error: unknown) => failed.set(segmentId, error)),
+      ),
+    );
+    return failed;
+  }
+
+  /**
    * A writer's fdatasync of the segment failed (SegmentRegistry.failed): the kernel told the
    * writer, not this syncer, whose next fdatasync would succeed over lost bytes. Refused at
    * once; resolves once the mark is committed (see the header).
