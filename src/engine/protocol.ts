@@ -207,7 +207,9 @@ export class EngineClient {
   }
 
   private reconnectSoon(): void {
-    if (this.reconnecting || this.closed || !this.reconnectWanted?.()) return;
+    // A process that is stopping (`stopWaiting`) does not hold on to a lost engine.
+    if (this.reconnecting || this.closed || !this.waitsForEngine || !this.reconnectWanted?.())
+      return;
     this.reconnecting = setTimeout(() => {
       this.reconnecting = undefined;
       if (this.socket || this.closed || !this.reconnectWanted?.()) return;
