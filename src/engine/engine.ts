@@ -55,6 +55,7 @@ import * as tenantDelete from './ops/tenant-delete.js';
 import * as tenantScrub from './ops/tenant-scrub.js';
 import * as corruptChunks from './ops/corrupt-chunks.js';
 import * as replicaDrop from './ops/replica-drop.js';
+import * as replicaVersion from './ops/replica-version.js';
 import { recoverSegments } from './segments/recovery.js';
 import { Compactor } from './segments/compaction.js';
 import { SegmentSyncer } from './segments/segment-syncer.js';
@@ -72,6 +73,7 @@ import { Reencryptor } from './reencryption.js';
 import { BackupRunner } from './backup.js';
 import { planRestore } from './tenant-restore.js';
 import { startBackup, startRestore } from './ops/backup.js';
+import { deleteBackupTarget, setBackupTarget } from './ops/backup-targets.js';
 import { setReencryption } from './ops/reencryption.js';
 import * as lifecycle from './ops/lifecycle.js';
 import * as kmsKeys from './ops/kms-keys.js';
@@ -143,6 +145,7 @@ export const operations = {
     _args: { nodeId: string },
   ): Record<string, unknown> | null => null,
   dropReplicaKeys: replicaDrop.dropReplicaKeys,
+  writeReplicaVersion: replicaVersion.writeReplicaVersion,
   // A chunk read here failed its checksum: a cluster member replaces its copy with a good one
   // from another member (its router serves this); a single node has no other copy.
   clusterRepairChunk: (
@@ -240,6 +243,8 @@ export const operations = {
   setReencryption,
   startBackup,
   startRestore,
+  setBackupTarget,
+  deleteBackupTarget,
   putBucketLifecycle: lifecycle.putBucketLifecycle,
   deleteBucketLifecycle: lifecycle.deleteBucketLifecycle,
   setBucketLogging: accessLog.setBucketLogging,
