@@ -25,14 +25,20 @@ import {
 import { parentPort, workerData } from 'node:worker_threads';
 import { BenchError, errorMessage } from './bench-error.js';
 import { fillSlice, type BodyPlan } from './data.js';
-import { S3_CLIENT_SETTINGS, type S3Job, type S3LoadInit, type S3LoadResult } from './s3-load.js';
+import {
+  S3_CLIENT_DEFAULT_SETTINGS,
+  S3_CLIENT_SETTINGS,
+  type S3Job,
+  type S3LoadInit,
+  type S3LoadResult,
+} from './s3-load.js';
 
 /** Failure messages kept per job (the count of failures is the latencies' shortfall). */
 const FAILURE_SAMPLES_MAX = 5;
 
 const init = workerData as S3LoadInit;
 const client = new S3Client({
-  ...S3_CLIENT_SETTINGS,
+  ...(init.sdk === 'default' ? S3_CLIENT_DEFAULT_SETTINGS : S3_CLIENT_SETTINGS),
   endpoint: init.endpoint,
   credentials: init.credentials,
 });
@@ -119,9 +125,9 @@ function get(job: Extract<S3Job, { kind: 'get' }>): Promise<S3LoadResult> {
     const answer = await client.send(
       new GetObjectCommand({ Bucket: job.bucket, Key: job.keys[i] }),
     );
-    // In Node the body is the response stream itself (no SDK validation stream in between:
-    // checksums WHEN_REQUIRED, s3-load.ts), read as an application that streams it onwards
-    // would, not gathered into one buffer.
+    // In Node the body is the response stream itself with the bench's settings (checksums
+    // WHEN_REQUIRED, s3-load.ts), or the SDK's CRC32-validating stream around it by default;
+    // read as an application that streams it onwards would, not gathered into one buffer.
     const stream = answer.Body as AsyncIterable<Uint8Array> | undefined;
     if (stream === undefined) throw new BenchError('GET answered no body');
     const body = await streamedCrc32(stream);
