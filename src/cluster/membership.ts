@@ -35,6 +35,11 @@ export const CHANGE_RETRY_MS_MAX = 20_000;
 /** How long a join waits for its learner to catch up before promoting it. */
 export const PROMOTE_MS_MAX = 60_000;
 const RETRY_MS = 250;
+/**
+ * How long a join waits, once the new member is a voter, for its liveness key: until then the
+ * member counts as a voter that is down, and etcd-backed changes (the next join) are refused.
+ */
+export const JOIN_LIVE_MS_MAX = 30_000;
 
 export interface JoinInput {
   readonly id: string;
@@ -351,6 +356,17 @@ export class Membership {
         stateSince: new Date().toISOString(),
       });
     }
+    await this.untilLive(input.id);
+  }
+
+  /**
+   * Waits for the new member's liveness key, so the join answers with a member that is up and a
+   * next join is not refused for a voter that is merely still starting. A member that does not
+   * come up in time stays joined; the answer's membership shows it `live: false`.
+   */
+  private async untilLive(id: string): Promise<void> {
+    const deadline = Date.now() + JOIN_LIVE_MS_MAX;
+    while (!(await this.registry.liveIds()).has(id) && Date.now() < deadline) await sleep(RETRY_MS);
   }
 
   private async addLearner(

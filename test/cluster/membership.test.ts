@@ -86,12 +86,16 @@ t.test(
       t.match(joined.json, {
         members: [
           { id: 'n1', state: 'voter' },
-          { id: 'n2', state: 'voter' },
+          { id: 'n2', state: 'voter', live: true },
         ],
       });
       // The third joins through the second: any member serves membership changes.
       const third = await n2.admin('POST', '/cluster/consensus/join', joinBody(n3, { zone: 'c' }));
       t.equal(third.status, 200, JSON.stringify(third.json));
+      t.ok(
+        (third.json as unknown as Membership).members.every((member) => member.live),
+        'a join answers once the new member is live, so the next join is not refused',
+      );
       const gone = await n3.joinSecretCli();
       t.equal(gone.code, 1, 'a joined node has no join secret any more');
       t.match(gone.stderr, /has no join secret: the node has joined a cluster/);
