@@ -22,6 +22,7 @@ import {
   S3Client,
   S3ServiceException,
 } from '@aws-sdk/client-s3';
+import { randomFillSync } from 'node:crypto';
 import { parentPort, workerData } from 'node:worker_threads';
 import { BenchError, errorMessage } from './bench-error.js';
 import { fillSlice, type BodyPlan } from './data.js';
@@ -137,6 +138,31 @@ function get(job: Extract<S3Job, { kind: 'get' }>): Promise<S3LoadResult> {
   });
 }
 
+/**
+ * PUTs then GETs `count` distinct random bodies at the scenarios' concurrency, outside any timed
+ * window, so that the SDK's code and the server's S3 path are compiled by V8 before a scenario
+ * measures them: the first few thousand requests of a fresh client run on V8's interpreter and
+ * baseline code at two to three times the CPU of a warmed-up one (docs/benchmarks.md), a cost
+ * the native load generator, a C program, never pays.
+ */
+async function warmUp(job: Extract<S3Job, { kind: 'warmUp' }>): Promise<S3LoadResult> {
+  const key = (index: number): string => `s3-warm-up/${index}`;
+  const bodies = Array.from({ length: job.connections }, () => Buffer.alloc(job.objectBytes));
+  const puts = await closedLoop(job.connections, job.count, async (index, connection) => {
+    const body = randomFillSync(bodies[connection] as Buffer);
+    await client.send(new PutObjectCommand({ Bucket: job.bucket, Key: key(index), Body: body }));
+  });
+  if (puts.failed > 0) return puts;
+  return closedLoop(job.connections, job.count, async (index) => {
+    const answer = await client.send(new GetObjectCommand({ Bucket: job.bucket, Key: key(index) }));
+    const stream = answer.Body as AsyncIterable<Uint8Array> | undefined;
+    if (stream === undefined) throw new BenchError('GET answered no body');
+    let bytes = 0;
+    for await (const chunk of stream) bytes += chunk.length;
+    if (bytes !== job.objectBytes) throw new BenchError(`GET answered ${bytes} bytes`);
+  });
+}
+
 async function createBucket(bucket: string): Promise<S3LoadResult> {
   try {
     await client.send(new CreateBucketCommand({ Bucket: bucket }));
@@ -150,6 +176,7 @@ async function createBucket(bucket: string): Promise<S3LoadResult> {
 function run(job: S3Job): Promise<S3LoadResult> {
   if (job.kind === 'put') return put(job);
   if (job.kind === 'get') return get(job);
+  if (job.kind === 'warmUp') return warmUp(job);
   return createBucket(job.bucket);
 }
 

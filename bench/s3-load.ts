@@ -77,6 +77,14 @@ export interface S3LoadInit {
 export type S3Job =
   | { readonly kind: 'createBucket'; readonly bucket: string }
   | {
+      /** Untimed: `count` PUTs and GETs of distinct random bodies under `s3-warm-up/`. */
+      readonly kind: 'warmUp';
+      readonly bucket: string;
+      readonly count: number;
+      readonly objectBytes: number;
+      readonly connections: number;
+    }
+  | {
       readonly kind: 'put';
       readonly bucket: string;
       readonly keys: readonly string[];

@@ -75,11 +75,27 @@ function s3Bucket(context: ScenarioContext): string {
   return `lwbench-${context.runId}-s3`;
 }
 
-/** The run's S3 bucket, created (outside any timed window) the first time. */
+/** Warm-up requests of each kind before the first timed S3 scenario (`s3-load-worker.ts`). */
+const WARM_UP_REQUESTS_MAX = 2000;
+
+/**
+ * The run's S3 bucket, created (outside any timed window) the first time, when the client is
+ * also warmed up: up to WARM_UP_REQUESTS_MAX 4 KiB PUTs and GETs (the small dataset's count at
+ * most) at the small scenarios' concurrency.
+ */
 async function ensureS3Bucket(context: ScenarioContext, load: S3Load): Promise<string> {
   const bucket = s3Bucket(context);
   if (context.buckets.has(bucket)) return bucket;
   await load.run({ kind: 'createBucket', bucket });
+  const warmUp = await load.run({
+    kind: 'warmUp',
+    bucket,
+    count: Math.min(WARM_UP_REQUESTS_MAX, context.sizes.smallPuts),
+    objectBytes: context.sizes.smallBytes,
+    connections: S3_CONNECTIONS_MAX,
+  });
+  if (warmUp.failed > 0)
+    throw new BenchError(`warming up the S3 client: ${warmUp.failures.join('; ')}`);
   context.buckets.add(bucket);
   return bucket;
 }
