@@ -81,7 +81,7 @@ t.test(
       t.same(blockers(refused.json), ['node_unreachable']);
       t.same(states(await membership(n1)), { n1: 'voter' }, 'nothing recorded');
 
-      const joined = await n1.admin('POST', '/cluster/consensus/join', joinBody(n2, { zone: 'b' }));
+      const joined = await kit.join(n1, n2, { zone: 'b' });
       t.equal(joined.status, 200, JSON.stringify(joined.json));
       t.match(joined.json, {
         members: [
@@ -90,7 +90,7 @@ t.test(
         ],
       });
       // The third joins through the second: any member serves membership changes.
-      const third = await n2.admin('POST', '/cluster/consensus/join', joinBody(n3, { zone: 'c' }));
+      const third = await kit.join(n2, n3, { zone: 'c' });
       t.equal(third.status, 200, JSON.stringify(third.json));
       t.ok(
         (third.json as unknown as Membership).members.every((member) => member.live),

@@ -11,7 +11,7 @@
 // with the reason, where etcd cannot be had.
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
-import { ClusterKit, clusterEnvironment, joinBody, waitFor, type KitNode } from './kit.js';
+import { ClusterKit, clusterEnvironment, waitFor, type KitNode } from './kit.js';
 import { Client, makeKey } from './data-client.js';
 
 const env = await clusterEnvironment();
@@ -37,7 +37,7 @@ t.test(
     const [n1, n2, n3] = kit.nodes as [KitNode, KitNode, KitNode];
     await Promise.all([n1.start({ bootstrap: true, args: PACED }), n2.start(), n3.start()]);
     for (const node of [n2, n3]) {
-      const joined = await n1.admin('POST', '/cluster/consensus/join', joinBody(node));
+      const joined = await kit.join(n1, node);
       t.equal(joined.status, 200, `${node.id} joined: ${JSON.stringify(joined.json)}`);
     }
     const [keyId, secret] = await makeKey(n1);

@@ -16,6 +16,10 @@ import { readFileSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
 import { Service } from '../helpers/service.js';
 
+// Each test has a service of its own; the second mostly waits (16 s of a trickled upload), so
+// two run at once.
+t.jobs = 2;
+
 t.test('uploads wait for admission instead of deadlocking', async (t) => {
   const service = await Service.start({ args: ['--limits.inflight_bytes_max', '40MiB'] });
   t.teardown(() => service.close());

@@ -9,6 +9,10 @@ import t from 'tap';
 import { connect } from 'node:net';
 import { Service } from '../helpers/service.js';
 
+// Each test has a service of its own and spends its time waiting on trickled bodies (13 s and
+// more): both run at once.
+t.jobs = 2;
+
 const BUCKET = 'slow';
 const STEP_MS = 250;
 

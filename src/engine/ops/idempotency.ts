@@ -22,10 +22,12 @@ import {
 } from '../index/schema.js';
 import type { EngineContext } from './context.js';
 import { requireActiveTenant } from './control.js';
-import type { IndexStore } from '../index/store.js';
+import { EncodedRecord, type IndexStore } from '../index/store.js';
+import { encodeValue } from '../../format/values.js';
 import { IdempotencyKeyInUse, IdempotencyKeyReused } from '../../util/errors.js';
 import { processAlive } from '../data-dir.js';
 import { randomBytes } from 'node:crypto';
+import assert from 'node:assert/strict';
 
 const RUNNING_STALE_MS = 15 * 60_000;
 /** A claim id's random bytes (hex in the record). */
@@ -132,7 +134,11 @@ function stillRunning(record: IdempotencyRecord, now: number): boolean {
   return record.ownerPid === undefined || processAlive(record.ownerPid);
 }
 
-/** Inside the commit's transaction: the key now replays this result. */
+/**
+ * Inside the commit's transaction: the key now replays this result. `encoded` is the result as
+ * the commit already encoded it for `versions` (store.encode): the row is then spliced from
+ * those bytes instead of encoding the version a second time (`doneRowBytes`).
+ */
 export function completeIdempotent(
   context: EngineContext,
   args: {
@@ -142,6 +148,7 @@ export function completeIdempotent(
     fingerprint: string;
     result: ObjectVersionRecord;
   },
+  encoded?: EncodedRecord,
 ): void {
   const now = context.now();
   const record: IdempotencyRecord = {
@@ -151,7 +158,39 @@ export function completeIdempotent(
     expiresAt: now + context.settings.duration('idempotency.ttl'),
     result: args.result,
   };
-  context.store.put(DB.idempotency, idempotencyKey(args.tenantId, args.bucket, args.key), record);
+  const dbKey = idempotencyKey(args.tenantId, args.bucket, args.key);
+  if (encoded === undefined) context.store.put(DB.idempotency, dbKey, record);
+  else context.store.put(DB.idempotency, dbKey, new EncodedRecord(doneRowBytes(record, encoded)));
+}
+
+/** `0xa6 "result"`: the msgpack fixstr of the done row's last key. */
+const RESULT_KEY = Buffer.from([0xa6, ...Buffer.from('result', 'latin1')]);
+/** msgpack fixmap headers of the row's four leading fields and of all five. */
+const FIXMAP_4 = 0x84;
+const FIXMAP_5 = 0x85;
+
+/**
+ * The bytes `encodeValue(1, record)` gives for a `done` row (docs/on-disk-format.md §2.6, one
+ * byte string per value and key order), made from the result's own encoding: the four leading
+ * fields encoded as a map of four, its header turned into a map of five, then the `result` key
+ * and the version's msgpack body. A value's body is a msgpack map, so its bytes nest as they
+ * are; test/engine/idempotency-row.test.ts checks the splice against `encodeValue`.
+ */
+export function doneRowBytes(record: IdempotencyRecord, encoded: EncodedRecord): Buffer {
+  const head = encodeValue(1, {
+    state: record.state,
+    fingerprint: record.fingerprint,
+    startedAt: record.startedAt,
+    expiresAt: record.expiresAt,
+  });
+  assert.equal(head[1], FIXMAP_4, 'four defined fields encode as a fixmap');
+  assert.equal(encoded.bytes[0], 1, 'the result is a schema version 1 value');
+  const out = Buffer.allocUnsafe(head.length + RESULT_KEY.length + encoded.bytes.length - 1);
+  head.copy(out, 0);
+  out[1] = FIXMAP_5;
+  RESULT_KEY.copy(out, head.length);
+  encoded.bytes.copy(out, head.length + RESULT_KEY.length, 1);
+  return out;
 }
 
 /** The first request failed: free the key so that a retry can run. */

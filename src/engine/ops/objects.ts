@@ -276,16 +276,21 @@ export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVe
   if (args.tags !== undefined && args.tags.length > 0) version.tags = args.tags;
   if (args.partSizes !== undefined) version.partSizes = args.partSizes;
   Object.assign(version, locked);
-  writeVersion(context, { tenant, bucket, version, usage, existingNull: existingNull ?? null });
+  const encoded = writeVersion(context, {
+    tenant,
+    bucket,
+    version,
+    usage,
+    existingNull: existingNull ?? null,
+  });
   saveUsage(context, usage);
   recordObjectEvent(context, bucket, 'object-created', version);
   if (args.idempotency)
-    completeIdempotent(context, {
-      tenantId: tenant.id,
-      bucket: bucket.name,
-      ...args.idempotency,
-      result: version,
-    });
+    completeIdempotent(
+      context,
+      { tenantId: tenant.id, bucket: bucket.name, ...args.idempotency, result: version },
+      encoded,
+    );
   return version;
 }
 
@@ -430,7 +435,7 @@ export function writeVersion(
     /** The null version this write replaces, when the caller already knows it (null: none). */
     existingNull?: ObjectVersionRecord | null;
   },
-): void {
+): EncodedRecord {
   const { tenant, bucket, version, usage } = args;
   if (version.versionId === 'null') {
     const existing =
@@ -456,6 +461,7 @@ export function writeVersion(
   // A new version has the highest sequence number: it is the key's current version.
   setCurrent(context, bucket, version.key, version, usage, encoded);
   lifecycleAfterWrite(context, bucket, version);
+  return encoded;
 }
 
 /** Makes `objects` hold `latest` for the key, or nothing when there is none or it is a marker. */
