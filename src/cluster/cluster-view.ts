@@ -55,6 +55,8 @@ export class EtcdClusterView implements ClusterView {
   private records = new Map<string, MemberRecord>();
   /** The partition table placement reads (the layout's, or the membership's without one). */
   private table: ReadonlyArray<readonly string[]> = [];
+  /** The table placed by before the current layout: reads still look there (docs §9). */
+  private previousTable: ReadonlyArray<readonly string[]> = [];
   /** Each partition's leader record as last read or taken. */
   private leaders = new Map<number, LeaderRecord>();
   /** The members whose liveness lease was alive at the last read. */
@@ -155,6 +157,16 @@ export class EtcdClusterView implements ClusterView {
     return [...(this.table[partitionOf(bucketId)] ?? [])];
   }
 
+  /**
+   * The replicas a bucket had under the layout before the current one that it has no more: a
+   * read that finds nothing in the current set asks them, as a rebalance may not have copied
+   * their data yet (the layout stays until the next change replaces it).
+   */
+  previousReplicasOfBucket(bucketId: number): string[] {
+    const now = this.table[partitionOf(bucketId)] ?? [];
+    return (this.previousTable[partitionOf(bucketId)] ?? []).filter((id) => !now.includes(id));
+  }
+
   /** The highest epoch of `partition` this node has seen (0: never led). */
   epochOf(partition: number): number {
     return this.epochs[partition] ?? 0;
@@ -225,7 +237,10 @@ export class EtcdClusterView implements ClusterView {
         const record = await this.tabled(layout?.record);
         this.layoutReadAt = Date.now();
         // Versions only grow: a read answered by a lagging etcd member never goes back.
-        if (record !== undefined && record.version > this.layoutVersion()) this.layout = record;
+        if (record !== undefined && record.version > this.layoutVersion()) {
+          if (this.layout !== undefined) this.previousTable = this.table;
+          this.layout = record;
+        }
       }
       this.current = this.placed();
       this.table =

@@ -186,10 +186,13 @@ export class Forwarder {
     const member = this.view.addressOf(leaderId);
     if (member === undefined) throw Unavailable(`the leader ${leaderId} has no address`);
     const address = dataAddressOf(member);
-    const { tenant } = this.replicator.bucketOf(command.args);
+    const { tenant, bucket } = this.replicator.bucketOf(command.args);
     let args = command.args;
     if (CARRIES_CHUNKS.has(command.name)) {
       const chunks = args['chunks'] as ManifestChunk[];
+      // A replica commits this copy when the leader's write comes back to it (not a second one).
+      if (this.replicator.replicaIds(bucket).includes(this.view.nodeId))
+        this.replicator.holdOwn(tenant.num, chunks);
       await this.replicator.sendRecords(address, tenant, chunks);
       args = { ...args, chunks: chunks.map((c) => ({ id: c.id, plainLength: c.plainLength })) };
     }

@@ -11,7 +11,9 @@
 // its tags, retention or legal hold (those keep the version's sequence, and carry one of their own)
 // is sent the version's metadata. Copies are throttled to REPAIR_BYTES_PER_S per node, so a
 // rebalance does not starve the data path. A dry run only counts. A current delete marker a
-// replica lacks is sent as a replicated delete with its sequence. Tombstones past their grace
+// replica lacks is sent as a replicated delete with its sequence. In a versioned bucket every
+// version a replica lacks, non-current ones and delete markers included, is then copied with its
+// id, sequence and time (`repairVersions`). Tombstones past their grace
 // period that no replica needs any more are collected: those of unversioned deletes
 // (`collectTombstones`), of versions deleted by id and of uploads ended, and the metadata stamps
 // of versions gone (`collectEndTombstones`).
@@ -89,6 +91,25 @@ export interface RepairPeer {
   ): Promise<void>;
   /** Copies the version to `address` (records, then the version); answers the bytes sent. */
   copyVersion(
+    address: string,
+    tenant: TenantRecord,
+    bucket: BucketRecord,
+    version: ObjectVersionRecord,
+  ): Promise<number>;
+  /** For each version, whether the replica at `address` needs no copy of it. */
+  versionsHeld(
+    address: string,
+    args: {
+      tenantId: string;
+      bucket: string;
+      items: ReadonlyArray<{ key: string; seq: number; versionId: string }>;
+    },
+  ): Promise<boolean[]>;
+  /**
+   * Copies a version of any age (a non-current one, a delete marker) to `address` with its id,
+   * sequence and time (records, then the version); answers the bytes sent.
+   */
+  copyOldVersion(
     address: string,
     tenant: TenantRecord,
     bucket: BucketRecord,
@@ -242,7 +263,63 @@ async function repairBucket(
     const old = tombs.filter((tomb) => peer.timeOfSeq(tomb.seq) < due);
     if (!run.dryRun && old.length > 0) await collectTombstones(peer, tenant, bucket, old, run);
   }
+  if (bucket.versioning !== 'Unversioned') await repairVersions(peer, others, tenant, bucket, run);
   if (!run.dryRun) await collectEndTombstones(peer, tenant, bucket, run.counts);
+}
+
+/**
+ * Every version of a versioned bucket (non-current ones and delete markers too) that a replica
+ * lacks is copied to it with its id, sequence and time, a page of REPAIR_PAGE_KEYS versions at a
+ * time. Current versions were pushed by the pass over the keys already; one a replica still lacks
+ * (its copy failed) is sent here the same way. An unversioned bucket holds only current versions.
+ */
+async function repairVersions(
+  peer: RepairPeer,
+  others: readonly string[],
+  tenant: TenantRecord,
+  bucket: BucketRecord,
+  run: { dryRun: boolean; counts: RepairCounts; throttle: Throttle },
+): Promise<void> {
+  const range = prefixRange(bucket.id, '');
+  let start = range.start;
+  for (;;) {
+    const page: ObjectVersionRecord[] = [];
+    for (const { key, value } of peer.store.range<ObjectVersionRecord>(DB.versions, {
+      start,
+      end: range.end,
+      limit: REPAIR_PAGE_KEYS,
+    })) {
+      page.push(value);
+      start = Buffer.concat([key, Buffer.from([0])]);
+    }
+    if (page.length === 0) return;
+    const items = page.map(({ key, seq, versionId }) => ({ key, seq, versionId }));
+    for (const address of others) {
+      const held = await peer
+        .versionsHeld(address, { tenantId: tenant.id, bucket: bucket.name, items })
+        .catch((error: unknown) => {
+          peer.log.warn(
+            { err: error, address },
+            'versions not repaired: the replica did not answer',
+          );
+          return undefined;
+        });
+      if (held === undefined || held.length !== page.length) {
+        run.counts.replicasUnreachable += 1;
+        continue;
+      }
+      for (const [index, version] of page.entries()) {
+        if (held[index] === true) continue;
+        const marker = version.deleteMarker === true;
+        if (marker) run.counts.deletesSent += 1;
+        else run.counts.copiesSent += 1;
+        if (run.dryRun) continue;
+        const bytes = await peer.copyOldVersion(address, tenant, bucket, version);
+        run.counts.bytesSent += bytes;
+        await run.throttle.spend(bytes);
+      }
+    }
+  }
 }
 
 /**

@@ -51,7 +51,9 @@ import {
   versionKey,
   type BucketRecord,
   type ChunkRecord,
+  segmentKey,
   type ObjectVersionRecord,
+  type SegmentRecord,
   type TenantRecord,
 } from '../engine/index/schema.js';
 import {
@@ -155,6 +157,8 @@ export interface ClusterView {
   publishLayout(reason: string): Promise<void>;
   /** A bucket's replicas: its partition's in the layout's table (layout.ts). */
   replicasOfBucket(bucketId: number): string[];
+  /** Its replicas under the layout before the current one that the current one left out. */
+  previousReplicasOfBucket?(bucketId: number): string[];
   /** The highest leader epoch of `partition` this node has seen (leaders.ts). */
   epochOf(partition: number): number;
   /** Raises the epoch this node holds for `partition` to `epoch` (a write carried it). */
@@ -249,6 +253,14 @@ export class Replicator implements RepairPeer {
         seal: async (segmentId, size) => {
           await local.runLocal('sealSegment', { segmentId, size });
         },
+        // As a gateway's writer: the engine hears of a failed fdatasync, and holds its own
+        // handle of a segment from before the first record (segment-syncer.ts).
+        failed: async (segmentId) => {
+          await local.segmentFailed?.(segmentId);
+        },
+        opened: async (segmentId) => {
+          await local.segmentOpened?.(segmentId);
+        },
       },
     });
   }
@@ -284,6 +296,11 @@ export class Replicator implements RepairPeer {
       ['/cluster/v1/data/fetch', (_from, body) => Promise.resolve(this.manifestOf(body))],
       ['/cluster/v1/data/chunks', (_from, body) => this.recordsOf(body)],
       ['/cluster/v1/data/heads', (_from, body) => Promise.resolve(this.headsOf(body))],
+      ['/cluster/v1/data/version', this.admitted((body) => this.acceptVersion(body))],
+      [
+        '/cluster/v1/data/versions-held',
+        (_from, body) => Promise.resolve(this.versionsHeldHere(body)),
+      ],
       ['/cluster/v1/data/holds-live', (_from, body) => Promise.resolve(this.liveHere(body))],
       ['/cluster/v1/data/repair', (_from, body) => this.repairHere(body)],
       ['/cluster/v1/data/reclaim', this.admitted(() => this.reclaimHere())],
@@ -408,6 +425,16 @@ export class Replicator implements RepairPeer {
         'Repair scans run for a replica whose hints overflowed or were given up',
         () => hints.repairScans,
       ],
+      [
+        'lightwell_cluster_reads_previous_layout_total',
+        'Reads whose key only a replica of the previous layout held (not copied there yet)',
+        () => this.fromPrevious,
+      ],
+      [
+        'lightwell_cluster_records_kept_total',
+        'Chunk records received that were not stored again, since this node held the chunk',
+        () => this.recordsKept,
+      ],
     );
     for (const [name, help, read] of figures) {
       registry.removeSingleMetric(name);
@@ -506,10 +533,12 @@ export class Replicator implements RepairPeer {
     const own = this.localHead(bucket, args.key);
     const others = replicas.filter((id) => id !== self);
     const needed = majorityOf(replicas.length) - (replicas.includes(self) ? 1 : 0);
-    if (needed <= 0 && others.length === 0) return;
-    const heads = await this.gather(others, needed, (address) =>
-      this.call(address, 'head', args, HEAD_MS_MAX),
-    );
+    const heads =
+      needed <= 0 && others.length === 0
+        ? new Map<string, Record<string, unknown>>()
+        : await this.gather(others, needed, (address) =>
+            this.call(address, 'head', args, HEAD_MS_MAX),
+          );
     let best: { address: string; head: Head } | undefined;
     let metadata: { address: string; mseq: number } | undefined;
     const stamp = own.seq > 0 && !own.deleted ? this.stampOf(bucket.id, args.key, own.seq) : 0;
@@ -519,6 +548,10 @@ export class Replicator implements RepairPeer {
       const mseq = head.seq === own.seq && !head.deleted ? (head.mseq ?? 0) : 0;
       if (mseq > (metadata?.mseq ?? stamp)) metadata = { address, mseq };
     }
+    // Nothing of the key in the current set: a replica the last layout change left out may hold
+    // it still, until a rebalance has copied it (two live layouts, docs/cluster.md §9).
+    const none = [...heads.values()].every((answer) => (answer as unknown as Head).seq === 0);
+    if (best === undefined && own.seq === 0 && none) best = await this.previousHead(bucket, args);
     // The same version, with a tag, retention or legal-hold change this node missed.
     if (best === undefined && metadata !== undefined)
       await this.acceptMetadata(await this.call(metadata.address, 'metadata-of', args));
@@ -530,6 +563,35 @@ export class Replicator implements RepairPeer {
     }
     await this.pull(best.address, tenant, args);
   }
+
+  /** The newest head of `key` among the bucket's replicas of the previous layout, if any. */
+  private async previousHead(
+    bucket: BucketRecord,
+    args: { tenantId: string; bucket: string; key: string },
+  ): Promise<{ address: string; head: Head } | undefined> {
+    // A member marked lost or removed is not asked: its copy may predate deletes it missed.
+    const ids = (this.view.previousReplicasOfBucket?.(bucket.id) ?? []).filter((id) => {
+      const state = this.view.stateOf(id);
+      return id !== this.view.nodeId && state !== undefined && !FENCED_STATES.has(state);
+    });
+    const answers = await Promise.all(
+      ids.map(async (id) => {
+        const member = this.view.addressOf(id);
+        if (member === undefined) return undefined;
+        const address = dataAddressOf(member);
+        const head = await this.call(address, 'head', args, HEAD_MS_MAX).catch(() => undefined);
+        return head === undefined ? undefined : { address, head: head as unknown as Head };
+      }),
+    );
+    let best: { address: string; head: Head } | undefined;
+    for (const answer of answers)
+      if (answer !== undefined && answer.head.seq > (best?.head.seq ?? 0)) best = answer;
+    if (best !== undefined) this.fromPrevious += 1;
+    return best;
+  }
+
+  /** Reads that found their key only on a replica of the previous layout (`previousHead`). */
+  private fromPrevious = 0;
 
   async pull(
     address: string,
@@ -779,6 +841,37 @@ export class Replicator implements RepairPeer {
     return (await this.call(address, 'heads', args))['heads'] as Head[];
   }
 
+  async versionsHeld(
+    address: string,
+    args: {
+      tenantId: string;
+      bucket: string;
+      items: ReadonlyArray<{ key: string; seq: number; versionId: string }>;
+    },
+  ): Promise<boolean[]> {
+    return (await this.call(address, 'versions-held', args))['held'] as boolean[];
+  }
+
+  async copyOldVersion(
+    address: string,
+    tenant: TenantRecord,
+    bucket: BucketRecord,
+    version: ObjectVersionRecord,
+  ): Promise<number> {
+    const bytes =
+      version.deleteMarker === true
+        ? 0
+        : await this.sendRecords(address, tenant, unpackChunkRefs(version.chunks));
+    const mseq = this.stampOf(bucket.id, version.key, version.seq);
+    await this.call(address, 'version', {
+      tenantId: tenant.id,
+      bucket: bucket.name,
+      version,
+      ...(mseq > 0 ? { mseq } : {}),
+    });
+    return bytes;
+  }
+
   async copyVersion(
     address: string,
     tenant: TenantRecord,
@@ -962,6 +1055,57 @@ export class Replicator implements RepairPeer {
         )
         .map((tomb) => ({ db: DB.meta, key: tombKey(bucket.id, tomb.key) })),
     );
+  }
+
+  /**
+   * For each `{key, seq}`, whether this node needs no copy of that version: it holds it, deleted
+   * it by its id, or (a null version) holds a newer null version of the key.
+   */
+  private versionsHeldHere(body: Record<string, unknown>): Record<string, unknown> {
+    const { bucket } = this.bucketOf(body);
+    const items = body['items'];
+    if (!Array.isArray(items) || items.length > REPAIR_PAGE_KEYS)
+      throw BadRequest(`versions-held takes at most ${REPAIR_PAGE_KEYS} {key, seq, versionId}`);
+    const { store } = this.local;
+    store.refresh();
+    return {
+      held: (items as Array<{ key: unknown; seq: unknown; versionId: unknown }>).map((item) => {
+        const key = String(item.key);
+        const seq = Number(item.seq);
+        const versionId = String(item.versionId);
+        if (store.has(DB.versions, versionKey(bucket.id, key, seq))) return true;
+        if (this.deletedSince(bucket, key, versionId) >= seq) return true;
+        if (versionId !== 'null') return false;
+        return (findVersionIn(store, bucket.id, key, 'null')?.seq ?? 0) > seq;
+      }),
+    };
+  }
+
+  /** A version another replica holds and this node lacks, with its id, sequence and time. */
+  private async acceptVersion(body: Record<string, unknown>): Promise<Record<string, unknown>> {
+    const version = body['version'] as ObjectVersionRecord | undefined;
+    if (version === undefined || typeof version !== 'object' || typeof version.seq !== 'number')
+      throw BadRequest('version takes {tenantId, bucket, version}');
+    const { tenant, bucket } = this.bucketOf(body);
+    this.observe(version.seq);
+    if (this.deletedSince(bucket, version.key, version.versionId) >= version.seq)
+      return { written: false };
+    const chunks =
+      version.deleteMarker === true
+        ? []
+        : this.located(tenant.num, unpackChunkRefs(Buffer.from(version.chunks)));
+    const written = await this.local
+      .runLocal('writeReplicaVersion', {
+        tenantId: tenant.id,
+        bucket: bucket.name,
+        version: { ...version, chunks: Buffer.from(version.chunks) },
+        chunks,
+      })
+      .finally(() => this.forget(tenant.num, chunks));
+    const mseq = body['mseq'];
+    if (typeof mseq === 'number')
+      await this.stampMetadata(bucket.id, version.key, version.seq, mseq);
+    return written as Record<string, unknown>;
   }
 
   private headsOf(body: Record<string, unknown>): Record<string, unknown> {
@@ -1195,7 +1339,7 @@ export class Replicator implements RepairPeer {
     const answer = await this.call(address, 'chunks', { tenantNum: tenant.num, ids: [id] });
     const record = (answer['records'] as Buffer[])[0];
     if (record === undefined) return false;
-    const location = (await this.storeRecords(tenant.num, [record])).get(id.toString('hex'));
+    const location = (await this.storeRecords(tenant.num, [record], true)).get(id.toString('hex'));
     this.forget(tenant.num, [{ id }]);
     if (location === undefined) return false;
     const key = chunkKey(tenant.num, id);
@@ -1220,12 +1364,22 @@ export class Replicator implements RepairPeer {
     return { stored: stored.size };
   }
 
+  /**
+   * Verifies and appends chunk records; answers where each appended one is. A record of a chunk
+   * this node already holds is not appended again (it would be bytes nothing references, until
+   * compaction): one the index holds live is deduplicated by the commit as a local write's is,
+   * and one held here uncommitted (the body of a write this node forwarded, `holdOwn`) is
+   * answered at that place, so the commit references the copy this node stored first. `replace`
+   * appends every record (a repair of a corrupt copy).
+   */
   private async storeRecords(
     tenantNum: number,
     records: readonly Buffer[],
+    replace = false,
   ): Promise<Map<string, ManifestChunk['location']>> {
     const locations = new Map<string, ManifestChunk['location']>();
     const appended = [];
+    const held = this.pending.get(tenantNum);
     for (const raw of records) {
       const record = Buffer.from(raw);
       const header = decodeRecordHeader(record, 0);
@@ -1233,6 +1387,17 @@ export class Replicator implements RepairPeer {
       if (record.length !== RECORD_HEADER_SIZE + header.payloadLength)
         throw BadRequest('a chunk record with a bad length');
       verifyPayload(header, record.subarray(RECORD_HEADER_SIZE));
+      const id = Buffer.from(header.chunkId);
+      const own = replace ? undefined : held?.get(id.toString('hex'));
+      if (own !== undefined && this.segmentLive(own.segmentId)) {
+        locations.set(id.toString('hex'), own);
+        this.recordsKept += 1;
+        continue;
+      }
+      if (!replace && this.chunkHeld(tenantNum, id)) {
+        this.recordsKept += 1;
+        continue;
+      }
       const at = await this.writer.append([record]);
       appended.push(at.durable());
       locations.set(Buffer.from(header.chunkId).toString('hex'), {
@@ -1245,12 +1410,42 @@ export class Replicator implements RepairPeer {
     await Promise.all(appended);
     // Records whose manifest never came (its sender died) are only forgotten, never committed:
     // their bytes are garbage that compaction reclaims.
+    this.hold(tenantNum, locations);
+    return locations;
+  }
+
+  private hold(tenantNum: number, locations: Map<string, ManifestChunk['location']>): void {
     const held = this.pending.get(tenantNum) ?? new Map<string, ManifestChunk['location']>();
     if (held.size > PENDING_RECORDS_MAX) held.clear();
     for (const [id, location] of locations) held.set(id, location);
     this.pending.set(tenantNum, held);
-    return locations;
   }
+
+  /**
+   * The body of a write this node forwards to its partition's leader, stored here by the upload
+   * pipeline: when the leader's copy comes back (this node is a replica), the commit references
+   * these records instead of a second copy (`storeRecords`).
+   */
+  holdOwn(tenantNum: number, chunks: readonly ManifestChunk[]): void {
+    const own = new Map<string, ManifestChunk['location']>();
+    for (const chunk of chunks)
+      if (chunk.location !== undefined) own.set(chunk.id.toString('hex'), chunk.location);
+    if (own.size > 0) this.hold(tenantNum, own);
+  }
+
+  /** Whether the index holds chunk `id` referenced, in a segment that is not being deleted. */
+  private chunkHeld(tenantNum: number, id: Buffer): boolean {
+    const chunk = this.local.store.get<ChunkRecord>(DB.chunks, chunkKey(tenantNum, id));
+    return chunk !== undefined && chunk.refs > 0 && this.segmentLive(chunk.segmentId);
+  }
+
+  private segmentLive(segmentId: number): boolean {
+    const segment = this.local.store.get<SegmentRecord>(DB.segments, segmentKey(segmentId));
+    return segment !== undefined && segment.state !== 'deleted';
+  }
+
+  /** Received records not appended, since this node held their chunk already (`storeRecords`). */
+  private recordsKept = 0;
 
   /** Locations of records received ahead of their manifest, by tenant number and chunk id. */
   private readonly pending = new Map<number, Map<string, ManifestChunk['location']>>();
@@ -1263,8 +1458,10 @@ export class Replicator implements RepairPeer {
       throw BadRequest('put takes {args, seq, now}');
     const { tenant, bucket } = this.bucketOf(args);
     const chunks = this.located(tenant.num, args['chunks']);
-    await this.applyPut({ ...args, chunks }, seq, now);
-    this.forget(tenant.num, chunks);
+    // Forgotten also on a failure: a resend (a hint) then stores the records again.
+    await this.applyPut({ ...args, chunks }, seq, now).finally(() =>
+      this.forget(tenant.num, chunks),
+    );
     // The version's metadata as of its last change (repair's copy), once this node holds it.
     const mseq = body['mseq'];
     const key = String(args['key']);

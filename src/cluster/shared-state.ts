@@ -427,11 +427,14 @@ export class SharedStateRouter implements CommandRouter {
     for (let attempt = 0; attempt < ATTEMPTS_MAX; attempt += 1) {
       const counter = await this.readCounter(name);
       const reserved: Partial<Counters> = counter ? { [counter.name]: counter.value } : {};
+      // The revision the capture's reads are at least as new as: read before the capture, since
+      // the mirror may apply more while it runs, and a compare against that later revision would
+      // pass a change (another tenant's bucket of the same name, say) the capture never saw.
+      const applied = this.mirror.applied;
       const { result, accesses } = await this.local.capture(name, args, reserved);
       const shared = accesses.filter((access) => SHARED_DBS.has(access.db));
       const writes = lastWrites(shared);
       if (writes.length === 0) return this.local.runLocal(name, args);
-      const applied = this.mirror.applied;
       const client = this.registry.client;
       const compared = [...new Set(shared.map((access) => sharedKey(access.db, access.key)))];
       const [first, ...others] = compared.map((key) => this.registry.key(key));

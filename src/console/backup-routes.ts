@@ -19,6 +19,7 @@ import {
   type BackupRecord,
   type RestoreRecord,
 } from '../engine/ops/backup.js';
+import { backupTargets, targetJson, type setBackupTarget } from '../engine/ops/backup-targets.js';
 import { BadRequest, Conflict, Forbidden } from '../util/errors.js';
 import type { ConsoleServices } from './api.js';
 import { consoleSchemas as schemas, problems } from './schemas.js';
@@ -36,6 +37,8 @@ export function backupJson(job: BackupRecord): Record<string, unknown> {
     state: job.state,
     base: job.base ?? null,
     tenant: job.tenant ?? null,
+    target: job.target ?? null,
+    upload: job.upload ?? null,
     queuedAt: iso(job.queuedAt),
     startedAt: iso(job.startedAt),
     finishedAt: iso(job.finishedAt),
@@ -113,7 +116,7 @@ export function backupRoutes(services: ConsoleServices): Route<Handler>[] {
         unscoped(services, exchange, 'owner');
         const body = await readObject(exchange);
         for (const name of Object.keys(body))
-          if (!['name', 'base', 'tenantId', 'reason'].includes(name))
+          if (!['name', 'base', 'tenantId', 'target', 'reason'].includes(name))
             throw BadRequest(`unknown field ${name}`);
         reasonOf(exchange, body);
         const dryRun = dryRunOf(exchange);
@@ -121,6 +124,7 @@ export function backupRoutes(services: ConsoleServices): Route<Handler>[] {
           name: body['name'],
           ...(body['base'] === undefined ? {} : { base: body['base'] }),
           ...(body['tenantId'] === undefined ? {} : { tenantId: body['tenantId'] }),
+          ...(body['target'] === undefined ? {} : { target: body['target'] }),
           dryRun,
           audit: auditRowOf(exchange, dryRun ? 200 : 202),
         });
@@ -148,6 +152,117 @@ export function backupRoutes(services: ConsoleServices): Route<Handler>[] {
       },
     },
     ...restoreRoutes(services),
+    ...targetRoutes(services),
+  ];
+}
+
+const TARGET_FIELDS = [
+  'name',
+  'endpoint',
+  'region',
+  'bucket',
+  'prefix',
+  'accessKeyId',
+  'secretAccessKey',
+  'reason',
+];
+
+function targetPlan(action: string, target: Record<string, unknown>): Record<string, unknown> {
+  return {
+    dryRun: true,
+    applied: false,
+    action,
+    target: `backup-targets/${String(target['name'])}`,
+    counts: {},
+    blockers: [],
+    result: target,
+  };
+}
+
+/** Backup targets: S3 endpoints a backup is uploaded to (src/engine/ops/backup-targets.ts). */
+function targetRoutes(services: ConsoleServices): Route<Handler>[] {
+  const { store } = services;
+  return [
+    {
+      method: 'GET',
+      path: '/backup-targets',
+      operationId: 'listConsoleBackupTargets',
+      doc: {
+        summary: 'S3 endpoints backups are uploaded to (never their secret keys)',
+        auth: bearer,
+        responses: {
+          200: { description: 'targets', schema: schemas.backupTargetList },
+          ...problems(),
+        },
+      },
+      handler: (exchange) => {
+        unscoped(services, exchange, 'viewer');
+        exchange.sendJson(200, { targets: backupTargets({ store }).map(targetJson) });
+      },
+    },
+    {
+      method: 'POST',
+      path: '/backup-targets',
+      operationId: 'addConsoleBackupTarget',
+      doc: {
+        summary:
+          'Add an S3 endpoint backups may be uploaded to; its secret key is stored sealed and never shown again',
+        auth: bearer,
+        query: { dryRun: { type: 'boolean', description: 'check it; add nothing' } },
+        requestBody: { contentType: 'application/json', schema: schemas.backupTargetBody },
+        responses: {
+          201: { description: 'the target', schema: schemas.backupTarget },
+          200: { description: 'with dryRun, the plan', schema: schemas.backupTargetPlan },
+          ...problems(400, 409),
+        },
+      },
+      handler: async (exchange) => {
+        unscoped(services, exchange, 'owner');
+        const body = await readObject(exchange);
+        for (const name of Object.keys(body))
+          if (!TARGET_FIELDS.includes(name)) throw BadRequest(`unknown field ${name}`);
+        reasonOf(exchange, body);
+        const dryRun = dryRunOf(exchange);
+        const { reason: _reason, ...fields } = body;
+        const target = await services.engine.call('setBackupTarget', {
+          ...(fields as Parameters<typeof setBackupTarget>[1]),
+          dryRun,
+          audit: auditRowOf(exchange, dryRun ? 200 : 201),
+        });
+        exchange.audit.written = true;
+        if (dryRun) exchange.sendJson(200, targetPlan('addConsoleBackupTarget', target));
+        else exchange.sendJson(201, target);
+      },
+    },
+    {
+      method: 'DELETE',
+      path: '/backup-targets/{name}',
+      operationId: 'deleteConsoleBackupTarget',
+      doc: {
+        summary:
+          'Remove a backup target (what was uploaded stays at the endpoint; a backup uploaded there is then restored from its local copy only)',
+        auth: bearer,
+        query: { dryRun: { type: 'boolean', description: 'check it; remove nothing' } },
+        responses: {
+          200: {
+            description: 'the target removed (with dryRun, the plan)',
+            schema: { oneOf: [schemas.backupTarget, schemas.backupTargetPlan] },
+          },
+          ...problems(404, 409),
+        },
+      },
+      handler: async (exchange, params) => {
+        unscoped(services, exchange, 'owner');
+        const dryRun = dryRunOf(exchange);
+        const target = await services.engine.call('deleteBackupTarget', {
+          name: params['name'] ?? '',
+          dryRun,
+          audit: auditRowOf(exchange, 200),
+        });
+        exchange.audit.written = true;
+        exchange.sendJson(200, dryRun ? targetPlan('deleteConsoleBackupTarget', target) : target);
+      },
+    },
   ];
 }
 

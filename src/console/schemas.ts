@@ -145,6 +145,19 @@ const reencryption = obj(
   ['tenantId', 'state', 'keyGeneration', 'retiredKeys', 'chunksScanned', 'chunksRewritten'],
 );
 
+const backupTarget = obj(
+  {
+    name: str,
+    endpoint: str,
+    region: str,
+    bucket: str,
+    prefix: str,
+    accessKeyId: str,
+    createdAt: time,
+  },
+  ['name', 'endpoint', 'region', 'bucket', 'prefix', 'accessKeyId', 'createdAt'],
+);
+
 const backup = obj(
   {
     name: str,
@@ -155,6 +168,16 @@ const backup = obj(
       nullable: true,
       description:
         'the tenant backed up (its objects; segments* then count objects); null: the whole store',
+    },
+    target: {
+      ...str,
+      nullable: true,
+      description: 'the backup target (an S3 endpoint) it is uploaded to once complete',
+    },
+    upload: {
+      ...obj({ files: int, bytes: int, copied: int }, ['files', 'bytes', 'copied']),
+      nullable: true,
+      description: 'files sent to the target so far, and those copied there from its base',
     },
     queuedAt: time,
     startedAt: { ...time, nullable: true },
@@ -365,6 +388,42 @@ export const consoleSchemas = {
       tenantId: {
         type: 'string',
         description: "back up this tenant's objects only (restored into a running store)",
+      },
+      target: {
+        type: 'string',
+        description: 'a backup target: the backup is also uploaded to that S3 endpoint',
+      },
+      reason: { type: 'string', description: 'noted in the audit log' },
+    },
+  },
+  backupTarget,
+  backupTargetList: obj({ targets: { type: 'array', items: backupTarget } }, ['targets']),
+  backupTargetPlan: obj(
+    {
+      dryRun: { type: 'boolean', enum: [true] },
+      applied: { type: 'boolean', enum: [false] },
+      action: str,
+      target: str,
+      counts: { type: 'object' },
+      blockers: { type: 'array', items: { type: 'object' } },
+      result: backupTarget,
+    },
+    ['dryRun', 'applied', 'action', 'target', 'counts', 'blockers', 'result'],
+  ),
+  backupTargetBody: {
+    type: 'object',
+    required: ['name', 'endpoint', 'bucket', 'accessKeyId', 'secretAccessKey'],
+    additionalProperties: false,
+    properties: {
+      name: { type: 'string', pattern: '^[a-z0-9][a-z0-9._-]{0,62}$' },
+      endpoint: { type: 'string', description: 'an http(s) origin: no path, query or credentials' },
+      region: { type: 'string', description: 'us-east-1 unless given' },
+      bucket: { type: 'string' },
+      prefix: { type: 'string', description: 'empty, or path segments each ending in "/"' },
+      accessKeyId: { type: 'string' },
+      secretAccessKey: {
+        type: 'string',
+        description: 'stored sealed under the master key; never answered, logged or shown again',
       },
       reason: { type: 'string', description: 'noted in the audit log' },
     },

@@ -71,6 +71,9 @@ import { engineSegmentWriter } from './segments/engine-writer.js';
 import { writeTenantBackup, type TenantJobDeps, type TenantManifestPart } from './tenant-backup.js';
 import { openTenantBackup, runRestore } from './tenant-restore.js';
 import { masterKeyFingerprint } from './master-key-rotation.js';
+import { fetchBackup, uploadBackup } from './backup-upload.js';
+import { unwrapBackupKey } from './backup-seal.js';
+import { keepBackupKey } from './ops/backup-keys.js';
 import { Conflict, CorruptData, NotFound, errorCode } from '../util/errors.js';
 import { nodeIo, type Io } from '../util/io.js';
 
@@ -268,7 +271,8 @@ export class BackupRunner {
     const { context, log } = this.options;
     await this.updateRestore(job.id, { state: 'running', startedAt: context.now() });
     try {
-      const source = await openTenantBackup(context, join(this.root(), job.backup));
+      const dir = await this.localCopy(job.backup);
+      const source = await openTenantBackup(context, dir);
       await runRestore(this.deps(), job, source);
       await this.updateRestore(job.id, { state: 'complete', finishedAt: context.now() });
       log.info({ restore: job.id, tenant: job.tenantId }, 'restore complete');
@@ -281,6 +285,22 @@ export class BackupRunner {
       });
       log.error({ err: error, restore: job.id }, 'restore failed');
     }
+  }
+
+  /** Backup `name`'s directory: fetched from its target first when it is gone here. */
+  private async localCopy(name: string): Promise<string> {
+    const { context, log } = this.options;
+    const dir = join(this.root(), name);
+    const job = context.store.get<BackupRecord>(DB.meta, backupKey(name));
+    const here = await stat(join(dir, MANIFEST)).then(
+      () => true,
+      () => false,
+    );
+    if (here || job?.target === undefined) return dir;
+    log.warn({ backup: name, target: job.target }, 'backup fetched from its target to restore');
+    return fetchBackup(context, { name, target: job.target }, this.root(), {
+      isStopped: () => this.isStopped(),
+    });
   }
 
   private isStopped(): boolean {
@@ -306,9 +326,14 @@ export class BackupRunner {
     const root = this.root();
     const manifest =
       root === '' ? undefined : await readManifest(join(root, job.name)).catch(() => undefined);
+    // One with a target is complete only once uploaded, which its row would say: failed.
     const ours =
-      manifest?.name === job.name && Date.parse(manifest.createdAt) >= (job.startedAt ?? 0);
+      job.target === undefined &&
+      manifest?.name === job.name &&
+      Date.parse(manifest.createdAt) >= (job.startedAt ?? 0);
     if (!ours) await this.removePartial(job.name);
+    if (!ours && job.target !== undefined && root !== '')
+      await rm(join(root, job.name), { recursive: true, force: true });
     const change: Partial<BackupRecord> = ours
       ? { state: 'complete', counts: manifest.counts }
       : {
@@ -338,11 +363,17 @@ export class BackupRunner {
     await this.update(job.name, { state: 'running', startedAt: context.now() });
     try {
       const counts = await this.write(job);
+      if (job.target !== undefined) await this.upload(job, job.target);
       await this.update(job.name, { state: 'complete', finishedAt: context.now(), counts });
       log.info({ backup: job.name, ...counts }, 'backup complete');
     } catch (error) {
       if (this.isStopped()) return; // left running: the next start marks it failed
       await this.removePartial(job.name).catch(() => undefined);
+      // An upload that failed: the local copy goes too, so a failed backup leaves nothing.
+      if (job.target !== undefined)
+        await rm(join(this.root(), job.name), { recursive: true, force: true }).catch(
+          () => undefined,
+        );
       await this.update(job.name, {
         state: 'failed',
         finishedAt: context.now(),
@@ -352,6 +383,30 @@ export class BackupRunner {
     } finally {
       pins.drop(this);
     }
+  }
+
+  /** Uploads complete backup `job` to its target (backup-upload.ts), over its base's copy. */
+  private async upload(job: BackupRecord, target: string): Promise<void> {
+    const { context } = this.options;
+    const base =
+      job.base === undefined
+        ? undefined
+        : context.store.get<BackupRecord>(DB.meta, backupKey(job.base));
+    const upload = await uploadBackup(
+      context,
+      {
+        name: job.name,
+        target,
+        ...(base === undefined ? {} : { base: base.name }),
+        ...(base?.target === undefined ? {} : { baseTarget: base.target }),
+      },
+      this.root(),
+      {
+        isStopped: () => this.isStopped(),
+        progress: (done) => this.update(job.name, { upload: { ...done } }),
+      },
+    );
+    this.options.log.info({ backup: job.name, target, ...upload }, 'backup uploaded');
   }
 
   /** Writes the backup; answers what its snapshot holds. */
@@ -468,6 +523,10 @@ export class BackupRunner {
       await copy.close();
     }
     await rm(indexDir, { recursive: true, force: true });
+    // The chain's key into the index before the backup is in place (ops/backup-keys.ts).
+    const { encryption } = written.part;
+    const dataKey = unwrapBackupKey(snapshot.key, encryption.masterKey, encryption);
+    await context.store.transact(() => keepBackupKey(context, encryption.keyId, dataKey));
     await this.update(job.name, {
       segmentsTotal: written.counts.versions,
       bytesTotal: written.part.totals.bytes,

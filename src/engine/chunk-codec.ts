@@ -422,7 +422,7 @@ function checkRecord(
     header.payloadChecksum !== expected.payloadChecksum ||
     header.plainLength !== expected.plainLength ||
     header.tenantNum !== keys.tenantNum ||
-    !Buffer.from(header.chunkId).equals(Buffer.from(expected.chunkId))
+    Buffer.compare(header.chunkId, expected.chunkId) !== 0 // no copy of either id per read
   ) {
     throw CorruptData('record does not match its index entry');
   }

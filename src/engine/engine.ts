@@ -55,6 +55,7 @@ import * as tenantDelete from './ops/tenant-delete.js';
 import * as tenantScrub from './ops/tenant-scrub.js';
 import * as corruptChunks from './ops/corrupt-chunks.js';
 import * as replicaDrop from './ops/replica-drop.js';
+import * as replicaVersion from './ops/replica-version.js';
 import { recoverSegments } from './segments/recovery.js';
 import { Compactor } from './segments/compaction.js';
 import { SegmentSyncer } from './segments/segment-syncer.js';
@@ -72,6 +73,7 @@ import { Reencryptor } from './reencryption.js';
 import { BackupRunner } from './backup.js';
 import { planRestore } from './tenant-restore.js';
 import { startBackup, startRestore } from './ops/backup.js';
+import { deleteBackupTarget, setBackupTarget } from './ops/backup-targets.js';
 import { setReencryption } from './ops/reencryption.js';
 import * as lifecycle from './ops/lifecycle.js';
 import * as kmsKeys from './ops/kms-keys.js';
@@ -143,6 +145,7 @@ export const operations = {
     _args: { nodeId: string },
   ): Record<string, unknown> | null => null,
   dropReplicaKeys: replicaDrop.dropReplicaKeys,
+  writeReplicaVersion: replicaVersion.writeReplicaVersion,
   // A chunk read here failed its checksum: a cluster member replaces its copy with a good one
   // from another member (its router serves this); a single node has no other copy.
   clusterRepairChunk: (
@@ -240,6 +243,8 @@ export const operations = {
   setReencryption,
   startBackup,
   startRestore,
+  setBackupTarget,
+  deleteBackupTarget,
   putBucketLifecycle: lifecycle.putBucketLifecycle,
   deleteBucketLifecycle: lifecycle.deleteBucketLifecycle,
   setBucketLogging: accessLog.setBucketLogging,
@@ -299,7 +304,7 @@ export async function startEngine(options: {
     await releaseLock();
     throw error;
   }
-  const syncer = new SegmentSyncer(paths.segments, io);
+  const syncer = new SegmentSyncer(paths.segments, io, WRITER_REGISTRATION_WAIT_MS);
   const context: EngineContext = {
     store,
     masterKey,
@@ -423,10 +428,17 @@ export async function startEngine(options: {
 }
 
 /**
+ * How long a commit into a segment that a live writer has not registered again since this
+ * engine started waits for that writer (it reconnects at once, segment-syncer.ts), before it is
+ * refused with `engine_unavailable`.
+ */
+const WRITER_REGISTRATION_WAIT_MS = 2000;
+
+/**
  * The syncer's state from the index (segment-syncer.ts): segments whose fdatasync failed in an
  * earlier life stay refused, marks of new failures are committed through the group commit, and
- * the segments that live writers (gateways that outlived the engine) still append to are held
- * open from now on.
+ * commits into the segments that live writers (gateways that outlived the engine) still append
+ * to wait until each writer has registered its segment again.
  */
 function watchSegments(context: EngineContext, batch: CommandBatch, syncer: SegmentSyncer): void {
   const { failed, writing } = segments.watchedSegments(context);
@@ -434,7 +446,7 @@ function watchSegments(context: EngineContext, batch: CommandBatch, syncer: Segm
   syncer.persist = async (segmentId) => {
     await batch.submit(() => segments.markSegmentFailed(context, { segmentId }));
   };
-  for (const segmentId of writing) syncer.hold(segmentId).catch(() => undefined);
+  syncer.expect(writing);
 }
 
 /** What a crash or an older release can have left: open segments, and stale usage counts. */
@@ -546,6 +558,12 @@ function localEngine(executor: Executor, segmentsDir: string): LocalEngine {
               ...(options.uploadId === undefined ? {} : { uploadId: options.uploadId }),
             };
       return runCommand({ ...executor, context: run }, name, commandOf(name), args);
+    },
+    segmentFailed: async (segmentId) => {
+      await context.syncer?.poison(segmentId);
+    },
+    segmentOpened: async (segmentId) => {
+      await context.syncer?.hold(segmentId);
     },
     commit: (writes, row) =>
       executor.batch.submit(() => {
@@ -869,23 +887,33 @@ async function runPutGroup(
       ),
     ).then((outcomes) => outcomes.map(answerOf));
   const op = operations['putObject'] as Op;
-  const written = new Set<number>();
-  for (const item of items as Array<{ chunks?: unknown } | undefined>) {
+  const segmentsOf = (items as Array<{ chunks?: unknown } | undefined>).map((item) => {
     const segmentIds = writtenSegments(item?.chunks);
     if (Array.isArray(item?.chunks))
       executor.metrics.manifest(segmentIds.length, item.chunks.length - segmentIds.length);
-    for (const segmentId of segmentIds) written.add(segmentId);
-  }
-  // The bytes the manifests point at become durable before the manifests do.
-  if (written.size > 0) await executor.context.syncer?.sync([...written]);
+    return segmentIds;
+  });
+  // The bytes the manifests point at become durable before the manifests do. Each segment on
+  // its own: an item is refused for a segment that failed only if its chunks are in it.
+  const unsynced =
+    (await executor.context.syncer?.syncEach(segmentsOf.flat())) ?? new Map<number, unknown>();
+  const outcomes: Settled[] = new Array<Settled>(items.length);
+  const kept: number[] = [];
+  segmentsOf.forEach((segmentIds, index) => {
+    const failed = segmentIds.find((segmentId) => unsynced.has(segmentId));
+    if (failed === undefined) kept.push(index);
+    else outcomes[index] = { ok: false, error: unsynced.get(failed) };
+  });
   // One submission for the group: each item is still its own command of the batch.
-  const outcomes = await executor.batch.submitEach(
-    items.map((item: unknown) => {
+  const committed = await executor.batch.submitEach(
+    kept.map((index) => {
+      const item: unknown = items[index];
       const caller = (item as { caller?: unknown } | undefined)?.caller;
       const callerId = typeof caller === 'string' ? caller : undefined;
       return commandApply(executor, 'putObject', op, item, callerId, deadline);
     }),
   );
+  kept.forEach((index, at) => (outcomes[index] = committed[at] as Settled));
   return outcomes.map(answerOf);
 }
 

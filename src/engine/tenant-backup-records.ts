@@ -119,13 +119,15 @@ export class RecordsWriter {
 }
 
 /**
- * The records of a records file in order, checked as they come: the header first (format and
- * version), the end record last and nothing after it; `done` answers the file's checksums.
+ * The records of a records file in order, checked as they come: the header first (format,
+ * version, and the tenant `tenantId` its manifest names), the end record last and nothing after
+ * it; `done` answers the file's checksums.
  */
 export async function* readRecords(
   path: string,
   key: Buffer,
   nonce: string,
+  tenantId: string,
   done?: (file: SealedFile) => void,
 ): AsyncGenerator<Exclude<BackupRecordLine, HeaderRecord | EndRecord>, EndRecord> {
   const decoder = new StringDecoder('utf8');
@@ -156,6 +158,9 @@ export async function* readRecords(
         )
           throw CorruptData(`${path} is not a ${RECORDS_FORMAT} of version ${RECORDS_VERSION}`);
         header = record as HeaderRecord;
+        // The manifest is not sealed: a header of another tenant means swapped files.
+        if (header.tenantId !== tenantId)
+          throw CorruptData(`${path} is of tenant ${header.tenantId}, not ${tenantId}`);
         continue;
       }
       if (record.type === 'end') end = record;

@@ -26,9 +26,10 @@
 // - Verified: each version's bytes are authenticated chunk by chunk (AES-GCM) as they are read
 //   and their SHA-256 is in their record; every file is sealed (AES-256-GCM frames), so a
 //   restore detects any change, truncation or swap.
-// - Incremental: with `base` (a complete backup of the same tenant under the same master key),
-//   a version (bucket, key, sequence number, ETag) the base holds is hard-linked from it, and
-//   the backup keeps the base's data key so that link stays readable.
+// - Incremental: with `base` (a complete backup of the same tenant), a version (bucket, key,
+//   sequence number, ETag) the base holds is hard-linked from it, and the backup keeps the
+//   base's data key (from the index, re-wrapped, when the master key rotated since) so that the
+//   link stays readable.
 // - Atomic as a whole-store backup is (the runner's partial directory and rename).
 //
 // Security: docs/console.md ("Backups: threat model"). The directory is 0700, every file 0600.
@@ -60,8 +61,10 @@ import {
   newBackupKey,
   newFileNonce,
   unwrapBackupKey,
+  wrapBackupKey,
   type BackupKeyRecord,
 } from './backup-seal.js';
+import { backupKeyFromIndex } from './ops/backup-keys.js';
 import {
   BUCKET_SETTINGS,
   RECORDS_FILE,
@@ -148,7 +151,7 @@ function compareVersions(
 }
 
 /** Walks a base's version records alongside the backup (both in index order). */
-class BaseCursor {
+export class BaseCursor {
   private next: VersionBackupRecord | undefined;
   private ended = false;
 
@@ -183,17 +186,19 @@ class BaseCursor {
 
 /** The data key and the base's cursor: the base's key when it opens, else a new one. */
 function backupKeyOf(
-  master: Buffer,
-  fingerprint: string,
+  snapshot: { copy: IndexStore; master: Buffer; fingerprint: string },
   base: TenantBase | undefined,
 ): { key: Buffer; record: BackupKeyRecord; base: TenantBase | undefined } {
+  const { master, fingerprint } = snapshot;
   if (base) {
-    try {
-      const key = unwrapBackupKey(master, fingerprint, base.part.encryption);
-      return { key, record: base.part.encryption, base };
-    } catch {
-      // Taken under an earlier master key: this backup starts a chain of its own.
-    }
+    const { encryption } = base.part;
+    if (encryption.masterKey === fingerprint)
+      return { key: unwrapBackupKey(master, fingerprint, encryption), record: encryption, base };
+    // Taken under an earlier master key: its chain's key, re-wrapped, is in the index (unless
+    // an earlier Lightwell took it; this backup then starts a chain of its own).
+    const key = backupKeyFromIndex(snapshot.copy, master, encryption.keyId);
+    if (key)
+      return { key, record: wrapBackupKey(master, fingerprint, encryption.keyId, key), base };
   }
   return { ...newBackupKey(master, fingerprint), base: undefined };
 }
@@ -229,7 +234,7 @@ export async function writeTenantBackup(
   const tenantId = job.tenant ?? '';
   const tenant = copy.get<TenantRecord>(DB.tenants, tenantKey(tenantId));
   if (!tenant || tenant.state === 'deleted') throw NotFound(`tenant ${tenantId} not found`);
-  const chosen = backupKeyOf(master, snapshot.fingerprint, baseFound);
+  const chosen = backupKeyOf(snapshot, baseFound);
   const nonce = newFileNonce();
   const records = await RecordsWriter.create(join(partial, RECORDS_FILE), chosen.key, nonce);
   const walk: Walk = {
@@ -248,7 +253,7 @@ export async function writeTenantBackup(
   };
   if (chosen.base) {
     const { dir, part } = chosen.base;
-    const base = readRecords(join(dir, RECORDS_FILE), chosen.key, part.records.nonce);
+    const base = readRecords(join(dir, RECORDS_FILE), chosen.key, part.records.nonce, part.tenant);
     walk.base = { dir, cursor: new BaseCursor(base) };
   }
   try {

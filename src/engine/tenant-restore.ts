@@ -3,9 +3,10 @@
 //
 // Invariants:
 // - Verified before anything is written: the records file is read whole once (its frames
-//   authenticated, its SHA-256 checked against the manifest, its end record found) to plan;
-//   each version's file is authenticated frame by frame and its size and SHA-256 checked against
-//   its record before the version commits.
+//   authenticated, its SHA-256 checked against the manifest, its header's tenant against the
+//   manifest's, its end record found), and so is every version's file (frames authenticated,
+//   sizes and SHA-256 against its record); each file is checked again as it is restored, before
+//   its version commits (a file changed in between stops the restore there).
 // - Faithful: a bucket the target lacks is made with every setting of the backup (docs/
 //   console.md lists what a restore into another tenant changes); a bucket the target holds
 //   keeps its own settings. Every version keeps its version id, sequence number, last-modified
@@ -20,6 +21,8 @@
 // - Quota and usage as any write; no event notifications (a restore is not a client's write).
 
 import { Buffer } from 'node:buffer';
+import { randomBytes } from 'node:crypto';
+import { rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { chunkIdOf, encodeChunk, type TenantKeys } from './chunk-codec.js';
 import {
@@ -54,7 +57,15 @@ import {
 import { checkQuota } from './ops/quota.js';
 import { reindexVersion } from './ops/lifecycle-index.js';
 import { requireActiveTenant } from './ops/control.js';
-import { BACKUP_NAME, restoreKey, type RestoreRecord } from './ops/backup.js';
+import {
+  BACKUP_NAME,
+  backupKey,
+  restoreKey,
+  type BackupRecord,
+  type RestoreRecord,
+} from './ops/backup.js';
+import { fetchBackup } from './backup-upload.js';
+import { backupKeyFromIndex } from './ops/backup-keys.js';
 import { readManifest, type BackupManifest } from './backup.js';
 import { readSealed, unwrapBackupKey } from './backup-seal.js';
 import { masterKeyFingerprint } from './master-key-rotation.js';
@@ -65,6 +76,7 @@ import {
   type BucketBackupRecord,
   type EndRecord,
   type VersionBackupRecord,
+  type VersionFile,
 } from './tenant-backup-records.js';
 import { keysOf, type TenantJobDeps, type TenantManifestPart } from './tenant-backup.js';
 import { PURPOSE_SECRET_SEAL, deriveKey, sealSecret } from '../security/keys.js';
@@ -90,20 +102,55 @@ export async function openTenantBackup(context: EngineContext, dir: string) {
     );
   if (manifest.version !== 2 || manifest.encryption === undefined || !manifest.records)
     throw CorruptData(`${dir} is a tenant backup of an earlier format; take a new backup`);
-  const key = unwrapBackupKey(
-    context.masterKey,
-    masterKeyFingerprint(context.masterKey),
-    manifest.encryption,
-  );
+  const fingerprint = masterKeyFingerprint(context.masterKey);
+  // Taken under an earlier master key: the index keeps its chain's key, re-wrapped.
+  const kept =
+    manifest.encryption.masterKey === fingerprint
+      ? undefined
+      : backupKeyFromIndex(context.store, context.masterKey, manifest.encryption.keyId);
+  const key = kept ?? unwrapBackupKey(context.masterKey, fingerprint, manifest.encryption);
   return { dir, manifest: manifest as BackupManifest & TenantManifestPart, key };
 }
 
 function recordsOf(source: RestoreSource) {
-  return readRecords(join(source.dir, RECORDS_FILE), source.key, source.manifest.records.nonce);
+  return readRecords(
+    join(source.dir, RECORDS_FILE),
+    source.key,
+    source.manifest.records.nonce,
+    source.manifest.tenant,
+  );
 }
 
-/** Reads every record once, checking the file against the manifest; answers its buckets. */
-async function scan(source: RestoreSource, isStopped: () => boolean = () => false) {
+/** A version's file in the backup: a path inside it, or corrupt_data. */
+function filePath(source: RestoreSource, record: VersionBackupRecord): string {
+  const file = record.file;
+  if (!file || file.path.startsWith('/') || file.path.split('/').includes('..'))
+    throw CorruptData(`${record.bucket}/${record.key}: its record names no file of the backup`);
+  return join(source.dir, file.path);
+}
+
+/** Reads a version's sealed file whole (every frame authenticated) against its record. */
+async function verifyFile(source: RestoreSource, record: VersionBackupRecord): Promise<void> {
+  const path = filePath(source, record);
+  const file = record.file as VersionFile;
+  let read: { bytes: number; plainBytes: number; sha256: string } | undefined;
+  for await (const _plain of readSealed(path, source.key, file.nonce, (done) => (read = done)));
+  const done = read as { bytes: number; plainBytes: number; sha256: string } | undefined;
+  if (
+    !done ||
+    done.bytes !== file.bytes ||
+    done.plainBytes !== record.size ||
+    done.sha256 !== file.sha256
+  )
+    throw CorruptData(`${file.path} in the backup does not match its record; nothing was restored`);
+}
+
+/**
+ * Reads every record once, checking the file against the manifest (and with `files`, every
+ * version's file against its record: nothing is written before all of it is checked); answers
+ * its buckets.
+ */
+async function scan(source: RestoreSource, options: { files: boolean; isStopped: () => boolean }) {
   const listed = source.manifest.files.find((file) => file.path === RECORDS_FILE);
   if (!listed) throw CorruptData(`${source.dir} lists no ${RECORDS_FILE}`);
   const buckets: string[] = [];
@@ -112,6 +159,7 @@ async function scan(source: RestoreSource, isStopped: () => boolean = () => fals
     join(source.dir, RECORDS_FILE),
     source.key,
     source.manifest.records.nonce,
+    source.manifest.tenant,
     (file) => (checked = file),
   );
   let end: EndRecord;
@@ -121,13 +169,33 @@ async function scan(source: RestoreSource, isStopped: () => boolean = () => fals
       end = step.value;
       break;
     }
-    if (isStopped()) throw Conflict('the engine is stopping');
-    if (step.value.type === 'bucket') buckets.push(step.value.name);
+    if (options.isStopped()) throw Conflict('the engine is stopping');
+    const record = step.value;
+    if (record.type === 'bucket') buckets.push(record.name);
+    if (options.files && record.type === 'version' && record.deleteMarker !== true)
+      await verifyFile(source, record);
   }
   const found = checked as { bytes: number; fileSha256: string } | undefined;
   if (!found || found.bytes !== listed.bytes || found.fileSha256 !== listed.sha256)
     throw CorruptData(`${RECORDS_FILE} in backup ${source.dir} does not match its manifest`);
   return { buckets, end };
+}
+
+/**
+ * The directory to plan backup `name` from: its own, or when that is gone and the backup has a
+ * target, a fetched copy of its manifest and records (removed after the plan).
+ */
+async function planningCopy(context: EngineContext, root: string, name: string) {
+  const dir = join(root, name);
+  const job = context.store.get<BackupRecord>(DB.meta, backupKey(name));
+  const here = await stat(join(dir, 'manifest.json')).then(
+    () => true,
+    () => false,
+  );
+  if (here || job?.target === undefined) return { dir, fetched: false };
+  const into = join(root, `.${name}.plan-${randomBytes(6).toString('hex')}`);
+  await fetchBackup(context, { name, target: job.target }, root, { recordsOnly: into });
+  return { dir: into, fetched: true };
 }
 
 /** What `planRestore` answers: the restore's counts, and the names that would stop it. */
@@ -170,8 +238,15 @@ export async function planRestore(
   if (typeof args.backup !== 'string' || !BACKUP_NAME.test(args.backup))
     throw BadRequest('backup must be the name of a backup');
   if (typeof args.tenantId !== 'string') throw BadRequest('tenantId must be a tenant id');
-  const source = await openTenantBackup(context, join(root, args.backup));
-  const { buckets, end } = await scan(source);
+  const { dir, fetched } = await planningCopy(context, root, args.backup);
+  let planned: Awaited<ReturnType<typeof scan>>;
+  try {
+    const source = await openTenantBackup(context, dir);
+    planned = await scan(source, { files: false, isStopped: () => false });
+  } finally {
+    if (fetched) await rm(dir, { recursive: true, force: true });
+  }
+  const { buckets, end } = planned;
   const { create, held } = restorePlan(context.store, buckets, args.tenantId);
   return {
     backup: args.backup,
@@ -202,7 +277,7 @@ export async function runRestore(
   source: RestoreSource,
 ): Promise<void> {
   const { context } = deps;
-  const { end } = await scan(source, () => deps.isStopped());
+  const { end } = await scan(source, { files: true, isStopped: () => deps.isStopped() });
   await updateRestore(context, job.id, { objectsTotal: end.versions, bytesTotal: end.bytes });
   const from = source.manifest.tenant;
   const cursor = job.recordsDone ?? 0;
@@ -465,14 +540,12 @@ async function writeChunks(
   source: RestoreSource,
   record: VersionBackupRecord,
 ): Promise<{ list: ManifestChunk[]; compressed: boolean }> {
-  const file = record.file;
-  if (!file || file.path.startsWith('/') || file.path.split('/').includes('..'))
-    throw CorruptData(`${record.bucket}/${record.key}: its record names no file of the backup`);
+  const path = filePath(source, record);
+  const file = record.file as VersionFile;
   const list: ManifestChunk[] = [];
   const segments = new Set<number>();
   let compressed = false;
   let read: { plainBytes: number; sha256: string; bytes: number } | undefined;
-  const path = join(source.dir, file.path);
   for await (const plain of readSealed(path, source.key, file.nonce, (done) => (read = done))) {
     const id = chunkIdOf(keys.dedupKey, [plain]);
     const encoded = encodeChunk(keys, id, [plain], plain.length);

@@ -284,8 +284,12 @@ export function multipartRoutes(kit: RouteKit): Route<Handler>[] {
           return;
         }
         const { principal, bucket, key } = target(exchange, params, 'write');
-        upload(bucket, key, uploadId);
-        const body = (await exchange.readJson()) as Record<string, unknown> | undefined;
+        // The body is read while a cluster member that lacks the upload takes it from a replica;
+        // an unknown upload is still a 404 before the body is looked at.
+        const reading = exchange.readJson();
+        reading.catch(() => undefined);
+        await multipart.requireUpload({ bucket, key, uploadId });
+        const body = (await reading) as Record<string, unknown> | undefined;
         const parts = body?.['parts'];
         if (!Array.isArray(parts))
           throw BadRequest('the body must be {parts: [{partNumber, etag}]}');

@@ -6,7 +6,13 @@
 // 403 before the bucket is looked up (a key learns nothing of buckets outside its scope), a
 // missing bucket 404, a policy that denies 403.
 
-import { DB, tenantChildKey, tenantChildRange, type BucketRecord } from '../engine/index/schema.js';
+import {
+  DB,
+  bucketKeyOfSharedId,
+  bucketSharedId,
+  tenantChildRange,
+  type BucketRecord,
+} from '../engine/index/schema.js';
 import type { IndexStore } from '../engine/index/store.js';
 import { actionOfVerb, evaluatePolicy, type StoredPolicy } from '../security/policy.js';
 import { readsIn, type Verb } from '../security/scopes.js';
@@ -84,9 +90,10 @@ export class Access {
 
   /** The bucket as it is now, without a check (the answer of a write that was authorized). */
   current(principal: Principal, name: string): BucketRecord | undefined {
-    return this.store.getShared<BucketRecord>(
+    return this.store.getSharedById<BucketRecord>(
       DB.buckets,
-      tenantChildKey(principal.tenant.id, name),
+      bucketSharedId(principal.tenant.id, name),
+      bucketKeyOfSharedId,
     );
   }
 

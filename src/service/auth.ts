@@ -26,6 +26,7 @@ import {
   DB,
   META_MASTER_KEY_CHECK,
   tenantKey,
+  accessKeyKey,
   type AccessKeyRecord,
   type TenantRecord,
 } from '../engine/index/schema.js';
@@ -303,10 +304,10 @@ export class Authenticator {
    */
   credential(accessKeyId: string): { secretKey: string; principal: Principal } | undefined {
     this.currentMasterKey();
-    const stored = this.store.getShared<AccessKeyRecord>(
+    const stored = this.store.getSharedById<AccessKeyRecord>(
       DB.accessKeys,
-      Buffer.from(accessKeyId),
       accessKeyId,
+      accessKeyKey,
     );
     if (!stored) return undefined;
     const key = this.liveKey(accessKeyId, stored);
@@ -349,11 +350,7 @@ export class Authenticator {
   /** `stored`: the key's record when the caller has just read it (one look-up per request). */
   private liveKey(
     accessKeyId: string,
-    stored = this.store.getShared<AccessKeyRecord>(
-      DB.accessKeys,
-      Buffer.from(accessKeyId),
-      accessKeyId,
-    ),
+    stored = this.store.getSharedById<AccessKeyRecord>(DB.accessKeys, accessKeyId, accessKeyKey),
   ): AccessKeyRecord {
     const key = stored;
     if (!key || key.state !== 'active') throw Unauthorized('the access key is revoked or unknown');
@@ -363,7 +360,7 @@ export class Authenticator {
   }
 
   private liveTenant(tenantId: string): TenantRecord {
-    const tenant = this.store.getShared<TenantRecord>(DB.tenants, tenantKey(tenantId), tenantId);
+    const tenant = this.store.getSharedById<TenantRecord>(DB.tenants, tenantId, tenantKey);
     if (!tenant || tenant.state !== 'active')
       throw Unauthorized('the tenant is disabled or unknown');
     return tenant;

@@ -361,6 +361,15 @@ export class MultipartService {
     return this.objects.commit(ctx, 'completeMultipartUpload', args, 200);
   }
 
+  /**
+   * The upload, after a cluster member that lacks it took it from a replica (`uploadHereFirst`),
+   * or a 404: how a transport checks an upload before it reads a request's body.
+   */
+  async requireUpload(input: UploadAddress): Promise<MultipartUploadRecord> {
+    await uploadHereFirst(this.deps, input);
+    return requireUploadIn(this.deps.store, input);
+  }
+
   async abort(ctx: RequestContext, input: UploadAddress): Promise<void> {
     await uploadHereFirst(this.deps, input);
     requireUploadIn(this.deps.store, input);

@@ -67,6 +67,8 @@ function peerOf(options: {
     heads: (_address, args) =>
       Promise.resolve(args.keys.map((key) => ({ seq: options.heads?.[key] ?? 0, deleted: false }))),
     copyVersion: () => Promise.resolve(0),
+    versionsHeld: () => Promise.resolve([]),
+    copyOldVersion: () => Promise.resolve(0),
     stampOf: () => 0,
     sendMetadata: () => Promise.resolve(),
     sendDelete: (address, _bucket, key, seq, time) => {

@@ -38,6 +38,8 @@ function peerOf(options: {
       );
     },
     copyVersion: () => Promise.resolve(0),
+    versionsHeld: () => Promise.resolve([]),
+    copyOldVersion: () => Promise.resolve(0),
     stampOf: () => 0,
     sendMetadata: () => Promise.resolve(),
     sendDelete: () => Promise.resolve(),

@@ -2,7 +2,8 @@
 // backup (the plan counts the segments), confirms it and sees it complete with what it holds;
 // the backup restored with `lightwell restore` into an empty directory serves every object
 // byte-exact. A viewer sees the list and no control; a tenant-scoped token has no Backups page
-// in its menu. No script error or CSP violation. The page's screenshot is taken for
+// in its menu. An owner adds an S3 target whose secret is then nowhere in the page. No script
+// error or CSP violation. The page's screenshot is taken for
 // docs/console.md.
 // Method: `lightwell serve` on loopback with backup.directory set, Debian's Chromium through
 // puppeteer-core, the CLI as a child process, a second service on the restored directory.
@@ -75,6 +76,24 @@ function run(path: string): void {
     await press(page, 'Confirm: start backup');
     await waitText(page, 'Backup nightly queued.');
     await waitText(page, '1 tenants, 1 buckets');
+    // An S3 target: its secret is sent once and is nowhere in the page afterwards.
+    const secret = 'never-shown-again-0123';
+    await fill(page, 'Target name', 'offsite');
+    await fill(page, 'Endpoint', 'https://s3.example.com');
+    await fill(page, 'Bucket', 'lightwell-backups');
+    await fill(page, 'Prefix (optional)', 'nightly/');
+    await fill(page, 'Access key id', 'AKIAEXAMPLE');
+    await fill(page, 'Secret access key', secret);
+    await press(page, 'Preview: add target');
+    await waitText(page, 'addConsoleBackupTarget');
+    await press(page, 'Confirm: add target');
+    await waitText(page, 'Target offsite added.');
+    await waitText(page, 'lightwell-backups/nightly/');
+    t.notOk((await page.content()).includes(secret), 'the page holds no secret');
+    const typed = await page.$$eval('input', (inputs) =>
+      inputs.map((input) => (input as unknown as { value: string }).value),
+    );
+    t.notOk(typed.includes(secret), 'no field holds the secret');
     await screenshot(page, 'backups');
 
     const target = join(scratch, 'restored');

@@ -38,6 +38,8 @@ t.test('the console API on the admin gates', async (t) => {
   t.equal(text, readFileSync(docPath, 'utf8'), 'docs/openapi/console-api.json is current');
   const paths = Object.keys((doc.json as { paths: Record<string, unknown> }).paths);
   t.same(paths.sort(), [
+    '/backup-targets',
+    '/backup-targets/{name}',
     '/backups',
     '/backups/{name}/restore',
     '/keys',

@@ -8,7 +8,15 @@
 // whole-store backups. Method: the real service on loopback with small segments, the console API.
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import {
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Service, type DataClient } from '../helpers/service.js';
@@ -153,6 +161,27 @@ t.test('backup of one tenant and its restore into the running store', async (t) 
     plan = await planned();
   }
   t.match(plan, { counts: { bucketsToCreate: 2 } }, 'the plan makes both buckets');
+
+  // With one byte of its last object file changed, the backup restores nothing: every file is
+  // checked before the first bucket is made. The byte is put back afterwards.
+  const last = readdirSync(join(root, 'acme-2', 'objects'))
+    .map(Number)
+    .sort((a, b) => b - a)[0];
+  const damaged = join(root, 'acme-2', 'objects', String(last));
+  const intact = readFileSync(damaged);
+  const bytes = Buffer.from(intact);
+  bytes[bytes.length >> 1] = (bytes[bytes.length >> 1] ?? 0) ^ 1;
+  writeFileSync(damaged, bytes);
+  await service.tenant('damaged', 'read,write,delete,admin', owner);
+  const refused = await call('POST', '/backups/acme-2/restore', owner, { tenantId: 'damaged' });
+  t.equal(refused.status, 202, 'the restore of the damaged backup is queued');
+  t.match(await waitForRestore(call, owner, (refused.json as { id: string }).id), {
+    state: 'failed',
+    error: /corrupt_data/,
+    objectsDone: 0,
+    bucketsCreated: 0,
+  });
+  writeFileSync(damaged, intact);
   const started = await call('POST', '/backups/acme-2/restore', owner, { tenantId: 'phoenix' });
   t.equal(started.status, 202, 'the restore is queued');
   const done = await waitForRestore(call, owner, (started.json as { id: string }).id);
@@ -191,6 +220,6 @@ t.test('backup of one tenant and its restore into the running store', async (t) 
     objectsSkipped: 1,
   });
   const restores = await call('GET', '/restores', viewer);
-  t.match(restores, { status: 200, json: { restores: [{}, {}, {}] } });
+  t.match(restores, { status: 200, json: { restores: [{}, {}, {}, {}] } });
   t.match(await call('GET', '/restores', scopedOwner), { status: 403 });
 });

@@ -119,7 +119,7 @@ t.test('the records file: whole, in order, nothing after its end', async (t) => 
   const bucket = { type: 'bucket', name: 'b'.repeat(60) + 'é'.repeat(40) };
   const whole = await write([header, ...Array.from({ length: 20_000 }, () => bucket), end]);
   let count = 0;
-  const records = readRecords(whole.path, key, whole.nonce);
+  const records = readRecords(whole.path, key, whole.nonce, 'a');
   for (;;) {
     const step = await records.next();
     if (step.done === true) {
@@ -130,7 +130,7 @@ t.test('the records file: whole, in order, nothing after its end', async (t) => 
   }
   t.equal(count, 20_000, 'every record whole, across frames and split characters');
   const drain = async (file: { path: string; nonce: string }) => {
-    for await (const _record of readRecords(file.path, key, file.nonce));
+    for await (const _record of readRecords(file.path, key, file.nonce, 'a'));
   };
   t.equal(await refused(drain(await write([header, bucket]))), 'corrupt_data', 'no end');
   t.equal(await refused(drain(await write([header, end, bucket]))), 'corrupt_data', 'after end');
@@ -139,5 +139,10 @@ t.test('the records file: whole, in order, nothing after its end', async (t) => 
     await refused(drain(await write([{ ...header, version: 3 }, end]))),
     'corrupt_data',
     'another version',
+  );
+  t.equal(
+    await refused(drain(await write([{ ...header, tenantId: 'b' }, end]))),
+    'corrupt_data',
+    'the header names another tenant than the manifest',
   );
 });

@@ -7,9 +7,12 @@ import t from 'tap';
 import fc from 'fast-check';
 import {
   auditKey,
+  bucketKeyOfSharedId,
+  bucketSharedId,
   objectKey,
   outboxKey,
   segmentKey,
+  tenantChildKey,
   SEQ_MAX,
   versionKey,
 } from '../../src/engine/index/schema.js';
@@ -51,4 +54,29 @@ t.test('keys sort by their integers', async (t) => {
       `newer version first at ${value}`,
     );
   }
+});
+
+t.test('object and tenant-child keys are their parts concatenated, in UTF-8', async (t) => {
+  const text = fc.string({ unit: 'grapheme', maxLength: 40 });
+  fc.assert(
+    fc.property(fc.integer({ min: 0, max: 2 ** 32 - 1 }), text, (bucketId, key) => {
+      const prefix = Buffer.alloc(4);
+      prefix.writeUInt32BE(bucketId, 0);
+      const expected = Buffer.concat([prefix, Buffer.from(key, 'utf8')]);
+      t.ok(objectKey(bucketId, key).equals(expected));
+    }),
+  );
+  fc.assert(
+    fc.property(fc.string({ minLength: 1, maxLength: 20 }), text, (tenantId, name) => {
+      const expected = Buffer.concat([
+        Buffer.from(tenantId, 'utf8'),
+        Buffer.from([0]),
+        Buffer.from(name, 'utf8'),
+      ]);
+      t.ok(tenantChildKey(tenantId, name).equals(expected));
+      const id = bucketSharedId(tenantId.replaceAll('\u0100', ''), name);
+      t.ok(bucketKeyOfSharedId(id).equals(tenantChildKey(tenantId.replaceAll('\u0100', ''), name)));
+    }),
+  );
+  t.ok(tenantChildKey('t1', 'bucket\u00e9').equals(Buffer.from('t1\u0000bucket\u00e9', 'utf8')));
 });

@@ -84,6 +84,53 @@ t.test('getShared by a caller-given id follows commits the same way', async (t) 
   t.equal(reader.getShared(DB.accessKeys, key, 'AKID1'), undefined, 'a removal too');
 });
 
+t.test('getSharedById makes a key once per id and follows commits', async (t) => {
+  const { writer, reader } = openPair(t);
+  await writer.transact(() => {
+    writer.put(DB.tenants, Buffer.from('t1'), { state: 'active' });
+    writer.put(DB.tenants, Buffer.from('t2'), { state: 'other' });
+  });
+  reader.refresh();
+  const made: string[] = [];
+  const keyOf = (id: string): Buffer => {
+    made.push(id);
+    return Buffer.from(id);
+  };
+  const first = reader.getSharedById<{ state: string }>(DB.tenants, 't1', keyOf);
+  t.same(first, { state: 'active' });
+  t.equal(reader.getSharedById(DB.tenants, 't1', keyOf), first, 'unchanged: the same value');
+  t.same(reader.getSharedById(DB.tenants, 't2', keyOf), { state: 'other' }, 'ids apart');
+  t.same(made, ['t1', 't2'], 'a key made once per id');
+  await writer.transact(() => writer.put(DB.tenants, Buffer.from('t1'), { state: 'disabled' }));
+  reader.refresh();
+  t.same(reader.getSharedById(DB.tenants, 't1', keyOf), { state: 'disabled' }, 'a commit is seen');
+  await writer.transact(() => writer.remove(DB.tenants, Buffer.from('t1')));
+  reader.refresh();
+  t.equal(reader.getSharedById(DB.tenants, 't1', keyOf), undefined, 'a removal too');
+  await writer.transact(() => writer.put(DB.tenants, Buffer.from('t1'), { state: 'again' }));
+  reader.refresh();
+  t.same(reader.getSharedById(DB.tenants, 't1', keyOf), { state: 'again' }, 'and a new record');
+});
+
+t.test('get decodes a fresh value that shares no bytes with the next read', async (t) => {
+  const { writer, reader } = openPair(t);
+  await writer.transact(() => {
+    writer.put(DB.tenants, Buffer.from('a'), { id: 'a', wrappedKey: Buffer.alloc(32, 1) });
+    writer.put(DB.tenants, Buffer.from('b'), { id: 'b', wrappedKey: Buffer.alloc(32, 2) });
+  });
+  reader.refresh();
+  const a = reader.get<{ id: string; wrappedKey: Buffer }>(DB.tenants, Buffer.from('a'));
+  const b = reader.get<{ id: string; wrappedKey: Buffer }>(DB.tenants, Buffer.from('b'));
+  t.same(a?.wrappedKey, Buffer.alloc(32, 1), 'the first value is intact after another read');
+  t.same(b?.wrappedKey, Buffer.alloc(32, 2));
+  a?.wrappedKey.fill(9);
+  t.same(
+    reader.get<{ wrappedKey: Buffer }>(DB.tenants, Buffer.from('a'))?.wrappedKey,
+    Buffer.alloc(32, 1),
+    'changing a value changes nothing stored or shared',
+  );
+});
+
 t.test('an empty key finds nothing instead of throwing', async (t) => {
   const { writer, reader } = openPair(t);
   await writer.transact(() => writer.put(DB.accessKeys, Buffer.from('k'), { id: 'k' }));

@@ -1,5 +1,5 @@
 // Goal: a master-key rotation re-seals every tenant data key (current and retired), access-key
-// secret and webhook secret under a new key, leaves the data keys themselves unchanged, and
+// secret, webhook secret, backup target secret and backup chain key under a new key, leaves the data keys themselves unchanged, and
 // is crash-safe: a crash before its commit keeps the old key (the stale new key file is
 // discarded at the next start), a crash after it and before the key file's rename ends with
 // the new key in place at the next start, and a process reading the key in between takes the
@@ -35,6 +35,8 @@ import {
 } from '../../src/engine/master-key-rotation.js';
 import { resealUnderNewMasterKey } from '../../src/engine/ops/key-rotation.js';
 import { dataDirPaths } from '../../src/engine/data-dir.js';
+import { backupKeyFromIndex, keepBackupKey } from '../../src/engine/ops/backup-keys.js';
+import { openTarget } from '../../src/engine/ops/backup-targets.js';
 import { tempDir } from './segment-testing.js';
 
 const settings = loadSettings({});
@@ -69,7 +71,20 @@ async function populate(client: EngineClient): Promise<Record<string, string>> {
     secrets[made.key.accessKeyId] = made.secretKey;
   }
   await client.call('rotateTenantDataKey', { tenantId: 'beta' });
+  await client.call('setBackupTarget', {
+    name: 'offsite',
+    endpoint: 'http://127.0.0.1:9',
+    bucket: 'backups',
+    accessKeyId: 'AKIDOFFSITE',
+    secretAccessKey: 'the-target-secret',
+  });
   return secrets;
+}
+
+/** A tenant backup chain's data key, kept in the index as a backup does (ops/backup-keys.ts). */
+const chainKey = randomBytes(32);
+async function keepChainKey(store: IndexStore, masterKey: Buffer): Promise<void> {
+  await store.transact(() => keepBackupKey({ store, masterKey }, 'chain1', chainKey));
 }
 
 /** Every tenant's data keys (current first, then retired) as the master key opens them. */
@@ -102,6 +117,12 @@ function assertAllUnder(
     );
     t.equal(secret.toString(), secrets[value.accessKeyId], `secret of ${value.accessKeyId}`);
   }
+  t.equal(
+    openTarget({ store, masterKey: master }, 'offsite').secretAccessKey,
+    'the-target-secret',
+    "the backup target's secret",
+  );
+  t.same(backupKeyFromIndex(store, master, 'chain1'), chainKey, "a backup chain's data key");
 }
 
 t.test('a rotation re-seals everything and keeps every data key', async (t) => {
@@ -110,6 +131,7 @@ t.test('a rotation re-seals everything and keeps every data key', async (t) => {
   const secrets = await populate(running.client);
   const paths = running.engine.paths;
   const before = readFileSync(paths.masterKey);
+  await keepChainKey(running.engine.store, before);
   const keysBefore = dataKeys(running.engine.store, before);
   t.equal(keysBefore.get('beta')?.length, 2, 'beta has a current and a retired key');
   const plan = await running.client.call('rotateMasterKey', { dryRun: true });
@@ -140,6 +162,7 @@ t.test('a crash before the commit keeps the old key; the new key file is discard
   const running = await start(dataDir);
   const secrets = await populate(running.client);
   const paths = running.engine.paths;
+  await keepChainKey(running.engine.store, readFileSync(paths.masterKey));
   await stop(running);
   const before = readFileSync(paths.masterKey);
   // Step 1 done (and a temporary file of another one cut short), step 2 never committed.
@@ -162,6 +185,7 @@ t.test('a crash after the commit ends with the new key in place', async (t) => {
   const secrets = await populate(running.client);
   const paths = dataDirPaths(dataDir);
   const before = readFileSync(paths.masterKey);
+  await keepChainKey(running.engine.store, before);
   const keysBefore = dataKeys(running.engine.store, before);
   await stop(running);
   // Steps 1 and 2 done, step 3 (the rename) never happened.

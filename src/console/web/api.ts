@@ -211,6 +211,9 @@ export interface BackupJob {
   base: string | null;
   /** A tenant's backup (segments* count its objects); null: the whole store. */
   tenant: string | null;
+  /** The backup target it is uploaded to, and how far. */
+  target: string | null;
+  upload: { files: number; bytes: number; copied: number } | null;
   queuedAt: string;
   startedAt: string | null;
   finishedAt: string | null;
@@ -222,6 +225,16 @@ export interface BackupJob {
   bytesDone: number;
   counts: { tenants: number; buckets: number; versions: number; chunks: number } | null;
   error: string | null;
+}
+/** An S3 endpoint backups are uploaded to; its secret key is never answered. */
+export interface BackupTarget {
+  name: string;
+  endpoint: string;
+  region: string;
+  bucket: string;
+  prefix: string;
+  accessKeyId: string;
+  createdAt: string;
 }
 export interface RestoreJob {
   id: string;

@@ -2,12 +2,14 @@
 // while one runs), and for an owner token without a tenant scope a form to start one (previewed
 // as a dry run first), over an earlier backup as its base when wanted. A tenant's backup is
 // restored into a tenant of the running store from here (planned first, then watched); a
-// whole-store backup is restored offline, and the page shows the command. A tenant-scoped token
+// whole-store backup is restored offline, and the page shows the command. S3 targets (other
+// endpoints a backup is also uploaded to) are listed, added (the secret sent once, kept nowhere
+// in the page) and removed here. A tenant-scoped token
 // has no access to backups.
 
 import type { JSX } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { CONSOLE, allows, type BackupJob, type RestoreJob } from './api.js';
+import { CONSOLE, allows, type BackupJob, type BackupTarget, type RestoreJob } from './api.js';
 import type { Context } from './main.js';
 import {
   ErrorBox,
@@ -23,15 +25,21 @@ import { PlannedAction } from './planned.js';
 
 const POLL_MS = 1_000;
 
-function StartBackup(props: { context: Context; onDone: (name: string) => void }) {
+function StartBackup(props: {
+  context: Context;
+  targets: readonly BackupTarget[];
+  onDone: (name: string) => void;
+}) {
   const [name, setName] = useState('');
   const [base, setBase] = useState('');
   const [tenant, setTenant] = useState('');
+  const [target, setTarget] = useState('');
   const [reason, setReason] = useState('');
   const body = (): Record<string, string> => ({
     name: name.trim(),
     ...(base.trim() === '' ? {} : { base: base.trim() }),
     ...(tenant.trim() === '' ? {} : { tenantId: tenant.trim() }),
+    ...(target === '' ? {} : { target }),
     ...(reason.trim() === '' ? {} : { reason: reason.trim() }),
   });
   return (
@@ -61,8 +69,168 @@ function StartBackup(props: { context: Context; onDone: (name: string) => void }
         onInput={setBase}
         hint="a complete backup of the same kind: what it holds unchanged is linked, not copied"
       />
+      {props.targets.length > 0 && (
+        <Select
+          label="Also upload to"
+          value={target}
+          options={[
+            ['', 'no S3 endpoint: backup.directory only'],
+            ...props.targets.map(
+              (entry) => [entry.name, `${entry.name} (${entry.endpoint}/${entry.bucket})`] as const,
+            ),
+          ]}
+          onChange={setTarget}
+        />
+      )}
       <Field label="Reason (optional)" value={reason} onInput={setReason} />
     </PlannedAction>
+  );
+}
+
+function AddTarget(props: { context: Context; onDone: (name: string) => void }) {
+  const [fields, setFields] = useState({
+    name: '',
+    endpoint: '',
+    region: '',
+    bucket: '',
+    prefix: '',
+    accessKeyId: '',
+    secretAccessKey: '',
+  });
+  const set = (field: keyof typeof fields) => (value: string) =>
+    setFields((current) => ({ ...current, [field]: value }));
+  const body = (): Record<string, string> => {
+    const out: Record<string, string> = {};
+    for (const [field, value] of Object.entries(fields))
+      if (field === 'secretAccessKey' ? value !== '' : value.trim() !== '')
+        out[field] = field === 'secretAccessKey' ? value : value.trim();
+    return out;
+  };
+  const ready = ['name', 'endpoint', 'bucket', 'accessKeyId', 'secretAccessKey'].every(
+    (field) => fields[field as keyof typeof fields] !== '',
+  );
+  return (
+    <PlannedAction
+      label="Add target"
+      ready={ready}
+      run={(dryRun) =>
+        props.context.api.call(
+          'POST',
+          `${CONSOLE}/backup-targets${dryRun ? '?dryRun=true' : ''}`,
+          body(),
+        )
+      }
+      onDone={() => {
+        const { name } = fields;
+        // The secret is sent once and kept nowhere in the page.
+        setFields({ ...fields, name: '', secretAccessKey: '' });
+        props.onDone(name.trim());
+      }}
+    >
+      <Field label="Target name" value={fields.name} onInput={set('name')} />
+      <Field
+        label="Endpoint"
+        value={fields.endpoint}
+        onInput={set('endpoint')}
+        placeholder="https://s3.example.com"
+        hint="the S3 endpoint's origin: no path"
+      />
+      <Field label="Region (optional)" value={fields.region} onInput={set('region')} />
+      <Field label="Bucket" value={fields.bucket} onInput={set('bucket')} />
+      <Field
+        label="Prefix (optional)"
+        value={fields.prefix}
+        onInput={set('prefix')}
+        hint="put before every key, ending in '/': lightwell/"
+      />
+      <Field label="Access key id" value={fields.accessKeyId} onInput={set('accessKeyId')} />
+      <Field
+        label="Secret access key"
+        type="password"
+        value={fields.secretAccessKey}
+        onInput={set('secretAccessKey')}
+        hint="stored sealed under the master key; never shown again"
+      />
+    </PlannedAction>
+  );
+}
+
+function RemoveTarget(props: {
+  context: Context;
+  targets: readonly BackupTarget[];
+  onDone: (name: string) => void;
+}) {
+  const [name, setName] = useState('');
+  const chosen = name === '' ? props.targets[0]?.name : name;
+  if (chosen === undefined) return null;
+  return (
+    <PlannedAction
+      label="Remove target"
+      danger
+      run={(dryRun) =>
+        props.context.api.call(
+          'DELETE',
+          `${CONSOLE}/backup-targets/${encodeURIComponent(chosen)}${dryRun ? '?dryRun=true' : ''}`,
+        )
+      }
+      onDone={() => props.onDone(chosen)}
+    >
+      <Select
+        label="Target"
+        value={chosen}
+        options={props.targets.map((entry) => [entry.name, entry.name] as const)}
+        onChange={setName}
+      />
+    </PlannedAction>
+  );
+}
+
+function TargetsSection(props: {
+  context: Context;
+  owner: boolean;
+  targets: readonly BackupTarget[];
+  onChange: (text: string) => void;
+}): JSX.Element {
+  return (
+    <Section title="S3 targets">
+      <p>
+        A backup may also be uploaded to another S3 endpoint (each request's SHA-256 signed, large
+        files in 16 MiB parts, what the base already sent copied there). A tenant's backup whose
+        directory is gone is fetched back from its target to be restored.
+      </p>
+      {props.targets.length > 0 && (
+        <table aria-label="S3 targets">
+          <thead>
+            <tr>
+              <th scope="col">Name</th>
+              <th scope="col">Endpoint</th>
+              <th scope="col">Bucket and prefix</th>
+              <th scope="col">Access key id</th>
+            </tr>
+          </thead>
+          <tbody>
+            {props.targets.map((entry) => (
+              <tr key={entry.name}>
+                <td>{entry.name}</td>
+                <td>{`${entry.endpoint} (${entry.region})`}</td>
+                <td>{`${entry.bucket}/${entry.prefix}`}</td>
+                <td>{entry.accessKeyId}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      {props.owner && (
+        <AddTarget context={props.context} onDone={(n) => props.onChange(`Target ${n} added.`)} />
+      )}
+      {props.owner && (
+        <RemoveTarget
+          context={props.context}
+          targets={props.targets}
+          onDone={(n) => props.onChange(`Target ${n} removed.`)}
+        />
+      )}
+    </Section>
   );
 }
 
@@ -175,8 +343,13 @@ export function BackupsPage(props: { context: Context }): JSX.Element {
     () => context.api.get<{ restores: RestoreJob[] }>(`${CONSOLE}/restores`),
     [context],
   );
+  const targetList = useLoad(
+    () => context.api.get<{ targets: BackupTarget[] }>(`${CONSOLE}/backup-targets`),
+    [context],
+  );
   const [done, setDone] = useState<string | undefined>(undefined);
   const backups = list.data?.backups ?? [];
+  const targets = targetList.data?.targets ?? [];
   const restores = restoreList.data?.restores ?? [];
   const busy = (job: { state: string }) => job.state === 'queued' || job.state === 'running';
   const active = backups.some(busy) || restores.some(busy);
@@ -211,6 +384,7 @@ export function BackupsPage(props: { context: Context }): JSX.Element {
           </p>
           <StartBackup
             context={context}
+            targets={targets}
             onDone={(name) => {
               setDone(`Backup ${name} queued.`);
               reload();
@@ -245,7 +419,15 @@ export function BackupsPage(props: { context: Context }): JSX.Element {
                     {job.name}
                     {job.base === null ? '' : ` (over ${job.base})`}
                   </td>
-                  <td>{job.tenant ?? 'whole store'}</td>
+                  <td>
+                    {job.tenant ?? 'whole store'}
+                    {job.target !== null &&
+                      `, to ${job.target}` +
+                        (job.upload === null
+                          ? ''
+                          : ` (${String(job.upload.files)} files sent, ` +
+                            `${String(job.upload.copied)} copied there)`)}
+                  </td>
                   <td>
                     <StateBadge state={job.state} />
                     {job.error !== null && <span> {job.error}</span>}
@@ -272,6 +454,16 @@ export function BackupsPage(props: { context: Context }): JSX.Element {
           </table>
         )}
       </Section>
+      <ErrorBox error={targetList.error} />
+      <TargetsSection
+        context={context}
+        owner={owner}
+        targets={targets}
+        onChange={(text) => {
+          setDone(text);
+          targetList.reload();
+        }}
+      />
       <Section title="Restore a tenant">
         <p>
           A tenant's backup is restored into a tenant of the running store: the one backed up, or

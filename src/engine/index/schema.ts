@@ -192,7 +192,33 @@ export function tenantKey(tenantId: string): Buffer {
 
 /** `tenantId | 0x00 | name`: the accounts and buckets of a tenant are one range. */
 export function tenantChildKey(tenantId: string, name: string): Buffer {
-  return Buffer.concat([Buffer.from(tenantId, 'utf8'), ZERO, Buffer.from(name, 'utf8')]);
+  // One allocation: these keys are made for every request.
+  const at = Buffer.byteLength(tenantId, 'utf8');
+  const key = Buffer.allocUnsafe(at + 1 + Buffer.byteLength(name, 'utf8'));
+  key.write(tenantId, 0, 'utf8');
+  key[at] = 0;
+  key.write(name, at + 1, 'utf8');
+  return key;
+}
+
+/**
+ * The id under which `IndexStore.getSharedById` keeps the bucket `name` of `tenantId`, made
+ * without its key's bytes. U+0100 is in no tenant id and in no id made from a key's bytes (those
+ * are latin-1 text), so no two buckets, nor another record read by its key, share one.
+ */
+export function bucketSharedId(tenantId: string, name: string): string {
+  return `${tenantId}\u0100${name}`;
+}
+
+/** The key of the bucket whose `bucketSharedId` is `id`. */
+export function bucketKeyOfSharedId(id: string): Buffer {
+  const at = id.indexOf('\u0100');
+  return tenantChildKey(id.slice(0, at), id.slice(at + 1));
+}
+
+/** The key of an access key's record: its id's bytes. */
+export function accessKeyKey(accessKeyId: string): Buffer {
+  return Buffer.from(accessKeyId, 'utf8');
 }
 
 export function tenantChildRange(tenantId: string): { start: Buffer; end: Buffer } {
@@ -377,7 +403,11 @@ export function bucketKeyPrefix(bucketId: number): Buffer {
 }
 
 export function objectKey(bucketId: number, key: string): Buffer {
-  return Buffer.concat([bucketKeyPrefix(bucketId), Buffer.from(key, 'utf8')]);
+  // One allocation: a key is made for every object request, on both sides of the engine socket.
+  const bytes = Buffer.allocUnsafe(4 + Buffer.byteLength(key, 'utf8'));
+  bytes.writeUInt32BE(bucketId, 0);
+  bytes.write(key, 4, 'utf8');
+  return bytes;
 }
 
 /** The exclusive end of every key in a bucket that starts with `prefix`. */

@@ -117,6 +117,13 @@ interface BatchRecord {
  */
 export const INDEX_KEY_BYTES_MAX = 1978;
 
+/** A record kept decoded by `getShared`: its bytes, its value and the key it was read under. */
+interface SharedRecord {
+  readonly raw: Buffer;
+  readonly value: unknown;
+  readonly key: Buffer;
+}
+
 /** Records kept decoded by `getShared`; the cache starts over when full. */
 const SHARED_RECORDS_MAX = 4096;
 
@@ -209,7 +216,7 @@ export class IndexStore {
   };
   readonly readOnly: boolean;
   /** Decoded records of `getShared` by database and id, with the bytes they were decoded from. */
-  private readonly shared = new Map<DbName, Map<string, { raw: Buffer; value: unknown }>>();
+  private readonly shared = new Map<DbName, Map<string, SharedRecord>>();
   /** Puts and removes so far; tells a batch whether a failed command wrote anything. */
   private writes = 0;
   /** The records of BATCH_CACHED databases that the running batch holds, by database and key. */
@@ -326,8 +333,12 @@ export class IndexStore {
       if (held.value !== undefined) this.writes += 1; // the caller may change it in place
       return held.value as T | undefined;
     }
-    const raw = this.db(name).getBinary(key);
-    return raw === undefined ? undefined : (decodeRecord(name, raw) as T);
+    // lmdb-js's shared read buffer, decoded before the next read: no copy of the bytes, since
+    // the decoded record shares none of them (values are unpacked with `copyBuffers`).
+    const fast = this.db(name).getBinaryFast(key);
+    return fast === undefined
+      ? undefined
+      : (decodeRecord(name, fast.subarray(0, fast.length)) as T);
   }
 
   /**
@@ -369,8 +380,18 @@ export class IndexStore {
     const copy = Buffer.from(raw);
     const value = deepFreeze(decodeRecord(name, copy));
     if (records.size >= SHARED_RECORDS_MAX) records.clear();
-    records.set(id, { raw: copy, value });
+    records.set(id, { raw: copy, value, key });
     return value as T;
+  }
+
+  /**
+   * `getShared` by the record's id: the key's bytes are made by `keyOf` only when the id has no
+   * record kept, and kept with it, so a look-up repeated on every request allocates nothing.
+   * `keyOf(id)` must answer the same bytes for the same id, and a Buffer no one changes.
+   */
+  getSharedById<T>(name: DbName, id: string, keyOf: (id: string) => Buffer): T | undefined {
+    const key = this.shared.get(name)?.get(id)?.key ?? keyOf(id);
+    return this.getShared<T>(name, key, id);
   }
   /* eslint-enable @typescript-eslint/no-unnecessary-type-parameters */
 

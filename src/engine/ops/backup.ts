@@ -8,6 +8,7 @@
 import { Buffer } from 'node:buffer';
 import { DB, tenantKey, type TenantRecord } from '../index/schema.js';
 import type { EngineContext } from './context.js';
+import { targetNamed } from './backup-targets.js';
 import { BadRequest, Conflict, NotFound } from '../../util/errors.js';
 
 export const BACKUP_PREFIX = 'backup\0';
@@ -23,6 +24,9 @@ export interface BackupRecord {
   base?: string;
   /** The tenant backed up (its objects, src/engine/tenant-backup.ts); absent: the whole store. */
   tenant?: string;
+  /** The S3 endpoint it is uploaded to once complete (backup-targets.ts), and how far. */
+  target?: string;
+  upload?: { files: number; bytes: number; copied: number };
   queuedAt: number;
   startedAt?: number;
   finishedAt?: number;
@@ -61,7 +65,7 @@ export const backupWakers = new Set<() => void>();
  */
 export function startBackup(
   context: EngineContext,
-  args: { name: unknown; base?: unknown; tenantId?: unknown; dryRun?: boolean },
+  args: { name: unknown; base?: unknown; tenantId?: unknown; target?: unknown; dryRun?: boolean },
 ): BackupRecord {
   if (context.settings.string('backup.directory') === '')
     throw Conflict('backups are off: set backup.directory to the directory that receives them');
@@ -82,6 +86,7 @@ export function startBackup(
       );
   }
   const tenant = args.tenantId === undefined ? undefined : liveTenant(context, args.tenantId);
+  const target = args.target === undefined ? undefined : targetNamed(context, args.target).name;
   refuseBusy(context);
   const job: BackupRecord = {
     name,
@@ -94,6 +99,7 @@ export function startBackup(
     bytesDone: 0,
     ...(typeof base === 'string' ? { base } : {}),
     ...(tenant === undefined ? {} : { tenant: tenant.id }),
+    ...(target === undefined ? {} : { target }),
   };
   if (args.dryRun !== true) {
     context.store.put(DB.meta, backupKey(name), job);

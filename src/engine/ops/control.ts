@@ -18,6 +18,7 @@ import {
   DB,
   META_NODE,
   tenantKey,
+  accessKeyKey,
   tenantChildKey,
   type TenantRecord,
   type AccountRecord,
@@ -90,7 +91,7 @@ export function requireActiveTenant(context: EngineContext, tenantId: string): T
  * frozen copy (`getShared`), which spares a decode on every write of an object.
  */
 export function readActiveTenant(context: EngineContext, tenantId: string): Readonly<TenantRecord> {
-  const tenant = context.store.getShared<TenantRecord>(DB.tenants, tenantKey(tenantId), tenantId);
+  const tenant = context.store.getSharedById<TenantRecord>(DB.tenants, tenantId, tenantKey);
   return activeTenant(existingTenant(tenant, tenantId));
 }
 
@@ -115,16 +116,12 @@ function activeTenant<T extends Readonly<TenantRecord>>(tenant: T): T {
 export function requireLiveCaller(context: EngineContext, accessKeyId: string): void {
   // Only read, on every write command: the decoded-record cache spares two decodes each.
   const { store } = context;
-  const key = store.getShared<AccessKeyRecord>(
-    DB.accessKeys,
-    Buffer.from(accessKeyId, 'utf8'),
-    accessKeyId,
-  );
+  const key = store.getSharedById<AccessKeyRecord>(DB.accessKeys, accessKeyId, accessKeyKey);
   if (!key || key.state !== 'active')
     throw Unauthorized('the access key was revoked before the write committed');
   if (key.expiresAt !== undefined && key.expiresAt <= context.now())
     throw Unauthorized('the access key expired before the write committed');
-  const tenant = store.getShared<TenantRecord>(DB.tenants, tenantKey(key.tenantId), key.tenantId);
+  const tenant = store.getSharedById<TenantRecord>(DB.tenants, key.tenantId, tenantKey);
   if (!tenant || tenant.state !== 'active')
     throw Unauthorized('the tenant was disabled before the write committed');
 }

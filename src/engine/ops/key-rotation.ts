@@ -3,10 +3,11 @@
 //
 // Invariants:
 // - A master-key re-seal is one transaction: every tenant data key (current and retired), every
-//   access-key secret, every webhook signing secret and the master key's check value change
-//   together, or nothing does. No record is ever under the old key while another is under the
-//   new one in a committed index ("nothing half-rotated"); the files that hold the keys are
-//   handled around this transaction by src/engine/master-key-rotation.ts.
+//   access-key secret, every webhook signing secret, every backup target's secret access key,
+//   every tenant backup chain's data key (backup-keys.ts) and the master key's check value change together, or nothing does. No record is ever under
+//   the old key while another is under the new one in a committed index ("nothing
+//   half-rotated"); the files that hold the keys are handled around this transaction by
+//   src/engine/master-key-rotation.ts.
 // - A record that the old key does not open fails the whole re-seal (`corrupt_data`): the index
 //   is left as it was rather than holding a value that no key opens.
 // - A tenant data-key rotation keeps the old key, re-sealed, in `retiredKeys` (newest first):
@@ -42,6 +43,8 @@ import { Conflict, NotFound } from '../../util/errors.js';
 import { masterKeyCheckOf, type MasterKeyCheckRecord } from '../master-key-check.js';
 import type { EngineContext } from './context.js';
 import { startReencryption } from './reencryption.js';
+import { backupTargets, targetAad, targetKey } from './backup-targets.js';
+import { rewrapBackupKeys } from './backup-keys.js';
 
 /** Data keys a tenant keeps besides its current one (see the header). */
 export const RETIRED_TENANT_KEYS_MAX = 16;
@@ -129,6 +132,11 @@ export function resealUnderNewMasterKey(
     }));
     store.put(DB.notifications, Buffer.from(key), { ...value, configs });
     counts.webhookSecrets += configs.length;
+  }
+  rewrapBackupKeys(store, oldKey, newKey);
+  for (const target of backupTargets(context)) {
+    const sealedSecret = reseal(oldSeal, newSeal, target.sealedSecret, targetAad(target.name));
+    store.put(DB.meta, targetKey(target.name), { ...target, sealedSecret });
   }
   const check: MasterKeyCheckRecord = {
     check: masterKeyCheckOf(newKey),

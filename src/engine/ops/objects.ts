@@ -9,6 +9,8 @@
 import {
   DB,
   tenantChildKey,
+  bucketKeyOfSharedId,
+  bucketSharedId,
   bucketNameKey,
   objectKey,
   versionKey,
@@ -181,8 +183,11 @@ export function readBucket(
   tenantId: string,
   name: string,
 ): Readonly<BucketRecord> {
-  const key = tenantChildKey(tenantId, name);
-  const bucket = context.store.getShared<BucketRecord>(DB.buckets, key);
+  const bucket = context.store.getSharedById<BucketRecord>(
+    DB.buckets,
+    bucketSharedId(tenantId, name),
+    bucketKeyOfSharedId,
+  );
   if (!bucket) throw NotFound(`bucket ${name} not found`);
   return bucket;
 }
