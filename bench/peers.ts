@@ -38,6 +38,7 @@ import {
 import { Progress } from './progress.js';
 import { type ScenarioReport, scenarioReport } from './report.js';
 import { closeS3Load, S3_SCENARIOS } from './s3-scenarios.js';
+import { type S3Sdk, s3SdkOf } from './s3-load.js';
 import { emptyMeasured } from './scenario-kit.js';
 import type { LoadClient } from './load.js';
 import {
@@ -77,6 +78,8 @@ const USAGE = `Usage: npm run bench:peers -- [options]
   --lightwell-bin PATH    the lightwell CLI (default: ../bin/lightwell.js beside this file)
   --client node|native    the load generator (default native where \`npm run build\` compiled
                           it, else node), as for \`npm run bench\`
+  --s3-sdk tuned|default  the AWS SDK's configuration in the S3 scenarios, as for
+                          \`npm run bench\` (default tuned)
 
 s3rver is installed from npm on first use into bench/.peers of the checkout (ignored by git).
 `;
@@ -102,6 +105,7 @@ export interface PeersOptions {
   readonly portBase: number | null;
   readonly lightwellBin: string | undefined;
   readonly client: LoadClient;
+  readonly s3Sdk: S3Sdk;
 }
 
 const ARG_OPTIONS = {
@@ -115,6 +119,7 @@ const ARG_OPTIONS = {
   'port-base': { type: 'string' },
   'lightwell-bin': { type: 'string' },
   client: { type: 'string' },
+  's3-sdk': { type: 'string' },
   help: { type: 'boolean' },
 } as const;
 
@@ -150,6 +155,7 @@ export function parsePeersOptions(
     portBase,
     lightwellBin: values['lightwell-bin'],
     client: clientOf(values.client),
+    s3Sdk: s3SdkOf(values['s3-sdk']),
   };
 }
 
@@ -196,6 +202,7 @@ async function execute(options: PeersOptions, output: RunOutput): Promise<number
       portBase: options.portBase,
       install: options.install,
       client: options.client,
+      s3Sdk: options.s3Sdk,
     },
     sizes: {
       largeBytes: sizes.largeBytes,
@@ -244,7 +251,8 @@ async function runTarget(
   try {
     const sizes = SCENARIO_SIZES[options.profile];
     const client = options.client;
-    const context = newScenarioContext({ service, sizes, progress, api, client });
+    const s3Sdk = options.s3Sdk;
+    const context = newScenarioContext({ service, sizes, progress, api, client, s3Sdk });
     contextOf = context;
     const measurements: ScenarioReport[] = [];
     for (const scenario of scenarios) {

@@ -47,6 +47,7 @@ import {
 } from './scenarios.js';
 import { openService, type Service, type ServiceOptions } from './service.js';
 import { withNativeRatio } from './s3-scenarios.js';
+import { type S3Sdk, s3SdkOf } from './s3-load.js';
 
 const USAGE = `Usage: lightwell bench [options]
        npm run bench -- [options]     (in a Lightwell checkout: builds, then the same)
@@ -61,6 +62,9 @@ const USAGE = `Usage: lightwell bench [options]
   --client node|native    the load generator of the scenarios and the HTTP limits (default
                           native where \`npm run build\` compiled it, else node); a load the
                           native one cannot run (TLS, a listing) runs on node either way
+  --s3-sdk tuned|default  the AWS SDK's configuration in the S3 scenarios: the bench's
+                          (default: checksums WHEN_REQUIRED, one attempt, cached middleware)
+                          or the SDK's own (CRC32 on every PUT and GET, three attempts)
 
   Lightwell started by the benchmark (default):
   --lightwell-bin PATH    the lightwell CLI (default: ../bin/lightwell.js beside this file)
@@ -86,6 +90,7 @@ export interface RunOptions {
   readonly skipLimits: boolean;
   readonly limitsOnly: boolean;
   readonly client: LoadClient;
+  readonly s3Sdk: S3Sdk;
   readonly service: ServiceOptions;
 }
 
@@ -98,6 +103,7 @@ const ARG_OPTIONS = {
   'skip-limits': { type: 'boolean' },
   'limits-only': { type: 'boolean' },
   client: { type: 'string' },
+  's3-sdk': { type: 'string' },
   'lightwell-bin': { type: 'string' },
   'data-parent': { type: 'string' },
   'keep-data': { type: 'boolean' },
@@ -159,6 +165,7 @@ export function parseRunOptions(
     skipLimits: values['skip-limits'] === true,
     limitsOnly: values['limits-only'] === true,
     client: clientOf(values.client),
+    s3Sdk: s3SdkOf(values['s3-sdk']),
     service: {
       endpoint: values.endpoint,
       token: values.token,
@@ -352,6 +359,7 @@ function settingsOf(options: RunOptions, scenarios: readonly Scenario[]): Settin
       scenarios.length === SCENARIOS.length ? 'all' : scenarios.map((s) => s.name).join(' '),
     logLevel: options.service.logLevel ?? 'default',
     client: options.client,
+    s3Sdk: options.s3Sdk,
     // serve's own setting when the flag is absent: LIGHTWELL_GATEWAYS, else one.
     gateways:
       options.service.endpoint === undefined
@@ -389,6 +397,7 @@ async function runScenarios(
       progress,
       api: LIGHTWELL_API,
       client: options.client,
+      s3Sdk: options.s3Sdk,
     });
     const reports: ScenarioReport[] = [];
     for (const scenario of scenarios) {

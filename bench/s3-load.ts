@@ -43,14 +43,47 @@ export const S3_CLIENT_SETTINGS = {
   },
 } as const;
 
+/**
+ * The SDK as it comes (`--s3-sdk default`): only what any S3-compatible endpoint needs (a
+ * region, path-style addressing) and the agent's socket count, so that a 64-connection load
+ * is not queued in the client. Everything else is the SDK's default: the middleware stack
+ * resolved per request, a CRC32 of every PUT body sent as `x-amz-checksum-crc32` (which the
+ * server verifies) and `x-amz-checksum-mode: ENABLED` on every GET (the SDK validates the
+ * returned CRC32 as the body streams), three attempts a request. With a Buffer body over HTTP
+ * the SDK sends the CRC32 as a header, not as an aws-chunked trailer.
+ */
+export const S3_CLIENT_DEFAULT_SETTINGS = {
+  region: 'us-east-1',
+  forcePathStyle: true,
+  requestHandler: S3_CLIENT_SETTINGS.requestHandler,
+} as const;
+
+/** Which client configuration the S3 scenarios run: the bench's (`tuned`) or the SDK's own. */
+export type S3Sdk = 'tuned' | 'default';
+
+export function s3SdkOf(text: string | undefined): S3Sdk {
+  if (text === undefined || text === 'tuned') return 'tuned';
+  if (text === 'default') return 'default';
+  throw new BenchError('--s3-sdk must be tuned or default');
+}
+
 /** What the worker is started with. */
 export interface S3LoadInit {
   readonly endpoint: string;
+  readonly sdk: S3Sdk;
   readonly credentials: { readonly accessKeyId: string; readonly secretAccessKey: string };
 }
 
 export type S3Job =
   | { readonly kind: 'createBucket'; readonly bucket: string }
+  | {
+      /** Untimed: `count` PUTs and GETs of distinct random bodies under `s3-warm-up/`. */
+      readonly kind: 'warmUp';
+      readonly bucket: string;
+      readonly count: number;
+      readonly objectBytes: number;
+      readonly connections: number;
+    }
   | {
       readonly kind: 'put';
       readonly bucket: string;

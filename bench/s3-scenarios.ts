@@ -5,9 +5,11 @@
 //
 // The SDK is the load generator here, not the bench's HTTP client: its signing, checksums and
 // XML parsing are part of what an S3 user pays, so they are measured (the client CPU column
-// shows them). The client is set up as a high-volume user sets it up (`S3_CLIENT_SETTINGS`):
-// every request SigV4-signed with its payload's SHA-256, checksums only where S3 requires them
-// (the bench checks the bytes itself, as below), one attempt a request. It runs in a worker
+// shows them). By default the client is set up as a high-volume user sets it up
+// (`S3_CLIENT_SETTINGS`, `--s3-sdk tuned`): every request SigV4-signed with its payload's
+// SHA-256, checksums only where S3 requires them (the bench checks the bytes itself, as below),
+// one attempt a request; `--s3-sdk default` runs the SDK as it comes (CRC32 on every PUT and
+// GET, three attempts), and the settings line of the report records which. It runs in a worker
 // thread of its own (bench/s3-load.ts), as the native load generator runs in a process of its
 // own, at the native twin's concurrency. Bodies are the same stamped, incompressible plans as the native
 // datasets. As in the native scenarios, the bench's own checks that need the whole body run
@@ -44,6 +46,7 @@ function loadOf(context: ScenarioContext): S3Load | undefined {
   const target = context.service.target;
   const load = new S3Load({
     endpoint: `${target.tls ? 'https' : 'http'}://${target.hostHeader}${target.basePath}`,
+    sdk: context.s3Sdk ?? 'tuned',
     credentials: { accessKeyId: credentials.accessKeyId, secretAccessKey: credentials.secretKey },
   });
   loads.set(context, load);
@@ -72,11 +75,27 @@ function s3Bucket(context: ScenarioContext): string {
   return `lwbench-${context.runId}-s3`;
 }
 
-/** The run's S3 bucket, created (outside any timed window) the first time. */
+/** Warm-up requests of each kind before the first timed S3 scenario (`s3-load-worker.ts`). */
+const WARM_UP_REQUESTS_MAX = 2000;
+
+/**
+ * The run's S3 bucket, created (outside any timed window) the first time, when the client is
+ * also warmed up: up to WARM_UP_REQUESTS_MAX 4 KiB PUTs and GETs (the small dataset's count at
+ * most) at the small scenarios' concurrency.
+ */
 async function ensureS3Bucket(context: ScenarioContext, load: S3Load): Promise<string> {
   const bucket = s3Bucket(context);
   if (context.buckets.has(bucket)) return bucket;
   await load.run({ kind: 'createBucket', bucket });
+  const warmUp = await load.run({
+    kind: 'warmUp',
+    bucket,
+    count: Math.min(WARM_UP_REQUESTS_MAX, context.sizes.smallPuts),
+    objectBytes: context.sizes.smallBytes,
+    connections: S3_CONNECTIONS_MAX,
+  });
+  if (warmUp.failed > 0)
+    throw new BenchError(`warming up the S3 client: ${warmUp.failures.join('; ')}`);
   context.buckets.add(bucket);
   return bucket;
 }

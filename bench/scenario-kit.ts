@@ -35,6 +35,7 @@ import {
 import { TreeMonitor, type TreeWindow } from './proc-stats.js';
 import type { Progress, ProgressUnit } from './progress.js';
 import type { Service } from './service.js';
+import type { S3Sdk } from './s3-load.js';
 
 export type Profile = 'full' | 'quick' | 'test';
 export type ThroughputUnit = 'MB/s' | 'ops/s' | 'keys/s';
@@ -156,6 +157,8 @@ export interface ScenarioContext {
   readonly api: ObjectApi;
   /** The load generator to run loads on where it can (load.ts `loadClient`). */
   readonly client: LoadClient;
+  /** The AWS SDK's configuration in the S3 scenarios (s3-load.ts); `tuned` when unset. */
+  readonly s3Sdk?: S3Sdk | undefined;
 }
 
 /** A fresh context for one service: a new run id, datasets and buckets. */
@@ -165,6 +168,7 @@ export function newScenarioContext(options: {
   readonly progress: Progress;
   readonly api: ObjectApi;
   readonly client: LoadClient;
+  readonly s3Sdk?: S3Sdk | undefined;
 }): ScenarioContext {
   const runId = `${Date.now().toString(36)}${Math.floor(Math.random() * 1296).toString(36)}`;
   const pid = options.service.pid;

@@ -260,6 +260,14 @@ export class Replicator implements RepairPeer {
         seal: async (segmentId, size) => {
           await local.runLocal('sealSegment', { segmentId, size });
         },
+        // As a gateway's writer: the engine hears of a failed fdatasync, and holds its own
+        // handle of a segment from before the first record (segment-syncer.ts).
+        failed: async (segmentId) => {
+          await local.segmentFailed?.(segmentId);
+        },
+        opened: async (segmentId) => {
+          await local.segmentOpened?.(segmentId);
+        },
       },
     });
   }

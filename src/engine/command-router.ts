@@ -49,6 +49,13 @@ export interface LocalEngine {
   /** Runs command `name` as a single node does (with `options`' counters and time). */
   runLocal(name: string, args: unknown, options?: RunOptions): Promise<unknown>;
   /**
+   * A segment writer of the node's own (the replica writer) reports a failed fdatasync of its
+   * segment, and registers a new segment before its first record, as a gateway's writer does
+   * with `segmentFailed` and `segmentOpened` (segment-syncer.ts).
+   */
+  segmentFailed?(segmentId: number): Promise<void>;
+  segmentOpened?(segmentId: number): Promise<void>;
+  /**
    * Writes records (decided elsewhere) and an audit row in one durable group commit. Given a
    * function, it is called inside the commit's transaction, so what it reads is what it writes
    * over (a read-modify-write no command can come between).

@@ -304,7 +304,7 @@ export async function startEngine(options: {
     await releaseLock();
     throw error;
   }
-  const syncer = new SegmentSyncer(paths.segments, io);
+  const syncer = new SegmentSyncer(paths.segments, io, WRITER_REGISTRATION_WAIT_MS);
   const context: EngineContext = {
     store,
     masterKey,
@@ -428,10 +428,17 @@ export async function startEngine(options: {
 }
 
 /**
+ * How long a commit into a segment that a live writer has not registered again since this
+ * engine started waits for that writer (it reconnects at once, segment-syncer.ts), before it is
+ * refused with `engine_unavailable`.
+ */
+const WRITER_REGISTRATION_WAIT_MS = 2000;
+
+/**
  * The syncer's state from the index (segment-syncer.ts): segments whose fdatasync failed in an
  * earlier life stay refused, marks of new failures are committed through the group commit, and
- * the segments that live writers (gateways that outlived the engine) still append to are held
- * open from now on.
+ * commits into the segments that live writers (gateways that outlived the engine) still append
+ * to wait until each writer has registered its segment again.
  */
 function watchSegments(context: EngineContext, batch: CommandBatch, syncer: SegmentSyncer): void {
   const { failed, writing } = segments.watchedSegments(context);
@@ -439,7 +446,7 @@ function watchSegments(context: EngineContext, batch: CommandBatch, syncer: Segm
   syncer.persist = async (segmentId) => {
     await batch.submit(() => segments.markSegmentFailed(context, { segmentId }));
   };
-  for (const segmentId of writing) syncer.hold(segmentId).catch(() => undefined);
+  syncer.expect(writing);
 }
 
 /** What a crash or an older release can have left: open segments, and stale usage counts. */
@@ -551,6 +558,12 @@ function localEngine(executor: Executor, segmentsDir: string): LocalEngine {
               ...(options.uploadId === undefined ? {} : { uploadId: options.uploadId }),
             };
       return runCommand({ ...executor, context: run }, name, commandOf(name), args);
+    },
+    segmentFailed: async (segmentId) => {
+      await context.syncer?.poison(segmentId);
+    },
+    segmentOpened: async (segmentId) => {
+      await context.syncer?.hold(segmentId);
     },
     commit: (writes, row) =>
       executor.batch.submit(() => {
@@ -874,23 +887,33 @@ async function runPutGroup(
       ),
     ).then((outcomes) => outcomes.map(answerOf));
   const op = operations['putObject'] as Op;
-  const written = new Set<number>();
-  for (const item of items as Array<{ chunks?: unknown } | undefined>) {
+  const segmentsOf = (items as Array<{ chunks?: unknown } | undefined>).map((item) => {
     const segmentIds = writtenSegments(item?.chunks);
     if (Array.isArray(item?.chunks))
       executor.metrics.manifest(segmentIds.length, item.chunks.length - segmentIds.length);
-    for (const segmentId of segmentIds) written.add(segmentId);
-  }
-  // The bytes the manifests point at become durable before the manifests do.
-  if (written.size > 0) await executor.context.syncer?.sync([...written]);
+    return segmentIds;
+  });
+  // The bytes the manifests point at become durable before the manifests do. Each segment on
+  // its own: an item is refused for a segment that failed only if its chunks are in it.
+  const unsynced =
+    (await executor.context.syncer?.syncEach(segmentsOf.flat())) ?? new Map<number, unknown>();
+  const outcomes: Settled[] = new Array<Settled>(items.length);
+  const kept: number[] = [];
+  segmentsOf.forEach((segmentIds, index) => {
+    const failed = segmentIds.find((segmentId) => unsynced.has(segmentId));
+    if (failed === undefined) kept.push(index);
+    else outcomes[index] = { ok: false, error: unsynced.get(failed) };
+  });
   // One submission for the group: each item is still its own command of the batch.
-  const outcomes = await executor.batch.submitEach(
-    items.map((item: unknown) => {
+  const committed = await executor.batch.submitEach(
+    kept.map((index) => {
+      const item: unknown = items[index];
       const caller = (item as { caller?: unknown } | undefined)?.caller;
       const callerId = typeof caller === 'string' ? caller : undefined;
       return commandApply(executor, 'putObject', op, item, callerId, deadline);
     }),
   );
+  kept.forEach((index, at) => (outcomes[index] = committed[at] as Settled));
   return outcomes.map(answerOf);
 }
 

@@ -130,6 +130,9 @@ const LONG_COMMANDS: ReadonlySet<string> = new Set([
  */
 const GIVE_UP_GRACE_MS = 1000;
 
+/** The pause before a connection is made again at once (`reconnectWhile`). */
+const RECONNECT_DELAY_MS = 20;
+
 /** How long a process waits for the engine before it logs that it is waiting. */
 const WAIT_NOTICE_MS = 1000;
 
@@ -152,6 +155,9 @@ export class EngineClient {
 
   /** Fails the calls whose engine went silent past their deadline (see `call`). */
   private sweeper: NodeJS.Timeout | undefined;
+  /** Whether to connect again at once after a lost connection (`reconnectWhile`). */
+  private reconnectWanted: (() => boolean) | undefined;
+  private reconnecting: NodeJS.Timeout | undefined;
 
   /**
    * @param callTimeoutMs how long a call waits for its answer: an engine stopped or stuck
@@ -188,6 +194,28 @@ export class EngineClient {
    */
   onConnected(listener: () => void): void {
     this.connectedListeners.push(listener);
+  }
+
+  /**
+   * After a lost connection, connects again at once (and on, until it can) while `wanted()`
+   * answers true, rather than at the next call: a segment writer must register its open
+   * segment with a restarted engine before commits into it go on (segment-syncer.ts), and the
+   * commits come on other connections.
+   */
+  reconnectWhile(wanted: () => boolean): void {
+    this.reconnectWanted = wanted;
+  }
+
+  private reconnectSoon(): void {
+    // A process that is stopping (`stopWaiting`) does not hold on to a lost engine.
+    if (this.reconnecting || this.closed || !this.waitsForEngine || !this.reconnectWanted?.())
+      return;
+    this.reconnecting = setTimeout(() => {
+      this.reconnecting = undefined;
+      if (this.socket || this.closed || !this.reconnectWanted?.()) return;
+      this.connect().catch(() => this.reconnectSoon());
+    }, RECONNECT_DELAY_MS);
+    this.reconnecting.unref();
   }
 
   /** Runs `handler` with the arguments of every push frame named `name` (one handler a name). */
@@ -354,6 +382,7 @@ export class EngineClient {
       this.pending.clear();
       for (const request of failed)
         request.reject(EngineUnavailable('lost the connection to the engine'));
+      this.reconnectSoon();
     };
     socket.on('error', lost);
     socket.on('close', lost);
@@ -374,6 +403,8 @@ export class EngineClient {
     this.closed = true;
     if (this.sweeper) clearInterval(this.sweeper);
     this.sweeper = undefined;
+    if (this.reconnecting) clearTimeout(this.reconnecting);
+    this.reconnecting = undefined;
     this.socket?.destroy();
     this.socket = undefined;
   }

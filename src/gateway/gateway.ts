@@ -355,6 +355,10 @@ export async function startListener(options: {
       },
     },
   });
+  // A restarted engine refuses commits into the open segment until the writer registers it
+  // again (segment-writer.ts, `reregister`), which it does on every new connection.
+  engine.onConnected(() => void inlineWriter.reregister());
+  engine.reconnectWhile(() => inlineWriter.needsEngine);
   const inlineReader = new SegmentReader(paths.segments, { cachedFirst: true });
   const inline: ChunkStoreDeps = {
     index: () => store,

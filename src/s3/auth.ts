@@ -25,7 +25,7 @@ import { isLightwellError } from '../util/errors.js';
 import {
   amzDateMs,
   canonicalRequest,
-  canonicalUris,
+  canonicalUri,
   EMPTY_SHA256,
   hmacHex,
   parseAuthorization,
@@ -84,19 +84,8 @@ export function authenticateS3(exchange: Exchange, services: S3Services): S3Prin
   exchange.audit.tenantId = credential.principal.tenant.id;
   const payloadHash = payloadHashOf(exchange, claim);
   const key = signingKey(credential.secretKey, claim.scope);
-  const verified = canonicalUris(exchange.path).some((uri) => {
-    const canonical = canonicalRequest({
-      method: exchange.method,
-      uri,
-      rawQuery: exchange.rawQuery,
-      headers: exchange.headers,
-      signedHeaders: claim.signedHeaders,
-      payloadHash,
-    });
-    const expected = hmacHex(key, stringToSign(claim.amzDate, claim.scope, canonical));
-    return signatureMatches(expected, claim.signature);
-  });
-  if (!verified) throw s3Error('SignatureDoesNotMatch');
+  if (!signatureVerifies(exchange, claim, { key, payloadHash }))
+    throw s3Error('SignatureDoesNotMatch');
   const mode = payloadModeOf(exchange, payloadHash, { key, claim });
   // uWS delivers no body at all when there is none: an empty payload is checked here. A body
   // in HTTP chunked transfer coding has no Content-Length and is not empty (uWS decodes it; an
@@ -114,6 +103,33 @@ export function authenticateS3(exchange: Exchange, services: S3Services): S3Prin
   payloadChecks.set(exchange, check);
   exchange.filterBody(payloadFilter(check));
   return credential.principal;
+}
+
+/**
+ * Whether the claim's signature is the request's: over the canonical URI, or, when the client
+ * encoded its path otherwise than AWS does, over the raw path as sent.
+ */
+function signatureVerifies(
+  exchange: Exchange,
+  claim: SignedClaim,
+  signing: { key: Buffer; payloadHash: string },
+): boolean {
+  const expectedFor = (uri: string): string => {
+    const canonical = canonicalRequest({
+      method: exchange.method,
+      uri,
+      rawQuery: exchange.rawQuery,
+      headers: exchange.headers,
+      signedHeaders: claim.signedHeaders,
+      signedHeadersText: claim.signedHeadersText,
+      payloadHash: signing.payloadHash,
+    });
+    return hmacHex(signing.key, stringToSign(claim.amzDate, claim.scope, canonical));
+  };
+  const uri = canonicalUri(exchange.path);
+  if (signatureMatches(expectedFor(uri), claim.signature)) return true;
+  const raw = exchange.path === '' ? '/' : exchange.path;
+  return raw !== uri && signatureMatches(expectedFor(raw), claim.signature);
 }
 
 function signatureV2(): Error {

@@ -13,7 +13,7 @@
 // Persists: nothing. Signing keys (derived from the secret, valid for one day, region and
 // service) are cached in memory per access key, at most SIGNING_KEYS_MAX.
 
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, hash, timingSafeEqual } from 'node:crypto';
 import { s3Error } from './errors.js';
 
 export const ALGORITHM = 'AWS4-HMAC-SHA256';
@@ -40,6 +40,8 @@ export interface CredentialScope {
 export interface SignedClaim {
   readonly scope: CredentialScope;
   readonly signedHeaders: readonly string[];
+  /** `signedHeaders` as the request listed them (`host;x-amz-date`), for the canonical request. */
+  readonly signedHeadersText: string;
   readonly signature: string;
   /** The request time, `YYYYMMDDTHHMMSSZ`. */
   readonly amzDate: string;
@@ -105,6 +107,7 @@ export function parseAuthorization(value: string, amzDate: string | undefined): 
   return {
     scope: parseCredential(credential, 'header'),
     signedHeaders: parseSignedHeaders(signedHeaders, 'header'),
+    signedHeadersText: signedHeaders,
     signature,
     amzDate,
     presigned: false,
@@ -129,9 +132,11 @@ export function parsePresigned(query: URLSearchParams): SignedClaim {
     throw malformed('query', 'X-Amz-Expires must be less than a week (604800 seconds)');
   const signature = get('X-Amz-Signature');
   if (!/^[0-9a-f]{64}$/.test(signature)) throw malformed('query', 'X-Amz-Signature is not hex');
+  const signedHeadersText = get('X-Amz-SignedHeaders');
   return {
     scope: parseCredential(get('X-Amz-Credential'), 'query'),
-    signedHeaders: parseSignedHeaders(get('X-Amz-SignedHeaders'), 'query'),
+    signedHeaders: parseSignedHeaders(signedHeadersText, 'query'),
+    signedHeadersText,
     signature,
     amzDate,
     expiresSeconds,
@@ -173,15 +178,30 @@ function decodeLoose(text: string): string {
 }
 
 /**
- * The canonical URIs to try, most likely first: each raw path segment decoded and encoded the
- * AWS way, then the raw path as the client sent it (when it differs).
+ * The canonical URI of a raw path: each segment decoded once and encoded the AWS way. A path of
+ * unreserved characters and slashes only (what SDKs send for ordinary keys) is its own canonical
+ * form and is returned as it is, without splitting it.
+ */
+export function canonicalUri(rawPath: string): string {
+  const path = rawPath === '' ? '/' : rawPath;
+  if (UNRESERVED_OR_SLASH.test(path)) return path;
+  let out = '';
+  for (let start = 0; ;) {
+    const slash = path.indexOf('/', start);
+    out += awsEncode(decodeLoose(slash < 0 ? path.slice(start) : path.slice(start, slash)));
+    if (slash < 0) return out;
+    out += '/';
+    start = slash + 1;
+  }
+}
+
+/**
+ * The canonical URIs to try, most likely first: the canonical URI (`canonicalUri`), then the
+ * raw path as the client sent it (when it differs).
  */
 export function canonicalUris(rawPath: string): string[] {
   const path = rawPath === '' ? '/' : rawPath;
-  const canonical = path
-    .split('/')
-    .map((segment) => awsEncode(decodeLoose(segment)))
-    .join('/');
+  const canonical = canonicalUri(path);
   return canonical === path ? [canonical] : [canonical, path];
 }
 
@@ -191,19 +211,29 @@ export function canonicalUris(rawPath: string): string[] {
  */
 export function canonicalQuery(rawQuery: string): string {
   if (rawQuery === '') return '';
+  // One parameter (an SDK's `x-id=PutObject`): nothing to sort.
+  if (!rawQuery.includes('&')) {
+    const pair = canonicalPair(rawQuery);
+    return pair === undefined || pair[0] === 'X-Amz-Signature' ? '' : `${pair[0]}=${pair[1]}`;
+  }
   const pairs: Array<[string, string]> = [];
   for (const part of rawQuery.split('&')) {
-    if (part === '') continue;
-    const equals = part.indexOf('=');
-    const name = awsEncode(decodeLoose(equals < 0 ? part : part.slice(0, equals)));
-    const value = equals < 0 ? '' : awsEncode(decodeLoose(part.slice(equals + 1)));
-    if (name === 'X-Amz-Signature') continue;
-    pairs.push([name, value]);
+    const pair = canonicalPair(part);
+    if (pair !== undefined && pair[0] !== 'X-Amz-Signature') pairs.push(pair);
   }
   pairs.sort((a, b) =>
     a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0,
   );
   return pairs.map(([name, value]) => `${name}=${value}`).join('&');
+}
+
+/** `name=value` (or `name`) decoded once and encoded the AWS way; undefined for ''. */
+function canonicalPair(part: string): [string, string] | undefined {
+  if (part === '') return undefined;
+  const equals = part.indexOf('=');
+  const name = awsEncode(decodeLoose(equals < 0 ? part : part.slice(0, equals)));
+  const value = equals < 0 ? '' : awsEncode(decodeLoose(part.slice(equals + 1)));
+  return [name, value];
 }
 
 /** A header value as SigV4 signs it: trimmed, inner runs of whitespace one space. */
@@ -218,34 +248,35 @@ export interface CanonicalInput {
   readonly rawQuery: string;
   readonly headers: Readonly<Record<string, string>>;
   readonly signedHeaders: readonly string[];
+  /** `signedHeaders` joined with `;`, when the caller has it already. */
+  readonly signedHeadersText?: string;
   readonly payloadHash: string;
 }
 
-/** The canonical request of SigV4 (AWS's "Create a canonical request"). */
+/**
+ * The canonical request of SigV4 (AWS's "Create a canonical request"), written in one string
+ * as it goes: method, URI, query, one `name:value` line per signed header, a blank line, the
+ * signed header names and the payload hash.
+ */
 export function canonicalRequest(input: CanonicalInput): string {
-  let headerLines = '';
+  let text = `${input.method}\n${input.uri}\n${canonicalQuery(input.rawQuery)}\n`;
   for (const name of input.signedHeaders) {
     const value = input.headers[name];
     if (value === undefined)
       throw s3Error('AccessDenied', `the signed header ${name} is not in the request`);
-    headerLines += `${name}:${canonicalHeaderValue(value)}\n`;
+    text += `${name}:${canonicalHeaderValue(value)}\n`;
   }
-  return [
-    input.method,
-    input.uri,
-    canonicalQuery(input.rawQuery),
-    headerLines,
-    input.signedHeaders.join(';'),
-    input.payloadHash,
-  ].join('\n');
+  const signed = input.signedHeadersText ?? input.signedHeaders.join(';');
+  return `${text}\n${signed}\n${input.payloadHash}`;
 }
 
 export function scopeText(scope: CredentialScope): string {
   return `${scope.date}/${scope.region}/${scope.service}/aws4_request`;
 }
 
+/** SHA-256 in hex, in one call (no Hash object: this runs once or more per request). */
 export function sha256Hex(data: string | Uint8Array): string {
-  return createHash('sha256').update(data).digest('hex');
+  return hash('sha256', data, 'hex');
 }
 
 export function stringToSign(amzDate: string, scope: CredentialScope, canonical: string): string {

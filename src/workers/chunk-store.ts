@@ -94,7 +94,8 @@ export interface ChunkToStore {
  * chunk: what `storeChunk` does for each, but their records appended in one pass (the segment
  * writer writes the appends of one turn with one writev) and one wait for the batch, for the
  * last record of each segment the batch wrote to (`written()` of a record covers every record
- * before it in its segment), instead of a chain of promises per body. Answers, in input order,
+ * before it in its segment), instead of a chain of promises per body; only where that failed,
+ * a wait per record of the segment, which fails those from the segment's break on. Answers, in input order,
  * each body's result or the error that refused it alone: a body whose record did not write
  * fails, the others stand (a record written but not committed is garbage, never an object).
  */
@@ -173,6 +174,16 @@ async function settleAppends(
       record.written().catch((error: unknown) => failures.set(segmentId, error)),
     ),
   );
+  // A segment that broke fails its records from the break on; those before it were written
+  // whole, and stand: each such record's own `written()` tells on which side it is.
+  const own = new Map<number, unknown>();
+  await Promise.all(
+    appended.map(async (outcome, i) => {
+      const record = outcome.status === 'fulfilled' ? outcome.value : undefined;
+      if (record === undefined || !failures.has(record.segmentId)) return;
+      await record.written().catch((error: unknown) => own.set(i, error));
+    }),
+  );
   for (let i = 0; i < results.length; i += 1) {
     const outcome = appended[i] as PromiseSettledResult<Appended | undefined>;
     const output = outputs[i];
@@ -182,9 +193,8 @@ async function settleAppends(
     }
     const record = outcome.value;
     if (record === undefined) continue;
-    const failure = failures.get(record.segmentId);
-    if (failures.has(record.segmentId)) {
-      results[i] = new Failed(failure);
+    if (own.has(i)) {
+      results[i] = new Failed(own.get(i));
       continue;
     }
     givePayload(output as Buffer);

@@ -47,7 +47,12 @@ function indexStore(): IndexStore {
 }
 
 function engineClient(): EngineClient {
-  engine ??= new EngineClient(join(config.dataDir, 'engine.sock'));
+  if (engine) return engine;
+  engine = new EngineClient(join(config.dataDir, 'engine.sock'));
+  // A restarted engine refuses commits into the writer's open segment until the writer
+  // registers it again (segment-writer.ts, `reregister`): at once, on every new connection.
+  engine.onConnected(() => void writer?.reregister());
+  engine.reconnectWhile(() => writer?.needsEngine ?? false);
   return engine;
 }
 

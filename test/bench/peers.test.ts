@@ -20,10 +20,12 @@ t.test('flags: targets in run order, profiles, ports; bad flags are exit 2', asy
   t.equal(all?.profile, 'full');
   t.equal(all?.portBase, null);
   t.equal(all?.install, false);
+  t.equal(all?.s3Sdk, 'tuned', 'the S3 scenarios run the bench-tuned SDK unless asked');
   const some = parsePeersOptions(
-    ['--quick', '--only', 'nginx,lightwell', '--port-base', '9500'],
+    ['--quick', '--only', 'nginx,lightwell', '--port-base', '9500', '--s3-sdk', 'default'],
     print,
   );
+  t.equal(some?.s3Sdk, 'default');
   t.same(some?.only, ['lightwell', 'nginx']);
   t.equal(some?.profile, 'quick');
   t.equal(some?.portBase, 9500);
@@ -37,6 +39,7 @@ t.test('flags: targets in run order, profiles, ports; bad flags are exit 2', asy
     ['--only', 'minio'],
     ['--port-base', '65534'],
     ['--port-base', 'x'],
+    ['--s3-sdk', 'fast'],
     ['--nope'],
   ]) {
     let err = '';

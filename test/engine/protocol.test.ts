@@ -212,6 +212,37 @@ t.test(
   },
 );
 
+t.test('reconnectWhile connects again at once after a lost connection, while wanted', async (t) => {
+  const path = join(tempDir(t), 'fake.sock');
+  const connections: Socket[] = [];
+  const server = await fakeEngine(t, path, (request, socket) => {
+    socket.write(encodeFrame({ i: request.i, r: 'pong' }));
+  });
+  server.on('connection', (socket: Socket) => connections.push(socket));
+  const client = new EngineClient(path, 2000);
+  t.teardown(() => client.close());
+  let wanted = true;
+  client.reconnectWhile(() => wanted);
+  let connected = 0;
+  let onConnect: (() => void) | undefined;
+  client.onConnected(() => {
+    connected += 1;
+    onConnect?.();
+  });
+  t.equal(await client.call('ping', {}), 'pong');
+  t.equal(connected, 1, 'the first connection');
+  const again = new Promise<void>((resolve) => (onConnect = resolve));
+  connections.at(-1)?.destroy();
+  await again;
+  t.equal(connected, 2, 'connected again with no call made (the listeners ran)');
+  t.ok(client.connected, 'and the connection is open');
+  wanted = false;
+  connections.at(-1)?.destroy();
+  await new Promise<void>((resolve) => setTimeout(resolve, 300)); // what a reconnect would take
+  t.equal(connected, 2, 'not once it is no longer wanted');
+  t.notOk(client.connected, 'the client waits for its next call');
+});
+
 t.test('stopWaiting ends a wait for an engine that is gone, also one already begun', async (t) => {
   const path = join(tempDir(t), 'nobody.sock');
   const client = new EngineClient(path, 3_600_000); // far past this test's time limit

@@ -145,3 +145,19 @@ t.test('a failed fdatasync poisons the segment: no later sync of it succeeds', a
   await t.rejects(syncer.sync([7]), { code: 'segment_io' }, 'still refused');
   await t.rejects(syncer.sync([7]), { code: 'segment_io' }, 'and again');
 });
+
+t.test('syncEach fails only the segments that failed, and syncs the others', async (t) => {
+  const dir = tempDir(t);
+  const [poisoned, healthy] = (await twoSegments(dir)) as [number, number];
+  const syncer = new SegmentSyncer(dir);
+  t.teardown(() => syncer.close());
+  await syncer.poison(poisoned);
+  const together = await syncer.sync([poisoned, healthy]).catch((error: unknown) => error);
+  t.equal(errorCode(together), 'segment_io', '`sync` of both fails as a whole');
+  const failed = await syncer.syncEach([poisoned, healthy, poisoned]);
+  t.same([...failed.keys()], [poisoned], 'syncEach names only the poisoned segment');
+  t.equal(errorCode(failed.get(poisoned)), 'segment_io', 'with its error');
+  const syncs = syncer.syncs;
+  t.same(await syncer.syncEach([healthy]), new Map(), 'the healthy one syncs on its own');
+  t.equal(syncer.syncs, syncs + 1, 'with an fdatasync of its own');
+});

@@ -117,9 +117,84 @@ function resize(target: Buffer, size: number): Buffer {
   return Buffer.concat([target, Buffer.alloc(size - target.length)]);
 }
 
+/**
+ * Event-loop turns that replay: the disk's latencies and a simulation's waits sleep on these
+ * virtual turns, and a turn passes only while no outside work (the index's commits, which take
+ * real time on LMDB's thread) is in flight; the outcomes of outside work are handed back only
+ * once all of it has finished, in the order it began. So what runs between two turns, and in
+ * which order, depends on the seed alone, not on how fast LMDB commits.
+ */
+export class VirtualTurns {
+  private turn = 0;
+  /** Sleepers by the turn they wake at, in the order they began to sleep. */
+  private sleepers: Array<{ at: number; wake: () => void }> = [];
+  private driving = false;
+  private issued = 0;
+  private running = 0;
+  private finished: Array<{ order: number; deliver: () => void }> = [];
+
+  /** Resolves once `count` turns have passed (at once for none). */
+  sleep(count: number): Promise<void> {
+    if (count <= 0) return Promise.resolve();
+    return new Promise<void>((wake) => {
+      const at = this.turn + count;
+      let index = this.sleepers.length;
+      while (index > 0 && (this.sleepers[index - 1] as { at: number }).at > at) index -= 1;
+      this.sleepers.splice(index, 0, { at, wake });
+      this.drive();
+    });
+  }
+
+  /** Runs outside work; its outcome is handed back as the header says. */
+  outside<T>(work: () => Promise<T>): Promise<T> {
+    const order = (this.issued += 1);
+    this.running += 1;
+    return new Promise<T>((resolve, reject) => {
+      const done = (deliver: () => void): void => {
+        this.finished.push({ order, deliver });
+        this.running -= 1;
+      };
+      this.drive();
+      work().then(
+        (value) => done(() => resolve(value)),
+        // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- as thrown
+        (error: unknown) => done(() => reject(error)),
+      );
+    });
+  }
+
+  private drive(): void {
+    if (this.driving) return;
+    this.driving = true;
+    // Outcomes are handed back in a turn of their own, from this loop (never from LMDB's
+    // callback, whose moment varies), so that they land at the same point in every run.
+    const step = (): void => {
+      if (this.running === 0 && this.finished.length > 0) {
+        const finished = this.finished.sort((a, b) => a.order - b.order);
+        this.finished = [];
+        for (const { deliver } of finished) deliver();
+      } else if (this.running === 0) {
+        if (this.sleepers.length === 0) {
+          this.driving = false;
+          return;
+        }
+        this.turn += 1;
+        while ((this.sleepers[0]?.at ?? Infinity) <= this.turn) this.sleepers.shift()?.wake();
+      }
+      setImmediate(step);
+    };
+    setImmediate(step);
+  }
+}
+
 /** The disk and the faults; `io` is the current process's view of it. */
 export class FaultDisk {
   readonly prng: Prng;
+  /**
+   * The index seam's own draws: LMDB runs a commit's callbacks at a moment of its choosing,
+   * which would otherwise shift every later draw of the disk's and break the replay.
+   */
+  private readonly indexPrng: Prng;
   faults: FaultProbabilities;
   /** Every injected fault, in order, for the report of a failing seed. */
   readonly log: string[] = [];
@@ -137,6 +212,7 @@ export class FaultDisk {
     options: { capacity?: number | undefined } = {},
   ) {
     this.prng = new Prng(seed);
+    this.indexPrng = new Prng(seed ^ 0x1dec);
     this.faults = faults;
     this.capacity = options.capacity;
     this.io = this.makeIo(this.generation);
@@ -196,11 +272,11 @@ export class FaultDisk {
       this.note(`index commit: ENOSPC, ${this.free()} bytes free`);
       return 'ENOSPC';
     }
-    if (this.prng.chance(this.faults.indexEnospc)) {
+    if (this.indexPrng.chance(this.faults.indexEnospc)) {
       this.note('index commit: ENOSPC');
       return 'ENOSPC';
     }
-    if (this.prng.chance(this.faults.indexEio)) {
+    if (this.indexPrng.chance(this.faults.indexEio)) {
       this.note('index commit: EIO');
       return 'EIO';
     }
@@ -266,18 +342,54 @@ export class FaultDisk {
     if (process.env['LIGHTWELL_SIM_TRACE']) this.traced.push(`g${this.generation} ${what}`);
   }
 
+  /** Operations begun on the disk so far (every call of every Io). */
+  private ops = 0;
+  private readonly watchers: Array<{ at: number; run: () => void }> = [];
+
+  /**
+   * Runs `run` synchronously as the `count`-th operation from now begins, so that what a test
+   * does then happens at the same point of the disk's work in every run of its seed (a number of
+   * event-loop turns would not: the index's commits take real time). Answers a function that
+   * cancels it and tells whether it had run.
+   */
+  afterOps(count: number, run: () => void): () => boolean {
+    const watcher = { at: this.ops + Math.max(1, count), run };
+    this.watchers.push(watcher);
+    return () => {
+      const at = this.watchers.indexOf(watcher);
+      if (at < 0) return true;
+      this.watchers.splice(at, 1);
+      return false;
+    };
+  }
+
+  private begin(): void {
+    this.ops += 1;
+    for (const watcher of [...this.watchers]) {
+      if (watcher.at > this.ops) continue;
+      this.watchers.splice(this.watchers.indexOf(watcher), 1);
+      watcher.run();
+    }
+  }
+
   /** Completes after 0-2 event-loop turns, or after a spike of 20-60. */
   private async latency(): Promise<void> {
     let turns = this.prng.int(3);
     if (this.prng.chance(this.faults.latencySpike)) turns += 20 + this.prng.int(40);
+    if (this.turns) return this.turns.sleep(turns);
     for (let i = 0; i < turns; i += 1) await new Promise<void>((resolve) => setImmediate(resolve));
   }
+
+  /** Virtual turns for the latencies (a simulation's, so that it replays); real ones without. */
+  turns: VirtualTurns | undefined;
 
   private makeIo(generation: number): Io {
     const alive = (): void => {
       if (generation !== this.generation) throw errno('EIO', 'the process crashed');
     };
     const step = async (): Promise<void> => {
+      alive();
+      this.begin();
       alive();
       await this.latency();
       alive();

@@ -19,12 +19,15 @@
 // `meta` row per name, written in the commit) so that a rolled-back commit leaves no trace in
 // either.
 // A writer's report of a failed fdatasync reaches the engine a few turns late, and the engine's
-// handle, held from the segment's creation, must catch the failure meanwhile. On demand
-// (LIGHTWELL_SIM_ENGINE_RESTARTS=1) the engine also restarts under a live writer (a gateway
-// outliving its engine): a new syncer, with new handles, over the same disk and page cache,
-// which must still refuse every segment whose fdatasync failed. Off in CI: it finds a known
-// gap (docs/architecture.md, "Not yet done" under the disk's faults), an acknowledged chunk in
-// a segment whose failure the writer saw before the restart.
+// handle, held from the segment's creation, must catch the failure meanwhile. The engine also
+// restarts under a live writer (a gateway outliving its engine): a new syncer, with new
+// handles, over the same disk and page cache, which must still refuse every segment whose
+// fdatasync failed. A report on its way at the restart is lost with its connection; the writer
+// registers its open segment again (`reregister`) some disk operations after the restart, and
+// the new engine refuses commits into it until then. The restart and the re-registration
+// happen at a disk operation drawn from the seed, and every wait (the disk's latencies, the
+// simulation's) is in virtual turns that pass only while no index commit is in flight
+// (VirtualTurns in fault-io.ts), so that a seed replays though LMDB commits in real time.
 // About a third of the seeds run on a small disk (a capacity, `storage.space_reserve` 64 KiB):
 // it fills during the workload, and at the end such a seed fills it on purpose with faults off
 // and checks the answer to a full disk: a put is refused with `disk_full` (503 to clients), the
@@ -39,8 +42,10 @@
 // SpaceReserve, Compactor and SegmentReader, with segments and the reserve on
 // test/fault/fault-io.ts, the index in a real LMDB environment whose commits go through the
 // fault disk's commit seam, and a ManualClock. 200 seeds by default; LIGHTWELL_SIM_SEEDS=n runs
-// n, LIGHTWELL_SIM_SEED=s replays one seed (a failure prints its seed and the faults injected).
+// n, LIGHTWELL_SIM_SEED=s replays one seed (a failure prints its seed and the faults injected;
+// LIGHTWELL_SIM_DIGEST=1 prints a digest of each seed's faults, the same in every replay).
 import t from 'tap';
+import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -90,7 +95,7 @@ import {
   SEGMENT_HEADER_SIZE,
 } from '../../src/format/segment-header.js';
 import { SpaceReserve, withRoom } from '../../src/engine/space-reserve.js';
-import { DiskFull, errorCode } from '../../src/util/errors.js';
+import { DiskFull, EngineUnavailable, errorCode } from '../../src/util/errors.js';
 import { toProblem } from '../../src/http/error-answer.js';
 import { loadSettings, type Settings } from '../../src/util/config.js';
 import { ManualClock } from '../../src/util/clock.js';
@@ -99,6 +104,7 @@ import {
   FaultDisk,
   NO_FAULTS,
   Prng,
+  VirtualTurns,
   type FaultProbabilities,
   type IndexCommit,
 } from './fault-io.js';
@@ -120,10 +126,11 @@ const totals = {
   engineRestarts: 0,
   /** Poisoned segments a restarted engine loaded from the index and refused. */
   marksLoaded: 0,
+  /** Commits a restarted engine refused until the segment's writer registered it again. */
+  unregisteredRefusals: 0,
+  /** Failures whose report was lost with the old engine and sent again by the writer. */
+  reportsResent: 0,
 };
-
-/** Engine restarts under a live writer: on demand only, until the gap they find is closed. */
-const ENGINE_RESTARTS = process.env['LIGHTWELL_SIM_ENGINE_RESTARTS'] === '1';
 
 const TENANT = 't1';
 const TENANT_NUM = 1;
@@ -158,6 +165,8 @@ class Simulation {
   readonly prng: Prng;
   readonly disk: FaultDisk;
   readonly clock = new ManualClock();
+  /** The disk's latencies and the simulation's waits, in turns that replay (fault-io.ts). */
+  readonly turns = new VirtualTurns();
   readonly settings: Settings;
   readonly context: EngineContext;
   /**
@@ -183,11 +192,19 @@ class Simulation {
     const capacity = this.prng.chance(0.35) ? 384 * 1024 + this.prng.int(384 * 1024) : undefined;
     this.disk = new FaultDisk(seed ^ 0x5eed, NO_FAULTS, { capacity });
     this.disk.faults = profile;
+    this.disk.turns = this.turns;
     this.store = IndexStore.open({
       path: paths.index,
       readOnly: false,
       faults: this.disk.indexFaults(),
     });
+    // The index's commits are outside work of the virtual turns (fault-io.ts), so that a seed
+    // replays: what runs while LMDB commits, and what commits together, is the same each time.
+    const { store, turns } = this;
+    const transact = store.transact.bind(store);
+    const transactAll = store.transactAll.bind(store);
+    store.transact = (apply) => turns.outside(() => transact(apply));
+    store.transactAll = (applies) => turns.outside(() => transactAll(applies));
     this.settings = loadSettings({
       flags: {
         'storage.segment_bytes_max': '48KiB',
@@ -247,10 +264,16 @@ class Simulation {
           });
         },
         // As a gateway's report to the engine's segmentFailed command: it takes a few turns
-        // to arrive, and is answered once the mark is committed.
+        // to arrive, and is answered once the mark is committed; lost if the engine restarted
+        // meanwhile.
         failed: async (segmentId) => {
-          await turns(this.prng.int(4));
-          await life.syncer.poison(segmentId);
+          const engine = life.syncer;
+          await this.turns.sleep(this.prng.int(4));
+          if (engine !== life.syncer) {
+            totals.reportsResent += 1; // counted when the writer will send it again
+            throw EngineUnavailable('lost the connection to the engine');
+          }
+          await engine.poison(segmentId);
         },
         // As a gateway's segmentOpened: the engine holds its handle from before the first record.
         opened: (segmentId) => life.syncer.hold(segmentId),
@@ -295,24 +318,38 @@ class Simulation {
       if (refused !== undefined)
         throw refused instanceof Error ? refused : new Error(describe(refused));
     };
-    for (const segmentId of writing) syncer.hold(segmentId).catch(() => undefined);
+    // Commits into the live writer's open segments wait for it to register them again.
+    syncer.expect(writing);
     return syncer;
   }
 
   /**
    * The engine restarts while puts run and the writer (a gateway's) lives on: a new syncer,
    * with new handles, which must still refuse every segment whose fdatasync failed before.
+   * The restart, and the writer's re-registration after it, begin with a disk operation drawn
+   * from the seed (or once the puts are over, if they end first).
    */
   private async restartEngineDuring(count: number): Promise<void> {
+    const life = this.life;
+    let registering: Promise<void> | undefined;
+    let cancelRegistration: (() => boolean) | undefined;
+    const reregister = (): void => {
+      registering = life.writer.reregister();
+    };
+    const restart = (): void => {
+      const old = life.syncer;
+      life.syncer = this.engineSyncer(life, life.io);
+      old.close();
+      totals.engineRestarts += 1;
+      cancelRegistration = this.disk.afterOps(1 + this.prng.int(8), reregister);
+    };
+    const cancelRestart = this.disk.afterOps(1 + this.prng.int(16), restart);
     const puts = [];
     for (let i = 0; i < count; i += 1) puts.push(this.put());
-    await turns(this.prng.int(20));
-    const life = this.life;
-    const old = life.syncer;
-    life.syncer = this.engineSyncer(life, life.io);
-    old.close();
-    totals.engineRestarts += 1;
     await Promise.all(puts);
+    if (!cancelRestart()) restart();
+    if (!(cancelRegistration as () => boolean)()) reregister();
+    await registering;
   }
 
   async run(): Promise<void> {
@@ -322,7 +359,7 @@ class Simulation {
       else if (roll < 60) await this.remove();
       else if (roll < 72) await this.readSome();
       else if (roll < 82) await this.compact();
-      else if (roll < 86 && ENGINE_RESTARTS) await this.restartEngineDuring(1 + this.prng.int(3));
+      else if (roll < 86) await this.restartEngineDuring(1 + this.prng.int(3));
       else await this.crashDuring(1 + this.prng.int(3));
     }
     await this.crashAndCheck([]);
@@ -399,7 +436,7 @@ class Simulation {
   private async crashDuring(count: number): Promise<void> {
     const puts = [];
     for (let i = 0; i < count; i += 1) puts.push(this.put());
-    await turns(this.prng.int(40));
+    await this.turns.sleep(this.prng.int(40));
     await this.crashAndCheck(puts);
   }
 
@@ -455,6 +492,7 @@ class Simulation {
       }
       await life.syncer.sync(manifest.map((chunk) => chunk.location?.segmentId as number));
     } catch (error) {
+      if (errorCode(error) === 'engine_unavailable') totals.unregisteredRefusals += 1;
       return error; // never committed: the client got an error
     }
     for (const chunk of chunks) this.payloads.set(chunk.id.toString('hex'), chunk.payload);
@@ -705,11 +743,6 @@ function isIndexFault(error: unknown): boolean {
   return /index commit/.test(String((error as { message?: unknown } | undefined)?.message));
 }
 
-/** Waits `count` event-loop turns. */
-async function turns(count: number): Promise<void> {
-  for (let i = 0; i < count; i += 1) await new Promise<void>((resolve) => setImmediate(resolve));
-}
-
 function alive(life: Life): void {
   if (life.dead) throw new Error('the process is dead');
 }
@@ -748,6 +781,13 @@ async function runSeed(seed: number): Promise<string | undefined> {
   try {
     await simulation.run();
     totals.faults += simulation.disk.log.length;
+    // What replays from the seed: every fault injected, and the index commits' fates.
+    if (process.env['LIGHTWELL_SIM_DIGEST']) {
+      const fates = simulation.disk.indexCommits.map((commit) => commit.fault ?? '-').join('');
+      const log = simulation.disk.log.join('\n').replaceAll(root, '');
+      const digest = createHash('sha256').update(log).update(fates);
+      digests.push(`seed ${seed}: ${digest.digest('hex').slice(0, 16)}`);
+    }
     totals.batchCommitFaults += simulation.disk.indexCommits.filter(
       (commit) => commit.fault !== undefined && commit.children > 1,
     ).length;
@@ -767,6 +807,9 @@ async function runSeed(seed: number): Promise<string | undefined> {
     rmSync(root, { recursive: true, force: true });
   }
 }
+
+/** Each seed's digest of what it injected (LIGHTWELL_SIM_DIGEST=1), to check a replay. */
+const digests: string[] = [];
 
 const only = process.env['LIGHTWELL_SIM_SEED'];
 const count = Number(process.env['LIGHTWELL_SIM_SEEDS'] ?? 200);
@@ -798,6 +841,7 @@ for (let start = 0; start < seeds.length; start += SEEDS_PER_TEST) {
 
 t.test('the seeds did what they are meant to', (t) => {
   t.comment(JSON.stringify(totals));
+  for (const digest of digests) t.comment(digest);
   t.ok(totals.crashes >= seeds.length, 'every seed crashed at least once');
   t.ok(totals.commits > 0 && totals.chunksChecked > 0, 'objects were committed and read back');
   if (seeds.length >= 20) {
@@ -807,7 +851,8 @@ t.test('the seeds did what they are meant to', (t) => {
     t.ok(totals.callersOfFailedCommits > 0, 'and their callers were answered with errors');
     t.ok(totals.fullDisks > 0, 'disks filled');
     t.equal(totals.resumed, totals.fullDisks, 'and writes resumed on each');
-    if (ENGINE_RESTARTS) t.ok(totals.engineRestarts > 0, 'engines restarted under live writers');
+    t.ok(totals.engineRestarts > 0, 'engines restarted under live writers');
+    t.ok(totals.unregisteredRefusals > 0, 'and refused commits until the writer registered again');
     t.ok(totals.marksLoaded > 0, 'restarted engines loaded the marks of failed fdatasyncs');
   }
   t.end();

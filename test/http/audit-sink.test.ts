@@ -6,8 +6,10 @@
 // times (it would hold back every later row), and `settle` resolves once every row before it
 // is committed, or after 2 s when the engine does not answer. It announces itself to the engine
 // as an audit source and, asked by a barrier, sends the rows it holds before its answer.
-// Method: the sink over a stand-in engine client whose answers the test releases or refuses.
+// Method: the sink over a stand-in engine client whose answers the test releases or refuses;
+// a retry is awaited as the call it makes, never as a fixed pause.
 import t, { type Test } from 'tap';
+import assert from 'node:assert/strict';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { AuditSink } from '../../src/http/audit.js';
 import type { EngineClient } from '../../src/engine/protocol.js';
@@ -77,6 +79,16 @@ function answered(): Exchange {
 
 const log = componentLogger('test.audit');
 
+/** Resolves once the held engine has had `count` calls (the sink's retry timer sends them). */
+async function untilCalls(calls: readonly Call[], count: number): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (calls.length < count) {
+    if (Date.now() > deadline)
+      assert.fail(`waited 10 s for the sink's call ${count}; ${calls.length} came`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
 /** A sink over a held engine, closed (every call answered) when the test ends. */
 function heldSink(t: Test): { sink: AuditSink } & ReturnType<typeof heldEngine> {
   const held = heldEngine();
@@ -141,7 +153,7 @@ t.test('a batch the engine was not reached for is sent again by the retry timer'
   sink.record(answered());
   await nextTurn();
   t.equal(calls.length, 1, 'after a failure, new rows wait for the retry');
-  await new Promise((resolve) => setTimeout(resolve, 80));
+  await untilCalls(calls, 2);
   t.equal(calls.length, 2, 'the retry timer sends');
   t.same(
     calls[1]?.events.map((event) => event.requestId),
@@ -162,7 +174,7 @@ t.test('rows the engine answered 503 (a full disk) are kept until it takes them'
       `attempt ${attempt + 1}`,
     );
     calls[attempt]?.diskFull();
-    await new Promise((resolve) => setTimeout(resolve, 80));
+    await untilCalls(calls, attempt + 2);
   }
   t.equal(calls.length, 6, 'sent again after every refusal for lack of space');
   calls[5]?.answer();
@@ -177,7 +189,7 @@ t.test('a graceful stop goes on sending what the engine did not take at once', a
   t.equal(calls.length, 1, 'the rows go at close');
   for (let attempt = 0; attempt < 3; attempt += 1) {
     calls[attempt]?.unreachable();
-    await new Promise((resolve) => setTimeout(resolve, 80));
+    await untilCalls(calls, attempt + 2);
     t.equal(
       calls.length,
       attempt + 2,
@@ -202,11 +214,13 @@ t.test('a row the engine refused three times is dropped; later rows go on', asyn
       `attempt ${attempt + 1}`,
     );
     calls[attempt]?.refuse();
-    await new Promise((resolve) => setTimeout(resolve, 80));
+    // After the third refusal no call may come: give the retry timer its chance to be wrong.
+    if (attempt < 2) await untilCalls(calls, attempt + 2);
+    else await new Promise((resolve) => setTimeout(resolve, 80));
   }
   t.equal(calls.length, 3, 'not sent a fourth time');
   sink.record(answered());
-  await new Promise((resolve) => setTimeout(resolve, 80));
+  await untilCalls(calls, 4);
   t.same(
     calls[3]?.events.map((event) => event.requestId),
     [`r${requests}`],

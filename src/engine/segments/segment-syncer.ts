@@ -30,10 +30,22 @@
 //   as the segment's file exists, before its first record is written (`hold`), and the handles
 //   of segments being written are never evicted: an engine-side fdatasync always sees every
 //   failed write-back of the records it is about to commit. Released at the seal (`forget`).
+// - A restarted engine knows nothing a live writer saw before: its handles are new (Linux
+//   reports an earlier failed write-back to none of them) and the writer's report of a failure
+//   may have been lost with the old engine. So the open segments of live writers that it finds
+//   at its start are refused (`expect`) until their writer registers each again (`hold`, after
+//   resending the failures it saw and an fdatasync of its own handle: SegmentWriter.reregister)
+//   or seals it; a commit into one waits up to `registrationWaitMs` for that, then is refused
+//   with `engine_unavailable` (503 with Retry-After): the engine has just restarted.
 
 import { join } from 'node:path';
 import { segmentFileName } from '../../format/segment-header.js';
-import { ChunkGone, SegmentIoError, isLightwellError } from '../../util/errors.js';
+import {
+  ChunkGone,
+  EngineUnavailable,
+  SegmentIoError,
+  isLightwellError,
+} from '../../util/errors.js';
 import { nodeIo, type Io, type IoFile } from '../../util/io.js';
 
 const HANDLES_MAX = 256;
@@ -56,6 +68,8 @@ export class SegmentSyncer {
   private readonly marked = new Set<number>();
   /** Marks being committed, joined by later callers. */
   private readonly marking = new Map<number, Promise<void>>();
+  /** Open segments of live writers that have not registered them since the start (`expect`). */
+  private readonly unregistered = new Map<number, Array<() => void>>();
   syncs = 0;
   /** Told of each fdatasync's seconds (metrics). */
   onSync: ((seconds: number) => void) | undefined;
@@ -68,10 +82,27 @@ export class SegmentSyncer {
   constructor(
     private readonly segmentsDir: string,
     private readonly io: Io = nodeIo,
+    /** How long a commit into a segment not yet registered again waits (see the header). */
+    private readonly registrationWaitMs = 0,
   ) {}
 
   async sync(segmentIds: Iterable<number>): Promise<void> {
     await Promise.all([...new Set(segmentIds)].map((segmentId) => this.syncOne(segmentId)));
+  }
+
+  /**
+   * Syncs each segment on its own, as `sync` does, and answers the error of each that failed
+   * instead of failing all: a group of commits refuses only those that point into a failed
+   * segment (the engine's `putObjects`).
+   */
+  async syncEach(segmentIds: Iterable<number>): Promise<Map<number, unknown>> {
+    const failed = new Map<number, unknown>();
+    await Promise.all(
+      [...new Set(segmentIds)].map((segmentId) =>
+        this.syncOne(segmentId).catch((error: unknown) => failed.set(segmentId, error)),
+      ),
+    );
+    return failed;
   }
 
   /**
@@ -92,6 +123,48 @@ export class SegmentSyncer {
     }
   }
 
+  /**
+   * The open segments of live writers, found at the engine's start: commits into them are
+   * refused until their writer registers them again (`hold`) or seals them (see the header).
+   */
+  expect(segmentIds: Iterable<number>): void {
+    for (const segmentId of segmentIds)
+      if (!this.unregistered.has(segmentId)) this.unregistered.set(segmentId, []);
+  }
+
+  /** A segment's writer registered it again, or it was sealed: commits into it may go on. */
+  private registered(segmentId: number): void {
+    const waiters = this.unregistered.get(segmentId);
+    if (!waiters) return;
+    this.unregistered.delete(segmentId);
+    for (const wake of waiters) wake();
+  }
+
+  /** Waits for the segment's writer to register it again, up to `registrationWaitMs`. */
+  private async awaitRegistration(segmentId: number): Promise<void> {
+    const waiters = this.unregistered.get(segmentId);
+    if (!waiters) return;
+    const refusal = (): Error =>
+      EngineUnavailable(
+        `segment ${segmentId} is not yet registered again by its writer since the engine started`,
+        { segmentId, retryAfterSeconds: 1 },
+      );
+    if (this.registrationWaitMs <= 0) throw refusal();
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        const at = waiters.indexOf(wake);
+        if (at >= 0) waiters.splice(at, 1);
+        reject(refusal());
+      }, this.registrationWaitMs);
+      timer.unref();
+      const wake = (): void => {
+        clearTimeout(timer);
+        resolve();
+      };
+      waiters.push(wake);
+    });
+  }
+
   /** Whether commits into the segment are refused. */
   isPoisoned(segmentId: number): boolean {
     return this.poisoned.has(segmentId);
@@ -109,6 +182,7 @@ export class SegmentSyncer {
       state.held = true;
       try {
         await state.handle;
+        this.registered(segmentId);
         return;
       } catch (cause) {
         if (this.states.get(segmentId) === state) this.forget(segmentId);
@@ -144,6 +218,8 @@ export class SegmentSyncer {
 
   private syncOne(segmentId: number): Promise<void> {
     if (this.poisoned.has(segmentId)) return this.refuse(segmentId);
+    if (this.unregistered.has(segmentId))
+      return this.awaitRegistration(segmentId).then(() => this.syncOne(segmentId));
     const state = this.stateOf(segmentId);
     if (!state.running) {
       state.running = this.run(state, segmentId);
@@ -216,6 +292,8 @@ export class SegmentSyncer {
 
   /** Closes the handle of a sealed, retired or deleted segment. */
   forget(segmentId: number): void {
+    // Sealed by its writer, whose fdatasync of the seal heard of every failed write-back.
+    this.registered(segmentId);
     const state = this.states.get(segmentId);
     if (!state) return;
     this.states.delete(segmentId);

@@ -16,7 +16,14 @@
 //   durable: that record and every record behind it fail (`segment_io`), the writer moves to a
 //   new segment, and the broken one is cut after its last good record and sealed there.
 // - A failed fdatasync (of a record or of the seal) is reported to the registry (`failed`)
-//   before anything else happens to the segment: the engine's syncer would not see it.
+//   before anything else happens to the segment: the engine's syncer would not see it. A report
+//   that did not arrive (the engine was down) is kept, and sent again by `reregister`.
+// - After a reconnect the engine may be a new one, which knows nothing the old one was told
+//   and whose handles hear of no write-back that failed before they were opened: `reregister`
+//   sends the kept failures, fdatasyncs the open segment through the writer's own handle (held
+//   from the segment's creation, so it hears of every failed write-back of the segment), and
+//   registers it again (`opened`); until then the engine refuses commits into it
+//   (segment-syncer.ts).
 // - The engine holds its own handle of the segment from before the first record is written
 //   (`opened`), so its fdatasync reports a failed write-back of the segment even while the
 //   writer's report of it is still on its way (segment-syncer.ts).
@@ -233,6 +240,8 @@ class OpenSegment {
   private waiters: Array<() => void> = [];
   /** The first write that is not durable and never will be; set once the segment broke. */
   brokenAt: number | undefined;
+  /** Not sealed by the writer: its cut point is unknown (see `checkWriteBack`). */
+  leftToRecovery = false;
   private failure: unknown;
   private readonly inFlight = new Set<Promise<unknown>>();
   /** The write group still taking records, if any. */
@@ -369,6 +378,29 @@ class OpenSegment {
     }
   }
 
+  /**
+   * An fdatasync through this handle that starts now, whatever is synced already: it reports a
+   * write-back of the segment that failed since the handle was opened (after a failure, the
+   * segment breaks as after any failed fdatasync). Answers whether the segment is whole.
+   */
+  async checkWriteBack(): Promise<boolean> {
+    while (this.syncing) await this.syncing;
+    if (this.brokenAt !== undefined) return false;
+    try {
+      await this.handle.datasync();
+      return true;
+    } catch (error) {
+      // The engine's own fdatasyncs made records durable that this writer never synced, and it
+      // committed them: the writer cannot tell where they end, so it does not cut the segment
+      // (`leftToRecovery`), which recovery cuts at its first damaged record once the writer is
+      // gone. Records not known durable here fail, and nothing more is appended.
+      this.leftToRecovery = true;
+      await this.onSyncFailed(this);
+      this.breakAt(this.syncedThrough + 1, error);
+      return false;
+    }
+  }
+
   private checkNotBroken(number: number): void {
     if (this.brokenAt !== undefined && this.brokenAt <= number) {
       throw SegmentIoError(
@@ -472,6 +504,8 @@ export class SegmentWriter {
   private readonly sealing = new Set<Promise<void>>();
   /** Segments whose seal failed short of its fdatasync: sealed again later (see the header). */
   private readonly unsealed = new Map<number, OpenSegment>();
+  /** Segments whose failed fdatasync the registry has not confirmed hearing of. */
+  private readonly unreported = new Set<number>();
 
   constructor(
     private readonly options: {
@@ -669,9 +703,48 @@ export class SegmentWriter {
     await this.options.registry.seal(segmentId, 0).catch(() => undefined);
   }
 
-  /** Tells the registry that an fdatasync of the segment failed; never throws. */
+  /**
+   * Tells the registry that an fdatasync of the segment failed; never throws. A report that
+   * did not arrive is kept for `reregister`.
+   */
   private async reportSyncFailure(segmentId: number): Promise<void> {
-    await this.options.registry.failed?.(segmentId).catch(() => undefined);
+    const { registry } = this.options;
+    if (!registry.failed) return;
+    this.unreported.add(segmentId);
+    try {
+      await registry.failed(segmentId);
+      this.unreported.delete(segmentId);
+    } catch {
+      // Kept: sent again at the next connection.
+    }
+  }
+
+  /**
+   * Whether the engine must hear from this writer after it restarted: a segment is open (or
+   * being created), or a failure's report did not arrive.
+   */
+  get needsEngine(): boolean {
+    return this.current !== undefined || this.opening !== undefined || this.unreported.size > 0;
+  }
+
+  /**
+   * After a new connection to the engine (which may have restarted; see the header): sends
+   * again the failures it has not confirmed, then checks the open segment's write-back through
+   * the writer's own handle and registers the segment again. Never throws: what is not done is
+   * done at the next connection, and meanwhile the engine refuses commits into the segment.
+   */
+  async reregister(): Promise<void> {
+    const { registry } = this.options;
+    await Promise.all([...this.unreported].map((segmentId) => this.reportSyncFailure(segmentId)));
+    const segment = this.current ?? (await this.opening?.catch(() => undefined));
+    if (!segment || segment.closing || !registry.opened) return;
+    // A failure is reported by the segment's own sync path (onSyncFailed), which breaks it.
+    if (!(await segment.checkWriteBack())) return;
+    try {
+      await registry.opened(segment.id);
+    } catch {
+      // Registered at the next connection; meanwhile the engine refuses commits into it.
+    }
   }
 
   /** Stops appending to `segment` and seals it (once). */
@@ -702,32 +775,17 @@ export class SegmentWriter {
    * committed as the first seal would have.
    */
   private async sealAgain(segment: OpenSegment): Promise<void> {
-    const { offset, records } = segment.cutPoint();
-    const path = join(this.options.segmentsDir, segmentFileName(segment.id));
-    let phase: SealPhase = 'write';
     let handle: IoFile | undefined;
     try {
-      handle = await this.io.open(path, 'r+');
-      await handle.truncate(offset);
-      const footer = encodeSealFooter({
-        recordCount: records,
-        dataEnd: offset,
-        sealedAtMs: this.clock.now(),
+      await this.writeSeal(segment, async () => {
+        const { offset, records } = segment.cutPoint();
+        handle = await this.io.open(
+          join(this.options.segmentsDir, segmentFileName(segment.id)),
+          'r+',
+        );
+        await handle.truncate(offset);
+        return { handle, offset, records };
       });
-      await writeAll(handle, [footer], offset);
-      phase = 'sync';
-      try {
-        await handle.datasync();
-      } catch (error) {
-        await this.reportSyncFailure(segment.id);
-        throw error;
-      }
-      segment.markSynced(records, offset);
-      phase = 'commit';
-      await this.options.registry.seal(segment.id, offset + footer.length);
-    } catch (error) {
-      if (sealAgainAfter(phase, error)) this.unsealed.set(segment.id, segment);
-      throw error;
     } finally {
       await handle?.close().catch(() => undefined);
     }
@@ -740,21 +798,50 @@ export class SegmentWriter {
 
   private async seal(segment: OpenSegment): Promise<void> {
     let plain: IoFile | undefined;
+    try {
+      await this.writeSeal(segment, async () => {
+        await segment.drain();
+        if (segment.leftToRecovery)
+          throw SegmentIoError(`segment ${segment.id} is left for recovery to cut and seal`, {
+            segmentId: segment.id,
+          });
+        const { offset, records } = segment.cutPoint();
+        // The footer is not block-aligned: a segment written directly is sealed through a
+        // handle of the page cache (every direct write has completed, so the two agree), and
+        // cut first, since its file ends in the zero padding of its last block.
+        if (segment.direct) {
+          plain = await this.io.open(
+            join(this.options.segmentsDir, segmentFileName(segment.id)),
+            'r+',
+          );
+        }
+        const handle = plain ?? segment.handle;
+        if (segment.brokenAt !== undefined || plain) await handle.truncate(offset);
+        return { handle, offset, records };
+      });
+    } finally {
+      // FileHandle.close waits for the operations still running on the handle, but not for a
+      // write-out hint, which holds only the descriptor number: a hint still queued when the
+      // number is reused would land on another file (harmless, but not ours to touch).
+      await segment.writebackSettled();
+      await Promise.allSettled([plain?.close()]);
+      await segment.handle.close();
+    }
+  }
+
+  /**
+   * The steps every seal shares, after `prepare` gave the handle to seal through, cut at the
+   * segment's cut point: the footer's write, the fdatasync (a failure reported to the registry
+   * first), and the engine's commit of the size. A seal that failed short of its fdatasync (a
+   * full disk, above all) or at the commit is sealed again later (see the header).
+   */
+  private async writeSeal(
+    segment: OpenSegment,
+    prepare: () => Promise<{ handle: IoFile; offset: number; records: number }>,
+  ): Promise<void> {
     let phase: SealPhase = 'write';
     try {
-      await segment.drain();
-      const { offset, records } = segment.cutPoint();
-      // The footer is not block-aligned: a segment written directly is sealed through a handle
-      // of the page cache (every direct write has completed, so the two agree), and cut first,
-      // since its file ends in the zero padding of its last block.
-      if (segment.direct) {
-        plain = await this.io.open(
-          join(this.options.segmentsDir, segmentFileName(segment.id)),
-          'r+',
-        );
-      }
-      const handle = plain ?? segment.handle;
-      if (segment.brokenAt !== undefined || plain) await handle.truncate(offset);
+      const { handle, offset, records } = await prepare();
       const footer = encodeSealFooter({
         recordCount: records,
         dataEnd: offset,
@@ -773,16 +860,8 @@ export class SegmentWriter {
       phase = 'commit';
       await this.options.registry.seal(segment.id, offset + footer.length);
     } catch (error) {
-      // Short of the fdatasync (a full disk, above all): sealed again later (see the header).
       if (sealAgainAfter(phase, error)) this.unsealed.set(segment.id, segment);
       throw error;
-    } finally {
-      // FileHandle.close waits for the operations still running on the handle, but not for a
-      // write-out hint, which holds only the descriptor number: a hint still queued when the
-      // number is reused would land on another file (harmless, but not ours to touch).
-      await segment.writebackSettled();
-      await Promise.allSettled([plain?.close()]);
-      await segment.handle.close();
     }
   }
 
