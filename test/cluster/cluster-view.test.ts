@@ -54,7 +54,11 @@ function registryOf(initial: Layout) {
       return Promise.resolve(state.layout.version);
     },
     liveIds: () => Promise.resolve(new Set<string>()),
-    client: { getAll: () => ({ prefix: () => ({ exec: () => Promise.resolve({ kvs: [] }) }) }) },
+    client: {
+      getAll: () => ({ prefix: () => ({ exec: () => Promise.resolve({ kvs: [] }) }) }),
+      // This node's liveness key (its lease's time left): none here.
+      get: () => ({ exec: () => Promise.resolve({ kvs: [] }) }),
+    },
   } as unknown as Registry;
   return { registry, state };
 }
