@@ -652,7 +652,6 @@ export class Replicator implements RepairPeer {
     for (let attempt = 1; ; attempt += 1) {
       const placedBy = this.view.layoutVersion();
       const epoch = this.leaderEpoch(partition);
-      await this.fenceMajority(bucket, partition, epoch);
       const seen = { stale: false };
       const sendOnce = async (address: string): Promise<void> => {
         try {
@@ -663,8 +662,17 @@ export class Replicator implements RepairPeer {
           throw error;
         }
       };
-      const failure = await this.sending
-        .run({ partition, epoch }, () => this.toReplicaSet(bucket, sendOnce, held))
+      // Replicas that refuse the epoch round as placed by a stale layout or epoch are the same
+      // refusal as the write's own: read the layout and place it again.
+      const failure = await this.fenceMajority(bucket, partition, epoch)
+        .catch((error: unknown) => {
+          const code = errorCode(error);
+          if (code === 'stale_layout' || code === 'stale_epoch') seen.stale = true;
+          throw error;
+        })
+        .then(() =>
+          this.sending.run({ partition, epoch }, () => this.toReplicaSet(bucket, sendOnce, held)),
+        )
         .then(
           () => undefined,
           (error: unknown) => error as Error,
@@ -725,18 +733,23 @@ export class Replicator implements RepairPeer {
     if (epoch === 0) return;
     const held = this.fencing.get(partition);
     if (held !== undefined && held.epoch >= epoch) return held.done;
+    let stale: unknown;
+    const note = (address: string): Promise<void> =>
+      this.call(address, 'epoch', {}).then(
+        () => {},
+        (error: unknown) => {
+          const code = errorCode(error);
+          if (code === 'stale_layout' || code === 'stale_epoch') stale = error;
+          throw error;
+        },
+      );
     const done = this.sending
-      .run({ partition, epoch }, () =>
-        this.toReplicaSet(
-          bucket,
-          (address) => this.call(address, 'epoch', {}).then(() => {}),
-          null,
-          false,
-        ),
-      )
+      .run({ partition, epoch }, () => this.toReplicaSet(bucket, note, null, false))
       .catch((error: unknown) => {
         if (this.fencing.get(partition)?.done === done) this.fencing.delete(partition);
-        throw error;
+        // A majority missed because a replica has seen a newer layout or epoch: say that, so
+        // the write is placed again (toReplicas) rather than refused.
+        throw stale ?? error;
       });
     this.fencing.set(partition, { epoch, done });
     return done;

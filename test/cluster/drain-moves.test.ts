@@ -42,7 +42,12 @@ t.test('drain and forceLost move data', { skip: env.skip ?? false }, async (t) =
   const bodies = new Map<string, Buffer>();
   for (let index = 0; index < 8; index += 1) {
     const body = randomBytes(20_000 + index);
-    t.equal((await client.put(`k${index}`, body)).status, 200, `k${index} written`);
+    // A 503 (Retry-After) while the joins' leadership moves settle is tried again, as clients do.
+    const answer = await waitFor(`k${index} written`, async () => {
+      const put = await client.put(`k${index}`, body);
+      return put.status === 503 ? undefined : put;
+    });
+    t.equal(answer.status, 200, `k${index} written: ${answer.bytes.toString()}`);
     bodies.set(`k${index}`, body);
   }
 
@@ -59,6 +64,11 @@ t.test('drain and forceLost move data', { skip: env.skip ?? false }, async (t) =
   // may lack one; a rebalance first gives it every key, and what it reclaims is then known.
   const before = await rebalance(false);
   t.equal(before['replicasUnreachable'], 0, 'the rebalance before the drain reached every replica');
+  t.equal(
+    await figure(n4, 'lightwell_tenant_objects'),
+    8,
+    `n4 holds every key before the drain (${JSON.stringify(before)})`,
+  );
 
   const drained = await writer.admin('POST', '/cluster/consensus/drain', {
     id: 'n4',
@@ -74,15 +84,23 @@ t.test('drain and forceLost move data', { skip: env.skip ?? false }, async (t) =
   t.equal(state('n4'), 'drained', 'n4 is drained (DECISIONS.md states), readable until removed');
   // Once drained, n4 reclaims its copies (a majority of the new replica set holds each).
   const sizes = [...bodies.values()].reduce((sum, body) => sum + body.length, 0);
-  t.match(
-    drained.json['reclaimed'],
-    { keysDropped: 8, keysKept: 0, versionsDropped: 8, logicalBytes: sizes },
-    `n4 reclaimed its copies: ${JSON.stringify(drained.json['reclaimed'])}`,
-  );
-  t.ok(
-    (drained.json['reclaimed'] as { physicalBytes: number }).physicalBytes > 0,
-    'and reports the stored bytes it no longer references',
-  );
+  // The drain tries the reclaim again while n4's data transport restarts (membership.ts,
+  // `reclaimSoon`); when the first try did its work but its answer was lost, the second finds
+  // nothing left and reports zeros. Either way n4 keeps nothing (the figures below).
+  const reclaimed = drained.json['reclaimed'] as Record<string, number>;
+  const report = `n4 reclaimed its copies: ${JSON.stringify(reclaimed)}`;
+  if (reclaimed['keysDropped'] === 0) t.match(reclaimed, { keysKept: 0, logicalBytes: 0 }, report);
+  else {
+    t.match(
+      reclaimed,
+      { keysDropped: 8, keysKept: 0, versionsDropped: 8, logicalBytes: sizes },
+      report,
+    );
+    t.ok(
+      (reclaimed['physicalBytes'] ?? 0) > 0,
+      'and reports the stored bytes it no longer references',
+    );
+  }
   t.equal(await figure(n4, 'lightwell_tenant_objects'), 0, 'n4 holds no object of the tenant');
   t.equal(await figure(n4, 'lightwell_tenant_logical_bytes'), 0, 'nor any of its bytes');
   const afterDrain = await rebalance(true);
