@@ -263,7 +263,12 @@ async function repairBucket(
     const old = tombs.filter((tomb) => peer.timeOfSeq(tomb.seq) < due);
     if (!run.dryRun && old.length > 0) await collectTombstones(peer, tenant, bucket, old, run);
   }
-  if (bucket.versioning !== 'Unversioned') await repairVersions(peer, others, tenant, bucket, run);
+  // Not under lifecycle rules: each replica expires versions on its own clock, without a
+  // replicated tombstone, and makes its own expiry markers, so a copy would bring back a version
+  // another replica expired, or a second marker (docs/cluster.md §8a).
+  const expiring = bucket.lifecycle !== undefined && bucket.lifecycle.length > 0;
+  if (bucket.versioning !== 'Unversioned' && !expiring)
+    await repairVersions(peer, others, tenant, bucket, run);
   if (!run.dryRun) await collectEndTombstones(peer, tenant, bucket, run.counts);
 }
 

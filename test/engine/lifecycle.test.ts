@@ -24,6 +24,7 @@ import * as objects from '../../src/engine/ops/objects.js';
 import * as segments from '../../src/engine/ops/segments.js';
 import * as multipart from '../../src/engine/ops/multipart.js';
 import * as lifecycle from '../../src/engine/ops/lifecycle.js';
+import { writeReplicaVersion } from '../../src/engine/ops/replica-version.js';
 import { putLegalHold, putObjectTags, putRetention } from '../../src/engine/ops/object-meta.js';
 import { LifecycleExecutor, type PassStats } from '../../src/engine/lifecycle.js';
 import { DAY_MS } from '../../src/engine/lifecycle-rules.js';
@@ -391,4 +392,49 @@ t.test('the index is the state: a reopened store resumes', async (t) => {
   const second = await fresh(t, path);
   t.equal(dueEntries(second), 1);
   t.same((await passAt(second, Date.UTC(2026, 0, 3))).outcomes, { 'expire-current': 1 });
+});
+
+t.test('versions a replica copies in below the head come due like written ones', async (t) => {
+  // Repair copies a key's versions newest first (cluster/repair.ts): every older one lands below
+  // the head, where its own due entry and its neighbours' must still be set.
+  const fixture = await fresh(t);
+  const keep2 = [
+    rule('keep2', { noncurrentExpiration: { noncurrentDays: 1, newerNoncurrentVersions: 2 } }),
+  ];
+  await bucketOf(fixture, 'written', 'Enabled');
+  await configure(fixture, 'written', keep2);
+  await bucketOf(fixture, 'copied', 'Enabled');
+  await configure(fixture, 'copied', keep2);
+  for (let index = 0; index < 5; index += 1) {
+    await put(fixture, { bucket: 'written', key: 'k' });
+    fixture.clock.advance(HOUR);
+  }
+  const history = versionsOf(fixture, 'written', 'k');
+  for (const version of history) {
+    const location = {
+      segmentId: fixture.segmentId,
+      offset: nextOffset,
+      length: 90,
+      payloadChecksum: 1,
+    };
+    nextOffset += 90;
+    await fixture.store.transact(() =>
+      writeReplicaVersion(fixture.context, {
+        tenantId: TENANT,
+        bucket: 'copied',
+        version,
+        chunks: [{ id: randomBytes(32), plainLength: 10, location }],
+      }),
+    );
+  }
+  t.same(
+    versionsOf(fixture, 'copied', 'k').map((version) => version.versionId),
+    history.map((version) => version.versionId),
+    'the copy holds the same history',
+  );
+  t.equal(dueEntries(fixture), 4, 'the two oldest noncurrent versions of each bucket are due');
+  const stats = await passAt(fixture, START + 3 * DAY_MS);
+  t.same(stats.outcomes['expire-noncurrent'], 4, 'the two oldest of each bucket go');
+  t.equal(versionsOf(fixture, 'written', 'k').length, 3);
+  t.equal(versionsOf(fixture, 'copied', 'k').length, 3, 'and of the copied history too');
 });

@@ -182,6 +182,26 @@ export function lifecycleAfterWrite(
 }
 
 /**
+ * After `version` was inserted below its key's head (a replica's copy of an older version,
+ * replica-version.ts): its own entry, and those of the versions below it whose place it moved
+ * (its older neighbour's noncurrent time, the one NewerNoncurrentVersions + 1 below it).
+ */
+export function lifecycleAfterInsert(
+  context: EngineContext,
+  bucket: BucketRecord,
+  version: ObjectVersionRecord,
+): void {
+  if (!bucket.lifecycle || bucket.lifecycle.length === 0) return;
+  const below = newerNoncurrentMax(bucket.lifecycle) + 2;
+  for (const { value } of context.store.range<ObjectVersionRecord>(DB.versions, {
+    start: versionKey(bucket.id, version.key, version.seq),
+    end: versionRange(bucket.id, version.key).end,
+    limit: below + 1,
+  }))
+    reindexVersion(context, bucket, value);
+}
+
+/**
  * After `removed` left its chain: its own entry goes, and the head's and its older neighbour's
  * are set again.
  */

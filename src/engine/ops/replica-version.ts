@@ -24,6 +24,7 @@ import {
   writeVersion,
   type ManifestChunk,
 } from './objects.js';
+import { lifecycleAfterInsert } from './lifecycle-index.js';
 import { BadRequest, NotFound } from '../../util/errors.js';
 
 export interface ReplicaVersionArgs {
@@ -68,6 +69,9 @@ export function writeReplicaVersion(
   // Written as the newest, then the key's current version set again from what the node holds.
   writeVersion(context, { tenant, bucket, version: copy, usage });
   refreshCurrent(context, bucket, version.key, usage);
+  // writeVersion indexed the chain's head for lifecycle as if the copy were the newest; it may
+  // sit below it, and then its own entry and its older neighbours' are set here.
+  lifecycleAfterInsert(context, bucket, copy);
   saveUsage(context, usage);
   return { written: true };
 }
