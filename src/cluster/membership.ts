@@ -366,7 +366,14 @@ export class Membership {
    */
   private async untilLive(id: string): Promise<void> {
     const deadline = Date.now() + JOIN_LIVE_MS_MAX;
-    while (!(await this.registry.liveIds()).has(id) && Date.now() < deadline) await sleep(RETRY_MS);
+    // A failed read (an etcd hiccup) is read again: the join is done, and an error here would
+    // make its caller's retry meet `id_in_use`.
+    const live = (): Promise<boolean> =>
+      this.registry.liveIds().then(
+        (ids) => ids.has(id),
+        () => false,
+      );
+    while (!(await live()) && Date.now() < deadline) await sleep(RETRY_MS);
   }
 
   private async addLearner(
