@@ -20,7 +20,8 @@ import { constants } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { Unavailable } from '../util/errors.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { errorCode, Unavailable } from '../util/errors.js';
 
 /** A multipart upload's part (and the largest file sent in one request). */
 export const PART_BYTES = 16 * 1024 * 1024;
@@ -112,6 +113,19 @@ function canonicalQuery(query: Record<string, string>): string {
     .join('&');
 }
 
+interface SendOptions {
+  query?: Record<string, string>;
+  headers?: Record<string, string>;
+  body?: Buffer;
+  sink?: (answer: IncomingMessage) => Promise<void>;
+}
+
+/** Tries of a request, the pause before the second (4x more before each next), and the
+ * statuses that are tried again: the endpoint's own transient failures. */
+const SEND_ATTEMPTS = 4;
+const RETRY_PAUSE_MS = 250;
+const RETRIED_STATUSES = new Set([500, 502, 503, 504]);
+
 /** A client of one bucket of an endpoint (the caller puts the target's prefix in each key). */
 export class S3Target {
   constructor(
@@ -119,17 +133,30 @@ export class S3Target {
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** Sends one signed request; answers its status, headers and body (or streams it to `sink`). */
-  private send(
-    method: string,
-    key: string,
-    options: {
-      query?: Record<string, string>;
-      headers?: Record<string, string>;
-      body?: Buffer;
-      sink?: (answer: IncomingMessage) => Promise<void>;
-    } = {},
-  ): Promise<Answer> {
+  /**
+   * Sends a signed request; answers its status, headers and body (or streams it to `sink`). A
+   * request without a sink that fails on the way (a reset keep-alive socket, say) or meets a 500,
+   * 502, 503 (SlowDown) or 504 is sent again, signed afresh, after a growing pause: one such
+   * answer must not fail a whole backup.
+   */
+  private async send(method: string, key: string, options: SendOptions = {}): Promise<Answer> {
+    for (let attempt = 1; ; attempt += 1) {
+      const last = options.sink !== undefined || attempt >= SEND_ATTEMPTS;
+      let answer: Answer;
+      try {
+        answer = await this.sendOnce(method, key, options);
+      } catch (error) {
+        if (last || errorCode(error) !== 'unavailable') throw error;
+        await sleep(RETRY_PAUSE_MS * 4 ** (attempt - 1));
+        continue;
+      }
+      if (last || !RETRIED_STATUSES.has(answer.status)) return answer;
+      await sleep(RETRY_PAUSE_MS * 4 ** (attempt - 1));
+    }
+  }
+
+  /** Sends one signed request. */
+  private sendOnce(method: string, key: string, options: SendOptions): Promise<Answer> {
     const body = options.body ?? Buffer.alloc(0);
     const query = options.query ?? {};
     const headers = sign(
