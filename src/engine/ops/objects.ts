@@ -242,6 +242,16 @@ export function putObject(context: EngineContext, args: PutObjectArgs): ObjectVe
     DB.objects,
     objectKey(bucket.id, args.key),
   );
+  // A replica's apply of a version it holds already (a repair copied it in between the apply's
+  // check and this commit): nothing, else its chunk references and usage would count twice.
+  const replicaSeq = context.reserved?.nextSeq;
+  if (replicaSeq !== undefined) {
+    const copied = context.store.get<ObjectVersionRecord>(
+      DB.versions,
+      versionKey(bucket.id, args.key, replicaSeq),
+    );
+    if (copied !== undefined) return copied;
+  }
   const held = args.idempotency
     ? { tenantId: tenant.id, bucket: bucket.name, ...args.idempotency }
     : undefined;
