@@ -125,8 +125,7 @@ export async function uploadBackup(
   const manifest = await readManifest(dir);
   let base: string | undefined;
   if (job.base !== undefined && job.baseTarget === job.target) {
-    const there = await client.getBytes(keyOf(job.base, MANIFEST));
-    if (there !== undefined) base = job.base;
+    if (await client.has(keyOf(job.base, MANIFEST))) base = job.base;
   }
   const baseDir = base === undefined ? undefined : join(root, base);
   const files =
@@ -185,7 +184,11 @@ export async function fetchBackup(
     if (manifest.tenant === undefined || manifest.name !== job.name)
       throw CorruptData(`the manifest at target ${job.target} is not tenant backup ${job.name}`);
     for (const file of manifest.files) {
-      const got = await client.getFile(keyOf(inside(file.path)), join(partial, file.path));
+      const got = await client.getFile(
+        keyOf(inside(file.path)),
+        join(partial, file.path),
+        file.bytes,
+      );
       if (got.bytes !== file.bytes || got.sha256 !== file.sha256)
         throw CorruptData(`${file.path} of ${job.name} at target ${job.target} fails its checksum`);
     }
@@ -231,7 +234,7 @@ async function fetchObjects(
     )
       continue;
     await mkdir(dirname(join(partial, path)), { recursive: true, mode: 0o700 });
-    const got = await client.getFile(keyOf(path), join(partial, path));
+    const got = await client.getFile(keyOf(path), join(partial, path), record.file.bytes);
     if (got.bytes !== record.file.bytes)
       throw CorruptData(`${path} of the backup at its target is ${String(got.bytes)} bytes`);
   }

@@ -21,7 +21,7 @@ import { open } from 'node:fs/promises';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { errorCode, Unavailable } from '../util/errors.js';
+import { CorruptData, errorCode, Unavailable } from '../util/errors.js';
 
 /** A multipart upload's part (and the largest file sent in one request). */
 export const PART_BYTES = 16 * 1024 * 1024;
@@ -314,8 +314,24 @@ export class S3Target {
     return this.check(answer, key, 'GET').body;
   }
 
-  /** Writes object `key` into a new file `path` (0600), durable; answers its size and SHA-256. */
-  async getFile(key: string, path: string): Promise<{ bytes: number; sha256: string }> {
+  /** Whether the endpoint holds object `key` (a HEAD: no body read, however large). */
+  async has(key: string): Promise<boolean> {
+    const answer = await this.send('HEAD', key);
+    if (answer.status === 404) return false;
+    this.check(answer, key, 'HEAD');
+    return true;
+  }
+
+  /**
+   * Writes object `key` into a new file `path` (0600), durable; answers its size and SHA-256.
+   * More than `limitBytes` (the size the caller expects) stops the download: a damaged or
+   * hostile endpoint cannot fill the disk before the caller's checks.
+   */
+  async getFile(
+    key: string,
+    path: string,
+    limitBytes: number,
+  ): Promise<{ bytes: number; sha256: string }> {
     const hash = createHash('sha256');
     let bytes = 0;
     const file = await open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600);
@@ -323,6 +339,10 @@ export class S3Target {
       const answer = await this.send('GET', key, {
         sink: async (stream) => {
           for await (const piece of stream as AsyncIterable<Buffer>) {
+            if (bytes + piece.length > limitBytes)
+              throw CorruptData(
+                `${this.where(key)} sent more than the ${String(limitBytes)} bytes expected`,
+              );
             hash.update(piece);
             await file.write(piece, 0, piece.length, bytes);
             bytes += piece.length;
