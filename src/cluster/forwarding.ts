@@ -32,8 +32,13 @@
 //   later: only a partition's leader writes it, so that no two nodes ever do (docs/cluster.md
 //   §8, "Strict single writer"). A leader that is up but does not answer (frozen, cut off)
 //   makes the write 503 too, since it may still be writing.
+// - A refusal after which nothing ran (the leadership moving after a layout change, a leader
+//   whose port refuses) is tried again, the view read afresh, for up to LEADER_SETTLE_MS (5 s)
+//   before the client gets the 503: a handover takes a poll or two. A leader whose own lease
+//   read is overdue reads it afresh once before it refuses.
 
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { ManifestChunk } from '../engine/ops/objects.js';
 import {
   BadRequest,
@@ -70,6 +75,10 @@ const FORWARDS_REMEMBERED = 4096;
 const FORWARD_MEMORY_MS = 10 * 60_000;
 /** Member states whose forwards a leader refuses (as replication.ts refuses their writes). */
 const FENCED_STATES: ReadonlySet<string> = new Set(['lost', 'removed']);
+/** How long a write refused by a moving leadership is tried again before the client hears. */
+const LEADER_SETTLE_MS = 5_000;
+const SETTLE_PAUSE_MS = 100;
+const SETTLE_PAUSE_MS_MAX = 1_000;
 
 /** What a forwarded command's leader answers: the result, or the error as it was raised. */
 type Outcome = { ok: true; result: unknown } | { ok: false; error: ReturnType<typeof toWire> };
@@ -120,32 +129,73 @@ export class Forwarder {
     return new Map<string, DataHandler>([[FORWARD_PATH, (from, body) => this.accept(from, body)]]);
   }
 
-  /** Runs `name` here when this node leads its bucket's partition, else at the leader. */
+  /**
+   * Runs `name` here when this node leads its bucket's partition, else at the leader. A refusal
+   * that ran nothing (a leadership moving after a layout change, a leader whose port refuses
+   * while a new one takes over) is tried again, the view read afresh, for up to
+   * LEADER_SETTLE_MS before the client gets it (503 with Retry-After): a leadership handover
+   * takes a poll or two, and a client should not see each one.
+   */
   async run(name: string, args: Record<string, unknown>): Promise<unknown> {
     const { bucket } = this.replicator.bucketOf(args);
     const partition = partitionOf(bucket.id);
+    const settleBy = Date.now() + LEADER_SETTLE_MS;
+    for (let pause = SETTLE_PAUSE_MS; ; pause = Math.min(pause * 2, SETTLE_PAUSE_MS_MAX)) {
+      const outcome = await this.runOnce(name, args, partition);
+      if (outcome.refused === undefined) return outcome.value;
+      if (Date.now() + pause >= settleBy) throw outcome.refused;
+      await sleep(pause);
+      await this.view.refresh();
+    }
+  }
+
+  /** One try of `run`: its answer, or a refusal after which nothing ran anywhere. */
+  private async runOnce(
+    name: string,
+    args: Record<string, unknown>,
+    partition: number,
+  ): Promise<{ value?: unknown; refused?: Error }> {
     const leader = this.view.leaderOf(partition);
-    if (leader === undefined) return this.coordinate(name, args);
+    if (leader === undefined) return { value: await this.coordinate(name, args) };
     if (leader.nodeId === this.view.nodeId) {
       // Before anything runs: a leader unsure of its own lease writes nothing (cluster-view.ts).
-      this.view.writeEpoch(partition);
-      return this.coordinate(name, args);
+      try {
+        await freshWriteEpoch(this.view, partition);
+      } catch (error) {
+        return { refused: error as Error };
+      }
+      return { value: await this.coordinate(name, args) };
     }
     this.replicator.requireQuorum();
     const requestId = randomUUID();
     this.figures.forwarded += 1;
     try {
-      return await this.forwardTo(leader.nodeId, partition, { name, args, requestId });
+      return { value: await this.forwardTo(leader.nodeId, partition, { name, args, requestId }) };
     } catch (error) {
-      const retry = await this.retryTarget(error, leader.nodeId, partition);
-      if (retry === undefined) throw error;
+      let retry: string | undefined;
+      try {
+        retry = await this.retryTarget(error, leader.nodeId, partition);
+      } catch (thrown) {
+        if (ranNothing(error)) return { refused: thrown as Error };
+        throw thrown;
+      }
+      if (retry === undefined) {
+        if (ranNothing(error)) return { refused: error as Error };
+        throw error;
+      }
       this.figures.resent += 1;
       this.log.info(
         { name, partition, from: leader.nodeId, to: retry, reason: errorCode(error) },
         'a forwarded write is sent again',
       );
-      if (retry === this.view.nodeId) return this.coordinate(name, args);
-      return this.forwardTo(retry, partition, { name, args, requestId });
+      if (retry === this.view.nodeId) return { value: await this.coordinate(name, args) };
+      try {
+        return { value: await this.forwardTo(retry, partition, { name, args, requestId }) };
+      } catch (again) {
+        // Refused outright, with nothing run: a next try goes under a new request id.
+        if (ranNothing(again) && ranNothing(error)) return { refused: again as Error };
+        throw again;
+      }
     }
   }
 
@@ -270,7 +320,7 @@ export class Forwarder {
         `node ${from} forwarded a write of partition ${partition} to ${this.view.nodeId}, ` +
           `which does not lead it (its leader is ${leader?.nodeId ?? 'unknown'})`,
       );
-    this.view.writeEpoch(partition);
+    await freshWriteEpoch(this.view, partition);
   }
 
   private async lead(name: string, args: Record<string, unknown>): Promise<Outcome> {
@@ -317,6 +367,27 @@ export class Forwarder {
 }
 
 /** The call never reached the node (nothing was sent): refused or unresolvable connection. */
+/** A refusal after which the leader ran nothing: it may be sent again, anywhere. */
+function ranNothing(error: unknown): boolean {
+  const code = errorCode(error);
+  return code === 'stale_epoch' || code === 'stale_layout' || notDelivered(error);
+}
+
+/**
+ * The epoch this node writes `partition` under as its leader; when its own lease read is
+ * overdue (a loaded node's poll lags), the view is read once more first, which reads the lease's
+ * time left afresh, before the refusal stands.
+ */
+async function freshWriteEpoch(view: ClusterView, partition: number): Promise<number> {
+  try {
+    return view.writeEpoch(partition);
+  } catch (error) {
+    if (errorCode(error) !== 'unavailable') throw error;
+    await view.refresh();
+    return view.writeEpoch(partition);
+  }
+}
+
 function notDelivered(error: unknown): boolean {
   if (!isLightwellError(error) || error.code !== 'unavailable') return false;
   const code = causeCode(error);
