@@ -79,6 +79,8 @@ const FENCED_STATES: ReadonlySet<string> = new Set(['lost', 'removed']);
 const LEADER_SETTLE_MS = 5_000;
 const SETTLE_PAUSE_MS = 100;
 const SETTLE_PAUSE_MS_MAX = 1_000;
+/** How long a settling try waits for a fresh read of the view (etcd may have no majority). */
+const SETTLE_READ_MS = 1_000;
 
 /** What a forwarded command's leader answers: the result, or the error as it was raised. */
 type Outcome = { ok: true; result: unknown } | { ok: false; error: ReturnType<typeof toWire> };
@@ -143,9 +145,9 @@ export class Forwarder {
     for (let pause = SETTLE_PAUSE_MS; ; pause = Math.min(pause * 2, SETTLE_PAUSE_MS_MAX)) {
       const outcome = await this.runOnce(name, args, partition);
       if (outcome.refused === undefined) return outcome.value;
-      if (Date.now() + pause >= settleBy) throw outcome.refused;
+      if (Date.now() + pause >= settleBy) throw settleFailed(partition, outcome.refused);
       await sleep(pause);
-      await this.view.refresh();
+      await settledRead(this.view);
     }
   }
 
@@ -367,6 +369,21 @@ export class Forwarder {
 }
 
 /** The call never reached the node (nothing was sent): refused or unresolvable connection. */
+/**
+ * What the client hears of a refusal that outlasted LEADER_SETTLE_MS: its own words when it is
+ * already an `unavailable` the client is shown, else that the leadership is moving (a stale
+ * epoch or layout is an internal word), with Retry-After either way.
+ */
+function settleFailed(partition: number, refused: Error): Error {
+  if (errorCode(refused) === 'unavailable') return refused;
+  return Unavailable(
+    `the leadership of partition ${partition} is moving and did not settle within ` +
+      `${LEADER_SETTLE_MS / 1000} s; retry (${refused.message})`,
+    { retryAfterSeconds: 2 },
+    { cause: refused },
+  );
+}
+
 /** A refusal after which the leader ran nothing: it may be sent again, anywhere. */
 function ranNothing(error: unknown): boolean {
   const code = errorCode(error);
@@ -383,9 +400,20 @@ async function freshWriteEpoch(view: ClusterView, partition: number): Promise<nu
     return view.writeEpoch(partition);
   } catch (error) {
     if (errorCode(error) !== 'unavailable') throw error;
-    await view.refresh();
+    await settledRead(view);
     return view.writeEpoch(partition);
   }
+}
+
+/**
+ * A fresh read of the view, waited for at most SETTLE_READ_MS and never failing: without etcd's
+ * majority a read hangs or fails, and the refusal at hand then stands as it is.
+ */
+async function settledRead(view: ClusterView): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, SETTLE_READ_MS)));
+  await Promise.race([view.refresh().catch(() => undefined), late]);
+  clearTimeout(timer);
 }
 
 function notDelivered(error: unknown): boolean {

@@ -44,8 +44,11 @@ t.test('a new replica holds every version', { skip: env.skip ?? false }, async (
       ...(body === undefined ? {} : { body }),
       signal: AbortSignal.timeout(60_000),
     });
-    await response.arrayBuffer();
-    t.ok(response.status === 200 || response.status === 204, `${method} ${key} acknowledged`);
+    const text = Buffer.from(await response.arrayBuffer()).toString();
+    t.ok(
+      response.status === 200 || response.status === 204,
+      `${method} ${key} acknowledged: ${response.status} ${text}`,
+    );
     const versionId = response.headers.get('x-service-version-id') ?? '';
     t.not(versionId, '', `${method} ${key} has a version id`);
     written.push({ key, versionId, ...(body === undefined ? {} : { body }) });
