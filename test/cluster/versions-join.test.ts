@@ -36,6 +36,19 @@ t.test('a new replica holds every version', { skip: env.skip ?? false }, async (
   );
   t.equal(made.status, 201, 'a versioned bucket');
 
+  // The bucket's partition takes writes once the joins' leadership moves have settled: a probe
+  // key is written until it is acknowledged (a 503 meanwhile may or may not have made a
+  // version, which the versions written below must not count).
+  await waitFor('the bucket to take writes', async () => {
+    const probe = await fetch(`${n1.publicUrl}/buckets/data/objects/probe`, {
+      method: 'PUT',
+      headers: { Authorization: `Bearer ${c1.token}` },
+      body: 'probe',
+      signal: AbortSignal.timeout(60_000),
+    });
+    await probe.arrayBuffer();
+    return probe.status === 200 ? true : undefined;
+  });
   const written: Written[] = [];
   const send = async (method: string, key: string, body?: Buffer): Promise<void> => {
     const response = await fetch(`${n1.publicUrl}/buckets/data/objects/${key}`, {
